@@ -1,0 +1,172 @@
+"""From source text to findings: parse once, collect facts once, walk once for all rules.
+
+This is the only place that turns a syntax error or a crashing rule into a diagnostic; the
+rules themselves may assume a parsed tree. Positions are computed only when a rule reported
+something (or job evidence must be quoted with its line), since on most files nothing is.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import libcst as cst
+
+from smpfix import suppression
+from smpfix.facts import FileFacts, collect
+from smpfix.findings import FileError, Finding, Fix, JobFactUse
+from smpfix.jobfacts import DeclaredJob, Evidence, JobFacts
+from smpfix.positions import Positions
+from smpfix.rule import Report, Rule, RuleContext, all_rules
+from smpfix.walker import Ancestry, Dispatch, walk
+
+_RECURSION_LIMIT = 20_000
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """What to check: enabled rule codes and the declared job, highest precedence first."""
+
+    select: frozenset[str]
+    declared_jobs: tuple[DeclaredJob, ...] = ()
+
+
+@dataclass(frozen=True)
+class Analysis:
+    findings: tuple[Finding, ...] = ()
+    errors: tuple[FileError, ...] = ()
+    job: Optional[JobFacts] = None
+    imports_smp: bool = False
+    used_suppressions: tuple[suppression.Suppression, ...] = field(default=())
+    suppressions: tuple[suppression.Suppression, ...] = field(default=())
+
+
+class _LazyPositions:
+    def __init__(self, module: cst.Module, text: str) -> None:
+        self.module = module
+        self.text = text
+        self._positions: Optional[Positions] = None
+
+    def get(self) -> Positions:
+        if self._positions is None:
+            self._positions = Positions(self.module, self.text)
+        return self._positions
+
+
+def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[FileError]]:
+    """Parse with LibCST; a syntax error or too-deep nesting becomes one clear diagnostic."""
+    previous = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(max(previous, _RECURSION_LIMIT))
+        return cst.parse_module(text), None
+    except cst.ParserSyntaxError as exc:
+        reason = str(exc.message).strip().splitlines()[0] if exc.message else "invalid syntax"
+        return None, FileError(path, f"syntax error: {reason}", exc.raw_line, exc.raw_column + 1)
+    except RecursionError:
+        return None, FileError(path, "code is nested too deeply to analyze")
+    except (MemoryError, ValueError) as exc:
+        return None, FileError(path, f"cannot parse: {exc}")
+    finally:
+        sys.setrecursionlimit(previous)
+
+
+def job_facts_for(facts: FileFacts, declared: Sequence[DeclaredJob], positions: _LazyPositions) -> JobFacts:
+    sources = list(declared)
+    if facts.init_config_call is not None and facts.init_config:
+        line = positions.get().position(positions.get().span(facts.init_config_call)[0]).line
+        sources.append(DeclaredJob(f"smp.init({{...}}) at line {line}", facts.init_config, complete=False))
+    evidence = [
+        Evidence(item.feature, item.description, positions.get().position(positions.get().span(item.node)[0]).line)
+        for item in facts.evidence
+    ]
+    return JobFacts.resolve(sources, evidence)
+
+
+def analyze(text: str, path: str, options: AnalysisOptions) -> Analysis:
+    module, error = parse(text, path)
+    if module is None:
+        assert error is not None
+        return Analysis(errors=(error,))
+    return analyze_module(module, text, path, options)
+
+
+def analyze_module(module: cst.Module, text: str, path: str, options: AnalysisOptions) -> Analysis:
+    try:
+        facts = collect(module)
+    except RecursionError:
+        return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
+    rule_types = [rule for rule in all_rules() if rule.code in options.select and rule.applies_to(facts)]
+    positions = _LazyPositions(module, text)
+    job = job_facts_for(facts, options.declared_jobs, positions) if facts.imports_smp else JobFacts.resolve(options.declared_jobs)
+    if not rule_types:
+        return Analysis(job=job, imports_smp=facts.imports_smp)
+
+    ancestry = Ancestry()
+    context = RuleContext(path=path, module=module, facts=facts, job=job, ancestry=ancestry)
+    rules: list[Rule] = [rule_type(context) for rule_type in rule_types]
+    errors: list[FileError] = []
+    failed: set[str] = set()
+
+    def on_error(handler: Any, exc: BaseException) -> None:
+        code = getattr(getattr(handler, "__self__", None), "code", None) or "?"
+        if code not in failed:
+            failed.add(code)
+            errors.append(FileError(path, f"internal error in rule {code}: {type(exc).__name__}: {exc}", code=code))
+
+    walk(module, Dispatch(rules), ancestry, on_error)
+    reports = [report for rule in rules if rule.code not in failed for report in rule.reports]
+    if not reports:
+        return Analysis(errors=tuple(errors), job=job, imports_smp=facts.imports_smp)
+
+    by_line = suppression.parse(text)
+    findings: list[Finding] = []
+    used: list[suppression.Suppression] = []
+    names = {rule.code: rule.name for rule in rule_types}
+    for report in reports:
+        try:
+            finding = _finding(report, names[report.code], path, positions.get(), facts)
+        except Exception as exc:
+            errors.append(FileError(path, f"internal error in rule {report.code}: {type(exc).__name__}: {exc}", code=report.code))
+            continue
+        lines = (finding.start.line, _statement_line(report.node, facts, positions.get()))
+        hit = suppression.find(by_line, finding.code, lines)
+        if hit is not None:
+            used.append(hit)
+            continue
+        findings.append(finding)
+    findings.sort(key=lambda f: f.sort_key)
+    all_suppressions = tuple(item for items in by_line.values() for item in items)
+    return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, tuple(used), all_suppressions)
+
+
+def _statement_line(node: cst.CSTNode, facts: FileFacts, positions: Positions) -> int:
+    """The first line of the innermost statement holding ``node`` (suppressions may sit there)."""
+    start, end = positions.span(node)
+    best: Optional[tuple[int, int]] = None
+    for statement in facts.statements:
+        s_start, s_end = positions.span(statement)
+        if s_start <= start and end <= s_end and (best is None or s_end - s_start < best[1] - best[0]):
+            best = (s_start, s_end)
+    return positions.position(best[0] if best is not None else start).line
+
+
+def _finding(report: Report, name: str, path: str, positions: Positions, facts: FileFacts) -> Finding:
+    start, end = positions.span(report.node)
+    fix: Optional[Fix] = None
+    if report.fix is not None:
+        edits = tuple(sorted((edit.resolve(positions) for edit in report.fix.edits), key=lambda e: (e.start, e.end)))
+        fix = Fix(report.fix.applicability, report.fix.description, edits)
+    uses = tuple(JobFactUse(state.feature.key, state.state.value, state.source) for state in report.job_facts)
+    return Finding(
+        code=report.code,
+        name=name,
+        message=report.message,
+        path=path,
+        start=positions.position(start),
+        end=positions.position(end),
+        severity=report.severity,
+        fix=fix,
+        job_facts=uses,
+    )

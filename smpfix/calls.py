@@ -1,0 +1,86 @@
+"""Questions about call sites that many rules ask: "which argument is ``drop_last``?"."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+
+def argument(call: cst.Call, keyword: str, position: Optional[int] = None) -> Optional[cst.Arg]:
+    """The argument bound to parameter ``keyword``, given by keyword or at ``position``.
+
+    A positional argument after ``*args`` cannot be placed, so it is not returned.
+    """
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+    if position is None:
+        return None
+    index = 0
+    for arg in call.args:
+        if arg.keyword is not None or arg.star == "**":
+            break
+        if arg.star == "*":
+            return None
+        if index == position:
+            return arg
+        index += 1
+    return None
+
+
+def has_star_kwargs(call: cst.Call) -> bool:
+    """``f(**kwargs)`` may set any keyword, so a rule cannot say a keyword is missing."""
+    return any(arg.star == "**" for arg in call.args)
+
+
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Every plain name read anywhere inside ``node`` (attribute names excluded)."""
+    from smpfix.walker import iter_nodes
+
+    nodes = iter_nodes(node)
+    not_reads = {id(child.attr) for child in nodes if isinstance(child, cst.Attribute)}
+    not_reads |= {id(child.keyword) for child in nodes if isinstance(child, cst.Arg) and child.keyword is not None}
+    return {child.value for child in nodes if isinstance(child, cst.Name) and id(child) not in not_reads}
+
+
+def bound_names(statement: cst.CSTNode) -> set[str]:
+    """Names a statement (re)binds: assignment targets, loop and ``with`` targets, defs, imports."""
+    from smpfix.walker import iter_nodes
+
+    bound: set[str] = set()
+
+    def targets(expr: cst.BaseExpression) -> None:
+        if isinstance(expr, cst.Name):
+            bound.add(expr.value)
+        elif isinstance(expr, (cst.Tuple, cst.List)):
+            for element in expr.elements:
+                targets(element.value)
+        elif isinstance(expr, cst.StarredElement):
+            targets(expr.value)
+
+    for node in iter_nodes(statement):
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                targets(target.target)
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            targets(node.target)
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            targets(node.target)
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            targets(node.asname.name)
+        elif isinstance(node, cst.NamedExpr):
+            targets(node.target)
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            bound.add(node.name.value)
+        elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                if alias.asname is not None:
+                    targets(alias.asname.name)  # type: ignore[arg-type]
+                else:
+                    name = alias.name
+                    while isinstance(name, cst.Attribute):
+                        name = name.value  # type: ignore[assignment]
+                    if isinstance(name, cst.Name):
+                        bound.add(name.value)
+    return bound

@@ -1,0 +1,277 @@
+"""The ``smpfix`` command line: Ruff's conventions on top of the engine.
+
+The CLI parses options, resolves configuration once, and hands paths to the engine; it never
+walks trees or touches LibCST itself. ``check`` is the default command, so ``smpfix PATHS``
+and ``smpfix --apply PATHS`` work.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import click
+
+from smpfix import __version__
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class _DefaultCheckGroup(click.Group):
+    """A group that runs ``check`` when the first argument is not a subcommand."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--version", "--help", "-h")):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _use_color(no_color: bool) -> bool:
+    if no_color or os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return sys.stdout.isatty()
+
+
+@click.group(cls=_DefaultCheckGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="smpfix", message="%(prog)s %(version)s")
+def main() -> None:
+    """Find and fix misuses of SageMaker model parallelism (SMP v1) in training scripts."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--apply", "--fix", "apply", is_flag=True, help="Write safe fixes to the files.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply (or show as fixable) fixes marked unsafe.")
+@click.option("--diff", is_flag=True, help="Print the diff --apply would write; write nothing; exit 1 if there are changes.")
+@click.option("--select", multiple=True, help="Rules to enable: codes, prefixes (SMP1), names or ALL. Replaces the configured select.")
+@click.option("--extend-select", multiple=True, help="Rules to enable in addition to select.")
+@click.option("--ignore", multiple=True, help="Rules to disable (codes, prefixes, names).")
+@click.option("--format", "fmt", type=click.Choice(["full", "concise", "json"]), default="full", show_default=True, help="Output format.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only, without the summary line.")
+@click.option("--no-color", is_flag=True, help="Disable colours (also NO_COLOR, or when output is not a terminal).")
+@click.option("--stdin-filename", help="The name to report for source read from stdin ('-').")
+@click.option("--config", "config_path", type=click.Path(), help="Read [tool.smpfix] from this pyproject.toml.")
+@click.option("--job", "job_settings", multiple=True, metavar="KEY=VALUE", help="A job setting, e.g. tensor_parallel_degree=4 (beats pyproject.toml).")
+@click.option("--show-job", is_flag=True, help="Print the job facts derived for each script and where each came from.")
+@click.option("--exclude", multiple=True, help="Extra gitignore-style patterns to skip.")
+@click.option("--workers", type=int, default=0, help="Worker processes (default: all cores).")
+def check(
+    paths: tuple[str, ...],
+    apply: bool,
+    unsafe_fixes: bool,
+    diff: bool,
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    fmt: str,
+    exit_zero: bool,
+    quiet: bool,
+    no_color: bool,
+    stdin_filename: Optional[str],
+    config_path: Optional[str],
+    job_settings: tuple[str, ...],
+    show_job: bool,
+    exclude: tuple[str, ...],
+    workers: int,
+) -> None:
+    """Check PATHS (files, directories, or - for stdin); the default command."""
+    try:
+        code = _check(paths or (".",), apply=apply, unsafe_fixes=unsafe_fixes, diff=diff, select=select,
+                      extend_select=extend_select, ignore=ignore, fmt=fmt, exit_zero=exit_zero, quiet=quiet,
+                      no_color=no_color, stdin_filename=stdin_filename, config_path=config_path,
+                      job_settings=job_settings, show_job=show_job, exclude=exclude, workers=workers)
+    except KeyboardInterrupt:
+        click.echo("smpfix: interrupted", err=True)
+        code = EXIT_INTERRUPTED
+    sys.exit(code)
+
+
+def _usage_error(message: str) -> int:
+    click.echo(f"smpfix: error: {message}", err=True)
+    return EXIT_ERROR
+
+
+def _check(paths: Sequence[str], **opts: Any) -> int:
+    from smpfix.config import ConfigError, resolve, validate_job
+    from smpfix.discovery import DiscoveredFile, Excluder, discover
+    from smpfix.jobfacts import DeclaredJob, parse_value
+    from smpfix.report import ReportOptions
+    from smpfix.rule_index import rule_names
+    from smpfix.runner import RunOptions, run
+    from smpfix.selection import SelectionError, enabled
+
+    stdin_name = opts["stdin_filename"]
+    config_anchor = [stdin_name] if "-" in paths and stdin_name else list(paths)
+    try:
+        config = resolve(config_anchor, opts["config_path"])
+        cli_job: dict[str, Any] = {}
+        for item in opts["job_settings"]:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"--job expects KEY=VALUE, got {item!r}")
+            cli_job[key.strip()] = parse_value(value)
+        cli_job = validate_job(cli_job, "--job")
+    except ConfigError as exc:
+        return _usage_error(str(exc))
+    names = rule_names()
+    try:
+        codes = enabled(
+            names,
+            _split(opts["select"]) if opts["select"] else config.select,
+            [*config.extend_select, *_split(opts["extend_select"])],
+            [*config.ignore, *_split(opts["ignore"])],
+        )
+    except SelectionError as exc:
+        return _usage_error(str(exc))
+    declared = []
+    if cli_job:
+        declared.append(DeclaredJob("command line --job", cli_job))
+    if config.job:
+        declared.append(DeclaredJob(config.job_source, config.job))
+    options = RunOptions(
+        select=codes,
+        rule_names=names,
+        declared_jobs=tuple(declared),
+        per_file_ignores=config.per_file_ignores,
+        root=config.root,
+        apply=opts["apply"] and not opts["diff"],
+        unsafe_fixes=opts["unsafe_fixes"],
+        diff=opts["diff"],
+        jobs=opts["workers"],
+        show_job=opts["show_job"],
+    )
+    report_options = ReportOptions(color=_use_color(opts["no_color"]), unsafe_fixes=opts["unsafe_fixes"], applied=options.apply)
+    fmt = opts["fmt"]
+
+    if list(paths) == ["-"]:
+        return _check_stdin(stdin_name or "-", options, report_options, fmt, opts["quiet"], opts["exit_zero"])
+
+    excluder = Excluder([*config.exclude, *opts["exclude"]], config.root)
+    missing = [p for p in paths if p != "-" and not os.path.exists(p) and not os.path.islink(p)]
+    tasks = [DiscoveredFile(p, explicit=True) for p in missing]
+    tasks += list(discover([p for p in paths if p not in missing and p != "-"], excluder, config.respect_gitignore))
+    results = list(run(tasks, options))
+    return _finish(results, options, report_options, fmt, opts["quiet"], opts["exit_zero"])
+
+
+def _check_stdin(name: str, options: Any, report_options: Any, fmt: str, quiet: bool, exit_zero: bool) -> int:
+    from smpfix import prefilter, source
+    from smpfix.findings import FileError, FileResult
+    from smpfix.runner import check_text
+
+    raw = sys.stdin.buffer.read()
+    try:
+        src = source.decode(name, raw)
+    except source.SourceError as exc:
+        result = FileResult(name, errors=(FileError(name, exc.message, exc.line, exc.column),))
+        return _finish([result], options, report_options, fmt, quiet, exit_zero)
+    result = check_text(src.text, name, options) if prefilter.may_involve_smp(raw) else FileResult(name)
+    if options.apply:
+        sys.stdout.write(result.new_text if result.new_text is not None else src.text)
+        sys.stdout.flush()
+        return _finish([result], options, report_options, fmt, quiet, exit_zero, stream_err=True)
+    return _finish([result], options, report_options, fmt, quiet, exit_zero)
+
+
+def _diff(results: Sequence[Any]) -> str:
+    chunks = []
+    for result in results:
+        if result.new_text is None or result.original_text is None:
+            continue
+        chunks.extend(
+            difflib.unified_diff(
+                result.original_text.splitlines(keepends=True),
+                result.new_text.splitlines(keepends=True),
+                fromfile=f"a/{result.path.lstrip('/')}",
+                tofile=f"b/{result.path.lstrip('/')}",
+            )
+        )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
+
+
+def _finish(results: Sequence[Any], options: Any, report_options: Any, fmt: str, quiet: bool, exit_zero: bool, stream_err: bool = False) -> int:
+    from smpfix.report import render
+    from smpfix.report.text import summary
+
+    errors = [error for result in results for error in result.errors]
+    for error in errors:
+        click.echo(f"{error.path}:{error.line}:{error.column}: error: {error.message}", err=True)
+    if options.show_job:
+        _print_jobs(results, err=fmt == "json" or stream_err)
+    if options.diff:
+        text = _diff(results)
+        if text:
+            click.echo(text, nl=False)
+        changed = any(r.new_text is not None for r in results)
+        if not quiet:
+            fixable = sum(r.fixed_count for r in results)
+            click.echo(f"Would fix {fixable} problem{'s' if fixable != 1 else ''}." if changed else "No fixes available.", err=True)
+        return EXIT_ERROR if errors else (EXIT_FINDINGS if changed else EXIT_CLEAN)
+    output = render(results, fmt, report_options)
+    if output:
+        click.echo(output, nl=False, err=stream_err)
+    if fmt != "json" and not quiet:
+        click.echo(summary(results, report_options), err=stream_err)
+    remaining = any(result.findings for result in results)
+    if errors:
+        return EXIT_ERROR
+    if remaining and not exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def _print_jobs(results: Sequence[Any], err: bool) -> None:
+    for result in results:
+        if result.job is None:
+            continue
+        click.echo(f"{result.path}: job facts", err=err)
+        for key, item in result.job["features"].items():
+            click.echo(f"  {key:<12} {item['state']:<8} {item['source']}", err=err)
+        for key, item in result.job["settings"].items():
+            click.echo(f"  {key} = {json.dumps(item['value'])}  ({item['source']})", err=err)
+
+
+@main.command()
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def rules(fmt: str) -> None:
+    """List every rule: code, name, fix availability and safety, job settings it depends on."""
+    from smpfix.rule_index import rule_table
+
+    table = rule_table()
+    if fmt == "json":
+        click.echo(json.dumps(table, indent=2))
+        return
+    width = max(len(row["name"]) for row in table) if table else 10
+    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} depends on")
+    for row in table:
+        depends = ", ".join(row["depends_on"]) or "-"
+        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {depends}")
+
+
+@main.command()
+@click.argument("rule")
+def explain(rule: str) -> None:
+    """Print the page of RULE (a code such as SMP101, or a rule name)."""
+    from smpfix.pages import read_page
+    from smpfix.rule_index import find_rule
+
+    found = find_rule(rule)
+    if found is None:
+        click.echo(f"smpfix: error: unknown rule {rule!r}; `smpfix rules` lists them", err=True)
+        sys.exit(EXIT_ERROR)
+    page = read_page(found["code"])
+    if page is None:
+        click.echo(f"smpfix: error: the page of {found['code']} is missing from this installation", err=True)
+        sys.exit(EXIT_ERROR)
+    click.echo(page, nl=not page.endswith("\n"))

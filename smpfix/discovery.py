@@ -1,0 +1,156 @@
+"""From the paths on the command line to the files to check.
+
+Directories are walked without following symbolic links to directories (so a link loop
+terminates), skipping hidden and tool folders, the ``exclude`` patterns, and what
+``.gitignore`` files ignore. A file named explicitly is always checked unless the user's own
+``exclude`` matches it, so that a pre-commit hook, which names files, honours the
+configuration.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pathspec
+
+SOURCE_SUFFIXES = (".py",)
+DEFAULT_EXCLUDED_DIRS = frozenset(
+    {".git", ".hg", ".svn", ".venv", "venv", "build", "dist", "__pycache__", "node_modules",
+     ".tox", ".nox", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".smpfix_cache", "site-packages"}
+)
+
+
+@dataclass(frozen=True)
+class DiscoveredFile:
+    """A file to check. ``writable`` is False for a link that leads out of the checked tree."""
+
+    path: str
+    explicit: bool
+    writable: bool = True
+
+
+def _is_hidden(name: str) -> bool:
+    return name.startswith(".") and name not in (".", "..")
+
+
+def _load_gitignore(folder: Path) -> Optional[pathspec.PathSpec]:
+    ignore_file = folder / ".gitignore"
+    try:
+        lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+
+
+def _ancestor_gitignores(folder: Path) -> list[tuple[Path, pathspec.PathSpec]]:
+    """The .gitignore files above ``folder`` up to the repository root, outermost first."""
+    found: list[tuple[Path, pathspec.PathSpec]] = []
+    current = folder.absolute()
+    for parent in [current, *current.parents]:
+        if parent != current:
+            spec = _load_gitignore(parent)
+            if spec is not None:
+                found.append((parent, spec))
+        if (parent / ".git").exists():
+            break
+    return list(reversed(found))
+
+
+def _ignored(path: Path, is_dir: bool, specs: Sequence[tuple[Path, pathspec.PathSpec]]) -> bool:
+    for base, spec in specs:
+        try:
+            relative = path.absolute().relative_to(base).as_posix()
+        except ValueError:
+            continue
+        if spec.match_file(relative + ("/" if is_dir else "")):
+            return True
+    return False
+
+
+class Excluder:
+    """Answers "does the user's ``exclude`` list match this path?" relative to the project root."""
+
+    def __init__(self, patterns: Sequence[str], root: Path) -> None:
+        self.root = root.absolute()
+        self.spec = pathspec.PathSpec.from_lines("gitwildmatch", patterns) if patterns else None
+
+    def matches(self, path: Path, is_dir: bool = False) -> bool:
+        if self.spec is None:
+            return False
+        absolute = path.absolute()
+        try:
+            relative = absolute.relative_to(self.root).as_posix()
+        except ValueError:
+            relative = absolute.as_posix().lstrip("/")
+        return self.spec.match_file(relative + ("/" if is_dir else "")) or self.spec.match_file(path.name)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def discover(
+    paths: Iterable[str],
+    excluder: Excluder,
+    respect_gitignore: bool = True,
+    suffixes: Sequence[str] = SOURCE_SUFFIXES,
+) -> Iterator[DiscoveredFile]:
+    """Yield the files to check under ``paths``, each once, in a stable (sorted) order."""
+    seen: set[str] = set()
+    for raw in paths:
+        root = Path(raw)
+        if root.is_dir():
+            for found in _walk(root, excluder, respect_gitignore, suffixes):
+                key = os.path.normcase(os.path.abspath(found.path))
+                if key not in seen:
+                    seen.add(key)
+                    yield found
+        else:
+            key = os.path.normcase(os.path.abspath(raw))
+            if key in seen or excluder.matches(root):
+                continue
+            seen.add(key)
+            yield DiscoveredFile(path=raw, explicit=True)
+
+
+def _walk(root: Path, excluder: Excluder, respect_gitignore: bool, suffixes: Sequence[str]) -> Iterator[DiscoveredFile]:
+    specs = _ancestor_gitignores(root) if respect_gitignore else []
+    stack: list[tuple[Path, list[tuple[Path, pathspec.PathSpec]]]] = [(root, specs)]
+    while stack:
+        folder, inherited = stack.pop()
+        local = list(inherited)
+        if respect_gitignore:
+            spec = _load_gitignore(folder)
+            if spec is not None:
+                local.append((folder.absolute(), spec))
+        try:
+            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        except OSError:
+            continue
+        subfolders: list[Path] = []
+        for entry in entries:
+            path = Path(entry.path)
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                if entry.name in DEFAULT_EXCLUDED_DIRS or _is_hidden(entry.name):
+                    continue
+                if excluder.matches(path, is_dir=True) or _ignored(path, True, local):
+                    continue
+                subfolders.append(path)
+            elif entry.name.endswith(tuple(suffixes)):
+                if excluder.matches(path) or _ignored(path, False, local):
+                    continue
+                writable = not entry.is_symlink() or _inside(path, root)
+                yield DiscoveredFile(path=str(path), explicit=False, writable=writable)
+        stack.extend((sub, local) for sub in reversed(subfolders))

@@ -1,0 +1,121 @@
+"""Edits anchored to nodes, turned into text edits once the file's positions are known.
+
+Rules build their fixes while the tree is walked, before any position is computed; the
+analysis computes positions only for files that report something and resolves these then.
+Statement-level edits work on whole lines, so a moved statement keeps its comments and the
+indentation of its block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+import libcst as cst
+
+from smpfix.findings import Edit
+from smpfix.positions import Positions
+
+
+@dataclass(frozen=True)
+class ReplaceNode:
+    """Replace the code of ``node`` (without the whitespace around it) with ``text``."""
+
+    node: cst.CSTNode
+    text: str
+
+    def resolve(self, positions: Positions) -> Edit:
+        start, end = positions.span(self.node)
+        return _edit(positions, start, end, self.text)
+
+
+@dataclass(frozen=True)
+class InsertBefore:
+    """Insert ``text`` right before the code of ``node``."""
+
+    node: cst.CSTNode
+    text: str
+
+    def resolve(self, positions: Positions) -> Edit:
+        start, _ = positions.span(self.node)
+        return _edit(positions, start, start, self.text)
+
+
+@dataclass(frozen=True)
+class InsertAfter:
+    """Insert ``text`` right after the code of ``node``."""
+
+    node: cst.CSTNode
+    text: str
+
+    def resolve(self, positions: Positions) -> Edit:
+        _, end = positions.span(self.node)
+        return _edit(positions, end, end, self.text)
+
+
+@dataclass(frozen=True)
+class DeleteStatementLines:
+    """Delete the whole lines a statement occupies, with the comment lines above it."""
+
+    statement: cst.CSTNode
+
+    def resolve(self, positions: Positions) -> Edit:
+        start, end = statement_lines(positions, self.statement)
+        leading = getattr(self.statement, "leading_lines", ())
+        if leading:
+            start = positions.line_span(positions.position(positions.span(leading[0])[0]).line, 1)[0]
+        return _edit(positions, start, end, "")
+
+
+@dataclass(frozen=True)
+class InsertStatementAfter:
+    """Insert ``statement`` (with its comment lines) after ``anchor``, in the anchor's block.
+
+    The code is generated from ``module`` so it has the file's newline; only the first line
+    of each piece gets the block's indentation, since continuation lines keep their own.
+    """
+
+    anchor: cst.CSTNode
+    statement: cst.SimpleStatementLine
+    module: cst.Module
+
+    def resolve(self, positions: Positions) -> Edit:
+        start, end = statement_lines(positions, self.anchor)
+        first_line = positions.text[start:end]
+        indent = first_line[: len(first_line) - len(first_line.lstrip(" \t"))]
+        newline = self.module.default_newline
+        pieces = []
+        for line in self.statement.leading_lines:
+            if line.comment is not None:
+                pieces.append(f"{indent if line.indent else ''}{line.comment.value}{newline}")
+            else:
+                pieces.append(newline)
+        body = self.module.code_for_node(self.statement.with_changes(leading_lines=()))
+        pieces.append(indent + body)
+        text = "".join(pieces)
+        if end == len(positions.text) and not positions.text.endswith(("\n", "\r")):
+            text = newline + text.rstrip("\r\n")
+        return _edit(positions, end, end, text)
+
+
+NodeEdit = Union[ReplaceNode, InsertBefore, InsertAfter, DeleteStatementLines, InsertStatementAfter]
+
+
+def statement_lines(positions: Positions, statement: cst.CSTNode) -> tuple[int, int]:
+    """Offsets of the full lines of ``statement``: line start to the start of the next line."""
+    start, end = positions.span(statement)
+    first = positions.position(start).line
+    last = positions.position(max(start, end - 1)).line
+    return positions.line_span(first, last)
+
+
+def _newline_of(text: str) -> str:
+    if text.endswith("\r\n"):
+        return "\r\n"
+    if text.endswith(("\n", "\r")):
+        return text[-1]
+    return ""
+
+
+def _edit(positions: Positions, start: int, end: int, text: str) -> Edit:
+    return Edit(start=start, end=end, content=text, start_pos=positions.position(start), end_pos=positions.position(end))

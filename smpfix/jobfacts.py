@@ -1,0 +1,223 @@
+"""What smpfix knows about the job a script will run in, and how it knows it.
+
+Several pitfalls exist only under some configurations: a ``dp_rank()`` checkpoint guard is
+correct without tensor parallelism and a hang with it. Each setting's value is taken from the
+most authoritative source that states it:
+
+1. ``--job KEY=VALUE`` on the command line;
+2. ``[tool.smpfix.job]`` in ``pyproject.toml``;
+3. the launcher that starts the script (estimator ``distribution``), when one is known;
+4. the literal dict passed to ``smp.init({...})`` in the script (the launcher overrides it,
+   as the library does);
+5. evidence in the script (``with smp.tensor_parallelism():`` and the like), which can only
+   turn a feature from UNKNOWN to ON.
+
+A configuration that is declared (sources 1-3) is a whole configuration: settings it leaves
+out take the library's defaults, as they would at run time. Keys missing from an
+``smp.init`` dict stay unknown, because a launcher may still set them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+Value = Union[bool, int, float, str]
+
+LIBRARY_DEFAULTS: Mapping[str, Value] = {
+    "tensor_parallel_degree": 1,
+    "pipeline_parallel_degree": 1,
+    "microbatches": 1,
+    "sharded_data_parallel_degree": 1,
+    "prescaled_batch": False,
+    "ddp": False,
+    "horovod": False,
+    "fp16": False,
+    "bf16": False,
+    "shard_optimizer_state": False,
+    "offload_activations": False,
+    "delayed_parameter_initialization": False,
+    "sdp_gradient_clipping": 1.0,
+    "auto_partition": True,
+    "optimize": "speed",
+    "placement_strategy": "cluster",
+    "pipeline": "interleaved",
+    "contiguous": True,
+}
+
+# Every key SMP v1 (1.12.1 schema, plus the 1.13-1.15 additions) accepts; see the catalog, C04.
+KNOWN_KEYS: frozenset[str] = frozenset(
+    {
+        "pipeline_parallel_degree", "partitions", "tensor_parallel_degree", "microbatches", "pipeline",
+        "horovod", "ddp", "sharded_data_parallel_degree", "sdp_reduce_bucket_size",
+        "sdp_param_persistence_threshold", "sdp_max_live_parameters", "sdp_hierarchical_allgather",
+        "sdp_gradient_clipping", "_sharded_data_parallelism_config", "ddp_port", "ddp_dist_backend",
+        "contiguous", "placement_strategy", "optimize", "auto_partition", "default_partition",
+        "prescaled_batch", "memory_weight", "active_microbatches", "fast_mode", "static_mode", "fp16",
+        "bf16", "fp16_params", "tensor_parallel_seed", "offload_activations",
+        "_shard_offloaded_activations", "shard_optimizer_state", "delayed_parameter_initialization",
+        "skip_tracing", "activation_loading_horizon", "task_level_activation_loading_horizon",
+        "herring", "_match_weights", "_fp32_grad_accumulation", "checkpoint_attentions",
+        "load_partition", "partition_file",
+    }
+)
+
+_ALIASES = {"partitions": "pipeline_parallel_degree"}
+
+
+class Tri(str, enum.Enum):
+    ON = "on"
+    OFF = "off"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A derived feature: which setting decides it and how a message names it."""
+
+    key: str
+    setting: str
+    title: str
+
+    def state_of(self, value: Value) -> Tri:
+        if isinstance(value, bool) or self.setting not in _DEGREE_SETTINGS:
+            return Tri.ON if value is True else Tri.OFF
+        if isinstance(value, (int, float)):
+            return Tri.ON if value > 1 else Tri.OFF
+        return Tri.UNKNOWN
+
+
+_DEGREE_SETTINGS = {"tensor_parallel_degree", "pipeline_parallel_degree", "sharded_data_parallel_degree", "microbatches"}
+
+FEATURES: Mapping[str, Feature] = {
+    f.key: f
+    for f in (
+        Feature("TP", "tensor_parallel_degree", "tensor parallelism"),
+        Feature("PP", "pipeline_parallel_degree", "pipeline parallelism"),
+        Feature("SDP", "sharded_data_parallel_degree", "sharded data parallelism"),
+        Feature("MB", "microbatches", "microbatching (microbatches > 1)"),
+        Feature("OSS", "shard_optimizer_state", "optimizer state sharding"),
+        Feature("FP16", "fp16", "fp16 training"),
+        Feature("BF16", "bf16", "bf16 training"),
+        Feature("DDP", "ddp", "ddp"),
+        Feature("PRESCALED", "prescaled_batch", "prescaled batch"),
+        Feature("DELAYED_INIT", "delayed_parameter_initialization", "delayed parameter initialization"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    value: Value
+    source: str
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Something in the script that shows a feature is in use, e.g. ``smp.tensor_parallelism()``."""
+
+    feature: str
+    description: str
+    line: int
+
+
+@dataclass(frozen=True)
+class DeclaredJob:
+    """One source's settings, e.g. the ``[tool.smpfix.job]`` table, with the source's name."""
+
+    source: str
+    settings: Mapping[str, Value]
+    complete: bool = True
+
+
+@dataclass(frozen=True)
+class FeatureState:
+    feature: Feature
+    state: Tri
+    source: str
+    value: Optional[Value] = None
+
+    def condition(self) -> str:
+        """Words for a message: "tensor parallelism is enabled (pyproject.toml ...)" or "if ..."."""
+        title = self.feature.title
+        if self.state is Tri.ON:
+            return f"{title} is enabled ({self.source})"
+        if self.state is Tri.OFF:
+            return f"{title} is disabled ({self.source})"
+        return f"if {title} is enabled"
+
+
+def normalize_key(key: str) -> str:
+    return _ALIASES.get(key, key)
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """The settings and feature states for one script."""
+
+    settings: Mapping[str, Setting] = field(default_factory=dict)
+    evidence: tuple[Evidence, ...] = ()
+
+    @classmethod
+    def resolve(cls, declared: Sequence[DeclaredJob], evidence: Sequence[Evidence] = ()) -> JobFacts:
+        """Merge sources given highest precedence first; see the module docstring."""
+        settings: dict[str, Setting] = {}
+        complete_source: Optional[str] = None
+        for job in declared:
+            for key, value in job.settings.items():
+                settings.setdefault(normalize_key(key), Setting(normalize_key(key), value, job.source))
+            if job.complete and complete_source is None:
+                complete_source = job.source
+        if complete_source is not None:
+            for key, value in LIBRARY_DEFAULTS.items():
+                settings.setdefault(key, Setting(key, value, f"library default; not set in {complete_source}"))
+        return cls(settings=settings, evidence=tuple(evidence))
+
+    def value(self, key: str) -> Optional[Value]:
+        setting = self.settings.get(normalize_key(key))
+        return setting.value if setting is not None else None
+
+    def feature(self, key: str) -> FeatureState:
+        feature = FEATURES[key]
+        setting = self.settings.get(feature.setting)
+        if setting is not None:
+            return FeatureState(feature, feature.state_of(setting.value), setting.source, setting.value)
+        for item in self.evidence:
+            if item.feature == key:
+                return FeatureState(feature, Tri.ON, f"script evidence: {item.description} at line {item.line}")
+        return FeatureState(feature, Tri.UNKNOWN, "not set in any known source")
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-friendly view: every setting and feature with its source (``--show-job``)."""
+        return {
+            "settings": {key: {"value": s.value, "source": s.source} for key, s in sorted(self.settings.items())},
+            "features": {
+                key: {"state": state.state.value, "source": state.source}
+                for key in FEATURES
+                for state in [self.feature(key)]
+            },
+        }
+
+
+def parse_value(text: str) -> Value:
+    """A ``--job`` value: ``true``/``false``, an int, a float, or else the string itself."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "yes", "on"):
+        return True
+    if lowered in ("false", "no", "off"):
+        return False
+    for convert in (int, float):
+        try:
+            return convert(text)  # type: ignore[operator,no-any-return]
+        except ValueError:
+            pass
+    return text
+
+
+def closest_key(key: str) -> Optional[str]:
+    matches = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1, cutoff=0.6)
+    return matches[0] if matches else None

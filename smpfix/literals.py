@@ -1,0 +1,111 @@
+"""Static values of literal expressions, never by evaluating code.
+
+Configuration dicts (``smp.init({...})``, an estimator's ``distribution``) are written as
+literals or as names bound to literals. This module folds those into Python values; any part
+it cannot know (a call, an attribute, an argparse value) becomes ``UNKNOWN`` instead of a
+guess, so a rule can tell "not set" from "set to something smpfix cannot see".
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from typing import Any, Callable, Optional
+
+import libcst as cst
+
+
+class _Unknown:
+    _instance: Optional[_Unknown] = None
+
+    def __new__(cls) -> _Unknown:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+UNKNOWN: Any = _Unknown()
+
+NameResolver = Callable[[str, cst.CSTNode], Optional[cst.BaseExpression]]
+
+
+def _no_names(name: str, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
+    return None
+
+
+def literal_value(node: cst.BaseExpression, resolve: NameResolver = _no_names, depth: int = 0) -> Any:
+    """The value of ``node`` if it is a literal (through names ``resolve`` knows), else UNKNOWN."""
+    if depth > 20:
+        return UNKNOWN
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
+        try:
+            return ast.literal_eval(_code(node))
+        except (ValueError, SyntaxError):
+            return UNKNOWN
+    if isinstance(node, cst.Name):
+        if node.value in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[node.value]
+        bound = resolve(node.value, node)
+        return literal_value(bound, resolve, depth + 1) if bound is not None else UNKNOWN
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        inner = literal_value(node.expression, resolve, depth + 1)
+        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+            return -inner if isinstance(node.operator, cst.Minus) else inner
+        return UNKNOWN
+    if isinstance(node, cst.Dict):
+        result: dict[Any, Any] = {}
+        for element in node.elements:
+            if isinstance(element, cst.StarredDictElement):
+                merged = literal_value(element.value, resolve, depth + 1)
+                if not isinstance(merged, dict):
+                    return UNKNOWN
+                result.update(merged)
+                continue
+            key = literal_value(element.key, resolve, depth + 1)
+            if key is UNKNOWN:
+                return UNKNOWN
+            result[key] = literal_value(element.value, resolve, depth + 1)
+        return result
+    if isinstance(node, (cst.List, cst.Tuple)):
+        items = []
+        for element in node.elements:
+            if isinstance(element, cst.StarredElement):
+                return UNKNOWN
+            items.append(literal_value(element.value, resolve, depth + 1))
+        return items if isinstance(node, cst.List) else tuple(items)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "dict":
+        result = {}
+        for arg in node.args:
+            if arg.keyword is not None:
+                result[arg.keyword.value] = literal_value(arg.value, resolve, depth + 1)
+            elif arg.star == "**" or not arg.star:
+                merged = literal_value(arg.value, resolve, depth + 1)
+                if not isinstance(merged, dict):
+                    return UNKNOWN
+                result.update(merged)
+            else:
+                return UNKNOWN
+        return result
+    return UNKNOWN
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def dict_entries(node: cst.BaseExpression) -> Mapping[str, cst.DictElement]:
+    """The literal string keys of a dict display and their elements (to point at a key)."""
+    entries: dict[str, cst.DictElement] = {}
+    if isinstance(node, cst.Dict):
+        for element in node.elements:
+            if isinstance(element, cst.DictElement):
+                key = literal_value(element.key)
+                if isinstance(key, str):
+                    entries[key] = element
+    return entries

@@ -1,0 +1,26 @@
+"""A byte-level test that skips files which cannot involve the library, before any parsing.
+
+Every SMP v1 script imports ``smdistributed`` and every launcher names it in its
+``distribution``; a file without those bytes gets no findings from any rule, so it is
+neither decoded nor parsed. Like TorchFix's substring check, this may let an irrelevant file
+through (a comment that mentions the library) but never skips a relevant one.
+"""
+
+from __future__ import annotations
+
+_MARKER = b"smdistributed"
+
+
+def may_involve_smp(raw: bytes) -> bool:
+    # Non-UTF-8 encodings that are ASCII-compatible keep the marker's bytes; UTF-16 files
+    # are not Python source that CPython accepts, so they are not considered here.
+    return _MARKER in raw
+
+
+def file_may_involve_smp(path: str) -> bool:
+    """True when the file may be relevant, or cannot be read (the read error is reported later)."""
+    try:
+        with open(path, "rb") as handle:
+            return may_involve_smp(handle.read())
+    except OSError:
+        return True

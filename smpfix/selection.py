@@ -1,0 +1,67 @@
+"""Which rules run: ``select``, ``extend-select`` and ``ignore`` with Ruff's selectors.
+
+A selector is a rule code (``SMP101``), a code prefix (``SMP1``), a rule name
+(``optimizer-before-distributed-model``) or ``ALL``. The enabled set is ``select`` (default
+``ALL``) plus ``extend-select``, minus ``ignore``. On the command line ``--select`` replaces
+the configured ``select``, while ``--ignore`` and ``--extend-select`` add to the configured
+lists. ``per-file-ignores`` then removes rules for files matching a pattern.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import pathspec
+
+
+class SelectionError(Exception):
+    """An unknown selector; the CLI exits with 2."""
+
+
+def expand(selectors: Iterable[str], rules: Mapping[str, str]) -> frozenset[str]:
+    """Codes matched by ``selectors``; ``rules`` maps code -> name."""
+    chosen: set[str] = set()
+    by_name = {name: code for code, name in rules.items()}
+    for raw in selectors:
+        selector = raw.strip()
+        if not selector:
+            continue
+        if selector.upper() == "ALL":
+            chosen.update(rules)
+            continue
+        if selector.lower() in by_name:
+            chosen.add(by_name[selector.lower()])
+            continue
+        matched = {code for code in rules if code.startswith(selector.upper())}
+        if not matched or not selector.upper().startswith("SMP"):
+            raise SelectionError(f"unknown rule selector {raw!r} (use a code such as SMP101, a prefix such as SMP1, a rule name, or ALL)")
+        chosen.update(matched)
+    return frozenset(chosen)
+
+
+def enabled(
+    rules: Mapping[str, str],
+    select: Sequence[str] | None,
+    extend_select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+) -> frozenset[str]:
+    base = expand(select if select is not None else ["ALL"], rules)
+    return (base | expand(extend_select, rules)) - expand(ignore, rules)
+
+
+def per_file(codes: frozenset[str], path: str, per_file_ignores: Mapping[str, Sequence[str]], root: Path, rules: Mapping[str, str]) -> frozenset[str]:
+    """``codes`` minus the rules ``per-file-ignores`` switches off for ``path``."""
+    if not per_file_ignores:
+        return codes
+    absolute = Path(path).absolute()
+    try:
+        relative = absolute.relative_to(root.absolute()).as_posix()
+    except ValueError:
+        relative = absolute.as_posix()
+    removed: set[str] = set()
+    for pattern, selectors in per_file_ignores.items():
+        spec = pathspec.PathSpec.from_lines("gitwildmatch", [pattern])
+        if spec.match_file(relative) or spec.match_file(Path(path).name):
+            removed |= expand(selectors, rules)
+    return codes - removed
