@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Union
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 
 from smpfix.findings import Edit
 from smpfix.positions import Positions
@@ -71,8 +72,8 @@ class DeleteStatementLines:
 class InsertStatementAfter:
     """Insert ``statement`` (with its comment lines) after ``anchor``, in the anchor's block.
 
-    The code is generated from ``module`` so it has the file's newline; only the first line
-    of each piece gets the block's indentation, since continuation lines keep their own.
+    The code is generated with the module's newline and the anchor's indentation, which
+    LibCST applies to the statement, its comment lines and its continuation lines alike.
     """
 
     anchor: cst.CSTNode
@@ -83,18 +84,15 @@ class InsertStatementAfter:
         start, end = statement_lines(positions, self.anchor)
         first_line = positions.text[start:end]
         indent = first_line[: len(first_line) - len(first_line.lstrip(" \t"))]
-        newline = self.module.default_newline
-        pieces = []
-        for line in self.statement.leading_lines:
-            if line.comment is not None:
-                pieces.append(f"{indent if line.indent else ''}{line.comment.value}{newline}")
-            else:
-                pieces.append(newline)
-        body = self.module.code_for_node(self.statement.with_changes(leading_lines=()))
-        pieces.append(indent + body)
-        text = "".join(pieces)
+        state = CodegenState(
+            default_indent=self.module.default_indent,
+            default_newline=self.module.default_newline,
+            indent_tokens=[indent] if indent else [],
+        )
+        self.statement._codegen(state)
+        text = "".join(state.tokens)
         if end == len(positions.text) and not positions.text.endswith(("\n", "\r")):
-            text = newline + text.rstrip("\r\n")
+            text = self.module.default_newline + text.rstrip("\r\n")
         return _edit(positions, end, end, text)
 
 

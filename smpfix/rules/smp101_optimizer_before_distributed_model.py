@@ -67,15 +67,21 @@ class OptimizerBeforeDistributedModel(Rule):
 
     def _derives_from(self, call: cst.Call, model: str, where: StatementRef) -> bool:
         """Does the optimizer take ``model``'s parameters (directly, via a helper, or a variable)?"""
+        return self._directly_from(call, model) or bool(self._via_variables(call, model, where))
+
+    def _directly_from(self, call: cst.Call, model: str) -> bool:
+        return any(self._mentions_parameters_of(arg.value, model) for arg in call.args)
+
+    def _via_variables(self, call: cst.Call, model: str, where: StatementRef) -> list[str]:
+        """Names in the call bound (in the same function) to something built from ``model``."""
+        found = []
         for arg in call.args:
-            if self._mentions_parameters_of(arg.value, model):
-                return True
-            for name in names_in(arg.value):
+            for name in names_in(arg.value) - {model}:
                 for assignment in self.facts.assignments.get(name, ()):
                     if assignment.where is not None and assignment.where.scope is where.scope:
                         if self._mentions_parameters_of(assignment.value, model):
-                            return True
-        return False
+                            found.append(name)
+        return found
 
     @staticmethod
     def _mentions_parameters_of(expr: cst.CSTNode, model: str) -> bool:
@@ -103,11 +109,17 @@ class OptimizerBeforeDistributedModel(Rule):
             return None
         if wrap.target is None:
             return None
+        assert isinstance(optimizer.value, cst.Call)
+        if self._via_variables(optimizer.value, model, opt_ref):
+            # Parameter groups computed before the wrap stay stale; moving one line is not a fix.
+            return None
         between: Sequence[cst.CSTNode] = opt_ref.block.body[opt_ref.index + 1 : wrap_ref.index]  # type: ignore[union-attr]
+        if any(optimizer.target in names_in(s) for s in [*between, wrap_ref.statement]):
+            # Code between uses the optimizer (a scheduler, a wrapper): moving it would break that.
+            return None
         inputs = names_in(optimizer.value) - {model}
         redefined = set().union(*(bound_names(s) for s in between)) if between else set()
-        used_between = any(optimizer.target in names_in(s) for s in [*between, wrap_ref.statement])
-        safe = not (inputs & redefined) and not used_between
+        safe = not (inputs & redefined)
         moved = statement
         if wrap.target != model:
             moved = statement.visit(_Rename(model, wrap.target))  # type: ignore[assignment]

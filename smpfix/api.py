@@ -1,0 +1,55 @@
+"""The public Python API: check or fix a source string, list the rules.
+
+The CLI and the tests both go through the same engine these functions use::
+
+    from smpfix.api import check_source, fix_source
+    findings = check_source(text, job={"tensor_parallel_degree": 4})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from smpfix.analysis import AnalysisOptions, analyze
+from smpfix.findings import FileError, Finding
+from smpfix.fixing import fix_text
+from smpfix.jobfacts import DeclaredJob, Value
+
+
+@dataclass(frozen=True)
+class FixResult:
+    text: str
+    applied: int
+    remaining: tuple[Finding, ...]
+    errors: tuple[FileError, ...]
+
+
+def _options(select: Optional[Iterable[str]], job: Optional[Mapping[str, Value]]) -> AnalysisOptions:
+    from smpfix.rule_index import rule_names
+    from smpfix.selection import enabled
+
+    codes = enabled(rule_names(), list(select) if select is not None else None)
+    declared = (DeclaredJob("job given to the API", dict(job)),) if job else ()
+    return AnalysisOptions(select=codes, declared_jobs=declared)
+
+
+def check_source(text: str, path: str = "<string>", select: Optional[Iterable[str]] = None, job: Optional[Mapping[str, Value]] = None) -> list[Finding]:
+    """Findings for ``text``; raises ``ValueError`` when it cannot be parsed."""
+    analysis = analyze(text, path, _options(select, job))
+    if analysis.errors and not analysis.findings and any(e.code is None for e in analysis.errors):
+        raise ValueError(analysis.errors[0].message)
+    return list(analysis.findings)
+
+
+def fix_source(text: str, path: str = "<string>", select: Optional[Iterable[str]] = None, job: Optional[Mapping[str, Value]] = None, unsafe: bool = False) -> FixResult:
+    """Apply fixes to ``text`` until nothing fixable changes; returns the new text."""
+    outcome = fix_text(text, path, _options(select, job), unsafe=unsafe)
+    return FixResult(outcome.text, outcome.applied, outcome.analysis.findings, outcome.analysis.errors + outcome.errors)
+
+
+def list_rules() -> list[dict[str, Any]]:
+    from smpfix.rule_index import rule_table
+
+    return rule_table()

@@ -1,0 +1,89 @@
+"""Shared test helpers: running the installed command, reading fixture annotations."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+EXAMPLES = ROOT / "examples"
+
+_EXPECT = re.compile(r"#\s*expect:\s*(?P<items>[^#\n]+)")
+_JOB = re.compile(r"^#\s*smpfix-job:(?P<settings>.*)$", re.MULTILINE)
+_FIX = re.compile(r"^#\s*smpfix-fix:\s*(?P<mode>\w+)", re.MULTILINE)
+
+
+def smpfix_command() -> list[str]:
+    """The installed console script, as a user runs it (falls back to ``python -m smpfix``)."""
+    found = shutil.which("smpfix", path=os.path.dirname(sys.executable)) or shutil.which("smpfix")
+    return [found] if found else [sys.executable, "-m", "smpfix"]
+
+
+@dataclass
+class Completed:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str, cwd: Optional[Path] = None, stdin: Optional[str] = None, env: Optional[dict] = None) -> Completed:
+    environment = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    proc = subprocess.run(
+        [*smpfix_command(), *args],
+        cwd=cwd,
+        input=stdin.encode("utf-8") if stdin is not None else None,
+        capture_output=True,
+        env=environment,
+        timeout=300,
+    )
+    return Completed(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+
+@dataclass(frozen=True)
+class Expected:
+    line: int
+    code: str
+    severity: Optional[str]
+
+
+def expected_findings(text: str) -> list[Expected]:
+    """``# expect: SMP101 error; SMP301`` markers: a finding must start on that line."""
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _EXPECT.search(line)
+        if not match:
+            continue
+        for item in match.group("items").split(";"):
+            parts = item.split()
+            if parts:
+                found.append(Expected(number, parts[0], parts[1] if len(parts) > 1 else None))
+    return found
+
+
+def fixture_job(text: str) -> dict:
+    """``# smpfix-job: tensor_parallel_degree=4 microbatches=2`` -> the job the fixture runs under."""
+    from smpfix.jobfacts import parse_value
+
+    match = _JOB.search(text)
+    if not match:
+        return {}
+    return {key: parse_value(value) for key, _, value in (item.partition("=") for item in match.group("settings").split())}
+
+
+def fixture_unsafe(text: str) -> bool:
+    match = _FIX.search(text)
+    return bool(match and match.group("mode") == "unsafe")
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path
