@@ -1,0 +1,45 @@
+"""Rule pages are documentation and tests at once: they cannot drift from the rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from smpfix.api import check_source, fix_source
+from smpfix.jobfacts import parse_value
+from smpfix.pages import SECTIONS, all_pages, read_page
+from smpfix.rule import FixAvailability, all_rules
+
+RULES = {rule.code: rule for rule in all_rules()}
+PAGES = all_pages()
+
+
+def test_every_rule_has_a_page_and_every_page_a_rule() -> None:
+    assert set(PAGES) == set(RULES)
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_page_has_every_section(code: str) -> None:
+    page = PAGES[code]
+    assert page.title == f"{code} {RULES[code].name}"
+    missing = [section for section in SECTIONS if not page.sections.get(section, "").strip()]
+    assert not missing, f"{code}.md lacks sections {missing}"
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_page_example_is_flagged_and_fixed_as_shown(code: str) -> None:
+    page = PAGES[code]
+    example, fixed = page.code_block("Example"), page.code_block("Fixed")
+    assert example is not None and fixed is not None, f"{code}.md needs python blocks in Example and Fixed"
+    job = {key: parse_value(value) for key, value in page.job_settings("Example").items()}
+    findings = check_source(example, f"{code}.md", select=[code], job=job)
+    assert findings, f"{code}.md's Example is not flagged by {code}"
+    unsafe = "<!-- fix: unsafe -->" in page.sections["Example"]
+    result = fix_source(example, f"{code}.md", select=[code], job=job, unsafe=unsafe)
+    if RULES[code].fix_availability is FixAvailability.NONE or result.text == example:
+        assert check_source(fixed, f"{code}.md", select=[code], job=job) == [], f"{code}.md's Fixed is still flagged"
+    else:
+        assert result.text == fixed, f"{code}.md's Fixed is not what --apply produces"
+
+
+def test_explain_reads_the_page_from_the_installation() -> None:
+    assert read_page("SMP101") is not None and read_page("SMP101").startswith("# SMP101")
