@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 import libcst as cst
 
 from smpfix import suppression
 from smpfix.facts import FileFacts, collect
-from smpfix.findings import FileError, Finding, Fix, JobFactUse
+from smpfix.findings import Applicability, FileError, Finding, Fix, JobFactUse
 from smpfix.jobfacts import DeclaredJob, Evidence, JobFacts
 from smpfix.positions import Positions
+from smpfix.project import LinkedModule, LocalModules, Project
 from smpfix.rule import Report, Rule, RuleContext, all_rules
 from smpfix.walker import Ancestry, Dispatch, walk
 
@@ -31,6 +32,8 @@ class AnalysisOptions:
 
     select: frozenset[str]
     declared_jobs: tuple[DeclaredJob, ...] = ()
+    # The checked project (roots, launcher-declared jobs); None when checking a lone text.
+    project: Optional[Project] = None
 
 
 @dataclass(frozen=True)
@@ -97,14 +100,58 @@ def analyze_module(module: cst.Module, text: str, path: str, options: AnalysisOp
         facts = collect(module)
     except RecursionError:
         return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
-    rule_types = [rule for rule in all_rules() if rule.code in options.select and rule.applies_to(facts)]
+    project = options.project or Project()
+    declared = (*options.declared_jobs, *project.declared_for(path))
     positions = _LazyPositions(module, text)
-    job = job_facts_for(facts, options.declared_jobs, positions) if facts.imports_smp else JobFacts.resolve(options.declared_jobs)
+    job = job_facts_for(facts, declared, positions) if facts.imports_smp else JobFacts.resolve(declared)
+    selected = [rule for rule in all_rules() if rule.code in options.select]
+    rule_types = [rule for rule in selected if rule.applies_to(facts)]
     if not rule_types:
         return Analysis(job=job, imports_smp=facts.imports_smp)
+    modules = LocalModules(project, path)
+    own = _run_rules(_Target(path, text, module, facts, positions), job, rule_types, modules, ())
+    helper_rules = [rule for rule in rule_types if rule.runs_on_helper_modules]
+    findings, errors = list(own.findings), list(own.errors)
+    if helper_rules and facts.imports_smp and options.project is not None:
+        script = LinkedModule(path, text, module, facts)
+        for helper in modules.imported_modules(facts):
+            if helper.facts.imports_smp:
+                continue
+            target = _Target(helper.path, helper.text, helper.module, helper.facts, _LazyPositions(helper.module, helper.text))
+            found = _run_rules(target, job, helper_rules, modules, (script,))
+            findings.extend(_on_behalf_of(finding, path) for finding in found.findings)
+            errors.extend(found.errors)
+    return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, own.used_suppressions, own.suppressions)
 
+
+@dataclass(frozen=True)
+class _Target:
+    path: str
+    text: str
+    module: cst.Module
+    facts: FileFacts
+    positions: _LazyPositions
+
+
+def _on_behalf_of(finding: Finding, script: str) -> Finding:
+    """A finding in a helper module, found while checking ``script``: reported, not auto-fixed.
+
+    The script's worker must not write another file (another script may import it too), so
+    the fix is shown for a person to apply.
+    """
+    fix = finding.fix
+    if fix is not None:
+        fix = replace(fix, applicability=Applicability.DISPLAY_ONLY)
+    return replace(finding, message=f"{finding.message} (Found while checking {script}, which imports this module.)", fix=fix)
+
+
+def _run_rules(
+    target: _Target, job: JobFacts, rule_types: Sequence[type[Rule]], modules: LocalModules, importers: tuple[LinkedModule, ...]
+) -> Analysis:
+    """One walk of ``target`` with every rule; reports become findings, minus suppressed ones."""
+    path, facts = target.path, target.facts
     ancestry = Ancestry()
-    context = RuleContext(path=path, module=module, facts=facts, job=job, ancestry=ancestry)
+    context = RuleContext(path=path, module=target.module, facts=facts, job=job, ancestry=ancestry, modules=modules, importers=importers)
     rules: list[Rule] = [rule_type(context) for rule_type in rule_types]
     errors: list[FileError] = []
     failed: set[str] = set()
@@ -115,12 +162,13 @@ def analyze_module(module: cst.Module, text: str, path: str, options: AnalysisOp
             failed.add(code)
             errors.append(FileError(path, f"internal error in rule {code}: {type(exc).__name__}: {exc}", code=code))
 
-    walk(module, Dispatch(rules), ancestry, on_error)
+    walk(target.module, Dispatch(rules), ancestry, on_error)
     reports = [report for rule in rules if rule.code not in failed for report in rule.reports]
     if not reports:
         return Analysis(errors=tuple(errors), job=job, imports_smp=facts.imports_smp)
 
-    by_line = suppression.parse(text)
+    positions = target.positions
+    by_line = suppression.parse(target.text)
     findings: list[Finding] = []
     used: list[suppression.Suppression] = []
     names = {rule.code: rule.name for rule in rule_types}

@@ -106,6 +106,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     from smpfix.config import ConfigError, resolve, validate_job
     from smpfix.discovery import DiscoveredFile, Excluder, discover
     from smpfix.jobfacts import DeclaredJob, parse_value
+    from smpfix.project import Project
     from smpfix.report import ReportOptions
     from smpfix.rule_index import rule_names
     from smpfix.runner import RunOptions, run
@@ -150,6 +151,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         diff=opts["diff"],
         jobs=opts["workers"],
         show_job=opts["show_job"],
+        project=Project.of(tuple(paths)),
     )
     report_options = ReportOptions(color=_use_color(opts["no_color"]), unsafe_fixes=opts["unsafe_fixes"], applied=options.apply)
     fmt = opts["fmt"]

@@ -46,12 +46,16 @@ def apply_edits(text: str, edits: Sequence[Edit]) -> str:
     return "".join(pieces)
 
 
-def select_fixes(findings: Sequence[Finding], unsafe: bool) -> list[Finding]:
-    """The fixes to apply together: eligible, in file order, none overlapping another."""
+def select_fixes(findings: Sequence[Finding], unsafe: bool, path: str | None = None) -> list[Finding]:
+    """The fixes to apply together: eligible, in file order, none overlapping another.
+
+    Only findings in ``path`` qualify: a finding reported in another file (a helper module)
+    has offsets into that file's text, not this one's.
+    """
     chosen: list[Finding] = []
     taken: list[Edit] = []
     for finding in sorted(findings, key=lambda f: f.sort_key):
-        if not eligible(finding, unsafe):
+        if (path is not None and finding.path != path) or not eligible(finding, unsafe):
             continue
         assert finding.fix is not None
         if any(edit.overlaps(other) for edit in finding.fix.edits for other in taken):
@@ -68,7 +72,7 @@ def fix_text(text: str, path: str, options: AnalysisOptions, unsafe: bool = Fals
     applied = 0
     errors: list[FileError] = []
     for _ in range(MAX_ROUNDS):
-        chosen = select_fixes(analysis.findings, unsafe)
+        chosen = select_fixes(analysis.findings, unsafe, path)
         if not chosen:
             break
         candidate = apply_edits(text, [edit for finding in chosen for edit in finding.fix.edits])  # type: ignore[union-attr]

@@ -76,7 +76,8 @@ class ImportTable:
                     local = imported
                     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                         local = alias.asname.name.value
-                    bindings[local] = f"{module}.{imported}" if module else imported
+                    joined = f"{module}{imported}" if module.strip(".") == "" else f"{module}.{imported}"
+                    bindings[local] = joined if module else imported
         return cls(bindings=bindings)
 
     def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:

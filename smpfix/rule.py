@@ -21,6 +21,7 @@ from smpfix.edits import NodeEdit
 from smpfix.facts import FileFacts
 from smpfix.findings import Applicability, Severity
 from smpfix.jobfacts import FeatureState, JobFacts, Tri
+from smpfix.project import LinkedModule, LocalModules
 from smpfix.walker import Ancestry
 
 
@@ -59,6 +60,10 @@ class RuleContext:
     facts: FileFacts
     job: JobFacts
     ancestry: Ancestry
+    # Sibling project files this file imports (model.py, data.py), resolved on demand.
+    modules: Optional[LocalModules] = None
+    # When a helper module is checked on behalf of the SMP scripts that import it: those scripts.
+    importers: tuple[LinkedModule, ...] = ()
 
     def code_for(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
@@ -72,6 +77,9 @@ class Rule:
     depends_on: ClassVar[tuple[str, ...]] = ()
     # Rules that the Hugging Face Trainer already satisfies are skipped in Trainer scripts.
     satisfied_by_hf_trainer: ClassVar[bool] = False
+    # Rules that also check helper modules (data.py, model.py) that never import the library
+    # but are imported by a checked SMP script; ``context.importers`` then holds the scripts.
+    runs_on_helper_modules: ClassVar[bool] = False
 
     def __init__(self, context: RuleContext) -> None:
         self.context = context

@@ -16,11 +16,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Optional
 
 from smpfix import prefilter, source
 from smpfix.discovery import DiscoveredFile
-from smpfix.findings import FileError, FileResult
+from smpfix.findings import FileError, FileResult, Finding
 from smpfix.jobfacts import DeclaredJob
+
+if TYPE_CHECKING:
+    from smpfix.project import Project
 
 # Below this many relevant files, starting worker processes costs more than it saves.
 _POOL_THRESHOLD = 4
@@ -38,6 +42,7 @@ class RunOptions:
     diff: bool = False
     jobs: int = 0
     show_job: bool = False
+    project: Optional[Project] = None
 
     @property
     def fixing(self) -> bool:
@@ -51,7 +56,7 @@ def check_text(text: str, path: str, options: RunOptions) -> FileResult:
     from smpfix.selection import per_file
 
     codes = per_file(options.select, path, options.per_file_ignores, options.root, options.rule_names)
-    analysis_options = AnalysisOptions(select=codes, declared_jobs=options.declared_jobs)
+    analysis_options = AnalysisOptions(select=codes, declared_jobs=options.declared_jobs, project=options.project)
     analysis = analyze(text, path, analysis_options)
     job = analysis.job.describe() if options.show_job and analysis.job is not None and analysis.imports_smp else None
     if not options.fixing or not analysis.findings:
@@ -127,4 +132,30 @@ def run(tasks: Sequence[DiscoveredFile], options: RunOptions) -> Iterator[FileRe
     else:
         with ProcessPoolExecutor(max_workers=min(workers, len(relevant)), mp_context=_pool_context()) as pool:
             results.extend(pool.map(_worker, [(task, options) for task in relevant], chunksize=max(1, len(relevant) // (workers * 8))))
-    yield from sorted(results, key=lambda r: r.path)
+    yield from sorted(_regroup(results), key=lambda r: r.path)
+
+
+def _regroup(results: list[FileResult]) -> list[FileResult]:
+    """Move findings reported in other files (helper modules checked on behalf of a script)
+    to those files' results, once each even when several scripts import the same module."""
+    by_path = {result.path: result for result in results}
+    moved: dict[str, dict[tuple[str, int, int, str], Finding]] = {}
+    for result in results:
+        foreign = [f for f in result.findings if f.path != result.path]
+        if not foreign:
+            continue
+        by_path[result.path] = replace(result, findings=tuple(f for f in result.findings if f.path == result.path))
+        for finding in foreign:
+            key = (finding.code, finding.start.line, finding.start.column, finding.end.line)
+            moved.setdefault(finding.path, {}).setdefault(key, finding)
+    for path, findings in moved.items():
+        current = by_path.get(path, FileResult(path))
+        combined = tuple(sorted((*current.findings, *findings.values()), key=lambda f: f.sort_key))
+        text = current.text
+        if text is None:
+            try:
+                text = source.read(path).text
+            except source.SourceError:
+                text = None
+        by_path[path] = replace(current, findings=combined, text=text)
+    return list(by_path.values())

@@ -1,0 +1,183 @@
+"""Generated SMP v1 training scripts: realistic files mixing documented pitfalls and correct code.
+
+Used by the property tests (through hypothesis' ``randoms()``) and by the benchmark (with a
+seeded ``random.Random``), so both exercise the same kind of file. Every choice goes through
+the ``Random`` it is given: the same seed gives the same script.
+
+A script is a list of *parts*; each part is a small template where ``{smp}`` stands for the
+library's local name and ``{I}`` for one indentation level. The pitfall parts record which
+rule they should trigger, so a test can check the findings appear.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from dataclasses import dataclass
+
+ALIAS_STYLES = ("smp", "mp", "smp_torch", "modelparallel")
+
+_HEADER = '''"""Training script for {title}."""
+import argparse
+import math
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+{import_line}
+
+'''
+
+_MODEL = '''
+class {cls}(nn.Module):
+{I}"""A small transformer-ish model."""
+
+{I}def __init__(self, vocab={vocab}, hidden={hidden}, layers={layers}):
+{I}{I}super().__init__()
+{I}{I}self.embed = nn.Embedding(vocab, hidden)
+{I}{I}self.blocks = nn.ModuleList([nn.Linear(hidden, hidden) for _ in range(layers)])
+{I}{I}self.head = nn.Linear(hidden, vocab)
+
+{I}def forward(self, x):
+{I}{I}h = self.embed(x)
+{I}{I}for block in self.blocks:
+{I}{I}{I}h = F.gelu(block(h))  {comment}
+{I}{I}return self.head(h)
+'''
+
+_ARGS = '''
+def parse_args():
+{I}parser = argparse.ArgumentParser()
+{I}parser.add_argument("--lr", type=float, default={lr})
+{I}parser.add_argument("--epochs", type=int, default={epochs})
+{I}parser.add_argument("--batch-size", type=int, default={batch})
+{I}return parser.parse_args()
+'''
+
+_STEP = '''
+@{smp}.step
+def train_step(model, data, target):
+{I}output = model(data)
+{I}loss = F.cross_entropy(output, target)
+{I}model.backward(loss)
+{I}return loss
+'''
+
+
+@dataclass(frozen=True)
+class Part:
+    """A piece of ``main()``; ``rule`` is the rule it should trigger (None: correct code)."""
+
+    template: str
+    rule: str | None = None
+
+
+# Optimizer-first order (SMP101) and the correct order: both define `model` and `optimizer`.
+_WRAP_BAD = Part(
+    "{I}model = {cls}()\n{I}optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)\n"
+    "{I}model = {smp}.DistributedModel(model)\n{I}optimizer = {smp}.DistributedOptimizer(optimizer)\n",
+    "SMP101",
+)
+_WRAP_GOOD = Part(
+    "{I}model = {cls}()\n{I}model = {smp}.DistributedModel(model)\n"
+    "{I}optimizer = {smp}.DistributedOptimizer(torch.optim.AdamW(model.parameters(), lr=args.lr))\n"
+)
+_SAVE_BAD = Part(
+    "{I}if {smp}.dp_rank() == 0:  {comment}\n"
+    "{I}{I}{smp}.save(model.local_state_dict(), os.path.join(args.out, \"model.pt\"), partial=True)\n",
+    "SMP301",
+)
+_SAVE_GOOD = Part(
+    "{I}if {smp}.rdp_rank() == 0:\n"
+    "{I}{I}{smp}.save(model.local_state_dict(), os.path.join(args.out, \"model.pt\"), partial=True)\n"
+)
+_LOG = Part("{I}if {smp}.dp_rank() == 0:\n{I}{I}print(\"epoch\", epoch, \"lr\", args.lr)  {comment}\n")
+_LOOP = Part(
+    "{I}for epoch in range(args.epochs):\n"
+    "{I}{I}for data, target in loader:\n"
+    "{I}{I}{I}optimizer.zero_grad()\n"
+    "{I}{I}{I}loss = train_step(model, data, target).reduce_mean()\n"
+    "{I}{I}{I}optimizer.step()\n"
+)
+_DATA = Part(
+    "{I}dataset = make_dataset(args)\n"
+    "{I}loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, drop_last=True)\n"
+)
+
+PITFALL_PARTS = {"SMP101": (_WRAP_BAD, _WRAP_GOOD), "SMP301": (_SAVE_BAD, _SAVE_GOOD)}
+
+
+@dataclass(frozen=True)
+class Script:
+    text: str
+    alias: str
+    expected_rules: frozenset[str]
+    newline: str
+
+
+def _identifier(rng: random.Random) -> str:
+    head = rng.choice(string.ascii_lowercase)
+    return head + "".join(rng.choice(string.ascii_lowercase + "_") for _ in range(rng.randint(1, 8)))
+
+
+def _comment(rng: random.Random) -> str:
+    return rng.choice(["", "# noted", "# TODO: tune", "# keep in sync with the launcher", ""])
+
+
+def render(rng: random.Random, alias: str | None = None, pitfalls: dict[str, bool] | None = None, newline: str | None = None,
+           indent: str | None = None) -> Script:
+    """A whole script; ``pitfalls`` says per rule whether its bad variant is used."""
+    alias = alias or rng.choice([*ALIAS_STYLES, _identifier(rng)])
+    choose = pitfalls if pitfalls is not None else {rule: rng.random() < 0.5 for rule in PITFALL_PARTS}
+    newline = newline or rng.choice(["\n", "\n", "\r\n"])
+    indent = indent or rng.choice(["    ", "    ", "  ", "\t"])
+    cls = rng.choice(["GPT", "Net", "TinyTransformer", "Model"])
+    fields = {
+        "smp": alias,
+        "I": indent,
+        "cls": cls,
+        "title": rng.choice(["a GPT model", "the classifier", "experiment 7"]),
+        "import_line": f"import smdistributed.modelparallel.torch as {alias}",
+        "vocab": rng.choice([1000, 32000, 50257]),
+        "hidden": rng.choice([64, 256, 768]),
+        "layers": rng.randint(1, 12),
+        "lr": rng.choice(["1e-4", "0.001", "3e-4"]),
+        "epochs": rng.randint(1, 10),
+        "batch": rng.choice([8, 16, 32]),
+    }
+
+    def fill(template: str) -> str:
+        return template.format(**fields, comment=_comment(rng)).replace(" \n", "\n").rstrip(" ") if template else ""
+
+    body: list[str] = [f"{indent}{alias}.init()\n", f"{indent}args = parse_args()\n"]
+    wrap_bad, wrap_good = PITFALL_PARTS["SMP101"]
+    save_bad, save_good = PITFALL_PARTS["SMP301"]
+    body.append(fill((wrap_bad if choose.get("SMP101") else wrap_good).template))
+    body.append(fill(_DATA.template))
+    body.append(fill(_LOOP.template))
+    if rng.random() < 0.5:
+        body.append(fill(_LOG.template))
+    body.append(fill((save_bad if choose.get("SMP301") else save_good).template))
+    if rng.random() < 0.3:
+        body.insert(rng.randint(2, len(body)), f"{indent}# {rng.choice(['checkpoint below', 'data', 'model'])}\n")
+    parts = [
+        fill(_HEADER),
+        fill(_MODEL),
+        fill(_ARGS),
+        fill(_STEP),
+        "\n\ndef main():\n" + "".join(body),
+        '\n\nif __name__ == "__main__":\n' + f"{indent}main()\n",
+    ]
+    text = "".join(parts).replace("\r\n", "\n")
+    lines = [line.rstrip(" ") for line in text.split("\n")]
+    text = newline.join(lines)
+    expected = frozenset(rule for rule, bad in choose.items() if bad)
+    return Script(text=text, alias=alias, expected_rules=expected, newline=newline)
+
+
+def corpus(count: int, seed: int = 0) -> list[Script]:
+    """``count`` scripts from one seed, for the benchmark."""
+    rng = random.Random(seed)
+    return [render(rng) for _ in range(count)]
