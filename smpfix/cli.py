@@ -187,7 +187,7 @@ def _check_stdin(name: str, options: Any, report_options: Any, fmt: str, quiet: 
 
 
 def _diff(results: Sequence[Any]) -> str:
-    chunks = []
+    chunks: list[str] = []
     for result in results:
         if result.new_text is None or result.original_text is None:
             continue

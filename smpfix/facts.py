@@ -334,7 +334,7 @@ def collect(module: cst.Module) -> FileFacts:
     for name, function in collector.functions.items():
         if any(is_step_decorator(imports, d.decorator) for d in function.decorators):
             step_functions.add(name)
-    for name, value, _, call in collector.assignments:
+    for name, _value, _, call in collector.assignments:
         # `train_step = smp.step(f)` and `smp.step(non_split_inputs=[...])(f)`
         if call is not None:
             func = call.func

@@ -7,8 +7,8 @@ can handle findings without importing the parser.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 

@@ -67,6 +67,7 @@ def literal_value(node: cst.BaseExpression, resolve: NameResolver = _no_names, d
                     return UNKNOWN
                 result.update(merged)
                 continue
+            assert isinstance(element, cst.DictElement)
             key = literal_value(element.key, resolve, depth + 1)
             if key is UNKNOWN:
                 return UNKNOWN
@@ -74,10 +75,10 @@ def literal_value(node: cst.BaseExpression, resolve: NameResolver = _no_names, d
         return result
     if isinstance(node, (cst.List, cst.Tuple)):
         items = []
-        for element in node.elements:
-            if isinstance(element, cst.StarredElement):
+        for item in node.elements:
+            if isinstance(item, cst.StarredElement):
                 return UNKNOWN
-            items.append(literal_value(element.value, resolve, depth + 1))
+            items.append(literal_value(item.value, resolve, depth + 1))
         return items if isinstance(node, cst.List) else tuple(items)
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "dict":
         result = {}

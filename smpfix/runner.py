@@ -139,7 +139,7 @@ def _regroup(results: list[FileResult]) -> list[FileResult]:
     """Move findings reported in other files (helper modules checked on behalf of a script)
     to those files' results, once each even when several scripts import the same module."""
     by_path = {result.path: result for result in results}
-    moved: dict[str, dict[tuple[str, int, int, str], Finding]] = {}
+    moved: dict[str, dict[tuple[str, int, int, int], Finding]] = {}
     for result in results:
         foreign = [f for f in result.findings if f.path != result.path]
         if not foreign:

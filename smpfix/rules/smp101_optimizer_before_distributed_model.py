@@ -59,7 +59,7 @@ class OptimizerBeforeDistributedModel(Rule):
                 if where is None or not self.facts.is_optimizer_constructor(value):
                     continue
                 assert isinstance(value, cst.Call)
-                if where.scope is not wrap.where.scope or not self.facts.runs_before(value, wrap.call):
+                if wrap.where is None or where.scope is not wrap.where.scope or not self.facts.runs_before(value, wrap.call):
                     continue
                 if self._derives_from(value, model, where):
                     found.append(assignment)
