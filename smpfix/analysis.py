@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from smpfix import suppression
+from smpfix import suppression, unused_suppressions
 from smpfix.facts import FileFacts, collect
 from smpfix.findings import Applicability, FileError, Finding, Fix, JobFactUse
 from smpfix.jobfacts import DeclaredJob, Evidence, JobFacts
@@ -44,6 +44,8 @@ class Analysis:
     imports_smp: bool = False
     used_suppressions: tuple[suppression.Suppression, ...] = field(default=())
     suppressions: tuple[suppression.Suppression, ...] = field(default=())
+    # Each used suppression with the code it silenced (SMP900 judges codes one by one).
+    used_codes: tuple[tuple[suppression.Suppression, str], ...] = field(default=())
 
 
 class _LazyPositions:
@@ -106,12 +108,16 @@ def analyze_module(module: cst.Module, text: str, path: str, options: AnalysisOp
     job = job_facts_for(facts, declared, positions) if facts.imports_smp else JobFacts.resolve(declared)
     selected = [rule for rule in all_rules() if rule.code in options.select]
     rule_types = [rule for rule in selected if rule.applies_to(facts)]
-    if not rule_types:
+    checks_unused = any(rule.code == unused_suppressions.CODE for rule in rule_types)
+    rule_types = [rule for rule in rule_types if rule.code != unused_suppressions.CODE]
+    if not rule_types and not checks_unused:
         return Analysis(job=job, imports_smp=facts.imports_smp)
     modules = LocalModules(project, path)
-    own = _run_rules(_Target(path, text, module, facts, positions), job, rule_types, modules, ())
+    own = _run_rules(_Target(path, text, module, facts, positions), job, rule_types, modules, ()) if rule_types else Analysis(job=job)
     helper_rules = [rule for rule in rule_types if rule.runs_on_helper_modules]
     findings, errors = list(own.findings), list(own.errors)
+    if checks_unused:
+        findings = sorted([*findings, *_unused_suppressions(text, path, own, rule_types, options.select, facts)], key=lambda f: f.sort_key)
     if helper_rules and facts.imports_smp and options.project is not None:
         script = LinkedModule(path, text, module, facts)
         for helper in modules.imported_modules(facts):
@@ -121,7 +127,22 @@ def analyze_module(module: cst.Module, text: str, path: str, options: AnalysisOp
             found = _run_rules(target, job, helper_rules, modules, (script,))
             findings.extend(_on_behalf_of(finding, path) for finding in found.findings)
             errors.extend(found.errors)
-    return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, own.used_suppressions, own.suppressions)
+    return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, own.used_suppressions, own.suppressions, own.used_codes)
+
+
+def _unused_suppressions(
+    text: str, path: str, own: Analysis, ran: Sequence[type[Rule]], select: frozenset[str], facts: FileFacts
+) -> list[Finding]:
+    """SMP900: the file's suppression comments, judged once every other rule has reported."""
+    failed = {error.code for error in own.errors if error.code is not None}
+    use = unused_suppressions.suppression_use(
+        own.used_codes,
+        ran=[rule.code for rule in ran if rule.code not in failed],
+        known=[rule.code for rule in all_rules()],
+        enabled=select - failed,
+        imports_smp=facts.imports_smp,
+    )
+    return unused_suppressions.unused_suppression_findings(text, path, suppression.parse(text), use)
 
 
 @dataclass(frozen=True)
@@ -171,6 +192,7 @@ def _run_rules(
     by_line = suppression.parse(target.text)
     findings: list[Finding] = []
     used: list[suppression.Suppression] = []
+    used_codes: list[tuple[suppression.Suppression, str]] = []
     names = {rule.code: rule.name for rule in rule_types}
     for report in reports:
         try:
@@ -182,11 +204,12 @@ def _run_rules(
         hit = suppression.find(by_line, finding.code, lines)
         if hit is not None:
             used.append(hit)
+            used_codes.append((hit, finding.code))
             continue
         findings.append(finding)
     findings.sort(key=lambda f: f.sort_key)
     all_suppressions = tuple(item for items in by_line.values() for item in items)
-    return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, tuple(used), all_suppressions)
+    return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, tuple(used), all_suppressions, tuple(used_codes))
 
 
 def _statement_line(node: cst.CSTNode, facts: FileFacts, positions: Positions) -> int:

@@ -77,6 +77,8 @@ class Rule:
     depends_on: ClassVar[tuple[str, ...]] = ()
     # Rules that the Hugging Face Trainer already satisfies are skipped in Trainer scripts.
     satisfied_by_hf_trainer: ClassVar[bool] = False
+    # The severity of a finding when the job is known; SARIF's ``defaultConfiguration.level``.
+    default_severity: ClassVar[Severity] = Severity.ERROR
     # Rules that also check helper modules (data.py, model.py) that never import the library
     # but are imported by a checked SMP script; ``context.importers`` then holds the scripts.
     runs_on_helper_modules: ClassVar[bool] = False

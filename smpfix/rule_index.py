@@ -19,6 +19,7 @@ def rule_table() -> list[dict[str, Any]]:
             "name": rule.name,
             "summary": rule.summary,
             "fix": rule.fix_availability.value,
+            "default_severity": rule.default_severity.value,
             "depends_on": [FEATURES[key].setting for key in rule.depends_on],
         }
         for rule in all_rules()

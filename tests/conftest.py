@@ -20,6 +20,7 @@ EXAMPLES = ROOT / "examples"
 _EXPECT = re.compile(r"#\s*expect:\s*(?P<items>[^#\n]+)")
 _JOB = re.compile(r"^#\s*smpfix-job:(?P<settings>.*)$", re.MULTILINE)
 _FIX = re.compile(r"^#\s*smpfix-fix:\s*(?P<mode>\w+)", re.MULTILINE)
+_SELECT = re.compile(r"^#\s*smpfix-select:(?P<codes>.*)$", re.MULTILINE)
 
 
 def smpfix_command() -> list[str]:
@@ -77,6 +78,12 @@ def fixture_job(text: str) -> dict:
     if not match:
         return {}
     return {key: parse_value(value) for key, _, value in (item.partition("=") for item in match.group("settings").split())}
+
+
+def fixture_select(text: str) -> list[str]:
+    """``# smpfix-select: SMP301 SMP101`` -> rules enabled beside the fixture's own (SMP900 needs them)."""
+    match = _SELECT.search(text)
+    return match.group("codes").split() if match else []
 
 
 def fixture_unsafe(text: str) -> bool:

@@ -8,7 +8,9 @@
   file says ``# smpfix-fix: unsafe``); without it, fixes must leave the file unchanged;
 - ``ok_*.py``: correct code the rule must not flag (the false-positive traps).
 
-``# smpfix-job: key=value ...`` at the top sets the job the fixture is checked under.
+``# smpfix-job: key=value ...`` at the top sets the job the fixture is checked under;
+``# smpfix-select: SMP301 ...`` enables more rules beside the folder's (their findings must
+be expected too), for rules such as SMP900 that judge what other rules report.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, expected_findings, fixture_job, fixture_unsafe
+from conftest import FIXTURES, expected_findings, fixture_job, fixture_select, fixture_unsafe
 
 from smpfix.api import check_source, fix_source
 from smpfix.rule import all_rules
@@ -42,7 +44,7 @@ def test_bad_fixture_findings(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     expected = expected_findings(text)
     assert expected, f"{path} has no # expect: markers"
-    findings = check_source(text, str(path), select=[code], job=fixture_job(text))
+    findings = check_source(text, str(path), select=[code, *fixture_select(text)], job=fixture_job(text))
     got = sorted((f.start.line, f.code) for f in findings)
     assert got == sorted((e.line, e.code) for e in expected), "\n".join(f"{f.start.line}: {f.message}" for f in findings)
     by_line = {f.start.line: f for f in findings}
@@ -57,7 +59,8 @@ def test_bad_fixture_fixed_text(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     job = fixture_job(text)
     unsafe = fixture_unsafe(text)
-    result = fix_source(text, str(path), select=[code], job=job, unsafe=unsafe)
+    select = [code, *fixture_select(text)]
+    result = fix_source(text, str(path), select=select, job=job, unsafe=unsafe)
     assert not result.errors, result.errors
     fixed_path = path.with_name(path.stem + ".fixed.py")
     if fixed_path.exists():
@@ -65,7 +68,7 @@ def test_bad_fixture_fixed_text(path: Path) -> None:
         assert result.text != text
     else:
         assert result.text == text, f"{path}: fixes changed the text but there is no {fixed_path.name}"
-    again = fix_source(result.text, str(path), select=[code], job=job, unsafe=unsafe)
+    again = fix_source(result.text, str(path), select=select, job=job, unsafe=unsafe)
     assert again.text == result.text, "fixes did not converge: a second run changed the text again"
 
 
@@ -74,5 +77,5 @@ def test_ok_fixture_is_quiet(path: Path) -> None:
     code = path.parent.name
     text = path.read_text(encoding="utf-8")
     assert not expected_findings(text), f"{path}: ok_ fixtures carry no # expect: markers"
-    findings = check_source(text, str(path), select=[code], job=fixture_job(text))
+    findings = check_source(text, str(path), select=[code, *fixture_select(text)], job=fixture_job(text))
     assert findings == [], "\n".join(f"{f.start.line}: {f.message}" for f in findings)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from smpfix.api import check_source, fix_source
@@ -31,12 +33,15 @@ def test_page_example_is_flagged_and_fixed_as_shown(code: str) -> None:
     example, fixed = page.code_block("Example"), page.code_block("Fixed")
     assert example is not None and fixed is not None, f"{code}.md needs python blocks in Example and Fixed"
     job = {key: parse_value(value) for key, value in page.job_settings("Example").items()}
-    findings = check_source(example, f"{code}.md", select=[code], job=job)
+    # ``<!-- select: SMP301 -->`` enables more rules beside the page's own (SMP900 judges theirs).
+    more = re.search(r"<!--\s*select:(.*?)-->", page.sections["Example"])
+    select = [code, *(more.group(1).split() if more else [])]
+    findings = check_source(example, f"{code}.md", select=select, job=job)
     assert findings, f"{code}.md's Example is not flagged by {code}"
     unsafe = "<!-- fix: unsafe -->" in page.sections["Example"]
-    result = fix_source(example, f"{code}.md", select=[code], job=job, unsafe=unsafe)
+    result = fix_source(example, f"{code}.md", select=select, job=job, unsafe=unsafe)
     if RULES[code].fix_availability is FixAvailability.NONE or result.text == example:
-        assert check_source(fixed, f"{code}.md", select=[code], job=job) == [], f"{code}.md's Fixed is still flagged"
+        assert check_source(fixed, f"{code}.md", select=select, job=job) == [], f"{code}.md's Fixed is still flagged"
     else:
         assert result.text == fixed, f"{code}.md's Fixed is not what --apply produces"
 

@@ -75,7 +75,18 @@ def render_text(results: Sequence[FileResult], concise: bool, options: ReportOpt
 
 
 def summary(results: Sequence[FileResult], options: ReportOptions) -> str:
-    """Ruff's closing line: what was found, what ``--apply`` would fix, what was fixed."""
+    """Ruff's closing line, plus how many files could not be analyzed (never "all passed" then)."""
+    line = _findings_summary(results, options)
+    broken = sum(1 for r in results if r.errors)
+    if not broken:
+        return line
+    files = "file" if broken == 1 else "files"
+    if line == "All checks passed!":
+        return f"No problems found, but {broken} {files} could not be fully analyzed (see the errors above)."
+    return f"{line} {broken} {files} could not be fully analyzed (see the errors above)."
+
+
+def _findings_summary(results: Sequence[FileResult], options: ReportOptions) -> str:
     findings = [f for r in results for f in r.findings]
     fixed = sum(r.fixed_count for r in results)
     count = len(findings)

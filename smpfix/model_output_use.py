@@ -1,0 +1,310 @@
+"""Which parts of the wrapped model's output the step functions read.
+
+``smp.DistributedModel`` broadcasts every tensor its ``forward`` returns, so a rule that asks
+"is this returned tensor needed?" must know how the step functions (the only place the
+wrapped model runs) use the output of ``model(...)``. The answer is a small data-flow summary
+over each step function's body:
+
+- ``logits, hidden, attn = model(x)``: the positions whose target names are read later
+  (``_`` and names never read are not), with ``*rest`` covering a range;
+- ``model(x)[0]``, ``out[0]``, ``out[1:]``, ``out["logits"]``, ``out.logits``,
+  ``out.get("logits")``: the position, range or key;
+- anything else (the output returned, passed to a function, iterated, indexed by a variable,
+  a method called on it) uses the output as a *whole*: every element counts as used.
+
+Which names hold the model inside a step function: the parameters that receive a
+``DistributedModel`` at the step's call sites, a parameter spelled like the wrapped name,
+and the wrapped global name itself when no parameter shadows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+import libcst as cst
+
+from smpfix.facts import FileFacts
+from smpfix.walker import children, iter_nodes
+
+Slice = tuple[Optional[int], Optional[int]]
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """``model(...)`` inside step function ``step``."""
+
+    call: cst.Call
+    step: str
+
+
+@dataclass(frozen=True)
+class OutputUse:
+    """What the step functions read of the model's output, summed over every model call."""
+
+    calls: tuple[ModelCall, ...] = ()
+    whole: bool = False
+    indices: frozenset[int] = field(default=frozenset())
+    ranges: frozenset[Slice] = field(default=frozenset())
+    keys: frozenset[str] = field(default=frozenset())
+    # Tuple-unpacking shapes: (number of plain targets, whether a `*rest` target is present).
+    unpack_shapes: frozenset[tuple[int, bool]] = field(default=frozenset())
+
+    @property
+    def steps(self) -> tuple[str, ...]:
+        """The step functions that call the model, in file order."""
+        seen: list[str] = []
+        for call in self.calls:
+            if call.step not in seen:
+                seen.append(call.step)
+        return tuple(seen)
+
+    @property
+    def by_position(self) -> bool:
+        return bool(self.indices or self.ranges or self.unpack_shapes)
+
+    def fits(self, length: int) -> bool:
+        """Could every unpacking in the steps receive a sequence of ``length`` elements?"""
+        return all(length >= count if star else length == count for count, star in self.unpack_shapes)
+
+    def positions(self, length: int) -> frozenset[int]:
+        """The 0-based positions read, for an output of ``length`` elements."""
+        found = {index % length for index in self.indices if -length <= index < length}
+        for start, stop in self.ranges:
+            found.update(range(*slice(start, stop).indices(length)))
+        return frozenset(found)
+
+
+def step_functions(facts: FileFacts) -> list[tuple[str, cst.FunctionDef]]:
+    """(the name callers use, the function body) for each step function, in file order.
+
+    ``@smp.step def train_step(...)`` is both; ``train_step = smp.step(impl)`` is called as
+    ``train_step`` but its body is ``impl``.
+    """
+    found: list[tuple[str, cst.FunctionDef]] = []
+    for name in facts.step_functions:
+        function = _step_body(facts, name)
+        if function is not None:
+            found.append((name, function))
+    order = {id(function): index for index, function in enumerate(facts.functions.values())}
+    return sorted(found, key=lambda item: order.get(id(item[1]), len(order)))
+
+
+def _step_body(facts: FileFacts, name: str) -> Optional[cst.FunctionDef]:
+    assignment = facts.single_assignment(name)
+    if assignment is not None and isinstance(assignment.value, cst.Call) and assignment.value.args:
+        wrapped = assignment.value.args[0].value
+        if isinstance(wrapped, cst.Name) and wrapped.value in facts.functions:
+            return facts.functions[wrapped.value]
+        return None
+    return facts.functions.get(name)
+
+
+def output_use(facts: FileFacts) -> OutputUse:
+    """How every step function in the file uses the wrapped model's output."""
+    use = _Accumulator()
+    for public, function in step_functions(facts):
+        names = model_names(facts, public, function)
+        if not names:
+            continue
+        body = _StepBody(function, facts)
+        for node in body.nodes:
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in names:
+                use.calls.append(ModelCall(node, public))
+                body.classify(node, use, depth=0)
+    return use.freeze()
+
+
+def model_names(facts: FileFacts, public: str, function: cst.FunctionDef) -> frozenset[str]:
+    """The names that hold the wrapped model inside ``function``."""
+    params = [param.name.value for param in (*function.params.posonly_params, *function.params.params)]
+    every_param = set(params) | {p.name.value for p in function.params.kwonly_params}
+    wrapped = facts.distributed_model_names()
+    names = {param for param in every_param if param in wrapped}
+    for call in facts.call_order:
+        if isinstance(call.func, cst.Name) and call.func.value == public:
+            names.update(_receiving_params(call, params, wrapped))
+    names.update(name for name in wrapped if name not in every_param)
+    if not wrapped and "model" in every_param:
+        # Wrapped without binding a name here (a builder returns it): the conventional name.
+        names.add("model")
+    return frozenset(names)
+
+
+def _receiving_params(call: cst.Call, params: Sequence[str], wrapped: frozenset[str]) -> Iterator[str]:
+    positional = True
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            positional = False
+            continue
+        if not (isinstance(arg.value, cst.Name) and arg.value.value in wrapped):
+            continue
+        if arg.keyword is not None:
+            yield arg.keyword.value
+        elif positional and index < len(params):
+            yield params[index]
+
+
+class _Accumulator:
+    def __init__(self) -> None:
+        self.calls: list[ModelCall] = []
+        self.whole = False
+        self.indices: set[int] = set()
+        self.ranges: set[Slice] = set()
+        self.keys: set[str] = set()
+        self.unpack_shapes: set[tuple[int, bool]] = set()
+
+    def freeze(self) -> OutputUse:
+        return OutputUse(
+            tuple(self.calls), self.whole, frozenset(self.indices), frozenset(self.ranges), frozenset(self.keys),
+            frozenset(self.unpack_shapes),
+        )
+
+
+_UNKNOWN_BOUND = object()
+_Target = Union[cst.BaseAssignTargetExpression, cst.BaseExpression]
+
+
+class _StepBody:
+    """One step function's nodes, each node's parent, and how often each name is read."""
+
+    _MAX_DEPTH = 4
+
+    def __init__(self, function: cst.FunctionDef, facts: FileFacts) -> None:
+        self.facts = facts
+        self.nodes = iter_nodes(function.body)
+        self.parents: dict[int, cst.CSTNode] = {}
+        for node in self.nodes:
+            for child in children(node):
+                self.parents[id(child)] = node
+        self.stores = _stores(self.nodes)
+        self.reads: dict[str, list[cst.Name]] = {}
+        not_reads = set(self.stores)
+        for node in self.nodes:
+            if isinstance(node, cst.Attribute):
+                not_reads.add(id(node.attr))
+            elif isinstance(node, cst.Arg) and node.keyword is not None:
+                not_reads.add(id(node.keyword))
+            elif isinstance(node, (cst.Param, cst.FunctionDef, cst.ClassDef)):
+                not_reads.add(id(node.name))
+            elif isinstance(node, (cst.Global, cst.Nonlocal)):
+                not_reads.update(id(item.name) for item in node.names)
+            elif isinstance(node, (cst.Import, cst.ImportFrom)):
+                not_reads.update(id(n) for n in iter_nodes(node))
+        for node in self.nodes:
+            if isinstance(node, cst.Name) and id(node) not in not_reads:
+                self.reads.setdefault(node.value, []).append(node)
+
+    def is_read(self, name: str) -> bool:
+        return bool(self.reads.get(name))
+
+    def classify(self, value: cst.BaseExpression, use: _Accumulator, depth: int) -> None:
+        """Record how the expression ``value`` (the model call, or a name holding it) is used."""
+        parent = self.parents.get(id(value))
+        if isinstance(parent, cst.Subscript) and parent.value is value:
+            self._subscript(parent, use)
+        elif isinstance(parent, cst.Attribute) and parent.value is value:
+            self._attribute(parent, use)
+        elif isinstance(parent, cst.Assign) and parent.value is value and len(parent.targets) == 1:
+            self._assigned(parent.targets[0].target, use, depth)
+        elif isinstance(parent, cst.AnnAssign) and parent.value is value:
+            self._assigned(parent.target, use, depth)
+        else:
+            use.whole = True
+
+    def _subscript(self, node: cst.Subscript, use: _Accumulator) -> None:
+        if len(node.slice) != 1:
+            use.whole = True
+            return
+        item = node.slice[0].slice
+        if isinstance(item, cst.Index):
+            key = self.facts.literal(item.value)
+            if isinstance(key, bool):
+                use.whole = True
+            elif isinstance(key, int):
+                use.indices.add(key)
+            elif isinstance(key, str):
+                use.keys.add(key)
+            else:
+                use.whole = True
+            return
+        lower, upper = self._bound(item.lower), self._bound(item.upper)
+        if item.step is not None or lower is _UNKNOWN_BOUND or upper is _UNKNOWN_BOUND:
+            use.whole = True
+            return
+        use.ranges.add((lower, upper))  # type: ignore[arg-type]
+
+    def _bound(self, part: Optional[cst.BaseExpression]) -> object:
+        """A slice bound: its int, None when absent, ``_UNKNOWN_BOUND`` when it cannot be known."""
+        if part is None:
+            return None
+        value = self.facts.literal(part)
+        return value if isinstance(value, int) and not isinstance(value, bool) else _UNKNOWN_BOUND
+
+    def _attribute(self, node: cst.Attribute, use: _Accumulator) -> None:
+        parent = self.parents.get(id(node))
+        if isinstance(parent, cst.Call) and parent.func is node:
+            key = self.facts.literal(parent.args[0].value) if node.attr.value == "get" and parent.args else None
+            if isinstance(key, str):
+                use.keys.add(key)
+            else:
+                use.whole = True  # `out.items()`, `out.float()`: the output as a whole
+            return
+        use.keys.add(node.attr.value)
+
+    def _assigned(self, target: _Target, use: _Accumulator, depth: int) -> None:
+        if isinstance(target, cst.Name):
+            if depth >= self._MAX_DEPTH:
+                use.whole = True
+                return
+            for read in self.reads.get(target.value, ()):
+                self.classify(read, use, depth + 1)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            self._unpacked(target.elements, use)
+        else:
+            use.whole = True  # `self.out = model(x)`: stored somewhere this cannot follow
+
+    def _unpacked(self, elements: Sequence[cst.BaseElement], use: _Accumulator) -> None:
+        star = next((i for i, e in enumerate(elements) if isinstance(e, cst.StarredElement)), None)
+        use.unpack_shapes.add((len(elements) - (1 if star is not None else 0), star is not None))
+        after = len(elements) - star - 1 if star is not None else 0
+        for index, element in enumerate(elements):
+            position = index if star is None or index < star else index - len(elements)
+            if isinstance(element, cst.StarredElement):
+                if not isinstance(element.value, cst.Name) or self.is_read(element.value.value):
+                    use.ranges.add((index, -after or None))
+            elif not isinstance(element.value, cst.Name) or self.is_read(element.value.value):
+                use.indices.add(position)
+
+
+def _stores(nodes: Sequence[cst.CSTNode]) -> set[int]:
+    """Ids of the names that are bound, not read: assignment, loop, ``with`` and ``del`` targets."""
+    stores: set[int] = set()
+
+    def mark(target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            stores.add(id(target))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                mark(element.value)
+        elif isinstance(target, cst.StarredElement):
+            mark(target.value)
+
+    for node in nodes:
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                mark(target.target)
+        elif isinstance(node, cst.AnnAssign):
+            mark(node.target)
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            mark(node.target)
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            mark(node.asname.name)
+        elif isinstance(node, cst.NamedExpr):
+            mark(node.target)
+        elif isinstance(node, cst.Del):
+            mark(node.target)
+        elif isinstance(node, cst.ExceptHandler) and node.name is not None:
+            mark(node.name.name)
+    return stores

@@ -1,0 +1,81 @@
+"""The pre-commit hooks, run by the real ``pre-commit try-repo`` against a scratch repository."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+BAD = '''import smdistributed.modelparallel.torch as smp
+
+smp.init()
+model = smp.DistributedModel(build())
+if smp.dp_rank() == 0:
+    smp.save(model.local_state_dict(), "m.pt", partial=True)
+'''
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is needed for pre-commit")
+
+
+def _pre_commit() -> list[str]:
+    found = shutil.which("pre-commit", path=os.path.dirname(sys.executable)) or shutil.which("pre-commit")
+    return [found] if found else [sys.executable, "-m", "pre_commit"]
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"})
+
+
+def _source_repo(tmp: Path) -> Path:
+    """A committed copy of this project: try-repo installs the hook from a git repository."""
+    copy = tmp / "smpfix-src"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".ci-venv", "*.egg-info", "__pycache__", ".pytest_cache",
+                                                               ".hypothesis", ".mypy_cache", ".ruff_cache", "build", "dist", ".helpers"))
+    _git(copy, "init", "-q")
+    _git(copy, "add", "-A")
+    _git(copy, "commit", "-q", "-m", "snapshot")
+    return copy
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
+    tmp = tmp_path_factory.mktemp("precommit")
+    source = _source_repo(tmp)
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp / "cache"), "NO_COLOR": "1"}
+    return tmp, source, env
+
+
+def _scratch(tmp: Path, name: str) -> Path:
+    repo = tmp / name
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "train.py").write_text(BAD)
+    _git(repo, "add", "train.py")
+    return repo
+
+
+def test_check_hook_fails_a_bad_script(setup: tuple[Path, Path, dict]) -> None:
+    tmp, source, env = setup
+    repo = _scratch(tmp, "check")
+    proc = subprocess.run([*_pre_commit(), "try-repo", str(source), "smpfix", "--all-files"], cwd=repo, capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "SMP301" in proc.stdout
+    assert (repo / "train.py").read_text() == BAD
+
+
+def test_fix_hook_fixes_the_script(setup: tuple[Path, Path, dict]) -> None:
+    tmp, source, env = setup
+    repo = _scratch(tmp, "fix")
+    proc = subprocess.run([*_pre_commit(), "try-repo", str(source), "smpfix-fix", "--all-files"], cwd=repo, capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode != 0, "pre-commit reports a hook that modified files as failed"
+    assert (repo / "train.py").read_text() == BAD.replace("smp.dp_rank()", "smp.rdp_rank()")
+    _git(repo, "add", "train.py")
+    again = subprocess.run([*_pre_commit(), "try-repo", str(source), "smpfix", "--all-files"], cwd=repo, capture_output=True, text=True, env=env, timeout=900)
+    assert again.returncode == 0, again.stdout + again.stderr
