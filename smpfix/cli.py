@@ -108,7 +108,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     from smpfix.jobfacts import DeclaredJob, parse_value
     from smpfix.project import Project
     from smpfix.report import ReportOptions
-    from smpfix.rule_index import rule_names
+    from smpfix.rule_index import RuleNames
     from smpfix.runner import RunOptions, run
     from smpfix.selection import SelectionError, enabled
 
@@ -125,7 +125,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         cli_job = validate_job(cli_job, "--job")
     except ConfigError as exc:
         return _usage_error(str(exc))
-    names = rule_names()
+    names = RuleNames()
     try:
         codes = enabled(
             names,

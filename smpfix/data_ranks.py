@@ -134,7 +134,7 @@ class Verdict:
 
 
 OFF = Verdict(Tri.OFF)
-ALWAYS = Verdict(Tri.ON, (), "in every configuration")
+ALWAYS = Verdict(Tri.ON)
 
 
 def _all(states: Sequence[FeatureState]) -> Tri:
@@ -187,6 +187,16 @@ class DataJob:
     def of(cls, job: JobFacts, facts: FileFacts) -> DataJob:
         tensorflow = facts.imports.imports_module(SMP_TF) and not facts.imports.imports_module(SMP_TORCH)
         return cls(job.feature("PP"), job.feature("TP"), job.feature("PRESCALED"), tensorflow)
+
+    @property
+    def replica_peers(self) -> str:
+        """Words for the ranks that must share data: "the ranks of one model replica (...)"."""
+        if self.tensorflow:
+            return "the ranks of one model replica (its pipeline-parallel peers)"
+        return (
+            "the ranks of one model replica (its pipeline-parallel peers, and with prescaled batch its "
+            "tensor-parallel peers)"
+        )
 
     @property
     def flavour(self) -> str:
@@ -253,6 +263,14 @@ def _tp_without_prescaled(prescaled: FeatureState, tp: FeatureState) -> Verdict:
 def replacement(member: str, family: str) -> str:
     """``rank`` -> ``dp_rank``, ``size`` -> ``dp_size`` (for family ``dp``)."""
     return f"{family}_rank" if member in RANK_FUNCTIONS else f"{family}_size"
+
+
+def callee(call: cst.Call, module: cst.Module) -> str:
+    """How a message names what ``call`` calls: ``random.seed``, or ``.shuffle`` on a chain."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and not isinstance(func.value, (cst.Name, cst.Attribute)):
+        return f".{func.attr.value}"
+    return module.code_for_node(func)
 
 
 def spelled(facts: FileFacts, module: cst.Module, member: str, flavour: str = SMP_TORCH) -> str:

@@ -17,7 +17,7 @@ from typing import Optional
 
 import pathspec
 
-SOURCE_SUFFIXES = (".py",)
+SOURCE_SUFFIXES = (".py", ".ipynb")
 DEFAULT_EXCLUDED_DIRS = frozenset(
     {".git", ".hg", ".svn", ".venv", "venv", "build", "dist", "__pycache__", "node_modules",
      ".tox", ".nox", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".smpfix_cache", "site-packages"}

@@ -96,7 +96,35 @@ class InsertStatementAfter:
         return _edit(positions, end, end, text)
 
 
-NodeEdit = Union[ReplaceNode, InsertBefore, InsertAfter, DeleteStatementLines, InsertStatementAfter]
+@dataclass(frozen=True)
+class InsertStatementBefore:
+    """Insert ``statement`` (with its comment lines) before ``anchor``, in the anchor's block.
+
+    It goes above the comment lines that belong to the anchor, so they stay with it; blank
+    lines above those comments stay where they are. Indentation as in ``InsertStatementAfter``.
+    """
+
+    anchor: cst.CSTNode
+    statement: cst.SimpleStatementLine
+    module: cst.Module
+
+    def resolve(self, positions: Positions) -> Edit:
+        start, end = statement_lines(positions, self.anchor)
+        anchor_line = positions.text[start:end]
+        indent = anchor_line[: len(anchor_line) - len(anchor_line.lstrip(" \t"))]
+        comments = [line for line in getattr(self.anchor, "leading_lines", ()) if line.comment is not None]
+        if comments:
+            start = positions.line_span(positions.position(positions.span(comments[0])[0]).line, 1)[0]
+        state = CodegenState(
+            default_indent=self.module.default_indent,
+            default_newline=self.module.default_newline,
+            indent_tokens=[indent] if indent else [],
+        )
+        self.statement._codegen(state)
+        return _edit(positions, start, start, "".join(state.tokens))
+
+
+NodeEdit = Union[ReplaceNode, InsertBefore, InsertAfter, DeleteStatementLines, InsertStatementAfter, InsertStatementBefore]
 
 
 def statement_lines(positions: Positions, statement: cst.CSTNode) -> tuple[int, int]:

@@ -186,6 +186,7 @@ class _Collector:
         self.classes: dict[str, cst.ClassDef] = {}
         self.withs: list[cst.With] = []
         self.ifs: list[cst.If] = []
+        self.sdp_setting_reads: list[cst.Attribute] = []
         self.scopes: list[Scope] = []
         self.current_statement: list[StatementRef] = []
 
@@ -248,6 +249,12 @@ class _Collector:
     def visit_If(self, node: cst.If) -> None:
         self.ifs.append(node)
 
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        # A name test first: this runs on every attribute of the file.
+        name = node.attr.value
+        if name == "sharded_data_parallel_degree" or name.startswith("sdp_"):
+            self.sdp_setting_reads.append(node)
+
 
 def _evidence(imports: ImportTable, collector: _Collector) -> Iterator[EvidenceNode]:
     for with_node in collector.withs:
@@ -284,6 +291,10 @@ def _evidence(imports: ImportTable, collector: _Collector) -> Iterator[EvidenceN
             and literal_value(test.comparisons[0].comparator) == 1
         ):
             yield EvidenceNode("TP", "`if smp.tp_size() > 1:` branch", if_node)
+    for read in collector.sdp_setting_reads:
+        member = smp_member(imports, read)
+        if member is not None and member.startswith("state.cfg."):
+            yield EvidenceNode("SDP", f"`smp.{member}` is read", read)
 
 
 def _keyword(call: cst.Call, name: str, position: Optional[int] = None) -> Optional[cst.BaseExpression]:

@@ -85,10 +85,12 @@ class Finding:
     severity: Severity
     fix: Optional[Fix] = None
     job_facts: tuple[JobFactUse, ...] = field(default=())
+    # For notebooks: the 1-based cell number; positions are then inside that cell.
+    cell: Optional[int] = None
 
     @property
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.path, self.start.line, self.start.column, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        return (self.path, self.cell or 0, self.start.line, self.start.column, self.code)
 
 
 @dataclass(frozen=True)

@@ -12,20 +12,23 @@ over each step function's body:
 - anything else (the output returned, passed to a function, iterated, indexed by a variable,
   a method called on it) uses the output as a *whole*: every element counts as used.
 
-Which names hold the model inside a step function: the parameters that receive a
-``DistributedModel`` at the step's call sites, a parameter spelled like the wrapped name,
-and the wrapped global name itself when no parameter shadows it.
+Which names hold the model inside a step function is ``model_names``' answer (parameters
+that receive the ``DistributedModel`` at the step's call sites or are spelled like it, else
+the wrapped name itself), plus a parameter called ``model`` when the file wraps the model
+without binding a name (a builder function returns ``smp.DistributedModel(net)``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Literal, Optional, Union
 
 import libcst as cst
 
 from smpfix.facts import FileFacts
+from smpfix.model_names import DistributedModelNames
+from smpfix.steps import positional_parameters, step_functions
 from smpfix.walker import children, iter_nodes
 
 Slice = tuple[Optional[int], Optional[int]]
@@ -76,74 +79,26 @@ class OutputUse:
         return frozenset(found)
 
 
-def step_functions(facts: FileFacts) -> list[tuple[str, cst.FunctionDef]]:
-    """(the name callers use, the function body) for each step function, in file order.
-
-    ``@smp.step def train_step(...)`` is both; ``train_step = smp.step(impl)`` is called as
-    ``train_step`` but its body is ``impl``.
-    """
-    found: list[tuple[str, cst.FunctionDef]] = []
-    for name in facts.step_functions:
-        function = _step_body(facts, name)
-        if function is not None:
-            found.append((name, function))
-    order = {id(function): index for index, function in enumerate(facts.functions.values())}
-    return sorted(found, key=lambda item: order.get(id(item[1]), len(order)))
-
-
-def _step_body(facts: FileFacts, name: str) -> Optional[cst.FunctionDef]:
-    assignment = facts.single_assignment(name)
-    if assignment is not None and isinstance(assignment.value, cst.Call) and assignment.value.args:
-        wrapped = assignment.value.args[0].value
-        if isinstance(wrapped, cst.Name) and wrapped.value in facts.functions:
-            return facts.functions[wrapped.value]
-        return None
-    return facts.functions.get(name)
-
-
 def output_use(facts: FileFacts) -> OutputUse:
     """How every step function in the file uses the wrapped model's output."""
     use = _Accumulator()
-    for public, function in step_functions(facts):
-        names = model_names(facts, public, function)
+    steps = step_functions(facts)
+    holders = DistributedModelNames(facts, steps)
+    for step in steps:
+        if step.function is None:
+            continue
+        names = holders.names_in_scope([step.function])
+        if not names and not holders.targets and "model" in positional_parameters(step.function):
+            # Wrapped without binding a name in this file (a builder returns it): the usual name.
+            names = frozenset({"model"})
         if not names:
             continue
-        body = _StepBody(function, facts)
+        body = _StepBody(step.function, facts)
         for node in body.nodes:
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in names:
-                use.calls.append(ModelCall(node, public))
+                use.calls.append(ModelCall(node, step.name))
                 body.classify(node, use, depth=0)
     return use.freeze()
-
-
-def model_names(facts: FileFacts, public: str, function: cst.FunctionDef) -> frozenset[str]:
-    """The names that hold the wrapped model inside ``function``."""
-    params = [param.name.value for param in (*function.params.posonly_params, *function.params.params)]
-    every_param = set(params) | {p.name.value for p in function.params.kwonly_params}
-    wrapped = facts.distributed_model_names()
-    names = {param for param in every_param if param in wrapped}
-    for call in facts.call_order:
-        if isinstance(call.func, cst.Name) and call.func.value == public:
-            names.update(_receiving_params(call, params, wrapped))
-    names.update(name for name in wrapped if name not in every_param)
-    if not wrapped and "model" in every_param:
-        # Wrapped without binding a name here (a builder returns it): the conventional name.
-        names.add("model")
-    return frozenset(names)
-
-
-def _receiving_params(call: cst.Call, params: Sequence[str], wrapped: frozenset[str]) -> Iterator[str]:
-    positional = True
-    for index, arg in enumerate(call.args):
-        if arg.star:
-            positional = False
-            continue
-        if not (isinstance(arg.value, cst.Name) and arg.value.value in wrapped):
-            continue
-        if arg.keyword is not None:
-            yield arg.keyword.value
-        elif positional and index < len(params):
-            yield params[index]
 
 
 class _Accumulator:
@@ -162,7 +117,6 @@ class _Accumulator:
         )
 
 
-_UNKNOWN_BOUND = object()
 _Target = Union[cst.BaseAssignTargetExpression, cst.BaseExpression]
 
 
@@ -229,18 +183,21 @@ class _StepBody:
             else:
                 use.whole = True
             return
-        lower, upper = self._bound(item.lower), self._bound(item.upper)
-        if item.step is not None or lower is _UNKNOWN_BOUND or upper is _UNKNOWN_BOUND:
+        if not isinstance(item, cst.Slice) or item.step is not None:
             use.whole = True
             return
-        use.ranges.add((lower, upper))  # type: ignore[arg-type]
+        lower, upper = self._bound(item.lower), self._bound(item.upper)
+        if lower is False or upper is False:
+            use.whole = True
+            return
+        use.ranges.add((lower, upper))
 
-    def _bound(self, part: Optional[cst.BaseExpression]) -> object:
-        """A slice bound: its int, None when absent, ``_UNKNOWN_BOUND`` when it cannot be known."""
+    def _bound(self, part: Optional[cst.BaseExpression]) -> Union[int, None, Literal[False]]:
+        """A slice bound: its int, None when absent, False when it cannot be known."""
         if part is None:
             return None
         value = self.facts.literal(part)
-        return value if isinstance(value, int) and not isinstance(value, bool) else _UNKNOWN_BOUND
+        return value if isinstance(value, int) and not isinstance(value, bool) else False
 
     def _attribute(self, node: cst.Attribute, use: _Accumulator) -> None:
         parent = self.parents.get(id(node))

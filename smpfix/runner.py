@@ -12,7 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,6 +24,7 @@ from smpfix.findings import FileError, FileResult, Finding
 from smpfix.jobfacts import DeclaredJob
 
 if TYPE_CHECKING:
+    from smpfix.analysis import AnalysisOptions
     from smpfix.project import Project
 
 # Below this many relevant files, starting worker processes costs more than it saves.
@@ -49,14 +50,24 @@ class RunOptions:
         return self.apply or self.diff
 
 
-def check_text(text: str, path: str, options: RunOptions) -> FileResult:
-    """Analyze (and with ``apply``/``diff`` fix) one text; nothing is written."""
-    from smpfix.analysis import AnalysisOptions, analyze
-    from smpfix.fixing import fix_text
+def _analysis_options(path: str, options: RunOptions) -> AnalysisOptions:
+    from smpfix.analysis import AnalysisOptions
     from smpfix.selection import per_file
 
     codes = per_file(options.select, path, options.per_file_ignores, options.root, options.rule_names)
-    analysis_options = AnalysisOptions(select=codes, declared_jobs=options.declared_jobs, project=options.project)
+    return AnalysisOptions(select=codes, declared_jobs=options.declared_jobs, project=options.project)
+
+
+def check_text(text: str, path: str, options: RunOptions) -> FileResult:
+    """Analyze (and with ``apply``/``diff`` fix) one text or notebook; nothing is written."""
+    from smpfix.analysis import analyze
+    from smpfix.fixing import fix_text
+
+    analysis_options = _analysis_options(path, options)
+    if path.endswith(".ipynb"):
+        from smpfix.notebook_analysis import check_notebook
+
+        return check_notebook(text, path, analysis_options, options.fixing, options.unsafe_fixes)
     analysis = analyze(text, path, analysis_options)
     job = analysis.job.describe() if options.show_job and analysis.job is not None and analysis.imports_smp else None
     if not options.fixing or not analysis.findings:
@@ -117,8 +128,8 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context()
 
 
-def run(tasks: Sequence[DiscoveredFile], options: RunOptions) -> Iterator[FileResult]:
-    """Results for ``tasks``, in path order."""
+def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optional[Callable[[FileResult], None]] = None) -> Iterator[FileResult]:
+    """Results for ``tasks``, in path order; ``on_result`` hears of each file as it is done (progress)."""
     relevant: list[DiscoveredFile] = []
     results: list[FileResult] = []
     for task in tasks:
@@ -126,12 +137,19 @@ def run(tasks: Sequence[DiscoveredFile], options: RunOptions) -> Iterator[FileRe
             relevant.append(task)
         else:
             results.append(FileResult(task.path))
+    notify = on_result or (lambda result: None)
+    for result in results:
+        notify(result)
     workers = options.jobs or os.cpu_count() or 1
     if len(relevant) < _POOL_THRESHOLD or workers == 1:
-        results.extend(_worker((task, options)) for task in relevant)
+        for task in relevant:
+            results.append(_worker((task, options)))
+            notify(results[-1])
     else:
         with ProcessPoolExecutor(max_workers=min(workers, len(relevant)), mp_context=_pool_context()) as pool:
-            results.extend(pool.map(_worker, [(task, options) for task in relevant], chunksize=max(1, len(relevant) // (workers * 8))))
+            for result in pool.map(_worker, [(task, options) for task in relevant], chunksize=max(1, len(relevant) // (workers * 8))):
+                results.append(result)
+                notify(result)
     yield from sorted(_regroup(results), key=lambda r: r.path)
 
 

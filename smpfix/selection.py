@@ -20,9 +20,13 @@ class SelectionError(Exception):
 
 
 def expand(selectors: Iterable[str], rules: Mapping[str, str]) -> frozenset[str]:
-    """Codes matched by ``selectors``; ``rules`` maps code -> name."""
+    """Codes matched by ``selectors``; ``rules`` maps code -> name.
+
+    Codes and prefixes are matched against the codes alone; the names are read only for a
+    selector that is not one, so that ``rules`` may load them lazily (``RuleNames``).
+    """
     chosen: set[str] = set()
-    by_name = {name: code for code, name in rules.items()}
+    by_name: dict[str, str] | None = None
     for raw in selectors:
         selector = raw.strip()
         if not selector:
@@ -30,13 +34,15 @@ def expand(selectors: Iterable[str], rules: Mapping[str, str]) -> frozenset[str]
         if selector.upper() == "ALL":
             chosen.update(rules)
             continue
-        if selector.lower() in by_name:
-            chosen.add(by_name[selector.lower()])
+        matched = {code for code in rules if code.startswith(selector.upper())} if selector.upper().startswith("SMP") else set()
+        if matched:
+            chosen.update(matched)
             continue
-        matched = {code for code in rules if code.startswith(selector.upper())}
-        if not matched or not selector.upper().startswith("SMP"):
+        if by_name is None:
+            by_name = {name: code for code, name in rules.items()}
+        if selector.lower() not in by_name:
             raise SelectionError(f"unknown rule selector {raw!r} (use a code such as SMP101, a prefix such as SMP1, a rule name, or ALL)")
-        chosen.update(matched)
+        chosen.add(by_name[selector.lower()])
     return frozenset(chosen)
 
 

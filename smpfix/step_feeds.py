@@ -23,6 +23,7 @@ from typing import Optional
 
 import libcst as cst
 
+from smpfix.call_binding import argument_parameter
 from smpfix.calls import names_in
 from smpfix.facts import FileFacts
 from smpfix.parents import ParentIndex, Scope
@@ -223,7 +224,7 @@ class StepFeeds:
         if isinstance(func, cst.Name):
             function = self.facts.functions.get(func.value)
             if function is not None:
-                parameter = _parameter_for(function, call, arg)
+                parameter = argument_parameter(function, call, arg.value)
                 if parameter is not None:
                     return self._holder(parameter, function, depth + 1, seen)
         return None
@@ -306,24 +307,3 @@ class StepFeeds:
                 return True
         return False
 
-
-def _parameter_for(function: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> Optional[str]:
-    """The parameter of ``function`` that ``arg`` of ``call`` binds, when it can be placed."""
-    params = function.params
-    if arg.star:
-        return None
-    if arg.keyword is not None:
-        names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
-        return arg.keyword.value if arg.keyword.value in names else None
-    positional = []
-    for item in call.args:
-        if item.keyword is not None or item.star == "**":
-            break
-        if item.star == "*":
-            return None
-        positional.append(item)
-    ordered = [*params.posonly_params, *params.params]
-    for position, item in enumerate(positional):
-        if item is arg:
-            return ordered[position].name.value if position < len(ordered) else None
-    return None

@@ -55,20 +55,26 @@ def _message(item: Suppression, unused: Optional[list[str]], use: SuppressionUse
     if unused is None:
         return (
             f"`{item.comment}` suppresses nothing: no rule reports on this line or on the statement it "
-            "starts. A blanket suppression silences every future finding here without anyone seeing it; "
-            "remove it."
+            "begins. A blanket suppression would silently hide every future finding here; remove it."
         )
-    unknown = [code for code in unused if code not in use.known]
     stale = [code for code in unused if code in use.known]
-    parts = []
+    unknown = [code for code in unused if code not in use.known]
+    sentences = []
     if stale:
-        parts.append(
-            f"{', '.join(stale)} reported nothing on this line or on the statement it starts, so "
-            f"`{item.comment}` silences nothing for {'it' if len(stale) == 1 else 'them'}"
+        codes = ", ".join(stale)
+        sentences.append(
+            f"`{item.comment}` suppresses nothing for {codes}: no such finding starts on this line or on "
+            f"the statement it begins. A stale suppression would silently hide the next real {codes} "
+            f"problem here; remove the code."
         )
     if unknown:
-        parts.append(f"{', '.join(unknown)} {'is not an smpfix rule' if len(unknown) == 1 else 'are not smpfix rules'} (a typo or a removed rule)")
-    return "; ".join(parts) + ". A stale suppression hides the next real finding on this line; remove the code."
+        codes = ", ".join(unknown)
+        rule = "is not an smpfix rule" if len(unknown) == 1 else "are not smpfix rules"
+        sentences.append(
+            f"`{item.comment}` names {codes}, which {rule} (a typo, or a rule that was removed), so it "
+            "suppresses nothing; remove the code."
+        )
+    return " ".join(sentences)
 
 
 def _finding(item: Suppression, unused: Optional[list[str]], use: SuppressionUse, table: LineTable, path: str) -> Finding:

@@ -30,6 +30,7 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
         "message": finding.message,
         "severity": finding.severity.value,
         "filename": finding.path,
+        "cell": finding.cell,
         "location": _location(finding.start),
         "end_location": _location(finding.end),
         "fix": fix,

@@ -15,7 +15,7 @@ def _header(finding: Finding, options: ReportOptions) -> list[tuple[str, str]]:
     """The first line as (text, style) pieces: ``path:line:col: CODE [*] severity: message``."""
     marker = " [*]" if fix_marker_applies(finding, options.unsafe_fixes) else ""
     return [
-        (f"{finding.path}:{finding.start.line}:{finding.start.column}:", "bold"),
+        (f"{finding.path}:{'' if finding.cell is None else f'cell {finding.cell}:'}{finding.start.line}:{finding.start.column}:", "bold"),
         (" ", ""),
         (f"{finding.code}{marker}", "bold red"),
         (" ", ""),

@@ -46,6 +46,7 @@ class MissingSmpInit(Rule):
     name = "missing-smp-init"
     summary = "A training script that uses the library must call `smp.init()` before anything else; add it after the import."
     fix_availability = FixAvailability.SAFE
+    default_severity = Severity.WARNING
     satisfied_by_hf_trainer = True
 
     def __init__(self, context: RuleContext) -> None:

@@ -8,6 +8,12 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.calls import argument
+from smpfix.dataloaders import (
+    DATALOADER_POSITIONS,
+    bound_value,
+    is_dataloader,
+    is_distributed_sampler,
+)
 from smpfix.edits import InsertAfter, NodeEdit, ReplaceNode
 from smpfix.findings import Applicability, Severity
 from smpfix.jobfacts import Feature, FeatureState, JobFacts, Tri
@@ -15,10 +21,6 @@ from smpfix.parents import ParentIndex
 from smpfix.rule import FixAvailability, PendingFix, Rule
 from smpfix.step_feeds import StepFeeds
 
-_DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
-_DISTRIBUTED_SAMPLERS = frozenset(
-    {"torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler"}
-)
 # Where the drop keyword sits among the positional parameters.
 _TORCH_DROP_LAST = 8
 _TF_DROP_REMAINDER = {"batch": 1, "padded_batch": 3}
@@ -82,7 +84,7 @@ class LastBatchNotDropped(Rule):
     def _candidate(self, call: cst.Call) -> Optional[_Batching]:
         if any(arg.star for arg in call.args):
             return None  # `**kwargs` or `*args` may set the keyword
-        if self.facts.qualified_name(call.func) in _DATALOADERS:
+        if is_dataloader(call, self.facts):
             return self._torch_candidate(call)
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in _TF_DROP_REMAINDER:
@@ -91,7 +93,7 @@ class LastBatchNotDropped(Rule):
         return None
 
     def _torch_candidate(self, call: cst.Call) -> Optional[_Batching]:
-        batch_sampler = argument(call, "batch_sampler", 4)
+        batch_sampler = argument(call, "batch_sampler", DATALOADER_POSITIONS["batch_sampler"])
         if batch_sampler is not None and self.facts.literal(batch_sampler.value) is not None:
             return None  # drop_last is the batch sampler's own setting
         batch_size = argument(call, "batch_size", 1)
@@ -143,14 +145,8 @@ class LastBatchNotDropped(Rule):
 
     def _shards_evenly(self, call: cst.Call) -> bool:
         """A ``DistributedSampler`` pads every rank to the same length, so batch counts match."""
-        sampler = argument(call, "sampler", 3)
-        if sampler is None:
-            return False
-        value = sampler.value
-        if isinstance(value, cst.Name):
-            assignment = self.facts.single_assignment(value.value)
-            value = assignment.value if assignment is not None else value
-        return isinstance(value, cst.Call) and self.facts.qualified_name(value.func) in _DISTRIBUTED_SAMPLERS
+        sampler = argument(call, "sampler", DATALOADER_POSITIONS["sampler"])
+        return sampler is not None and is_distributed_sampler(bound_value(sampler.value, self.facts), self.facts)
 
     # -- reporting --------------------------------------------------------------------------
     def _fix(self, batching: _Batching, index: ParentIndex, safe: bool) -> Optional[PendingFix]:

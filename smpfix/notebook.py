@@ -1,0 +1,264 @@
+"""Jupyter notebooks: code cells as one Python text, and fixed cells written back in place.
+
+A launcher notebook builds the estimator over several cells, so the code cells are joined
+into one text (a name bound in cell 3 is known in cell 5) with IPython magics and shell
+lines commented out, line for line. Positions map back to (cell, line in cell). A
+``%%writefile train.py`` cell is a separate script, checked as ``train.py``.
+
+Writing back changes nothing but the ``source`` of the cells whose code changed: the JSON
+text is edited at those values' exact spans, so indentation, key order, metadata and outputs
+stay byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+_MAGIC_MARK = "#smpfix-magic:"
+_MAGIC = re.compile(r"^(\s*)([%!?]|\w+\s*=\s*!)")
+_WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+(\S+)")
+
+
+class NotebookError(ValueError):
+    """A notebook smpfix cannot read (malformed JSON, unexpected structure)."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    index: int
+    source: str
+    # JSON span of the cell's "source" value in the notebook text, and whether it is a list.
+    span: tuple[int, int]
+    as_list: bool
+
+
+@dataclass(frozen=True)
+class ScriptCell:
+    """A ``%%writefile NAME`` cell: the file it writes, and the cell itself."""
+
+    filename: str
+    cell: Cell
+
+    @property
+    def index(self) -> int:
+        return self.cell.index
+
+
+@dataclass(frozen=True)
+class Notebook:
+    text: str
+    cells: tuple[Cell, ...]
+    scripts: tuple[ScriptCell, ...]
+
+    def joined(self) -> tuple[str, tuple[tuple[int, int], ...]]:
+        """The code cells as one text, and each cell's (first line, line count) in it."""
+        pieces: list[str] = []
+        layout: list[tuple[int, int]] = []
+        line = 1
+        for cell in self.cells:
+            code = mask(cell.source)
+            if not code.endswith("\n"):
+                code += "\n"
+            count = code.count("\n")
+            layout.append((line, count))
+            pieces.append(code)
+            line += count
+        return "".join(pieces), tuple(layout)
+
+    def cell_of_line(self, line: int) -> tuple[int, int]:
+        """(cell index, line within the cell) for a line of ``joined()``."""
+        _, layout = self.joined()
+        for cell, (first, count) in zip(self.cells, layout):
+            if first <= line < first + count:
+                return cell.index, line - first + 1
+        last = self.cells[-1] if self.cells else None
+        return (last.index, line - layout[-1][0] + 1) if last is not None else (0, line)
+
+    def with_sources(self, sources: dict[int, str]) -> str:
+        """The notebook text with new ``source`` values for the given cells, nothing else."""
+        out = self.text
+        every = [*self.cells, *(script.cell for script in self.scripts)]
+        for cell in sorted(every, key=lambda c: c.span[0], reverse=True):
+            if cell.index not in sources or sources[cell.index] == cell.source:
+                continue
+            out = out[: cell.span[0]] + _encode_source(sources[cell.index], self.text, cell) + out[cell.span[1] :]
+        return out
+
+
+def mask(code: str) -> str:
+    """Comment out magics and shell lines, keeping every line where it was."""
+    lines = code.split("\n")
+    if lines and lines[0].startswith("%%"):
+        return "\n".join(f"{_MAGIC_MARK}{line}" for line in lines)
+    masked = []
+    for line in lines:
+        match = _MAGIC.match(line)
+        masked.append(f"{match.group(1)}{_MAGIC_MARK}{line[len(match.group(1)):]}" if match else line)
+    return "\n".join(masked)
+
+
+def unmask(code: str) -> str:
+    return "\n".join(
+        line.replace(_MAGIC_MARK, "", 1) if line.lstrip().startswith(_MAGIC_MARK) else line for line in code.split("\n")
+    )
+
+
+def parse(text: str) -> Notebook:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotebookError(f"malformed notebook JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise NotebookError("not a Jupyter notebook: no list of cells")
+    spans = _source_spans(text)
+    cells: list[Cell] = []
+    scripts: list[ScriptCell] = []
+    for index, raw in enumerate(data["cells"]):
+        if not isinstance(raw, dict) or raw.get("cell_type") != "code":
+            continue
+        source = raw.get("source", "")
+        if isinstance(source, list) and all(isinstance(part, str) for part in source):
+            code, as_list = "".join(source), True
+        elif isinstance(source, str):
+            code, as_list = source, False
+        else:
+            continue
+        if index not in spans:
+            continue
+        cell = Cell(index, code, spans[index], as_list)
+        match = _WRITEFILE.match(code)
+        if match:
+            scripts.append(ScriptCell(match.group(1), cell))
+        else:
+            cells.append(cell)
+    return Notebook(text, tuple(cells), tuple(scripts))
+
+
+def _encode_source(code: str, text: str, cell: Cell) -> str:
+    if not cell.as_list:
+        return json.dumps(code, ensure_ascii=False)
+    lines = code.splitlines(keepends=True)
+    if not lines:
+        return "[]"
+    before = text[: cell.span[0]]
+    line_start = before.rfind("\n") + 1
+    key_indent = len(before[line_start:]) - len(before[line_start:].lstrip())
+    original = text[cell.span[0] : cell.span[1]]
+    item = re.search(r"\[\s*\n([ \t]*)\"", original)
+    indent = item.group(1) if item else " " * (key_indent + 1)
+    inner = (",\n" + indent).join(json.dumps(line, ensure_ascii=False) for line in lines)
+    return f"[\n{indent}{inner}\n{' ' * key_indent}]"
+
+
+def _source_spans(text: str) -> dict[int, tuple[int, int]]:
+    """Offsets of ``cells[i].source`` values in the JSON text, found by a small scanner."""
+    scanner = _Scanner(text)
+    try:
+        return scanner.cell_sources()
+    except (IndexError, ValueError):
+        return {}
+
+
+class _Scanner:
+    """Just enough of a JSON reader to know where values start and end."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def _skip(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos] in " \t\r\n":
+            self.pos += 1
+
+    def _string(self) -> str:
+        start = self.pos
+        decoder = json.JSONDecoder()
+        value, self.pos = decoder.raw_decode(self.text, start)
+        return str(value)
+
+    def _value(self) -> tuple[int, int]:
+        self._skip()
+        start = self.pos
+        char = self.text[self.pos]
+        if char == "{":
+            self._object(lambda key, span: None)
+        elif char == "[":
+            self._array(lambda index, span: None)
+        else:
+            _, self.pos = json.JSONDecoder().raw_decode(self.text, self.pos)
+        return start, self.pos
+
+    def _object(self, on_member: Any) -> None:
+        self.pos += 1
+        self._skip()
+        if self.text[self.pos] == "}":
+            self.pos += 1
+            return
+        while True:
+            self._skip()
+            key = self._string()
+            self._skip()
+            self.pos += 1  # colon
+            span = on_member(key, None)
+            if span is None:
+                span = self._value()
+            self._skip()
+            if self.text[self.pos] == ",":
+                self.pos += 1
+                continue
+            self.pos += 1
+            return
+
+    def _array(self, on_item: Any) -> None:
+        self.pos += 1
+        self._skip()
+        if self.text[self.pos] == "]":
+            self.pos += 1
+            return
+        index = 0
+        while True:
+            if on_item(index, None) is None:
+                self._value()
+            index += 1
+            self._skip()
+            if self.text[self.pos] == ",":
+                self.pos += 1
+                continue
+            self.pos += 1
+            return
+
+    def cell_sources(self) -> dict[int, tuple[int, int]]:
+        found: dict[int, tuple[int, int]] = {}
+
+        def cell_member(index: int) -> Any:
+            def member(key: str, _: Any) -> Optional[tuple[int, int]]:
+                if key != "source":
+                    return None
+                span = self._value()
+                found[index] = span
+                return span
+
+            return member
+
+        def cell_item(index: int, _: Any) -> Optional[tuple[int, int]]:
+            self._skip()
+            if self.text[self.pos] != "{":
+                return None
+            start = self.pos
+            self._object(cell_member(index))
+            return start, self.pos
+
+        def top_member(key: str, _: Any) -> Optional[tuple[int, int]]:
+            if key != "cells":
+                return None
+            self._skip()
+            start = self.pos
+            self._array(cell_item)
+            return start, self.pos
+
+        self._skip()
+        self._object(top_member)
+        return found

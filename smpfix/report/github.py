@@ -1,0 +1,57 @@
+"""``--format github``: GitHub Actions workflow commands, one annotation per finding.
+
+``::error file=train.py,line=7,col=13,endLine=7,endColumn=62,title=SMP101 optimizer-before-distributed-model::message``
+errors are ``::error``, warnings ``::warning`` and hints ``::notice``. GitHub decodes ``%25``,
+``%0D`` and ``%0A`` in the message, and additionally ``%3A`` and ``%2C`` in properties, whose
+values are otherwise cut at ``:`` and ``,``. Files smpfix could not analyze are ``::error``
+annotations too, so a CI log shows them where the findings are.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Optional
+
+from smpfix.findings import FileError, FileResult, Finding
+from smpfix.report.locations import relative_path
+
+COMMANDS = {"error": "error", "warning": "warning", "hint": "notice"}
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _properties(items: Sequence[tuple[str, object]]) -> str:
+    return ",".join(f"{key}={escape_property(str(value))}" for key, value in items)
+
+
+def annotation(finding: Finding, cwd: str) -> str:
+    items = [
+        ("file", relative_path(finding.path, cwd)),
+        ("line", finding.start.line),
+        ("col", finding.start.column),
+        ("endLine", finding.end.line),
+        ("endColumn", finding.end.column),
+        ("title", f"{finding.code} {finding.name}"),
+    ]
+    return f"::{COMMANDS[finding.severity.value]} {_properties(items)}::{escape_data(finding.message)}"
+
+
+def error_annotation(error: FileError, cwd: str) -> str:
+    items = [("file", relative_path(error.path, cwd)), ("line", error.line), ("col", error.column), ("title", "smpfix could not analyze this file")]
+    return f"::error {_properties(items)}::{escape_data(error.message)}"
+
+
+def render_github(results: Sequence[FileResult], cwd: Optional[str] = None) -> str:
+    cwd = cwd or os.getcwd()
+    lines = []
+    for result in results:
+        lines.extend(error_annotation(error, cwd) for error in result.errors)
+        lines.extend(annotation(finding, cwd) for finding in result.findings)
+    return "".join(line + "\n" for line in lines)

@@ -1,0 +1,92 @@
+"""Where a finding is, as CI systems want it: paths relative to the working directory.
+
+Code scanning and workflow annotations resolve paths against the repository checkout, which
+is the working directory a CI step runs in; paths outside it stay absolute.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Optional
+from urllib.parse import quote
+
+# A job-fact source naming a file: "pyproject.toml [tool.smpfix.job]", "launch.py line 12",
+# "launch.py:12 (estimator distribution)". The name must end in one of these suffixes.
+_SOURCE_FILE = re.compile(r"(?P<path>[^\s:\[\]()'\"]+\.(?:py|ipynb|toml|json))(?::(?P<colon_line>\d+)|\s+(?:at\s+)?line\s+(?P<word_line>\d+))?")
+_TABLE = re.compile(r"\[(?P<table>[A-Za-z0-9_.\-]+)\]")
+
+
+def relative_path(path: str, cwd: str) -> str:
+    """``path`` relative to ``cwd`` in forward slashes, or absolute when it lies outside."""
+    if path == "-" or not path:
+        return path
+    absolute = os.path.abspath(os.path.join(cwd, path))
+    try:
+        relative = os.path.relpath(absolute, cwd)
+    except ValueError:  # another drive on Windows
+        return Path(absolute).as_posix()
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return Path(absolute).as_posix()
+    return PurePosixPath(Path(relative)).as_posix()
+
+
+def artifact_uri(path: str, cwd: str) -> tuple[str, bool]:
+    """A SARIF artifact URI for ``path`` and whether it is relative to ``%SRCROOT%``."""
+    shown = relative_path(path, cwd)
+    if os.path.isabs(shown) or re.match(r"^[A-Za-z]:/", shown):
+        return Path(shown).as_uri(), False
+    return quote(shown, safe="/"), True
+
+
+def directory_uri(cwd: str) -> str:
+    uri = Path(os.path.abspath(cwd)).as_uri()
+    return uri if uri.endswith("/") else uri + "/"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A file a job fact came from, with the line it was read at when known."""
+
+    path: str
+    line: Optional[int]
+
+
+def source_file(source: str, finding_path: str, cwd: str) -> Optional[SourceFile]:
+    """The existing file (other than the finding's own) that a job-fact ``source`` names.
+
+    The name is looked up relative to the working directory, then in the finding's folder
+    and its parents (where ``pyproject.toml`` is found). The line is the one the source
+    quotes (``launch.py line 12``), else the line of the TOML table it names
+    (``[tool.smpfix.job]``), else unknown.
+    """
+    match = _SOURCE_FILE.search(source)
+    if match is None:
+        return None
+    name = match.group("path")
+    candidates = [os.path.join(cwd, name)]
+    if not os.path.isabs(name):
+        folder = Path(os.path.abspath(os.path.join(cwd, finding_path))).parent
+        candidates += [str(parent / name) for parent in (folder, *folder.parents)]
+    found = next((c for c in candidates if os.path.isfile(c)), None)
+    if found is None or os.path.abspath(found) == os.path.abspath(os.path.join(cwd, finding_path)):
+        return None
+    number = match.group("colon_line") or match.group("word_line")
+    line = int(number) if number else None
+    table = _TABLE.search(source[match.end() :])
+    if line is None and table is not None:
+        line = _table_line(found, table.group("table"))
+    return SourceFile(os.path.abspath(found), line)
+
+
+def _table_line(path: str, table: str) -> Optional[int]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if line.strip().replace(" ", "") == f"[{table}]":
+                    return number
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None

@@ -1,0 +1,153 @@
+"""``--format sarif``: SARIF 2.1.0 for code scanning dashboards (GitHub, Azure DevOps, ...).
+
+One run. The driver lists every rule as a ``reportingDescriptor`` whose descriptions come
+from its page in ``rules/``, so the dashboard shows the same text as ``smpfix explain``.
+Each finding is a ``result`` located relative to ``%SRCROOT%`` (the working directory, which
+is the checkout in CI), with 1-based lines and columns counted in Unicode code points
+(``columnKind``), and its fix as ``artifactChanges``. A finding that depends on a job
+setting read from another file (``pyproject.toml``, a launcher) points there through
+``relatedLocations``. Files smpfix could not analyze become tool execution notifications.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from smpfix import __version__
+from smpfix.findings import Edit, FileError, FileResult, Finding, Position
+from smpfix.report.locations import artifact_uri, directory_uri, source_file
+
+SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+INFORMATION_URI = "https://github.com/smpfix/smpfix"
+SRCROOT = "%SRCROOT%"
+
+LEVELS = {"error": "error", "warning": "warning", "hint": "note"}
+
+
+def _plain(markdown: str) -> str:
+    """One paragraph of page Markdown as plain text: lines joined, code ticks dropped."""
+    return re.sub(r"\s+", " ", markdown.replace("`", "")).strip()
+
+
+def _descriptor(row: dict[str, Any]) -> dict[str, Any]:
+    from smpfix.pages import parse_page, read_page
+
+    code = row["code"]
+    page_text = read_page(code)
+    detects = parse_page(code, page_text).sections.get("What it detects", "").strip() if page_text else ""
+    descriptor: dict[str, Any] = {
+        "id": code,
+        "name": row["name"],
+        "shortDescription": {"text": _plain(row["summary"]) or row["name"], "markdown": row["summary"] or row["name"]},
+        "fullDescription": {"text": _plain(detects or row["summary"]) or row["name"], "markdown": detects or row["summary"] or row["name"]},
+        "defaultConfiguration": {"level": LEVELS[row["default_severity"]]},
+        "helpUri": f"{INFORMATION_URI}/blob/main/rules/{code}.md",
+        "properties": {"fix": row["fix"], "dependsOn": list(row["depends_on"])},
+    }
+    if page_text:
+        descriptor["help"] = {"text": page_text, "markdown": page_text}
+    return descriptor
+
+
+def _region(start: Position, end: Position) -> dict[str, int]:
+    return {"startLine": start.line, "startColumn": start.column, "endLine": end.line, "endColumn": end.column}
+
+
+def _artifact(path: str, cwd: str) -> dict[str, str]:
+    uri, relative = artifact_uri(path, cwd)
+    return {"uri": uri, "uriBaseId": SRCROOT} if relative else {"uri": uri}
+
+
+def _replacement(edit: Edit) -> dict[str, Any]:
+    return {"deletedRegion": _region(edit.start_pos, edit.end_pos), "insertedContent": {"text": edit.content}}
+
+
+def _related(finding: Finding, cwd: str) -> list[dict[str, Any]]:
+    related: list[dict[str, Any]] = []
+    for use in finding.job_facts:
+        found = source_file(use.source, finding.path, cwd)
+        if found is None:
+            continue
+        location: dict[str, Any] = {"artifactLocation": _artifact(found.path, cwd)}
+        if found.line is not None:
+            location["region"] = {"startLine": found.line}
+        related.append(
+            {"id": len(related) + 1, "physicalLocation": location, "message": {"text": f"{use.feature} is {use.state}: {use.source}"}}
+        )
+    return related
+
+
+def _result(finding: Finding, rule_index: Optional[int], cwd: str) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "ruleId": finding.code,
+        "level": LEVELS[finding.severity.value],
+        "message": {"text": finding.message},
+        "locations": [{"physicalLocation": {"artifactLocation": _artifact(finding.path, cwd), "region": _region(finding.start, finding.end)}}],
+    }
+    if rule_index is not None:
+        result["ruleIndex"] = rule_index
+    if finding.fix is not None and finding.fix.edits:
+        result["fixes"] = [
+            {
+                "description": {"text": finding.fix.description},
+                "artifactChanges": [
+                    {"artifactLocation": _artifact(finding.path, cwd), "replacements": [_replacement(e) for e in finding.fix.edits]}
+                ],
+                "properties": {"applicability": finding.fix.applicability.value},
+            }
+        ]
+    related = _related(finding, cwd)
+    if related:
+        result["relatedLocations"] = related
+    properties: dict[str, Any] = {"name": finding.name, "severity": finding.severity.value}
+    if finding.job_facts:
+        properties["jobFacts"] = [{"feature": u.feature, "state": u.state, "source": u.source} for u in finding.job_facts]
+    result["properties"] = properties
+    return result
+
+
+def _notification(error: FileError, cwd: str) -> dict[str, Any]:
+    notification: dict[str, Any] = {
+        "level": "error",
+        "message": {"text": error.message},
+        "locations": [
+            {"physicalLocation": {"artifactLocation": _artifact(error.path, cwd), "region": {"startLine": error.line, "startColumn": error.column}}}
+        ],
+    }
+    if error.code is not None:
+        notification["associatedRule"] = {"id": error.code}
+    return notification
+
+
+def sarif_log(results: Sequence[FileResult], cwd: Optional[str] = None) -> dict[str, Any]:
+    """The SARIF log as a JSON-ready dict (``render_sarif`` serializes it)."""
+    from smpfix.rule_index import rule_table
+
+    cwd = cwd or os.getcwd()
+    rules = [_descriptor(row) for row in rule_table()]
+    index = {rule["id"]: position for position, rule in enumerate(rules)}
+    errors = [error for result in results for error in result.errors]
+    run: dict[str, Any] = {
+        "tool": {
+            "driver": {
+                "name": "smpfix",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "informationUri": INFORMATION_URI,
+                "rules": rules,
+            }
+        },
+        "invocations": [{"executionSuccessful": not errors, "toolExecutionNotifications": [_notification(e, cwd) for e in errors]}],
+        "originalUriBaseIds": {SRCROOT: {"uri": directory_uri(cwd)}},
+        "columnKind": "unicodeCodePoints",
+        "results": [_result(f, index.get(f.code), cwd) for result in results for f in result.findings],
+    }
+    return {"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]}
+
+
+def render_sarif(results: Sequence[FileResult], cwd: Optional[str] = None) -> str:
+    return json.dumps(sarif_log(results, cwd), indent=2, ensure_ascii=False) + "\n"

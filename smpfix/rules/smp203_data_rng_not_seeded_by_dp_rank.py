@@ -1,0 +1,273 @@
+"""SMP203: a data-pipeline RNG seeded by a rank that differs inside one model replica."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.calls import argument, has_star_kwargs
+from smpfix.codegen import smp_reference
+from smpfix.data_ranks import DATA_PARALLEL, DataJob, RankTerm, Verdict, callee, either, rank_terms, rewrite_terms, spelled
+from smpfix.dataloaders import DATALOADER_POSITIONS, RANDOM_SAMPLERS, SAMPLER_POSITIONS, is_dataloader, is_distributed_sampler
+from smpfix.edits import InsertAfter
+from smpfix.findings import Applicability, Severity
+from smpfix.jobfacts import Tri
+from smpfix.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.walker import iter_nodes
+
+# Seeds of RNGs that data pipelines draw from: (parameter name, position).
+_DATA_SEEDS = {
+    "random.seed": ("a", 0),
+    "random.Random": ("x", 0),
+    "numpy.random.seed": ("seed", 0),
+    "numpy.random.default_rng": ("seed", 0),
+    "numpy.random.RandomState": ("seed", 0),
+    "tensorflow.random.set_seed": ("seed", 0),
+    "tensorflow.compat.v1.set_random_seed": ("seed", 0),
+    "tensorflow.compat.v1.random.set_random_seed": ("seed", 0),
+}
+# Seeds that also drive PyTorch's parameter initialisation (and the data RNGs above).
+_DATA_AND_INIT_SEEDS = {
+    "transformers.set_seed": ("seed", 0),
+    "transformers.trainer_utils.set_seed": ("seed", 0),
+}
+# PyTorch's global RNG: parameter initialisation, and any DataLoader shuffling without a generator.
+_TORCH_GLOBAL_SEEDS = {
+    "torch.manual_seed": ("seed", 0),
+    "torch.random.manual_seed": ("seed", 0),
+    "transformers.set_seed": ("seed", 0),
+    "transformers.trainer_utils.set_seed": ("seed", 0),
+}
+_TORCH_GENERATORS = frozenset({"torch.Generator", "torch._C.Generator"})
+_RANDOM_SAMPLER_GENERATOR = 3
+
+
+@dataclass(frozen=True)
+class SeedSite:
+    """A call that seeds an RNG: what it seeds and with which expression (None: unseeded)."""
+
+    seed: Optional[cst.BaseExpression]
+    data: bool
+    torch_global: bool
+
+
+@dataclass(frozen=True)
+class SeedingHelper:
+    """A local function that seeds RNGs with one of its parameters (``def set_seed(seed):``)."""
+
+    parameter: str
+    position: Optional[int]
+    data: bool
+    torch_global: bool
+
+
+class DataRngNotSeededByDpRank(Rule):
+    code = "SMP203"
+    name = "data-rng-not-seeded-by-dp-rank"
+    summary = (
+        "Data-pipeline RNGs (shuffling, augmentation) seeded by `smp.rank()`-like ranks, or a TensorFlow "
+        "shuffle without a seed, give the ranks of one model replica different data."
+    )
+    fix_availability = FixAvailability.UNSAFE
+    depends_on = ("PP", "TP", "PRESCALED")
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self.data_job = DataJob.of(self.job, self.facts)
+        # One level: a helper calling another helper is not followed.
+        self.helpers: dict[str, SeedingHelper] = {}
+        self.helpers = self._seeding_helpers()
+        self.global_seeds: list[tuple[cst.Call, Verdict]] = []
+        self.shuffling_loaders: list[cst.Call] = []
+
+    # -- recognising seeds --------------------------------------------------------------------
+    def _site(self, call: cst.Call) -> Optional[SeedSite]:
+        qualified = self.facts.qualified_name(call.func)
+        for table, data, torch_global in ((_DATA_SEEDS, True, False), (_DATA_AND_INIT_SEEDS, True, True)):
+            if qualified in table:
+                name, position = table[qualified]
+                return SeedSite(_value(argument(call, name, position)), data, torch_global)
+        if qualified in _TORCH_GLOBAL_SEEDS:
+            name, position = _TORCH_GLOBAL_SEEDS[qualified]
+            return SeedSite(_value(argument(call, name, position)), False, True)
+        if is_distributed_sampler(call, self.facts):
+            return SeedSite(_value(argument(call, "seed", SAMPLER_POSITIONS["seed"])), True, False)
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "manual_seed" and self._is_generator(func.value):
+            return SeedSite(_value(argument(call, "seed", 0)), True, False)
+        if isinstance(func, cst.Name) and func.value in self.helpers:
+            helper = self.helpers[func.value]
+            return SeedSite(_value(argument(call, helper.parameter, helper.position)), helper.data, helper.torch_global)
+        return None
+
+    def _is_generator(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Name):
+            assignment = self.facts.single_assignment(expr.value)
+            expr = assignment.value if assignment is not None else expr
+        return isinstance(expr, cst.Call) and self.facts.qualified_name(expr.func) in _TORCH_GENERATORS
+
+    def _seeding_helpers(self) -> dict[str, SeedingHelper]:
+        """Local functions that pass one of their parameters to a seed call."""
+        helpers: dict[str, SeedingHelper] = {}
+        for name, function in self.facts.functions.items():
+            positional = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+            keyword_only = [p.name.value for p in function.params.kwonly_params]
+            data = torch_global = False
+            parameter: Optional[str] = None
+            for node in iter_nodes(function.body):
+                site = self._site(node) if isinstance(node, cst.Call) else None
+                if site is None or not isinstance(site.seed, cst.Name):
+                    continue
+                if site.seed.value in positional or site.seed.value in keyword_only:
+                    parameter = site.seed.value
+                    data |= site.data
+                    torch_global |= site.torch_global
+            if parameter is not None:
+                position = positional.index(parameter) if parameter in positional else None
+                helpers[name] = SeedingHelper(parameter, position, data, torch_global)
+        return helpers
+
+    # -- visiting -----------------------------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._is_shuffling_loader(node):
+            self.shuffling_loaders.append(node)
+            return
+        if self.data_job.tensorflow and self._is_tf_shuffle(node):
+            self._check_tf_shuffle(node)
+            return
+        site = self._site(node)
+        if site is None or site.seed is None:
+            return
+        wrong, rewrite = self._judge(site.seed)
+        if not wrong:
+            return
+        verdict = either(v for _, v in wrong)
+        if site.torch_global:
+            self.global_seeds.append((node, verdict))
+        if site.data:
+            self._flag_seed(node, site, wrong, rewrite, verdict)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        if not self.global_seeds or self.data_job.tensorflow:
+            return
+        verdict = either(v for _, v in self.global_seeds)
+        seed_call = self.global_seeds[0][0]
+        for loader in self.shuffling_loaders:
+            self._flag_loader(loader, seed_call, verdict)
+
+    # -- judging ------------------------------------------------------------------------------
+    def _judge(self, seed: cst.BaseExpression) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
+        terms = [term for term in rank_terms(seed, self.facts) if term.is_rank]
+        if {term.family for term in terms} >= DATA_PARALLEL:
+            return [], []  # `rdp_rank() if prescaled_batch else dp_rank()`
+        wrong = []
+        for term in terms:
+            verdict = self.data_job.seed_verdict(term.family)
+            if verdict.wrong:
+                wrong.append((term, verdict))
+        wrong.sort(key=lambda item: item[1].state is not Tri.ON)
+        expected = self.data_job.expected_family
+        rewrite = [term for term in terms if term.family not in (expected, "rdp")]
+        return wrong, rewrite
+
+    def _is_shuffling_loader(self, call: cst.Call) -> bool:
+        """A DataLoader or RandomSampler that shuffles with PyTorch's global RNG."""
+        if has_star_kwargs(call):
+            return False
+        if is_dataloader(call, self.facts):
+            shuffle = argument(call, "shuffle", DATALOADER_POSITIONS["shuffle"])
+            if shuffle is None or self.facts.literal(shuffle.value) is not True:
+                return False
+            return all(argument(call, name, DATALOADER_POSITIONS[name]) is None for name in ("sampler", "batch_sampler", "generator"))
+        if self.facts.qualified_name(call.func) in RANDOM_SAMPLERS:
+            return argument(call, "generator", _RANDOM_SAMPLER_GENERATOR) is None
+        return False
+
+    def _is_tf_shuffle(self, call: cst.Call) -> bool:
+        func = call.func
+        return (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "shuffle"
+            and self.facts.qualified_name(func) is None
+            and argument(call, "buffer_size", 0) is not None
+        )
+
+    # -- reporting ----------------------------------------------------------------------------
+    def _dp_rank(self) -> str:
+        return spelled(self.facts, self.context.module, f"{self.data_job.expected_family}_rank", self.data_job.flavour)
+
+    def _flag_seed(
+        self, call: cst.Call, site: SeedSite, wrong: Sequence[tuple[RankTerm, Verdict]], rewrite: Sequence[RankTerm], verdict: Verdict
+    ) -> None:
+        ranks = " and ".join(dict.fromkeys(f"`{self.context.code_for(term.node)}`" for term, _ in wrong))
+        why = (
+            f"{self.data_job.replica_peers} must shuffle and augment their data identically, since each "
+            f"computes the loss from its own copy of the batch, but {ranks} differs between them"
+        )
+        message = (
+            f"`{callee(call, self.context.module)}(...)` seeds a data-pipeline RNG with {ranks}: {why}; this is wrong "
+            f"{verdict.when}. Seed it with `{self._dp_rank()}` or a constant."
+        )
+        fix: Optional[PendingFix] = None
+        expected = self.data_job.expected_family
+        if not (site.torch_global and expected == "rdp"):
+            # With prescaled batch, rdp_rank would also make tensor-parallel slices initialise alike (SMP501).
+            edits = rewrite_terms(rewrite, expected, self.facts, self.context.module, self.data_job.flavour)
+            if edits:
+                fix = PendingFix(Applicability.UNSAFE, f"Seed with `{expected}_rank()`", edits)
+        elif site.torch_global:
+            message += (
+                " This call also seeds parameter initialisation, which under tensor parallelism must differ "
+                "between tensor-parallel ranks: seed the data pipeline with its own generator instead."
+            )
+        self.report(call, message, severity=_severity(verdict), fix=fix, job_facts=verdict.states)
+
+    def _flag_loader(self, loader: cst.Call, seed_call: cst.Call, verdict: Verdict) -> None:
+        seed = self.context.code_for(seed_call)
+        message = (
+            f"This `{callee(loader, self.context.module)}` shuffles with PyTorch's global RNG, which `{seed}` seeds "
+            f"differently on {self.data_job.replica_peers}, so they read the batches in different orders; this is "
+            f"wrong {verdict.when}. "
+            f"Pass `generator=torch.Generator().manual_seed(...)` seeded with a constant or `{self._dp_rank()}`."
+        )
+        self.report(loader, message, severity=_severity(verdict), job_facts=verdict.states)
+
+    def _check_tf_shuffle(self, call: cst.Call) -> None:
+        seed = argument(call, "seed", 1)
+        if seed is not None:
+            wrong, rewrite = self._judge(seed.value)
+            if wrong:
+                verdict = either(v for _, v in wrong)
+                self._flag_seed(call, SeedSite(seed.value, True, False), wrong, rewrite, verdict)
+            return
+        if has_star_kwargs(call):
+            return
+        pp = self.data_job.pp
+        severity = {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: Severity.HINT}[pp.state]
+        if pp.state is Tri.OFF:
+            when = f"It only matters with pipeline parallelism, and {pp.condition()}."
+        else:
+            when = f"This is wrong {'because ' if pp.state is Tri.ON else ''}{pp.condition()}."
+        dp_rank = self._dp_rank()
+        message = (
+            f"`{callee(call, self.context.module)}(...)` has no seed, so every rank shuffles in its own order, and "
+            f"the pipeline-parallel peers of one model replica must read the same batches. {when} "
+            f"Pass `seed={dp_rank}`."
+        )
+        reference = smp_reference(self.facts, self.context.module, "dp_rank", self.data_job.flavour)
+        fix = None
+        if reference is not None:
+            edits = (*reference.edits, InsertAfter(call.args[-1].value, f", seed={reference.text}()"))
+            fix = PendingFix(Applicability.UNSAFE, "Seed the shuffle with `dp_rank()`", edits)
+        self.report(call, message, severity=severity, fix=fix, job_facts=(pp,))
+
+
+def _value(arg: Optional[cst.Arg]) -> Optional[cst.BaseExpression]:
+    return arg.value if arg is not None else None
+
+
+def _severity(verdict: Verdict) -> Severity:
+    return Severity.ERROR if verdict.state is Tri.ON else Severity.WARNING
