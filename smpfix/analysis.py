@@ -46,6 +46,8 @@ class Analysis:
     suppressions: tuple[suppression.Suppression, ...] = field(default=())
     # Each used suppression with the code it silenced (SMP900 judges codes one by one).
     used_codes: tuple[tuple[suppression.Suppression, str], ...] = field(default=())
+    # Other files the analysis looked for or read (sibling modules); the cache checks them.
+    dependencies: tuple[str, ...] = field(default=())
 
 
 class _LazyPositions:
@@ -127,7 +129,8 @@ def analyze_module(module: cst.Module, text: str, path: str, options: AnalysisOp
             found = _run_rules(target, job, helper_rules, modules, (script,))
             findings.extend(_on_behalf_of(finding, path) for finding in found.findings)
             errors.extend(found.errors)
-    return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, own.used_suppressions, own.suppressions, own.used_codes)
+    return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, own.used_suppressions, own.suppressions, own.used_codes,
+                    dependencies=modules.consulted())
 
 
 def _unused_suppressions(

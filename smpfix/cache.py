@@ -43,10 +43,14 @@ from typing import Any, Optional, Union
 
 from smpfix import __version__
 from smpfix.findings import FileResult
+from smpfix.report import fix_marker_applies
 
 CACHE_DIR_NAME = ".smpfix_cache"
 FORMAT = "v1"
-_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is smpfix's result cache (smpfix clean removes it).\n"
+_MARKERS = {
+    "CACHEDIR.TAG": "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is smpfix's result cache (smpfix clean removes it).\n",
+    ".gitignore": "# Created by smpfix.\n*\n",
+}
 
 
 def _hash(*parts: bytes) -> str:
@@ -157,7 +161,7 @@ def from_json(kind: Any, data: Any) -> Any:
         if not isinstance(data, list):
             raise _Invalid("expected a list")
         return origin(from_json(args[0], item) for item in data)
-    if origin in (Mapping, dict, typing.Mapping):
+    if origin in (Mapping, dict):
         if not isinstance(data, dict):
             raise _Invalid("expected an object")
         return {key: from_json(args[1], value) for key, value in data.items()}
@@ -183,11 +187,7 @@ class EntryKey:
 
 def has_applicable_fix(result: FileResult, unsafe_fixes: bool) -> bool:
     """Whether ``--apply`` (with ``--unsafe-fixes`` or not) would apply a fix to this result."""
-    for finding in result.findings:
-        fix = finding.fix
-        if fix is not None and fix.edits and (fix.applicability.value == "safe" or (unsafe_fixes and fix.applicability.value == "unsafe")):
-            return True
-    return False
+    return any(fix_marker_applies(finding, unsafe_fixes) for finding in result.findings)
 
 
 def is_check_result(result: FileResult) -> bool:
@@ -271,7 +271,7 @@ class ResultCache:
 
     def _prepare(self) -> None:
         self.entries.mkdir(parents=True, exist_ok=True)
-        for name, text in (("CACHEDIR.TAG", _TAG), (".gitignore", "# Created by smpfix.\n*\n")):
+        for name, text in _MARKERS.items():
             marker = self.directory / name
             if not marker.exists():
                 _write_atomic(marker, text.encode())
@@ -313,14 +313,12 @@ def clean(directory: Union[str, os.PathLike[str]]) -> int:
                 except FileNotFoundError:
                     pass
         _remove_if_empty(folder)
-    for name, text in (("CACHEDIR.TAG", _TAG), (".gitignore", None)):
+    for name, text in _MARKERS.items():
         marker = root / name
         try:
-            if marker.is_file() and (text is None or marker.read_text(encoding="utf-8") == text):
-                if name == ".gitignore" and not marker.read_text(encoding="utf-8").startswith("# Created by smpfix."):
-                    continue
+            if marker.is_file() and marker.read_text(encoding="utf-8") == text:
                 marker.unlink()
-        except OSError:
+        except (OSError, UnicodeDecodeError):
             pass
     _remove_if_empty(root)
     return removed

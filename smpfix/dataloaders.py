@@ -241,6 +241,22 @@ class LoaderFlow:
         # enumerate(loader), iter(loader), tqdm(loader), itertools.cycle(loader), ...
         yield call
 
+    def arguments_for(self, function: cst.FunctionDef, parameter: str) -> Optional[list[cst.BaseExpression]]:
+        """What the file's calls of ``function`` pass for ``parameter``; None if it is no parameter
+        or the function assigns it itself."""
+        params = function.params
+        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+        if parameter not in positional and parameter not in [p.name.value for p in params.kwonly_params]:
+            return None
+        if any(a.where is not None and a.where.scope is function for a in self.facts.assignments.get(parameter, ())):
+            return None
+        given = []
+        for call in self._calls_of(function.name.value):
+            found = argument(call, parameter, positional.index(parameter) if parameter in positional else None)
+            if found is not None:
+                given.append(found.value)
+        return given
+
     def _calls_of(self, name: str) -> Iterator[cst.Call]:
         for node in self.parents.nodes():
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == name:

@@ -113,7 +113,8 @@ class FileResult:
 
     ``text`` is the text the findings' positions refer to (kept only when there are
     findings, for code frames); ``new_text`` and ``original_text`` are set when fixes
-    changed the file (for ``--diff`` and stdin).
+    changed the file (for ``--diff`` and stdin). ``dependencies`` are the other files the
+    analysis looked for or read (sibling modules), for the result cache.
     """
 
     path: str
@@ -124,3 +125,4 @@ class FileResult:
     original_text: Optional[str] = None
     text: Optional[str] = None
     job: Optional[Mapping[str, Any]] = None
+    dependencies: tuple[str, ...] = ()

@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-_MAGIC_MARK = "#smpfix-magic:"
+# A masked line is a no-op statement, so a magic alone in an indented block still parses.
+_MAGIC_MARK = "pass  #smpfix-magic:"
 _MAGIC = re.compile(r"^(\s*)([%!?]|\w+\s*=\s*!)")
 _WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+(\S+)")
 
@@ -89,7 +90,7 @@ class Notebook:
 
 
 def mask(code: str) -> str:
-    """Comment out magics and shell lines, keeping every line where it was."""
+    """Turn magics and shell lines into ``pass  # ...`` lines, keeping every line where it was."""
     lines = code.split("\n")
     if lines and lines[0].startswith("%%"):
         return "\n".join(f"{_MAGIC_MARK}{line}" for line in lines)
@@ -101,9 +102,7 @@ def mask(code: str) -> str:
 
 
 def unmask(code: str) -> str:
-    return "\n".join(
-        line.replace(_MAGIC_MARK, "", 1) if line.lstrip().startswith(_MAGIC_MARK) else line for line in code.split("\n")
-    )
+    return "\n".join(line.replace(_MAGIC_MARK, "", 1) if _MAGIC_MARK in line else line for line in code.split("\n"))
 
 
 def parse(text: str) -> Notebook:

@@ -75,6 +75,7 @@ class LocalModules:
         self.project = project
         self.importer = importer
         self._loaded: dict[str, Optional[LinkedModule]] = {}
+        self._consulted: dict[str, None] = {}
 
     def find_file(self, module_name: str) -> Optional[str]:
         """The project file for a module name (``model``, ``pkg.data``, ``.data``)."""
@@ -90,14 +91,21 @@ class LocalModules:
         relative = dotted.replace(".", os.sep)
         for folder in folders:
             for candidate in (os.path.join(folder, relative + ".py"), os.path.join(folder, relative, "__init__.py")):
+                self._consulted[candidate] = None
                 if os.path.isfile(candidate) and self.project.contains(candidate):
                     return candidate
         return None
 
     def load(self, path: str) -> Optional[LinkedModule]:
+        self._consulted[path] = None
         if path not in self._loaded:
             self._loaded[path] = _parse(path)
         return self._loaded[path]
+
+    def consulted(self) -> tuple[str, ...]:
+        """Every file this analysis looked for or read, found or not: the result cache reuses
+        the file's result only while each of them is unchanged (or still absent)."""
+        return tuple(self._consulted)
 
     def definition(self, qualified: str) -> Optional[tuple[LinkedModule, str]]:
         """For ``model.GPT`` (a name the file imported): the module defining it and ``GPT``."""

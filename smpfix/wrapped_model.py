@@ -49,23 +49,43 @@ class ModelClass:
         return self.module.code_for_node(node)
 
 
-def latest_assignment(
+def reaching_assignments(
     facts: FileFacts, name: str, scope: Scope, before: Optional[cst.Call] = None, before_ref: Optional[StatementRef] = None
-) -> Optional[Assignment]:
-    """The last assignment of ``name`` in ``scope`` that runs before ``before`` (or at all).
+) -> tuple[Assignment, ...]:
+    """The assignments of ``name`` in ``scope`` that may give its value at ``before``, last first.
 
-    Falls back to a module-level name assigned exactly once, for a model built at the top of
-    the script and wrapped inside ``main()``.
+    Without flow analysis: the last assignment before that point, and earlier ones as long
+    as the later ones sit in nested blocks (``if pretrained: model = A(...)`` /
+    ``else: model = B(...)`` both reach); an assignment in the function's own body ends the
+    search. Falls back to a module-level name assigned exactly once, for a model built at
+    the top of the script and wrapped inside ``main()``.
     """
     candidates = [a for a in facts.assignments.get(name, ()) if a.where is not None and a.where.scope is scope]
     candidates = [a for a in candidates if _runs_before(facts, a, before, before_ref)]
-    if candidates:
-        return candidates[-1]
+    found: list[Assignment] = []
+    for assignment in reversed(candidates):
+        found.append(assignment)
+        if assignment.where is not None and assignment.where.block is _top_block(scope):
+            break
+    if found:
+        return tuple(found)
     single = facts.single_assignment(name)
     if single is not None and single.where is not None and isinstance(single.where.scope, cst.Module):
         if _runs_before(facts, single, before, before_ref):
-            return single
-    return None
+            return (single,)
+    return ()
+
+
+def latest_assignment(
+    facts: FileFacts, name: str, scope: Scope, before: Optional[cst.Call] = None, before_ref: Optional[StatementRef] = None
+) -> Optional[Assignment]:
+    """The last assignment of ``name`` in ``scope`` that runs before ``before`` (or at all)."""
+    found = reaching_assignments(facts, name, scope, before, before_ref)
+    return found[0] if found else None
+
+
+def _top_block(scope: Scope) -> cst.CSTNode:
+    return scope if isinstance(scope, cst.Module) else scope.body
 
 
 def _runs_before(facts: FileFacts, assignment: Assignment, call: Optional[cst.Call], ref: Optional[StatementRef]) -> bool:
@@ -79,47 +99,50 @@ def _runs_before(facts: FileFacts, assignment: Assignment, call: Optional[cst.Ca
     return where is not None and where.block is ref.block and where.index < ref.index
 
 
-def wrapped_construction(facts: FileFacts, wrap: Wrap) -> Optional[Construction]:
-    """The construction behind ``smp.DistributedModel(<argument>)``, when the file shows it."""
+def wrapped_constructions(facts: FileFacts, wrap: Wrap) -> tuple[Construction, ...]:
+    """The constructions behind ``smp.DistributedModel(<argument>)`` the file shows (maybe several)."""
     if wrap.argument is None or wrap.where is None:
-        return None
-    return construction(facts, wrap.argument, wrap.where.scope, wrap.call, wrap.where)
+        return ()
+    return constructions(facts, wrap.argument, wrap.where.scope, wrap.call, wrap.where)
 
 
-def construction(
+def constructions(
     facts: FileFacts,
     expr: cst.BaseExpression,
     scope: Scope,
     before: Optional[cst.Call] = None,
     before_ref: Optional[StatementRef] = None,
     depth: int = 0,
-) -> Optional[Construction]:
-    """Follow names, ``.to(...)``-like calls and local builder functions to a constructor call."""
+) -> tuple[Construction, ...]:
+    """Follow names, ``.to(...)``-like calls and local builder functions to constructor calls."""
     if depth > _MAX_DEPTH:
-        return None
+        return ()
     if isinstance(expr, cst.Call):
         func = expr.func
         if isinstance(func, cst.Attribute) and func.attr.value in _SAME_MODULE_METHODS:
-            return construction(facts, func.value, scope, before, before_ref, depth + 1)
+            return constructions(facts, func.value, scope, before, before_ref, depth + 1)
         if isinstance(func, cst.Name) and func.value in facts.functions and func.value not in facts.classes:
             return _built_by(facts, facts.functions[func.value], depth + 1)
-        return Construction(expr, scope)
+        return (Construction(expr, scope),)
+    found: list[Construction] = []
     if isinstance(expr, cst.Name):
-        assignment = latest_assignment(facts, expr.value, scope, before, before_ref)
-        if assignment is not None and assignment.where is not None:
+        for assignment in reaching_assignments(facts, expr.value, scope, before, before_ref):
+            assert assignment.where is not None
             value_before = assignment.value if isinstance(assignment.value, cst.Call) else None
-            return construction(facts, assignment.value, assignment.where.scope, value_before, assignment.where, depth + 1)
-    return None
+            for built in constructions(facts, assignment.value, assignment.where.scope, value_before, assignment.where, depth + 1):
+                if all(built.call is not seen.call for seen in found):
+                    found.append(built)
+    return tuple(found)
 
 
-def _built_by(facts: FileFacts, function: cst.FunctionDef, depth: int) -> Optional[Construction]:
+def _built_by(facts: FileFacts, function: cst.FunctionDef, depth: int) -> tuple[Construction, ...]:
     """A builder function's model: its single ``return`` value, followed like any expression."""
     returns = [node for node in _own_nodes(function) if isinstance(node, cst.Return) and node.value is not None]
     if len(returns) != 1:
-        return None
+        return ()
     value = returns[0].value
     assert value is not None
-    return construction(facts, value, function, None, None, depth)
+    return constructions(facts, value, function, None, None, depth)
 
 
 def _own_nodes(function: cst.FunctionDef) -> list[cst.CSTNode]:

@@ -23,7 +23,7 @@ from smpfix.wrapped_model import (
     find_method,
     latest_assignment,
     model_class,
-    wrapped_construction,
+    wrapped_constructions,
 )
 
 _WHY = (
@@ -70,12 +70,10 @@ class ForwardReturnsIntermediates(Rule):
         use = output_use(self.facts)
         reported: set[int] = set()
         for wrap in self.facts.distributed_models:
-            built = wrapped_construction(self.facts, wrap)
-            if built is None:
-                continue
-            if use.calls:
-                self._check_forward(wrap.call, built, use, reported)
-            self._check_hf_config(built, wrap.target, use, reported)
+            for built in wrapped_constructions(self.facts, wrap):
+                if use.calls:
+                    self._check_forward(wrap.call, built, use, reported)
+                self._check_hf_config(built, wrap.target, use, reported)
         self._check_hf_call_flags(use, reported)
 
     # -- forward returns ---------------------------------------------------------------------

@@ -1,0 +1,129 @@
+"""SMP204: under tensor parallelism, a training DataLoader that nothing shards."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from smpfix.calls import argument, has_star_kwargs
+from smpfix.data_ranks import DataJob, rank_terms, spelled
+from smpfix.dataloaders import BATCH_SAMPLERS, WHOLE_DATASET_SAMPLERS, LoaderFlow, bound_value, is_dataloader, loader_argument
+from smpfix.facts import FileFacts
+from smpfix.findings import Severity
+from smpfix.imports import SMP_TORCH
+from smpfix.jobfacts import FeatureState, Tri
+from smpfix.rule import FixAvailability, Rule, RuleContext
+from smpfix.walker import iter_nodes
+
+
+class DistributedSamplerMissingUnderTp(Rule):
+    code = "SMP204"
+    name = "distributed-sampler-missing-under-tp"
+    summary = (
+        "Under tensor parallelism a training DataLoader should use a `DistributedSampler` over the "
+        "data-parallel ranks (strongly recommended by the library)."
+    )
+    fix_availability = FixAvailability.NONE
+    depends_on = ("TP",)
+
+    @classmethod
+    def applies_to(cls, facts: FileFacts) -> bool:
+        """PyTorch SMP scripts only (the TensorFlow flavour has no tensor parallelism)."""
+        torch_flavour = facts.imports.imports_module(SMP_TORCH) or any(
+            value == "smdistributed.modelparallel" for value in facts.imports.bindings.values()
+        )
+        return torch_flavour and super().applies_to(facts)
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self.loaders: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if is_dataloader(node, self.facts):
+            self.loaders.append(node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        tp = self.feature("TP")
+        if tp.state is not Tri.ON:
+            return
+        if not self.loaders:
+            return
+        flow = LoaderFlow(node, self.facts)
+        for loader in self.loaders:
+            if not self._unsharded(loader, flow):
+                continue
+            reach = flow.reach([loader])
+            if reach.feeds_training:
+                self._flag(loader, sorted(reach.training), tp)
+
+    # -- is anything sharding this loader? ------------------------------------------------------
+    def _unsharded(self, loader: cst.Call, flow: LoaderFlow) -> bool:
+        if has_star_kwargs(loader):
+            return False
+        for name in ("sampler", "batch_sampler"):
+            value = loader_argument(loader, name)
+            if value is not None and self.facts.literal(value) is not None and not self._whole_dataset_sampler(value):
+                return False
+        dataset = loader_argument(loader, "dataset")
+        if dataset is None:
+            return False
+        function = flow.parents.scope_of(loader)
+        if isinstance(dataset, cst.Name) and isinstance(function, cst.FunctionDef):
+            given = flow.arguments_for(function, dataset.value)
+            if given is not None:
+                # `def make_loader(ds): return DataLoader(ds)`: judged by what its callers pass.
+                return bool(given) and not any(self._sharded_dataset(value) for value in given)
+        return not self._sharded_dataset(dataset)
+
+    def _whole_dataset_sampler(self, value: cst.BaseExpression) -> bool:
+        """``RandomSampler(ds)``, ``SequentialSampler(ds)`` or a ``BatchSampler`` over one."""
+        value = bound_value(value, self.facts)
+        if not isinstance(value, cst.Call):
+            return False
+        qualified = self.facts.qualified_name(value.func)
+        if qualified in WHOLE_DATASET_SAMPLERS:
+            return True
+        if qualified in BATCH_SAMPLERS:
+            inner = argument(value, "sampler", 0)
+            return inner is not None and self._whole_dataset_sampler(inner.value)
+        return False
+
+    def _sharded_dataset(self, dataset: cst.BaseExpression, depth: int = 0) -> bool:
+        """Does the dataset depend on a rank (a manual shard), or can smpfix not see it?"""
+        if depth > 3:
+            return True
+        if isinstance(dataset, cst.Name):
+            assignments = self.facts.assignments.get(dataset.value, ())
+            if not assignments:
+                return True  # a parameter or an import: built elsewhere
+            return any(self._sharded_dataset(a.value, depth + 1) for a in assignments if a.value is not dataset)
+        if rank_terms(dataset, self.facts):
+            return True
+        for node in iter_nodes(dataset):
+            if isinstance(node, cst.Name) and node is not dataset and node.value in self.facts.assignments:
+                if any(rank_terms(a.value, self.facts) for a in self.facts.assignments[node.value]):
+                    return True
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in self.facts.classes:
+                if self._class_uses_ranks(self.facts.classes[node.func.value]):
+                    return True
+        return False
+
+    def _class_uses_ranks(self, cls: cst.ClassDef) -> bool:
+        """A dataset class that reads a rank itself shards (or at least knows its rank)."""
+        return any(isinstance(n, cst.Call) and rank_terms(n, self.facts) for n in iter_nodes(cls.body))
+
+    # -- reporting ------------------------------------------------------------------------------
+    def _flag(self, loader: cst.Call, steps: list[str], state: FeatureState) -> None:
+        data_job = DataJob.of(self.job, self.facts)
+        family = data_job.expected_family
+        module = self.context.module
+        size, rank = (spelled(self.facts, module, f"{family}_{kind}") for kind in ("size", "rank"))
+        trained = ", ".join(f"`{step}`" for step in steps)
+        message = (
+            f"This DataLoader feeds the training step {trained} with neither a `DistributedSampler` nor a dataset "
+            f"sharded by data-parallel rank, and {state.condition()}: every rank reads the whole dataset, so the "
+            "data-parallel replicas train on the same samples. The library strongly recommends "
+            f"`DistributedSampler(dataset, num_replicas={size}, rank={rank})` under tensor parallelism; it also "
+            "gives every data-parallel rank the same number of batches, so no rank waits in a collective the "
+            "others never reach."
+        )
+        self.report(loader, message, severity=Severity.HINT, job_facts=(state,))

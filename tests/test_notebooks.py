@@ -1,0 +1,93 @@
+"""Notebooks are checked cell by cell and fixed in place, changing only the fixed cells' source."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_cli
+
+from smpfix import notebook
+
+
+def make_notebook(cells: list[tuple[str, object]], indent: int = 1) -> str:
+    data = {
+        "cells": [
+            {"cell_type": kind, "metadata": {"tags": ["x"]}, "source": source,
+             **({"execution_count": 3, "outputs": [{"output_type": "stream", "name": "stdout", "text": ["ok\n"]}]} if kind == "code" else {})}
+            for kind, source in cells
+        ],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    return json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
+
+
+CELLS = [
+    ("markdown", ["# Train with SMP\n"]),
+    ("code", ["!pip install -q sagemaker\n", "%matplotlib inline\n", "import smdistributed.modelparallel.torch as smp\n", "smp.init()\n", "model = smp.DistributedModel(build())"]),
+    ("code", "for step in range(3):\n    %time run(step)\n"),
+    ("code", ["if smp.dp_rank() == 0:\n", "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n"]),
+]
+
+
+def test_positions_are_per_cell_in_text_and_json(tmp_path: Path) -> None:
+    path = tmp_path / "train.ipynb"
+    path.write_text(make_notebook(CELLS))
+    text = run_cli("check", "--format", "concise", "-q", str(path)).stdout
+    assert f"{path}:cell 4:1:4: SMP301" in text
+    data = json.loads(run_cli("check", "--format", "json", str(path)).stdout)
+    assert [(f["cell"], f["location"]) for f in data] == [(4, {"row": 1, "column": 4})]
+
+
+def test_apply_changes_only_the_fixed_cell_and_keeps_outputs_and_metadata(tmp_path: Path) -> None:
+    path = tmp_path / "train.ipynb"
+    original = make_notebook(CELLS)
+    path.write_text(original)
+    assert run_cli("--apply", str(path)).code == 0
+    new = path.read_text()
+    fixed_cells = list(CELLS)
+    fixed_cells[3] = ("code", ["if smp.rdp_rank() == 0:\n", "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n"])
+    assert new == make_notebook(fixed_cells)
+    loaded = json.loads(new)
+    assert loaded["cells"][1]["outputs"] == json.loads(original)["cells"][1]["outputs"]
+    assert loaded["metadata"] == json.loads(original)["metadata"]
+
+
+def test_other_json_layouts_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "train.ipynb"
+    path.write_text(make_notebook(CELLS, indent=2))
+    run_cli("--apply", str(path))
+    assert json.loads(path.read_text())["cells"][3]["source"][0] == "if smp.rdp_rank() == 0:\n"
+    assert path.read_text().startswith('{\n  "cells"')
+
+
+def test_magics_are_masked_line_for_line() -> None:
+    code = "!pip install x\nimport os\n    %time f()\nx = !ls\n"
+    masked = notebook.mask(code)
+    assert masked.count("\n") == code.count("\n")
+    assert notebook.unmask(masked) == code
+    assert notebook.mask("%%bash\necho hi\n").startswith("pass  #")
+
+
+def test_writefile_cell_is_checked_as_its_script(tmp_path: Path) -> None:
+    cells = [("code", ["%%writefile train.py\n", "import smdistributed.modelparallel.torch as smp\n", "if smp.dp_rank() == 0:\n", "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n"])]
+    path = tmp_path / "launch.ipynb"
+    path.write_text(make_notebook(cells))
+    data = json.loads(run_cli("check", "--format", "json", str(path)).stdout)
+    assert [(f["code"], f["cell"], f["location"]["row"]) for f in data] == [("SMP301", 1, 3)]
+    run_cli("--apply", str(path))
+    assert json.loads(path.read_text())["cells"][0]["source"][2] == "if smp.rdp_rank() == 0:\n"
+
+
+def test_malformed_notebook_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.ipynb"
+    bad.write_text('{"cells": [ {"cell_type": "code", "source": "import smdistributed"')
+    odd = tmp_path / "odd.ipynb"
+    odd.write_text(json.dumps({"cells": [{"cell_type": "code", "source": 42}, {"cell_type": "raw", "source": "smdistributed"}, "nonsense"]}))
+    result = run_cli("check", str(tmp_path))
+    assert result.code == 2
+    assert f"{bad}:1:1: error: malformed notebook JSON" in result.stderr
+    assert str(odd) not in result.stderr
+    assert bad.read_text().startswith('{"cells"')
