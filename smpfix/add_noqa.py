@@ -17,9 +17,11 @@ import io
 import tokenize
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Optional
 
 from smpfix import source, suppression
 from smpfix.findings import FileError, FileResult, Finding
+from smpfix.runner import RunOptions, check_text
 from smpfix.suppression_edits import LineTable, addition
 from smpfix.unused_suppressions import CODE as UNUSED_SUPPRESSION
 
@@ -52,18 +54,21 @@ def _lines(text: str) -> _Lines:
     """Lines that cannot end in a comment, and the first line of each line's logical line."""
     blocked: set[int] = set()
     starts: dict[int, int] = {}
-    current = None
-    for token in tokenize.generate_tokens(io.StringIO(text).readline):
-        if token.type not in _SPANNING and token.start[0] < token.end[0]:
-            blocked.update(range(token.start[0], token.end[0]))
-        if token.type in (tokenize.INDENT, tokenize.DEDENT) or (current is None and token.type in (tokenize.NL, tokenize.COMMENT)):
-            continue
-        if current is None:
-            current = token.start[0]
-        if token.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
-            for line in range(current, token.end[0] + 1):
-                starts[line] = current
-            current = None
+    current: Optional[int] = None
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type not in _SPANNING and token.start[0] < token.end[0]:
+                blocked.update(range(token.start[0], token.end[0]))
+            if token.type in (tokenize.INDENT, tokenize.DEDENT) or (current is None and token.type in (tokenize.NL, tokenize.COMMENT)):
+                continue
+            if current is None:
+                current = token.start[0]
+            if token.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
+                for line in range(current, token.end[0] + 1):
+                    starts[line] = current
+                current = None
+    except (tokenize.TokenError, SyntaxError):
+        pass  # the analysis parsed this text; a tokenizer disagreement only costs the fallback line
     table = LineTable(text)
     for line in range(1, len(table.starts) + 1):
         start, end, _ = table.line_bounds(line)
@@ -72,7 +77,7 @@ def _lines(text: str) -> _Lines:
     return _Lines(frozenset(blocked), starts)
 
 
-def _target_line(finding: Finding, lines: _Lines) -> int | None:
+def _target_line(finding: Finding, lines: _Lines) -> Optional[int]:
     for line in (finding.start.line, lines.statement_start.get(finding.start.line, finding.start.line)):
         if line not in lines.blocked:
             return line
@@ -103,11 +108,8 @@ def _key(finding: Finding) -> tuple[str, int, int]:
     return (finding.code, finding.start.line, finding.start.column)
 
 
-def add_to_file(result: FileResult, options: object, writable: bool = True) -> NoqaOutcome:
-    """Suppress ``result``'s findings in its file; ``options`` are the run's ``RunOptions``."""
-    from smpfix.runner import RunOptions, check_text
-
-    assert isinstance(options, RunOptions)
+def add_to_file(result: FileResult, options: RunOptions, writable: bool = True) -> NoqaOutcome:
+    """Suppress ``result``'s findings (from a run with ``options``) in its file."""
     findings = [f for f in result.findings if f.code != UNUSED_SUPPRESSION and f.path == result.path]
     if not findings:
         return NoqaOutcome(result.path)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import importlib.util
 import json
@@ -37,13 +38,11 @@ import tempfile
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from smpfix import __version__
 from smpfix.findings import FileResult
-from smpfix.report import fix_marker_applies
 
 CACHE_DIR_NAME = ".smpfix_cache"
 FORMAT = "v1"
@@ -117,7 +116,7 @@ class _Invalid(Exception):
     """Stored data that does not fit the type it should have: the entry is ignored."""
 
 
-@lru_cache(maxsize=None)
+@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -186,8 +185,16 @@ class EntryKey:
 
 
 def has_applicable_fix(result: FileResult, unsafe_fixes: bool) -> bool:
-    """Whether ``--apply`` (with ``--unsafe-fixes`` or not) would apply a fix to this result."""
-    return any(fix_marker_applies(finding, unsafe_fixes) for finding in result.findings)
+    """Whether ``--apply`` (with ``--unsafe-fixes`` or not) would try a fix on this result.
+
+    Asks the fix loop's own test, so the two cannot disagree; results without any fix (the
+    common case) are answered without importing it (and LibCST).
+    """
+    if all(finding.fix is None for finding in result.findings):
+        return False
+    from smpfix.fixing import eligible
+
+    return any(eligible(finding, unsafe_fixes) for finding in result.findings)
 
 
 def is_check_result(result: FileResult) -> bool:

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Optional
 
 import click
@@ -56,7 +57,10 @@ def main() -> None:
 @click.option("--select", multiple=True, help="Rules to enable: codes, prefixes (SMP1), names or ALL. Replaces the configured select.")
 @click.option("--extend-select", multiple=True, help="Rules to enable in addition to select.")
 @click.option("--ignore", multiple=True, help="Rules to disable (codes, prefixes, names).")
-@click.option("--format", "fmt", type=click.Choice(["full", "concise", "json"]), default="full", show_default=True, help="Output format.")
+@click.option("--format", "fmt", type=click.Choice(["full", "concise", "json", "json-lines", "sarif", "github", "junit"]), default="full", show_default=True, help="Output format.")
+@click.option("--output-file", "-o", type=click.Path(dir_okay=False), help="Write the report to this file (atomically); the terminal gets the summary.")
+@click.option("--statistics", is_flag=True, help="Print how often each rule fired (and how many are fixable) instead of the findings.")
+@click.option("--add-noqa", is_flag=True, help="Add `# smpfix: ignore[CODE]` to every line with a finding, so the next check reports nothing.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, without the summary line.")
 @click.option("--no-color", is_flag=True, help="Disable colours (also NO_COLOR, or when output is not a terminal).")
@@ -66,6 +70,8 @@ def main() -> None:
 @click.option("--show-job", is_flag=True, help="Print the job facts derived for each script and where each came from.")
 @click.option("--exclude", multiple=True, help="Extra gitignore-style patterns to skip.")
 @click.option("--workers", type=int, default=0, help="Worker processes (default: all cores).")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="SMPFIX_CACHE_DIR", help="Where to keep the result cache (default: .smpfix_cache in the project root; also SMPFIX_CACHE_DIR).")
 def check(
     paths: tuple[str, ...],
     apply: bool,
@@ -84,13 +90,20 @@ def check(
     show_job: bool,
     exclude: tuple[str, ...],
     workers: int,
+    output_file: Optional[str] = None,
+    statistics: bool = False,
+    add_noqa: bool = False,
+    no_cache: bool = False,
+    cache_dir: Optional[str] = None,
 ) -> None:
     """Check PATHS (files, directories, or - for stdin); the default command."""
     try:
         code = _check(paths or (".",), apply=apply, unsafe_fixes=unsafe_fixes, diff=diff, select=select,
                       extend_select=extend_select, ignore=ignore, fmt=fmt, exit_zero=exit_zero, quiet=quiet,
                       no_color=no_color, stdin_filename=stdin_filename, config_path=config_path,
-                      job_settings=job_settings, show_job=show_job, exclude=exclude, workers=workers)
+                      job_settings=job_settings, show_job=show_job, exclude=exclude, workers=workers,
+                      output_file=output_file, statistics=statistics, add_noqa=add_noqa,
+                      no_cache=no_cache, cache_dir=cache_dir)
     except KeyboardInterrupt:
         click.echo("smpfix: interrupted", err=True)
         code = EXIT_INTERRUPTED
@@ -152,9 +165,15 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         jobs=opts["workers"],
         show_job=opts["show_job"],
         project=Project.of(tuple(paths)),
+        cache_dir=_cache_dir(config.root, opts.get("no_cache", False), opts.get("cache_dir")),
     )
-    report_options = ReportOptions(color=_use_color(opts["no_color"]), unsafe_fixes=opts["unsafe_fixes"], applied=options.apply)
     fmt = opts["fmt"]
+    problem = _output_option_problem(fmt, opts, list(paths) == ["-"])
+    if problem:
+        return _usage_error(problem)
+    color = _use_color(opts["no_color"]) and not opts.get("output_file")
+    report_options = ReportOptions(color=color, unsafe_fixes=opts["unsafe_fixes"], applied=options.apply,
+                                   statistics=opts.get("statistics", False), output_file=opts.get("output_file"))
 
     if list(paths) == ["-"]:
         return _check_stdin(stdin_name or "-", options, report_options, fmt, opts["quiet"], opts["exit_zero"])
@@ -163,8 +182,63 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     missing = [p for p in paths if p != "-" and not os.path.exists(p) and not os.path.islink(p)]
     tasks = [DiscoveredFile(p, explicit=True) for p in missing]
     tasks += list(discover([p for p in paths if p not in missing and p != "-"], excluder, config.respect_gitignore))
-    results = list(run(tasks, options))
+    from smpfix.progress import progress_bar, wanted
+    from smpfix.report import MACHINE_FORMATS
+
+    show_bar = wanted(len(tasks), fmt in MACHINE_FORMATS or bool(opts.get("add_noqa")), opts["quiet"], sys.stderr)
+    with progress_bar(len(tasks), show_bar) as advance:
+        results = list(run(tasks, options, on_result=advance))
+    if opts.get("add_noqa"):
+        return _add_noqa(results, tasks, options, opts["quiet"])
     return _finish(results, options, report_options, fmt, opts["quiet"], opts["exit_zero"])
+
+
+def _cache_dir(root: Path, no_cache: bool, explicit: Optional[str]) -> Optional[Path]:
+    """``--cache-dir``, else ``.smpfix_cache`` in the project root; None with ``--no-cache``."""
+    from smpfix.cache import CACHE_DIR_NAME
+
+    if no_cache:
+        return None
+    return Path(explicit) if explicit else root / CACHE_DIR_NAME
+
+
+def _output_option_problem(fmt: str, opts: Any, stdin: bool) -> Optional[str]:
+    """Why the output options cannot be combined, or None."""
+    from smpfix.report import STATISTICS_FORMATS
+
+    if opts.get("statistics") and fmt not in STATISTICS_FORMATS:
+        return f"--statistics prints text or JSON; it cannot be combined with --format {fmt}"
+    if opts.get("add_noqa"):
+        if opts["apply"] or opts["diff"]:
+            return "--add-noqa cannot be combined with --apply or --diff (it writes suppressions, not fixes)"
+        if stdin:
+            return "--add-noqa edits files in place; it cannot read from stdin"
+    return None
+
+
+def _add_noqa(results: Sequence[Any], tasks: Sequence[Any], options: Any, quiet: bool) -> int:
+    """Write suppressions for every finding; exit 1 if some cannot be suppressed, 2 on errors."""
+    from smpfix.add_noqa import add_to_file
+
+    writable = {task.path: task.writable for task in tasks}
+    errors = [error for result in results for error in result.errors]
+    added = files = 0
+    left: list[Any] = []
+    for result in results:
+        outcome = add_to_file(result, options, writable.get(result.path, True))
+        errors.extend(outcome.errors)
+        left.extend(outcome.unsuppressed)
+        added += outcome.added
+        files += bool(outcome.added)
+    for error in errors:
+        click.echo(f"{error.path}:{error.line}:{error.column}: error: {error.message}", err=True)
+    for item in left:
+        finding = item.finding
+        click.echo(f"{finding.path}:{finding.start.line}:{finding.start.column}: {finding.code} not suppressed: {item.reason}")
+    if not quiet:
+        noun = "suppression" if added == 1 else "suppressions"
+        click.echo(f"Added {added} {noun} to {files} file{'s' if files != 1 else ''}.", err=True)
+    return EXIT_ERROR if errors else (EXIT_FINDINGS if left else EXIT_CLEAN)
 
 
 def _check_stdin(name: str, options: Any, report_options: Any, fmt: str, quiet: bool, exit_zero: bool) -> int:
@@ -203,14 +277,15 @@ def _diff(results: Sequence[Any]) -> str:
 
 
 def _finish(results: Sequence[Any], options: Any, report_options: Any, fmt: str, quiet: bool, exit_zero: bool, stream_err: bool = False) -> int:
-    from smpfix.report import render
+    from smpfix.report import MACHINE_FORMATS, render
     from smpfix.report.text import summary
+    from smpfix.source import write_text_atomic
 
     errors = [error for result in results for error in result.errors]
     for error in errors:
         click.echo(f"{error.path}:{error.line}:{error.column}: error: {error.message}", err=True)
     if options.show_job:
-        _print_jobs(results, err=fmt == "json" or stream_err)
+        _print_jobs(results, err=fmt in MACHINE_FORMATS or stream_err)
     if options.diff:
         text = _diff(results)
         if text:
@@ -221,9 +296,14 @@ def _finish(results: Sequence[Any], options: Any, report_options: Any, fmt: str,
             click.echo(f"Would fix {fixable} problem{'s' if fixable != 1 else ''}." if changed else "No fixes available.", err=True)
         return EXIT_ERROR if errors else (EXIT_FINDINGS if changed else EXIT_CLEAN)
     output = render(results, fmt, report_options)
-    if output:
+    if report_options.output_file is not None:
+        try:
+            write_text_atomic(report_options.output_file, output)
+        except OSError as exc:
+            return _usage_error(f"cannot write {report_options.output_file}: {exc.strerror or exc}")
+    elif output:
         click.echo(output, nl=False, err=stream_err)
-    if fmt != "json" and not quiet:
+    if not quiet and (report_options.output_file is not None or fmt not in MACHINE_FORMATS):
         click.echo(summary(results, report_options), err=stream_err)
     remaining = any(result.findings for result in results)
     if errors:
@@ -277,3 +357,19 @@ def explain(rule: str) -> None:
         click.echo(f"smpfix: error: the page of {found['code']} is missing from this installation", err=True)
         sys.exit(EXIT_ERROR)
     click.echo(page, nl=not page.endswith("\n"))
+
+
+@main.command()
+@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="SMPFIX_CACHE_DIR", help="The cache to remove (default: .smpfix_cache in the project root).")
+def clean(cache_dir: Optional[str]) -> None:
+    """Remove the result cache of the project in the current folder."""
+    from smpfix import cache, config
+
+    if cache_dir is None:
+        found = config.find(["."])
+        cache_dir = str((found.parent if found is not None else Path.cwd()) / cache.CACHE_DIR_NAME)
+    removed = cache.clean(cache_dir)
+    if os.path.exists(cache_dir):
+        click.echo(f"Removed {removed} cached result{'s' if removed != 1 else ''}; {cache_dir} holds other files and was kept.")
+    else:
+        click.echo(f"Removed {removed} cached result{'s' if removed != 1 else ''} ({cache_dir}).")

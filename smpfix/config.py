@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from smpfix.jobfacts import KNOWN_KEYS, Value, closest_key, normalize_key
+from smpfix.jobfacts import KNOWN_KEYS, LAUNCH_KEYS, Value, closest_key, normalize_key
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -62,7 +62,7 @@ def _strings(value: Any, key: str, where: Path) -> tuple[str, ...]:
 def validate_job(table: Mapping[str, Any], where: str) -> dict[str, Value]:
     job: dict[str, Value] = {}
     for key, value in table.items():
-        if key not in KNOWN_KEYS:
+        if key not in KNOWN_KEYS and key not in LAUNCH_KEYS:
             hint = closest_key(key)
             suggestion = f" (did you mean {hint!r}?)" if hint else ""
             raise ConfigError(f"{where}: unknown job setting {key!r}{suggestion}")

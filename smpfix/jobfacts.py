@@ -65,6 +65,10 @@ KNOWN_KEYS: frozenset[str] = frozenset(
     }
 )
 
+# Settings of the launch rather than of the library, which a launcher states and
+# ``[tool.smpfix.job]`` may declare: the instance type and count, and processes per host.
+LAUNCH_KEYS: frozenset[str] = frozenset({"instance_type", "instance_count", "processes_per_host"})
+
 _ALIASES = {"partitions": "pipeline_parallel_degree"}
 
 
@@ -127,11 +131,17 @@ class Evidence:
 
 @dataclass(frozen=True)
 class DeclaredJob:
-    """One source's settings, e.g. the ``[tool.smpfix.job]`` table, with the source's name."""
+    """One source's settings, e.g. the ``[tool.smpfix.job]`` table, with the source's name.
+
+    ``unknown`` names keys this source sets to a value smpfix cannot see (a launcher's
+    ``"microbatches": args.mb``): they stay UNKNOWN and hide lower-precedence sources, since
+    at run time this source's value wins.
+    """
 
     source: str
     settings: Mapping[str, Value]
     complete: bool = True
+    unknown: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -161,21 +171,31 @@ class JobFacts:
 
     settings: Mapping[str, Setting] = field(default_factory=dict)
     evidence: tuple[Evidence, ...] = ()
+    # Keys set by a source to a value smpfix cannot resolve, with that source.
+    unknown: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def resolve(cls, declared: Sequence[DeclaredJob], evidence: Sequence[Evidence] = ()) -> JobFacts:
         """Merge sources given highest precedence first; see the module docstring."""
         settings: dict[str, Setting] = {}
+        unknown: dict[str, str] = {}
         complete_source: Optional[str] = None
         for job in declared:
+            for key in job.unknown:
+                key = normalize_key(key)
+                if key not in settings:
+                    unknown.setdefault(key, job.source)
             for key, value in job.settings.items():
-                settings.setdefault(normalize_key(key), Setting(normalize_key(key), value, job.source))
+                key = normalize_key(key)
+                if key not in unknown:
+                    settings.setdefault(key, Setting(key, value, job.source))
             if job.complete and complete_source is None:
                 complete_source = job.source
         if complete_source is not None:
             for key, value in LIBRARY_DEFAULTS.items():
-                settings.setdefault(key, Setting(key, value, f"library default; not set in {complete_source}"))
-        return cls(settings=settings, evidence=tuple(evidence))
+                if key not in unknown:
+                    settings.setdefault(key, Setting(key, value, f"library default; not set in {complete_source}"))
+        return cls(settings=settings, evidence=tuple(evidence), unknown=unknown)
 
     def value(self, key: str) -> Optional[Value]:
         setting = self.settings.get(normalize_key(key))
@@ -186,6 +206,8 @@ class JobFacts:
         setting = self.settings.get(feature.setting)
         if setting is not None:
             return FeatureState(feature, feature.state_of(setting.value), setting.source, setting.value)
+        if feature.setting in self.unknown:
+            return FeatureState(feature, Tri.UNKNOWN, f"set in {self.unknown[feature.setting]} to a value smpfix cannot resolve")
         for item in self.evidence:
             if item.feature == key:
                 return FeatureState(feature, Tri.ON, f"script evidence: {item.description} at line {item.line}")

@@ -10,11 +10,12 @@ checked paths is read, and nothing is ever imported or executed.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from smpfix.jobfacts import DeclaredJob
+from smpfix.linking import LinkedScript
 
 if TYPE_CHECKING:  # the CLI builds a Project before knowing whether LibCST is needed at all
     import libcst as cst
@@ -24,14 +25,23 @@ if TYPE_CHECKING:  # the CLI builds a Project before knowing whether LibCST is n
 
 @dataclass(frozen=True)
 class Project:
-    """What the whole run knows: the checked roots and the job each launcher declares per script."""
+    """What the whole run knows: the checked roots and what launchers say about each script."""
 
     roots: tuple[str, ...] = ()
-    launcher_jobs: Mapping[str, tuple[DeclaredJob, ...]] = field(default_factory=dict)
+    links: Mapping[str, tuple[LinkedScript, ...]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, paths: tuple[str, ...], launcher_jobs: Optional[Mapping[str, tuple[DeclaredJob, ...]]] = None) -> Project:
-        return cls(tuple(os.path.abspath(p) for p in paths if p != "-"), dict(launcher_jobs or {}))
+    def of(cls, paths: tuple[str, ...]) -> Project:
+        return cls(tuple(os.path.abspath(p) for p in paths if p != "-"))
+
+    def with_links(self, links: Sequence[LinkedScript]) -> Project:
+        grouped: dict[str, list[LinkedScript]] = {}
+        for link in links:
+            grouped.setdefault(link.script, []).append(link)
+        return Project(self.roots, {script: tuple(found) for script, found in grouped.items()})
+
+    def launchers_of(self, path: str) -> tuple[LinkedScript, ...]:
+        return self.links.get(os.path.abspath(path), ())
 
     def contains(self, path: str) -> bool:
         absolute = os.path.abspath(path)
@@ -41,7 +51,24 @@ class Project:
         return False
 
     def declared_for(self, path: str) -> tuple[DeclaredJob, ...]:
-        return self.launcher_jobs.get(os.path.abspath(path), ())
+        """The launcher's job for ``path``; settings on which several launchers disagree are unknown."""
+        links = self.launchers_of(path)
+        if not links:
+            return ()
+        first = links[0].job
+        if len(links) == 1:
+            return (first,)
+        disagree = {
+            key for link in links[1:] for key in set(first.settings) | set(link.job.settings)
+            if first.settings.get(key) != link.job.settings.get(key)
+        }
+        names = ", ".join(link.job.source for link in links)
+        settings = {k: v for k, v in first.settings.items() if k not in disagree}
+        return (DeclaredJob(names, settings, all(link.job.complete for link in links), first.unknown | frozenset(disagree)),)
+
+    def hyperparameters_for(self, path: str) -> Mapping[str, Any]:
+        links = self.launchers_of(path)
+        return links[0].hyperparameters if len(links) == 1 else {}
 
     def search_dirs(self, importer: str) -> list[str]:
         """Where ``import x`` in ``importer`` may find ``x.py``: its folder, then the roots."""

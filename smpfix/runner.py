@@ -3,18 +3,19 @@
 Every file is one independent job; whatever goes wrong in one (unreadable, undecodable,
 unparsable, a crashing rule, a failed write) becomes a ``FileError`` for that file and the
 others go on. Results come back sorted by path, whatever order the workers finish in.
-LibCST and the rules are imported only when some file passes the byte-level prefilter, so a
-tree without SMP code is checked at the cost of reading it.
+LibCST and the rules are imported only when some file passes the byte-level prefilter and
+has no reusable cached result (``smpfix.cache``), so a tree without SMP code, or an unchanged
+one, is checked at the cost of reading it. Each file is read once, here; the worker gets its
+bytes.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -24,11 +25,16 @@ from smpfix.findings import FileError, FileResult, Finding
 from smpfix.jobfacts import DeclaredJob
 
 if TYPE_CHECKING:
+    import multiprocessing.context
+
     from smpfix.analysis import AnalysisOptions
+    from smpfix.cache import EntryKey, ResultCache
     from smpfix.project import Project
 
-# Below this many relevant files, starting worker processes costs more than it saves.
-_POOL_THRESHOLD = 4
+# Starting worker processes costs about as much as analyzing this much source; below it (a
+# pre-commit hook naming a few files) one process finishes sooner.
+_POOL_MIN_BYTES = 48 * 1024
+_POOL_MIN_FILES = 2
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,8 @@ class RunOptions:
     jobs: int = 0
     show_job: bool = False
     project: Optional[Project] = None
+    # Where per-file results are kept between runs (``smpfix.cache``); None: no cache.
+    cache_dir: Optional[Path] = None
 
     @property
     def fixing(self) -> bool:
@@ -71,7 +79,8 @@ def check_text(text: str, path: str, options: RunOptions) -> FileResult:
     analysis = analyze(text, path, analysis_options)
     job = analysis.job.describe() if options.show_job and analysis.job is not None and analysis.imports_smp else None
     if not options.fixing or not analysis.findings:
-        return FileResult(path=path, findings=analysis.findings, errors=analysis.errors, text=text if analysis.findings else None, job=job)
+        return FileResult(path=path, findings=analysis.findings, errors=analysis.errors, text=text if analysis.findings else None, job=job,
+                          dependencies=analysis.dependencies)
     outcome = fix_text(text, path, analysis_options, unsafe=options.unsafe_fixes, first=analysis)
     changed = outcome.text != text
     return FileResult(
@@ -83,6 +92,7 @@ def check_text(text: str, path: str, options: RunOptions) -> FileResult:
         original_text=text if changed else None,
         text=outcome.text if outcome.analysis.findings else None,
         job=job,
+        dependencies=outcome.analysis.dependencies,
     )
 
 
@@ -93,6 +103,11 @@ def check_file(task: DiscoveredFile, options: RunOptions) -> FileResult:
             raw = handle.read()
     except OSError as exc:
         return FileResult(task.path, errors=(FileError(task.path, f"cannot read: {exc.strerror or exc}"),))
+    return check_bytes(task, raw, options)
+
+
+def check_bytes(task: DiscoveredFile, raw: bytes, options: RunOptions) -> FileResult:
+    """``check_file`` for the bytes already read from ``task.path``."""
     if not prefilter.may_involve_smp(raw):
         return FileResult(task.path)
     try:
@@ -114,43 +129,156 @@ def check_file(task: DiscoveredFile, options: RunOptions) -> FileResult:
     return result
 
 
-def _worker(args: tuple[DiscoveredFile, RunOptions]) -> FileResult:
-    task, options = args
+@dataclass(frozen=True)
+class _Job:
+    """One file for a worker: the bytes read for the prefilter (None when they could not be
+    read: the worker reads again and reports why) and its cache entry (None: no cache)."""
+
+    task: DiscoveredFile
+    raw: Optional[bytes]
+    entry: Optional[EntryKey] = None
+
+
+def _work(job: _Job, options: RunOptions, cache: Optional[ResultCache]) -> FileResult:
     try:
-        return check_file(task, options)
+        result = check_file(job.task, options) if job.raw is None else check_bytes(job.task, job.raw, options)
     except Exception as exc:  # a crash in one file must not stop the run
-        return FileResult(task.path, errors=(FileError(task.path, f"internal error: {type(exc).__name__}: {exc}"),))
+        return FileResult(job.task.path, errors=(FileError(job.task.path, f"internal error: {type(exc).__name__}: {exc}"),))
+    if cache is not None and job.entry is not None and _is_plain_check(result, options):
+        cache.store(job.entry, result, result.dependencies)
+    return result
+
+
+def _is_plain_check(result: FileResult, options: RunOptions) -> bool:
+    """Whether ``result`` is exactly what checking the file gives (what the cache may keep):
+    with ``--apply``/``--diff``, only when there was no fix to try."""
+    from smpfix.cache import has_applicable_fix, is_check_result
+
+    return is_check_result(result) and not (options.fixing and has_applicable_fix(result, options.unsafe_fixes))
+
+
+# Run options that only say what to do with findings, or that ``_cache_settings`` replaces
+# by what they mean for one file; every other option is part of a cache key.
+_NOT_IN_CACHE_KEY = frozenset({"select", "rule_names", "per_file_ignores", "project", "apply", "diff", "unsafe_fixes", "jobs", "cache_dir"})
+
+
+def _cache_settings(path: str, options: RunOptions) -> dict[str, object]:
+    """Everything besides the file's bytes that decides its check result (``smpfix.cache``)."""
+    from dataclasses import fields
+
+    from smpfix.selection import per_file
+
+    settings: dict[str, object] = {
+        "codes": per_file(options.select, path, options.per_file_ignores, options.root, options.rule_names),
+        "options": {f.name: getattr(options, f.name) for f in fields(options) if f.name not in _NOT_IN_CACHE_KEY},
+    }
+    project = options.project
+    if project is not None:
+        settings["project_roots"] = project.roots
+        settings["declared_for_file"] = project.declared_for(path)
+        settings["hyperparameters_for_file"] = dict(project.hyperparameters_for(path))
+    return settings
+
+
+def _open_cache(options: RunOptions) -> Optional[ResultCache]:
+    if options.cache_dir is None:
+        return None
+    from smpfix.cache import ResultCache
+
+    try:
+        return ResultCache.open(options.cache_dir)
+    except OSError:
+        return None
+
+
+def _read(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _preload() -> None:
+    """Import the engine and the rules before forking, so that workers start with them."""
+    from smpfix import analysis, fixing  # noqa: F401
+    from smpfix.rule import all_rules
+
+    all_rules()
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
+    import multiprocessing
+
     if sys.platform.startswith("linux"):
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context()
 
 
 def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optional[Callable[[FileResult], None]] = None) -> Iterator[FileResult]:
-    """Results for ``tasks``, in path order; ``on_result`` hears of each file as it is done (progress)."""
-    relevant: list[DiscoveredFile] = []
-    results: list[FileResult] = []
-    for task in tasks:
-        if prefilter.file_may_involve_smp(task.path):
-            relevant.append(task)
-        else:
-            results.append(FileResult(task.path))
+    """Results for ``tasks``, in path order; ``on_result`` hears of each file as it is done (progress).
+
+    Files that fail the prefilter, and files with a reusable cached result, are done here;
+    the rest are analyzed in this process when they are few and small, else in a pool of
+    worker processes (one per core by default).
+    """
     notify = on_result or (lambda result: None)
-    for result in results:
-        notify(result)
+    options = _with_launchers(tasks, options)
+    cache = _open_cache(options)
+    results: list[FileResult] = []
+    jobs: list[_Job] = []
+    for task in tasks:
+        raw = _read(task.path)
+        if raw is not None and not prefilter.may_involve_smp(raw):
+            results.append(FileResult(task.path))
+            notify(results[-1])
+            continue
+        entry = None
+        if cache is not None and raw is not None:
+            from smpfix.cache import has_applicable_fix
+
+            entry = cache.key(task.path, raw, _cache_settings(task.path, options))
+            cached = cache.load(entry, task.path, raw)
+            if cached is not None and not (options.fixing and has_applicable_fix(cached, options.unsafe_fixes)):
+                results.append(cached)
+                notify(cached)
+                continue
+        jobs.append(_Job(task, raw, entry))
+    work = partial(_work, options=options, cache=cache)
     workers = options.jobs or os.cpu_count() or 1
-    if len(relevant) < _POOL_THRESHOLD or workers == 1:
-        for task in relevant:
-            results.append(_worker((task, options)))
+    if workers == 1 or len(jobs) < _POOL_MIN_FILES or sum(len(job.raw or b"") for job in jobs) < _POOL_MIN_BYTES:
+        for job in jobs:
+            results.append(work(job))
             notify(results[-1])
     else:
-        with ProcessPoolExecutor(max_workers=min(workers, len(relevant)), mp_context=_pool_context()) as pool:
-            for result in pool.map(_worker, [(task, options) for task in relevant], chunksize=max(1, len(relevant) // (workers * 8))):
+        from concurrent.futures import ProcessPoolExecutor
+
+        _preload()
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=_pool_context()) as pool:
+            for result in pool.map(work, jobs, chunksize=max(1, len(jobs) // (workers * 8))):
                 results.append(result)
                 notify(result)
     yield from sorted(_regroup(results), key=lambda r: r.path)
+
+
+def _with_launchers(tasks: Sequence[DiscoveredFile], options: RunOptions) -> RunOptions:
+    """Read the launchers among ``tasks`` so each launched script gets its job facts."""
+    from smpfix.linking import link, may_be_launcher
+
+    if options.project is None:
+        return options
+    candidates: list[tuple[str, str]] = []
+    for task in tasks:
+        try:
+            with open(task.path, "rb") as handle:
+                raw = handle.read()
+            if may_be_launcher(raw):
+                candidates.append((task.path, source.decode(task.path, raw).text))
+        except (OSError, source.SourceError):
+            continue
+    if not candidates:
+        return options
+    return replace(options, project=options.project.with_links(link(candidates)))
 
 
 def _regroup(results: list[FileResult]) -> list[FileResult]:

@@ -83,10 +83,14 @@ class StepFeeds:
     same data (``.prefetch()``), and ``fit(value)`` trains on it.
     """
 
-    def __init__(self, facts: FileFacts, index: ParentIndex, *, datasets: bool = False) -> None:
+    def __init__(
+        self, facts: FileFacts, index: ParentIndex, *, datasets: bool = False, steps: Optional[frozenset[str]] = None
+    ) -> None:
         self.facts = facts
         self.index = index
         self.datasets = datasets
+        # Which step functions count (default: all; SMP204 asks about the training steps only).
+        self.steps = facts.step_functions if steps is None else steps
         self.loops: list[cst.For] = []
         self.calls: list[cst.Call] = []
         self.returns: list[cst.Return] = []
@@ -270,9 +274,9 @@ class StepFeeds:
 
     def _step_name(self, call: cst.Call) -> Optional[str]:
         func = call.func
-        if isinstance(func, cst.Name) and func.value in self.facts.step_functions:
+        if isinstance(func, cst.Name) and func.value in self.steps:
             return func.value
-        if isinstance(func, cst.Attribute) and func.attr.value in self.facts.step_functions:
+        if isinstance(func, cst.Attribute) and func.attr.value in self.steps:
             return func.attr.value
         return None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Optional
 
 from smpfix.findings import FileResult, Finding
 
@@ -20,6 +21,8 @@ class ReportOptions:
     unsafe_fixes: bool = False
     applied: bool = False
     statistics: bool = False
+    # Where the report goes (``--output-file``); None for standard output.
+    output_file: Optional[str] = None
 
 
 def fix_marker_applies(finding: Finding, unsafe_fixes: bool) -> bool:

@@ -50,7 +50,7 @@ def error_annotation(error: FileError, cwd: str) -> str:
 
 def render_github(results: Sequence[FileResult], cwd: Optional[str] = None) -> str:
     cwd = cwd or os.getcwd()
-    lines = []
+    lines: list[str] = []
     for result in results:
         lines.extend(error_annotation(error, cwd) for error in result.errors)
         lines.extend(annotation(finding, cwd) for finding in result.findings)

@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from smpfix import __version__
 from smpfix.findings import Edit, FileError, FileResult, Finding, Position
+from smpfix.jobfacts import FEATURES
 from smpfix.report.locations import artifact_uri, directory_uri, source_file
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -75,9 +76,9 @@ def _related(finding: Finding, cwd: str) -> list[dict[str, Any]]:
         location: dict[str, Any] = {"artifactLocation": _artifact(found.path, cwd)}
         if found.line is not None:
             location["region"] = {"startLine": found.line}
-        related.append(
-            {"id": len(related) + 1, "physicalLocation": location, "message": {"text": f"{use.feature} is {use.state}: {use.source}"}}
-        )
+        feature = FEATURES[use.feature].title if use.feature in FEATURES else use.feature
+        message = f"{feature}: {use.state} ({use.source})"
+        related.append({"id": len(related) + 1, "physicalLocation": location, "message": {"text": message}})
     return related
 
 

@@ -169,13 +169,16 @@ class LastBatchNotDropped(Rule):
             newline = self.context.module.default_newline
             edits = (InsertAfter(after.first_line, f"{indent}{keyword}=True,{newline}"),)
         else:
-            edits = (InsertAfter(last.value, f", {keyword}=True"),)
+            # After the argument's own code (parentheses included), before any trailing comma.
+            edits = (InsertAfter(last, f", {keyword}=True"),)
         return PendingFix(applicability, f"Add `{keyword}=True`", edits)
 
     def _flag(self, batching: _Batching, feed: str, index: ParentIndex) -> None:
         mb = self.feature("MB")
         keyword = batching.keyword
         code = self.context.code_for(batching.call.func)
+        if isinstance(batching.call.func, cst.Attribute) and len(code) > 40:
+            code = f".{batching.call.func.attr.value}"
         if batching.tensorflow:
             lead = f"`{code}(...)` keeps the last, smaller batch of the dataset"
             reach = f"the dataset reaches {feed}"
@@ -184,9 +187,10 @@ class LastBatchNotDropped(Rule):
             reach = f"its batches reach {feed}"
         kept = f"`{keyword}=False`" if batching.explicit_false is not None else f"no `{keyword}=True`"
         lead = f"{lead} ({kept}) and {reach}"
+        error = "" if batching.tensorflow else " (`TensorSplitError`)"
         split = (
             "`smp.step` splits every batch into `microbatches` equal parts, so a last batch whose size is "
-            "not a multiple of the microbatch count fails to split (`TensorSplitError`) at the end of an epoch"
+            f"not a multiple of the microbatch count fails to split{error} at the end of an epoch"
         )
         job_facts: tuple[FeatureState, ...] = (mb,)
         if mb.state is Tri.OFF:

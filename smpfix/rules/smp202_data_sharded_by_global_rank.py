@@ -9,7 +9,16 @@ import libcst as cst
 
 from smpfix.calls import argument, has_star_kwargs
 from smpfix.codegen import smp_reference
-from smpfix.data_ranks import DATA_PARALLEL, DataJob, RankTerm, Verdict, either, rank_terms, rewrite_terms, spelled
+from smpfix.data_ranks import (
+    DATA_PARALLEL,
+    DataJob,
+    RankTerm,
+    Verdict,
+    either,
+    rank_terms,
+    rewrite_terms,
+    spelled,
+)
 from smpfix.dataloaders import SAMPLER_POSITIONS, is_distributed_sampler
 from smpfix.edits import InsertAfter, NodeEdit
 from smpfix.findings import Applicability, Severity

@@ -10,8 +10,24 @@ import libcst as cst
 
 from smpfix.calls import argument, has_star_kwargs
 from smpfix.codegen import smp_reference
-from smpfix.data_ranks import DATA_PARALLEL, DataJob, RankTerm, Verdict, callee, either, rank_terms, rewrite_terms, spelled
-from smpfix.dataloaders import DATALOADER_POSITIONS, RANDOM_SAMPLERS, SAMPLER_POSITIONS, is_dataloader, is_distributed_sampler
+from smpfix.data_ranks import (
+    DATA_PARALLEL,
+    DataJob,
+    RankTerm,
+    Verdict,
+    callee,
+    either,
+    rank_terms,
+    rewrite_terms,
+    spelled,
+)
+from smpfix.dataloaders import (
+    DATALOADER_POSITIONS,
+    RANDOM_SAMPLERS,
+    SAMPLER_POSITIONS,
+    is_dataloader,
+    is_distributed_sampler,
+)
 from smpfix.edits import InsertAfter
 from smpfix.findings import Applicability, Severity
 from smpfix.jobfacts import Tri

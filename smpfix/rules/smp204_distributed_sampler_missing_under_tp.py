@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
+from smpfix.call_binding import bind_arguments
 from smpfix.calls import argument, has_star_kwargs
 from smpfix.data_ranks import DataJob, rank_terms, spelled
-from smpfix.dataloaders import BATCH_SAMPLERS, WHOLE_DATASET_SAMPLERS, LoaderFlow, bound_value, is_dataloader, loader_argument
+from smpfix.dataloaders import (
+    BATCH_SAMPLERS,
+    WHOLE_DATASET_SAMPLERS,
+    bound_value,
+    is_dataloader,
+    loader_argument,
+)
 from smpfix.facts import FileFacts
 from smpfix.findings import Severity
 from smpfix.imports import SMP_TORCH
 from smpfix.jobfacts import FeatureState, Tri
+from smpfix.parents import ParentIndex
 from smpfix.rule import FixAvailability, Rule, RuleContext
+from smpfix.step_feeds import StepFeeds
+from smpfix.steps import step_functions
 from smpfix.walker import iter_nodes
 
 
@@ -43,20 +55,19 @@ class DistributedSamplerMissingUnderTp(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         tp = self.feature("TP")
-        if tp.state is not Tri.ON:
+        if tp.state is not Tri.ON or not self.loaders:
             return
-        if not self.loaders:
-            return
-        flow = LoaderFlow(node, self.facts)
+        index = ParentIndex(node)
+        feeds = StepFeeds(self.facts, index, steps=training_steps(self.facts))
         for loader in self.loaders:
-            if not self._unsharded(loader, flow):
+            if not self._unsharded(loader, index):
                 continue
-            reach = flow.reach([loader])
-            if reach.feeds_training:
-                self._flag(loader, sorted(reach.training), tp)
+            fed = feeds.feed_of(loader)
+            if fed is not None:
+                self._flag(loader, fed, tp)
 
     # -- is anything sharding this loader? ------------------------------------------------------
-    def _unsharded(self, loader: cst.Call, flow: LoaderFlow) -> bool:
+    def _unsharded(self, loader: cst.Call, index: ParentIndex) -> bool:
         if has_star_kwargs(loader):
             return False
         for name in ("sampler", "batch_sampler"):
@@ -66,13 +77,28 @@ class DistributedSamplerMissingUnderTp(Rule):
         dataset = loader_argument(loader, "dataset")
         if dataset is None:
             return False
-        function = flow.parents.scope_of(loader)
+        function = index.scope_of(loader)
         if isinstance(dataset, cst.Name) and isinstance(function, cst.FunctionDef):
-            given = flow.arguments_for(function, dataset.value)
+            given = self._arguments_for(function, dataset.value, index)
             if given is not None:
                 # `def make_loader(ds): return DataLoader(ds)`: judged by what its callers pass.
                 return bool(given) and not any(self._sharded_dataset(value) for value in given)
         return not self._sharded_dataset(dataset)
+
+    def _arguments_for(self, function: cst.FunctionDef, parameter: str, index: ParentIndex) -> Optional[list[cst.BaseExpression]]:
+        """What the file's calls of ``function`` pass for ``parameter``; None when it is not a
+        parameter, or the function rebinds it."""
+        if parameter not in parameter_names(function):
+            return None
+        if any(a.where is not None and a.where.scope is function for a in self.facts.assignments.get(parameter, ())):
+            return None
+        given = []
+        for node in index.nodes():
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == function.name.value:
+                bound = bind_arguments(function, node)
+                if bound is not None and parameter in bound:
+                    given.append(bound[parameter])
+        return given
 
     def _whole_dataset_sampler(self, value: cst.BaseExpression) -> bool:
         """``RandomSampler(ds)``, ``SequentialSampler(ds)`` or a ``BatchSampler`` over one."""
@@ -112,14 +138,13 @@ class DistributedSamplerMissingUnderTp(Rule):
         return any(isinstance(n, cst.Call) and rank_terms(n, self.facts) for n in iter_nodes(cls.body))
 
     # -- reporting ------------------------------------------------------------------------------
-    def _flag(self, loader: cst.Call, steps: list[str], state: FeatureState) -> None:
+    def _flag(self, loader: cst.Call, fed: str, state: FeatureState) -> None:
         data_job = DataJob.of(self.job, self.facts)
         family = data_job.expected_family
         module = self.context.module
         size, rank = (spelled(self.facts, module, f"{family}_{kind}") for kind in ("size", "rank"))
-        trained = ", ".join(f"`{step}`" for step in steps)
         message = (
-            f"This DataLoader feeds the training step {trained} with neither a `DistributedSampler` nor a dataset "
+            f"This DataLoader feeds the training step {fed} with neither a `DistributedSampler` nor a dataset "
             f"sharded by data-parallel rank, and {state.condition()}: every rank reads the whole dataset, so the "
             "data-parallel replicas train on the same samples. The library strongly recommends "
             f"`DistributedSampler(dataset, num_replicas={size}, rank={rank})` under tensor parallelism; it also "
@@ -127,3 +152,27 @@ class DistributedSamplerMissingUnderTp(Rule):
             "others never reach."
         )
         self.report(loader, message, severity=Severity.HINT, job_facts=(state,))
+
+
+def training_steps(facts: FileFacts) -> frozenset[str]:
+    """Step functions that train: their body calls ``<model>.backward(...)``.
+
+    When no step body in the file does (backward in a helper, or the body defined
+    elsewhere), every step function counts, rather than none.
+    """
+    steps = step_functions(facts)
+    training = frozenset(
+        step.name
+        for step in steps
+        if step.function is not None
+        and any(
+            isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "backward"
+            for n in iter_nodes(step.function.body)
+        )
+    )
+    return training or frozenset(step.name for step in steps)
+
+
+def parameter_names(function: cst.FunctionDef) -> set[str]:
+    params = function.params
+    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}

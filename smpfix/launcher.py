@@ -1,0 +1,350 @@
+"""Reading SageMaker launchers: estimator calls and the configuration they pass.
+
+A launcher builds ``PyTorch(entry_point="train.py", distribution={...}, instance_type=...)``,
+often from names assembled over several statements (``smp_options = {...}``,
+``smp_options["parameters"]["microbatches"] = 4``, ``distribution.update({...})``). This module
+replays the launcher's top-level statements in order over literal values only, so every
+value it reports is what the estimator receives, with the node that wrote it (a finding
+points at the key, not the call). Anything it cannot see (a call, a variable from argparse)
+is UNKNOWN: never guessed, never executed. ``parameters`` given as a path to a JSON file is
+read when the file exists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import libcst as cst
+
+from smpfix.imports import ImportTable
+from smpfix.literals import UNKNOWN, literal_value
+
+ESTIMATORS = frozenset(
+    {
+        "sagemaker.pytorch.PyTorch",
+        "sagemaker.pytorch.estimator.PyTorch",
+        "sagemaker.tensorflow.TensorFlow",
+        "sagemaker.tensorflow.estimator.TensorFlow",
+        "sagemaker.huggingface.HuggingFace",
+        "sagemaker.huggingface.estimator.HuggingFace",
+        "sagemaker.estimator.Estimator",
+        "sagemaker.estimator.Framework",
+        "sagemaker.PyTorch",
+        "sagemaker.TensorFlow",
+        "sagemaker.HuggingFace",
+        "sagemaker.Estimator",
+    }
+)
+_OLD_NAMES = {"train_instance_type": "instance_type", "train_instance_count": "instance_count"}
+
+
+@dataclass(frozen=True)
+class Located:
+    """A configuration value and the node that wrote it.
+
+    ``value`` is a plain value, UNKNOWN, or for dicts a ``dict[str, Located]`` and for lists a
+    ``list[Located]``. ``node`` is the value's expression (None when it came from a JSON
+    file); ``entry`` is the dict element ``"key": value`` when it came from a dict display.
+    """
+
+    value: Any
+    node: Optional[cst.CSTNode] = None
+    entry: Optional[cst.CSTNode] = None
+    source_file: Optional[str] = None
+
+    @property
+    def is_dict(self) -> bool:
+        return isinstance(self.value, dict)
+
+    def get(self, key: str) -> Optional[Located]:
+        return self.value.get(key) if isinstance(self.value, dict) else None
+
+    def path(self, *keys: str) -> Optional[Located]:
+        current: Optional[Located] = self
+        for key in keys:
+            current = current.get(key) if current is not None else None
+        return current
+
+    def plain(self) -> Any:
+        if isinstance(self.value, dict):
+            return {k: v.plain() for k, v in self.value.items()}
+        if isinstance(self.value, list):
+            return [v.plain() for v in self.value]
+        return self.value
+
+    @property
+    def anchor(self) -> Optional[cst.CSTNode]:
+        """Where a finding about this value points: the dict entry, else the value."""
+        return self.entry or self.node
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """One estimator construction with its resolved keyword arguments."""
+
+    call: cst.Call
+    estimator: str
+    keywords: Mapping[str, Located] = field(default_factory=dict)
+    path: str = ""
+
+    def keyword(self, name: str) -> Optional[Located]:
+        return self.keywords.get(name)
+
+    @property
+    def distribution(self) -> Optional[Located]:
+        return self.keywords.get("distribution")
+
+    @property
+    def modelparallel(self) -> Optional[Located]:
+        dist = self.distribution
+        return dist.path("smdistributed", "modelparallel") if dist is not None else None
+
+    @property
+    def parameters(self) -> Optional[Located]:
+        mp = self.modelparallel
+        return mp.get("parameters") if mp is not None else None
+
+    @property
+    def mpi(self) -> Optional[Located]:
+        dist = self.distribution
+        return dist.get("mpi") if dist is not None else None
+
+    def literal(self, name: str) -> Any:
+        located = self.keywords.get(name)
+        return located.plain() if located is not None else None
+
+    @property
+    def script(self) -> Optional[str]:
+        """The launched script's path, relative to the launcher, when it is a literal."""
+        entry = self.literal("entry_point")
+        if not isinstance(entry, str):
+            return None
+        source_dir = self.literal("source_dir")
+        folder = os.path.dirname(self.path)
+        if isinstance(source_dir, str) and not source_dir.startswith("s3://"):
+            folder = os.path.join(folder, source_dir)
+        return os.path.normpath(os.path.join(folder, entry))
+
+
+def _located(node: cst.BaseExpression, env: Mapping[str, Located], entry: Optional[cst.CSTNode] = None) -> Located:
+    """Evaluate a literal expression, reading names from ``env``."""
+    if isinstance(node, cst.Name) and node.value in env:
+        found = env[node.value]
+        return Located(found.value, found.node, found.entry if entry is None else entry, found.source_file)
+    if isinstance(node, cst.Dict):
+        items: dict[str, Located] = {}
+        for element in node.elements:
+            if isinstance(element, cst.StarredDictElement):
+                merged = _located(element.value, env)
+                if not isinstance(merged.value, dict):
+                    return Located(UNKNOWN, node, entry)
+                items.update(merged.value)
+                continue
+            key = literal_value(element.key)
+            if not isinstance(key, str):
+                return Located(UNKNOWN, node, entry)
+            items[key] = _located(element.value, env, element)
+        return Located(items, node, entry)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "dict" and node.func.value not in env:
+        items = {}
+        for arg in node.args:
+            if arg.keyword is not None:
+                items[arg.keyword.value] = _located(arg.value, env, arg)
+            elif arg.star in ("", "**"):
+                merged = _located(arg.value, env)
+                if not isinstance(merged.value, dict):
+                    return Located(UNKNOWN, node, entry)
+                items.update(merged.value)
+            else:
+                return Located(UNKNOWN, node, entry)
+        return Located(items, node, entry)
+    if isinstance(node, (cst.List, cst.Tuple)):
+        values = []
+        for element in node.elements:
+            if isinstance(element, cst.StarredElement):
+                return Located(UNKNOWN, node, entry)
+            values.append(_located(element.value, env))
+        return Located(values, node, entry)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        left, right = _located(node.left, env).plain(), _located(node.right, env).plain()
+        if isinstance(left, str) and isinstance(right, str):
+            return Located(left + right, node, entry)
+        return Located(UNKNOWN, node, entry)
+    if isinstance(node, cst.Name) and node.value not in ("True", "False", "None"):
+        return Located(UNKNOWN, node, entry)
+    return Located(literal_value(node), node, entry)
+
+
+def _assign_path(env: dict[str, Located], target: cst.BaseExpression, value: Located) -> None:
+    """``name = v``, ``name["a"]["b"] = v``: update ``env`` (copy-on-write, values are frozen)."""
+    if isinstance(target, cst.Name):
+        env[target.value] = value
+        return
+    keys: list[Any] = []
+    current: cst.BaseExpression = target
+    while isinstance(current, cst.Subscript) and len(current.slice) == 1 and isinstance(current.slice[0].slice, cst.Index):
+        keys.append(literal_value(current.slice[0].slice.value))
+        current = current.value
+    if not isinstance(current, cst.Name) or current.value not in env:
+        return
+    keys.reverse()
+    if any(not isinstance(key, str) for key in keys):
+        env[current.value] = Located(UNKNOWN, env[current.value].node)
+        return
+    env[current.value] = _set_in(env[current.value], keys, value)
+
+
+def _set_in(container: Located, keys: list[str], value: Located) -> Located:
+    if not isinstance(container.value, dict):
+        return container
+    items = dict(container.value)
+    if len(keys) == 1:
+        items[keys[0]] = value
+    else:
+        inner = items.get(keys[0])
+        if inner is None:
+            return container
+        items[keys[0]] = _set_in(inner, keys[1:], value)
+    return Located(items, container.node, container.entry, container.source_file)
+
+
+def _update(env: dict[str, Located], call: cst.Call) -> None:
+    """``name.update({...})`` / ``name["k"].update(...)`` before use."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value != "update":
+        return
+    target = func.value
+    current = _located(target, env) if not isinstance(target, cst.Subscript) else None
+    if isinstance(target, cst.Subscript):
+        base: cst.BaseExpression = target
+        keys = []
+        while isinstance(base, cst.Subscript) and len(base.slice) == 1 and isinstance(base.slice[0].slice, cst.Index):
+            keys.append(literal_value(base.slice[0].slice.value))
+            base = base.value
+        if not isinstance(base, cst.Name) or base.value not in env:
+            return
+        keys.reverse()
+        current = env[base.value].path(*keys) if all(isinstance(k, str) for k in keys) else None
+        if current is None:
+            return
+        merged = _merge_update(current, call, env)
+        env[base.value] = _set_in(env[base.value], keys, merged)
+        return
+    if isinstance(target, cst.Name) and target.value in env and current is not None:
+        env[target.value] = _merge_update(current, call, env)
+
+
+def _merge_update(current: Located, call: cst.Call, env: Mapping[str, Located]) -> Located:
+    if not isinstance(current.value, dict):
+        return current
+    items = dict(current.value)
+    for arg in call.args:
+        if arg.keyword is not None:
+            items[arg.keyword.value] = _located(arg.value, env, arg)
+        else:
+            added = _located(arg.value, env)
+            if not isinstance(added.value, dict):
+                return Located(UNKNOWN, current.node, current.entry)
+            items.update(added.value)
+    return Located(items, current.node, current.entry, current.source_file)
+
+
+def _statements(body: Any) -> Iterator[cst.CSTNode]:
+    """Simple statements in execution order, entering ``if``/``with``/``try`` but not defs."""
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            yield from statement.body
+        elif isinstance(statement, (cst.If, cst.With, cst.Try, cst.For, cst.While)):
+            block = statement.body
+            yield from _statements(block.body if isinstance(block, cst.IndentedBlock) else block.body)
+            if isinstance(statement, cst.If) and statement.orelse is not None and isinstance(statement.orelse, cst.Else):
+                yield from _statements(statement.orelse.body.body)  # type: ignore[union-attr]
+        elif isinstance(statement, cst.FunctionDef):
+            block = statement.body
+            yield statement
+            yield from _statements(block.body if isinstance(block, cst.IndentedBlock) else block.body)
+
+
+def find_launchers(module: cst.Module, imports: ImportTable, path: str) -> list[Launcher]:
+    """Every estimator construction in ``module``, with its keywords resolved in order."""
+    env: dict[str, Located] = {}
+    found: list[Launcher] = []
+    for node in _statements(module.body):
+        for call in _calls_in(node):
+            qualified = imports.qualified_name(call.func) or ""
+            if qualified in ESTIMATORS:
+                found.append(_launcher(call, qualified, env, path))
+            elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "update":
+                _update(env, call)
+        if isinstance(node, cst.Assign):
+            value = _located(node.value, env)
+            for target in node.targets:
+                _assign_path(env, target.target, value)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            _assign_path(env, node.target, _located(node.value, env))
+        elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
+            current = _located(node.target, env) if isinstance(node.target, cst.Name) else _subscript_value(node.target, env)
+            added = _located(node.value, env).plain()
+            combined = current.plain() + added if isinstance(current.plain(), str) and isinstance(added, str) else UNKNOWN
+            _assign_path(env, node.target, Located(combined, node.value, current.entry))
+    return found
+
+
+def _subscript_value(target: cst.BaseExpression, env: Mapping[str, Located]) -> Located:
+    keys = []
+    base = target
+    while isinstance(base, cst.Subscript) and len(base.slice) == 1 and isinstance(base.slice[0].slice, cst.Index):
+        keys.append(literal_value(base.slice[0].slice.value))
+        base = base.value
+    if isinstance(base, cst.Name) and base.value in env and all(isinstance(k, str) for k in keys):
+        found = env[base.value].path(*reversed(keys))
+        if found is not None:
+            return found
+    return Located(UNKNOWN)
+
+
+def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    from smpfix.walker import iter_nodes
+
+    if isinstance(node, cst.FunctionDef):
+        return []
+    return [child for child in iter_nodes(node) if isinstance(child, cst.Call)]
+
+
+def _launcher(call: cst.Call, qualified: str, env: Mapping[str, Located], path: str) -> Launcher:
+    keywords: dict[str, Located] = {}
+    for arg in call.args:
+        if arg.keyword is None:
+            if arg.star == "**":
+                merged = _located(arg.value, env)
+                if isinstance(merged.value, dict):
+                    keywords.update(merged.value)
+            continue
+        name = _OLD_NAMES.get(arg.keyword.value, arg.keyword.value)
+        keywords[name] = _located(arg.value, env, arg)
+    launcher = Launcher(call, qualified, keywords, path)
+    parameters = launcher.parameters
+    if parameters is not None and isinstance(parameters.value, str):
+        loaded = _json_parameters(parameters.value, path)
+        if loaded is not None:
+            keywords["distribution"] = _set_in(
+                keywords["distribution"], ["smdistributed", "modelparallel", "parameters"], loaded
+            )
+    return Launcher(call, qualified, keywords, path)
+
+
+def _json_parameters(relative: str, launcher_path: str) -> Optional[Located]:
+    """``"parameters": "smp_config.json"``: the file's values, when it exists next to the launcher."""
+    candidate = os.path.join(os.path.dirname(launcher_path), relative)
+    try:
+        with open(candidate, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    return Located({k: Located(v, source_file=candidate) for k, v in data.items() if isinstance(k, str)}, source_file=candidate)
