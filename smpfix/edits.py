@@ -124,7 +124,44 @@ class InsertStatementBefore:
         return _edit(positions, start, start, "".join(state.tokens))
 
 
-NodeEdit = Union[ReplaceNode, InsertBefore, InsertAfter, DeleteStatementLines, InsertStatementAfter, InsertStatementBefore]
+@dataclass(frozen=True)
+class UnwrapIf:
+    """Replace an ``if`` statement by its body, dedented to the ``if``'s own indentation.
+
+    Works on whole lines, from the ``if`` line to the end of its body: the body's lines
+    (its comment and continuation lines too) lose the body's extra indentation, and lines
+    indented less than the body stay as they are. Comment lines above the ``if`` stay; a
+    comment at the end of the ``if`` line goes with it. ``if c: stmt`` on one line becomes
+    ``stmt``. The caller makes sure the body holds no multi-line string, whose content
+    would be dedented too.
+    """
+
+    statement: cst.If
+
+    def resolve(self, positions: Positions) -> Edit:
+        body = self.statement.body
+        if isinstance(body, cst.SimpleStatementSuite):
+            start = positions.span(self.statement)[0]
+            first, last = positions.span(body.body[0])[0], positions.span(body.body[-1])[1]
+            return _edit(positions, start, last, positions.text[first:last])
+        start, end = statement_lines(positions, self.statement)
+        first_statement = body.body[0]
+        leading = first_statement.leading_lines
+        anchor: cst.CSTNode = leading[0] if leading else first_statement
+        body_start = positions.line_span(positions.position(positions.span(anchor)[0]).line, 1)[0]
+        if_line = positions.text[start:end]
+        if_indent = if_line[: len(if_line) - len(if_line.lstrip(" \t"))]
+        statement_line = positions.line_text(positions.position(positions.span(first_statement)[0]).line)
+        body_indent = statement_line[: len(statement_line) - len(statement_line.lstrip(" \t"))]
+        lines = []
+        for line in positions.text[body_start:end].splitlines(keepends=True):
+            lines.append(if_indent + line[len(body_indent) :] if line.startswith(body_indent) else line)
+        return _edit(positions, start, end, "".join(lines))
+
+
+NodeEdit = Union[
+    ReplaceNode, InsertBefore, InsertAfter, DeleteStatementLines, InsertStatementAfter, InsertStatementBefore, UnwrapIf
+]
 
 
 def statement_lines(positions: Positions, statement: cst.CSTNode) -> tuple[int, int]:

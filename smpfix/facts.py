@@ -16,6 +16,7 @@ from typing import Any, Optional, Union
 import libcst as cst
 
 from smpfix.imports import SMP_TF, SMP_TORCH, SMP_V2, ImportTable, dotted_name, smp_member
+from smpfix.launcher import ESTIMATORS
 from smpfix.literals import UNKNOWN, literal_value
 from smpfix.walker import Ancestry, Dispatch, walk
 
@@ -93,6 +94,8 @@ class FileFacts:
     uses_hf_trainer: bool
     local_optimizer_classes: frozenset[str] = field(default=frozenset())
     call_order: Mapping[cst.Call, int] = field(default_factory=dict)
+    # SageMaker estimator constructions (this file is a launcher when there are any).
+    estimator_calls: tuple[cst.Call, ...] = ()
 
     # -- what the file is -------------------------------------------------------------------
     @property
@@ -371,6 +374,7 @@ def collect(module: cst.Module) -> FileFacts:
         uses_hf_trainer=any((imports.qualified_name(call.func) or "") in _HF_TRAINERS for call, _ in collector.calls),
         local_optimizer_classes=local_optimizers,
         call_order={call: index for index, (call, _) in enumerate(collector.calls)},
+        estimator_calls=tuple(call for call, _ in collector.calls if (imports.qualified_name(call.func) or "") in ESTIMATORS),
     )
     for call in init_calls:
         config = _keyword(call, "config", 0)

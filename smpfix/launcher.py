@@ -16,7 +16,7 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import libcst as cst
 
@@ -75,6 +75,11 @@ class Located:
         if isinstance(self.value, list):
             return [v.plain() for v in self.value]
         return self.value
+
+    @property
+    def display(self) -> Located:
+        """The same value pointing at where it was written (for "this dict lacks a key")."""
+        return Located(self.value, self.node, None if self.node is not None else self.entry, self.source_file)
 
     @property
     def anchor(self) -> Optional[cst.CSTNode]:
@@ -269,16 +274,14 @@ def _statements(body: Any) -> Iterator[cst.CSTNode]:
             yield from _statements(block.body if isinstance(block, cst.IndentedBlock) else block.body)
 
 
-def find_launchers(module: cst.Module, imports: ImportTable, path: str) -> list[Launcher]:
-    """Every estimator construction in ``module``, with its keywords resolved in order."""
+def _replay(module: cst.Module, on_call: Callable[[cst.Call, dict[str, Located]], None]) -> None:
+    """Run the module's statements over literal values, calling ``on_call`` for every call
+    with the names as they are bound just before it; ``.update()`` calls take effect."""
     env: dict[str, Located] = {}
-    found: list[Launcher] = []
     for node in _statements(module.body):
         for call in _calls_in(node):
-            qualified = imports.qualified_name(call.func) or ""
-            if qualified in ESTIMATORS:
-                found.append(_launcher(call, qualified, env, path))
-            elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "update":
+            on_call(call, env)
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "update":
                 _update(env, call)
         if isinstance(node, cst.Assign):
             value = _located(node.value, env)
@@ -291,7 +294,34 @@ def find_launchers(module: cst.Module, imports: ImportTable, path: str) -> list[
             added = _located(node.value, env).plain()
             combined = current.plain() + added if isinstance(current.plain(), str) and isinstance(added, str) else UNKNOWN
             _assign_path(env, node.target, Located(combined, node.value, current.entry))
+
+
+def find_launchers(module: cst.Module, imports: ImportTable, path: str) -> list[Launcher]:
+    """Every estimator construction in ``module``, with its keywords resolved in order."""
+    found: list[Launcher] = []
+
+    def on_call(call: cst.Call, env: dict[str, Located]) -> None:
+        qualified = imports.qualified_name(call.func) or ""
+        if qualified in ESTIMATORS:
+            found.append(_launcher(call, qualified, env, path))
+
+    _replay(module, on_call)
     return found
+
+
+def evaluate_argument(module: cst.Module, imports: ImportTable, target: cst.Call) -> Optional[Located]:
+    """The first argument (or ``config=``) of ``target`` as the file has built it by then."""
+    found: list[Located] = []
+
+    def on_call(call: cst.Call, env: dict[str, Located]) -> None:
+        if call is target:
+            for arg in call.args:
+                if arg.keyword is None and not arg.star or (arg.keyword is not None and arg.keyword.value == "config"):
+                    found.append(_located(arg.value, env))
+                    return
+
+    _replay(module, on_call)
+    return found[0] if found else None
 
 
 def _subscript_value(target: cst.BaseExpression, env: Mapping[str, Located]) -> Located:
@@ -329,7 +359,7 @@ def _launcher(call: cst.Call, qualified: str, env: Mapping[str, Located], path: 
     launcher = Launcher(call, qualified, keywords, path)
     parameters = launcher.parameters
     if parameters is not None and isinstance(parameters.value, str):
-        loaded = _json_parameters(parameters.value, path)
+        loaded = _json_parameters(parameters, path)
         if loaded is not None:
             keywords["distribution"] = _set_in(
                 keywords["distribution"], ["smdistributed", "modelparallel", "parameters"], loaded
@@ -337,9 +367,12 @@ def _launcher(call: cst.Call, qualified: str, env: Mapping[str, Located], path: 
     return Launcher(call, qualified, keywords, path)
 
 
-def _json_parameters(relative: str, launcher_path: str) -> Optional[Located]:
-    """``"parameters": "smp_config.json"``: the file's values, when it exists next to the launcher."""
-    candidate = os.path.join(os.path.dirname(launcher_path), relative)
+def _json_parameters(written: Located, launcher_path: str) -> Optional[Located]:
+    """``"parameters": "smp_config.json"``: the file's values, when it exists next to the launcher.
+
+    Findings about a value from the file point at the ``"parameters"`` entry that names it.
+    """
+    candidate = os.path.join(os.path.dirname(launcher_path), str(written.value))
     try:
         with open(candidate, encoding="utf-8") as handle:
             data = json.load(handle)
@@ -347,4 +380,6 @@ def _json_parameters(relative: str, launcher_path: str) -> Optional[Located]:
         return None
     if not isinstance(data, dict):
         return None
-    return Located({k: Located(v, source_file=candidate) for k, v in data.items() if isinstance(k, str)}, source_file=candidate)
+    anchor = written.anchor
+    values = {k: Located(v, None, anchor, candidate) for k, v in data.items() if isinstance(k, str)}
+    return Located(values, written.node, written.entry, candidate)

@@ -13,7 +13,7 @@ import importlib
 import pkgutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Optional
+from typing import Any, ClassVar, Optional
 
 import libcst as cst
 
@@ -64,6 +64,9 @@ class RuleContext:
     modules: Optional[LocalModules] = None
     # When a helper module is checked on behalf of the SMP scripts that import it: those scripts.
     importers: tuple[LinkedModule, ...] = ()
+    # Results several rules of one family compute once per file (e.g. the configurations a
+    # launcher states); lives as long as this file's analysis.
+    memo: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def code_for(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)

@@ -193,7 +193,10 @@ class StepFeeds:
         for call in self.calls:
             for arg in call.args:
                 if isinstance(arg.value, cst.Name) and arg.value.value == name and self._sees(call, scope, name):
-                    found = self._passed(call, arg, depth, seen)
+                    if self._is_wrapper(call) and arg.keyword is None and not arg.star:
+                        found = self._consumers(call, depth + 1, seen)  # it = iter(loader); next(it)
+                    else:
+                        found = self._passed(call, arg, depth, seen)
                     if found:
                         return found
         if isinstance(scope, cst.FunctionDef):
@@ -225,6 +228,8 @@ class StepFeeds:
             first = call.args[0] is arg and arg.keyword is None and not arg.star
             if first or (arg.keyword is not None and arg.keyword.value == "x"):
                 return f"`{self.index.module.code_for_node(func)}`"
+        if isinstance(func, cst.Name) and func.value == "next" and func.value not in self.facts.imports.bindings:
+            return self._next_feed(call) if call.args[0] is arg else None
         if isinstance(func, cst.Name):
             function = self.facts.functions.get(func.value)
             if function is not None:
@@ -245,11 +250,29 @@ class StepFeeds:
                     return found
         return None
 
+    def _next_feed(self, call: cst.Call) -> Optional[str]:
+        """``batch = next(iterator)``: the batch is used in the loop (or function) that advances it."""
+        parent = self.index.parent_of(call)
+        if isinstance(parent, cst.Arg):
+            consumer = self.index.parent_of(parent)
+            step = self._step_name(consumer) if isinstance(consumer, cst.Call) else None
+            return f"`{step}`" if step is not None else None
+        if not isinstance(parent, cst.Assign) or parent.value is not call:
+            return None
+        data: set[str] = set()
+        for target in parent.targets:
+            data |= target_names(target.target)
+        holder = next((a for a in self.index.ancestors(call) if isinstance(a, (cst.For, cst.While))), None)
+        body = holder.body if holder is not None else self.index.scope_of(call)
+        return self._feed_in(iter_nodes(body), data)
+
     # -- the loop ---------------------------------------------------------------------------
     def loop_feed(self, loop: cst.For) -> Optional[str]:
         """The step function the loop body hands loop data to, unless it skips partial batches."""
-        data = target_names(loop.target)
-        body = iter_nodes(loop.body)
+        return self._feed_in(iter_nodes(loop.body), target_names(loop.target))
+
+    def _feed_in(self, body: Sequence[cst.CSTNode], data: set[str]) -> Optional[str]:
+        """The step function ``body`` hands ``data`` (or values computed from it) to."""
         bindings = [found for node in body if (found := _binding(node))[1] is not None]
         for _ in range(5):
             grown = False

@@ -56,8 +56,8 @@ def step_functions(facts: FileFacts) -> tuple[StepFunction, ...]:
                 options = value.func
             else:
                 continue
-            function = facts.functions.get(wrapped.value) if isinstance(wrapped, cst.Name) else None
-            found.append(StepFunction(name, function, options))
+            defined = facts.functions.get(wrapped.value) if isinstance(wrapped, cst.Name) else None
+            found.append(StepFunction(name, defined, options))
     return tuple(found)
 
 

@@ -43,8 +43,21 @@ if smp.rdp_rank() == 0:  # smpfix: ignore[SMP301]
 
 CLEAN = 'print("no model parallelism here")\n'
 
+# The scheduler holds the optimizer before the wrap, so SMP101 offers no fix here.
+SCHEDULED = '''import smdistributed.modelparallel.torch as smp
+import torch
+from torch.optim.lr_scheduler import StepLR
+
+smp.init()
+model = GPT()
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+scheduler = StepLR(optimizer, step_size=1)
+model = smp.DistributedModel(model)
+'''
+
 
 def make_tree(folder: Path, tensor_parallel: bool = True) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
     if tensor_parallel:
         (folder / "pyproject.toml").write_text("[tool.smpfix.job]\ntensor_parallel_degree = 4\n", encoding="utf-8")
     (folder / "train.py").write_text(TRAIN, encoding="utf-8")
@@ -135,12 +148,15 @@ def test_sarif_is_valid_and_describes_rules_results_fixes_and_related_files(tmp_
 
 def test_sarif_without_fixes_or_job_file_is_valid(tmp_path: Path) -> None:
     tree = make_tree(tmp_path, tensor_parallel=False)
+    (tree / "scheduled.py").write_text(SCHEDULED, encoding="utf-8")
     log = json.loads(run_cli("check", *SELECT, "--format", "sarif", ".", cwd=tree).stdout)
     validate_sarif(log)
-    results = {r["ruleId"]: r for r in log["runs"][0]["results"]}
-    assert results["SMP101"]["level"] == "warning"
-    assert "fixes" not in results["SMP101"]
-    assert "relatedLocations" not in results["SMP101"]
+    results = {(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"], r["ruleId"]): r for r in log["runs"][0]["results"]}
+    no_fix = results[("scheduled.py", "SMP101")]
+    assert no_fix["level"] == "warning"
+    assert "fixes" not in no_fix and "relatedLocations" not in no_fix
+    assert results[("train.py", "SMP101")]["fixes"][0]["properties"]["applicability"] in ("safe", "unsafe")
+    assert results[("train.py", "SMP301")]["fixes"][0]["properties"] == {"applicability": "safe"}
 
 
 def test_sarif_reports_unanalyzable_files_and_stays_valid_when_clean(tmp_path: Path) -> None:
@@ -260,8 +276,14 @@ def test_statistics_count_rules_and_fixable(tmp_path: Path) -> None:
         "1\tSMP900\t[*] unused-suppression (1 fixable)",
     ]
     assert "train.py:" not in completed.stdout
-    unknown = run_cli("check", *SELECT, "--statistics", ".", cwd=make_tree(tmp_path / "u", False))
-    assert "1\tSMP101\t[ ] optimizer-before-distributed-model" in unknown.stdout.splitlines()
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "scheduled.py").write_text(SCHEDULED, encoding="utf-8")
+    (mixed / "stale.py").write_text(STALE, encoding="utf-8")
+    unfixable = run_cli("check", *SELECT, "--statistics", ".", cwd=mixed).stdout.splitlines()
+    assert unfixable[:2] == ["1\tSMP101\t[ ] optimizer-before-distributed-model", "1\tSMP900\t[*] unused-suppression (1 fixable)"]
+    (mixed / "stale.py").unlink()
+    assert run_cli("check", *SELECT, "--statistics", ".", cwd=mixed).stdout.splitlines()[0] == "1\tSMP101\toptimizer-before-distributed-model"
     data = json.loads(run_cli("check", *SELECT, "--statistics", "--format", "json", ".", cwd=tree).stdout)
     assert data[0] == {"code": "SMP101", "name": "optimizer-before-distributed-model", "count": 2, "fixable": True, "fixable_count": 2}
     refused = run_cli("check", *SELECT, "--statistics", "--format", "sarif", ".", cwd=tree)

@@ -17,7 +17,13 @@ from smpfix.imports import dotted_name
 from smpfix.jobfacts import FeatureState, Tri
 from smpfix.model_names import DistributedModelNames
 from smpfix.rule import FixAvailability, PendingFix, Rule, RuleContext
-from smpfix.steps import StepFunction, body_statements, calls_by_name, enclosing_step, step_bodies, step_functions
+from smpfix.steps import (
+    body_statements,
+    calls_by_name,
+    enclosing_step,
+    step_bodies,
+    step_functions,
+)
 from smpfix.training_objects import GRAD_SCALER, SCHEDULER, looks_like_optimizer, object_kind
 from smpfix.walker import iter_nodes
 
