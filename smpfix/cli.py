@@ -188,6 +188,11 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     show_bar = wanted(len(tasks), fmt in MACHINE_FORMATS or bool(opts.get("add_noqa")), opts["quiet"], sys.stderr)
     with progress_bar(len(tasks), show_bar) as advance:
         results = list(run(tasks, options, on_result=advance))
+    from smpfix.job_table import check_job_table
+
+    table = check_job_table(config, codes)
+    if table is not None and table.findings:
+        results = sorted([*(r for r in results if r.path != table.path), table], key=lambda r: r.path)
     if opts.get("add_noqa"):
         return _add_noqa(results, tasks, options, opts["quiet"])
     return _finish(results, options, report_options, fmt, opts["quiet"], opts["exit_zero"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, Optional
 
 import libcst as cst
 
@@ -102,23 +102,22 @@ class ConfigProblem:
 
 
 class ConfigRule(Rule):
-    """Base of the SMP8xx rules: implement ``check``; the base finds the configurations."""
-
-    # Which configurations the rule reads: most check the modelparallel parameters, some only
-    # make sense where the launcher is known (instance type, mpi).
-    needs_launcher: ClassVar[bool] = False
+    """Base of the SMP8xx rules: implement the classmethod ``check``; the base finds the
+    configurations in a file. ``check`` sees only the view, so the same code checks the
+    ``[tool.smpfix.job]`` table (``smpfix.job_table``). A rule that needs the launcher itself
+    (the ``mpi`` dict, ``modelparallel.enabled``) returns early when ``view.launcher`` is None.
+    """
 
     @classmethod
     def applies_to(cls, facts: Any) -> bool:
-        return bool(facts.estimator_calls) or (facts.init_config_call is not None and not cls.needs_launcher)
+        return bool(facts.estimator_calls) or facts.init_config_call is not None
 
-    def check(self, view: ConfigView) -> Iterator[ConfigProblem]:
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
         raise NotImplementedError
 
     def leave_Module(self, node: cst.Module) -> None:
         for view in config_views(self):
-            if self.needs_launcher and view.launcher is None:
-                continue
             for problem in self.check(view):
                 anchor = (problem.at.anchor if problem.at is not None else None) or view.anchor
                 if anchor is None:

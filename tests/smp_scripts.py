@@ -101,9 +101,11 @@ _LOOP = Part(
     "{I}{I}{I}loss = train_step(model, data, target).reduce_mean()\n"
     "{I}{I}{I}optimizer.step()\n"
 )
+# Sharded by data-parallel rank, as the library recommends under tensor parallelism (SMP204).
 _DATA = Part(
     "{I}dataset = make_dataset(args)\n"
-    "{I}loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, drop_last=True)\n"
+    "{I}sampler = torch.utils.data.distributed.DistributedSampler(dataset, num_replicas={smp}.dp_size(), rank={smp}.dp_rank())\n"
+    "{I}loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, drop_last=True)\n"
 )
 
 PITFALL_PARTS = {"SMP101": (_WRAP_BAD, _WRAP_GOOD), "SMP301": (_SAVE_BAD, _SAVE_GOOD)}

@@ -242,6 +242,10 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         edits: tuple[NodeEdit, ...] = (*reference.edits, ReplaceNode(target, f"{code} + {reference.text}()"))
         return PendingFix(Applicability.UNSAFE, f"Seed with `{code} + {reference.text}()`", edits)
 
+    def _spelled(self, member: str) -> str:
+        reference = smp_reference(self.facts, self.context.module, member)
+        return reference.text if reference is not None else f"smp.{member}"
+
     def _flag(self, seeding: _Seeding, wrap: Wrap) -> None:
         tp = self.feature("TP")
         severity = self.severity_when(tp)
@@ -249,7 +253,8 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
             return
         call = self.context.code_for(seeding.call)
         wrapped = self.context.code_for(wrap.argument) if wrap.argument is not None else "..."
-        lead = f"`{call}` is the last torch seed set before `smp.DistributedModel({wrapped})`, and it is the same on every rank"
+        wrapper = self.context.code_for(wrap.call.func)
+        lead = f"`{call}` is the last torch seed set before `{wrapper}({wrapped})`, and it is the same on all tensor-parallel ranks"
         why = (
             "each tensor-parallel rank initialises its slice of a distributed parameter from torch's global RNG, "
             "so the same seed makes every slice identical, which hurts convergence"
@@ -258,7 +263,8 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
             head = f"{lead}; {tp.condition()}: {why}."
         else:
             head = f"{lead}; {tp.condition()}, {why}."
-        advice = " Add a per-rank term, e.g. `seed + smp.dp_rank()` (`smp.tp_rank()` works too)."
+        dp_rank, tp_rank = (self._spelled(member) for member in ("dp_rank", "tp_rank"))
+        advice = f" Add a per-rank term, e.g. `seed + {dp_rank}()` (`{tp_rank}()` works too)."
         blocker = self._global_rng_data()
         fix = None
         if blocker is None:

@@ -14,9 +14,8 @@ class ParallelDegreesDoNotDivideWorld(ConfigRule):
     name = "parallel-degrees-do-not-divide-world"
     summary = "`pipeline_parallel_degree` × `tensor_parallel_degree` must divide processes_per_host × instance_count."
     fix_availability = FixAvailability.NONE
-    needs_launcher = True
-
-    def check(self, view: ConfigView) -> Iterator[ConfigProblem]:
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
         world = view.world
         pp, tp = view.int_value("pipeline_parallel_degree"), view.int_value("tensor_parallel_degree")
         if world is None or pp is None or tp is None or pp < 1 or tp < 1:

@@ -16,8 +16,10 @@ class ModelparallelEnabledNotLiteralTrue(ConfigRule):
     fix_availability = FixAvailability.SAFE
     needs_launcher = True
 
-    def check(self, view: ConfigView) -> Iterator[ConfigProblem]:
-        assert view.launcher is not None
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        if view.launcher is None:
+            return
         mp = view.launcher.modelparallel
         if mp is None or not mp.is_dict:
             return
