@@ -265,7 +265,7 @@ def test_output_file_that_cannot_be_written_is_an_error(tmp_path: Path) -> None:
 
 
 def test_statistics_count_rules_and_fixable(tmp_path: Path) -> None:
-    tree = make_tree(tmp_path)
+    tree = make_tree(tmp_path / "tree")
     (tree / "train2.py").write_text(TRAIN, encoding="utf-8")
     completed = run_cli("check", *SELECT, "--statistics", ".", cwd=tree)
     assert completed.code == 1

@@ -12,7 +12,7 @@ from smpfix.creation_contexts import contexts_of
 from smpfix.findings import Severity
 from smpfix.imports import dotted_name
 from smpfix.jobfacts import Tri
-from smpfix.rule import FixAvailability, Rule, RuleContext
+from smpfix.rule import Rule, RuleContext
 from smpfix.walker import children, iter_nodes
 
 # Calls in `__init__` that run a class's own `tie_weights` (Hugging Face models call it from these).
@@ -176,10 +176,9 @@ class SharedParametersSplitAcrossPartitions(Rule):
             index = next(iter(moved))
             return _Placement(index, f"placed with `smp.set_partition(..., {index})`")
         found = cls.placements.get(child, set())
-        if len(found) == 1:
-            index = next(iter(found))
-            if index is not None:
-                return _Placement(index, f"created under `smp.partition({index})`")
+        literal = next(iter(found)) if len(found) == 1 else None
+        if literal is not None:
+            return _Placement(literal, f"created under `smp.partition({literal})`")
         return None
 
     def leave_Module(self, node: cst.Module) -> None:

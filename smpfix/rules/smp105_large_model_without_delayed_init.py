@@ -11,7 +11,13 @@ import libcst as cst
 from smpfix.calls import argument
 from smpfix.creation_contexts import CreationContext, enclosing_contexts
 from smpfix.findings import Severity
-from smpfix.hf_models import checkpoint_name, class_name, config_checkpoint_name, is_config_class, pretrained_model_call
+from smpfix.hf_models import (
+    checkpoint_name,
+    class_name,
+    config_checkpoint_name,
+    is_config_class,
+    pretrained_model_call,
+)
 from smpfix.jobfacts import Tri
 from smpfix.rule import FixAvailability, Rule, RuleContext
 

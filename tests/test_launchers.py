@@ -1,0 +1,138 @@
+"""Launchers configure the scripts they start: linking, precedence, notebooks, resolution."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import libcst as cst
+from conftest import run_cli
+
+from smpfix.facts import collect
+from smpfix.launcher import find_launchers
+from smpfix.literals import UNKNOWN
+
+SCRIPT = '''import smdistributed.modelparallel.torch as smp
+
+smp.init({"tensor_parallel_degree": 1})
+model = smp.DistributedModel(build())
+if smp.dp_rank() == 0:
+    smp.save(model.local_state_dict(), "m.pt", partial=True)
+'''
+
+
+def launcher(tp: int, entry: str = "train.py", source_dir: str = "code") -> str:
+    return f'''import sagemaker
+from sagemaker.pytorch import PyTorch
+
+smp_options = {{"enabled": True, "parameters": {{"microbatches": 4, "ddp": True}}}}
+smp_options["parameters"]["tensor_parallel_degree"] = {tp}
+mpi_options = {{"enabled": True, "processes_per_host": 8}}
+estimator = PyTorch(
+    entry_point="{entry}",
+    source_dir="{source_dir}",
+    role="arn:aws:iam::123456789012:role/sm",
+    train_instance_type="ml.p4d.24xlarge",
+    train_instance_count=2,
+    framework_version="1.12.1",
+    hyperparameters={{"batch-size": 8}},
+    distribution={{"smdistributed": {{"modelparallel": smp_options}}, "mpi": mpi_options}},
+)
+estimator.fit()
+'''
+
+
+def tree(tmp_path: Path, tp: int) -> Path:
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text(SCRIPT)
+    (tmp_path / "launch.py").write_text(launcher(tp))
+    return tmp_path
+
+
+def findings(*args: str) -> list[dict]:
+    return json.loads(run_cli("check", "--format", "json", *args).stdout)
+
+
+def test_launcher_turns_tensor_parallelism_on_for_its_script(tmp_path: Path) -> None:
+    tree(tmp_path, tp=4)
+    found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
+    assert [(Path(f["filename"]).name, f["severity"]) for f in found] == [("train.py", "error")]
+    assert found[0]["job_facts"][0]["source"].startswith("launcher ") and "launch.py:7" in found[0]["job_facts"][0]["source"]
+    assert "tensor parallelism is enabled (launcher " in found[0]["message"]
+
+
+def test_launcher_with_tensor_parallelism_off_makes_it_disappear(tmp_path: Path) -> None:
+    tree(tmp_path, tp=1)
+    assert [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"] == []
+
+
+def test_launcher_overrides_the_init_dict_and_show_job_names_it(tmp_path: Path) -> None:
+    tree(tmp_path, tp=4)
+    out = run_cli("check", "--show-job", "--format", "concise", str(tmp_path)).stdout
+    assert "TP           on       launcher " in out
+    assert "instance_type = \"ml.p4d.24xlarge\"" in out
+
+
+def test_command_line_still_beats_the_launcher(tmp_path: Path) -> None:
+    tree(tmp_path, tp=4)
+    assert [f for f in findings("--job", "tensor_parallel_degree=1", str(tmp_path)) if f["code"] == "SMP301"] == []
+
+
+def test_script_alone_keeps_its_own_facts(tmp_path: Path) -> None:
+    tree(tmp_path, tp=4)
+    assert [f for f in findings(str(tmp_path / "code" / "train.py")) if f["code"] == "SMP301"] == []
+
+
+def test_notebook_launcher_with_writefile_script(tmp_path: Path) -> None:
+    cells = [
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": ["%%writefile train.py\n", *SCRIPT.splitlines(keepends=True)]},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": launcher(8, source_dir=".").splitlines(keepends=True)},
+    ]
+    (tmp_path / "launch.ipynb").write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1))
+    found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
+    assert [(Path(f["filename"]).name, f["cell"], f["severity"]) for f in found] == [("launch.ipynb", 1, "error")]
+
+
+def resolve(text: str) -> dict:
+    module = cst.parse_module(text)
+    launchers = find_launchers(module, collect(module).imports, "launch.py")
+    assert len(launchers) == 1
+    return launchers[0].distribution.plain()
+
+
+def test_distribution_resolution_forms() -> None:
+    text = '''from sagemaker.huggingface import HuggingFace
+base = {"microbatches": 4}
+params = {**base, "partitions": 2}
+mp = dict(enabled=True, parameters=params)
+dist = {"smdistributed": {"modelparallel": mp}}
+dist["mpi"] = {"enabled": True}
+dist["mpi"].update({"processes_per_host": 8})
+dist["mpi"]["custom_mpi_options"] = "-verbose"
+dist["mpi"]["custom_mpi_options"] += " -x NCCL_DEBUG=WARN"
+HuggingFace(entry_point="train.py", distribution=dist)
+'''
+    assert resolve(text) == {
+        "smdistributed": {"modelparallel": {"enabled": True, "parameters": {"microbatches": 4, "partitions": 2}}},
+        "mpi": {"enabled": True, "processes_per_host": 8, "custom_mpi_options": "-verbose -x NCCL_DEBUG=WARN"},
+    }
+
+
+def test_unresolvable_parts_are_unknown_not_guessed() -> None:
+    text = '''import sagemaker
+dist = {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"microbatches": args.mb, "partitions": load()}}}}
+sagemaker.estimator.Estimator(image_uri="x", distribution=dist)
+'''
+    params = resolve(text)["smdistributed"]["modelparallel"]["parameters"]
+    assert params["microbatches"] is UNKNOWN and params["partitions"] is UNKNOWN
+
+
+def test_parameters_from_a_json_file(tmp_path: Path) -> None:
+    (tmp_path / "smp.json").write_text('{"tensor_parallel_degree": 4, "ddp": true}')
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text(SCRIPT)
+    (tmp_path / "launch.py").write_text('''from sagemaker.pytorch import PyTorch
+PyTorch(entry_point="train.py", source_dir="code", distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": "smp.json"}}, "mpi": {"enabled": True, "processes_per_host": 8}})
+''')
+    found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
+    assert [f["severity"] for f in found] == ["error"]
