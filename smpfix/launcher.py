@@ -149,6 +149,7 @@ def _located(node: cst.BaseExpression, env: Mapping[str, Located], entry: Option
                     return Located(UNKNOWN, node, entry)
                 items.update(merged.value)
                 continue
+            assert isinstance(element, cst.DictElement)
             key = literal_value(element.key)
             if not isinstance(key, str):
                 return Located(UNKNOWN, node, entry)
@@ -169,10 +170,10 @@ def _located(node: cst.BaseExpression, env: Mapping[str, Located], entry: Option
         return Located(items, node, entry)
     if isinstance(node, (cst.List, cst.Tuple)):
         values = []
-        for element in node.elements:
-            if isinstance(element, cst.StarredElement):
+        for item in node.elements:
+            if isinstance(item, cst.StarredElement):
                 return Located(UNKNOWN, node, entry)
-            values.append(_located(element.value, env))
+            values.append(_located(item.value, env))
         return Located(values, node, entry)
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
         left, right = _located(node.left, env).plain(), _located(node.right, env).plain()
