@@ -127,7 +127,11 @@ def add_to_file(result: FileResult, options: RunOptions, writable: bool = True) 
     unsuppressed: list[Unsuppressed] = []
     for _ in range(2):
         new_text, added, unreachable = with_suppressions(src.text, pending)
-        again = {_key(f) for f in check_text(new_text, result.path, check_options).findings}
+        checked = check_text(new_text, result.path, check_options)
+        if any(error.code is None for error in checked.errors):
+            reason = "the file cannot be checked again as Python source, so a comment there is not known to work"
+            return NoqaOutcome(result.path, unsuppressed=tuple(Unsuppressed(f, reason) for f in findings))
+        again = {_key(f) for f in checked.findings}
         still = [f for f in pending if _key(f) in again and f not in {u.finding for u in unreachable}]
         unsuppressed.extend(unreachable)
         if not still:

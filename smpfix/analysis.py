@@ -21,7 +21,7 @@ from smpfix.jobfacts import DeclaredJob, Evidence, JobFacts
 from smpfix.positions import Positions
 from smpfix.project import LinkedModule, LocalModules, Project
 from smpfix.rule import Report, Rule, RuleContext, all_rules
-from smpfix.walker import Ancestry, Dispatch, walk
+from smpfix.walker import Ancestry, Dispatch, indexed, walk
 
 _RECURSION_LIMIT = 20_000
 
@@ -100,6 +100,13 @@ def analyze(text: str, path: str, options: AnalysisOptions) -> Analysis:
 
 
 def analyze_module(module: cst.Module, text: str, path: str, options: AnalysisOptions) -> Analysis:
+    # Indexed once: the facts walk and the rules walk replay the index, and the rules'
+    # subtree searches are slices of it (see ``walker``).
+    with indexed(module):
+        return _analyze_indexed(module, text, path, options)
+
+
+def _analyze_indexed(module: cst.Module, text: str, path: str, options: AnalysisOptions) -> Analysis:
     try:
         facts = collect(module)
     except RecursionError:
@@ -137,6 +144,9 @@ def _unused_suppressions(
     text: str, path: str, own: Analysis, ran: Sequence[type[Rule]], select: frozenset[str], facts: FileFacts
 ) -> list[Finding]:
     """SMP900: the file's suppression comments, judged once every other rule has reported."""
+    by_line = suppression.parse(text)
+    if not by_line:
+        return []
     failed = {error.code for error in own.errors if error.code is not None}
     use = unused_suppressions.suppression_use(
         own.used_codes,
@@ -145,7 +155,7 @@ def _unused_suppressions(
         enabled=select - failed,
         imports_smp=facts.imports_smp,
     )
-    return unused_suppressions.unused_suppression_findings(text, path, suppression.parse(text), use)
+    return unused_suppressions.unused_suppression_findings(text, path, by_line, use)
 
 
 @dataclass(frozen=True)

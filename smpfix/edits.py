@@ -146,7 +146,7 @@ class UnwrapIf:
             return _edit(positions, start, last, positions.text[first:last])
         start, end = statement_lines(positions, self.statement)
         first_statement = body.body[0]
-        leading = first_statement.leading_lines
+        leading = getattr(first_statement, "leading_lines", ())
         anchor: cst.CSTNode = leading[0] if leading else first_statement
         body_start = positions.line_span(positions.position(positions.span(anchor)[0]).line, 1)[0]
         if_line = positions.text[start:end]

@@ -40,11 +40,17 @@ def _module_name(node: Union[cst.Attribute, cst.Name]) -> str:
     return name
 
 
+_UNRESOLVED = object()
+
+
 @dataclass(frozen=True)
 class ImportTable:
     """Local name -> fully qualified name, built from ``import`` and ``from ... import``."""
 
     bindings: Mapping[str, str] = field(default_factory=dict)
+    # Answers already given, by node: rules ask about the same calls over and over, and
+    # neither the table nor a node ever changes.
+    _resolved: dict[cst.CSTNode, Optional[str]] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @classmethod
     def from_statements(cls, statements: Iterable[Union[cst.Import, cst.ImportFrom]], package: str = "") -> ImportTable:
@@ -87,6 +93,12 @@ class ImportTable:
         ``smdistributed.modelparallel.torch.DistributedModel``; ``DistributedModel`` imported
         with ``from`` gives the same.
         """
+        found = self._resolved.get(node, _UNRESOLVED)
+        if found is _UNRESOLVED:
+            found = self._resolved[node] = self._qualify(node)
+        return found  # type: ignore[return-value]
+
+    def _qualify(self, node: cst.BaseExpression) -> Optional[str]:
         dotted = dotted_name(node)
         if dotted is None:
             return None

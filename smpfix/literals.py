@@ -97,6 +97,9 @@ def literal_value(node: cst.BaseExpression, resolve: NameResolver = _no_names, d
 
 
 def _code(node: cst.CSTNode) -> str:
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+        # The token's own text; parentheses around it would not change its value.
+        return node.value
     return cst.Module(body=[]).code_for_node(node)
 
 

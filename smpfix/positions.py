@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Optional
 
 import libcst as cst
@@ -23,12 +21,15 @@ _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 class _OffsetRecorder(CodegenState):
+    """Records offsets by ``id(node)``: the tree is kept alive alongside (``Positions.module``),
+    so no other live node can share an id, and ``id`` hashes far faster than a node."""
+
     def __init__(self, module: cst.Module) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
         self.offset = 0
         self.starts: list[int] = []
-        self.syntactic: dict[cst.CSTNode, tuple[int, int]] = {}
-        self.inclusive: dict[cst.CSTNode, tuple[int, int]] = {}
+        self.syntactic: dict[int, tuple[int, int]] = {}
+        self.inclusive: dict[int, tuple[int, int]] = {}
 
     def add_indent_tokens(self) -> None:
         self.tokens.extend(self.indent_tokens)
@@ -47,23 +48,40 @@ class _OffsetRecorder(CodegenState):
         self.starts.append(self.offset)
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        start = self.starts.pop()
-        self.inclusive[node] = (start, self.offset)
+        self.inclusive[id(node)] = (self.starts.pop(), self.offset)
 
-    @contextmanager
-    def record_syntactic_position(
+    def record_syntactic_position(  # type: ignore[override]
         self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None, end_node: Optional[cst.CSTNode] = None
-    ) -> Iterator[None]:
-        start = self.offset
-        try:
-            yield
-        finally:
-            end = self.offset
-            if start_node is not None:
-                start = self.syntactic.get(start_node, self.inclusive.get(start_node, (start, end)))[0]
-            if end_node is not None:
-                end = self.syntactic.get(end_node, self.inclusive.get(end_node, (start, end)))[1]
-            self.syntactic[node] = (start, end)
+    ) -> _SyntacticSpan:
+        return _SyntacticSpan(self, node, start_node, end_node)
+
+
+class _SyntacticSpan:
+    """``record_syntactic_position`` as a plain context manager: LibCST enters one for most
+    nodes, and a generator-based one would cost a third of the whole pass."""
+
+    __slots__ = ("recorder", "node", "start_node", "end_node", "start")
+
+    def __init__(self, recorder: _OffsetRecorder, node: cst.CSTNode, start_node: Optional[cst.CSTNode], end_node: Optional[cst.CSTNode]) -> None:
+        self.recorder = recorder
+        self.node = node
+        self.start_node = start_node
+        self.end_node = end_node
+        self.start = 0
+
+    def __enter__(self) -> None:
+        self.start = self.recorder.offset
+
+    def __exit__(self, *exc_info: object) -> None:
+        recorder = self.recorder
+        start, end = self.start, recorder.offset
+        if self.start_node is not None:
+            key = id(self.start_node)
+            start = recorder.syntactic.get(key, recorder.inclusive.get(key, (start, end)))[0]
+        if self.end_node is not None:
+            key = id(self.end_node)
+            end = recorder.syntactic.get(key, recorder.inclusive.get(key, (start, end)))[1]
+        recorder.syntactic[id(self.node)] = (start, end)
 
 
 class Positions:
@@ -72,6 +90,7 @@ class Positions:
     def __init__(self, module: cst.Module, text: str) -> None:
         recorder = _OffsetRecorder(module)
         module._codegen(recorder)
+        self.module = module  # keeps every node alive, so the ids below stay unique
         self._syntactic = recorder.syntactic
         self._inclusive = recorder.inclusive
         self.text = text
@@ -79,9 +98,12 @@ class Positions:
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         """Character offsets of the node's own code, without the whitespace it owns."""
-        found = self._syntactic.get(node)
+        found = self._syntactic.get(id(node))
         if found is None:
-            found = self._inclusive[node]
+            try:
+                found = self._inclusive[id(node)]
+            except KeyError:
+                raise KeyError(node) from None
         return found
 
     def position(self, offset: int) -> Position:

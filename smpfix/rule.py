@@ -9,6 +9,7 @@ Rules register themselves by being defined in that package; there is no list to 
 from __future__ import annotations
 
 import enum
+import functools
 import importlib
 import pkgutil
 from collections.abc import Sequence
@@ -123,12 +124,19 @@ class Rule:
         return self.context.ancestry
 
 
-def all_rules() -> tuple[type[Rule], ...]:
-    """Every rule defined in ``smpfix.rules``, sorted by code."""
+@functools.cache
+def _import_rule_modules() -> None:
+    """Import every module of ``smpfix.rules`` (once: listing the package costs more than a
+    file's analysis asks for all the rules)."""
     import smpfix.rules as package
 
     for module in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{package.__name__}.{module.name}")
+
+
+def all_rules() -> tuple[type[Rule], ...]:
+    """Every rule defined in ``smpfix.rules``, sorted by code."""
+    _import_rule_modules()
     found: dict[str, type[Rule]] = {}
     pending = list(Rule.__subclasses__())
     while pending:

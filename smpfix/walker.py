@@ -5,12 +5,21 @@ itself; this walker reads the dataclass fields directly (about a quarter of a pa
 whitespace and punctuation, which no rule looks at, and keeps the ancestor stack that rules
 ask about ("am I inside an ``@smp.step`` function?", "inside an ``if``?"). Children are
 visited in source order; decorators come before the body they decorate.
+
+The analysis of a file walks its tree twice (facts, then rules) and rules search subtrees
+many times over (``iter_nodes``). Inside ``with indexed(module):`` the tree is traversed once
+into a pre-order list with the extent of every subtree; walks of that tree replay the list
+and ``iter_nodes`` returns a slice of it, with the same nodes in the same order as a
+traversal would give.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from operator import attrgetter
 from typing import Any, Callable, Optional
 
 import libcst as cst
@@ -31,49 +40,165 @@ def _fields_of(node_type: type) -> tuple[str, ...]:
     return cached
 
 
+# Per node type: a function returning the values of its kept fields, and whether a value's
+# type is a node. ``isinstance(value, cst.CSTNode)`` goes through ``ABCMeta`` and would cost
+# more than the rest of the walk.
+_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+_IS_NODE: dict[type, bool] = {}
+
+
+def _getter(node_type: type) -> Callable[[Any], tuple[Any, ...]]:
+    getter = _GETTERS.get(node_type)
+    if getter is None:
+        names = _fields_of(node_type)
+        if len(names) > 1:
+            getter = attrgetter(*names)
+        else:
+            single = attrgetter(*names) if names else None
+
+            def getter(node: Any) -> tuple[Any, ...]:
+                return (single(node),) if single is not None else ()
+
+        _GETTERS[node_type] = getter
+    return getter
+
+
+def _is_node(value_type: type) -> bool:
+    known = _IS_NODE.get(value_type)
+    if known is None:
+        known = _IS_NODE[value_type] = issubclass(value_type, cst.CSTNode)
+    return known
+
+
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The syntactic children of ``node`` in source order, without whitespace nodes."""
     found: list[cst.CSTNode] = []
-    for name in _fields_of(type(node)):
-        value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+    is_node = _IS_NODE.get
+    for value in (_GETTERS.get(type(node)) or _getter(type(node)))(node):
+        flag = is_node(type(value))
+        if flag or (flag is None and _is_node(type(value))):
             found.append(value)
         elif isinstance(value, (tuple, list)):
-            found.extend(item for item in value if isinstance(item, cst.CSTNode))
+            for item in value:
+                flag = is_node(type(item))
+                if flag or (flag is None and _is_node(type(item))):
+                    found.append(item)
     return found
+
+
+class NodeIndex:
+    """Every node of one tree in pre-order, with where each node's subtree ends."""
+
+    def __init__(self, root: cst.CSTNode) -> None:
+        self.root = root
+        self.order: list[cst.CSTNode] = []
+        self.ends: list[int] = []
+        # By ``id``: every indexed node stays alive in ``order``, so no other live node can
+        # share its id, and ``id`` hashes far faster than a node's own ``__hash__``.
+        self.positions: dict[int, int] = {}
+        order, ends, positions = self.order, self.ends, self.positions
+        stack: list[Any] = [root]
+        while stack:
+            item = stack.pop()
+            if type(item) is int:
+                ends[item] = len(order)
+                continue
+            index = len(order)
+            positions[id(item)] = index
+            order.append(item)
+            ends.append(0)
+            stack.append(index)
+            below = children(item)
+            if below:
+                below.reverse()
+                stack.extend(below)
+
+    def extent(self, node: cst.CSTNode) -> Optional[tuple[int, int]]:
+        """Where ``node``'s subtree lies in ``order``; None for a node of another tree."""
+        start = self.positions.get(id(node))
+        if start is None or self.order[start] is not node:
+            return None
+        return start, self.ends[start]
+
+
+_INDEX: ContextVar[Optional[NodeIndex]] = ContextVar("smpfix_node_index", default=None)
+
+
+@contextmanager
+def indexed(root: cst.CSTNode) -> Iterator[NodeIndex]:
+    """Index ``root`` for the duration of the block (one file's analysis)."""
+    index = NodeIndex(root)
+    token = _INDEX.set(index)
+    try:
+        yield index
+    finally:
+        _INDEX.reset(token)
+
+
+def _extent(node: cst.CSTNode) -> Optional[tuple[NodeIndex, int, int]]:
+    index = _INDEX.get()
+    if index is None:
+        return None
+    found = index.extent(node)
+    return (index, *found) if found is not None else None
 
 
 def iter_nodes(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     """Every node below ``node`` (inclusive), pre-order; for rules that search a subtree."""
+    known = _extent(node)
+    if known is not None:
+        index, start, end = known
+        return index.order[start:end]
     out: list[cst.CSTNode] = []
     stack = [node]
     while stack:
         current = stack.pop()
         out.append(current)
-        stack.extend(reversed(children(current)))
+        below = children(current)
+        if below:
+            below.reverse()
+            stack.extend(below)
     return out
 
 
 Handler = Callable[[Any], Any]
 
 
+_HANDLER_NAMES: dict[type, frozenset[str]] = {}
+
+
+def _handler_names(visitor_type: type) -> frozenset[str]:
+    """The ``visit_*``/``leave_*`` methods a visitor class defines (its own or inherited)."""
+    names = _HANDLER_NAMES.get(visitor_type)
+    if names is None:
+        names = _HANDLER_NAMES[visitor_type] = frozenset(n for n in dir(visitor_type) if n.startswith(("visit_", "leave_")))
+    return names
+
+
 class Dispatch:
-    """The ``visit_<Node>``/``leave_<Node>`` methods of a set of visitors, looked up once per type."""
+    """The ``visit_<Node>``/``leave_<Node>`` methods of a set of visitors, looked up once per type.
+
+    Handlers are methods of the visitors' classes; a new Dispatch per file (the rules are
+    new objects per file) then costs a set lookup per visitor and node type, not a failed
+    ``getattr``.
+    """
 
     def __init__(self, visitors: Sequence[object]) -> None:
         self.visitors = visitors
-        self._visit: dict[type, tuple[Handler, ...]] = {}
-        self._leave: dict[type, tuple[Handler, ...]] = {}
+        self._names = [_handler_names(type(visitor)) for visitor in visitors]
+        self._handlers: dict[type, tuple[tuple[Handler, ...], tuple[Handler, ...]]] = {}
 
     def handlers(self, node_type: type) -> tuple[tuple[Handler, ...], tuple[Handler, ...]]:
-        visit = self._visit.get(node_type)
-        if visit is None:
-            name = node_type.__name__
-            visit = tuple(h for v in self.visitors if (h := getattr(v, f"visit_{name}", None)) is not None)
-            leave = tuple(h for v in self.visitors if (h := getattr(v, f"leave_{name}", None)) is not None)
-            self._visit[node_type] = visit
-            self._leave[node_type] = leave
-        return visit, self._leave[node_type]
+        found = self._handlers.get(node_type)
+        if found is None:
+            visit, leave = f"visit_{node_type.__name__}", f"leave_{node_type.__name__}"
+            pairs = list(zip(self.visitors, self._names))
+            found = (
+                tuple(getattr(v, visit) for v, names in pairs if visit in names),
+                tuple(getattr(v, leave) for v, names in pairs if leave in names),
+            )
+            self._handlers[node_type] = found
+        return found
 
 
 class Ancestry:
@@ -103,24 +228,65 @@ def walk(root: cst.CSTNode, dispatch: Dispatch, ancestry: Ancestry, on_error: Ca
     broken rule cannot hide the findings of the others. Iterative, so deeply nested code
     cannot exhaust the interpreter's stack here.
     """
-    stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
+    known = _extent(root)
+    if known is not None:
+        _replay(*known, dispatch, ancestry, on_error)
+        return
+    # A node on the stack is to be visited; a 1-tuple holding a node, to be left.
+    stack: list[Any] = [root]
     path = ancestry.stack
+    handlers = dispatch.handlers
     while stack:
-        node, leaving = stack.pop()
-        visit, leave = dispatch.handlers(type(node))
-        if leaving:
-            for handler in leave:
+        item = stack.pop()
+        if type(item) is tuple:
+            node = item[0]
+            for handler in handlers(type(node))[1]:
                 try:
                     handler(node)
                 except Exception as exc:
                     on_error(handler, exc)
             path.pop()
             continue
+        node = item
         path.append(node)
-        for handler in visit:
+        for handler in handlers(type(node))[0]:
             try:
                 handler(node)
             except Exception as exc:
                 on_error(handler, exc)
-        stack.append((node, True))
-        stack.extend((child, False) for child in reversed(children(node)))
+        stack.append((node,))
+        below = children(node)
+        if below:
+            below.reverse()
+            stack.extend(below)
+
+
+def _replay(index: NodeIndex, start: int, end: int, dispatch: Dispatch, ancestry: Ancestry, on_error: Callable[[Handler, BaseException], None]) -> None:
+    """``walk`` over an indexed subtree: the same calls in the same order, without traversing."""
+    path = ancestry.stack
+    handlers = dispatch.handlers
+    order, ends = index.order, index.ends
+    entered: list[int] = []  # positions of the nodes entered and not yet left
+
+    def leave_one() -> None:
+        node = order[entered.pop()]
+        for handler in handlers(type(node))[1]:
+            try:
+                handler(node)
+            except Exception as exc:
+                on_error(handler, exc)
+        path.pop()
+
+    for position in range(start, end):
+        while entered and ends[entered[-1]] <= position:
+            leave_one()
+        node = order[position]
+        path.append(node)
+        entered.append(position)
+        for handler in handlers(type(node))[0]:
+            try:
+                handler(node)
+            except Exception as exc:
+                on_error(handler, exc)
+    while entered:
+        leave_one()

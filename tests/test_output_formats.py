@@ -329,3 +329,23 @@ def test_progress_bar_on_a_terminal_only_for_human_formats(tmp_path: Path, fmt: 
     assert proc.returncode == 1
     assert (b"Checking" in captured) is shown
     assert b"Checking" not in proc.stdout
+
+
+def test_notebook_findings_are_located_at_the_file_with_their_cell(tmp_path: Path) -> None:
+    cells = [["import smdistributed.modelparallel.torch as smp\n", "smp.init()\n"], STALE.splitlines(keepends=True)[2:]]
+    notebook = {
+        "cells": [{"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None} for source in cells],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp_path / "launch.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    log = json.loads(run_cli("check", *SELECT, "--format", "sarif", ".", cwd=tmp_path).stdout)
+    validate_sarif(log)
+    result = log["runs"][0]["results"][0]
+    assert result["ruleId"] == "SMP900"
+    assert result["locations"][0]["physicalLocation"] == {"artifactLocation": {"uri": "launch.ipynb", "uriBaseId": "%SRCROOT%"}}
+    assert result["message"]["text"].startswith("cell 2, line 3, column 26: ")
+    assert "fixes" not in result
+    github = run_cli("check", *SELECT, "--format", "github", ".", cwd=tmp_path).stdout
+    assert github.startswith("::notice file=launch.ipynb,title=SMP900 unused-suppression::cell 2, line 3, column 26: ")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 from smpfix.findings import FileError, FileResult, Finding
-from smpfix.report.locations import relative_path
+from smpfix.report.locations import in_cell, relative_path
 
 COMMANDS = {"error": "error", "warning": "warning", "hint": "notice"}
 
@@ -32,15 +32,13 @@ def _properties(items: Sequence[tuple[str, object]]) -> str:
 
 
 def annotation(finding: Finding, cwd: str) -> str:
-    items = [
-        ("file", relative_path(finding.path, cwd)),
-        ("line", finding.start.line),
-        ("col", finding.start.column),
-        ("endLine", finding.end.line),
-        ("endColumn", finding.end.column),
-        ("title", f"{finding.code} {finding.name}"),
-    ]
-    return f"::{COMMANDS[finding.severity.value]} {_properties(items)}::{escape_data(finding.message)}"
+    """A notebook finding annotates the file (its line counts inside a cell) and names the cell."""
+    items: list[tuple[str, object]] = [("file", relative_path(finding.path, cwd))]
+    if finding.cell is None:
+        items += [("line", finding.start.line), ("col", finding.start.column), ("endLine", finding.end.line), ("endColumn", finding.end.column)]
+    items.append(("title", f"{finding.code} {finding.name}"))
+    message = in_cell(finding.start.line, finding.start.column, finding.cell) + finding.message
+    return f"::{COMMANDS[finding.severity.value]} {_properties(items)}::{escape_data(message)}"
 
 
 def error_annotation(error: FileError, cwd: str) -> str:

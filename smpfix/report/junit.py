@@ -32,7 +32,8 @@ def _testcase(result: FileResult, cwd: str) -> ET.Element:
     for finding in result.findings:
         attributes = {"message": _clean(f"{finding.code} {finding.name}: {finding.message}"), "type": finding.code}
         element = ET.SubElement(case, "failure", attributes)
-        element.text = _clean(f"{path}:{finding.start.line}:{finding.start.column}: {finding.code} {finding.severity.value}: {finding.message}")
+        where = f"cell {finding.cell}:" if finding.cell is not None else ""
+        element.text = _clean(f"{path}:{where}{finding.start.line}:{finding.start.column}: {finding.code} {finding.severity.value}: {finding.message}")
     return case
 
 

@@ -90,3 +90,9 @@ def _table_line(path: str, table: str) -> Optional[int]:
     except (OSError, UnicodeDecodeError):
         return None
     return None
+
+
+def in_cell(line: int, column: int, cell: Optional[int]) -> str:
+    """``"cell 2, line 4, column 5: "`` for a notebook position (whose line and column count
+    inside the cell, not in the ``.ipynb`` file), else ``""``."""
+    return "" if cell is None else f"cell {cell}, line {line}, column {column}: "

@@ -20,7 +20,7 @@ from typing import Any, Optional
 from smpfix import __version__
 from smpfix.findings import Edit, FileError, FileResult, Finding, Position
 from smpfix.jobfacts import FEATURES
-from smpfix.report.locations import artifact_uri, directory_uri, source_file
+from smpfix.report.locations import artifact_uri, directory_uri, in_cell, source_file
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 INFORMATION_URI = "https://github.com/smpfix/smpfix"
@@ -83,15 +83,21 @@ def _related(finding: Finding, cwd: str) -> list[dict[str, Any]]:
 
 
 def _result(finding: Finding, rule_index: Optional[int], cwd: str) -> dict[str, Any]:
+    """One result. A notebook finding's line and column count inside its cell, not in the
+    ``.ipynb`` file, so it is located at the file, says its cell in the message, and carries
+    no replacements (their regions would point into the notebook's JSON)."""
+    location: dict[str, Any] = {"artifactLocation": _artifact(finding.path, cwd)}
+    if finding.cell is None:
+        location["region"] = _region(finding.start, finding.end)
     result: dict[str, Any] = {
         "ruleId": finding.code,
         "level": LEVELS[finding.severity.value],
-        "message": {"text": finding.message},
-        "locations": [{"physicalLocation": {"artifactLocation": _artifact(finding.path, cwd), "region": _region(finding.start, finding.end)}}],
+        "message": {"text": in_cell(finding.start.line, finding.start.column, finding.cell) + finding.message},
+        "locations": [{"physicalLocation": location}],
     }
     if rule_index is not None:
         result["ruleIndex"] = rule_index
-    if finding.fix is not None and finding.fix.edits:
+    if finding.fix is not None and finding.fix.edits and finding.cell is None:
         result["fixes"] = [
             {
                 "description": {"text": finding.fix.description},
@@ -105,6 +111,8 @@ def _result(finding: Finding, rule_index: Optional[int], cwd: str) -> dict[str, 
     if related:
         result["relatedLocations"] = related
     properties: dict[str, Any] = {"name": finding.name, "severity": finding.severity.value}
+    if finding.cell is not None:
+        properties["cell"] = {"cell": finding.cell, "line": finding.start.line, "column": finding.start.column}
     if finding.job_facts:
         properties["jobFacts"] = [{"feature": u.feature, "state": u.state, "source": u.source} for u in finding.job_facts]
     result["properties"] = properties

@@ -198,8 +198,9 @@ class LastBatchNotDropped(Rule):
             if dp.state is Tri.OFF or (not batching.tensorflow and self._shards_evenly(batching.call)):
                 return
             severity = Severity.HINT
+            so = ", so" if dp.state is Tri.ON else ","
             message = (
-                f"{lead}; {mb.condition()}, so the split cannot fail, but {dp.condition()}, ranks whose data "
+                f"{lead}; {mb.condition()}, so the split cannot fail, but {dp.condition()}{so} ranks whose data "
                 "shards differ in size run different numbers of batches and the gradient allreduce of the extra "
                 "step waits forever. Give every data-parallel rank the same number of batches: equal shards "
                 f"(a `DistributedSampler`) and `{keyword}=True`."

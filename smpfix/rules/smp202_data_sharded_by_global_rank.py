@@ -7,6 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
+from smpfix.argument_edits import append_arguments, block_indentation
 from smpfix.calls import argument, has_star_kwargs
 from smpfix.codegen import smp_reference
 from smpfix.data_ranks import (
@@ -20,7 +21,7 @@ from smpfix.data_ranks import (
     spelled,
 )
 from smpfix.dataloaders import SAMPLER_POSITIONS, is_distributed_sampler
-from smpfix.edits import InsertAfter, NodeEdit
+from smpfix.edits import NodeEdit
 from smpfix.findings import Applicability, Severity
 from smpfix.jobfacts import Tri
 from smpfix.rule import FixAvailability, PendingFix, Rule, RuleContext
@@ -213,7 +214,11 @@ class DataShardedByGlobalRank(Rule):
                     return None
                 edits.extend(e for e in reference.edits if e not in edits)
                 added.append(f"{name}={reference.text}()")
-            edits.append(InsertAfter(node.args[-1].value, ", " + ", ".join(added)))
+            indentation = block_indentation(self.ancestry.stack, module)
+            insertion = append_arguments(node, added, indentation, module)
+            if insertion is None:
+                return None
+            edits.append(insertion)
         if job.tensorflow:
             safe = job.pp.state is Tri.OFF
         else:

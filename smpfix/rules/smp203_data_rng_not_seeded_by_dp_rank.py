@@ -8,6 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
+from smpfix.argument_edits import append_arguments, block_indentation
 from smpfix.calls import argument, has_star_kwargs
 from smpfix.codegen import smp_reference
 from smpfix.data_ranks import (
@@ -28,7 +29,6 @@ from smpfix.dataloaders import (
     is_dataloader,
     is_distributed_sampler,
 )
-from smpfix.edits import InsertAfter
 from smpfix.findings import Applicability, Severity
 from smpfix.jobfacts import Tri
 from smpfix.rule import FixAvailability, PendingFix, Rule, RuleContext
@@ -275,9 +275,11 @@ class DataRngNotSeededByDpRank(Rule):
         )
         reference = smp_reference(self.facts, self.context.module, "dp_rank", self.data_job.flavour)
         fix = None
+        module = self.context.module
         if reference is not None:
-            edits = (*reference.edits, InsertAfter(call.args[-1].value, f", seed={reference.text}()"))
-            fix = PendingFix(Applicability.UNSAFE, "Seed the shuffle with `dp_rank()`", edits)
+            insertion = append_arguments(call, [f"seed={reference.text}()"], block_indentation(self.ancestry.stack, module), module)
+            if insertion is not None:
+                fix = PendingFix(Applicability.UNSAFE, "Seed the shuffle with `dp_rank()`", (*reference.edits, insertion))
         self.report(call, message, severity=severity, fix=fix, job_facts=(pp,))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import libcst as cst
@@ -36,6 +37,7 @@ class DistributedSamplerMissingUnderTp(Rule):
     )
     fix_availability = FixAvailability.NONE
     depends_on = ("TP",)
+    runs_on_helper_modules = True
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
@@ -63,8 +65,34 @@ class DistributedSamplerMissingUnderTp(Rule):
             if not self._unsharded(loader, index):
                 continue
             fed = feeds.feed_of(loader)
+            if fed is None and self.context.importers:
+                fed = self._fed_in_importers(loader, index)
             if fed is not None:
                 self._flag(loader, fed, tp)
+
+    # -- a loader built in a helper module (data.py) and iterated by the script ----------------
+    def _fed_in_importers(self, loader: cst.Call, index: ParentIndex) -> Optional[str]:
+        """For a helper module checked on behalf of scripts: does a script train on what one
+        of its functions returns (``loader = data.make_loader(args)``)?"""
+        function = index.scope_of(loader)
+        if not isinstance(function, cst.FunctionDef) or not _returns(function, loader, index):
+            return None
+        module_name = os.path.splitext(os.path.basename(self.context.path))[0]
+        wanted = [module_name, function.name.value]
+        for script in self.context.importers:
+            calls = [
+                n
+                for n in iter_nodes(script.module)
+                if isinstance(n, cst.Call) and (script.facts.qualified_name(n.func) or "").split(".")[-2:] == wanted
+            ]
+            if not calls:
+                continue
+            feeds = StepFeeds(script.facts, ParentIndex(script.module), steps=training_steps(script.facts))
+            for call in calls:
+                fed = feeds.feed_of(call)
+                if fed is not None:
+                    return f"{fed} of {os.path.basename(script.path)}"
+        return None
 
     # -- is anything sharding this loader? ------------------------------------------------------
     def _unsharded(self, loader: cst.Call, index: ParentIndex) -> bool:
@@ -120,7 +148,9 @@ class DistributedSamplerMissingUnderTp(Rule):
         if isinstance(dataset, cst.Name):
             assignments = self.facts.assignments.get(dataset.value, ())
             if not assignments:
-                return True  # a parameter or an import: built elsewhere
+                # Imported, or reached through another name that is a parameter: built where
+                # smpfix cannot see. (The loader's own parameter was judged by its callers.)
+                return dataset.value in self.facts.imports.bindings or depth > 0
             return any(self._sharded_dataset(a.value, depth + 1) for a in assignments if a.value is not dataset)
         if rank_terms(dataset, self.facts):
             return True
@@ -176,3 +206,17 @@ def training_steps(facts: FileFacts) -> frozenset[str]:
 def parameter_names(function: cst.FunctionDef) -> set[str]:
     params = function.params
     return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+
+
+def _returns(function: cst.FunctionDef, loader: cst.Call, index: ParentIndex) -> bool:
+    """Does ``function`` return ``loader`` (directly, or the name it is bound to)?"""
+    parent = index.parent_of(loader)
+    if isinstance(parent, cst.Return):
+        return True
+    if not isinstance(parent, cst.Assign) or parent.value is not loader:
+        return False
+    names = {t.target.value for t in parent.targets if isinstance(t.target, cst.Name)}
+    return any(
+        isinstance(n, cst.Return) and isinstance(n.value, cst.Name) and n.value.value in names
+        for n in iter_nodes(function.body)
+    )

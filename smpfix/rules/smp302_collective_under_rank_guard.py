@@ -239,11 +239,10 @@ class CollectiveUnderRankGuard(Rule):
         if len(statements) != 1 or guards[0].branch != "body":
             return None
         guard_if = guards[0].statement
-        if guard_if.orelse is not None or not isinstance(guard_if.body, cst.IndentedBlock):
+        if guard_if.orelse is not None or self.facts.statements.get(guard_if) is None:
             return None
-        statement = self.facts.statements.get(guard_if)
         line = self._statement_of(collective.call, guard_if.body)
-        if statement is None or line is None or _has_multiline_string(line):
+        if line is None or _has_multiline_string(line):
             return None
         conjuncts = _conjuncts(guard_if.test)
         rest = [c for c in conjuncts if not guards_of(c, self.facts)]
@@ -253,12 +252,17 @@ class CollectiveUnderRankGuard(Rule):
             test = " and ".join(self.context.code_for(c) for c in rest)
             edits: tuple[NodeEdit, ...] = (ReplaceNode(guard_if.test, test),)
             return PendingFix(Applicability.UNSAFE, "Drop the rank test from the guard", edits)
+        if not isinstance(line, cst.SimpleStatementLine):
+            return None
         moved = (DeleteStatementLines(line), InsertStatementAfter(guard_if, line, self.context.module))
         return PendingFix(Applicability.UNSAFE, "Move the call out of the rank guard, after it", moved)
 
     @staticmethod
-    def _statement_of(call: cst.Call, body: cst.IndentedBlock) -> Optional[cst.SimpleStatementLine]:
+    def _statement_of(call: cst.Call, body: cst.BaseSuite) -> Optional[cst.CSTNode]:
         """The body statement that is exactly ``call`` (or ``x = call``)."""
+        if isinstance(body, cst.SimpleStatementSuite):
+            only = body.body[0] if len(body.body) == 1 else None
+            return only if isinstance(only, (cst.Expr, cst.Assign)) and only.value is call else None
         for statement in body.body:
             if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
                 small = statement.body[0]

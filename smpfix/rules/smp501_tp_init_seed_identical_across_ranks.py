@@ -10,7 +10,7 @@ import libcst as cst
 
 from smpfix.calls import argument, has_star_kwargs, names_in
 from smpfix.codegen import smp_reference
-from smpfix.data_ranks import DIFFERS_ACROSS_TP, rank_terms
+from smpfix.data_ranks import DIFFERS_ACROSS_TP, family_of
 from smpfix.dataloaders import (
     DATALOADER_POSITIONS,
     DISTRIBUTED_SAMPLERS,
@@ -18,7 +18,7 @@ from smpfix.dataloaders import (
     is_dataloader,
 )
 from smpfix.edits import NodeEdit, ReplaceNode
-from smpfix.facts import FileFacts, Wrap
+from smpfix.facts import RANK_FUNCTIONS, FileFacts, Wrap
 from smpfix.findings import Applicability
 from smpfix.imports import SMP_TORCH, dotted_name
 from smpfix.parents import ParentIndex, Scope
@@ -84,13 +84,13 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         if not seedings:
             return
         index = ParentIndex(node)
-        attribute_values = self._attribute_assignments(index)
+        bindings = self._bindings(index)
         flagged: set[cst.Call] = set()
         for wrap in self.facts.distributed_models:
             seeding = self._last_on_path(index.scope_of(wrap.call), wrap.call, seedings, index, 0)
             if seeding is None or seeding.call in flagged:
                 continue
-            if any(self._per_rank(term, attribute_values, 0) for term in seeding.terms):
+            if any(self._per_rank(term, index.scope_of(term), bindings, 0) for term in seeding.terms):
                 continue
             flagged.add(seeding.call)
             self._flag(seeding, wrap)
@@ -157,37 +157,43 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
 
     # -- is the seed per rank -----------------------------------------------------------------
     @staticmethod
-    def _attribute_assignments(index: ParentIndex) -> Mapping[str, list[cst.BaseExpression]]:
-        """``args.seed = ...`` and ``seed += ...``: bindings the single-name table does not hold."""
-        found: dict[str, list[cst.BaseExpression]] = {}
+    def _bindings(index: ParentIndex) -> Mapping[str, list[tuple[Scope, cst.BaseExpression]]]:
+        """``seed = ...``, ``args.seed = ...``, ``seed += ...``: each with the function it is in."""
+        found: dict[str, list[tuple[Scope, cst.BaseExpression]]] = {}
         for node in index.nodes():
-            if isinstance(node, cst.AugAssign):
-                name = dotted_name(node.target)
+            if isinstance(node, cst.Assign):
+                targets, value = [target.target for target in node.targets], node.value
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+                targets, value = [node.target], node.value
+            else:
+                continue
+            for target in targets:
+                name = dotted_name(target)
                 if name is not None:
-                    found.setdefault(name, []).append(node.value)
-            elif isinstance(node, cst.Assign):
-                for target in node.targets:
-                    if isinstance(target.target, cst.Attribute):
-                        name = dotted_name(target.target)
-                        if name is not None:
-                            found.setdefault(name, []).append(node.value)
+                    found.setdefault(name, []).append((index.scope_of(node), value))
         return found
 
-    def _per_rank(self, expr: cst.BaseExpression, attribute_values: Mapping[str, list[cst.BaseExpression]], depth: int) -> bool:
-        """Does ``expr`` contain a rank term, directly or through a variable assigned one?"""
+    def _rank_call(self, node: cst.CSTNode) -> bool:
+        """A rank that differs between tensor-parallel peers (catalog 1.6); ``rdp_rank`` does not."""
+        if not isinstance(node, cst.Call) or node.args:
+            return False
+        member = self.facts.smp_member(node.func)
+        if member in RANK_FUNCTIONS:
+            return family_of(member) in DIFFERS_ACROSS_TP
+        return self.facts.qualified_name(node.func) == "torch.distributed.get_rank"
+
+    def _per_rank(self, expr: cst.BaseExpression, scope: Scope, bindings: Mapping[str, list[tuple[Scope, cst.BaseExpression]]], depth: int) -> bool:
+        """Does ``expr`` hold a rank term, directly or through a name bound to one in its function?"""
         if depth > _MAX_DEPTH:
             return False
-        if any(term.is_rank and term.family in DIFFERS_ACROSS_TP for term in rank_terms(expr, self.facts)):
+        nodes = iter_nodes(expr)
+        if any(self._rank_call(node) for node in nodes):
             return True
-        for node in iter_nodes(expr):
-            if isinstance(node, (cst.Name, cst.Attribute)):
-                name = dotted_name(node)
-                if name is None:
-                    continue
-                values = list(attribute_values.get(name, ()))
-                if isinstance(node, cst.Name):
-                    values += [a.value for a in self.facts.assignments.get(name, ())]
-                if any(value is not expr and self._per_rank(value, attribute_values, depth + 1) for value in values):
+        for node in nodes:
+            name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            for where, value in bindings.get(name, ()) if name is not None else ():
+                visible = where is scope or isinstance(where, cst.Module)
+                if visible and value is not expr and self._per_rank(value, where, bindings, depth + 1):
                     return True
         return False
 
@@ -272,7 +278,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         else:
             advice += (
                 f" Not fixed automatically: {blocker}; with `prescaled_batch`, tensor-parallel peers must read the "
-                "same batches, and a per-rank seed would shuffle them differently. Give the loader its own "
+                "same batches, and a per-rank seed would make them differ. Give the data pipeline its own "
                 "`generator=torch.Generator().manual_seed(seed)` first."
             )
         self.report(seeding.call, head + advice, severity=severity, fix=fix, job_facts=(tp,))

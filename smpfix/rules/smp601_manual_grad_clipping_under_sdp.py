@@ -40,7 +40,7 @@ _COMPARISONS: dict[type, Callable[[Any, Any], bool]] = {
 
 @dataclass(frozen=True)
 class _Clipping:
-    """One manual clipping call: how to name it, and the threshold it was given."""
+    """One manual clipping call: how a message names it, and the threshold it was given."""
 
     spelled: str
     threshold: Optional[cst.BaseExpression]
@@ -64,7 +64,8 @@ class ManualGradClippingUnderSdp(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         called = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
-        if called not in _CALLED_NAMES:
+        imported = isinstance(func, cst.Name) and func.value in self.facts.imports.bindings  # `as clip`
+        if called not in _CALLED_NAMES and not imported:
             return
         clipping = self._clipping(node)
         if clipping is None:
@@ -80,7 +81,10 @@ class ManualGradClippingUnderSdp(Rule):
         if qualified in _TORCH_CLIPPING:
             parameter = _TORCH_CLIPPING[qualified]
             threshold = argument(call, parameter, 1)
-            spelled = f"{self.context.code_for(func)}(...)"
+            code = self.context.code_for(func)
+            spelled = f"`{code}(...)`"
+            if isinstance(func, cst.Name) and qualified is not None and not qualified.endswith(f".{code}"):
+                spelled += f" (`{qualified}`)"  # imported under another name
             return _Clipping(spelled, threshold.value if threshold else None, parameter == "clip_value", False)
         if (
             isinstance(func, cst.Attribute)
@@ -89,7 +93,7 @@ class ManualGradClippingUnderSdp(Rule):
             and func.value.value in self.facts.optimizer_names()
         ):
             threshold = argument(call, "max_norm", 0)
-            spelled = f"{self.context.code_for(func)}(...)"
+            spelled = f"`{self.context.code_for(func)}(...)`"
             return _Clipping(spelled, threshold.value if threshold else None, False, True)
         return None
 
@@ -127,17 +131,18 @@ class ManualGradClippingUnderSdp(Rule):
         compare = _COMPARISONS.get(type(target.operator))
         if compare is None:
             return None
+        # Evaluate the test at degree 1 (off) and at a degree above 1 (on).
         if self._is_sdp_degree(test.left):
             bound = self.facts.literal(target.comparator)
-            holds = lambda degree: compare(degree, bound)  # noqa: E731
+            pairs = ((1, bound), (8, bound))
         elif self._is_sdp_degree(target.comparator):
             bound = self.facts.literal(test.left)
-            holds = lambda degree: compare(bound, degree)  # noqa: E731
+            pairs = ((bound, 1), (bound, 8))
         else:
             return None
         if not isinstance(bound, int) or isinstance(bound, bool):
             return None
-        off, on = holds(1), holds(8)
+        off, on = (compare(left, right) for left, right in pairs)
         return on if off != on else None
 
     def _is_sdp_degree(self, expr: cst.BaseExpression) -> bool:
@@ -180,12 +185,12 @@ class ManualGradClippingUnderSdp(Rule):
             item = next(e for e in self.job.evidence if e.feature == "SDP")
             condition = f"; if sharded data parallelism is enabled (the script suggests it: {item.description} at line {item.line}),"
         if clipping.master_grads:
-            what = f"`{clipping.spelled}` clips gradients by hand{condition} it does nothing then, and"
+            what = f"{clipping.spelled} clips gradients by hand{condition} it does nothing then, and"
         else:
-            what = f"`{clipping.spelled}` clips gradients by hand{condition} the parameters are sharded across ranks, so it does not clip by the global gradient norm, and"
+            what = f"{clipping.spelled} clips gradients by hand{condition} the parameters are sharded across ranks, so it does not clip by the global gradient norm, and"
         why = " the library already clips gradients itself at `optimizer.step()`, by the job's `sdp_gradient_clipping` threshold (default 1.0)."
         if clipping.by_value:
-            why += " It clips by the gradient norm, not by value."
+            why += " The library clips by the gradient norm, not by value."
         setting, value = self._setting(clipping)
         current = self.job.settings.get("sdp_gradient_clipping")
         if current is not None and value is not UNKNOWN and current.value == value:
