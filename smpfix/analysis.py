@@ -85,7 +85,7 @@ def job_facts_for(facts: FileFacts, declared: Sequence[DeclaredJob], positions: 
         line = positions.get().position(positions.get().span(facts.init_config_call)[0]).line
         sources.append(DeclaredJob(f"smp.init({{...}}) at line {line}", facts.init_config, complete=False))
     evidence = [
-        Evidence(item.feature, item.description, positions.get().position(positions.get().span(item.node)[0]).line)
+        Evidence(item.feature, item.description, positions.get().position(positions.get().span(item.node)[0]).line, item.strong)
         for item in facts.evidence
     ]
     return JobFacts.resolve(sources, evidence)

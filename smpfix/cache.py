@@ -93,22 +93,28 @@ def engine_fingerprint() -> str:
 # -- turning settings and results into JSON and back -------------------------------------------
 
 
-def to_json(value: Any) -> Any:
-    """A JSON-compatible, order-independent form of dataclasses, enums, mappings and sets."""
+def to_json(value: Any, strict: bool = True) -> Any:
+    """A JSON-compatible, order-independent form of dataclasses, enums, mappings and sets.
+
+    Anything else raises ``TypeError``, or with ``strict=False`` (for keys, never for stored
+    results) becomes its type and ``repr``: a key that cannot be reproduced only misses.
+    """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: to_json(getattr(value, f.name), strict) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):
-        return to_json(value.value)
+        return to_json(value.value, strict)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, Mapping):
-        return {str(key): to_json(item) for key, item in value.items()}
+        return {str(key): to_json(item, strict) for key, item in value.items()}
     if isinstance(value, (frozenset, set)):
-        return sorted((to_json(item) for item in value), key=lambda item: json.dumps(item, sort_keys=True))
+        return sorted((to_json(item, strict) for item in value), key=lambda item: json.dumps(item, sort_keys=True))
     if isinstance(value, (tuple, list)):
-        return [to_json(item) for item in value]
+        return [to_json(item, strict) for item in value]
     if isinstance(value, os.PathLike):
         return os.fspath(value)
+    if not strict:
+        return f"{type(value).__module__}.{type(value).__qualname__}:{value!r}"
     raise TypeError(f"cannot store a {type(value).__name__}")
 
 
@@ -217,10 +223,13 @@ class ResultCache:
     def entries(self) -> Path:
         return self.directory / FORMAT
 
-    def key(self, path: str, raw: bytes, settings: Any) -> EntryKey:
-        """The entry key for ``path`` with content ``raw`` under ``settings`` (any value
-        :func:`to_json` accepts: everything besides the bytes that decides the result)."""
-        where = json.dumps([path, os.path.abspath(path), to_json(settings)], sort_keys=True).encode()
+    def key(self, path: str, raw: bytes, settings: Any) -> Optional[EntryKey]:
+        """The entry key for ``path`` with content ``raw`` under ``settings`` (everything
+        besides the bytes that decides the result); None when settings cannot be written down."""
+        try:
+            where = json.dumps([path, os.path.abspath(path), to_json(settings, strict=False)], sort_keys=True).encode()
+        except (TypeError, ValueError, RecursionError):
+            return None
         slot = _hash(self.engine.encode(), where)
         return EntryKey(slot=slot, digest=_hash(slot.encode(), raw))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Optional
 
 import libcst as cst
@@ -84,3 +85,20 @@ def bound_names(statement: cst.CSTNode) -> set[str]:
                     if isinstance(name, cst.Name):
                         bound.add(name.value)
     return bound
+
+
+def called_name(call: cst.Call, bindings: Mapping[str, str]) -> Optional[str]:
+    """The last name of what ``call`` calls, through import aliases.
+
+    ``"DistributedSampler"`` for ``Sampler(...)`` after ``from torch.utils.data import
+    DistributedSampler as Sampler``, ``"barrier"`` for ``smp.barrier()``. A cheap first filter
+    for rules that look at a few names, before resolving the full qualified name; None when
+    the callee is not a name or an attribute (``f()()``, ``fs[0]()``).
+    """
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    if isinstance(func, cst.Name):
+        bound = bindings.get(func.value)
+        return bound.rsplit(".", 1)[-1] if bound is not None else func.value
+    return None

@@ -42,6 +42,9 @@ class EvidenceNode:
     feature: str
     description: str
     node: cst.CSTNode
+    # Weak evidence (the script reads a setting) shows the script is written for the feature
+    # but not that the feature is on; only strong evidence turns a feature ON.
+    strong: bool = True
 
 
 @dataclass(frozen=True)
@@ -297,7 +300,7 @@ def _evidence(imports: ImportTable, collector: _Collector) -> Iterator[EvidenceN
     for read in collector.sdp_setting_reads:
         member = smp_member(imports, read)
         if member is not None and member.startswith("state.cfg."):
-            yield EvidenceNode("SDP", f"`smp.{member}` is read", read)
+            yield EvidenceNode("SDP", f"`smp.{member}` is read", read, strong=False)
 
 
 def _keyword(call: cst.Call, name: str, position: Optional[int] = None) -> Optional[cst.BaseExpression]:

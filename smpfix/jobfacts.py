@@ -127,6 +127,7 @@ class Evidence:
     feature: str
     description: str
     line: int
+    strong: bool = True
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,7 @@ class JobFacts:
         if feature.setting in self.unknown:
             return FeatureState(feature, Tri.UNKNOWN, f"set in {self.unknown[feature.setting]} to a value smpfix cannot resolve")
         for item in self.evidence:
-            if item.feature == key:
+            if item.feature == key and item.strong:
                 return FeatureState(feature, Tri.ON, f"script evidence: {item.description} at line {item.line}")
         return FeatureState(feature, Tri.UNKNOWN, "not set in any known source")
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from smpfix.jobfacts import KNOWN_KEYS, DeclaredJob
-from smpfix.literals import UNKNOWN
 
 _LAUNCHER_MARKERS = (b"distribution", b"Estimator", b"PyTorch(", b"HuggingFace(", b"TensorFlow(")
 
@@ -38,6 +37,8 @@ def may_be_launcher(raw: bytes) -> bool:
 
 def declared_job(launcher: Any, source: str) -> DeclaredJob:
     """The job a launcher declares: resolved keys, keys it sets to unknowable values, completeness."""
+    from smpfix.literals import UNKNOWN  # imports LibCST, which the CLI must not do at start-up
+
     settings: dict[str, Any] = {}
     unknown: set[str] = set()
     parameters = launcher.parameters

@@ -29,7 +29,7 @@ import libcst as cst
 from smpfix.facts import FileFacts
 from smpfix.model_names import DistributedModelNames
 from smpfix.steps import positional_parameters, step_functions
-from smpfix.walker import children, iter_nodes
+from smpfix.walker import iter_nodes
 
 Slice = tuple[Optional[int], Optional[int]]
 
@@ -121,48 +121,60 @@ _Target = Union[cst.BaseAssignTargetExpression, cst.BaseExpression]
 
 
 class _StepBody:
-    """One step function's nodes, each node's parent, and how often each name is read."""
+    """One step function's nodes, where each value expression is used, and which names are read.
+
+    ``holders`` maps an expression to the node that uses it as its value (the subscript,
+    attribute, assignment or call it is the base of); any other use is not recorded, and
+    ``classify`` takes that as a use of the whole output. Node types are compared with
+    ``type(...) is`` because ``isinstance`` on LibCST's abstract node classes is slow, and
+    this runs over every step function of every script.
+    """
 
     _MAX_DEPTH = 4
 
     def __init__(self, function: cst.FunctionDef, facts: FileFacts) -> None:
         self.facts = facts
         self.nodes = iter_nodes(function.body)
-        self.parents: dict[int, cst.CSTNode] = {}
+        holders: dict[int, cst.CSTNode] = {}
+        not_reads: set[int] = set()
+        names: list[cst.Name] = []
         for node in self.nodes:
-            for child in children(node):
-                self.parents[id(child)] = node
-        self.stores = _stores(self.nodes)
-        self.reads: dict[str, list[cst.Name]] = {}
-        not_reads = set(self.stores)
-        for node in self.nodes:
-            if isinstance(node, cst.Attribute):
+            kind = type(node)
+            if type(node) is cst.Name:
+                names.append(node)
+            elif type(node) is cst.Attribute:
+                holders[id(node.value)] = node
                 not_reads.add(id(node.attr))
-            elif isinstance(node, cst.Arg) and node.keyword is not None:
-                not_reads.add(id(node.keyword))
-            elif isinstance(node, (cst.Param, cst.FunctionDef, cst.ClassDef)):
-                not_reads.add(id(node.name))
-            elif isinstance(node, (cst.Global, cst.Nonlocal)):
-                not_reads.update(id(item.name) for item in node.names)
-            elif isinstance(node, (cst.Import, cst.ImportFrom)):
-                not_reads.update(id(n) for n in iter_nodes(node))
-        for node in self.nodes:
-            if isinstance(node, cst.Name) and id(node) not in not_reads:
-                self.reads.setdefault(node.value, []).append(node)
+            elif type(node) is cst.Subscript:
+                holders[id(node.value)] = node
+            elif type(node) is cst.Call:
+                holders[id(node.func)] = node
+            elif type(node) is cst.Arg:
+                if node.keyword is not None:
+                    not_reads.add(id(node.keyword))
+            elif kind in _BINDING_TYPES:
+                if type(node) is cst.Assign or (type(node) is cst.AnnAssign and node.value is not None):
+                    holders[id(node.value)] = node
+                not_reads.update(_bound_name_ids(node))
+        self.holders = holders
+        self.reads: dict[str, list[cst.Name]] = {}
+        for name in names:
+            if id(name) not in not_reads:
+                self.reads.setdefault(name.value, []).append(name)
 
     def is_read(self, name: str) -> bool:
         return bool(self.reads.get(name))
 
     def classify(self, value: cst.BaseExpression, use: _Accumulator, depth: int) -> None:
         """Record how the expression ``value`` (the model call, or a name holding it) is used."""
-        parent = self.parents.get(id(value))
-        if isinstance(parent, cst.Subscript) and parent.value is value:
+        parent = self.holders.get(id(value))
+        if isinstance(parent, cst.Subscript):
             self._subscript(parent, use)
-        elif isinstance(parent, cst.Attribute) and parent.value is value:
+        elif isinstance(parent, cst.Attribute):
             self._attribute(parent, use)
-        elif isinstance(parent, cst.Assign) and parent.value is value and len(parent.targets) == 1:
+        elif isinstance(parent, cst.Assign) and len(parent.targets) == 1:
             self._assigned(parent.targets[0].target, use, depth)
-        elif isinstance(parent, cst.AnnAssign) and parent.value is value:
+        elif isinstance(parent, cst.AnnAssign):
             self._assigned(parent.target, use, depth)
         else:
             use.whole = True
@@ -200,8 +212,8 @@ class _StepBody:
         return value if isinstance(value, int) and not isinstance(value, bool) else False
 
     def _attribute(self, node: cst.Attribute, use: _Accumulator) -> None:
-        parent = self.parents.get(id(node))
-        if isinstance(parent, cst.Call) and parent.func is node:
+        parent = self.holders.get(id(node))
+        if isinstance(parent, cst.Call):
             key = self.facts.literal(parent.args[0].value) if node.attr.value == "get" and parent.args else None
             if isinstance(key, str):
                 use.keys.add(key)
@@ -235,33 +247,38 @@ class _StepBody:
                 use.indices.add(position)
 
 
-def _stores(nodes: Sequence[cst.CSTNode]) -> set[int]:
-    """Ids of the names that are bound, not read: assignment, loop, ``with`` and ``del`` targets."""
-    stores: set[int] = set()
+_BINDING_TYPES = frozenset({
+    cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.WithItem, cst.NamedExpr, cst.Del,
+    cst.ExceptHandler, cst.Param, cst.FunctionDef, cst.ClassDef, cst.Global, cst.Nonlocal, cst.Import, cst.ImportFrom,
+})
 
-    def mark(target: cst.BaseExpression) -> None:
+
+def _bound_name_ids(node: cst.CSTNode) -> list[int]:
+    """Ids of the names ``node`` binds rather than reads (``x`` in ``x = ...``, ``for x in``)."""
+    found: list[int] = []
+
+    def mark(target: Optional[cst.CSTNode]) -> None:
         if isinstance(target, cst.Name):
-            stores.add(id(target))
+            found.append(id(target))
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 mark(element.value)
         elif isinstance(target, cst.StarredElement):
             mark(target.value)
 
-    for node in nodes:
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
-                mark(target.target)
-        elif isinstance(node, cst.AnnAssign):
-            mark(node.target)
-        elif isinstance(node, (cst.For, cst.CompFor)):
-            mark(node.target)
-        elif isinstance(node, cst.WithItem) and node.asname is not None:
-            mark(node.asname.name)
-        elif isinstance(node, cst.NamedExpr):
-            mark(node.target)
-        elif isinstance(node, cst.Del):
-            mark(node.target)
-        elif isinstance(node, cst.ExceptHandler) and node.name is not None:
-            mark(node.name.name)
-    return stores
+    if isinstance(node, cst.Assign):
+        for target in node.targets:
+            mark(target.target)
+    elif isinstance(node, (cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.Del)):
+        mark(node.target)
+    elif isinstance(node, cst.WithItem):
+        mark(node.asname.name if node.asname is not None else None)
+    elif isinstance(node, cst.ExceptHandler):
+        mark(node.name.name if node.name is not None else None)
+    elif isinstance(node, (cst.Param, cst.FunctionDef, cst.ClassDef)):
+        found.append(id(node.name))
+    elif isinstance(node, (cst.Global, cst.Nonlocal)):
+        found.extend(id(item.name) for item in node.names)
+    elif isinstance(node, (cst.Import, cst.ImportFrom)):
+        found.extend(id(inner) for inner in iter_nodes(node))
+    return found

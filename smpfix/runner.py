@@ -223,22 +223,25 @@ def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optiona
     worker processes (one per core by default).
     """
     notify = on_result or (lambda result: None)
-    options = _with_launchers(tasks, options)
-    cache = _open_cache(options)
     results: list[FileResult] = []
-    jobs: list[_Job] = []
+    relevant: list[tuple[DiscoveredFile, Optional[bytes]]] = []
     for task in tasks:
         raw = _read(task.path)
         if raw is not None and not prefilter.may_involve_smp(raw):
             results.append(FileResult(task.path))
             notify(results[-1])
-            continue
+        else:
+            relevant.append((task, raw))
+    options = _with_launchers(relevant, options)
+    cache = _open_cache(options)
+    jobs: list[_Job] = []
+    for task, raw in relevant:
         entry = None
         if cache is not None and raw is not None:
             from smpfix.cache import has_applicable_fix
 
             entry = cache.key(task.path, raw, _cache_settings(task.path, options))
-            cached = cache.load(entry, task.path, raw)
+            cached = cache.load(entry, task.path, raw) if entry is not None else None
             if cached is not None and not (options.fixing and has_applicable_fix(cached, options.unsafe_fixes)):
                 results.append(cached)
                 notify(cached)
@@ -261,18 +264,17 @@ def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optiona
     yield from sorted(_regroup(results), key=lambda r: r.path)
 
 
-def _with_launchers(tasks: Sequence[DiscoveredFile], options: RunOptions) -> RunOptions:
-    """Read the launchers among ``tasks`` so each launched script gets its job facts."""
+def _with_launchers(files: Sequence[tuple[DiscoveredFile, Optional[bytes]]], options: RunOptions) -> RunOptions:
+    """Read the launchers among ``files`` (the files that passed the prefilter, with their
+    bytes) so each launched script gets its job facts."""
     from smpfix.linking import link, may_be_launcher
 
     if options.project is None:
         return options
     candidates: list[tuple[str, str]] = []
-    for task in tasks:
+    for task, raw in files:
         try:
-            with open(task.path, "rb") as handle:
-                raw = handle.read()
-            if may_be_launcher(raw):
+            if raw is not None and may_be_launcher(raw):
                 candidates.append((task.path, source.decode(task.path, raw).text))
         except (OSError, source.SourceError):
             continue

@@ -24,6 +24,8 @@ from smpfix.walker import iter_nodes
 
 # Methods that return the module they are called on: `GPT(cfg).cuda()` is still a GPT.
 _SAME_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "requires_grad_"})
+# Class methods that build an instance of the class they are called on (Hugging Face style).
+_ALTERNATE_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "_from_config"})
 _MAX_DEPTH = 6
 
 
@@ -159,8 +161,13 @@ def _own_nodes(function: cst.FunctionDef) -> list[cst.CSTNode]:
 
 
 def model_class(facts: FileFacts, call: cst.Call, module: cst.Module, modules: Optional[LocalModules]) -> Optional[ModelClass]:
-    """The class ``call`` instantiates: defined in this file, or in a project file it imports."""
+    """The class ``call`` instantiates: defined in this file, or in a project file it imports.
+
+    ``GPT.from_pretrained(...)`` and ``GPT.from_config(...)`` build a ``GPT`` too.
+    """
     func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _ALTERNATE_CONSTRUCTORS:
+        func = func.value
     if isinstance(func, cst.Name) and func.value in facts.classes and func.value not in facts.imports.bindings:
         return ModelClass(func.value, facts.classes[func.value], module, facts)
     return _imported_class(facts, func, modules)

@@ -17,6 +17,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 model = smp.DistributedModel(model)
 if smp.dp_rank() == 0:
     smp.save(model.local_state_dict(), "m.pt", partial=True)
+optimizer = smp.DistributedOptimizer(optimizer)
 '''
 
 FIXED = '''import smdistributed.modelparallel.torch as smp
@@ -28,6 +29,7 @@ model = smp.DistributedModel(model)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 if smp.rdp_rank() == 0:
     smp.save(model.local_state_dict(), "m.pt", partial=True)
+optimizer = smp.DistributedOptimizer(optimizer)
 '''
 
 CLEAN = '''import smdistributed.modelparallel.torch as smp

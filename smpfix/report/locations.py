@@ -54,31 +54,33 @@ class SourceFile:
     line: Optional[int]
 
 
-def source_file(source: str, finding_path: str, cwd: str) -> Optional[SourceFile]:
-    """The existing file (other than the finding's own) that a job-fact ``source`` names.
+def source_files(source: str, finding_path: str, cwd: str) -> list[SourceFile]:
+    """The existing files (other than the finding's own) that a job-fact ``source`` names.
 
-    The name is looked up relative to the working directory, then in the finding's folder
-    and its parents (where ``pyproject.toml`` is found). The line is the one the source
-    quotes (``launch.py line 12``), else the line of the TOML table it names
+    Several launchers may configure one script (``launcher a.py:3, launcher b.py:9``). A name
+    is looked up relative to the working directory, then in the finding's folder and its
+    parents (where ``pyproject.toml`` is found). The line is the one the source quotes
+    (``launch.py:12``, ``launch.py line 12``), else the line of the TOML table it names
     (``[tool.smpfix.job]``), else unknown.
     """
-    match = _SOURCE_FILE.search(source)
-    if match is None:
-        return None
-    name = match.group("path")
-    candidates = [os.path.join(cwd, name)]
-    if not os.path.isabs(name):
-        folder = Path(os.path.abspath(os.path.join(cwd, finding_path))).parent
-        candidates += [str(parent / name) for parent in (folder, *folder.parents)]
-    found = next((c for c in candidates if os.path.isfile(c)), None)
-    if found is None or os.path.abspath(found) == os.path.abspath(os.path.join(cwd, finding_path)):
-        return None
-    number = match.group("colon_line") or match.group("word_line")
-    line = int(number) if number else None
-    table = _TABLE.search(source[match.end() :])
-    if line is None and table is not None:
-        line = _table_line(found, table.group("table"))
-    return SourceFile(os.path.abspath(found), line)
+    own = os.path.abspath(os.path.join(cwd, finding_path))
+    found_files: list[SourceFile] = []
+    for match in _SOURCE_FILE.finditer(source):
+        name = match.group("path")
+        candidates = [os.path.join(cwd, name)]
+        if not os.path.isabs(name):
+            folder = Path(own).parent
+            candidates += [str(parent / name) for parent in (folder, *folder.parents)]
+        found = next((c for c in candidates if os.path.isfile(c)), None)
+        if found is None or os.path.abspath(found) == own:
+            continue
+        number = match.group("colon_line") or match.group("word_line")
+        line = int(number) if number else None
+        table = _TABLE.match(source[match.end() :].lstrip())
+        if line is None and table is not None:
+            line = _table_line(found, table.group("table"))
+        found_files.append(SourceFile(os.path.abspath(found), line))
+    return found_files
 
 
 def _table_line(path: str, table: str) -> Optional[int]:

@@ -119,11 +119,19 @@ class MissingSmpInit(Rule):
             return self._driver_use
         return None
 
+    def _initialised_by_sibling(self) -> bool:
+        """One level into the project: a helper module the script imports (``utils.setup_smp()``)
+        may call ``smp.init()`` for it; smpfix cannot tell whether that helper runs, so it trusts it."""
+        modules = self.context.modules
+        if modules is None:
+            return False
+        return any(linked.facts.smp_init_calls for linked in modules.imported_modules(self.facts))
+
     def leave_Module(self, node: cst.Module) -> None:
         if self.facts.smp_init_calls or self._first_import is None:
             return
         used = self._entry_point()
-        if used is None:
+        if used is None or self._initialised_by_sibling():
             return
         anchor = self._top_level_imports[-1] if self._top_level_imports else None
         target: cst.CSTNode = anchor[1] if anchor is not None else self._first_import

@@ -8,7 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.argument_edits import append_arguments, block_indentation
-from smpfix.calls import argument, has_star_kwargs
+from smpfix.calls import argument, called_name, has_star_kwargs
 from smpfix.codegen import smp_reference
 from smpfix.data_ranks import (
     DATA_PARALLEL,
@@ -72,6 +72,9 @@ class DataShardedByGlobalRank(Rule):
         self.data_job = DataJob.of(self.job, self.facts)
 
     def visit_Call(self, node: cst.Call) -> None:
+        name = called_name(node, self.facts.imports.bindings)
+        if name != "DistributedSampler" and name not in _SHARDING_METHODS:
+            return
         if is_distributed_sampler(node, self.facts):
             self._check_sampler(node)
             return

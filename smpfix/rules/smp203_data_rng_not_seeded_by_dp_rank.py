@@ -9,7 +9,7 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.argument_edits import append_arguments, block_indentation
-from smpfix.calls import argument, has_star_kwargs
+from smpfix.calls import argument, called_name, has_star_kwargs
 from smpfix.codegen import smp_reference
 from smpfix.data_ranks import (
     DATA_PARALLEL,
@@ -24,15 +24,14 @@ from smpfix.data_ranks import (
 )
 from smpfix.dataloaders import (
     DATALOADER_POSITIONS,
+    DATALOADERS,
+    DISTRIBUTED_SAMPLERS,
     RANDOM_SAMPLERS,
     SAMPLER_POSITIONS,
-    is_dataloader,
-    is_distributed_sampler,
 )
 from smpfix.findings import Applicability, Severity
 from smpfix.jobfacts import Tri
 from smpfix.rule import FixAvailability, PendingFix, Rule, RuleContext
-from smpfix.walker import iter_nodes
 
 # Seeds of RNGs that data pipelines draw from: (parameter name, position).
 _DATA_SEEDS = {
@@ -58,6 +57,11 @@ _TORCH_GLOBAL_SEEDS = {
     "transformers.trainer_utils.set_seed": ("seed", 0),
 }
 _TORCH_GENERATORS = frozenset({"torch.Generator", "torch._C.Generator"})
+# The last names of everything above: calls named otherwise are not looked at further.
+_NAMES = frozenset(
+    name.rsplit(".", 1)[-1]
+    for name in (*_DATA_SEEDS, *_DATA_AND_INIT_SEEDS, *_TORCH_GLOBAL_SEEDS, *DATALOADERS, *DISTRIBUTED_SAMPLERS, *RANDOM_SAMPLERS)
+) | {"manual_seed", "shuffle"}
 _RANDOM_SAMPLER_GENERATOR = 3
 
 
@@ -93,15 +97,15 @@ class DataRngNotSeededByDpRank(Rule):
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
         self.data_job = DataJob.of(self.job, self.facts)
-        # One level: a helper calling another helper is not followed.
+        # Local seeding helpers (``def set_seed(seed): random.seed(seed)``) are learnt during
+        # the walk and their calls judged at the end; a helper calling a helper is not followed.
         self.helpers: dict[str, SeedingHelper] = {}
-        self.helpers = self._seeding_helpers()
+        self.local_calls: list[cst.Call] = []
         self.global_seeds: list[tuple[cst.Call, Verdict]] = []
         self.shuffling_loaders: list[cst.Call] = []
 
     # -- recognising seeds --------------------------------------------------------------------
-    def _site(self, call: cst.Call) -> Optional[SeedSite]:
-        qualified = self.facts.qualified_name(call.func)
+    def _site(self, call: cst.Call, qualified: Optional[str]) -> Optional[SeedSite]:
         for table, data, torch_global in ((_DATA_SEEDS, True, False), (_DATA_AND_INIT_SEEDS, True, True)):
             if qualified in table:
                 name, position = table[qualified]
@@ -109,14 +113,11 @@ class DataRngNotSeededByDpRank(Rule):
         if qualified in _TORCH_GLOBAL_SEEDS:
             name, position = _TORCH_GLOBAL_SEEDS[qualified]
             return SeedSite(_value(argument(call, name, position)), False, True)
-        if is_distributed_sampler(call, self.facts):
+        if qualified in DISTRIBUTED_SAMPLERS:
             return SeedSite(_value(argument(call, "seed", SAMPLER_POSITIONS["seed"])), True, False)
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value == "manual_seed" and self._is_generator(func.value):
             return SeedSite(_value(argument(call, "seed", 0)), True, False)
-        if isinstance(func, cst.Name) and func.value in self.helpers:
-            helper = self.helpers[func.value]
-            return SeedSite(_value(argument(call, helper.parameter, helper.position)), helper.data, helper.torch_global)
         return None
 
     def _is_generator(self, expr: cst.BaseExpression) -> bool:
@@ -125,48 +126,62 @@ class DataRngNotSeededByDpRank(Rule):
             expr = assignment.value if assignment is not None else expr
         return isinstance(expr, cst.Call) and self.facts.qualified_name(expr.func) in _TORCH_GENERATORS
 
-    def _seeding_helpers(self) -> dict[str, SeedingHelper]:
-        """Local functions that pass one of their parameters to a seed call."""
-        helpers: dict[str, SeedingHelper] = {}
-        for name, function in self.facts.functions.items():
-            positional = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
-            keyword_only = [p.name.value for p in function.params.kwonly_params]
-            data = torch_global = False
-            parameter: Optional[str] = None
-            for node in iter_nodes(function.body):
-                site = self._site(node) if isinstance(node, cst.Call) else None
-                if site is None or not isinstance(site.seed, cst.Name):
-                    continue
-                if site.seed.value in positional or site.seed.value in keyword_only:
-                    parameter = site.seed.value
-                    data |= site.data
-                    torch_global |= site.torch_global
-            if parameter is not None:
-                position = positional.index(parameter) if parameter in positional else None
-                helpers[name] = SeedingHelper(parameter, position, data, torch_global)
-        return helpers
+    def _learn_helper(self, site: SeedSite) -> None:
+        """A seed taken from a parameter of the enclosing function makes that function a helper."""
+        if not isinstance(site.seed, cst.Name):
+            return
+        function = self.ancestry.nearest(cst.FunctionDef)
+        if not isinstance(function, cst.FunctionDef):
+            return
+        positional = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        keyword_only = [p.name.value for p in function.params.kwonly_params]
+        parameter = site.seed.value
+        if parameter not in positional and parameter not in keyword_only:
+            return
+        known = self.helpers.get(function.name.value)
+        data = site.data or (known is not None and known.data)
+        torch_global = site.torch_global or (known is not None and known.torch_global)
+        position = positional.index(parameter) if parameter in positional else None
+        self.helpers[function.name.value] = SeedingHelper(parameter, position, data, torch_global)
 
     # -- visiting -----------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
-        if self._is_shuffling_loader(node):
+        if isinstance(node.func, cst.Name) and node.func.value in self.facts.functions:
+            self.local_calls.append(node)
+            return
+        if called_name(node, self.facts.imports.bindings) not in _NAMES:
+            return
+        qualified = self.facts.qualified_name(node.func)
+        if self._is_shuffling_loader(node, qualified):
             self.shuffling_loaders.append(node)
             return
-        if self.data_job.tensorflow and self._is_tf_shuffle(node):
+        if self.data_job.tensorflow and qualified is None and self._is_tf_shuffle(node):
             self._check_tf_shuffle(node)
             return
-        site = self._site(node)
-        if site is None or site.seed is None:
-            return
+        site = self._site(node, qualified)
+        if site is not None and site.seed is not None:
+            self._learn_helper(site)
+            self._check_site(node, site)
+
+    def _check_site(self, call: cst.Call, site: SeedSite) -> None:
+        assert site.seed is not None
         wrong, rewrite = self._judge(site.seed)
         if not wrong:
             return
         verdict = either(v for _, v in wrong)
         if site.torch_global:
-            self.global_seeds.append((node, verdict))
+            self.global_seeds.append((call, verdict))
         if site.data:
-            self._flag_seed(node, site, wrong, rewrite, verdict)
+            self._flag_seed(call, site, wrong, rewrite, verdict)
 
     def leave_Module(self, node: cst.Module) -> None:
+        for call in self.local_calls:
+            assert isinstance(call.func, cst.Name)
+            helper = self.helpers.get(call.func.value)
+            if helper is not None:
+                seed = _value(argument(call, helper.parameter, helper.position))
+                if seed is not None:
+                    self._check_site(call, SeedSite(seed, helper.data, helper.torch_global))
         if not self.global_seeds or self.data_job.tensorflow:
             return
         verdict = either(v for _, v in self.global_seeds)
@@ -189,16 +204,16 @@ class DataRngNotSeededByDpRank(Rule):
         rewrite = [term for term in terms if term.family not in (expected, "rdp")]
         return wrong, rewrite
 
-    def _is_shuffling_loader(self, call: cst.Call) -> bool:
+    def _is_shuffling_loader(self, call: cst.Call, qualified: Optional[str]) -> bool:
         """A DataLoader or RandomSampler that shuffles with PyTorch's global RNG."""
-        if has_star_kwargs(call):
+        if qualified is None or has_star_kwargs(call):
             return False
-        if is_dataloader(call, self.facts):
+        if qualified in DATALOADERS:
             shuffle = argument(call, "shuffle", DATALOADER_POSITIONS["shuffle"])
             if shuffle is None or self.facts.literal(shuffle.value) is not True:
                 return False
             return all(argument(call, name, DATALOADER_POSITIONS[name]) is None for name in ("sampler", "batch_sampler", "generator"))
-        if self.facts.qualified_name(call.func) in RANDOM_SAMPLERS:
+        if qualified in RANDOM_SAMPLERS:
             return argument(call, "generator", _RANDOM_SAMPLER_GENERATOR) is None
         return False
 
@@ -207,7 +222,6 @@ class DataRngNotSeededByDpRank(Rule):
         return (
             isinstance(func, cst.Attribute)
             and func.attr.value == "shuffle"
-            and self.facts.qualified_name(func) is None
             and argument(call, "buffer_size", 0) is not None
         )
 

@@ -59,9 +59,12 @@ class DistributedSamplerMissingUnderTp(Rule):
         tp = self.feature("TP")
         if tp.state is not Tri.ON or not self.loaders:
             return
+        candidates = [loader for loader in self.loaders if self._may_be_unsharded(loader)]
+        if not candidates:
+            return
         index = ParentIndex(node)
         feeds = StepFeeds(self.facts, index, steps=training_steps(self.facts))
-        for loader in self.loaders:
+        for loader in candidates:
             if not self._unsharded(loader, index):
                 continue
             fed = feeds.feed_of(loader)
@@ -95,16 +98,19 @@ class DistributedSamplerMissingUnderTp(Rule):
         return None
 
     # -- is anything sharding this loader? ------------------------------------------------------
-    def _unsharded(self, loader: cst.Call, index: ParentIndex) -> bool:
-        if has_star_kwargs(loader):
+    def _may_be_unsharded(self, loader: cst.Call) -> bool:
+        """No sampler that shards (the cheap part of the question, asked first)."""
+        if has_star_kwargs(loader) or loader_argument(loader, "dataset") is None:
             return False
         for name in ("sampler", "batch_sampler"):
             value = loader_argument(loader, name)
             if value is not None and self.facts.literal(value) is not None and not self._whole_dataset_sampler(value):
                 return False
+        return True
+
+    def _unsharded(self, loader: cst.Call, index: ParentIndex) -> bool:
         dataset = loader_argument(loader, "dataset")
-        if dataset is None:
-            return False
+        assert dataset is not None
         function = index.scope_of(loader)
         if isinstance(dataset, cst.Name) and isinstance(function, cst.FunctionDef):
             given = self._arguments_for(function, dataset.value, index)

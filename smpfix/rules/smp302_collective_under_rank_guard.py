@@ -8,7 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.calls import argument
+from smpfix.calls import argument, called_name
 from smpfix.data_ranks import callee
 from smpfix.edits import DeleteStatementLines, InsertStatementAfter, NodeEdit, ReplaceNode, UnwrapIf
 from smpfix.findings import Applicability, Severity
@@ -28,6 +28,7 @@ _GROUP_BARRIERS = {
 }
 # Methods of the wrapped model/optimizer that gather inside the model-parallel group.
 _GATHERING_METHODS = frozenset({"state_dict", "cpu"})
+_NAMES = _CHECKPOINT | _GATHERING_METHODS | set(_GROUP_BARRIERS) | {"barrier", "allgather"}
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,17 @@ class CollectiveUnderRankGuard(Rule):
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
         self.wrapped = self.facts.distributed_model_names() | self.facts.optimizer_names()
+        # Filled during the walk, completed at the end: which local functions make a
+        # collective call (directly, or through the local functions they call).
         self.functions: dict[str, Collective] = {}
-        self.functions = self._functions_with_collectives()
+        self.callees: dict[str, set[str]] = {}
+        self.local_calls: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
 
     # -- what is a collective -------------------------------------------------------------------
     def _collective(self, call: cst.Call) -> Optional[Collective]:
+        name = called_name(call, self.facts.imports.bindings)
+        if name not in _NAMES and name not in self.facts.step_functions and name not in self.functions:
+            return None
         member = self.facts.smp_member(call.func)
         if member in _CHECKPOINT:
             return Collective(call, "checkpoint", "WORLD")
@@ -100,32 +107,48 @@ class CollectiveUnderRankGuard(Rule):
             return default
         return group_constant(self.facts.smp_member(arg.value))
 
-    def _functions_with_collectives(self) -> dict[str, Collective]:
-        """Local functions that make a collective call (directly or through each other)."""
-        found: dict[str, Collective] = {}
-        for _ in range(4):
-            grew = False
-            for name, function in self.facts.functions.items():
-                if name in found or name in self.facts.step_functions:
-                    continue
-                for node in iter_nodes(function.body):
-                    if isinstance(node, cst.Call) and not (isinstance(node.func, cst.Name) and node.func.value == name):
-                        collective = self._collective(node)
-                        if collective is not None:
-                            found[name] = collective
-                            grew = True
-                            break
-            self.functions = found
-            if not grew:
-                break
-        return found
-
     # -- where it runs ----------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value in self.facts.functions and func.value not in self.facts.step_functions:
+            # A local function: whether it reaches a collective is known at the end of the file.
+            caller = self._enclosing_function()
+            if caller is not None and caller != func.value:
+                self.callees.setdefault(caller, set()).add(func.value)
+            # Guards are worked out at the end, only for functions that turn out to matter.
+            self.local_calls.append((node, tuple(self.ancestry.stack)))
+            return
         collective = self._collective(node)
         if collective is None:
             return
-        guards = [g for g in self._path_guards() if not self._owned_by_smp301(collective, g)]
+        caller = self._enclosing_function()
+        if caller is not None:
+            self.functions.setdefault(caller, collective)
+        self._check(collective, self._path_guards(self.ancestry.stack))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        for _ in range(len(self.callees)):
+            grew = False
+            for caller, called in self.callees.items():
+                if caller in self.functions:
+                    continue
+                reached = next((self.functions[name] for name in sorted(called) if name in self.functions), None)
+                if reached is not None:
+                    self.functions[caller] = reached
+                    grew = True
+            if not grew:
+                break
+        for call, stack in self.local_calls:
+            collective = self._collective(call)
+            if collective is not None:
+                self._check(collective, self._path_guards(stack))
+
+    def _enclosing_function(self) -> Optional[str]:
+        function = self.ancestry.nearest(cst.FunctionDef)
+        return function.name.value if isinstance(function, cst.FunctionDef) else None
+
+    def _check(self, collective: Collective, path: list[PathGuard]) -> None:
+        guards = [g for g in path if not self._owned_by_smp301(collective, g)]
         guards = [g for g in guards if not self._matched_in_other_branch(collective, g)]
         if not guards:
             return
@@ -134,8 +157,8 @@ class CollectiveUnderRankGuard(Rule):
             return
         self._flag(collective, guards, found)
 
-    def _path_guards(self) -> list[PathGuard]:
-        stack = self.ancestry.stack
+    def _path_guards(self, stack: Sequence[cst.CSTNode]) -> list[PathGuard]:
+        """The rank guards on the way from the enclosing function to the last node of ``stack``."""
         found: list[PathGuard] = []
         for index in range(len(stack) - 2, -1, -1):
             node, child = stack[index], stack[index + 1]
@@ -185,9 +208,9 @@ class CollectiveUnderRankGuard(Rule):
                 "and waits at barriers), and it picks the ranks that write by itself"
             )
         if kind == "barrier":
-            return f"{name} waits until {GROUP_WORDS[collective.group]} arrive"
+            return f"{name} waits for {GROUP_WORDS[collective.group]}"
         if kind == "allgather":
-            return f"{name} gathers from every rank of {GROUP_WORDS[collective.group]}"
+            return f"{name} gathers from {GROUP_WORDS[collective.group]}"
         if kind in _GATHERING_METHODS:
             return (
                 f"{name} on the wrapped object gathers its partitions from the tensor- and pipeline-parallel peers "

@@ -7,7 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.calls import argument
+from smpfix.calls import argument, called_name
 from smpfix.edits import ReplaceNode
 from smpfix.findings import Applicability, Severity
 from smpfix.jobfacts import FeatureState, Tri
@@ -49,6 +49,8 @@ class FullCheckpointMisuse(Rule):
     depends_on = ("TP", "OSS", "SDP", "PP")
 
     def visit_Call(self, node: cst.Call) -> None:
+        if called_name(node, self.facts.imports.bindings) not in ("save_checkpoint", "save", "state_dict"):
+            return
         member = self.facts.smp_member(node.func)
         if member == "save_checkpoint":
             self._check_save_checkpoint(node)

@@ -67,6 +67,8 @@ class ForwardReturnsIntermediates(Rule):
     runs_on_helper_modules = False
 
     def leave_Module(self, node: cst.Module) -> None:
+        if not self.facts.distributed_models and not self.facts.step_functions:
+            return
         use = output_use(self.facts)
         reported: set[int] = set()
         for wrap in self.facts.distributed_models:
@@ -109,7 +111,8 @@ class ForwardReturnsIntermediates(Rule):
             place = f"{self._relative(owner.linked.path)}, line {_line(owner, returned.statement)}"
             lead = f"`{cls.name}`, wrapped here, returns {count} tensors from `{owner.name}.forward` ({place}), but {names} {verb} never used by {steps}"
         keep = _join([f"`{_quote(owner, e.value)}`" for e in used], "and")
-        return f"{lead}: {_WHY}. Return only what the step function uses ({keep}) from `forward`."
+        who = "the step functions use" if len(use.steps) > 1 else "the step function uses"
+        return f"{lead}: {_WHY}. Return only what {who} ({keep}) from `forward`."
 
     def _relative(self, path: str) -> str:
         here = os.path.dirname(os.path.abspath(self.context.path))

@@ -1,0 +1,324 @@
+"""smpfix against its floor and its peers, on two corpora it builds itself.
+
+    python benchmarks/run.py                 # a few minutes on 2 cores
+    python benchmarks/run.py --quick         # fewer files and repetitions, for a smoke test
+
+Corpora (rebuilt from scratch in ``--workdir`` on every run, so they are the same for the
+same seed and the same installed packages):
+
+- ``smp``: ``--smp-count`` generated SMP v1 training scripts (``tests/smp_scripts.py``, the
+  generator of the property tests, seeded);
+- ``mixed``: ``--mixed-count`` real Python files copied from this interpreter's
+  site-packages (the test dependencies and their own dependencies; never smpfix itself nor
+  a file that mentions the library), plus the same SMP scripts.
+
+Every measurement is a whole process, as a user or a hook runs it, with its output thrown
+away; each command runs once untimed (to warm the disk cache and write bytecode), then up to
+``--repeat`` times while it stays within ``--budget`` seconds, and the median is reported.
+A run that exceeds ``--timeout`` is stopped and reported as a lower bound (``>=``).
+
+- ``smpfix check`` cold (``--no-cache``) and warm (a cache filled by an earlier run);
+- the floor of any LibCST tool: ``libcst.parse_module`` of every file, one process;
+- ``ast.parse`` of every file, one process (what CPython itself costs);
+- the peers, when installed (``--peers-bin``, this interpreter's folder, or ``PATH``):
+  ``fixit lint``, ``torchfix``, ``ruff check --isolated`` (Ruff's default rules).
+
+Printed: the table of medians, the ratios smpfix/floor and peer/smpfix against the targets,
+smpfix's peak memory (largest resident set of the command or any of its worker processes),
+and smpfix's time per phase (``benchmarks/phases.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+# Folders no tool checks by default (smpfix's and Ruff's default excludes), so that every
+# tool sees the same files.
+SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "build", "dist", "__pycache__", "node_modules", ".tox",
+                          ".nox", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".smpfix_cache", "site-packages", "_build",
+                          "buck-out", ".eggs", "__pypackages__", ".direnv", ".pytype", ".pants.d", ".ipynb_checkpoints"})
+
+PARSE_SCRIPT = """
+import sys
+files = open(sys.argv[2], encoding="utf-8").read().split("\\n")
+if sys.argv[1] == "libcst":
+    import libcst
+    parse, errors = libcst.parse_module, (libcst.ParserSyntaxError, RecursionError, ValueError)
+else:
+    import ast
+    parse, errors = ast.parse, (SyntaxError, RecursionError, ValueError)
+for name in files:
+    if name:
+        with open(name, "rb") as handle:
+            data = handle.read()
+        try:
+            parse(data.decode("utf-8") if sys.argv[1] == "libcst" else data)
+        except (UnicodeDecodeError, *errors):
+            pass
+"""
+
+
+@dataclass
+class Measurement:
+    """The timed runs of one command on one corpus."""
+
+    name: str
+    seconds: list[float] = field(default_factory=list)
+    max_rss_kb: int = 0
+    timed_out: bool = False
+    skipped: Optional[str] = None
+
+    @property
+    def median(self) -> Optional[float]:
+        return statistics.median(self.seconds) if self.seconds else None
+
+    def shown(self) -> str:
+        if self.skipped:
+            return "n/a"
+        if self.median is None:
+            return "-"
+        return f"{'>=' if self.timed_out else ''}{self.median:.2f} s"
+
+
+# -- corpora --------------------------------------------------------------------------------------
+
+
+def build_smp(folder: Path, count: int, seed: int) -> list[Path]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from smp_scripts import corpus
+
+    folder.mkdir(parents=True)
+    paths = []
+    for number, script in enumerate(corpus(count, seed)):
+        path = folder / f"train_{number:04d}.py"
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            handle.write(script.text)
+        paths.append(path)
+    return paths
+
+
+def library_sources(count: int) -> list[Path]:
+    """Up to ``count`` Python files of the installed packages, in a fixed order."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(site):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith((".", "smpfix")) and not d.endswith((".dist-info", ".egg-info")))
+        for name in sorted(files):
+            if name.endswith(".py") and not name.startswith("_editable_impl_smpfix"):
+                found.append(Path(folder, name))
+    selected = []
+    for path in found:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if b"smdistributed" not in data and len(data) < 1_000_000:
+            selected.append(path)
+        if len(selected) == count:
+            break
+    return selected
+
+
+def build_mixed(folder: Path, count: int, smp_paths: list[Path]) -> list[Path]:
+    site = Path(sysconfig.get_paths()["purelib"])
+    paths = []
+    for source in library_sources(count):
+        target = folder / "lib" / source.relative_to(site)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        paths.append(target)
+    for source in smp_paths:
+        target = folder / "scripts" / source.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        paths.append(target)
+    return paths
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+def child_environment() -> dict[str, str]:
+    env = {**os.environ, "NO_COLOR": "1"}
+    # Bytecode is written as for any user (a sandbox may forbid it by default).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("SMPFIX_CACHE_DIR", None)
+    return env
+
+
+def run_once(command: list[str], cwd: Path, timeout: float) -> tuple[float, int, bool]:
+    """Wall seconds, peak resident set (KB, the process or any child it waited for), timed out."""
+    began = time.perf_counter()
+    process = subprocess.Popen(command, cwd=cwd, env=child_environment(), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
+    expired = threading.Event()
+
+    def stop() -> None:
+        expired.set()
+        try:
+            os.killpg(process.pid, 9)
+        except OSError:
+            pass
+
+    timer = threading.Timer(timeout, stop)
+    timer.start()
+    try:
+        _, _, usage = os.wait4(process.pid, 0)
+    finally:
+        timer.cancel()
+    process.returncode = 0
+    return time.perf_counter() - began, usage.ru_maxrss, expired.is_set()
+
+
+def measure(name: str, command: Optional[list[str]], cwd: Path, args: argparse.Namespace, warm_up: bool = True) -> Measurement:
+    result = Measurement(name)
+    if command is None:
+        result.skipped = "not installed"
+        return result
+    print(f"  {name} ...", end="", flush=True, file=sys.stderr)
+    if warm_up:
+        seconds, _, timed_out = run_once(command, cwd, args.timeout)
+        if timed_out:
+            result.seconds, result.timed_out = [args.timeout], True
+            print(" timed out", file=sys.stderr)
+            return result
+    spent = 0.0
+    while len(result.seconds) < args.repeat and (not result.seconds or spent < args.budget):
+        seconds, rss, timed_out = run_once(command, cwd, args.timeout)
+        result.seconds.append(min(seconds, args.timeout))
+        result.max_rss_kb = max(result.max_rss_kb, rss)
+        spent += seconds
+        if timed_out:
+            result.timed_out = True
+            break
+    print(f" {result.shown()}", file=sys.stderr)
+    return result
+
+
+def peer(name: str, peers_bin: Optional[str]) -> Optional[str]:
+    for folder in [peers_bin, os.path.dirname(sys.executable)]:
+        if folder and os.access(os.path.join(folder, name), os.X_OK):
+            return os.path.join(folder, name)
+    return shutil.which(name)
+
+
+def run_corpus(label: str, folder: Path, files: list[Path], work: Path, args: argparse.Namespace) -> dict[str, Measurement]:
+    print(f"{label}: {len(files)} files", file=sys.stderr)
+    listing = work / f"{label}.files"
+    listing.write_text("\n".join(str(p) for p in files), encoding="utf-8")
+    cache = work / f"{label}.cache"
+    smpfix = [sys.executable, "-m", "smpfix", "check", "--exit-zero", "--no-color"]
+    results = {
+        "smpfix_cold": measure("smpfix check (cold)", [*smpfix, "--no-cache", str(folder)], work, args),
+    }
+    shutil.rmtree(cache, ignore_errors=True)
+    results["smpfix_warm"] = measure("smpfix check (warm cache)", [*smpfix, "--cache-dir", str(cache), str(folder)], work, args)
+    results["libcst"] = measure("LibCST parse, 1 process", [sys.executable, "-c", PARSE_SCRIPT, "libcst", str(listing)], work, args)
+    results["ast"] = measure("ast.parse, 1 process", [sys.executable, "-c", PARSE_SCRIPT, "ast", str(listing)], work, args)
+    fixit, torchfix, ruff = (peer(name, args.peers_bin) for name in ("fixit", "torchfix", "ruff"))
+    results["fixit"] = measure("fixit lint", [fixit, "lint", str(folder)] if fixit else None, work, args, warm_up=False)
+    results["torchfix"] = measure("torchfix", [torchfix, str(folder)] if torchfix else None, work, args, warm_up=False)
+    results["ruff"] = measure("ruff check (default rules)", [ruff, "check", "--isolated", "--no-cache", "--exit-zero", str(folder)] if ruff else None, work, args)
+    return results
+
+
+def phases(folder: Path) -> dict[str, float]:
+    output = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "phases.py"), str(folder)], env=child_environment(),
+                            capture_output=True, text=True, check=True).stdout
+    return json.loads(output)
+
+
+# -- reporting ------------------------------------------------------------------------------------
+
+
+def ratio(numerator: Measurement, denominator: Measurement) -> Optional[float]:
+    if numerator.median is None or denominator.median is None or denominator.median == 0:
+        return None
+    return numerator.median / denominator.median
+
+
+def verdict(value: Optional[float], bound: float, at_most: bool, lower_bound: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    shown = f"{'>=' if lower_bound else ''}{value:.2f}x"
+    ok = value <= bound if at_most else value >= bound
+    return f"{shown:>9}  {'met' if ok else 'NOT MET'} (target {'<=' if at_most else '>='} {bound:g}x)"
+
+
+def report(smp: dict[str, Measurement], mixed: dict[str, Measurement], profile: dict[str, float], machine: str) -> str:
+    lines = [f"machine: {machine}", "", f"{'command':<30} {'SMP corpus':>12} {'mixed tree':>12}"]
+    for key, measurement in smp.items():
+        lines.append(f"{measurement.name:<30} {measurement.shown():>12} {mixed[key].shown():>12}")
+    lines += ["", "ratios (medians of this run):"]
+    lines.append(f"  SMP cold / LibCST parse        {verdict(ratio(smp['smpfix_cold'], smp['libcst']), 1.5, at_most=True)}")
+    lines.append(f"  SMP cold / ast.parse           {_plain(ratio(smp['smpfix_cold'], smp['ast']))}")
+    for label, results in (("SMP", smp), ("mixed", mixed)):
+        cold, warm = results["smpfix_cold"], results["smpfix_warm"]
+        lines.append(f"  {label} warm speed-up (cold/warm) {'':<{5 - len(label)}}{verdict(ratio(cold, warm), 10, at_most=False)}")
+        for key, name in (("fixit", "Fixit"), ("torchfix", "TorchFix"), ("ruff", "Ruff")):
+            value = ratio(results[key], cold)
+            bound = {"fixit": 20.0 if label == "mixed" else None, "ruff": 1.0 if label == "mixed" else None}.get(key)
+            text = verdict(value, bound, at_most=False, lower_bound=results[key].timed_out) if bound else _plain(value, results[key].timed_out)
+            lines.append(f"  {label} {name}/smpfix {'':<{17 - len(label) - len(name)}}{text}")
+    peak = max(mixed["smpfix_cold"].max_rss_kb, mixed["smpfix_warm"].max_rss_kb) / 1024
+    lines += ["", f"smpfix peak memory on the mixed tree: {peak:.0f} MB (largest process; target < 300 MB: {'met' if peak < 300 else 'NOT MET'})"]
+    total = sum(value for key, value in profile.items() if key != "import") or 1.0
+    lines += ["", "smpfix phases on the SMP corpus (one process, seconds, share of the work after start-up):"]
+    lines += [f"  {key:<10} {value:7.3f} s {'' if key == 'import' else f'{value / total * 100:5.1f}%'}" for key, value in profile.items()]
+    return "\n".join(lines)
+
+
+def _plain(value: Optional[float], lower_bound: bool = False) -> str:
+    return "n/a" if value is None else f"{'>=' if lower_bound else ''}{value:.2f}x"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "smpfix-bench", help="Where the corpora are built (emptied first).")
+    parser.add_argument("--smp-count", type=int, default=200, help="Generated SMP scripts (default 200).")
+    parser.add_argument("--mixed-count", type=int, default=2500, help="Library files in the mixed tree (default 2500).")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=5, help="Timed runs per command at most (default 5).")
+    parser.add_argument("--budget", type=float, default=30.0, help="Stop repeating a command after this many seconds (default 30).")
+    parser.add_argument("--timeout", type=float, default=120.0, help="Stop one run after this many seconds; shown as a lower bound (default 120).")
+    parser.add_argument("--peers-bin", help="Folder holding fixit, torchfix and ruff (else this interpreter's folder, then PATH).")
+    parser.add_argument("--json", type=Path, help="Also write the raw measurements here.")
+    parser.add_argument("--quick", action="store_true", help="50 scripts, 500 library files, 3 repetitions, 30 s timeout.")
+    args = parser.parse_args()
+    if args.quick:
+        args.smp_count, args.mixed_count, args.repeat, args.timeout = 50, 500, 3, 30.0
+    random.seed(args.seed)
+
+    work = args.workdir.resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    smp_files = build_smp(work / "smp", args.smp_count, args.seed)
+    mixed_files = build_mixed(work / "mixed", args.mixed_count, smp_files)
+
+    smp = run_corpus("smp", work / "smp", smp_files, work, args)
+    mixed = run_corpus("mixed", work / "mixed", mixed_files, work, args)
+    profile = phases(work / "smp")
+    machine = f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, {platform.system()}"
+    print(report(smp, mixed, profile, machine))
+    if args.json:
+        raw = {label: {key: vars(m) for key, m in results.items()} for label, results in (("smp", smp), ("mixed", mixed))}
+        args.json.write_text(json.dumps({"machine": machine, "results": raw, "phases": profile}, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
