@@ -349,3 +349,31 @@ def test_notebook_findings_are_located_at_the_file_with_their_cell(tmp_path: Pat
     assert "fixes" not in result
     github = run_cli("check", *SELECT, "--format", "github", ".", cwd=tmp_path).stdout
     assert github.startswith("::notice file=launch.ipynb,title=SMP900 unused-suppression::cell 2, line 3, column 26: ")
+
+
+LAUNCHER = '''from sagemaker.pytorch import PyTorch
+
+estimator = PyTorch(
+    entry_point="train.py",
+    instance_type="ml.p4d.24xlarge",
+    instance_count=1,
+    distribution={
+        "smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4, "ddp": True}}},
+        "mpi": {"enabled": True, "processes_per_host": 8},
+    },
+)
+'''
+
+
+def test_sarif_related_location_points_at_the_launcher_that_configures_the_script(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(TRAIN, encoding="utf-8")
+    (tmp_path / "launch.py").write_text(LAUNCHER, encoding="utf-8")
+    log = json.loads(run_cli("check", "--select", "SMP101,SMP301", "--no-cache", "--format", "sarif", ".", cwd=tmp_path).stdout)
+    validate_sarif(log)
+    results = log["runs"][0]["results"]
+    assert {r["ruleId"] for r in results} == {"SMP101", "SMP301"}
+    for result in results:
+        assert result["level"] == "error"
+        (related,) = result["relatedLocations"]
+        assert related["physicalLocation"] == {"artifactLocation": {"uri": "launch.py", "uriBaseId": "%SRCROOT%"}, "region": {"startLine": 3}}
+        assert "launch.py" in related["message"]["text"]

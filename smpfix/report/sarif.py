@@ -20,7 +20,7 @@ from typing import Any, Optional
 from smpfix import __version__
 from smpfix.findings import Edit, FileError, FileResult, Finding, Position
 from smpfix.jobfacts import FEATURES
-from smpfix.report.locations import artifact_uri, directory_uri, in_cell, source_file
+from smpfix.report.locations import artifact_uri, directory_uri, in_cell, source_files
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 INFORMATION_URI = "https://github.com/smpfix/smpfix"
@@ -68,17 +68,16 @@ def _replacement(edit: Edit) -> dict[str, Any]:
 
 
 def _related(finding: Finding, cwd: str) -> list[dict[str, Any]]:
+    """Where the job settings the finding depended on were read, when that is another file."""
     related: list[dict[str, Any]] = []
     for use in finding.job_facts:
-        found = source_file(use.source, finding.path, cwd)
-        if found is None:
-            continue
-        location: dict[str, Any] = {"artifactLocation": _artifact(found.path, cwd)}
-        if found.line is not None:
-            location["region"] = {"startLine": found.line}
         feature = FEATURES[use.feature].title if use.feature in FEATURES else use.feature
-        message = f"{feature}: {use.state} ({use.source})"
-        related.append({"id": len(related) + 1, "physicalLocation": location, "message": {"text": message}})
+        for found in source_files(use.source, finding.path, cwd):
+            location: dict[str, Any] = {"artifactLocation": _artifact(found.path, cwd)}
+            if found.line is not None:
+                location["region"] = {"startLine": found.line}
+            message = f"{feature}: {use.state} ({use.source})"
+            related.append({"id": len(related) + 1, "physicalLocation": location, "message": {"text": message}})
     return related
 
 
