@@ -6,7 +6,11 @@ the ``Random`` it is given: the same seed gives the same script.
 
 A script is a list of *parts*; each part is a small template where ``{smp}`` stands for the
 library's local name and ``{I}`` for one indentation level. The pitfall parts record which
-rule they should trigger, so a test can check the findings appear.
+rule they should trigger, so a test can check the findings appear. The support parts (a
+dataset, metrics, a learning-rate schedule, configuration and logging helpers) make a script
+as long as a real one (150 to 250 lines); they never touch the library, and every name they
+bind is too long or too capitalized for the alias the property tests generate
+(``[a-z][a-z_]{0,8}``), so they cannot shadow it.
 """
 
 from __future__ import annotations
@@ -55,6 +59,108 @@ def parse_args():
 {I}parser.add_argument("--batch-size", type=int, default={batch})
 {I}return parser.parse_args()
 '''
+
+_SUPPORT_IMPORTS = '''from json import load as load_json_file
+from logging import basicConfig as configure_logging, getLogger
+from time import perf_counter
+
+from torch.utils.data import Dataset
+
+'''
+
+_SUPPORT_PARTS = (
+    '''
+
+class SyntheticTokens(Dataset):
+{I}"""Deterministic token sequences standing in for a tokenized corpus."""
+
+{I}def __init__(self, sample_count, sequence_length={seq}, vocabulary_size={vocab}):
+{I}{I}self.sample_count = sample_count
+{I}{I}self.sequence_length = sequence_length
+{I}{I}self.vocabulary_size = vocabulary_size
+
+{I}def __len__(self):
+{I}{I}return self.sample_count
+
+{I}def __getitem__(self, item_index):
+{I}{I}first_token = item_index % self.vocabulary_size
+{I}{I}tokens_here = torch.arange(first_token, first_token + self.sequence_length + 1) % self.vocabulary_size
+{I}{I}return tokens_here[:-1], tokens_here[1:]
+
+
+def make_dataset(args):
+{I}"""The training set: {samples} samples unless the configuration says otherwise."""
+{I}return SyntheticTokens(getattr(args, "sample_count", {samples}))
+''',
+    '''
+
+class AverageMeter:
+{I}"""A running average of a scalar (loss, tokens per second) over a window."""
+
+{I}def __init__(self, window_length=100):
+{I}{I}self.window_length = window_length
+{I}{I}self.window_values = []
+{I}{I}self.running_total = 0.0
+{I}{I}self.value_count = 0
+
+{I}def record_value(self, observed_value):
+{I}{I}self.window_values.append(float(observed_value))
+{I}{I}if len(self.window_values) > self.window_length:
+{I}{I}{I}self.window_values.pop(0)
+{I}{I}self.running_total += float(observed_value)
+{I}{I}self.value_count += 1
+
+{I}@property
+{I}def window_average(self):
+{I}{I}if not self.window_values:
+{I}{I}{I}return 0.0
+{I}{I}return math.fsum(self.window_values) / len(self.window_values)
+
+{I}@property
+{I}def overall_average(self):
+{I}{I}return self.running_total / max(self.value_count, 1)
+''',
+    '''
+
+def cosine_learning_rate(step_number, warmup_steps, total_steps, peak_learning_rate, floor_ratio=0.1):
+{I}"""Linear warm-up, then cosine decay to ``floor_ratio`` of the peak."""
+{I}if step_number < warmup_steps:
+{I}{I}return peak_learning_rate * (step_number + 1) / warmup_steps
+{I}progress_ratio = min(1.0, (step_number - warmup_steps) / max(1, total_steps - warmup_steps))
+{I}cosine_factor = 0.5 * (1.0 + math.cos(math.pi * progress_ratio))
+{I}return peak_learning_rate * (floor_ratio + (1.0 - floor_ratio) * cosine_factor)
+''',
+    '''
+
+def perplexity_of(loss_values):
+{I}"""Perplexity from per-batch losses, capped so that a diverged run still prints."""
+{I}if not loss_values:
+{I}{I}return float("inf")
+{I}average_loss = math.fsum(float(item_value) for item_value in loss_values) / len(loss_values)
+{I}return math.exp(min(average_loss, 50.0))
+
+
+def format_duration(total_seconds):
+{I}whole_minutes, remaining_seconds = divmod(int(total_seconds), 60)
+{I}whole_hours, whole_minutes = divmod(whole_minutes, 60)
+{I}return f"{{whole_hours:d}}:{{whole_minutes:02d}}:{{remaining_seconds:02d}}"
+''',
+    '''
+
+def read_run_config(config_path, defaults_mapping=None):
+{I}"""Options from a JSON file over ``defaults_mapping``; a missing file gives the defaults."""
+{I}merged_options = dict(defaults_mapping or {{}})
+{I}if config_path and os.path.exists(config_path):
+{I}{I}with open(config_path, encoding="utf-8") as config_handle:
+{I}{I}{I}merged_options.update(load_json_file(config_handle))
+{I}return merged_options
+
+
+def setup_run_logging(verbose_output=False):
+{I}configure_logging(level="DEBUG" if verbose_output else "INFO", format="%(asctime)s %(levelname)s %(message)s")
+{I}return getLogger("training")
+''',
+)
 
 _STEP = '''
 @{smp}.step
@@ -148,6 +254,8 @@ def render(rng: random.Random, alias: str | None = None, pitfalls: dict[str, boo
         "lr": rng.choice(["1e-4", "0.001", "3e-4"]),
         "epochs": rng.randint(1, 10),
         "batch": rng.choice([8, 16, 32]),
+        "seq": rng.choice([128, 256, 512]),
+        "samples": rng.choice([1024, 4096, 65536]),
     }
 
     def fill(template: str) -> str:
@@ -164,9 +272,12 @@ def render(rng: random.Random, alias: str | None = None, pitfalls: dict[str, boo
     body.append(fill((save_bad if choose.get("SMP301") else save_good).template))
     if rng.random() < 0.3:
         body.insert(rng.randint(2, len(body)), f"{indent}# {rng.choice(['checkpoint below', 'data', 'model'])}\n")
+    support = [fill(part) for part in _SUPPORT_PARTS if rng.random() < 0.85]
     parts = [
         fill(_HEADER),
+        _SUPPORT_IMPORTS,
         fill(_MODEL),
+        *support,
         fill(_ARGS),
         fill(_STEP),
         "\n\ndef main():\n" + "".join(body),

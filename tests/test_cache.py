@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, smpfix_command
 
 from smpfix import cache, runner
 from smpfix.discovery import DiscoveredFile
 from smpfix.findings import FileResult
+from smpfix.jobfacts import DeclaredJob
 from smpfix.project import Project
 from smpfix.rule_index import RuleNames
 from smpfix.runner import RunOptions, run
@@ -87,7 +90,7 @@ def test_changed_content_settings_or_job_miss(tmp_path: Path, analyses: list[str
     script.write_text(CLEAN, encoding="utf-8")
     assert _check([script], options)[0].findings == ()
     _check([script], _options(tmp_path, select=frozenset({"SMP101"})))
-    _check([script], _options(tmp_path, declared_jobs=(runner.DeclaredJob("test", {"tensor_parallel_degree": 4}),)))
+    _check([script], _options(tmp_path, declared_jobs=(DeclaredJob("test", {"tensor_parallel_degree": 4}),)))
     assert len(analyses) == 4
 
 
@@ -148,20 +151,16 @@ def _hammer(directory: str, rounds: int) -> int:
 
 
 def test_concurrent_writers_readers_and_cleaners(tmp_path: Path) -> None:
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     with context.Pool(4) as pool:
         assert pool.starmap(_hammer, [(str(tmp_path / "c"), 150)] * 4) == [0, 0, 0, 0]
 
 
 def test_concurrent_command_runs_agree(tmp_path: Path) -> None:
-    import subprocess
-
-    from conftest import smpfix_command
-
     for number in range(12):
         (tmp_path / f"train_{number}.py").write_text(BAD if number % 2 else CLEAN, encoding="utf-8")
     command = [*smpfix_command(), "check", "--format", "json", "--cache-dir", str(tmp_path / "cache"), str(tmp_path)]
-    runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**__import__("os").environ, "NO_COLOR": "1"}) for _ in range(3)]
+    runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"}) for _ in range(3)]
     outputs = [run.communicate(timeout=300) for run in runs]
     assert all(run.returncode == 1 for run in runs), [err for _, err in outputs]
     assert len({out for out, _ in outputs}) == 1
