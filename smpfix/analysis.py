@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from smpfix import suppression, unused_suppressions
+from smpfix import nesting, suppression, unused_suppressions
 from smpfix.facts import FileFacts, collect
 from smpfix.findings import Applicability, FileError, Finding, Fix, JobFactUse
 from smpfix.jobfacts import DeclaredJob, Evidence, JobFacts
@@ -64,6 +64,9 @@ class _LazyPositions:
 
 def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[FileError]]:
     """Parse with LibCST; a syntax error or too-deep nesting becomes one clear diagnostic."""
+    deep = nesting.too_deep(text)  # LibCST's native parser would crash the process, not raise
+    if deep is not None:
+        return None, FileError(path, deep.message, deep.line, deep.column)
     previous = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(previous, _RECURSION_LIMIT))
@@ -75,6 +78,8 @@ def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[FileErro
         return None, FileError(path, "code is nested too deeply to analyze")
     except (MemoryError, ValueError) as exc:
         return None, FileError(path, f"cannot parse: {exc}")
+    except Exception as exc:  # e.g. CSTLogicError on syntax newer than this LibCST knows
+        return None, FileError(path, f"cannot parse: LibCST rejects this code ({type(exc).__name__}: {exc}); it may use syntax from a newer Python")
     finally:
         sys.setrecursionlimit(previous)
 
@@ -202,6 +207,11 @@ def _run_rules(
         return Analysis(errors=tuple(errors), job=job, imports_smp=facts.imports_smp)
 
     positions = target.positions
+    mismatch = positions.get().mismatch
+    if mismatch is not None:
+        where = positions.get().position(mismatch)
+        reason = "LibCST does not reproduce this file exactly here (a form feed, a backslash continuation in indentation or a lone CR); not analyzed, so that no fix can edit the wrong characters"
+        return Analysis(errors=(*errors, FileError(path, reason, where.line, where.column)), job=job, imports_smp=facts.imports_smp)
     by_line = suppression.parse(target.text)
     findings: list[Finding] = []
     used: list[suppression.Suppression] = []

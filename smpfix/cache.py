@@ -36,7 +36,7 @@ import os
 import sys
 import tempfile
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -108,7 +108,10 @@ def to_json(value: Any, strict: bool = True) -> Any:
     if isinstance(value, Mapping):
         return {str(key): to_json(item, strict) for key, item in value.items()}
     if isinstance(value, (frozenset, set)):
-        return sorted((to_json(item, strict) for item in value), key=lambda item: json.dumps(item, sort_keys=True))
+        items = [to_json(item, strict) for item in value]
+        if all(type(item) is str for item in items):
+            return sorted(items)
+        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
     if isinstance(value, (tuple, list)):
         return [to_json(item, strict) for item in value]
     if isinstance(value, os.PathLike):
@@ -122,61 +125,86 @@ class _Invalid(Exception):
     """Stored data that does not fit the type it should have: the entry is ignored."""
 
 
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+Decoder = Callable[[Any], Any]
 
 
 def from_json(kind: Any, data: Any) -> Any:
     """The inverse of :func:`to_json` for a value of type ``kind``; raises ``_Invalid``."""
-    origin = typing.get_origin(kind)
-    args = typing.get_args(kind)
+    return decoder(kind)(data)
+
+
+@functools.cache
+def decoder(kind: Any) -> Decoder:
+    """A function that checks and decodes JSON data of type ``kind``, built once per type
+    (a warm run decodes every cached result, so this path is the cost of a warm run)."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
     if kind is Any:
-        return data
+        return lambda data: data
     if origin is Union:
-        if data is None and type(None) in args:
-            return None
         options = [arg for arg in args if arg is not type(None)]
         if len(options) != 1:
-            raise _Invalid(f"ambiguous type {kind}")
-        return from_json(options[0], data)
+            raise TypeError(f"ambiguous type {kind}")
+        inner = decoder(options[0])
+        return lambda data: None if data is None and len(args) > 1 else inner(data)
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-        if not isinstance(data, dict):
-            raise _Invalid(f"{kind.__name__}: expected an object")
-        hints = _hints(kind)
-        names = {f.name for f in dataclasses.fields(kind)}
+        return _dataclass_decoder(kind)
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return lambda data: _checked(kind, data)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = decoder(args[0])
+            return lambda data: tuple(item(value) for value in _list(data))
+        items = [decoder(arg) for arg in args]
+        return lambda data: tuple(decode(value) for decode, value in zip(items, _list(data, len(items))))
+    if origin in (frozenset, set):
+        item = decoder(args[0])
+        return lambda data: origin(item(value) for value in _list(data))
+    if origin in (Mapping, dict):
+        value_decoder = decoder(args[1])
+        return lambda data: {key: value_decoder(value) for key, value in _dict(data).items()}
+    if kind in (int, float, str, bool):
+        return lambda data: _primitive(kind, data)
+    raise TypeError(f"unsupported type {kind}")
+
+
+def _dataclass_decoder(kind: type) -> Decoder:
+    hints = typing.get_type_hints(kind)
+    fields = {f.name: decoder(hints[f.name]) for f in dataclasses.fields(kind)}
+
+    def decode(data: Any) -> Any:
         try:
-            return kind(**{name: from_json(hints[name], value) for name, value in data.items() if name in names})
+            return kind(**{name: fields[name](value) for name, value in _dict(data).items() if name in fields})
         except TypeError as exc:
             raise _Invalid(str(exc)) from None
-    if isinstance(kind, type) and issubclass(kind, enum.Enum):
-        try:
-            return kind(data)
-        except ValueError as exc:
-            raise _Invalid(str(exc)) from None
-    if origin is tuple:
-        if not isinstance(data, list):
-            raise _Invalid("expected a list")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(from_json(args[0], item) for item in data)
-        if len(args) != len(data):
-            raise _Invalid("wrong tuple length")
-        return tuple(from_json(arg, item) for arg, item in zip(args, data))
-    if origin in (frozenset, set):
-        if not isinstance(data, list):
-            raise _Invalid("expected a list")
-        return origin(from_json(args[0], item) for item in data)
-    if origin in (Mapping, dict):
-        if not isinstance(data, dict):
-            raise _Invalid("expected an object")
-        return {key: from_json(args[1], value) for key, value in data.items()}
-    if kind in (int, float, str, bool):
-        if kind is float and isinstance(data, int) and not isinstance(data, bool):
-            return float(data)
-        if not isinstance(data, kind) or (kind is int and isinstance(data, bool)):
-            raise _Invalid(f"expected {kind.__name__}")
+
+    return decode
+
+
+def _checked(kind: type, data: Any) -> Any:
+    try:
+        return kind(data)
+    except (ValueError, TypeError) as exc:
+        raise _Invalid(str(exc)) from None
+
+
+def _list(data: Any, length: Optional[int] = None) -> list[Any]:
+    if type(data) is not list or (length is not None and len(data) != length):
+        raise _Invalid("expected a list" if length is None else f"expected a list of {length}")
+    return data
+
+
+def _dict(data: Any) -> dict[str, Any]:
+    if type(data) is not dict:
+        raise _Invalid("expected an object")
+    return data
+
+
+def _primitive(kind: type, data: Any) -> Any:
+    if type(data) is kind:
         return data
-    raise _Invalid(f"unsupported type {kind}")
+    if kind is float and type(data) is int:
+        return float(data)
+    raise _Invalid(f"expected {kind.__name__}")
 
 
 # -- the cache ------------------------------------------------------------------------------------
@@ -233,8 +261,13 @@ class ResultCache:
         slot = _hash(self.engine.encode(), where)
         return EntryKey(slot=slot, digest=_hash(slot.encode(), raw))
 
-    def load(self, key: EntryKey, path: str, raw: bytes) -> Optional[FileResult]:
-        """The stored result for ``key``, or None: missing, corrupt, or a dependency changed."""
+    def load(self, key: EntryKey, path: str, raw: bytes, digests: Optional[dict[str, Optional[str]]] = None) -> Optional[FileResult]:
+        """The stored result for ``key``, or None: missing, corrupt, or a dependency changed.
+
+        ``digests`` remembers dependency hashes across the files of one run (scripts in one
+        folder look for the same sibling modules).
+        """
+        known = digests if digests is not None else {}
         try:
             with open(self.entries / f"{key.slot}.json", "rb") as handle:
                 entry = json.loads(handle.read())
@@ -244,7 +277,8 @@ class ResultCache:
             if not isinstance(dependencies, dict):
                 return None
             for dependency, digest in dependencies.items():
-                if file_digest(dependency) != digest:
+                current = known[dependency] if dependency in known else known.setdefault(dependency, file_digest(dependency))
+                if current != digest:
                     return None
             result = from_json(FileResult, entry["result"])
         except (OSError, ValueError, KeyError, TypeError, RecursionError, _Invalid):

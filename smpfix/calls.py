@@ -35,19 +35,34 @@ def has_star_kwargs(call: cst.Call) -> bool:
     return any(arg.star == "**" for arg in call.args)
 
 
+# Node kinds for the cached type tests below (``isinstance`` on LibCST classes goes through
+# ``ABCMeta`` and dominated these subtree scans).
+_ATTRIBUTE, _ARG, _NAME = (cst.Attribute,), (cst.Arg,), (cst.Name,)
+_BINDERS = (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.WithItem, cst.NamedExpr, cst.FunctionDef,
+            cst.ClassDef, cst.Import, cst.ImportFrom)
+
+
 def names_in(node: cst.CSTNode) -> set[str]:
     """Every plain name read anywhere inside ``node`` (attribute names excluded)."""
-    from smpfix.walker import iter_nodes
+    from smpfix.walker import is_subclass, iter_nodes
 
-    nodes = iter_nodes(node)
-    not_reads = {id(child.attr) for child in nodes if isinstance(child, cst.Attribute)}
-    not_reads |= {id(child.keyword) for child in nodes if isinstance(child, cst.Arg) and child.keyword is not None}
-    return {child.value for child in nodes if isinstance(child, cst.Name) and id(child) not in not_reads}
+    not_reads: set[int] = set()
+    names: list[cst.Name] = []
+    for child in iter_nodes(node):
+        kind = type(child)
+        if is_subclass(kind, _ATTRIBUTE):
+            not_reads.add(id(child.attr))  # type: ignore[attr-defined]
+        elif is_subclass(kind, _ARG):
+            if child.keyword is not None:  # type: ignore[attr-defined]
+                not_reads.add(id(child.keyword))  # type: ignore[attr-defined]
+        elif is_subclass(kind, _NAME):
+            names.append(child)  # type: ignore[arg-type]
+    return {child.value for child in names if id(child) not in not_reads}
 
 
 def bound_names(statement: cst.CSTNode) -> set[str]:
     """Names a statement (re)binds: assignment targets, loop and ``with`` targets, defs, imports."""
-    from smpfix.walker import iter_nodes
+    from smpfix.walker import is_subclass, iter_nodes
 
     bound: set[str] = set()
 
@@ -61,6 +76,8 @@ def bound_names(statement: cst.CSTNode) -> set[str]:
             targets(expr.value)
 
     for node in iter_nodes(statement):
+        if not is_subclass(type(node), _BINDERS):
+            continue
         if isinstance(node, cst.Assign):
             for target in node.targets:
                 targets(target.target)

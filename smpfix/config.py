@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from smpfix.jobfacts import KNOWN_KEYS, LAUNCH_KEYS, Value, closest_key, normalize_key
+from smpfix.config_keys import advise
+from smpfix.jobfacts import KNOWN_KEYS, LAUNCH_KEYS, Value, normalize_key
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -63,8 +64,10 @@ def validate_job(table: Mapping[str, Any], where: str) -> dict[str, Value]:
     job: dict[str, Value] = {}
     for key, value in table.items():
         if key not in KNOWN_KEYS and key not in LAUNCH_KEYS:
-            hint = closest_key(key)
-            suggestion = f" (did you mean {hint!r}?)" if hint else ""
+            # The same advice SMP812 gives for a key in a launcher or an smp.init dict.
+            advice = advise(key)
+            hint = advice.suggestion or advise(key, LAUNCH_KEYS).suggestion
+            suggestion = f": it {advice.explanation}" if advice.explanation else (f" (did you mean {hint!r}?)" if hint else "")
             raise ConfigError(f"{where}: unknown job setting {key!r}{suggestion}")
         if not isinstance(value, (bool, int, float, str)):
             raise ConfigError(f"{where}: job setting {key!r} must be a boolean, number or string")

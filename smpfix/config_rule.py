@@ -116,12 +116,21 @@ class ConfigRule(Rule):
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
         raise NotImplementedError
 
+    def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
+        """Problems that also need the code the configuration runs (the script a launcher
+        starts, the script holding an ``smp.init`` dict); none by default. Not run for the
+        ``[tool.smpfix.job]`` table, which configures no particular script."""
+        return iter(())
+
     def leave_Module(self, node: cst.Module) -> None:
+        reported: set[tuple[int, str]] = set()
         for view in config_views(self):
-            for problem in self.check(view):
+            for problem in (*self.check(view), *self.check_with_code(view)):
                 anchor = (problem.at.anchor if problem.at is not None else None) or view.anchor
-                if anchor is None:
+                # Two estimators sharing one options dict would otherwise report its entry twice.
+                if anchor is None or (id(anchor), problem.message) in reported:
                     continue
+                reported.add((id(anchor), problem.message))
                 self.report(anchor, problem.message, severity=problem.severity, fix=_pending(problem.fix))
 
 

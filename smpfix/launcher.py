@@ -49,12 +49,15 @@ class Located:
     ``value`` is a plain value, UNKNOWN, or for dicts a ``dict[str, Located]`` and for lists a
     ``list[Located]``. ``node`` is the value's expression (None when it came from a JSON
     file); ``entry`` is the dict element ``"key": value`` when it came from a dict display.
+    ``pieces`` are, for a string built with ``+`` or ``+=`` from literals, the literals it was
+    joined from, in order (a rule can then point at, or fix, one of them).
     """
 
     value: Any
     node: Optional[cst.CSTNode] = None
     entry: Optional[cst.CSTNode] = None
     source_file: Optional[str] = None
+    pieces: tuple[Located, ...] = field(default=(), compare=False)
 
     @property
     def is_dict(self) -> bool:
@@ -139,7 +142,7 @@ def _located(node: cst.BaseExpression, env: Mapping[str, Located], entry: Option
     """Evaluate a literal expression, reading names from ``env``."""
     if isinstance(node, cst.Name) and node.value in env:
         found = env[node.value]
-        return Located(found.value, found.node, found.entry if entry is None else entry, found.source_file)
+        return Located(found.value, found.node, found.entry if entry is None else entry, found.source_file, found.pieces)
     if isinstance(node, cst.Dict):
         items: dict[str, Located] = {}
         for element in node.elements:
@@ -176,13 +179,19 @@ def _located(node: cst.BaseExpression, env: Mapping[str, Located], entry: Option
             values.append(_located(item.value, env))
         return Located(values, node, entry)
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
-        left, right = _located(node.left, env).plain(), _located(node.right, env).plain()
+        left_located, right_located = _located(node.left, env), _located(node.right, env)
+        left, right = left_located.plain(), right_located.plain()
         if isinstance(left, str) and isinstance(right, str):
-            return Located(left + right, node, entry)
+            return Located(left + right, node, entry, pieces=_string_pieces(left_located) + _string_pieces(right_located))
         return Located(UNKNOWN, node, entry)
     if isinstance(node, cst.Name) and node.value not in ("True", "False", "None"):
         return Located(UNKNOWN, node, entry)
     return Located(literal_value(node), node, entry)
+
+
+def _string_pieces(located: Located) -> tuple[Located, ...]:
+    """The literals a string value was joined from (itself, when it is one literal)."""
+    return located.pieces or (located,)
 
 
 def _assign_path(env: dict[str, Located], target: cst.BaseExpression, value: Located) -> None:
@@ -292,9 +301,12 @@ def _replay(module: cst.Module, on_call: Callable[[cst.Call, dict[str, Located]]
             _assign_path(env, node.target, _located(node.value, env))
         elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
             current = _located(node.target, env) if isinstance(node.target, cst.Name) else _subscript_value(node.target, env)
-            added = _located(node.value, env).plain()
-            combined = current.plain() + added if isinstance(current.plain(), str) and isinstance(added, str) else UNKNOWN
-            _assign_path(env, node.target, Located(combined, node.value, current.entry))
+            added_located = _located(node.value, env)
+            added = added_located.plain()
+            joined = isinstance(current.plain(), str) and isinstance(added, str)
+            combined = current.plain() + added if joined else UNKNOWN
+            pieces = _string_pieces(current) + _string_pieces(added_located) if joined else ()
+            _assign_path(env, node.target, Located(combined, node.value, current.entry, pieces=pieces))
 
 
 def find_launchers(module: cst.Module, imports: ImportTable, path: str) -> list[Launcher]:

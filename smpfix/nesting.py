@@ -128,7 +128,7 @@ def too_deep(text: str) -> Optional[TooDeep]:
                 top.chain += 1
             chained += 1
         elif kind == "string" and set(match.group("prefix").lower()) & {"f", "t"}:
-            braces = _brace_depth(match.group())
+            braces = 2 * _brace_depth(match.group())  # nested f-strings cost the parser more
             top.chain += braces
             chained += braces
         depth = len(levels) + chained + len(indents) + elifs

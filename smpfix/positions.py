@@ -95,6 +95,11 @@ class Positions:
         self._inclusive = recorder.inclusive
         self.text = text
         self.line_starts = [0, *(match.end() for match in _NEWLINE.finditer(text))]
+        # LibCST drops a few characters it does not model (form feeds, a backslash
+        # continuation inside indentation, a final lone CR); past such a place every offset
+        # would be off, and a fix would edit the wrong characters.
+        generated = "".join(recorder.tokens)
+        self.mismatch: Optional[int] = None if generated == text else _first_difference(generated, text)
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         """Character offsets of the node's own code, without the whitespace it owns."""
@@ -119,3 +124,11 @@ class Positions:
     def line_text(self, line: int) -> str:
         start, end = self.line_span(line, line)
         return self.text[start:end]
+
+
+def _first_difference(left: str, right: str) -> int:
+    """The first offset at which ``left`` and ``right`` differ."""
+    for index, (a, b) in enumerate(zip(left, right)):
+        if a != b:
+            return index
+    return min(len(left), len(right))

@@ -104,6 +104,14 @@ class LocalModules:
         self._loaded: dict[str, Optional[LinkedModule]] = {}
         self._consulted: dict[str, None] = {}
 
+    def for_importer(self, importer: str) -> LocalModules:
+        """The same parsed files, resolving imports from ``importer`` instead (a launcher looking
+        into the script it starts): what it reads still counts as this analysis's dependencies."""
+        other = LocalModules(self.project, importer)
+        other._loaded = self._loaded
+        other._consulted = self._consulted
+        return other
+
     def find_file(self, module_name: str) -> Optional[str]:
         """The project file for a module name (``model``, ``pkg.data``, ``.data``)."""
         level = len(module_name) - len(module_name.lstrip("."))

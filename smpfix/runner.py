@@ -234,6 +234,7 @@ def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optiona
             relevant.append((task, raw))
     options = _with_launchers(relevant, options)
     cache = _open_cache(options)
+    digests: dict[str, Optional[str]] = {}
     jobs: list[_Job] = []
     for task, raw in relevant:
         entry = None
@@ -241,7 +242,7 @@ def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optiona
             from smpfix.cache import has_applicable_fix
 
             entry = cache.key(task.path, raw, _cache_settings(task.path, options))
-            cached = cache.load(entry, task.path, raw) if entry is not None else None
+            cached = cache.load(entry, task.path, raw, digests) if entry is not None else None
             if cached is not None and not (options.fixing and has_applicable_fix(cached, options.unsafe_fixes)):
                 results.append(cached)
                 notify(cached)

@@ -67,9 +67,11 @@ def step_bodies(steps: Sequence[StepFunction]) -> frozenset[cst.FunctionDef]:
 
 def enclosing_step(ancestry: Ancestry, bodies: frozenset[cst.FunctionDef]) -> Optional[cst.FunctionDef]:
     """The step body the node being visited sits in, lexically (nested ``def``s count)."""
+    if not bodies:
+        return None
     for node in reversed(ancestry.stack):
-        if isinstance(node, cst.FunctionDef) and node in bodies:
-            return node
+        if node in bodies:  # only FunctionDefs are in ``bodies``
+            return node  # type: ignore[return-value]
     return None
 
 

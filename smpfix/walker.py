@@ -63,6 +63,29 @@ def _getter(node_type: type) -> Callable[[Any], tuple[Any, ...]]:
     return getter
 
 
+_TYPE_TESTS: dict[tuple[type, ...], dict[type, bool]] = {}
+
+
+def type_test(types: tuple[type, ...]) -> Callable[[type], Optional[bool]]:
+    """``isinstance`` for LibCST classes without ``ABCMeta``'s cost: call the result with a
+    node's type; None means "not seen yet", to be answered by :func:`is_subclass`."""
+    known = _TYPE_TESTS.get(types)
+    if known is None:
+        known = _TYPE_TESTS[types] = {}
+    return known.get
+
+
+def is_subclass(node_type: type, types: tuple[type, ...]) -> bool:
+    """``issubclass``, remembered per (type, types): for hot loops over LibCST nodes."""
+    known = _TYPE_TESTS.get(types)
+    if known is None:
+        known = _TYPE_TESTS[types] = {}
+    answer = known.get(node_type)
+    if answer is None:
+        answer = known[node_type] = issubclass(node_type, types)
+    return answer
+
+
 def _is_node(value_type: type) -> bool:
     known = _IS_NODE.get(value_type)
     if known is None:
@@ -212,13 +235,21 @@ class Ancestry:
         return self.stack[index] if index >= 0 else None
 
     def nearest(self, *types: type) -> Optional[cst.CSTNode]:
+        test = type_test(types)
         for node in reversed(self.stack[:-1]):
-            if isinstance(node, types):
+            found = test(type(node))
+            if found or (found is None and is_subclass(type(node), types)):
                 return node
         return None
 
     def all_of(self, *types: type) -> list[cst.CSTNode]:
-        return [node for node in self.stack[:-1] if isinstance(node, types)]
+        test = type_test(types)
+        found = []
+        for node in self.stack[:-1]:
+            answer = test(type(node))
+            if answer or (answer is None and is_subclass(type(node), types)):
+                found.append(node)
+        return found
 
 
 def walk(root: cst.CSTNode, dispatch: Dispatch, ancestry: Ancestry, on_error: Callable[[Handler, BaseException], None]) -> None:

@@ -75,8 +75,8 @@ class MissingDistributedOptimizer(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        # The TensorFlow flavour has no DistributedOptimizer.
-        return super().applies_to(facts) and (
+        # Only files that wrap a model have its optimizer; the TensorFlow flavour has no DistributedOptimizer.
+        return super().applies_to(facts) and bool(facts.distributed_models) and (
             facts.imports.imports_module(SMP_TORCH)
             or any(value == "smdistributed.modelparallel" for value in facts.imports.bindings.values())
         )
@@ -95,13 +95,13 @@ class MissingDistributedOptimizer(Rule):
         qualified = self.facts.qualified_name(node.func)
         if qualified is not None and not qualified.startswith(_KNOWN_LIBRARIES):
             self._foreign_calls.append(node)
-        member = self.facts.smp_member(node.func)
+        member = self.facts.smp_member(node.func) if qualified is not None and qualified.startswith("smdistributed.") else None
         if member == "save_checkpoint":
             found = argument(node, "optimizer", 4)
             name = dotted_name(found.value) if found is not None else None
             if name is not None:
                 self._checkpointed.add(name)
-        if self.facts.is_optimizer_constructor(node) and not self._inside_wrapper():
+        if (qualified is not None or isinstance(node.func, cst.Name)) and self.facts.is_optimizer_constructor(node) and not self._inside_wrapper():
             self._optimizers.append(self._describe(node))
 
     def _inside_wrapper(self) -> bool:

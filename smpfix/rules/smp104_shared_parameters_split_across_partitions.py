@@ -9,6 +9,7 @@ import libcst as cst
 
 from smpfix.calls import argument
 from smpfix.creation_contexts import contexts_of
+from smpfix.facts import FileFacts
 from smpfix.findings import Severity
 from smpfix.imports import dotted_name
 from smpfix.jobfacts import Tri
@@ -78,6 +79,11 @@ class SharedParametersSplitAcrossPartitions(Rule):
     name = "shared-parameters-split-across-partitions"
     summary = "Modules that share a parameter (tied embeddings) must be on the same partition under manual partitioning."
     depends_on = ("PP",)
+
+    @classmethod
+    def applies_to(cls, facts: FileFacts) -> bool:
+        # Without `smp.partition`/`smp.set_partition` nothing is placed by hand.
+        return super().applies_to(facts) and any(item.feature == "PP" for item in facts.evidence)
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)

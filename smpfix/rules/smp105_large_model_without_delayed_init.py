@@ -9,7 +9,7 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.calls import argument
-from smpfix.creation_contexts import CreationContext, enclosing_contexts
+from smpfix.creation_contexts import CreationContext, contexts_of
 from smpfix.findings import Severity
 from smpfix.hf_models import (
     checkpoint_name,
@@ -76,9 +76,17 @@ class LargeModelWithoutDelayedInit(Rule):
         super().__init__(context)
         self._candidates: list[_Candidate] = []
         self._called_in: dict[str, list[tuple[CreationContext, ...]]] = {}
+        self._open: list[tuple[CreationContext, ...]] = []
+
+    def visit_With(self, node: cst.With) -> None:
+        self._open.append(tuple(contexts_of(self.facts, node)))
+
+    def leave_With(self, node: cst.With) -> None:
+        self._open.pop()
 
     def visit_Call(self, node: cst.Call) -> None:
-        contexts = tuple(enclosing_contexts(self.facts, self.ancestry.stack))
+        # The `with` items count as surrounding their own calls too; they build no model.
+        contexts = tuple(c for opened in self._open for c in opened)
         if isinstance(node.func, cst.Name) and contexts:
             self._called_in.setdefault(node.func.value, []).append(contexts)
         size = self._model_size(node)
@@ -94,10 +102,10 @@ class LargeModelWithoutDelayedInit(Rule):
             size = checkpoint_size(name) if name else None
             if size is not None:
                 return _Size(size, f"the checkpoint \"{name}\"")
-        if not self._builds_model(call):
-            return None
         config = argument(call, "config", 0)
-        return self._config_size(config.value) if config is not None else None
+        if config is None or not self._builds_model(call):
+            return None
+        return self._config_size(config.value)
 
     def _builds_model(self, call: cst.Call) -> bool:
         """``Model.from_config(cfg)``, ``GPT2LMHeadModel(cfg)``, a local ``GPT(cfg)``; not configs or helpers."""

@@ -8,7 +8,7 @@ import libcst as cst
 
 from smpfix.codegen import smp_reference
 from smpfix.edits import InsertStatementAfter, NodeEdit
-from smpfix.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS
+from smpfix.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
 from smpfix.findings import Applicability, Severity
 from smpfix.imports import SMP_TF, SMP_TORCH, dotted_name
 from smpfix.literals import literal_value
@@ -49,6 +49,11 @@ class MissingSmpInit(Rule):
     default_severity = Severity.WARNING
     satisfied_by_hf_trainer = True
 
+    @classmethod
+    def applies_to(cls, facts: FileFacts) -> bool:
+        # Most scripts call `smp.init()`: nothing to look for there.
+        return super().applies_to(facts) and not facts.smp_init_calls
+
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
         self._top_level_imports: list[tuple[cst.SimpleStatementLine, ImportNode]] = []
@@ -80,9 +85,10 @@ class MissingSmpInit(Rule):
             self._driver_use = self._driver_use or member
         if isinstance(node.func, cst.Name):
             self._called.add(node.func.value)
-        qualified = self.facts.qualified_name(node.func)
-        if qualified in ("os.environ.setdefault", "os.putenv") and len(node.args) >= 2:
-            self._note_env(node.args[0].value, node.args[1].value)
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("setdefault", "putenv") and len(node.args) >= 2:
+            if self.facts.qualified_name(func) in ("os.environ.setdefault", "os.putenv"):
+                self._note_env(node.args[0].value, node.args[1].value)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         # TensorFlow models subclass `smp.DistributedModel`.

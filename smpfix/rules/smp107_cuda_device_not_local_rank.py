@@ -18,6 +18,8 @@ from smpfix.rule import FixAvailability, PendingFix, Rule
 _CUDA_INDEX = re.compile(r"cuda:\d+")
 # Calls whose argument is a device *index*: "cuda" without one is an error there.
 _SET_DEVICE = frozenset({"torch.cuda.set_device", "torch.cuda.device"})
+# The last name of every callee the device checks look at (imported names are resolved as well).
+_DEVICE_CALL_NAMES = frozenset({"set_device", "device", "cuda", "to"})
 _ENV_GETTERS = frozenset({"os.environ.get", "os.getenv"})
 # Keywords that take a device in torch and Hugging Face APIs.
 _DEVICE_KEYWORDS = frozenset({"device", "map_location"})
@@ -39,8 +41,13 @@ class CudaDeviceNotLocalRank(Rule):
 
     # -- device indices in device APIs -------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.facts.qualified_name(node.func)
         func = node.func
+        spelled = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+        imported = isinstance(func, cst.Name) and func.value in self.facts.imports.bindings
+        if spelled not in _DEVICE_CALL_NAMES and not imported:
+            self._check_index(node, argument(node, "device"))
+            return
+        qualified = self.facts.qualified_name(func)
         if qualified in _SET_DEVICE:
             self._check_index(node, argument(node, "device", 0), set_device=True)
         elif qualified == "torch.device":
@@ -123,6 +130,8 @@ class CudaDeviceNotLocalRank(Rule):
 
     # -- device strings ----------------------------------------------------------------------
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if "cuda:" not in node.value:
+            return
         value = node.evaluated_value
         if not isinstance(value, str) or not _CUDA_INDEX.fullmatch(value):
             return

@@ -1,0 +1,41 @@
+"""SMP815: fp16 and bf16 cannot both be on; ``fp16_params`` is the deprecated name of ``fp16``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from smpfix.config_rule import ConfigProblem, ConfigRule, ConfigView
+from smpfix.findings import Severity
+from smpfix.rule import FixAvailability
+
+
+class Fp16AndBf16Together(ConfigRule):
+    code = "SMP815"
+    name = "fp16-and-bf16-together"
+    summary = "`bf16` requires `fp16` (and the deprecated `fp16_params`) to be False; `fp16_params` is deprecated."
+    fix_availability = FixAvailability.NONE
+
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        bf16 = view.located("bf16")
+        if bf16 is not None and bf16.plain() is True:
+            both = [key for key in ("fp16", "fp16_params") if (found := view.located(key)) is not None and found.plain() is True]
+            if both:
+                shown = " and ".join(f"`{key}` is True" for key in both)
+                yield ConfigProblem(
+                    bf16,
+                    f"`bf16` is True and {shown}: the library runs in one half-precision format, and setting bf16 "
+                    f"requires fp16 and fp16_params to be False (\"Setting config parameter bf16 to non-default value True "
+                    f"requires fp16 to be set to False\"), so the job stops at start-up after the instances are up. Keep one: "
+                    f"bf16 (which the library supports only with sharded data parallelism) or fp16.",
+                    Severity.ERROR,
+                )
+        fp16_params = view.located("fp16_params")
+        if fp16_params is not None:
+            yield ConfigProblem(
+                fp16_params,
+                f"`fp16_params` is deprecated (the library logs '\"fp16_params\" is a deprecated config key, please use "
+                f"\"fp16\" instead'): it is the old name of `fp16`, which turns on fp16 parameters and loss scaling for "
+                f"`smp.DistributedModel`. Write `\"fp16\": {fp16_params.plain()!r}` instead.",
+                Severity.HINT,
+            )
