@@ -34,6 +34,8 @@ class AnalysisOptions:
     declared_jobs: tuple[DeclaredJob, ...] = ()
     # The checked project (roots, launcher-declared jobs); None when checking a lone text.
     project: Optional[Project] = None
+    # Rules defined outside ``smpfix.rules`` (a test's probe, a plugin), run with the others.
+    extra_rules: tuple[type[Rule], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class _LazyPositions:
 
 def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[FileError]]:
     """Parse with LibCST; a syntax error or too-deep nesting becomes one clear diagnostic."""
-    deep = nesting.too_deep(text)  # LibCST's native parser would crash the process, not raise
+    deep = nesting.refusal(text)  # LibCST's native parser would crash the process, not raise
     if deep is not None:
         return None, FileError(path, deep.message, deep.line, deep.column)
     previous = sys.getrecursionlimit()
@@ -120,7 +122,7 @@ def _analyze_indexed(module: cst.Module, text: str, path: str, options: Analysis
     declared = (*options.declared_jobs, *project.declared_for(path))
     positions = _LazyPositions(module, text)
     job = job_facts_for(facts, declared, positions) if facts.imports_smp else JobFacts.resolve(declared)
-    selected = [rule for rule in all_rules() if rule.code in options.select]
+    selected = [rule for rule in (*all_rules(), *options.extra_rules) if rule.code in options.select]
     rule_types = [rule for rule in selected if rule.applies_to(facts)]
     checks_unused = any(rule.code == unused_suppressions.CODE for rule in rule_types)
     rule_types = [rule for rule in rule_types if rule.code != unused_suppressions.CODE]

@@ -29,6 +29,9 @@ class LinkedScript:
     hyperparameters: Mapping[str, Any]
     launcher: str
     line: int
+    # False when the launcher passes hyperparameters smpfix cannot read (a call, a variable
+    # from elsewhere): a key missing from ``hyperparameters`` may then still be passed.
+    hyperparameters_complete: bool = True
 
 
 def may_be_launcher(raw: bytes) -> bool:
@@ -79,6 +82,7 @@ def link(files: Iterable[tuple[str, str]]) -> list[LinkedScript]:
     """Launchers among ``(path, text)`` pairs (notebooks included) and the scripts they start."""
     import libcst as cst
 
+    from smpfix import nesting
     from smpfix.facts import collect
     from smpfix.launcher import find_launchers
     from smpfix.positions import Positions
@@ -93,9 +97,11 @@ def link(files: Iterable[tuple[str, str]]) -> list[LinkedScript]:
                 code = notebook.parse(text).joined()[0]
             except notebook.NotebookError:
                 continue
+        if nesting.refusal(code) is not None:  # LibCST would crash on it; reported when checked
+            continue
         try:
             module = cst.parse_module(code)
-        except (cst.ParserSyntaxError, RecursionError, ValueError):
+        except Exception:  # a syntax error, or syntax this LibCST cannot represent
             continue
         facts = collect(module)
         launchers = find_launchers(module, facts.imports, path)
@@ -118,6 +124,7 @@ def link(files: Iterable[tuple[str, str]]) -> list[LinkedScript]:
                     hyperparameters=_literal_items(hyper),
                     launcher=os.path.abspath(path),
                     line=line,
+                    hyperparameters_complete=hyper is None or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),
                 )
             )
     return linked

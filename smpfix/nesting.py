@@ -22,6 +22,9 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+# A hand-written training script is far smaller; LibCST needs about 7 s and 1 GiB per
+# million characters, so a larger (generated) file is refused rather than parsed for minutes.
+MAX_CHARACTERS = 2_000_000
 # CPython's tokenizer limit (MAXLEVEL); LibCST does not enforce it.
 MAX_BRACKETS = 200
 # Far below where LibCST crashes on an 8 MiB stack (about 2,100 units for the cheapest
@@ -66,6 +69,14 @@ class _Level:
     def __init__(self) -> None:
         self.chain = 0
         self.lambdas = 0
+
+
+def refusal(text: str) -> Optional[TooDeep]:
+    """Why LibCST must not parse ``text`` (too large or too deeply nested), or None."""
+    if len(text) > MAX_CHARACTERS:
+        size = f"{len(text) / 1_000_000:.1f} million characters"
+        return TooDeep(f"file is too large to analyze ({size}; the limit is {MAX_CHARACTERS // 1_000_000} million); exclude it if it is generated", 1, 1)
+    return too_deep(text)
 
 
 def too_deep(text: str) -> Optional[TooDeep]:

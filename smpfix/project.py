@@ -177,12 +177,14 @@ class LocalModules:
 def _parse(path: str) -> Optional[LinkedModule]:
     import libcst as cst
 
-    from smpfix import source
+    from smpfix import nesting, source
     from smpfix.facts import collect
 
     try:
         src = source.read(path)
+        if nesting.refusal(src.text) is not None:  # LibCST would crash on it
+            return None
         module = cst.parse_module(src.text)
         return LinkedModule(path, src.text, module, collect(module))
-    except (source.SourceError, cst.ParserSyntaxError, RecursionError, ValueError):
+    except Exception:  # unreadable, a syntax error, or syntax this LibCST cannot represent
         return None

@@ -135,14 +135,18 @@ def _import_rule_modules() -> None:
 
 
 def all_rules() -> tuple[type[Rule], ...]:
-    """Every rule defined in ``smpfix.rules``, sorted by code."""
+    """Every rule defined in ``smpfix.rules``, sorted by code.
+
+    Subclasses defined elsewhere (a test's probe rule) are not rules of smpfix; they run only
+    when passed in ``AnalysisOptions.extra_rules``.
+    """
     _import_rule_modules()
     found: dict[str, type[Rule]] = {}
     pending = list(Rule.__subclasses__())
     while pending:
         cls = pending.pop()
         pending.extend(cls.__subclasses__())
-        if cls.code:
+        if cls.code and cls.__module__.startswith("smpfix.rules."):
             found[cls.code] = cls
     return tuple(found[code] for code in sorted(found))
 

@@ -207,6 +207,14 @@ def _preload() -> None:
     all_rules()
 
 
+def _worker_setup() -> None:
+    """Workers leave Ctrl-C to the main process, which stops handing out files; a worker that
+    also raised KeyboardInterrupt would print a traceback and could stop between two writes."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _pool_context() -> multiprocessing.context.BaseContext:
     import multiprocessing
 
@@ -258,10 +266,14 @@ def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optiona
         from concurrent.futures import ProcessPoolExecutor
 
         _preload()
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=_pool_context()) as pool:
-            for result in pool.map(work, jobs, chunksize=max(1, len(jobs) // (workers * 8))):
-                results.append(result)
-                notify(result)
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=_pool_context(), initializer=_worker_setup) as pool:
+            try:
+                for result in pool.map(work, jobs, chunksize=max(1, len(jobs) // (workers * 8))):
+                    results.append(result)
+                    notify(result)
+            except BaseException:  # Ctrl-C: let the workers finish the file at hand, start no other
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     yield from sorted(_regroup(results), key=lambda r: r.path)
 
 

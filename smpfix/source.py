@@ -9,6 +9,7 @@ the one that was read.
 from __future__ import annotations
 
 import codecs
+import glob
 import io
 import os
 import stat
@@ -74,39 +75,85 @@ class ConcurrentModification(SourceError):
     """The file changed on disk after smpfix read it; writing would lose someone's edit."""
 
 
+# Temporary files are named after their target: ``.smpfix-<name>.<random>.tmp``. They never
+# end in ``.py``/``.ipynb`` and are hidden, so discovery never takes one for a source; one
+# left behind by a killed run is removed the next time its target is written.
+TEMP_PREFIX = ".smpfix-"
+TEMP_SUFFIX = ".tmp"
+_WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+
+
 def write_atomic(source: SourceFile, new_text: str) -> None:
     """Replace ``source.path`` with ``new_text`` atomically, keeping encoding, BOM and mode.
 
     The temporary file lives in the same folder (a rename across file systems is not atomic)
     and is removed on any failure, so an interrupted run leaves either the old or the new file.
+    The file on disk is compared with what was read after the new text is safely on disk and
+    just before the rename, so an edit made meanwhile is kept and reported, not overwritten.
+    A file without any write permission bit is read-only even for root, who may write it
+    anyway: ``chmod a-w`` is how a person says "do not touch".
     """
-    data = source.encode(new_text)
+    try:
+        data = source.encode(new_text)
+    except UnicodeEncodeError as exc:
+        raise SourceError(f"cannot write: the fixed text cannot be encoded as {source.encoding} ({exc.reason})") from None
     target = os.path.realpath(source.path)
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-        with open(target, "rb") as handle:
-            current = handle.read()
+        info = os.stat(target)
     except OSError as exc:
         raise SourceError(f"cannot write: {exc.strerror or exc}") from None
-    if current != source.raw:
-        raise ConcurrentModification("file changed on disk since it was read; not overwritten")
-    if not os.access(target, os.W_OK):
+    mode = stat.S_IMODE(info.st_mode)
+    if not mode & _WRITE_BITS or not os.access(target, os.W_OK):
         raise SourceError("cannot write: file is read-only")
     folder = os.path.dirname(target) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".smpfix-", suffix=".tmp", dir=folder)
+    name = os.path.basename(target)[:100]
+    _remove_stale_temporaries(folder, name)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{name}.", suffix=TEMP_SUFFIX, dir=folder)
+    except OSError as exc:
+        raise SourceError(f"cannot write: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
+        _keep_owner(tmp, info)
+        if _current_bytes(target) != source.raw:
+            raise ConcurrentModification("file changed on disk since it was read; not overwritten")
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise SourceError(f"cannot write: {exc.strerror or exc}") from None
         raise
+
+
+def _current_bytes(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _keep_owner(tmp: str, info: os.stat_result) -> None:
+    """Give the new file the old one's owner and group (possible for root, harmless otherwise)."""
+    if hasattr(os, "chown") and (info.st_uid, info.st_gid) != (os.getuid(), os.getgid()):
+        try:
+            os.chown(tmp, info.st_uid, info.st_gid)
+        except OSError:
+            pass
+
+
+def _remove_stale_temporaries(folder: str, name: str) -> None:
+    """Remove temporary files of ``name`` that a killed run left behind."""
+    pattern = os.path.join(glob.escape(folder), f"{glob.escape(TEMP_PREFIX + name)}.*{TEMP_SUFFIX}")
+    for stale in glob.glob(pattern):  # the literal leading dot matches hidden names
+        try:
+            os.unlink(stale)
+        except OSError:
+            pass
 
 
 def write_text_atomic(path: str, text: str) -> None:

@@ -12,6 +12,7 @@ from smpfix.findings import Applicability, Severity
 from smpfix.framework_versions import pytorch_version
 from smpfix.launch_environment import GluedJoin, LaunchVariable, custom_mpi_options, glued_joins, integer, launch_variables
 from smpfix.launcher import Located
+from smpfix.literals import UNKNOWN
 from smpfix.rule import FixAvailability
 
 BUFFER_VARIABLES = ("SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES", "SMDDP_AG_SORT_BUFFER_SIZE_BYTES")
@@ -39,6 +40,35 @@ class SmddpBufferSize(ConfigRule):
             if variable.name in BUFFER_VARIABLES:
                 yield from _buffer(variable, view)
 
+    def leave_Module(self, node: cst.Module) -> None:
+        super().leave_Module(node)
+        if self.facts.estimator_calls:
+            for statement, target in _strings_added_to_dicts(self):
+                self.report(
+                    statement,
+                    f"`{target}` is a dict, so adding a string to it (`{target} += \"...\"`) raises TypeError "
+                    "when the launcher runs, and the MPI flags never reach the job: they belong in the options string, "
+                    f"`{target}[\"custom_mpi_options\"]`, each flag starting with a space. Write "
+                    f"`{target}[\"custom_mpi_options\"] += \" -x NAME=VALUE\"`.",
+                    severity=Severity.ERROR,
+                )
+
+
+def _strings_added_to_dicts(rule: ConfigRule) -> Iterator[tuple[cst.AugAssign, str]]:
+    """``mpi_options += "-x ..."`` where ``mpi_options`` is bound (once) to a dict display: the
+    documentation's own sample does this."""
+    for statement in rule.facts.statements:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if not (isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign) and isinstance(small.target, cst.Name)):
+                continue
+            added = rule.facts.literal(small.value)
+            bound = rule.facts.single_assignment(small.target.value)
+            flags = isinstance(added, str) and ("-x" in added or "--mca" in added)
+            if flags and bound is not None and isinstance(rule.facts.literal(bound.value), dict):
+                yield small, small.target.value
+
 
 def _glued(join: GluedJoin) -> ConfigProblem:
     before, after = str(join.left.plain()), str(join.right.plain())
@@ -64,6 +94,8 @@ def _space_fix(join: GluedJoin) -> Optional[ConfigFix]:
 
 
 def _buffer(variable: LaunchVariable, view: ConfigView) -> Iterator[ConfigProblem]:
+    if variable.value is UNKNOWN:
+        return
     size = integer(variable.value)
     where = f"{variable.name} (set in {variable.where})"
     if size is None:

@@ -32,10 +32,12 @@ class Fp16AndBf16Together(ConfigRule):
                 )
         fp16_params = view.located("fp16_params")
         if fp16_params is not None:
+            value = fp16_params.plain()
+            written = f"`\"fp16\": {value!r}`" if isinstance(value, bool) else "`fp16`"
             yield ConfigProblem(
                 fp16_params,
-                f"`fp16_params` is deprecated (the library logs '\"fp16_params\" is a deprecated config key, please use "
-                f"\"fp16\" instead'): it is the old name of `fp16`, which turns on fp16 parameters and loss scaling for "
-                f"`smp.DistributedModel`. Write `\"fp16\": {fp16_params.plain()!r}` instead.",
+                "`fp16_params` is deprecated: the library's schema names `fp16` as its replacement and logs a deprecation "
+                "warning at start-up (1.10 and later; the fp16 training guide uses `fp16`). Write "
+                f"{written} instead.",
                 Severity.HINT,
             )
