@@ -82,6 +82,7 @@ class Measurement:
 
     name: str
     seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)
     max_rss_kb: int = 0
     timed_out: bool = False
     skipped: Optional[str] = None
@@ -90,12 +91,21 @@ class Measurement:
     def median(self) -> Optional[float]:
         return statistics.median(self.seconds) if self.seconds else None
 
+    @property
+    def median_cpu(self) -> Optional[float]:
+        return statistics.median(self.cpu_seconds) if self.cpu_seconds else None
+
     def shown(self) -> str:
         if self.skipped:
             return "n/a"
         if self.median is None:
             return "-"
         return f"{'>=' if self.timed_out else ''}{self.median:.2f} s"
+
+    def shown_cpu(self) -> str:
+        if self.skipped or self.median_cpu is None:
+            return "n/a" if self.skipped else "-"
+        return f"{'>=' if self.timed_out else ''}{self.median_cpu:.2f} s"
 
 
 # -- corpora --------------------------------------------------------------------------------------
@@ -164,8 +174,9 @@ def child_environment() -> dict[str, str]:
     return env
 
 
-def run_once(command: list[str], cwd: Path, timeout: float) -> tuple[float, int, bool]:
-    """Wall seconds, peak resident set (KB, the process or any child it waited for), timed out."""
+def run_once(command: list[str], cwd: Path, timeout: float) -> tuple[float, float, int, bool]:
+    """Wall seconds, CPU seconds (user + system, with the children it waited for), peak
+    resident set (KB, the process or any child it waited for), whether it timed out."""
     began = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, env=child_environment(), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -185,7 +196,7 @@ def run_once(command: list[str], cwd: Path, timeout: float) -> tuple[float, int,
     finally:
         timer.cancel()
     process.returncode = 0
-    return time.perf_counter() - began, usage.ru_maxrss, expired.is_set()
+    return time.perf_counter() - began, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, expired.is_set()
 
 
 def measure(name: str, command: Optional[list[str]], cwd: Path, args: argparse.Namespace, warm_up: bool = False,
@@ -200,8 +211,9 @@ def measure(name: str, command: Optional[list[str]], cwd: Path, args: argparse.N
         run_once(command, cwd, limit)
     spent = 0.0
     while len(result.seconds) < args.repeat and (not result.seconds or spent < args.budget):
-        seconds, rss, timed_out = run_once(command, cwd, limit)
+        seconds, cpu, rss, timed_out = run_once(command, cwd, limit)
         result.seconds.append(min(seconds, limit))
+        result.cpu_seconds.append(cpu)
         result.max_rss_kb = max(result.max_rss_kb, rss)
         spent += seconds
         if timed_out:
@@ -263,12 +275,15 @@ def verdict(value: Optional[float], bound: float, at_most: bool, lower_bound: bo
 
 
 def report(smp: dict[str, Measurement], mixed: dict[str, Measurement], profile: dict[str, float], machine: str) -> str:
-    lines = [f"machine: {machine}", "", f"{'command':<30} {'SMP corpus':>12} {'mixed tree':>12}"]
+    lines = [f"machine: {machine}", "", f"{'median wall time (CPU time)':<30} {'SMP corpus':>24} {'mixed tree':>24}"]
     for key, measurement in smp.items():
-        lines.append(f"{measurement.name:<30} {measurement.shown():>12} {mixed[key].shown():>12}")
-    lines += ["", "ratios (medians of this run):"]
+        cells = [f"{m.shown()} ({m.shown_cpu()})" if m.median is not None else m.shown() for m in (measurement, mixed[key])]
+        lines.append(f"{measurement.name:<30} {cells[0]:>24} {cells[1]:>24}")
+    lines += ["", "ratios of wall times (medians of this run):"]
     lines.append(f"  SMP cold / LibCST parse        {verdict(ratio(smp['smpfix_cold'], smp['libcst']), 1.5, at_most=True)}")
     lines.append(f"  SMP cold / ast.parse           {_plain(ratio(smp['smpfix_cold'], smp['ast']))}")
+    cpu = (smp["smpfix_cold"].median_cpu or 0) / (smp["libcst"].median_cpu or 1)
+    lines.append(f"  SMP cold / LibCST parse, CPU   {cpu:.2f}x  (all processes' CPU time: the work, whatever else runs on the machine)")
     for label, results in (("SMP", smp), ("mixed", mixed)):
         cold, warm = results["smpfix_cold"], results["smpfix_warm"]
         lines.append(f"  {label} warm speed-up (cold/warm) {'':<{5 - len(label)}}{verdict(ratio(cold, warm), 10, at_most=False)}")

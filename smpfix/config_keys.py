@@ -36,7 +36,7 @@ _SMP_V2 = (
 EXPLAINED: Mapping[str, str] = {
     "deterministic_server": (
         "is documented (SMP v1.3 and later) and the SageMaker SDK's validator accepts it, but the 1.12 "
-        "library rejects it (\"Unrecognized config parameter deterministic_server\"); remove it"
+        "library's schema has no such key and refuses it; remove it"
     ),
     "trace_device": (
         "is an argument of `smp.DistributedModel(model, trace_device=\"cpu\")`, not a configuration key; "

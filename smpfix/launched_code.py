@@ -56,7 +56,7 @@ def launched_code(rule: Rule, view: ConfigView) -> Optional[LaunchedCode]:
     if modules is None:
         return None
     if view.kind == "smp.init":
-        return LaunchedCode(os.path.basename(rule.context.path), (rule.facts, *_imported(modules, rule.context.path, rule.facts)))
+        return LaunchedCode("this script", (rule.facts, *_imported(modules, rule.context.path, rule.facts)))
     script = view.launcher.script if view.launcher is not None else None
     if script is None:
         return None

@@ -128,10 +128,11 @@ def argument_value(
         converted = _converted(value, found)
         if converted is UNKNOWN:
             return None
-        return ArgumentValue(converted, f"hyperparameter {key!r} = {value!r} from {link.job.source}, which overrides {default}")
+        shown = f" ({found.default!r})" if found.default is not None and found.default is not UNKNOWN else ""
+        return ArgumentValue(converted, f"hyperparameter {key!r} from the {link.job.source}, which overrides {default}{shown}")
     if found.default is None or found.default is UNKNOWN:
         return None
-    return ArgumentValue(found.default, f"{default} ({found.default!r})")
+    return ArgumentValue(found.default, default)
 
 
 def _passed(found: CommandLineArgument, link: LinkedScript) -> Any:

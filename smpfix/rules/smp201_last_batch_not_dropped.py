@@ -20,6 +20,7 @@ from smpfix.jobfacts import Feature, FeatureState, JobFacts, Tri
 from smpfix.parents import ParentIndex
 from smpfix.rule import FixAvailability, PendingFix, Rule
 from smpfix.step_feeds import StepFeeds
+from smpfix.tf_datasets import is_tf_dataset
 
 # Where the drop keyword sits among the positional parameters.
 _TORCH_DROP_LAST = 8
@@ -113,15 +114,7 @@ class LastBatchNotDropped(Rule):
 
     def _is_dataset(self, expr: cst.BaseExpression, seen: set[str]) -> bool:
         """Is ``expr`` a ``tf.data`` pipeline (``tf.data.Dataset.from_tensor_slices(...).map(f)``)?"""
-        if isinstance(expr, cst.Call):
-            qualified = self.facts.qualified_name(expr.func) or ""
-            if qualified.startswith("tensorflow.data.") or qualified == "tensorflow_datasets.load":
-                return True
-            return isinstance(expr.func, cst.Attribute) and self._is_dataset(expr.func.value, seen)
-        if isinstance(expr, cst.Name) and expr.value not in seen:
-            seen.add(expr.value)
-            return any(self._is_dataset(a.value, seen) for a in self.facts.assignments.get(expr.value, ()))
-        return False
+        return is_tf_dataset(expr, self.facts, seen)
 
     def _repeats_forever(self, expr: cst.BaseExpression, batch: cst.Call, seen: set[str]) -> bool:
         """Was the pipeline ``.repeat()``-ed without a count before ``batch``? Then no remainder exists."""

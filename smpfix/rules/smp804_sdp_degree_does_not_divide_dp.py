@@ -34,21 +34,19 @@ class SdpDegreeDoesNotDivideDp(ConfigRule):
         if world is None or pp is None or tp is None or pp < 1 or tp < 1 or world % (pp * tp):
             return  # unknown, or SMP801's mistake
         per_host, count = view.launch("processes_per_host"), view.launch("instance_count")
-        processes = f"{world} processes ({per_host} per host × {count} instance{'s' if count != 1 else ''})"
+        layout = f"{per_host} per host × {count} instance{'s' if count != 1 else ''}"
+        divided = "".join(f" / {name} {value}" for name, value in (("tensor_parallel_degree", tp), ("pipeline_parallel_degree", pp)) if value > 1)
+        shown = f"{world} processes{divided}; {world} = {layout}" if divided else layout
         if tp > 1:
-            degree = world // (pp * tp)
-            named = "reduced data-parallel degree"
-            shown = f"{processes} / tensor_parallel_degree {tp}" + (f" / pipeline_parallel_degree {pp}" if pp > 1 else "")
+            degree, named = world // (pp * tp), "reduced data-parallel degree"
             why = "with tensor parallelism each sharding group lives inside a reduced data-parallel group"
         else:
-            degree = world // pp
-            named = "data-parallel degree"
-            shown = f"{processes} / pipeline_parallel_degree {pp}"
+            degree, named = world // pp, "data-parallel degree"
             why = "the training state is sharded over groups of that many data-parallel ranks, which must tile them exactly"
         if sdp > degree:
             wrong = f"is larger than the {named} {degree} ({shown})"
         elif degree % sdp:
-            wrong = f"does not divide the {named} {degree} ({shown}; {degree} % {sdp} = {degree % sdp})"
+            wrong = f"does not divide the {named} {degree} ({shown}), {degree} % {sdp} = {degree % sdp}"
         else:
             return
         yield ConfigProblem(

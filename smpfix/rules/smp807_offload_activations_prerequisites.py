@@ -31,9 +31,9 @@ class OffloadActivationsPrerequisites(ConfigRule):
         if horizon is not None and horizon <= 0:
             yield ConfigProblem(
                 view.located("activation_loading_horizon"),
-                f"activation_loading_horizon {horizon} is not above 0: it says how many layers ahead offloaded "
-                "activations are loaded back to the GPU, and the documented range is an int larger than 0 (default 4); "
-                "with 0 they arrive only when the backward pass already waits for them. Use a value of 1 or more.",
+                f"activation_loading_horizon {horizon} is not above 0: it sets how early offloaded activations are "
+                "loaded back to the GPU before the backward pass needs them, and the documented range is an int larger "
+                "than 0 (default 4); without a horizon the backward pass waits for each transfer. Use 1 or more.",
                 Severity.WARNING,
             )
         pp, mb = view.int_value("pipeline_parallel_degree"), view.int_value("microbatches")

@@ -60,10 +60,10 @@ class ConfigValueWrongType(ConfigRule):
             value = located.plain()
             if expected is None or value is UNKNOWN or type(value) in expected:
                 continue
-            yield _problem(key, located, value, expected[0])
+            yield _problem(view, key, located, value, expected[0])
 
 
-def _problem(key: str, located: Located, value: Any, wanted: type) -> ConfigProblem:
+def _problem(view: ConfigView, key: str, located: Located, value: Any, wanted: type) -> ConfigProblem:
     found = type(value).__name__
     text = _converted(located, value, wanted)
     message = (
@@ -71,7 +71,7 @@ def _problem(key: str, located: Located, value: Any, wanted: type) -> ConfigProb
         f"`type(value)` and stops at start-up with \"Config parameter {key} type needs to be one of ['{wanted.__name__}']. "
         f"Found: {found}.\", after the instances are up."
     )
-    if isinstance(value, float) and wanted is int:
+    if isinstance(value, float) and wanted is int and view.kind == "launcher":
         message += " A launcher's values reach the job as JSON, which keeps a float a float (5e8 becomes 500000000.0)."
     if text is not None:
         message += f" Write `{text}`."
@@ -132,10 +132,11 @@ def _number_text(node: Optional[cst.CSTNode]) -> Optional[str]:
 
 
 def _shown(located: Located, value: Any) -> str:
+    """The value as it was written (``5e8``, ``'7'``), else its repr."""
     node = located.node
-    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+    if isinstance(node, cst.SimpleString):
         return node.value
-    return repr(value)
+    return _number_text(node) or repr(value)
 
 
 def _a(wanted: type) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Optional
 
+from smpfix.config_keys import MPI_KEYS, advise
 from smpfix.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.findings import Applicability, Severity
 from smpfix.launcher import Located
@@ -78,20 +79,24 @@ def _check_mpi(mpi: Located, per_host: Optional[str], gpus: str) -> Iterator[Con
             "so without it the job fails when the library initializes, after the instances are up"
         )
         remedy.append("`\"enabled\": True`")
-        actions.append('set `"enabled": True`')
         if enabled is None:
-            add.append('"enabled": True')
+            if _misspelling_of(mpi, "enabled") is None:
+                add.append('"enabled": True')
+                actions.append('add `"enabled": True`')
         elif enabled.node is not None:
             replace.append((enabled, "True"))
+            actions.append('set `"enabled": True`')
+    misspelled = _misspelling_of(mpi, "processes_per_host")
     if missing_per_host:
-        problems.append("has no `processes_per_host`")
+        problems.append("has no `processes_per_host`" + (f" (`{misspelled}` is not read: SMP812)" if misspelled else ""))
         why.append(
             "the documentation marks `processes_per_host` as required: it is how many ranks start on each instance, "
             "and without it the number depends on the training toolkit's version (one per GPU in recent ones, a single "
             "process in older ones), so the parallel degrees may not match the ranks that start"
         )
         remedy.append(f"`\"processes_per_host\"` set to the GPUs per instance{gpus}")
-        if per_host is not None:
+        # A misspelled key is renamed by SMP812's fix; adding the key as well would set it twice.
+        if per_host is not None and misspelled is None:
             add.append(per_host)
             actions.append(f"add `{per_host}`")
     # False, 0, None or a missing `enabled` certainly start no mpirun; a truthy non-True value
@@ -114,3 +119,11 @@ def _check_mpi(mpi: Located, per_host: Optional[str], gpus: str) -> Iterator[Con
 
 def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
+
+
+def _misspelling_of(mpi: Located, key: str) -> Optional[str]:
+    """A key of ``mpi`` that SMP812 would rename to ``key`` (``process_per_host``)."""
+    for written in mpi.value:
+        if written not in MPI_KEYS and advise(written, MPI_KEYS).suggestion == key:
+            return str(written)
+    return None

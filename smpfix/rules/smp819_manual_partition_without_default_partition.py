@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from smpfix.config_entries import value_in_entry
 from smpfix.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.findings import Applicability, Severity
-from smpfix.literals import UNKNOWN
 from smpfix.rule import FixAvailability
 
 
@@ -37,11 +36,17 @@ def _missing_default(view: ConfigView) -> Iterator[ConfigProblem]:
     if default is not None:
         return
     written = view.located("default_partition")
+    refused = (
+        "the SageMaker SDK refuses it when the job is submitted (\"default_partition must be supplied if "
+        "auto_partition is set to False!\") and the library at start-up"
+        if view.launcher is not None
+        else "the library refuses to start without one, after the instances are up"
+    )
     message = (
         f"`auto_partition` is False but `default_partition` is {'None' if written is not None else 'not set'}: with "
-        "manual partitioning, every module not placed with `smp.partition(i)` goes to the default partition, and the "
-        "library refuses to start without one (\"requires default_partition to not be None\"), after the instances "
-        "are up. Add `\"default_partition\": 0` (the first pipeline stage, the value the documentation lists)."
+        "manual partitioning, every module not placed with `smp.partition(i)` goes to the default partition, and "
+        f"{refused}. Add {_entry(view)} (the first pipeline stage, the value the documentation lists)."
+        + _partitions_note(view)
     )
     if written is not None:
         target = value_in_entry(written)
@@ -52,24 +57,44 @@ def _missing_default(view: ConfigView) -> Iterator[ConfigProblem]:
     yield ConfigProblem(auto, message, Severity.ERROR, fix)
 
 
+def _entry(view: ConfigView) -> str:
+    return "`default_partition = 0`" if view.kind == "job table" else "`\"default_partition\": 0`"
+
+
+def _partitions_note(view: ConfigView) -> str:
+    """The SDK reads the degree as ``partitions`` once ``default_partition`` is set (SMP820)."""
+    parameters = view.parameters
+    if view.launcher is None or parameters is None or parameters.get("partitions") is not None:
+        return ""
+    if parameters.get("pipeline_parallel_degree") is None:
+        return ""
+    return " The SDK then also needs the degree under the key `partitions` (SMP820)."
+
+
 def _out_of_range(view: ConfigView) -> Iterator[ConfigProblem]:
     at = view.located("default_partition")
     default = view.int_value("default_partition") if at is not None else None
     if default is None:
         return
     pp = view.int_value("pipeline_parallel_degree")
-    pp_value = view.value("pipeline_parallel_degree")
-    if default < 0:
-        bound = "0"
-    elif pp is not None and pp >= 1 and default >= pp and pp_value is not UNKNOWN:
-        bound = f"pipeline_parallel_degree - 1 = {pp - 1}"
-    else:
+    if default >= 0 and (pp is None or pp < 1 or default < pp):
         return
-    shown = f"pipeline_parallel_degree {pp}" + ("" if view.located("pipeline_parallel_degree") is not None else " (the library default)")
+    stated = view.located("pipeline_parallel_degree") is not None
+    stages = (
+        f"the {pp} pipeline stage{'s' if pp != 1 else ''} (0..{pp - 1}) of pipeline_parallel_degree {pp}"
+        + ("" if stated else ", the library default")
+        if pp is not None and pp >= 1
+        else "the pipeline stages"
+    )
+    sdk = (
+        " (the SageMaker SDK already refuses it when the job is submitted: \"default_partition must be less than the "
+        "number of partitions!\")"
+        if view.launcher is not None
+        else ", after the instances are up"
+    )
     yield ConfigProblem(
         at,
-        f"default_partition {default} is outside the pipeline stages 0..{(pp or 1) - 1} of {shown}: the library "
-        f"requires it to be between 0 and pipeline_parallel_degree - 1 and stops at start-up (bound {bound}), after "
-        "the instances are up. Use a stage index below pipeline_parallel_degree, usually 0.",
+        f"default_partition {default} is not one of {stages}: the library requires 0 <= default_partition <= "
+        f"pipeline_parallel_degree - 1 and stops at start-up{sdk}. Use a stage index, usually 0.",
         Severity.ERROR,
     )
