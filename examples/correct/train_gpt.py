@@ -162,6 +162,7 @@ def main():
         valid_loss = evaluate(model, valid_loader)
         if smp.rank() == 0:
             print(f"epoch {epoch} validation loss {valid_loss:.4f}")
+        smp.save_checkpoint(args.checkpoint_dir, tag=f"epoch_{epoch}", model=model, optimizer=optimizer)
     save(model, optimizer, args, step)
 
 

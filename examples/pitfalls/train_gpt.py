@@ -94,7 +94,7 @@ def parse_args():
 def train_step(model, input_ids, labels):
     logits, _, _ = model(input_ids)
     loss = F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1))
-    model.backward(loss)
+    loss.backward()
     return loss
 
 
@@ -121,7 +121,7 @@ def evaluate(model, loader):
     with torch.no_grad():
         for input_ids, labels in loader:
             input_ids, labels = input_ids.cuda(), labels.cuda()
-            total += eval_step(model, input_ids, labels).reduce_mean().item()
+            total += eval_step(model, input_ids, labels).item()
             batches += 1
     model.train()
     return total / max(batches, 1)
@@ -165,6 +165,7 @@ def main():
         valid_loss = evaluate(model, valid_loader)
         if smp.rank() == 0:
             print(f"epoch {epoch} validation loss {valid_loss:.4f}")
+            smp.save_checkpoint(args.checkpoint_dir, tag=f"epoch_{epoch}", model=model, optimizer=optimizer)
     save(model, optimizer, args, step)
 
 
