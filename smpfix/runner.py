@@ -209,10 +209,16 @@ def _preload() -> None:
 
 def _worker_setup() -> None:
     """Workers leave Ctrl-C to the main process, which stops handing out files; a worker that
-    also raised KeyboardInterrupt would print a traceback and could stop between two writes."""
+    also raised KeyboardInterrupt would print a traceback and could stop between two writes.
+
+    A worker only parses and analyzes: LibCST trees hold no reference cycles and are freed
+    when a file is done, so the cycle collector runs far less often than by default (it took
+    a few percent of a worker's time)."""
+    import gc
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.set_threshold(50_000, 20, 20)
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:

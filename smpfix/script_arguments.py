@@ -35,10 +35,12 @@ class CommandLineArgument:
 
 @dataclass(frozen=True)
 class ArgumentValue:
-    """A resolved value and how it was found, in words for a message."""
+    """A resolved value and how it was found, in words for a message. ``default`` says it is
+    the argparse default, which a launcher smpfix does not know of could still override."""
 
     value: Any
     how: str
+    default: bool = False
 
 
 def command_line_arguments(files: Iterable[FileFacts]) -> dict[str, list[CommandLineArgument]]:
@@ -132,7 +134,7 @@ def argument_value(
         return ArgumentValue(converted, f"hyperparameter {key!r} from the {link.job.source}, which overrides {default}{shown}")
     if found.default is None or found.default is UNKNOWN:
         return None
-    return ArgumentValue(found.default, default)
+    return ArgumentValue(found.default, default, default=True)
 
 
 def _passed(found: CommandLineArgument, link: LinkedScript) -> Any:

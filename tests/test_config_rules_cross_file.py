@@ -106,7 +106,19 @@ def test_default_is_used_when_the_launcher_passes_no_batch_size(workdir: Path) -
     assert "the argparse default of `--batch-size`" in found[0].message and "32 % 3 = 2" in found[0].message
 
 
-def test_unreadable_or_disagreeing_hyperparameters_are_unknown(workdir: Path) -> None:
+def test_microbatches_from_the_init_dict_through_hyperparameters(workdir: Path) -> None:
+    script = TRAIN.replace(
+        'parser.add_argument("--batch-size", type=int, default=32)\n',
+        'parser.add_argument("--batch-size", type=int, default=32)\nparser.add_argument("--microbatches", type=int, default=4)\n',
+    ).replace("smp.init()", 'smp.init({"microbatches": args.microbatches, "pipeline_parallel_degree": 2})')
+    root = project(workdir, {"launch.py": launcher('{"microbatches": 6}', '{"ddp": True}')}, script)
+    found = findings(root, "code/train.py", "SMP802")
+    assert [(f.start.line, f.severity.value) for f in found] == [(22, "error")]
+    assert "32 % 6 = 2" in found[0].message
+    assert "the smp.init({...}) dict: `args.microbatches` = 6, hyperparameter 'microbatches' from the launcher" in found[0].message
+
+
+def test_unreadable_hyperparameters_are_unknown(workdir: Path) -> None:
     root = project(workdir, {"launch.py": launcher("make_hyperparameters()", '{"microbatches": 3, "ddp": True}')})
     assert findings(root, "code/train.py", "SMP802") == []
 

@@ -17,7 +17,12 @@ from smpfix.linking import LinkedScript
 from smpfix.literals import dict_entries
 from smpfix.parents import ParentIndex
 from smpfix.rule import FixAvailability, Rule
-from smpfix.script_arguments import CommandLineArgument, argument_value, assigned_attributes, command_line_arguments
+from smpfix.script_arguments import (
+    CommandLineArgument,
+    argument_value,
+    assigned_attributes,
+    command_line_arguments,
+)
 from smpfix.step_feeds import StepFeeds
 from smpfix.tf_datasets import is_tf_dataset
 
@@ -27,10 +32,13 @@ _MAX_DEPTH = 6
 
 @dataclass(frozen=True)
 class Resolved:
-    """A number and, in words, where it came from (empty for a literal written in place)."""
+    """A number and, in words, where it came from (empty for a literal written in place).
+    ``assumed``: it rests on an argparse default and no launcher of the script is known, so
+    the job may still pass another value as a hyperparameter."""
 
     value: int
     how: str
+    assumed: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,8 @@ class BatchNotDivisibleByMicrobatches(Rule):
             feed = (datasets if batching.tensorflow else loaders).feed_of(batching.call)
             if feed is None:
                 continue
+            if batching.size is not None and _is_parameter(batching.size.value, index.scope_of(batching.call)):
+                continue  # a parameter of the enclosing function: its callers decide
             batch = Resolved(1, "the DataLoader default") if batching.size is None else self._resolve(batching.size.value, 0)
             if batch is None or batch.value <= 0 or batch.value % microbatches.value == 0:
                 continue
@@ -94,7 +104,7 @@ class BatchNotDivisibleByMicrobatches(Rule):
         if written is not None:
             resolved = self._resolve(written, 0)
             if resolved is not None:
-                return Resolved(resolved.value, f"the smp.init({{...}}) dict: {resolved.how}")
+                return Resolved(resolved.value, f"the smp.init({{...}}) dict: {resolved.how}", resolved.assumed)
             return None
         if setting is not None and _is_int(setting.value):
             return Resolved(int(setting.value), setting.source)
@@ -121,7 +131,7 @@ class BatchNotDivisibleByMicrobatches(Rule):
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
             found = self._argument(expr.attr.value)
             if found is not None:
-                return Resolved(found.value, f"`{self._code(expr)}` = {found.value}, {found.how}")
+                return Resolved(found.value, f"`{self._code(expr)}` = {found.value}, {found.how}", found.assumed)
         if isinstance(expr, cst.Call) and not expr.args and self.facts.smp_member(expr.func) == "tp_size":
             setting = self.job.settings.get("tensor_parallel_degree")
             if setting is not None and _is_int(setting.value):
@@ -129,7 +139,8 @@ class BatchNotDivisibleByMicrobatches(Rule):
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
             left, right = self._resolve(expr.left, depth + 1), self._resolve(expr.right, depth + 1)
             if left is not None and right is not None:
-                return Resolved(left.value * right.value, "; ".join(part for part in (left.how, right.how) if part))
+                how = "; ".join(part for part in (left.how, right.how) if part)
+                return Resolved(left.value * right.value, how, left.assumed or right.assumed)
         return None
 
     def _argument(self, dest: str) -> Optional[Resolved]:
@@ -138,7 +149,7 @@ class BatchNotDivisibleByMicrobatches(Rule):
         found = argument_value(dest, self._command_line(), self._launchers())
         if found is None or not _is_int(found.value):
             return None
-        return Resolved(int(found.value), found.how)
+        return Resolved(int(found.value), found.how, found.default and not self._launchers())
 
     def _command_line(self) -> dict[str, list[CommandLineArgument]]:
         files: list[FileFacts] = [self.facts]
@@ -174,15 +185,30 @@ class BatchNotDivisibleByMicrobatches(Rule):
                 "the per-rank batch), and it is this batch that is split."
             )
         error = "" if batching.tensorflow else " (TensorSplitError)"
+        assumed = ""
+        if batch.assumed or microbatches.assumed:
+            assumed = (
+                " (No launcher of this script is among the checked paths: if the job passes other values as "
+                "hyperparameters, check those.)"
+            )
         self.report(
             batching.size if batching.size is not None else batching.call.func,
             f"{what}, and microbatches is {mb} ({microbatches.how}): {batch.value} % {mb} = {remainder}. The batches reach "
             f"{feed}, and `smp.step` splits every batch into {mb} equal microbatches along its first dimension, so the "
             f"first step fails{error} after the instances are up.{prescaled} Use a batch size that is a multiple of "
-            f"{mb} ({suggestion}), or change microbatches.",
-            severity=Severity.ERROR,
+            f"{mb} ({suggestion}), or change microbatches.{assumed}",
+            severity=Severity.WARNING if assumed else Severity.ERROR,
             job_facts=tuple(feature for feature in (self.feature("MB"),) if feature.state is Tri.ON),
         )
+
+
+def _is_parameter(expr: cst.BaseExpression, scope: cst.CSTNode) -> bool:
+    if not isinstance(expr, cst.Name) or not isinstance(scope, cst.FunctionDef):
+        return False
+    params = scope.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [star for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)]
+    return any(param.name.value == expr.value for param in every)
 
 
 def _is_int(value: object) -> bool:

@@ -7,13 +7,21 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
+from smpfix.config_rule import ConfigProblem, ConfigRule, ConfigView, config_views
+from smpfix.edits import ReplaceNode
 from smpfix.findings import Applicability, Severity
 from smpfix.framework_versions import pytorch_version
-from smpfix.launch_environment import GluedJoin, LaunchVariable, custom_mpi_options, glued_joins, integer, launch_variables
-from smpfix.launcher import Located
+from smpfix.launch_environment import (
+    GluedJoin,
+    LaunchVariable,
+    custom_mpi_options,
+    glued_joins,
+    integer,
+    launch_variables,
+)
 from smpfix.literals import UNKNOWN
-from smpfix.rule import FixAvailability
+from smpfix.rule import FixAvailability, PendingFix
+from smpfix.walker import iter_nodes
 
 BUFFER_VARIABLES = ("SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES", "SMDDP_AG_SORT_BUFFER_SIZE_BYTES")
 _GRANULE = 8192
@@ -33,17 +41,24 @@ class SmddpBufferSize(ConfigRule):
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
         if view.launcher is None:
             return
-        options = custom_mpi_options(view.launcher)
-        if options is not None:
-            yield from (_glued(join) for join in glued_joins(options))
         for variable in launch_variables(view.launcher):
             if variable.name in BUFFER_VARIABLES:
                 yield from _buffer(variable, view)
 
     def leave_Module(self, node: cst.Module) -> None:
         super().leave_Module(node)
-        if self.facts.estimator_calls:
-            for statement, target in _strings_added_to_dicts(self):
+        if not self.facts.estimator_calls:
+            return
+        joins: dict[int, GluedJoin] = {}
+        for view in config_views(self):
+            options = custom_mpi_options(view.launcher) if view.launcher is not None else None
+            for join in glued_joins(options) if options is not None else ():
+                joins.setdefault(id(join.right.node), join)
+        direct = _direct_operands(node) if joins else set()
+        for join in joins.values():
+            if join.right.node is not None:
+                self.report(join.right.node, _glued_message(join), severity=Severity.WARNING, fix=_space_fix(join, direct))
+        for statement, target in _strings_added_to_dicts(self):
                 self.report(
                     statement,
                     f"`{target}` is a dict, so adding a string to it (`{target} += \"...\"`) raises TypeError "
@@ -70,27 +85,36 @@ def _strings_added_to_dicts(rule: ConfigRule) -> Iterator[tuple[cst.AugAssign, s
                 yield small, small.target.value
 
 
-def _glued(join: GluedJoin) -> ConfigProblem:
+def _glued_message(join: GluedJoin) -> str:
     before, after = str(join.left.plain()), str(join.right.plain())
     glued = f"{before[-12:]}{after[:12]}".replace("\n", " ")
-    return ConfigProblem(
-        Located(after, join.right.node, join.right.node),
+    return (
         f"This piece of custom_mpi_options starts with {after.split()[0]!r} but is joined to the previous piece without a "
         f"space, giving '…{glued}…': the SageMaker toolkit splits the options on whitespace, so mpirun receives one "
         "mangled token (the previous value runs into the flag) and the variable is not set, or the job fails to "
-        "launch. Start the piece with a space.",
-        Severity.WARNING,
-        _space_fix(join),
+        "launch. Start the piece with a space."
     )
 
 
-def _space_fix(join: GluedJoin) -> Optional[ConfigFix]:
-    """Insert a space at the start of the right-hand literal (a plain string literal only)."""
+def _space_fix(join: GluedJoin, direct: set[int]) -> Optional[PendingFix]:
+    """Insert a space at the start of the right-hand literal, when it is a plain string literal
+    written in the ``+`` or ``+=`` itself (one bound to a name may be used elsewhere too)."""
     node = join.right.node
-    if not isinstance(node, cst.SimpleString):
+    if not isinstance(node, cst.SimpleString) or id(node) not in direct:
         return None
     text = f"{node.prefix}{node.quote} {node.raw_value}{node.quote}"
-    return ConfigFix(Applicability.SAFE, "Insert the missing space", replace=((Located(node.value, node), text),))
+    return PendingFix(Applicability.SAFE, "Insert the missing space", (ReplaceNode(node, text),))
+
+
+def _direct_operands(module: cst.Module) -> set[int]:
+    """The expressions written as operands of a ``+`` or as the value of a ``+=``."""
+    found: set[int] = set()
+    for child in iter_nodes(module):
+        if isinstance(child, cst.BinaryOperation) and isinstance(child.operator, cst.Add):
+            found.update((id(child.left), id(child.right)))
+        elif isinstance(child, cst.AugAssign) and isinstance(child.operator, cst.AddAssign):
+            found.add(id(child.value))
+    return found
 
 
 def _buffer(variable: LaunchVariable, view: ConfigView) -> Iterator[ConfigProblem]:
