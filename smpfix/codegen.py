@@ -40,6 +40,10 @@ def smp_reference(facts: FileFacts, module: cst.Module, member: str, flavour: st
     if aliases:
         preferred = sorted(aliases, key=lambda name: (name.count("."), len(name)))[0]
         return Reference(f"{preferred}.{member}")
+    # `import smdistributed.modelparallel` (or `as smdp`): reach the flavour through the package.
+    for local, bound in sorted(facts.imports.bindings.items()):
+        if not local.startswith("*") and flavour.startswith(bound + ".") and bound.startswith("smdistributed"):
+            return Reference(f"{local}{flavour[len(bound):]}.{member}")
     for statement in _from_imports(module):
         if statement.relative or statement.module is None or isinstance(statement.names, cst.ImportStar):
             continue

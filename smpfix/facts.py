@@ -174,6 +174,30 @@ class FileFacts:
         return frozenset(w.target for w in self.distributed_optimizers if w.target)
 
 
+def _uses_hf_trainer(imports: ImportTable, collector: _Collector) -> bool:
+    """A ``transformers`` Trainer is built here, directly or through a local subclass of one."""
+    trainers = set(_HF_TRAINERS)
+    local: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, cls in collector.classes.items():
+            if name in local:
+                continue
+            for base in cls.bases:
+                qualified = imports.qualified_name(base.value) or ""
+                if qualified in trainers or dotted_name(base.value) in local:
+                    local.add(name)
+                    changed = True
+                    break
+    for call, _ in collector.calls:
+        if (imports.qualified_name(call.func) or "") in trainers:
+            return True
+        if isinstance(call.func, cst.Name) and call.func.value in local:
+            return True
+    return False
+
+
 def is_step_decorator(imports: ImportTable, decorator: cst.BaseExpression) -> bool:
     target = decorator.func if isinstance(decorator, cst.Call) else decorator
     return smp_member(imports, target) == "step"
@@ -374,7 +398,7 @@ def collect(module: cst.Module) -> FileFacts:
         init_config={},
         init_config_call=None,
         evidence=tuple(_evidence(imports, collector)),
-        uses_hf_trainer=any((imports.qualified_name(call.func) or "") in _HF_TRAINERS for call, _ in collector.calls),
+        uses_hf_trainer=_uses_hf_trainer(imports, collector),
         local_optimizer_classes=local_optimizers,
         call_order={call: index for index, (call, _) in enumerate(collector.calls)},
         estimator_calls=tuple(call for call, _ in collector.calls if (imports.qualified_name(call.func) or "") in ESTIMATORS),
