@@ -10,6 +10,7 @@ configuration.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,11 +91,22 @@ class Excluder:
 
 
 def _inside(path: Path, root: Path) -> bool:
+    """Whether ``path``, links followed, lies under ``root``; False for a link loop (os.path
+    never raises on one, where ``Path.resolve`` does)."""
+    target, top = os.path.realpath(path), os.path.realpath(root)
     try:
-        path.resolve().relative_to(root.resolve())
-    except ValueError:
+        return os.path.commonpath([target, top]) == top
+    except ValueError:  # different drives
         return False
-    return True
+
+
+def _special(entry: os.DirEntry[str]) -> bool:
+    """A FIFO, socket, device or folder behind a ``.py`` name: reading a FIFO would block the
+    run forever. A dangling or looping link is not special: reading it reports why it fails."""
+    try:
+        return not stat.S_ISREG(entry.stat(follow_symlinks=True).st_mode)
+    except OSError:
+        return False
 
 
 def discover(
@@ -109,12 +121,13 @@ def discover(
         root = Path(raw)
         if root.is_dir():
             for found in _walk(root, excluder, respect_gitignore, suffixes):
-                key = os.path.normcase(os.path.abspath(found.path))
+                # A link to a file also found under its own name is checked (and written) once.
+                key = os.path.normcase(os.path.realpath(found.path))
                 if key not in seen:
                     seen.add(key)
                     yield found
         else:
-            key = os.path.normcase(os.path.abspath(raw))
+            key = os.path.normcase(os.path.realpath(raw))
             if key in seen or excluder.matches(root):
                 continue
             seen.add(key)
@@ -149,7 +162,7 @@ def _walk(root: Path, excluder: Excluder, respect_gitignore: bool, suffixes: Seq
                     continue
                 subfolders.append(path)
             elif entry.name.endswith(tuple(suffixes)):
-                if excluder.matches(path) or _ignored(path, False, local):
+                if excluder.matches(path) or _ignored(path, False, local) or _special(entry):
                     continue
                 writable = not entry.is_symlink() or _inside(path, root)
                 yield DiscoveredFile(path=str(path), explicit=False, writable=writable)

@@ -57,3 +57,9 @@ def pytorch_version(launcher: Launcher) -> Optional[FrameworkVersion]:
 
 def _parts(match: re.Match[str]) -> tuple[int, ...]:
     return tuple(int(part) for part in match.groups() if part is not None)
+
+
+def job_pytorch_version(value: object, source: str) -> Optional[FrameworkVersion]:
+    """The ``framework_version`` job setting (from a linked launcher or ``[tool.smpfix.job]``)."""
+    match = _VERSION.match(str(value).strip()) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+    return FrameworkVersion(_parts(match), f"framework_version {value!s} ({source})") if match else None

@@ -66,8 +66,9 @@ KNOWN_KEYS: frozenset[str] = frozenset(
 )
 
 # Settings of the launch rather than of the library, which a launcher states and
-# ``[tool.smpfix.job]`` may declare: the instance type and count, and processes per host.
-LAUNCH_KEYS: frozenset[str] = frozenset({"instance_type", "instance_count", "processes_per_host"})
+# ``[tool.smpfix.job]`` may declare: the instance type and count, processes per host, and the
+# PyTorch container version (``framework_version``), which decides the library version.
+LAUNCH_KEYS: frozenset[str] = frozenset({"instance_type", "instance_count", "processes_per_host", "framework_version"})
 
 _ALIASES = {"partitions": "pipeline_parallel_degree"}
 

@@ -184,9 +184,99 @@ def _located(node: cst.BaseExpression, env: Mapping[str, Located], entry: Option
         if isinstance(left, str) and isinstance(right, str):
             return Located(left + right, node, entry, pieces=_string_pieces(left_located) + _string_pieces(right_located))
         return Located(UNKNOWN, node, entry)
+    if isinstance(node, cst.Subscript):
+        found = _subscript_value(node, env)
+        if found.value is UNKNOWN:
+            return Located(UNKNOWN, node, entry)
+        return Located(found.value, found.node, found.entry if entry is None else entry, found.source_file, found.pieces)
+    if isinstance(node, (cst.Comparison, cst.UnaryOperation, cst.BooleanOperation, cst.IfExp)):
+        derived = _derived(node, env, entry)
+        if derived is not None:
+            return derived
     if isinstance(node, cst.Name) and node.value not in ("True", "False", "None"):
         return Located(UNKNOWN, node, entry)
     return Located(literal_value(node), node, entry)
+
+
+def _derived(node: cst.BaseExpression, env: Mapping[str, Located], entry: Optional[cst.CSTNode]) -> Optional[Located]:
+    """``hp["fp16"] > 0``, ``not flag``, ``a and b``, ``x if c else y`` over known values.
+
+    Launcher notebooks build the parameters from a hyperparameters dict this way
+    (``"prescaled_batch": hp["prescaled_batch"] > 0``); anything not known stays UNKNOWN.
+    None means "not one of these forms" (``-1`` is left to ``literal_value``).
+    """
+    if isinstance(node, cst.IfExp):
+        test = _truth(_located(node.test, env))
+        if test is None:
+            return Located(UNKNOWN, node, entry)
+        return _located(node.body if test else node.orelse, env, entry)
+    if isinstance(node, cst.UnaryOperation):
+        if not isinstance(node.operator, cst.Not):
+            return None
+        inner = _truth(_located(node.expression, env))
+        return Located(UNKNOWN if inner is None else not inner, node, entry)
+    if isinstance(node, cst.BooleanOperation):
+        left = _located(node.left, env)
+        truth = _truth(left)
+        if truth is None:
+            return Located(UNKNOWN, node, entry)
+        is_and = isinstance(node.operator, cst.And)
+        chosen = _located(node.right, env) if truth == is_and else left
+        return Located(chosen.value, node, entry)
+    assert isinstance(node, cst.Comparison)
+    left_value = _located(node.left, env).plain()
+    result = True
+    for target in node.comparisons:
+        right_value = _located(target.comparator, env).plain()
+        if _unknowable(left_value) or _unknowable(right_value):
+            return Located(UNKNOWN, node, entry)
+        compared = _compare(target.operator, left_value, right_value)
+        if compared is None:
+            return Located(UNKNOWN, node, entry)
+        result = result and compared
+        left_value = right_value
+    return Located(result, node, entry)
+
+
+def _unknowable(value: Any) -> bool:
+    return value is UNKNOWN or (isinstance(value, (dict, list)) and _contains_unknown(value))
+
+
+def _contains_unknown(value: Any) -> bool:
+    items = value.values() if isinstance(value, dict) else value
+    return any(item is UNKNOWN or (isinstance(item, (dict, list)) and _contains_unknown(item)) for item in items)
+
+
+_COMPARE: Mapping[type, Callable[[Any, Any], bool]] = {
+    cst.Equal: lambda a, b: bool(a == b),
+    cst.NotEqual: lambda a, b: bool(a != b),
+    cst.LessThan: lambda a, b: bool(a < b),
+    cst.LessThanEqual: lambda a, b: bool(a <= b),
+    cst.GreaterThan: lambda a, b: bool(a > b),
+    cst.GreaterThanEqual: lambda a, b: bool(a >= b),
+    cst.Is: lambda a, b: a is b if b is None or a is None else bool(a == b),
+    cst.IsNot: lambda a, b: a is not b if b is None or a is None else bool(a != b),
+    cst.In: lambda a, b: bool(a in b),
+    cst.NotIn: lambda a, b: bool(a not in b),
+}
+
+
+def _compare(operator: cst.BaseCompOp, left: Any, right: Any) -> Optional[bool]:
+    compare = _COMPARE.get(type(operator))
+    if compare is None:
+        return None
+    try:
+        return compare(left, right)
+    except TypeError:
+        return None
+
+
+def _truth(located: Located) -> Optional[bool]:
+    """Whether a known value is true; None when smpfix cannot know."""
+    value = located.plain()
+    if _unknowable(value):
+        return None
+    return bool(value)
 
 
 def _string_pieces(located: Located) -> tuple[Located, ...]:
@@ -202,7 +292,7 @@ def _assign_path(env: dict[str, Located], target: cst.BaseExpression, value: Loc
     keys: list[Any] = []
     current: cst.BaseExpression = target
     while isinstance(current, cst.Subscript) and len(current.slice) == 1 and isinstance(current.slice[0].slice, cst.Index):
-        keys.append(literal_value(current.slice[0].slice.value))
+        keys.append(_located(current.slice[0].slice.value, env).plain())
         current = current.value
     if not isinstance(current, cst.Name) or current.value not in env:
         return
@@ -238,7 +328,7 @@ def _update(env: dict[str, Located], call: cst.Call) -> None:
         base: cst.BaseExpression = target
         keys = []
         while isinstance(base, cst.Subscript) and len(base.slice) == 1 and isinstance(base.slice[0].slice, cst.Index):
-            keys.append(literal_value(base.slice[0].slice.value))
+            keys.append(_located(base.slice[0].slice.value, env).plain())
             base = base.value
         if not isinstance(base, cst.Name) or base.value not in env:
             return
@@ -268,27 +358,83 @@ def _merge_update(current: Located, call: cst.Call, env: Mapping[str, Located]) 
     return Located(items, current.node, current.entry, current.source_file)
 
 
-def _statements(body: Any) -> Iterator[cst.CSTNode]:
-    """Simple statements in execution order, entering ``if``/``with``/``try`` but not defs."""
+@dataclass(frozen=True)
+class _Bind:
+    """A loop variable's value in one unrolled iteration of ``for k, v in known.items():``."""
+
+    name: str
+    value: Located
+
+
+def _block(statement: Any) -> Any:
+    block = statement.body
+    return block.body if isinstance(block, cst.IndentedBlock) else block.body
+
+
+def _statements(body: Any, env: Mapping[str, Located]) -> Iterator[Any]:
+    """Simple statements in execution order, entering ``if``/``with``/``try`` and defs.
+
+    Lazy, so each test is read with the names as bound when it runs: an ``if`` (or ``elif``)
+    whose test is known runs only its taken branch (launcher notebooks pick a model preset
+    with ``if model_config == "gpt2-small":``); with an unknown test both the body and a
+    plain ``else`` are replayed, in order. ``for k, v in d.items():`` over a dict whose keys
+    are known is unrolled, yielding a ``_Bind`` for ``k`` and ``v`` before each iteration.
+    """
     for statement in body:
         if isinstance(statement, cst.SimpleStatementLine):
             yield from statement.body
-        elif isinstance(statement, (cst.If, cst.With, cst.Try, cst.For, cst.While)):
-            block = statement.body
-            yield from _statements(block.body if isinstance(block, cst.IndentedBlock) else block.body)
-            if isinstance(statement, cst.If) and statement.orelse is not None and isinstance(statement.orelse, cst.Else):
-                yield from _statements(statement.orelse.body.body)  # type: ignore[union-attr]
+        elif isinstance(statement, cst.If):
+            yield from _branch(statement, env)
+        elif isinstance(statement, cst.For) and (iterations := _items_loop(statement, env)) is not None:
+            for bindings in iterations:
+                yield from bindings
+                yield from _statements(_block(statement), env)
+        elif isinstance(statement, (cst.With, cst.Try, cst.For, cst.While)):
+            yield from _statements(_block(statement), env)
         elif isinstance(statement, cst.FunctionDef):
-            block = statement.body
             yield statement
-            yield from _statements(block.body if isinstance(block, cst.IndentedBlock) else block.body)
+            yield from _statements(_block(statement), env)
+
+
+def _branch(statement: cst.If, env: Mapping[str, Located]) -> Iterator[Any]:
+    taken = _truth(_located(statement.test, env))
+    orelse = statement.orelse
+    if taken is not False:
+        yield from _statements(_block(statement), env)
+    if taken is True or orelse is None:
+        return
+    if isinstance(orelse, cst.Else):
+        yield from _statements(_block(orelse), env)
+    elif taken is False:
+        yield from _branch(orelse, env)
+
+
+def _items_loop(statement: cst.For, env: Mapping[str, Located]) -> Optional[list[tuple[_Bind, _Bind]]]:
+    """The bindings of each iteration of ``for k, v in d.items():`` when ``d`` is a known dict."""
+    target, iterable = statement.target, statement.iter
+    if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
+        return None
+    names = [element.value for element in target.elements]
+    if not all(isinstance(name, cst.Name) for name in names):
+        return None
+    if not (isinstance(iterable, cst.Call) and not iterable.args and isinstance(iterable.func, cst.Attribute)
+            and iterable.func.attr.value == "items"):
+        return None
+    mapping = _located(iterable.func.value, env)
+    if not isinstance(mapping.value, dict):
+        return None
+    key_name, value_name = (name.value for name in names)  # type: ignore[attr-defined]
+    return [(_Bind(key_name, Located(key)), _Bind(value_name, value)) for key, value in mapping.value.items()]
 
 
 def _replay(module: cst.Module, on_call: Callable[[cst.Call, dict[str, Located]], None]) -> None:
     """Run the module's statements over literal values, calling ``on_call`` for every call
     with the names as they are bound just before it; ``.update()`` calls take effect."""
     env: dict[str, Located] = {}
-    for node in _statements(module.body):
+    for node in _statements(module.body, env):
+        if isinstance(node, _Bind):
+            env[node.name] = node.value
+            continue
         for call in _calls_in(node):
             on_call(call, env)
             if isinstance(call.func, cst.Attribute) and call.func.attr.value == "update":
@@ -341,7 +487,7 @@ def _subscript_value(target: cst.BaseExpression, env: Mapping[str, Located]) -> 
     keys = []
     base = target
     while isinstance(base, cst.Subscript) and len(base.slice) == 1 and isinstance(base.slice[0].slice, cst.Index):
-        keys.append(literal_value(base.slice[0].slice.value))
+        keys.append(_located(base.slice[0].slice.value, env).plain())
         base = base.value
     if isinstance(base, cst.Name) and base.value in env and all(isinstance(k, str) for k in keys):
         found = env[base.value].path(*reversed(keys))

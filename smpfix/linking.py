@@ -68,6 +68,11 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
             unknown.add(key)
         else:
             settings[key] = value
+    from smpfix.framework_versions import pytorch_version
+
+    version = pytorch_version(launcher)
+    if version is not None:
+        settings["framework_version"] = version.text
     return DeclaredJob(source, settings, complete=complete, unknown=frozenset(unknown))
 
 

@@ -21,6 +21,9 @@ from typing import Any, Optional
 _MAGIC_MARK = "pass  #smpfix-magic:"
 _MAGIC = re.compile(r"^(\s*)([%!?]|\w+\s*=\s*!)")
 _WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+(\S+)")
+# Cell magics that run the rest of the cell as Python (``%%time`` above an estimator cell is
+# common in launcher notebooks); any other cell magic (``%%bash``, ``%%html``) is not Python.
+_PYTHON_CELL_MAGIC = re.compile(r"^%%(?:time|timeit|capture|prun)\b")
 
 
 class NotebookError(ValueError):
@@ -92,7 +95,7 @@ class Notebook:
 def mask(code: str) -> str:
     """Turn magics and shell lines into ``pass  # ...`` lines, keeping every line where it was."""
     lines = code.split("\n")
-    if lines and lines[0].startswith("%%"):
+    if lines and lines[0].startswith("%%") and not _PYTHON_CELL_MAGIC.match(lines[0]):
         return "\n".join(f"{_MAGIC_MARK}{line}" for line in lines)
     masked = []
     for line in lines:

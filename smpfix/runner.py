@@ -207,9 +207,13 @@ def _preload() -> None:
     all_rules()
 
 
-def _worker_setup() -> None:
+def _worker_setup(parent: int) -> None:
     """Workers leave Ctrl-C to the main process, which stops handing out files; a worker that
     also raised KeyboardInterrupt would print a traceback and could stop between two writes.
+
+    A worker whose main process was killed (``kill -9``, the OOM killer) would otherwise wait
+    for work forever, or go on rewriting files nobody asked about any more; on Linux it is
+    killed with its parent.
 
     A worker only parses and analyzes: LibCST trees hold no reference cycles and are freed
     when a file is done, so the cycle collector runs far less often than by default (it took
@@ -219,6 +223,15 @@ def _worker_setup() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     gc.set_threshold(50_000, 20, 20)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -272,7 +285,8 @@ def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optiona
         from concurrent.futures import ProcessPoolExecutor
 
         _preload()
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=_pool_context(), initializer=_worker_setup) as pool:
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=_pool_context(),
+                                 initializer=_worker_setup, initargs=(os.getpid(),)) as pool:
             try:
                 for result in pool.map(work, jobs, chunksize=max(1, len(jobs) // (workers * 8))):
                     results.append(result)

@@ -19,6 +19,7 @@ from smpfix.creation_contexts import contexts_of, enclosing_contexts
 from smpfix.edits import DeleteStatementLines, InsertStatementAfter
 from smpfix.facts import Scope, StatementRef, Wrap
 from smpfix.findings import Applicability, Severity
+from smpfix.framework_versions import job_pytorch_version
 from smpfix.hf_models import pretrained_model_call
 from smpfix.imports import dotted_name
 from smpfix.jobfacts import FeatureState, Tri
@@ -182,6 +183,8 @@ class WeightsLoadedBeforeWrap(Rule):
         if sdp.state is not Tri.ON or tp.state is Tri.ON:
             # With TP on as well, weights must be loaded after the wrap (and 1.15 loads full checkpoints there).
             return
+        if self._may_load_full_checkpoints_under_sdp():
+            return
         for call in self._full_resumes:
             self._flag_after(call, f"`{self.context.code_for(call)}` resumes from a full checkpoint", sdp)
         wrapped = {w.target: w for w in self.facts.distributed_models if w.target}
@@ -191,6 +194,14 @@ class WeightsLoadedBeforeWrap(Rule):
                 continue
             if self._is_full_state(load.call.args[0].value, load.scope):
                 self._flag_after(load.call, f"`{self.context.code_for(load.call)}` loads a full state dict into the wrapped model", sdp)
+
+    def _may_load_full_checkpoints_under_sdp(self) -> bool:
+        """The job's PyTorch container may carry SMP 1.15, which loads full checkpoints under
+        SDP (PyTorch 1.13.1 containers were updated to it; 2.0.0 ships it): the official
+        fine-tuning examples resume a full checkpoint after the wrap there."""
+        setting = self.job.settings.get("framework_version")
+        version = job_pytorch_version(setting.value, setting.source) if setting is not None else None
+        return version is not None and not version.before(1, 13, 1)
 
     def _is_full_state(self, expr: cst.BaseExpression, scope: Optional[Scope], depth: int = 0) -> bool:
         """A whole-model state dict: ``torch.load(...)``, ``smp.load(..., partial=False)``, ``x.state_dict()``, a translation."""

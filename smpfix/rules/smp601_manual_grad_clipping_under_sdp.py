@@ -28,6 +28,7 @@ _TORCH_CLIPPING = {
 }
 _CALLED_NAMES = frozenset({"clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_master_grads"})
 _SDP_DEGREE = "state.cfg.sharded_data_parallel_degree"
+_SDP_ON_DEGREES = (2, 4, 8, 16, 32, 64, 128, 256, 512)
 _COMPARISONS: dict[type, Callable[[Any, Any], bool]] = {
     cst.GreaterThan: operator.gt,
     cst.GreaterThanEqual: operator.ge,
@@ -121,7 +122,12 @@ class ManualGradClippingUnderSdp(Rule):
         return False
 
     def _sdp_test(self, test: cst.BaseExpression) -> Optional[bool]:
-        """True if ``test`` holds exactly when SDP is on, False if exactly when it is off."""
+        """The value ``test`` has whenever SDP is on (any degree above 1), or None if that varies.
+
+        False means the ``if`` body never runs under SDP (``if degree <= 1:``, or the
+        ``if degree < 1:`` of a script that clips only without SDP); True means its ``else``
+        never does.
+        """
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             inner = self._sdp_test(test.expression)
             return None if inner is None else not inner
@@ -131,25 +137,34 @@ class ManualGradClippingUnderSdp(Rule):
         compare = _COMPARISONS.get(type(target.operator))
         if compare is None:
             return None
-        # Evaluate the test at degree 1 (off) and at a degree above 1 (on).
+        # Evaluate the test at the degrees an SDP job can have.
         if self._is_sdp_degree(test.left):
             bound = self.facts.literal(target.comparator)
-            pairs = ((1, bound), (8, bound))
+            pairs = [(degree, bound) for degree in _SDP_ON_DEGREES]
         elif self._is_sdp_degree(target.comparator):
             bound = self.facts.literal(test.left)
-            pairs = ((bound, 1), (bound, 8))
+            pairs = [(bound, degree) for degree in _SDP_ON_DEGREES]
         else:
             return None
         if not isinstance(bound, int) or isinstance(bound, bool):
             return None
-        off, on = (compare(left, right) for left, right in pairs)
-        return on if off != on else None
+        values = {compare(left, right) for left, right in pairs}
+        return values.pop() if len(values) == 1 else None
 
     def _is_sdp_degree(self, expr: cst.BaseExpression) -> bool:
+        """``smp.state.cfg.sharded_data_parallel_degree`` (or a name bound to it once), or the
+        script's own setting of that name (``args.sharded_data_parallel_degree``), which the
+        official examples pass both to ``smp.init`` and, as a hyperparameter, from the launcher."""
         if isinstance(expr, cst.Name):
             assignment = self.facts.single_assignment(expr.value)
             expr = assignment.value if assignment is not None else expr
-        return self.facts.smp_member(expr) == _SDP_DEGREE
+        if self.facts.smp_member(expr) == _SDP_DEGREE:
+            return True
+        return (
+            isinstance(expr, cst.Attribute)
+            and expr.attr.value == "sharded_data_parallel_degree"
+            and self.facts.smp_member(expr) is None
+        )
 
     # -- reporting ----------------------------------------------------------------------------
     def _fix(self, call: cst.Call, description: str) -> Optional[PendingFix]:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from smpfix.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.findings import Severity
+from smpfix.framework_versions import pytorch_version
 from smpfix.rule import FixAvailability
 
 
@@ -31,7 +32,7 @@ class Fp16AndBf16Together(ConfigRule):
                     Severity.ERROR,
                 )
         fp16_params = view.located("fp16_params")
-        if fp16_params is not None:
+        if fp16_params is not None and not _before_fp16_key(view):
             value = fp16_params.plain()
             written = f"`\"fp16\": {value!r}`" if isinstance(value, bool) else "`fp16`"
             yield ConfigProblem(
@@ -41,3 +42,10 @@ class Fp16AndBf16Together(ConfigRule):
                 f"{written} instead.",
                 Severity.HINT,
             )
+
+
+def _before_fp16_key(view: ConfigView) -> bool:
+    """The launcher starts a PyTorch container older than 1.11, whose library (SMP 1.9 or
+    older) has no ``fp16`` key yet: ``fp16_params`` is then the right spelling, not deprecated."""
+    version = pytorch_version(view.launcher) if view.launcher is not None else None
+    return version is not None and version.before(1, 11)

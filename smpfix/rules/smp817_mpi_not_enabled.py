@@ -51,7 +51,7 @@ class MpiNotEnabled(ConfigRule):
                 distribution.display,
                 "Model parallelism is enabled but `distribution` has no `mpi` entry: the library runs on MPI, and the "
                 "SageMaker SDK starts the script through mpirun only when `\"mpi\": {\"enabled\": True, ...}` is given, "
-                "so the job starts a plain process per instance and fails when the library initializes, after the "
+                "so the script starts without MPI and fails when the library initializes, after the "
                 f"instances are up. Add `\"mpi\": {{\"enabled\": True, \"processes_per_host\": <GPUs per instance>}}`{gpus}.",
                 Severity.ERROR,
                 fix,
