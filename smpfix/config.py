@@ -84,7 +84,12 @@ def load(path: Path) -> Config:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    table = data.get("tool", {}).get("smpfix")
+    except (RecursionError, MemoryError):
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply or too large to read") from None
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: [tool] must be a table")
+    table = tool.get("smpfix")
     if table is None:
         return Config(path=path)
     if not isinstance(table, dict):
@@ -126,9 +131,10 @@ def find(paths: Sequence[str]) -> Optional[Path]:
             try:
                 with open(candidate, "rb") as handle:
                     data = tomllib.load(handle)
-            except (OSError, tomllib.TOMLDecodeError):
+            except (OSError, tomllib.TOMLDecodeError, RecursionError, MemoryError):
                 return candidate
-            if "smpfix" in data.get("tool", {}):
+            tool = data.get("tool", {})
+            if not isinstance(tool, dict) or "smpfix" in tool:
                 return candidate
     return None
 

@@ -300,7 +300,7 @@ def _many_files(folder: Path, count: int) -> Path:
 def test_no_progress_bar_when_not_a_terminal(tmp_path: Path) -> None:
     tree = _many_files(tmp_path, 80)
     completed = run_cli("check", *SELECT, ".", cwd=tree)
-    assert "Checking" not in completed.stderr and "\x1b[" not in completed.stderr
+    assert "smpfix checking" not in completed.stderr and "\x1b[" not in completed.stderr
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
@@ -327,8 +327,8 @@ def test_progress_bar_on_a_terminal_only_for_human_formats(tmp_path: Path, fmt: 
         captured += chunk
     os.close(leader)
     assert proc.returncode == 1
-    assert (b"Checking" in captured) is shown
-    assert b"Checking" not in proc.stdout
+    assert (b"smpfix checking" in captured) is shown
+    assert b"smpfix checking" not in proc.stdout
 
 
 def test_notebook_findings_are_located_at_the_file_with_their_cell(tmp_path: Path) -> None:
