@@ -10,7 +10,9 @@ same seed and the same installed packages):
   generator of the property tests, seeded);
 - ``mixed``: ``--mixed-count`` real Python files copied from this interpreter's
   site-packages (the test dependencies and their own dependencies; never smpfix itself nor
-  a file that mentions the library), plus the same SMP scripts.
+  a file that mentions the library), plus the same SMP scripts;
+- ``library``: the mixed tree's library files alone (where no file passes the prefilter),
+  for smpfix and Ruff only: what a tree without SMP code costs.
 
 Every measurement is a whole process, as a user or a hook runs it, with its output thrown
 away; the first command on each corpus runs once untimed (to warm the disk cache and write
@@ -251,6 +253,19 @@ def run_corpus(label: str, folder: Path, files: list[Path], work: Path, args: ar
     return results
 
 
+def run_library(folder: Path, work: Path, args: argparse.Namespace) -> dict[str, Measurement]:
+    print(f"library: {folder}", file=sys.stderr)
+    results = {key: Measurement(name, skipped="not measured") for key, name in NAMES.items()}
+    results["smpfix_cold"] = measure(NAMES["smpfix_cold"], [sys.executable, "-m", "smpfix", "check", "--exit-zero", "--no-color", "--no-cache", str(folder)], work, args, warm_up=True)
+    ruff = peer("ruff", args.peers_bin)
+    results["ruff"] = measure(NAMES["ruff"], [ruff, "check", "--isolated", "--no-cache", "--exit-zero", str(folder)] if ruff else None, work, args)
+    return results
+
+
+NAMES = {"smpfix_cold": "smpfix check (cold)", "smpfix_warm": "smpfix check (warm cache)", "libcst": "LibCST parse, 1 process",
+         "ast": "ast.parse, 1 process", "fixit": "fixit lint", "torchfix": "torchfix", "ruff": "ruff check (default rules)"}
+
+
 def phases(folder: Path) -> dict[str, float]:
     output = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "phases.py"), str(folder)], env=child_environment(),
                             capture_output=True, text=True, check=True).stdout
@@ -274,11 +289,11 @@ def verdict(value: Optional[float], bound: float, at_most: bool, lower_bound: bo
     return f"{shown:>9}  {'met' if ok else 'NOT MET'} (target {'<=' if at_most else '>='} {bound:g}x)"
 
 
-def report(smp: dict[str, Measurement], mixed: dict[str, Measurement], profile: dict[str, float], machine: str) -> str:
-    lines = [f"machine: {machine}", "", f"{'median wall time (CPU time)':<30} {'SMP corpus':>24} {'mixed tree':>24}"]
+def report(smp: dict[str, Measurement], mixed: dict[str, Measurement], library: dict[str, Measurement], profile: dict[str, float], machine: str) -> str:
+    lines = [f"machine: {machine}", "", f"{'median wall time (CPU time)':<27} {'SMP corpus':>22} {'mixed tree':>22} {'library only':>22}"]
     for key, measurement in smp.items():
-        cells = [f"{m.shown()} ({m.shown_cpu()})" if m.median is not None else m.shown() for m in (measurement, mixed[key])]
-        lines.append(f"{measurement.name:<30} {cells[0]:>24} {cells[1]:>24}")
+        cells = [f"{m.shown()} ({m.shown_cpu()})" if m.median is not None else m.shown() for m in (measurement, mixed[key], library[key])]
+        lines.append(f"{measurement.name:<27} {cells[0]:>22} {cells[1]:>22} {cells[2]:>22}")
     lines += ["", "ratios of wall times (medians of this run):"]
     lines.append(f"  SMP cold / LibCST parse        {verdict(ratio(smp['smpfix_cold'], smp['libcst']), 1.5, at_most=True)}")
     lines.append(f"  SMP cold / ast.parse           {_plain(ratio(smp['smpfix_cold'], smp['ast']))}")
@@ -292,6 +307,7 @@ def report(smp: dict[str, Measurement], mixed: dict[str, Measurement], profile: 
             bound = {"fixit": 20.0 if label == "mixed" else None, "ruff": 1.0 if label == "mixed" else None}.get(key)
             text = verdict(value, bound, at_most=False, lower_bound=results[key].timed_out) if bound else _plain(value, results[key].timed_out)
             lines.append(f"  {label} {name}/smpfix {'':<{17 - len(label) - len(name)}}{text}")
+    lines.append(f"  library Ruff/smpfix         {verdict(ratio(library['ruff'], library['smpfix_cold']), 1.0, at_most=False)}")
     peak = max(mixed["smpfix_cold"].max_rss_kb, mixed["smpfix_warm"].max_rss_kb) / 1024
     lines += ["", f"smpfix peak memory on the mixed tree: {peak:.0f} MB (largest process; target < 300 MB: {'met' if peak < 300 else 'NOT MET'})"]
     total = sum(value for key, value in profile.items() if key != "import") or 1.0
@@ -328,11 +344,12 @@ def main() -> None:
 
     smp = run_corpus("smp", work / "smp", smp_files, work, args)
     mixed = run_corpus("mixed", work / "mixed", mixed_files, work, args)
+    library = run_library(work / "mixed" / "lib", work, args)
     profile = phases(work / "smp")
     machine = f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, {platform.system()}"
-    print(report(smp, mixed, profile, machine))
+    print(report(smp, mixed, library, profile, machine))
     if args.json:
-        raw = {label: {key: vars(m) for key, m in results.items()} for label, results in (("smp", smp), ("mixed", mixed))}
+        raw = {label: {key: vars(m) for key, m in results.items()} for label, results in (("smp", smp), ("mixed", mixed), ("library", library))}
         args.json.write_text(json.dumps({"machine": machine, "results": raw, "phases": profile}, indent=2), encoding="utf-8")
 
 

@@ -191,7 +191,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     from smpfix.job_table import check_job_table
 
     table = check_job_table(config, codes)
-    if table is not None and table.findings:
+    if table is not None and (table.findings or table.errors):
         results = sorted([*(r for r in results if r.path != table.path), table], key=lambda r: r.path)
     if opts.get("add_noqa"):
         return _add_noqa(results, tasks, options, opts["quiet"])

@@ -11,7 +11,7 @@ import re
 from typing import Optional
 
 from smpfix.config import Config
-from smpfix.findings import FileResult, Finding, Position
+from smpfix.findings import FileError, FileResult, Finding, Position
 from smpfix.jobfacts import LAUNCH_KEYS
 
 
@@ -28,16 +28,22 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
     extra = {key: Located(value) for key, value in config.job.items() if key in LAUNCH_KEYS}
     view = ConfigView("job table", config.job_source, parameters, True, None, None, extra)
     findings: list[Finding] = []
+    errors: list[FileError] = []
     for rule in all_rules():
         if not issubclass(rule, ConfigRule) or rule.code not in select:
             continue
-        for problem in rule.check(view):
+        try:
+            problems = list(rule.check(view))
+        except Exception as exc:  # one broken rule must not stop the run (exit 2, like a file's)
+            errors.append(FileError(path, f"internal error in rule {rule.code}: {type(exc).__name__}: {exc}", code=rule.code))
+            continue
+        for problem in problems:
             key = _key_of(problem.at, parameters, extra)
             line = _line_of(text, key)
             findings.append(
                 Finding(rule.code, rule.name, problem.message, path, Position(line, 1), Position(line, 1), problem.severity)
             )
-    return FileResult(path, findings=tuple(sorted(findings, key=lambda f: f.sort_key)), text=text if findings else None)
+    return FileResult(path, findings=tuple(sorted(findings, key=lambda f: f.sort_key)), errors=tuple(errors), text=text if findings else None)
 
 
 def _key_of(at: object, parameters: object, extra: dict) -> Optional[str]:

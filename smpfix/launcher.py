@@ -40,6 +40,12 @@ ESTIMATORS = frozenset(
     }
 )
 _OLD_NAMES = {"train_instance_type": "instance_type", "train_instance_count": "instance_count"}
+# Leading positional parameters of the estimators whose first parameter is the entry point
+# (SageMaker Python SDK v2: ``PyTorch(entry_point, framework_version, py_version, source_dir, ...)``).
+_POSITIONAL: Mapping[str, tuple[str, ...]] = {
+    "PyTorch": ("entry_point", "framework_version", "py_version", "source_dir", "hyperparameters", "image_uri", "distribution"),
+    "Framework": ("entry_point", "source_dir", "hyperparameters"),
+}
 
 
 @dataclass(frozen=True)
@@ -506,12 +512,18 @@ def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
 
 def _launcher(call: cst.Call, qualified: str, env: Mapping[str, Located], path: str) -> Launcher:
     keywords: dict[str, Located] = {}
+    positional = _POSITIONAL.get(qualified.rsplit(".", 1)[-1], ())
+    position = 0
     for arg in call.args:
         if arg.keyword is None:
             if arg.star == "**":
                 merged = _located(arg.value, env)
                 if isinstance(merged.value, dict):
                     keywords.update(merged.value)
+            elif not arg.star and position < len(positional):
+                # `PyTorch("train.py", role=...)`: the entry point given by position.
+                keywords[positional[position]] = _located(arg.value, env, arg)
+                position += 1
             continue
         name = _OLD_NAMES.get(arg.keyword.value, arg.keyword.value)
         keywords[name] = _located(arg.value, env, arg)

@@ -136,3 +136,86 @@ PyTorch(entry_point="train.py", source_dir="code", distribution={"smdistributed"
 ''')
     found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
     assert [f["severity"] for f in found] == ["error"]
+
+
+def test_notebook_style_hyperparameter_presets_resolve() -> None:
+    """Official launcher notebooks pick a preset with ``if``/``elif``, copy it into the
+    hyperparameters with a loop, and derive the parameters by subscripts and comparisons."""
+    text = '''from sagemaker.pytorch import PyTorch
+hp = {"fp16": 1, "manual_partition": 0}
+preset = "small"
+use_fsx = False
+if preset == "large":
+    extra = {"tensor_parallel_degree": 8, "prescaled_batch": 1}
+elif preset == "small":
+    extra = {"tensor_parallel_degree": 4, "prescaled_batch": 0}
+else:
+    raise RuntimeError("unknown preset")
+for k, v in extra.items():
+    hp[k] = v
+if use_fsx:
+    hp["fp16"] = 0
+kind = "ml.p4d.24xlarge"
+if kind in ["ml.p3.16xlarge", "ml.p4d.24xlarge"]:
+    per_host = 8
+else:
+    per_host = 4
+PyTorch(entry_point="train.py", distribution={
+    "mpi": {"enabled": True, "processes_per_host": per_host},
+    "smdistributed": {"modelparallel": {"enabled": True, "parameters": {
+        "tensor_parallel_degree": hp["tensor_parallel_degree"],
+        "prescaled_batch": hp["prescaled_batch"] > 0,
+        "fp16": hp["fp16"] > 0,
+        "auto_partition": False if hp["manual_partition"] else True,
+        "ddp": not use_fsx and True,
+    }}},
+})
+'''
+    dist = resolve(text)
+    assert dist["mpi"]["processes_per_host"] == 8
+    assert dist["smdistributed"]["modelparallel"]["parameters"] == {
+        "tensor_parallel_degree": 4,
+        "prescaled_batch": False,
+        "fp16": True,
+        "auto_partition": True,
+        "ddp": True,
+    }
+
+
+def test_unknown_branch_tests_and_loops_stay_unknown() -> None:
+    text = '''from sagemaker.pytorch import PyTorch
+hp = {"tensor_parallel_degree": 2}
+for k, v in load_overrides().items():
+    hp[k] = v
+PyTorch(entry_point="train.py", distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {
+    "tensor_parallel_degree": hp["tensor_parallel_degree"], "fp16": args.fp16 > 0}}}})
+'''
+    params = resolve(text)["smdistributed"]["modelparallel"]["parameters"]
+    assert params["tensor_parallel_degree"] is UNKNOWN and params["fp16"] is UNKNOWN
+
+
+def test_entry_point_given_by_position(tmp_path: Path) -> None:
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text(SCRIPT)
+    (tmp_path / "launch.py").write_text('''from sagemaker.pytorch import PyTorch
+PyTorch("train.py", source_dir="code", distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4, "ddp": True}}}, "mpi": {"enabled": True, "processes_per_host": 8}})
+''')
+    found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
+    assert [f["severity"] for f in found] == ["error"]
+
+
+def test_time_magic_cell_of_a_notebook_launcher_is_python(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(SCRIPT)
+    cells = [
+        ["%%time\n", "import os\n", "from sagemaker.pytorch import PyTorch\n"],
+        ['PyTorch(entry_point="train.py", source_dir=os.getcwd(), distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4, "ddp": True}}}, "mpi": {"enabled": True}})\n'],
+    ]
+    notebook = {
+        "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": cell} for cell in cells],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 4,
+    }
+    (tmp_path / "launch.ipynb").write_text(json.dumps(notebook))
+    found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
+    assert [f["severity"] for f in found] == ["error"]

@@ -69,6 +69,9 @@ def test_magics_are_masked_line_for_line() -> None:
     assert masked.count("\n") == code.count("\n")
     assert notebook.unmask(masked) == code
     assert notebook.mask("%%bash\necho hi\n").startswith("pass  #")
+    # `%%time` and its kind run the rest of the cell as Python: only the magic line is masked.
+    assert notebook.mask("%%time\nimport os\n") == "pass  #smpfix-magic:%%time\nimport os\n"
+    assert notebook.mask("%%timeit -n 2\nx = 1").endswith("\nx = 1")
 
 
 def test_writefile_cell_is_checked_as_its_script(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ def test_pool_only_when_it_pays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     started: list[int] = []
 
     class Pool:
-        def __init__(self, max_workers: int, mp_context: object) -> None:
+        def __init__(self, max_workers: int, **settings: object) -> None:
             started.append(max_workers)
 
         def __enter__(self) -> Pool:

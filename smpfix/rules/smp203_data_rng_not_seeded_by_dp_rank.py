@@ -29,6 +29,7 @@ from smpfix.dataloaders import (
     RANDOM_SAMPLERS,
     SAMPLER_POSITIONS,
 )
+from smpfix.facts import Scope
 from smpfix.findings import Applicability, Severity
 from smpfix.jobfacts import Tri
 from smpfix.rule import FixAvailability, PendingFix, Rule, RuleContext
@@ -63,6 +64,8 @@ _NAMES = frozenset(
     for name in (*_DATA_SEEDS, *_DATA_AND_INIT_SEEDS, *_TORCH_GLOBAL_SEEDS, *DATALOADERS, *DISTRIBUTED_SAMPLERS, *RANDOM_SAMPLERS)
 ) | {"manual_seed", "shuffle"}
 _RANDOM_SAMPLER_GENERATOR = 3
+# Ranks that differ between tensor-parallel peers: the seeds SMP501 recommends for initialisation.
+_INIT_SEED_FAMILIES = frozenset({"tp", "dp"})
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,12 @@ class DataRngNotSeededByDpRank(Rule):
         self.local_calls: list[cst.Call] = []
         self.global_seeds: list[tuple[cst.Call, Verdict]] = []
         self.shuffling_loaders: list[cst.Call] = []
+        # The function (or module) each seeding call runs in, and the data seeds that are the
+        # same on every rank of a replica: a per-rank initialisation seed (SMP501's advice)
+        # that such a seed later replaces never reaches the data pipeline.
+        self.scopes: dict[cst.Call, Scope] = {}
+        self.consistent_data_seeds: list[cst.Call] = []
+        self.init_seeds: list[tuple[cst.Call, SeedSite, list[tuple[RankTerm, Verdict]], list[RankTerm], Verdict]] = []
 
     # -- recognising seeds --------------------------------------------------------------------
     def _site(self, call: cst.Call, qualified: Optional[str]) -> Optional[SeedSite]:
@@ -148,6 +157,7 @@ class DataRngNotSeededByDpRank(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Name) and node.func.value in self.facts.functions:
             self.local_calls.append(node)
+            self.scopes[node] = self._scope()
             return
         if called_name(node, self.facts.imports.bindings) not in _NAMES:
             return
@@ -160,19 +170,50 @@ class DataRngNotSeededByDpRank(Rule):
             return
         site = self._site(node, qualified)
         if site is not None and site.seed is not None:
+            self.scopes[node] = self._scope()
             self._learn_helper(site)
             self._check_site(node, site)
+
+    def _scope(self) -> Scope:
+        function = self.ancestry.nearest(cst.FunctionDef)
+        return function if isinstance(function, cst.FunctionDef) else self.context.module
 
     def _check_site(self, call: cst.Call, site: SeedSite) -> None:
         assert site.seed is not None
         wrong, rewrite = self._judge(site.seed)
         if not wrong:
+            if site.data:
+                self.consistent_data_seeds.append(call)
             return
         verdict = either(v for _, v in wrong)
+        if site.torch_global and site.data and self._seeds_initialisation(call, wrong):
+            self.init_seeds.append((call, site, wrong, rewrite, verdict))
+            return
         if site.torch_global:
             self.global_seeds.append((call, verdict))
         if site.data:
             self._flag_seed(call, site, wrong, rewrite, verdict)
+
+    def _seeds_initialisation(self, call: cst.Call, wrong: Sequence[tuple[RankTerm, Verdict]]) -> bool:
+        """``set_seed(seed + smp.tp_rank())`` just before ``smp.DistributedModel`` in the same
+        function: the per-rank initialisation seed that SMP501 asks for (the official GPT
+        examples seed this way), which is a data seed only until something reseeds."""
+        if any(term.family not in _INIT_SEED_FAMILIES for term, _ in wrong):
+            return False
+        scope = self.scopes.get(call)
+        return any(
+            wrap.where is not None and wrap.where.scope is scope and self.facts.runs_before(call, wrap.call)
+            for wrap in self.facts.distributed_models
+        )
+
+    def _reseeded_after(self, call: cst.Call) -> bool:
+        """A replica-consistent data seed that runs after ``call``: later in the same function,
+        or in another function (a training loop that reseeds before drawing data)."""
+        scope = self.scopes.get(call)
+        return any(
+            self.scopes.get(other) is not scope or self.facts.runs_before(call, other)
+            for other in self.consistent_data_seeds
+        )
 
     def leave_Module(self, node: cst.Module) -> None:
         for call in self.local_calls:
@@ -182,6 +223,11 @@ class DataRngNotSeededByDpRank(Rule):
                 seed = _value(argument(call, helper.parameter, helper.position))
                 if seed is not None:
                     self._check_site(call, SeedSite(seed, helper.data, helper.torch_global))
+        for call, site, wrong, rewrite, verdict in self.init_seeds:
+            if self._reseeded_after(call):
+                continue
+            self.global_seeds.append((call, verdict))
+            self._flag_seed(call, site, wrong, rewrite, verdict)
         if not self.global_seeds or self.data_job.tensorflow:
             return
         verdict = either(v for _, v in self.global_seeds)

@@ -11,8 +11,10 @@ from smpfix.findings import Severity
 from smpfix.model_names import DistributedModelNames
 from smpfix.rule import FixAvailability, Rule, RuleContext
 from smpfix.steps import enclosing_step, step_bodies, step_functions
+from smpfix.walker import iter_nodes
 
 Scope = Union[cst.Module, cst.FunctionDef]
+_IN_STEP, _ALTERNATIVE, _OUTSIDE = "in step", "alternative to a step", "outside"
 
 
 @dataclass(frozen=True)
@@ -35,16 +37,19 @@ class ForwardBackwardOutsideStep(Rule):
         super().__init__(context)
         steps = step_functions(self.facts)
         self.bodies = step_bodies(steps)
+        self.step_names = frozenset(step.name for step in steps)
         self.models = DistributedModelNames(self.facts, steps)
         self.candidates: list[_Candidate] = []
-        # For each plain function name: is each of its calls inside a step body?
-        self.callers_in_step: dict[str, list[bool]] = {}
+        # For each plain function name: where each of its calls is (_IN_STEP, _ALTERNATIVE, _OUTSIDE).
+        self.callers_in_step: dict[str, list[str]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         in_step = enclosing_step(self.ancestry, self.bodies) is not None
-        if isinstance(func, cst.Name):
-            self.callers_in_step.setdefault(func.value, []).append(in_step)
+        if isinstance(func, cst.Name) and func.value in self.facts.functions:
+            # Only local functions can be step helpers; the branch search is for them alone.
+            where = _IN_STEP if in_step else _ALTERNATIVE if self._alternative_to_step() else _OUTSIDE
+            self.callers_in_step.setdefault(func.value, []).append(where)
         if in_step or not self.models.targets:
             return
         if isinstance(func, cst.Name):
@@ -64,9 +69,30 @@ class ForwardBackwardOutsideStep(Rule):
         wraps = [w for w in self.facts.distributed_models if w.target == model and w.where is not None and w.where.scope is scope]
         return bool(wraps) and all(self.facts.runs_before(call, w.call) for w in wraps)
 
+    def _alternative_to_step(self) -> bool:
+        """The call being visited sits in one branch of an ``if`` whose other branch calls a
+        step function: a script that runs with or without the library (``if args.smp:
+        loss = smp_step(...) else: loss = train_step(...)``) takes one path or the other."""
+        if not self.step_names:
+            return False
+        stack = self.ancestry.stack
+        for position, node in enumerate(stack[:-1]):
+            if not isinstance(node, cst.If) or node.orelse is None:
+                continue
+            branch = stack[position + 1]
+            other = node.orelse if branch is node.body else node.body if branch is node.orelse else None
+            if other is not None and any(
+                isinstance(child, cst.Call) and isinstance(child.func, cst.Name) and child.func.value in self.step_names
+                for child in iter_nodes(other)
+            ):
+                return True
+        return False
+
     def _only_called_from_steps(self, function: cst.FunctionDef) -> bool:
+        """Every call of ``function`` runs inside a step, or on the other side of a branch
+        from a step call; and at least one is inside a step."""
         calls = self.callers_in_step.get(function.name.value, [])
-        return bool(calls) and all(calls)
+        return _IN_STEP in calls and _OUTSIDE not in calls
 
     def leave_Module(self, node: cst.Module) -> None:
         for candidate in self.candidates:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 import libcst as cst
 
 from smpfix.call_binding import bind_arguments
-from smpfix.calls import argument
+from smpfix.calls import argument, names_in
 from smpfix.edits import InsertAfter, ReplaceNode
 from smpfix.facts import is_step_decorator
 from smpfix.findings import Applicability, Severity
@@ -155,26 +155,46 @@ class StepInputNotSplittable(Rule):
 
     # -- what the calls pass ---------------------------------------------------------------
     def _check_call(self, step: StepFunction, call: cst.Call, listed: Optional[frozenset[str]]) -> None:
+        bound = bind_arguments(step.function, call) if step.function is not None else None
         for arg in call.args:
             if arg.star:
                 continue
             kind = object_kind(self.facts, arg.value)
             if kind in _NOT_STEP_INPUTS:
-                self._flag_object(step, arg.value, kind)
+                self._flag_object(step, arg.value, kind, self._unused_parameter(step, bound, arg.value))
         if step.function is None or listed is None:
             return
         mb = self.feature("MB")
         if mb.state is Tri.OFF:
             return
-        bound = bind_arguments(step.function, call)
         for param, value in (bound or {}).items():
             description = self._without_batch_dimension(value)
             if description is not None and param not in listed:
                 self._hint(step, value, param, description)
 
-    def _flag_object(self, step: StepFunction, value: cst.BaseExpression, kind: str) -> None:
+    def _unused_parameter(
+        self, step: StepFunction, bound: Optional[Mapping[str, cst.BaseExpression]], value: cst.BaseExpression
+    ) -> Optional[str]:
+        """The step parameter ``value`` lands in, when the step body never reads it."""
+        if step.function is None or bound is None:
+            return None
+        param = next((name for name, given in bound.items() if given is value), None)
+        if param is None or param in names_in(step.function.body):
+            return None
+        return param
+
+    def _flag_object(self, step: StepFunction, value: cst.BaseExpression, kind: str, unused: Optional[str]) -> None:
         spelled = self.context.code_for(value)
         spelled = spelled if len(spelled) <= 40 and "\n" not in spelled else "this argument"
+        if unused is not None and kind in (OPTIMIZER, SCHEDULER):
+            # The official GPT-2 example passes its optimizer this way: harmless, only noisy.
+            message = (
+                f"`{spelled}` ({_article(kind)} {kind}) is passed to step function `{step.name}`, whose body never "
+                f"uses its parameter `{unused}`: nothing goes wrong, but the library logs that this object 'might "
+                "potentially be a bug' on every step. Drop the argument and the parameter."
+            )
+            self.report(value, message, severity=Severity.HINT)
+            return
         message = (
             f"`{spelled}` ({_article(kind)} {kind}) is passed to step function `{step.name}`, which runs once per microbatch and "
             "splits only tensors: the library logs that this object 'might potentially be a bug' and hands the "
