@@ -327,6 +327,9 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
             click.echo(f"  {key:<12} {item['state']:<8} {item['source']}", err=err)
         for key, item in result.job["settings"].items():
             click.echo(f"  {key} = {json.dumps(item['value'])}  ({item['source']})", err=err)
+        for item in result.job.get("evidence", ()):
+            weight = "shows it is on" if item["strong"] else "shows awareness only"
+            click.echo(f"  evidence {item['feature']}: {item['what']} at line {item['line']} ({weight})", err=err)
 
 
 @main.command()

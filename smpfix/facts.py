@@ -320,7 +320,8 @@ def _evidence(imports: ImportTable, collector: _Collector) -> Iterator[EvidenceN
             and isinstance(test.comparisons[0].operator, cst.GreaterThan)
             and literal_value(test.comparisons[0].comparator) == 1
         ):
-            yield EvidenceNode("TP", "`if smp.tp_size() > 1:` branch", if_node)
+            # A script written to run both ways: tensor-parallel-aware, not proof that it is on.
+            yield EvidenceNode("TP", "`if smp.tp_size() > 1:` branch", if_node, strong=False)
     for read in collector.sdp_setting_reads:
         member = smp_member(imports, read)
         if member is not None and member.startswith("state.cfg."):

@@ -224,6 +224,9 @@ class JobFacts:
                 for key in FEATURES
                 for state in [self.feature(key)]
             },
+            "evidence": [
+                {"feature": e.feature, "what": e.description, "line": e.line, "strong": e.strong} for e in self.evidence
+            ],
         }
 
 

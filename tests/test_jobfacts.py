@@ -64,7 +64,6 @@ def test_partitions_is_an_alias_of_pipeline_parallel_degree() -> None:
         ("with smp.model_creation(tensor_parallelism=True):\n    m = GPT()\n", "TP"),
         ("smp.set_tensor_parallelism(m.transformer)\n", "TP"),
         ("layer = smp.nn.DistributedLinear(10, 10)\n", "TP"),
-        ("if smp.tp_size() > 1:\n    pass\n", "TP"),
         ("with smp.partition(1):\n    m = GPT()\n", "PP"),
         ("smp.register_parameter(self, self.wte.weight)\n", "SDP"),
     ],
@@ -85,6 +84,12 @@ def test_script_evidence(snippet: str, feature: str) -> None:
 )
 def test_non_evidence(snippet: str) -> None:
     assert job_of("import smdistributed.modelparallel.torch as smp\n" + snippet).feature("TP").state is Tri.UNKNOWN
+
+
+def test_a_tp_size_branch_is_weak_evidence() -> None:
+    job = job_of("import smdistributed.modelparallel.torch as smp\nif smp.tp_size() > 1:\n    pass\n")
+    assert job.feature("TP").state is Tri.UNKNOWN
+    assert [(e.feature, e.strong) for e in job.evidence] == [("TP", False)]
 
 
 def test_condition_wording() -> None:
