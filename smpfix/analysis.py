@@ -103,7 +103,16 @@ def analyze(text: str, path: str, options: AnalysisOptions) -> Analysis:
     if module is None:
         assert error is not None
         return Analysis(errors=(error,))
-    return analyze_module(module, text, path, options)
+    # LibCST's code generation (positions, ``code_for_node``) recurses once or twice per
+    # nesting level; ``nesting`` bounds the depth, this lets Python follow it.
+    previous = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(max(previous, _RECURSION_LIMIT))
+        return analyze_module(module, text, path, options)
+    except RecursionError:
+        return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
+    finally:
+        sys.setrecursionlimit(previous)
 
 
 def analyze_module(module: cst.Module, text: str, path: str, options: AnalysisOptions) -> Analysis:

@@ -19,6 +19,9 @@ reported as Python reports it.
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Optional
 
@@ -49,6 +52,22 @@ _TOKEN = re.compile(
 )
 _CHAINING_WORDS = frozenset({"and", "or", "not", "if", "else", "lambda", "await", "in", "is", "for", "yield"})
 _FSTRING_BRACE = re.compile(r"\{\{|\}\}|[{}]")
+
+
+# Python frames LibCST's recursive code generation may need for code within MAX_NESTING.
+RECURSION_LIMIT = 20_000
+
+
+@contextmanager
+def recursion_headroom() -> Iterator[None]:
+    """Let Python recurse as deep as code that passed ``refusal`` needs (``Positions``,
+    ``code_for_node`` recurse once or twice per nesting level), then restore the limit."""
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous, RECURSION_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
 
 
 @dataclass(frozen=True)
@@ -89,11 +108,18 @@ def too_deep(text: str) -> Optional[TooDeep]:
     statement_start = True
     for match in _TOKEN.finditer(text):
         kind = match.lastgroup
+        if not statement_start:  # the common tokens first: they change nothing
+            if kind == "name":
+                if match.group() not in _CHAINING_WORDS:
+                    continue
+            elif kind in ("number", "other", "comment"):
+                continue
         if kind in ("newline", "continuation"):
             line, line_start = line + 1, match.end()
             if kind == "newline" and len(levels) == 1:
-                chained -= levels[0].chain + levels[0].lambdas
-                levels[0] = _Level()
+                statement = levels[0]
+                chained -= statement.chain + statement.lambdas
+                statement.chain = statement.lambdas = 0
                 statement_start = True
             continue
         if kind == "comment":
@@ -101,6 +127,7 @@ def too_deep(text: str) -> Optional[TooDeep]:
         if kind == "string":
             line, line_start = _advance(text, match, line, line_start)
         top = levels[-1]
+        grew = False
         if statement_start and kind != "semicolon":
             statement_start = False
             width = len(text[line_start : match.start()].expandtabs())
@@ -108,17 +135,22 @@ def too_deep(text: str) -> Optional[TooDeep]:
                 elifs -= indents.pop()[1]
             if indents[-1][0] < width:
                 indents.append([width, 0])
+                grew = True
             word = match.group() if kind == "name" else ""
             if word == "elif":
                 indents[-1][1] += 1
                 elifs += 1
+                grew = True
             elif word != "else":
                 elifs -= indents[-1][1]
                 indents[-1][1] = 0
+            if kind == "name" and word not in _CHAINING_WORDS:
+                kind = "plain"
         if kind == "open":
             top.chain += 1
             levels.append(_Level())
             chained += 1
+            grew = True
             if len(levels) - 1 > MAX_BRACKETS:
                 return _refuse(f"too many nested parentheses (more than {MAX_BRACKETS}; Python itself refuses this)", line, match, line_start)
         elif kind == "close":
@@ -128,22 +160,24 @@ def too_deep(text: str) -> Optional[TooDeep]:
         elif kind == "comma":
             chained -= top.chain
             top.chain = 0
-        elif kind == "semicolon" and len(levels) == 1:
-            chained -= top.chain + top.lambdas
-            levels[0] = _Level()
-            statement_start = True
-        elif kind == "operator" or (kind == "name" and match.group() in _CHAINING_WORDS):
+        elif kind == "semicolon":
+            if len(levels) == 1:
+                chained -= top.chain + top.lambdas
+                top.chain = top.lambdas = 0
+                statement_start = True
+        elif kind in ("operator", "name"):
             if match.group() == "lambda":
                 top.lambdas += 1
             else:
                 top.chain += 1
             chained += 1
+            grew = True
         elif kind == "string" and set(match.group("prefix").lower()) & {"f", "t"}:
             braces = 2 * _brace_depth(match.group())  # nested f-strings cost the parser more
             top.chain += braces
             chained += braces
-        depth = len(levels) + chained + len(indents) + elifs
-        if depth > MAX_NESTING:
+            grew = True
+        if grew and len(levels) + chained + len(indents) + elifs > MAX_NESTING:
             return _refuse(f"code is nested too deeply to analyze safely (more than {MAX_NESTING} levels in one statement)", line, match, line_start)
     return None
 

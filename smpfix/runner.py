@@ -313,7 +313,16 @@ def _with_launchers(files: Sequence[tuple[DiscoveredFile, Optional[bytes]]], opt
             continue
     if not candidates:
         return options
-    return replace(options, project=options.project.with_links(link(candidates)))
+    from smpfix.nesting import recursion_headroom
+
+    links = []
+    for candidate in candidates:  # one launcher the linker chokes on must not stop the run
+        try:
+            with recursion_headroom():
+                links.extend(link([candidate]))
+        except Exception:
+            continue
+    return replace(options, project=options.project.with_links(links))
 
 
 def _regroup(results: list[FileResult]) -> list[FileResult]:

@@ -73,6 +73,10 @@ def _bad_files() -> dict[str, bytes]:
         "deep_conditional_chain.py": marker + deep_conditional.encode(),
         "deep_attribute_chain.py": marker + deep_attributes.encode(),
         "inconsistent_tabs.py": marker + b"if x:\n\tif y:\n        pass\n",
+        # LibCST drops these characters, so its offsets would be off and a fix would land on
+        # the wrong characters (``smp.dp_rank()`` became ``smprdp_rankk()``).
+        "form_feed_in_indentation.py": SCRIPT.replace("    if smp", "    y = 0\n\x0c    if smp").encode(),
+        "continuation_in_indentation.py": SCRIPT.replace("    if smp", "    x = 1\n\\\n    if smp").encode(),
         "generated_10mb.py": marker + b"".join(b"value_%07d = %d\n" % (i, i) for i in range(10 * 1024 * 1024 // 22)),
         "malformed.ipynb": b'{"cells": [{"cell_type": "code", "source": "import smdistributed"',
         "not_a_notebook.ipynb": b'["smdistributed"]',
@@ -160,6 +164,8 @@ def test_each_bad_file_is_one_clear_line_and_exit_2(bad_tree: tuple[Path, object
         ("inconsistent_tabs.py", "tabs and spaces"),
         ("generated_10mb.py", "too large"),
         ("malformed.ipynb", "malformed notebook JSON"),
+        ("form_feed_in_indentation.py", "does not reproduce this file exactly"),
+        ("continuation_in_indentation.py", "does not reproduce this file exactly"),
     ],
 )
 def test_the_reason_is_named(bad_tree: tuple[Path, object], name: str, reason: str) -> None:
@@ -228,9 +234,19 @@ def test_deep_nesting_is_refused_before_the_parser_sees_it() -> None:
             check_source(text, "deep.py")
 
 
-def test_reasonable_nesting_is_still_analyzed() -> None:
-    """CPython's own limit is 200 brackets; code up to it is analyzed, not refused."""
-    text = SCRIPT + "x = " + "(" * 199 + "1" + ")" * 199 + "\ny = " + " + ".join(["a"] * 300) + "\n"
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "x = " + "(" * 199 + "1" + ")" * 199,  # CPython's own limit is 200 brackets
+        "y = " + " + ".join(["a"] * 900),
+        "z = a" + ".b" * 900,
+        "w = " + "not " * 900 + "x",
+    ],
+)
+def test_deep_code_within_the_bound_is_still_analyzed_and_fixed(statement: str) -> None:
+    """The walk is iterative and LibCST's recursive code generation gets the stack it needs,
+    so nesting up to the bound is analyzed, in this process, not refused."""
+    text = SCRIPT.replace("smp.init()\n", f"smp.init()\n{statement}\n")
     assert fixed(text) != text
 
 
@@ -254,3 +270,20 @@ def test_an_unreadable_file(tmp_path: Path) -> None:
     options = RunOptions(select=frozenset(rule_names()), rule_names=rule_names())
     result = check_file(DiscoveredFile(str(path), explicit=False), options)
     assert "cannot read" in result.errors[0].message
+
+
+def test_deep_launchers_do_not_stop_the_run(tmp_path: Path) -> None:
+    """Launchers are read before any script is checked (their job settings reach the scripts
+    they start); one the linker cannot read is checked, and reported, like any other file."""
+    launch = ("from sagemaker.pytorch import PyTorch\n{deep}\nestimator = PyTorch(entry_point='train.py', distribution="
+              "{{'smdistributed': {{'modelparallel': {{'enabled': True, 'parameters': {{'tensor_parallel_degree': 4}}}}}}, "
+              "'mpi': {{'enabled': True}}}})\n")
+    (tmp_path / "launch_deep.py").write_text(launch.format(deep="y = " + " + ".join(["a"] * 900)))
+    (tmp_path / "launch_too_deep.py").write_text(launch.format(deep="y = " + "(" * 5000 + ")" * 5000))
+    (tmp_path / "train.py").write_text(SCRIPT)
+    result = run_cli("--no-cache", "--format", "concise", str(tmp_path))
+    assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
+    assert [line for line in result.stderr.splitlines() if ": error: " in line] == [
+        f"{tmp_path / 'launch_too_deep.py'}:2:205: error: too many nested parentheses (more than 200; Python itself refuses this)"
+    ]
+    assert f"{tmp_path / 'train.py'}:" in result.stdout

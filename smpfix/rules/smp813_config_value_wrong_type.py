@@ -115,11 +115,14 @@ def _exact(located: Located, value: Any) -> Optional[decimal.Decimal]:
         text = _number_text(located.node) or repr(value)
     else:
         return None
+    if len(text) > 64:  # no setting is that long; converting it could take minutes
+        return None
     try:
         number = decimal.Decimal(text.replace("_", ""))
     except decimal.InvalidOperation:
         return None
-    return number if number.is_finite() else None
+    # "1e999999999" is short, but int() of it would build a billion digits.
+    return number if number.is_finite() and abs(number.adjusted()) <= 64 else None
 
 
 def _number_text(node: Optional[cst.CSTNode]) -> Optional[str]:
