@@ -265,11 +265,13 @@ def render(rng: random.Random, alias: str | None = None, pitfalls: dict[str, boo
     wrap_bad, wrap_good = PITFALL_PARTS["SMP101"]
     save_bad, save_good = PITFALL_PARTS["SMP301"]
     body.append(fill((wrap_bad if choose.get("SMP101") else wrap_good).template))
-    body.append(fill(_DATA.template))
-    body.append(fill(_LOOP.template))
+    # After the model exists, the training, logging and checkpoint parts come in random order
+    # (the data set-up stays before the loop that reads it).
+    after_wrap = [fill(_DATA.template) + fill(_LOOP.template), fill((save_bad if choose.get("SMP301") else save_good).template)]
     if rng.random() < 0.5:
-        body.append(fill(_LOG.template))
-    body.append(fill((save_bad if choose.get("SMP301") else save_good).template))
+        after_wrap.append(fill(_LOG.template))
+    rng.shuffle(after_wrap)
+    body.extend(after_wrap)
     if rng.random() < 0.3:
         body.insert(rng.randint(2, len(body)), f"{indent}# {rng.choice(['checkpoint below', 'data', 'model'])}\n")
     support = [fill(part) for part in _SUPPORT_PARTS if rng.random() < 0.85]
