@@ -7,6 +7,7 @@ something (or job evidence must be quoted with its line), since on most files no
 
 from __future__ import annotations
 
+import ast
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -75,7 +76,13 @@ def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[FileErro
         return cst.parse_module(text), None
     except cst.ParserSyntaxError as exc:
         reason = str(exc.message).strip().splitlines()[0] if exc.message else "invalid syntax"
-        return None, FileError(path, f"syntax error: {reason}", exc.raw_line, exc.raw_column + 1)
+        line, column = exc.raw_line, exc.raw_column + 1
+        python = _python_syntax_error(text)
+        if python is not None:
+            # CPython's parser names the position and the reason better than LibCST's; it
+            # only parses (``ast.parse`` never runs anything).
+            reason, line, column = python
+        return None, FileError(path, f"syntax error: {reason}", line, column)
     except RecursionError:
         return None, FileError(path, "code is nested too deeply to analyze")
     except (MemoryError, ValueError) as exc:
@@ -84,6 +91,16 @@ def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[FileErro
         return None, FileError(path, f"cannot parse: LibCST rejects this code ({type(exc).__name__}: {exc}); it may use syntax from a newer Python")
     finally:
         sys.setrecursionlimit(previous)
+
+
+def _python_syntax_error(text: str) -> Optional[tuple[str, int, int]]:
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        return (exc.msg or "invalid syntax", exc.lineno or 1, exc.offset or 1)
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    return None
 
 
 def job_facts_for(facts: FileFacts, declared: Sequence[DeclaredJob], positions: _LazyPositions) -> JobFacts:

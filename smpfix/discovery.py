@@ -117,12 +117,13 @@ def discover(
 ) -> Iterator[DiscoveredFile]:
     """Yield the files to check under ``paths``, each once, in a stable (sorted) order."""
     seen: set[str] = set()
+    real_folders: dict[str, str] = {}
     for raw in paths:
         root = Path(raw)
         if root.is_dir():
             for found in _walk(root, excluder, respect_gitignore, suffixes):
                 # A link to a file also found under its own name is checked (and written) once.
-                key = os.path.normcase(os.path.realpath(found.path))
+                key = os.path.normcase(_real_path(found.path, real_folders))
                 if key not in seen:
                     seen.add(key)
                     yield found
@@ -132,6 +133,18 @@ def discover(
                 continue
             seen.add(key)
             yield DiscoveredFile(path=raw, explicit=True)
+
+
+def _real_path(path: str, real_folders: dict[str, str]) -> str:
+    """``os.path.realpath(path)``, resolving each folder once: the files of one folder share
+    it, and realpath costs a system call per path component."""
+    if os.path.islink(path):
+        return os.path.realpath(path)
+    folder, name = os.path.split(path)
+    real = real_folders.get(folder)
+    if real is None:
+        real = real_folders[folder] = os.path.realpath(folder or os.curdir)
+    return os.path.join(real, name)
 
 
 def _walk(root: Path, excluder: Excluder, respect_gitignore: bool, suffixes: Sequence[str]) -> Iterator[DiscoveredFile]:

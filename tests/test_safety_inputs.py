@@ -158,7 +158,7 @@ def test_each_bad_file_is_one_clear_line_and_exit_2(bad_tree: tuple[Path, object
         ("nul_bytes.py", "NUL bytes"),
         ("binary.py", "NUL bytes"),
         ("deep_parens.py", "too many nested parentheses"),
-        ("deep_ifs.py", "too many indentation levels"),
+        ("deep_ifs.py", "too many levels of indentation"),
         ("deep_operator_chain.py", "nested too deeply"),
         ("deep_attribute_chain.py", "nested too deeply"),
         ("inconsistent_tabs.py", "tabs and spaces"),
