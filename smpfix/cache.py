@@ -34,7 +34,6 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -328,17 +327,9 @@ class ResultCache:
 
 
 def _write_atomic(target: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from smpfix.source import write_bytes_atomic
+
+    write_bytes_atomic(target, data, prefix=".")
 
 
 def clean(directory: Union[str, os.PathLike[str]]) -> int:

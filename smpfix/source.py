@@ -16,6 +16,7 @@ import stat
 import tempfile
 import tokenize
 from dataclasses import dataclass
+from typing import Union
 
 
 class SourceError(Exception):
@@ -158,11 +159,16 @@ def _remove_stale_temporaries(folder: str, name: str) -> None:
 
 def write_text_atomic(path: str, text: str) -> None:
     """Write an output file (a report) atomically; used by ``--output-file``."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: Union[str, os.PathLike[str]], data: bytes, prefix: str = ".smpfix-") -> None:
+    """Write a file smpfix owns (a report, a cache entry): temporary file, then rename."""
     folder = os.path.dirname(os.path.abspath(path)) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".smpfix-", suffix=".tmp", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=folder)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, path)
     except BaseException:
         try:
