@@ -1,0 +1,28 @@
+"""The seeds' reference configurations are valid: no configuration rule may flag them.
+
+GPT-2 10B/30B/60B on ml.p4d.24xlarge with tensor parallelism 4 and 8, and GPT-NeoX 20B/65B
+with sharded data parallelism 16/32/64, written as launchers in two styles. Every SMP8xx rule
+runs on both, so a new configuration rule is held to them without a copy in its folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from smpfix.api import check_source
+from smpfix.rule import all_rules
+
+FOLDER = Path(__file__).parent / "reference_configs"
+CONFIG_RULES = [rule.code for rule in all_rules() if rule.code.startswith("SMP8")]
+
+
+@pytest.mark.parametrize("path", sorted(FOLDER.glob("*.py")), ids=lambda p: p.name)
+def test_reference_configurations_are_quiet(path: Path) -> None:
+    findings = check_source(path.read_text(encoding="utf-8"), str(path), select=CONFIG_RULES)
+    assert findings == [], "\n".join(f"{f.code} {f.start.line}: {f.message}" for f in findings)
+
+
+def test_every_configuration_rule_is_held_to_them() -> None:
+    assert len(CONFIG_RULES) == 20
