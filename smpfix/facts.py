@@ -103,7 +103,13 @@ class FileFacts:
     # -- what the file is -------------------------------------------------------------------
     @property
     def imports_smp(self) -> bool:
-        return self.imports.imports_module(SMP_TORCH) or self.imports.imports_module(SMP_TF) or any(
+        return self.imports_smp_torch or self.imports.imports_module(SMP_TF)
+
+    @property
+    def imports_smp_torch(self) -> bool:
+        """The PyTorch flavour (also reached through ``import smdistributed.modelparallel``);
+        rules about tensor parallelism or ``DistributedOptimizer`` need it, TensorFlow has neither."""
+        return self.imports.imports_module(SMP_TORCH) or any(
             value == "smdistributed.modelparallel" for value in self.imports.bindings.values()
         )
 

@@ -13,7 +13,7 @@ from smpfix.codegen import smp_reference
 from smpfix.edits import InsertStatementAfter, NodeEdit
 from smpfix.facts import FileFacts, StatementRef
 from smpfix.findings import Applicability, Severity
-from smpfix.imports import SMP_TORCH, dotted_name
+from smpfix.imports import dotted_name
 from smpfix.jobfacts import FeatureState, Tri
 from smpfix.rule import FixAvailability, PendingFix, Rule, RuleContext
 from smpfix.walker import iter_nodes
@@ -76,10 +76,7 @@ class MissingDistributedOptimizer(Rule):
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
         # Only files that wrap a model have its optimizer; the TensorFlow flavour has no DistributedOptimizer.
-        return super().applies_to(facts) and bool(facts.distributed_models) and (
-            facts.imports.imports_module(SMP_TORCH)
-            or any(value == "smdistributed.modelparallel" for value in facts.imports.bindings.values())
-        )
+        return super().applies_to(facts) and bool(facts.distributed_models) and facts.imports_smp_torch
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)

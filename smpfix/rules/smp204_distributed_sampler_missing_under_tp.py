@@ -19,7 +19,6 @@ from smpfix.dataloaders import (
 )
 from smpfix.facts import FileFacts
 from smpfix.findings import Severity
-from smpfix.imports import SMP_TORCH
 from smpfix.jobfacts import FeatureState, Tri
 from smpfix.parents import ParentIndex
 from smpfix.rule import FixAvailability, Rule, RuleContext
@@ -42,10 +41,7 @@ class DistributedSamplerMissingUnderTp(Rule):
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
         """PyTorch SMP scripts only (the TensorFlow flavour has no tensor parallelism)."""
-        torch_flavour = facts.imports.imports_module(SMP_TORCH) or any(
-            value == "smdistributed.modelparallel" for value in facts.imports.bindings.values()
-        )
-        return torch_flavour and super().applies_to(facts)
+        return facts.imports_smp_torch and super().applies_to(facts)
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)

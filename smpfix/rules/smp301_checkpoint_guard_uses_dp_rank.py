@@ -11,7 +11,6 @@ from smpfix.codegen import smp_reference
 from smpfix.edits import NodeEdit, ReplaceNode
 from smpfix.findings import Applicability
 from smpfix.guards import RankGuard, early_exit_guard, rank_zero_guards
-from smpfix.imports import SMP_TORCH
 from smpfix.rule import FixAvailability, PendingFix, Rule
 from smpfix.walker import iter_nodes
 
@@ -28,9 +27,7 @@ class CheckpointGuardUsesDpRank(Rule):
 
     @classmethod
     def applies_to(cls, facts) -> bool:  # type: ignore[no-untyped-def]
-        return facts.imports.imports_module(SMP_TORCH) or any(
-            value == "smdistributed.modelparallel" for value in facts.imports.bindings.values()
-        )
+        return facts.imports_smp_torch
 
     def visit_If(self, node: cst.If) -> None:
         guards = [g for g in rank_zero_guards(node.test, self.facts) if g.function == "dp_rank"]

@@ -12,7 +12,7 @@ from smpfix.calls import argument
 from smpfix.edits import ReplaceNode
 from smpfix.facts import FileFacts
 from smpfix.findings import Applicability, Severity
-from smpfix.imports import SMP_TORCH, dotted_name
+from smpfix.imports import dotted_name
 from smpfix.jobfacts import Tri
 from smpfix.model_names import DistributedModelNames
 from smpfix.rule import FixAvailability, PendingFix, Rule, RuleContext
@@ -39,10 +39,7 @@ class TensorBackwardInsteadOfModelBackward(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        torch_flavour = facts.imports.imports_module(SMP_TORCH) or any(
-            value == "smdistributed.modelparallel" for value in facts.imports.bindings.values()
-        )
-        return torch_flavour and super().applies_to(facts)
+        return facts.imports_smp_torch and super().applies_to(facts)
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)

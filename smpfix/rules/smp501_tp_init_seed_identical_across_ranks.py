@@ -20,7 +20,7 @@ from smpfix.dataloaders import (
 from smpfix.edits import NodeEdit, ReplaceNode
 from smpfix.facts import RANK_FUNCTIONS, FileFacts, Wrap
 from smpfix.findings import Applicability
-from smpfix.imports import SMP_TORCH, dotted_name
+from smpfix.imports import dotted_name
 from smpfix.parents import ParentIndex, Scope
 from smpfix.rule import FixAvailability, PendingFix, Rule
 from smpfix.walker import iter_nodes
@@ -72,9 +72,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        return facts.imports.imports_module(SMP_TORCH) or any(
-            value == "smdistributed.modelparallel" for value in facts.imports.bindings.values()
-        )
+        return facts.imports_smp_torch
 
     def leave_Module(self, node: cst.Module) -> None:
         tp = self.feature("TP")

@@ -11,7 +11,6 @@ from smpfix.codegen import smp_reference
 from smpfix.edits import NodeEdit, ReplaceNode
 from smpfix.facts import FileFacts
 from smpfix.findings import Applicability
-from smpfix.imports import SMP_TORCH
 from smpfix.rule import FixAvailability, PendingFix, Rule
 
 
@@ -33,10 +32,7 @@ class MpDpSizeIdentityUnderTp(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        torch_flavour = facts.imports.imports_module(SMP_TORCH) or any(
-            value == "smdistributed.modelparallel" for value in facts.imports.bindings.values()
-        )
-        return torch_flavour and super().applies_to(facts)
+        return facts.imports_smp_torch and super().applies_to(facts)
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         if not isinstance(node.operator, cst.Multiply):

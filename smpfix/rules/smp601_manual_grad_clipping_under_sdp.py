@@ -12,7 +12,6 @@ from smpfix.calls import argument
 from smpfix.edits import DeleteStatementLines, NodeEdit, ReplaceNode
 from smpfix.facts import FileFacts
 from smpfix.findings import Applicability, Severity
-from smpfix.imports import SMP_TORCH
 from smpfix.jobfacts import Tri
 from smpfix.literals import UNKNOWN
 from smpfix.rule import FixAvailability, PendingFix, Rule
@@ -58,9 +57,7 @@ class ManualGradClippingUnderSdp(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        return facts.imports.imports_module(SMP_TORCH) or any(
-            value == "smdistributed.modelparallel" for value in facts.imports.bindings.values()
-        )
+        return facts.imports_smp_torch
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
