@@ -336,17 +336,18 @@ def clean(directory: Union[str, os.PathLike[str]]) -> int:
     """Remove smpfix's cache files from ``directory``, then the folder if nothing else is left.
 
     Only files smpfix writes are removed (entries, temporary files, the two markers), so a
-    ``--cache-dir`` pointed at the wrong folder loses nothing else. Returns how many entries
-    were removed.
+    ``--cache-dir`` pointed at the wrong folder loses nothing else. Another run may be
+    cleaning or writing at the same time: whatever vanishes meanwhile is simply skipped.
+    Returns how many entries were removed.
     """
     root = Path(directory)
     removed = 0
     if not root.is_dir():
         return 0
-    for folder in sorted(root.iterdir()):
+    for folder in _listing(root):
         if not (folder.is_dir() and not folder.is_symlink() and folder.name.startswith("v") and folder.name[1:].isdigit()):
             continue
-        for entry in folder.iterdir():
+        for entry in _listing(folder):
             if entry.suffix in (".json", ".tmp") and entry.is_file():
                 try:
                     entry.unlink()
@@ -363,6 +364,14 @@ def clean(directory: Union[str, os.PathLike[str]]) -> int:
             pass
     _remove_if_empty(root)
     return removed
+
+
+def _listing(folder: Path) -> list[Path]:
+    """A folder's entries; none when another run (a concurrent ``clean``) removed it meanwhile."""
+    try:
+        return sorted(folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def _remove_if_empty(folder: Path) -> None:
