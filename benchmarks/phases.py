@@ -30,16 +30,17 @@ def main(root: str) -> dict[str, float]:
     start = time.perf_counter()
     import libcst as cst
 
-    from smpfix import prefilter, source
-    from smpfix.analysis import AnalysisOptions, analyze_module
-    from smpfix.discovery import Excluder, discover
-    from smpfix.facts import collect
-    from smpfix.findings import FileResult
-    from smpfix.positions import Positions
-    from smpfix.project import Project
+    from smpfix.base import source
+    from smpfix.base.findings import FileResult
+    from smpfix.base.positions import Positions
+    from smpfix.base.walker import indexed
+    from smpfix.engine import prefilter
+    from smpfix.engine.analysis import AnalysisOptions, analyze_module
+    from smpfix.engine.discovery import Excluder, discover
+    from smpfix.job.project import Project
+    from smpfix.program.facts import collect
     from smpfix.report import ReportOptions, render
-    from smpfix.rule import all_rules
-    from smpfix.walker import indexed
+    from smpfix.rules.registry import all_rules
 
     phases = dict.fromkeys(("import", "discover", "read", "prefilter", "decode", "parse", "facts", "rules", "positions", "report"), 0.0)
     options = AnalysisOptions(select=frozenset(rule.code for rule in all_rules()), project=Project.of((root,)))

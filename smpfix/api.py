@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from smpfix.analysis import AnalysisOptions, analyze
-from smpfix.findings import FileError, Finding
-from smpfix.fixing import fix_text
-from smpfix.jobfacts import DeclaredJob, Value
+from smpfix.base.findings import FileError, Finding
+from smpfix.engine.analysis import AnalysisOptions, analyze
+from smpfix.engine.fixing import fix_text
+from smpfix.job.jobfacts import DeclaredJob, Value
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class FixResult:
 
 
 def _options(select: Optional[Iterable[str]], job: Optional[Mapping[str, Value]]) -> AnalysisOptions:
-    from smpfix.rule_index import rule_names
-    from smpfix.selection import enabled
+    from smpfix.engine.selection import enabled
+    from smpfix.rules.registry import rule_names
 
     codes = enabled(rule_names(), list(select) if select is not None else None)
     declared = (DeclaredJob("job given to the API", dict(job)),) if job else ()
@@ -50,6 +50,6 @@ def fix_source(text: str, path: str = "<string>", select: Optional[Iterable[str]
 
 
 def list_rules() -> list[dict[str, Any]]:
-    from smpfix.rule_index import rule_table
+    from smpfix.rules.registry import rule_table
 
     return rule_table()

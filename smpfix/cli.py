@@ -116,14 +116,14 @@ def _usage_error(message: str) -> int:
 
 
 def _check(paths: Sequence[str], **opts: Any) -> int:
-    from smpfix.config import ConfigError, resolve, validate_job
-    from smpfix.discovery import DiscoveredFile, Excluder, discover
-    from smpfix.jobfacts import DeclaredJob, parse_value
-    from smpfix.project import Project
+    from smpfix.engine.config import ConfigError, resolve, validate_job
+    from smpfix.engine.discovery import DiscoveredFile, Excluder, discover
+    from smpfix.engine.runner import RunOptions, run
+    from smpfix.engine.selection import SelectionError, enabled
+    from smpfix.job.jobfacts import DeclaredJob, parse_value
+    from smpfix.job.project import Project
     from smpfix.report import ReportOptions
-    from smpfix.rule_index import RuleNames
-    from smpfix.runner import RunOptions, run
-    from smpfix.selection import SelectionError, enabled
+    from smpfix.rules.registry import RuleNames
 
     stdin_name = opts["stdin_filename"]
     config_anchor = [stdin_name] if "-" in paths and stdin_name else list(paths)
@@ -182,13 +182,13 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     missing = [p for p in paths if p != "-" and not os.path.exists(p) and not os.path.islink(p)]
     tasks = [DiscoveredFile(p, explicit=True) for p in missing]
     tasks += list(discover([p for p in paths if p not in missing and p != "-"], excluder, config.respect_gitignore))
-    from smpfix.progress import progress_bar, wanted
+    from smpfix.engine.progress import progress_bar, wanted
     from smpfix.report import MACHINE_FORMATS
 
     show_bar = wanted(len(tasks), fmt in MACHINE_FORMATS or bool(opts.get("add_noqa")), opts["quiet"], sys.stderr)
     with progress_bar(len(tasks), show_bar) as advance:
         results = list(run(tasks, options, on_result=advance))
-    from smpfix.job_table import check_job_table
+    from smpfix.engine.job_table import check_job_table
 
     table = check_job_table(config, codes)
     if table is not None and (table.findings or table.errors):
@@ -200,7 +200,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
 
 def _cache_dir(root: Path, no_cache: bool, explicit: Optional[str]) -> Optional[Path]:
     """``--cache-dir``, else ``.smpfix_cache`` in the project root; None with ``--no-cache``."""
-    from smpfix.cache import CACHE_DIR_NAME
+    from smpfix.engine.cache import CACHE_DIR_NAME
 
     if no_cache:
         return None
@@ -223,7 +223,7 @@ def _output_option_problem(fmt: str, opts: Any, stdin: bool) -> Optional[str]:
 
 def _add_noqa(results: Sequence[Any], tasks: Sequence[Any], options: Any, quiet: bool) -> int:
     """Write suppressions for every finding; exit 1 if some cannot be suppressed, 2 on errors."""
-    from smpfix.add_noqa import add_to_file
+    from smpfix.engine.add_noqa import add_to_file
 
     writable = {task.path: task.writable for task in tasks}
     errors = [error for result in results for error in result.errors]
@@ -247,9 +247,10 @@ def _add_noqa(results: Sequence[Any], tasks: Sequence[Any], options: Any, quiet:
 
 
 def _check_stdin(name: str, options: Any, report_options: Any, fmt: str, quiet: bool, exit_zero: bool) -> int:
-    from smpfix import prefilter, source
-    from smpfix.findings import FileError, FileResult
-    from smpfix.runner import check_text
+    from smpfix.base import source
+    from smpfix.base.findings import FileError, FileResult
+    from smpfix.engine import prefilter
+    from smpfix.engine.runner import check_text
 
     raw = sys.stdin.buffer.read()
     try:
@@ -282,9 +283,9 @@ def _diff(results: Sequence[Any]) -> str:
 
 
 def _finish(results: Sequence[Any], options: Any, report_options: Any, fmt: str, quiet: bool, exit_zero: bool, stream_err: bool = False) -> int:
+    from smpfix.base.source import write_text_atomic
     from smpfix.report import MACHINE_FORMATS, render
     from smpfix.report.text import summary
-    from smpfix.source import write_text_atomic
 
     errors = [error for result in results for error in result.errors]
     for error in errors:
@@ -336,7 +337,7 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def rules(fmt: str) -> None:
     """List every rule: code, name, fix availability and safety, job settings it depends on."""
-    from smpfix.rule_index import rule_table
+    from smpfix.rules.registry import rule_table
 
     table = rule_table()
     if fmt == "json":
@@ -353,8 +354,8 @@ def rules(fmt: str) -> None:
 @click.argument("rule")
 def explain(rule: str) -> None:
     """Print the page of RULE (a code such as SMP101, or a rule name)."""
-    from smpfix.pages import read_page
-    from smpfix.rule_index import find_rule
+    from smpfix.rules.pages import read_page
+    from smpfix.rules.registry import find_rule
 
     found = find_rule(rule)
     if found is None:
@@ -371,7 +372,7 @@ def explain(rule: str) -> None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), envvar="SMPFIX_CACHE_DIR", help="The cache to remove (default: .smpfix_cache in the project root).")
 def clean(cache_dir: Optional[str]) -> None:
     """Remove the result cache of the project in the current folder."""
-    from smpfix import cache, config
+    from smpfix.engine import cache, config
 
     if cache_dir is None:
         found = config.find(["."])

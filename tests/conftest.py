@@ -72,7 +72,7 @@ def expected_findings(text: str) -> list[Expected]:
 
 def fixture_job(text: str) -> dict:
     """``# smpfix-job: tensor_parallel_degree=4 microbatches=2`` -> the job the fixture runs under."""
-    from smpfix.jobfacts import parse_value
+    from smpfix.job.jobfacts import parse_value
 
     match = _JOB.search(text)
     if not match:

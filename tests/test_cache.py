@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from conftest import run_cli, smpfix_command
 
-from smpfix import cache, runner
-from smpfix.discovery import DiscoveredFile
-from smpfix.findings import FileResult
-from smpfix.jobfacts import DeclaredJob
-from smpfix.project import Project
-from smpfix.rule_index import RuleNames
-from smpfix.runner import RunOptions, run
+from smpfix.base.findings import FileResult
+from smpfix.engine import cache, runner
+from smpfix.engine.discovery import DiscoveredFile
+from smpfix.engine.runner import RunOptions, run
+from smpfix.job.jobfacts import DeclaredJob
+from smpfix.job.project import Project
+from smpfix.rules.registry import RuleNames
 
 BAD = '''import smdistributed.modelparallel.torch as smp
 import torch

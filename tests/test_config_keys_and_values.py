@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from smpfix.api import check_source, fix_source
-from smpfix.config_keys import EXPLAINED, advise
-from smpfix.jobfacts import KNOWN_KEYS
-from smpfix.rules.smp813_config_value_wrong_type import EXPECTED_TYPES
+from smpfix.job.config_keys import EXPLAINED, advise
+from smpfix.job.jobfacts import KNOWN_KEYS
+from smpfix.rules.job_config.smp813_config_value_wrong_type import EXPECTED_TYPES
 
 SCRIPT = "import smdistributed.modelparallel.torch as smp\n\nsmp.init()\n"
 

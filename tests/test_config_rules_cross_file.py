@@ -14,9 +14,9 @@ from typing import Optional
 
 from conftest import run_cli
 
-from smpfix.analysis import AnalysisOptions, analyze
-from smpfix.linking import link
-from smpfix.project import Project
+from smpfix.engine.analysis import AnalysisOptions, analyze
+from smpfix.job.linking import link
+from smpfix.job.project import Project
 
 TRAIN = """\
 import argparse

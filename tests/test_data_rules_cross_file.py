@@ -14,8 +14,8 @@ from pathlib import Path
 
 from conftest import run_cli
 
-from smpfix.analysis import AnalysisOptions, analyze
-from smpfix.project import Project
+from smpfix.engine.analysis import AnalysisOptions, analyze
+from smpfix.job.project import Project
 
 TRAIN = """\
 import smdistributed.modelparallel.torch as smp
@@ -66,7 +66,7 @@ def _project(root: Path, data: str) -> Path:
 
 
 def _findings(root: Path, select: str, job: dict | None = None) -> list:
-    from smpfix.jobfacts import DeclaredJob
+    from smpfix.job.jobfacts import DeclaredJob
 
     path = root / "train.py"
     declared = (DeclaredJob("test job", job),) if job else ()

@@ -6,11 +6,12 @@ from typing import Callable
 
 import libcst as cst
 
-from smpfix.analysis import AnalysisOptions
-from smpfix.edits import ReplaceNode
-from smpfix.findings import Applicability, Edit, Position
-from smpfix.fixing import MAX_ROUNDS, apply_edits, fix_text
-from smpfix.rule import PendingFix, Rule, all_rules
+from smpfix.base.edits import ReplaceNode
+from smpfix.base.findings import Applicability, Edit, Position
+from smpfix.engine.analysis import AnalysisOptions
+from smpfix.engine.fixing import MAX_ROUNDS, apply_edits, fix_text
+from smpfix.rules.registry import all_rules
+from smpfix.rules.rule import PendingFix, Rule
 
 SOURCE = '''import smdistributed.modelparallel.torch as smp
 

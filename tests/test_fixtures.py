@@ -22,7 +22,7 @@ import pytest
 from conftest import FIXTURES, expected_findings, fixture_job, fixture_select, fixture_unsafe
 
 from smpfix.api import check_source, fix_source
-from smpfix.rule import all_rules
+from smpfix.rules.registry import all_rules
 
 CODES = [rule.code for rule in all_rules()]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from smpfix.facts import collect
+from smpfix.program.facts import collect
 
 
 def member(source: str, expression: str):

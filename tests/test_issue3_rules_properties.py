@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from smpfix.api import check_source, fix_source
-from smpfix.jobfacts import Value
+from smpfix.job.jobfacts import Value
 
 TORCH = "smdistributed.modelparallel.torch"
 TENSORFLOW = "smdistributed.modelparallel.tensorflow"

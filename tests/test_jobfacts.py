@@ -5,9 +5,9 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from smpfix.analysis import AnalysisOptions, analyze
 from smpfix.api import check_source
-from smpfix.jobfacts import DeclaredJob, Evidence, JobFacts, Tri, parse_value
+from smpfix.engine.analysis import AnalysisOptions, analyze
+from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts, Tri, parse_value
 
 SCRIPT = '''import smdistributed.modelparallel.torch as smp
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import libcst as cst
 from conftest import run_cli
 
-from smpfix.facts import collect
-from smpfix.launcher import find_launchers
-from smpfix.literals import UNKNOWN
+from smpfix.base.literals import UNKNOWN
+from smpfix.job.launcher import find_launchers
+from smpfix.program.facts import collect
 
 SCRIPT = '''import smdistributed.modelparallel.torch as smp
 

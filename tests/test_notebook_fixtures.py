@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, fixture_job, fixture_unsafe
 
-from smpfix.analysis import AnalysisOptions
 from smpfix.api import check_source, fix_source
-from smpfix.jobfacts import DeclaredJob
-from smpfix.notebook_analysis import check_notebook
+from smpfix.engine.analysis import AnalysisOptions
+from smpfix.engine.notebook_analysis import check_notebook
+from smpfix.job.jobfacts import DeclaredJob
 
 CASES = sorted(p for p in FIXTURES.glob("SMP8*/*.py") if not p.name.endswith(".fixed.py"))
 

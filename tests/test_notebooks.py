@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import run_cli
 
-from smpfix import notebook
+from smpfix.base import notebook
 
 
 def make_notebook(cells: list[tuple[str, object]], indent: int = 1) -> str:

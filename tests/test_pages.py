@@ -7,9 +7,10 @@ import re
 import pytest
 
 from smpfix.api import check_source, fix_source
-from smpfix.jobfacts import parse_value
-from smpfix.pages import SECTIONS, all_pages, read_page
-from smpfix.rule import FixAvailability, all_rules
+from smpfix.job.jobfacts import parse_value
+from smpfix.rules.pages import SECTIONS, all_pages, read_page
+from smpfix.rules.registry import all_rules
+from smpfix.rules.rule import FixAvailability
 
 RULES = {rule.code: rule for rule in all_rules()}
 PAGES = all_pages()

@@ -8,10 +8,10 @@ import pytest
 from conftest import run_cli
 from smp_scripts import corpus
 
-from smpfix import runner
-from smpfix.discovery import DiscoveredFile
-from smpfix.rule_index import RuleNames
-from smpfix.runner import RunOptions, run
+from smpfix.engine import runner
+from smpfix.engine.discovery import DiscoveredFile
+from smpfix.engine.runner import RunOptions, run
+from smpfix.rules.registry import RuleNames
 
 
 def _write_corpus(folder: Path, count: int) -> list[Path]:

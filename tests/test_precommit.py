@@ -1,4 +1,10 @@
-"""The pre-commit hooks, run by the real ``pre-commit try-repo`` against a scratch repository."""
+"""The pre-commit hooks, run by the real ``pre-commit`` against scratch repositories.
+
+The hooks come from a committed copy of this project, named by path and revision in each
+scratch repository's ``.pre-commit-config.yaml``, as a user's configuration names the
+published repository. pre-commit installs the hook environment once per revision and reuses it for
+every later run (``try-repo`` would build a new one per call).
+"""
 
 from __future__ import annotations
 
@@ -34,7 +40,7 @@ def _git(repo: Path, *args: str) -> None:
 
 
 def _source_repo(tmp: Path) -> Path:
-    """A committed copy of this project: try-repo installs the hook from a git repository."""
+    """A committed copy of this project: pre-commit installs hooks from a git repository."""
     copy = tmp / "smpfix-src"
     shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".ci-venv", "*.egg-info", "__pycache__", ".pytest_cache",
                                                                ".hypothesis", ".mypy_cache", ".ruff_cache", "build", "dist", ".helpers"))
@@ -52,19 +58,30 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
     return tmp, source, env
 
 
-def _scratch(tmp: Path, name: str) -> Path:
+def _config(source: Path) -> str:
+    revision = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source, check=True, capture_output=True, text=True).stdout.strip()
+    return (f"repos:\n  - repo: {source}\n    rev: {revision}\n    hooks:\n"
+            "      - id: smpfix\n      - id: smpfix-fix\n")
+
+
+def _scratch(tmp: Path, source: Path, name: str) -> Path:
     repo = tmp / name
     repo.mkdir()
     _git(repo, "init", "-q")
+    (repo / ".pre-commit-config.yaml").write_text(_config(source))
     (repo / "train.py").write_text(BAD)
-    _git(repo, "add", "train.py")
+    _git(repo, "add", ".pre-commit-config.yaml", "train.py")
     return repo
+
+
+def _run(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*_pre_commit(), "run", *args], cwd=repo, capture_output=True, text=True, env=env, timeout=900)
 
 
 def test_check_hook_fails_a_bad_script(setup: tuple[Path, Path, dict]) -> None:
     tmp, source, env = setup
-    repo = _scratch(tmp, "check")
-    proc = subprocess.run([*_pre_commit(), "try-repo", str(source), "smpfix", "--all-files"], cwd=repo, capture_output=True, text=True, env=env, timeout=900)
+    repo = _scratch(tmp, source, "check")
+    proc = _run(repo, env, "smpfix", "--all-files")
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "SMP301" in proc.stdout
     assert (repo / "train.py").read_text() == BAD
@@ -72,10 +89,10 @@ def test_check_hook_fails_a_bad_script(setup: tuple[Path, Path, dict]) -> None:
 
 def test_fix_hook_fixes_the_script(setup: tuple[Path, Path, dict]) -> None:
     tmp, source, env = setup
-    repo = _scratch(tmp, "fix")
-    proc = subprocess.run([*_pre_commit(), "try-repo", str(source), "smpfix-fix", "--all-files"], cwd=repo, capture_output=True, text=True, env=env, timeout=900)
+    repo = _scratch(tmp, source, "fix")
+    proc = _run(repo, env, "smpfix-fix", "--all-files")
     assert proc.returncode != 0, "pre-commit reports a hook that modified files as failed"
     assert (repo / "train.py").read_text() == BAD.replace("smp.dp_rank()", "smp.rdp_rank()")
     _git(repo, "add", "train.py")
-    again = subprocess.run([*_pre_commit(), "try-repo", str(source), "smpfix", "--all-files"], cwd=repo, capture_output=True, text=True, env=env, timeout=900)
+    again = _run(repo, env, "smpfix", "--all-files")
     assert again.returncode == 0, again.stdout + again.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from smpfix.api import check_source
-from smpfix.rule import all_rules
+from smpfix.rules.registry import all_rules
 
 FOLDER = Path(__file__).parent / "reference_configs"
 CONFIG_RULES = [rule.code for rule in all_rules() if rule.code.startswith("SMP8")]

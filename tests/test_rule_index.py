@@ -11,9 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from smpfix.rule import all_rules
-from smpfix.rule_index import RuleNames, rule_codes, rule_names
-from smpfix.selection import enabled
+from smpfix.engine.selection import enabled
+from smpfix.rules.registry import RuleNames, all_rules, rule_codes, rule_names
 
 BAD = '''import smdistributed.modelparallel.torch as smp
 import torch

@@ -26,16 +26,16 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from smp_scripts import render
 
-import smpfix.runner
-from smpfix.analysis import AnalysisOptions, analyze
+import smpfix.engine.runner
 from smpfix.api import fix_source
 from smpfix.cli import main
-from smpfix.discovery import DiscoveredFile
-from smpfix.fixing import eligible
-from smpfix.jobfacts import DeclaredJob
-from smpfix.rule import Rule
-from smpfix.rule_index import rule_names
-from smpfix.runner import RunOptions, check_bytes
+from smpfix.engine.analysis import AnalysisOptions, analyze
+from smpfix.engine.discovery import DiscoveredFile
+from smpfix.engine.fixing import eligible
+from smpfix.engine.runner import RunOptions, check_bytes
+from smpfix.job.jobfacts import DeclaredJob
+from smpfix.rules.registry import rule_names
+from smpfix.rules.rule import Rule
 
 HEADER = "import smdistributed.modelparallel.torch as smp\n"
 JOBS = [{}, {"tensor_parallel_degree": 4}, {"tensor_parallel_degree": 8, "microbatches": 4, "pipeline_parallel_degree": 2}]
@@ -91,14 +91,14 @@ class _Explodes(Rule):
 
 
 def test_a_crashing_rule_is_an_internal_error_for_that_file_and_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    original = smpfix.runner._analysis_options
+    original = smpfix.engine.runner._analysis_options
 
     def with_probe(path: str, options: RunOptions) -> AnalysisOptions:
         chosen = original(path, options)
         return AnalysisOptions(select=chosen.select | {"SMP998"}, declared_jobs=chosen.declared_jobs, project=chosen.project,
                                extra_rules=(_Explodes,))
 
-    monkeypatch.setattr(smpfix.runner, "_analysis_options", with_probe)
+    monkeypatch.setattr(smpfix.engine.runner, "_analysis_options", with_probe)
     script = render(random.Random(3), pitfalls={"SMP101": True, "SMP301": True}).text
     (tmp_path / "train.py").write_text(script)
     (tmp_path / "other.py").write_text(script)

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from smpfix import source
 from smpfix.api import check_source, fix_source
-from smpfix.runner import RunOptions, check_file
-from smpfix.discovery import DiscoveredFile
-from smpfix.rule_index import rule_names
+from smpfix.base import source
+from smpfix.engine.discovery import DiscoveredFile
+from smpfix.engine.runner import RunOptions, check_file
+from smpfix.rules.registry import rule_names
 
 JOB = {"tensor_parallel_degree": 4}
 HEADER = "import smdistributed.modelparallel.torch as smp\n"

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from smp_scripts import render
 
-from smpfix.discovery import Excluder, discover
-from smpfix.jobfacts import DeclaredJob
-from smpfix.rule_index import rule_names
-from smpfix.runner import RunOptions, run
+from smpfix.engine.discovery import Excluder, discover
+from smpfix.engine.runner import RunOptions, run
+from smpfix.job.jobfacts import DeclaredJob
+from smpfix.rules.registry import rule_names
 
 FILES = 5000
 SMP_SCRIPTS = 80

@@ -21,8 +21,8 @@ from conftest import smpfix_command
 from smp_scripts import render
 
 from smpfix.api import fix_source
-from smpfix.discovery import Excluder, discover
-from smpfix.source import TEMP_PREFIX
+from smpfix.base.source import TEMP_PREFIX
+from smpfix.engine.discovery import Excluder, discover
 
 JOB = {"tensor_parallel_degree": 4}
 ARGS = ("--apply", "--workers", "2", "--job", "tensor_parallel_degree=4", ".")
@@ -94,7 +94,7 @@ def _temporaries(root: Path) -> list[Path]:
 
 
 def test_sigkill_at_random_moments_leaves_each_file_original_or_fixed(tmp_path: Path) -> None:
-    originals = _tree(tmp_path, 200, seed=20240611)
+    originals = _tree(tmp_path, 100, seed=20240611)
     forms = _Forms(originals)
     rng = random.Random(7)
     for trial in range(4):

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-
-from smpfix import source
-from smpfix.discovery import DiscoveredFile, Excluder, discover
-from smpfix.rule_index import rule_names
-from smpfix.runner import RunOptions, check_bytes
 from test_safety_inputs import JOB, SCRIPT, fixed
+
+from smpfix.base import source
+from smpfix.engine.discovery import DiscoveredFile, Excluder, discover
+from smpfix.engine.runner import RunOptions, check_bytes
+from smpfix.rules.registry import rule_names
 
 
 def _temporaries(folder: Path) -> list[str]:
@@ -33,7 +33,7 @@ def _options(**changes: object) -> RunOptions:
 
 
 def _declared() -> tuple:
-    from smpfix.jobfacts import DeclaredJob
+    from smpfix.job.jobfacts import DeclaredJob
 
     return (DeclaredJob("test", dict(JOB)),)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from smpfix.analysis import AnalysisOptions, analyze
-from smpfix.project import Project
+from smpfix.engine.analysis import AnalysisOptions, analyze
+from smpfix.job.project import Project
 
 TRAIN = '''\
 import smdistributed.modelparallel.torch as smp

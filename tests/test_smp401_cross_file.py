@@ -12,8 +12,8 @@ from pathlib import Path
 
 from conftest import run_cli
 
-from smpfix.analysis import AnalysisOptions, analyze
-from smpfix.project import Project
+from smpfix.engine.analysis import AnalysisOptions, analyze
+from smpfix.job.project import Project
 
 TRAIN = '''\
 import smdistributed.modelparallel.torch as smp

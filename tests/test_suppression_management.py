@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from smpfix import suppression
 from smpfix.api import check_source, fix_source
-from smpfix.fixing import apply_edits
-from smpfix.suppression_edits import LineTable, addition, removal
+from smpfix.engine.fixing import apply_edits
+from smpfix.suppressions import comments as suppression
+from smpfix.suppressions.edits import LineTable, addition, removal
 
 TP = {"tensor_parallel_degree": 4}
 
@@ -182,8 +182,8 @@ def test_add_noqa_refuses_to_combine_with_fixes_or_stdin(tmp_path: Path) -> None
 
 
 def test_add_noqa_places_comments_where_the_analysis_reads_them() -> None:
-    from smpfix.add_noqa import with_suppressions
-    from smpfix.findings import Finding, Position, Severity
+    from smpfix.base.findings import Finding, Position, Severity
+    from smpfix.engine.add_noqa import with_suppressions
 
     def finding(line: int, code: str = "SMP301") -> Finding:
         return Finding(code, "rule", "message", "t.py", Position(line, 1), Position(line, 2), Severity.ERROR)

@@ -1,4 +1,6 @@
-"""Turning results into what a person or a CI system reads. Knows nothing of LibCST."""
+"""Turning results into what a person or a CI system reads. Knows nothing of LibCST.
+
+May import the rules' metadata (registry, pages), job facts and base findings; never the engine."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from smpfix.findings import FileResult, Finding
+from smpfix.base.findings import FileResult, Finding
 
 FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github", "junit")
 # Formats a program reads: nothing else may go to their stream, and no progress bar is shown.

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Optional
 
-from smpfix.findings import FileError, FileResult, Finding
+from smpfix.base.findings import FileError, FileResult, Finding
 from smpfix.report.locations import in_cell, relative_path
 
 COMMANDS = {"error": "error", "warning": "warning", "hint": "notice"}

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from smpfix.findings import FileResult, Finding, Position
+from smpfix.base.findings import FileResult, Finding, Position
 
 
 def _location(position: Position) -> dict[str, int]:

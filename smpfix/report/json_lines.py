@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from smpfix.findings import FileResult
+from smpfix.base.findings import FileResult
 from smpfix.report.json_format import finding_to_dict
 
 

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Optional
 
-from smpfix.findings import FileResult
+from smpfix.base.findings import FileResult
 from smpfix.report.locations import relative_path
 
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from smpfix import __version__
-from smpfix.findings import Edit, FileError, FileResult, Finding, Position
-from smpfix.jobfacts import FEATURES
+from smpfix.base.findings import Edit, FileError, FileResult, Finding, Position
+from smpfix.job.jobfacts import FEATURES
 from smpfix.report.locations import artifact_uri, directory_uri, in_cell, source_files
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -35,7 +35,7 @@ def _plain(markdown: str) -> str:
 
 
 def _descriptor(row: dict[str, Any]) -> dict[str, Any]:
-    from smpfix.pages import parse_page, read_page
+    from smpfix.rules.pages import parse_page, read_page
 
     code = row["code"]
     page_text = read_page(code)
@@ -133,7 +133,7 @@ def _notification(error: FileError, cwd: str) -> dict[str, Any]:
 
 def sarif_log(results: Sequence[FileResult], cwd: Optional[str] = None) -> dict[str, Any]:
     """The SARIF log as a JSON-ready dict (``render_sarif`` serializes it)."""
-    from smpfix.rule_index import rule_table
+    from smpfix.rules.registry import rule_table
 
     cwd = cwd or os.getcwd()
     rules = [_descriptor(row) for row in rule_table()]

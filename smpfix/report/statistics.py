@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from smpfix.findings import FileResult
+from smpfix.base.findings import FileResult
 from smpfix.report import ReportOptions, fix_marker_applies
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-from smpfix.findings import FileResult, Finding
+from smpfix.base.findings import FileResult, Finding
 from smpfix.report import ReportOptions, fix_marker_applies
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "hint": "cyan"}

@@ -1,1 +1,3 @@
-"""One module per rule; every ``Rule`` subclass defined here is registered by being defined."""
+"""The rules: the framework (``rule``, ``config_rule``, ``registry``, ``pages``) and one module per rule, by family.
+
+May import program, job, suppressions and base; never the engine, the report, the CLI or the API."""

@@ -1,0 +1,121 @@
+"""Questions about call sites that many rules ask: "which argument is ``drop_last``?"."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Optional
+
+import libcst as cst
+
+
+def argument(call: cst.Call, keyword: str, position: Optional[int] = None) -> Optional[cst.Arg]:
+    """The argument bound to parameter ``keyword``, given by keyword or at ``position``.
+
+    A positional argument after ``*args`` cannot be placed, so it is not returned.
+    """
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+    if position is None:
+        return None
+    index = 0
+    for arg in call.args:
+        if arg.keyword is not None or arg.star == "**":
+            break
+        if arg.star == "*":
+            return None
+        if index == position:
+            return arg
+        index += 1
+    return None
+
+
+def has_star_kwargs(call: cst.Call) -> bool:
+    """``f(**kwargs)`` may set any keyword, so a rule cannot say a keyword is missing."""
+    return any(arg.star == "**" for arg in call.args)
+
+
+# Node kinds for the cached type tests below (``isinstance`` on LibCST classes goes through
+# ``ABCMeta`` and dominated these subtree scans).
+_ATTRIBUTE, _ARG, _NAME = (cst.Attribute,), (cst.Arg,), (cst.Name,)
+_BINDERS = (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.WithItem, cst.NamedExpr, cst.FunctionDef,
+            cst.ClassDef, cst.Import, cst.ImportFrom)
+
+
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Every plain name read anywhere inside ``node`` (attribute names excluded)."""
+    from smpfix.base.walker import is_subclass, iter_nodes
+
+    not_reads: set[int] = set()
+    names: list[cst.Name] = []
+    for child in iter_nodes(node):
+        kind = type(child)
+        if is_subclass(kind, _ATTRIBUTE):
+            not_reads.add(id(child.attr))  # type: ignore[attr-defined]
+        elif is_subclass(kind, _ARG):
+            if child.keyword is not None:  # type: ignore[attr-defined]
+                not_reads.add(id(child.keyword))  # type: ignore[attr-defined]
+        elif is_subclass(kind, _NAME):
+            names.append(child)  # type: ignore[arg-type]
+    return {child.value for child in names if id(child) not in not_reads}
+
+
+def bound_names(statement: cst.CSTNode) -> set[str]:
+    """Names a statement (re)binds: assignment targets, loop and ``with`` targets, defs, imports."""
+    from smpfix.base.walker import is_subclass, iter_nodes
+
+    bound: set[str] = set()
+
+    def targets(expr: cst.BaseExpression) -> None:
+        if isinstance(expr, cst.Name):
+            bound.add(expr.value)
+        elif isinstance(expr, (cst.Tuple, cst.List)):
+            for element in expr.elements:
+                targets(element.value)
+        elif isinstance(expr, cst.StarredElement):
+            targets(expr.value)
+
+    for node in iter_nodes(statement):
+        if not is_subclass(type(node), _BINDERS):
+            continue
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                targets(target.target)
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            targets(node.target)
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            targets(node.target)
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            targets(node.asname.name)
+        elif isinstance(node, cst.NamedExpr):
+            targets(node.target)
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            bound.add(node.name.value)
+        elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                if alias.asname is not None:
+                    targets(alias.asname.name)  # type: ignore[arg-type]
+                else:
+                    name = alias.name
+                    while isinstance(name, cst.Attribute):
+                        name = name.value  # type: ignore[assignment]
+                    if isinstance(name, cst.Name):
+                        bound.add(name.value)
+    return bound
+
+
+def called_name(call: cst.Call, bindings: Mapping[str, str]) -> Optional[str]:
+    """The last name of what ``call`` calls, through import aliases.
+
+    ``"DistributedSampler"`` for ``Sampler(...)`` after ``from torch.utils.data import
+    DistributedSampler as Sampler``, ``"barrier"`` for ``smp.barrier()``. A cheap first filter
+    for rules that look at a few names, before resolving the full qualified name; None when
+    the callee is not a name or an attribute (``f()()``, ``fs[0]()``).
+    """
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    if isinstance(func, cst.Name):
+        bound = bindings.get(func.value)
+        return bound.rsplit(".", 1)[-1] if bound is not None else func.value
+    return None

@@ -1,0 +1,156 @@
+"""Which local names mean which imported objects, from the module's own import statements.
+
+LibCST's ``QualifiedNameProvider`` builds a full scope analysis and costs about eight parses
+per file. Training scripts import the library at the top and rarely shadow it, so a table of
+the file's imports answers "is ``mp.DistributedModel`` the library's ``DistributedModel``?"
+for a fraction of that cost. Imports anywhere in the file count (a script that imports
+inside ``main()`` is still an SMP script); a local variable that shadows an import is not
+tracked, which is the one precision this gives up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+import libcst as cst
+
+SMP_TORCH = "smdistributed.modelparallel.torch"
+SMP_TF = "smdistributed.modelparallel.tensorflow"
+SMP_V2 = "torch.sagemaker"
+
+
+def dotted_name(node: cst.BaseExpression) -> Optional[str]:
+    """``a.b.c`` for a chain of names and attributes; None for anything else."""
+    parts: list[str] = []
+    current: cst.BaseExpression = node
+    while isinstance(current, cst.Attribute):
+        parts.append(current.attr.value)
+        current = current.value
+    if not isinstance(current, cst.Name):
+        return None
+    parts.append(current.value)
+    return ".".join(reversed(parts))
+
+
+def _module_name(node: Union[cst.Attribute, cst.Name]) -> str:
+    name = dotted_name(node)
+    assert name is not None
+    return name
+
+
+_UNRESOLVED = object()
+
+
+@dataclass(frozen=True)
+class ImportTable:
+    """Local name -> fully qualified name, built from ``import`` and ``from ... import``."""
+
+    bindings: Mapping[str, str] = field(default_factory=dict)
+    # Answers already given, by node: rules ask about the same calls over and over, and
+    # neither the table nor a node ever changes.
+    _resolved: dict[cst.CSTNode, Optional[str]] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    @classmethod
+    def from_statements(cls, statements: Iterable[Union[cst.Import, cst.ImportFrom]], package: str = "") -> ImportTable:
+        bindings: dict[str, str] = {}
+        for statement in statements:
+            if isinstance(statement, cst.Import):
+                for alias in statement.names:
+                    full = _module_name(alias.name)
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                        bindings[alias.asname.name.value] = full
+                    else:
+                        head = full.split(".")[0]
+                        bindings.setdefault(head, head)
+                        # `import a.b.c` binds `a`, but remember the submodule was imported so
+                        # that `a.b.c.X` resolves to itself.
+                        bindings.setdefault(full, full)
+            else:
+                if statement.module is None and not statement.relative:
+                    continue
+                module = _module_name(statement.module) if statement.module is not None else ""
+                if statement.relative:
+                    # Relative imports name the user's own modules, never the library.
+                    module = "." * len(statement.relative) + module
+                if isinstance(statement.names, cst.ImportStar):
+                    bindings[f"*{module}"] = module
+                    continue
+                for alias in statement.names:
+                    imported = _module_name(alias.name)
+                    local = imported
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                        local = alias.asname.name.value
+                    joined = f"{module}{imported}" if module.strip(".") == "" else f"{module}.{imported}"
+                    bindings[local] = joined if module else imported
+        return cls(bindings=bindings)
+
+    @classmethod
+    def of_module(cls, module: cst.Module) -> ImportTable:
+        """The table of every import statement in ``module``, wherever it is (as the facts build it)."""
+        from smpfix.base.walker import iter_nodes
+
+        return cls.from_statements(node for node in iter_nodes(module) if isinstance(node, (cst.Import, cst.ImportFrom)))
+
+    def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:
+        """The qualified name ``node`` refers to, or None when it is not an imported name.
+
+        ``smp.DistributedModel`` with ``import smdistributed.modelparallel.torch as smp`` gives
+        ``smdistributed.modelparallel.torch.DistributedModel``; ``DistributedModel`` imported
+        with ``from`` gives the same.
+        """
+        found = self._resolved.get(node, _UNRESOLVED)
+        if found is _UNRESOLVED:
+            found = self._resolved[node] = self._qualify(node)
+        return found  # type: ignore[return-value]
+
+    def _qualify(self, node: cst.BaseExpression) -> Optional[str]:
+        dotted = dotted_name(node)
+        if dotted is None:
+            return None
+        parts = dotted.split(".")
+        # Longest bound prefix wins: `import a.b.c` then `a.b.c.X`.
+        for cut in range(len(parts), 0, -1):
+            prefix = ".".join(parts[:cut])
+            bound = self.bindings.get(prefix)
+            if bound is not None:
+                rest = parts[cut:]
+                return ".".join([bound, *rest])
+        for key, module in self.bindings.items():
+            if key.startswith("*") and module in (SMP_TORCH, SMP_TF):
+                return f"{module}.{dotted}"
+        return None
+
+    def imports_module(self, prefix: str) -> bool:
+        return any(value == prefix or value.startswith(prefix + ".") for value in self.bindings.values())
+
+    def local_names_for(self, qualified: str) -> list[str]:
+        """Local names bound to exactly ``qualified`` (used to write new code the file's way)."""
+        return sorted(local for local, value in self.bindings.items() if value == qualified and not local.startswith("*"))
+
+
+def smp_member(table: ImportTable, node: cst.BaseExpression) -> Optional[str]:
+    """The library member ``node`` names (``"DistributedModel"``, ``"nn.DistributedLinear"``).
+
+    Both the PyTorch and the TensorFlow flavour count. None when ``node`` is not the library.
+    """
+    qualified = table.qualified_name(node)
+    if qualified is None:
+        return None
+    for module in (SMP_TORCH, SMP_TF):
+        if qualified.startswith(module + "."):
+            return qualified[len(module) + 1 :]
+    if qualified.startswith("smdistributed.modelparallel."):
+        rest = qualified[len("smdistributed.modelparallel.") :]
+        head, _, member = rest.partition(".")
+        if head in ("torch", "tensorflow") and member:
+            return member
+    return None
+
+
+def smp_call_member(table: ImportTable, node: cst.CSTNode) -> Optional[str]:
+    """For a call of a library function, its member name; None otherwise."""
+    if isinstance(node, cst.Call):
+        return smp_member(table, node.func)
+    return None

@@ -1,0 +1,66 @@
+"""Parents and enclosing functions of every node, for the rules that follow values around.
+
+The shared walk gives a rule the ancestors of the node being visited, but a rule that decides
+at the end of the file ("is this loader's batch ever handed to a step function?") needs the
+parent of nodes it found later. Building this index is one more walk of the tree, so rules
+build it only for files where they already have a candidate to look at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Optional, Union
+
+import libcst as cst
+
+from smpfix.base.walker import children
+
+Scope = Union[cst.Module, cst.FunctionDef]
+
+
+class ParentIndex:
+    """``parent_of`` and ``scope_of`` for every node of one module (its code is not copied)."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._parent: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._scope: dict[cst.CSTNode, Scope] = {module: module}
+        stack: list[tuple[cst.CSTNode, Scope]] = [(module, module)]
+        while stack:
+            node, scope = stack.pop()
+            inner: Scope = node if isinstance(node, cst.FunctionDef) else scope
+            for child in children(node):
+                self._parent[child] = node
+                self._scope[child] = inner
+                stack.append((child, inner))
+
+    def parent_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        return self._parent.get(node)
+
+    def scope_of(self, node: cst.CSTNode) -> Scope:
+        """The innermost function whose body holds ``node`` (the module at top level)."""
+        return self._scope.get(node, self.module)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        current = self._parent.get(node)
+        while current is not None:
+            yield current
+            current = self._parent.get(current)
+
+    def nodes(self) -> Iterator[cst.CSTNode]:
+        """Every node of the module except the module itself, in no particular order."""
+        return iter(self._parent)
+
+    def indentation(self, node: cst.CSTNode) -> str:
+        """The indentation of the statement holding ``node``, as LibCST writes it back."""
+        blocks = [a for a in self.ancestors(node) if isinstance(a, cst.IndentedBlock)]
+        return "".join(b.indent if b.indent is not None else self.module.default_indent for b in reversed(blocks))
+
+    def top_level_statement(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The statement of the module body that holds ``node``."""
+        previous: cst.CSTNode = node
+        for ancestor in self.ancestors(node):
+            if ancestor is self.module:
+                return previous
+            previous = ancestor
+        return None

@@ -1,0 +1,298 @@
+"""From source text to findings: parse once, collect facts once, walk once for all rules.
+
+This is the only place that turns a syntax error or a crashing rule into a diagnostic; the
+rules themselves may assume a parsed tree. Positions are computed only when a rule reported
+something (or job evidence must be quoted with its line), since on most files nothing is.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional
+
+import libcst as cst
+
+from smpfix.base import nesting
+from smpfix.base.findings import Applicability, FileError, Finding, Fix, JobFactUse
+from smpfix.base.positions import Positions
+from smpfix.base.walker import Ancestry, Dispatch, indexed, walk
+from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts
+from smpfix.job.project import Project
+from smpfix.program.facts import FileFacts, collect
+from smpfix.program.local_modules import LinkedModule, LocalModules
+from smpfix.rules.registry import all_rules
+from smpfix.rules.rule import Report, Rule, RuleContext
+from smpfix.suppressions import comments as suppression
+from smpfix.suppressions import unused as unused_suppressions
+
+_RECURSION_LIMIT = 20_000
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """What to check: enabled rule codes and the declared job, highest precedence first."""
+
+    select: frozenset[str]
+    declared_jobs: tuple[DeclaredJob, ...] = ()
+    # The checked project (roots, launcher-declared jobs); None when checking a lone text.
+    project: Optional[Project] = None
+    # Rules defined outside ``smpfix.rules`` (a test's probe, a plugin), run with the others.
+    extra_rules: tuple[type[Rule], ...] = ()
+
+
+@dataclass(frozen=True)
+class Analysis:
+    findings: tuple[Finding, ...] = ()
+    errors: tuple[FileError, ...] = ()
+    job: Optional[JobFacts] = None
+    imports_smp: bool = False
+    used_suppressions: tuple[suppression.Suppression, ...] = field(default=())
+    suppressions: tuple[suppression.Suppression, ...] = field(default=())
+    # Each used suppression with the code it silenced (SMP900 judges codes one by one).
+    used_codes: tuple[tuple[suppression.Suppression, str], ...] = field(default=())
+    # Other files the analysis looked for or read (sibling modules); the cache checks them.
+    dependencies: tuple[str, ...] = field(default=())
+
+
+class _LazyPositions:
+    def __init__(self, module: cst.Module, text: str) -> None:
+        self.module = module
+        self.text = text
+        self._positions: Optional[Positions] = None
+
+    def get(self) -> Positions:
+        if self._positions is None:
+            self._positions = Positions(self.module, self.text)
+        return self._positions
+
+
+def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[FileError]]:
+    """Parse with LibCST; a syntax error or too-deep nesting becomes one clear diagnostic."""
+    deep = nesting.refusal(text)  # LibCST's native parser would crash the process, not raise
+    if deep is not None:
+        return None, FileError(path, deep.message, deep.line, deep.column)
+    previous = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(max(previous, _RECURSION_LIMIT))
+        return cst.parse_module(text), None
+    except cst.ParserSyntaxError as exc:
+        reason = str(exc.message).strip().splitlines()[0] if exc.message else "invalid syntax"
+        line, column = exc.raw_line, exc.raw_column + 1
+        python = _python_syntax_error(text)
+        if python is not None:
+            # CPython's parser names the position and the reason better than LibCST's; it
+            # only parses (``ast.parse`` never runs anything).
+            reason, line, column = python
+        return None, FileError(path, f"syntax error: {reason}", line, column)
+    except RecursionError:
+        return None, FileError(path, "code is nested too deeply to analyze")
+    except (MemoryError, ValueError) as exc:
+        return None, FileError(path, f"cannot parse: {exc}")
+    except Exception as exc:  # e.g. CSTLogicError on syntax newer than this LibCST knows
+        return None, FileError(path, f"cannot parse: LibCST rejects this code ({type(exc).__name__}: {exc}); it may use syntax from a newer Python")
+    finally:
+        sys.setrecursionlimit(previous)
+
+
+def _python_syntax_error(text: str) -> Optional[tuple[str, int, int]]:
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        return (exc.msg or "invalid syntax", exc.lineno or 1, exc.offset or 1)
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    return None
+
+
+def job_facts_for(facts: FileFacts, declared: Sequence[DeclaredJob], positions: _LazyPositions) -> JobFacts:
+    sources = list(declared)
+    if facts.init_config_call is not None and facts.init_config:
+        line = positions.get().position(positions.get().span(facts.init_config_call)[0]).line
+        sources.append(DeclaredJob(f"smp.init({{...}}) at line {line}", facts.init_config, complete=False))
+    evidence = [
+        Evidence(item.feature, item.description, positions.get().position(positions.get().span(item.node)[0]).line, item.strong)
+        for item in facts.evidence
+    ]
+    return JobFacts.resolve(sources, evidence)
+
+
+def analyze(text: str, path: str, options: AnalysisOptions) -> Analysis:
+    module, error = parse(text, path)
+    if module is None:
+        assert error is not None
+        return Analysis(errors=(error,))
+    # LibCST's code generation (positions, ``code_for_node``) recurses once or twice per
+    # nesting level; ``nesting`` bounds the depth, this lets Python follow it.
+    previous = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(max(previous, _RECURSION_LIMIT))
+        return analyze_module(module, text, path, options)
+    except RecursionError:
+        return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
+    finally:
+        sys.setrecursionlimit(previous)
+
+
+def analyze_module(module: cst.Module, text: str, path: str, options: AnalysisOptions) -> Analysis:
+    # Indexed once: the facts walk and the rules walk replay the index, and the rules'
+    # subtree searches are slices of it (see ``walker``).
+    with indexed(module):
+        return _analyze_indexed(module, text, path, options)
+
+
+def _analyze_indexed(module: cst.Module, text: str, path: str, options: AnalysisOptions) -> Analysis:
+    try:
+        facts = collect(module)
+    except RecursionError:
+        return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
+    project = options.project or Project()
+    declared = (*options.declared_jobs, *project.declared_for(path))
+    positions = _LazyPositions(module, text)
+    job = job_facts_for(facts, declared, positions) if facts.imports_smp else JobFacts.resolve(declared)
+    selected = [rule for rule in (*all_rules(), *options.extra_rules) if rule.code in options.select]
+    rule_types = [rule for rule in selected if rule.applies_to(facts)]
+    checks_unused = any(rule.code == unused_suppressions.CODE for rule in rule_types)
+    rule_types = [rule for rule in rule_types if rule.code != unused_suppressions.CODE]
+    if not rule_types and not checks_unused:
+        return Analysis(job=job, imports_smp=facts.imports_smp)
+    modules = LocalModules(project, path)
+    own = _run_rules(_Target(path, text, module, facts, positions), job, rule_types, modules, ()) if rule_types else Analysis(job=job)
+    helper_rules = [rule for rule in rule_types if rule.runs_on_helper_modules]
+    findings, errors = list(own.findings), list(own.errors)
+    if checks_unused:
+        findings = sorted([*findings, *_unused_suppressions(text, path, own, rule_types, options.select, facts)], key=lambda f: f.sort_key)
+    if helper_rules and facts.imports_smp and options.project is not None:
+        script = LinkedModule(path, text, module, facts)
+        for helper in modules.imported_modules(facts):
+            if helper.facts.imports_smp:
+                continue
+            target = _Target(helper.path, helper.text, helper.module, helper.facts, _LazyPositions(helper.module, helper.text))
+            found = _run_rules(target, job, helper_rules, modules, (script,))
+            findings.extend(_on_behalf_of(finding, path) for finding in found.findings)
+            errors.extend(found.errors)
+    return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, own.used_suppressions, own.suppressions, own.used_codes,
+                    dependencies=modules.consulted())
+
+
+def _unused_suppressions(
+    text: str, path: str, own: Analysis, ran: Sequence[type[Rule]], select: frozenset[str], facts: FileFacts
+) -> list[Finding]:
+    """SMP900: the file's suppression comments, judged once every other rule has reported."""
+    by_line = suppression.parse(text)
+    if not by_line:
+        return []
+    failed = {error.code for error in own.errors if error.code is not None}
+    use = unused_suppressions.suppression_use(
+        own.used_codes,
+        ran=[rule.code for rule in ran if rule.code not in failed],
+        known=[rule.code for rule in all_rules()],
+        enabled=select - failed,
+        imports_smp=facts.imports_smp,
+    )
+    return unused_suppressions.unused_suppression_findings(text, path, by_line, use)
+
+
+@dataclass(frozen=True)
+class _Target:
+    path: str
+    text: str
+    module: cst.Module
+    facts: FileFacts
+    positions: _LazyPositions
+
+
+def _on_behalf_of(finding: Finding, script: str) -> Finding:
+    """A finding in a helper module, found while checking ``script``: reported, not auto-fixed.
+
+    The script's worker must not write another file (another script may import it too), so
+    the fix is shown for a person to apply.
+    """
+    fix = finding.fix
+    if fix is not None:
+        fix = replace(fix, applicability=Applicability.DISPLAY_ONLY)
+    return replace(finding, message=f"{finding.message} (Found while checking {script}, which imports this module.)", fix=fix)
+
+
+def _run_rules(
+    target: _Target, job: JobFacts, rule_types: Sequence[type[Rule]], modules: LocalModules, importers: tuple[LinkedModule, ...]
+) -> Analysis:
+    """One walk of ``target`` with every rule; reports become findings, minus suppressed ones."""
+    path, facts = target.path, target.facts
+    ancestry = Ancestry()
+    context = RuleContext(path=path, module=target.module, facts=facts, job=job, ancestry=ancestry, modules=modules, importers=importers)
+    rules: list[Rule] = [rule_type(context) for rule_type in rule_types]
+    errors: list[FileError] = []
+    failed: set[str] = set()
+
+    def on_error(handler: Any, exc: BaseException) -> None:
+        code = getattr(getattr(handler, "__self__", None), "code", None) or "?"
+        if code not in failed:
+            failed.add(code)
+            errors.append(FileError(path, f"internal error in rule {code}: {type(exc).__name__}: {exc}", code=code))
+
+    walk(target.module, Dispatch(rules), ancestry, on_error)
+    reports = [report for rule in rules if rule.code not in failed for report in rule.reports]
+    if not reports:
+        return Analysis(errors=tuple(errors), job=job, imports_smp=facts.imports_smp)
+
+    positions = target.positions
+    mismatch = positions.get().mismatch
+    if mismatch is not None:
+        where = positions.get().position(mismatch)
+        reason = "LibCST does not reproduce this file exactly here (a form feed, a backslash continuation in indentation or a lone CR); not analyzed, so that no fix can edit the wrong characters"
+        return Analysis(errors=(*errors, FileError(path, reason, where.line, where.column)), job=job, imports_smp=facts.imports_smp)
+    by_line = suppression.parse(target.text)
+    findings: list[Finding] = []
+    used: list[suppression.Suppression] = []
+    used_codes: list[tuple[suppression.Suppression, str]] = []
+    names = {rule.code: rule.name for rule in rule_types}
+    for report in reports:
+        try:
+            finding = _finding(report, names[report.code], path, positions.get(), facts)
+        except Exception as exc:
+            errors.append(FileError(path, f"internal error in rule {report.code}: {type(exc).__name__}: {exc}", code=report.code))
+            continue
+        lines = (finding.start.line, _statement_line(report.node, facts, positions.get()))
+        hit = suppression.find(by_line, finding.code, lines)
+        if hit is not None:
+            used.append(hit)
+            used_codes.append((hit, finding.code))
+            continue
+        findings.append(finding)
+    findings.sort(key=lambda f: f.sort_key)
+    all_suppressions = tuple(item for items in by_line.values() for item in items)
+    return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, tuple(used), all_suppressions, tuple(used_codes))
+
+
+def _statement_line(node: cst.CSTNode, facts: FileFacts, positions: Positions) -> int:
+    """The first line of the innermost statement holding ``node`` (suppressions may sit there)."""
+    start, end = positions.span(node)
+    best: Optional[tuple[int, int]] = None
+    for statement in facts.statements:
+        s_start, s_end = positions.span(statement)
+        if s_start <= start and end <= s_end and (best is None or s_end - s_start < best[1] - best[0]):
+            best = (s_start, s_end)
+    return positions.position(best[0] if best is not None else start).line
+
+
+def _finding(report: Report, name: str, path: str, positions: Positions, facts: FileFacts) -> Finding:
+    start, end = positions.span(report.node)
+    fix: Optional[Fix] = None
+    if report.fix is not None:
+        edits = tuple(sorted((edit.resolve(positions) for edit in report.fix.edits), key=lambda e: (e.start, e.end)))
+        fix = Fix(report.fix.applicability, report.fix.description, edits)
+    uses = tuple(JobFactUse(state.feature.key, state.state.value, state.source) for state in report.job_facts)
+    return Finding(
+        code=report.code,
+        name=name,
+        message=report.message,
+        path=path,
+        start=positions.position(start),
+        end=positions.position(end),
+        severity=report.severity,
+        fix=fix,
+        job_facts=uses,
+    )

@@ -1,0 +1,149 @@
+"""``[tool.smpfix]`` in ``pyproject.toml``, read once per run with a TOML parser.
+
+The nearest ``pyproject.toml`` at or above the checked paths that has a ``[tool.smpfix]``
+table is used (or the one ``--config`` names). Unknown keys are an error rather than a
+silent no-op, so a typo in ``per-file-ignores`` cannot switch a gate off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from smpfix.job.config_keys import advise
+from smpfix.job.jobfacts import KNOWN_KEYS, LAUNCH_KEYS, Value, normalize_key
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11
+    import tomli as tomllib
+
+
+class ConfigError(Exception):
+    """A configuration problem; the CLI prints it and exits with 2."""
+
+
+_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
+_KNOWN_KEYS = frozenset({*_LIST_KEYS, "per-file-ignores", "job", "respect-gitignore"})
+
+
+@dataclass(frozen=True)
+class Config:
+    """The ``[tool.smpfix]`` table; ``path`` is None when no configuration file was found."""
+
+    path: Optional[Path] = None
+    select: Optional[tuple[str, ...]] = None
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    job: Mapping[str, Value] = field(default_factory=dict)
+    respect_gitignore: bool = True
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent if self.path is not None else Path.cwd()
+
+    @property
+    def job_source(self) -> str:
+        name = self.path.name if self.path is not None else "pyproject.toml"
+        return f"{name} [tool.smpfix.job]"
+
+
+def _strings(value: Any, key: str, where: Path) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{where}: [tool.smpfix] {key} must be a list of strings")
+    return tuple(value)
+
+
+def validate_job(table: Mapping[str, Any], where: str) -> dict[str, Value]:
+    job: dict[str, Value] = {}
+    for key, value in table.items():
+        if key not in KNOWN_KEYS and key not in LAUNCH_KEYS:
+            # The same advice SMP812 gives for a key in a launcher or an smp.init dict.
+            advice = advise(key)
+            hint = advice.suggestion or advise(key, LAUNCH_KEYS).suggestion
+            suggestion = f": it {advice.explanation}" if advice.explanation else (f" (did you mean {hint!r}?)" if hint else "")
+            raise ConfigError(f"{where}: unknown job setting {key!r}{suggestion}")
+        if not isinstance(value, (bool, int, float, str)):
+            raise ConfigError(f"{where}: job setting {key!r} must be a boolean, number or string")
+        job[normalize_key(key)] = value
+    return job
+
+
+def load(path: Path) -> Config:
+    """Read ``[tool.smpfix]`` from ``path``; a file without the table gives the defaults."""
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except (RecursionError, MemoryError):
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply or too large to read") from None
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: [tool] must be a table")
+    table = tool.get("smpfix")
+    if table is None:
+        return Config(path=path)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.smpfix] must be a table")
+    unknown = sorted(set(table) - _KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) in [tool.smpfix]: {', '.join(unknown)}")
+    per_file = table.get("per-file-ignores", {})
+    if not isinstance(per_file, dict):
+        raise ConfigError(f"{path}: [tool.smpfix] per-file-ignores must be a table of pattern = [codes]")
+    job = table.get("job", {})
+    if not isinstance(job, dict):
+        raise ConfigError(f"{path}: [tool.smpfix.job] must be a table")
+    gitignore = table.get("respect-gitignore", True)
+    if not isinstance(gitignore, bool):
+        raise ConfigError(f"{path}: [tool.smpfix] respect-gitignore must be true or false")
+    select = table.get("select")
+    return Config(
+        path=path,
+        select=_strings(select, "select", path) if select is not None else None,
+        ignore=_strings(table.get("ignore", []), "ignore", path),
+        extend_select=_strings(table.get("extend-select", []), "extend-select", path),
+        exclude=_strings(table.get("exclude", []), "exclude", path) + _strings(table.get("extend-exclude", []), "extend-exclude", path),
+        per_file_ignores={pattern: _strings(codes, f"per-file-ignores.{pattern}", path) for pattern, codes in per_file.items()},
+        job=validate_job(job, f"{path}: [tool.smpfix.job]"),
+        respect_gitignore=gitignore,
+    )
+
+
+def find(paths: Sequence[str]) -> Optional[Path]:
+    """The nearest ``pyproject.toml`` with a ``[tool.smpfix]`` table at or above ``paths``."""
+    existing = [os.path.abspath(p) for p in paths if p != "-" and os.path.exists(p)]
+    start = Path(os.path.commonpath(existing)) if existing else Path.cwd()
+    if start.is_file():
+        start = start.parent
+    for folder in [start, *start.parents]:
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                with open(candidate, "rb") as handle:
+                    data = tomllib.load(handle)
+            except (OSError, tomllib.TOMLDecodeError, RecursionError, MemoryError):
+                return candidate
+            tool = data.get("tool", {})
+            if not isinstance(tool, dict) or "smpfix" in tool:
+                return candidate
+    return None
+
+
+def resolve(paths: Sequence[str], explicit: Optional[str]) -> Config:
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(f"{explicit}: configuration file not found")
+        return load(path)
+    found = find(paths)
+    return load(found) if found is not None else Config()

@@ -1,0 +1,67 @@
+"""Checking ``[tool.smpfix.job]`` with the same configuration rules as launchers.
+
+A declared job is a configuration too: ``tensor_parallel_degree = 6`` there is as wrong as in
+a launcher. Findings point at the key's line in ``pyproject.toml``; they have no automatic
+fix (smpfix does not rewrite TOML).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from smpfix.base.findings import FileError, FileResult, Finding, Position
+from smpfix.engine.config import Config
+from smpfix.job.jobfacts import LAUNCH_KEYS
+
+
+def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResult]:
+    if not config.job or config.path is None:
+        return None
+    from smpfix.job.launcher import Located
+    from smpfix.rules.config_rule import ConfigRule, ConfigView
+    from smpfix.rules.registry import all_rules
+
+    path = str(config.path)
+    text = config.path.read_text(encoding="utf-8")
+    parameters = Located({key: Located(value, entry=None, source_file=path) for key, value in config.job.items() if key not in LAUNCH_KEYS})
+    extra = {key: Located(value) for key, value in config.job.items() if key in LAUNCH_KEYS}
+    view = ConfigView("job table", config.job_source, parameters, True, None, None, extra)
+    findings: list[Finding] = []
+    errors: list[FileError] = []
+    for rule in all_rules():
+        if not issubclass(rule, ConfigRule) or rule.code not in select:
+            continue
+        try:
+            problems = list(rule.check(view))
+        except Exception as exc:  # one broken rule must not stop the run (exit 2, like a file's)
+            errors.append(FileError(path, f"internal error in rule {rule.code}: {type(exc).__name__}: {exc}", code=rule.code))
+            continue
+        for problem in problems:
+            key = _key_of(problem.at, parameters, extra)
+            line = _line_of(text, key)
+            findings.append(
+                Finding(rule.code, rule.name, problem.message, path, Position(line, 1), Position(line, 1), problem.severity)
+            )
+    return FileResult(path, findings=tuple(sorted(findings, key=lambda f: f.sort_key)), errors=tuple(errors), text=text if findings else None)
+
+
+def _key_of(at: object, parameters: object, extra: dict) -> Optional[str]:
+    for key, located in [*getattr(parameters, "value", {}).items(), *extra.items()]:
+        if located is at:
+            return str(key)
+    return None
+
+
+def _line_of(text: str, key: Optional[str]) -> int:
+    """The line of ``key = ...`` inside ``[tool.smpfix.job]`` (else the table's header line)."""
+    lines = text.splitlines()
+    header = next((i for i, line in enumerate(lines) if re.match(r"^\s*\[tool\.smpfix\.job\]", line)), None)
+    if header is None:
+        return 1
+    for i in range(header + 1, len(lines)):
+        if re.match(r"^\s*\[", lines[i]):
+            break
+        if key is not None and re.match(rf"^\s*{re.escape(key)}\s*=", lines[i]):
+            return i + 1
+    return header + 1

@@ -1,0 +1,352 @@
+"""Checking many files: prefilter, analyze (in a process pool when it pays), fix, write.
+
+Every file is one independent job; whatever goes wrong in one (unreadable, undecodable,
+unparsable, a crashing rule, a failed write) becomes a ``FileError`` for that file and the
+others go on. Results come back sorted by path, whatever order the workers finish in.
+LibCST and the rules are imported only when some file passes the byte-level prefilter and
+has no reusable cached result (``smpfix.engine.cache``), so a tree without SMP code, or an unchanged
+one, is checked at the cost of reading it. Each file is read once, here; the worker gets its
+bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from smpfix.base import source
+from smpfix.base.findings import FileError, FileResult, Finding
+from smpfix.engine import prefilter
+from smpfix.engine.discovery import DiscoveredFile
+from smpfix.job.jobfacts import DeclaredJob
+
+if TYPE_CHECKING:
+    import multiprocessing.context
+
+    from smpfix.engine.analysis import AnalysisOptions
+    from smpfix.engine.cache import EntryKey, ResultCache
+    from smpfix.job.project import Project
+
+# Starting worker processes costs about as much as analyzing this much source; below it (a
+# pre-commit hook naming a few files) one process finishes sooner.
+_POOL_MIN_BYTES = 48 * 1024
+_POOL_MIN_FILES = 2
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    select: frozenset[str]
+    rule_names: Mapping[str, str]
+    declared_jobs: tuple[DeclaredJob, ...] = ()
+    per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    root: Path = field(default_factory=Path.cwd)
+    apply: bool = False
+    unsafe_fixes: bool = False
+    diff: bool = False
+    jobs: int = 0
+    show_job: bool = False
+    project: Optional[Project] = None
+    # Where per-file results are kept between runs (``smpfix.engine.cache``); None: no cache.
+    cache_dir: Optional[Path] = None
+
+    @property
+    def fixing(self) -> bool:
+        return self.apply or self.diff
+
+
+def _analysis_options(path: str, options: RunOptions) -> AnalysisOptions:
+    from smpfix.engine.analysis import AnalysisOptions
+    from smpfix.engine.selection import per_file
+
+    codes = per_file(options.select, path, options.per_file_ignores, options.root, options.rule_names)
+    return AnalysisOptions(select=codes, declared_jobs=options.declared_jobs, project=options.project)
+
+
+def check_text(text: str, path: str, options: RunOptions) -> FileResult:
+    """Analyze (and with ``apply``/``diff`` fix) one text or notebook; nothing is written."""
+    from smpfix.engine.analysis import analyze
+    from smpfix.engine.fixing import fix_text
+
+    analysis_options = _analysis_options(path, options)
+    if path.endswith(".ipynb"):
+        from smpfix.engine.notebook_analysis import check_notebook
+
+        return check_notebook(text, path, analysis_options, options.fixing, options.unsafe_fixes)
+    analysis = analyze(text, path, analysis_options)
+    job = analysis.job.describe() if options.show_job and analysis.job is not None and analysis.imports_smp else None
+    if not options.fixing or not analysis.findings:
+        return FileResult(path=path, findings=analysis.findings, errors=analysis.errors, text=text if analysis.findings else None, job=job,
+                          dependencies=analysis.dependencies)
+    outcome = fix_text(text, path, analysis_options, unsafe=options.unsafe_fixes, first=analysis)
+    changed = outcome.text != text
+    return FileResult(
+        path=path,
+        findings=outcome.analysis.findings,
+        errors=outcome.analysis.errors + outcome.errors,
+        fixed_count=outcome.applied,
+        new_text=outcome.text if changed else None,
+        original_text=text if changed else None,
+        text=outcome.text if outcome.analysis.findings else None,
+        job=job,
+        dependencies=outcome.analysis.dependencies,
+    )
+
+
+def check_file(task: DiscoveredFile, options: RunOptions) -> FileResult:
+    """One file from path to result, writing fixes with ``apply``."""
+    try:
+        with open(task.path, "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        return FileResult(task.path, errors=(FileError(task.path, f"cannot read: {exc.strerror or exc}"),))
+    return check_bytes(task, raw, options)
+
+
+def check_bytes(task: DiscoveredFile, raw: bytes, options: RunOptions) -> FileResult:
+    """``check_file`` for the bytes already read from ``task.path``."""
+    if not prefilter.may_involve_smp(raw):
+        return FileResult(task.path)
+    try:
+        src = source.decode(task.path, raw)
+    except source.SourceError as exc:
+        return FileResult(task.path, errors=(FileError(task.path, exc.message, exc.line, exc.column),))
+    try:
+        result = check_text(src.text, task.path, options)
+    except RecursionError:
+        return FileResult(task.path, errors=(FileError(task.path, "code is nested too deeply to analyze"),))
+    if options.apply and result.new_text is not None:
+        if not task.writable:
+            error = FileError(task.path, "not written: it is a link to a file outside the checked tree (name it explicitly to fix it)")
+            return replace(result, errors=(*result.errors, error), new_text=None, fixed_count=0)
+        try:
+            source.write_atomic(src, result.new_text)
+        except source.SourceError as exc:
+            return replace(result, errors=(*result.errors, FileError(task.path, exc.message)), fixed_count=0)
+    return result
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One file for a worker: the bytes read for the prefilter (None when they could not be
+    read: the worker reads again and reports why) and its cache entry (None: no cache)."""
+
+    task: DiscoveredFile
+    raw: Optional[bytes]
+    entry: Optional[EntryKey] = None
+
+
+def _work(job: _Job, options: RunOptions, cache: Optional[ResultCache]) -> FileResult:
+    try:
+        result = check_file(job.task, options) if job.raw is None else check_bytes(job.task, job.raw, options)
+    except Exception as exc:  # a crash in one file must not stop the run
+        return FileResult(job.task.path, errors=(FileError(job.task.path, f"internal error: {type(exc).__name__}: {exc}"),))
+    if cache is not None and job.entry is not None and _is_plain_check(result, options):
+        cache.store(job.entry, result, result.dependencies)
+    return result
+
+
+def _is_plain_check(result: FileResult, options: RunOptions) -> bool:
+    """Whether ``result`` is exactly what checking the file gives (what the cache may keep):
+    with ``--apply``/``--diff``, only when there was no fix to try."""
+    from smpfix.engine.cache import has_applicable_fix, is_check_result
+
+    return is_check_result(result) and not (options.fixing and has_applicable_fix(result, options.unsafe_fixes))
+
+
+# Run options that only say what to do with findings, or that ``_cache_settings`` replaces
+# by what they mean for one file; every other option is part of a cache key.
+_NOT_IN_CACHE_KEY = frozenset({"select", "rule_names", "per_file_ignores", "project", "apply", "diff", "unsafe_fixes", "jobs", "cache_dir"})
+
+
+def _cache_settings(path: str, options: RunOptions) -> dict[str, object]:
+    """Everything besides the file's bytes that decides its check result (``smpfix.engine.cache``)."""
+    from dataclasses import fields
+
+    from smpfix.engine.selection import per_file
+
+    settings: dict[str, object] = {
+        "codes": per_file(options.select, path, options.per_file_ignores, options.root, options.rule_names),
+        "options": {f.name: getattr(options, f.name) for f in fields(options) if f.name not in _NOT_IN_CACHE_KEY},
+    }
+    project = options.project
+    if project is not None:
+        settings["project_roots"] = project.roots
+        settings["declared_for_file"] = project.declared_for(path)
+        settings["hyperparameters_for_file"] = dict(project.hyperparameters_for(path))
+    return settings
+
+
+def _open_cache(options: RunOptions) -> Optional[ResultCache]:
+    if options.cache_dir is None:
+        return None
+    from smpfix.engine.cache import ResultCache
+
+    try:
+        return ResultCache.open(options.cache_dir)
+    except OSError:
+        return None
+
+
+def _read(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _preload() -> None:
+    """Import the engine and the rules before forking, so that workers start with them."""
+    from smpfix.engine import analysis, fixing  # noqa: F401
+    from smpfix.rules.registry import all_rules
+
+    all_rules()
+
+
+def _worker_setup(parent: int) -> None:
+    """Workers leave Ctrl-C to the main process, which stops handing out files; a worker that
+    also raised KeyboardInterrupt would print a traceback and could stop between two writes.
+
+    A worker whose main process was killed (``kill -9``, the OOM killer) would otherwise wait
+    for work forever, or go on rewriting files nobody asked about any more; on Linux it is
+    killed with its parent.
+
+    A worker only parses and analyzes: LibCST trees hold no reference cycles and are freed
+    when a file is done, so the cycle collector runs far less often than by default (it took
+    a few percent of a worker's time)."""
+    import gc
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.set_threshold(50_000, 20, 20)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    import multiprocessing
+
+    if sys.platform.startswith("linux"):
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context()
+
+
+def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optional[Callable[[FileResult], None]] = None) -> Iterator[FileResult]:
+    """Results for ``tasks``, in path order; ``on_result`` hears of each file as it is done (progress).
+
+    Files that fail the prefilter, and files with a reusable cached result, are done here;
+    the rest are analyzed in this process when they are few and small, else in a pool of
+    worker processes (one per core by default).
+    """
+    notify = on_result or (lambda result: None)
+    results: list[FileResult] = []
+    relevant: list[tuple[DiscoveredFile, Optional[bytes]]] = []
+    for task in tasks:
+        raw = _read(task.path)
+        if raw is not None and not prefilter.may_involve_smp(raw):
+            results.append(FileResult(task.path))
+            notify(results[-1])
+        else:
+            relevant.append((task, raw))
+    options = _with_launchers(relevant, options)
+    cache = _open_cache(options)
+    digests: dict[str, Optional[str]] = {}
+    jobs: list[_Job] = []
+    for task, raw in relevant:
+        entry = None
+        if cache is not None and raw is not None:
+            from smpfix.engine.cache import has_applicable_fix
+
+            entry = cache.key(task.path, raw, _cache_settings(task.path, options))
+            cached = cache.load(entry, task.path, raw, digests) if entry is not None else None
+            if cached is not None and not (options.fixing and has_applicable_fix(cached, options.unsafe_fixes)):
+                results.append(cached)
+                notify(cached)
+                continue
+        jobs.append(_Job(task, raw, entry))
+    work = partial(_work, options=options, cache=cache)
+    workers = options.jobs or os.cpu_count() or 1
+    if workers == 1 or len(jobs) < _POOL_MIN_FILES or sum(len(job.raw or b"") for job in jobs) < _POOL_MIN_BYTES:
+        for job in jobs:
+            results.append(work(job))
+            notify(results[-1])
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        _preload()
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=_pool_context(),
+                                 initializer=_worker_setup, initargs=(os.getpid(),)) as pool:
+            try:
+                for result in pool.map(work, jobs, chunksize=max(1, len(jobs) // (workers * 8))):
+                    results.append(result)
+                    notify(result)
+            except BaseException:  # Ctrl-C: let the workers finish the file at hand, start no other
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+    yield from sorted(_regroup(results), key=lambda r: r.path)
+
+
+def _with_launchers(files: Sequence[tuple[DiscoveredFile, Optional[bytes]]], options: RunOptions) -> RunOptions:
+    """Read the launchers among ``files`` (the files that passed the prefilter, with their
+    bytes) so each launched script gets its job facts."""
+    from smpfix.job.linking import link, may_be_launcher
+
+    if options.project is None:
+        return options
+    candidates: list[tuple[str, str]] = []
+    for task, raw in files:
+        try:
+            if raw is not None and may_be_launcher(raw):
+                candidates.append((task.path, source.decode(task.path, raw).text))
+        except (OSError, source.SourceError):
+            continue
+    if not candidates:
+        return options
+    from smpfix.base.nesting import recursion_headroom
+
+    links = []
+    for candidate in candidates:  # one launcher the linker chokes on must not stop the run
+        try:
+            with recursion_headroom():
+                links.extend(link([candidate]))
+        except Exception:
+            continue
+    return replace(options, project=options.project.with_links(links))
+
+
+def _regroup(results: list[FileResult]) -> list[FileResult]:
+    """Move findings reported in other files (helper modules checked on behalf of a script)
+    to those files' results, once each even when several scripts import the same module."""
+    by_path = {result.path: result for result in results}
+    moved: dict[str, dict[tuple[str, int, int, int], Finding]] = {}
+    for result in results:
+        foreign = [f for f in result.findings if f.path != result.path]
+        if not foreign:
+            continue
+        by_path[result.path] = replace(result, findings=tuple(f for f in result.findings if f.path == result.path))
+        for finding in foreign:
+            key = (finding.code, finding.start.line, finding.start.column, finding.end.line)
+            moved.setdefault(finding.path, {}).setdefault(key, finding)
+    for path, findings in moved.items():
+        current = by_path.get(path, FileResult(path))
+        combined = tuple(sorted((*current.findings, *findings.values()), key=lambda f: f.sort_key))
+        text = current.text
+        if text is None:
+            try:
+                text = source.read(path).text
+            except source.SourceError:
+                text = None
+        by_path[path] = replace(current, findings=combined, text=text)
+    return list(by_path.values())

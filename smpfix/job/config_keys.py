@@ -1,0 +1,89 @@
+"""Which keys a model-parallel configuration may hold, and what to tell someone who wrote another.
+
+The library (SMP v1) rejects any ``parameters`` key outside its schema at start-up; the
+SageMaker SDK reads only a few keys of the ``mpi`` and ``modelparallel`` dicts and silently
+ignores the rest. Some unknown keys are not typos but settings from somewhere else (a
+documented key the library rejects, a ``DistributedModel`` argument, a key of SMP v2): for
+those the advice says what they are instead of guessing a neighbour that happens to look
+alike. Shared by SMP812 and the validation of ``[tool.smpfix.job]`` and ``--job`` (``smpfix.engine.config``),
+so a key is explained the same way wherever it is written. Imports nothing heavy: the CLI
+validates its configuration before it loads LibCST.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Optional
+
+from smpfix.job.jobfacts import KNOWN_KEYS
+
+# The keys the SageMaker SDK reads from ``distribution["mpi"]`` (estimator
+# ``_distribution_configuration``); anything else is dropped without a word.
+MPI_KEYS = frozenset({"enabled", "processes_per_host", "custom_mpi_options"})
+# ``distribution["smdistributed"]["modelparallel"]``: ``get_mp_parameters`` reads these two.
+MODELPARALLEL_KEYS = frozenset({"enabled", "parameters"})
+# ``distribution["smdistributed"]``: the strategies ``validate_smdistributed`` accepts.
+SMDISTRIBUTED_KEYS = frozenset({"modelparallel", "dataparallel"})
+
+_SMP_V2 = (
+    "is a setting of SMP v2 (`torch.sagemaker`), a different library with a different API; SMP v1 "
+    "(`smdistributed.modelparallel`) has no such setting"
+)
+
+# Keys people write into SMP v1 parameters that are not typos of a v1 key (catalog C04, §9 row 9).
+EXPLAINED: Mapping[str, str] = {
+    "deterministic_server": (
+        "is documented (SMP v1.3 and later) and the SageMaker SDK's validator accepts it, but the 1.12 "
+        "library's schema has no such key and refuses it; remove it"
+    ),
+    "trace_device": (
+        "is an argument of `smp.DistributedModel(model, trace_device=\"cpu\")`, not a configuration key; "
+        "pass it there"
+    ),
+    "activation_checkpointing": (
+        "is not a configuration key: activation checkpointing is turned on in the script with "
+        "`smp.set_activation_checkpointing(module)` after `smp.DistributedModel`"
+    ),
+    **{
+        key: _SMP_V2
+        for key in (
+            "hybrid_shard_degree",
+            "sm_activation_offloading",
+            "fsdp_cache_flush_warnings",
+            "allow_empty_shards",
+            "context_parallel_degree",
+            "expert_parallel_degree",
+            "random_seed",
+        )
+    },
+}
+
+
+@dataclass(frozen=True)
+class KeyAdvice:
+    """What to say about an unknown key: the known key it probably misspells, or what it is."""
+
+    suggestion: Optional[str] = None
+    explanation: Optional[str] = None
+
+    def sentence(self, key: str) -> str:
+        """One sentence for a message (empty when there is nothing to add)."""
+        if self.explanation is not None:
+            return f"`{key}` {self.explanation}."
+        if self.suggestion is not None:
+            return f"Did you mean `{self.suggestion}`?"
+        return ""
+
+
+def advise(key: str, known: frozenset[str] = KNOWN_KEYS) -> KeyAdvice:
+    """Advice for ``key``, which is not in ``known``.
+
+    Explanations exist only for library parameters (``known`` is the schema); a close match is
+    suggested only when it is close enough that a rename is a plausible fix (difflib ratio 0.6).
+    """
+    if known == KNOWN_KEYS and key in EXPLAINED:
+        return KeyAdvice(explanation=EXPLAINED[key])
+    matches = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    return KeyAdvice(suggestion=matches[0] if matches else None)

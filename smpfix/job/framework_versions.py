@@ -1,0 +1,65 @@
+"""Which PyTorch container a launcher asks for, and so which SMP v1 features it can have.
+
+Features arrived with library versions that ship in particular PyTorch containers (catalog
+section 1.3): sharded data parallelism with tensor parallelism needs SMP 1.15 (PyTorch
+1.13.1 or 2.0.0 containers); SMDDP collectives need the PyTorch 1.12.1 container or later.
+The version comes from the estimator's literal ``framework_version`` (``pytorch_version`` for
+the Hugging Face estimator), else from the tag of a literal ``image_uri`` of a PyTorch training
+image. Anything else is unknown.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from smpfix.job.launcher import Launcher
+
+_IMAGE_TAG = re.compile(r"pytorch-training:(\d+)\.(\d+)(?:\.(\d+))?")
+_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
+
+
+@dataclass(frozen=True)
+class FrameworkVersion:
+    """A version as written (``(1, 13)`` for ``"1.13"``) and where it was written."""
+
+    version: tuple[int, ...]
+    written: str
+
+    @property
+    def text(self) -> str:
+        return ".".join(str(part) for part in self.version)
+
+    def before(self, *target: int) -> bool:
+        """Certainly older than ``target``: ``"1.13"`` is not before 1.13.1 (it may be 1.13.1)."""
+        for have, want in zip(self.version, target):
+            if have != want:
+                return have < want
+        return False
+
+
+def pytorch_version(launcher: Launcher) -> Optional[FrameworkVersion]:
+    """The PyTorch version of the container the launcher starts, when it says so literally."""
+    keyword = "pytorch_version" if "huggingface" in launcher.estimator.lower() else "framework_version"
+    framework = launcher.literal(keyword)
+    if isinstance(framework, str) and ("pytorch" in launcher.estimator.lower() or keyword == "pytorch_version"):
+        match = _VERSION.match(framework.strip())
+        if match:
+            return FrameworkVersion(_parts(match), f"{keyword}={framework!r}")
+    image = launcher.literal("image_uri")
+    if isinstance(image, str):
+        match = _IMAGE_TAG.search(image)
+        if match:
+            return FrameworkVersion(_parts(match), "the image_uri tag")
+    return None
+
+
+def _parts(match: re.Match[str]) -> tuple[int, ...]:
+    return tuple(int(part) for part in match.groups() if part is not None)
+
+
+def job_pytorch_version(value: object, source: str) -> Optional[FrameworkVersion]:
+    """The ``framework_version`` job setting (from a linked launcher or ``[tool.smpfix.job]``)."""
+    match = _VERSION.match(str(value).strip()) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+    return FrameworkVersion(_parts(match), f"framework_version {value!s} ({source})") if match else None

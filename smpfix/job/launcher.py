@@ -1,0 +1,556 @@
+"""Reading SageMaker launchers: estimator calls and the configuration they pass.
+
+A launcher builds ``PyTorch(entry_point="train.py", distribution={...}, instance_type=...)``,
+often from names assembled over several statements (``smp_options = {...}``,
+``smp_options["parameters"]["microbatches"] = 4``, ``distribution.update({...})``). This module
+replays the launcher's top-level statements in order over literal values only, so every
+value it reports is what the estimator receives, with the node that wrote it (a finding
+points at the key, not the call). Anything it cannot see (a call, a variable from argparse)
+is UNKNOWN: never guessed, never executed. ``parameters`` given as a path to a JSON file is
+read when the file exists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import libcst as cst
+
+from smpfix.base.imports import ImportTable
+from smpfix.base.literals import UNKNOWN, literal_value
+
+ESTIMATORS = frozenset(
+    {
+        "sagemaker.pytorch.PyTorch",
+        "sagemaker.pytorch.estimator.PyTorch",
+        "sagemaker.tensorflow.TensorFlow",
+        "sagemaker.tensorflow.estimator.TensorFlow",
+        "sagemaker.huggingface.HuggingFace",
+        "sagemaker.huggingface.estimator.HuggingFace",
+        "sagemaker.estimator.Estimator",
+        "sagemaker.estimator.Framework",
+        "sagemaker.PyTorch",
+        "sagemaker.TensorFlow",
+        "sagemaker.HuggingFace",
+        "sagemaker.Estimator",
+    }
+)
+_OLD_NAMES = {"train_instance_type": "instance_type", "train_instance_count": "instance_count"}
+# Leading positional parameters of the estimators whose first parameter is the entry point
+# (SageMaker Python SDK v2: ``PyTorch(entry_point, framework_version, py_version, source_dir, ...)``).
+_POSITIONAL: Mapping[str, tuple[str, ...]] = {
+    "PyTorch": ("entry_point", "framework_version", "py_version", "source_dir", "hyperparameters", "image_uri", "distribution"),
+    "Framework": ("entry_point", "source_dir", "hyperparameters"),
+}
+
+
+@dataclass(frozen=True)
+class Located:
+    """A configuration value and the node that wrote it.
+
+    ``value`` is a plain value, UNKNOWN, or for dicts a ``dict[str, Located]`` and for lists a
+    ``list[Located]``. ``node`` is the value's expression (None when it came from a JSON
+    file); ``entry`` is the dict element ``"key": value`` when it came from a dict display.
+    ``pieces`` are, for a string built with ``+`` or ``+=`` from literals, the literals it was
+    joined from, in order (a rule can then point at, or fix, one of them).
+    """
+
+    value: Any
+    node: Optional[cst.CSTNode] = None
+    entry: Optional[cst.CSTNode] = None
+    source_file: Optional[str] = None
+    pieces: tuple[Located, ...] = field(default=(), compare=False)
+
+    @property
+    def is_dict(self) -> bool:
+        return isinstance(self.value, dict)
+
+    def get(self, key: str) -> Optional[Located]:
+        return self.value.get(key) if isinstance(self.value, dict) else None
+
+    def path(self, *keys: str) -> Optional[Located]:
+        current: Optional[Located] = self
+        for key in keys:
+            current = current.get(key) if current is not None else None
+        return current
+
+    def plain(self) -> Any:
+        if isinstance(self.value, dict):
+            return {k: v.plain() for k, v in self.value.items()}
+        if isinstance(self.value, list):
+            return [v.plain() for v in self.value]
+        return self.value
+
+    @property
+    def display(self) -> Located:
+        """The same value pointing at where it was written (for "this dict lacks a key")."""
+        return Located(self.value, self.node, None if self.node is not None else self.entry, self.source_file)
+
+    @property
+    def anchor(self) -> Optional[cst.CSTNode]:
+        """Where a finding about this value points: the dict entry, else the value."""
+        return self.entry or self.node
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """One estimator construction with its resolved keyword arguments."""
+
+    call: cst.Call
+    estimator: str
+    keywords: Mapping[str, Located] = field(default_factory=dict)
+    path: str = ""
+
+    def keyword(self, name: str) -> Optional[Located]:
+        return self.keywords.get(name)
+
+    @property
+    def distribution(self) -> Optional[Located]:
+        return self.keywords.get("distribution")
+
+    @property
+    def modelparallel(self) -> Optional[Located]:
+        dist = self.distribution
+        return dist.path("smdistributed", "modelparallel") if dist is not None else None
+
+    @property
+    def parameters(self) -> Optional[Located]:
+        mp = self.modelparallel
+        return mp.get("parameters") if mp is not None else None
+
+    @property
+    def mpi(self) -> Optional[Located]:
+        dist = self.distribution
+        return dist.get("mpi") if dist is not None else None
+
+    def literal(self, name: str) -> Any:
+        located = self.keywords.get(name)
+        return located.plain() if located is not None else None
+
+    @property
+    def script(self) -> Optional[str]:
+        """The launched script's path, relative to the launcher, when it is a literal."""
+        entry = self.literal("entry_point")
+        if not isinstance(entry, str):
+            return None
+        source_dir = self.literal("source_dir")
+        folder = os.path.dirname(self.path)
+        if isinstance(source_dir, str) and not source_dir.startswith("s3://"):
+            folder = os.path.join(folder, source_dir)
+        return os.path.normpath(os.path.join(folder, entry))
+
+
+def _located(node: cst.BaseExpression, env: Mapping[str, Located], entry: Optional[cst.CSTNode] = None) -> Located:
+    """Evaluate a literal expression, reading names from ``env``."""
+    if isinstance(node, cst.Name) and node.value in env:
+        found = env[node.value]
+        return Located(found.value, found.node, found.entry if entry is None else entry, found.source_file, found.pieces)
+    if isinstance(node, cst.Dict):
+        items: dict[str, Located] = {}
+        for element in node.elements:
+            if isinstance(element, cst.StarredDictElement):
+                merged = _located(element.value, env)
+                if not isinstance(merged.value, dict):
+                    return Located(UNKNOWN, node, entry)
+                items.update(merged.value)
+                continue
+            assert isinstance(element, cst.DictElement)
+            key = literal_value(element.key)
+            if not isinstance(key, str):
+                return Located(UNKNOWN, node, entry)
+            items[key] = _located(element.value, env, element)
+        return Located(items, node, entry)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "dict" and node.func.value not in env:
+        items = {}
+        for arg in node.args:
+            if arg.keyword is not None:
+                items[arg.keyword.value] = _located(arg.value, env, arg)
+            elif arg.star in ("", "**"):
+                merged = _located(arg.value, env)
+                if not isinstance(merged.value, dict):
+                    return Located(UNKNOWN, node, entry)
+                items.update(merged.value)
+            else:
+                return Located(UNKNOWN, node, entry)
+        return Located(items, node, entry)
+    if isinstance(node, (cst.List, cst.Tuple)):
+        values = []
+        for item in node.elements:
+            if isinstance(item, cst.StarredElement):
+                return Located(UNKNOWN, node, entry)
+            values.append(_located(item.value, env))
+        return Located(values, node, entry)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        left_located, right_located = _located(node.left, env), _located(node.right, env)
+        left, right = left_located.plain(), right_located.plain()
+        if isinstance(left, str) and isinstance(right, str):
+            return Located(left + right, node, entry, pieces=_string_pieces(left_located) + _string_pieces(right_located))
+        return Located(UNKNOWN, node, entry)
+    if isinstance(node, cst.Subscript):
+        found = _subscript_value(node, env)
+        if found.value is UNKNOWN:
+            return Located(UNKNOWN, node, entry)
+        return Located(found.value, found.node, found.entry if entry is None else entry, found.source_file, found.pieces)
+    if isinstance(node, (cst.Comparison, cst.UnaryOperation, cst.BooleanOperation, cst.IfExp)):
+        derived = _derived(node, env, entry)
+        if derived is not None:
+            return derived
+    if isinstance(node, cst.Name) and node.value not in ("True", "False", "None"):
+        return Located(UNKNOWN, node, entry)
+    return Located(literal_value(node), node, entry)
+
+
+def _derived(node: cst.BaseExpression, env: Mapping[str, Located], entry: Optional[cst.CSTNode]) -> Optional[Located]:
+    """``hp["fp16"] > 0``, ``not flag``, ``a and b``, ``x if c else y`` over known values.
+
+    Launcher notebooks build the parameters from a hyperparameters dict this way
+    (``"prescaled_batch": hp["prescaled_batch"] > 0``); anything not known stays UNKNOWN.
+    None means "not one of these forms" (``-1`` is left to ``literal_value``).
+    """
+    if isinstance(node, cst.IfExp):
+        test = _truth(_located(node.test, env))
+        if test is None:
+            return Located(UNKNOWN, node, entry)
+        return _located(node.body if test else node.orelse, env, entry)
+    if isinstance(node, cst.UnaryOperation):
+        if not isinstance(node.operator, cst.Not):
+            return None
+        inner = _truth(_located(node.expression, env))
+        return Located(UNKNOWN if inner is None else not inner, node, entry)
+    if isinstance(node, cst.BooleanOperation):
+        left = _located(node.left, env)
+        truth = _truth(left)
+        if truth is None:
+            return Located(UNKNOWN, node, entry)
+        is_and = isinstance(node.operator, cst.And)
+        chosen = _located(node.right, env) if truth == is_and else left
+        return Located(chosen.value, node, entry)
+    assert isinstance(node, cst.Comparison)
+    left_value = _located(node.left, env).plain()
+    result = True
+    for target in node.comparisons:
+        right_value = _located(target.comparator, env).plain()
+        if _unknowable(left_value) or _unknowable(right_value):
+            return Located(UNKNOWN, node, entry)
+        compared = _compare(target.operator, left_value, right_value)
+        if compared is None:
+            return Located(UNKNOWN, node, entry)
+        result = result and compared
+        left_value = right_value
+    return Located(result, node, entry)
+
+
+def _unknowable(value: Any) -> bool:
+    return value is UNKNOWN or (isinstance(value, (dict, list)) and _contains_unknown(value))
+
+
+def _contains_unknown(value: Any) -> bool:
+    items = value.values() if isinstance(value, dict) else value
+    return any(item is UNKNOWN or (isinstance(item, (dict, list)) and _contains_unknown(item)) for item in items)
+
+
+_COMPARE: Mapping[type, Callable[[Any, Any], bool]] = {
+    cst.Equal: lambda a, b: bool(a == b),
+    cst.NotEqual: lambda a, b: bool(a != b),
+    cst.LessThan: lambda a, b: bool(a < b),
+    cst.LessThanEqual: lambda a, b: bool(a <= b),
+    cst.GreaterThan: lambda a, b: bool(a > b),
+    cst.GreaterThanEqual: lambda a, b: bool(a >= b),
+    cst.Is: lambda a, b: a is b if b is None or a is None else bool(a == b),
+    cst.IsNot: lambda a, b: a is not b if b is None or a is None else bool(a != b),
+    cst.In: lambda a, b: bool(a in b),
+    cst.NotIn: lambda a, b: bool(a not in b),
+}
+
+
+def _compare(operator: cst.BaseCompOp, left: Any, right: Any) -> Optional[bool]:
+    compare = _COMPARE.get(type(operator))
+    if compare is None:
+        return None
+    try:
+        return compare(left, right)
+    except TypeError:
+        return None
+
+
+def _truth(located: Located) -> Optional[bool]:
+    """Whether a known value is true; None when smpfix cannot know."""
+    value = located.plain()
+    if _unknowable(value):
+        return None
+    return bool(value)
+
+
+def _string_pieces(located: Located) -> tuple[Located, ...]:
+    """The literals a string value was joined from (itself, when it is one literal)."""
+    return located.pieces or (located,)
+
+
+def _assign_path(env: dict[str, Located], target: cst.BaseExpression, value: Located) -> None:
+    """``name = v``, ``name["a"]["b"] = v``: update ``env`` (copy-on-write, values are frozen)."""
+    if isinstance(target, cst.Name):
+        env[target.value] = value
+        return
+    keys: list[Any] = []
+    current: cst.BaseExpression = target
+    while isinstance(current, cst.Subscript) and len(current.slice) == 1 and isinstance(current.slice[0].slice, cst.Index):
+        keys.append(_located(current.slice[0].slice.value, env).plain())
+        current = current.value
+    if not isinstance(current, cst.Name) or current.value not in env:
+        return
+    keys.reverse()
+    if any(not isinstance(key, str) for key in keys):
+        env[current.value] = Located(UNKNOWN, env[current.value].node)
+        return
+    env[current.value] = _set_in(env[current.value], keys, value)
+
+
+def _set_in(container: Located, keys: list[str], value: Located) -> Located:
+    if not isinstance(container.value, dict):
+        return container
+    items = dict(container.value)
+    if len(keys) == 1:
+        items[keys[0]] = value
+    else:
+        inner = items.get(keys[0])
+        if inner is None:
+            return container
+        items[keys[0]] = _set_in(inner, keys[1:], value)
+    return Located(items, container.node, container.entry, container.source_file)
+
+
+def _update(env: dict[str, Located], call: cst.Call) -> None:
+    """``name.update({...})`` / ``name["k"].update(...)`` before use."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value != "update":
+        return
+    target = func.value
+    current = _located(target, env) if not isinstance(target, cst.Subscript) else None
+    if isinstance(target, cst.Subscript):
+        base: cst.BaseExpression = target
+        keys = []
+        while isinstance(base, cst.Subscript) and len(base.slice) == 1 and isinstance(base.slice[0].slice, cst.Index):
+            keys.append(_located(base.slice[0].slice.value, env).plain())
+            base = base.value
+        if not isinstance(base, cst.Name) or base.value not in env:
+            return
+        keys.reverse()
+        current = env[base.value].path(*keys) if all(isinstance(k, str) for k in keys) else None
+        if current is None:
+            return
+        merged = _merge_update(current, call, env)
+        env[base.value] = _set_in(env[base.value], keys, merged)
+        return
+    if isinstance(target, cst.Name) and target.value in env and current is not None:
+        env[target.value] = _merge_update(current, call, env)
+
+
+def _merge_update(current: Located, call: cst.Call, env: Mapping[str, Located]) -> Located:
+    if not isinstance(current.value, dict):
+        return current
+    items = dict(current.value)
+    for arg in call.args:
+        if arg.keyword is not None:
+            items[arg.keyword.value] = _located(arg.value, env, arg)
+        else:
+            added = _located(arg.value, env)
+            if not isinstance(added.value, dict):
+                return Located(UNKNOWN, current.node, current.entry)
+            items.update(added.value)
+    return Located(items, current.node, current.entry, current.source_file)
+
+
+@dataclass(frozen=True)
+class _Bind:
+    """A loop variable's value in one unrolled iteration of ``for k, v in known.items():``."""
+
+    name: str
+    value: Located
+
+
+def _block(statement: Any) -> Any:
+    block = statement.body
+    return block.body if isinstance(block, cst.IndentedBlock) else block.body
+
+
+def _statements(body: Any, env: Mapping[str, Located]) -> Iterator[Any]:
+    """Simple statements in execution order, entering ``if``/``with``/``try`` and defs.
+
+    Lazy, so each test is read with the names as bound when it runs: an ``if`` (or ``elif``)
+    whose test is known runs only its taken branch (launcher notebooks pick a model preset
+    with ``if model_config == "gpt2-small":``); with an unknown test both the body and a
+    plain ``else`` are replayed, in order. ``for k, v in d.items():`` over a dict whose keys
+    are known is unrolled, yielding a ``_Bind`` for ``k`` and ``v`` before each iteration.
+    """
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            yield from statement.body
+        elif isinstance(statement, cst.If):
+            yield from _branch(statement, env)
+        elif isinstance(statement, cst.For) and (iterations := _items_loop(statement, env)) is not None:
+            for bindings in iterations:
+                yield from bindings
+                yield from _statements(_block(statement), env)
+        elif isinstance(statement, (cst.With, cst.Try, cst.For, cst.While)):
+            yield from _statements(_block(statement), env)
+        elif isinstance(statement, cst.FunctionDef):
+            yield statement
+            yield from _statements(_block(statement), env)
+
+
+def _branch(statement: cst.If, env: Mapping[str, Located]) -> Iterator[Any]:
+    taken = _truth(_located(statement.test, env))
+    orelse = statement.orelse
+    if taken is not False:
+        yield from _statements(_block(statement), env)
+    if taken is True or orelse is None:
+        return
+    if isinstance(orelse, cst.Else):
+        yield from _statements(_block(orelse), env)
+    elif taken is False:
+        yield from _branch(orelse, env)
+
+
+def _items_loop(statement: cst.For, env: Mapping[str, Located]) -> Optional[list[tuple[_Bind, _Bind]]]:
+    """The bindings of each iteration of ``for k, v in d.items():`` when ``d`` is a known dict."""
+    target, iterable = statement.target, statement.iter
+    if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
+        return None
+    names = [element.value for element in target.elements]
+    if not all(isinstance(name, cst.Name) for name in names):
+        return None
+    if not (isinstance(iterable, cst.Call) and not iterable.args and isinstance(iterable.func, cst.Attribute)
+            and iterable.func.attr.value == "items"):
+        return None
+    mapping = _located(iterable.func.value, env)
+    if not isinstance(mapping.value, dict):
+        return None
+    key_name, value_name = (name.value for name in names)  # type: ignore[attr-defined]
+    return [(_Bind(key_name, Located(key)), _Bind(value_name, value)) for key, value in mapping.value.items()]
+
+
+def _replay(module: cst.Module, on_call: Callable[[cst.Call, dict[str, Located]], None]) -> None:
+    """Run the module's statements over literal values, calling ``on_call`` for every call
+    with the names as they are bound just before it; ``.update()`` calls take effect."""
+    env: dict[str, Located] = {}
+    for node in _statements(module.body, env):
+        if isinstance(node, _Bind):
+            env[node.name] = node.value
+            continue
+        for call in _calls_in(node):
+            on_call(call, env)
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "update":
+                _update(env, call)
+        if isinstance(node, cst.Assign):
+            value = _located(node.value, env)
+            for target in node.targets:
+                _assign_path(env, target.target, value)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            _assign_path(env, node.target, _located(node.value, env))
+        elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
+            current = _located(node.target, env) if isinstance(node.target, cst.Name) else _subscript_value(node.target, env)
+            added_located = _located(node.value, env)
+            added = added_located.plain()
+            joined = isinstance(current.plain(), str) and isinstance(added, str)
+            combined = current.plain() + added if joined else UNKNOWN
+            pieces = _string_pieces(current) + _string_pieces(added_located) if joined else ()
+            _assign_path(env, node.target, Located(combined, node.value, current.entry, pieces=pieces))
+
+
+def find_launchers(module: cst.Module, imports: ImportTable, path: str) -> list[Launcher]:
+    """Every estimator construction in ``module``, with its keywords resolved in order."""
+    found: list[Launcher] = []
+
+    def on_call(call: cst.Call, env: dict[str, Located]) -> None:
+        qualified = imports.qualified_name(call.func) or ""
+        if qualified in ESTIMATORS:
+            found.append(_launcher(call, qualified, env, path))
+
+    _replay(module, on_call)
+    return found
+
+
+def evaluate_argument(module: cst.Module, imports: ImportTable, target: cst.Call) -> Optional[Located]:
+    """The first argument (or ``config=``) of ``target`` as the file has built it by then."""
+    found: list[Located] = []
+
+    def on_call(call: cst.Call, env: dict[str, Located]) -> None:
+        if call is target:
+            for arg in call.args:
+                if arg.keyword is None and not arg.star or (arg.keyword is not None and arg.keyword.value == "config"):
+                    found.append(_located(arg.value, env))
+                    return
+
+    _replay(module, on_call)
+    return found[0] if found else None
+
+
+def _subscript_value(target: cst.BaseExpression, env: Mapping[str, Located]) -> Located:
+    keys = []
+    base = target
+    while isinstance(base, cst.Subscript) and len(base.slice) == 1 and isinstance(base.slice[0].slice, cst.Index):
+        keys.append(_located(base.slice[0].slice.value, env).plain())
+        base = base.value
+    if isinstance(base, cst.Name) and base.value in env and all(isinstance(k, str) for k in keys):
+        found = env[base.value].path(*reversed(keys))
+        if found is not None:
+            return found
+    return Located(UNKNOWN)
+
+
+def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    from smpfix.base.walker import iter_nodes
+
+    if isinstance(node, cst.FunctionDef):
+        return []
+    return [child for child in iter_nodes(node) if isinstance(child, cst.Call)]
+
+
+def _launcher(call: cst.Call, qualified: str, env: Mapping[str, Located], path: str) -> Launcher:
+    keywords: dict[str, Located] = {}
+    positional = _POSITIONAL.get(qualified.rsplit(".", 1)[-1], ())
+    position = 0
+    for arg in call.args:
+        if arg.keyword is None:
+            if arg.star == "**":
+                merged = _located(arg.value, env)
+                if isinstance(merged.value, dict):
+                    keywords.update(merged.value)
+            elif not arg.star and position < len(positional):
+                # `PyTorch("train.py", role=...)`: the entry point given by position.
+                keywords[positional[position]] = _located(arg.value, env, arg)
+                position += 1
+            continue
+        name = _OLD_NAMES.get(arg.keyword.value, arg.keyword.value)
+        keywords[name] = _located(arg.value, env, arg)
+    launcher = Launcher(call, qualified, keywords, path)
+    parameters = launcher.parameters
+    if parameters is not None and isinstance(parameters.value, str):
+        loaded = _json_parameters(parameters, path)
+        if loaded is not None:
+            keywords["distribution"] = _set_in(
+                keywords["distribution"], ["smdistributed", "modelparallel", "parameters"], loaded
+            )
+    return Launcher(call, qualified, keywords, path)
+
+
+def _json_parameters(written: Located, launcher_path: str) -> Optional[Located]:
+    """``"parameters": "smp_config.json"``: the file's values, when it exists next to the launcher.
+
+    Findings about a value from the file point at the ``"parameters"`` entry that names it.
+    """
+    candidate = os.path.join(os.path.dirname(launcher_path), str(written.value))
+    try:
+        with open(candidate, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    anchor = written.anchor
+    values = {k: Located(v, None, anchor, candidate) for k, v in data.items() if isinstance(k, str)}
+    return Located(values, written.node, written.entry, candidate)

@@ -1,0 +1,75 @@
+"""The checked project as one run sees it: its roots, and what launchers say about each script.
+
+A launcher next to a training script configures its job; the run links them once
+(``smpfix.job.linking``) and every file's analysis asks this for its script's declared job,
+its hyperparameters, and where its sibling modules may be found
+(``smpfix.program.local_modules`` reads them).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from smpfix.job.jobfacts import DeclaredJob
+from smpfix.job.linking import LinkedScript
+
+
+@dataclass(frozen=True)
+class Project:
+    """What the whole run knows: the checked roots and what launchers say about each script."""
+
+    roots: tuple[str, ...] = ()
+    links: Mapping[str, tuple[LinkedScript, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, paths: tuple[str, ...]) -> Project:
+        return cls(tuple(os.path.abspath(p) for p in paths if p != "-"))
+
+    def with_links(self, links: Sequence[LinkedScript]) -> Project:
+        grouped: dict[str, list[LinkedScript]] = {}
+        for link in links:
+            grouped.setdefault(link.script, []).append(link)
+        return Project(self.roots, {script: tuple(found) for script, found in grouped.items()})
+
+    def launchers_of(self, path: str) -> tuple[LinkedScript, ...]:
+        return self.links.get(os.path.abspath(path), ())
+
+    def contains(self, path: str) -> bool:
+        absolute = os.path.abspath(path)
+        for root in self.roots:
+            if absolute == root or absolute.startswith(root.rstrip(os.sep) + os.sep):
+                return True
+        return False
+
+    def declared_for(self, path: str) -> tuple[DeclaredJob, ...]:
+        """The launcher's job for ``path``; settings on which several launchers disagree are unknown."""
+        links = self.launchers_of(path)
+        if not links:
+            return ()
+        first = links[0].job
+        if len(links) == 1:
+            return (first,)
+        disagree = {
+            key for link in links[1:] for key in set(first.settings) | set(link.job.settings)
+            if first.settings.get(key) != link.job.settings.get(key)
+        }
+        names = ", ".join(link.job.source for link in links)
+        settings = {k: v for k, v in first.settings.items() if k not in disagree}
+        return (DeclaredJob(names, settings, all(link.job.complete for link in links), first.unknown | frozenset(disagree)),)
+
+    def hyperparameters_for(self, path: str) -> Mapping[str, Any]:
+        links = self.launchers_of(path)
+        return links[0].hyperparameters if len(links) == 1 else {}
+
+    def search_dirs(self, importer: str) -> list[str]:
+        """Where ``import x`` in ``importer`` may find ``x.py``: its folder, then the roots."""
+        folders = [os.path.dirname(os.path.abspath(importer))]
+        folders += [root if os.path.isdir(root) else os.path.dirname(root) for root in self.roots]
+        seen: list[str] = []
+        for folder in folders:
+            if folder not in seen:
+                seen.append(folder)
+        return seen

@@ -1,0 +1,317 @@
+"""Which rank group a data-pipeline expression follows, and whether that is right for the job.
+
+The ranks of one model replica (its pipeline-parallel peers, and with ``prescaled_batch`` its
+tensor-parallel peers too) must read the same batch in the same order: the loss is computed
+on every rank from the broadcast model output and the rank's *own* labels. Sharding a
+dataset or seeding a data RNG by a rank that differs between those peers feeds them
+different samples without any error. The data-parallel rank (``dp_rank``, or ``rdp_rank``
+with ``prescaled_batch``) is the one that is equal exactly where it has to be.
+
+Shared by the data rules: SMP202 (sharding), SMP203 (seeds), SMP204 (sharded datasets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.edits import NodeEdit, ReplaceNode
+from smpfix.base.imports import SMP_TF, SMP_TORCH
+from smpfix.base.walker import children
+from smpfix.job.jobfacts import FeatureState, JobFacts, Tri
+from smpfix.program.codegen import smp_reference
+from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
+
+# torch.distributed is initialised by SMP over every rank (with ``ddp``), so these are the
+# global rank and world size.
+_TORCH_DISTRIBUTED = {
+    "torch.distributed.get_rank": "rank",
+    "torch.distributed.get_world_size": "size",
+}
+
+# Families whose rank differs between pipeline-parallel peers / tensor-parallel peers
+# (catalog 1.6: PP peers share dp_rank and tp_rank; TP peers share rdp_rank only).
+DIFFERS_ACROSS_PP = frozenset({"global", "local", "mp", "pp"})
+DIFFERS_ACROSS_TP = frozenset({"global", "local", "mp", "tp", "dp"})
+DATA_PARALLEL = frozenset({"dp", "rdp"})
+
+
+def family_of(member: str) -> str:
+    """``"dp"`` for ``dp_rank``/``dp_size``; ``"global"`` for ``rank``/``size``."""
+    if member in ("rank", "size"):
+        return "global"
+    return member.rsplit("_", 1)[0]
+
+
+@dataclass(frozen=True)
+class RankTerm:
+    """One rank or size call an expression depends on.
+
+    ``node`` is what stands for it in the expression: the call itself, or a variable
+    assigned from it. ``exact`` says that ``node`` *is* the bare call (directly or through a
+    variable holding just that call), so replacing ``node`` by another rank call is a
+    faithful rewrite.
+    """
+
+    member: str
+    node: cst.BaseExpression
+    call: cst.Call
+    exact: bool
+    from_library: bool
+
+    @property
+    def family(self) -> str:
+        return family_of(self.member)
+
+    @property
+    def is_rank(self) -> bool:
+        return self.member in RANK_FUNCTIONS
+
+
+def _rank_member(call: cst.Call, facts: FileFacts) -> Optional[tuple[str, bool]]:
+    if call.args:
+        return None
+    member = facts.smp_member(call.func)
+    if member in RANK_FUNCTIONS or member in SIZE_FUNCTIONS:
+        return member, True
+    qualified = facts.qualified_name(call.func)
+    if qualified in _TORCH_DISTRIBUTED:
+        return _TORCH_DISTRIBUTED[qualified], False
+    return None
+
+
+def rank_terms(expr: cst.CSTNode, facts: FileFacts, depth: int = 0) -> list[RankTerm]:
+    """Every rank/size call ``expr`` reads, also through names assigned once in the file."""
+    found: list[RankTerm] = []
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            member = _rank_member(node, facts)
+            if member is not None:
+                found.append(RankTerm(member[0], node, node, True, member[1]))
+                continue
+        if isinstance(node, cst.Name) and depth < 3:
+            assignment = facts.single_assignment(node.value)
+            if assignment is not None and assignment.value is not node:
+                value = assignment.value
+                for term in rank_terms(value, facts, depth + 1):
+                    exact = term.exact and term.node is value
+                    found.append(RankTerm(term.member, node, term.call, exact, term.from_library))
+            continue
+        if isinstance(node, cst.Attribute):
+            stack.append(node.value)
+            continue
+        if isinstance(node, cst.Arg):
+            stack.append(node.value)
+            continue
+        if isinstance(node, (cst.Lambda, cst.FunctionDef)):
+            continue
+        stack.extend(children(node))
+    return found
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether data keyed on some rank is wrong under this job.
+
+    ``state`` ON: wrong in this job; UNKNOWN: wrong if a setting smpfix cannot see is on;
+    OFF: right. ``because`` holds the settings the verdict rests on (for messages and the
+    finding's job facts) and ``when`` says it in words: "because pipeline parallelism is
+    enabled (pyproject.toml ...)" or "if pipeline parallelism is enabled".
+    """
+
+    state: Tri
+    states: tuple[FeatureState, ...] = ()
+    when: str = ""
+
+    @property
+    def wrong(self) -> bool:
+        return self.state is not Tri.OFF
+
+
+OFF = Verdict(Tri.OFF)
+ALWAYS = Verdict(Tri.ON)
+
+
+def _all(states: Sequence[FeatureState]) -> Tri:
+    if any(s.state is Tri.OFF for s in states):
+        return Tri.OFF
+    return Tri.ON if all(s.state is Tri.ON for s in states) else Tri.UNKNOWN
+
+
+def _conjunction(states: Sequence[FeatureState]) -> Verdict:
+    """Wrong when every one of ``states`` is on."""
+    state = _all(states)
+    if state is Tri.OFF:
+        return OFF
+    if state is Tri.ON:
+        return Verdict(state, tuple(states), "because " + " and ".join(s.condition() for s in states))
+    known = [s.condition() for s in states if s.state is Tri.ON]
+    unknown = [s.feature.title for s in states if s.state is Tri.UNKNOWN]
+    when = "if " + " and ".join(unknown) + (" is" if len(unknown) == 1 else " are") + " enabled"
+    if known:
+        when = " and ".join(known) + ", so it is wrong " + when
+    return Verdict(state, tuple(states), when)
+
+
+def either(verdicts: Iterable[Verdict]) -> Verdict:
+    """Wrong when any of ``verdicts`` is: the strongest one, with every setting named."""
+    items = [v for v in verdicts if v.wrong]
+    if not items:
+        return OFF
+    definite = [v for v in items if v.state is Tri.ON]
+    if definite:
+        return definite[0]
+    states = tuple(dict.fromkeys(s for v in items for s in v.states))
+    whens = list(dict.fromkeys(v.when for v in items))
+    return Verdict(Tri.UNKNOWN, states, whens[0] if len(whens) == 1 else "; or ".join(whens))
+
+
+@dataclass(frozen=True)
+class DataJob:
+    """The three settings that decide which rank data must follow, for one file.
+
+    TensorFlow scripts have neither tensor parallelism nor ``prescaled_batch``.
+    """
+
+    pp: FeatureState
+    tp: FeatureState
+    prescaled: FeatureState
+    tensorflow: bool
+
+    @classmethod
+    def of(cls, job: JobFacts, facts: FileFacts) -> DataJob:
+        tensorflow = facts.imports.imports_module(SMP_TF) and not facts.imports.imports_module(SMP_TORCH)
+        return cls(job.feature("PP"), job.feature("TP"), job.feature("PRESCALED"), tensorflow)
+
+    @property
+    def replica_peers(self) -> str:
+        """Words for the ranks that must share data: "the ranks of one model replica (...)"."""
+        if self.tensorflow:
+            return "the ranks of one model replica (its pipeline-parallel peers)"
+        return (
+            "the ranks of one model replica (its pipeline-parallel peers, and with prescaled batch its "
+            "tensor-parallel peers)"
+        )
+
+    @property
+    def flavour(self) -> str:
+        return SMP_TF if self.tensorflow else SMP_TORCH
+
+    def pipeline(self) -> Verdict:
+        """Wrong when pipeline peers must share the data: pipeline parallelism is on."""
+        return _conjunction([self.pp])
+
+    def prescaled_tp(self) -> Verdict:
+        """Wrong when tensor-parallel peers must share the data: prescaled batch under TP.
+
+        ``prescaled_batch`` counts only when known to be on: off is the library's default
+        and the documented ``dp_rank`` form is not second-guessed (catalog P17).
+        """
+        if self.tensorflow or self.prescaled.state is not Tri.ON:
+            return OFF
+        return _conjunction([self.prescaled, self.tp])
+
+    def not_prescaled_tp(self) -> Verdict:
+        """``rdp_*`` sharding gives tensor-parallel peers the same shard: wrong without prescaling."""
+        if self.tensorflow or self.prescaled.state is not Tri.OFF:
+            return OFF
+        return _tp_without_prescaled(self.prescaled, self.tp)
+
+    @property
+    def expected_family(self) -> str:
+        """``rdp`` when prescaled_batch is on, else ``dp``."""
+        return "rdp" if not self.tensorflow and self.prescaled.state is Tri.ON else "dp"
+
+    @property
+    def expectation_known(self) -> bool:
+        return self.tensorflow or self.prescaled.state is not Tri.UNKNOWN
+
+    def sharding_verdict(self, family: str) -> Verdict:
+        """Is sharding a dataset by this family's rank and size wrong here?"""
+        if family == "dp":
+            return self.prescaled_tp()
+        if family == "rdp":
+            return self.not_prescaled_tp()
+        if family == "global":
+            return either([self.pipeline(), self.prescaled_tp()])
+        return ALWAYS
+
+    def seed_verdict(self, family: str) -> Verdict:
+        """Is seeding a data RNG with this family's rank wrong here?"""
+        verdicts = []
+        if family in DIFFERS_ACROSS_PP:
+            verdicts.append(self.pipeline())
+        if family in DIFFERS_ACROSS_TP:
+            verdicts.append(self.prescaled_tp())
+        return either(verdicts)
+
+
+def _tp_without_prescaled(prescaled: FeatureState, tp: FeatureState) -> Verdict:
+    state = tp.state
+    if state is Tri.OFF:
+        return OFF
+    if state is Tri.ON:
+        return Verdict(Tri.ON, (prescaled, tp), f"because {tp.condition()} and {prescaled.condition()}")
+    return Verdict(Tri.UNKNOWN, (prescaled, tp), f"since {prescaled.condition()}, if tensor parallelism is enabled")
+
+
+def replacement(member: str, family: str) -> str:
+    """``rank`` -> ``dp_rank``, ``size`` -> ``dp_size`` (for family ``dp``)."""
+    return f"{family}_rank" if member in RANK_FUNCTIONS else f"{family}_size"
+
+
+def callee(call: cst.Call, module: cst.Module) -> str:
+    """How a message names what ``call`` calls: ``random.seed``, or ``.shuffle`` on a chain."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and not isinstance(func.value, (cst.Name, cst.Attribute)):
+        return f".{func.attr.value}"
+    return module.code_for_node(func)
+
+
+def spelled(facts: FileFacts, module: cst.Module, member: str, flavour: str = SMP_TORCH) -> str:
+    """How a message names ``member`` in this file (``mp.dp_rank()``), ``smp.`` as a fallback."""
+    reference = smp_reference(facts, module, member, flavour)
+    return f"{reference.text}()" if reference is not None else f"smp.{member}()"
+
+
+def rewrite_terms(
+    terms: Sequence[RankTerm], family: str, facts: FileFacts, module: cst.Module, flavour: str = SMP_TORCH
+) -> Optional[tuple[NodeEdit, ...]]:
+    """Edits turning each term into the same kind of call of ``family``; None if one cannot be.
+
+    A library call keeps its spelling and only its name changes (``mp.rank`` ->
+    ``mp.dp_rank``); a ``torch.distributed`` call or a variable is replaced by the library
+    call written the file's way (adding it to a ``from ... import`` when that is how the
+    file names the library).
+    """
+    edits: list[NodeEdit] = []
+    for term in terms:
+        member = replacement(term.member, family)
+        if not term.exact:
+            return None
+        if term.node is term.call and term.from_library and isinstance(term.call.func, cst.Attribute):
+            edits.append(ReplaceNode(term.call.func.attr, member))
+            continue
+        reference = smp_reference(facts, module, member, flavour)
+        if reference is None:
+            return None
+        edits.extend(reference.edits)
+        if term.node is term.call:
+            edits.append(ReplaceNode(term.call.func, reference.text))
+        else:
+            edits.append(ReplaceNode(term.node, f"{reference.text}()"))
+    return _unique(edits)
+
+
+def _unique(edits: Sequence[NodeEdit]) -> tuple[NodeEdit, ...]:
+    """The same import addition asked for twice is made once."""
+    seen: list[NodeEdit] = []
+    for edit in edits:
+        if edit not in seen:
+            seen.append(edit)
+    return tuple(seen)

@@ -1,0 +1,420 @@
+"""What one file does with the library: the questions every rule asks, answered once.
+
+Built from one walk of the tree before the rules run: under which names the library is
+imported, which names hold the ``DistributedModel`` and the optimizers, which functions are
+step functions, which statement sits in which block, what the ``smp.init({...})`` dict says,
+and which constructs show a feature in use. Rules ask these; none of them matches the text
+``smp.``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional, Union
+
+import libcst as cst
+
+from smpfix.base.imports import SMP_TF, SMP_TORCH, SMP_V2, ImportTable, dotted_name, smp_member
+from smpfix.base.literals import UNKNOWN, literal_value
+from smpfix.base.walker import Ancestry, Dispatch, walk
+from smpfix.job.launcher import ESTIMATORS
+
+Scope = Union[cst.Module, cst.FunctionDef]
+Block = Union[cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite]
+
+RANK_FUNCTIONS = frozenset({"rank", "local_rank", "dp_rank", "rdp_rank", "mp_rank", "pp_rank", "tp_rank"})
+SIZE_FUNCTIONS = frozenset({"size", "local_size", "dp_size", "rdp_size", "mp_size", "pp_size", "tp_size"})
+
+_OPTIMIZER_MODULES = ("torch.optim.", "apex.optimizers.", "bitsandbytes.optim.", "deepspeed.ops.", "torch_optimizer.",
+                      f"{SMP_TORCH}.optimizers.")
+_OPTIMIZER_NAMES = frozenset({"transformers.AdamW", "transformers.Adafactor", "transformers.optimization.AdamW",
+                              "transformers.optimization.Adafactor"})
+_NOT_OPTIMIZERS = ("torch.optim.lr_scheduler", "torch.optim.swa_utils", "torch.optim.Optimizer")
+_HF_TRAINERS = frozenset({"transformers.Trainer", "transformers.Seq2SeqTrainer", "transformers.trainer.Trainer",
+                          "transformers.trainer_seq2seq.Seq2SeqTrainer"})
+
+
+@dataclass(frozen=True)
+class EvidenceNode:
+    """A construct that shows a feature in use (``with smp.tensor_parallelism():``)."""
+
+    feature: str
+    description: str
+    node: cst.CSTNode
+    # Weak evidence (the script reads a setting) shows the script is written for the feature
+    # but not that the feature is on; only strong evidence turns a feature ON.
+    strong: bool = True
+
+
+@dataclass(frozen=True)
+class StatementRef:
+    """A statement with the block that holds it, its index there, and its function."""
+
+    statement: cst.BaseStatement
+    block: Block
+    index: int
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class Wrap:
+    """A ``smp.DistributedModel(...)`` or ``smp.DistributedOptimizer(...)`` call."""
+
+    call: cst.Call
+    target: Optional[str]
+    argument: Optional[cst.BaseExpression]
+    where: Optional[StatementRef]
+
+    @property
+    def argument_name(self) -> Optional[str]:
+        return self.argument.value if isinstance(self.argument, cst.Name) else None
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """``target = value`` for a single plain name, where it happens."""
+
+    target: str
+    value: cst.BaseExpression
+    where: Optional[StatementRef]
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    imports: ImportTable
+    statements: Mapping[cst.CSTNode, StatementRef]
+    assignments: Mapping[str, tuple[Assignment, ...]]
+    functions: Mapping[str, cst.FunctionDef]
+    classes: Mapping[str, cst.ClassDef]
+    distributed_models: tuple[Wrap, ...]
+    distributed_optimizers: tuple[Wrap, ...]
+    step_functions: frozenset[str]
+    smp_init_calls: tuple[cst.Call, ...]
+    init_config: Mapping[str, Any]
+    init_config_call: Optional[cst.Call]
+    evidence: tuple[EvidenceNode, ...]
+    uses_hf_trainer: bool
+    local_optimizer_classes: frozenset[str] = field(default=frozenset())
+    call_order: Mapping[cst.Call, int] = field(default_factory=dict)
+    # SageMaker estimator constructions (this file is a launcher when there are any).
+    estimator_calls: tuple[cst.Call, ...] = ()
+
+    # -- what the file is -------------------------------------------------------------------
+    @property
+    def imports_smp(self) -> bool:
+        return self.imports_smp_torch or self.imports.imports_module(SMP_TF)
+
+    @property
+    def imports_smp_torch(self) -> bool:
+        """The PyTorch flavour (also reached through ``import smdistributed.modelparallel``);
+        rules about tensor parallelism or ``DistributedOptimizer`` need it, TensorFlow has neither."""
+        return self.imports.imports_module(SMP_TORCH) or any(
+            value == "smdistributed.modelparallel" for value in self.imports.bindings.values()
+        )
+
+    @property
+    def imports_smp_v2_only(self) -> bool:
+        return self.imports.imports_module(SMP_V2) and not self.imports_smp
+
+    # -- names -------------------------------------------------------------------------------
+    def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:
+        return self.imports.qualified_name(node)
+
+    def smp_member(self, node: cst.BaseExpression) -> Optional[str]:
+        return smp_member(self.imports, node)
+
+    def is_smp_call(self, node: cst.CSTNode, *members: str) -> bool:
+        """Is ``node`` a call of one of the library's ``members`` (through any import form)?"""
+        return isinstance(node, cst.Call) and self.smp_member(node.func) in members
+
+    def smp_rank_function(self, node: cst.CSTNode) -> Optional[str]:
+        """``"dp_rank"`` for ``smp.dp_rank()``; also resolves a name assigned once from such a call."""
+        if isinstance(node, cst.Call) and not node.args:
+            member = self.smp_member(node.func)
+            if member in RANK_FUNCTIONS or member in SIZE_FUNCTIONS:
+                return member
+        if isinstance(node, cst.Name):
+            bound = self.single_assignment(node.value)
+            if bound is not None and bound.value is not node:
+                return self.smp_rank_function(bound.value)
+        return None
+
+    def single_assignment(self, name: str) -> Optional[Assignment]:
+        """The assignment of ``name`` when the file assigns it exactly once."""
+        found = self.assignments.get(name, ())
+        return found[0] if len(found) == 1 else None
+
+    def resolve_name(self, name: str, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
+        """For literal folding: the value a name is bound to, when bound exactly once."""
+        assignment = self.single_assignment(name)
+        return assignment.value if assignment is not None else None
+
+    def literal(self, node: cst.BaseExpression) -> Any:
+        return literal_value(node, self.resolve_name)
+
+    def is_optimizer_constructor(self, node: cst.CSTNode) -> bool:
+        """``torch.optim.AdamW(...)``, apex/transformers/smp optimizers, or a local Optimizer subclass."""
+        if not isinstance(node, cst.Call):
+            return False
+        if isinstance(node.func, cst.Name) and node.func.value in self.local_optimizer_classes:
+            return True
+        qualified = self.qualified_name(node.func)
+        if qualified is None:
+            return False
+        if qualified.startswith(_NOT_OPTIMIZERS):
+            return False
+        return qualified in _OPTIMIZER_NAMES or qualified.startswith(_OPTIMIZER_MODULES)
+
+    def statement_of(self, node: cst.CSTNode) -> Optional[StatementRef]:
+        return self.statements.get(node)
+
+    def runs_before(self, first: cst.Call, second: cst.Call) -> bool:
+        """Source order of two calls, which is execution order within one function body."""
+        return self.call_order.get(first, -1) < self.call_order.get(second, -1)
+
+    def distributed_model_names(self) -> frozenset[str]:
+        return frozenset(w.target for w in self.distributed_models if w.target)
+
+    def optimizer_names(self) -> frozenset[str]:
+        return frozenset(w.target for w in self.distributed_optimizers if w.target)
+
+
+def _uses_hf_trainer(imports: ImportTable, collector: _Collector) -> bool:
+    """A ``transformers`` Trainer is built here, directly or through a local subclass of one."""
+    trainers = set(_HF_TRAINERS)
+    local: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, cls in collector.classes.items():
+            if name in local:
+                continue
+            for base in cls.bases:
+                qualified = imports.qualified_name(base.value) or ""
+                if qualified in trainers or dotted_name(base.value) in local:
+                    local.add(name)
+                    changed = True
+                    break
+    for call, _ in collector.calls:
+        if (imports.qualified_name(call.func) or "") in trainers:
+            return True
+        if isinstance(call.func, cst.Name) and call.func.value in local:
+            return True
+    return False
+
+
+def is_step_decorator(imports: ImportTable, decorator: cst.BaseExpression) -> bool:
+    target = decorator.func if isinstance(decorator, cst.Call) else decorator
+    return smp_member(imports, target) == "step"
+
+
+class _Collector:
+    """Walks once, recording raw candidates; ``FileFacts`` is built after imports are known."""
+
+    def __init__(self, ancestry: Ancestry) -> None:
+        self.ancestry = ancestry
+        self.imports: list[Union[cst.Import, cst.ImportFrom]] = []
+        self.statements: dict[cst.CSTNode, StatementRef] = {}
+        self.calls: list[tuple[cst.Call, Optional[StatementRef]]] = []
+        self.assignments: list[tuple[str, cst.BaseExpression, Optional[StatementRef], Optional[cst.Call]]] = []
+        self.functions: dict[str, cst.FunctionDef] = {}
+        self.classes: dict[str, cst.ClassDef] = {}
+        self.withs: list[cst.With] = []
+        self.ifs: list[cst.If] = []
+        self.sdp_setting_reads: list[cst.Attribute] = []
+        self.scopes: list[Scope] = []
+        self.current_statement: list[StatementRef] = []
+
+    def _record_block(self, block: Block, body: Sequence[cst.CSTNode]) -> None:
+        scope = self.scopes[-1] if self.scopes else block
+        for index, statement in enumerate(body):
+            self.statements[statement] = StatementRef(statement, block, index, scope)  # type: ignore[arg-type]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.scopes.append(node)
+        self._record_block(node, node.body)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._record_block(node, node.body)
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self._record_block(node, node.body)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.functions.setdefault(node.name.value, node)
+        self.scopes.append(node)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scopes.pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.classes.setdefault(node.name.value, node)
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self.imports.append(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self.imports.append(node)
+
+    def _enclosing_statement(self) -> Optional[StatementRef]:
+        for node in reversed(self.ancestry.stack):
+            ref = self.statements.get(node)
+            if ref is not None:
+                return ref
+        return None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append((node, self._enclosing_statement()))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        where = self._enclosing_statement()
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                call = node.value if isinstance(node.value, cst.Call) else None
+                self.assignments.append((target.target.value, node.value, where, call))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if isinstance(node.target, cst.Name) and node.value is not None:
+            call = node.value if isinstance(node.value, cst.Call) else None
+            self.assignments.append((node.target.value, node.value, self._enclosing_statement(), call))
+
+    def visit_With(self, node: cst.With) -> None:
+        self.withs.append(node)
+
+    def visit_If(self, node: cst.If) -> None:
+        self.ifs.append(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        # A name test first: this runs on every attribute of the file.
+        name = node.attr.value
+        if name == "sharded_data_parallel_degree" or name.startswith("sdp_"):
+            self.sdp_setting_reads.append(node)
+
+
+def _evidence(imports: ImportTable, collector: _Collector) -> Iterator[EvidenceNode]:
+    for with_node in collector.withs:
+        for item in with_node.items:
+            call = item.item
+            if isinstance(call, cst.Call) and smp_member(imports, call.func) == "tensor_parallelism":
+                enabled = _keyword(call, "enabled", 0)
+                if enabled is None or literal_value(enabled) is True:
+                    yield EvidenceNode("TP", "`with smp.tensor_parallelism()`", call)
+    for call, _ in collector.calls:
+        member = smp_member(imports, call.func)
+        if member == "model_creation":
+            tp = _keyword(call, "tensor_parallelism", 0)
+            if tp is not None and literal_value(tp) is True:
+                yield EvidenceNode("TP", "`smp.model_creation(tensor_parallelism=True)`", call)
+        elif member == "set_tensor_parallelism":
+            enabled = _keyword(call, "enabled", 1)
+            if enabled is None or literal_value(enabled) is True:
+                yield EvidenceNode("TP", "`smp.set_tensor_parallelism(...)`", call)
+        elif member is not None and member.startswith("nn.Distributed"):
+            yield EvidenceNode("TP", f"`smp.{member}`", call)
+        elif member == "register_parameter":
+            yield EvidenceNode("SDP", "`smp.register_parameter(...)`", call)
+        elif member in ("partition", "set_partition"):
+            yield EvidenceNode("PP", f"`smp.{member}(...)` (manual partitioning)", call)
+    for if_node in collector.ifs:
+        test = if_node.test
+        if (
+            isinstance(test, cst.Comparison)
+            and isinstance(test.left, cst.Call)
+            and smp_member(imports, test.left.func) == "tp_size"
+            and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.GreaterThan)
+            and literal_value(test.comparisons[0].comparator) == 1
+        ):
+            # A script written to run both ways: tensor-parallel-aware, not proof that it is on.
+            yield EvidenceNode("TP", "`if smp.tp_size() > 1:` branch", if_node, strong=False)
+    for read in collector.sdp_setting_reads:
+        member = smp_member(imports, read)
+        if member is not None and member.startswith("state.cfg."):
+            yield EvidenceNode("SDP", f"`smp.{member}` is read", read, strong=False)
+
+
+def _keyword(call: cst.Call, name: str, position: Optional[int] = None) -> Optional[cst.BaseExpression]:
+    from smpfix.base.calls import argument
+
+    found = argument(call, name, position)
+    return found.value if found is not None else None
+
+
+def collect(module: cst.Module) -> FileFacts:
+    """Walk ``module`` once and build its facts."""
+    ancestry = Ancestry()
+    collector = _Collector(ancestry)
+
+    def crash(handler: Any, exc: BaseException) -> None:
+        raise exc
+
+    walk(module, Dispatch([collector]), ancestry, crash)
+    imports = ImportTable.from_statements(collector.imports)
+
+    assignments: dict[str, list[Assignment]] = {}
+    for name, value, where, _ in collector.assignments:
+        assignments.setdefault(name, []).append(Assignment(name, value, where))
+
+    local_optimizers = frozenset(
+        name
+        for name, cls in collector.classes.items()
+        if any(
+            (imports.qualified_name(base.value) or "").endswith("Optimizer") or dotted_name(base.value) == "Optimizer"
+            for base in cls.bases
+        )
+    )
+
+    def wraps(member: str) -> tuple[Wrap, ...]:
+        found = []
+        targets = {id(call): name for name, _, _, call in collector.assignments if call is not None}
+        for call, where in collector.calls:
+            if smp_member(imports, call.func) == member:
+                argument = call.args[0].value if call.args and not call.args[0].keyword else None
+                if argument is None:
+                    for arg in call.args:
+                        if arg.keyword is not None and arg.keyword.value in ("module", "optimizer", "opt"):
+                            argument = arg.value
+                found.append(Wrap(call, targets.get(id(call)), argument, where))
+        return tuple(found)
+
+    step_functions = set()
+    for name, function in collector.functions.items():
+        if any(is_step_decorator(imports, d.decorator) for d in function.decorators):
+            step_functions.add(name)
+    for name, _value, _, call in collector.assignments:
+        # `train_step = smp.step(f)` and `smp.step(non_split_inputs=[...])(f)`
+        if call is not None:
+            func = call.func
+            if smp_member(imports, func) == "step" and call.args and not call.args[0].keyword:
+                step_functions.add(name)
+            elif isinstance(func, cst.Call) and smp_member(imports, func.func) == "step":
+                step_functions.add(name)
+
+    init_calls = tuple(call for call, _ in collector.calls if smp_member(imports, call.func) == "init")
+    partial = FileFacts(
+        imports=imports,
+        statements=collector.statements,
+        assignments={k: tuple(v) for k, v in assignments.items()},
+        functions=collector.functions,
+        classes=collector.classes,
+        distributed_models=wraps("DistributedModel"),
+        distributed_optimizers=wraps("DistributedOptimizer"),
+        step_functions=frozenset(step_functions),
+        smp_init_calls=init_calls,
+        init_config={},
+        init_config_call=None,
+        evidence=tuple(_evidence(imports, collector)),
+        uses_hf_trainer=_uses_hf_trainer(imports, collector),
+        local_optimizer_classes=local_optimizers,
+        call_order={call: index for index, (call, _) in enumerate(collector.calls)},
+        estimator_calls=tuple(call for call, _ in collector.calls if (imports.qualified_name(call.func) or "") in ESTIMATORS),
+    )
+    for call in init_calls:
+        config = _keyword(call, "config", 0)
+        if config is not None:
+            value = partial.literal(config)
+            if isinstance(value, dict):
+                known = {k: v for k, v in value.items() if isinstance(k, str) and v is not UNKNOWN}
+                return replace(partial, init_config=known, init_config_call=call)
+    return partial

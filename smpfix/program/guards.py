@@ -1,0 +1,145 @@
+"""Recognising rank guards: conditions that let only some ranks run a block.
+
+``if smp.dp_rank() == 0:``, ``if not smp.rdp_rank():``, ``if rank == 0 and step % 100 == 0:``
+(``rank`` assigned once from a rank call), ``if is_main():`` (a helper whose body returns one
+such comparison), and ``if smp.dp_rank() != 0: return`` before the guarded statements.
+Shared by the checkpoint rules (catalog section 8, item 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.literals import literal_value
+from smpfix.program.facts import FileFacts, StatementRef
+
+
+@dataclass(frozen=True)
+class RankGuard:
+    """One rank test inside a condition.
+
+    ``node`` is what names the rank in the condition: the call ``smp.dp_rank()``, or the
+    name of a variable assigned from it, or the helper call ``is_main()``; ``call`` is the
+    library call itself wherever it is (inside the helper, or the variable's assignment).
+    """
+
+    function: str
+    node: cst.BaseExpression
+    call: Optional[cst.Call]
+    via_variable: bool = False
+    via_helper: Optional[cst.FunctionDef] = None
+
+
+def _rank_test(expr: cst.BaseExpression, facts: FileFacts, depth: int = 0) -> Optional[tuple[RankGuard, bool]]:
+    """(guard, True if the condition holds on rank 0 only) for one comparison-like test."""
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        found = _rank_value(expr.expression, facts, depth)
+        if found is not None:
+            return found, True
+        inner = _rank_test(expr.expression, facts, depth)
+        return (inner[0], not inner[1]) if inner is not None else None
+    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        target = expr.comparisons[0]
+        sides = [(expr.left, target.comparator), (target.comparator, expr.left)]
+        for rank_side, other in sides:
+            if literal_value(other) != 0 or literal_value(other) is False:
+                continue
+            found = _rank_value(rank_side, facts, depth)
+            if found is None:
+                continue
+            if isinstance(target.operator, (cst.Equal, cst.Is)):
+                return found, True
+            if isinstance(target.operator, (cst.NotEqual, cst.IsNot, cst.GreaterThan)):
+                return found, False
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and depth < 2:
+        helper = facts.functions.get(expr.func.value)
+        if helper is not None:
+            returned = _single_return(helper)
+            if returned is not None:
+                inner = _rank_test(returned, facts, depth + 1)
+                if inner is not None:
+                    guard, positive = inner
+                    return RankGuard(guard.function, expr, guard.call, guard.via_variable, helper), positive
+    return None
+
+
+def _rank_value(expr: cst.BaseExpression, facts: FileFacts, depth: int) -> Optional[RankGuard]:
+    if isinstance(expr, cst.Call) and not expr.args:
+        member = facts.smp_member(expr.func)
+        if member is not None and member.endswith("rank") and member in _RANKS:
+            return RankGuard(member, expr, expr)
+    if isinstance(expr, cst.Name):
+        assignment = facts.single_assignment(expr.value)
+        if assignment is not None and isinstance(assignment.value, cst.Call):
+            found = _rank_value(assignment.value, facts, depth)
+            if found is not None:
+                return RankGuard(found.function, expr, found.call, via_variable=True)
+    return None
+
+
+_RANKS = frozenset({"rank", "local_rank", "dp_rank", "rdp_rank", "mp_rank", "pp_rank", "tp_rank"})
+
+
+def _single_return(function: cst.FunctionDef) -> Optional[cst.BaseExpression]:
+    body = function.body
+    statements = body.body if isinstance(body, cst.IndentedBlock) else body.body
+    real = [s for s in statements if not _is_docstring(s)]
+    if len(real) != 1:
+        return None
+    only = real[0]
+    small = only.body[0] if isinstance(only, cst.SimpleStatementLine) and len(only.body) == 1 else only
+    if isinstance(small, cst.Return) and small.value is not None:
+        return small.value
+    return None
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def guards_of(test: cst.BaseExpression, facts: FileFacts) -> list[tuple[RankGuard, bool]]:
+    """Every rank test that must hold for ``test`` to be true (the conjuncts of an ``and``)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return guards_of(test.left, facts) + guards_of(test.right, facts)
+    found = _rank_test(test, facts)
+    return [found] if found is not None else []
+
+
+def rank_zero_guards(test: cst.BaseExpression, facts: FileFacts) -> list[RankGuard]:
+    """Rank tests in ``test`` that restrict the body to rank 0 of some group."""
+    return [guard for guard, positive in guards_of(test, facts) if positive]
+
+
+def early_exit_guard(statement: cst.CSTNode, facts: FileFacts) -> list[RankGuard]:
+    """For ``if smp.dp_rank() != 0: return`` (or ``continue``): the guards of what follows."""
+    if not isinstance(statement, cst.If) or statement.orelse is not None:
+        return []
+    body = statement.body.body
+    if len(body) != 1:
+        return []
+    only = body[0]
+    small = only.body[0] if isinstance(only, cst.SimpleStatementLine) and len(only.body) == 1 else None
+    if not isinstance(small, (cst.Return, cst.Continue)):
+        return []
+    test = statement.test
+    found = _rank_test(test, facts)
+    if found is not None and not found[1]:
+        return [found[0]]
+    return []
+
+
+def guarded_by_early_exit(ref: StatementRef, facts: FileFacts) -> Iterator[tuple[RankGuard, cst.If]]:
+    """Early-exit rank guards that precede ``ref`` in its block."""
+    body: Sequence[cst.CSTNode] = ref.block.body  # type: ignore[assignment]
+    for earlier in body[: ref.index]:
+        for guard in early_exit_guard(earlier, facts):
+            yield guard, earlier  # type: ignore[misc]

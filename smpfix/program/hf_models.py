@@ -1,0 +1,70 @@
+"""Recognising Hugging Face model construction: which ``from_pretrained`` loads weights.
+
+``AutoModelForCausalLM.from_pretrained("gpt2")`` builds a model *and loads its weights*;
+``AutoConfig.from_pretrained("gpt2")`` and ``AutoTokenizer.from_pretrained("gpt2")`` load
+no model weights at all. Rules about loading weights and about model size need to tell
+them apart, by the class the method is called on (the file may import it under any name,
+so the class is named through the imports when it can be, else as written).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument
+from smpfix.base.imports import dotted_name
+from smpfix.program.facts import FileFacts
+
+# Classes with a `from_pretrained` that loads something other than model weights.
+_NOT_MODELS = ("Config", "Tokenizer", "TokenizerFast", "Processor", "FeatureExtractor", "ImageProcessor")
+
+
+def class_name(facts: FileFacts, expr: cst.BaseExpression) -> Optional[str]:
+    """The last component of the class ``expr`` names (``GPT2Config`` for ``transformers.GPT2Config``)."""
+    name = facts.qualified_name(expr) or dotted_name(expr)
+    return name.rsplit(".", 1)[-1] if name else None
+
+
+def is_config_class(facts: FileFacts, expr: cst.BaseExpression) -> bool:
+    name = class_name(facts, expr)
+    return name is not None and name.endswith("Config")
+
+
+def pretrained_model_call(facts: FileFacts, expr: cst.BaseExpression) -> Optional[cst.Call]:
+    """The ``X.from_pretrained(...)`` call that builds ``expr``'s model with its weights.
+
+    Follows a method chain (``Model.from_pretrained(name).to(device)``); None for configs,
+    tokenizers and processors, and for anything that is not such a chain.
+    """
+    current: cst.BaseExpression = expr
+    while isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute):
+        if current.func.attr.value == "from_pretrained":
+            name = class_name(facts, current.func.value)
+            if name is None or name.endswith(_NOT_MODELS):
+                return None
+            return current
+        current = current.func.value
+    return None
+
+
+def checkpoint_name(facts: FileFacts, call: cst.Call) -> Optional[str]:
+    """The literal checkpoint name given to ``from_pretrained`` (``"EleutherAI/gpt-neox-20b"``)."""
+    found = argument(call, "pretrained_model_name_or_path", 0)
+    if found is None:
+        return None
+    value = facts.literal(found.value)
+    return value if isinstance(value, str) else None
+
+
+def config_checkpoint_name(facts: FileFacts, expr: cst.BaseExpression) -> Optional[str]:
+    """For ``AutoConfig.from_pretrained("name")``: the name; None for anything else."""
+    if (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "from_pretrained"
+        and is_config_class(facts, expr.func.value)
+    ):
+        return checkpoint_name(facts, expr)
+    return None

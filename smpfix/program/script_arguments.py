@@ -1,0 +1,155 @@
+"""What ``args.name`` holds when a script reads it from ``argparse``: the literal
+``add_argument(..., default=...)`` value, or the launcher's hyperparameter that overrides it.
+
+SageMaker passes every estimator hyperparameter to the script as ``--key value``, so a
+launcher's ``hyperparameters={"batch-size": 12}`` replaces the default of the argument whose
+option is ``--batch-size``. The value is known only when nothing can change it unseen: one
+``add_argument`` with that destination (in the script or the project modules it imports),
+no assignment to ``args.<name>`` anywhere in the script, and every launcher of the script
+either passes a literal for the key or is known not to pass it. Anything else is unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument
+from smpfix.base.literals import UNKNOWN
+from smpfix.job.linking import LinkedScript
+from smpfix.program.facts import FileFacts
+
+
+@dataclass(frozen=True)
+class CommandLineArgument:
+    """One ``add_argument`` call: where its value lands and what it defaults to."""
+
+    dest: str
+    options: tuple[str, ...]
+    default: Any
+    integer: bool
+
+
+@dataclass(frozen=True)
+class ArgumentValue:
+    """A resolved value and how it was found, in words for a message. ``default`` says it is
+    the argparse default, which a launcher smpfix does not know of could still override."""
+
+    value: Any
+    how: str
+    default: bool = False
+
+
+def command_line_arguments(files: Iterable[FileFacts]) -> dict[str, list[CommandLineArgument]]:
+    """Every literal ``add_argument(...)`` in ``files``, by destination."""
+    found: dict[str, list[CommandLineArgument]] = {}
+    for facts in files:
+        for call in facts.call_order:
+            parsed = _parse(call, facts)
+            if parsed is not None:
+                found.setdefault(parsed.dest, []).append(parsed)
+    return found
+
+
+def _parse(call: cst.Call, facts: FileFacts) -> Optional[CommandLineArgument]:
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument"):
+        return None
+    options = []
+    for arg in call.args:
+        if arg.keyword is not None or arg.star:
+            break
+        value = facts.literal(arg.value)
+        if not isinstance(value, str):
+            return None
+        options.append(value)
+    if not options:
+        return None
+    dest_arg = argument(call, "dest")
+    if dest_arg is not None:
+        dest = facts.literal(dest_arg.value)
+    else:
+        dest = _default_dest(options)
+    if not isinstance(dest, str):
+        return None
+    default_arg = argument(call, "default")
+    default = facts.literal(default_arg.value) if default_arg is not None else None
+    type_arg = argument(call, "type")
+    integer = type_arg is not None and isinstance(type_arg.value, cst.Name) and type_arg.value.value == "int"
+    return CommandLineArgument(dest, tuple(options), default, integer)
+
+
+def _default_dest(options: Sequence[str]) -> str:
+    """argparse's rule: the first long option, else the first short one, without dashes."""
+    if not options[0].startswith("-"):
+        return options[0]
+    long = [option for option in options if option.startswith("--")]
+    chosen = long[0] if long else options[0]
+    return chosen.lstrip("-").replace("-", "_")
+
+
+def assigned_attributes(facts: FileFacts) -> set[str]:
+    """Attribute names the script assigns (``args.batch_size = ...``): their values may change."""
+    names: set[str] = set()
+    for statement in facts.statements:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            targets: list[cst.BaseExpression] = []
+            if isinstance(small, cst.Assign):
+                targets = [target.target for target in small.targets]
+            elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
+                targets = [small.target]
+            names.update(target.attr.value for target in targets if isinstance(target, cst.Attribute))
+    return names
+
+
+def argument_value(
+    dest: str,
+    arguments: Mapping[str, Sequence[CommandLineArgument]],
+    launchers: Sequence[LinkedScript],
+) -> Optional[ArgumentValue]:
+    """The value ``args.<dest>`` has at run time, or None when it cannot be known."""
+    candidates = arguments.get(dest, ())
+    if len(candidates) != 1:
+        return None
+    found = candidates[0]
+    option = next((o for o in found.options if o.startswith("--")), found.options[0])
+    default = f"the argparse default of `{option}`"
+    passed = [_passed(found, link) for link in launchers]
+    if any(value is UNKNOWN for value in passed):
+        return None
+    given = [(value, link) for value, link in zip(passed, launchers) if value is not None]
+    if given:
+        if len(given) != len(launchers) or len({str(value) for value, _ in given}) != 1:
+            return None  # launchers disagree, or some use the default
+        value, link = given[0]
+        key = next(k for k in link.hyperparameters if f"--{k}" in found.options)
+        converted = _converted(value, found)
+        if converted is UNKNOWN:
+            return None
+        shown = f" ({found.default!r})" if found.default is not None and found.default is not UNKNOWN else ""
+        return ArgumentValue(converted, f"hyperparameter {key!r} from the {link.job.source}, which overrides {default}{shown}")
+    if found.default is None or found.default is UNKNOWN:
+        return None
+    return ArgumentValue(found.default, default, default=True)
+
+
+def _passed(found: CommandLineArgument, link: LinkedScript) -> Any:
+    """What ``link`` passes for ``found``: a value, None when it passes nothing, UNKNOWN when it cannot be told."""
+    for key, value in link.hyperparameters.items():
+        if f"--{key}" in found.options:
+            return value
+    return None if link.hyperparameters_complete else UNKNOWN
+
+
+def _converted(value: Any, found: CommandLineArgument) -> Any:
+    """The hyperparameter as the script sees it: argparse gets a string, ``type=int`` makes an int."""
+    if not found.integer:
+        return UNKNOWN
+    try:
+        return int(str(value))
+    except ValueError:
+        return UNKNOWN

@@ -1,0 +1,336 @@
+"""Does a data loader's output reach a step function?
+
+A ``DataLoader`` (or a ``tf.data`` dataset) matters to the microbatch rules only when its
+batches are handed to ``smp.step``: a loader built for evaluation, or one whose batches are
+filtered by the loop, is fine. This follows the value through the few shapes training
+scripts use, within one file:
+
+- ``for batch in loader:`` (also through ``enumerate``, ``zip``, ``iter`` and ``tqdm``) whose
+  body calls a step function, directly or through a local function, with data from the loop;
+- the loader bound to a name, passed to a local function (``train(model, loader)``), or
+  returned from one (``loader = make_loader(...)``), to a few levels;
+- for datasets, further dataset methods (``ds.batch(32).prefetch(2)``, ``ds2 = ds.map(f)``)
+  and Keras ``model.fit(ds)``.
+
+A loop that skips partial batches itself (``if x.size(0) % smp.num_microbatches(): continue``)
+does not count as feeding them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.call_binding import argument_parameter
+from smpfix.base.calls import names_in
+from smpfix.base.parents import ParentIndex, Scope
+from smpfix.base.walker import iter_nodes
+from smpfix.program.facts import FileFacts
+
+_WRAPPERS = frozenset({"enumerate", "zip", "iter"})
+_SIZE_ATTRIBUTES = frozenset({"size", "shape"})
+_MAX_DEPTH = 4
+
+
+def target_names(target: cst.BaseExpression) -> set[str]:
+    """Names bound by an assignment or loop target (``x``, ``(x, y)``, ``[x, *rest]``)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        found: set[str] = set()
+        for element in target.elements:
+            found |= target_names(element.value)
+        return found
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
+    return set()
+
+
+def _binding(node: cst.CSTNode) -> tuple[set[str], Optional[cst.BaseExpression]]:
+    """(names bound, expression they come from) for a node that binds names."""
+    if isinstance(node, cst.Assign):
+        names: set[str] = set()
+        for target in node.targets:
+            names |= target_names(target.target)
+        return names, node.value
+    if isinstance(node, (cst.AnnAssign, cst.AugAssign)) and node.value is not None:
+        return target_names(node.target), node.value
+    if isinstance(node, (cst.For, cst.CompFor)):
+        return target_names(node.target), node.iter
+    if isinstance(node, cst.NamedExpr):
+        return target_names(node.target), node.value
+    if isinstance(node, cst.WithItem) and node.asname is not None:
+        return target_names(node.asname.name), node.item  # type: ignore[arg-type]
+    return set(), None
+
+
+def _ends_with_skip(body: cst.BaseSuite) -> bool:
+    statements: Sequence[cst.CSTNode] = body.body
+    if not statements:
+        return False
+    last = statements[-1]
+    if isinstance(last, cst.SimpleStatementLine):
+        return isinstance(last.body[-1], (cst.Continue, cst.Break))
+    return isinstance(last, (cst.Continue, cst.Break))
+
+
+class StepFeeds:
+    """Answers ``feed_of(value)`` for one file; build it only when a rule has a candidate.
+
+    ``datasets=True`` follows ``tf.data`` semantics: a method called on the value yields the
+    same data (``.prefetch()``), and ``fit(value)`` trains on it.
+    """
+
+    def __init__(
+        self, facts: FileFacts, index: ParentIndex, *, datasets: bool = False, steps: Optional[frozenset[str]] = None
+    ) -> None:
+        self.facts = facts
+        self.index = index
+        self.datasets = datasets
+        # Which step functions count (default: all; SMP204 asks about the training steps only).
+        self.steps = facts.step_functions if steps is None else steps
+        self.loops: list[cst.For] = []
+        self.calls: list[cst.Call] = []
+        self.returns: list[cst.Return] = []
+        self.assigns: list[cst.Assign] = []
+        for node in index.nodes():
+            if isinstance(node, cst.For):
+                self.loops.append(node)
+            elif isinstance(node, cst.Call):
+                self.calls.append(node)
+            elif isinstance(node, cst.Return):
+                self.returns.append(node)
+            elif isinstance(node, cst.Assign):
+                self.assigns.append(node)
+
+    def feed_of(self, value: cst.BaseExpression) -> Optional[str]:
+        """How ``value``'s batches reach training (``"`train_step`"``), or None if they do not."""
+        return self._consumers(value, 0, set())
+
+    # -- following the value ----------------------------------------------------------------
+    def _consumers(self, node: cst.CSTNode, depth: int, seen: set[tuple[str, int]]) -> Optional[str]:
+        if depth > _MAX_DEPTH:
+            return None
+        top = self._climb(node)
+        parent = self.index.parent_of(top)
+        if isinstance(parent, cst.For) and parent.iter is top:
+            return self.loop_feed(parent)
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is top:
+            scope = self.index.scope_of(parent)
+            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+            for target in targets:
+                if isinstance(target, cst.Name):
+                    found = self._holder(target.value, scope, depth, seen)
+                    if found:
+                        return found
+            return None
+        if isinstance(parent, cst.Return):
+            function = self.index.scope_of(parent)
+            return self._callers(function, depth, seen) if isinstance(function, cst.FunctionDef) else None
+        if isinstance(parent, cst.Arg):
+            call = self.index.parent_of(parent)
+            if isinstance(call, cst.Call):
+                return self._passed(call, parent, depth, seen)
+        return None
+
+    def _climb(self, node: cst.CSTNode) -> cst.CSTNode:
+        """Up through iteration wrappers (``enumerate(x)``) and, for datasets, method chains."""
+        top = node
+        while True:
+            parent = self.index.parent_of(top)
+            if self.datasets and isinstance(parent, cst.Attribute) and parent.value is top:
+                call = self.index.parent_of(parent)
+                if isinstance(call, cst.Call) and call.func is parent:
+                    top = call
+                    continue
+            if isinstance(parent, cst.Arg) and parent.keyword is None and not parent.star:
+                call = self.index.parent_of(parent)
+                if isinstance(call, cst.Call) and self._is_wrapper(call):
+                    top = call
+                    continue
+            return top
+
+    def _is_wrapper(self, call: cst.Call) -> bool:
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in _WRAPPERS and func.value not in self.facts.imports.bindings:
+            return True
+        qualified = self.facts.qualified_name(func) or ""
+        return qualified.startswith("tqdm.") and qualified.rsplit(".", 1)[-1] == "tqdm"
+
+    def _iterated(self, expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+        if isinstance(expr, cst.Call) and self._is_wrapper(expr):
+            return [item for arg in expr.args if arg.keyword is None for item in self._iterated(arg.value)]
+        return [expr]
+
+    def _binds_locally(self, scope: Scope, name: str) -> bool:
+        if not isinstance(scope, cst.FunctionDef):
+            return False
+        params = scope.params
+        every = [*params.posonly_params, *params.params, *params.kwonly_params]
+        if any(p.name.value == name for p in every):
+            return True
+        return any(a.where is not None and a.where.scope is scope for a in self.facts.assignments.get(name, ()))
+
+    def _sees(self, node: cst.CSTNode, scope: Scope, name: str) -> bool:
+        """Does ``name`` at ``node`` mean the binding made in ``scope``?"""
+        here = self.index.scope_of(node)
+        return here is scope or (isinstance(scope, cst.Module) and not self._binds_locally(here, name))
+
+    def _holder(self, name: str, scope: Scope, depth: int, seen: set[tuple[str, int]]) -> Optional[str]:
+        key = (name, id(scope))
+        if key in seen or depth > _MAX_DEPTH:
+            return None
+        seen.add(key)
+        for loop in self.loops:
+            if self._sees(loop, scope, name) and any(
+                isinstance(item, cst.Name) and item.value == name for item in self._iterated(loop.iter)
+            ):
+                found = self.loop_feed(loop)
+                if found:
+                    return found
+        for call in self.calls:
+            for arg in call.args:
+                if isinstance(arg.value, cst.Name) and arg.value.value == name and self._sees(call, scope, name):
+                    if self._is_wrapper(call) and arg.keyword is None and not arg.star:
+                        found = self._consumers(call, depth + 1, seen)  # it = iter(loader); next(it)
+                    else:
+                        found = self._passed(call, arg, depth, seen)
+                    if found:
+                        return found
+        if isinstance(scope, cst.FunctionDef):
+            for statement in self.returns:
+                value = statement.value
+                if isinstance(value, cst.Name) and value.value == name and self.index.scope_of(statement) is scope:
+                    found = self._callers(scope, depth, seen)
+                    if found:
+                        return found
+        if self.datasets:
+            for assign in self.assigns:
+                if isinstance(assign.value, cst.Call) and self._chain_root(assign.value) == name and self._sees(assign, scope, name):
+                    for target in assign.targets:
+                        if isinstance(target.target, cst.Name):
+                            found = self._holder(target.target.value, self.index.scope_of(assign), depth, seen)
+                            if found:
+                                return found
+        return None
+
+    @staticmethod
+    def _chain_root(expr: cst.BaseExpression) -> Optional[str]:
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        return expr.value if isinstance(expr, cst.Name) else None
+
+    def _passed(self, call: cst.Call, arg: cst.Arg, depth: int, seen: set[tuple[str, int]]) -> Optional[str]:
+        func = call.func
+        if self.datasets and isinstance(func, cst.Attribute) and func.attr.value == "fit":
+            first = call.args[0] is arg and arg.keyword is None and not arg.star
+            if first or (arg.keyword is not None and arg.keyword.value == "x"):
+                return f"`{self.index.module.code_for_node(func)}`"
+        if isinstance(func, cst.Name) and func.value == "next" and func.value not in self.facts.imports.bindings:
+            return self._next_feed(call) if call.args[0] is arg else None
+        if isinstance(func, cst.Name):
+            function = self.facts.functions.get(func.value)
+            if function is not None:
+                parameter = argument_parameter(function, call, arg.value)
+                if parameter is not None:
+                    return self._holder(parameter, function, depth + 1, seen)
+        return None
+
+    def _callers(self, function: cst.FunctionDef, depth: int, seen: set[tuple[str, int]]) -> Optional[str]:
+        key = (f"<callers of {function.name.value}>", id(function))
+        if key in seen:
+            return None
+        seen.add(key)
+        for call in self.calls:
+            if isinstance(call.func, cst.Name) and self.facts.functions.get(call.func.value) is function:
+                found = self._consumers(call, depth + 1, seen)
+                if found:
+                    return found
+        return None
+
+    def _next_feed(self, call: cst.Call) -> Optional[str]:
+        """``batch = next(iterator)``: the batch is used in the loop (or function) that advances it."""
+        parent = self.index.parent_of(call)
+        if isinstance(parent, cst.Arg):
+            consumer = self.index.parent_of(parent)
+            step = self._step_name(consumer) if isinstance(consumer, cst.Call) else None
+            return f"`{step}`" if step is not None else None
+        if not isinstance(parent, cst.Assign) or parent.value is not call:
+            return None
+        data: set[str] = set()
+        for target in parent.targets:
+            data |= target_names(target.target)
+        holder = next((a for a in self.index.ancestors(call) if isinstance(a, (cst.For, cst.While))), None)
+        body = holder.body if holder is not None else self.index.scope_of(call)
+        return self._feed_in(iter_nodes(body), data)
+
+    # -- the loop ---------------------------------------------------------------------------
+    def loop_feed(self, loop: cst.For) -> Optional[str]:
+        """The step function the loop body hands loop data to, unless it skips partial batches."""
+        return self._feed_in(iter_nodes(loop.body), target_names(loop.target))
+
+    def _feed_in(self, body: Sequence[cst.CSTNode], data: set[str]) -> Optional[str]:
+        """The step function ``body`` hands ``data`` (or values computed from it) to."""
+        bindings = [found for node in body if (found := _binding(node))[1] is not None]
+        for _ in range(5):
+            grown = False
+            for names, value in bindings:
+                if names - data and names_in(value) & data:  # type: ignore[arg-type]
+                    data |= names
+                    grown = True
+            if not grown:
+                break
+        if self._skips_partial_batches(body, data):
+            return None
+        for node in body:
+            if not isinstance(node, cst.Call) or not any(names_in(arg.value) & data for arg in node.args):
+                continue
+            step = self._step_name(node)
+            if step is not None:
+                return f"`{step}`"
+            through = self._through_helper(node)
+            if through is not None:
+                return through
+        return None
+
+    def _step_name(self, call: cst.Call) -> Optional[str]:
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in self.steps:
+            return func.value
+        if isinstance(func, cst.Attribute) and func.attr.value in self.steps:
+            return func.attr.value
+        return None
+
+    def _through_helper(self, call: cst.Call) -> Optional[str]:
+        if not isinstance(call.func, cst.Name):
+            return None
+        helper = self.facts.functions.get(call.func.value)
+        if helper is None:
+            return None
+        for node in iter_nodes(helper.body):
+            if isinstance(node, cst.Call):
+                step = self._step_name(node)
+                if step is not None:
+                    return f"`{step}` (through `{helper.name.value}`)"
+        return None
+
+    @staticmethod
+    def _skips_partial_batches(body: Sequence[cst.CSTNode], data: set[str]) -> bool:
+        """``if x.size(0) % smp.num_microbatches(): continue`` and similar size checks."""
+        for node in body:
+            if not isinstance(node, cst.If) or not _ends_with_skip(node.body):
+                continue
+            test = iter_nodes(node.test)
+            if any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) for n in test):
+                return True
+            sizes = any(
+                (isinstance(n, cst.Attribute) and n.attr.value in _SIZE_ATTRIBUTES)
+                or (isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "len")
+                for n in test
+            )
+            if sizes and names_in(node.test) & data:
+                return True
+        return False
+

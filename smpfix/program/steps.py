@@ -1,0 +1,133 @@
+"""Step functions: which function bodies run once per microbatch, and who calls them.
+
+``facts.step_functions`` holds the names callers use; the rules about the step body also need
+the ``def`` that runs (for ``train_step = smp.step(f)`` that is ``f``), the ``smp.step(...)``
+call that carries ``non_split_inputs``, the calls of the step, and the shape of what it
+returns. This module answers those once, in the same way for every rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.walker import Ancestry, children, iter_nodes
+from smpfix.program.facts import FileFacts, is_step_decorator
+
+
+@dataclass(frozen=True)
+class StepFunction:
+    """One ``smp.step`` function.
+
+    ``name`` is what callers write; ``function`` is the body that runs once per microbatch
+    (None when the wrapped function is not defined in this file); ``options`` is the
+    ``smp.step(...)`` call whose keywords configure splitting (None for a bare ``@smp.step``).
+    """
+
+    name: str
+    function: Optional[cst.FunctionDef]
+    options: Optional[cst.Call]
+
+
+def step_functions(facts: FileFacts) -> tuple[StepFunction, ...]:
+    """Every step function of the file: decorated ``def``s and ``name = smp.step(...)(f)``."""
+    found: list[StepFunction] = []
+    for name, function in facts.functions.items():
+        for decorator in function.decorators:
+            if is_step_decorator(facts.imports, decorator.decorator):
+                options = decorator.decorator if isinstance(decorator.decorator, cst.Call) else None
+                found.append(StepFunction(name, function, options))
+                break
+    for name, assignments in facts.assignments.items():
+        for assignment in assignments:
+            value = assignment.value
+            if not isinstance(value, cst.Call):
+                continue
+            if facts.smp_member(value.func) == "step" and value.args and not value.args[0].keyword:
+                # `train_step = smp.step(f)` or `smp.step(f, non_split_inputs=[...])`
+                wrapped = value.args[0].value
+                options = value if len(value.args) > 1 else None
+            elif isinstance(value.func, cst.Call) and facts.smp_member(value.func.func) == "step" and value.args:
+                # `train_step = smp.step(non_split_inputs=[...])(f)`
+                wrapped = value.args[0].value
+                options = value.func
+            else:
+                continue
+            defined = facts.functions.get(wrapped.value) if isinstance(wrapped, cst.Name) else None
+            found.append(StepFunction(name, defined, options))
+    return tuple(found)
+
+
+def step_bodies(steps: Sequence[StepFunction]) -> frozenset[cst.FunctionDef]:
+    return frozenset(step.function for step in steps if step.function is not None)
+
+
+def enclosing_step(ancestry: Ancestry, bodies: frozenset[cst.FunctionDef]) -> Optional[cst.FunctionDef]:
+    """The step body the node being visited sits in, lexically (nested ``def``s count)."""
+    if not bodies:
+        return None
+    for node in reversed(ancestry.stack):
+        if node in bodies:  # only FunctionDefs are in ``bodies``
+            return node  # type: ignore[return-value]
+    return None
+
+
+def calls_by_name(facts: FileFacts) -> Mapping[str, tuple[cst.Call, ...]]:
+    """Calls of plain names (``train_step(...)``, ``evaluate(...)``), grouped by the name."""
+    grouped: dict[str, list[cst.Call]] = {}
+    for call in facts.call_order:
+        if isinstance(call.func, cst.Name):
+            grouped.setdefault(call.func.value, []).append(call)
+    return {name: tuple(calls) for name, calls in grouped.items()}
+
+
+def returns_container(function: cst.FunctionDef) -> bool:
+    """Whether every ``return`` of ``function`` gives a tuple, list or dict display.
+
+    The library turns each tensor *inside* such a container into a ``StepOutput``, so the
+    call's result is a plain container and ``out[0]``/``out["loss"]`` are the StepOutputs;
+    a function returning one tensor gives a ``StepOutput`` whose ``[i]`` is a microbatch.
+    """
+    values = [node.value for node in _own_nodes(function) if isinstance(node, cst.Return)]
+    return bool(values) and all(isinstance(value, (cst.Tuple, cst.List, cst.Dict)) for value in values)
+
+
+def _own_nodes(function: cst.FunctionDef) -> list[cst.CSTNode]:
+    """The nodes of ``function``'s body without those of nested functions and classes."""
+    out: list[cst.CSTNode] = []
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(children(node))
+    return out
+
+
+def positional_parameters(function: cst.FunctionDef) -> tuple[str, ...]:
+    """Parameters that can be passed by position (``inspect.getfullargspec(f).args``)."""
+    params = function.params
+    return tuple(param.name.value for param in (*params.posonly_params, *params.params))
+
+
+def body_statements(function: cst.FunctionDef) -> Sequence[cst.BaseStatement]:
+    body = function.body
+    if isinstance(body, cst.IndentedBlock):
+        return body.body
+    return ()
+
+
+def contains_name_call(node: cst.CSTNode, names: frozenset[str]) -> bool:
+    """Whether ``node`` calls one of ``names`` (``model(x)``) or a method on it (``model.backward``)."""
+    for inner in iter_nodes(node):
+        if isinstance(inner, cst.Call):
+            func = inner.func
+            if isinstance(func, cst.Attribute):
+                func = func.value
+            if isinstance(func, cst.Name) and func.value in names:
+                return True
+    return False

@@ -1,0 +1,126 @@
+"""SMP301: a checkpoint block guarded by ``dp_rank() == 0`` hangs under tensor parallelism."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.edits import NodeEdit, ReplaceNode
+from smpfix.base.findings import Applicability
+from smpfix.base.walker import iter_nodes
+from smpfix.program.codegen import smp_reference
+from smpfix.program.guards import RankGuard, early_exit_guard, rank_zero_guards
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+
+_SMP_CHECKPOINT_CALLS = frozenset({"save", "load"})
+_MODEL_STATE_METHODS = frozenset({"state_dict", "local_state_dict", "load_state_dict", "local_optimizer_state_dict"})
+
+
+class CheckpointGuardUsesDpRank(Rule):
+    code = "SMP301"
+    name = "checkpoint-guard-uses-dp-rank"
+    summary = "Checkpoint code guarded by `smp.dp_rank() == 0` hangs under tensor parallelism; guard with `smp.rdp_rank()`."
+    fix_availability = FixAvailability.SAFE
+    depends_on = ("TP",)
+
+    @classmethod
+    def applies_to(cls, facts) -> bool:  # type: ignore[no-untyped-def]
+        return facts.imports_smp_torch
+
+    def visit_If(self, node: cst.If) -> None:
+        guards = [g for g in rank_zero_guards(node.test, self.facts) if g.function == "dp_rank"]
+        if guards and self._has_checkpoint_call(node.body):
+            self._flag(guards[0], node.test)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._check_early_exits(node.body)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._check_early_exits(node.body)
+
+    def _check_early_exits(self, body: Sequence[cst.BaseStatement]) -> None:
+        for index, statement in enumerate(body):
+            guards = [g for g in early_exit_guard(statement, self.facts) if g.function == "dp_rank"]
+            if guards and any(self._has_checkpoint_call(rest) for rest in body[index + 1 :]):
+                self._flag(guards[0], statement.test)  # type: ignore[attr-defined]
+
+    def _has_checkpoint_call(self, body: cst.CSTNode) -> bool:
+        for node in iter_nodes(body):
+            if not isinstance(node, cst.Call):
+                continue
+            if self.facts.smp_member(node.func) in _SMP_CHECKPOINT_CALLS:
+                return True
+            member = self.facts.smp_member(node.func) or ""
+            if member.startswith("nn.huggingface.") and ".translate_" in f".{member.rsplit('.', 1)[-1]}":
+                return True
+            if self._is_state_call(node):
+                return True
+            if self.facts.qualified_name(node.func) == "torch.save" and self._saves_model_state(node):
+                return True
+        return False
+
+    def _wrapped_names(self) -> frozenset[str]:
+        return self.facts.distributed_model_names() | self.facts.optimizer_names()
+
+    def _is_state_call(self, call: cst.Call) -> bool:
+        """``model.state_dict()`` and friends on the wrapped model or optimizer.
+
+        A file that wraps nothing itself (a helper module handed the model) counts any
+        receiver, since it cannot tell the wrapped model from others.
+        """
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in _MODEL_STATE_METHODS:
+            return False
+        if self.facts.qualified_name(func) is not None:
+            return False
+        wrapped = self._wrapped_names()
+        if not wrapped:
+            return True
+        root = func.value
+        while isinstance(root, (cst.Attribute, cst.Call, cst.Subscript)):
+            root = root.func if isinstance(root, cst.Call) else root.value
+        return isinstance(root, cst.Name) and root.value in wrapped
+
+    def _saves_model_state(self, call: cst.Call) -> bool:
+        wrapped = self._wrapped_names()
+        return any(isinstance(node, cst.Name) and node.value in wrapped for node in iter_nodes(call))
+
+    def _fix(self, guard: RankGuard) -> Optional[PendingFix]:
+        """Rewrite the rank call the guard tests, wherever it is; only that call changes."""
+        edits: list[NodeEdit] = []
+        if guard.via_variable:
+            reference = smp_reference(self.facts, self.context.module, "rdp_rank")
+            if reference is None or guard.via_helper is not None:
+                return None
+            edits.extend(reference.edits)
+            edits.append(ReplaceNode(guard.node, f"{reference.text}()"))
+        elif guard.call is not None and isinstance(guard.call.func, cst.Attribute):
+            edits.append(ReplaceNode(guard.call.func.attr, "rdp_rank"))
+        elif guard.call is not None:
+            reference = smp_reference(self.facts, self.context.module, "rdp_rank")
+            if reference is None:
+                return None
+            edits.extend(reference.edits)
+            edits.append(ReplaceNode(guard.call.func, reference.text))
+        else:
+            return None
+        return PendingFix(Applicability.SAFE, "Guard with `rdp_rank()` instead of `dp_rank()`", tuple(edits))
+
+    def _flag(self, guard: RankGuard, test: cst.BaseExpression) -> None:
+        tp = self.feature("TP")
+        severity = self.severity_when(tp)
+        if severity is None:
+            return
+        spelled = self.context.code_for(test)
+        why = (
+            "tensor-parallel peers have different `dp_rank()` values, so only one of them enters this "
+            "block and the `state_dict()` gather or partial save inside waits for the others: the job hangs"
+        )
+        if tp.state.value == "on":
+            head = f"Checkpoint code is guarded by `{spelled}`, but {tp.condition()}: {why}."
+        else:
+            head = f"Checkpoint code is guarded by `{spelled}`; {tp.condition()}, {why}."
+        message = f"{head} Guard it with `rdp_rank() == 0`, which equals `dp_rank()` when tensor parallelism is off."
+        self.report(test, message, severity=severity, fix=self._fix(guard), job_facts=(tp,))

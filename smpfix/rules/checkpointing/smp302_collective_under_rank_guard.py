@@ -1,0 +1,311 @@
+"""SMP302: a collective that only some ranks reach, because a rank guard lets only them in."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument, called_name
+from smpfix.base.edits import (
+    DeleteStatementLines,
+    InsertStatementAfter,
+    NodeEdit,
+    ReplaceNode,
+    UnwrapIf,
+)
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.walker import iter_nodes
+from smpfix.job.jobfacts import Tri
+from smpfix.program.data_ranks import callee
+from smpfix.program.guards import RankGuard, guarded_by_early_exit, guards_of
+from smpfix.program.rank_groups import GROUP_WORDS, Cut, cut, group_constant
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+
+_CHECKPOINT = frozenset({"save_checkpoint", "resume_from_checkpoint"})
+_GROUP_BARRIERS = {
+    "dp_barrier": "DP_GROUP",
+    "mp_barrier": "MP_GROUP",
+    "pp_barrier": "PP_GROUP",
+    "tp_barrier": "TP_GROUP",
+    "rdp_barrier": "RDP_GROUP",
+}
+# Methods of the wrapped model/optimizer that gather inside the model-parallel group.
+_GATHERING_METHODS = frozenset({"state_dict", "cpu"})
+_NAMES = _CHECKPOINT | _GATHERING_METHODS | set(_GROUP_BARRIERS) | {"barrier", "allgather"}
+
+
+@dataclass(frozen=True)
+class Collective:
+    """A call every rank of ``group`` must make; ``inner`` is the one a local function reaches."""
+
+    call: cst.Call
+    kind: str
+    group: str
+    inner: Optional[Collective] = None
+
+
+@dataclass(frozen=True)
+class PathGuard:
+    """A rank test on the way to a call: in an ``if`` body, its ``else``, or after an early exit."""
+
+    guard: RankGuard
+    statement: cst.If
+    branch: str
+
+
+class CollectiveUnderRankGuard(Rule):
+    code = "SMP302"
+    name = "collective-under-rank-guard"
+    summary = (
+        "A collective (`smp.save_checkpoint`, `smp.barrier`, a full `state_dict()`, a step function, ...) "
+        "reached only under a rank guard deadlocks the ranks left out."
+    )
+    fix_availability = FixAvailability.SOMETIMES_SAFE
+    depends_on = ("TP", "PP")
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self.wrapped = self.facts.distributed_model_names() | self.facts.optimizer_names()
+        # Filled during the walk, completed at the end: which local functions make a
+        # collective call (directly, or through the local functions they call).
+        self.functions: dict[str, Collective] = {}
+        self.callees: dict[str, set[str]] = {}
+        self.local_calls: list[tuple[cst.Call, tuple[cst.CSTNode, ...]]] = []
+
+    # -- what is a collective -------------------------------------------------------------------
+    def _collective(self, call: cst.Call) -> Optional[Collective]:
+        name = called_name(call, self.facts.imports.bindings)
+        if name not in _NAMES and name not in self.facts.step_functions and name not in self.functions:
+            return None
+        member = self.facts.smp_member(call.func)
+        if member in _CHECKPOINT:
+            return Collective(call, "checkpoint", "WORLD")
+        if member == "barrier":
+            group = self._group(call, 0, default="WORLD")
+            return Collective(call, "barrier", group) if group is not None else None
+        if member in _GROUP_BARRIERS:
+            return Collective(call, "barrier", _GROUP_BARRIERS[member])
+        if member == "allgather":
+            group = self._group(call, 1, default=None)
+            return Collective(call, "allgather", group) if group is not None else None
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in _GATHERING_METHODS
+            and isinstance(func.value, cst.Name)
+            and func.value.value in self.wrapped
+        ):
+            return Collective(call, func.attr.value, "MP_GROUP")
+        if isinstance(func, cst.Name):
+            if func.value in self.facts.step_functions:
+                return Collective(call, "step", "WORLD")
+            inner = self.functions.get(func.value)
+            if inner is not None:
+                return Collective(call, "function", inner.group, inner)
+        return None
+
+    def _group(self, call: cst.Call, position: int, default: Optional[str]) -> Optional[str]:
+        arg = argument(call, "group", position)
+        if arg is None:
+            return default
+        return group_constant(self.facts.smp_member(arg.value))
+
+    # -- where it runs ----------------------------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value in self.facts.functions and func.value not in self.facts.step_functions:
+            # A local function: whether it reaches a collective is known at the end of the file.
+            caller = self._enclosing_function()
+            if caller is not None and caller != func.value:
+                self.callees.setdefault(caller, set()).add(func.value)
+            # Guards are worked out at the end, only for functions that turn out to matter.
+            self.local_calls.append((node, tuple(self.ancestry.stack)))
+            return
+        collective = self._collective(node)
+        if collective is None:
+            return
+        caller = self._enclosing_function()
+        if caller is not None:
+            self.functions.setdefault(caller, collective)
+        self._check(collective, self._path_guards(self.ancestry.stack))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        for _ in range(len(self.callees)):
+            grew = False
+            for caller, called in self.callees.items():
+                if caller in self.functions:
+                    continue
+                reached = next((self.functions[name] for name in sorted(called) if name in self.functions), None)
+                if reached is not None:
+                    self.functions[caller] = reached
+                    grew = True
+            if not grew:
+                break
+        for call, stack in self.local_calls:
+            collective = self._collective(call)
+            if collective is not None:
+                self._check(collective, self._path_guards(stack))
+
+    def _enclosing_function(self) -> Optional[str]:
+        function = self.ancestry.nearest(cst.FunctionDef)
+        return function.name.value if isinstance(function, cst.FunctionDef) else None
+
+    def _check(self, collective: Collective, path: list[PathGuard]) -> None:
+        guards = [g for g in path if not self._owned_by_smp301(collective, g)]
+        guards = [g for g in guards if not self._matched_in_other_branch(collective, g)]
+        if not guards:
+            return
+        found = cut([g.guard.function for g in guards], collective.group, self.job)
+        if found is None:
+            return
+        self._flag(collective, guards, found)
+
+    def _path_guards(self, stack: Sequence[cst.CSTNode]) -> list[PathGuard]:
+        """The rank guards on the way from the enclosing function to the last node of ``stack``."""
+        found: list[PathGuard] = []
+        for index in range(len(stack) - 2, -1, -1):
+            node, child = stack[index], stack[index + 1]
+            if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                break
+            if isinstance(node, cst.If):
+                if child is node.body:
+                    found.extend(PathGuard(guard, node, "body") for guard, _ in guards_of(node.test, self.facts))
+                elif child is node.orelse and not isinstance(node.test, cst.BooleanOperation):
+                    found.extend(PathGuard(guard, node, "else") for guard, _ in guards_of(node.test, self.facts))
+            ref = self.facts.statements.get(node)
+            if ref is not None:
+                found.extend(PathGuard(guard, exit_if, "after") for guard, exit_if in guarded_by_early_exit(ref, self.facts))
+        return found
+
+    def _owned_by_smp301(self, collective: Collective, guard: PathGuard) -> bool:
+        """A full ``state_dict()`` under ``dp_rank() == 0``: SMP301 reports it (fine without TP)."""
+        if collective.kind != "state_dict" or guard.guard.function != "dp_rank" or guard.branch == "else":
+            return False
+        return self.feature("TP").state is not Tri.OFF
+
+    def _matched_in_other_branch(self, collective: Collective, guard: PathGuard) -> bool:
+        """``if rank == 0: smp.barrier() else: smp.barrier()`` reaches the collective everywhere."""
+        if guard.branch == "after" or guard.statement.orelse is None:
+            return False
+        other = guard.statement.orelse if guard.branch == "body" else guard.statement.body
+        for node in iter_nodes(other):
+            if isinstance(node, cst.Call):
+                found = self._collective(node)
+                if found is not None and found.kind == collective.kind and found.group == collective.group:
+                    return True
+        return False
+
+    # -- reporting --------------------------------------------------------------------------------
+    def _what(self, collective: Collective) -> str:
+        call = collective.call
+        name = f"`{callee(call, self.context.module)}(...)`"
+        kind = collective.kind
+        if kind == "checkpoint" and self.facts.smp_member(call.func) == "resume_from_checkpoint":
+            return (
+                f"{name} is a collective: every rank must call it (each loads its own partition, and the ranks "
+                "wait for each other at barriers)"
+            )
+        if kind == "checkpoint":
+            return (
+                f"{name} is a collective: every rank must call it (it gathers the checkpoint tag from all ranks "
+                "and waits at barriers), and it picks the ranks that write by itself"
+            )
+        if kind == "barrier":
+            return f"{name} waits for {GROUP_WORDS[collective.group]}"
+        if kind == "allgather":
+            return f"{name} gathers from {GROUP_WORDS[collective.group]}"
+        if kind in _GATHERING_METHODS:
+            return (
+                f"{name} on the wrapped object gathers its partitions from the tensor- and pipeline-parallel peers "
+                "of the model replica"
+            )
+        if kind == "step":
+            return f"{name} is an `smp.step` function: it runs the pipeline and the gradient allreduce with the other ranks"
+        assert collective.inner is not None
+        inner = collective.inner
+        while inner.inner is not None:
+            inner = inner.inner
+        return f"{name} reaches `{callee(inner.call, self.context.module)}(...)`, a collective over {GROUP_WORDS[inner.group]}"
+
+    def _where(self, guard: PathGuard) -> str:
+        test = self.context.code_for(guard.statement.test)
+        if guard.branch == "body":
+            return f"`{test}`"
+        if guard.branch == "else":
+            return f"`{test}` is false (the `else` branch)"
+        return f"`{test}` is false (past the early exit)"
+
+    def _flag(self, collective: Collective, guards: Sequence[PathGuard], found: Cut) -> None:
+        where = " and ".join(dict.fromkeys(self._where(g) for g in guards))
+        condition = found.condition()
+        consequence = "the ranks the guard leaves out never reach it, so the ranks inside wait for them and the job hangs"
+        if condition:
+            consequence += f" ({condition})"
+        if collective.kind in _GATHERING_METHODS:
+            advice = "Call it where `rdp_rank() == 0` (every rank of one model replica), or on every rank."
+        else:
+            advice = "Call it on every rank, outside the guard."
+        message = f"{self._what(collective)}, but here it only runs where {where}: {consequence}. {advice}"
+        if collective.kind == "checkpoint":
+            severity = Severity.ERROR
+        else:
+            severity = Severity.ERROR if found.definite else Severity.WARNING
+        fix = self._fix(collective, guards) if collective.kind == "checkpoint" else None
+        self.report(collective.call, message, severity=severity, fix=fix, job_facts=found.states)
+
+    # -- the fix ----------------------------------------------------------------------------------
+    def _fix(self, collective: Collective, guards: Sequence[PathGuard]) -> Optional[PendingFix]:
+        """Unwrap the only guard around a lone checkpoint call; otherwise an unsafe rewrite.
+
+        Safe: the ``if`` has no ``else``, tests nothing but ranks, and its body is just the
+        call. Unsafe: the test also checks something else (only the rank tests go), or the
+        body does more (the call moves after the ``if``).
+        """
+        statements = {id(g.statement) for g in guards}
+        if len(statements) != 1 or guards[0].branch != "body":
+            return None
+        guard_if = guards[0].statement
+        if guard_if.orelse is not None or self.facts.statements.get(guard_if) is None:
+            return None
+        line = self._statement_of(collective.call, guard_if.body)
+        if line is None or _has_multiline_string(line):
+            return None
+        conjuncts = _conjuncts(guard_if.test)
+        rest = [c for c in conjuncts if not guards_of(c, self.facts)]
+        if len(guard_if.body.body) == 1:
+            if not rest:
+                return PendingFix(Applicability.SAFE, "Call it on every rank (remove the rank guard)", (UnwrapIf(guard_if),))
+            test = " and ".join(self.context.code_for(c) for c in rest)
+            edits: tuple[NodeEdit, ...] = (ReplaceNode(guard_if.test, test),)
+            return PendingFix(Applicability.UNSAFE, "Drop the rank test from the guard", edits)
+        if not isinstance(line, cst.SimpleStatementLine):
+            return None
+        moved = (DeleteStatementLines(line), InsertStatementAfter(guard_if, line, self.context.module))
+        return PendingFix(Applicability.UNSAFE, "Move the call out of the rank guard, after it", moved)
+
+    @staticmethod
+    def _statement_of(call: cst.Call, body: cst.BaseSuite) -> Optional[cst.CSTNode]:
+        """The body statement that is exactly ``call`` (or ``x = call``)."""
+        if isinstance(body, cst.SimpleStatementSuite):
+            only = body.body[0] if len(body.body) == 1 else None
+            return only if isinstance(only, (cst.Expr, cst.Assign)) and only.value is call else None
+        for statement in body.body:
+            if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+                small = statement.body[0]
+                if isinstance(small, (cst.Expr, cst.Assign)) and small.value is call:
+                    return statement
+        return None
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]
+
+
+def _has_multiline_string(node: cst.CSTNode) -> bool:
+    strings = (cst.SimpleString, cst.FormattedString)
+    return any(isinstance(n, strings) and "\n" in cst.Module(body=[]).code_for_node(n) for n in iter_nodes(node))

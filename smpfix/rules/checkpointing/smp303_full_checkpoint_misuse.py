@@ -1,0 +1,150 @@
+"""SMP303: full checkpoints that silently lose state (the optimizer, or all but one partition)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument, called_name
+from smpfix.base.edits import ReplaceNode
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.walker import iter_nodes
+from smpfix.job.jobfacts import FeatureState, Tri
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+
+# smp.save_checkpoint(path, tag, partial=True, model=None, optimizer=None, ...)
+_CHECKPOINT_PARTIAL, _CHECKPOINT_OPTIMIZER = 2, 4
+# smp.save(obj, f, partial=True, ...)
+_SAVE_OBJECT, _SAVE_PARTIAL = 0, 2
+
+
+def _any_on(states: Sequence[FeatureState]) -> tuple[Tri, tuple[FeatureState, ...]]:
+    """ON if one is on, OFF if all are off, else UNKNOWN; with the states that decide it."""
+    on = tuple(s for s in states if s.state is Tri.ON)
+    if on:
+        return Tri.ON, on
+    unknown = tuple(s for s in states if s.state is Tri.UNKNOWN)
+    return (Tri.UNKNOWN, unknown) if unknown else (Tri.OFF, ())
+
+
+def _words(state: Tri, states: Sequence[FeatureState]) -> str:
+    """"because tensor parallelism is enabled (...)" or "if A, B or C is enabled"."""
+    if state is Tri.ON:
+        return "because " + " and ".join(s.condition() for s in states)
+    titles = [s.feature.title for s in states]
+    listed = titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " or " + titles[-1]
+    return f"if {listed} is enabled"
+
+
+class FullCheckpointMisuse(Rule):
+    code = "SMP303"
+    name = "full-checkpoint-misuse"
+    summary = (
+        "A full checkpoint that drops state: `smp.save_checkpoint(partial=False, optimizer=...)`, a full "
+        "`optimizer.state_dict()` under TP/OSS/SDP, or `local_state_dict()` saved with `smp.save(..., partial=False)`."
+    )
+    fix_availability = FixAvailability.UNSAFE
+    depends_on = ("TP", "OSS", "SDP", "PP")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if called_name(node, self.facts.imports.bindings) not in ("save_checkpoint", "save", "state_dict"):
+            return
+        member = self.facts.smp_member(node.func)
+        if member == "save_checkpoint":
+            self._check_save_checkpoint(node)
+        elif member == "save":
+            self._check_save(node)
+        elif self._is_optimizer_state_dict(node):
+            self._check_optimizer_state_dict(node)
+
+    # -- smp.save_checkpoint(..., partial=False, optimizer=...) ---------------------------------
+    def _check_save_checkpoint(self, call: cst.Call) -> None:
+        partial = argument(call, "partial", _CHECKPOINT_PARTIAL)
+        optimizer = argument(call, "optimizer", _CHECKPOINT_OPTIMIZER)
+        if partial is None or optimizer is None:
+            return
+        if self.facts.literal(partial.value) is not False or self.facts.literal(optimizer.value) is None:
+            return
+        message = (
+            f"`{self.context.code_for(call.func)}(..., partial=False, optimizer=...)` writes a full checkpoint, "
+            "and a full checkpoint never holds the optimizer: the library skips it with only a warning, so a "
+            "job resumed from it starts over with a fresh optimizer state. Save with `partial=True` to resume "
+            "training; keep `partial=False` (without `optimizer`) for a final model export."
+        )
+        self.report(call, message, severity=Severity.ERROR, fix=self._partial_fix(partial))
+
+    # -- smp.save(<local_state_dict()>, path, partial=False) ------------------------------------
+    def _check_save(self, call: cst.Call) -> None:
+        partial = argument(call, "partial", _SAVE_PARTIAL)
+        saved = argument(call, "obj", _SAVE_OBJECT)
+        if partial is None or saved is None or self.facts.literal(partial.value) is not False:
+            return
+        local = self._local_state_calls(saved.value)
+        if not local:
+            return
+        features = ["PP", "TP", "SDP"]
+        if any(self._receiver(c) in self.facts.optimizer_names() for c in local):
+            features.append("OSS")
+        state, states = _any_on([self.feature(key) for key in features])
+        if state is Tri.OFF:
+            return
+        spelled = self.context.code_for(local[0].func)
+        when = _words(state, states)
+        message = (
+            f"`{spelled}()` holds only this rank's partition {when}, but `{self.context.code_for(call.func)}(..., partial=False)` writes it to the one path every "
+            "rank shares: the ranks overwrite each other and the file keeps a single partition. Save local state "
+            "with `partial=True` (one file per partition), and load it with `partial=True`."
+        )
+        severity = Severity.ERROR if state is Tri.ON else Severity.WARNING
+        self.report(call, message, severity=severity, fix=self._partial_fix(partial), job_facts=states)
+
+    def _local_state_calls(self, expr: cst.BaseExpression, depth: int = 0) -> list[cst.Call]:
+        """``x.local_state_dict()`` calls in ``expr``, also through names the file assigns."""
+        found: list[cst.Call] = []
+        for node in iter_nodes(expr):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "local_state_dict":
+                found.append(node)
+            elif isinstance(node, cst.Name) and depth < 2:
+                for assignment in self.facts.assignments.get(node.value, ()):
+                    if assignment.value is not node:
+                        found.extend(self._local_state_calls(assignment.value, depth + 1))
+        return found
+
+    @staticmethod
+    def _receiver(call: cst.Call) -> Optional[str]:
+        func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            return func.value.value
+        return None
+
+    # -- optimizer.state_dict() on the DistributedOptimizer --------------------------------------
+    def _is_optimizer_state_dict(self, call: cst.Call) -> bool:
+        func = call.func
+        return (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "state_dict"
+            and isinstance(func.value, cst.Name)
+            and func.value.value in self.facts.optimizer_names()
+        )
+
+    def _check_optimizer_state_dict(self, call: cst.Call) -> None:
+        state, states = _any_on([self.feature(key) for key in ("TP", "OSS", "SDP")])
+        if state is Tri.OFF:
+            return
+        name = self._receiver(call)
+        when = _words(state, states)
+        message = (
+            f"`{name}.state_dict()` asks the `smp.DistributedOptimizer` for the full optimizer state, which the "
+            f"library does not support {when}: "
+            "the optimizer state is split across ranks and cannot be saved whole. Save it with "
+            f"`smp.save_checkpoint(path, tag, partial=True, optimizer={name})`, or `{name}.local_state_dict()` "
+            "with `smp.save(..., partial=True)`."
+        )
+        severity = Severity.ERROR if state is Tri.ON else Severity.WARNING
+        self.report(call, message, severity=severity, job_facts=states)
+
+    @staticmethod
+    def _partial_fix(partial: cst.Arg) -> PendingFix:
+        return PendingFix(Applicability.UNSAFE, "Save a partial checkpoint (`partial=True`)", (ReplaceNode(partial.value, "True"),))

@@ -1,0 +1,196 @@
+"""Job-configuration rules (SMP8xx): one check, three places a configuration is written.
+
+A configuration mistake is the same mistake in a launcher's ``distribution``, in the dict a
+script passes to ``smp.init({...})``, and in ``[tool.smpfix.job]``. A ``ConfigRule`` checks a
+``ConfigView`` and yields ``ConfigProblem``s that point at a value (``Located``); this module
+turns them into findings at the offending dict entry for launchers and scripts, and into
+findings at the key's line for ``pyproject.toml``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import libcst as cst
+
+from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.literals import UNKNOWN
+from smpfix.job.instances import InstanceType, lookup
+from smpfix.job.jobfacts import LIBRARY_DEFAULTS
+from smpfix.job.launcher import Launcher, Located, evaluate_argument, find_launchers
+from smpfix.rules.rule import PendingFix, Rule
+
+_MEMO_KEY = "config_views"
+
+
+@dataclass(frozen=True)
+class ConfigView:
+    """One configuration to check.
+
+    ``complete`` says whether keys left out mean the library's defaults (a launcher's literal
+    ``parameters`` dict, the ``[tool.smpfix.job]`` table) or may still be set elsewhere (an
+    ``smp.init`` dict, which the launcher overrides).
+    """
+
+    kind: str
+    where: str
+    parameters: Optional[Located]
+    complete: bool
+    anchor: Optional[cst.CSTNode] = None
+    launcher: Optional[Launcher] = None
+    extra: Mapping[str, Located] = field(default_factory=dict)
+
+    def located(self, key: str) -> Optional[Located]:
+        if self.parameters is None:
+            return None
+        found = self.parameters.get(key)
+        if found is None and key == "pipeline_parallel_degree":
+            found = self.parameters.get("partitions")
+        return found
+
+    def value(self, key: str) -> Any:
+        """The key's value; the library default when left out of a complete configuration;
+        UNKNOWN when smpfix cannot know it."""
+        found = self.located(key)
+        if found is not None:
+            return found.plain()
+        if self.parameters is None or not isinstance(self.parameters.value, dict):
+            return UNKNOWN
+        return LIBRARY_DEFAULTS.get(key, None) if self.complete else UNKNOWN
+
+    def int_value(self, key: str) -> Optional[int]:
+        """An int setting's value, or None when unknown or not an int (a type rule reports that)."""
+        value = self.value(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def launch(self, key: str) -> Any:
+        """``instance_type``, ``instance_count``, ``processes_per_host``: UNKNOWN when not stated."""
+        found = self.extra.get(key)
+        return found.plain() if found is not None else UNKNOWN
+
+    @property
+    def instance(self) -> Optional[InstanceType]:
+        return lookup(self.launch("instance_type"))
+
+    @property
+    def world(self) -> Optional[int]:
+        per_host, count = self.launch("processes_per_host"), self.launch("instance_count")
+        if isinstance(per_host, int) and isinstance(count, int) and not isinstance(per_host, bool) and not isinstance(count, bool):
+            return per_host * count
+        return None
+
+
+@dataclass(frozen=True)
+class ConfigFix:
+    """A fix as replacements of located values and keys added to located dicts."""
+
+    applicability: Applicability
+    description: str
+    replace: tuple[tuple[Located, str], ...] = ()
+    add: tuple[tuple[Located, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    at: Optional[Located]
+    message: str
+    severity: Severity = Severity.ERROR
+    fix: Optional[ConfigFix] = None
+
+
+class ConfigRule(Rule):
+    """Base of the SMP8xx rules: implement the classmethod ``check``; the base finds the
+    configurations in a file. ``check`` sees only the view, so the same code checks the
+    ``[tool.smpfix.job]`` table (``smpfix.engine.job_table``). A rule that needs the launcher itself
+    (the ``mpi`` dict, ``modelparallel.enabled``) returns early when ``view.launcher`` is None.
+    """
+
+    @classmethod
+    def applies_to(cls, facts: Any) -> bool:
+        return bool(facts.estimator_calls) or facts.init_config_call is not None
+
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        raise NotImplementedError
+
+    def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
+        """Problems that also need the code the configuration runs (the script a launcher
+        starts, the script holding an ``smp.init`` dict); none by default. Not run for the
+        ``[tool.smpfix.job]`` table, which configures no particular script."""
+        return iter(())
+
+    def leave_Module(self, node: cst.Module) -> None:
+        reported: set[tuple[int, str]] = set()
+        for view in config_views(self):
+            for problem in (*self.check(view), *self.check_with_code(view)):
+                anchor = (problem.at.anchor if problem.at is not None else None) or view.anchor
+                # Two estimators sharing one options dict would otherwise report its entry twice.
+                if anchor is None or (id(anchor), problem.message) in reported:
+                    continue
+                reported.add((id(anchor), problem.message))
+                self.report(anchor, problem.message, severity=problem.severity, fix=_pending(problem.fix))
+
+
+def _pending(fix: Optional[ConfigFix]) -> Optional[PendingFix]:
+    if fix is None:
+        return None
+    edits: list[NodeEdit] = []
+    for located, text in fix.replace:
+        if located.node is None:
+            return None
+        edits.append(ReplaceNode(located.node, text))
+    for container, text in fix.add:
+        edit = insert_entry(container, text)
+        if edit is None:
+            return None
+        edits.append(edit)
+    return PendingFix(fix.applicability, fix.description, tuple(edits))
+
+
+def insert_entry(container: Located, text: str) -> Optional[NodeEdit]:
+    """An edit adding ``"key": value`` text to the dict display ``container`` was written as."""
+    node = container.node
+    if isinstance(node, cst.Dict):
+        if not node.elements:
+            return ReplaceNode(node, "{" + text + "}")
+        return InsertAfter(node.elements[-1], f", {text}")
+    return None
+
+
+def config_views(rule: Rule) -> list[ConfigView]:
+    """The configurations stated in this file, computed once per file for all config rules."""
+    memo = rule.context.memo
+    if _MEMO_KEY not in memo:
+        memo[_MEMO_KEY] = _views(rule)
+    views: list[ConfigView] = memo[_MEMO_KEY]
+    return views
+
+
+def _views(rule: Rule) -> list[ConfigView]:
+    facts, module = rule.facts, rule.context.module
+    views: list[ConfigView] = []
+    if facts.estimator_calls:
+        for launcher in find_launchers(module, facts.imports, rule.context.path):
+            parameters = launcher.parameters
+            mp = launcher.modelparallel
+            enabled = mp.get("enabled") if mp is not None else None
+            complete = parameters is not None and isinstance(parameters.value, dict) and enabled is not None and enabled.plain() is True
+            mpi = launcher.mpi
+            extra = {
+                key: located
+                for key, located in (
+                    ("instance_type", launcher.keyword("instance_type")),
+                    ("instance_count", launcher.keyword("instance_count")),
+                    ("processes_per_host", mpi.get("processes_per_host") if mpi is not None else None),
+                )
+                if located is not None
+            }
+            views.append(ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra))
+    for call in facts.smp_init_calls:
+        argument = evaluate_argument(module, facts.imports, call)
+        if argument is not None and isinstance(argument.value, dict):
+            views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call))
+    return views

@@ -1,0 +1,210 @@
+"""SMP201: a loader that keeps a last, smaller batch feeds ``smp.step``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument
+from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.parents import ParentIndex
+from smpfix.job.jobfacts import Feature, FeatureState, JobFacts, Tri
+from smpfix.program.dataloaders import (
+    DATALOADER_POSITIONS,
+    bound_value,
+    is_dataloader,
+    is_distributed_sampler,
+)
+from smpfix.program.step_feeds import StepFeeds
+from smpfix.program.tf_datasets import is_tf_dataset
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+
+# Where the drop keyword sits among the positional parameters.
+_TORCH_DROP_LAST = 8
+_TF_DROP_REMAINDER = {"batch": 1, "padded_batch": 3}
+
+DATA_PARALLELISM = Feature("DP", "data_parallel_degree", "data parallelism (more than one data-parallel rank)")
+
+
+def data_parallelism(job: JobFacts) -> FeatureState:
+    """Whether more than one data-parallel rank exists: world / pipeline_parallel_degree > 1.
+
+    The world size is known only when the job states ``instance_count`` and
+    ``processes_per_host`` (a launcher does); otherwise data parallelism is unknown.
+    """
+    hosts, per_host = job.settings.get("instance_count"), job.settings.get("processes_per_host")
+    pp = job.settings.get("pipeline_parallel_degree")
+    values = [s.value if s is not None else None for s in (hosts, per_host, pp)]
+    if hosts is None or per_host is None or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return FeatureState(DATA_PARALLELISM, Tri.UNKNOWN, "world size not known")
+    world, degree = int(values[0]) * int(values[1]), int(values[2])  # type: ignore[arg-type]
+    dp = world // degree if degree else world
+    sources = sorted({s.source for s in (hosts, per_host, pp) if s is not None})
+    state = Tri.ON if dp > 1 else Tri.OFF
+    return FeatureState(DATA_PARALLELISM, state, f"{dp} data-parallel ranks; {'; '.join(sources)}", dp)
+
+
+@dataclass(frozen=True)
+class _Batching:
+    """A batching call that may keep a last partial batch, and how to make it drop it."""
+
+    call: cst.Call
+    keyword: str
+    explicit_false: Optional[cst.Arg]
+    tensorflow: bool
+
+
+class LastBatchNotDropped(Rule):
+    code = "SMP201"
+    name = "last-batch-not-dropped"
+    summary = "A `DataLoader` without `drop_last=True` (or a `tf.data` `.batch()` without `drop_remainder=True`) feeds `smp.step`; its last, smaller batch cannot be split into microbatches."
+    fix_availability = FixAvailability.SOMETIMES_SAFE
+    depends_on = ("MB",)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        if not self.facts.step_functions and not self._has_fit_call():
+            return
+        candidates = [found for call in self.facts.call_order if (found := self._candidate(call)) is not None]
+        if not candidates:
+            return
+        index = ParentIndex(node)
+        loaders = StepFeeds(self.facts, index)
+        datasets = StepFeeds(self.facts, index, datasets=True)
+        for batching in candidates:
+            feed = (datasets if batching.tensorflow else loaders).feed_of(batching.call)
+            if feed is not None:
+                self._flag(batching, feed, index)
+
+    def _has_fit_call(self) -> bool:
+        return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "fit" for c in self.facts.call_order)
+
+    # -- candidates -------------------------------------------------------------------------
+    def _candidate(self, call: cst.Call) -> Optional[_Batching]:
+        if any(arg.star for arg in call.args):
+            return None  # `**kwargs` or `*args` may set the keyword
+        if is_dataloader(call, self.facts):
+            return self._torch_candidate(call)
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _TF_DROP_REMAINDER:
+            if self._is_dataset(func.value, set()) and not self._repeats_forever(func.value, call, set()):
+                return self._missing(call, "drop_remainder", _TF_DROP_REMAINDER[func.attr.value], tensorflow=True)
+        return None
+
+    def _torch_candidate(self, call: cst.Call) -> Optional[_Batching]:
+        batch_sampler = argument(call, "batch_sampler", DATALOADER_POSITIONS["batch_sampler"])
+        if batch_sampler is not None and self.facts.literal(batch_sampler.value) is not None:
+            return None  # drop_last is the batch sampler's own setting
+        batch_size = argument(call, "batch_size", 1)
+        if batch_size is not None and self.facts.literal(batch_size.value) is None:
+            return None  # batch_size=None: the loader yields single samples, never a partial batch
+        return self._missing(call, "drop_last", _TORCH_DROP_LAST, tensorflow=False)
+
+    def _missing(self, call: cst.Call, keyword: str, position: int, *, tensorflow: bool) -> Optional[_Batching]:
+        """The call, when the keyword is absent or literally False; None when set or unknowable."""
+        found = argument(call, keyword, position)
+        if found is None:
+            return _Batching(call, keyword, None, tensorflow)
+        value = self.facts.literal(found.value)
+        if value is False:
+            return _Batching(call, keyword, found, tensorflow)
+        return None
+
+    def _is_dataset(self, expr: cst.BaseExpression, seen: set[str]) -> bool:
+        """Is ``expr`` a ``tf.data`` pipeline (``tf.data.Dataset.from_tensor_slices(...).map(f)``)?"""
+        return is_tf_dataset(expr, self.facts, seen)
+
+    def _repeats_forever(self, expr: cst.BaseExpression, batch: cst.Call, seen: set[str]) -> bool:
+        """Was the pipeline ``.repeat()``-ed without a count before ``batch``? Then no remainder exists."""
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            if expr.func.attr.value == "repeat" and self._unbounded(expr):
+                return True
+            return self._repeats_forever(expr.func.value, batch, seen)
+        if isinstance(expr, cst.Name) and expr.value not in seen:
+            seen.add(expr.value)
+            return any(
+                isinstance(a.value, cst.Call)
+                and self.facts.runs_before(a.value, batch)
+                and self._repeats_forever(a.value, batch, seen)
+                for a in self.facts.assignments.get(expr.value, ())
+            )
+        return False
+
+    def _unbounded(self, repeat: cst.Call) -> bool:
+        count = argument(repeat, "count", 0)
+        return count is None or self.facts.literal(count.value) in (None, -1)
+
+    def _shards_evenly(self, call: cst.Call) -> bool:
+        """A ``DistributedSampler`` pads every rank to the same length, so batch counts match."""
+        sampler = argument(call, "sampler", DATALOADER_POSITIONS["sampler"])
+        return sampler is not None and is_distributed_sampler(bound_value(sampler.value, self.facts), self.facts)
+
+    # -- reporting --------------------------------------------------------------------------
+    def _fix(self, batching: _Batching, index: ParentIndex, safe: bool) -> Optional[PendingFix]:
+        keyword = batching.keyword
+        applicability = Applicability.SAFE if safe else Applicability.UNSAFE
+        if batching.explicit_false is not None:
+            edits: tuple[NodeEdit, ...] = (ReplaceNode(batching.explicit_false.value, "True"),)
+            return PendingFix(applicability, f"Set `{keyword}=True`", edits)
+        args = batching.call.args
+        if not args:
+            return None
+        last = args[-1]
+        before = args[-2].comma.whitespace_after if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
+        if len(args) == 1:
+            before = batching.call.whitespace_before_args
+        after = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else None
+        if isinstance(before, cst.ParenthesizedWhitespace) and isinstance(after, cst.ParenthesizedWhitespace):
+            # One argument per line with a trailing comma: add a line in the same style.
+            indent = (index.indentation(batching.call) if before.indent else "") + before.last_line.value
+            newline = self.context.module.default_newline
+            edits = (InsertAfter(after.first_line, f"{indent}{keyword}=True,{newline}"),)
+        else:
+            # After the argument's own code (parentheses included), before any trailing comma.
+            edits = (InsertAfter(last, f", {keyword}=True"),)
+        return PendingFix(applicability, f"Add `{keyword}=True`", edits)
+
+    def _flag(self, batching: _Batching, feed: str, index: ParentIndex) -> None:
+        mb = self.feature("MB")
+        keyword = batching.keyword
+        code = self.context.code_for(batching.call.func)
+        if isinstance(batching.call.func, cst.Attribute) and len(code) > 40:
+            code = f".{batching.call.func.attr.value}"
+        if batching.tensorflow:
+            lead = f"`{code}(...)` keeps the last, smaller batch of the dataset"
+            reach = f"the dataset reaches {feed}"
+        else:
+            lead = f"`{code}(...)` keeps the last, smaller batch of every epoch"
+            reach = f"its batches reach {feed}"
+        kept = f"`{keyword}=False`" if batching.explicit_false is not None else f"no `{keyword}=True`"
+        lead = f"{lead} ({kept}) and {reach}"
+        error = "" if batching.tensorflow else " (`TensorSplitError`)"
+        split = (
+            "`smp.step` splits every batch into `microbatches` equal parts, so a last batch whose size is "
+            f"not a multiple of the microbatch count fails to split{error} at the end of an epoch"
+        )
+        job_facts: tuple[FeatureState, ...] = (mb,)
+        if mb.state is Tri.OFF:
+            dp = data_parallelism(self.job)
+            if dp.state is Tri.OFF or (not batching.tensorflow and self._shards_evenly(batching.call)):
+                return
+            severity = Severity.HINT
+            so = ", so" if dp.state is Tri.ON else ","
+            message = (
+                f"{lead}; {mb.condition()}, so the split cannot fail, but {dp.condition()}{so} ranks whose data "
+                "shards differ in size run different numbers of batches and the gradient allreduce of the extra "
+                "step waits forever. Give every data-parallel rank the same number of batches: equal shards "
+                f"(a `DistributedSampler`) and `{keyword}=True`."
+            )
+            job_facts = (mb, dp)
+        elif mb.state is Tri.ON:
+            severity = Severity.ERROR
+            message = f"{lead}; {mb.condition()}: {split}. Pass `{keyword}=True`."
+        else:
+            severity = Severity.WARNING
+            message = f"{lead}; {mb.condition()}, {split}. Pass `{keyword}=True`."
+        fix = self._fix(batching, index, safe=mb.state is Tri.ON)
+        self.report(batching.call, message, severity=severity, fix=fix, job_facts=job_facts)
+

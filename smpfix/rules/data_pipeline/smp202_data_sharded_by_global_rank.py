@@ -1,0 +1,230 @@
+"""SMP202: a dataset sharded by the global rank (or another non-data-parallel rank)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument, called_name, has_star_kwargs
+from smpfix.base.edits import NodeEdit
+from smpfix.base.findings import Applicability, Severity
+from smpfix.job.jobfacts import Tri
+from smpfix.program.argument_edits import append_arguments, block_indentation
+from smpfix.program.codegen import smp_reference
+from smpfix.program.data_ranks import (
+    DATA_PARALLEL,
+    DataJob,
+    RankTerm,
+    Verdict,
+    either,
+    rank_terms,
+    rewrite_terms,
+    spelled,
+)
+from smpfix.program.dataloaders import SAMPLER_POSITIONS, is_distributed_sampler
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+
+_SHARDING_METHODS = frozenset({"shard", "select"})
+
+_WHY = {
+    "global": (
+        "{peers} must read the same samples, because each computes the loss from its own labels, but global "
+        "ranks hand each of them a different shard"
+    ),
+    "local": (
+        "local ranks repeat on every node, so every node reads the same shards (the rest of the data is "
+        "never read) while the peers of one model replica read different ones"
+    ),
+    "dp": (
+        "with prescaled batch the whole tensor-parallel group must read the same batch, and "
+        "tensor-parallel peers have different `dp_rank()` values"
+    ),
+    "rdp": (
+        "without prescaled batch each tensor-parallel rank reads its own part of the batch, and "
+        "`rdp_rank()` is the same across a tensor-parallel group, so its ranks read the same samples"
+    ),
+}
+
+
+def _why(family: str, peers: str) -> str:
+    return _WHY.get(
+        family,
+        f"`{family}_rank()` numbers the ranks inside one model replica, not the replicas, so every replica "
+        "reads the same shards while the peers of one replica read different ones",
+    ).format(peers=peers)
+
+
+class DataShardedByGlobalRank(Rule):
+    code = "SMP202"
+    name = "data-sharded-by-global-rank"
+    summary = (
+        "Data sharded by `smp.rank()`/`smp.size()` (or `DistributedSampler`'s defaults) instead of the "
+        "data-parallel rank feeds the ranks of one model replica different samples."
+    )
+    fix_availability = FixAvailability.SOMETIMES_SAFE
+    depends_on = ("PP", "TP", "PRESCALED")
+    runs_on_helper_modules = True
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self.data_job = DataJob.of(self.job, self.facts)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = called_name(node, self.facts.imports.bindings)
+        if name != "DistributedSampler" and name not in _SHARDING_METHODS:
+            return
+        if is_distributed_sampler(node, self.facts):
+            self._check_sampler(node)
+            return
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _SHARDING_METHODS and self.facts.qualified_name(func) is None:
+            self._check_manual(node, [arg.value for arg in node.args], f"`.{func.attr.value}(...)`")
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        parts = [
+            part
+            for element in node.slice
+            if isinstance(element.slice, cst.Slice)
+            for part in (element.slice.lower, element.slice.upper, element.slice.step)
+            if part is not None
+        ]
+        if parts:
+            self._check_manual(node, parts, "slice")
+
+    # -- what is wrong ----------------------------------------------------------------------
+    def _judge(self, expr: cst.BaseExpression) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
+        """The rank terms of one shard count or index that are wrong for data here, and the
+        terms a fix rewrites (every one not of the data-parallel family the job expects).
+
+        An expression that already uses the data-parallel rank is judged on that alone
+        (``smp.dp_rank() * smp.tp_size()`` is a deliberate layout); one that chooses between
+        ``dp_*`` and ``rdp_*`` (the official ``rdp_rank() if prescaled_batch else dp_rank()``)
+        is accepted.
+        """
+        terms = rank_terms(expr, self.facts)
+        families = {term.family for term in terms}
+        data_parallel = families & DATA_PARALLEL
+        if data_parallel == DATA_PARALLEL:
+            return [], []
+        considered = [t for t in terms if t.family in data_parallel] if data_parallel else terms
+        wrong = []
+        for term in considered:
+            verdict = self.data_job.sharding_verdict(term.family)
+            if verdict.wrong:
+                wrong.append((term, verdict))
+        rewrite = [t for t in considered if t.family != self.data_job.expected_family]
+        return wrong, rewrite
+
+    def _judge_all(self, parts: Sequence[cst.BaseExpression]) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
+        wrong: list[tuple[RankTerm, Verdict]] = []
+        rewrite: list[RankTerm] = []
+        for part in parts:
+            found, terms = self._judge(part)
+            wrong.extend(found)
+            rewrite.extend(terms)
+        # The definite problems first: they decide the explanation.
+        wrong.sort(key=lambda item: item[1].state is not Tri.ON)
+        return wrong, rewrite
+
+    def _check_manual(self, node: cst.CSTNode, parts: Sequence[cst.BaseExpression], kind: str) -> None:
+        offences, rewrite = self._judge_all(parts)
+        if not offences:
+            return
+        if not any(term.is_rank for part in parts for term in rank_terms(part, self.facts)):
+            return  # `ds[: smp.size()]` takes a prefix; a shard needs an index
+        terms = [term for term, _ in offences]
+        lead = f"The data is sharded ({kind}) by {self._listing(terms)}"
+        self._report(node, lead, offences, rewrite, (), terms[0].family)
+
+    def _check_sampler(self, call: cst.Call) -> None:
+        if not call.args or any(arg.star == "*" for arg in call.args):
+            return
+        missing: list[str] = []
+        given: list[cst.BaseExpression] = []
+        for name in ("num_replicas", "rank"):
+            arg = argument(call, name, SAMPLER_POSITIONS[name])
+            if arg is None:
+                if not has_star_kwargs(call):
+                    missing.append(name)
+            else:
+                given.append(arg.value)
+        offences, rewrite = self._judge_all(given)
+        missing_verdict = self.data_job.sharding_verdict("global") if missing else None
+        if missing_verdict is not None and not missing_verdict.wrong:
+            missing = []
+        if not offences and not missing:
+            return
+        if missing:
+            absent = " and ".join(f"`{m}`" for m in missing)
+            lead = (
+                f"`DistributedSampler` without {absent} shards by global rank (SMP starts torch.distributed "
+                "over every rank, so the defaults are the world size and the global rank)"
+            )
+            family = "global"
+        else:
+            terms = [term for term, _ in offences]
+            lead = f"This `DistributedSampler` shards by {self._listing(terms)}"
+            family = terms[0].family
+        self._report(call, lead, offences, rewrite, tuple(missing), family, missing_verdict)
+
+    # -- how it is reported -----------------------------------------------------------------
+    def _listing(self, terms: Sequence[RankTerm]) -> str:
+        spellings = list(dict.fromkeys(self.context.code_for(term.node) for term in terms))
+        return " and ".join(f"`{s}`" for s in spellings)
+
+    def _report(
+        self,
+        node: cst.CSTNode,
+        lead: str,
+        offences: Sequence[tuple[RankTerm, Verdict]],
+        rewrite: Sequence[RankTerm],
+        missing: tuple[str, ...],
+        family: str,
+        missing_verdict: Optional[Verdict] = None,
+    ) -> None:
+        verdicts = [v for _, v in offences] + ([missing_verdict] if missing_verdict is not None else [])
+        verdict = either(verdicts)
+        severity = Severity.ERROR if verdict.state is Tri.ON else Severity.WARNING
+        expected = self.data_job.expected_family
+        flavour = self.data_job.flavour
+        size, rank = (spelled(self.facts, self.context.module, f"{expected}_{kind}", flavour) for kind in ("size", "rank"))
+        when = f"; this is wrong {verdict.when}" if verdict.when else ""
+        advice = f"Shard by `{size}` and `{rank}`"
+        if not self.data_job.expectation_known:
+            advice += " (by `rdp_size()`/`rdp_rank()` if `prescaled_batch` is enabled)"
+        message = f"{lead}: {_why(family, self.data_job.replica_peers)}{when}. {advice}."
+        self.report(node, message, severity=severity, fix=self._fix(node, rewrite, missing), job_facts=verdict.states)
+
+    def _fix(self, node: cst.CSTNode, rewrite: Sequence[RankTerm], missing: tuple[str, ...]) -> Optional[PendingFix]:
+        job = self.data_job
+        family = job.expected_family
+        module = self.context.module
+        edits: list[NodeEdit] = []
+        if rewrite:
+            rewritten = rewrite_terms(rewrite, family, self.facts, module, job.flavour)
+            if rewritten is None:
+                return None
+            edits.extend(rewritten)
+        if missing:
+            assert isinstance(node, cst.Call)
+            added = []
+            for name in missing:
+                member = f"{family}_size" if name == "num_replicas" else f"{family}_rank"
+                reference = smp_reference(self.facts, module, member, job.flavour)
+                if reference is None:
+                    return None
+                edits.extend(e for e in reference.edits if e not in edits)
+                added.append(f"{name}={reference.text}()")
+            indentation = block_indentation(self.ancestry.stack, module)
+            insertion = append_arguments(node, added, indentation, module)
+            if insertion is None:
+                return None
+            edits.append(insertion)
+        if job.tensorflow:
+            safe = job.pp.state is Tri.OFF
+        else:
+            safe = job.expectation_known
+        applicability = Applicability.SAFE if safe else Applicability.UNSAFE
+        return PendingFix(applicability, f"Shard by `{family}_size()` and `{family}_rank()`", tuple(edits))

@@ -1,0 +1,351 @@
+"""SMP203: a data-pipeline RNG seeded by a rank that differs inside one model replica."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument, called_name, has_star_kwargs
+from smpfix.base.findings import Applicability, Severity
+from smpfix.job.jobfacts import Tri
+from smpfix.program.argument_edits import append_arguments, block_indentation
+from smpfix.program.codegen import smp_reference
+from smpfix.program.data_ranks import (
+    DATA_PARALLEL,
+    DataJob,
+    RankTerm,
+    Verdict,
+    callee,
+    either,
+    rank_terms,
+    rewrite_terms,
+    spelled,
+)
+from smpfix.program.dataloaders import (
+    DATALOADER_POSITIONS,
+    DATALOADERS,
+    DISTRIBUTED_SAMPLERS,
+    RANDOM_SAMPLERS,
+    SAMPLER_POSITIONS,
+)
+from smpfix.program.facts import Scope
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+
+# Seeds of RNGs that data pipelines draw from: (parameter name, position).
+_DATA_SEEDS = {
+    "random.seed": ("a", 0),
+    "random.Random": ("x", 0),
+    "numpy.random.seed": ("seed", 0),
+    "numpy.random.default_rng": ("seed", 0),
+    "numpy.random.RandomState": ("seed", 0),
+    "tensorflow.random.set_seed": ("seed", 0),
+    "tensorflow.compat.v1.set_random_seed": ("seed", 0),
+    "tensorflow.compat.v1.random.set_random_seed": ("seed", 0),
+}
+# Seeds that also drive PyTorch's parameter initialisation (and the data RNGs above).
+_DATA_AND_INIT_SEEDS = {
+    "transformers.set_seed": ("seed", 0),
+    "transformers.trainer_utils.set_seed": ("seed", 0),
+}
+# PyTorch's global RNG: parameter initialisation, and any DataLoader shuffling without a generator.
+_TORCH_GLOBAL_SEEDS = {
+    "torch.manual_seed": ("seed", 0),
+    "torch.random.manual_seed": ("seed", 0),
+    "transformers.set_seed": ("seed", 0),
+    "transformers.trainer_utils.set_seed": ("seed", 0),
+}
+_TORCH_GENERATORS = frozenset({"torch.Generator", "torch._C.Generator"})
+# The last names of everything above: calls named otherwise are not looked at further.
+_NAMES = frozenset(
+    name.rsplit(".", 1)[-1]
+    for name in (*_DATA_SEEDS, *_DATA_AND_INIT_SEEDS, *_TORCH_GLOBAL_SEEDS, *DATALOADERS, *DISTRIBUTED_SAMPLERS, *RANDOM_SAMPLERS)
+) | {"manual_seed", "shuffle"}
+_RANDOM_SAMPLER_GENERATOR = 3
+# Ranks that differ between tensor-parallel peers: the seeds SMP501 recommends for initialisation.
+_INIT_SEED_FAMILIES = frozenset({"tp", "dp"})
+
+
+@dataclass(frozen=True)
+class SeedSite:
+    """A call that seeds an RNG: what it seeds and with which expression (None: unseeded)."""
+
+    seed: Optional[cst.BaseExpression]
+    data: bool
+    torch_global: bool
+
+
+@dataclass(frozen=True)
+class SeedingHelper:
+    """A local function that seeds RNGs with one of its parameters (``def set_seed(seed):``)."""
+
+    parameter: str
+    position: Optional[int]
+    data: bool
+    torch_global: bool
+
+
+class DataRngNotSeededByDpRank(Rule):
+    code = "SMP203"
+    name = "data-rng-not-seeded-by-dp-rank"
+    summary = (
+        "Data-pipeline RNGs (shuffling, augmentation) seeded by `smp.rank()`-like ranks, or a TensorFlow "
+        "shuffle without a seed, give the ranks of one model replica different data."
+    )
+    fix_availability = FixAvailability.UNSAFE
+    depends_on = ("PP", "TP", "PRESCALED")
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self.data_job = DataJob.of(self.job, self.facts)
+        # Local seeding helpers (``def set_seed(seed): random.seed(seed)``) are learnt during
+        # the walk and their calls judged at the end; a helper calling a helper is not followed.
+        self.helpers: dict[str, SeedingHelper] = {}
+        self.local_calls: list[cst.Call] = []
+        self.global_seeds: list[tuple[cst.Call, Verdict]] = []
+        self.shuffling_loaders: list[cst.Call] = []
+        # The function (or module) each seeding call runs in, and the data seeds that are the
+        # same on every rank of a replica: a per-rank initialisation seed (SMP501's advice)
+        # that such a seed later replaces never reaches the data pipeline.
+        self.scopes: dict[cst.Call, Scope] = {}
+        self.consistent_data_seeds: list[cst.Call] = []
+        self.init_seeds: list[tuple[cst.Call, SeedSite, list[tuple[RankTerm, Verdict]], list[RankTerm], Verdict]] = []
+
+    # -- recognising seeds --------------------------------------------------------------------
+    def _site(self, call: cst.Call, qualified: Optional[str]) -> Optional[SeedSite]:
+        for table, data, torch_global in ((_DATA_SEEDS, True, False), (_DATA_AND_INIT_SEEDS, True, True)):
+            if qualified in table:
+                name, position = table[qualified]
+                return SeedSite(_value(argument(call, name, position)), data, torch_global)
+        if qualified in _TORCH_GLOBAL_SEEDS:
+            name, position = _TORCH_GLOBAL_SEEDS[qualified]
+            return SeedSite(_value(argument(call, name, position)), False, True)
+        if qualified in DISTRIBUTED_SAMPLERS:
+            return SeedSite(_value(argument(call, "seed", SAMPLER_POSITIONS["seed"])), True, False)
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "manual_seed" and self._is_generator(func.value):
+            return SeedSite(_value(argument(call, "seed", 0)), True, False)
+        return None
+
+    def _is_generator(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Name):
+            assignment = self.facts.single_assignment(expr.value)
+            expr = assignment.value if assignment is not None else expr
+        return isinstance(expr, cst.Call) and self.facts.qualified_name(expr.func) in _TORCH_GENERATORS
+
+    def _learn_helper(self, site: SeedSite) -> None:
+        """A seed taken from a parameter of the enclosing function makes that function a helper."""
+        if not isinstance(site.seed, cst.Name):
+            return
+        function = self.ancestry.nearest(cst.FunctionDef)
+        if not isinstance(function, cst.FunctionDef):
+            return
+        positional = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        keyword_only = [p.name.value for p in function.params.kwonly_params]
+        parameter = site.seed.value
+        if parameter not in positional and parameter not in keyword_only:
+            return
+        known = self.helpers.get(function.name.value)
+        data = site.data or (known is not None and known.data)
+        torch_global = site.torch_global or (known is not None and known.torch_global)
+        position = positional.index(parameter) if parameter in positional else None
+        self.helpers[function.name.value] = SeedingHelper(parameter, position, data, torch_global)
+
+    # -- visiting -----------------------------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value in self.facts.functions:
+            self.local_calls.append(node)
+            self.scopes[node] = self._scope()
+            return
+        if called_name(node, self.facts.imports.bindings) not in _NAMES:
+            return
+        qualified = self.facts.qualified_name(node.func)
+        if self._is_shuffling_loader(node, qualified):
+            self.shuffling_loaders.append(node)
+            return
+        if self.data_job.tensorflow and qualified is None and self._is_tf_shuffle(node):
+            self._check_tf_shuffle(node)
+            return
+        site = self._site(node, qualified)
+        if site is not None and site.seed is not None:
+            self.scopes[node] = self._scope()
+            self._learn_helper(site)
+            self._check_site(node, site)
+
+    def _scope(self) -> Scope:
+        function = self.ancestry.nearest(cst.FunctionDef)
+        return function if isinstance(function, cst.FunctionDef) else self.context.module
+
+    def _check_site(self, call: cst.Call, site: SeedSite) -> None:
+        assert site.seed is not None
+        wrong, rewrite = self._judge(site.seed)
+        if not wrong:
+            if site.data:
+                self.consistent_data_seeds.append(call)
+            return
+        verdict = either(v for _, v in wrong)
+        if site.torch_global and site.data and self._seeds_initialisation(call, wrong):
+            self.init_seeds.append((call, site, wrong, rewrite, verdict))
+            return
+        if site.torch_global:
+            self.global_seeds.append((call, verdict))
+        if site.data:
+            self._flag_seed(call, site, wrong, rewrite, verdict)
+
+    def _seeds_initialisation(self, call: cst.Call, wrong: Sequence[tuple[RankTerm, Verdict]]) -> bool:
+        """``set_seed(seed + smp.tp_rank())`` just before ``smp.DistributedModel`` in the same
+        function: the per-rank initialisation seed that SMP501 asks for (the official GPT
+        examples seed this way), which is a data seed only until something reseeds."""
+        if any(term.family not in _INIT_SEED_FAMILIES for term, _ in wrong):
+            return False
+        scope = self.scopes.get(call)
+        return any(
+            wrap.where is not None and wrap.where.scope is scope and self.facts.runs_before(call, wrap.call)
+            for wrap in self.facts.distributed_models
+        )
+
+    def _reseeded_after(self, call: cst.Call) -> bool:
+        """A replica-consistent data seed that runs after ``call``: later in the same function,
+        or in another function (a training loop that reseeds before drawing data)."""
+        scope = self.scopes.get(call)
+        return any(
+            self.scopes.get(other) is not scope or self.facts.runs_before(call, other)
+            for other in self.consistent_data_seeds
+        )
+
+    def leave_Module(self, node: cst.Module) -> None:
+        for call in self.local_calls:
+            assert isinstance(call.func, cst.Name)
+            helper = self.helpers.get(call.func.value)
+            if helper is not None:
+                seed = _value(argument(call, helper.parameter, helper.position))
+                if seed is not None:
+                    self._check_site(call, SeedSite(seed, helper.data, helper.torch_global))
+        for call, site, wrong, rewrite, verdict in self.init_seeds:
+            if self._reseeded_after(call):
+                continue
+            self.global_seeds.append((call, verdict))
+            self._flag_seed(call, site, wrong, rewrite, verdict)
+        if not self.global_seeds or self.data_job.tensorflow:
+            return
+        verdict = either(v for _, v in self.global_seeds)
+        seed_call = self.global_seeds[0][0]
+        for loader in self.shuffling_loaders:
+            self._flag_loader(loader, seed_call, verdict)
+
+    # -- judging ------------------------------------------------------------------------------
+    def _judge(self, seed: cst.BaseExpression) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
+        terms = [term for term in rank_terms(seed, self.facts) if term.is_rank]
+        if {term.family for term in terms} >= DATA_PARALLEL:
+            return [], []  # `rdp_rank() if prescaled_batch else dp_rank()`
+        wrong = []
+        for term in terms:
+            verdict = self.data_job.seed_verdict(term.family)
+            if verdict.wrong:
+                wrong.append((term, verdict))
+        wrong.sort(key=lambda item: item[1].state is not Tri.ON)
+        expected = self.data_job.expected_family
+        rewrite = [term for term in terms if term.family not in (expected, "rdp")]
+        return wrong, rewrite
+
+    def _is_shuffling_loader(self, call: cst.Call, qualified: Optional[str]) -> bool:
+        """A DataLoader or RandomSampler that shuffles with PyTorch's global RNG."""
+        if qualified is None or has_star_kwargs(call):
+            return False
+        if qualified in DATALOADERS:
+            shuffle = argument(call, "shuffle", DATALOADER_POSITIONS["shuffle"])
+            if shuffle is None or self.facts.literal(shuffle.value) is not True:
+                return False
+            return all(argument(call, name, DATALOADER_POSITIONS[name]) is None for name in ("sampler", "batch_sampler", "generator"))
+        if qualified in RANDOM_SAMPLERS:
+            return argument(call, "generator", _RANDOM_SAMPLER_GENERATOR) is None
+        return False
+
+    def _is_tf_shuffle(self, call: cst.Call) -> bool:
+        func = call.func
+        return (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "shuffle"
+            and argument(call, "buffer_size", 0) is not None
+        )
+
+    # -- reporting ----------------------------------------------------------------------------
+    def _dp_rank(self) -> str:
+        return spelled(self.facts, self.context.module, f"{self.data_job.expected_family}_rank", self.data_job.flavour)
+
+    def _flag_seed(
+        self, call: cst.Call, site: SeedSite, wrong: Sequence[tuple[RankTerm, Verdict]], rewrite: Sequence[RankTerm], verdict: Verdict
+    ) -> None:
+        ranks = " and ".join(dict.fromkeys(f"`{self.context.code_for(term.node)}`" for term, _ in wrong))
+        why = (
+            f"{self.data_job.replica_peers} must shuffle and augment their data identically, since each "
+            f"computes the loss from its own copy of the batch, but {ranks} differs between them"
+        )
+        message = (
+            f"`{callee(call, self.context.module)}(...)` seeds a data-pipeline RNG with {ranks}: {why}; this is wrong "
+            f"{verdict.when}. Seed it with `{self._dp_rank()}` or a constant."
+        )
+        fix: Optional[PendingFix] = None
+        expected = self.data_job.expected_family
+        if not (site.torch_global and expected == "rdp"):
+            # With prescaled batch, rdp_rank would also make tensor-parallel slices initialise alike (SMP501).
+            edits = rewrite_terms(rewrite, expected, self.facts, self.context.module, self.data_job.flavour)
+            if edits:
+                fix = PendingFix(Applicability.UNSAFE, f"Seed with `{expected}_rank()`", edits)
+        elif site.torch_global:
+            message += (
+                " This call also seeds parameter initialisation, which under tensor parallelism must differ "
+                "between tensor-parallel ranks: seed the data pipeline with its own generator instead."
+            )
+        self.report(call, message, severity=_severity(verdict), fix=fix, job_facts=verdict.states)
+
+    def _flag_loader(self, loader: cst.Call, seed_call: cst.Call, verdict: Verdict) -> None:
+        seed = self.context.code_for(seed_call)
+        message = (
+            f"This `{callee(loader, self.context.module)}` shuffles with PyTorch's global RNG, which `{seed}` seeds "
+            f"differently on {self.data_job.replica_peers}, so they read the batches in different orders; this is "
+            f"wrong {verdict.when}. "
+            f"Pass `generator=torch.Generator().manual_seed(...)` seeded with a constant or `{self._dp_rank()}`."
+        )
+        self.report(loader, message, severity=_severity(verdict), job_facts=verdict.states)
+
+    def _check_tf_shuffle(self, call: cst.Call) -> None:
+        seed = argument(call, "seed", 1)
+        if seed is not None:
+            wrong, rewrite = self._judge(seed.value)
+            if wrong:
+                verdict = either(v for _, v in wrong)
+                self._flag_seed(call, SeedSite(seed.value, True, False), wrong, rewrite, verdict)
+            return
+        if has_star_kwargs(call):
+            return
+        pp = self.data_job.pp
+        severity = {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: Severity.HINT}[pp.state]
+        if pp.state is Tri.OFF:
+            when = f"It only matters with pipeline parallelism, and {pp.condition()}."
+        else:
+            when = f"This is wrong {'because ' if pp.state is Tri.ON else ''}{pp.condition()}."
+        dp_rank = self._dp_rank()
+        message = (
+            f"`{callee(call, self.context.module)}(...)` has no seed, so every rank shuffles in its own order, and "
+            f"the pipeline-parallel peers of one model replica must read the same batches. {when} "
+            f"Pass `seed={dp_rank}`."
+        )
+        reference = smp_reference(self.facts, self.context.module, "dp_rank", self.data_job.flavour)
+        fix = None
+        module = self.context.module
+        if reference is not None:
+            insertion = append_arguments(call, [f"seed={reference.text}()"], block_indentation(self.ancestry.stack, module), module)
+            if insertion is not None:
+                fix = PendingFix(Applicability.UNSAFE, "Seed the shuffle with `dp_rank()`", (*reference.edits, insertion))
+        self.report(call, message, severity=severity, fix=fix, job_facts=(pp,))
+
+
+def _value(arg: Optional[cst.Arg]) -> Optional[cst.BaseExpression]:
+    return arg.value if arg is not None else None
+
+
+def _severity(verdict: Verdict) -> Severity:
+    return Severity.ERROR if verdict.state is Tri.ON else Severity.WARNING

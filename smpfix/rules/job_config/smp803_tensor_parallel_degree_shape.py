@@ -1,0 +1,67 @@
+"""SMP803: the tensor-parallel degree should be a power of two that fits inside one node."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from smpfix.base.findings import Severity
+from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
+from smpfix.rules.rule import FixAvailability
+
+# Placement strategies that do not put T rightmost, so tensor-parallel peers are not neighbours.
+_T_NOT_RIGHTMOST = frozenset({"spread", "TPD", "TDP", "PTD", "DTP"})
+
+
+class TensorParallelDegreeShape(ConfigRule):
+    code = "SMP803"
+    name = "tensor-parallel-degree-shape"
+    summary = "`tensor_parallel_degree` should be a power of two, at most the GPUs of one node, dividing processes_per_host."
+    fix_availability = FixAvailability.NONE
+
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        tp = view.int_value("tensor_parallel_degree")
+        if tp is None or tp <= 1:
+            return
+        at = view.located("tensor_parallel_degree")
+        instance = view.instance
+        if instance is not None and tp > instance.gpus:
+            yield ConfigProblem(
+                at,
+                f"tensor_parallel_degree {tp} is larger than the {instance.gpus} GPUs of one {instance.name}: every "
+                "tensor-parallel layer would exchange activations across the network on each forward and backward "
+                f"pass, which is far slower than NVLink inside a node. Use at most {instance.gpus} and scale with "
+                "pipeline or data parallelism across nodes.",
+                Severity.ERROR,
+            )
+            return
+        reasons = []
+        if tp & (tp - 1):
+            node = f" ({instance.name} has {instance.gpus} GPUs per node)" if instance is not None else ""
+            reasons.append(
+                f"is not a power of two{node}: the library accepts it, but its distributed transformer layers need head "
+                "and hidden sizes divisible by the degree (otherwise tensor parallelism is silently not applied to "
+                "them), and the documented degrees are 2, 4 and 8"
+            )
+        per_host = view.launch("processes_per_host")
+        if isinstance(per_host, int) and not isinstance(per_host, bool) and per_host > 0 and per_host % tp and tp <= per_host:
+            reasons.append(
+                f"does not divide processes_per_host {per_host}: some tensor-parallel groups would span two nodes "
+                "and exchange activations over the network"
+            )
+        if reasons:
+            yield ConfigProblem(
+                at,
+                f"tensor_parallel_degree {tp} " + "; and it ".join(reasons) + ". Use a power of two that divides the GPUs of one node.",
+                Severity.WARNING,
+            )
+        strategy = view.value("placement_strategy")
+        count = view.launch("instance_count")
+        if isinstance(strategy, str) and strategy in _T_NOT_RIGHTMOST and isinstance(count, int) and count > 1:
+            yield ConfigProblem(
+                view.located("placement_strategy") or at,
+                f"placement_strategy {strategy!r} does not put tensor parallelism (T) rightmost, so on {count} instances "
+                "tensor-parallel peers may land on different nodes and every layer's activations cross the network. "
+                "Use \"cluster\" (DPT) so tensor-parallel ranks are neighbours within a node.",
+                Severity.WARNING,
+            )

@@ -1,0 +1,68 @@
+"""SMP804: the sharded data parallel degree must divide the data-parallel degree."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from smpfix.base.findings import Severity
+from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
+from smpfix.rules.rule import FixAvailability
+
+
+class SdpDegreeDoesNotDivideDp(ConfigRule):
+    code = "SMP804"
+    name = "sdp-degree-does-not-divide-dp"
+    summary = "`sharded_data_parallel_degree` must be between 1 and the data-parallel degree and divide it evenly."
+    fix_availability = FixAvailability.NONE
+
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        sdp = view.int_value("sharded_data_parallel_degree")
+        if sdp is None or sdp == 1:
+            return
+        at = view.located("sharded_data_parallel_degree")
+        if sdp < 1:
+            yield ConfigProblem(
+                at,
+                f"sharded_data_parallel_degree {sdp} is not a degree: it must be between 1 (sharding off) and the "
+                "data-parallel degree. Use 1 to turn sharded data parallelism off, or a divisor of the data-parallel degree.",
+                Severity.ERROR,
+            )
+            return
+        world = view.world
+        pp, tp = view.int_value("pipeline_parallel_degree"), view.int_value("tensor_parallel_degree")
+        if world is None or pp is None or tp is None or pp < 1 or tp < 1 or world % (pp * tp):
+            return  # unknown, or SMP801's mistake
+        per_host, count = view.launch("processes_per_host"), view.launch("instance_count")
+        layout = f"{per_host} per host × {count} instance{'s' if count != 1 else ''}"
+        divided = "".join(f" / {name} {value}" for name, value in (("tensor_parallel_degree", tp), ("pipeline_parallel_degree", pp)) if value > 1)
+        shown = f"{world} processes{divided}; {world} = {layout}" if divided else layout
+        if tp > 1:
+            degree, named = world // (pp * tp), "reduced data-parallel degree"
+            why = "with tensor parallelism each sharding group lives inside a reduced data-parallel group"
+        else:
+            degree, named = world // pp, "data-parallel degree"
+            why = "the training state is sharded over groups of that many data-parallel ranks, which must tile them exactly"
+        if sdp > degree:
+            wrong = f"is larger than the {named} {degree} ({shown})"
+        elif degree % sdp:
+            wrong = f"does not divide the {named} {degree} ({shown}), {degree} % {sdp} = {degree % sdp}"
+        else:
+            return
+        yield ConfigProblem(
+            at,
+            f"sharded_data_parallel_degree {sdp} {wrong}: {why}, so the library cannot form the sharding groups and "
+            f"the job fails at start-up after the instances are up. Choose one of {_divisors(degree)}, or change the "
+            "instance count so that the degree divides.",
+            Severity.ERROR,
+        )
+
+
+def _divisors(degree: int) -> str:
+    """``2, 4 or 8`` for 8: the degrees that would work (1 turns sharding off)."""
+    found = [str(d) for d in range(2, degree + 1) if degree % d == 0]
+    if not found:
+        return "1 (there is only one data-parallel rank, so there is nothing to shard over)"
+    if len(found) > 12:
+        found = [*found[:11], "…", found[-1]]
+    return found[0] if len(found) == 1 else f"{', '.join(found[:-1])} or {found[-1]}"

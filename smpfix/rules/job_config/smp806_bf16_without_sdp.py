@@ -1,0 +1,44 @@
+"""SMP806: bf16 training needs sharded data parallelism, and GPUs that have bf16."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from smpfix.base.findings import Severity
+from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
+from smpfix.rules.rule import FixAvailability
+
+
+class Bf16WithoutSdp(ConfigRule):
+    code = "SMP806"
+    name = "bf16-without-sdp"
+    summary = "`\"bf16\": True` works only with sharded data parallelism, and only on GPUs with bf16 support (A100, A10G, H100)."
+    fix_availability = FixAvailability.NONE
+
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        if view.value("bf16") is not True:
+            return
+        at = view.located("bf16")
+        instance = view.instance
+        if instance is not None and not instance.bf16:
+            yield ConfigProblem(
+                at,
+                f"bf16 is True but {instance.name} has {instance.gpu_model} GPUs, which have no native bf16 support (it needs "
+                "Ampere or newer: A100, A10G, H100): bf16 matrix multiplications there either fail or fall back to slow "
+                "emulation, after the instances are up. Use `\"fp16\": True` on this instance type, or ml.p4d.24xlarge / "
+                "ml.p4de.24xlarge instances for bf16.",
+                Severity.ERROR,
+            )
+        sdp = view.int_value("sharded_data_parallel_degree")
+        if sdp is None or sdp > 1:
+            return
+        located = view.located("sharded_data_parallel_degree")
+        state = "is not set (default 1)" if located is None else f"is {sdp}"
+        yield ConfigProblem(
+            at,
+            f"bf16 is True but sharded_data_parallel_degree {state}: bf16 training works only when sharded data "
+            "parallelism is on (the library does not stop you, but the documented support is bf16 with sharding "
+            "only). Turn sharded data parallelism on (`\"sharded_data_parallel_degree\"` > 1) or use `\"fp16\": True`.",
+            Severity.WARNING,
+        )

@@ -1,0 +1,174 @@
+"""SMP809: the SMDDP AllGather buffer variables: sizes, where they have effect, how they are passed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.edits import ReplaceNode
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.literals import UNKNOWN
+from smpfix.base.walker import iter_nodes
+from smpfix.job.framework_versions import pytorch_version
+from smpfix.job.launch_environment import (
+    GluedJoin,
+    LaunchVariable,
+    custom_mpi_options,
+    glued_joins,
+    integer,
+    launch_variables,
+)
+from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView, config_views
+from smpfix.rules.rule import FixAvailability, PendingFix
+
+BUFFER_VARIABLES = ("SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES", "SMDDP_AG_SORT_BUFFER_SIZE_BYTES")
+_GRANULE = 8192
+_SMDDP_INSTANCE = "ml.p4d.24xlarge"
+
+
+class SmddpBufferSize(ConfigRule):
+    code = "SMP809"
+    name = "smddp-buffer-size"
+    summary = (
+        "`SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES` / `SMDDP_AG_SORT_BUFFER_SIZE_BYTES` must be multiples of 8192, matter only "
+        "where SMDDP collectives run, and `-x` flags added to `custom_mpi_options` need a separating space."
+    )
+    fix_availability = FixAvailability.SAFE
+
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        if view.launcher is None:
+            return
+        for variable in launch_variables(view.launcher):
+            if variable.name in BUFFER_VARIABLES:
+                yield from _buffer(variable, view)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        super().leave_Module(node)
+        if not self.facts.estimator_calls:
+            return
+        joins: dict[int, GluedJoin] = {}
+        for view in config_views(self):
+            options = custom_mpi_options(view.launcher) if view.launcher is not None else None
+            for join in glued_joins(options) if options is not None else ():
+                joins.setdefault(id(join.right.node), join)
+        direct = _direct_operands(node) if joins else set()
+        for join in joins.values():
+            if join.right.node is not None:
+                self.report(join.right.node, _glued_message(join), severity=Severity.WARNING, fix=_space_fix(join, direct))
+        for statement, target in _strings_added_to_dicts(self):
+                self.report(
+                    statement,
+                    f"`{target}` is a dict, so adding a string to it (`{target} += \"...\"`) raises TypeError "
+                    "when the launcher runs, and the MPI flags never reach the job: they belong in the options string, "
+                    f"`{target}[\"custom_mpi_options\"]`, each flag starting with a space. Write "
+                    f"`{target}[\"custom_mpi_options\"] += \" -x NAME=VALUE\"`.",
+                    severity=Severity.ERROR,
+                )
+
+
+def _strings_added_to_dicts(rule: ConfigRule) -> Iterator[tuple[cst.AugAssign, str]]:
+    """``mpi_options += "-x ..."`` where ``mpi_options`` is bound (once) to a dict display: the
+    documentation's own sample does this."""
+    for statement in rule.facts.statements:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if not (isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign) and isinstance(small.target, cst.Name)):
+                continue
+            added = rule.facts.literal(small.value)
+            bound = rule.facts.single_assignment(small.target.value)
+            flags = isinstance(added, str) and ("-x" in added or "--mca" in added)
+            if flags and bound is not None and isinstance(rule.facts.literal(bound.value), dict):
+                yield small, small.target.value
+
+
+def _glued_message(join: GluedJoin) -> str:
+    before, after = str(join.left.plain()), str(join.right.plain())
+    glued = f"{before[-12:]}{after[:12]}".replace("\n", " ")
+    return (
+        f"This piece of custom_mpi_options starts with {after.split()[0]!r} but is joined to the previous piece without a "
+        f"space, giving '…{glued}…': the SageMaker toolkit splits the options on whitespace, so mpirun receives one "
+        "mangled token (the previous value runs into the flag) and the variable is not set, or the job fails to "
+        "launch. Start the piece with a space."
+    )
+
+
+def _space_fix(join: GluedJoin, direct: set[int]) -> Optional[PendingFix]:
+    """Insert a space at the start of the right-hand literal, when it is a plain string literal
+    written in the ``+`` or ``+=`` itself (one bound to a name may be used elsewhere too)."""
+    node = join.right.node
+    if not isinstance(node, cst.SimpleString) or id(node) not in direct:
+        return None
+    text = f"{node.prefix}{node.quote} {node.raw_value}{node.quote}"
+    return PendingFix(Applicability.SAFE, "Insert the missing space", (ReplaceNode(node, text),))
+
+
+def _direct_operands(module: cst.Module) -> set[int]:
+    """The expressions written as operands of a ``+`` or as the value of a ``+=``."""
+    found: set[int] = set()
+    for child in iter_nodes(module):
+        if isinstance(child, cst.BinaryOperation) and isinstance(child.operator, cst.Add):
+            found.update((id(child.left), id(child.right)))
+        elif isinstance(child, cst.AugAssign) and isinstance(child.operator, cst.AddAssign):
+            found.add(id(child.value))
+    return found
+
+
+def _buffer(variable: LaunchVariable, view: ConfigView) -> Iterator[ConfigProblem]:
+    if variable.value is UNKNOWN:
+        return
+    size = integer(variable.value)
+    where = f"{variable.name} (set in {variable.where})"
+    if size is None:
+        yield ConfigProblem(
+            variable.at,
+            f"{where} is {variable.value!r}, not a whole number of bytes: SMDDP accepts multiples of 8192 (the default "
+            f"is {16 * 1024 * 1024 if 'SCRATCH' in variable.name else 128 * 1024 * 1024}). Write the size in bytes.",
+            Severity.ERROR,
+        )
+        return
+    if size % _GRANULE:
+        lower, upper = size // _GRANULE * _GRANULE, (size // _GRANULE + 1) * _GRANULE
+        nearest = f"{upper}" if lower <= 0 else f"{lower} or {upper}"
+        yield ConfigProblem(
+            variable.at,
+            f"{where} is {size}, which is not a multiple of 8192 ({size} = {size // _GRANULE} × 8192 + "
+            f"{size % _GRANULE}): SMDDP accepts only multiples of 8192 for its AllGather buffers. Use {nearest}.",
+            Severity.ERROR,
+        )
+        return
+    reasons = _no_effect(view)
+    if reasons:
+        yield ConfigProblem(
+            variable.at,
+            f"{where} has no effect here: SMDDP AllGather collectives run only with sharded data parallelism on more "
+            f"than one ml.p4d.24xlarge instance (PyTorch 1.12.1 container or later, without tensor parallelism, "
+            f"ddp_dist_backend not \"nccl\"), and this job has {'; '.join(reasons)}. Remove it, or change the job.",
+            Severity.HINT,
+        )
+
+
+def _no_effect(view: ConfigView) -> list[str]:
+    """Why SMDDP collectives cannot run in this job (only reasons smpfix knows for certain)."""
+    reasons = []
+    count = view.launch("instance_count")
+    if isinstance(count, int) and not isinstance(count, bool) and count <= 1:
+        reasons.append(f"instance_count {count}")
+    instance = view.launch("instance_type")
+    if isinstance(instance, str) and instance != _SMDDP_INSTANCE:
+        reasons.append(f"instance_type {instance!r}")
+    sdp = view.int_value("sharded_data_parallel_degree")
+    if sdp is not None and sdp <= 1:
+        reasons.append(f"sharded_data_parallel_degree {sdp} (sharding off)")
+    tp = view.int_value("tensor_parallel_degree")
+    if tp is not None and tp > 1:
+        reasons.append(f"tensor_parallel_degree {tp} (sharding with tensor parallelism uses NCCL)")
+    if view.value("ddp_dist_backend") == "nccl":
+        reasons.append("ddp_dist_backend \"nccl\"")
+    version = pytorch_version(view.launcher) if view.launcher is not None else None
+    if version is not None and version.before(1, 12, 1):
+        reasons.append(f"PyTorch {version.text} ({version.written})")
+    return reasons

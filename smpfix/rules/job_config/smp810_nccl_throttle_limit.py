@@ -1,0 +1,60 @@
+"""SMP810: ``SMP_NCCL_THROTTLE_LIMIT`` with a value the library cannot read, or where it does nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from smpfix.base.findings import Severity
+from smpfix.base.literals import UNKNOWN
+from smpfix.job.launch_environment import integer, launch_variables
+from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
+from smpfix.rules.rule import FixAvailability
+
+VARIABLE = "SMP_NCCL_THROTTLE_LIMIT"
+
+
+class NcclThrottleLimit(ConfigRule):
+    code = "SMP810"
+    name = "nccl-throttle-limit"
+    summary = (
+        "`SMP_NCCL_THROTTLE_LIMIT` must be an integer (default 8, ≤ 0 disables throttling); it only affects tensor "
+        "parallelism, and 1 serializes its NCCL calls."
+    )
+    fix_availability = FixAvailability.NONE
+
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        if view.launcher is None:
+            return
+        for variable in launch_variables(view.launcher):
+            if variable.name != VARIABLE or variable.value is UNKNOWN:
+                continue
+            where = f"{VARIABLE} (set in {variable.where})"
+            limit = integer(variable.value)
+            if limit is None:
+                yield ConfigProblem(
+                    variable.at,
+                    f"{where} is {variable.value!r}, which is not an integer: the library reads it with `int(...)` when "
+                    "it initializes, so every rank crashes at start-up, after the instances are up. Write an integer: "
+                    "the default is 8, lower values save memory under tensor parallelism, -1 disables throttling.",
+                    Severity.ERROR,
+                )
+                continue
+            tp = view.int_value("tensor_parallel_degree")
+            if tp is not None and tp <= 1:
+                located = view.located("tensor_parallel_degree")
+                shown = "is not set (default 1)" if located is None else f"is {tp}"
+                yield ConfigProblem(
+                    variable.at,
+                    f"{where} has no effect: it limits the concurrent NCCL calls of tensor parallelism, and "
+                    f"tensor_parallel_degree {shown}. Remove it, or check that tensor parallelism was meant to be on.",
+                    Severity.HINT,
+                )
+            elif limit == 1:
+                yield ConfigProblem(
+                    variable.at,
+                    f"{where} is 1: tensor parallelism then runs one NCCL call at a time, which saves memory but can cost "
+                    "much of the throughput (the default is 8). Keep 1 only if memory requires it; otherwise raise it "
+                    "or remove the variable.",
+                    Severity.HINT,
+                )

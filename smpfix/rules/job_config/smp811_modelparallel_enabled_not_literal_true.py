@@ -1,0 +1,59 @@
+"""SMP811: ``modelparallel.enabled`` that is not the literal ``True`` silently drops the parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from smpfix.base.findings import Applicability, Severity
+from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
+from smpfix.rules.rule import FixAvailability
+
+
+class ModelparallelEnabledNotLiteralTrue(ConfigRule):
+    code = "SMP811"
+    name = "modelparallel-enabled-not-literal-true"
+    summary = "The SageMaker SDK passes the modelparallel parameters on only when `enabled` is the literal `True`."
+    fix_availability = FixAvailability.SAFE
+    needs_launcher = True
+
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        if view.launcher is None:
+            return
+        mp = view.launcher.modelparallel
+        if mp is None or not mp.is_dict:
+            return
+        enabled = mp.get("enabled")
+        has_parameters = mp.get("parameters") is not None
+        if enabled is None:
+            if has_parameters:
+                yield ConfigProblem(
+                    mp.display,
+                    "The `modelparallel` dict has no `\"enabled\": True`: the SageMaker SDK only passes the `parameters` on "
+                    "when `enabled` is the literal `True`, so the job starts with none of them (no tensor or pipeline "
+                    "parallelism, default microbatches) and nothing reports it. Add `\"enabled\": True`.",
+                    Severity.ERROR,
+                    ConfigFix(Applicability.SAFE, 'Add `"enabled": True`', add=((mp, '"enabled": True'),)),
+                )
+            return
+        value = enabled.plain()
+        if value is True or value is False:
+            return
+        shown = repr(value) if value is not None else "None"
+        unknown = type(value).__name__ == "_Unknown"
+        if unknown:
+            yield ConfigProblem(
+                enabled,
+                "`modelparallel.enabled` is not a literal: the SageMaker SDK passes the `parameters` on only when it is "
+                "exactly `True` (`is True`), so anything else (a string, 1, a variable holding one) silently drops every "
+                "model-parallel setting. Write `True`.",
+                Severity.WARNING,
+            )
+            return
+        yield ConfigProblem(
+            enabled,
+            f"`modelparallel.enabled` is {shown}, not the literal `True`: the SageMaker SDK checks `enabled is True`, so "
+            "it silently drops every parameter and the job runs without model parallelism. Write `True`.",
+            Severity.ERROR,
+            ConfigFix(Applicability.SAFE, "Write `True`", replace=((enabled, "True"),)) if enabled.node is not None else None,
+        )

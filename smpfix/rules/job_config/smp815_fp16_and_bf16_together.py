@@ -1,0 +1,51 @@
+"""SMP815: fp16 and bf16 cannot both be on; ``fp16_params`` is the deprecated name of ``fp16``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from smpfix.base.findings import Severity
+from smpfix.job.framework_versions import pytorch_version
+from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
+from smpfix.rules.rule import FixAvailability
+
+
+class Fp16AndBf16Together(ConfigRule):
+    code = "SMP815"
+    name = "fp16-and-bf16-together"
+    summary = "`bf16` requires `fp16` (and the deprecated `fp16_params`) to be False; `fp16_params` is deprecated."
+    fix_availability = FixAvailability.NONE
+
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        bf16 = view.located("bf16")
+        if bf16 is not None and bf16.plain() is True:
+            both = [key for key in ("fp16", "fp16_params") if (found := view.located(key)) is not None and found.plain() is True]
+            if both:
+                shown = " and ".join(f"`{key}` is True" for key in both)
+                yield ConfigProblem(
+                    bf16,
+                    f"`bf16` is True and {shown}: the library runs in one half-precision format, and setting bf16 "
+                    f"requires fp16 and fp16_params to be False (\"Setting config parameter bf16 to non-default value True "
+                    f"requires fp16 to be set to False\"), so the job stops at start-up after the instances are up. Keep one: "
+                    f"bf16 (which the library supports only with sharded data parallelism) or fp16.",
+                    Severity.ERROR,
+                )
+        fp16_params = view.located("fp16_params")
+        if fp16_params is not None and not _before_fp16_key(view):
+            value = fp16_params.plain()
+            written = f"`\"fp16\": {value!r}`" if isinstance(value, bool) else "`fp16`"
+            yield ConfigProblem(
+                fp16_params,
+                "`fp16_params` is deprecated: the library's schema names `fp16` as its replacement and logs a deprecation "
+                "warning at start-up (1.10 and later; the fp16 training guide uses `fp16`). Write "
+                f"{written} instead.",
+                Severity.HINT,
+            )
+
+
+def _before_fp16_key(view: ConfigView) -> bool:
+    """The launcher starts a PyTorch container older than 1.11, whose library (SMP 1.9 or
+    older) has no ``fp16`` key yet: ``fp16_params`` is then the right spelling, not deprecated."""
+    version = pytorch_version(view.launcher) if view.launcher is not None else None
+    return version is not None and version.before(1, 11)

@@ -1,0 +1,105 @@
+"""SMP820: the pipeline degree under the wrong one of its two names.
+
+``partitions`` is the library's alias of ``pipeline_parallel_degree``; both with different
+values stop the library. Two other readers know only ``partitions``: the SageMaker SDK's
+validator compares ``default_partition`` with ``config["partitions"]`` (a ``KeyError`` when the
+degree is written as ``pipeline_parallel_degree``), and Hugging Face's
+``is_sagemaker_mp_enabled()`` looks for the key ``partitions``, so a ``Trainer`` (and a
+``HuggingFace`` estimator's script) silently trains without the library otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Optional
+
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.literals import UNKNOWN
+from smpfix.job.config_entries import renamed_key
+from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
+from smpfix.rules.launched_code import launched_code
+from smpfix.rules.rule import FixAvailability
+
+
+class PartitionsKeyRequired(ConfigRule):
+    code = "SMP820"
+    name = "partitions-key-required"
+    summary = "Write the pipeline degree as `partitions` where the SDK or Hugging Face need it, and never both names."
+    fix_availability = FixAvailability.UNSAFE
+
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        parameters = view.parameters
+        if parameters is None or not parameters.is_dict:
+            return
+        alias, degree = parameters.get("partitions"), parameters.get("pipeline_parallel_degree")
+        if alias is None or degree is None:
+            return
+        a, d = alias.plain(), degree.plain()
+        if a is UNKNOWN or d is UNKNOWN or a == d:
+            return
+        yield ConfigProblem(
+            alias,
+            f"`partitions` is {a!r} but `pipeline_parallel_degree` is {d!r}: `partitions` is the older name of the same "
+            f"setting, and the library stops at start-up when the two disagree (\"Conflicting values {d!r} and {a!r} "
+            "are provided for config parameter pipeline_parallel_degree and its alias partitions\"), after the "
+            "instances are up. Keep one of them with the degree you mean.",
+            Severity.ERROR,
+        )
+
+    def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
+        # Launchers only: the SDK and Hugging Face read the launcher's parameters, never an
+        # ``smp.init`` dict. Both findings point at one key, so they are reported as one.
+        launcher = view.launcher
+        if launcher is None:
+            return
+        mp = launcher.modelparallel
+        enabled = mp.get("enabled") if mp is not None else None
+        parameters = view.parameters
+        if enabled is None or enabled.plain() is not True or parameters is None or not parameters.is_dict:
+            return
+        degree = parameters.get("pipeline_parallel_degree")
+        if degree is None or parameters.get("partitions") is not None:
+            return
+        reasons = []
+        if parameters.get("default_partition") is not None:
+            reasons.append(
+                "the SageMaker SDK's validator compares `default_partition` with `config[\"partitions\"]`, so building "
+                "the job fails with `KeyError: 'partitions'`"
+            )
+        hugging_face = _hugging_face_reader(self, view)
+        if hugging_face is not None:
+            reasons.append(
+                f"{hugging_face} turns model parallelism on only when the key `partitions` is in the parameters "
+                "(`is_sagemaker_mp_enabled()`), so it silently trains without the library: no pipeline or tensor "
+                "parallelism, and the model may not fit"
+            )
+        if not reasons:
+            return
+        value = degree.plain()
+        shown = f" {value!r}" if value is not UNKNOWN else ""
+        replacement = renamed_key(degree, "pipeline_parallel_degree", "partitions")
+        fix = (
+            ConfigFix(Applicability.UNSAFE, "Rename `pipeline_parallel_degree` to `partitions`", replace=(replacement,))
+            if replacement is not None
+            else None
+        )
+        yield ConfigProblem(
+            degree,
+            f"The pipeline degree is written as `pipeline_parallel_degree`{shown} without `partitions`: "
+            + "; and ".join(reasons)
+            + ". Write it as `\"partitions\"` (the library accepts both names).",
+            Severity.ERROR,
+            fix,
+        )
+
+
+def _hugging_face_reader(rule: ConfigRule, view: ConfigView) -> Optional[str]:
+    """What reads the parameters the Hugging Face way: the estimator, or the launched Trainer script."""
+    launcher = view.launcher
+    if launcher is not None and "huggingface" in launcher.estimator.lower():
+        return "with the HuggingFace estimator, the transformers `Trainer`"
+    code = launched_code(rule, view)
+    if code is not None and code.uses_hf_trainer:
+        return f"the launched script {code.script} uses the transformers `Trainer`, which"
+    return None

@@ -1,0 +1,87 @@
+"""The code a configuration runs: the script a launcher starts, or the script that holds an
+``smp.init({...})`` dict, together with the project modules it imports.
+
+Some configuration mistakes are mistakes only together with the code: ``offload_activations``
+does nothing unless the script checkpoints activations, and sharded data parallelism with
+tensor parallelism needs ``smp.model_creation(tensor_parallelism=...)``. A launcher's script
+is looked into only when it is inside the checked paths and on disk (a notebook's
+``%%writefile`` cell is not), parsed once per analysis through ``LocalModules``, which also
+records it as a dependency of the launcher's cached result. The script's own imports are
+followed to project files only, a few levels deep; a call made inside an installed package
+cannot be seen, so a rule that reports a missing call says where it looked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from smpfix.program.facts import FileFacts
+from smpfix.program.local_modules import LocalModules
+
+if TYPE_CHECKING:
+    from smpfix.rules.config_rule import ConfigView
+    from smpfix.rules.rule import Rule
+
+# How many levels of project imports below the script are read.
+_IMPORT_DEPTH = 2
+
+
+@dataclass(frozen=True)
+class LaunchedCode:
+    """The script (``script`` as a path to show) and the project files it imports."""
+
+    script: str
+    files: tuple[FileFacts, ...]
+
+    @property
+    def uses_hf_trainer(self) -> bool:
+        return any(facts.uses_hf_trainer for facts in self.files)
+
+    def smp_calls(self, *members: str) -> Iterator[tuple[FileFacts, cst.Call]]:
+        """Calls of the library's ``members`` (``"set_activation_checkpointing"``) in any of the files."""
+        for facts in self.files:
+            for call in facts.call_order:
+                if facts.smp_member(call.func) in members:
+                    yield facts, call
+
+
+def launched_code(rule: Rule, view: ConfigView) -> Optional[LaunchedCode]:
+    """The code ``view`` configures, or None when smpfix cannot read it."""
+    modules = rule.context.modules
+    if modules is None:
+        return None
+    if view.kind == "smp.init":
+        return LaunchedCode("this script", (rule.facts, *_imported(modules, rule.context.path, rule.facts)))
+    script = view.launcher.script if view.launcher is not None else None
+    if script is None:
+        return None
+    path = os.path.abspath(script)
+    if not modules.project.contains(path):
+        return None
+    resolver = modules.for_importer(path)
+    linked = resolver.load(path)
+    if linked is None:
+        return None
+    shown = os.path.relpath(path, os.path.dirname(os.path.abspath(rule.context.path)))
+    return LaunchedCode(shown, (linked.facts, *_imported(resolver, path, linked.facts)))
+
+
+def _imported(modules: LocalModules, path: str, facts: FileFacts) -> list[FileFacts]:
+    """The project modules ``path`` imports, and theirs, up to ``_IMPORT_DEPTH`` levels."""
+    found: dict[str, FileFacts] = {os.path.abspath(path): facts}
+    frontier = [(path, facts)]
+    for _ in range(_IMPORT_DEPTH):
+        following = []
+        for importer, importer_facts in frontier:
+            for linked in modules.for_importer(importer).imported_modules(importer_facts):
+                key = os.path.abspath(linked.path)
+                if key not in found:
+                    found[key] = linked.facts
+                    following.append((linked.path, linked.facts))
+        frontier = following
+    return [facts for key, facts in found.items() if key != os.path.abspath(path)]

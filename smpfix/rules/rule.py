@@ -1,0 +1,121 @@
+"""The rule base class: what a rule declares about itself and how it reports.
+
+A rule is one small module in a family folder of ``smpfix/rules/``: a subclass of ``Rule`` with its code and
+name, ``visit_<Node>``/``leave_<Node>`` methods that the shared walker calls, and calls to
+``self.report``. Rules never print and never write; the analysis turns reports into findings.
+Rules register themselves by being defined there (``smpfix.rules.registry`` finds them); there is no list to edit.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Optional
+
+import libcst as cst
+
+from smpfix.base.edits import NodeEdit
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.walker import Ancestry
+from smpfix.job.jobfacts import FeatureState, JobFacts, Tri
+from smpfix.program.facts import FileFacts
+from smpfix.program.local_modules import LinkedModule, LocalModules
+
+
+class FixAvailability(str, enum.Enum):
+    """What a rule's fixes can be, for ``smpfix rules`` and the pages."""
+
+    NONE = "none"
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+    SOMETIMES_SAFE = "safe or unsafe"
+
+
+@dataclass(frozen=True)
+class PendingFix:
+    applicability: Applicability
+    description: str
+    edits: tuple[NodeEdit, ...]
+
+
+@dataclass(frozen=True)
+class Report:
+    code: str
+    node: cst.CSTNode
+    message: str
+    severity: Severity
+    fix: Optional[PendingFix] = None
+    job_facts: tuple[FeatureState, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """What a rule may look at for the file being checked."""
+
+    path: str
+    module: cst.Module
+    facts: FileFacts
+    job: JobFacts
+    ancestry: Ancestry
+    # Sibling project files this file imports (model.py, data.py), resolved on demand.
+    modules: Optional[LocalModules] = None
+    # When a helper module is checked on behalf of the SMP scripts that import it: those scripts.
+    importers: tuple[LinkedModule, ...] = ()
+    # Results several rules of one family compute once per file (e.g. the configurations a
+    # launcher states); lives as long as this file's analysis.
+    memo: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def code_for(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+
+class Rule:
+    code: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    fix_availability: ClassVar[FixAvailability] = FixAvailability.NONE
+    depends_on: ClassVar[tuple[str, ...]] = ()
+    # Rules that the Hugging Face Trainer already satisfies are skipped in Trainer scripts.
+    satisfied_by_hf_trainer: ClassVar[bool] = False
+    # The severity of a finding when the job is known; SARIF's ``defaultConfiguration.level``.
+    default_severity: ClassVar[Severity] = Severity.ERROR
+    # Rules that also check helper modules (data.py, model.py) that never import the library
+    # but are imported by a checked SMP script; ``context.importers`` then holds the scripts.
+    runs_on_helper_modules: ClassVar[bool] = False
+
+    def __init__(self, context: RuleContext) -> None:
+        self.context = context
+        self.facts = context.facts
+        self.job = context.job
+        self.reports: list[Report] = []
+
+    @classmethod
+    def applies_to(cls, facts: FileFacts) -> bool:
+        """Whether the rule runs on this file at all (default: files that import SMP v1)."""
+        if cls.satisfied_by_hf_trainer and facts.uses_hf_trainer:
+            return False
+        return facts.imports_smp
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        *,
+        severity: Severity = Severity.ERROR,
+        fix: Optional[PendingFix] = None,
+        job_facts: Sequence[FeatureState] = (),
+    ) -> None:
+        self.reports.append(Report(self.code, node, message, severity, fix, tuple(job_facts)))
+
+    def feature(self, key: str) -> FeatureState:
+        return self.job.feature(key)
+
+    @staticmethod
+    def severity_when(state: FeatureState) -> Optional[Severity]:
+        """For a rule that only matters when a feature is ON: error, warning, or silence."""
+        return {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: None}[state.state]
+
+    @property
+    def ancestry(self) -> Ancestry:
+        return self.context.ancestry

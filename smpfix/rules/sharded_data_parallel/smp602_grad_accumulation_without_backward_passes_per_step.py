@@ -1,0 +1,240 @@
+"""SMP602: gradient accumulation under sharded data parallelism without ``backward_passes_per_step``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import libcst as cst
+
+from smpfix.base.calls import argument, has_star_kwargs, names_in
+from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
+from smpfix.base.findings import Applicability
+from smpfix.base.imports import dotted_name
+from smpfix.base.literals import UNKNOWN
+from smpfix.base.walker import iter_nodes
+from smpfix.program.facts import StatementRef, Wrap
+from smpfix.program.training_objects import SCHEDULER, looks_like_optimizer, object_kind
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+
+_BOUNDARY_HELPER = re.compile(r"accum|boundary", re.IGNORECASE)
+_POSITION = 5  # DistributedModel(module, trace_device, ..., overlapping_allreduce, backward_passes_per_step, ...)
+Scope = Union[cst.Module, cst.FunctionDef]
+
+
+@dataclass(frozen=True)
+class _Accumulation:
+    """An optimizer step that runs only at accumulation boundaries."""
+
+    step_call: cst.Call
+    test: cst.BaseExpression
+    k: Optional[cst.BaseExpression]  # the accumulation count, when the test shows it
+
+
+class GradAccumulationWithoutBackwardPassesPerStep(Rule):
+    code = "SMP602"
+    name = "grad-accumulation-without-backward-passes-per-step"
+    summary = "Under sharded data parallelism, gradient accumulation needs `backward_passes_per_step` on `smp.DistributedModel`."
+    fix_availability = FixAvailability.SOMETIMES_SAFE
+    depends_on = ("SDP",)
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self.accumulation: Optional[_Accumulation] = None
+        self.order: dict[cst.CSTNode, int] = {}
+        self._counters: dict[int, set[str]] = {}
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.order[node] = len(self.order)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.accumulation is not None or not self._is_optimizer_step(node):
+            return
+        found = self._guard(node)
+        if found is not None:
+            self.accumulation = _Accumulation(node, found[0], found[1])
+
+    def _is_optimizer_step(self, call: cst.Call) -> bool:
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "step":
+            return False
+        receiver = func.value
+        if object_kind(self.facts, receiver) == SCHEDULER or "sched" in (dotted_name(receiver) or "").lower():
+            return False
+        return looks_like_optimizer(self.facts, receiver)
+
+    # -- the accumulation guard -------------------------------------------------------------
+    def _guard(self, call: cst.Call) -> Optional[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
+        stack = self.ancestry.stack
+        scope: Scope = self.context.module
+        for index in range(len(stack) - 2, -1, -1):
+            node = stack[index]
+            if isinstance(node, cst.FunctionDef):
+                scope = node
+                break
+        for index in range(len(stack) - 2, -1, -1):
+            node = stack[index]
+            if isinstance(node, cst.FunctionDef):
+                break
+            if isinstance(node, cst.If) and stack[index + 1] is node.body:
+                found = self._boundary_test(node.test, scope)
+                if found is not None:
+                    return node.test, found[1]
+            ref = self.facts.statement_of(node)
+            if ref is not None:
+                exit_test = self._early_exit_before(ref, scope)
+                if exit_test is not None:
+                    return exit_test
+        return None
+
+    def _early_exit_before(self, ref: StatementRef, scope: Scope) -> Optional[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
+        """``if (i + 1) % k != 0: continue`` earlier in the same block."""
+        for earlier in ref.block.body[: ref.index]:
+            if not isinstance(earlier, cst.If) or earlier.orelse is not None or len(earlier.body.body) != 1:
+                continue
+            only = earlier.body.body[0]
+            if not (isinstance(only, cst.SimpleStatementLine) and isinstance(only.body[0], (cst.Continue, cst.Return))):
+                continue
+            found = self._boundary_test(earlier.test, scope, negated=True)
+            if found is not None:
+                return earlier.test, found[1]
+        return None
+
+    def _boundary_test(
+        self, test: cst.BaseExpression, scope: Scope, negated: bool = False
+    ) -> Optional[tuple[bool, Optional[cst.BaseExpression]]]:
+        """(True, k) when ``test`` holds at accumulation boundaries (or, ``negated``, between them)."""
+        if isinstance(test, cst.BooleanOperation):
+            return self._boundary_test(test.left, scope, negated) or self._boundary_test(test.right, scope, negated)
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            modulo = _modulo(test.expression)
+            if modulo is not None and not negated:
+                return True, modulo.right
+            return None
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            operator = test.comparisons[0].operator
+            wanted = cst.NotEqual if negated else cst.Equal
+            for side in (test.left, test.comparisons[0].comparator):
+                modulo = _modulo(side)
+                if modulo is not None and isinstance(operator, wanted):
+                    return True, modulo.right
+            if not negated and isinstance(operator, (cst.Equal, cst.GreaterThanEqual)):
+                counter, limit = test.left, test.comparisons[0].comparator
+                if isinstance(counter, cst.Name) and counter.value in self._incremented(scope):
+                    return True, limit
+            return None
+        if isinstance(test, cst.Call) and not negated:
+            name = dotted_name(test.func) or ""
+            if _BOUNDARY_HELPER.search(name.rsplit(".", 1)[-1]):
+                return True, None
+        modulo = _modulo(test)
+        if modulo is not None and negated:
+            return True, modulo.right  # `if i % k: continue`
+        return None
+
+    def _incremented(self, scope: Scope) -> set[str]:
+        """Names counted up with ``n += 1`` in ``scope`` (accumulation counters)."""
+        key = id(scope)
+        if key not in self._counters:
+            self._counters[key] = {
+                node.target.value
+                for node in iter_nodes(scope)
+                if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) and isinstance(node.target, cst.Name)
+            }
+        return self._counters[key]
+
+    # -- the DistributedModel call -----------------------------------------------------------
+    def leave_Module(self, node: cst.Module) -> None:
+        accumulation = self.accumulation
+        if accumulation is None:
+            return
+        sdp = self.feature("SDP")
+        severity = self.severity_when(sdp)
+        if severity is None:
+            return
+        for wrap in self.facts.distributed_models:
+            if has_star_kwargs(wrap.call):
+                continue
+            given = argument(wrap.call, "backward_passes_per_step", _POSITION)
+            if given is not None and (accumulation.k is None or self._same(given.value, accumulation.k)):
+                continue
+            message = self._message(accumulation, given, sdp.state.value == "on", sdp.condition())
+            self.report(wrap.call, message, severity=severity, fix=self._fix(wrap, given, accumulation.k), job_facts=(sdp,))
+
+    def _same(self, given: cst.BaseExpression, k: cst.BaseExpression) -> bool:
+        code = self.context.module.code_for_node
+        if "".join(code(given).split()) == "".join(code(k).split()):
+            return True
+        left, right = self.facts.literal(given), self.facts.literal(k)
+        return left is not UNKNOWN and left == right
+
+    def _message(self, accumulation: _Accumulation, given: Optional[cst.Arg], on: bool, condition: str) -> str:
+        code = self.context.code_for
+        test = code(accumulation.test)
+        test = test if len(test) <= 60 and "\n" not in test else "an accumulation condition"
+        k = f"`{code(accumulation.k)}`" if accumulation.k is not None else "the accumulation count"
+        step = code(accumulation.step_call)
+        if given is None:
+            lead = f"Gradients are accumulated (`{step}` runs only when `{test}`), but `smp.DistributedModel(...)` does not set `backward_passes_per_step`"
+        else:
+            lead = (
+                f"Gradients are accumulated over {k} backward passes (`{step}` runs only when `{test}`), but "
+                f"`smp.DistributedModel(...)` sets `backward_passes_per_step={code(given.value)}`"
+            )
+        why = (
+            "the library then takes every backward pass for an accumulation boundary and reduces the gradients "
+            "across the replication group each time instead of once at the boundary"
+        )
+        head = f"{lead}, and {condition}: {why}." if on else f"{lead}; {condition}, {why}."
+        return f"{head} Pass `backward_passes_per_step={k.strip('`')}` to `smp.DistributedModel`."
+
+    def _fix(self, wrap: Wrap, given: Optional[cst.Arg], k: Optional[cst.BaseExpression]) -> Optional[PendingFix]:
+        """Safe to add ``k`` when it is a name or attribute already bound where the model is wrapped.
+
+        Any other expression (a literal, arithmetic) is offered as unsafe, and so is replacing a
+        value the script sets explicitly; a ``k`` not bound at the wrap gets no fix.
+        """
+        if k is None or wrap.where is None:
+            return None
+        where = wrap.where
+        if not all(self._in_scope(name, where) for name in names_in(k)):
+            return None
+        code = self.context.module.code_for_node(k)
+        edits: tuple[NodeEdit, ...]
+        if given is None:
+            if not wrap.call.args:
+                return None
+            edits = (InsertAfter(wrap.call.args[-1].value, f", backward_passes_per_step={code}"),)
+            applicability = Applicability.SAFE if dotted_name(k) is not None else Applicability.UNSAFE
+        else:
+            edits = (ReplaceNode(given.value, code),)
+            applicability = Applicability.UNSAFE
+        return PendingFix(applicability, f"Pass `backward_passes_per_step={code}` to `smp.DistributedModel`", edits)
+
+    def _in_scope(self, name: str, where: StatementRef) -> bool:
+        """Is ``name`` bound before the wrap runs: an import, a parameter, an earlier local, a global?"""
+        if name in self.facts.imports.bindings or name in self.facts.functions or name in self.facts.classes:
+            return True
+        scope = where.scope
+        if isinstance(scope, cst.FunctionDef):
+            params = scope.params
+            every = (*params.posonly_params, *params.params, *params.kwonly_params)
+            if name in {param.name.value for param in every}:
+                return True
+        wrap_order = self.order.get(where.statement, -1)
+        for assignment in self.facts.assignments.get(name, ()):
+            ref = assignment.where
+            if ref is None:
+                continue
+            if ref.scope is scope and self.order.get(ref.statement, len(self.order)) < wrap_order:
+                return True
+            if isinstance(ref.scope, cst.Module) and isinstance(scope, cst.FunctionDef):
+                return True
+        return False
+
+
+def _modulo(node: cst.BaseExpression) -> Optional[cst.BinaryOperation]:
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+        return node
+    return None

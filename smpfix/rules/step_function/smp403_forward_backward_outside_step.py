@@ -1,0 +1,135 @@
+"""SMP403: the wrapped model called, or ``model.backward`` called, outside a step function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+import libcst as cst
+
+from smpfix.base.findings import Severity
+from smpfix.base.walker import iter_nodes
+from smpfix.program.model_names import DistributedModelNames
+from smpfix.program.steps import enclosing_step, step_bodies, step_functions
+from smpfix.rules.rule import FixAvailability, Rule, RuleContext
+
+Scope = Union[cst.Module, cst.FunctionDef]
+_IN_STEP, _ALTERNATIVE, _OUTSIDE = "in step", "alternative to a step", "outside"
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    call: cst.Call
+    model: str
+    backward: bool
+    functions: tuple[cst.FunctionDef, ...]
+
+
+class ForwardBackwardOutsideStep(Rule):
+    code = "SMP403"
+    name = "forward-backward-outside-step"
+    summary = "The wrapped model's forward (under pipeline parallelism) and `model.backward` run only inside an `@smp.step` function."
+    fix_availability = FixAvailability.NONE
+    depends_on = ("PP",)
+    satisfied_by_hf_trainer = True
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        steps = step_functions(self.facts)
+        self.bodies = step_bodies(steps)
+        self.step_names = frozenset(step.name for step in steps)
+        self.models = DistributedModelNames(self.facts, steps)
+        self.candidates: list[_Candidate] = []
+        # For each plain function name: where each of its calls is (_IN_STEP, _ALTERNATIVE, _OUTSIDE).
+        self.callers_in_step: dict[str, list[str]] = {}
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        in_step = enclosing_step(self.ancestry, self.bodies) is not None
+        if isinstance(func, cst.Name) and func.value in self.facts.functions:
+            # Only local functions can be step helpers; the branch search is for them alone.
+            where = _IN_STEP if in_step else _ALTERNATIVE if self._alternative_to_step() else _OUTSIDE
+            self.callers_in_step.setdefault(func.value, []).append(where)
+        if in_step or not self.models.targets:
+            return
+        if isinstance(func, cst.Name):
+            model, backward = func.value, False
+        elif isinstance(func, cst.Attribute) and func.attr.value == "backward" and isinstance(func.value, cst.Name):
+            model, backward = func.value.value, True
+        else:
+            return
+        functions: tuple[cst.FunctionDef, ...] = tuple(self.ancestry.all_of(cst.FunctionDef))  # type: ignore[arg-type]
+        if not self.models.holds_model(model, functions) or self._before_wrap(node, model, functions):
+            return
+        self.candidates.append(_Candidate(node, model, backward, functions))
+
+    def _before_wrap(self, call: cst.Call, model: str, functions: tuple[cst.FunctionDef, ...]) -> bool:
+        """``model(x)`` before ``model = smp.DistributedModel(model)`` in the same function calls the raw model."""
+        scope: Scope = functions[-1] if functions else self.context.module
+        wraps = [w for w in self.facts.distributed_models if w.target == model and w.where is not None and w.where.scope is scope]
+        return bool(wraps) and all(self.facts.runs_before(call, w.call) for w in wraps)
+
+    def _alternative_to_step(self) -> bool:
+        """The call being visited sits in one branch of an ``if`` whose other branch calls a
+        step function: a script that runs with or without the library (``if args.smp:
+        loss = smp_step(...) else: loss = train_step(...)``) takes one path or the other."""
+        if not self.step_names:
+            return False
+        stack = self.ancestry.stack
+        for position, node in enumerate(stack[:-1]):
+            if not isinstance(node, cst.If) or node.orelse is None:
+                continue
+            branch = stack[position + 1]
+            other = node.orelse if branch is node.body else node.body if branch is node.orelse else None
+            if other is not None and any(
+                isinstance(child, cst.Call) and isinstance(child.func, cst.Name) and child.func.value in self.step_names
+                for child in iter_nodes(other)
+            ):
+                return True
+        return False
+
+    def _only_called_from_steps(self, function: cst.FunctionDef) -> bool:
+        """Every call of ``function`` runs inside a step, or on the other side of a branch
+        from a step call; and at least one is inside a step."""
+        calls = self.callers_in_step.get(function.name.value, [])
+        return _IN_STEP in calls and _OUTSIDE not in calls
+
+    def leave_Module(self, node: cst.Module) -> None:
+        for candidate in self.candidates:
+            if any(self._only_called_from_steps(function) for function in candidate.functions):
+                continue
+            if candidate.backward:
+                self._flag_backward(candidate)
+            else:
+                self._flag_forward(candidate)
+
+    def _flag_backward(self, candidate: _Candidate) -> None:
+        model = candidate.model
+        message = (
+            f"`{model}.backward(...)` is called outside an `@smp.step` function: the library always raises "
+            "`BwdExecutionNotInStepFnError` there, because the backward pass is scheduled per microbatch by the "
+            f"step. Move the forward pass and `{model}.backward(loss)` into an `@smp.step` function, return the "
+            "loss, and call that function from the training loop."
+        )
+        self.report(candidate.call, message, severity=Severity.ERROR)
+
+    def _flag_forward(self, candidate: _Candidate) -> None:
+        pp = self.feature("PP")
+        severity = self.severity_when(pp)
+        if severity is None:
+            return
+        model = candidate.model
+        lead = f"The wrapped model `{model}` is called outside an `@smp.step` function"
+        why = (
+            "the library raises `FwdExecutionNotInStepFnError`, because pipeline stages can only run the forward "
+            "pass inside a step, which splits the batch into microbatches and pipelines them"
+        )
+        if pp.state.value == "on":
+            head = f"{lead}, and {pp.condition()}: {why}."
+        else:
+            head = f"{lead}; {pp.condition()}, {why}."
+        message = (
+            f"{head} Put the forward pass (and `{model}.backward(loss)`) in an `@smp.step` function and call it "
+            "from the loop; evaluation needs its own step function too."
+        )
+        self.report(candidate.call, message, severity=severity, job_facts=(pp,))

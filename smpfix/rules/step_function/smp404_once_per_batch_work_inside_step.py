@@ -1,0 +1,297 @@
+"""SMP404: optimizer steps, gradient clipping and allreduce inside a step function."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.call_binding import bind_arguments
+from smpfix.base.calls import bound_names, names_in
+from smpfix.base.edits import (
+    DeleteStatementLines,
+    InsertStatementAfter,
+    InsertStatementBefore,
+    NodeEdit,
+)
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.imports import dotted_name
+from smpfix.base.walker import iter_nodes
+from smpfix.job.jobfacts import FeatureState, Tri
+from smpfix.program.facts import StatementRef
+from smpfix.program.model_names import DistributedModelNames
+from smpfix.program.steps import (
+    body_statements,
+    calls_by_name,
+    enclosing_step,
+    step_bodies,
+    step_functions,
+)
+from smpfix.program.training_objects import (
+    GRAD_SCALER,
+    SCHEDULER,
+    looks_like_optimizer,
+    object_kind,
+)
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+
+_CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
+_ALLREDUCE_FUNCTIONS = frozenset({"all_reduce", "all_reduce_coalesced", "all_reduce_multigpu"})
+_HVD_ALLREDUCE = frozenset({"allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce", "grouped_allreduce_"})
+
+
+@dataclass(frozen=True)
+class _Work:
+    """One once-per-batch call found in a step body, and why it must not be there."""
+
+    call: cst.Call
+    step: cst.FunctionDef
+    what: str
+    effect: str
+    statement: Optional[cst.SimpleStatementLine]
+
+
+class OncePerBatchWorkInsideStep(Rule):
+    code = "SMP404"
+    name = "once-per-batch-work-inside-step"
+    summary = "`optimizer.step()`, `zero_grad()`, scheduler steps, gradient clipping and allreduce inside `@smp.step` run once per microbatch."
+    fix_availability = FixAvailability.UNSAFE
+    depends_on = ("MB", "PP")
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self.steps = step_functions(self.facts)
+        self.bodies = step_bodies(self.steps)
+        self.calls = calls_by_name(self.facts)
+        self.models = DistributedModelNames(self.facts, self.steps, self.calls)
+        self.found: list[_Work] = []
+
+    # -- detection -----------------------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        step = enclosing_step(self.ancestry, self.bodies)
+        if step is None:
+            return
+        kind = self._classify(node)
+        if kind is None:
+            return
+        self.found.append(_Work(node, step, kind[0], kind[1], self._own_statement(node, step)))
+
+    def _classify(self, call: cst.Call) -> Optional[tuple[str, str]]:
+        """(what the call is, what running it per microbatch does) for once-per-batch work."""
+        func = call.func
+        qualified = self.facts.qualified_name(func) or ""
+        last = qualified.rsplit(".", 1)[-1]
+        if qualified.startswith("torch.") and last in _CLIP_FUNCTIONS:
+            return "gradient clipping", "clips each microbatch's partial gradients instead of the whole batch's"
+        if qualified.startswith("torch.distributed.") and last in _ALLREDUCE_FUNCTIONS:
+            return "`dist.all_reduce`", "runs a collective per microbatch, which is slow and reduces partial values"
+        if qualified.startswith("horovod.") and last in _HVD_ALLREDUCE:
+            return "`hvd.allreduce`", "runs a collective per microbatch, which is slow and reduces partial values"
+        if not isinstance(func, cst.Attribute) or qualified:
+            return None
+        method, receiver = func.attr.value, func.value
+        spelled = dotted_name(receiver) or "..."
+        if method == "zero_grad":
+            return f"`{spelled}.zero_grad()`", "wipes the gradients that the earlier microbatches accumulated"
+        if method == "apply_gradients":
+            return f"`{spelled}.apply_gradients(...)`", "applies a weight update per microbatch, from partial gradients"
+        if method in ("clip_master_grads", "clip_grad_norm_", "clip_grad_value_"):
+            return "gradient clipping", "clips each microbatch's partial gradients instead of the whole batch's"
+        if method == "step" and looks_like_optimizer(self.facts, receiver):
+            kind = object_kind(self.facts, receiver)
+            if kind == SCHEDULER or (kind is None and "sched" in spelled.lower()):
+                return f"`{spelled}.step()`", "advances the learning-rate schedule once per microbatch"
+            if kind == GRAD_SCALER or (kind is None and "scaler" in spelled.lower()):
+                return f"`{spelled}.step(...)`", "updates the weights once per microbatch, from partial gradients"
+            return f"`{spelled}.step()`", "updates the weights once per microbatch, from partial gradients"
+        return None
+
+    def _own_statement(self, call: cst.Call, step: cst.FunctionDef) -> Optional[cst.SimpleStatementLine]:
+        """The statement ``call`` makes up by itself, when it sits directly in the step's body."""
+        stack = self.ancestry.stack
+        index = stack.index(step)
+        if len(stack) < index + 5 or not isinstance(stack[index + 1], cst.IndentedBlock):
+            return None
+        statement, small = stack[index + 2], stack[index + 3]
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return None
+        if not isinstance(small, cst.Expr) or small.value is not call:
+            return None
+        return statement
+
+    # -- reporting -----------------------------------------------------------------------
+    def leave_Module(self, node: cst.Module) -> None:
+        severity, states, condition = self._severity()
+        fixes: dict[cst.FunctionDef, Optional[PendingFix]] = {}
+        for work in self.found:
+            if work.step not in fixes:
+                fixes[work.step] = self._fix([w for w in self.found if w.step is work.step])
+            step_name = work.step.name.value
+            where = "before the" if work.what.endswith(".zero_grad()`") else "after the"
+            message = (
+                f"{work.what} inside step function `{step_name}` runs once per microbatch, not once per batch: it "
+                f"{work.effect}. {condition} Move it to the training loop, {where} `{step_name}(...)` call."
+            )
+            self.report(work.call, message, severity=severity, fix=fixes[work.step], job_facts=states)
+
+    def _severity(self) -> tuple[Severity, tuple[FeatureState, ...], str]:
+        mb, pp = self.feature("MB"), self.feature("PP")
+        on = tuple(state for state in (mb, pp) if state.state is Tri.ON)
+        if on:
+            return Severity.ERROR, on, f"Here {' and '.join(state.condition() for state in on)}."
+        unknown = tuple(state for state in (mb, pp) if state.state is Tri.UNKNOWN)
+        if unknown:
+            return Severity.WARNING, unknown, "This is wrong whenever the job uses more than one microbatch."
+        return (
+            Severity.HINT,
+            (mb, pp),
+            "With one microbatch and no pipeline it runs once, but the library documents that it belongs outside the step.",
+        )
+
+    # -- fix -------------------------------------------------------------------------------
+    def _fix(self, works: Sequence[_Work]) -> Optional[PendingFix]:
+        """Move every flagged statement of one step to its single call site, or none of them.
+
+        Statements before the step's first forward or backward call (``zero_grad``) go before
+        the call site; the others after it, in their order. Moving only some would reorder
+        them relative to each other (``zero_grad`` after ``step`` trains nothing).
+        """
+        step_function = works[0].step
+        statements = [work.statement for work in works]
+        if any(statement is None for statement in statements):
+            return None
+        moved: list[cst.SimpleStatementLine] = [s for s in statements if s is not None]
+        body = list(body_statements(step_function))
+        if len(set(map(id, moved))) != len(moved) or len(moved) >= len([s for s in body if not _is_return(s)]):
+            return None
+        site = self._single_call_site(step_function)
+        if site is None:
+            return None
+        call, ref = site
+        renames = self._renames(step_function, call, ref, moved)
+        if renames is None:
+            return None
+        positions = {id(statement): index for index, statement in enumerate(body)}
+        first_work = next((i for i, s in enumerate(body) if self._runs_model(s, step_function)), len(body))
+        before = [s for s in moved if positions[id(s)] < first_work]
+        after = [s for s in moved if positions[id(s)] > first_work]
+        if len(before) + len(after) != len(moved) or not self._only_moved_or_return_after(body, after, moved):
+            return None
+        module = self.context.module
+        edits: list[NodeEdit] = [DeleteStatementLines(statement) for statement in moved]
+        edits += [InsertStatementBefore(ref.statement, _renamed(s, renames), module) for s in before]
+        edits += [InsertStatementAfter(ref.statement, _renamed(s, renames), module) for s in after]
+        callee = call.func.value if isinstance(call.func, cst.Name) else step_function.name.value
+        return PendingFix(Applicability.UNSAFE, f"Move the once-per-batch statements out of `{callee}`, around its call", tuple(edits))
+
+    def _single_call_site(self, function: cst.FunctionDef) -> Optional[tuple[cst.Call, StatementRef]]:
+        names = {step.name for step in self.steps if step.function is function}
+        calls = [call for name in names for call in self.calls.get(name, ())]
+        if len(calls) != 1:
+            return None
+        call = calls[0]
+        for statement, ref in self.facts.statements.items():
+            if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+                continue
+            if isinstance(ref.block, cst.SimpleStatementSuite) or _statement_call(statement.body[0]) is not call:
+                continue
+            if _inside(statement, function):
+                return None  # a recursive call: the statements have nowhere to go
+            return call, ref
+        return None
+
+    def _renames(
+        self, function: cst.FunctionDef, call: cst.Call, ref: StatementRef, moved: Sequence[cst.SimpleStatementLine]
+    ) -> Optional[Mapping[str, cst.BaseExpression]]:
+        """How the moved statements' names are spelled at the call site; None if they cannot be."""
+        bound = bind_arguments(function, call)
+        if bound is None:
+            return None
+        params = {p.name.value for p in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)}
+        for star in (function.params.star_arg, function.params.star_kwarg):
+            if isinstance(star, cst.Param):
+                params.add(star.name.value)
+        local = bound_names(function.body) - params
+        caller_bound: set[str] = set()
+        if isinstance(ref.scope, cst.FunctionDef):
+            caller_bound = bound_names(ref.scope.body) | {p.name.value for p in ref.scope.params.params}
+        renames: dict[str, cst.BaseExpression] = {}
+        for statement in moved:
+            for name in names_in(statement):
+                if name in local:
+                    return None
+                if name in params:
+                    value = bound.get(name)
+                    if value is None or dotted_name(value) is None:
+                        return None
+                    renames[name] = value
+                elif name in caller_bound:
+                    return None
+        return renames
+
+    def _runs_model(self, statement: cst.CSTNode, function: cst.FunctionDef) -> bool:
+        """Does the statement run the model's forward or a backward pass?"""
+        for node in iter_nodes(statement):
+            if not isinstance(node, cst.Call):
+                continue
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+                return True
+            if isinstance(func, cst.Name) and self.models.holds_model(func.value, [function]):
+                return True
+        return False
+
+    @staticmethod
+    def _only_moved_or_return_after(body: Sequence[cst.BaseStatement], after: Sequence[cst.SimpleStatementLine], moved: Sequence[cst.SimpleStatementLine]) -> bool:
+        """After the first statement moved behind the call, only moved statements and ``return`` may follow."""
+        if not after:
+            return True
+        start = next(i for i, s in enumerate(body) if s is after[0])
+        moved_ids = {id(s) for s in moved}
+        return all(id(s) in moved_ids or _is_return(s) for s in body[start:])
+
+
+def _statement_call(small: cst.BaseSmallStatement) -> Optional[cst.Call]:
+    """The call a statement is made of: ``f(...)``, ``x = f(...)``, ``x = f(...).reduce_mean()``."""
+    value: Optional[cst.BaseExpression] = None
+    if isinstance(small, (cst.Expr, cst.Assign)) or (isinstance(small, cst.AnnAssign) and small.value is not None):
+        value = small.value
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
+        return value.func.value
+    return value if isinstance(value, cst.Call) else None
+
+
+def _inside(node: cst.CSTNode, container: cst.CSTNode) -> bool:
+    return any(inner is node for inner in iter_nodes(container))
+
+
+def _is_return(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(isinstance(s, (cst.Return, cst.Pass)) for s in statement.body)
+
+
+class _Rename(cst.CSTTransformer):
+    """Spell a moved statement's parameter names as the caller's arguments."""
+
+    def __init__(self, renames: Mapping[str, cst.BaseExpression]) -> None:
+        super().__init__()
+        self.renames = renames
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:  # type: ignore[override]
+        value = self.renames.get(original.value)
+        return value.deep_clone() if value is not None else updated
+
+
+def _renamed(statement: cst.SimpleStatementLine, renames: Mapping[str, cst.BaseExpression]) -> cst.SimpleStatementLine:
+    kept = [line for line in statement.leading_lines if line.comment is not None]
+    result = statement.with_changes(leading_lines=kept)
+    if renames:
+        result = result.visit(_Rename(renames))  # type: ignore[assignment]
+    return result

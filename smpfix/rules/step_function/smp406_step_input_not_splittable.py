@@ -1,0 +1,289 @@
+"""SMP406: step arguments the library cannot split into microbatches as written."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+import libcst as cst
+
+from smpfix.base.call_binding import bind_arguments
+from smpfix.base.calls import argument, names_in
+from smpfix.base.edits import InsertAfter, ReplaceNode
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.literals import UNKNOWN, literal_value
+from smpfix.job.jobfacts import Tri
+from smpfix.program.facts import is_step_decorator
+from smpfix.program.steps import StepFunction, calls_by_name, positional_parameters, step_functions
+from smpfix.program.training_objects import (
+    DATALOADER,
+    DATASET,
+    OPTIMIZER,
+    SAMPLER,
+    SCHEDULER,
+    object_kind,
+)
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+
+_NOT_STEP_INPUTS = {
+    DATALOADER: "iterate the loader outside the step and pass the batch tensors it yields",
+    DATASET: "build batches outside the step and pass their tensors",
+    SAMPLER: "use the sampler in the DataLoader, outside the step",
+    OPTIMIZER: "use the optimizer outside the step, after the step function returns",
+    SCHEDULER: "step the scheduler outside the step, after the step function returns",
+}
+_SAME_TENSOR_METHODS = frozenset({"to", "cuda", "cpu", "float", "double", "half", "long", "int", "bool", "bfloat16"})
+_FILLED = frozenset({"torch.ones", "torch.zeros", "torch.empty", "torch.rand", "torch.randn", "torch.full"})
+_PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+
+
+class StepInputNotSplittable(Rule):
+    code = "SMP406"
+    name = "step-input-not-splittable"
+    summary = "`non_split_inputs` must be a list of the step function's parameter names; tensors without a batch dimension belong in it."
+    fix_availability = FixAvailability.SOMETIMES_SAFE
+    depends_on = ("MB",)
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self.steps = step_functions(self.facts)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        calls = calls_by_name(self.facts)
+        for step in self.steps:
+            listed = self._check_options(step)
+            for call in calls.get(step.name, ()):
+                self._check_call(step, call, listed)
+
+    # -- the decorator's arguments ---------------------------------------------------------
+    def _check_options(self, step: StepFunction) -> Optional[frozenset[str]]:
+        """Check ``non_split_inputs``/``input_split_axes``; return the listed names if known."""
+        if step.options is None:
+            return frozenset()
+        params = positional_parameters(step.function) if step.function is not None else None
+        listed = self._check_non_split_inputs(step, params)
+        axes = argument(step.options, "input_split_axes")
+        if axes is not None:
+            self._check_split_axes(step, axes.value, params)
+        return listed
+
+    def _check_non_split_inputs(self, step: StepFunction, params: Optional[Sequence[str]]) -> Optional[frozenset[str]]:
+        assert step.options is not None
+        found = argument(step.options, "non_split_inputs")
+        if found is None:
+            return frozenset()
+        value = found.value
+        if isinstance(value, cst.List):
+            elements = [element.value for element in value.elements]
+            self._check_names(step, "non_split_inputs", elements, params)
+            return self._names(elements)
+        if isinstance(value, (cst.Tuple, cst.Set, cst.SimpleString, cst.ConcatenatedString)):
+            elements = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.Set)) else [value]
+            shape = {cst.Tuple: "a tuple", cst.Set: "a set"}.get(type(value), "a string")
+            self._flag_not_a_list(step, value, shape, self._list_fix(value, elements))
+            self._check_names(step, "non_split_inputs", elements, params)
+            return None
+        literal = self.facts.literal(value)
+        if literal is None or literal is UNKNOWN:
+            return frozenset() if literal is None else None
+        if isinstance(literal, list):
+            missing = [name for name in literal if params is not None and name not in params]
+            for name in missing:
+                self._flag_missing(step, value, "non_split_inputs", name)
+            return frozenset(name for name in literal if isinstance(name, str))
+        self._flag_not_a_list(step, value, f"a {type(literal).__name__}", None)
+        return None
+
+    def _names(self, elements: Sequence[cst.BaseExpression]) -> Optional[frozenset[str]]:
+        values = [literal_value(element) for element in elements]
+        if not all(isinstance(value, str) for value in values):
+            return None
+        return frozenset(values)
+
+    def _list_fix(self, value: cst.BaseExpression, elements: Sequence[cst.BaseExpression]) -> Optional[PendingFix]:
+        """The same names as a list literal: safe, the tuple or string form can only raise."""
+        if not elements or not all(isinstance(literal_value(element), str) for element in elements):
+            return None
+        code = self.context.module.code_for_node
+        text = f"[{', '.join(code(element) for element in elements)}]"
+        # A tuple's parentheses belong to it but lie outside the span that ReplaceNode replaces.
+        parens = [ReplaceNode(paren, "") for paren in (*getattr(value, "lpar", ()), *getattr(value, "rpar", ()))]
+        edits = (*parens, ReplaceNode(value, text))
+        return PendingFix(Applicability.SAFE, "Write `non_split_inputs` as a list of the same names", edits)
+
+    def _flag_not_a_list(self, step: StepFunction, value: cst.BaseExpression, shape: str, fix: Optional[PendingFix]) -> None:
+        message = (
+            f"`non_split_inputs` of step function `{step.name}` is {shape}, but the library requires a list: "
+            "`smp.step` raises `TypeError: Non-split inputs must be a list.` when the function is defined. "
+            "Write the same names as a list."
+        )
+        self.report(value, message, severity=Severity.ERROR, fix=fix)
+
+    def _check_names(self, step: StepFunction, option: str, elements: Sequence[cst.BaseExpression], params: Optional[Sequence[str]]) -> None:
+        for element in elements:
+            name = literal_value(element)
+            if name is UNKNOWN:
+                continue
+            if not isinstance(name, str):
+                self._report_name(step, element, option, f"`{self.context.code_for(element)}` is not a parameter name (a string)")
+            elif params is not None and name not in params:
+                self._flag_missing(step, element, option, name)
+
+    def _flag_missing(self, step: StepFunction, node: cst.CSTNode, option: str, name: str) -> None:
+        self._report_name(step, node, option, f"`{name}` is not a positional-or-keyword parameter of `{step.name}`")
+
+    def _report_name(self, step: StepFunction, node: cst.CSTNode, option: str, problem: str) -> None:
+        message = (
+            f"`{option}` of step function `{step.name}` names something the library cannot match: {problem}. "
+            "It compares the names with `inspect.getfullargspec(f).args` on every call and raises `ValueError` "
+            "(keyword-only parameters and `**kwargs` do not count). Name the function's own parameters."
+        )
+        self.report(node, message, severity=Severity.ERROR)
+
+    def _check_split_axes(self, step: StepFunction, value: cst.BaseExpression, params: Optional[Sequence[str]]) -> None:
+        if isinstance(value, cst.Dict):
+            keys = [element.key for element in value.elements if isinstance(element, cst.DictElement)]
+            self._check_names(step, "input_split_axes", keys, params)
+            return
+        literal: Any = self.facts.literal(value)
+        if literal is UNKNOWN or literal is None:
+            return
+        if isinstance(literal, dict):
+            for name in literal:
+                if params is not None and name not in params:
+                    self._flag_missing(step, value, "input_split_axes", str(name))
+            return
+        message = (
+            f"`input_split_axes` of step function `{step.name}` is a {type(literal).__name__}, but the library requires "
+            "a dict from parameter name to split axis (`{\"x\": 1}`): `smp.step` raises `TypeError` when the function "
+            "is defined."
+        )
+        self.report(value, message, severity=Severity.ERROR)
+
+    # -- what the calls pass ---------------------------------------------------------------
+    def _check_call(self, step: StepFunction, call: cst.Call, listed: Optional[frozenset[str]]) -> None:
+        bound = bind_arguments(step.function, call) if step.function is not None else None
+        for arg in call.args:
+            if arg.star:
+                continue
+            kind = object_kind(self.facts, arg.value)
+            if kind in _NOT_STEP_INPUTS:
+                self._flag_object(step, arg.value, kind, self._unused_parameter(step, bound, arg.value))
+        if step.function is None or listed is None:
+            return
+        mb = self.feature("MB")
+        if mb.state is Tri.OFF:
+            return
+        for param, value in (bound or {}).items():
+            description = self._without_batch_dimension(value)
+            if description is not None and param not in listed:
+                self._hint(step, value, param, description)
+
+    def _unused_parameter(
+        self, step: StepFunction, bound: Optional[Mapping[str, cst.BaseExpression]], value: cst.BaseExpression
+    ) -> Optional[str]:
+        """The step parameter ``value`` lands in, when the step body never reads it."""
+        if step.function is None or bound is None:
+            return None
+        param = next((name for name, given in bound.items() if given is value), None)
+        if param is None or param in names_in(step.function.body):
+            return None
+        return param
+
+    def _flag_object(self, step: StepFunction, value: cst.BaseExpression, kind: str, unused: Optional[str]) -> None:
+        spelled = self.context.code_for(value)
+        spelled = spelled if len(spelled) <= 40 and "\n" not in spelled else "this argument"
+        if unused is not None and kind in (OPTIMIZER, SCHEDULER):
+            # The official GPT-2 example passes its optimizer this way: harmless, only noisy.
+            message = (
+                f"`{spelled}` ({_article(kind)} {kind}) is passed to step function `{step.name}`, whose body never "
+                f"uses its parameter `{unused}`: nothing goes wrong, but the library logs that this object 'might "
+                "potentially be a bug' on every step. Drop the argument and the parameter."
+            )
+            self.report(value, message, severity=Severity.HINT)
+            return
+        message = (
+            f"`{spelled}` ({_article(kind)} {kind}) is passed to step function `{step.name}`, which runs once per microbatch and "
+            "splits only tensors: the library logs that this object 'might potentially be a bug' and hands the "
+            f"same object to every microbatch. Instead, {_NOT_STEP_INPUTS[kind]}."
+        )
+        self.report(value, message, severity=Severity.WARNING)
+
+    def _without_batch_dimension(self, value: cst.BaseExpression, depth: int = 0) -> Optional[str]:
+        """How ``value`` was built, when that is a tensor with no batch dimension."""
+        while (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in _SAME_TENSOR_METHODS
+            and self.facts.qualified_name(value.func) is None
+        ):
+            value = value.func.value
+        if isinstance(value, cst.Name) and depth < 3:
+            assignment = self.facts.single_assignment(value.value)
+            return self._without_batch_dimension(assignment.value, depth + 1) if assignment is not None else None
+        if not isinstance(value, cst.Call):
+            return None
+        qualified = self.facts.qualified_name(value.func) or ""
+        first = argument(value, "data" if qualified in ("torch.tensor", "torch.as_tensor") else "size", 0)
+        if qualified in ("torch.tensor", "torch.as_tensor") and first is not None:
+            literal = self.facts.literal(first.value)
+            if isinstance(literal, (int, float)):
+                return "a scalar tensor"
+        if qualified == "torch.scalar_tensor":
+            return "a scalar tensor"
+        if qualified in _FILLED and first is not None and self.facts.literal(first.value) in ((), []):
+            return "a zero-dimensional tensor"
+        if qualified in _PARAMETERS:
+            return "an `nn.Parameter`"
+        if qualified == "torch.arange":
+            return "a `torch.arange` range, shaped by a length rather than the batch"
+        return None
+
+    def _hint(self, step: StepFunction, value: cst.BaseExpression, param: str, description: str) -> None:
+        mb = self.feature("MB")
+        spelled = self.context.code_for(value)
+        spelled = spelled if len(spelled) <= 40 and "\n" not in spelled else "this argument"
+        condition = f"{mb.condition()}, so" if mb.state is Tri.ON else "with microbatches > 1,"
+        message = (
+            f"`{spelled}` ({description}) is passed to step function `{step.name}` as `{param}`, which is not in "
+            f"`non_split_inputs`; {condition} the library splits every tensor argument along axis 0 into microbatches, "
+            f"and this one has no batch dimension. Add \"{param}\" to `non_split_inputs`."
+        )
+        self.report(value, message, severity=Severity.HINT, fix=self._add_name_fix(step, param), job_facts=(mb,))
+
+    def _add_name_fix(self, step: StepFunction, param: str) -> Optional[PendingFix]:
+        """Add ``param`` to ``non_split_inputs``: unsafe, since only a person knows the tensor's shape."""
+        quoted = f'"{param}"'
+        code = self.context.module.code_for_node
+        edit: Optional[Any] = None
+        if step.options is None:
+            decorator = self._bare_decorator(step)
+            if decorator is not None:
+                edit = ReplaceNode(decorator, f"{code(decorator)}(non_split_inputs=[{quoted}])")
+        else:
+            found = argument(step.options, "non_split_inputs")
+            if found is None:
+                if step.options.args:
+                    edit = InsertAfter(step.options.args[-1].value, f", non_split_inputs=[{quoted}]")
+                else:
+                    edit = ReplaceNode(step.options, f"{code(step.options.func)}(non_split_inputs=[{quoted}])")
+            elif isinstance(found.value, cst.List):
+                elements = found.value.elements
+                edit = InsertAfter(elements[-1].value, f", {quoted}") if elements else ReplaceNode(found.value, f"[{quoted}]")
+            elif literal_value(found.value) is None:
+                edit = ReplaceNode(found.value, f"[{quoted}]")
+        if edit is None:
+            return None
+        return PendingFix(Applicability.UNSAFE, f"Add \"{param}\" to `non_split_inputs`", (edit,))
+
+    def _bare_decorator(self, step: StepFunction) -> Optional[cst.BaseExpression]:
+        if step.function is None or step.function.name.value != step.name:
+            return None
+        for decorator in step.function.decorators:
+            if not isinstance(decorator.decorator, cst.Call) and is_step_decorator(self.facts.imports, decorator.decorator):
+                return decorator.decorator
+        return None
+
+
+def _article(noun: str) -> str:
+    return "an" if noun[:1].lower() in "aeiou" else "a"

@@ -1,0 +1,282 @@
+"""SMP501: the torch seed in force when ``smp.DistributedModel`` is built is the same on every rank."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument, has_star_kwargs, names_in
+from smpfix.base.edits import NodeEdit, ReplaceNode
+from smpfix.base.findings import Applicability
+from smpfix.base.imports import dotted_name
+from smpfix.base.parents import ParentIndex, Scope
+from smpfix.base.walker import iter_nodes
+from smpfix.program.codegen import smp_reference
+from smpfix.program.data_ranks import DIFFERS_ACROSS_TP, family_of
+from smpfix.program.dataloaders import (
+    DATALOADER_POSITIONS,
+    DISTRIBUTED_SAMPLERS,
+    bound_value,
+    is_dataloader,
+)
+from smpfix.program.facts import RANK_FUNCTIONS, FileFacts, Wrap
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+
+_TORCH_SEEDS = frozenset(
+    {
+        "torch.manual_seed",
+        "torch.random.manual_seed",
+        "torch.cuda.manual_seed",
+        "torch.cuda.manual_seed_all",
+        "transformers.set_seed",
+        "transformers.trainer_utils.set_seed",
+    }
+)
+_OWN_RNG_SAMPLERS = DISTRIBUTED_SAMPLERS | frozenset(
+    {"torch.utils.data.SequentialSampler", "torch.utils.data.sampler.SequentialSampler"}
+)
+_RANDOM_SPLITS = frozenset({"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"})
+_NO_PARENS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float, cst.UnaryOperation)
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.MatrixMultiply, cst.Power)
+_MAX_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class _Seeding:
+    """A call that seeds torch's global RNG, as it appears on the path that builds the model.
+
+    ``call`` is the torch call, or the call of a local helper that makes one; ``terms`` are the
+    expressions that decide the seed (the helper's own seed expression and the argument it
+    is given); ``target`` is the expression a fix extends.
+    """
+
+    call: cst.Call
+    terms: tuple[cst.BaseExpression, ...]
+    target: cst.BaseExpression
+
+
+def _parameters(function: cst.FunctionDef) -> list[cst.Param]:
+    params = function.params
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
+class TpInitSeedIdenticalAcrossRanks(Rule):
+    code = "SMP501"
+    name = "tp-init-seed-identical-across-ranks"
+    summary = "Under tensor parallelism, a torch seed without a per-rank term before `smp.DistributedModel` initialises every slice of a distributed parameter identically."
+    fix_availability = FixAvailability.UNSAFE
+    depends_on = ("TP",)
+
+    @classmethod
+    def applies_to(cls, facts: FileFacts) -> bool:
+        return facts.imports_smp_torch
+
+    def leave_Module(self, node: cst.Module) -> None:
+        tp = self.feature("TP")
+        if self.severity_when(tp) is None or not self.facts.distributed_models:
+            return
+        seedings = self._seedings()
+        if not seedings:
+            return
+        index = ParentIndex(node)
+        bindings = self._bindings(index)
+        flagged: set[cst.Call] = set()
+        for wrap in self.facts.distributed_models:
+            seeding = self._last_on_path(index.scope_of(wrap.call), wrap.call, seedings, index, 0)
+            if seeding is None or seeding.call in flagged:
+                continue
+            if any(self._per_rank(term, index.scope_of(term), bindings, 0) for term in seeding.terms):
+                continue
+            flagged.add(seeding.call)
+            self._flag(seeding, wrap)
+
+    # -- which seed is in force ---------------------------------------------------------------
+    def _seedings(self) -> list[_Seeding]:
+        found = []
+        for call in self.facts.call_order:
+            if self.facts.qualified_name(call.func) in _TORCH_SEEDS:
+                seed = argument(call, "seed", 0)
+                if seed is not None and not seed.star:
+                    found.append(_Seeding(call, (seed.value,), seed.value))
+            elif isinstance(call.func, cst.Name) and call.func.value in self.facts.functions:
+                through = self._through_helper(call, self.facts.functions[call.func.value])
+                if through is not None:
+                    found.append(through)
+        return found
+
+    def _through_helper(self, call: cst.Call, helper: cst.FunctionDef) -> Optional[_Seeding]:
+        """``set_seed(args.seed)`` where the file's own ``set_seed`` calls ``torch.manual_seed``."""
+        inner = [
+            node
+            for node in iter_nodes(helper.body)
+            if isinstance(node, cst.Call) and self.facts.qualified_name(node.func) in _TORCH_SEEDS
+        ]
+        seed = argument(inner[-1], "seed", 0) if inner else None
+        if seed is None or seed.star:
+            return None
+        expression = seed.value
+        parameters = _parameters(helper)
+        used = [p for p in parameters if p.name.value in names_in(expression)]
+        if len(used) != 1:
+            return _Seeding(call, (expression,), expression)
+        parameter = used[0]
+        positional = [*helper.params.posonly_params, *helper.params.params]
+        position = positional.index(parameter) if parameter in positional else None
+        passed = argument(call, parameter.name.value, position)
+        if passed is not None and not passed.star:
+            return _Seeding(call, (expression, passed.value), passed.value)
+        default = (parameter.default,) if parameter.default is not None else ()
+        return _Seeding(call, (expression, *default), expression)
+
+    def _last_on_path(self, scope: Scope, point: cst.Call, seedings: list[_Seeding], index: ParentIndex, depth: int) -> Optional[_Seeding]:
+        """The last seeding that runs before ``point`` in ``scope``, else before ``scope`` is called."""
+        before = [s for s in seedings if index.scope_of(s.call) is scope and self.facts.runs_before(s.call, point)]
+        if before:
+            return before[-1]
+        if not isinstance(scope, cst.FunctionDef) or depth >= _MAX_DEPTH:
+            return None
+        callers = [
+            call
+            for call in self.facts.call_order
+            if isinstance(call.func, cst.Name) and self.facts.functions.get(call.func.value) is scope
+        ]
+        for caller in callers:
+            found = self._last_on_path(index.scope_of(caller), caller, seedings, index, depth + 1)
+            if found is not None:
+                return found
+        if not callers:
+            # Called from outside the file: the whole module body has run by then.
+            module_level = [s for s in seedings if index.scope_of(s.call) is index.module]
+            return module_level[-1] if module_level else None
+        return None
+
+    # -- is the seed per rank -----------------------------------------------------------------
+    @staticmethod
+    def _bindings(index: ParentIndex) -> Mapping[str, list[tuple[Scope, cst.BaseExpression]]]:
+        """``seed = ...``, ``args.seed = ...``, ``seed += ...``: each with the function it is in."""
+        found: dict[str, list[tuple[Scope, cst.BaseExpression]]] = {}
+        for node in index.nodes():
+            if isinstance(node, cst.Assign):
+                targets, value = [target.target for target in node.targets], node.value
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+                targets, value = [node.target], node.value
+            else:
+                continue
+            for target in targets:
+                name = dotted_name(target)
+                if name is not None:
+                    found.setdefault(name, []).append((index.scope_of(node), value))
+        return found
+
+    def _rank_call(self, node: cst.CSTNode) -> bool:
+        """A rank that differs between tensor-parallel peers (catalog 1.6); ``rdp_rank`` does not."""
+        if not isinstance(node, cst.Call) or node.args:
+            return False
+        member = self.facts.smp_member(node.func)
+        if member in RANK_FUNCTIONS:
+            return family_of(member) in DIFFERS_ACROSS_TP
+        return self.facts.qualified_name(node.func) == "torch.distributed.get_rank"
+
+    def _per_rank(self, expr: cst.BaseExpression, scope: Scope, bindings: Mapping[str, list[tuple[Scope, cst.BaseExpression]]], depth: int) -> bool:
+        """Does ``expr`` hold a rank term, directly or through a name bound to one in its function?"""
+        if depth > _MAX_DEPTH:
+            return False
+        nodes = iter_nodes(expr)
+        if any(self._rank_call(node) for node in nodes):
+            return True
+        for node in nodes:
+            name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            for where, value in bindings.get(name, ()) if name is not None else ():
+                visible = where is scope or isinstance(where, cst.Module)
+                if visible and value is not expr and self._per_rank(value, where, bindings, depth + 1):
+                    return True
+        return False
+
+    # -- can the fix be offered ---------------------------------------------------------------
+    def _global_rng_data(self) -> Optional[str]:
+        """Why a per-rank seed could change the data order, or None when the data path has its own RNG."""
+        loaders = [c for c in self.facts.call_order if is_dataloader(c, self.facts)]
+        if not loaders:
+            return "this file builds no `DataLoader`, so smpfix cannot tell whether the data order comes from this seed"
+        for loader in loaders:
+            if argument(loader, "generator", DATALOADER_POSITIONS["generator"]) is not None:
+                continue
+            if has_star_kwargs(loader):
+                return "a `DataLoader` here takes `**kwargs`, which may make it shuffle with torch's global RNG"
+            shuffle = argument(loader, "shuffle", DATALOADER_POSITIONS["shuffle"])
+            if shuffle is not None and self.facts.literal(shuffle.value) not in (False, None):
+                return "a `DataLoader` here shuffles with torch's global RNG (no `generator=`)"
+            batch_sampler = argument(loader, "batch_sampler", DATALOADER_POSITIONS["batch_sampler"])
+            if batch_sampler is not None and self.facts.literal(batch_sampler.value) is not None:
+                return "a `DataLoader` here takes a batch sampler that may draw from torch's global RNG"
+            sampler = argument(loader, "sampler", DATALOADER_POSITIONS["sampler"])
+            if sampler is not None and not self._sampler_has_own_rng(sampler.value):
+                return "a `DataLoader` here takes a sampler that may draw from torch's global RNG"
+        for call in self.facts.call_order:
+            if self.facts.qualified_name(call.func) in _RANDOM_SPLITS and argument(call, "generator", 2) is None:
+                return "`random_split(...)` here splits with torch's global RNG (no `generator=`)"
+        return None
+
+    def _sampler_has_own_rng(self, value: cst.BaseExpression) -> bool:
+        if self.facts.literal(value) is None:
+            return True
+        value = bound_value(value, self.facts)
+        if not isinstance(value, cst.Call):
+            return False
+        return self.facts.qualified_name(value.func) in _OWN_RNG_SAMPLERS or any(
+            arg.keyword is not None and arg.keyword.value == "generator" for arg in value.args
+        )
+
+    # -- reporting ----------------------------------------------------------------------------
+    def _fix(self, seeding: _Seeding) -> Optional[PendingFix]:
+        reference = smp_reference(self.facts, self.context.module, "dp_rank")
+        if reference is None:
+            return None
+        target = seeding.target
+        code = self.context.code_for(target)
+        parenthesized = bool(getattr(target, "lpar", ()))
+        simple = isinstance(target, _NO_PARENS) or (
+            isinstance(target, cst.BinaryOperation) and isinstance(target.operator, _ARITHMETIC)
+        )
+        if not parenthesized and not simple:
+            code = f"({code})"
+        edits: tuple[NodeEdit, ...] = (*reference.edits, ReplaceNode(target, f"{code} + {reference.text}()"))
+        return PendingFix(Applicability.UNSAFE, f"Seed with `{code} + {reference.text}()`", edits)
+
+    def _spelled(self, member: str) -> str:
+        reference = smp_reference(self.facts, self.context.module, member)
+        return reference.text if reference is not None else f"smp.{member}"
+
+    def _flag(self, seeding: _Seeding, wrap: Wrap) -> None:
+        tp = self.feature("TP")
+        severity = self.severity_when(tp)
+        if severity is None:
+            return
+        call = self.context.code_for(seeding.call)
+        wrapped = self.context.code_for(wrap.argument) if wrap.argument is not None else "..."
+        wrapper = self.context.code_for(wrap.call.func)
+        lead = f"`{call}` is the last torch seed set before `{wrapper}({wrapped})`, and it is the same on all tensor-parallel ranks"
+        why = (
+            "each tensor-parallel rank initialises its slice of a distributed parameter from torch's global RNG, "
+            "so the same seed makes every slice identical, which hurts convergence"
+        )
+        if tp.state.value == "on":
+            head = f"{lead}; {tp.condition()}: {why}."
+        else:
+            head = f"{lead}; {tp.condition()}, {why}."
+        dp_rank, tp_rank = (self._spelled(member) for member in ("dp_rank", "tp_rank"))
+        advice = f" Add a per-rank term, e.g. `seed + {dp_rank}()` (`{tp_rank}()` works too)."
+        blocker = self._global_rng_data()
+        fix = None
+        if blocker is None:
+            fix = self._fix(seeding)
+        else:
+            advice += (
+                f" Not fixed automatically: {blocker}; with `prescaled_batch`, tensor-parallel peers must read the "
+                "same batches, and a per-rank seed would make them differ. Give the data pipeline its own "
+                "`generator=torch.Generator().manual_seed(seed)` first."
+            )
+        self.report(seeding.call, head + advice, severity=severity, fix=fix, job_facts=(tp,))

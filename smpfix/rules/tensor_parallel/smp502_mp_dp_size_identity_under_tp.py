@@ -1,0 +1,81 @@
+"""SMP502: ``smp.mp_size() * smp.dp_size()`` taken for the world size under tensor parallelism."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.edits import NodeEdit, ReplaceNode
+from smpfix.base.findings import Applicability
+from smpfix.program.codegen import smp_reference
+from smpfix.program.facts import FileFacts
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+
+
+def _factors(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """The operands of a chain of multiplications, ``a * (b * c)`` -> a, b, c."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        yield from _factors(node.left)
+        yield from _factors(node.right)
+    else:
+        yield node
+
+
+class MpDpSizeIdentityUnderTp(Rule):
+    code = "SMP502"
+    name = "mp-dp-size-identity-under-tp"
+    summary = "`smp.mp_size() * smp.dp_size()` is not the world size under tensor parallelism; `pp_size() * dp_size()` is."
+    fix_availability = FixAvailability.UNSAFE
+    depends_on = ("TP",)
+
+    @classmethod
+    def applies_to(cls, facts: FileFacts) -> bool:
+        return facts.imports_smp_torch and super().applies_to(facts)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if not isinstance(node.operator, cst.Multiply):
+            return
+        parent = self.ancestry.parent()
+        if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Multiply):
+            return  # the outermost multiplication of a chain looks at all of it
+        factors = list(_factors(node))
+        sizes = [self.facts.smp_rank_function(factor) for factor in factors]
+        if "mp_size" not in sizes or "dp_size" not in sizes:
+            return
+        tp = self.feature("TP")
+        severity = self.severity_when(tp)
+        if severity is None:
+            return
+        mp_factor = factors[sizes.index("mp_size")]
+        spelled = self.context.code_for(node)
+        spelled = spelled if len(spelled) <= 60 and "\n" not in spelled else "this product"
+        why = (
+            "the tensor-parallel group is part of both the model-parallel and the data-parallel group, so "
+            "`mp_size() * dp_size()` is `tp_size()` times the world size"
+        )
+        if tp.state.value == "on":
+            head = f"`{spelled}` multiplies `mp_size()` by `dp_size()`, and {tp.condition()}: {why}."
+        else:
+            head = f"`{spelled}` multiplies `mp_size()` by `dp_size()`; {tp.condition()}, {why}."
+        message = (
+            f"{head} If the pipeline degree is meant, use `pp_size()` (`pp_size() * dp_size()` and "
+            "`mp_size() * rdp_size()` both equal `smp.size()`)."
+        )
+        self.report(node, message, severity=severity, fix=self._fix(mp_factor), job_facts=(tp,))
+
+    def _fix(self, factor: cst.BaseExpression) -> Optional[PendingFix]:
+        """``mp_size`` -> ``pp_size`` in this product only; unsafe, since the intent decides."""
+        edits: list[NodeEdit] = []
+        if isinstance(factor, cst.Call) and isinstance(factor.func, cst.Attribute):
+            edits.append(ReplaceNode(factor.func.attr, "pp_size"))
+        else:
+            reference = smp_reference(self.facts, self.context.module, "pp_size")
+            if reference is None:
+                return None
+            edits.extend(reference.edits)
+            target = factor.func if isinstance(factor, cst.Call) else factor
+            text = reference.text if isinstance(factor, cst.Call) else f"{reference.text}()"
+            edits.append(ReplaceNode(target, text))
+        return PendingFix(Applicability.UNSAFE, "Use `pp_size()` instead of `mp_size()` in this product", tuple(edits))

@@ -1,0 +1,52 @@
+"""SMP503: ``with model.join():`` without ``ddp``, or with tensor parallelism."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from smpfix.base.findings import Severity
+from smpfix.job.jobfacts import Tri
+from smpfix.program.model_names import DistributedModelNames
+from smpfix.program.steps import step_functions
+from smpfix.rules.rule import FixAvailability, Rule, RuleContext
+
+
+class JoinWithTensorParallelism(Rule):
+    code = "SMP503"
+    name = "join-with-tensor-parallelism"
+    summary = "`DistributedModel.join()` needs `ddp=True`, and under tensor parallelism every rank of a TP group must still see the same number of batches."
+    fix_availability = FixAvailability.NONE
+    depends_on = ("DDP", "TP")
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self.models = DistributedModelNames(self.facts, step_functions(self.facts))
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        call = node.item
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute) or call.func.attr.value != "join":
+            return
+        receiver = call.func.value
+        if not isinstance(receiver, cst.Name):
+            return
+        functions: list[cst.FunctionDef] = self.ancestry.all_of(cst.FunctionDef)  # type: ignore[assignment]
+        if not self.models.holds_model(receiver.value, functions):
+            return
+        model = receiver.value
+        ddp, tp = self.feature("DDP"), self.feature("TP")
+        if ddp.state is Tri.OFF:
+            message = (
+                f"`{model}.join()` is only supported with `ddp=True`, but {ddp.condition()}: the library's "
+                "`join` wraps PyTorch DDP's uneven-input handling, which does not exist without it. Enable "
+                "`\"ddp\": True` in the modelparallel parameters, or make every rank see the same number of "
+                "batches (a `DistributedSampler` with `drop_last=True`) and drop the `join()`."
+            )
+            self.report(call, message, severity=Severity.ERROR, job_facts=(ddp,))
+        elif tp.state is Tri.ON:
+            message = (
+                f"`{model}.join()` lets data-parallel ranks run different numbers of batches, but {tp.condition()}: "
+                "the ranks of one tensor-parallel group run collectives together in every layer, so if one of them "
+                "runs out of batches first the others hang. Make the ranks of each tensor-parallel group see the same "
+                "number of batches, e.g. with a `DistributedSampler` and `drop_last=True`."
+            )
+            self.report(call, message, severity=Severity.WARNING, job_facts=(tp,))

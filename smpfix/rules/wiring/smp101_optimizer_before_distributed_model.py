@@ -1,0 +1,147 @@
+"""SMP101: an optimizer built from the model's parameters before ``smp.DistributedModel``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.calls import bound_names, names_in
+from smpfix.base.edits import DeleteStatementLines, InsertStatementAfter
+from smpfix.base.findings import Applicability
+from smpfix.base.walker import iter_nodes
+from smpfix.program.facts import Assignment, StatementRef, Wrap
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+
+_PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
+
+
+class _Rename(cst.CSTTransformer):
+    """Rename a variable (not attributes or keywords of the same spelling)."""
+
+    def __init__(self, old: str, new: str) -> None:
+        super().__init__()
+        self.old, self.new = old, new
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        return updated.with_changes(value=self.new) if updated.value == self.old else updated
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+
+class OptimizerBeforeDistributedModel(Rule):
+    code = "SMP101"
+    name = "optimizer-before-distributed-model"
+    summary = "An optimizer built from the model's parameters before `smp.DistributedModel` wraps it holds stale parameters under tensor parallelism."
+    fix_availability = FixAvailability.SOMETIMES_SAFE
+    depends_on = ("TP",)
+    satisfied_by_hf_trainer = True
+
+    def leave_Module(self, node: cst.Module) -> None:
+        for wrap in self.facts.distributed_models:
+            model = wrap.argument_name
+            if model is None or wrap.where is None:
+                continue
+            for assignment in self._optimizers_before(wrap, model):
+                self._flag(wrap, model, assignment)
+
+    def _optimizers_before(self, wrap: Wrap, model: str) -> list[Assignment]:
+        found = []
+        for assignments in self.facts.assignments.values():
+            for assignment in assignments:
+                value = assignment.value
+                where = assignment.where
+                if where is None or not self.facts.is_optimizer_constructor(value):
+                    continue
+                assert isinstance(value, cst.Call)
+                if wrap.where is None or where.scope is not wrap.where.scope or not self.facts.runs_before(value, wrap.call):
+                    continue
+                if self._derives_from(value, model, where):
+                    found.append(assignment)
+        return found
+
+    def _derives_from(self, call: cst.Call, model: str, where: StatementRef) -> bool:
+        """Does the optimizer take ``model``'s parameters (directly, via a helper, or a variable)?"""
+        return self._directly_from(call, model) or bool(self._via_variables(call, model, where))
+
+    def _directly_from(self, call: cst.Call, model: str) -> bool:
+        return any(self._mentions_parameters_of(arg.value, model) for arg in call.args)
+
+    def _via_variables(self, call: cst.Call, model: str, where: StatementRef) -> list[str]:
+        """Names in the call bound (in the same function) to something built from ``model``."""
+        found = []
+        for arg in call.args:
+            for name in names_in(arg.value) - {model}:
+                for assignment in self.facts.assignments.get(name, ()):
+                    if assignment.where is not None and assignment.where.scope is where.scope:
+                        if self._mentions_parameters_of(assignment.value, model):
+                            found.append(name)
+        return found
+
+    @staticmethod
+    def _mentions_parameters_of(expr: cst.CSTNode, model: str) -> bool:
+        for node in iter_nodes(expr):
+            if isinstance(node, cst.Call):
+                func = node.func
+                if isinstance(func, cst.Attribute) and func.attr.value in _PARAMETER_METHODS:
+                    root = func.value
+                    while isinstance(root, cst.Attribute):
+                        root = root.value
+                    if isinstance(root, cst.Name) and root.value == model:
+                        return True
+                if any(isinstance(a.value, cst.Name) and a.value.value == model for a in node.args):
+                    return True
+        return False
+
+    def _fix(self, wrap: Wrap, model: str, optimizer: Assignment) -> Optional[PendingFix]:
+        """Move the optimizer statement to just after the wrap; safe under the catalog's conditions."""
+        opt_ref, wrap_ref = optimizer.where, wrap.where
+        assert opt_ref is not None and wrap_ref is not None
+        statement = opt_ref.statement
+        if opt_ref.block is not wrap_ref.block or isinstance(opt_ref.block, cst.SimpleStatementSuite):
+            return None
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return None
+        if wrap.target is None:
+            return None
+        assert isinstance(optimizer.value, cst.Call)
+        if self._via_variables(optimizer.value, model, opt_ref):
+            # Parameter groups computed before the wrap stay stale; moving one line is not a fix.
+            return None
+        between: Sequence[cst.CSTNode] = opt_ref.block.body[opt_ref.index + 1 : wrap_ref.index]  # type: ignore[union-attr]
+        if any(optimizer.target in names_in(s) for s in [*between, wrap_ref.statement]):
+            # Code between uses the optimizer (a scheduler, a wrapper): moving it would break that.
+            return None
+        inputs = names_in(optimizer.value) - {model}
+        redefined = set().union(*(bound_names(s) for s in between)) if between else set()
+        safe = not (inputs & redefined)
+        moved = statement
+        if wrap.target != model:
+            moved = statement.visit(_Rename(model, wrap.target))  # type: ignore[assignment]
+        applicability = Applicability.SAFE if safe else Applicability.UNSAFE
+        rename = "" if wrap.target == model else f", taking `{wrap.target}.parameters()`"
+        return PendingFix(
+            applicability,
+            f"Create `{optimizer.target}` after the `smp.DistributedModel` call{rename}",
+            (DeleteStatementLines(statement), InsertStatementAfter(wrap_ref.statement, moved, self.context.module)),
+        )
+
+    def _flag(self, wrap: Wrap, model: str, optimizer: Assignment) -> None:
+        tp = self.feature("TP")
+        severity = self.severity_when(tp)
+        if severity is None:
+            return
+        why = (
+            "`smp.DistributedModel` replaces modules with tensor-parallel ones, so this optimizer would hold "
+            "parameters that are no longer in the model (smp.DistributedOptimizer raises, or they never train)"
+        )
+        condition = tp.condition()
+        lead = f"Optimizer `{optimizer.target}` is built from `{model}`'s parameters before `smp.DistributedModel({model})`"
+        sentence = f"{lead}, and {condition}: {why}." if tp.state.value == "on" else f"{lead}; {condition}, {why}."
+        message = f"{sentence} Create the optimizer after the wrap, from the wrapped model's parameters."
+        self.report(optimizer.value, message, severity=severity, fix=self._fix(wrap, model, optimizer), job_facts=(tp,))

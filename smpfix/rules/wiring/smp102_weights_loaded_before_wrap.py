@@ -1,0 +1,233 @@
+"""SMP102: weights loaded on the wrong side of ``smp.DistributedModel`` for the job's parallelism.
+
+Under tensor parallelism the wrap replaces layers with distributed modules that do not
+inherit weights, so weights must be loaded *after* it; under sharded data parallelism the
+library (1.12) cannot load a full checkpoint into the wrapped model and tells users to load
+it into the original model *before* the wrap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument, bound_names, names_in
+from smpfix.base.edits import DeleteStatementLines, InsertStatementAfter
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.imports import dotted_name
+from smpfix.job.framework_versions import job_pytorch_version
+from smpfix.job.jobfacts import FeatureState, Tri
+from smpfix.program.creation_contexts import contexts_of, enclosing_contexts
+from smpfix.program.facts import Scope, StatementRef, Wrap
+from smpfix.program.hf_models import pretrained_model_call
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+
+
+@dataclass(frozen=True)
+class _StateLoad:
+    """A ``X.load_state_dict(...)`` call and what it loads into."""
+
+    call: cst.Call
+    root: Optional[str]
+    direct: bool
+    line: Optional[cst.SimpleStatementLine]
+    scope: Optional[Scope]
+
+
+def _root(expr: cst.BaseExpression) -> Optional[str]:
+    while isinstance(expr, (cst.Attribute, cst.Call, cst.Subscript)):
+        expr = expr.func if isinstance(expr, cst.Call) else expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+class WeightsLoadedBeforeWrap(Rule):
+    code = "SMP102"
+    name = "weights-loaded-before-wrap"
+    summary = "Under tensor parallelism load weights after `smp.DistributedModel`; under sharded data parallelism load a full checkpoint before it."
+    fix_availability = FixAvailability.UNSAFE
+    depends_on = ("TP", "SDP")
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self._tp_built: set[str] = set()
+        self._wrapped_in_tp: set[cst.Call] = set()
+        self._loads: list[_StateLoad] = []
+        self._full_resumes: list[cst.Call] = []
+
+    # -- collecting --------------------------------------------------------------------------
+    def visit_With(self, node: cst.With) -> None:
+        if any(c.tensor_parallelism is not Tri.OFF for c in contexts_of(self.facts, node)):
+            self._tp_built |= bound_names(node.body)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        member = self.facts.smp_member(node.func)
+        if member == "set_tensor_parallelism":
+            module, enabled = argument(node, "module", 0), argument(node, "enabled", 1)
+            if module is not None and (enabled is None or self.facts.literal(enabled.value) is not False):
+                self._tp_built.add(_root(module.value) or "")
+        elif member == "DistributedModel":
+            if any(c.tensor_parallelism is not Tri.OFF for c in enclosing_contexts(self.facts, self.ancestry.stack)):
+                self._wrapped_in_tp.add(node)
+        elif member == "resume_from_checkpoint":
+            partial = argument(node, "partial", 2)
+            if partial is not None and self.facts.literal(partial.value) is False:
+                self._full_resumes.append(node)
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" and member is None:
+            line = self.ancestry.nearest(cst.SimpleStatementLine)
+            scope = self.ancestry.nearest(cst.FunctionDef) or self.context.module
+            self._loads.append(
+                _StateLoad(
+                    node,
+                    _root(func.value),
+                    isinstance(func.value, cst.Name),
+                    line if isinstance(line, cst.SimpleStatementLine) else None,
+                    scope if isinstance(scope, (cst.FunctionDef, cst.Module)) else None,
+                )
+            )
+
+    # -- tensor parallelism: loads before the wrap -------------------------------------------
+    def leave_Module(self, node: cst.Module) -> None:
+        for wrap in self.facts.distributed_models:
+            if wrap.where is not None:
+                self._check_loads_before(wrap, wrap.where)
+        self._check_full_loads_after()
+
+    def _check_loads_before(self, wrap: Wrap, where: StatementRef) -> None:
+        model = wrap.argument_name
+        if model is None:
+            inline = pretrained_model_call(self.facts, wrap.argument) if wrap.argument is not None else None
+            if inline is not None:
+                self._flag_before(wrap, None, inline, None)
+            return
+        for load in self._loads:
+            if load.root == model and load.scope is where.scope and self.facts.runs_before(load.call, wrap.call):
+                self._flag_before(wrap, model, load.call, load)
+        for assignment in self.facts.assignments.get(model, ()):
+            if assignment.where is None or assignment.where.scope is not where.scope:
+                continue
+            pretrained = pretrained_model_call(self.facts, assignment.value)
+            if pretrained is not None and self.facts.runs_before(pretrained, wrap.call):
+                self._flag_before(wrap, model, pretrained, None)
+
+    def _flag_before(self, wrap: Wrap, model: Optional[str], load_node: cst.Call, load: Optional[_StateLoad]) -> None:
+        tp, sdp = self.feature("TP"), self.feature("SDP")
+        in_context = (model is not None and model in self._tp_built) or wrap.call in self._wrapped_in_tp
+        if tp.state is Tri.OFF or (tp.state is Tri.UNKNOWN and sdp.state is Tri.ON):
+            # Without TP nothing is re-initialised; under SDP loading before the wrap is the advice.
+            return
+        severity = Severity.ERROR if tp.state is Tri.ON or in_context else Severity.WARNING
+        named = f"`{model}`" if model is not None else "the model"
+        if load is not None:
+            lead = f"`{self.context.code_for(load_node)}` loads weights into {named} before `smp.DistributedModel` wraps it"
+            advice = (
+                "Load them into the wrapped model after the wrap (`model.load_state_dict(...)` there translates "
+                "Hugging Face state dicts), or use `smp.resume_from_checkpoint(path, partial=False)`."
+            )
+        else:
+            subject = f"`{model}`" if model is not None else "The model"
+            lead = f"{subject} is built with `from_pretrained(...)`, weights included, before `smp.DistributedModel` wraps it"
+            advice = (
+                "Build it with `from_config(...)` under `smp.tensor_parallelism()`, wrap it, then load the weights "
+                "into the wrapped model (`model.load_state_dict(...)`, which translates Hugging Face state dicts) or "
+                "use `smp.resume_from_checkpoint(path, partial=False)`."
+            )
+        if tp.state is Tri.ON:
+            condition = f", and {tp.condition()}:"
+        elif in_context:
+            condition = f", and {named} is built for tensor parallelism (`smp.tensor_parallelism`, `smp.model_creation` or `smp.set_tensor_parallelism`):"
+        else:
+            condition = f"; {tp.condition()},"
+        why = (
+            " the wrap replaces its layers with tensor-parallel modules that are initialised afresh and do not "
+            "inherit the loaded weights, so training silently starts from random weights."
+        )
+        fix = self._fix(wrap, load) if load is not None else None
+        self.report(load_node, f"{lead}{condition}{why} {advice}", severity=severity, fix=fix, job_facts=(tp,))
+
+    def _fix(self, wrap: Wrap, load: _StateLoad) -> Optional[PendingFix]:
+        """Move ``model.load_state_dict(...)`` to just after the wrap, onto the wrapped name."""
+        where = wrap.where
+        line = load.line
+        if where is None or wrap.target is None or line is None or not load.direct or load.root is None:
+            return None
+        ref = self.facts.statement_of(line)
+        if ref is None or ref.block is not where.block or not isinstance(ref.block, (cst.Module, cst.IndentedBlock)):
+            return None
+        if len(line.body) != 1 or not isinstance(line.body[0], cst.Expr) or line.body[0].value is not load.call:
+            return None
+        inputs = set().union(*(names_in(arg.value) for arg in load.call.args)) if load.call.args else set()
+        if load.root in inputs:
+            return None
+        between: Sequence[cst.BaseStatement] = ref.block.body[ref.index + 1 : where.index]
+        rebound: set[str] = set().union(*(bound_names(s) for s in between)) if between else set()
+        if inputs & rebound:
+            # Moving the load past a new value of what it reads would load something else.
+            return None
+        func = load.call.func
+        assert isinstance(func, cst.Attribute)
+        renamed = load.call.with_changes(func=func.with_changes(value=cst.Name(wrap.target)))
+        moved = line.with_changes(body=[line.body[0].with_changes(value=renamed)])
+        return PendingFix(
+            Applicability.UNSAFE,
+            f"Load the weights into `{wrap.target}` after `smp.DistributedModel`",
+            (DeleteStatementLines(line), InsertStatementAfter(where.statement, moved, self.context.module)),
+        )
+
+    # -- sharded data parallelism: full checkpoints after the wrap ---------------------------
+    def _check_full_loads_after(self) -> None:
+        sdp, tp = self.feature("SDP"), self.feature("TP")
+        if sdp.state is not Tri.ON or tp.state is Tri.ON:
+            # With TP on as well, weights must be loaded after the wrap (and 1.15 loads full checkpoints there).
+            return
+        if self._may_load_full_checkpoints_under_sdp():
+            return
+        for call in self._full_resumes:
+            self._flag_after(call, f"`{self.context.code_for(call)}` resumes from a full checkpoint", sdp)
+        wrapped = {w.target: w for w in self.facts.distributed_models if w.target}
+        for load in self._loads:
+            wrap = wrapped.get(load.root or "")
+            if wrap is None or not self.facts.runs_before(wrap.call, load.call) or not load.call.args:
+                continue
+            if self._is_full_state(load.call.args[0].value, load.scope):
+                self._flag_after(load.call, f"`{self.context.code_for(load.call)}` loads a full state dict into the wrapped model", sdp)
+
+    def _may_load_full_checkpoints_under_sdp(self) -> bool:
+        """The job's PyTorch container may carry SMP 1.15, which loads full checkpoints under
+        SDP (PyTorch 1.13.1 containers were updated to it; 2.0.0 ships it): the official
+        fine-tuning examples resume a full checkpoint after the wrap there."""
+        setting = self.job.settings.get("framework_version")
+        version = job_pytorch_version(setting.value, setting.source) if setting is not None else None
+        return version is not None and not version.before(1, 13, 1)
+
+    def _is_full_state(self, expr: cst.BaseExpression, scope: Optional[Scope], depth: int = 0) -> bool:
+        """A whole-model state dict: ``torch.load(...)``, ``smp.load(..., partial=False)``, ``x.state_dict()``, a translation."""
+        while isinstance(expr, cst.Subscript):
+            expr = expr.value
+        if isinstance(expr, cst.Name) and depth < 3:
+            return any(
+                a.where is not None and a.where.scope is scope and self._is_full_state(a.value, scope, depth + 1)
+                for a in self.facts.assignments.get(expr.value, ())
+            )
+        if not isinstance(expr, cst.Call):
+            return False
+        if self.facts.qualified_name(expr.func) == "torch.load":
+            return True
+        if self.facts.smp_member(expr.func) == "load":
+            partial = argument(expr, "partial")
+            return partial is not None and self.facts.literal(partial.value) is False
+        name = dotted_name(expr.func) or ""
+        last = name.rsplit(".", 1)[-1]
+        return last == "state_dict" or last.startswith("translate_")
+
+    def _flag_after(self, node: cst.Call, lead: str, sdp: FeatureState) -> None:
+        message = (
+            f"{lead}, and {sdp.condition()}: the library shards the wrapped model's parameters and accepts only "
+            "partial checkpoints there (SMPValidationError in 1.12). Load the full state dict into the original "
+            "model with `load_state_dict` before `smp.DistributedModel`, as the library's own error message advises, "
+            "or resume from a partial checkpoint saved with `smp.save_checkpoint`."
+        )
+        self.report(node, message, severity=Severity.ERROR, job_facts=(sdp,))

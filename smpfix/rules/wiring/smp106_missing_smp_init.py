@@ -1,0 +1,169 @@
+"""SMP106: a training script that uses the library but never calls ``smp.init()``."""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import libcst as cst
+
+from smpfix.base.edits import InsertStatementAfter, NodeEdit
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.imports import SMP_TF, SMP_TORCH, dotted_name
+from smpfix.base.literals import literal_value
+from smpfix.program.codegen import smp_reference
+from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+
+# Members a helper module may use without being the script that initialises the library.
+_QUERIES = RANK_FUNCTIONS | SIZE_FUNCTIONS | {"is_initialized", "is_tracing", "num_microbatches", "state"}
+_LIBRARY = "smdistributed.modelparallel"
+
+ImportNode = Union[cst.Import, cst.ImportFrom]
+
+
+def _imports_library(node: ImportNode) -> bool:
+    if isinstance(node, cst.Import):
+        return any((dotted_name(alias.name) or "").startswith(_LIBRARY) for alias in node.names)
+    if node.relative or node.module is None:
+        return False
+    module = dotted_name(node.module) or ""
+    if module == "smdistributed":
+        return not isinstance(node.names, cst.ImportStar) and any(
+            dotted_name(alias.name) == "modelparallel" for alias in node.names
+        )
+    return module.startswith(_LIBRARY)
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    sides = {dotted_name(test.left) or literal_value(test.left), dotted_name(test.comparisons[0].comparator) or literal_value(test.comparisons[0].comparator)}
+    return isinstance(test.comparisons[0].operator, cst.Equal) and sides == {"__name__", "__main__"}
+
+
+class MissingSmpInit(Rule):
+    code = "SMP106"
+    name = "missing-smp-init"
+    summary = "A training script that uses the library must call `smp.init()` before anything else; add it after the import."
+    fix_availability = FixAvailability.SAFE
+    default_severity = Severity.WARNING
+    satisfied_by_hf_trainer = True
+
+    @classmethod
+    def applies_to(cls, facts: FileFacts) -> bool:
+        # Most scripts call `smp.init()`: nothing to look for there.
+        return super().applies_to(facts) and not facts.smp_init_calls
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self._top_level_imports: list[tuple[cst.SimpleStatementLine, ImportNode]] = []
+        self._first_import: Optional[ImportNode] = None
+        self._driver_use: Optional[str] = None
+        self._called: set[str] = set()
+        self._main_guard = False
+        self._manual_init = False
+
+    # -- what the file does ------------------------------------------------------------------
+    def _visit_import(self, node: ImportNode) -> None:
+        if not _imports_library(node):
+            return
+        if self._first_import is None:
+            self._first_import = node
+        line, module = self.ancestry.parent(1), self.ancestry.parent(2)
+        if isinstance(line, cst.SimpleStatementLine) and isinstance(module, cst.Module):
+            self._top_level_imports.append((line, node))
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self._visit_import(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self._visit_import(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        member = self.facts.smp_member(node.func)
+        if member is not None and member != "init" and member not in _QUERIES and not member.startswith("get_"):
+            self._driver_use = self._driver_use or member
+        if isinstance(node.func, cst.Name):
+            self._called.add(node.func.value)
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("setdefault", "putenv") and len(node.args) >= 2:
+            if self.facts.qualified_name(func) in ("os.environ.setdefault", "os.putenv"):
+                self._note_env(node.args[0].value, node.args[1].value)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        # TensorFlow models subclass `smp.DistributedModel`.
+        for base in node.bases:
+            if self.facts.smp_member(base.value) == "DistributedModel":
+                self._driver_use = self._driver_use or "DistributedModel"
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            subscript = target.target
+            if isinstance(subscript, cst.Subscript) and self.facts.qualified_name(subscript.value) == "os.environ":
+                index = subscript.slice[0].slice if len(subscript.slice) == 1 else None
+                if isinstance(index, cst.Index):
+                    self._note_env(index.value, node.value)
+
+    def _note_env(self, key: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if self.facts.literal(key) == "SMP_MANUAL_INIT" and str(self.facts.literal(value)) == "1":
+            self._manual_init = True
+
+    def visit_If(self, node: cst.If) -> None:
+        if isinstance(self.ancestry.parent(1), cst.Module) and _is_main_guard(node.test):
+            self._main_guard = True
+
+    # -- the decision ------------------------------------------------------------------------
+    def _entry_point(self) -> Optional[str]:
+        """What shows this file is the training script (not a helper that only asks for ranks)."""
+        if self.facts.distributed_models:
+            return "DistributedModel"
+        if self.facts.distributed_optimizers:
+            return "DistributedOptimizer"
+        if self.facts.step_functions & self._called:
+            return "step"
+        if self._main_guard and self._driver_use is not None:
+            return self._driver_use
+        return None
+
+    def _initialised_by_sibling(self) -> bool:
+        """One level into the project: a helper module the script imports (``utils.setup_smp()``)
+        may call ``smp.init()`` for it; smpfix cannot tell whether that helper runs, so it trusts it."""
+        modules = self.context.modules
+        if modules is None:
+            return False
+        return any(linked.facts.smp_init_calls for linked in modules.imported_modules(self.facts))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        if self.facts.smp_init_calls or self._first_import is None:
+            return
+        used = self._entry_point()
+        if used is None or self._initialised_by_sibling():
+            return
+        anchor = self._top_level_imports[-1] if self._top_level_imports else None
+        target: cst.CSTNode = anchor[1] if anchor is not None else self._first_import
+        severity = Severity.ERROR if self._manual_init else Severity.WARNING
+        flavour = SMP_TORCH if self.facts.imports.imports_module(SMP_TORCH) else SMP_TF
+        reference = smp_reference(self.facts, node, "init", flavour)
+        spelled = reference.text if reference is not None else "smp.init"
+        why = (
+            "this script sets SMP_MANUAL_INIT=1, so the library does not initialise itself on import"
+            if self._manual_init
+            else "only inside a SageMaker MPI launch (and only in some versions) does importing the library "
+            "initialise it; anywhere else, or with SMP_MANUAL_INIT=1, the library has no configuration"
+        )
+        message = (
+            f"This training script uses `smp.{used}` but never calls `{spelled}()`: {why}, and the first "
+            f"library call fails. Call `{spelled}()` right after the import, before any other library call."
+        )
+        self.report(target, message, severity=severity, fix=self._fix(node, anchor, flavour))
+
+    def _fix(self, module: cst.Module, anchor: Optional[tuple[cst.SimpleStatementLine, ImportNode]], flavour: str) -> Optional[PendingFix]:
+        if anchor is None:
+            return None
+        reference = smp_reference(self.facts, module, "init", flavour)
+        if reference is None:
+            return None
+        statement = cst.parse_statement(f"{reference.text}()\n", config=module.config_for_parsing)
+        assert isinstance(statement, cst.SimpleStatementLine)
+        edits: tuple[NodeEdit, ...] = (*reference.edits, InsertStatementAfter(anchor[0], statement, module))
+        return PendingFix(Applicability.SAFE, f"Call `{reference.text}()` after the library import", edits)

@@ -1,0 +1,3 @@
+"""Suppression comments (``# smpfix: ignore[...]``, ``# noqa: SMPxxx``): reading, judging, rewriting them.
+
+May import ``smpfix.base`` only."""
