@@ -31,8 +31,8 @@ from smpfix.job.versions import (
     Version,
     compare,
     explicit_version,
-    in_range,
     pytorch_job_version,
+    range_applies,
     tensorflow_job_version,
 )
 
@@ -246,22 +246,22 @@ class JobFacts:
     ) -> Tri:
         """Whether advice that holds for SMP ``since``..``until`` holds for this job.
 
-        ON when the version (``version``, else the job's own) is in range, or the features the
-        job has on already imply a version from ``since`` (and there is no upper bound); OFF
-        when the version is out of range, or those features imply one above ``until``;
-        UNKNOWN otherwise.
+        The job may run any release from its version's oldest (raised to what the features it
+        has on imply) to its newest; unknown, from that feature floor up. ON when every such
+        release is in range, OFF when none is, UNKNOWN otherwise (``versions.range_applies``).
         """
         if since is None and until is None:
             return Tri.ON
         version = version or self.smp_version
-        if version is not None:
-            return Tri.ON if in_range(version.version, since, until) else Tri.OFF
         floor = self.version_floor()
-        if floor is not None and until is not None and compare(floor[0], until) > 0:
-            return Tri.OFF
-        if floor is not None and until is None and since is not None and compare(floor[0], since) >= 0:
-            return Tri.ON
-        return Tri.UNKNOWN
+        low: Optional[Version] = floor[0] if floor is not None else None
+        high: Optional[Version] = None
+        if version is not None:
+            high = version.latest
+            if low is None or compare(low, version.version) < 0 or compare(low, high) > 0:
+                low = version.version
+        applies = range_applies(low, high, since, until)
+        return Tri.UNKNOWN if applies is None else (Tri.ON if applies else Tri.OFF)
 
     def describe(self) -> dict[str, Any]:
         """A JSON-friendly view: every setting and feature with its source (``--show-job``)."""

@@ -22,7 +22,7 @@ from smpfix.job.framework_versions import launcher_smp_version
 from smpfix.job.instances import InstanceType, lookup
 from smpfix.job.jobfacts import LIBRARY_DEFAULTS
 from smpfix.job.launcher import Launcher, Located, evaluate_argument, find_launchers
-from smpfix.job.versions import SmpVersion, Version
+from smpfix.job.versions import SmpVersion, Version, condition
 from smpfix.rules.rule import PendingFix, Rule
 
 _MEMO_KEY = "config_views"
@@ -44,8 +44,13 @@ class ConfigView:
     anchor: Optional[cst.CSTNode] = None
     launcher: Optional[Launcher] = None
     extra: Mapping[str, Located] = field(default_factory=dict)
-    # The library version the launcher's container ships, when it names one.
+    # The library version this configuration runs with: the one the user declared (--job,
+    # pyproject.toml) or, for a launcher, its container's; for an smp.init dict, the job's.
     smp_version: Optional[SmpVersion] = None
+
+    def version_condition(self, since: Optional[Version] = None, until: Optional[Version] = None) -> str:
+        """Words for a message about this configuration's library version (``versions.condition``)."""
+        return condition(self.smp_version, since, until)
 
     def located(self, key: str) -> Optional[Located]:
         if self.parameters is None:
@@ -138,10 +143,8 @@ class ConfigRule(Rule):
                 if anchor is None or (id(anchor), problem.message) in reported:
                     continue
                 reported.add((id(anchor), problem.message))
-                # A version the user declared (--job, pyproject.toml) wins over the launcher's container.
-                version = self.job.smp_version or view.smp_version
                 self.report(anchor, problem.message, severity=problem.severity, fix=_pending(problem.fix),
-                            since=problem.since, until=problem.until, version=version)
+                            since=problem.since, until=problem.until, version=view.smp_version)
 
 
 def _pending(fix: Optional[ConfigFix]) -> Optional[PendingFix]:
@@ -198,10 +201,11 @@ def _views(rule: Rule) -> list[ConfigView]:
                 )
                 if located is not None
             }
-            version = launcher_smp_version(launcher, "the launcher")
+            # A version the user declared (--job, pyproject.toml) wins over the launcher's container.
+            version = rule.job.smp_version or launcher_smp_version(launcher, "the launcher")
             views.append(ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra, version))
     for call in facts.smp_init_calls:
         argument = evaluate_argument(module, facts.imports, call)
         if argument is not None and isinstance(argument.value, dict):
-            views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call))
+            views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call, smp_version=rule.job.smp_version))
     return views

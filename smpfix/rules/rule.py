@@ -19,7 +19,7 @@ from smpfix.base.edits import NodeEdit
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, JobFacts, Tri
-from smpfix.job.versions import SmpVersion, Version, text
+from smpfix.job.versions import SmpVersion, Version, condition
 from smpfix.program.facts import FileFacts
 from smpfix.program.local_modules import LinkedModule, LocalModules
 
@@ -129,18 +129,10 @@ class Rule:
         self.reports.append(Report(self.code, node, message, severity, fix, tuple(job_facts)))
 
     def version_condition(self, since: Optional[Version] = None, until: Optional[Version] = None) -> str:
-        """Words for a message about the version: "SMP 1.10 or later is in use (...)" or "if ..."."""
+        """Words for a message about the version: "the job runs SMP 1.13 (...)" or "if ..."."""
         since = since if since is not None else self.since
         until = until if until is not None else self.until
-        wanted = " to ".join(text(v) for v in (since, until) if v is not None)
-        if since is not None and until is None:
-            wanted = f"{text(since)} or later"
-        elif since is None and until is not None:
-            wanted = f"{text(until)} or earlier"
-        version = self.job.smp_version
-        if version is not None:
-            return f"the job runs {version.describe()}"
-        return f"if the job runs SMP {wanted}"
+        return condition(self.job.smp_version, since, until)
 
     def feature(self, key: str) -> FeatureState:
         return self.job.feature(key)
