@@ -39,7 +39,7 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
             errors.append(FileError(path, f"internal error in rule {rule.code}: {type(exc).__name__}: {exc}", code=rule.code))
             continue
         for problem in problems:
-            applies = job.version_applies(problem.since or rule.since, problem.until or rule.until)
+            applies = job.version_applies(problem.since or rule.since, problem.until or rule.until, implied=problem.implied)
             if applies is Tri.OFF:
                 continue
             severity = Severity.HINT if applies is Tri.UNKNOWN else problem.severity

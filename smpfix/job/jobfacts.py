@@ -242,19 +242,28 @@ class JobFacts:
         return floor
 
     def version_applies(
-        self, since: Optional[Version], until: Optional[Version], version: Optional[SmpVersion] = None
+        self,
+        since: Optional[Version],
+        until: Optional[Version],
+        version: Optional[SmpVersion] = None,
+        implied: Optional[Version] = None,
     ) -> Tri:
         """Whether advice that holds for SMP ``since``..``until`` holds for this job.
 
         The job may run any release from its version's oldest (raised to what the features it
-        has on imply) to its newest; unknown, from that feature floor up. ON when every such
-        release is in range, OFF when none is, UNKNOWN otherwise (``versions.range_applies``).
+        has on imply, and to ``implied``: what the code or configuration the advice is about
+        uses exists only from there) to its newest; unknown, from that floor up. ON when every
+        such release is in range, OFF when none is, UNKNOWN otherwise (``versions.range_applies``).
+        A floor above every release the version allows is a mistake in the job, not a reason to
+        doubt the version: the version decides then.
         """
         if since is None and until is None:
             return Tri.ON
         version = version or self.smp_version
         floor = self.version_floor()
         low: Optional[Version] = floor[0] if floor is not None else None
+        if implied is not None and (low is None or compare(implied, low) > 0):
+            low = implied
         high: Optional[Version] = None
         if version is not None:
             high = version.latest

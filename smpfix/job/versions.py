@@ -213,6 +213,11 @@ def condition(version: Optional[SmpVersion], since: Optional[Version], until: Op
     return f"the job runs {version.describe()}"
 
 
+def leading(words: str) -> str:
+    """A condition from ``condition`` opening a sentence: "If the job runs ...," or "The job runs ...:"."""
+    return words[:1].upper() + words[1:] + ("," if words.startswith("if ") else ":")
+
+
 def explicit_version(value: object, source: str) -> Optional[SmpVersion]:
     """An ``smp_version`` setting."""
     version = parse_version(value)

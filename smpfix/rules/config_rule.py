@@ -108,9 +108,11 @@ class ConfigProblem:
     message: str
     severity: Severity = Severity.ERROR
     fix: Optional[ConfigFix] = None
-    # Narrower SMP versions than the rule's for this one problem (see ``Rule.since``).
+    # Narrower SMP versions than the rule's for this one problem (see ``Rule.since``), and the
+    # oldest release the configuration can work in at all (``Rule.report``'s ``implied``).
     since: Optional[Version] = None
     until: Optional[Version] = None
+    implied: Optional[Version] = None
 
 
 class ConfigRule(Rule):
@@ -144,7 +146,7 @@ class ConfigRule(Rule):
                     continue
                 reported.add((id(anchor), problem.message))
                 self.report(anchor, problem.message, severity=problem.severity, fix=_pending(problem.fix),
-                            since=problem.since, until=problem.until, version=view.smp_version)
+                            since=problem.since, until=problem.until, version=view.smp_version, implied=problem.implied)
 
 
 def _pending(fix: Optional[ConfigFix]) -> Optional[PendingFix]:

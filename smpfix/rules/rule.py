@@ -115,13 +115,16 @@ class Rule:
         since: Optional[Version] = None,
         until: Optional[Version] = None,
         version: Optional[SmpVersion] = None,
+        implied: Optional[Version] = None,
     ) -> None:
         """Record a finding. ``since``/``until`` narrow the rule's version range for this one
         finding; ``version`` is the library version of the configuration it is about, when that
-        is not the job's (a launcher's own container)."""
+        is not the job's (a launcher's own container); ``implied`` is the oldest release in
+        which the code or configuration it is about can work at all (it uses something that
+        arrived then), which rules those out unless the version says otherwise."""
         since = since if since is not None else self.since
         until = until if until is not None else self.until
-        applies = self.job.version_applies(since, until, version)
+        applies = self.job.version_applies(since, until, version, implied)
         if applies is Tri.OFF:
             return
         if applies is Tri.UNKNOWN:
