@@ -83,7 +83,8 @@ def test_a_range_applies_only_when_every_release_is_inside() -> None:
     assert range_applies((1, 9), (1, 10), (1, 11), None) is False
     assert range_applies(None, None, (1, 10), None) is None
     job = JobFacts.resolve([DeclaredJob("launcher", {"framework_version": "1.13.1"})])
-    assert job.version_applies(None, (1, 14)) is Tri.UNKNOWN and job.version_applies((1, 14), None) is Tri.ON
+    assert job.version_applies(None, (1, 14)) is Tri.OFF and job.version_applies((1, 14), None) is Tri.ON
+    assert job.version_applies((1, 15), None) is Tri.OFF  # the job may run 1.14
     assert job.smp_version is not None and job.smp_version.describe() == "SMP 1.14 or 1.15 (PyTorch 1.13.1 container, launcher)"
     assert condition(job.smp_version, None, (1, 14)).startswith("if the job runs SMP 1.14 or earlier (SMP 1.14 or 1.15")
     assert condition(job.smp_version, (1, 14), None).startswith("the job runs SMP 1.14 or 1.15")
@@ -123,13 +124,24 @@ def test_features_that_are_on_bound_the_version_from_below() -> None:
         ({"smp_version": "1.9"}, []),  # out of range: the advice would be wrong there
         ({"framework_version": "1.12.0"}, [Severity.ERROR]),  # container with SMP 1.10 or 1.11
         ({"framework_version": "1.10.2"}, []),  # container with SMP 1.7 or 1.8
-        ({"framework_version": "1.11.0"}, [Severity.HINT]),  # 1.9 (out) or 1.10 (in): only "if"
+        ({"framework_version": "1.11.0"}, []),  # 1.9 (out) or 1.10 (in): it may be the one it is wrong for
         ({}, [Severity.HINT]),  # unknown: never above a hint
         ({"fp16": True}, [Severity.ERROR]),  # fp16 exists from 1.10 on
     ],
 )
 def test_a_rule_since_a_version(job: dict, expected: list[Severity]) -> None:
     assert findings(job, since=(1, 10)) == expected
+
+
+def test_what_the_configuration_uses_raises_the_floor() -> None:
+    nothing = JobFacts.resolve([])
+    # Advice for releases before 1.15 about a configuration that exists only from 1.15.
+    assert nothing.version_applies(None, (1, 14), implied=(1, 15)) is Tri.OFF
+    assert nothing.version_applies(None, (1, 14)) is Tri.UNKNOWN
+    old = JobFacts.resolve([DeclaredJob("launcher", {"framework_version": "1.12.1"})])
+    assert old.version_applies(None, (1, 14), implied=(1, 15)) is Tri.ON  # the stated version decides
+    both = JobFacts.resolve([DeclaredJob("launcher", {"framework_version": "1.13.1"})])
+    assert both.version_applies(None, (1, 14), implied=(1, 15)) is Tri.OFF
 
 
 def test_a_rule_for_old_versions_only() -> None:

@@ -250,12 +250,15 @@ class JobFacts:
     ) -> Tri:
         """Whether advice that holds for SMP ``since``..``until`` holds for this job.
 
-        The job may run any release from its version's oldest (raised to what the features it
-        has on imply, and to ``implied``: what the code or configuration the advice is about
-        uses exists only from there) to its newest; unknown, from that floor up. ON when every
-        such release is in range, OFF when none is, UNKNOWN otherwise (``versions.range_applies``).
-        A floor above every release the version allows is a mistake in the job, not a reason to
-        doubt the version: the version decides then.
+        The job may run any release from a floor (what the features it has on imply, and
+        ``implied``: what the code or configuration the advice is about uses exists only from
+        there) up; when its version is known, from that version's oldest release (raised to the
+        floor) to its newest. ON when every such release is in range. With the version known,
+        OFF otherwise: a container that shipped releases on both sides of a bound may run the
+        one the advice is wrong for, and a stated version is taken at its word. Unknown, OFF
+        when no release above the floor is in range and UNKNOWN when some are. A floor above
+        every release the version allows is a mistake in the job, not a reason to doubt the
+        version: the version decides then.
         """
         if since is None and until is None:
             return Tri.ON
@@ -264,13 +267,12 @@ class JobFacts:
         low: Optional[Version] = floor[0] if floor is not None else None
         if implied is not None and (low is None or compare(implied, low) > 0):
             low = implied
-        high: Optional[Version] = None
-        if version is not None:
-            high = version.latest
-            if low is None or compare(low, version.version) < 0 or compare(low, high) > 0:
-                low = version.version
-        applies = range_applies(low, high, since, until)
-        return Tri.UNKNOWN if applies is None else (Tri.ON if applies else Tri.OFF)
+        if version is None:
+            applies = range_applies(low, None, since, until)
+            return Tri.UNKNOWN if applies is None else (Tri.ON if applies else Tri.OFF)
+        if low is None or compare(low, version.version) < 0 or compare(low, version.latest) > 0:
+            low = version.version
+        return Tri.ON if range_applies(low, version.latest, since, until) else Tri.OFF
 
     def describe(self) -> dict[str, Any]:
         """A JSON-friendly view: every setting and feature with its source (``--show-job``)."""

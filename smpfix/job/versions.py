@@ -17,9 +17,10 @@ version (the SDK's ``version_aliases``: ``"1.8"`` is 1.8.1). Otherwise the versi
 unknown, and a version-specific finding is at most a hint.
 
 A rule's advice applies to a job when every release the job may run is inside the rule's
-range, does not apply when none is, and is a hint in between ("if the job runs SMP 1.14 or
-earlier"): a rule for old releases only (``until``) is judged by the newest release the
-container may hold, a rule for new releases (``since``) by the oldest.
+range, and not otherwise: a rule for old releases only (``until``) is judged by the newest
+release the container may hold, a rule for new releases (``since``) by the oldest. A container
+that shipped releases on both sides of a bound gets no finding (precision first: the job may
+run the release the advice is wrong for); ``smp_version`` names the release exactly.
 
 Features also bound the version from below: a job with tensor parallelism on runs at least
 1.6, one with sharded data parallelism at least 1.11. A rule for old versions only (``until``
