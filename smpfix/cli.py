@@ -150,7 +150,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         return _usage_error(str(exc))
     declared = []
     if cli_job:
-        declared.append(DeclaredJob("command line --job", cli_job))
+        declared.append(DeclaredJob.stated("command line --job", cli_job))
     declared.extend(config.declared_jobs())
     options = RunOptions(
         select=codes,

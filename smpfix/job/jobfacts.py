@@ -13,7 +13,8 @@ most authoritative source that states it:
    turn a feature from UNKNOWN to ON.
 
 A configuration that is declared (sources 1-3) is a whole configuration: settings it leaves
-out take the library's defaults, as they would at run time. Keys missing from an
+out take the library's defaults, as they would at run time. A source that states only launch
+settings (``--job smp_version=1.9``) declares no configuration. Keys missing from an
 ``smp.init`` dict stay unknown, because a launcher may still set them.
 """
 
@@ -159,6 +160,13 @@ class DeclaredJob:
     settings: Mapping[str, Value]
     complete: bool = True
     unknown: frozenset[str] = frozenset()
+
+    @classmethod
+    def stated(cls, source: str, settings: Mapping[str, Value]) -> DeclaredJob:
+        """A job a person states (``--job``, ``[tool.smpfix.job]``, the API): a whole
+        configuration when it states any library setting; launch settings alone
+        (``--job smp_version=1.9``) leave the library's settings as they were."""
+        return cls(source, settings, complete=any(normalize_key(key) not in LAUNCH_KEYS for key in settings))
 
 
 @dataclass(frozen=True)
