@@ -19,6 +19,11 @@ from typing import Optional
 
 from smpfix.job.jobfacts import KNOWN_KEYS
 
+# The oldest library release whose configuration schema is published (the 1.12.1 wheel's
+# ``config.yaml``, which ``KNOWN_KEYS`` and the value types follow). Older releases' schemas are
+# not: a key or type the 1.12 schema refuses may have been accepted there.
+OLDEST_PUBLISHED_SCHEMA = (1, 12)
+
 # The keys the SageMaker SDK reads from ``distribution["mpi"]`` (estimator
 # ``_distribution_configuration``); anything else is dropped without a word.
 MPI_KEYS = frozenset({"enabled", "processes_per_host", "custom_mpi_options"})

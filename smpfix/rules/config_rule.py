@@ -18,6 +18,7 @@ import libcst as cst
 from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import UNKNOWN
+from smpfix.job.config_keys import OLDEST_PUBLISHED_SCHEMA
 from smpfix.job.framework_versions import launcher_smp_version
 from smpfix.job.instances import InstanceType, lookup
 from smpfix.job.jobfacts import LIBRARY_DEFAULTS
@@ -51,6 +52,12 @@ class ConfigView:
     def version_condition(self, since: Optional[Version] = None, until: Optional[Version] = None) -> str:
         """Words for a message about this configuration's library version (``versions.condition``)."""
         return condition(self.smp_version, since, until)
+
+    @property
+    def schema_unpublished(self) -> bool:
+        """The configuration runs a library older than the oldest published schema, whose keys
+        and types smpfix does not know for certain."""
+        return self.smp_version is not None and self.smp_version.before(OLDEST_PUBLISHED_SCHEMA)
 
     def located(self, key: str) -> Optional[Located]:
         if self.parameters is None:

@@ -1,7 +1,8 @@
 """SMP812: a configuration key that the library, or the SageMaker SDK, does not know.
 
 Library parameters (the launcher's ``parameters``, an ``smp.init({...})`` dict) are checked
-against the 1.12 schema: the library refuses an unknown key at start-up. The ``mpi``,
+against the 1.12 schema: the library refuses an unknown key at start-up. A job known to run an
+older release (whose schema is not published) gets a warning instead of an error. The ``mpi``,
 ``smdistributed`` and ``modelparallel`` dicts of a launcher are checked against the keys the
 SDK reads: there a misspelled key is dropped without a word. Keys of ``[tool.smpfix.job]``
 never get here: config.py rejects an unknown job setting (exit 2) with the same advice
@@ -76,6 +77,15 @@ def _unknown_parameter(view: ConfigView, parameters: Located, key: str, located:
         if view.kind == "smp.init"
         else "The library checks every key"
     )
+    if view.schema_unpublished and view.smp_version is not None:
+        # The job's release predates the oldest published schema: the key may have existed there.
+        message = (
+            f"`{key}` is not a configuration parameter of the model parallelism library (SMP v1) in its 1.12 schema, "
+            f"the oldest published one{where}, and this job runs {view.smp_version.describe()}, whose schema is not "
+            "published. If that release does not know the key either, it stops at start-up with \"Unrecognized "
+            f"config parameter {key}\", after the instances are up. {_advice_text(key, advice, parameters)}"
+        )
+        return ConfigProblem(located, message.rstrip(), Severity.WARNING, _rename_fix(located, key, advice, parameters))
     message = (
         f"`{key}` is not a configuration parameter of the model parallelism library (SMP v1){where}. {how} against "
         f"its schema and stops at start-up with \"Unrecognized config parameter {key}\", after the instances are up. "
