@@ -10,6 +10,7 @@ from smpfix.base.edits import InsertStatementAfter, NodeEdit
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.imports import SMP_TF, SMP_TORCH, dotted_name
 from smpfix.base.literals import literal_value
+from smpfix.job.jobfacts import Tri
 from smpfix.program.codegen import smp_reference
 from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
@@ -39,6 +40,10 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
         return False
     sides = {dotted_name(test.left) or literal_value(test.left), dotted_name(test.comparisons[0].comparator) or literal_value(test.comparisons[0].comparator)}
     return isinstance(test.comparisons[0].operator, cst.Equal) and sides == {"__name__", "__main__"}
+
+
+# The newest release known to have no import-time initialisation (1.12.1 has it).
+LAST_WITHOUT_AUTO_INIT = (1, 7)
 
 
 class MissingSmpInit(Rule):
@@ -141,16 +146,26 @@ class MissingSmpInit(Rule):
             return
         anchor = self._top_level_imports[-1] if self._top_level_imports else None
         target: cst.CSTNode = anchor[1] if anchor is not None else self._first_import
-        severity = Severity.ERROR if self._manual_init else Severity.WARNING
+        # Import-time initialisation exists in 1.12.1 and not in 1.7 (library source): a job
+        # known to run 1.7 or older never initialises by itself.
+        no_auto_init = self.job.version_applies(None, LAST_WITHOUT_AUTO_INIT) is Tri.ON
+        severity = Severity.ERROR if self._manual_init or no_auto_init else Severity.WARNING
         flavour = SMP_TORCH if self.facts.imports.imports_module(SMP_TORCH) else SMP_TF
         reference = smp_reference(self.facts, node, "init", flavour)
         spelled = reference.text if reference is not None else "smp.init"
-        why = (
-            "this script sets SMP_MANUAL_INIT=1, so the library does not initialise itself on import"
-            if self._manual_init
-            else "only inside a SageMaker MPI launch (and only in some versions) does importing the library "
-            "initialise it; anywhere else, or with SMP_MANUAL_INIT=1, the library has no configuration"
-        )
+        if self._manual_init:
+            why = "this script sets SMP_MANUAL_INIT=1, so the library does not initialise itself on import"
+        elif no_auto_init:
+            why = (
+                f"{self.version_condition(until=LAST_WITHOUT_AUTO_INIT)}, and releases up to 1.7 never initialise "
+                "themselves on import, so the library has no configuration"
+            )
+        else:
+            why = (
+                "only inside a SageMaker MPI launch, and only in later releases (1.12 does, 1.7 does not), does "
+                "importing the library initialise it; anywhere else, or with SMP_MANUAL_INIT=1, the library has no "
+                "configuration"
+            )
         message = (
             f"This training script uses `smp.{used}` but never calls `{spelled}()`: {why}, and the first "
             f"library call fails. Call `{spelled}()` right after the import, before any other library call."
