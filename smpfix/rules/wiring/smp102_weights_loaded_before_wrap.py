@@ -129,7 +129,7 @@ class WeightsLoadedBeforeWrap(Rule):
             lead = f"`{self.context.code_for(load_node)}` loads weights into {named} before `smp.DistributedModel` wraps it"
             advice = (
                 "Load them into the wrapped model after the wrap (`model.load_state_dict(...)` there translates "
-                "Hugging Face state dicts), or use `smp.resume_from_checkpoint(path, partial=False)`."
+                "Hugging Face state dicts), or use `smp.resume_from_checkpoint(path, partial=False)` (SMP 1.10 and later)."
             )
         else:
             subject = f"`{model}`" if model is not None else "The model"
@@ -137,7 +137,7 @@ class WeightsLoadedBeforeWrap(Rule):
             advice = (
                 "Build it with `from_config(...)` under `smp.tensor_parallelism()`, wrap it, then load the weights "
                 "into the wrapped model (`model.load_state_dict(...)`, which translates Hugging Face state dicts) or "
-                "use `smp.resume_from_checkpoint(path, partial=False)`."
+                "use `smp.resume_from_checkpoint(path, partial=False)` (SMP 1.10 and later)."
             )
         if tp.state is Tri.ON:
             condition = f", and {tp.condition()}:"
