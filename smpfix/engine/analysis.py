@@ -19,7 +19,7 @@ from smpfix.base import nesting
 from smpfix.base.findings import Applicability, FileError, Finding, Fix, JobFactUse
 from smpfix.base.positions import Positions
 from smpfix.base.walker import Ancestry, Dispatch, indexed, walk
-from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts
+from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts, Role
 from smpfix.job.project import Project
 from smpfix.program.facts import FileFacts, collect
 from smpfix.program.local_modules import LinkedModule, LocalModules
@@ -111,7 +111,7 @@ def job_facts_for(facts: FileFacts, declared: Sequence[DeclaredJob], positions: 
     sources = list(declared)
     if facts.init_config_call is not None and facts.init_config:
         line = positions.get().position(positions.get().span(facts.init_config_call)[0]).line
-        sources.append(DeclaredJob(f"smp.init({{...}}) at line {line}", facts.init_config, complete=False))
+        sources.append(DeclaredJob(f"smp.init({{...}}) at line {line}", facts.init_config, complete=False, role=Role.INIT_DICT))
     evidence = [
         Evidence(item.feature, item.description, positions.get().position(positions.get().span(item.node)[0]).line, item.strong)
         for item in facts.evidence

@@ -23,11 +23,13 @@ from __future__ import annotations
 import difflib
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Union
 
 from smpfix.job.versions import (
     FEATURE_SINCE,
+    FIRST_WITH_AUTO_INIT,
+    LAST_WITHOUT_AUTO_INIT,
     SmpVersion,
     Version,
     compare,
@@ -147,19 +149,39 @@ class Evidence:
     strong: bool = True
 
 
+class Role(str, enum.Enum):
+    """What kind of source a ``DeclaredJob`` is: it decides how the ``smp.init`` dict merges."""
+
+    STATED = "stated"  # --job, [tool.smpfix.job], the API
+    LAUNCHER = "launcher"  # a SageMaker estimator that starts the script
+    INIT_DICT = "init dict"  # the script's own smp.init({...}) dict
+
+
+class InitDict(str, enum.Enum):
+    """Whether the script's ``smp.init({...})`` dict configures the library (module docstring)."""
+
+    APPLIES = "applies"
+    IGNORED = "ignored"
+    UNCERTAIN = "uncertain"
+
+
 @dataclass(frozen=True)
 class DeclaredJob:
     """One source's settings, e.g. the ``[tool.smpfix.job]`` table, with the source's name.
 
     ``unknown`` names keys this source sets to a value smpfix cannot see (a launcher's
     ``"microbatches": args.mb``): they stay UNKNOWN and hide lower-precedence sources, since
-    at run time this source's value wins.
+    at run time this source's value wins. A launcher also says whether it sets
+    ``SMP_MANUAL_INIT=1`` (``manual_init``) and why it starts SMP v2 rather than v1 (``smp_v2``).
     """
 
     source: str
     settings: Mapping[str, Value]
     complete: bool = True
     unknown: frozenset[str] = frozenset()
+    role: Role = Role.STATED
+    manual_init: bool = False
+    smp_v2: Optional[str] = None
 
     @classmethod
     def stated(cls, source: str, settings: Mapping[str, Value]) -> DeclaredJob:
@@ -200,10 +222,58 @@ class JobFacts:
     unknown: Mapping[str, str] = field(default_factory=dict)
     # The library version the job runs, when a source states it (``smpfix.job.versions``).
     smp_version: Optional[SmpVersion] = None
+    # Whether the script's smp.init({...}) dict configures the library, and why.
+    init_dict: InitDict = InitDict.APPLIES
+    init_dict_reason: str = ""
+    # Why the job runs SMP v2 (``torch.sagemaker``), to which no v1 rule applies; None for v1.
+    smp_v2: Optional[str] = None
 
     @classmethod
     def resolve(cls, declared: Sequence[DeclaredJob], evidence: Sequence[Evidence] = ()) -> JobFacts:
         """Merge sources given highest precedence first; see the module docstring."""
+        others = [job for job in declared if job.role is not Role.INIT_DICT]
+        dicts = [job for job in declared if job.role is Role.INIT_DICT]
+        smp_v2 = next((job.smp_v2 for job in declared if job.smp_v2 is not None), None)
+        if not dicts:
+            return replace(cls._merge(others, evidence), smp_v2=smp_v2)
+        use, reason = cls._merge(others, evidence).init_dict_use(others)
+        if use is InitDict.IGNORED:
+            merged = cls._merge(others, evidence)
+        elif use is InitDict.UNCERTAIN:
+            # Either the dict's values or the defaults: the keys only the dict sets are unknown.
+            hidden = [replace(job, settings={}, unknown=frozenset(job.settings) | job.unknown) for job in dicts]
+            merged = cls._merge([*others, *hidden], evidence)
+        else:
+            merged = cls._merge(declared, evidence)
+        return replace(merged, init_dict=use, init_dict_reason=reason, smp_v2=smp_v2)
+
+    def init_dict_use(self, declared: Sequence[DeclaredJob]) -> tuple[InitDict, str]:
+        """Whether an ``smp.init({...})`` dict in a script started by ``declared`` configures
+        the library. Under a known SageMaker launcher with model parallelism enabled, SMP 1.12
+        initialises the library when it is imported, from the launcher's parameters alone, and
+        a later ``smp.init(dict)`` returns at once; SMP 1.7 has no such code, and
+        ``SMP_MANUAL_INIT=1`` turns it off (library source, 1.7 and 1.12.1)."""
+        launcher = next((job for job in declared if job.role is Role.LAUNCHER and job.complete), None)
+        if launcher is None:
+            return InitDict.APPLIES, "no launcher of this script is known"
+        if launcher.manual_init:
+            return InitDict.APPLIES, f"{launcher.source} sets SMP_MANUAL_INIT=1"
+        if self.version_applies(FIRST_WITH_AUTO_INIT, None) is Tri.ON:
+            version = self.smp_version.describe() if self.smp_version is not None else "SMP 1.12 or later"
+            return InitDict.IGNORED, (
+                f"under {launcher.source}, {version} initialises itself on import from the launcher's parameters, "
+                "so smp.init({...}) returns at once (unless SMP_MANUAL_INIT=1)"
+            )
+        if self.version_applies(None, LAST_WITHOUT_AUTO_INIT) is Tri.ON:
+            assert self.smp_version is not None
+            return InitDict.APPLIES, f"{self.smp_version.describe()} does not initialise itself on import"
+        return InitDict.UNCERTAIN, (
+            f"under {launcher.source}, SMP 1.12 and later initialise on import and ignore it, SMP 1.7 and earlier "
+            "use it, and this job's version is not known to be either"
+        )
+
+    @classmethod
+    def _merge(cls, declared: Sequence[DeclaredJob], evidence: Sequence[Evidence]) -> JobFacts:
         settings: dict[str, Setting] = {}
         unknown: dict[str, str] = {}
         complete_source: Optional[str] = None
@@ -234,7 +304,10 @@ class JobFacts:
         if setting is not None:
             return FeatureState(feature, feature.state_of(setting.value), setting.source, setting.value)
         if feature.setting in self.unknown:
-            return FeatureState(feature, Tri.UNKNOWN, f"set in {self.unknown[feature.setting]} to a value smpfix cannot resolve")
+            source = self.unknown[feature.setting]
+            if self.init_dict is InitDict.UNCERTAIN and source.startswith("smp.init"):
+                return FeatureState(feature, Tri.UNKNOWN, f"set only in {source}, which counts only if the library does not initialise itself on import")
+            return FeatureState(feature, Tri.UNKNOWN, f"set in {source} to a value smpfix cannot resolve")
         for item in self.evidence:
             if item.feature == key and item.strong:
                 return FeatureState(feature, Tri.ON, f"script evidence: {item.description} at line {item.line}")
@@ -287,6 +360,8 @@ class JobFacts:
         version = self.smp_version
         return {
             "smp_version": None if version is None else {"value": version.text, "source": version.source},
+            "smp_v2": self.smp_v2,
+            "init_dict": {"use": self.init_dict.value, "why": self.init_dict_reason} if self.init_dict_reason else None,
             "settings": {key: {"value": s.value, "source": s.source} for key, s in sorted(self.settings.items())},
             "features": {
                 key: {"state": state.state.value, "source": state.source}

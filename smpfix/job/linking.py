@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob
+from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob, Role
 
 _LAUNCHER_MARKERS = (b"distribution", b"Estimator", b"PyTorch(", b"HuggingFace(", b"TensorFlow(")
 
@@ -71,6 +71,7 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
         else:
             settings[key] = value
     from smpfix.job.framework_versions import pytorch_version, tensorflow_version
+    from smpfix.job.launch_environment import sets_manual_init
 
     version = pytorch_version(launcher)
     if version is not None:
@@ -79,7 +80,10 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
         version = tensorflow_version(launcher)
         if version is not None:
             settings["framework"], settings["framework_version"] = "tensorflow", version.text
-    return DeclaredJob(source, settings, complete=complete, unknown=frozenset(unknown))
+    return DeclaredJob(
+        source, settings, complete=complete, unknown=frozenset(unknown), role=Role.LAUNCHER,
+        manual_init=sets_manual_init(launcher),
+    )
 
 
 def _literal_items(values: Any) -> dict[str, Any]:

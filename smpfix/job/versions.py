@@ -77,6 +77,11 @@ FEATURE_SINCE: Mapping[str, Version] = {
     "BF16": (1, 11),
 }
 
+# Import-time initialisation under the SageMaker launcher: the 1.12.1 library has it, the 1.7
+# library has not (the releases between are not published).
+FIRST_WITH_AUTO_INIT: Version = (1, 12)
+LAST_WITHOUT_AUTO_INIT: Version = (1, 7)
+
 _VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?\s*$")
 
 

@@ -21,7 +21,7 @@ from smpfix.base.literals import UNKNOWN
 from smpfix.job.config_keys import OLDEST_PUBLISHED_SCHEMA
 from smpfix.job.framework_versions import launcher_smp_version
 from smpfix.job.instances import InstanceType, lookup
-from smpfix.job.jobfacts import LIBRARY_DEFAULTS
+from smpfix.job.jobfacts import LIBRARY_DEFAULTS, InitDict
 from smpfix.job.launcher import Launcher, Located, evaluate_argument, find_launchers
 from smpfix.job.versions import SmpVersion, Version, condition
 from smpfix.rules.rule import PendingFix, Rule
@@ -152,7 +152,12 @@ class ConfigRule(Rule):
                 if anchor is None or (id(anchor), problem.message) in reported:
                     continue
                 reported.add((id(anchor), problem.message))
-                self.report(anchor, problem.message, severity=problem.severity, fix=_pending(problem.fix),
+                message, severity = problem.message, problem.severity
+                if view.kind == "smp.init" and self.job.init_dict is InitDict.UNCERTAIN and severity is Severity.ERROR:
+                    # The library may never read this dict (jobfacts, InitDict).
+                    message += f" This matters only if the library reads this dict: {self.job.init_dict_reason}."
+                    severity = Severity.WARNING
+                self.report(anchor, message, severity=severity, fix=_pending(problem.fix),
                             since=problem.since, until=problem.until, version=view.smp_version, implied=problem.implied)
 
 
@@ -213,6 +218,9 @@ def _views(rule: Rule) -> list[ConfigView]:
             # A version the user declared (--job, pyproject.toml) wins over the launcher's container.
             version = rule.job.smp_version or launcher_smp_version(launcher, "the launcher")
             views.append(ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra, version))
+    if rule.job.init_dict is InitDict.IGNORED:
+        # The library never reads the dict (it initialised itself on import): nothing to check.
+        return views
     for call in facts.smp_init_calls:
         argument = evaluate_argument(module, facts.imports, call)
         if argument is not None and isinstance(argument.value, dict):

@@ -11,6 +11,7 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.imports import SMP_TF, SMP_TORCH, dotted_name
 from smpfix.base.literals import literal_value
 from smpfix.job.jobfacts import Tri
+from smpfix.job.versions import LAST_WITHOUT_AUTO_INIT
 from smpfix.program.codegen import smp_reference
 from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
@@ -40,10 +41,6 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
         return False
     sides = {dotted_name(test.left) or literal_value(test.left), dotted_name(test.comparisons[0].comparator) or literal_value(test.comparisons[0].comparator)}
     return isinstance(test.comparisons[0].operator, cst.Equal) and sides == {"__name__", "__main__"}
-
-
-# The newest release known to have no import-time initialisation (1.12.1 has it).
-LAST_WITHOUT_AUTO_INIT = (1, 7)
 
 
 class MissingSmpInit(Rule):
