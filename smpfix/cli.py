@@ -325,6 +325,11 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
         click.echo(f"{result.path}: job facts", err=err)
         version = result.job.get("smp_version")
         click.echo(f"  library      SMP {version['value']} ({version['source']})" if version else "  library      SMP version unknown", err=err)
+        if result.job.get("smp_v2"):
+            click.echo(f"  library      SMP v2: {result.job['smp_v2']}; no SMP v1 rule applies", err=err)
+        init_dict = result.job.get("init_dict")
+        if init_dict:
+            click.echo(f"  smp.init     dict {init_dict['use']}: {init_dict['why']}", err=err)
         for key, item in result.job["features"].items():
             click.echo(f"  {key:<12} {item['state']:<8} {item['source']}", err=err)
         for key, item in result.job["settings"].items():

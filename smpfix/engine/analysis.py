@@ -152,8 +152,11 @@ def _analyze_indexed(module: cst.Module, text: str, path: str, options: Analysis
     declared = (*options.declared_jobs, *project.declared_for(path))
     positions = _LazyPositions(module, text)
     job = job_facts_for(facts, declared, positions) if facts.imports_smp else JobFacts.resolve(declared)
+    if job.smp_v2 is None and facts.imports_smp_v2:
+        job = replace(job, smp_v2="this file imports torch.sagemaker")
     selected = [rule for rule in (*all_rules(), *options.extra_rules) if rule.code in options.select]
-    rule_types = [rule for rule in selected if rule.applies_to(facts)]
+    # Every rule is an SMP v1 rule: none applies to an SMP v2 job or script (``smpfix.job.smp_v2``).
+    rule_types = [rule for rule in selected if rule.applies_to(facts)] if job.smp_v2 is None else []
     checks_unused = any(rule.code == unused_suppressions.CODE for rule in rule_types)
     rule_types = [rule for rule in rule_types if rule.code != unused_suppressions.CODE]
     if not rule_types and not checks_unused:

@@ -28,6 +28,8 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
     extra = {key: Located(value) for key, value in config.job.items() if key in LAUNCH_KEYS}
     view = ConfigView("job table", config.job_source, parameters, True, None, None, extra)
     job = JobFacts.resolve(config.declared_jobs())
+    if job.smp_v2 is not None:
+        return None  # an SMP v2 job: no v1 configuration rule applies (smpfix.job.smp_v2)
     findings: list[Finding] = []
     errors: list[FileError] = []
     for rule in all_rules():

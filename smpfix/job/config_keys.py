@@ -37,6 +37,20 @@ _SMP_V2 = (
     "(`smdistributed.modelparallel`) has no such setting"
 )
 
+# Settings of SMP v2 (``torch.sagemaker``) that SMP v1 does not have: a configuration with one of
+# them is an SMP v2 configuration (``smpfix.job.smp_v2``).
+V2_KEYS = frozenset(
+    {
+        "hybrid_shard_degree",
+        "sm_activation_offloading",
+        "fsdp_cache_flush_warnings",
+        "allow_empty_shards",
+        "context_parallel_degree",
+        "expert_parallel_degree",
+        "random_seed",
+    }
+)
+
 # Keys people write into SMP v1 parameters that are not typos of a v1 key (catalog C04, §9 row 9).
 EXPLAINED: Mapping[str, str] = {
     "deterministic_server": (
@@ -51,18 +65,7 @@ EXPLAINED: Mapping[str, str] = {
         "is not a configuration key: activation checkpointing is turned on in the script with "
         "`smp.set_activation_checkpointing(module)` after `smp.DistributedModel`"
     ),
-    **{
-        key: _SMP_V2
-        for key in (
-            "hybrid_shard_degree",
-            "sm_activation_offloading",
-            "fsdp_cache_flush_warnings",
-            "allow_empty_shards",
-            "context_parallel_degree",
-            "expert_parallel_degree",
-            "random_seed",
-        )
-    },
+    **{key: _SMP_V2 for key in V2_KEYS},
 }
 
 

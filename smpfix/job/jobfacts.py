@@ -36,6 +36,7 @@ from smpfix.job.versions import (
     explicit_version,
     pytorch_job_version,
     range_applies,
+    stated_v2,
     tensorflow_job_version,
 )
 
@@ -233,7 +234,7 @@ class JobFacts:
         """Merge sources given highest precedence first; see the module docstring."""
         others = [job for job in declared if job.role is not Role.INIT_DICT]
         dicts = [job for job in declared if job.role is Role.INIT_DICT]
-        smp_v2 = next((job.smp_v2 for job in declared if job.smp_v2 is not None), None)
+        smp_v2 = _smp_v2(declared)
         if not dicts:
             return replace(cls._merge(others, evidence), smp_v2=smp_v2)
         use, reason = cls._merge(others, evidence).init_dict_use(others)
@@ -372,6 +373,16 @@ class JobFacts:
                 {"feature": e.feature, "what": e.description, "line": e.line, "strong": e.strong} for e in self.evidence
             ],
         }
+
+
+def _smp_v2(declared: Sequence[DeclaredJob]) -> Optional[str]:
+    """Why the job runs SMP v2, from the first source that says so (a launcher, ``smpfix.job.smp_v2``;
+    a stated job, ``versions.stated_v2``), or None."""
+    for job in declared:
+        reason = job.smp_v2 or (stated_v2(job.settings, job.source) if job.role is Role.STATED else None)
+        if reason is not None:
+            return reason
+    return None
 
 
 def _smp_version(declared: Sequence[DeclaredJob]) -> Optional[SmpVersion]:

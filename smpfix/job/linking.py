@@ -72,6 +72,7 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
             settings[key] = value
     from smpfix.job.framework_versions import pytorch_version, tensorflow_version
     from smpfix.job.launch_environment import sets_manual_init
+    from smpfix.job.smp_v2 import launcher_v2
 
     version = pytorch_version(launcher)
     if version is not None:
@@ -82,7 +83,7 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
             settings["framework"], settings["framework_version"] = "tensorflow", version.text
     return DeclaredJob(
         source, settings, complete=complete, unknown=frozenset(unknown), role=Role.LAUNCHER,
-        manual_init=sets_manual_init(launcher),
+        manual_init=sets_manual_init(launcher), smp_v2=launcher_v2(launcher, source),
     )
 
 

@@ -82,6 +82,10 @@ FEATURE_SINCE: Mapping[str, Version] = {
 FIRST_WITH_AUTO_INIT: Version = (1, 12)
 LAST_WITHOUT_AUTO_INIT: Version = (1, 7)
 
+# The first PyTorch container with SMP v2 (``smpfix.job.smp_v2``); SMP v1 ended with 1.15 in
+# the 2.0.0 container.
+FIRST_V2_PYTORCH: Version = (2, 0, 1)
+
 _VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?\s*$")
 
 
@@ -246,3 +250,15 @@ def tensorflow_job_version(value: object, source: str) -> Optional[SmpVersion]:
     if smp is None:
         return None
     return SmpVersion(smp[0], f"TensorFlow {value} container, {source}", smp[1])
+
+
+def stated_v2(settings: Mapping[str, object], source: str) -> Optional[str]:
+    """Why a stated job (``--job``, ``[tool.smpfix.job]``) is SMP v2, or None: it names
+    ``smp_version`` 2 or later, or a PyTorch ``framework_version`` of 2.0.1 or later."""
+    version = parse_version(settings.get("smp_version"))
+    if version is not None and version[0] >= 2:
+        return f"smp_version {settings['smp_version']} ({source})"
+    framework = parse_version(settings.get("framework_version"))
+    if framework is not None and settings.get("framework") != "tensorflow" and compare(framework, FIRST_V2_PYTORCH) >= 0:
+        return f"framework_version {settings['framework_version']} ({source}) is a PyTorch container with SMP v2"
+    return None

@@ -114,8 +114,14 @@ class FileFacts:
         )
 
     @property
+    def imports_smp_v2(self) -> bool:
+        """Imports SMP v2 (``torch.sagemaker``): an SMP v2 script, to which no v1 rule applies
+        even if it also names v1 (``smpfix.job.smp_v2``)."""
+        return self.imports.imports_module(SMP_V2)
+
+    @property
     def imports_smp_v2_only(self) -> bool:
-        return self.imports.imports_module(SMP_V2) and not self.imports_smp
+        return self.imports_smp_v2 and not self.imports_smp
 
     # -- names -------------------------------------------------------------------------------
     def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:

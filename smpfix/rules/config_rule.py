@@ -23,7 +23,9 @@ from smpfix.job.framework_versions import launcher_smp_version
 from smpfix.job.instances import InstanceType, lookup
 from smpfix.job.jobfacts import LIBRARY_DEFAULTS, InitDict
 from smpfix.job.launcher import Launcher, Located, evaluate_argument, find_launchers
+from smpfix.job.smp_v2 import launcher_v2
 from smpfix.job.versions import SmpVersion, Version, condition
+from smpfix.rules.launched_code import launched_code
 from smpfix.rules.rule import PendingFix, Rule
 
 _MEMO_KEY = "config_views"
@@ -217,7 +219,9 @@ def _views(rule: Rule) -> list[ConfigView]:
             }
             # A version the user declared (--job, pyproject.toml) wins over the launcher's container.
             version = rule.job.smp_version or launcher_smp_version(launcher, "the launcher")
-            views.append(ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra, version))
+            view = ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra, version)
+            if not _starts_smp_v2(rule, view):
+                views.append(view)
     if rule.job.init_dict is InitDict.IGNORED:
         # The library never reads the dict (it initialised itself on import): nothing to check.
         return views
@@ -226,3 +230,14 @@ def _views(rule: Rule) -> list[ConfigView]:
         if argument is not None and isinstance(argument.value, dict):
             views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call, smp_version=rule.job.smp_version))
     return views
+
+
+def _starts_smp_v2(rule: Rule, view: ConfigView) -> bool:
+    """The launcher starts SMP v2 (``smpfix.job.smp_v2``), to which no v1 rule applies: by its
+    own settings, or because the script it starts (or a project module that script imports)
+    imports ``torch.sagemaker``."""
+    assert view.launcher is not None
+    if launcher_v2(view.launcher, view.where) is not None:
+        return True
+    code = launched_code(rule, view)
+    return code is not None and any(facts.imports_smp_v2 for facts in code.files)

@@ -48,8 +48,8 @@ class SmddpBufferSize(ConfigRule):
 
     def leave_Module(self, node: cst.Module) -> None:
         super().leave_Module(node)
-        if not self.facts.estimator_calls:
-            return
+        if not self.facts.estimator_calls or not config_views(self):
+            return  # no SMP v1 launcher here (an SMP v2 one gets no v1 rule)
         joins: dict[int, GluedJoin] = {}
         for view in config_views(self):
             options = custom_mpi_options(view.launcher) if view.launcher is not None else None

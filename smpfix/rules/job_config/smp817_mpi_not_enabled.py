@@ -2,8 +2,8 @@
 
 SMP v1 runs on MPI: the SageMaker SDK starts the script through ``mpirun`` only when
 ``distribution["mpi"]["enabled"]`` is set, and the documentation marks both ``enabled`` and
-``processes_per_host`` as required. ``torch_distributed`` launches (SMP v2, p5) start
-processes another way and are left alone.
+``processes_per_host`` as required. ``torch_distributed`` launches start SMP v2, to which no v1
+rule applies (``smpfix.job.smp_v2``; the configuration rules never see them).
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ class MpiNotEnabled(ConfigRule):
         mp, distribution = launcher.modelparallel, launcher.distribution
         enabled = mp.get("enabled") if mp is not None else None
         if enabled is None or enabled.plain() is not True or distribution is None or not distribution.is_dict:
-            return
-        if distribution.get("torch_distributed") is not None:
             return
         instance = view.instance
         per_host = f'"processes_per_host": {instance.gpus}' if instance is not None else None
