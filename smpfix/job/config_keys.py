@@ -13,11 +13,11 @@ validates its configuration before it loads LibCST.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Optional
 
-from smpfix.job.jobfacts import KNOWN_KEYS
+from smpfix.job.jobfacts import KNOWN_KEYS, normalize_key
 
 # The oldest library release whose configuration schema is published (the 1.12.1 wheel's
 # ``config.yaml``, which ``KNOWN_KEYS`` and the value types follow). Older releases' schemas are
@@ -95,3 +95,25 @@ def advise(key: str, known: frozenset[str] = KNOWN_KEYS) -> KeyAdvice:
         return KeyAdvice(explanation=EXPLAINED[key])
     matches = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
     return KeyAdvice(suggestion=matches[0] if matches else None)
+
+
+def misspelled(keys: Iterable[str]) -> frozenset[str]:
+    """The known keys that unknown ``keys`` probably misspell (normalized: ``partitons`` ->
+    ``pipeline_parallel_degree``). SMP812 reports the misspelling; every other reader treats the
+    key meant as unknown rather than as left out (its default), so one mistake is one finding."""
+    return frozenset(
+        normalize_key(advice.suggestion)
+        for key in keys
+        if key not in KNOWN_KEYS and key not in EXPLAINED
+        for advice in (advise(key),)
+        if advice.suggestion is not None
+    )
+
+
+def misspelling_of(written: Iterable[object], meant: str, known: frozenset[str]) -> Optional[str]:
+    """A key among ``written`` that SMP812 reports as a misspelling of ``meant`` (``enable`` for
+    ``enabled`` among the ``known`` keys of an ``mpi`` or ``modelparallel`` dict), or None."""
+    for key in written:
+        if isinstance(key, str) and key not in known and advise(key, known).suggestion == meant:
+            return key
+    return None

@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob, Role
+from smpfix.job.config_keys import misspelled
+from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob, Role, normalize_key
 
 _LAUNCHER_MARKERS = (b"distribution", b"Estimator", b"PyTorch(", b"HuggingFace(", b"TensorFlow(")
 
@@ -51,6 +52,9 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
     if parameters is not None and isinstance(parameters.value, dict):
         enabled = launcher.modelparallel.get("enabled") if launcher.modelparallel is not None else None
         complete = enabled is not None and enabled.plain() is True
+        # A misspelled key (SMP812) leaves the setting it meant unknown, not at its default.
+        written = {normalize_key(key) for key in parameters.value if isinstance(key, str)}
+        unknown.update(misspelled(written) - written)
         for key, located in parameters.value.items():
             value = located.plain()
             if key not in KNOWN_KEYS:

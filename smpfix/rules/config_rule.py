@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Optional
 
 import libcst as cst
@@ -18,10 +19,10 @@ import libcst as cst
 from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import UNKNOWN
-from smpfix.job.config_keys import OLDEST_PUBLISHED_SCHEMA
+from smpfix.job.config_keys import OLDEST_PUBLISHED_SCHEMA, misspelled
 from smpfix.job.framework_versions import launcher_smp_version
 from smpfix.job.instances import InstanceType, lookup
-from smpfix.job.jobfacts import LIBRARY_DEFAULTS, InitDict
+from smpfix.job.jobfacts import LIBRARY_DEFAULTS, InitDict, normalize_key
 from smpfix.job.launcher import Launcher, Located, evaluate_argument, find_launchers
 from smpfix.job.smp_v2 import launcher_v2
 from smpfix.job.versions import SmpVersion, Version, condition
@@ -71,13 +72,21 @@ class ConfigView:
 
     def value(self, key: str) -> Any:
         """The key's value; the library default when left out of a complete configuration;
-        UNKNOWN when smpfix cannot know it."""
+        UNKNOWN when smpfix cannot know it, or when an unknown key probably misspells it
+        (SMP812 reports that; reasoning from the default would report the typo again)."""
         found = self.located(key)
         if found is not None:
             return found.plain()
         if self.parameters is None or not isinstance(self.parameters.value, dict):
             return UNKNOWN
+        if normalize_key(key) in self._misspelled:
+            return UNKNOWN
         return LIBRARY_DEFAULTS.get(key, None) if self.complete else UNKNOWN
+
+    @cached_property
+    def _misspelled(self) -> frozenset[str]:
+        assert self.parameters is not None
+        return misspelled(key for key in self.parameters.value if isinstance(key, str))
 
     def int_value(self, key: str) -> Optional[int]:
         """An int setting's value, or None when unknown or not an int (a type rule reports that)."""
@@ -145,10 +154,16 @@ class ConfigRule(Rule):
         ``[tool.smpfix.job]`` table, which configures no particular script."""
         return iter(())
 
+    def problems(self, view: ConfigView) -> Iterator[ConfigProblem]:
+        """What ``check`` and ``check_with_code`` find; a rule whose two kinds of problem can
+        describe one mistake twice overrides this to keep one."""
+        yield from self.check(view)
+        yield from self.check_with_code(view)
+
     def leave_Module(self, node: cst.Module) -> None:
         reported: set[tuple[int, str]] = set()
         for view in config_views(self):
-            for problem in (*self.check(view), *self.check_with_code(view)):
+            for problem in self.problems(view):
                 anchor = (problem.at.anchor if problem.at is not None else None) or view.anchor
                 # Two estimators sharing one options dict would otherwise report its entry twice.
                 if anchor is None or (id(anchor), problem.message) in reported:
