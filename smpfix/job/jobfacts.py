@@ -7,8 +7,8 @@ most authoritative source that states it:
 1. ``--job KEY=VALUE`` on the command line;
 2. ``[tool.smpfix.job]`` in ``pyproject.toml``;
 3. the launcher that starts the script (estimator ``distribution``), when one is known;
-4. the literal dict passed to ``smp.init({...})`` in the script (the launcher overrides it,
-   as the library does);
+4. the literal dict passed to ``smp.init({...})`` in the script, where the library reads it
+   (below);
 5. evidence in the script (``with smp.tensor_parallelism():`` and the like), which can only
    turn a feature from UNKNOWN to ON.
 
@@ -16,8 +16,28 @@ A configuration that is declared (sources 1-3) is a whole configuration: setting
 out take the library's defaults, as they would at run time. A source that states only launch
 settings (``--job smp_version=1.9``) declares no configuration. Keys missing from an
 ``smp.init`` dict stay unknown, because a launcher may still set them.
-"""
 
+The ``smp.init`` dict under a known launcher (``InitDict``). Under the SageMaker launcher the
+1.12.1 library initialises itself when it is imported (``SM_HP_MP_PARAMETERS`` and the MPI rank
+are set), from the launcher's parameters alone, and the script's later ``smp.init(dict)``
+returns at once: the dict is ignored entirely, keys the launcher does not set included. The
+1.7 library has no such code and merges launcher over dict; ``SMP_MANUAL_INIT=1`` turns the
+import-time initialisation off. Precision first, so when a launcher that enables model
+parallelism is known:
+
+- the job runs 1.12 or later (its version, or features that imply it): the dict is IGNORED,
+  keys only it sets take the library's defaults, and configuration rules skip it;
+- it runs 1.7 or earlier, or the launcher sets ``SMP_MANUAL_INIT=1``: the dict APPLIES, under
+  the launcher, as before;
+- otherwise (version unknown, or 1.8 to 1.11, whose source is not published): UNCERTAIN, and
+  keys only the dict sets are unknown, neither its value nor the default.
+
+Without a known launcher the dict applies: a script checked alone, or one a shell script starts
+with ``mpirun`` and its own configuration (the container tests), is configured by it.
+
+A job is SMP v2 (``smp_v2``, ``smpfix.job.smp_v2``) when a launcher or a stated job says so;
+no v1 rule applies to it.
+"""
 from __future__ import annotations
 
 import difflib
