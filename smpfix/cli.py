@@ -350,10 +350,11 @@ def rules(fmt: str) -> None:
         click.echo(json.dumps(table, indent=2))
         return
     width = max(len(row["name"]) for row in table) if table else 10
-    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<10} depends on")
+    versions = max([len("versions"), *(len(row["versions"]) for row in table)])
+    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<{versions}} depends on")
     for row in table:
         depends = ", ".join(row["depends_on"]) or "-"
-        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<10} {depends}")
+        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<{versions}} {depends}")
 
 
 @main.command()

@@ -185,9 +185,15 @@ TensorFlow(entry_point="train.py", framework_version="2.6.0", py_version="py38",
 
 def test_rules_lists_each_rules_versions() -> None:
     rows = json.loads(run_cli("rules", "--format", "json").stdout)
-    assert all({"since", "until", "versions"} <= set(row) for row in rows)
+    assert all({"since", "until", "versions", "finding_versions"} <= set(row) for row in rows)
+    by_code = {row["code"]: row for row in rows}
+    assert by_code["SMP603"]["versions"] == "1.13+" and by_code["SMP603"]["since"] == "1.13"
+    assert by_code["SMP815"]["finding_versions"] == {"fp16_params": "1.10+"}
+    assert by_code["SMP815"]["versions"] == "all; fp16_params 1.10+"
     table = run_cli("rules").stdout.splitlines()
     assert "versions" in table[0]
+    assert any(line.startswith("SMP815") and "fp16_params 1.10+" in line for line in table)
+    assert any(line.startswith("SMP102") and "<=1.14" in line for line in table)
 
 
 def test_show_job_names_the_version_and_its_source(tmp_path: Path) -> None:

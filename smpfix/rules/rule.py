@@ -9,7 +9,7 @@ Rules register themselves by being defined there (``smpfix.rules.registry`` find
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
@@ -90,6 +90,9 @@ class Rule:
     # job whose version is unknown it is at most a hint.
     since: ClassVar[Optional[Version]] = None
     until: ClassVar[Optional[Version]] = None
+    # Narrower ranges of some of the rule's findings (what the finding is about -> since, until),
+    # as ``smpfix rules`` and the page list them; each is passed to ``report`` with its finding.
+    finding_ranges: ClassVar[Mapping[str, tuple[Optional[Version], Optional[Version]]]] = {}
 
     def __init__(self, context: RuleContext) -> None:
         self.context = context

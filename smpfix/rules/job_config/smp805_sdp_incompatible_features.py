@@ -25,6 +25,7 @@ class SdpIncompatibleFeatures(ConfigRule):
         "parallelism it needs SMP 1.15, `prescaled_batch` and `smp.model_creation(tensor_parallelism=...)`."
     )
     fix_availability = FixAvailability.NONE
+    finding_ranges = {"SDP+TP too old": (None, BEFORE_SDP_WITH_TP)}
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

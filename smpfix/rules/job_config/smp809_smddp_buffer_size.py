@@ -37,6 +37,7 @@ class SmddpBufferSize(ConfigRule):
         "where SMDDP collectives run, and `-x` flags added to `custom_mpi_options` need a separating space."
     )
     fix_availability = FixAvailability.SAFE
+    finding_ranges = {"buffer sizes": (SMDDP_SINCE, None)}
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -18,6 +18,7 @@ class Fp16AndBf16Together(ConfigRule):
     name = "fp16-and-bf16-together"
     summary = "`bf16` requires `fp16` (and the deprecated `fp16_params`) to be False; `fp16_params` is deprecated."
     fix_availability = FixAvailability.NONE
+    finding_ranges = {"fp16_params": (FP16_KEY_SINCE, None)}
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -53,6 +53,7 @@ class WeightsLoadedBeforeWrap(Rule):
     summary = "Under tensor parallelism load weights after `smp.DistributedModel`; under sharded data parallelism load a full checkpoint before it."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP", "SDP")
+    finding_ranges = {"SDP full load after wrap": (None, BEFORE_FULL_LOADS_UNDER_SDP)}
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
