@@ -27,7 +27,7 @@ class ConfigError(Exception):
     """A configuration problem; the CLI prints it and exits with 2."""
 
 
-_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
+_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "launchers")
 _KNOWN_KEYS = frozenset({*_LIST_KEYS, "per-file-ignores", "job", "respect-gitignore"})
 
 
@@ -43,6 +43,8 @@ class Config:
     per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     job: Mapping[str, Value] = field(default_factory=dict)
     respect_gitignore: bool = True
+    # Globs (relative to this file) naming the project's launchers; empty: search for them.
+    launchers: tuple[str, ...] = ()
 
     @property
     def root(self) -> Path:
@@ -107,6 +109,10 @@ def load(path: Path) -> Config:
     if not isinstance(gitignore, bool):
         raise ConfigError(f"{path}: [tool.smpfix] respect-gitignore must be true or false")
     select = table.get("select")
+    launchers = _strings(table.get("launchers", []), "launchers", path)
+    for pattern in launchers:
+        if not pattern or os.path.isabs(pattern) or pattern.startswith(("/", "\\")):
+            raise ConfigError(f"{path}: [tool.smpfix] launchers: {pattern!r} must be a glob relative to {path.name}'s folder")
     return Config(
         path=path,
         select=_strings(select, "select", path) if select is not None else None,
@@ -116,6 +122,7 @@ def load(path: Path) -> Config:
         per_file_ignores={pattern: _strings(codes, f"per-file-ignores.{pattern}", path) for pattern, codes in per_file.items()},
         job=validate_job(job, f"{path}: [tool.smpfix.job]"),
         respect_gitignore=gitignore,
+        launchers=launchers,
     )
 
 

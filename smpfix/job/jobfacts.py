@@ -144,6 +144,8 @@ class DeclaredJob:
     settings: Mapping[str, Value]
     complete: bool = True
     unknown: frozenset[str] = frozenset()
+    # Keys among ``unknown`` that several launchers of one script set to different values.
+    conflicting: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -175,18 +177,23 @@ class JobFacts:
     evidence: tuple[Evidence, ...] = ()
     # Keys set by a source to a value smpfix cannot resolve, with that source.
     unknown: Mapping[str, str] = field(default_factory=dict)
+    # Keys among ``unknown`` whose source is several launchers that disagree on them.
+    conflicting: frozenset[str] = frozenset()
 
     @classmethod
     def resolve(cls, declared: Sequence[DeclaredJob], evidence: Sequence[Evidence] = ()) -> JobFacts:
         """Merge sources given highest precedence first; see the module docstring."""
         settings: dict[str, Setting] = {}
         unknown: dict[str, str] = {}
+        conflicting: set[str] = set()
         complete_source: Optional[str] = None
         for job in declared:
-            for key in job.unknown:
-                key = normalize_key(key)
-                if key not in settings:
-                    unknown.setdefault(key, job.source)
+            for raw_key in job.unknown:
+                key = normalize_key(raw_key)
+                if key not in settings and key not in unknown:
+                    unknown[key] = job.source
+                    if raw_key in job.conflicting:
+                        conflicting.add(key)
             for key, value in job.settings.items():
                 key = normalize_key(key)
                 if key not in unknown:
@@ -197,7 +204,7 @@ class JobFacts:
             for key, value in LIBRARY_DEFAULTS.items():
                 if key not in unknown:
                     settings.setdefault(key, Setting(key, value, f"library default; not set in {complete_source}"))
-        return cls(settings=settings, evidence=tuple(evidence), unknown=unknown)
+        return cls(settings=settings, evidence=tuple(evidence), unknown=unknown, conflicting=frozenset(conflicting))
 
     def value(self, key: str) -> Optional[Value]:
         setting = self.settings.get(normalize_key(key))
@@ -209,16 +216,23 @@ class JobFacts:
         if setting is not None:
             return FeatureState(feature, feature.state_of(setting.value), setting.source, setting.value)
         if feature.setting in self.unknown:
-            return FeatureState(feature, Tri.UNKNOWN, f"set in {self.unknown[feature.setting]} to a value smpfix cannot resolve")
+            return FeatureState(feature, Tri.UNKNOWN, self.why_unknown(feature.setting))
         for item in self.evidence:
             if item.feature == key and item.strong:
                 return FeatureState(feature, Tri.ON, f"script evidence: {item.description} at line {item.line}")
         return FeatureState(feature, Tri.UNKNOWN, "not set in any known source")
 
+    def why_unknown(self, key: str) -> str:
+        source = self.unknown[key]
+        if key in self.conflicting:
+            return f"the launchers {source} set it to different values"
+        return f"set in {source} to a value smpfix cannot resolve"
+
     def describe(self) -> dict[str, Any]:
         """A JSON-friendly view: every setting and feature with its source (``--show-job``)."""
         return {
             "settings": {key: {"value": s.value, "source": s.source} for key, s in sorted(self.settings.items())},
+            "unknown": {key: self.why_unknown(key) for key in sorted(self.unknown)},
             "features": {
                 key: {"state": state.state.value, "source": state.source}
                 for key in FEATURES

@@ -190,7 +190,7 @@ def _views(rule: Rule) -> list[ConfigView]:
             }
             views.append(ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra))
     for call in facts.smp_init_calls:
-        argument = evaluate_argument(module, facts.imports, call)
+        argument = evaluate_argument(module, facts.imports, call, rule.context.path)
         if argument is not None and isinstance(argument.value, dict):
             views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call))
     return views

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from smpfix.job.project_root import project_root
 from smpfix.program.facts import FileFacts
 from smpfix.program.local_modules import LocalModules
 
@@ -57,10 +58,10 @@ def launched_code(rule: Rule, view: ConfigView) -> Optional[LaunchedCode]:
         return None
     if view.kind == "smp.init":
         return LaunchedCode("this script", (rule.facts, *_imported(modules, rule.context.path, rule.facts)))
-    script = view.launcher.script if view.launcher is not None else None
-    if script is None:
+    launcher = view.launcher
+    path = launcher.script(project_root(launcher.path)) if launcher is not None else None
+    if path is None:
         return None
-    path = os.path.abspath(script)
     if not modules.project.contains(path):
         return None
     resolver = modules.for_importer(path)
