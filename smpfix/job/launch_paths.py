@@ -67,9 +67,11 @@ def script_candidates(entry: str, source_dir: Any, working_dirs: Sequence[str]) 
     """Where the script ``entry_point`` names may be, for each folder the launcher may run in.
 
     With a local ``source_dir`` the entry point is relative to it, as SageMaker uploads that
-    folder; without one (``None``, an S3 URI, or a value smpfix cannot read) it is relative to
-    the working directory.
+    folder; without one (``None``, or an S3 URI) it is relative to the working directory. A
+    ``source_dir`` smpfix cannot read could be anywhere: no candidate.
     """
+    if source_dir is UNKNOWN or not (source_dir is None or isinstance(source_dir, str)):
+        return []
     local_dir = isinstance(source_dir, str) and not source_dir.startswith("s3://")
     found: list[str] = []
     for cwd in working_dirs:
