@@ -195,3 +195,29 @@ def test_a_script_outside_any_project_is_still_checked_alone(tmp_path: Path) -> 
     the current folder): its launchers are found, and nothing above it is walked."""
     folder = _write(tmp_path / "job", {"train.py": SCRIPT, "launch.py": launcher(4, ".")})
     assert _smp301(ROOT, str(folder / "train.py")) == [("error", "launcher launch.py:3")]
+
+
+def test_project_links_reads_only_what_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index a front end asks for one project; warm, it reads the launchers and nothing else."""
+    from smpfix.engine import launcher_index
+    from smpfix.engine.cache import ResultCache
+
+    root = _write(tmp_path / "project", {"pyproject.toml": "", "code/train.py": SCRIPT, "jobs/launch.py": launcher(4),
+                                         "lib/util.py": "x = 1\n"})
+    cache = ResultCache.open(tmp_path / "cache")
+    first = launcher_index.project_links(str(root), cache=cache)
+    assert [(link.script, link.job.settings["tensor_parallel_degree"]) for link in first] == [(str(root / "code" / "train.py"), 4)]
+    reads: list[str] = []
+
+    def read(path: str) -> bytes:
+        reads.append(os.path.relpath(path, root))
+        return Path(path).read_bytes()
+
+    monkeypatch.setattr(launcher_index, "_read", read)
+    assert launcher_index.project_links(str(root), cache=cache) == first
+    assert reads == [os.path.join("jobs", "launch.py")]
+    # A file that becomes a launcher is read again (its size and time changed) and found.
+    reads.clear()
+    (root / "lib" / "util.py").write_text(launcher(2))
+    assert len(launcher_index.project_links(str(root), cache=cache)) == 2
+    assert sorted(reads) == [os.path.join("jobs", "launch.py"), os.path.join("lib", "util.py")]

@@ -13,8 +13,9 @@ whole project would: a file's result never depends on which other files were nam
 - **Searching** walks the root with the discovery rules of a run (the ``exclude`` patterns,
   ``.gitignore``, hidden and tool folders), reads each file's bytes and keeps those that
   mention the library and an estimator (``smpfix.job.linking.may_be_launcher``): nothing
-  that cannot be a launcher is decoded or parsed. What each launcher says is kept in the
-  result cache, keyed on its bytes, so an unchanged launcher is parsed once.
+  that cannot be a launcher is decoded or parsed. With the result cache, a file whose size
+  and modification time have not changed is not read again, and what each launcher says is
+  kept keyed on its bytes, so an unchanged launcher is parsed once.
 - ``[tool.smpfix] launchers = ["jobs/*.py"]`` names the launchers instead (globs relative to
   the configuration file): exactly those configure scripts, in every run, and nothing is
   walked. ``--no-launcher-search`` turns both off: only the launchers among the checked
@@ -80,7 +81,8 @@ def with_launchers(files: Sequence[tuple[str, Optional[bytes]]], project: Projec
     if search is not None:
         searched = sorted({root for root in (project_root(path) for path, _ in files) if not project.contains(root)})
         if not search.named:
-            launchers += [(path, None) for path in _walk(searched, search) if os.path.abspath(path) not in checked]
+            for root in searched:
+                launchers += [found for found in _candidates(root, search, cache) if os.path.abspath(found[0]) not in checked]
         if searched:
             kept = [root for root in project.roots if not any(_inside(root, top) for top in searched)]
             project = project.with_roots([*kept, *searched])
@@ -96,10 +98,50 @@ def project_links(root: str, search: LauncherSearch = LauncherSearch(), cache: O
     ``search.named``), in launcher order: what a run gives any script of that project."""
     digests: dict[str, Optional[str]] = {}
     links: list[LinkedScript] = []
-    for path in _named(search) if search.named else _walk([root], search):
-        raw = _read(path)
-        links.extend(_links(path, raw, cache, digests) if raw is not None else ())
+    launchers = [(path, None) for path in _named(search)] if search.named else _candidates(root, search, cache)
+    for path, raw in launchers:
+        data = raw if raw is not None else _read(path)
+        links.extend(_links(path, data, cache, digests) if data is not None else ())
     return sorted(links, key=lambda link: (link.launcher, link.line, link.script))
+
+
+# What the index remembers of each walked file: its size and modification time when last
+# read, and whether its bytes could make it a launcher then.
+_Seen = tuple[int, int, bool]
+
+
+def _candidates(root: str, search: LauncherSearch, cache: Optional[ResultCache]) -> list[tuple[str, Optional[bytes]]]:
+    """The files under ``root`` that may be launchers, with their bytes when they were read.
+
+    Every file the walk finds passes the byte prefilter; with a cache, a file whose size and
+    modification time are those of the last run is not read again (its verdict is kept), so
+    a warm run costs a walk and a ``stat`` per file.
+    """
+    key = cache.key(root, b"", {"launcher_index": [search.exclude, search.respect_gitignore, search.config_root]}) if cache else None
+    known: dict[str, _Seen] = {}
+    if cache is not None and key is not None:
+        known = cache.load_value(key, dict[str, _Seen]) or {}
+    seen: dict[str, _Seen] = {}
+    found: list[tuple[str, Optional[bytes]]] = []
+    for path in _walk([root], search):
+        try:
+            status = os.stat(path)
+        except OSError:
+            continue
+        before = known.get(path)
+        if before is not None and before[:2] == (status.st_size, status.st_mtime_ns):
+            seen[path] = before
+            if before[2]:
+                found.append((path, None))
+            continue
+        raw = _read(path)  # after the stat: a file changed meanwhile is read again next time
+        candidate = raw is not None and may_be_launcher(raw)
+        seen[path] = (status.st_size, status.st_mtime_ns, candidate)
+        if candidate:
+            found.append((path, raw))
+    if cache is not None and key is not None and seen != known:
+        cache.store_value(key, seen)
+    return found
 
 
 def _links(path: str, raw: bytes, cache: Optional[ResultCache], digests: dict[str, Optional[str]]) -> list[LinkedScript]:

@@ -72,10 +72,10 @@ def script_candidates(entry: str, source_dir: Any, working_dirs: Sequence[str]) 
     """
     if source_dir is UNKNOWN or not (source_dir is None or isinstance(source_dir, str)):
         return []
-    local_dir = isinstance(source_dir, str) and not source_dir.startswith("s3://")
+    local_dir = source_dir if isinstance(source_dir, str) and not source_dir.startswith("s3://") else None
     found: list[str] = []
     for cwd in working_dirs:
-        folder = resolve(source_dir, cwd) if local_dir else cwd
+        folder = resolve(local_dir, cwd) if local_dir is not None else cwd
         candidate = resolve(entry, folder)
         if candidate not in found:
             found.append(candidate)
