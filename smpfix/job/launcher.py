@@ -7,7 +7,9 @@ replays the launcher's top-level statements in order over literal values only, s
 value it reports is what the estimator receives, with the node that wrote it (a finding
 points at the key, not the call). Anything it cannot see (a call, a variable from argparse)
 is UNKNOWN: never guessed, never executed. ``parameters`` given as a path to a JSON file is
-read when the file exists.
+read when the file exists. Paths for ``source_dir`` and ``entry_point`` may be built from
+``__file__``, ``os.getcwd()``, ``os.path`` and ``pathlib`` (``smpfix.job.launch_paths``).
+Function bodies (a pytest test, a ``main()``) are replayed after the module, as they run.
 """
 
 from __future__ import annotations

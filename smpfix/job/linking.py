@@ -1,11 +1,16 @@
 """Linking launchers to the scripts they launch, before the scripts are checked.
 
-The runner calls this once per run, in the main process, on the files that may be launchers
-(they mention ``smdistributed`` and an estimator's ``distribution``). Each estimator whose
-``entry_point`` is a literal declares the job of that script: its modelparallel
+Once per run, in the main process, the launcher index (``smpfix.engine.launcher_index``)
+reads the files that may be launchers (they mention ``smdistributed`` and an estimator):
+those checked, and those of each project a checked file belongs to. Each estimator whose
+``entry_point`` smpfix can read declares the job of that script: its modelparallel
 ``parameters`` (a complete configuration, as the library sees it: keys left out take the
 defaults), the ``mpi`` processes per host, the instance type and count, and the
 hyperparameters, which scripts often read through argparse.
+
+Where the script is depends on the folder the launcher runs in, which the code does not
+say: the launcher's own folder and then its project root are tried, and the first
+candidate that exists is the script (``Launcher.script_candidates``).
 """
 
 from __future__ import annotations

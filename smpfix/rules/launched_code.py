@@ -4,7 +4,7 @@
 Some configuration mistakes are mistakes only together with the code: ``offload_activations``
 does nothing unless the script checkpoints activations, and sharded data parallelism with
 tensor parallelism needs ``smp.model_creation(tensor_parallelism=...)``. A launcher's script
-is looked into only when it is inside the checked paths and on disk (a notebook's
+is looked into only when it is inside the project's roots and on disk (a notebook's
 ``%%writefile`` cell is not), parsed once per analysis through ``LocalModules``, which also
 records it as a dependency of the launcher's cached result. The script's own imports are
 followed to project files only, a few levels deep; a call made inside an installed package
