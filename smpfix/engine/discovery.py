@@ -105,9 +105,9 @@ def _inside(path: Path, root: Path) -> bool:
 def _special(entry: os.DirEntry[str]) -> bool:
     """A FIFO, socket, device or folder behind a ``.py`` name: reading a FIFO would block the
     run forever. A dangling or looping link is not special: reading it reports why it fails."""
-    if entry.is_file():  # a regular file or a link to one: the listing says so, no system call
-        return False
     try:
+        if entry.is_file():  # a regular file (or a link to one): the listing says so, no system call
+            return False
         return not stat.S_ISREG(entry.stat(follow_symlinks=True).st_mode)
     except OSError:
         return False
