@@ -168,8 +168,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         show_job=opts["show_job"],
         project=Project.of(tuple(paths)),
         cache_dir=_cache_dir(config.root, opts.get("no_cache", False), opts.get("cache_dir")),
-        launchers=None if opts.get("no_launcher_search") else LauncherSearch(
-            config.launchers, str(config.root), (*config.exclude, *opts["exclude"]), config.respect_gitignore),
+        launchers=None if opts.get("no_launcher_search") else LauncherSearch.of(config, opts["exclude"]),
     )
     fmt = opts["fmt"]
     problem = _output_option_problem(fmt, opts, list(paths) == ["-"])

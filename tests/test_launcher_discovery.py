@@ -130,7 +130,7 @@ def test_launchers_that_disagree_are_named_in_show_job(tmp_path: Path) -> None:
     root = _write(tmp_path, {"pyproject.toml": "", "code/train.py": SCRIPT, "jobs/small.py": launcher(4, "code", 2),
                              "jobs/large.py": launcher(4, "code", 8)})
     shown = run_cli("check", "--show-job", "--no-cache", "code/train.py", cwd=root).stdout
-    assert "microbatches unknown: the launchers launcher jobs/large.py:3, launcher jobs/small.py:3 set it to different values" in shown
+    assert "microbatches unknown: launcher jobs/large.py:3, launcher jobs/small.py:3 set it to different values" in shown
     assert "tensor_parallel_degree = 4  (launcher jobs/large.py:3, launcher jobs/small.py:3)" in shown
     assert _smp301(root, "code/train.py") == [("error", "launcher jobs/large.py:3, launcher jobs/small.py:3")]
 

@@ -23,8 +23,9 @@ whole project would: a file's result never depends on which other files were nam
 - A searched root also becomes one of the run's roots, so the sibling modules a script
   imports are read as in a whole-project run.
 
-``project_links`` answers the same question for one project, for front ends that check a
-buffer (the language server).
+``project_links(root, LauncherSearch.of(config), cache)`` answers the same question for one
+project, for front ends that check a buffer (the language server); ``project_root`` says
+which project a path is in.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from smpfix.job.project_root import project_root
 
 if TYPE_CHECKING:
     from smpfix.engine.cache import ResultCache
+    from smpfix.engine.config import Config
     from smpfix.job.project import Project
 
 
@@ -55,6 +57,11 @@ class LauncherSearch:
     # The run's ``exclude`` patterns (relative to ``config_root``) and ``respect-gitignore``.
     exclude: tuple[str, ...] = ()
     respect_gitignore: bool = True
+
+    @classmethod
+    def of(cls, config: Config, exclude: Sequence[str] = ()) -> LauncherSearch:
+        """The search ``[tool.smpfix]`` asks for, with extra ``exclude`` patterns (``--exclude``)."""
+        return cls(config.launchers, str(config.root), (*config.exclude, *exclude), config.respect_gitignore)
 
     def excluder(self) -> Excluder:
         return Excluder(self.exclude, Path(self.config_root))

@@ -243,7 +243,7 @@ class JobFacts:
     def why_unknown(self, key: str) -> str:
         source = self.unknown[key]
         if key in self.conflicting:
-            return f"the launchers {source} set it to different values"
+            return f"{source} set it to different values"
         return f"set in {source} to a value smpfix cannot resolve"
 
     def version_floor(self) -> Optional[tuple[Version, str]]:

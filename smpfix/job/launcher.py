@@ -25,6 +25,7 @@ import libcst as cst
 from smpfix.base.imports import ImportTable
 from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.job import launch_paths
+from smpfix.job.project_root import project_root
 
 ESTIMATORS = frozenset(
     {
@@ -149,8 +150,10 @@ class Launcher:
         located = self.keywords.get(name)
         return located.plain() if located is not None else None
 
-    def script_candidates(self, project_root: Optional[str] = None) -> list[str]:
-        """Where the launched script may be, most likely first; empty when ``entry_point`` is unknown.
+    def script_candidates(self, root: Optional[str] = None) -> list[str]:
+        """Where the launched script may be, most likely first; empty when ``entry_point`` or
+        ``source_dir`` is unknown. ``root`` is the launcher's project root (by default found
+        from its path, ``smpfix.job.project_root``).
 
         SageMaker resolves a relative ``source_dir`` or ``entry_point`` (and ``os.getcwd()``)
         against the folder the launcher runs in: a notebook's own folder, and for a script
@@ -160,12 +163,14 @@ class Launcher:
         if not isinstance(entry, str):
             return []
         folder = os.path.dirname(os.path.abspath(self.path))
-        working_dirs = [folder] if project_root is None or project_root == folder else [folder, project_root]
+        root = root if root is not None else project_root(self.path)
+        working_dirs = [folder] if root == folder else [folder, root]
         return launch_paths.script_candidates(entry, self.literal("source_dir"), working_dirs)
 
-    def script(self, project_root: Optional[str] = None) -> Optional[str]:
+    @property
+    def script(self) -> Optional[str]:
         """The launched script's absolute path: the first candidate that exists, else the first."""
-        candidates = self.script_candidates(project_root)
+        candidates = self.script_candidates()
         return next((c for c in candidates if os.path.isfile(c)), candidates[0] if candidates else None)
 
 

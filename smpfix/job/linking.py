@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob
+from smpfix.job.project_root import project_root
 
 _LAUNCHER_MARKERS = (b"distribution", b"Estimator", b"PyTorch(", b"HuggingFace(", b"TensorFlow(")
 
@@ -129,9 +130,9 @@ def shown_path(path: str, root: str) -> str:
 def read_launcher(path: str, text: str, root: Optional[str] = None) -> list[LaunchRecord]:
     """The estimator calls of one launcher (a ``.py`` file or a notebook), read with LibCST.
 
-    ``root`` is the launcher's project root (``smpfix.job.project_root``). A notebook's
-    cells that do not parse are left out, as the check leaves them out; a launcher that does
-    not parse declares nothing.
+    ``root`` is the launcher's project root (by default found from ``path``,
+    ``smpfix.job.project_root``). A notebook's cells that do not parse are left out, as the
+    check leaves them out; a launcher that does not parse declares nothing.
     """
     import libcst as cst
 
@@ -159,7 +160,8 @@ def read_launcher(path: str, text: str, root: Optional[str] = None) -> list[Laun
         return []
     positions = Positions(module, code)
     absolute = os.path.abspath(path)
-    shown = shown_path(absolute, root if root is not None else os.getcwd())
+    root = root if root is not None else project_root(path)
+    shown = shown_path(absolute, root)
     records = []
     for launcher in launchers:
         candidates = launcher.script_candidates(root)
@@ -186,14 +188,11 @@ def read_launcher(path: str, text: str, root: Optional[str] = None) -> list[Laun
 def link(files: Iterable[tuple[str, str]], root: Optional[str] = None) -> list[LinkedScript]:
     """Launchers among ``(path, text)`` pairs (notebooks included) and the scripts they start.
 
-    ``root`` is the project root; by default each launcher's own
-    (``smpfix.job.project_root``).
+    ``root`` is the project root; by default each launcher's own.
     """
-    from smpfix.job.project_root import project_root
-
     linked: list[LinkedScript] = []
     for path, text in files:
-        for record in read_launcher(path, text, root if root is not None else project_root(path)):
+        for record in read_launcher(path, text, root):
             found = record.linked()
             if found is not None:
                 linked.append(found)

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from smpfix.job.project_root import project_root
 from smpfix.program.facts import FileFacts
 from smpfix.program.local_modules import LocalModules
 
@@ -58,8 +57,7 @@ def launched_code(rule: Rule, view: ConfigView) -> Optional[LaunchedCode]:
         return None
     if view.kind == "smp.init":
         return LaunchedCode("this script", (rule.facts, *_imported(modules, rule.context.path, rule.facts)))
-    launcher = view.launcher
-    path = launcher.script(project_root(launcher.path)) if launcher is not None else None
+    path = view.launcher.script if view.launcher is not None else None
     if path is None:
         return None
     if not modules.project.contains(path):
