@@ -213,7 +213,7 @@ def test_project_links_reads_only_what_changed(tmp_path: Path, monkeypatch: pyte
         reads.append(os.path.relpath(path, root))
         return Path(path).read_bytes()
 
-    monkeypatch.setattr(launcher_index, "_read", read)
+    monkeypatch.setattr(launcher_index.source, "read_bytes", read)
     assert launcher_index.project_links(str(root), cache=cache) == first
     assert reads == [os.path.join("jobs", "launch.py")]
     # A file that becomes a launcher is read again (its size and time changed) and found.

@@ -95,7 +95,7 @@ def with_launchers(files: Sequence[tuple[str, Optional[bytes]]], project: Projec
             project = project.with_roots([*kept, *searched])
     links: list[LinkedScript] = []
     for path, raw in launchers:
-        data = raw if raw is not None else _read(path)
+        data = raw if raw is not None else source.read_bytes(path)
         links.extend(_links(path, data, cache, digests) if data is not None else ())
     return project.with_links(links)
 
@@ -107,7 +107,7 @@ def project_links(root: str, search: LauncherSearch = LauncherSearch(), cache: O
     links: list[LinkedScript] = []
     launchers = [(path, None) for path in _named(search)] if search.named else _candidates(root, search, cache)
     for path, raw in launchers:
-        data = raw if raw is not None else _read(path)
+        data = raw if raw is not None else source.read_bytes(path)
         links.extend(_links(path, data, cache, digests) if data is not None else ())
     return sorted(links, key=lambda link: (link.launcher, link.line, link.script))
 
@@ -141,7 +141,7 @@ def _candidates(root: str, search: LauncherSearch, cache: Optional[ResultCache])
             if before[2]:
                 found.append((path, None))
             continue
-        raw = _read(path)  # after the stat: a file changed meanwhile is read again next time
+        raw = source.read_bytes(path)  # after the stat: a file changed meanwhile is read again next time
         candidate = raw is not None and may_be_launcher(raw)
         seen[path] = (status.st_size, status.st_mtime_ns, candidate)
         if candidate:
@@ -199,14 +199,6 @@ def _named(search: LauncherSearch) -> list[str]:
             if path.is_file() and not excluder.matches(path):
                 found.add(str(path))
     return sorted(found)
-
-
-def _read(path: str) -> Optional[bytes]:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError:
-        return None
 
 
 def _inside(path: str, folder: str) -> bool:

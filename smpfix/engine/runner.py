@@ -197,14 +197,6 @@ def open_cache(options: RunOptions) -> Optional[ResultCache]:
         return None
 
 
-def _read(path: str) -> Optional[bytes]:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError:
-        return None
-
-
 def _preload() -> None:
     """Import the engine and the rules before forking, so that workers start with them."""
     from smpfix.engine import analysis, fixing  # noqa: F401
@@ -259,7 +251,7 @@ def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optiona
     results: list[FileResult] = []
     relevant: list[tuple[DiscoveredFile, Optional[bytes]]] = []
     for task in tasks:
-        raw = _read(task.path)
+        raw = source.read_bytes(task.path)
         if raw is not None and not prefilter.may_involve_smp(raw):
             results.append(FileResult(task.path))
             notify(results[-1])

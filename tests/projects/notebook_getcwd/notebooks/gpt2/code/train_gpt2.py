@@ -1,39 +1,47 @@
-"""Train a small GPT; the job (tensor parallelism, microbatches) is set by ../launch_gpt2.ipynb."""
+"""GPT-2 pretraining as the launcher notebook ../launch_gpt2.ipynb configures it (tensor parallel)."""
 
 import argparse
+import os
 
 import smdistributed.modelparallel.torch as smp
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, TensorDataset
+from transformers import GPT2Config, GPT2LMHeadModel
 
-from model import GPT, TokenDataset
+
+def parse_args():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--train-dir", default=os.environ.get("SM_CHANNEL_TRAIN", "/opt/ml/input/data/train"))
+    return parser.parse_args()
 
 
 @smp.step
-def train_step(model, input_ids, labels):
-    loss = model(input_ids, labels)
+def forward_backward(model, input_ids):
+    loss = model(input_ids=input_ids, labels=input_ids)["loss"]
     model.backward(loss)
     return loss
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--data", default="/opt/ml/input/data/train")
-    args = parser.parse_args()
-
-    smp.init()
-    torch.cuda.set_device(smp.local_rank())
-    model = smp.DistributedModel(GPT())
-    optimizer = smp.DistributedOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-4))
-    loader = DataLoader(TokenDataset(args.data), batch_size=args.batch_size, shuffle=True)
-    for input_ids, labels in loader:
-        train_step(model, input_ids, labels).reduce_mean()
-        optimizer.step()
-        optimizer.zero_grad()
+def train(args):
+    torch.manual_seed(args.seed)
+    model = smp.DistributedModel(GPT2LMHeadModel(GPT2Config()))
+    optimizer = smp.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=3e-4))
+    tokens = torch.load(os.path.join(args.train_dir, "tokens.pt"))
+    sampler = torch.utils.data.DistributedSampler(tokens, num_replicas=smp.dp_size(), rank=smp.dp_rank())
+    loader = DataLoader(TensorDataset(tokens), batch_size=args.batch_size, sampler=sampler)
+    for _ in range(args.epochs):
+        for (input_ids,) in loader:
+            forward_backward(model, input_ids).reduce_mean()
+            optimizer.step()
+            optimizer.zero_grad()
     if smp.dp_rank() == 0:
-        smp.save(model.local_state_dict(), "/opt/ml/model/model.pt", partial=True)
+        smp.save({"model": model.local_state_dict()}, "/opt/ml/model/gpt2.pt", partial=True)
 
 
 if __name__ == "__main__":
-    main()
+    smp.init()
+    torch.cuda.set_device(smp.local_rank())
+    train(parse_args())
