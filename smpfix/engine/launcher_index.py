@@ -86,7 +86,8 @@ def with_launchers(files: Sequence[tuple[str, Optional[bytes]]], project: Projec
     else:
         launchers = [checked.get(os.path.abspath(path), (path, None)) for path in _named(search)]
     if search is not None:
-        searched = sorted({root for root in (project_root(path) for path, _ in files) if not project.contains(root)})
+        readable = [path for path, raw in files if raw is not None]  # an unreadable file needs no job
+        searched = sorted({root for root in map(project_root, readable) if not project.contains(root)})
         if not search.named:
             for root in searched:
                 launchers += [found for found in _candidates(root, search, cache) if os.path.abspath(found[0]) not in checked]
