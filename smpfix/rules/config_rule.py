@@ -241,7 +241,7 @@ def _views(rule: Rule) -> list[ConfigView]:
         # The library never reads the dict (it initialised itself on import): nothing to check.
         return views
     for call in facts.smp_init_calls:
-        argument = evaluate_argument(module, facts.imports, call)
+        argument = evaluate_argument(module, facts.imports, call, rule.context.path)
         if argument is not None and isinstance(argument.value, dict):
             views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call, smp_version=rule.job.smp_version))
     return views
