@@ -133,8 +133,12 @@ def test_an_init_dict_the_library_ignores_or_may_ignore_decides_nothing(workdir:
     version = '\n    framework_version="1.12.1",'
     root = project(workdir, {"launch.py": launcher('{"microbatches": 6}', '{"ddp": True}', version)}, _init_dict_script())
     assert findings(root, "code/train.py", "SMP802") == []
+    shown = run_cli("check", "--show-job", "--no-cache", "--exit-zero", "--select", "SMP802", ".", cwd=root)
+    assert "smp.init     dict ignored: under launcher" in shown.stdout + shown.stderr
     (root / "launch.py").write_text(launcher('{"microbatches": 6}', '{"ddp": True}'), encoding="utf-8")
     assert findings(root, "code/train.py", "SMP802") == []
+    shown = run_cli("check", "--show-job", "--no-cache", "--exit-zero", "--select", "SMP802", ".", cwd=root)
+    assert "smp.init     dict uncertain: under launcher" in shown.stdout + shown.stderr
 
 
 def test_config_rules_skip_an_init_dict_the_library_ignores(workdir: Path) -> None:
