@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob
 
@@ -115,22 +115,27 @@ def link(files: Iterable[tuple[str, str]]) -> list[LinkedScript]:
             continue
         positions = Positions(module, code)
         for launcher in launchers:
-            script = launcher.script
-            if script is None:
-                continue
-            line = positions.position(positions.span(launcher.call)[0]).line
-            shown = os.path.relpath(path)
-            shown = path if shown.startswith("..") else shown
-            where = shown if path.endswith(".ipynb") else f"{shown}:{line}"
-            hyper = launcher.literal("hyperparameters")
-            linked.append(
-                LinkedScript(
-                    script=os.path.abspath(script),
-                    job=declared_job(launcher, f"launcher {where}"),
-                    hyperparameters=_literal_items(hyper),
-                    launcher=os.path.abspath(path),
-                    line=line,
-                    hyperparameters_complete=hyper is None or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),
-                )
-            )
+            found = linked_script(launcher, path, positions.position(positions.span(launcher.call)[0]).line)
+            if found is not None:
+                linked.append(found)
     return linked
+
+
+def linked_script(launcher: Any, path: str, line: Optional[int]) -> Optional[LinkedScript]:
+    """What the estimator ``launcher``, at ``line`` of the launcher file ``path``, says about
+    the script it starts; None when its ``entry_point`` is not a literal."""
+    script = launcher.script
+    if script is None:
+        return None
+    shown = os.path.relpath(path)
+    shown = path if shown.startswith("..") else shown
+    where = shown if path.endswith(".ipynb") or line is None else f"{shown}:{line}"
+    hyper = launcher.literal("hyperparameters")
+    return LinkedScript(
+        script=os.path.abspath(script),
+        job=declared_job(launcher, f"launcher {where}"),
+        hyperparameters=_literal_items(hyper),
+        launcher=os.path.abspath(path),
+        line=line or 0,
+        hyperparameters_complete=hyper is None or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),
+    )

@@ -86,7 +86,8 @@ def _parallelism(setup: Setup, gpus_per_instance: int) -> list[_Candidate]:
 def suggest(count: ParameterCount, shape: Optional[ModelShape], setup: Setup, instance: InstanceType,
             depth: int = 2, limit: int = 3) -> tuple[Suggestion, ...]:
     """Up to ``limit`` changes (of up to ``depth`` steps) after which ``setup`` fits on
-    ``instance``; none when it already fits or when its estimate is only a lower bound."""
+    ``instance``; none when it is not known not to fit. When activations are unknown, a
+    change qualifies when it brings the lower bound (model states and buffers) under the GPU."""
     if estimate(count, shape, setup, instance.gpu_memory_mib).fits is not False:
         return ()
     found: list[Suggestion] = []
@@ -102,7 +103,7 @@ def suggest(count: ParameterCount, shape: Optional[ModelShape], setup: Setup, in
                 seen.add(candidate.setup)
                 change = f"{done}; {candidate.change}" if done else candidate.change
                 result = estimate(count, shape, candidate.setup, instance.gpu_memory_mib)
-                if result.fits:
+                if result.fits is not False:
                     settled.add(candidate.knob)
                     found.append(Suggestion(change, candidate.setup, result))
                     if len(found) >= limit:
@@ -122,7 +123,7 @@ def _bigger_instances(count: ParameterCount, shape: Optional[ModelShape], setup:
         if other.gpus != instance.gpus or other.gpu_memory_mib <= instance.gpu_memory_mib or not other.smp_v1_supported:
             continue
         result = estimate(count, shape, setup, other.gpu_memory_mib)
-        if result.fits:
+        if result.fits is not False:
             found.append(Suggestion(f"use {other.name} ({other.gpu_model})", setup, result, other))
             if len(found) >= limit:
                 break

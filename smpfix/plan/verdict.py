@@ -10,9 +10,9 @@ without it, and the seed table does not say which was used.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Any, Optional
 
 from smpfix.plan.memory import Estimate, estimate
 from smpfix.plan.models import ModelShape, ParameterCount
@@ -20,8 +20,15 @@ from smpfix.plan.setup import Setup
 
 # Above this share of the GPU a fitting job is "tight": expect to tune the batch or buffers.
 TIGHT_SHARE = 0.90
-# The switches a plan may leave unresolved, as ``Setup`` fields.
-SWITCHES = ("activation_checkpointing", "offload_activations", "flash_attention", "oss", "prescaled_batch")
+# The switches a plan may leave unresolved, as ``Setup`` fields, with their two values.
+SWITCHES: Mapping[str, tuple[Any, Any]] = {
+    "activation_checkpointing": (False, True),
+    "offload_activations": (False, True),
+    "flash_attention": (False, True),
+    "oss": (False, True),
+    "prescaled_batch": (False, True),
+    "precision": ("fp16", "fp32"),
+}
 
 
 class Verdict(str, enum.Enum):
@@ -70,13 +77,13 @@ class Bracket:
 
 def bracket(count: ParameterCount, shape: Optional[ModelShape], setup: Setup, gpu_memory_mib: int,
             unresolved: Sequence[str] = ()) -> Bracket:
-    """Estimates over every combination of the ``unresolved`` switches (at most 2**5)."""
+    """Estimates over every combination of the ``unresolved`` switches (at most 2**6)."""
     for name in unresolved:
         if name not in SWITCHES:
             raise ValueError(f"{name!r} is not a switch")
     results: list[tuple[Estimate, Setup]] = []
     for mask in range(1 << len(unresolved)):
-        values = {name: bool(mask >> i & 1) for i, name in enumerate(unresolved)}
+        values = {name: SWITCHES[name][mask >> i & 1] for i, name in enumerate(unresolved)}
         candidate = replace(setup, **values)
         results.append((estimate(count, shape, candidate, gpu_memory_mib), candidate))
     best = min(results, key=lambda pair: pair[0].total)
