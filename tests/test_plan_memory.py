@@ -9,7 +9,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from plan_references import GPT2_10B, GPT2_10B_OTHER, GPT2_30B, GPT2_60B, NEOX_20B, NEOX_65B, P4D, REFERENCES, WEAKER, reference
+from plan_references import (
+    GPT2_10B,
+    GPT2_10B_OTHER,
+    GPT2_30B,
+    GPT2_60B,
+    NEOX_20B,
+    NEOX_65B,
+    P4D,
+    REFERENCES,
+    WEAKER,
+    reference,
+)
 
 from smpfix.plan.memory import GIB, estimate, model_states
 from smpfix.plan.models import count_parameters, parameters_only

@@ -107,5 +107,6 @@ def _is_training_script(module: cst.Module) -> bool:
 
 
 def _declared_plan(path: str, project: Project, declared: Sequence[DeclaredJob], job_source: Optional[str]) -> PlannedConfiguration:
-    code = load_script(LocalModules(project, path), path, os.path.relpath(path))
+    shown = os.path.relpath(path)
+    code = load_script(LocalModules(project, path), path, os.path.abspath(path) if shown.startswith("..") else shown)
     return PlannedConfiguration(job_source or declared[0].source, None, None, plan(PlanInputs(tuple(declared), None, code)))
