@@ -23,6 +23,7 @@ import libcst as cst
 
 from smpfix.job.jobfacts import JobFacts
 from smpfix.plan.checkpoints import find_checkpoint
+from smpfix.plan.custom_models import ModelReader
 from smpfix.plan.hf_configs import CONFIG_CLASSES, shape_from_config, size_keywords
 from smpfix.plan.models import ModelShape, ParameterCount, count_parameters, parameters_only
 from smpfix.plan.script_code import ScriptCode
@@ -47,8 +48,17 @@ class FoundModel:
 
 @dataclass(frozen=True)
 class _Candidate:
+    count: Optional[ParameterCount]
     shape: Optional[ModelShape]
     description: str
+
+
+def _unresolved(description: str) -> _Candidate:
+    return _Candidate(None, None, description)
+
+
+def _of_shape(shape: ModelShape, description: str) -> _Candidate:
+    return _Candidate(count_parameters(shape), shape, description)
 
 
 def parse_parameter_count(value: Any) -> Optional[int]:
@@ -74,35 +84,36 @@ def find_model(code: Optional[ScriptCode], values: Optional[ScriptValues], job: 
     if total is None:
         return FoundModel(None, None, f"model_parameters {setting.value!r} is not a parameter count ({setting.source})")
     source = f"model_parameters = {total:,} ({setting.source})"
-    if found.shape is None:
+    if found.shape is None or found.count is None:
         return FoundModel(parameters_only(total), None, source)
-    split = count_parameters(found.shape)
+    split = found.count
     scale = total / split.total
     count = ParameterCount(total, round(split.in_layers * scale), round(split.small * scale), split.layers)
     return FoundModel(count, found.shape, f"{source}; layer shape from {found.source}")
 
 
 def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
-    resolved: dict[ModelShape, str] = {}
-    unresolved: list[str] = []
-    for linked, call in code.calls():
-        candidate = _candidate(code, values, linked, call)
-        if candidate is None:
-            continue
-        if candidate.shape is None:
-            unresolved.append(candidate.description)
-        else:
-            resolved.setdefault(candidate.shape, candidate.description)
-    shown = code.name
+    """Hugging Face configurations and checkpoints first; the project's own ``nn.Module``
+    models only when there are none (a wrapper module may hold a Hugging Face model)."""
+    found = [candidate for linked, call in code.calls() if (candidate := _candidate(code, values, linked, call)) is not None]
+    if not found:
+        reader = ModelReader(code.modules)
+        found = [candidate for linked, call in code.calls() if (candidate := _custom(code, values, reader, linked, call)) is not None]
+    unresolved = [candidate.description for candidate in found if candidate.count is None]
+    resolved: dict[ParameterCount, _Candidate] = {}
+    for candidate in found:
+        if candidate.count is not None:
+            resolved.setdefault(candidate.count, candidate)
     if unresolved:
         return FoundModel(None, None, unresolved[0])
     if len(resolved) > 1:
-        return FoundModel(None, None, f"{shown} builds several models ({'; '.join(resolved.values())}): which one trains is unclear")
+        described = "; ".join(candidate.description for candidate in resolved.values())
+        return FoundModel(None, None, f"{code.name} builds several models ({described}): which one trains is unclear")
     if not resolved:
-        return FoundModel(None, None, f"no Hugging Face model configuration or known from_pretrained checkpoint in {shown} "
+        return FoundModel(None, None, f"no model configuration, known checkpoint or countable model class in {code.name} "
                           "or the project modules it imports; set model_parameters in [tool.smpfix.job]")
-    shape, description = next(iter(resolved.items()))
-    return FoundModel(count_parameters(shape), shape, description)
+    candidate = next(iter(resolved.values()))
+    return FoundModel(candidate.count, candidate.shape, candidate.description)
 
 
 def _candidate(code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call) -> Optional[_Candidate]:
@@ -120,7 +131,7 @@ def _candidate(code: ScriptCode, values: ScriptValues, linked: LinkedModule, cal
 def _configuration(code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call, name: str) -> _Candidate:
     where = f"`{name}(...)` at {code.where(linked, call)}"
     if any(arg.keyword is None for arg in call.args):
-        return _Candidate(None, f"{where} takes positional or ** arguments smpfix cannot read")
+        return _unresolved(f"{where} takes positional or ** arguments smpfix cannot read")
     keywords: dict[str, Any] = {}
     traced: list[str] = []
     relevant = size_keywords(name)
@@ -131,14 +142,14 @@ def _configuration(code: ScriptCode, values: ScriptValues, linked: LinkedModule,
             continue
         value = values.of(arg.value, facts=linked.facts)
         if not value.known:
-            return _Candidate(None, f"{where}: {keyword} cannot be resolved (no literal, argparse default or launcher hyperparameter)")
+            return _unresolved(f"{where}: {keyword} cannot be resolved (no literal, argparse default or launcher hyperparameter)")
         keywords[keyword] = value.value
         traced.extend(value.how)
     shape = shape_from_config(name, keywords)
     if shape is None:
-        return _Candidate(None, f"{where} has a size keyword that is not a number")
+        return _unresolved(f"{where} has a size keyword that is not a number")
     detail = f" ({'; '.join(traced)})" if traced else ""
-    return _Candidate(shape, f"{where}{detail}")
+    return _of_shape(shape, f"{where}{detail}")
 
 
 def _checkpoint(code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call) -> _Candidate:
@@ -146,14 +157,44 @@ def _checkpoint(code: ScriptCode, values: ScriptValues, linked: LinkedModule, ca
     where = f"{shown} at {code.where(linked, call)}"
     first = next((arg for arg in call.args if arg.keyword is None or arg.keyword.value == "pretrained_model_name_or_path"), None)
     if first is None or first.star:
-        return _Candidate(None, f"{where}: the checkpoint name cannot be read")
+        return _unresolved(f"{where}: the checkpoint name cannot be read")
     name = values.of(first.value, linked.facts)
     if not name.known or not isinstance(name.value, str):
-        return _Candidate(None, f"{where}: the checkpoint name cannot be resolved")
+        return _unresolved(f"{where}: the checkpoint name cannot be resolved")
     if any(arg.keyword is not None and arg.keyword.value in _ANY_SIZE_KEYWORD for arg in call.args):
-        return _Candidate(None, f"{where} overrides the size of {name.value!r}")
+        return _unresolved(f"{where} overrides the size of {name.value!r}")
     checkpoint = find_checkpoint(name.value)
     if checkpoint is None:
-        return _Candidate(None, f"{where} loads {name.value!r}, a checkpoint whose dimensions smpfix does not know")
+        return _unresolved(f"{where} loads {name.value!r}, a checkpoint whose dimensions smpfix does not know")
     detail = f"; {name.explained()}" if name.how else ""
-    return _Candidate(checkpoint.shape, f"{where}: the published dimensions of {name.value!r}{detail}")
+    return _of_shape(checkpoint.shape, f"{where}: the published dimensions of {name.value!r}{detail}")
+
+
+def _custom(code: ScriptCode, values: ScriptValues, reader: ModelReader, linked: LinkedModule, call: cst.Call) -> Optional[_Candidate]:
+    """``GPT(args.vocab, args.hidden, ...)`` of a project ``nn.Module`` class, built outside
+    any class (inside one, it is a submodule of another model)."""
+    name = call.func.value if isinstance(call.func, cst.Name) else None
+    if name is None or not reader.is_model_class(name):
+        return None
+    if any(isinstance(ancestor, cst.ClassDef) for ancestor in code.parents(linked).ancestors(call)):
+        return None
+    where = f"`{name}(...)` at {code.where(linked, call)}"
+    if any(arg.star for arg in call.args):
+        return _unresolved(f"{where} takes * arguments smpfix cannot read")
+    traced: list[str] = []
+    arguments: list[Any] = []
+    keywords: dict[str, Any] = {}
+    for arg in call.args:
+        value = values.of(arg.value, linked.facts)
+        if not value.known:
+            return _unresolved(f"{where}: an argument cannot be resolved")
+        traced.extend(value.how)
+        if arg.keyword is None:
+            arguments.append(value.value)
+        else:
+            keywords[arg.keyword.value] = value.value
+    model = reader.model(name, tuple(arguments), keywords)
+    if model is None:
+        return _unresolved(f"{where} builds layers smpfix cannot count (only torch.nn layers and project modules are read)")
+    detail = f" ({'; '.join(traced)})" if traced else ""
+    return _Candidate(model.count, model.shape, f"{where}, counted from its torch.nn layers{detail}")

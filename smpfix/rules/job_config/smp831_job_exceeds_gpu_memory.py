@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+
 from smpfix.base.findings import Severity
 from smpfix.plan.results import MemoryPlan
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
