@@ -26,7 +26,7 @@ from smpfix.plan.results import MemoryPlan, MemorySplit, PlannedChange
 from smpfix.plan.script_code import ScriptCode, load_script
 from smpfix.plan.script_model import FoundModel, find_model
 from smpfix.plan.script_values import ScriptValues
-from smpfix.plan.setup import Setup, problems
+from smpfix.plan.setup import OPTIMIZER_STATE_BYTES, Setup, problems
 from smpfix.plan.suggestions import suggest
 from smpfix.plan.verdict import Verdict, bracket
 from smpfix.program.local_modules import LocalModules
@@ -198,7 +198,8 @@ def _script_readings(reader: _Reader, code: ScriptCode, values: ScriptValues, mo
             reader.unresolved.append(name)
         state = "unresolved" if reading.value is None else ("on" if reading.value else "off")
         reader.assumptions.append(f"{name.replace('_', ' ')} {state}: {reading.how}")
-    reader.assumptions.append(f"optimizer {optimizer.value}: {optimizer.how}")
+    state = OPTIMIZER_STATE_BYTES[str(optimizer.value)]
+    reader.assumptions.append(f"optimizer state {state} bytes per parameter ({optimizer.value}): {optimizer.how}")
     for name, reading in (("sequence length", seq), ("batch", batch)):
         reader.assumptions.append(f"{name} {reading.value if reading.value is not None else 'unknown'}: {reading.how}")
     return _ScriptSetup(seq.value, batch.value, str(optimizer.value), bool(checkpointing.value), group, bool(flash.value))

@@ -4,7 +4,8 @@ Breadth first: every single change that fits is offered before any pair of chang
 first: memory savers that keep the parallel layout (activation checkpointing, optimizer
 state sharding, offloading, more microbatches, a smaller batch), then more sharding, tensor
 parallelism (a power of two inside a node, with ``prescaled_batch``), then pipeline
-parallelism. For each knob the smallest value that fits is kept. Only setups the library
+parallelism. A change that turns ``prescaled_batch`` on keeps the samples of each
+tensor-parallel group, so its estimate is not an artifact of a smaller batch. For each knob the smallest value that fits is kept. Only setups the library
 accepts are offered (``setup.problems``). When nothing fits on this instance type, the same
 job on a type with more GPU memory and as many GPUs per instance is tried.
 """
@@ -60,19 +61,31 @@ def _savers(setup: Setup) -> list[_Candidate]:
     return found
 
 
+def _prescaled(setup: Setup) -> tuple[Setup, str]:
+    """``setup`` with ``prescaled_batch`` on, and in words what that asks of the script. The
+    samples a tensor-parallel group processes stay the same: a batch per rank becomes the
+    group's batch, ``tp`` times larger."""
+    if setup.prescaled_batch:
+        return setup, ""
+    if setup.batch is None:
+        return replace(setup, prescaled_batch=True), " with prescaled_batch"
+    batch = setup.batch * setup.tp
+    return replace(setup, prescaled_batch=True, batch=batch), f" with prescaled_batch and a batch of {batch} per tensor-parallel group"
+
+
 def _parallelism(setup: Setup, gpus_per_instance: int) -> list[_Candidate]:
     """More sharding, tensor parallelism or pipeline parallelism over the same GPUs."""
     found = []
     if setup.pp == 1 and not setup.oss:
         for degree in _divisors(setup.rdp):
             if degree > setup.sdp:
-                prescaled = setup.prescaled_batch or setup.tp > 1
-                found.append(_Candidate("sdp", f"set sharded_data_parallel_degree to {degree}",
-                                        replace(setup, sdp=degree, prescaled_batch=prescaled)))
+                # Sharded data parallelism with tensor parallelism needs prescaled_batch.
+                base, how = _prescaled(setup) if setup.tp > 1 else (setup, "")
+                found.append(_Candidate("sdp", f"set sharded_data_parallel_degree to {degree}{how}", replace(base, sdp=degree)))
     degree = setup.tp * 2
+    base, how = _prescaled(setup)
     while degree <= gpus_per_instance:
-        found.append(_Candidate("tp", f"raise tensor_parallel_degree to {degree} (with prescaled_batch)",
-                                replace(setup, tp=degree, prescaled_batch=True)))
+        found.append(_Candidate("tp", f"raise tensor_parallel_degree to {degree}{how}", replace(base, tp=degree)))
         degree *= 2
     if setup.sdp == 1 and setup.world % setup.tp == 0:
         for degree in _divisors(setup.world // setup.tp):
@@ -95,8 +108,8 @@ def suggest(count: ParameterCount, shape: Optional[ModelShape], setup: Setup, in
     seen = {setup}
     for _ in range(depth):
         following: list[tuple[str, Setup]] = []
+        settled: set[str] = set()  # knobs whose smallest fitting value is found: no larger one, no other way to it
         for done, current in frontier:
-            settled: set[str] = set()  # knobs whose smallest fitting value is found: no larger one
             for candidate in [*_savers(current), *_parallelism(current, instance.gpus)]:
                 if candidate.knob in settled or candidate.setup in seen or problems(candidate.setup):
                     continue

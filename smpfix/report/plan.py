@@ -33,22 +33,23 @@ def render_plan_table(configurations: Sequence[PlannedConfiguration], color: boo
     from rich.table import Table
 
     buffer = io.StringIO()
-    width = width or max(shutil.get_terminal_size((120, 24)).columns, 100)
+    width = width or max(shutil.get_terminal_size((120, 24)).columns, 80)
     console = Console(file=buffer, force_terminal=color, no_color=not color, width=width, highlight=False,
                       color_system="standard" if color else None)
     if not configurations:
         console.print("No launcher configuration found (and no job declared with --job or [tool.smpfix.job]).")
         return buffer.getvalue()
     table = Table(title="Per-GPU memory plan (GiB, estimated)", title_justify="left")
-    table.add_column("configuration", overflow="fold", min_width=24)
-    table.add_column("script", overflow="fold", min_width=12)
-    for name in ("instance", "parameters", "states", "activations", "other", "total / GPU", "verdict"):
-        table.add_column(name, justify="left" if name in ("instance", "verdict") else "right", no_wrap=True)
+    for name in ("configuration", "instance"):
+        table.add_column(name, overflow="fold")
+    for name in ("params", "states", "activ.", "other", "total/GPU"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("verdict", overflow="fold")
     for configuration in configurations:
         plan = configuration.plan
         split = plan.per_gpu
         table.add_row(
-            escape(where(configuration)), escape(plan.script or "-"), plan.instance_type or "-", _count(plan.parameters),
+            escape(f"{where(configuration)} -> {plan.script or '?'}"), plan.instance_type or "-", _count(plan.parameters),
             _gib(split.model_states if split else None), _gib(split.activations if split else None),
             _gib(split.other if split else None), _total(plan), f"[{_STYLES[plan.verdict]}]{plan.verdict.value}[/]",
         )
@@ -56,7 +57,7 @@ def render_plan_table(configurations: Sequence[PlannedConfiguration], color: boo
     for configuration in configurations:
         console.print()
         _details(console, configuration)
-    return buffer.getvalue()
+    return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
 
 
 def where(configuration: PlannedConfiguration) -> str:
@@ -83,10 +84,10 @@ def _gib(value: Optional[float]) -> str:
 
 def _total(plan: MemoryPlan) -> str:
     if plan.gpu_memory_gib is None:
-        return "? / ?"
+        return "?/?"
     total = f"{plan.per_gpu.total:.1f}" if plan.per_gpu is not None else "?"
     lower = ">=" if plan.per_gpu is not None and plan.per_gpu.activations is None else ""
-    return f"{lower}{total} / {plan.gpu_memory_gib:.1f}"
+    return f"{lower}{total}/{plan.gpu_memory_gib:.0f}"
 
 
 def _split(split: MemorySplit, gpu: Optional[float]) -> str:
