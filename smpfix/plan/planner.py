@@ -198,8 +198,8 @@ def _script_readings(reader: _Reader, code: ScriptCode, values: ScriptValues, mo
             reader.unresolved.append(name)
         state = "unresolved" if reading.value is None else ("on" if reading.value else "off")
         reader.assumptions.append(f"{name.replace('_', ' ')} {state}: {reading.how}")
-    state = OPTIMIZER_STATE_BYTES[str(optimizer.value)]
-    reader.assumptions.append(f"optimizer state {state} bytes per parameter ({optimizer.value}): {optimizer.how}")
+    state_bytes = OPTIMIZER_STATE_BYTES[str(optimizer.value)]
+    reader.assumptions.append(f"optimizer state {state_bytes} bytes per parameter ({optimizer.value}): {optimizer.how}")
     for name, reading in (("sequence length", seq), ("batch", batch)):
         reader.assumptions.append(f"{name} {reading.value if reading.value is not None else 'unknown'}: {reading.how}")
     return _ScriptSetup(seq.value, batch.value, str(optimizer.value), bool(checkpointing.value), group, bool(flash.value))
