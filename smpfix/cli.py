@@ -202,14 +202,13 @@ def _cli_job(items: Sequence[str]) -> dict[str, Any]:
 
 
 def _declared_jobs(cli_job: dict[str, Any], config: Any) -> list[Any]:
-    """The declared jobs, highest precedence first: ``--job``, then ``[tool.smpfix.job]``."""
+    """The declared jobs, highest precedence first: ``--job``, then ``[tool.smpfix]``'s."""
     from smpfix.job.jobfacts import DeclaredJob
 
     declared = []
     if cli_job:
         declared.append(DeclaredJob("command line --job", cli_job))
-    if config.job:
-        declared.append(DeclaredJob(config.job_source, config.job))
+    declared.extend(config.declared_jobs())
     return declared
 
 
@@ -339,6 +338,8 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
         if result.job is None:
             continue
         click.echo(f"{result.path}: job facts", err=err)
+        version = result.job.get("smp_version")
+        click.echo(f"  library      SMP {version['value']} ({version['source']})" if version else "  library      SMP version unknown", err=err)
         for key, item in result.job["features"].items():
             click.echo(f"  {key:<12} {item['state']:<8} {item['source']}", err=err)
         for key, item in result.job["settings"].items():
@@ -400,7 +401,7 @@ def plan(paths: tuple[str, ...], fmt: str, job_settings: tuple[str, ...], config
 @main.command()
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def rules(fmt: str) -> None:
-    """List every rule: code, name, fix availability and safety, job settings it depends on."""
+    """List every rule: code, name, fix availability and safety, SMP versions, job settings it depends on."""
     from smpfix.rules.registry import rule_table
 
     table = rule_table()
@@ -408,10 +409,10 @@ def rules(fmt: str) -> None:
         click.echo(json.dumps(table, indent=2))
         return
     width = max(len(row["name"]) for row in table) if table else 10
-    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} depends on")
+    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<10} depends on")
     for row in table:
         depends = ", ".join(row["depends_on"]) or "-"
-        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {depends}")
+        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<10} {depends}")
 
 
 @main.command()

@@ -70,11 +70,15 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
             unknown.add(key)
         else:
             settings[key] = value
-    from smpfix.job.framework_versions import pytorch_version
+    from smpfix.job.framework_versions import pytorch_version, tensorflow_version
 
     version = pytorch_version(launcher)
     if version is not None:
         settings["framework_version"] = version.text
+    else:
+        version = tensorflow_version(launcher)
+        if version is not None:
+            settings["framework"], settings["framework_version"] = "tensorflow", version.text
     return DeclaredJob(source, settings, complete=complete, unknown=frozenset(unknown))
 
 

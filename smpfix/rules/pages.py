@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-SECTIONS = ("What it detects", "Why it breaks on a cluster", "Example", "Fixed", "Fix safety", "When it applies", "Source")
+SECTIONS = ("What it detects", "Why it breaks on a cluster", "Example", "Fixed", "Fix safety", "When it applies", "Versions", "Source")
 
 
 def pages_dir() -> Path:
