@@ -89,6 +89,8 @@ def _launcher_plans(parsed: _Parsed, project: Project, declared: Sequence[Declar
     positions: Optional[Positions] = None
     modules = LocalModules(project, parsed.path)
     for launcher in find_launchers(parsed.module, ImportTable.of_module(parsed.module), parsed.path):
+        if launcher.modelparallel is None:
+            continue  # an estimator without model parallelism is not this library's job
         positions = positions or Positions(parsed.module, parsed.code)
         where = positions.position(positions.span(launcher.call)[0])
         row, cell = where.line, None

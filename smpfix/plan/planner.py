@@ -60,15 +60,17 @@ class _Reader:
     assumptions: list[str] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)
 
-    def number(self, key: str, default: Optional[int] = None, note_default: bool = False) -> Optional[int]:
+    def number(self, key: str, default: Optional[int] = None) -> Optional[int]:
+        """An integer setting. One that a whole configuration leaves out has the library's
+        default (already in ``job``); without a whole configuration it is unknown, unless the
+        library's default applies whatever the rest (``default``)."""
         if key in self.job.unknown:
             raise _Unknown(f"{key} is set in {self.job.unknown[key]} to a value smpfix cannot resolve")
         setting = self.job.settings.get(key)
         if setting is None:
-            fallback = LIBRARY_DEFAULTS.get(key, default)
-            if note_default and fallback is not None:
-                self.assumptions.append(f"{key} {fallback}: not set, the library's default")
-            return fallback if isinstance(fallback, int) else None
+            if key in LIBRARY_DEFAULTS:
+                raise _Unknown(f"{key} is not set in any configuration smpfix can read")
+            return default
         if not isinstance(setting.value, int) or isinstance(setting.value, bool):
             raise _Unknown(f"{key} {setting.value!r} is not an integer ({setting.source})")
         if setting.value != LIBRARY_DEFAULTS.get(key, default):
@@ -76,14 +78,14 @@ class _Reader:
         return setting.value
 
     def switch(self, key: str) -> Optional[bool]:
-        """True, False, or None (unresolved) for a boolean setting."""
-        if key in self.job.unknown:
-            return None
+        """True, False, or None (unresolved) for a boolean setting; one no configuration smpfix
+        can read states is unresolved too (``fp16_params``, which has no default, is off)."""
         setting = self.job.settings.get(key)
-        value = setting.value if setting is not None else LIBRARY_DEFAULTS.get(key, False)
-        if setting is not None and value is True:
+        if key in self.job.unknown or (setting is None and key in LIBRARY_DEFAULTS):
+            return None
+        if setting is not None and setting.value is True:
             self.assumptions.append(f"{key} on ({setting.source})")
-        return bool(value)
+        return setting is not None and setting.value is True
 
 
 def declared_by(job: JobFacts) -> tuple[DeclaredJob, ...]:
@@ -111,13 +113,18 @@ def launcher_inputs(launcher: Launcher, path: str, line: Optional[int], declared
 
 
 def plan(inputs: PlanInputs) -> MemoryPlan:
+    declared = inputs.declared
+    if inputs.launcher is not None and not inputs.launcher.job.complete:
+        # The configuration that runs is the launcher's, and smpfix cannot read all of it: a
+        # declared job gives its explicit values, not the library's defaults for the rest.
+        declared = tuple(replace(job, complete=False) for job in declared)
     launcher_job = (inputs.launcher.job,) if inputs.launcher is not None else ()
     links = (inputs.launcher,) if inputs.launcher is not None else ()
     code = inputs.code
     files = code.files if code is not None else ()
-    base = JobFacts.resolve([*inputs.declared, *launcher_job])
+    base = JobFacts.resolve([*declared, *launcher_job])
     init = script_setup.init_settings(code, ScriptValues(files, links, base)) if code is not None else None
-    job = JobFacts.resolve([*inputs.declared, *launcher_job, *((init,) if init is not None else ())])
+    job = JobFacts.resolve([*declared, *launcher_job, *((init,) if init is not None else ())])
     values = ScriptValues(files, links, job)
     script = code.name if code is not None else (inputs.launcher.script if inputs.launcher is not None else None)
     reader = _Reader(job)

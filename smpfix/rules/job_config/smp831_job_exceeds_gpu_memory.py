@@ -25,7 +25,7 @@ class JobExceedsGpuMemory(ConfigRule):
         return iter(())
 
     def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
-        if view.kind != "launcher" or view.launcher is None:
+        if view.kind != "launcher" or view.launcher is None or view.launcher.modelparallel is None:
             return
         from smpfix.plan.planner import declared_by, launcher_inputs, plan
 
