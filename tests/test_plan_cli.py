@@ -144,6 +144,11 @@ def test_the_table_shows_every_configuration_and_its_details(tmp_path: Path) -> 
     assert "docs/plan.md" in done.stdout
 
 
+def test_help_points_to_the_page_of_approximations() -> None:
+    done = run_cli("plan", "--help")
+    assert done.code == 0 and "docs/plan.md" in done.stdout and "--format" in done.stdout
+
+
 def test_exit_zero_and_usage_errors(tmp_path: Path) -> None:
     folder = project(tmp_path, {"weak": WEAKER["gpt2_10b_without_oss"]})
     assert run_cli("plan", "--exit-zero", str(folder)).code == 0
@@ -166,6 +171,13 @@ def test_the_examples_get_a_plan_for_each_launcher() -> None:
     correct = items["correct"]
     assert correct["script"] == "train_gpt.py" and correct["instance_type"] == "ml.p4d.24xlarge"
     assert correct["location"] == {"row": 26, "column": 13}
+
+
+def test_the_readme_shows_the_table_the_command_prints() -> None:
+    done = run_cli("plan", str(EXAMPLES / "correct"), cwd=EXAMPLES.parent, env={"COLUMNS": "110"})
+    table = "".join(done.stdout.splitlines(keepends=True)[:7])
+    assert "examples/correct/launch.py:26" in table
+    assert table in (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
 
 
 def notebook(*cells: str) -> str:
@@ -239,6 +251,7 @@ def test_a_declared_job_plans_scripts_no_launcher_starts(tmp_path: Path) -> None
 def test_model_parameters_is_a_job_setting_not_a_library_key(tmp_path: Path) -> None:
     (tmp_path / "launch.py").write_text(launcher("train.py", 2, {"ddp": True, "model_parameters": 20e9}, {}), encoding="utf-8")
     done = run_cli("check", "--select", "SMP812", "--job", "model_parameters=20e9", "--format", "json", str(tmp_path))
+    assert done.code == 1, done.stderr  # the --job setting is accepted; the launcher's key is not
     findings = json.loads(done.stdout)
     assert [f["code"] for f in findings] == ["SMP812"]
     assert "setting of smpfix" in findings[0]["message"]

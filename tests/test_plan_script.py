@@ -265,3 +265,18 @@ def test_a_layer_it_cannot_count_makes_the_model_unknown() -> None:
 def test_a_hugging_face_model_wins_over_a_wrapper_class() -> None:
     found = custom("model = GPT(50257, args.hidden, args.layers, args.heads)\nconfig = GPT2Config()\n")
     assert found.count is not None and found.count.total == 124_439_808
+
+
+# -- absurd inputs -------------------------------------------------------------------------------------
+
+def test_absurd_sizes_give_no_verdict_and_no_crash() -> None:
+    from smpfix.plan.planner import PlanInputs, plan
+
+    declared = DeclaredJob("pyproject.toml [tool.smpfix.job]", {"instance_type": "ml.p4d.24xlarge", "instance_count": 2})
+    for body in ("config = GPT2Config(n_embd=1024, n_layer=2, n_head=0)\n",
+                 f"config = GPT2Config(n_embd={10 ** 400}, n_layer=2, n_head=1)\n"):
+        found = plan(PlanInputs((declared,), None, code_of(body)))
+        assert found.fits is None, found
+    huge = DeclaredJob("--job", {"instance_type": "ml.p4d.24xlarge", "instance_count": 10**15, "model_parameters": 10**30})
+    found = plan(PlanInputs((huge,), None, None))
+    assert found.fits in (False, None)

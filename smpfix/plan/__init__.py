@@ -8,10 +8,11 @@ without any code to parse:
   ``checkpoints``), the per-GPU memory of a training setup (``setup``, ``memory``), the
   verdict over switches smpfix could not resolve (``verdict``) and the smallest changes that
   make a job fit (``suggestions``);
-- reading what the launched script builds (``script_values``, ``script_model``,
-  ``script_setup``): the model configuration, the sequence length, the batch, activation
-  checkpointing, flash attention, precision and optimizer, each traced to argparse defaults
-  and the launcher's hyperparameters. ``planner`` puts the two together.
+- reading what the launched script builds (``script_code``, ``script_values``,
+  ``script_model``, ``custom_models``, ``script_setup``): the model configuration or the
+  project's own model class, the sequence length, the batch, activation checkpointing, flash
+  attention, precision and optimizer, each traced to argparse defaults and the launcher's
+  hyperparameters. ``planner`` puts the two together; ``results`` is what it returns.
 
 Every approximation is stated in ``docs/plan.md``. The layer sits between the rules (SMP831
 uses it) and the program facts it reads; it never reports findings and never prints.

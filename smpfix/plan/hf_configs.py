@@ -110,12 +110,12 @@ def shape_from_config(class_name: str, keywords: Mapping[str, Any]) -> Optional[
         if value is UNKNOWN:
             return None
         values[field.name] = value
-    if not all(_is_int(values[name]) for name in _SIZES):
+    if not all(_is_int(values[name]) and values[name] > 0 for name in _SIZES):
         return None
     hidden = values["hidden"]
     ffn = values.get("ffn")
     ffn = 4 * hidden if ffn is None else ffn
-    if not _is_int(ffn):
+    if not _is_int(ffn) or ffn <= 0:
         return None
     tied = values.get("tied_embeddings")
     return ModelShape(

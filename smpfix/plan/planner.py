@@ -158,7 +158,7 @@ def _instance_problem(job: JobFacts) -> str:
 
 def _setup(reader: _Reader, instance: InstanceType, code: Optional[ScriptCode], values: ScriptValues, model: FoundModel) -> Setup:
     world = _world(reader, instance)
-    tp, pp, sdp, microbatches = (reader.number(key, 1) or 1 for key in _INT_SETTINGS)
+    tp, pp, sdp, microbatches = (_required(reader.number(key)) for key in _INT_SETTINGS)
     active = reader.number("active_microbatches") if pp > 1 else None
     switches: dict[str, Any] = {}
     for key, name in _SWITCH_SETTINGS.items():
@@ -174,11 +174,17 @@ def _setup(reader: _Reader, instance: InstanceType, code: Optional[ScriptCode], 
         reader.assumptions.append("with prescaled_batch the batch is that of a tensor-parallel group")
     return Setup(
         world=world, tp=tp, pp=pp, sdp=sdp, microbatches=microbatches, active_microbatches=active, precision=precision,
-        activation_loading_horizon=reader.number("activation_loading_horizon", 4) or 4,
-        sdp_max_live_parameters=reader.number("sdp_max_live_parameters", 10**9) or 10**9,
+        activation_loading_horizon=_required(reader.number("activation_loading_horizon", 4)),
+        sdp_max_live_parameters=_required(reader.number("sdp_max_live_parameters", 10**9)),
         smddp_collectives=sdp > 1 and tp == 1 and instance.efa and world > instance.gpus,
         **switches, **(script.__dict__ if script is not None else {}),
     )
+
+
+def _required(value: Optional[int]) -> int:
+    """A number ``_Reader.number`` returned for a key that always has a value."""
+    assert value is not None
+    return value
 
 
 @dataclass(frozen=True)
@@ -252,18 +258,19 @@ def _precision(reader: _Reader, code: Optional[ScriptCode], values: ScriptValues
 
 def _estimated(empty: MemoryPlan, model: FoundModel, setup: Setup, instance: InstanceType, reader: _Reader) -> MemoryPlan:
     assert model.count is not None
-    found = bracket(model.count, model.shape, setup, instance.gpu_memory_mib, reader.unresolved)
-    verdict = found.verdict
-    reason = ""
+    try:
+        found = bracket(model.count, model.shape, setup, instance.gpu_memory_mib, reader.unresolved)
+        changes: tuple[PlannedChange, ...] = ()
+        if found.verdict in (Verdict.DOES_NOT_FIT, Verdict.DEPENDS):
+            changes = tuple(PlannedChange(s.change, MemorySplit.of(s.estimate), s.estimate.share)
+                            for s in suggest(model.count, model.shape, found.worst_setup, instance))
+    except OverflowError:  # sizes no GPU could hold, beyond floating point
+        return replace(empty, reason="the sizes are too large to estimate", assumptions=tuple(reader.assumptions))
+    reasons = []
     if found.unresolved:
         spread = f"{found.best.total / GIB:.1f} to {found.worst.total / GIB:.1f} GiB"
-        reason = f"estimated with {', '.join(found.unresolved)} both ways: {spread}"
+        reasons.append(f"estimated with {', '.join(found.unresolved)} both ways: {spread}")
     if not found.worst.complete:
-        reason = "; ".join(part for part in (reason, "activations unknown: only model states and buffers are counted, a lower bound") if part)
-    changes: tuple[PlannedChange, ...] = ()
-    if verdict in (Verdict.DOES_NOT_FIT, Verdict.DEPENDS):
-        changes = tuple(PlannedChange(s.change, MemorySplit.of(s.estimate), s.estimate.share)
-                        for s in suggest(model.count, model.shape, found.worst_setup, instance))
-    return replace(empty, per_gpu=MemorySplit.of(found.worst), verdict=verdict, reason=reason,
+        reasons.append("activations unknown: only model states and buffers are counted, a lower bound")
+    return replace(empty, per_gpu=MemorySplit.of(found.worst), verdict=found.verdict, reason="; ".join(reasons),
                    assumptions=(*reader.assumptions, APPROXIMATIONS), suggestions=changes)
-

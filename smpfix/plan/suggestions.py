@@ -12,6 +12,7 @@ job on a type with more GPU memory and as many GPUs per instance is tried.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Optional
@@ -37,8 +38,15 @@ class _Candidate:
     setup: Setup
 
 
+_MAX_DIVIDED = 10**7  # no suggestion splits a number larger than this (a batch, a process count)
+
+
 def _divisors(n: int) -> list[int]:
-    return [k for k in range(1, n + 1) if n % k == 0]
+    """The divisors of ``n`` in ascending order; none for an implausibly large ``n``."""
+    if n > _MAX_DIVIDED:
+        return []
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return sorted({*small, *(n // k for k in small)})
 
 
 def _savers(setup: Setup) -> list[_Candidate]:
