@@ -113,19 +113,9 @@ def launcher_inputs(launcher: Launcher, path: str, line: Optional[int], declared
 
 
 def plan(inputs: PlanInputs) -> MemoryPlan:
-    declared = inputs.declared
-    if inputs.launcher is not None and not inputs.launcher.job.complete:
-        # The configuration that runs is the launcher's, and smpfix cannot read all of it: a
-        # declared job gives its explicit values, not the library's defaults for the rest.
-        declared = tuple(replace(job, complete=False) for job in declared)
-    launcher_job = (inputs.launcher.job,) if inputs.launcher is not None else ()
-    links = (inputs.launcher,) if inputs.launcher is not None else ()
+    """The memory plan of one configuration; its verdict is unknown when a deciding input is."""
+    job, values = _merged(inputs)
     code = inputs.code
-    files = code.files if code is not None else ()
-    base = JobFacts.resolve([*declared, *launcher_job])
-    init = script_setup.init_settings(code, ScriptValues(files, links, base)) if code is not None else None
-    job = JobFacts.resolve([*declared, *launcher_job, *((init,) if init is not None else ())])
-    values = ScriptValues(files, links, job)
     script = code.name if code is not None else (inputs.launcher.script if inputs.launcher is not None else None)
     reader = _Reader(job)
     instance = lookup(job.value("instance_type"))
@@ -145,6 +135,26 @@ def plan(inputs: PlanInputs) -> MemoryPlan:
     except _Unknown as unknown:
         return replace(empty, reason=str(unknown), assumptions=tuple(reader.assumptions))
     return _estimated(empty, model, setup, instance, reader)
+
+
+def _merged(inputs: PlanInputs) -> tuple[JobFacts, ScriptValues]:
+    """The job's settings in precedence order, and the evaluator of the script's expressions.
+
+    The script's ``smp.init`` dict is evaluated with what the sources above it say (its
+    values may read ``smp.tp_size()``), then merged below them."""
+    declared = inputs.declared
+    if inputs.launcher is not None and not inputs.launcher.job.complete:
+        # The configuration that runs is the launcher's, and smpfix cannot read all of it: a
+        # declared job gives its explicit values, not the library's defaults for the rest.
+        declared = tuple(replace(job, complete=False) for job in declared)
+    sources = [*declared, *((inputs.launcher.job,) if inputs.launcher is not None else ())]
+    links = (inputs.launcher,) if inputs.launcher is not None else ()
+    files = inputs.code.files if inputs.code is not None else ()
+    if inputs.code is not None:
+        init = script_setup.init_settings(inputs.code, ScriptValues(files, links, JobFacts.resolve(sources)))
+        sources += [init] if init is not None else []
+    job = JobFacts.resolve(sources)
+    return job, ScriptValues(files, links, job)
 
 
 def _instance_problem(job: JobFacts) -> str:
