@@ -124,6 +124,13 @@ def test_tokenizers_are_not_models_and_a_config_and_its_model_agree() -> None:
     assert found.count is not None and found.count.total == 124_439_808
 
 
+def test_a_model_built_in_a_branch_that_does_not_run_does_not_count() -> None:
+    body = "if args.fp16 > 0:\n    model = AutoModelForCausalLM.from_pretrained(unknown_name)\nconfig = GPT2Config()\n"
+    found = model(body)
+    assert found.count is not None and found.count.total == 124_439_808
+    assert model(body, link({"fp16": 1})).count is None  # now it runs, and its checkpoint is unknown
+
+
 def test_two_different_models_or_an_unresolved_size_give_no_count() -> None:
     assert model("a = GPT2Config()\nb = LlamaConfig()\n").count is None
     unresolved = model("config = GPT2Config(n_embd=compute())\n")

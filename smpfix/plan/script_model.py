@@ -27,6 +27,7 @@ from smpfix.plan.custom_models import ModelReader
 from smpfix.plan.hf_configs import CONFIG_CLASSES, shape_from_config, size_keywords
 from smpfix.plan.models import ModelShape, ParameterCount, count_parameters, parameters_only
 from smpfix.plan.script_code import ScriptCode
+from smpfix.plan.script_setup import reachable
 from smpfix.plan.script_values import ScriptValues
 from smpfix.program.hf_models import class_name, is_config_class, pretrained_model_call
 from smpfix.program.local_modules import LinkedModule
@@ -94,11 +95,13 @@ def find_model(code: Optional[ScriptCode], values: Optional[ScriptValues], job: 
 
 def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
     """Hugging Face configurations and checkpoints first; the project's own ``nn.Module``
-    models only when there are none (a wrapper module may hold a Hugging Face model)."""
-    found = [candidate for linked, call in code.calls() if (candidate := _candidate(code, values, linked, call)) is not None]
+    models only when there are none (a wrapper module may hold a Hugging Face model). Calls
+    under an ``if`` known not to run (``if args.fine_tune > 0:`` with the default 0) do not count."""
+    calls = [(linked, call) for linked, call in code.calls() if reachable(code, values, linked, call) is not False]
+    found = [candidate for linked, call in calls if (candidate := _candidate(code, values, linked, call)) is not None]
     if not found:
         reader = ModelReader(code.modules)
-        found = [candidate for linked, call in code.calls() if (candidate := _custom(code, values, reader, linked, call)) is not None]
+        found = [candidate for linked, call in calls if (candidate := _custom(code, values, reader, linked, call)) is not None]
     unresolved = [candidate.description for candidate in found if candidate.count is None]
     resolved: dict[ParameterCount, _Candidate] = {}
     for candidate in found:
