@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from smpfix.job.config_keys import advise
-from smpfix.job.jobfacts import KNOWN_KEYS, LAUNCH_KEYS, DeclaredJob, Value, normalize_key
+from smpfix.job.jobfacts import (
+    KNOWN_KEYS,
+    LAUNCH_KEYS,
+    SMPFIX_KEYS,
+    DeclaredJob,
+    Value,
+    normalize_key,
+)
 from smpfix.job.versions import parse_version
 
 if sys.version_info >= (3, 11):
@@ -79,7 +86,7 @@ def _strings(value: Any, key: str, where: Path) -> tuple[str, ...]:
 def validate_job(table: Mapping[str, Any], where: str) -> dict[str, Value]:
     job: dict[str, Value] = {}
     for key, value in table.items():
-        if key not in KNOWN_KEYS and key not in LAUNCH_KEYS:
+        if key not in KNOWN_KEYS and key not in LAUNCH_KEYS and key not in SMPFIX_KEYS:
             # The same advice SMP812 gives for a key in a launcher or an smp.init dict.
             advice = advise(key)
             hint = advice.suggestion or advise(key, LAUNCH_KEYS).suggestion

@@ -12,7 +12,7 @@ from typing import Optional
 
 from smpfix.base.findings import FileError, FileResult, Finding, Position, Severity
 from smpfix.engine.config import Config
-from smpfix.job.jobfacts import LAUNCH_KEYS, JobFacts, Tri
+from smpfix.job.jobfacts import LAUNCH_KEYS, SMPFIX_KEYS, JobFacts, Tri
 
 
 def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResult]:
@@ -24,7 +24,8 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
 
     path = str(config.path)
     text = config.path.read_text(encoding="utf-8")
-    parameters = Located({key: Located(value, entry=None, source_file=path) for key, value in config.job.items() if key not in LAUNCH_KEYS})
+    library = {key: value for key, value in config.job.items() if key not in LAUNCH_KEYS and key not in SMPFIX_KEYS}
+    parameters = Located({key: Located(value, entry=None, source_file=path) for key, value in library.items()})
     extra = {key: Located(value) for key, value in config.job.items() if key in LAUNCH_KEYS}
     view = ConfigView("job table", config.job_source, parameters, True, None, None, extra)
     job = JobFacts.resolve(config.declared_jobs())

@@ -109,6 +109,10 @@ LAUNCH_KEYS: frozenset[str] = frozenset(
     {"instance_type", "instance_count", "processes_per_host", "framework", "framework_version", "smp_version"}
 )
 
+# Settings of smpfix itself, for what it cannot read from code: ``model_parameters`` gives the
+# memory plan the model's size (``smpfix.plan``). Never a library key: the library rejects it.
+SMPFIX_KEYS: frozenset[str] = frozenset({"model_parameters"})
+
 _ALIASES = {"partitions": "pipeline_parallel_degree"}
 
 

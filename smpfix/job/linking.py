@@ -168,30 +168,38 @@ def read_launcher(path: str, text: str, root: Optional[str] = None) -> list[Laun
     if not launchers:
         return []
     positions = Positions(module, code)
-    absolute = os.path.abspath(path)
     root = root if root is not None else project_root(path)
-    shown = shown_path(absolute, root)
-    records = []
-    for launcher in launchers:
-        candidates = launcher.script_candidates(root)
-        if not candidates:
-            continue
-        line = positions.position(positions.span(launcher.call)[0]).line
-        where = shown if path.endswith(".ipynb") else f"{shown}:{line}"
-        hyper = launcher.literal("hyperparameters")
-        parameters_file = launcher.parameters_file
-        records.append(
-            LaunchRecord(
-                launcher=absolute,
-                line=line,
-                candidates=tuple(candidates),
-                job=declared_job(launcher, f"launcher {where}"),
-                hyperparameters=_literal_items(hyper),
-                hyperparameters_complete=hyper is None or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),
-                dependencies=(parameters_file,) if parameters_file is not None else (),
-            )
-        )
-    return records
+    records = [launch_record(launcher, path, positions.position(positions.span(launcher.call)[0]).line, root) for launcher in launchers]
+    return [record for record in records if record is not None]
+
+
+def launch_record(launcher: Any, path: str, line: Optional[int], root: Optional[str] = None) -> Optional[LaunchRecord]:
+    """What the estimator ``launcher``, at ``line`` of the launcher file ``path``, says; None
+    when its ``entry_point`` cannot be read."""
+    root = root if root is not None else project_root(path)
+    candidates = launcher.script_candidates(root)
+    if not candidates:
+        return None
+    shown = shown_path(os.path.abspath(path), root)
+    where = shown if path.endswith(".ipynb") or line is None else f"{shown}:{line}"
+    hyper = launcher.literal("hyperparameters")
+    parameters_file = launcher.parameters_file
+    return LaunchRecord(
+        launcher=os.path.abspath(path),
+        line=line or 0,
+        candidates=tuple(candidates),
+        job=declared_job(launcher, f"launcher {where}"),
+        hyperparameters=_literal_items(hyper),
+        hyperparameters_complete=hyper is None or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),
+        dependencies=(parameters_file,) if parameters_file is not None else (),
+    )
+
+
+def linked_script(launcher: Any, path: str, line: Optional[int]) -> Optional[LinkedScript]:
+    """What the estimator ``launcher``, at ``line`` of the launcher file ``path``, says about
+    the script it starts; None when its ``entry_point`` cannot be read."""
+    record = launch_record(launcher, path, line)
+    return record.linked() if record is not None else None
 
 
 def link(files: Iterable[tuple[str, str]], root: Optional[str] = None) -> list[LinkedScript]:
