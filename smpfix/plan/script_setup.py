@@ -18,7 +18,7 @@ import libcst as cst
 
 from smpfix.base.calls import argument
 from smpfix.base.literals import literal_value
-from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob, Role
+from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob
 from smpfix.plan.models import ModelShape
 from smpfix.plan.script_code import ScriptCode
 from smpfix.plan.script_values import ScriptValues
@@ -223,7 +223,7 @@ def init_settings(code: ScriptCode, values: ScriptValues) -> Optional[DeclaredJo
         else:
             unknown.add(key)
     where = code.where(script, script.facts.init_config_call)
-    return DeclaredJob(f"the smp.init({{...}}) dict at {where}", settings, complete=False, unknown=frozenset(unknown), role=Role.INIT_DICT)
+    return DeclaredJob(f"the smp.init({{...}}) dict at {where}", settings, complete=False, unknown=frozenset(unknown))
 
 
 def _because(how: tuple[str, ...]) -> str:
