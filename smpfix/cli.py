@@ -337,7 +337,8 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
 @main.command()
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def rules(fmt: str) -> None:
-    """List every rule: code, name, fix availability and safety, SMP versions, job settings it depends on."""
+    """List every rule: code, name, fix availability and safety, SMP versions, the library flavours whose
+    scripts it checks, job settings it depends on."""
     from smpfix.rules.registry import rule_table
 
     table = rule_table()
@@ -345,10 +346,11 @@ def rules(fmt: str) -> None:
         click.echo(json.dumps(table, indent=2))
         return
     width = max(len(row["name"]) for row in table) if table else 10
-    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<10} depends on")
+    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<10} {'scripts':<19} depends on")
     for row in table:
         depends = ", ".join(row["depends_on"]) or "-"
-        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<10} {depends}")
+        scripts = ", ".join(row["flavours"])
+        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<10} {scripts:<19} {depends}")
 
 
 @main.command()

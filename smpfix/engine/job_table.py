@@ -26,12 +26,12 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
     text = config.path.read_text(encoding="utf-8")
     parameters = Located({key: Located(value, entry=None, source_file=path) for key, value in config.job.items() if key not in LAUNCH_KEYS})
     extra = {key: Located(value) for key, value in config.job.items() if key in LAUNCH_KEYS}
-    view = ConfigView("job table", config.job_source, parameters, True, None, None, extra)
     job = JobFacts.resolve(config.declared_jobs())
+    view = ConfigView("job table", config.job_source, parameters, True, None, None, extra, flavour=job.flavour)
     findings: list[Finding] = []
     errors: list[FileError] = []
     for rule in all_rules():
-        if not issubclass(rule, ConfigRule) or rule.code not in select:
+        if not issubclass(rule, ConfigRule) or rule.code not in select or not rule.judges(view):
             continue
         try:
             problems = list(rule.check(view))

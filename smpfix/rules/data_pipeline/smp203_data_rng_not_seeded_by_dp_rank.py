@@ -10,6 +10,7 @@ import libcst as cst
 
 from smpfix.base.calls import argument, called_name, has_star_kwargs
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import BOTH
 from smpfix.job.jobfacts import Tri
 from smpfix.program.argument_edits import append_arguments, block_indentation
 from smpfix.program.codegen import smp_reference
@@ -90,6 +91,7 @@ class SeedingHelper:
 class DataRngNotSeededByDpRank(Rule):
     code = "SMP203"
     name = "data-rng-not-seeded-by-dp-rank"
+    flavours = BOTH
     summary = (
         "Data-pipeline RNGs (shuffling, augmentation) seeded by `smp.rank()`-like ranks, or a TensorFlow "
         "shuffle without a seed, give the ranks of one model replica different data."

@@ -12,6 +12,7 @@ import libcst as cst
 
 from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
+from smpfix.base.flavour import BOTH
 from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.base.positions import Positions
 from smpfix.program.facts import FileFacts, Scope
@@ -58,6 +59,7 @@ class _Returned:
 class ForwardReturnsIntermediates(Rule):
     code = "SMP401"
     name = "forward-returns-intermediates"
+    flavours = BOTH
     summary = (
         "The wrapped model's `forward` returns tensors no step function uses (or Hugging Face "
         "`output_hidden_states`/`output_attentions`/`use_cache` is on); each is broadcast to all ranks."

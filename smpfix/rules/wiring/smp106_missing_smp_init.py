@@ -8,6 +8,7 @@ import libcst as cst
 
 from smpfix.base.edits import InsertStatementAfter, NodeEdit
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import BOTH
 from smpfix.base.imports import SMP_TF, SMP_TORCH, dotted_name
 from smpfix.base.literals import literal_value
 from smpfix.program.codegen import smp_reference
@@ -44,6 +45,7 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
 class MissingSmpInit(Rule):
     code = "SMP106"
     name = "missing-smp-init"
+    flavours = BOTH
     summary = "A training script that uses the library must call `smp.init()` before anything else; add it after the import."
     fix_availability = FixAvailability.SAFE
     default_severity = Severity.WARNING
