@@ -324,7 +324,8 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
             continue
         click.echo(f"{result.path}: job facts", err=err)
         version = result.job.get("smp_version")
-        click.echo(f"  library      SMP {version['value']} ({version['source']})" if version else "  library      SMP version unknown", err=err)
+        flavour = "TensorFlow " if result.job.get("flavour") == "tensorflow" else ""
+        click.echo(f"  library      {flavour}SMP {version['value']} ({version['source']})" if version else f"  library      {flavour}SMP version unknown", err=err)
         for key, item in result.job["features"].items():
             click.echo(f"  {key:<12} {item['state']:<8} {item['source']}", err=err)
         for key, item in result.job["settings"].items():

@@ -5,7 +5,7 @@ SageMaker SDK reads only a few keys of the ``mpi`` and ``modelparallel`` dicts a
 ignores the rest. Some unknown keys are not typos but settings from somewhere else (a
 documented key the library rejects, a ``DistributedModel`` argument, a key of SMP v2): for
 those the advice says what they are instead of guessing a neighbour that happens to look
-alike. Shared by SMP812 and the validation of ``[tool.smpfix.job]`` and ``--job`` (``smpfix.engine.config``),
+alike; a PyTorch key in a TensorFlow configuration is explained as one. Shared by SMP812 and the validation of ``[tool.smpfix.job]`` and ``--job`` (``smpfix.engine.config``),
 so a key is explained the same way wherever it is written. Imports nothing heavy: the CLI
 validates its configuration before it loads LibCST.
 """
@@ -78,9 +78,7 @@ TF_EXPLAINED: Mapping[str, str] = {
         "calls it `partitions`"
     ),
     "tensor_parallel_degree": "is tensor parallelism, which exists only in the PyTorch library (SMP 1.6 and later)",
-    "ddp": "is PyTorch DistributedDataParallel; data parallelism in the TensorFlow flavour is Horovod (`\"horovod\": True`)",
-    "ddp_port": "configures PyTorch DistributedDataParallel, which the TensorFlow flavour does not have",
-    "ddp_dist_backend": "configures PyTorch DistributedDataParallel, which the TensorFlow flavour does not have",
+    "ddp_dist_backend": "configures PyTorch DistributedDataParallel (SMP 1.13 and later), which the TensorFlow flavour does not have",
     **{
         key: _NOT_IN_TENSORFLOW
         for key in (
@@ -95,9 +93,12 @@ TF_EXPLAINED: Mapping[str, str] = {
     },
 }
 
-# Keys the TensorFlow flavour's library may accept but that only the PyTorch library acts on
-# (SDK parameters page: "PyTorch-specific"): a warning, not a start-up failure.
+# Keys the TensorFlow flavour's library may accept (the SageMaker SDK validates them, and the
+# flavours share one schema file) but that only the PyTorch library acts on (SDK parameters
+# page: "PyTorch-specific"): a warning, not a start-up failure.
 TF_IGNORED: Mapping[str, str] = {
+    "ddp": "is PyTorch DistributedDataParallel; data parallelism in the TensorFlow flavour is Horovod (`\"horovod\": True`)",
+    "ddp_port": "configures PyTorch DistributedDataParallel, which the TensorFlow flavour does not have",
     "memory_weight": "is a setting of PyTorch's automatic partitioning; the TensorFlow flavour does not use it",
     "active_microbatches": "is documented for PyTorch only; the TensorFlow flavour does not use it",
     "deterministic_server": "is documented for PyTorch only; the TensorFlow flavour does not use it",
@@ -130,6 +131,8 @@ def advise(key: str, known: frozenset[str] = KNOWN_KEYS) -> KeyAdvice:
     if known == KNOWN_KEYS and key in EXPLAINED:
         return KeyAdvice(explanation=EXPLAINED[key])
     if known == TF_KNOWN_KEYS and key in TF_EXPLAINED:
-        return KeyAdvice(explanation=TF_EXPLAINED[key])
+        # The one PyTorch key with a TensorFlow twin: renaming it is the fix.
+        twin = "partitions" if key == "pipeline_parallel_degree" else None
+        return KeyAdvice(suggestion=twin, explanation=TF_EXPLAINED[key])
     matches = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
     return KeyAdvice(suggestion=matches[0] if matches else None)

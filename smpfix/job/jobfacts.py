@@ -102,6 +102,15 @@ TF_LIBRARY_DEFAULTS: Mapping[str, Value] = {
     "xla": False,
 }
 
+# What the TensorFlow flavour has instead of the PyTorch-only settings, whatever a
+# configuration writes (a PyTorch key there is SMP812's finding).
+TF_FIXED: Mapping[str, Value] = {
+    "tensor_parallel_degree": 1,
+    "sharded_data_parallel_degree": 1,
+    "prescaled_batch": False,
+    "ddp": False,
+}
+
 # Settings of the launch rather than of the library, which a launcher states and
 # ``[tool.smpfix.job]`` may declare: the instance type and count, processes per host, the
 # container's framework (``pytorch`` unless a TensorFlow estimator says ``tensorflow``) and
@@ -173,6 +182,11 @@ FEATURES: Mapping[str, Feature] = {
 
 # What the TensorFlow flavour does not have: off whatever a configuration says.
 _PYTORCH_ONLY_FEATURES = frozenset({"TP", "SDP", "OSS", "FP16", "BF16", "DDP", "PRESCALED", "DELAYED_INIT"})
+# The features a flavour's jobs can have (what ``--show-job`` lists).
+_FEATURES_OF: Mapping[Flavour, tuple[str, ...]] = {
+    Flavour.PYTORCH: tuple(key for key in FEATURES if key != "XLA"),
+    Flavour.TENSORFLOW: tuple(key for key in FEATURES if key not in _PYTORCH_ONLY_FEATURES),
+}
 
 
 @dataclass(frozen=True)
@@ -332,7 +346,7 @@ class JobFacts:
             "settings": {key: {"value": s.value, "source": s.source} for key, s in sorted(self.settings.items())},
             "features": {
                 key: {"state": state.state.value, "source": state.source}
-                for key in FEATURES
+                for key in _FEATURES_OF[self.flavour]
                 for state in [self.feature(key)]
             },
             "evidence": [

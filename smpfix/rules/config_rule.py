@@ -21,7 +21,7 @@ from smpfix.base.flavour import BOTH, Flavour
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.framework_versions import launcher_flavour, launcher_smp_version
 from smpfix.job.instances import InstanceType, lookup
-from smpfix.job.jobfacts import known_keys, library_defaults
+from smpfix.job.jobfacts import TF_FIXED, known_keys, library_defaults
 from smpfix.job.launcher import Launcher, Located, evaluate_argument, find_launchers
 from smpfix.job.versions import SmpVersion, Version
 from smpfix.rules.rule import PendingFix, Rule
@@ -75,6 +75,8 @@ class ConfigView:
     def value(self, key: str) -> Any:
         """The key's value; the library default when left out of a complete configuration;
         UNKNOWN when smpfix cannot know it."""
+        if self.tensorflow and key in TF_FIXED:
+            return TF_FIXED[key]
         found = self.located(key)
         if found is not None:
             return found.plain()
