@@ -82,10 +82,12 @@ KNOWN_KEYS: frozenset[str] = frozenset(
 # ``xla`` is TensorFlow's own (absent from the PyTorch schema); ``partitions`` is the only name
 # of the pipeline degree (``pipeline_parallel_degree`` came with PyTorch SMP 1.6); tensor
 # parallelism, sharded data parallelism, fp16/bf16 and ``ddp`` do not exist in TensorFlow.
+# ``load_partition``, ``partition_file`` and ``fork`` are internal (the container tests pass
+# ``"fork": False`` to a TensorFlow ``smp.init``).
 TF_KNOWN_KEYS: frozenset[str] = frozenset(
     {
         "partitions", "microbatches", "pipeline", "optimize", "placement_strategy", "auto_partition",
-        "default_partition", "contiguous", "horovod", "xla", "load_partition", "partition_file",
+        "default_partition", "contiguous", "horovod", "xla", "load_partition", "partition_file", "fork",
     }
 )
 

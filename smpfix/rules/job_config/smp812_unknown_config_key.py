@@ -132,6 +132,8 @@ def _unknown_sdk_keys(
 
 def _advice_text(key: str, advice: KeyAdvice, container: Located) -> str:
     if advice.suggestion is not None and container.get(advice.suggestion) is not None:
+        if advice.explanation is not None:
+            return f"{advice.sentence(key)} `{advice.suggestion}` is set as well, so remove this one."
         return f"Did you mean `{advice.suggestion}`? It is set as well, so remove one of the two."
     return advice.sentence(key)
 
