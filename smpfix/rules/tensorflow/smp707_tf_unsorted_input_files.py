@@ -18,10 +18,13 @@ from smpfix.base.calls import argument, has_star_kwargs
 from smpfix.base.edits import InsertAfter, InsertBefore, NodeEdit
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
+from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import Feature, FeatureState, Tri
 from smpfix.program.argument_edits import append_arguments, block_indentation
 from smpfix.program.codegen import smp_reference
 from smpfix.program.data_ranks import DataJob, spelled
+from smpfix.program.facts import Scope
+from smpfix.program.wrapped_model import reaching_assignments
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
 # Listings in file-system order; the ones whose items ``sorted`` can order get the fix.
@@ -60,33 +63,52 @@ class TfUnsortedInputFiles(Rule):
         if qualified in _LIST_FILES:
             self._check_list_files(node)
         elif qualified in _FILE_DATASETS and node.args and not node.args[0].keyword and not node.args[0].star:
-            listing = self._listing(node.args[0].value, 0)
+            function = self.ancestry.nearest(cst.FunctionDef)
+            scope: Scope = function if isinstance(function, cst.FunctionDef) else self.context.module
+            listing = self._listing(node.args[0].value, scope, node, 0)
             if listing is not None and id(listing) not in self.reported:
                 self.reported.add(id(listing))
                 self._flag_listing(listing, node)
 
     # -- following the file names ----------------------------------------------------------------
-    def _listing(self, expr: cst.BaseExpression, depth: int) -> Optional[cst.Call]:
-        """The unsorted directory listing ``expr`` carries, if any (None once it is sorted)."""
+    def _listing(self, expr: cst.BaseExpression, scope: Scope, before: Optional[cst.Call], depth: int) -> Optional[cst.Call]:
+        """The unsorted directory listing ``expr`` carries, if any (None once it is sorted).
+
+        Followed through names (the assignments that reach ``before`` in ``scope``), list
+        comprehensions, ``list(...)``, ``+``, and local functions returning a listing.
+        """
         if depth > _MAX_DEPTH:
             return None
         if isinstance(expr, cst.Call):
-            if isinstance(expr.func, cst.Name) and expr.func.value == "sorted":
+            func = expr.func
+            if isinstance(func, cst.Name) and func.value == "sorted":
                 return None
             if self._is_listing(expr):
                 return expr
-            if isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") and expr.args:
-                return self._listing(expr.args[0].value, depth + 1)
+            if isinstance(func, cst.Name) and func.value in ("list", "tuple") and expr.args:
+                return self._listing(expr.args[0].value, scope, before, depth + 1)
+            if isinstance(func, cst.Name) and func.value in self.facts.functions and func.value not in self.facts.classes:
+                return self._returned_listing(self.facts.functions[func.value], depth + 1)
             return None
         if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
-            return self._listing(expr.for_in.iter, depth + 1)
+            return self._listing(expr.for_in.iter, scope, before, depth + 1)
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
-            return self._listing(expr.left, depth + 1) or self._listing(expr.right, depth + 1)
-        if isinstance(expr, cst.Name):
-            assignment = self.facts.single_assignment(expr.value)
-            if assignment is None or self._sorted_in_place(expr.value):
-                return None
-            return self._listing(assignment.value, depth + 1)
+            return self._listing(expr.left, scope, before, depth + 1) or self._listing(expr.right, scope, before, depth + 1)
+        if isinstance(expr, cst.Name) and not self._sorted_in_place(expr.value):
+            for assignment in reaching_assignments(self.facts, expr.value, scope, before):
+                value_before = assignment.value if isinstance(assignment.value, cst.Call) else None
+                found = self._listing(assignment.value, scope, value_before, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def _returned_listing(self, function: cst.FunctionDef, depth: int) -> Optional[cst.Call]:
+        """The listing a local function returns (``return glob.glob(...)``)."""
+        for node in iter_nodes(function.body):
+            if isinstance(node, cst.Return) and node.value is not None:
+                found = self._listing(node.value, function, None, depth)
+                if found is not None:
+                    return found
         return None
 
     def _is_listing(self, call: cst.Call) -> bool:
