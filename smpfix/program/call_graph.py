@@ -10,13 +10,15 @@ through variables and functions of other modules are not followed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Optional
 
 import libcst as cst
 
 from smpfix.base.walker import iter_nodes
 from smpfix.program.facts import FileFacts
+from smpfix.program.steps import step_functions
 
 
 @dataclass(frozen=True)
@@ -59,3 +61,18 @@ def local_calls(facts: FileFacts) -> LocalCalls:
 
 def _called_names(function: cst.FunctionDef) -> set[str]:
     return {node.func.value for node in iter_nodes(function.body) if isinstance(node, cst.Call) and isinstance(node.func, cst.Name)}
+
+
+def run_inside_steps(facts: FileFacts) -> frozenset[str]:
+    """The step functions' bodies (by ``def`` name) and every local function they call: all
+    of it runs once per microbatch, inside the partitioned graph."""
+    bodies = {step.function.name.value for step in step_functions(facts) if step.function is not None}
+    return local_calls(facts).reached_from(bodies)
+
+
+def innermost_function(stack: Sequence[cst.CSTNode], names: frozenset[str]) -> Optional[str]:
+    """The name of the innermost ``def`` on ``stack`` (an ancestry) that is one of ``names``."""
+    for node in reversed(stack):
+        if isinstance(node, cst.FunctionDef) and node.name.value in names:
+            return node.name.value
+    return None

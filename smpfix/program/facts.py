@@ -136,23 +136,27 @@ class FileFacts:
 
     @property
     def flavours(self) -> frozenset[Flavour]:
-        """The flavours of the library this file imports (usually one; none for other files)."""
+        """The flavours of the library this file imports (usually one; none for other files).
+
+        A file that imports only the undocumented TensorFlow 1 API (``.tensorflow.v1``) has
+        none the rules know: its step and model are other objects.
+        """
         found = set()
         if self.imports_smp_torch:
             found.add(Flavour.PYTORCH)
-        if self.imports_smp_tf:
+        if self.imports_smp_tf and not self.tensorflow_v1_only:
             found.add(Flavour.TENSORFLOW)
         return frozenset(found)
 
     @property
     def is_tensorflow(self) -> bool:
         """A TensorFlow script: it imports the TensorFlow flavour and not the PyTorch one."""
-        return self.flavours == {Flavour.TENSORFLOW}
+        return self.imports_smp_tf and not self.imports_smp_torch
 
     @property
     def tensorflow_v1_only(self) -> bool:
         """Only the undocumented TensorFlow 1 API (``.tensorflow.v1``): no ``DistributedModel``
-        class, another step; rules about the TensorFlow 2 API skip such files."""
+        class, another step."""
         values = [v for v in self.imports.bindings.values() if v == SMP_TF or v.startswith(SMP_TF + ".")]
         return bool(values) and all(v == SMP_TF_V1 or v.startswith(SMP_TF_V1 + ".") for v in values)
 

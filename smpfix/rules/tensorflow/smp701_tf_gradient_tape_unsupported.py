@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
-from smpfix.program.call_graph import local_calls
-from smpfix.program.facts import FileFacts
-from smpfix.program.steps import step_functions
+from smpfix.program.call_graph import innermost_function, run_inside_steps
 from smpfix.program.tf_training import is_gradient_tape
 from smpfix.rules.rule import Rule, RuleContext
 
@@ -21,21 +17,15 @@ class TfGradientTapeUnsupported(Rule):
     summary = "`tf.GradientTape` is not supported by the library; compute gradients with `optimizer.get_gradients(loss, model.trainable_variables)` inside `@smp.step`."
     flavours = ONLY_TENSORFLOW
 
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and not facts.tensorflow_v1_only
-
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
-        bodies = {step.function.name.value for step in step_functions(self.facts) if step.function is not None}
-        # The step bodies and every local function they call run inside the step.
-        self.in_step = local_calls(self.facts).reached_from(bodies)
+        self.in_step = run_inside_steps(self.facts)
 
     def visit_Call(self, node: cst.Call) -> None:
         if not is_gradient_tape(self.facts, node.func):
             return
         spelled = self.context.code_for(node.func)
-        step = self._enclosing_step_function()
+        step = innermost_function(self.ancestry.stack, self.in_step)
         if step is not None:
             message = (
                 f"`{spelled}()` records gradients inside the step function `{step}`: the library does not support "
@@ -53,9 +43,3 @@ class TfGradientTapeUnsupported(Rule):
             "inside an `@smp.step` function."
         )
         self.report(node, message, severity=Severity.WARNING)
-
-    def _enclosing_step_function(self) -> Optional[str]:
-        for node in reversed(self.ancestry.stack):
-            if isinstance(node, cst.FunctionDef) and node.name.value in self.in_step:
-                return node.name.value
-        return None

@@ -21,9 +21,8 @@ from smpfix.base.calls import bound_names
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
 from smpfix.base.walker import iter_nodes
-from smpfix.program.call_graph import local_calls
+from smpfix.program.call_graph import innermost_function, run_inside_steps
 from smpfix.program.facts import FileFacts
-from smpfix.program.steps import step_functions
 from smpfix.program.tf_models import imported_model_class, with_imported_models
 from smpfix.program.tf_training import KERAS_MODELS, constructed_by, keras_model_base
 from smpfix.rules.rule import Rule, RuleContext
@@ -40,10 +39,6 @@ class TfModelNotDistributedModelSubclass(Rule):
     summary = "Define the TensorFlow model by subclassing `smp.DistributedModel`, build its layers in `__init__`, and call it only inside `@smp.step`."
     flavours = ONLY_TENSORFLOW
 
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and not facts.tensorflow_v1_only
-
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
         self.models = with_imported_models(self.facts, context.modules)
@@ -52,8 +47,7 @@ class TfModelNotDistributedModelSubclass(Rule):
             wrap.target for wrap in self.models.distributed_models
             if wrap.target and self.facts.smp_member(wrap.call.func) != "DistributedModel"
         )
-        bodies = {step.function.name.value for step in step_functions(self.facts) if step.function is not None}
-        self.in_step = local_calls(self.facts).reached_from(bodies)
+        self.in_step = run_inside_steps(self.facts)
         self.reported: set[int] = set()
 
     # -- (b) the distributed model outside a step --------------------------------------------------
@@ -69,8 +63,7 @@ class TfModelNotDistributedModelSubclass(Rule):
                 self._fit_before_1_4(node, func.value.value)
 
     def _outside_step(self, call: cst.Call, model: str, method: str) -> None:
-        functions = [node for node in self.ancestry.stack if isinstance(node, cst.FunctionDef)]
-        if any(function.name.value in self.in_step for function in functions):
+        if innermost_function(self.ancestry.stack, self.in_step) is not None:
             return
         if self.ancestry.nearest(cst.ClassDef) is not None and self._in_model_class():
             return
@@ -183,11 +176,16 @@ class TfModelNotDistributedModelSubclass(Rule):
             elif self._module_layer(value.value):
                 self._flag_shared_layer(value, cls, target)
 
-    def _module_layer(self, name: str) -> bool:
+    def _module_value(self, name: str) -> Optional[cst.BaseExpression]:
+        """What a module-level name is bound to, when the file binds it exactly once."""
         assignment = self.facts.single_assignment(name)
         if assignment is None or assignment.where is None or not isinstance(assignment.where.scope, cst.Module):
-            return False
-        return _is_layer(self.facts, assignment.value)
+            return None
+        return assignment.value
+
+    def _module_layer(self, name: str) -> bool:
+        value = self._module_value(name)
+        return value is not None and _is_layer(self.facts, value)
 
     def _layer_arguments(self, cls: cst.ClassDef, init: cst.FunctionDef, parameter: str) -> Iterator[cst.BaseExpression]:
         """Layer constructions passed for ``parameter`` where the class is instantiated in this file."""
@@ -224,10 +222,7 @@ class TfModelNotDistributedModelSubclass(Rule):
                 self.report(inner, message, severity=Severity.ERROR)
 
     def _module_variable(self, name: str) -> bool:
-        assignment = self.facts.single_assignment(name)
-        if assignment is None or assignment.where is None or not isinstance(assignment.where.scope, cst.Module):
-            return False
-        value = assignment.value
+        value = self._module_value(name)
         return isinstance(value, cst.Call) and self.facts.qualified_name(value.func) in _VARIABLES
 
 

@@ -19,7 +19,7 @@ import libcst as cst
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
-from smpfix.program.call_graph import local_calls
+from smpfix.program.call_graph import innermost_function, run_inside_steps
 from smpfix.program.facts import FileFacts
 from smpfix.program.steps import returns_container, step_functions
 from smpfix.program.tf_training import horovod_member, is_keras_metric
@@ -48,14 +48,13 @@ class TfStepOutputAndApplyGradients(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and not facts.tensorflow_v1_only and bool(facts.step_functions)
+        return super().applies_to(facts) and bool(facts.step_functions)
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
         steps = step_functions(self.facts)
         self.single = {step.name for step in steps if step.function is not None and not returns_container(step.function)}
-        bodies = {step.function.name.value for step in steps if step.function is not None}
-        self.in_step = local_calls(self.facts).reached_from(bodies)
+        self.in_step = run_inside_steps(self.facts)
         self.scopes: list[dict[str, _Output]] = [{}]
         self.reported: set[int] = set()
 
@@ -95,7 +94,7 @@ class TfStepOutputAndApplyGradients(Rule):
         func = node.func
         method = func.attr.value if isinstance(func, cst.Attribute) else None
         hvd = horovod_member(self.facts, func)
-        step = self._enclosing_step()
+        step = innermost_function(self.ancestry.stack, self.in_step)
         if step is not None and hvd == "allreduce":
             self._flag_inside_step(node, step, "hvd.allreduce")
             return
@@ -130,12 +129,6 @@ class TfStepOutputAndApplyGradients(Rule):
         qualified = self.facts.qualified_name(call.func) or ""
         if qualified.startswith("tensorflow.") and qualified not in _HARMLESS_TF:
             return f"`{self.context.code_for(call.func)}`"
-        return None
-
-    def _enclosing_step(self) -> Optional[str]:
-        for node in reversed(self.ancestry.stack):
-            if isinstance(node, cst.FunctionDef) and node.name.value in self.in_step:
-                return node.name.value
         return None
 
     # -- apply_gradients ---------------------------------------------------------------------------

@@ -40,10 +40,6 @@ class TfXlaFlagOnStep(Rule):
     fix_availability = FixAvailability.UNSAFE
     default_severity = Severity.WARNING
 
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and not facts.tensorflow_v1_only
-
     def leave_Module(self, node: cst.Module) -> None:
         for options in self._step_options():
             keyword = _xla_keyword(options, self.facts)

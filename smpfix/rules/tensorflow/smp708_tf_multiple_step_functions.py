@@ -37,7 +37,7 @@ class TfMultipleStepFunctions(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and not facts.tensorflow_v1_only and len(facts.step_functions) > 1
+        return super().applies_to(facts) and len(facts.step_functions) > 1
 
     def leave_Module(self, node: cst.Module) -> None:
         calls = local_calls(self.facts)
