@@ -22,7 +22,7 @@ from smpfix.base.flavour import ONLY_TENSORFLOW
 from smpfix.program.call_graph import innermost_function, run_inside_steps
 from smpfix.program.facts import FileFacts
 from smpfix.program.steps import returns_container, step_functions
-from smpfix.program.tf_training import horovod_member, is_keras_metric
+from smpfix.program.tf_training import STEP_OUTPUT_METHODS, horovod_member, is_keras_metric
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
 _UPDATES = frozenset({"apply_gradients", "minimize"})
@@ -111,6 +111,12 @@ class TfStepOutputAndApplyGradients(Rule):
             output = self._output(arg.value)
             if output is not None:
                 self._flag_raw(arg.value, output, what)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        """``loss.numpy()``, ``logits.shape``: a tensor's attribute on what is not a tensor."""
+        output = self._output(node.value)
+        if output is not None and node.attr.value not in STEP_OUTPUT_METHODS:
+            self._flag_raw(node.value, output, f"`.{node.attr.value}`")
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         for side in (node.left, node.right):
