@@ -149,6 +149,12 @@ def test_a_tensorflow_smp_init_dict_is_checked_against_tensorflow_keys() -> None
     assert "Did you mean `xla`?" in by_key["xla_jit"].message
 
 
+def test_tensorflow_values_are_typed_and_pytorch_keys_left_to_smp812() -> None:
+    text = 'import smdistributed.modelparallel.tensorflow as smp\nsmp.init({"xla": 1, "partitions": "2", "fp16": 1})\n'
+    findings = check_source(text, "train.py", select=["SMP813"])
+    assert sorted(f.message.split("`")[1] for f in findings) == ["partitions", "xla"]
+
+
 def test_a_pytorch_smp_init_dict_rejects_the_tensorflow_key() -> None:
     text = 'import smdistributed.modelparallel.torch as smp\nsmp.init({"partitions": 2, "xla": False})\n'
     (finding,) = check_source(text, "train.py", select=["SMP812"])
