@@ -233,7 +233,7 @@ def _views(rule: Rule) -> list[ConfigView]:
             views.append(ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra, version, flavour))
     script_flavour = Flavour.TENSORFLOW if facts.is_tensorflow else Flavour.PYTORCH
     for call in facts.smp_init_calls:
-        argument = evaluate_argument(module, facts.imports, call)
+        argument = evaluate_argument(module, facts.imports, call, rule.context.path)
         if argument is not None and isinstance(argument.value, dict):
             views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call, flavour=script_flavour))
     return views
