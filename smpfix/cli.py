@@ -350,7 +350,8 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
             continue
         click.echo(f"{result.path}: job facts", err=err)
         version = result.job.get("smp_version")
-        click.echo(f"  library      SMP {version['value']} ({version['source']})" if version else "  library      SMP version unknown", err=err)
+        flavour = "TensorFlow " if result.job.get("flavour") == "tensorflow" else ""
+        click.echo(f"  library      {flavour}SMP {version['value']} ({version['source']})" if version else f"  library      {flavour}SMP version unknown", err=err)
         if result.job.get("smp_v2"):
             click.echo(f"  library      SMP v2: {result.job['smp_v2']}; no SMP v1 rule applies", err=err)
         init_dict = result.job.get("init_dict")
@@ -419,7 +420,8 @@ def plan(paths: tuple[str, ...], fmt: str, job_settings: tuple[str, ...], config
 @main.command()
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def rules(fmt: str) -> None:
-    """List every rule: code, name, fix availability and safety, SMP versions, job settings it depends on."""
+    """List every rule: code, name, fix availability and safety, SMP versions, the library flavours whose
+    scripts it checks, job settings it depends on."""
     from smpfix.rules.registry import rule_table
 
     table = rule_table()
@@ -428,10 +430,11 @@ def rules(fmt: str) -> None:
         return
     width = max(len(row["name"]) for row in table) if table else 10
     versions = max([len("versions"), *(len(row["versions"]) for row in table)])
-    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<{versions}} depends on")
+    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<{versions}} {'scripts':<19} depends on")
     for row in table:
         depends = ", ".join(row["depends_on"]) or "-"
-        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<{versions}} {depends}")
+        scripts = ", ".join(row["flavours"])
+        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<{versions}} {scripts:<19} {depends}")
 
 
 @main.command()

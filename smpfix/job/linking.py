@@ -20,8 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from smpfix.base.flavour import Flavour
 from smpfix.job.config_keys import misspelled
-from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob, Role, normalize_key
+from smpfix.job.jobfacts import DeclaredJob, Role, known_keys, normalize_key
 from smpfix.job.project_root import project_root
 
 _LAUNCHER_MARKERS = (b"distribution", b"Estimator", b"PyTorch(", b"HuggingFace(", b"TensorFlow(")
@@ -50,7 +51,12 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
     from smpfix.base.literals import (
         UNKNOWN,  # imports LibCST, which the CLI must not do at start-up
     )
+    from smpfix.job.framework_versions import launcher_flavour, pytorch_version, tensorflow_version
+    from smpfix.job.launch_environment import sets_manual_init
+    from smpfix.job.smp_v2 import launcher_v2
 
+    flavour = launcher_flavour(launcher)
+    known = known_keys(flavour)
     settings: dict[str, Any] = {}
     unknown: set[str] = set()
     parameters = launcher.parameters
@@ -60,10 +66,10 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
         complete = enabled is not None and enabled.plain() is True
         # A misspelled key (SMP812) leaves the setting it meant unknown, not at its default.
         written = {normalize_key(key) for key in parameters.value if isinstance(key, str)}
-        unknown.update(misspelled(written) - written)
+        unknown.update(misspelled(written, known) - written)
         for key, located in parameters.value.items():
             value = located.plain()
-            if key not in KNOWN_KEYS:
+            if key not in known:
                 continue
             if value is UNKNOWN or isinstance(value, (dict, list)):
                 unknown.add(key)
@@ -80,17 +86,10 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
             unknown.add(key)
         else:
             settings[key] = value
-    from smpfix.job.framework_versions import pytorch_version, tensorflow_version
-    from smpfix.job.launch_environment import sets_manual_init
-    from smpfix.job.smp_v2 import launcher_v2
-
-    version = pytorch_version(launcher)
+    settings["framework"] = flavour.value
+    version = tensorflow_version(launcher) if flavour is Flavour.TENSORFLOW else pytorch_version(launcher)
     if version is not None:
         settings["framework_version"] = version.text
-    else:
-        version = tensorflow_version(launcher)
-        if version is not None:
-            settings["framework"], settings["framework_version"] = "tensorflow", version.text
     return DeclaredJob(
         source, settings, complete=complete, unknown=frozenset(unknown), role=Role.LAUNCHER,
         manual_init=sets_manual_init(launcher), smp_v2=launcher_v2(launcher, source),

@@ -18,11 +18,12 @@ import libcst as cst
 
 from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import BOTH, Flavour
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.config_keys import OLDEST_PUBLISHED_SCHEMA, misspelled
-from smpfix.job.framework_versions import launcher_smp_version
+from smpfix.job.framework_versions import launcher_flavour, launcher_smp_version
 from smpfix.job.instances import InstanceType, lookup
-from smpfix.job.jobfacts import LIBRARY_DEFAULTS, InitDict, normalize_key
+from smpfix.job.jobfacts import TF_FIXED, InitDict, known_keys, library_defaults, normalize_key
 from smpfix.job.launcher import Launcher, Located, evaluate_argument, find_launchers
 from smpfix.job.smp_v2 import launcher_v2
 from smpfix.job.versions import SmpVersion, Version, condition
@@ -51,6 +52,22 @@ class ConfigView:
     # The library version this configuration runs with: the one the user declared (--job,
     # pyproject.toml) or, for a launcher, its container's; for an smp.init dict, the job's.
     smp_version: Optional[SmpVersion] = None
+    # Which flavour's schema and defaults the configuration is judged against: a TensorFlow
+    # launcher's, a TensorFlow script's ``smp.init`` dict, or a job table saying
+    # ``framework = "tensorflow"``.
+    flavour: Flavour = Flavour.PYTORCH
+
+    @property
+    def tensorflow(self) -> bool:
+        return self.flavour is Flavour.TENSORFLOW
+
+    @property
+    def known_keys(self) -> frozenset[str]:
+        return known_keys(self.flavour)
+
+    def spelled(self, key: str) -> str:
+        """How this flavour writes a setting: TensorFlow knows the pipeline degree only as ``partitions``."""
+        return "partitions" if key == "pipeline_parallel_degree" and self.tensorflow else key
 
     def version_condition(self, since: Optional[Version] = None, until: Optional[Version] = None) -> str:
         """Words for a message about this configuration's library version (``versions.condition``)."""
@@ -74,6 +91,8 @@ class ConfigView:
         """The key's value; the library default when left out of a complete configuration;
         UNKNOWN when smpfix cannot know it, or when an unknown key probably misspells it
         (SMP812 reports that; reasoning from the default would report the typo again)."""
+        if self.tensorflow and key in TF_FIXED:
+            return TF_FIXED[key]
         found = self.located(key)
         if found is not None:
             return found.plain()
@@ -81,12 +100,12 @@ class ConfigView:
             return UNKNOWN
         if normalize_key(key) in self._misspelled:
             return UNKNOWN
-        return LIBRARY_DEFAULTS.get(key, None) if self.complete else UNKNOWN
+        return library_defaults(self.flavour).get(key, None) if self.complete else UNKNOWN
 
     @cached_property
     def _misspelled(self) -> frozenset[str]:
         assert self.parameters is not None
-        return misspelled(key for key in self.parameters.value if isinstance(key, str))
+        return misspelled((key for key in self.parameters.value if isinstance(key, str)), self.known_keys)
 
     def int_value(self, key: str) -> Optional[int]:
         """An int setting's value, or None when unknown or not an int (a type rule reports that)."""
@@ -138,11 +157,20 @@ class ConfigRule(Rule):
     configurations in a file. ``check`` sees only the view, so the same code checks the
     ``[tool.smpfix.job]`` table (``smpfix.engine.job_table``). A rule that needs the launcher itself
     (the ``mpi`` dict, ``modelparallel.enabled``) returns early when ``view.launcher`` is None.
+    ``flavours`` names the configurations a rule checks (``judges``); a rule about settings
+    only the PyTorch library has declares PyTorch alone.
     """
+
+    flavours = BOTH
 
     @classmethod
     def applies_to(cls, facts: Any) -> bool:
         return bool(facts.estimator_calls) or facts.init_config_call is not None
+
+    @classmethod
+    def judges(cls, view: ConfigView) -> bool:
+        """Whether the rule checks this configuration (one of its flavours)."""
+        return view.flavour in cls.flavours
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
@@ -163,6 +191,8 @@ class ConfigRule(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         reported: set[tuple[int, str]] = set()
         for view in config_views(self):
+            if not self.judges(view):
+                continue
             for problem in self.problems(view):
                 anchor = (problem.at.anchor if problem.at is not None else None) or view.anchor
                 # Two estimators sharing one options dict would otherwise report its entry twice.
@@ -234,16 +264,19 @@ def _views(rule: Rule) -> list[ConfigView]:
             }
             # A version the user declared (--job, pyproject.toml) wins over the launcher's container.
             version = rule.job.smp_version or launcher_smp_version(launcher, "the launcher")
-            view = ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra, version)
+            flavour = launcher_flavour(launcher)
+            view = ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra, version, flavour)
             if not _starts_smp_v2(rule, view):
                 views.append(view)
     if rule.job.init_dict is InitDict.IGNORED:
         # The library never reads the dict (it initialised itself on import): nothing to check.
         return views
+    script_flavour = Flavour.TENSORFLOW if facts.is_tensorflow else Flavour.PYTORCH
     for call in facts.smp_init_calls:
         argument = evaluate_argument(module, facts.imports, call, rule.context.path)
         if argument is not None and isinstance(argument.value, dict):
-            views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call, smp_version=rule.job.smp_version))
+            views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call,
+                                    smp_version=rule.job.smp_version, flavour=script_flavour))
     return views
 
 

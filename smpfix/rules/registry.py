@@ -134,6 +134,7 @@ def rule_table() -> list[dict[str, Any]]:
             "until": None if rule.until is None else text(rule.until),
             "versions": _versions(rule),
             "finding_versions": {what: describe_range(*bounds) for what, bounds in rule.finding_ranges.items()},
+            "flavours": sorted(flavour.value for flavour in rule.flavours),
         }
         for rule in all_rules()
     ]

@@ -17,6 +17,7 @@ import libcst as cst
 
 from smpfix.base.edits import NodeEdit
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import ONLY_PYTORCH, Flavour
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, JobFacts, Tri
 from smpfix.job.versions import SmpVersion, Version, condition
@@ -93,6 +94,10 @@ class Rule:
     # Narrower ranges of some of the rule's findings (what the finding is about -> since, until),
     # as ``smpfix rules`` and the page list them; each is passed to ``report`` with its finding.
     finding_ranges: ClassVar[Mapping[str, tuple[Optional[Version], Optional[Version]]]] = {}
+    # The library flavours whose scripts the rule knows: a PyTorch rule never runs on a
+    # TensorFlow script and the other way round (``FileFacts.flavours``). Configuration rules
+    # apply this to each configuration's flavour instead (``ConfigView.flavour``).
+    flavours: ClassVar[frozenset[Flavour]] = ONLY_PYTORCH
 
     def __init__(self, context: RuleContext) -> None:
         self.context = context
@@ -102,10 +107,11 @@ class Rule:
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        """Whether the rule runs on this file at all (default: files that import SMP v1)."""
+        """Whether the rule runs on this file at all (default: files that import a flavour of
+        SMP v1 the rule knows)."""
         if cls.satisfied_by_hf_trainer and facts.uses_hf_trainer:
             return False
-        return facts.imports_smp
+        return bool(facts.flavours & cls.flavours)
 
     def report(
         self,

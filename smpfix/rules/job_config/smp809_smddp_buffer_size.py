@@ -9,6 +9,7 @@ import libcst as cst
 
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.base.literals import UNKNOWN
 from smpfix.base.walker import iter_nodes
 from smpfix.job.launch_environment import (
@@ -32,6 +33,7 @@ SMDDP_SINCE = (1, 13)
 class SmddpBufferSize(ConfigRule):
     code = "SMP809"
     name = "smddp-buffer-size"
+    flavours = ONLY_PYTORCH
     summary = (
         "`SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES` / `SMDDP_AG_SORT_BUFFER_SIZE_BYTES` must be multiples of 8192, matter only "
         "where SMDDP collectives run, and `-x` flags added to `custom_mpi_options` need a separating space."

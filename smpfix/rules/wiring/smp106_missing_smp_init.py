@@ -8,6 +8,7 @@ import libcst as cst
 
 from smpfix.base.edits import InsertStatementAfter, NodeEdit
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import BOTH
 from smpfix.base.imports import SMP_TF, SMP_TORCH, dotted_name
 from smpfix.base.literals import literal_value
 from smpfix.job.jobfacts import Tri
@@ -46,6 +47,7 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
 class MissingSmpInit(Rule):
     code = "SMP106"
     name = "missing-smp-init"
+    flavours = BOTH
     summary = "A training script that uses the library must call `smp.init()` before anything else; add it after the import."
     fix_availability = FixAvailability.SAFE
     default_severity = Severity.WARNING
@@ -143,14 +145,18 @@ class MissingSmpInit(Rule):
             return
         anchor = self._top_level_imports[-1] if self._top_level_imports else None
         target: cst.CSTNode = anchor[1] if anchor is not None else self._first_import
-        # Import-time initialisation exists in 1.12.1 and not in 1.7 (library source): a job
-        # known to run 1.7 or older never initialises by itself.
-        no_auto_init = self.job.version_applies(None, LAST_WITHOUT_AUTO_INIT) is Tri.ON
-        severity = Severity.ERROR if self._manual_init or no_auto_init else Severity.WARNING
-        flavour = SMP_TORCH if self.facts.imports.imports_module(SMP_TORCH) else SMP_TF
+        tensorflow = self.facts.is_tensorflow
+        # The TensorFlow flavour never initialises itself on import (its `init()` is never called for you);
+        # import-time initialisation of the PyTorch flavour exists in 1.12.1 and not in 1.7 (library
+        # source): a job known to run 1.7 or older never initialises by itself.
+        no_auto_init = not tensorflow and self.job.version_applies(None, LAST_WITHOUT_AUTO_INIT) is Tri.ON
+        severity = Severity.ERROR if self._manual_init or tensorflow or no_auto_init else Severity.WARNING
+        flavour = SMP_TF if tensorflow else SMP_TORCH
         reference = smp_reference(self.facts, node, "init", flavour)
         spelled = reference.text if reference is not None else "smp.init"
-        if self._manual_init:
+        if tensorflow:
+            why = "the TensorFlow flavour of the library never initialises itself on import, so it has no configuration"
+        elif self._manual_init:
             why = "this script sets SMP_MANUAL_INIT=1, so the library does not initialise itself on import"
         elif no_auto_init:
             why = (
