@@ -23,6 +23,9 @@ from smpfix.job.jobfacts import KNOWN_KEYS, TF_KNOWN_KEYS, normalize_key
 # ``config.yaml``, which ``KNOWN_KEYS`` and the value types follow). Older releases' schemas are
 # not: a key or type the 1.12 schema refuses may have been accepted there.
 OLDEST_PUBLISHED_SCHEMA = (1, 12)
+# Explained keys that an older release may still have accepted: documented, but refused by 1.12.
+# Every other explained key is known to be no key of that flavour in any release.
+DOCUMENTED_BEFORE_1_12 = frozenset({"deterministic_server"})
 
 # The keys the SageMaker SDK reads from ``distribution["mpi"]`` (estimator
 # ``_distribution_configuration``); anything else is dropped without a word.

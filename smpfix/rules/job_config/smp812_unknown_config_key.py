@@ -21,6 +21,7 @@ from typing import Optional
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.config_entries import renamed_key
 from smpfix.job.config_keys import (
+    DOCUMENTED_BEFORE_1_12,
     MODELPARALLEL_KEYS,
     MPI_KEYS,
     SMDISTRIBUTED_KEYS,
@@ -82,7 +83,10 @@ def _unknown_parameter(view: ConfigView, parameters: Located, key: str, located:
         if view.kind == "smp.init"
         else "The library checks every key"
     )
-    old = view.smp_version if view.schema_unpublished else None
+    # An older release may have known a key smpfix knows nothing about (or a documented one the
+    # 1.12 schema refuses); a key explained as no key of the flavour is refused in every release.
+    maybe_known = advice.explanation is None or key in DOCUMENTED_BEFORE_1_12
+    old = view.smp_version if view.schema_unpublished and maybe_known else None
     if view.tensorflow:
         # No schema of the TensorFlow releases (1.0-1.4.0) is published: say what is known.
         message = (
