@@ -97,6 +97,8 @@ class FileFacts:
     uses_hf_trainer: bool
     local_optimizer_classes: frozenset[str] = field(default=frozenset())
     call_order: Mapping[cst.Call, int] = field(default_factory=dict)
+    # The statement holding each call (None for calls outside any statement, e.g. decorators).
+    call_statements: Mapping[cst.Call, Optional[StatementRef]] = field(default_factory=dict)
     # SageMaker estimator constructions (this file is a launcher when there are any).
     estimator_calls: tuple[cst.Call, ...] = ()
 
@@ -168,6 +170,11 @@ class FileFacts:
 
     def statement_of(self, node: cst.CSTNode) -> Optional[StatementRef]:
         return self.statements.get(node)
+
+    def scope_of_call(self, call: cst.Call) -> Optional[Scope]:
+        """The function whose body runs ``call`` (the module at top level)."""
+        where = self.call_statements.get(call)
+        return where.scope if where is not None else None
 
     def runs_before(self, first: cst.Call, second: cst.Call) -> bool:
         """Source order of two calls, which is execution order within one function body."""
@@ -408,6 +415,7 @@ def collect(module: cst.Module) -> FileFacts:
         uses_hf_trainer=_uses_hf_trainer(imports, collector),
         local_optimizer_classes=local_optimizers,
         call_order={call: index for index, (call, _) in enumerate(collector.calls)},
+        call_statements=dict(collector.calls),
         estimator_calls=tuple(call for call, _ in collector.calls if (imports.qualified_name(call.func) or "") in ESTIMATORS),
     )
     for call in init_calls:

@@ -12,6 +12,7 @@ from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.parents import ParentIndex
 from smpfix.job.jobfacts import Feature, FeatureState, JobFacts, Tri
+from smpfix.program.call_arguments import CallArguments, Passed, call_arguments
 from smpfix.program.dataloaders import (
     DATALOADER_POSITIONS,
     bound_value,
@@ -53,8 +54,11 @@ class _Batching:
 
     call: cst.Call
     keyword: str
-    explicit_false: Optional[cst.Arg]
+    # ``drop_last=False`` in the call, or in a ``**`` dict it unpacks.
+    explicit_false: Optional[Passed]
     tensorflow: bool
+    # The call unpacks a literal dict (``**kwargs``), which smpfix read.
+    unpacks: bool = False
 
 
 class LastBatchNotDropped(Rule):
@@ -83,33 +87,36 @@ class LastBatchNotDropped(Rule):
 
     # -- candidates -------------------------------------------------------------------------
     def _candidate(self, call: cst.Call) -> Optional[_Batching]:
-        if any(arg.star for arg in call.args):
-            return None  # `**kwargs` or `*args` may set the keyword
+        arguments = call_arguments(call, self.facts)
+        if arguments is None:
+            return None  # `*args`, or a `**` dict smpfix cannot read, may set the keyword
         if is_dataloader(call, self.facts):
-            return self._torch_candidate(call)
+            return self._torch_candidate(arguments)
         func = call.func
+        if arguments.unpacked or any(arg.star for arg in call.args):
+            return None
         if isinstance(func, cst.Attribute) and func.attr.value in _TF_DROP_REMAINDER:
             if self._is_dataset(func.value, set()) and not self._repeats_forever(func.value, call, set()):
-                return self._missing(call, "drop_remainder", _TF_DROP_REMAINDER[func.attr.value], tensorflow=True)
+                return self._missing(arguments, "drop_remainder", _TF_DROP_REMAINDER[func.attr.value], tensorflow=True)
         return None
 
-    def _torch_candidate(self, call: cst.Call) -> Optional[_Batching]:
-        batch_sampler = argument(call, "batch_sampler", DATALOADER_POSITIONS["batch_sampler"])
-        if batch_sampler is not None and self.facts.literal(batch_sampler.value) is not None:
+    def _torch_candidate(self, arguments: CallArguments) -> Optional[_Batching]:
+        batch_sampler = arguments.passed("batch_sampler", DATALOADER_POSITIONS["batch_sampler"])
+        if any(self.facts.literal(value) is not None for value in batch_sampler.values):
             return None  # drop_last is the batch sampler's own setting
-        batch_size = argument(call, "batch_size", 1)
-        if batch_size is not None and self.facts.literal(batch_size.value) is None:
+        batch_size = arguments.passed("batch_size", 1)
+        if any(self.facts.literal(value) is None for value in batch_size.values):
             return None  # batch_size=None: the loader yields single samples, never a partial batch
-        return self._missing(call, "drop_last", _TORCH_DROP_LAST, tensorflow=False)
+        return self._missing(arguments, "drop_last", _TORCH_DROP_LAST, tensorflow=False)
 
-    def _missing(self, call: cst.Call, keyword: str, position: int, *, tensorflow: bool) -> Optional[_Batching]:
+    def _missing(self, arguments: CallArguments, keyword: str, position: int, *, tensorflow: bool) -> Optional[_Batching]:
         """The call, when the keyword is absent or literally False; None when set or unknowable."""
-        found = argument(call, keyword, position)
-        if found is None:
-            return _Batching(call, keyword, None, tensorflow)
-        value = self.facts.literal(found.value)
-        if value is False:
-            return _Batching(call, keyword, found, tensorflow)
+        passed = arguments.passed(keyword, position)
+        if passed.absent:
+            return _Batching(arguments.call, keyword, None, tensorflow, bool(arguments.unpacked))
+        value = passed.certain
+        if value is not None and self.facts.literal(value) is False:
+            return _Batching(arguments.call, keyword, passed, tensorflow, bool(arguments.unpacked))
         return None
 
     def _is_dataset(self, expr: cst.BaseExpression, seen: set[str]) -> bool:
@@ -138,15 +145,19 @@ class LastBatchNotDropped(Rule):
 
     def _shards_evenly(self, call: cst.Call) -> bool:
         """A ``DistributedSampler`` pads every rank to the same length, so batch counts match."""
-        sampler = argument(call, "sampler", DATALOADER_POSITIONS["sampler"])
-        return sampler is not None and is_distributed_sampler(bound_value(sampler.value, self.facts), self.facts)
+        arguments = call_arguments(call, self.facts)
+        sampler = arguments.passed("sampler", DATALOADER_POSITIONS["sampler"]).certain if arguments is not None else None
+        return sampler is not None and is_distributed_sampler(bound_value(sampler, self.facts), self.facts)
 
     # -- reporting --------------------------------------------------------------------------
     def _fix(self, batching: _Batching, index: ParentIndex, safe: bool) -> Optional[PendingFix]:
         keyword = batching.keyword
         applicability = Applicability.SAFE if safe else Applicability.UNSAFE
         if batching.explicit_false is not None:
-            edits: tuple[NodeEdit, ...] = (ReplaceNode(batching.explicit_false.value, "True"),)
+            written = batching.explicit_false.written
+            if written is None:
+                return None  # the dict may feed other loaders (evaluation) too: a person decides
+            edits: tuple[NodeEdit, ...] = (ReplaceNode(written.value, "True"),)
             return PendingFix(applicability, f"Set `{keyword}=True`", edits)
         args = batching.call.args
         if not args:
@@ -178,7 +189,10 @@ class LastBatchNotDropped(Rule):
         else:
             lead = f"`{code}(...)` keeps the last, smaller batch of every epoch"
             reach = f"its batches reach {feed}"
-        kept = f"`{keyword}=False`" if batching.explicit_false is not None else f"no `{keyword}=True`"
+        if batching.explicit_false is not None:
+            kept = f"`{keyword}=False`" + (" in the dict it unpacks" if batching.explicit_false.from_dict else "")
+        else:
+            kept = f"no `{keyword}=True`" + (", in the call or the dict it unpacks" if batching.unpacks else "")
         lead = f"{lead} ({kept}) and {reach}"
         error = "" if batching.tensorflow else " (`TensorSplitError`)"
         split = (

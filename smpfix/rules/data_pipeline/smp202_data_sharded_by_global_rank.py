@@ -7,11 +7,12 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.base.calls import argument, called_name, has_star_kwargs
+from smpfix.base.calls import argument, called_name
 from smpfix.base.edits import NodeEdit
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.jobfacts import Tri
 from smpfix.program.argument_edits import append_arguments, block_indentation
+from smpfix.program.call_arguments import call_arguments
 from smpfix.program.codegen import smp_reference
 from smpfix.program.data_ranks import (
     DATA_PARALLEL,
@@ -141,15 +142,22 @@ class DataShardedByGlobalRank(Rule):
     def _check_sampler(self, call: cst.Call) -> None:
         if not call.args or any(arg.star == "*" for arg in call.args):
             return
+        # A `**` dict smpfix cannot read may pass what the call does not spell.
+        arguments = call_arguments(call, self.facts)
         missing: list[str] = []
         given: list[cst.BaseExpression] = []
         for name in ("num_replicas", "rank"):
-            arg = argument(call, name, SAMPLER_POSITIONS[name])
-            if arg is None:
-                if not has_star_kwargs(call):
-                    missing.append(name)
+            written = argument(call, name, SAMPLER_POSITIONS[name])
+            if arguments is None:
+                given.extend([written.value] if written is not None else [])
+                continue
+            passed = arguments.passed(name, SAMPLER_POSITIONS[name])
+            if passed.absent:
+                missing.append(name)
+            elif passed.maybe_absent:
+                return  # set on some paths only: what the sampler shards by depends on the run
             else:
-                given.append(arg.value)
+                given.extend(passed.values)
         offences, rewrite = self._judge_all(given)
         missing_verdict = self.data_job.sharding_verdict("global") if missing else None
         if missing_verdict is not None and not missing_verdict.wrong:

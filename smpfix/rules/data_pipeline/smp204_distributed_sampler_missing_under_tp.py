@@ -8,18 +8,19 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.call_binding import bind_arguments
-from smpfix.base.calls import argument, has_star_kwargs
+from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
 from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import FeatureState, Tri
+from smpfix.program.call_arguments import call_arguments
 from smpfix.program.data_ranks import DataJob, rank_terms, spelled
 from smpfix.program.dataloaders import (
     BATCH_SAMPLERS,
+    DATALOADER_POSITIONS,
     WHOLE_DATASET_SAMPLERS,
     bound_value,
     is_dataloader,
-    loader_argument,
 )
 from smpfix.program.facts import FileFacts
 from smpfix.program.step_feeds import StepFeeds
@@ -96,16 +97,18 @@ class DistributedSamplerMissingUnderTp(Rule):
     # -- is anything sharding this loader? ------------------------------------------------------
     def _may_be_unsharded(self, loader: cst.Call) -> bool:
         """No sampler that shards (the cheap part of the question, asked first)."""
-        if has_star_kwargs(loader) or loader_argument(loader, "dataset") is None:
+        arguments = call_arguments(loader, self.facts)
+        if arguments is None or arguments.passed("dataset", 0).certain is None:
             return False
         for name in ("sampler", "batch_sampler"):
-            value = loader_argument(loader, name)
-            if value is not None and self.facts.literal(value) is not None and not self._whole_dataset_sampler(value):
-                return False
+            for value in arguments.passed(name, DATALOADER_POSITIONS[name]).values:
+                if self.facts.literal(value) is not None and not self._whole_dataset_sampler(value):
+                    return False
         return True
 
     def _unsharded(self, loader: cst.Call, index: ParentIndex) -> bool:
-        dataset = loader_argument(loader, "dataset")
+        arguments = call_arguments(loader, self.facts)
+        dataset = arguments.passed("dataset", 0).certain if arguments is not None else None
         assert dataset is not None
         function = index.scope_of(loader)
         if isinstance(dataset, cst.Name) and isinstance(function, cst.FunctionDef):
