@@ -10,6 +10,7 @@ import libcst as cst
 from smpfix.base.calls import argument, called_name
 from smpfix.base.edits import NodeEdit
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import Tri
 from smpfix.program.argument_edits import append_arguments, block_indentation
 from smpfix.program.call_arguments import call_arguments
@@ -71,6 +72,8 @@ class DataShardedByGlobalRank(Rule):
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
         self.data_job = DataJob.of(self.job, self.facts)
+        # The branches (``if`` node, body or else) holding each manual shard reported so far.
+        self.reported_branches: list[frozenset[tuple[int, str]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         name = called_name(node, self.facts.imports.bindings)
@@ -93,6 +96,24 @@ class DataShardedByGlobalRank(Rule):
         ]
         if parts:
             self._check_manual(node, parts, "slice")
+            return
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            index = node.slice[0].slice.value
+            if self._picks_a_shard(index):
+                self._check_manual(node, [index], "index")
+
+    def _picks_a_shard(self, index: cst.BaseExpression) -> bool:
+        """``files[(epoch * world + rank) % len(files)]``: an index that reads a rank and either a
+        size or a modulo by a length. A bare ``devices[smp.local_rank()]`` picks a device, not data."""
+        terms = rank_terms(index, self.facts, modules=self.context.modules)
+        if not any(term.is_rank for term in terms):
+            return False
+        if any(not term.is_rank for term in terms):
+            return True
+        return any(
+            isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) and not isinstance(n.right, cst.Integer)
+            for n in iter_nodes(index)
+        )
 
     # -- what is wrong ----------------------------------------------------------------------
     def _judge(self, expr: cst.BaseExpression) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
@@ -104,7 +125,7 @@ class DataShardedByGlobalRank(Rule):
         ``dp_*`` and ``rdp_*`` (the official ``rdp_rank() if prescaled_batch else dp_rank()``)
         is accepted.
         """
-        terms = rank_terms(expr, self.facts)
+        terms = rank_terms(expr, self.facts, modules=self.context.modules)
         families = {term.family for term in terms}
         data_parallel = families & DATA_PARALLEL
         if data_parallel == DATA_PARALLEL:
@@ -133,11 +154,27 @@ class DataShardedByGlobalRank(Rule):
         offences, rewrite = self._judge_all(parts)
         if not offences:
             return
-        if not any(term.is_rank for part in parts for term in rank_terms(part, self.facts)):
+        if not any(term.is_rank for part in parts for term in rank_terms(part, self.facts, modules=self.context.modules)):
             return  # `ds[: smp.size()]` takes a prefix; a shard needs an index
+        branches = self._branches()
+        if any(_alternatives(branches, earlier) for earlier in self.reported_branches):
+            return  # the same shard written once per branch of an `if`: one mistake, one finding
+        self.reported_branches.append(branches)
         terms = [term for term, _ in offences]
         lead = f"The data is sharded ({kind}) by {self._listing(terms)}"
+        helpers = [term for term in terms if term.helper]
+        if helpers:
+            returned = " and ".join(dict.fromkeys(f"`smp.{term.member}()`" for term in helpers))
+            lead += f" (the project's helpers, which return {returned})"
         self._report(node, lead, offences, rewrite, (), terms[0].family)
+
+    def _branches(self) -> frozenset[tuple[int, str]]:
+        stack = self.ancestry.stack
+        found = set()
+        for parent, child in zip(stack, stack[1:]):
+            if isinstance(parent, cst.If) and child is not parent.test:
+                found.add((id(parent), "body" if child is parent.body else "else"))
+        return frozenset(found)
 
     def _check_sampler(self, call: cst.Call) -> None:
         if not call.args or any(arg.star == "*" for arg in call.args):
@@ -236,3 +273,8 @@ class DataShardedByGlobalRank(Rule):
             safe = job.expectation_known
         applicability = Applicability.SAFE if safe else Applicability.UNSAFE
         return PendingFix(applicability, f"Shard by `{family}_size()` and `{family}_rank()`", tuple(edits))
+
+
+def _alternatives(first: frozenset[tuple[int, str]], second: frozenset[tuple[int, str]]) -> bool:
+    """Do two places sit in different branches of one ``if`` (only one of them runs)?"""
+    return any((node, "else" if branch == "body" else "body") in second for node, branch in first)

@@ -238,7 +238,7 @@ class DataRngNotSeededByDpRank(Rule):
 
     # -- judging ------------------------------------------------------------------------------
     def _judge(self, seed: cst.BaseExpression) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
-        terms = [term for term in rank_terms(seed, self.facts) if term.is_rank]
+        terms = [term for term in rank_terms(seed, self.facts, modules=self.context.modules) if term.is_rank]
         if {term.family for term in terms} >= DATA_PARALLEL:
             return [], []  # `rdp_rank() if prescaled_batch else dp_rank()`
         wrong = []

@@ -157,11 +157,11 @@ class DistributedSamplerMissingUnderTp(Rule):
                 # smpfix cannot see. (The loader's own parameter was judged by its callers.)
                 return dataset.value in self.facts.imports.bindings or depth > 0
             return any(self._sharded_dataset(a.value, depth + 1) for a in assignments if a.value is not dataset)
-        if rank_terms(dataset, self.facts):
+        if rank_terms(dataset, self.facts, modules=self.context.modules):
             return True
         for node in iter_nodes(dataset):
             if isinstance(node, cst.Name) and node is not dataset and node.value in self.facts.assignments:
-                if any(rank_terms(a.value, self.facts) for a in self.facts.assignments[node.value]):
+                if any(rank_terms(a.value, self.facts, modules=self.context.modules) for a in self.facts.assignments[node.value]):
                     return True
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in self.facts.classes:
                 if self._class_uses_ranks(self.facts.classes[node.func.value]):
@@ -170,7 +170,7 @@ class DistributedSamplerMissingUnderTp(Rule):
 
     def _class_uses_ranks(self, cls: cst.ClassDef) -> bool:
         """A dataset class that reads a rank itself shards (or at least knows its rank)."""
-        return any(isinstance(n, cst.Call) and rank_terms(n, self.facts) for n in iter_nodes(cls.body))
+        return any(isinstance(n, cst.Call) and rank_terms(n, self.facts, modules=self.context.modules) for n in iter_nodes(cls.body))
 
     # -- reporting ------------------------------------------------------------------------------
     def _flag(self, loader: cst.Call, fed: str, state: FeatureState) -> None:
