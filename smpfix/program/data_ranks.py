@@ -21,7 +21,7 @@ import libcst as cst
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.imports import SMP_TF, SMP_TORCH
 from smpfix.base.walker import children
-from smpfix.job.jobfacts import FeatureState, JobFacts, Tri
+from smpfix.job.jobfacts import Feature, FeatureState, JobFacts, Tri
 from smpfix.program.codegen import smp_reference
 from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
 from smpfix.program.local_modules import LocalModules
@@ -234,6 +234,64 @@ def either(verdicts: Iterable[Verdict]) -> Verdict:
     states = tuple(dict.fromkeys(s for v in items for s in v.states))
     whens = list(dict.fromkeys(v.when for v in items))
     return Verdict(Tri.UNKNOWN, states, whens[0] if len(whens) == 1 else "; or ".join(whens))
+
+
+DATA_PARALLELISM = Feature("DP", "data_parallel_degree", "data parallelism (more than one data-parallel rank)")
+_REPLICAS = Feature("DP", "data_parallel_degree", "data parallelism (several replicas, each to read its own data)")
+
+
+def _launch_numbers(job: JobFacts) -> tuple[Optional[int], list[str]]:
+    """The world size (``instance_count`` x ``processes_per_host``) and where it comes from."""
+    hosts, per_host = job.settings.get("instance_count"), job.settings.get("processes_per_host")
+    if hosts is None or per_host is None or not all(_is_int(s.value) for s in (hosts, per_host)):
+        return None, []
+    return int(hosts.value) * int(per_host.value), sorted({hosts.source, per_host.source})
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def data_parallelism(job: JobFacts) -> FeatureState:
+    """Whether more than one data-parallel rank exists: world / pipeline_parallel_degree > 1.
+
+    The world size is known only when the job states ``instance_count`` and
+    ``processes_per_host`` (a launcher does); otherwise data parallelism is unknown.
+    """
+    world, sources = _launch_numbers(job)
+    pp = job.settings.get("pipeline_parallel_degree")
+    if world is None or pp is None or not _is_int(pp.value):
+        return FeatureState(DATA_PARALLELISM, Tri.UNKNOWN, "world size not known")
+    degree = int(pp.value)  # type: ignore[arg-type]
+    dp = world // degree if degree else world
+    sources = sorted({*sources, pp.source})
+    state = Tri.ON if dp > 1 else Tri.OFF
+    return FeatureState(DATA_PARALLELISM, state, f"{dp} data-parallel ranks; {'; '.join(sources)}", dp)
+
+
+def data_replicas(job: JobFacts) -> FeatureState:
+    """Whether more than one group of ranks must read its own data, so that a loader every rank
+    reads whole wastes the job's data parallelism.
+
+    Pipeline-parallel peers read the same data, so the groups are the data-parallel ranks
+    (world / pipeline_parallel_degree, tensor-parallel peers included: each reads its own part
+    of the batch); with ``prescaled_batch`` a tensor-parallel group reads one batch together,
+    so they are the reduced data-parallel ranks (world / (pipeline x tensor parallel degree)).
+    """
+    dp = data_parallelism(job)
+    if dp.state is not Tri.ON:
+        return FeatureState(_REPLICAS, dp.state, dp.source, dp.value)
+    tp, prescaled = job.settings.get("tensor_parallel_degree"), job.settings.get("prescaled_batch")
+    if prescaled is not None and prescaled.value is False:
+        return FeatureState(_REPLICAS, Tri.ON, dp.source, dp.value)
+    if tp is None or not _is_int(tp.value):
+        return FeatureState(_REPLICAS, Tri.UNKNOWN, f"{dp.source}; tensor_parallel_degree not known")
+    rdp = int(dp.value) // max(int(tp.value), 1)  # type: ignore[arg-type]
+    if rdp > 1:
+        return FeatureState(_REPLICAS, Tri.ON, f"{rdp} reduced data-parallel ranks; {dp.source}; {tp.source}", rdp)
+    if prescaled is not None and prescaled.value is True:
+        return FeatureState(_REPLICAS, Tri.OFF, f"prescaled batch with one reduced data-parallel rank; {dp.source}", rdp)
+    return FeatureState(_REPLICAS, Tri.UNKNOWN, f"{dp.source}; one reduced data-parallel rank, so it depends on prescaled_batch")
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ from smpfix.base.calls import argument
 from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.parents import ParentIndex
-from smpfix.job.jobfacts import Feature, FeatureState, JobFacts, Tri
+from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.call_arguments import CallArguments, Passed, call_arguments
+from smpfix.program.data_ranks import data_parallelism
 from smpfix.program.dataloaders import (
     DATALOADER_POSITIONS,
     bound_value,
@@ -26,27 +27,6 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 # Where the drop keyword sits among the positional parameters.
 _TORCH_DROP_LAST = 8
 _TF_DROP_REMAINDER = {"batch": 1, "padded_batch": 3}
-
-DATA_PARALLELISM = Feature("DP", "data_parallel_degree", "data parallelism (more than one data-parallel rank)")
-
-
-def data_parallelism(job: JobFacts) -> FeatureState:
-    """Whether more than one data-parallel rank exists: world / pipeline_parallel_degree > 1.
-
-    The world size is known only when the job states ``instance_count`` and
-    ``processes_per_host`` (a launcher does); otherwise data parallelism is unknown.
-    """
-    hosts, per_host = job.settings.get("instance_count"), job.settings.get("processes_per_host")
-    pp = job.settings.get("pipeline_parallel_degree")
-    values = [s.value if s is not None else None for s in (hosts, per_host, pp)]
-    if hosts is None or per_host is None or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return FeatureState(DATA_PARALLELISM, Tri.UNKNOWN, "world size not known")
-    world, degree = int(values[0]) * int(values[1]), int(values[2])  # type: ignore[arg-type]
-    dp = world // degree if degree else world
-    sources = sorted({s.source for s in (hosts, per_host, pp) if s is not None})
-    state = Tri.ON if dp > 1 else Tri.OFF
-    return FeatureState(DATA_PARALLELISM, state, f"{dp} data-parallel ranks; {'; '.join(sources)}", dp)
-
 
 @dataclass(frozen=True)
 class _Batching:
