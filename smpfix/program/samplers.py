@@ -19,6 +19,7 @@ from smpfix.base.calls import argument
 from smpfix.base.parents import ParentIndex
 from smpfix.program.dataloaders import BATCH_SAMPLERS, DATALOADER_POSITIONS, is_dataloader
 from smpfix.program.facts import FileFacts
+from smpfix.program.training_loaders import TrainingLoaders
 from smpfix.program.value_flow import EndKind, ValueFlow
 
 # Builtins that only read what they are given.
@@ -55,6 +56,17 @@ class SamplerFlow:
                     continue
             return SamplerUse(tuple(loaders), end.node)
         return SamplerUse(tuple(dict.fromkeys(loaders)), None)
+
+    def left_out(self, sampler: cst.Call, loaders: TrainingLoaders) -> Optional[SamplerUse]:
+        """The sampler's use when it shards no loader that training reads: it is given to no
+        loader, or only to loaders that no training step reads and that go nowhere smpfix
+        cannot follow. None when it is used, or may be."""
+        use = self.use_of(sampler)
+        if use.elsewhere is not None:
+            return None
+        if any(loaders.feeds_training(given) or loaders.used_out_of_sight(given) for given in use.loaders):
+            return None
+        return use
 
     def _carries(self, call: cst.Call, arg: Optional[cst.Arg]) -> bool:
         """``BatchSampler(sampler, batch_size, drop_last)`` hands the sampler on."""

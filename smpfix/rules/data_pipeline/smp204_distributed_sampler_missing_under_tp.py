@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from smpfix.base.findings import Severity
@@ -10,6 +12,7 @@ from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.data_ranks import DataJob, spelled
 from smpfix.program.dataloaders import is_dataloader, is_distributed_sampler
 from smpfix.program.facts import FileFacts
+from smpfix.program.samplers import SamplerFlow
 from smpfix.program.training_loaders import TrainingLoaders, loader_dataset
 from smpfix.rules.rule import FixAvailability, Rule, RuleContext
 
@@ -45,16 +48,20 @@ class DistributedSamplerMissingUnderTp(Rule):
         index = ParentIndex(node)
         loaders = TrainingLoaders(self.facts, index, self.context.path, self.context.importers, self.context.modules)
         candidates = [loader for loader in self.loaders if loaders.may_be_unsharded(loader)]
+        flow: Optional[SamplerFlow] = None
         for loader in candidates:
-            if not loaders.unsharded(loader) or self._sampler_built_for(loader, index):
+            if not loaders.unsharded(loader):
                 continue
             fed = loaders.feeds_training(loader)
-            if fed is not None:
+            if fed is None:
+                continue
+            flow = flow or SamplerFlow(self.facts, index)
+            if not self._left_out_sampler(loader, index, flow, loaders):
                 self._flag(loader, fed, tp)
 
-    def _sampler_built_for(self, loader: cst.Call, index: ParentIndex) -> bool:
-        """A ``DistributedSampler`` over the same dataset in the loader's function: left out of
-        this loader, it is SMP206's finding (one mistake, one finding)."""
+    def _left_out_sampler(self, loader: cst.Call, index: ParentIndex, flow: SamplerFlow, loaders: TrainingLoaders) -> bool:
+        """A ``DistributedSampler`` over the same dataset in the loader's function that shards
+        nothing: SMP206 reports that mistake (one mistake, one finding)."""
         dataset = loader_dataset(loader, self.facts)
         if dataset is None:
             return False
@@ -63,7 +70,7 @@ class DistributedSamplerMissingUnderTp(Rule):
         for call in self.facts.call_order:
             if is_distributed_sampler(call, self.facts) and index.scope_of(call) is scope:
                 built_over = loader_dataset(call, self.facts)
-                if built_over is not None and self.context.code_for(built_over) == code:
+                if built_over is not None and self.context.code_for(built_over) == code and flow.left_out(call, loaders):
                     return True
         return False
 

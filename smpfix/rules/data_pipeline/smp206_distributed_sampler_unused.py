@@ -59,11 +59,9 @@ class DistributedSamplerUnused(Rule):
         flow = SamplerFlow(self.facts, index)
         loaders = TrainingLoaders(self.facts, index, self.context.path, self.context.importers, self.context.modules)
         for sampler in self.samplers:
-            use = flow.use_of(sampler)
-            if use.elsewhere is not None or any(loaders.feeds_training(given) for given in use.loaders):
+            use = flow.left_out(sampler, loaders)
+            if use is None:
                 continue
-            if any(loaders.used_out_of_sight(given) for given in use.loaders):
-                continue  # given to a loader that may be trained on where smpfix cannot see
             found = self._left_out_of(sampler, index, loaders)
             if found is not None:
                 self._flag(sampler, use, found[0], found[1], replicas, index)
