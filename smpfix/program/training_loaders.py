@@ -8,8 +8,8 @@ left out) ask the same two questions of a ``DataLoader``:
   of the scripts that import it, in one of those scripts (``loader = data.make_loader()``)?
 - is it unsharded: no sampler that shards (``sampler=``/``batch_sampler=`` absent, or a
   ``RandomSampler``/``SequentialSampler`` that walks the whole dataset) and a dataset that
-  depends on no rank (no ``ds.shard(smp.dp_size(), smp.dp_rank())``, no dataset class that
-  reads a rank itself)? A dataset that is a parameter of the loader's function is judged by
+  depends on no rank and takes no part of the data (no ``ds.shard(...)``, no ``files[i::n]``,
+  no dataset class that reads a rank itself)? A dataset that is a parameter of the loader's function is judged by
   what the callers pass; one built where smpfix cannot see counts as sharded.
 """
 
@@ -201,6 +201,8 @@ class TrainingLoaders:
         if self._reads_rank(dataset):
             return True
         for node in iter_nodes(dataset):
+            if _splits(node):
+                return True
             if isinstance(node, cst.Name) and node is not dataset and node.value in self.facts.assignments:
                 if any(self._reads_rank(a.value) for a in self.facts.assignments[node.value]):
                     return True
@@ -215,6 +217,13 @@ class TrainingLoaders:
     def _class_uses_ranks(self, cls: cst.ClassDef) -> bool:
         """A dataset class that reads a rank itself shards (or at least knows its rank)."""
         return any(isinstance(n, cst.Call) and self._reads_rank(n) for n in iter_nodes(cls.body))
+
+
+def _splits(node: cst.CSTNode) -> bool:
+    """``ds.shard(n, i)``, ``files[i::n]``: a part of the data, whatever decides which part."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "shard":
+        return True
+    return isinstance(node, cst.Slice) and node.step is not None
 
 
 def parameter_names(function: cst.FunctionDef) -> set[str]:

@@ -22,6 +22,7 @@ from smpfix.program.dataloaders import (
 )
 from smpfix.program.step_feeds import StepFeeds
 from smpfix.program.tf_datasets import is_tf_dataset
+from smpfix.program.training_loaders import TrainingLoaders
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # Where the drop keyword sits among the positional parameters.
@@ -123,6 +124,15 @@ class LastBatchNotDropped(Rule):
         count = argument(repeat, "count", 0)
         return count is None or self.facts.literal(count.value) in (None, -1)
 
+    def _same_batch_count(self, call: cst.Call, index: ParentIndex) -> bool:
+        """Every data-parallel rank runs as many batches: the loader shards with a
+        ``DistributedSampler`` (it pads every rank to the same length), or it does not shard at
+        all (every rank reads the whole dataset)."""
+        if self._shards_evenly(call):
+            return True
+        loaders = TrainingLoaders(self.facts, index, self.context.path, modules=self.context.modules)
+        return loaders.may_be_unsharded(call) and loaders.unsharded(call)
+
     def _shards_evenly(self, call: cst.Call) -> bool:
         """A ``DistributedSampler`` pads every rank to the same length, so batch counts match."""
         arguments = call_arguments(call, self.facts)
@@ -182,7 +192,7 @@ class LastBatchNotDropped(Rule):
         job_facts: tuple[FeatureState, ...] = (mb,)
         if mb.state is Tri.OFF:
             dp = data_parallelism(self.job)
-            if dp.state is Tri.OFF or (not batching.tensorflow and self._shards_evenly(batching.call)):
+            if dp.state is Tri.OFF or (not batching.tensorflow and self._same_batch_count(batching.call, index)):
                 return
             severity = Severity.HINT
             so = ", so" if dp.state is Tri.ON else ","
