@@ -92,7 +92,7 @@ class DataShardedByGlobalRank(Rule):
             for element in node.slice
             if isinstance(element.slice, cst.Slice)
             for part in (element.slice.lower, element.slice.upper, element.slice.step)
-            if part is not None
+            if part is not None and not self._only_quoted_ranks(part)
         ]
         if parts:
             self._check_manual(node, parts, "slice")
@@ -101,6 +101,19 @@ class DataShardedByGlobalRank(Rule):
             index = node.slice[0].slice.value
             if self._picks_a_shard(index):
                 self._check_manual(node, [index], "index")
+
+    def _only_quoted_ranks(self, part: cst.BaseExpression) -> bool:
+        """``name[: -len(f".pt_{smp.mp_rank()}")]``: the rank names a file whose length is
+        taken; the slice cuts a string, not the data."""
+        quoted = {
+            id(inner)
+            for node in iter_nodes(part)
+            if isinstance(node, cst.FormattedString)
+            or (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len")
+            for inner in iter_nodes(node)
+        }
+        terms = rank_terms(part, self.facts, modules=self.context.modules)
+        return bool(terms) and all(id(term.call) in quoted for term in terms)
 
     def _picks_a_shard(self, index: cst.BaseExpression) -> bool:
         """``files[(epoch * world + rank) % len(files)]``: an index that reads a rank and either a
