@@ -192,9 +192,14 @@ class ValueFlow:
                 yield from self._from(read, element, depth, seen)
 
     def _sees(self, node: cst.CSTNode, scope: Scope, name: str) -> bool:
-        """Does ``name`` at ``node`` mean the binding made in ``scope``?"""
+        """Does ``name`` at ``node`` mean the binding made in ``scope``? Also from a nested
+        function (a closure), unless a function in between binds the name itself."""
         here = self.index.scope_of(node)
-        return here is scope or (isinstance(scope, cst.Module) and not self._binds_locally(here, name))
+        while here is not scope:
+            if isinstance(here, cst.Module) or self._binds_locally(here, name):
+                return False
+            here = self.index.scope_of(here)
+        return True
 
     def _binds_locally(self, scope: Scope, name: str) -> bool:
         if not isinstance(scope, cst.FunctionDef):
