@@ -287,3 +287,13 @@ def test_sampler_left_out_in_a_helper_module(workdir: Path) -> None:
     fixed = DATA.replace("shuffle=True", "sampler=sampler")
     (workdir / "data.py").write_text(fixed, encoding="utf-8")
     assert _analyze(workdir, "train.py", "SMP206", job) == []
+
+
+def test_a_conditional_dict_holds_either_branch() -> None:
+    source = """
+def main(use_cuda):
+    kwargs = {"num_workers": 1, "pin_memory": True} if use_cuda else {}
+    loader = DataLoader(ds, batch_size=64, shuffle=True, **kwargs)
+"""
+    assert _passed(source, "num_workers") == (["1"], True)
+    assert _passed(source, "drop_last") == ([], True)

@@ -122,8 +122,13 @@ def _dict_keys(expr: cst.BaseExpression, call: Optional[cst.Call], facts: FileFa
 
 
 def _literal_keys(expr: cst.BaseExpression, call: Optional[cst.Call], facts: FileFacts, depth: int) -> Optional[Entries]:
-    """``{"k": v, **base}`` and ``dict(base, k=v)``; None for anything else."""
+    """``{"k": v, **base}``, ``dict(base, k=v)``, and ``a if cond else b`` over those (each
+    key then as either branch has it); None for anything else."""
     entries: Entries = {}
+    if isinstance(expr, cst.IfExp):
+        body = _dict_keys(expr.body, call, facts, depth + 1)
+        orelse = _dict_keys(expr.orelse, call, facts, depth + 1)
+        return _merge(body, orelse) if body is not None and orelse is not None else None
     if isinstance(expr, cst.Dict):
         for element in expr.elements:
             if isinstance(element, cst.StarredDictElement):

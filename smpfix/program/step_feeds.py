@@ -30,6 +30,7 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.value_flow import End, EndKind, ValueFlow
 
 _WRAPPERS = frozenset({"enumerate", "zip", "iter"})
+_ITERTOOLS = frozenset({"itertools.islice", "itertools.cycle", "itertools.chain"})
 _SIZE_ATTRIBUTES = frozenset({"size", "shape"})
 
 
@@ -129,7 +130,7 @@ class StepFeeds:
         if isinstance(func, cst.Name) and func.value in _WRAPPERS and func.value not in self.facts.imports.bindings:
             return True
         qualified = self.facts.qualified_name(func) or ""
-        return qualified.startswith("tqdm.") and qualified.rsplit(".", 1)[-1] == "tqdm"
+        return qualified in _ITERTOOLS or (qualified.startswith("tqdm.") and qualified.rsplit(".", 1)[-1] == "tqdm")
 
     def _next_feed(self, call: cst.Call) -> Optional[str]:
         """``batch = next(iterator)``: the batch is used in the loop (or function) that advances it."""

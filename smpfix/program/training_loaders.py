@@ -68,6 +68,19 @@ def loader_dataset(loader: cst.Call, facts: FileFacts) -> Optional[cst.BaseExpre
     return arguments.passed("dataset", 0).certain if arguments is not None else None
 
 
+def dataset_key(dataset: cst.BaseExpression, facts: FileFacts, module: cst.Module) -> str:
+    """What a dataset expression names, for comparing a sampler's dataset with a loader's:
+    its code, after aliases (``train_set = dataset``) assigned once."""
+    for _ in range(5):
+        if not isinstance(dataset, cst.Name):
+            break
+        assignment = facts.single_assignment(dataset.value)
+        if assignment is None or not isinstance(assignment.value, cst.Name):
+            break
+        dataset = assignment.value
+    return module.code_for_node(dataset)
+
+
 class TrainingLoaders:
     """Answers ``feeds_training`` and ``unsharded`` for the loaders of one file."""
 
@@ -144,9 +157,10 @@ class TrainingLoaders:
     def unsharded(self, loader: cst.Call, *, through_callers: bool = True) -> bool:
         """Every rank reads the whole dataset through this loader (ask ``may_be_unsharded`` first).
 
-        A dataset that is a parameter of the loader's function is judged by what the callers
-        pass (``through_callers``; no caller in the file: it may be sharded), or else as the
-        dataset it is named for, as when a sampler in the same function was built over it.
+        A dataset that is a parameter of the loader's function, or built where smpfix cannot
+        see, is judged by what the callers pass (``through_callers``; no caller in the file: it
+        may be sharded), or else taken as whole, as when a ``DistributedSampler`` in the same
+        function was built over it (its author meant to shard it there).
         """
         dataset = loader_dataset(loader, self.facts)
         if dataset is None:
@@ -157,7 +171,7 @@ class TrainingLoaders:
             if given is not None:
                 # `def make_loader(ds): return DataLoader(ds)`: judged by what its callers pass.
                 return bool(given) and not any(self._sharded_dataset(value) for value in given)
-        return not self._sharded_dataset(dataset)
+        return not self._sharded_dataset(dataset, unseen_is_sharded=through_callers)
 
     def whole_dataset_sampler(self, value: cst.BaseExpression) -> bool:
         """``RandomSampler(ds)``, ``SequentialSampler(ds)`` or a ``BatchSampler`` over one."""
@@ -187,17 +201,20 @@ class TrainingLoaders:
                     given.append(bound[parameter])
         return given
 
-    def _sharded_dataset(self, dataset: cst.BaseExpression, depth: int = 0) -> bool:
-        """Does the dataset depend on a rank (a manual shard), or can smpfix not see it?"""
+    def _sharded_dataset(self, dataset: cst.BaseExpression, depth: int = 0, unseen_is_sharded: bool = True) -> bool:
+        """Does the dataset depend on a rank (a manual shard), or (``unseen_is_sharded``) is it
+        built where smpfix cannot see?"""
         if depth > 3:
-            return True
+            return unseen_is_sharded
         if isinstance(dataset, cst.Name):
             assignments = self.facts.assignments.get(dataset.value, ())
             if not assignments:
                 # Imported, or reached through another name that is a parameter: built where
                 # smpfix cannot see. (The loader's own parameter was judged by its callers.)
-                return dataset.value in self.facts.imports.bindings or depth > 0
-            return any(self._sharded_dataset(a.value, depth + 1) for a in assignments if a.value is not dataset)
+                return unseen_is_sharded and (dataset.value in self.facts.imports.bindings or depth > 0)
+            return any(
+                self._sharded_dataset(a.value, depth + 1, unseen_is_sharded) for a in assignments if a.value is not dataset
+            )
         if self._reads_rank(dataset):
             return True
         for node in iter_nodes(dataset):

@@ -89,12 +89,17 @@ class ValueFlow:
         self.index = index
         self.carries = carries
         self.reads: dict[str, list[cst.Name]] = {}
+        # ``obj.name`` reads by attribute name, for the attributes of ``self`` (see ``_members``).
+        self.attribute_reads: dict[str, list[cst.Attribute]] = {}
         self.calls: list[cst.Call] = []
         for node in index.nodes():
             if isinstance(node, cst.Name) and self._is_read(node):
                 self.reads.setdefault(node.value, []).append(node)
             elif isinstance(node, cst.Call):
                 self.calls.append(node)
+            elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+                if not isinstance(index.parent_of(node), cst.AssignTarget):
+                    self.attribute_reads.setdefault(node.attr.value, []).append(node)
 
     def ends(self, node: cst.CSTNode) -> Iterator[End]:
         """Every place the value of ``node`` goes (lazily: stop when the answer is known)."""
@@ -172,6 +177,8 @@ class ValueFlow:
         scope = self.index.scope_of(statement)
         if isinstance(target, cst.Name):
             yield from self._holder(target.value, scope, element, depth, seen)
+        elif isinstance(target, cst.Attribute) and (owner := self._method_of(statement, target)) is not None:
+            yield from self._members(owner, target.attr.value, element, depth, seen)
         elif isinstance(target, (cst.Tuple, cst.List)) and element is not None and element < len(target.elements):
             inner = target.elements[element].value
             if isinstance(inner, cst.Name):
@@ -180,6 +187,39 @@ class ValueFlow:
                 yield End(EndKind.ESCAPE, target)
         else:
             yield End(EndKind.ESCAPE, target)
+
+    def _method_of(self, statement: cst.CSTNode, target: cst.Attribute) -> Optional[cst.ClassDef]:
+        """The class whose method assigns ``self.<name> = ...`` (``self``: its first parameter)."""
+        function = self.index.scope_of(statement)
+        if not isinstance(function, cst.FunctionDef) or not isinstance(target.value, cst.Name):
+            return None
+        if _first_parameter(function) != target.value.value:
+            return None
+        block = self.index.parent_of(function)
+        owner = self.index.parent_of(block) if block is not None else None
+        return owner if isinstance(owner, cst.ClassDef) else None
+
+    def _members(
+        self, owner: cst.ClassDef, name: str, element: Optional[int], depth: int, seen: set[tuple[object, ...]]
+    ) -> Iterator[End]:
+        """Every ``self.<name>`` read in the methods of ``owner``, the class that stores the value there."""
+        key = ("<member>", id(owner), name, element)
+        if key in seen:
+            return
+        seen.add(key)
+        for read in self.attribute_reads.get(name, ()):
+            function = self.index.scope_of(read)
+            block = self.index.parent_of(function) if isinstance(function, cst.FunctionDef) else None
+            if (
+                block is not None
+                and self.index.parent_of(block) is owner
+                and isinstance(read.value, cst.Name)
+                and _first_parameter(function) == read.value.value  # type: ignore[arg-type]
+            ):
+                yield from self._from(read, element, depth + 1, seen)
+            else:
+                # ``trainer.<name>`` elsewhere may be this value, used where smpfix does not look.
+                yield End(EndKind.ESCAPE, read)
 
     def _holder(self, name: str, scope: Scope, element: Optional[int], depth: int, seen: set[tuple[object, ...]]) -> Iterator[End]:
         """Every read of ``name`` that sees its binding in ``scope``."""
@@ -274,6 +314,11 @@ class ValueFlow:
                 call = self.index.parent_of(attribute)
                 if isinstance(call, cst.Call) and call.func is attribute:
                     yield call
+
+
+def _first_parameter(function: cst.FunctionDef) -> Optional[str]:
+    params = [*function.params.posonly_params, *function.params.params]
+    return params[0].name.value if params else None
 
 
 def _submits(call: cst.Call, function: cst.FunctionDef, facts: FileFacts) -> bool:

@@ -25,7 +25,7 @@ from smpfix.program.data_ranks import (
     rewrite_terms,
     spelled,
 )
-from smpfix.program.dataloaders import SAMPLER_POSITIONS, is_distributed_sampler
+from smpfix.program.dataloaders import SAMPLER_POSITIONS, SUBSETS, is_distributed_sampler
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
 _SHARDING_METHODS = frozenset({"shard", "select"})
@@ -77,10 +77,15 @@ class DataShardedByGlobalRank(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = called_name(node, self.facts.imports.bindings)
-        if name != "DistributedSampler" and name not in _SHARDING_METHODS:
+        if name not in ("DistributedSampler", "Subset") and name not in _SHARDING_METHODS:
             return
         if is_distributed_sampler(node, self.facts):
             self._check_sampler(node)
+            return
+        if self.facts.qualified_name(node.func) in SUBSETS:
+            indices = argument(node, "indices", 1)
+            if indices is not None:
+                self._check_manual(node, [indices.value], "`Subset(...)`")
             return
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in _SHARDING_METHODS and self.facts.qualified_name(func) is None:
@@ -101,6 +106,16 @@ class DataShardedByGlobalRank(Rule):
             index = node.slice[0].slice.value
             if self._picks_a_shard(index):
                 self._check_manual(node, [index], "index")
+            elif self._picks_a_part(node, index):
+                # `np.array_split(files, smp.size())[smp.rank()]`: the size and the rank together.
+                self._check_manual(node, [index, node.value], "index")
+
+    def _picks_a_part(self, node: cst.Subscript, index: cst.BaseExpression) -> bool:
+        """A rank indexing a split made by a size: ``np.array_split(files, world)[rank]``."""
+        terms = rank_terms(index, self.facts, modules=self.context.modules)
+        if not terms or not all(term.is_rank for term in terms) or not isinstance(node.value, cst.Call):
+            return False
+        return any(not term.is_rank for term in rank_terms(node.value, self.facts, modules=self.context.modules))
 
     def _only_quoted_ranks(self, part: cst.BaseExpression) -> bool:
         """``name[: -len(f".pt_{smp.mp_rank()}")]``: the rank names a file whose length is

@@ -13,7 +13,7 @@ from smpfix.program.data_ranks import DataJob, spelled
 from smpfix.program.dataloaders import is_dataloader, is_distributed_sampler
 from smpfix.program.facts import FileFacts
 from smpfix.program.samplers import SamplerFlow
-from smpfix.program.training_loaders import TrainingLoaders, loader_dataset
+from smpfix.program.training_loaders import TrainingLoaders, dataset_key, loader_dataset
 from smpfix.rules.rule import FixAvailability, Rule, RuleContext
 
 
@@ -66,11 +66,12 @@ class DistributedSamplerMissingUnderTp(Rule):
         if dataset is None:
             return False
         scope = index.scope_of(loader)
-        code = self.context.code_for(dataset)
+        module = self.context.module
+        key = dataset_key(dataset, self.facts, module)
         for call in self.facts.call_order:
             if is_distributed_sampler(call, self.facts) and index.scope_of(call) is scope:
                 built_over = loader_dataset(call, self.facts)
-                if built_over is not None and self.context.code_for(built_over) == code and flow.left_out(call, loaders):
+                if built_over is not None and dataset_key(built_over, self.facts, module) == key and flow.left_out(call, loaders):
                     return True
         return False
 

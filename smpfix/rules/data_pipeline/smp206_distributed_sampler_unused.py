@@ -17,7 +17,7 @@ from smpfix.program.data_ranks import data_replicas
 from smpfix.program.dataloaders import DATALOADER_POSITIONS, is_dataloader, is_distributed_sampler
 from smpfix.program.facts import FileFacts
 from smpfix.program.samplers import SamplerFlow, SamplerUse
-from smpfix.program.training_loaders import TrainingLoaders, loader_dataset
+from smpfix.program.training_loaders import TrainingLoaders, dataset_key, loader_dataset
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
 
@@ -73,10 +73,11 @@ class DistributedSamplerUnused(Rule):
         if dataset is None:
             return None
         scope = index.scope_of(sampler)
-        code = self.context.code_for(dataset)
+        module = self.context.module
+        key = dataset_key(dataset, self.facts, module)
         for loader in self.loaders:
             over = loader_dataset(loader, self.facts)
-            if over is None or index.scope_of(loader) is not scope or self.context.code_for(over) != code:
+            if over is None or index.scope_of(loader) is not scope or dataset_key(over, self.facts, module) != key:
                 continue
             if not (loaders.may_be_unsharded(loader) and loaders.unsharded(loader, through_callers=False)):
                 continue
