@@ -20,6 +20,8 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, JobFacts, Tri
 from smpfix.job.versions import SmpVersion, Version, text
+from smpfix.program.branches import Branches, Reach, Requirement, branches_for
+from smpfix.program.conditions import Hypothesis
 from smpfix.program.facts import FileFacts
 from smpfix.program.local_modules import LinkedModule, LocalModules
 
@@ -126,7 +128,32 @@ class Rule:
             return
         if applies is Tri.UNKNOWN:
             severity = Severity.HINT
+        verdict = self.branches.reach(node, Hypothesis(since=since, until=until))
+        if verdict.reach is Reach.NEVER:
+            # The code's own condition keeps this path from running in this job.
+            return
+        if verdict.reach is Reach.OFF_BY_DEFAULT and verdict.requirement is not None:
+            severity = Severity.HINT
+            message = f"{message} {self._off_by_default(verdict.requirement, verdict.known.how if verdict.known else ())}"
         self.reports.append(Report(self.code, node, message, severity, fix, tuple(job_facts)))
+
+    def _off_by_default(self, requirement: Requirement, how: Sequence[str]) -> str:
+        test = " ".join(self.context.code_for(requirement.test).split())
+        why = f": {how[0]}" if how else ""
+        return (
+            f"(This code runs only when `{test}` is {'true' if requirement.holds else 'false'}, which it is not by "
+            f"default{why}, and no launcher of this script among the checked paths changes it: only a hint.)"
+        )
+
+    @property
+    def branches(self) -> Branches:
+        """Which branches of the file the job takes (``smpfix.program.branches``), built once per file."""
+        found = self.context.memo.get("branches")
+        if found is None:
+            context = self.context
+            found = branches_for(context.module, context.facts, context.job, context.modules, context.path, context.importers)
+            context.memo["branches"] = found
+        return found
 
     def version_condition(self, since: Optional[Version] = None, until: Optional[Version] = None) -> str:
         """Words for a message about the version: "SMP 1.10 or later is in use (...)" or "if ..."."""
@@ -142,8 +169,18 @@ class Rule:
             return f"the job runs {version.describe()}"
         return f"if the job runs SMP {wanted}"
 
-    def feature(self, key: str) -> FeatureState:
-        return self.job.feature(key)
+    def feature(self, key: str, at: Optional[cst.CSTNode] = None) -> FeatureState:
+        """The job's feature state; at ``at``, OFF when the code's own guard there cannot
+        hold with the feature on (``elif`` after ``if args.shard_optimizer_state > 0:``)."""
+        state = self.job.feature(key)
+        if at is None or state.state is Tri.OFF:
+            return state
+        guard = self.branches.excludes(at, key)
+        if guard is None:
+            return state
+        test = " ".join(self.context.code_for(guard.test).split())
+        side = "true" if guard.holds else "false"
+        return FeatureState(state.feature, Tri.OFF, f"this code runs only when `{test}` is {side}, which it is not with {state.feature.title} on")
 
     @staticmethod
     def severity_when(state: FeatureState) -> Optional[Severity]:
