@@ -33,7 +33,7 @@ import libcst as cst
 from smpfix.base.parents import ParentIndex
 from smpfix.job.jobfacts import JobFacts
 from smpfix.job.linking import LinkedScript
-from smpfix.program.conditions import Conditions, Hypothesis, Known, feature_hypotheses
+from smpfix.program.conditions import LIBRARY_ON, Conditions, Hypothesis, Known, feature_hypotheses
 from smpfix.program.facts import FileFacts
 from smpfix.program.local_modules import LinkedModule, LocalModules
 from smpfix.program.script_arguments import command_line_arguments
@@ -87,7 +87,7 @@ class Branches:
         return self._index
 
     # -- questions ------------------------------------------------------------------------
-    def reach(self, node: cst.CSTNode, hypothesis: Hypothesis = Hypothesis()) -> Verdict:
+    def reach(self, node: cst.CSTNode, hypothesis: Hypothesis = LIBRARY_ON) -> Verdict:
         """Whether the code at ``node`` runs, with the library on and ``hypothesis`` assumed."""
         return self._verdict(node, hypothesis, 0)
 

@@ -84,6 +84,10 @@ class Hypothesis:
     until: Optional[Version] = None
 
 
+# The plain question: the script uses the library (its switch is on), nothing else assumed.
+LIBRARY_ON = Hypothesis()
+
+
 @dataclass(frozen=True)
 class _Link:
     """An argument tied to a job setting: ``identity`` (``"tensor_parallel_degree": args.tp``)
@@ -126,7 +130,7 @@ class Conditions:
         self.switches = frozenset().union(*(_library_switches(owner) for owner in owners))
 
     # -- public ---------------------------------------------------------------------------
-    def truth(self, expr: cst.BaseExpression, hypothesis: Hypothesis = Hypothesis()) -> Known:
+    def truth(self, expr: cst.BaseExpression, hypothesis: Hypothesis = LIBRARY_ON) -> Known:
         """The truth value of ``expr`` (True, False or ``UNKNOWN``)."""
         found = self.evaluate(expr, hypothesis)
         if not found.known:
@@ -136,7 +140,7 @@ class Conditions:
         except Exception:  # a value whose truth Python cannot take
             return _UNKNOWN_VALUE
 
-    def evaluate(self, expr: cst.BaseExpression, hypothesis: Hypothesis = Hypothesis(), depth: int = 0) -> Known:
+    def evaluate(self, expr: cst.BaseExpression, hypothesis: Hypothesis = LIBRARY_ON, depth: int = 0) -> Known:
         if depth > 12:
             return _UNKNOWN_VALUE
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
@@ -169,7 +173,8 @@ class Conditions:
 
     def _comparison(self, expr: cst.Comparison, hypothesis: Hypothesis, depth: int) -> Known:
         left_node: cst.BaseExpression = expr.left
-        assumed, how = False, ()
+        assumed = False
+        how: tuple[str, ...] = ()
         result: Any = True
         for target in expr.comparisons:
             compare = _COMPARE.get(type(target.operator))
@@ -201,10 +206,10 @@ class Conditions:
         bound = _version_literal(self.facts.literal(target.comparator))
         if bound is None:
             return None
+        low: Optional[Version] = hypothesis.since
+        high: Optional[Version] = hypothesis.until
         if self.job.smp_version is not None:
             low = high = self.job.smp_version.version
-        else:
-            low, high = hypothesis.since, hypothesis.until
         outcome = _range_outcome(type(target.operator), low, high, bound)
         return Known(outcome, how=("the library version",)) if outcome is not None else _UNKNOWN_VALUE
 

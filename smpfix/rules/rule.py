@@ -24,6 +24,7 @@ from smpfix.program.branches import Branches, Reach, Requirement, branches_for
 from smpfix.program.conditions import Hypothesis
 from smpfix.program.facts import FileFacts
 from smpfix.program.local_modules import LinkedModule, LocalModules
+from smpfix.program.tp_marking import Replacement, module_replacement
 
 
 class FixAvailability(str, enum.Enum):
@@ -181,6 +182,33 @@ class Rule:
         test = " ".join(self.context.code_for(guard.test).split())
         side = "true" if guard.holds else "false"
         return FeatureState(state.feature, Tri.OFF, f"this code runs only when `{test}` is {side}, which it is not with {state.feature.title} on")
+
+    def tp_replacement(self) -> Replacement:
+        """Whether ``smp.DistributedModel`` replaces modules here: the program's tensor-parallel
+        marking (``smpfix.program.tp_marking``), whatever the degree; built once per file."""
+        found = self.context.memo.get("tp_replacement")
+        if found is None:
+            context = self.context
+            found = module_replacement(context.facts, context.module, context.path, context.modules, self.branches.conditions)
+            context.memo["tp_replacement"] = found
+        return found
+
+    def tp_distributed(self, at: Optional[cst.CSTNode] = None) -> FeatureState:
+        """Tensor parallelism with distributed modules: a degree above 1 *and* marked modules.
+
+        Harm that comes from slices of distributed parameters (identical slices from one
+        seed, optimizer state split across tensor-parallel ranks) needs both; OFF when either
+        is off, ON when both are on, UNKNOWN otherwise.
+        """
+        degree = self.feature("TP", at)
+        replaced = self.tp_replacement()
+        if degree.state is Tri.OFF:
+            return degree
+        if replaced.state is Tri.OFF:
+            return replaced.feature_state()
+        if degree.state is Tri.ON and replaced.state is Tri.UNKNOWN:
+            return FeatureState(degree.feature, Tri.UNKNOWN, f"{degree.source}; {replaced.source}")
+        return degree
 
     @staticmethod
     def severity_when(state: FeatureState) -> Optional[Severity]:
