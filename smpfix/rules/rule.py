@@ -24,6 +24,7 @@ from smpfix.program.branches import Branches, Reach, Requirement, branches_for
 from smpfix.program.conditions import Hypothesis
 from smpfix.program.facts import FileFacts
 from smpfix.program.local_modules import LinkedModule, LocalModules
+from smpfix.program.reaching import Flow
 from smpfix.program.tp_marking import Replacement, module_replacement
 
 
@@ -182,6 +183,14 @@ class Rule:
         test = " ".join(self.context.code_for(guard.test).split())
         side = "true" if guard.holds else "false"
         return FeatureState(state.feature, Tri.OFF, f"this code runs only when `{test}` is {side}, which it is not with {state.feature.title} on")
+
+    @property
+    def flow(self) -> Flow:
+        """Reaching definitions in this file (``smpfix.program.reaching``), built once per file."""
+        found = self.context.memo.get("flow")
+        if found is None:
+            found = self.context.memo["flow"] = Flow(self.context.module, self.context.facts)
+        return found
 
     def tp_replacement(self) -> Replacement:
         """Whether ``smp.DistributedModel`` replaces modules here: the program's tensor-parallel

@@ -101,13 +101,14 @@ class FullCheckpointMisuse(Rule):
         self.report(call, message, severity=severity, fix=self._partial_fix(partial), job_facts=deciding)
 
     def _local_state_calls(self, expr: cst.BaseExpression, depth: int = 0) -> list[cst.Call]:
-        """``x.local_state_dict()`` calls in ``expr``, also through names the file assigns."""
+        """``x.local_state_dict()`` calls in ``expr``, also through the assignments of the names
+        it uses that reach it (another branch's ``model_dict = model.local_state_dict()`` does not)."""
         found: list[cst.Call] = []
         for node in iter_nodes(expr):
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "local_state_dict":
                 found.append(node)
             elif isinstance(node, cst.Name) and depth < 2:
-                for assignment in self.facts.assignments.get(node.value, ()):
+                for assignment in self.flow.reaching(node.value, node).assignments:
                     if assignment.value is not node:
                         found.extend(self._local_state_calls(assignment.value, depth + 1))
         return found

@@ -196,7 +196,7 @@ class StepInputNotSplittable(Rule):
         ):
             value = value.func.value
         if isinstance(value, cst.Name) and depth < 3:
-            assignment = self.facts.single_assignment(value.value)
+            assignment = self.flow.reaching(value.value, value).single
             return self._without_batch_dimension(assignment.value, depth + 1) if assignment is not None else None
         if not isinstance(value, cst.Call):
             return None

@@ -74,14 +74,14 @@ class OptimizerBeforeDistributedModel(Rule):
         return any(self._mentions_parameters_of(arg.value, model) for arg in call.args)
 
     def _via_variables(self, call: cst.Call, model: str, where: StatementRef) -> list[str]:
-        """Names in the call bound (in the same function) to something built from ``model``."""
+        """Names in the call whose value there is built from ``model`` (``param_groups = ...``)."""
         found = []
         for arg in call.args:
-            for name in names_in(arg.value) - {model}:
-                for assignment in self.facts.assignments.get(name, ()):
-                    if assignment.where is not None and assignment.where.scope is where.scope:
-                        if self._mentions_parameters_of(assignment.value, model):
-                            found.append(name)
+            for node in iter_nodes(arg.value):
+                if not isinstance(node, cst.Name) or node.value == model or node.value in found:
+                    continue
+                if any(self._mentions_parameters_of(a.value, model) for a in self.flow.reaching(node.value, node).assignments):
+                    found.append(node.value)
         return found
 
     @staticmethod

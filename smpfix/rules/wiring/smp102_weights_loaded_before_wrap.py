@@ -92,12 +92,25 @@ class WeightsLoadedBeforeWrap(Rule):
         for load in self._loads:
             if load.root == model and load.scope is where.scope and self.facts.runs_before(load.call, wrap.call):
                 self._flag_before(wrap, model, load.call, load)
-        for assignment in self.facts.assignments.get(model, ()):
-            if assignment.where is None or assignment.where.scope is not where.scope:
-                continue
+        assert wrap.argument is not None
+        for pretrained in self._pretrained_reaching(model, wrap.argument, 0):
+            self._flag_before(wrap, model, pretrained, None)
+
+    def _pretrained_reaching(self, name: str, use: cst.CSTNode, depth: int) -> list[cst.Call]:
+        """``from_pretrained(...)`` calls whose model reaches ``use`` of ``name``: through the
+        assignments that reach it, and method chains on the name (``model = model.half()``)."""
+        found: list[cst.Call] = []
+        for assignment in self.flow.reaching(name, use).assignments:
             pretrained = pretrained_model_call(self.facts, assignment.value)
-            if pretrained is not None and self.facts.runs_before(pretrained, wrap.call):
-                self._flag_before(wrap, model, pretrained, None)
+            if pretrained is not None:
+                found.append(pretrained)
+                continue
+            root = assignment.value
+            while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute):
+                root = root.func.value
+            if isinstance(root, cst.Name) and root is not assignment.value and depth < 4:
+                found.extend(self._pretrained_reaching(root.value, root, depth + 1))
+        return found
 
     def _flag_before(self, wrap: Wrap, model: Optional[str], load_node: cst.Call, load: Optional[_StateLoad]) -> None:
         replaced = self.tp_replacement()
@@ -201,8 +214,7 @@ class WeightsLoadedBeforeWrap(Rule):
             expr = expr.value
         if isinstance(expr, cst.Name) and depth < 3:
             return any(
-                a.where is not None and a.where.scope is scope and self._is_full_state(a.value, scope, depth + 1)
-                for a in self.facts.assignments.get(expr.value, ())
+                self._is_full_state(a.value, scope, depth + 1) for a in self.flow.reaching(expr.value, expr).assignments
             )
         if not isinstance(expr, cst.Call):
             return False
