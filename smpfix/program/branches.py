@@ -24,13 +24,14 @@ non-library branch), and reachable when any is or when the file never uses it.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
 import libcst as cst
 
 from smpfix.base.parents import ParentIndex
+from smpfix.base.walker import subtree
 from smpfix.job.jobfacts import JobFacts
 from smpfix.job.linking import LinkedScript
 from smpfix.program.conditions import LIBRARY_ON, Conditions, Hypothesis, Known, feature_hypotheses
@@ -73,26 +74,33 @@ _RUNS = Verdict(Reach.RUNS)
 class Branches:
     """Path questions about one module, answered with the job's ``Conditions``."""
 
-    def __init__(self, module: cst.Module, conditions: Conditions) -> None:
+    def __init__(self, module: cst.Module, conditions: Conditions, index: Optional[Callable[[], ParentIndex]] = None) -> None:
         self.module = module
         self.conditions = conditions
+        self._index_source = index
         self._index: Optional[ParentIndex] = None
         self._uses: Optional[dict[str, list[cst.Name]]] = None
         self._memo: dict[tuple[int, str], Verdict] = {}
+        self._requirements: dict[int, list[Requirement]] = {}
+        self._certain: dict[int, bool] = {}
 
     @property
     def index(self) -> ParentIndex:
         if self._index is None:
-            self._index = ParentIndex(self.module)
+            self._index = self._index_source() if self._index_source is not None else ParentIndex(self.module)
         return self._index
 
     # -- questions ------------------------------------------------------------------------
     def reach(self, node: cst.CSTNode, hypothesis: Hypothesis = LIBRARY_ON) -> Verdict:
         """Whether the code at ``node`` runs, with the library on and ``hypothesis`` assumed."""
+        if self._runs_whatever(node, 0):
+            return _RUNS
         return self._verdict(node, hypothesis, 0)
 
     def excludes(self, node: cst.CSTNode, key: str) -> Optional[Requirement]:
         """The guard on ``node``'s path that is false whenever feature ``key`` is on, if any."""
+        if self._runs_whatever(node, 0):
+            return None
         found: Optional[Requirement] = None
         for hypothesis in feature_hypotheses(key):
             verdict = self._verdict(node, hypothesis, 0)
@@ -103,6 +111,12 @@ class Branches:
 
     def requirements(self, node: cst.CSTNode) -> list[Requirement]:
         """The conditions on ``node``'s path inside its own function, outermost last."""
+        known = self._requirements.get(id(node))
+        if known is None:
+            known = self._requirements[id(node)] = self._path_requirements(node)
+        return known
+
+    def _path_requirements(self, node: cst.CSTNode) -> list[Requirement]:
         found: list[Requirement] = []
         child: cst.CSTNode = node
         for parent in self.index.ancestors(node):
@@ -124,6 +138,22 @@ class Branches:
         return found
 
     # -- evaluation -----------------------------------------------------------------------
+    def _runs_whatever(self, node: cst.CSTNode, depth: int) -> bool:
+        """No condition decides whether ``node`` runs: none on its path in its function, and
+        the function is module code, never used by name, or used somewhere without one."""
+        if self.requirements(node):
+            return False
+        function = self.index.scope_of(node)
+        if not isinstance(function, cst.FunctionDef):
+            return True
+        known = self._certain.get(id(function))
+        if known is None:
+            self._certain[id(function)] = True  # a recursive function: decided by its other uses
+            uses = self._uses_of(function)
+            known = not uses or depth >= _MAX_CALLER_DEPTH or any(self._runs_whatever(use, depth + 1) for use in uses)
+            self._certain[id(function)] = known
+        return known
+
     def _verdict(self, node: cst.CSTNode, hypothesis: Hypothesis, depth: int) -> Verdict:
         own = self._own_verdict(node, hypothesis)
         if own.reach is Reach.NEVER:
@@ -160,18 +190,24 @@ class Branches:
         return verdict
 
     def _uses_of(self, function: cst.FunctionDef) -> list[cst.Name]:
+        """The names in the module that refer to ``function`` (calls and references), outside it."""
         if self._uses is None:
             self._uses = {}
-            for node in self.index.nodes():
-                if isinstance(node, cst.Name):
-                    parent = self.index.parent_of(node)
-                    if isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is node:
-                        continue
-                    if isinstance(parent, cst.Attribute) and parent.attr is node:
-                        continue
+            indexed = subtree(self.module)
+            nodes = indexed[0][indexed[2]:indexed[3]] if indexed is not None else self.index.nodes()
+            for node in nodes:
+                if type(node) is cst.Name:
                     self._uses.setdefault(node.value, []).append(node)
-        name = function.name.value
-        return [use for use in self._uses.get(name, ()) if not _inside(self.index, use, function)]
+        found = []
+        for use in self._uses.get(function.name.value, ()):
+            parent = self.index.parent_of(use)
+            if isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is use:
+                continue
+            if isinstance(parent, cst.Attribute) and parent.attr is use:
+                continue
+            if not _inside(self.index, use, function):
+                found.append(use)
+        return found
 
 
 def _inside(index: ParentIndex, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
@@ -209,6 +245,7 @@ def branches_for(
     modules: Optional[LocalModules],
     path: str,
     importers: Sequence[LinkedModule] = (),
+    index: Optional[Callable[[], ParentIndex]] = None,
 ) -> Branches:
     """The path questions for one checked file: its arguments are read from it, the project
     files it imports, and (for a helper module) the scripts that import it; hyperparameters
@@ -221,4 +258,4 @@ def branches_for(
         for owner in [importer.path for importer in importers] or [path]:
             launchers += modules.project.launchers_of(owner)
     scripts = [importer.facts for importer in importers]
-    return Branches(module, Conditions(facts, job, command_line_arguments(files), launchers, scripts))
+    return Branches(module, Conditions(facts, job, command_line_arguments(files), launchers, scripts), index)

@@ -21,14 +21,15 @@ value smpfix cannot read. A name the function never binds takes the module's ass
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Optional, Union
 
 import libcst as cst
 
 from smpfix.base.parents import ParentIndex
-from smpfix.base.walker import children
+from smpfix.base.walker import children, subtree
 from smpfix.program.facts import Assignment, FileFacts
 
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -67,21 +68,33 @@ class _Found(Exception):
 
 
 class Flow:
-    """Reaching definitions in one module, built on demand (one parent index per module)."""
+    """Reaching definitions in one module, answered on demand and remembered."""
 
-    def __init__(self, module: cst.Module, facts: FileFacts) -> None:
+    def __init__(self, module: cst.Module, facts: FileFacts, index: Optional[Callable[[], ParentIndex]] = None) -> None:
+        """``index`` gives the module's parent index (shared with other questions about the
+        module); without it, one is built on the first question."""
         self.module = module
         self.facts = facts
+        self._index_source = index
         self._index: Optional[ParentIndex] = None
+        self._answers: dict[tuple[str, int], Reaching] = {}
+        self._locals: dict[int, set[str]] = {}
 
     @property
     def index(self) -> ParentIndex:
         if self._index is None:
-            self._index = ParentIndex(self.module)
+            self._index = self._index_source() if self._index_source is not None else ParentIndex(self.module)
         return self._index
 
     def reaching(self, name: str, use: cst.CSTNode) -> Reaching:
         """The definitions of ``name`` that may reach ``use`` (a node inside this module)."""
+        key = (name, id(use))
+        found = self._answers.get(key)
+        if found is None:
+            found = self._answers[key] = self._reaching(name, use)
+        return found
+
+    def _reaching(self, name: str, use: cst.CSTNode) -> Reaching:
         scope = self.index.scope_of(use)
         body: Sequence[cst.CSTNode] = scope.body if isinstance(scope, cst.Module) else _statements(scope.body)
         start: frozenset[_Definition] = frozenset()
@@ -104,7 +117,10 @@ class Flow:
         for param in every:
             if param.name.value == name:
                 return frozenset({_Opaque(param)})
-        if _binds_in(function, name):
+        local = self._locals.get(id(function))
+        if local is None:
+            local = self._locals[id(function)] = _bound_in(function)
+        if name in local:
             return frozenset()
         module_level = [a for a in self.facts.assignments.get(name, ()) if a.where is not None and isinstance(a.where.scope, cst.Module)]
         return frozenset(module_level)
@@ -288,20 +304,35 @@ def _imported_names(node: Union[cst.Import, cst.ImportFrom]) -> set[str]:
     return found
 
 
-def _binds_in(function: cst.FunctionDef, name: str) -> bool:
-    """Does ``function``'s own body bind ``name`` anywhere (so the name is local to it)?"""
+def _bound_in(function: cst.FunctionDef) -> set[str]:
+    """The names ``function``'s own body binds anywhere (its local names)."""
+    found: set[str] = set()
+    indexed = subtree(function.body)
+    if indexed is not None:
+        order, ends, position, end = indexed
+        while position < end:
+            node = order[position]
+            found |= _bound_by(node)
+            # A nested function or class binds its name here; what it binds inside is its own.
+            position = ends[position] if isinstance(node, _SCOPES) else position + 1
+        return found
     stack: list[cst.CSTNode] = list(_statements(function.body))
     while stack:
         node = stack.pop()
-        if name in _bound_by(node):
-            return True
+        found |= _bound_by(node)
         if not isinstance(node, _SCOPES):
             stack.extend(children(node))
-    return False
+    return found
 
 
-def _bound_by(node: cst.CSTNode) -> set[str]:
+_BINDER_TYPES = frozenset({cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.WithItem, cst.FunctionDef, cst.ClassDef, cst.Import, cst.ImportFrom})
+_NO_NAMES: frozenset[str] = frozenset()
+
+
+def _bound_by(node: cst.CSTNode) -> AbstractSet[str]:
     """The names one node binds in the scope it sits in."""
+    if type(node) not in _BINDER_TYPES:
+        return _NO_NAMES
     if isinstance(node, cst.Assign):
         return set().union(*(_names(target.target) for target in node.targets))
     if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
@@ -314,4 +345,4 @@ def _bound_by(node: cst.CSTNode) -> set[str]:
         return {node.name.value}
     if isinstance(node, (cst.Import, cst.ImportFrom)):
         return _imported_names(node)
-    return set()
+    return _NO_NAMES

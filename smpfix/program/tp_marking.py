@@ -95,7 +95,16 @@ def markings(facts: FileFacts, module: cst.Module, file: str) -> list[Marking]:
             enabled = argument(call, "enabled", 1)
             found.append(Marking(_SPELLED[member], call, enabled.value if enabled else None, file))
     for node in iter_nodes(module):
-        if isinstance(node, (cst.Name, cst.Attribute)):
+        # The name test first: this runs over every node of the file.
+        kind = type(node)
+        if kind is cst.Name:
+            last = node.value  # type: ignore[attr-defined]
+        elif kind is cst.Attribute:
+            last = node.attr.value  # type: ignore[attr-defined]
+        else:
+            continue
+        if last.startswith("Distributed") and last not in ("DistributedModel", "DistributedOptimizer"):
+            assert isinstance(node, (cst.Name, cst.Attribute))
             member = facts.smp_member(node)
             if member is not None and member.startswith("nn.Distributed"):
                 found.append(Marking(f"`smp.{member}`", node, None, file))

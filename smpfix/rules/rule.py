@@ -17,6 +17,7 @@ import libcst as cst
 
 from smpfix.base.edits import NodeEdit
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, JobFacts, Tri
 from smpfix.job.versions import SmpVersion, Version, text
@@ -153,7 +154,8 @@ class Rule:
         found = self.context.memo.get("branches")
         if found is None:
             context = self.context
-            found = branches_for(context.module, context.facts, context.job, context.modules, context.path, context.importers)
+            found = branches_for(context.module, context.facts, context.job, context.modules, context.path, context.importers,
+                                 self._parents)
             context.memo["branches"] = found
         return found
 
@@ -189,7 +191,14 @@ class Rule:
         """Reaching definitions in this file (``smpfix.program.reaching``), built once per file."""
         found = self.context.memo.get("flow")
         if found is None:
-            found = self.context.memo["flow"] = Flow(self.context.module, self.context.facts)
+            found = self.context.memo["flow"] = Flow(self.context.module, self.context.facts, self._parents)
+        return found
+
+    def _parents(self) -> ParentIndex:
+        """One parent index per file for the program questions that need one."""
+        found = self.context.memo.get("parents")
+        if found is None:
+            found = self.context.memo["parents"] = ParentIndex(self.context.module)
         return found
 
     def tp_replacement(self) -> Replacement:
