@@ -23,7 +23,7 @@ from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts
 from smpfix.job.project import Project
 from smpfix.program.facts import FileFacts, collect
 from smpfix.program.local_modules import LinkedModule, LocalModules
-from smpfix.rules.registry import all_rules
+from smpfix.rules.registry import known_codes, rules_for
 from smpfix.rules.rule import Report, Rule, RuleContext
 from smpfix.suppressions import comments as suppression
 from smpfix.suppressions import unused as unused_suppressions
@@ -152,7 +152,7 @@ def _analyze_indexed(module: cst.Module, text: str, path: str, options: Analysis
     declared = (*options.declared_jobs, *project.declared_for(path))
     positions = _LazyPositions(module, text)
     job = job_facts_for(facts, declared, positions) if facts.imports_smp else JobFacts.resolve(declared)
-    selected = [rule for rule in (*all_rules(), *options.extra_rules) if rule.code in options.select]
+    selected = [*rules_for(options.select, facts), *(rule for rule in options.extra_rules if rule.code in options.select)]
     rule_types = [rule for rule in selected if rule.applies_to(facts)]
     checks_unused = any(rule.code == unused_suppressions.CODE for rule in rule_types)
     rule_types = [rule for rule in rule_types if rule.code != unused_suppressions.CODE]
@@ -188,7 +188,7 @@ def _unused_suppressions(
     use = unused_suppressions.suppression_use(
         own.used_codes,
         ran=[rule.code for rule in ran if rule.code not in failed],
-        known=[rule.code for rule in all_rules()],
+        known=known_codes(),
         enabled=select - failed,
         imports_smp=facts.imports_smp,
     )

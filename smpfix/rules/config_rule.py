@@ -22,6 +22,7 @@ from smpfix.job.instances import InstanceType, lookup
 from smpfix.job.jobfacts import LIBRARY_DEFAULTS
 from smpfix.job.launcher import Launcher, Located, evaluate_argument, find_launchers
 from smpfix.rules.rule import PendingFix, Rule
+from smpfix.rules.scope import Scope
 
 _MEMO_KEY = "config_views"
 
@@ -110,7 +111,7 @@ class ConfigRule(Rule):
 
     @classmethod
     def applies_to(cls, facts: Any) -> bool:
-        return bool(facts.estimator_calls) or facts.init_config_call is not None
+        return Scope.CONFIGURATION.admits(facts)
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
