@@ -119,22 +119,41 @@ class NodeIndex:
         # By ``id``: every indexed node stays alive in ``order``, so no other live node can
         # share its id, and ``id`` hashes far faster than a node's own ``__hash__``.
         self.positions: dict[int, int] = {}
-        order, ends, positions = self.order, self.ends, self.positions
-        stack: list[Any] = [root]
+        # The position of each node's parent (-1 for the root).
+        self.parents: list[int] = []
+        self._by_type: Optional[dict[type, list[int]]] = None
+        order, ends, positions, parents = self.order, self.ends, self.positions, self.parents
+        stack: list[Any] = [(root, -1)]
         while stack:
             item = stack.pop()
             if type(item) is int:
                 ends[item] = len(order)
                 continue
+            node, parent = item
             index = len(order)
-            positions[id(item)] = index
-            order.append(item)
+            positions[id(node)] = index
+            order.append(node)
             ends.append(0)
+            parents.append(parent)
             stack.append(index)
-            below = children(item)
+            below = children(node)
             if below:
                 below.reverse()
-                stack.extend(below)
+                stack.extend([(child, index) for child in below])
+
+    def by_type(self) -> dict[type, list[int]]:
+        """The positions of the nodes of each type, in order (built on first use)."""
+        if self._by_type is None:
+            found: dict[type, list[int]] = {}
+            for position, node in enumerate(self.order):
+                kind = type(node)
+                known = found.get(kind)
+                if known is None:
+                    found[kind] = [position]
+                else:
+                    known.append(position)
+            self._by_type = found
+        return self._by_type
 
     def extent(self, node: cst.CSTNode) -> Optional[tuple[int, int]]:
         """Where ``node``'s subtree lies in ``order``; None for a node of another tree."""
@@ -148,14 +167,22 @@ _INDEX: ContextVar[Optional[NodeIndex]] = ContextVar("smpfix_node_index", defaul
 
 
 @contextmanager
-def indexed(root: cst.CSTNode) -> Iterator[NodeIndex]:
-    """Index ``root`` for the duration of the block (one file's analysis)."""
-    index = NodeIndex(root)
+def indexed(root: cst.CSTNode, index: Optional[NodeIndex] = None) -> Iterator[NodeIndex]:
+    """Index ``root`` for the duration of the block (one file's analysis); ``index`` is one
+    built earlier for the same tree (a parsed helper module kept between analyses)."""
+    if index is None or index.root is not root:
+        index = NodeIndex(root)
     token = _INDEX.set(index)
     try:
         yield index
     finally:
         _INDEX.reset(token)
+
+
+def active_index(root: cst.CSTNode) -> Optional[NodeIndex]:
+    """The index of ``root``'s tree when it is the one being analyzed, else None."""
+    index = _INDEX.get()
+    return index if index is not None and index.root is root else None
 
 
 def _extent(node: cst.CSTNode) -> Optional[tuple[NodeIndex, int, int]]:
@@ -292,8 +319,16 @@ def walk(root: cst.CSTNode, dispatch: Dispatch, ancestry: Ancestry, on_error: Ca
             stack.extend(below)
 
 
+# Above this share of the nodes with a handler, replaying every node is cheaper than jumping.
+_SPARSE_SHARE = 0.25
+
+
 def _replay(index: NodeIndex, start: int, end: int, dispatch: Dispatch, ancestry: Ancestry, on_error: Callable[[Handler, BaseException], None]) -> None:
     """``walk`` over an indexed subtree: the same calls in the same order, without traversing."""
+    events = _events(index, start, end, dispatch)
+    if events is not None:
+        _replay_events(index, start, events, dispatch, ancestry, on_error)
+        return
     path = ancestry.stack
     handlers = dispatch.handlers
     order, ends = index.order, index.ends
@@ -321,3 +356,65 @@ def _replay(index: NodeIndex, start: int, end: int, dispatch: Dispatch, ancestry
                 on_error(handler, exc)
     while entered:
         leave_one()
+
+
+def _events(index: NodeIndex, start: int, end: int, dispatch: Dispatch) -> Optional[list[tuple[int, int, int]]]:
+    """The handler calls of a walk over ``order[start:end]`` as ``(when, kind, position)``
+    sorted in call order, when few nodes have handlers (a walk for a few rules, as over a
+    helper module); None when most do, and replaying every node costs less.
+
+    A visit of node p happens at p (kind 1); its leave happens when the walk reaches the end
+    of its subtree, ``ends[p]`` (kind 0, before any visit there), innermost first (-p)."""
+    by_type = index.by_type()
+    handled: list[tuple[list[int], bool, bool]] = []
+    total = 0
+    for kind, positions in by_type.items():
+        visit, leave = dispatch.handlers(kind)
+        if visit or leave:
+            handled.append((positions, bool(visit), bool(leave)))
+            total += len(positions)
+    if total > _SPARSE_SHARE * (end - start):
+        return None
+    ends = index.ends
+    events: list[tuple[int, int, int]] = []
+    whole = start == 0 and end == len(index.order)
+    for positions, visit, leave in handled:
+        for position in positions:
+            if not whole and not start <= position < end:
+                continue
+            if visit:
+                events.append((position, 1, position))
+            if leave:
+                events.append((ends[position], 0, -position))
+    events.sort()
+    return events
+
+
+def _replay_events(index: NodeIndex, start: int, events: list[tuple[int, int, int]], dispatch: Dispatch, ancestry: Ancestry,
+                   on_error: Callable[[Handler, BaseException], None]) -> None:
+    """Call the handlers of ``events`` with the ancestry a full walk would show at each."""
+    path = ancestry.stack
+    order, ends, parents = index.order, index.ends, index.parents
+    handlers = dispatch.handlers
+    chain: list[int] = []  # positions of the nodes on ``path`` added by this walk
+    for _, kind, signed in events:
+        position = signed if kind else -signed
+        while chain and not (chain[-1] <= position < ends[chain[-1]]):
+            chain.pop()
+            path.pop()
+        missing = []
+        above = position
+        while above >= start and (not chain or above != chain[-1]):
+            missing.append(above)
+            above = parents[above]
+        for added in reversed(missing):
+            chain.append(added)
+            path.append(order[added])
+        node = order[position]
+        for handler in handlers(type(node))[0 if kind else 1]:
+            try:
+                handler(node)
+            except Exception as exc:
+                on_error(handler, exc)
+    for _ in chain:
+        path.pop()

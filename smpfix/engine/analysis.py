@@ -22,7 +22,7 @@ from smpfix.base.walker import Ancestry, Dispatch, indexed, walk
 from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts
 from smpfix.job.project import Project
 from smpfix.program.facts import FileFacts, collect
-from smpfix.program.local_modules import LinkedModule, LocalModules
+from smpfix.program.local_modules import SHARED_STORE, LinkedModule, LocalModules
 from smpfix.rules.registry import known_codes, rules_for
 from smpfix.rules.rule import Report, Rule, RuleContext
 from smpfix.suppressions import comments as suppression
@@ -120,32 +120,36 @@ def job_facts_for(facts: FileFacts, declared: Sequence[DeclaredJob], positions: 
 
 
 def analyze(text: str, path: str, options: AnalysisOptions) -> Analysis:
-    module, error = parse(text, path)
+    # A helper module some script of this run imported is already parsed, with its facts.
+    stored = SHARED_STORE.parsed(path, text)
+    module = stored.module if stored is not None else None
     if module is None:
-        assert error is not None
-        return Analysis(errors=(error,))
+        module, error = parse(text, path)
+        if module is None:
+            assert error is not None
+            return Analysis(errors=(error,))
     # LibCST's code generation (positions, ``code_for_node``) recurses once or twice per
     # nesting level; ``nesting`` bounds the depth, this lets Python follow it.
     previous = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(previous, _RECURSION_LIMIT))
-        return analyze_module(module, text, path, options)
+        return analyze_module(module, text, path, options, stored)
     except RecursionError:
         return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
     finally:
         sys.setrecursionlimit(previous)
 
 
-def analyze_module(module: cst.Module, text: str, path: str, options: AnalysisOptions) -> Analysis:
+def analyze_module(module: cst.Module, text: str, path: str, options: AnalysisOptions, stored: Optional[LinkedModule] = None) -> Analysis:
     # Indexed once: the facts walk and the rules walk replay the index, and the rules'
     # subtree searches are slices of it (see ``walker``).
-    with indexed(module):
-        return _analyze_indexed(module, text, path, options)
+    with indexed(module, stored.index if stored is not None else None):
+        return _analyze_indexed(module, text, path, options, stored.facts if stored is not None else None)
 
 
-def _analyze_indexed(module: cst.Module, text: str, path: str, options: AnalysisOptions) -> Analysis:
+def _analyze_indexed(module: cst.Module, text: str, path: str, options: AnalysisOptions, known: Optional[FileFacts]) -> Analysis:
     try:
-        facts = collect(module)
+        facts = known if known is not None else collect(module)
     except RecursionError:
         return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
     project = options.project or Project()
@@ -170,7 +174,8 @@ def _analyze_indexed(module: cst.Module, text: str, path: str, options: Analysis
             if helper.facts.imports_smp:
                 continue
             target = _Target(helper.path, helper.text, helper.module, helper.facts, _LazyPositions(helper.module, helper.text))
-            found = _run_rules(target, job, helper_rules, modules, (script,))
+            with indexed(helper.module, helper.index):
+                found = _run_rules(target, job, helper_rules, modules, (script,))
             findings.extend(_on_behalf_of(finding, path) for finding in found.findings)
             errors.extend(found.errors)
     return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, own.used_suppressions, own.suppressions, own.used_codes,
