@@ -369,9 +369,9 @@ def _events(index: NodeIndex, start: int, end: int, dispatch: Dispatch) -> Optio
     handled: list[tuple[list[int], bool, bool]] = []
     total = 0
     for kind, positions in by_type.items():
-        visit, leave = dispatch.handlers(kind)
-        if visit or leave:
-            handled.append((positions, bool(visit), bool(leave)))
+        visits, leaves = dispatch.handlers(kind)
+        if visits or leaves:
+            handled.append((positions, bool(visits), bool(leaves)))
             total += len(positions)
     if total > _SPARSE_SHARE * (end - start):
         return None
