@@ -119,27 +119,39 @@ class NodeIndex:
         # By ``id``: every indexed node stays alive in ``order``, so no other live node can
         # share its id, and ``id`` hashes far faster than a node's own ``__hash__``.
         self.positions: dict[int, int] = {}
-        # The position of each node's parent (-1 for the root).
-        self.parents: list[int] = []
+        self._parents: Optional[list[int]] = None
         self._by_type: Optional[dict[type, list[int]]] = None
-        order, ends, positions, parents = self.order, self.ends, self.positions, self.parents
-        stack: list[Any] = [(root, -1)]
+        order, ends, positions = self.order, self.ends, self.positions
+        stack: list[Any] = [root]
         while stack:
             item = stack.pop()
             if type(item) is int:
                 ends[item] = len(order)
                 continue
-            node, parent = item
             index = len(order)
-            positions[id(node)] = index
-            order.append(node)
+            positions[id(item)] = index
+            order.append(item)
             ends.append(0)
-            parents.append(parent)
             stack.append(index)
-            below = children(node)
+            below = children(item)
             if below:
                 below.reverse()
-                stack.extend([(child, index) for child in below])
+                stack.extend(below)
+
+    @property
+    def parents(self) -> list[int]:
+        """The position of each node's parent (-1 for the root), built on first use."""
+        if self._parents is None:
+            ends = self.ends
+            parents: list[int] = []
+            open_nodes: list[int] = []  # the ancestors of the current position
+            for position in range(len(ends)):
+                while open_nodes and ends[open_nodes[-1]] <= position:
+                    open_nodes.pop()
+                parents.append(open_nodes[-1] if open_nodes else -1)
+                open_nodes.append(position)
+            self._parents = parents
+        return self._parents
 
     def by_type(self) -> dict[type, list[int]]:
         """The positions of the nodes of each type, in order (built on first use)."""
@@ -330,32 +342,39 @@ def _replay(index: NodeIndex, start: int, end: int, dispatch: Dispatch, ancestry
         _replay_events(index, start, events, dispatch, ancestry, on_error)
         return
     path = ancestry.stack
-    handlers = dispatch.handlers
     order, ends = index.order, index.ends
-    entered: list[int] = []  # positions of the nodes entered and not yet left
-
-    def leave_one() -> None:
-        node = order[entered.pop()]
-        for handler in handlers(type(node))[1]:
+    table = {kind: dispatch.handlers(kind) for kind in index.by_type()}
+    # The nodes entered and not yet left: where each one's subtree ends, and it with its leave handlers.
+    open_ends: list[int] = []
+    open_nodes: list[tuple[cst.CSTNode, tuple[Handler, ...]]] = []
+    for position in range(start, end):
+        while open_ends and open_ends[-1] <= position:
+            open_ends.pop()
+            left, leaves = open_nodes.pop()
+            for handler in leaves:
+                try:
+                    handler(left)
+                except Exception as exc:
+                    on_error(handler, exc)
+            path.pop()
+        node = order[position]
+        visits, leaves = table[type(node)]
+        path.append(node)
+        open_ends.append(ends[position])
+        open_nodes.append((node, leaves))
+        for handler in visits:
             try:
                 handler(node)
+            except Exception as exc:
+                on_error(handler, exc)
+    while open_nodes:
+        left, leaves = open_nodes.pop()
+        for handler in leaves:
+            try:
+                handler(left)
             except Exception as exc:
                 on_error(handler, exc)
         path.pop()
-
-    for position in range(start, end):
-        while entered and ends[entered[-1]] <= position:
-            leave_one()
-        node = order[position]
-        path.append(node)
-        entered.append(position)
-        for handler in handlers(type(node))[0]:
-            try:
-                handler(node)
-            except Exception as exc:
-                on_error(handler, exc)
-    while entered:
-        leave_one()
 
 
 def _events(index: NodeIndex, start: int, end: int, dispatch: Dispatch) -> Optional[list[tuple[int, int, int]]]:

@@ -18,7 +18,7 @@ import libcst as cst
 from smpfix.base import nesting
 from smpfix.base.findings import Applicability, FileError, Finding, Fix, JobFactUse
 from smpfix.base.positions import Positions
-from smpfix.base.walker import Ancestry, Dispatch, indexed, walk
+from smpfix.base.walker import Ancestry, Dispatch, NodeIndex, active_index, indexed, walk
 from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts
 from smpfix.job.project import Project
 from smpfix.program.facts import FileFacts, collect
@@ -58,14 +58,15 @@ class Analysis:
 
 
 class _LazyPositions:
-    def __init__(self, module: cst.Module, text: str) -> None:
+    def __init__(self, module: cst.Module, text: str, index: Optional[NodeIndex] = None) -> None:
         self.module = module
         self.text = text
+        self.index = index
         self._positions: Optional[Positions] = None
 
     def get(self) -> Positions:
         if self._positions is None:
-            self._positions = Positions(self.module, self.text)
+            self._positions = Positions(self.module, self.text, self.index)
         return self._positions
 
 
@@ -152,9 +153,11 @@ def _analyze_indexed(module: cst.Module, text: str, path: str, options: Analysis
         facts = known if known is not None else collect(module)
     except RecursionError:
         return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
+    if known is None:
+        SHARED_STORE.offer(LinkedModule(path, text, module, facts, active_index(module)))
     project = options.project or Project()
     declared = (*options.declared_jobs, *project.declared_for(path))
-    positions = _LazyPositions(module, text)
+    positions = _LazyPositions(module, text, active_index(module))
     job = job_facts_for(facts, declared, positions) if facts.imports_smp else JobFacts.resolve(declared)
     selected = [*rules_for(options.select, facts), *(rule for rule in options.extra_rules if rule.code in options.select)]
     rule_types = [rule for rule in selected if rule.applies_to(facts)]
@@ -173,7 +176,7 @@ def _analyze_indexed(module: cst.Module, text: str, path: str, options: Analysis
         for helper in modules.imported_modules(facts):
             if helper.facts.imports_smp:
                 continue
-            target = _Target(helper.path, helper.text, helper.module, helper.facts, _LazyPositions(helper.module, helper.text))
+            target = _Target(helper.path, helper.text, helper.module, helper.facts, _LazyPositions(helper.module, helper.text, helper.index))
             with indexed(helper.module, helper.index):
                 found = _run_rules(target, job, helper_rules, modules, (script,))
             findings.extend(_on_behalf_of(finding, path) for finding in found.findings)
@@ -244,11 +247,6 @@ def _run_rules(
         return Analysis(errors=tuple(errors), job=job, imports_smp=facts.imports_smp)
 
     positions = target.positions
-    mismatch = positions.get().mismatch
-    if mismatch is not None:
-        where = positions.get().position(mismatch)
-        reason = "LibCST does not reproduce this file exactly here (a form feed, a backslash continuation in indentation or a lone CR); not analyzed, so that no fix can edit the wrong characters"
-        return Analysis(errors=(*errors, FileError(path, reason, where.line, where.column)), job=job, imports_smp=facts.imports_smp)
     by_line = suppression.parse(target.text)
     findings: list[Finding] = []
     used: list[suppression.Suppression] = []
@@ -267,6 +265,11 @@ def _run_rules(
             used_codes.append((hit, finding.code))
             continue
         findings.append(finding)
+    mismatch = positions.get().mismatch
+    if mismatch is not None:
+        where = positions.get().position(mismatch)
+        reason = "LibCST does not reproduce this file exactly here (a form feed, a backslash continuation in indentation or a lone CR); not analyzed, so that no fix can edit the wrong characters"
+        return Analysis(errors=(*errors, FileError(path, reason, where.line, where.column)), job=job, imports_smp=facts.imports_smp)
     findings.sort(key=lambda f: f.sort_key)
     all_suppressions = tuple(item for items in by_line.values() for item in items)
     return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, tuple(used), all_suppressions, tuple(used_codes))
@@ -274,6 +277,12 @@ def _run_rules(
 
 def _statement_line(node: cst.CSTNode, facts: FileFacts, positions: Positions) -> int:
     """The first line of the innermost statement holding ``node`` (suppressions may sit there)."""
+    index = active_index(positions.module)
+    at = index.positions.get(id(node)) if index is not None else None
+    if index is not None and at is not None and index.order[at] is node:
+        while at >= 0 and index.order[at] not in facts.statements:
+            at = index.parents[at]
+        return positions.position(positions.span(index.order[at] if at >= 0 else node)[0]).line
     start, end = positions.span(node)
     best: Optional[tuple[int, int]] = None
     for statement in facts.statements:

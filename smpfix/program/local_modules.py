@@ -82,6 +82,13 @@ class ModuleStore:
             return None
         return entry[1] if entry[1].path == path else _renamed(entry[1], path)
 
+    def offer(self, linked: LinkedModule) -> None:
+        """Keep a file parsed for its own check when a script may import it: a module that
+        never calls ``smp.init()`` (a helper; a script initialises the library itself)."""
+        if not linked.path.endswith(".py") or linked.facts.smp_init_calls:
+            return
+        self._keep(os.path.abspath(linked.path), linked.text, linked)
+
     def _keep(self, key: str, text: str, linked: Optional[LinkedModule]) -> None:
         old = self._entries.pop(key, None)
         if old is not None:
