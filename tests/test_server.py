@@ -299,6 +299,21 @@ async def test_notebook_cells_get_their_own_diagnostics(tmp_path: Path) -> None:
         assert "rdp_rank" in apply_edits(cells[2], quick[0].edit.changes[uris[2]])
 
 
+async def test_a_notebook_sent_as_python_text_is_checked_as_python(tmp_path: Path) -> None:
+    """jupyterlab-lsp sends a notebook's cells joined into one Python text document, under the
+    notebook's own name (``.virtual_documents/train.ipynb``)."""
+    virtual = tmp_path / ".virtual_documents" / "train.ipynb"
+    virtual.parent.mkdir()
+    async with session(tmp_path, {"job": TP}) as client:
+        uri = open_file(client, virtual, SCRIPT)
+        assert codes(await diagnostics(client, uri, lambda found: bool(found))) == ["SMP301"]
+        other = open_file(client, tmp_path / "notes.ipynb", SCRIPT)
+        other_item = types.TextDocumentItem(uri=uri_of(tmp_path / "README.md"), language_id="markdown", version=1, text="smp.dp_rank()")
+        client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=other_item))
+        assert codes(await diagnostics(client, other, lambda found: bool(found))) == ["SMP301"]
+        assert other_item.uri not in client.diagnostics
+
+
 async def test_shutdown_and_exit_end_the_process(tmp_path: Path) -> None:
     client = make_test_lsp_client()
     await client.start_io(*smpfix_command(), "server")

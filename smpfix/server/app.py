@@ -115,10 +115,14 @@ class SmpfixServer(LanguageServer):
 
     # -- documents ---------------------------------------------------------------------------------
 
-    def open_document(self, uri: str, notebook: bool = False) -> Optional[_Document]:
+    def open_document(self, uri: str, notebook: bool = False, language: str = "python") -> Optional[_Document]:
         path = _path_of(uri, notebook)
         if not notebook and not path.endswith(".py"):
-            return None
+            if language != "python":
+                return None
+            # A text document the client says is Python: jupyterlab-lsp sends a notebook's
+            # cells joined as one (``.virtual_documents/train.ipynb``), not notebook JSON.
+            path += ".py"
         document = self.documents.get(uri) or _Document(uri, path, notebook)
         self.documents[uri] = document
         return document
@@ -332,7 +336,7 @@ def create() -> SmpfixServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: SmpfixServer, params: types.DidOpenTextDocumentParams) -> None:
-        if ls.open_document(params.text_document.uri) is not None:
+        if ls.open_document(params.text_document.uri, language=params.text_document.language_id) is not None:
             ls.schedule(params.text_document.uri, delay=0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
