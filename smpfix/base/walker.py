@@ -240,27 +240,52 @@ def _handler_names(visitor_type: type) -> frozenset[str]:
 class Dispatch:
     """The ``visit_<Node>``/``leave_<Node>`` methods of a set of visitors, looked up once per type.
 
-    Handlers are methods of the visitors' classes; a new Dispatch per file (the rules are
-    new objects per file) then costs a set lookup per visitor and node type, not a failed
-    ``getattr``.
+    Handlers are methods of the visitors' classes: which classes handle a node type is
+    worked out once per run (the same rules check every file), and a new Dispatch per file
+    (the rules are new objects per file) only binds the methods that exist.
     """
 
     def __init__(self, visitors: Sequence[object]) -> None:
         self.visitors = visitors
-        self._names = [_handler_names(type(visitor)) for visitor in visitors]
+        self._which = _handler_table(tuple(type(visitor) for visitor in visitors))
         self._handlers: dict[type, tuple[tuple[Handler, ...], tuple[Handler, ...]]] = {}
 
     def handlers(self, node_type: type) -> tuple[tuple[Handler, ...], tuple[Handler, ...]]:
         found = self._handlers.get(node_type)
         if found is None:
+            visits, leaves = self._which(node_type)
             visit, leave = f"visit_{node_type.__name__}", f"leave_{node_type.__name__}"
-            pairs = list(zip(self.visitors, self._names))
             found = (
-                tuple(getattr(v, visit) for v, names in pairs if visit in names),
-                tuple(getattr(v, leave) for v, names in pairs if leave in names),
+                tuple(getattr(self.visitors[i], visit) for i in visits),
+                tuple(getattr(self.visitors[i], leave) for i in leaves),
             )
             self._handlers[node_type] = found
         return found
+
+
+_TABLES: dict[tuple[type, ...], Callable[[type], tuple[tuple[int, ...], tuple[int, ...]]]] = {}
+
+
+def _handler_table(classes: tuple[type, ...]) -> Callable[[type], tuple[tuple[int, ...], tuple[int, ...]]]:
+    """For one sequence of visitor classes (the same for every file of a run): which of them
+    visit and leave each node type, remembered across files."""
+    table = _TABLES.get(classes)
+    if table is None:
+        names = [_handler_names(cls) for cls in classes]
+        known: dict[type, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+        def which(node_type: type) -> tuple[tuple[int, ...], tuple[int, ...]]:
+            found = known.get(node_type)
+            if found is None:
+                visit, leave = f"visit_{node_type.__name__}", f"leave_{node_type.__name__}"
+                found = known[node_type] = (
+                    tuple(i for i, defined in enumerate(names) if visit in defined),
+                    tuple(i for i, defined in enumerate(names) if leave in defined),
+                )
+            return found
+
+        table = _TABLES[classes] = which
+    return table
 
 
 class Ancestry:
