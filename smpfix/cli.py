@@ -70,6 +70,7 @@ def main() -> None:
 @click.option("--show-job", is_flag=True, help="Print the job facts derived for each script and where each came from.")
 @click.option("--exclude", multiple=True, help="Extra gitignore-style patterns to skip.")
 @click.option("--workers", type=int, default=0, help="Worker processes (default: all cores).")
+@click.option("--no-launcher-search", is_flag=True, help="Use only the launchers among the checked files; do not look for the project's others.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), envvar="SMPFIX_CACHE_DIR", help="Where to keep the result cache (default: .smpfix_cache in the project root; also SMPFIX_CACHE_DIR).")
 def check(
@@ -95,6 +96,7 @@ def check(
     add_noqa: bool = False,
     no_cache: bool = False,
     cache_dir: Optional[str] = None,
+    no_launcher_search: bool = False,
 ) -> None:
     """Check PATHS (files, directories, or - for stdin); the default command."""
     try:
@@ -103,7 +105,7 @@ def check(
                       no_color=no_color, stdin_filename=stdin_filename, config_path=config_path,
                       job_settings=job_settings, show_job=show_job, exclude=exclude, workers=workers,
                       output_file=output_file, statistics=statistics, add_noqa=add_noqa,
-                      no_cache=no_cache, cache_dir=cache_dir)
+                      no_cache=no_cache, cache_dir=cache_dir, no_launcher_search=no_launcher_search)
     except KeyboardInterrupt:
         click.echo("smpfix: interrupted", err=True)
         code = EXIT_INTERRUPTED
@@ -116,11 +118,11 @@ def _usage_error(message: str) -> int:
 
 
 def _check(paths: Sequence[str], **opts: Any) -> int:
-    from smpfix.engine.config import ConfigError, resolve, validate_job
+    from smpfix.engine.config import ConfigError, resolve
     from smpfix.engine.discovery import DiscoveredFile, Excluder, discover
+    from smpfix.engine.launcher_index import LauncherSearch
     from smpfix.engine.runner import RunOptions, run
     from smpfix.engine.selection import SelectionError, enabled
-    from smpfix.job.jobfacts import DeclaredJob, parse_value
     from smpfix.job.project import Project
     from smpfix.report import ReportOptions
     from smpfix.rules.registry import RuleNames
@@ -129,13 +131,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     config_anchor = [stdin_name] if "-" in paths and stdin_name else list(paths)
     try:
         config = resolve(config_anchor, opts["config_path"])
-        cli_job: dict[str, Any] = {}
-        for item in opts["job_settings"]:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ConfigError(f"--job expects KEY=VALUE, got {item!r}")
-            cli_job[key.strip()] = parse_value(value)
-        cli_job = validate_job(cli_job, "--job")
+        cli_job = _cli_job(opts["job_settings"])
     except ConfigError as exc:
         return _usage_error(str(exc))
     names = RuleNames()
@@ -148,11 +144,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         )
     except SelectionError as exc:
         return _usage_error(str(exc))
-    declared = []
-    if cli_job:
-        declared.append(DeclaredJob("command line --job", cli_job))
-    if config.job:
-        declared.append(DeclaredJob(config.job_source, config.job))
+    declared = _declared_jobs(cli_job, config)
     options = RunOptions(
         select=codes,
         rule_names=names,
@@ -166,6 +158,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         show_job=opts["show_job"],
         project=Project.of(tuple(paths)),
         cache_dir=_cache_dir(config.root, opts.get("no_cache", False), opts.get("cache_dir")),
+        launchers=None if opts.get("no_launcher_search") else LauncherSearch.of(config, opts["exclude"]),
     )
     fmt = opts["fmt"]
     problem = _output_option_problem(fmt, opts, list(paths) == ["-"])
@@ -196,6 +189,31 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     if opts.get("add_noqa"):
         return _add_noqa(results, tasks, options, opts["quiet"])
     return _finish(results, options, report_options, fmt, opts["quiet"], opts["exit_zero"])
+
+
+def _cli_job(items: Sequence[str]) -> dict[str, Any]:
+    """``--job KEY=VALUE`` settings, validated like ``[tool.smpfix.job]`` (raises ConfigError)."""
+    from smpfix.engine.config import ConfigError, validate_job
+    from smpfix.job.jobfacts import parse_value
+
+    job: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--job expects KEY=VALUE, got {item!r}")
+        job[key.strip()] = parse_value(value)
+    return validate_job(job, "--job")
+
+
+def _declared_jobs(cli_job: dict[str, Any], config: Any) -> list[Any]:
+    """The declared jobs, highest precedence first: ``--job``, then ``[tool.smpfix]``'s."""
+    from smpfix.job.jobfacts import DeclaredJob
+
+    declared = []
+    if cli_job:
+        declared.append(DeclaredJob("command line --job", cli_job))
+    declared.extend(config.declared_jobs())
+    return declared
 
 
 def _cache_dir(root: Path, no_cache: bool, explicit: Optional[str]) -> Optional[Path]:
@@ -236,7 +254,7 @@ def _add_noqa(results: Sequence[Any], tasks: Sequence[Any], options: Any, quiet:
         added += outcome.added
         files += bool(outcome.added)
     for error in errors:
-        click.echo(f"{error.path}:{error.line}:{error.column}: error: {error.message}", err=True)
+        click.echo(f"{error.location}: error: {error.message}", err=True)
     for item in left:
         finding = item.finding
         click.echo(f"{finding.path}:{finding.start.line}:{finding.start.column}: {finding.code} not suppressed: {item.reason}")
@@ -258,7 +276,14 @@ def _check_stdin(name: str, options: Any, report_options: Any, fmt: str, quiet: 
     except source.SourceError as exc:
         result = FileResult(name, errors=(FileError(name, exc.message, exc.line, exc.column),))
         return _finish([result], options, report_options, fmt, quiet, exit_zero)
-    result = check_text(src.text, name, options) if prefilter.may_involve_smp(raw) else FileResult(name)
+    if not prefilter.may_involve_smp(raw):
+        result = FileResult(name)
+    else:
+        if name != "-":  # a name places the text in its project, whose launchers configure it
+            from smpfix.engine.runner import open_cache, with_project
+
+            options = with_project([(name, raw)], options, open_cache(options))
+        result = check_text(src.text, name, options)
     if options.apply:
         sys.stdout.write(result.new_text if result.new_text is not None else src.text)
         sys.stdout.flush()
@@ -289,7 +314,7 @@ def _finish(results: Sequence[Any], options: Any, report_options: Any, fmt: str,
 
     errors = [error for result in results for error in result.errors]
     for error in errors:
-        click.echo(f"{error.path}:{error.line}:{error.column}: error: {error.message}", err=True)
+        click.echo(f"{error.location}: error: {error.message}", err=True)
     if options.show_job:
         _print_jobs(results, err=fmt in MACHINE_FORMATS or stream_err)
     if options.diff:
@@ -324,19 +349,72 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
         if result.job is None:
             continue
         click.echo(f"{result.path}: job facts", err=err)
+        version = result.job.get("smp_version")
+        click.echo(f"  library      SMP {version['value']} ({version['source']})" if version else "  library      SMP version unknown", err=err)
         for key, item in result.job["features"].items():
             click.echo(f"  {key:<12} {item['state']:<8} {item['source']}", err=err)
         for key, item in result.job["settings"].items():
             click.echo(f"  {key} = {json.dumps(item['value'])}  ({item['source']})", err=err)
+        for key, why in result.job.get("unknown", {}).items():
+            click.echo(f"  {key} unknown: {why}", err=err)
         for item in result.job.get("evidence", ()):
             weight = "shows it is on" if item["strong"] else "shows awareness only"
             click.echo(f"  evidence {item['feature']}: {item['what']} at line {item['line']} ({weight})", err=err)
 
 
 @main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True, help="Output format.")
+@click.option("--job", "job_settings", multiple=True, metavar="KEY=VALUE",
+              help="A job setting that overrides the launchers, e.g. tensor_parallel_degree=8 or model_parameters=20e9.")
+@click.option("--config", "config_path", type=click.Path(), help="Read [tool.smpfix] from this pyproject.toml.")
+@click.option("--exclude", multiple=True, help="Extra gitignore-style patterns to skip.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when a configuration does not fit.")
+@click.option("--no-color", is_flag=True, help="Disable colours (also NO_COLOR, or when output is not a terminal).")
+def plan(paths: tuple[str, ...], fmt: str, job_settings: tuple[str, ...], config_path: Optional[str], exclude: tuple[str, ...],
+         exit_zero: bool, no_color: bool) -> None:
+    """Will it fit? Estimate the per-GPU memory of every launcher configuration in PATHS.
+
+    For each estimator call (and, with --job or [tool.smpfix.job], each training script no
+    launcher starts): the parameter count and where it came from, the per-GPU split into
+    model states, activations and the rest against the GPU of the instance type, the verdict
+    (fits, does not fit, depends on a switch smpfix cannot resolve, or unknown), the
+    assumptions, and the smallest changes that make a job fit. It is an estimate: every
+    approximation is listed in docs/plan.md
+    (https://github.com/smpfix/smpfix/blob/main/docs/plan.md).
+
+    Exit codes: 0 when nothing is known not to fit, 1 when a configuration does not fit, 2 on
+    a usage error.
+    """
+    from smpfix.engine.config import ConfigError, resolve
+    from smpfix.engine.discovery import Excluder, discover
+    from smpfix.engine.planning import plan_files
+    from smpfix.job.project import Project
+    from smpfix.report.plan import render_plan_json, render_plan_table
+
+    paths = paths or (".",)
+    try:
+        config = resolve(list(paths), config_path)
+        declared = _declared_jobs(_cli_job(job_settings), config)
+    except ConfigError as exc:
+        sys.exit(_usage_error(str(exc)))
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        sys.exit(_usage_error(f"{missing[0]}: no such file or directory"))
+    tasks = list(discover(paths, Excluder([*config.exclude, *exclude], config.root), config.respect_gitignore))
+    planned = plan_files(tasks, Project.of(tuple(paths)), declared, str(config.path) if config.job and config.path else None)
+    if fmt == "json":
+        click.echo(render_plan_json(planned), nl=False)
+    else:
+        click.echo(render_plan_table(planned, _use_color(no_color)), nl=False)
+    does_not_fit = any(configuration.plan.fits is False for configuration in planned)
+    sys.exit(EXIT_FINDINGS if does_not_fit and not exit_zero else EXIT_CLEAN)
+
+
+@main.command()
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def rules(fmt: str) -> None:
-    """List every rule: code, name, fix availability and safety, job settings it depends on."""
+    """List every rule: code, name, fix availability and safety, SMP versions, job settings it depends on."""
     from smpfix.rules.registry import rule_table
 
     table = rule_table()
@@ -344,10 +422,10 @@ def rules(fmt: str) -> None:
         click.echo(json.dumps(table, indent=2))
         return
     width = max(len(row["name"]) for row in table) if table else 10
-    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} depends on")
+    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<10} depends on")
     for row in table:
         depends = ", ".join(row["depends_on"]) or "-"
-        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {depends}")
+        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<10} {depends}")
 
 
 @main.command()

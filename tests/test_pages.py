@@ -8,6 +8,7 @@ import pytest
 
 from smpfix.api import check_source, fix_source
 from smpfix.job.jobfacts import parse_value
+from smpfix.job.versions import range_in_words
 from smpfix.rules.pages import SECTIONS, all_pages, read_page
 from smpfix.rules.registry import all_rules
 from smpfix.rules.rule import FixAvailability
@@ -49,3 +50,10 @@ def test_page_example_is_flagged_and_fixed_as_shown(code: str) -> None:
 
 def test_explain_reads_the_page_from_the_installation() -> None:
     assert read_page("SMP101") is not None and read_page("SMP101").startswith("# SMP101")
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_page_states_the_rules_version_range(code: str) -> None:
+    rule = RULES[code]
+    first = PAGES[code].sections["Versions"].strip()
+    assert first.startswith(range_in_words(rule.since, rule.until)), f"{code}.md's Versions must start with the rule's range"

@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any, Optional
 
 from smpfix.job.config_keys import advise
-from smpfix.job.jobfacts import KNOWN_KEYS, LAUNCH_KEYS, Value, normalize_key
+from smpfix.job.jobfacts import (
+    KNOWN_KEYS,
+    LAUNCH_KEYS,
+    SMPFIX_KEYS,
+    DeclaredJob,
+    Value,
+    normalize_key,
+)
+from smpfix.job.versions import parse_version
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,8 +35,8 @@ class ConfigError(Exception):
     """A configuration problem; the CLI prints it and exits with 2."""
 
 
-_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
-_KNOWN_KEYS = frozenset({*_LIST_KEYS, "per-file-ignores", "job", "respect-gitignore"})
+_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "launchers")
+_KNOWN_KEYS = frozenset({*_LIST_KEYS, "per-file-ignores", "job", "respect-gitignore", "smp-version"})
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,10 @@ class Config:
     per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     job: Mapping[str, Value] = field(default_factory=dict)
     respect_gitignore: bool = True
+    # Globs (relative to this file) naming the project's launchers; empty: search for them.
+    launchers: tuple[str, ...] = ()
+    # The library version the project targets (``smp-version = "1.11"``); see ``smpfix.job.versions``.
+    smp_version: Optional[str] = None
 
     @property
     def root(self) -> Path:
@@ -52,6 +64,17 @@ class Config:
     def job_source(self) -> str:
         name = self.path.name if self.path is not None else "pyproject.toml"
         return f"{name} [tool.smpfix.job]"
+
+    def declared_jobs(self) -> tuple[DeclaredJob, ...]:
+        """The jobs this file declares, highest precedence first: ``[tool.smpfix.job]``, then
+        ``smp-version`` (which states only the library version, so it completes nothing)."""
+        name = self.path.name if self.path is not None else "pyproject.toml"
+        declared = []
+        if self.job:
+            declared.append(DeclaredJob(self.job_source, self.job))
+        if self.smp_version is not None:
+            declared.append(DeclaredJob(f"{name} [tool.smpfix] smp-version", {"smp_version": self.smp_version}, complete=False))
+        return tuple(declared)
 
 
 def _strings(value: Any, key: str, where: Path) -> tuple[str, ...]:
@@ -63,7 +86,7 @@ def _strings(value: Any, key: str, where: Path) -> tuple[str, ...]:
 def validate_job(table: Mapping[str, Any], where: str) -> dict[str, Value]:
     job: dict[str, Value] = {}
     for key, value in table.items():
-        if key not in KNOWN_KEYS and key not in LAUNCH_KEYS:
+        if key not in KNOWN_KEYS and key not in LAUNCH_KEYS and key not in SMPFIX_KEYS:
             # The same advice SMP812 gives for a key in a launcher or an smp.init dict.
             advice = advise(key)
             hint = advice.suggestion or advise(key, LAUNCH_KEYS).suggestion
@@ -71,6 +94,8 @@ def validate_job(table: Mapping[str, Any], where: str) -> dict[str, Value]:
             raise ConfigError(f"{where}: unknown job setting {key!r}{suggestion}")
         if not isinstance(value, (bool, int, float, str)):
             raise ConfigError(f"{where}: job setting {key!r} must be a boolean, number or string")
+        if key in ("smp_version", "framework_version") and parse_version(value) is None:
+            raise ConfigError(f"{where}: job setting {key!r} must be a version such as \"1.11\" or \"1.13.1\", not {value!r}")
         job[normalize_key(key)] = value
     return job
 
@@ -106,7 +131,14 @@ def load(path: Path) -> Config:
     gitignore = table.get("respect-gitignore", True)
     if not isinstance(gitignore, bool):
         raise ConfigError(f"{path}: [tool.smpfix] respect-gitignore must be true or false")
+    smp_version = table.get("smp-version")
+    if smp_version is not None and (isinstance(smp_version, bool) or parse_version(smp_version) is None):
+        raise ConfigError(f"{path}: [tool.smpfix] smp-version must be a version such as \"1.11\", not {smp_version!r}")
     select = table.get("select")
+    launchers = _strings(table.get("launchers", []), "launchers", path)
+    for pattern in launchers:
+        if not pattern or os.path.isabs(pattern) or pattern.startswith(("/", "\\")):
+            raise ConfigError(f"{path}: [tool.smpfix] launchers: {pattern!r} must be a glob relative to {path.name}'s folder")
     return Config(
         path=path,
         select=_strings(select, "select", path) if select is not None else None,
@@ -116,6 +148,8 @@ def load(path: Path) -> Config:
         per_file_ignores={pattern: _strings(codes, f"per-file-ignores.{pattern}", path) for pattern, codes in per_file.items()},
         job=validate_job(job, f"{path}: [tool.smpfix.job]"),
         respect_gitignore=gitignore,
+        launchers=launchers,
+        smp_version=None if smp_version is None else str(smp_version),
     )
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from smpfix.base.findings import FileError, FileResult, Finding, Position
+from smpfix.base.findings import FileError, FileResult, Finding, Position, Severity
 from smpfix.engine.config import Config
-from smpfix.job.jobfacts import LAUNCH_KEYS
+from smpfix.job.jobfacts import LAUNCH_KEYS, SMPFIX_KEYS, JobFacts, Tri
 
 
 def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResult]:
@@ -25,9 +25,11 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
 
     path = str(config.path)
     text = config.path.read_text(encoding="utf-8")
-    parameters = Located({key: Located(value, entry=None, source_file=path) for key, value in config.job.items() if key not in LAUNCH_KEYS})
+    library = {key: value for key, value in config.job.items() if key not in LAUNCH_KEYS and key not in SMPFIX_KEYS}
+    parameters = Located({key: Located(value, entry=None, source_file=path) for key, value in library.items()})
     extra = {key: Located(value) for key, value in config.job.items() if key in LAUNCH_KEYS}
     view = ConfigView("job table", config.job_source, parameters, True, None, None, extra)
+    job = JobFacts.resolve(config.declared_jobs())
     findings: list[Finding] = []
     errors: list[FileError] = []
     for rule in rules_of_scope(Scope.CONFIGURATION, select):
@@ -39,11 +41,13 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
             errors.append(FileError(path, f"internal error in rule {rule.code}: {type(exc).__name__}: {exc}", code=rule.code))
             continue
         for problem in problems:
+            applies = job.version_applies(problem.since or rule.since, problem.until or rule.until)
+            if applies is Tri.OFF:
+                continue
+            severity = Severity.HINT if applies is Tri.UNKNOWN else problem.severity
             key = _key_of(problem.at, parameters, extra)
             line = _line_of(text, key)
-            findings.append(
-                Finding(rule.code, rule.name, problem.message, path, Position(line, 1), Position(line, 1), problem.severity)
-            )
+            findings.append(Finding(rule.code, rule.name, problem.message, path, Position(line, 1), Position(line, 1), severity))
     return FileResult(path, findings=tuple(sorted(findings, key=lambda f: f.sort_key)), errors=tuple(errors), text=text if findings else None)
 
 

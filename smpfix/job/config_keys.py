@@ -42,6 +42,10 @@ EXPLAINED: Mapping[str, str] = {
         "is an argument of `smp.DistributedModel(model, trace_device=\"cpu\")`, not a configuration key; "
         "pass it there"
     ),
+    "model_parameters": (
+        "is a setting of smpfix (`--job model_parameters=...` or `[tool.smpfix.job]`), which gives its memory plan "
+        "the model's size; the library has no such key: remove it from the library's parameters"
+    ),
     "activation_checkpointing": (
         "is not a configuration key: activation checkpointing is turned on in the script with "
         "`smp.set_activation_checkpointing(module)` after `smp.DistributedModel`"

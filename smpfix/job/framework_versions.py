@@ -1,11 +1,12 @@
-"""Which PyTorch container a launcher asks for, and so which SMP v1 features it can have.
+"""Which PyTorch or TensorFlow container a launcher asks for, and so which SMP v1 release it runs.
 
 Features arrived with library versions that ship in particular PyTorch containers (catalog
 section 1.3): sharded data parallelism with tensor parallelism needs SMP 1.15 (PyTorch
 1.13.1 or 2.0.0 containers); SMDDP collectives need the PyTorch 1.12.1 container or later.
 The version comes from the estimator's literal ``framework_version`` (``pytorch_version`` for
 the Hugging Face estimator), else from the tag of a literal ``image_uri`` of a PyTorch training
-image. Anything else is unknown.
+image; for the TensorFlow estimator, its ``framework_version`` or a TensorFlow training image.
+Anything else is unknown.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from smpfix.job.launcher import Launcher
+from smpfix.job.versions import SmpVersion, pytorch_job_version, tensorflow_job_version
 
 _IMAGE_TAG = re.compile(r"pytorch-training:(\d+)\.(\d+)(?:\.(\d+))?")
+_TF_IMAGE_TAG = re.compile(r"tensorflow-training:(\d+)\.(\d+)(?:\.(\d+))?")
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 
 
@@ -52,6 +55,32 @@ def pytorch_version(launcher: Launcher) -> Optional[FrameworkVersion]:
         match = _IMAGE_TAG.search(image)
         if match:
             return FrameworkVersion(_parts(match), "the image_uri tag")
+    return None
+
+
+def tensorflow_version(launcher: Launcher) -> Optional[FrameworkVersion]:
+    """The TensorFlow version of the container a TensorFlow launcher starts, when it says so literally."""
+    framework = launcher.literal("framework_version")
+    if isinstance(framework, str) and "tensorflow" in launcher.estimator.lower():
+        match = _VERSION.match(framework.strip())
+        if match:
+            return FrameworkVersion(_parts(match), f"framework_version={framework!r}")
+    image = launcher.literal("image_uri")
+    if isinstance(image, str):
+        match = _TF_IMAGE_TAG.search(image)
+        if match:
+            return FrameworkVersion(_parts(match), "the image_uri tag")
+    return None
+
+
+def launcher_smp_version(launcher: Launcher, where: str) -> Optional[SmpVersion]:
+    """The SMP release in the container the launcher starts (``where`` names the launcher)."""
+    version = pytorch_version(launcher)
+    if version is not None:
+        return pytorch_job_version(version.text, f"{version.written} in {where}")
+    version = tensorflow_version(launcher)
+    if version is not None:
+        return tensorflow_job_version(version.text, f"{version.written} in {where}")
     return None
 
 

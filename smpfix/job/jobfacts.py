@@ -25,6 +25,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from smpfix.job.versions import (
+    FEATURE_SINCE,
+    SmpVersion,
+    Version,
+    compare,
+    explicit_version,
+    in_range,
+    pytorch_job_version,
+    tensorflow_job_version,
+)
+
 Value = Union[bool, int, float, str]
 
 LIBRARY_DEFAULTS: Mapping[str, Value] = {
@@ -66,9 +77,17 @@ KNOWN_KEYS: frozenset[str] = frozenset(
 )
 
 # Settings of the launch rather than of the library, which a launcher states and
-# ``[tool.smpfix.job]`` may declare: the instance type and count, processes per host, and the
-# PyTorch container version (``framework_version``), which decides the library version.
-LAUNCH_KEYS: frozenset[str] = frozenset({"instance_type", "instance_count", "processes_per_host", "framework_version"})
+# ``[tool.smpfix.job]`` may declare: the instance type and count, processes per host, the
+# container's framework (``pytorch`` unless a TensorFlow estimator says ``tensorflow``) and
+# version (``framework_version``), which decide the library version, and ``smp_version`` to
+# state the library version itself.
+LAUNCH_KEYS: frozenset[str] = frozenset(
+    {"instance_type", "instance_count", "processes_per_host", "framework", "framework_version", "smp_version"}
+)
+
+# Settings of smpfix itself, for what it cannot read from code: ``model_parameters`` gives the
+# memory plan the model's size (``smpfix.plan``). Never a library key: the library rejects it.
+SMPFIX_KEYS: frozenset[str] = frozenset({"model_parameters"})
 
 _ALIASES = {"partitions": "pipeline_parallel_degree"}
 
@@ -144,6 +163,8 @@ class DeclaredJob:
     settings: Mapping[str, Value]
     complete: bool = True
     unknown: frozenset[str] = frozenset()
+    # Keys among ``unknown`` that several launchers of one script set to different values.
+    conflicting: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -175,18 +196,25 @@ class JobFacts:
     evidence: tuple[Evidence, ...] = ()
     # Keys set by a source to a value smpfix cannot resolve, with that source.
     unknown: Mapping[str, str] = field(default_factory=dict)
+    # Keys among ``unknown`` whose source is several launchers that disagree on them.
+    conflicting: frozenset[str] = frozenset()
+    # The library version the job runs, when a source states it (``smpfix.job.versions``).
+    smp_version: Optional[SmpVersion] = None
 
     @classmethod
     def resolve(cls, declared: Sequence[DeclaredJob], evidence: Sequence[Evidence] = ()) -> JobFacts:
         """Merge sources given highest precedence first; see the module docstring."""
         settings: dict[str, Setting] = {}
         unknown: dict[str, str] = {}
+        conflicting: set[str] = set()
         complete_source: Optional[str] = None
         for job in declared:
-            for key in job.unknown:
-                key = normalize_key(key)
-                if key not in settings:
-                    unknown.setdefault(key, job.source)
+            for raw_key in job.unknown:
+                key = normalize_key(raw_key)
+                if key not in settings and key not in unknown:
+                    unknown[key] = job.source
+                    if raw_key in job.conflicting:
+                        conflicting.add(key)
             for key, value in job.settings.items():
                 key = normalize_key(key)
                 if key not in unknown:
@@ -197,7 +225,8 @@ class JobFacts:
             for key, value in LIBRARY_DEFAULTS.items():
                 if key not in unknown:
                     settings.setdefault(key, Setting(key, value, f"library default; not set in {complete_source}"))
-        return cls(settings=settings, evidence=tuple(evidence), unknown=unknown)
+        return cls(settings=settings, evidence=tuple(evidence), unknown=unknown, conflicting=frozenset(conflicting),
+                   smp_version=_smp_version(declared))
 
     def value(self, key: str) -> Optional[Value]:
         setting = self.settings.get(normalize_key(key))
@@ -209,16 +238,56 @@ class JobFacts:
         if setting is not None:
             return FeatureState(feature, feature.state_of(setting.value), setting.source, setting.value)
         if feature.setting in self.unknown:
-            return FeatureState(feature, Tri.UNKNOWN, f"set in {self.unknown[feature.setting]} to a value smpfix cannot resolve")
+            return FeatureState(feature, Tri.UNKNOWN, self.why_unknown(feature.setting))
         for item in self.evidence:
             if item.feature == key and item.strong:
                 return FeatureState(feature, Tri.ON, f"script evidence: {item.description} at line {item.line}")
         return FeatureState(feature, Tri.UNKNOWN, "not set in any known source")
 
+    def why_unknown(self, key: str) -> str:
+        source = self.unknown[key]
+        if key in self.conflicting:
+            return f"{source} set it to different values"
+        return f"set in {source} to a value smpfix cannot resolve"
+
+    def version_floor(self) -> Optional[tuple[Version, str]]:
+        """The oldest library version the job can run, implied by the features it has on."""
+        floor: Optional[tuple[Version, str]] = None
+        for key, since in FEATURE_SINCE.items():
+            state = self.feature(key)
+            if state.state is Tri.ON and (floor is None or since > floor[0]):
+                floor = (since, f"{state.feature.title} is enabled ({state.source})")
+        return floor
+
+    def version_applies(
+        self, since: Optional[Version], until: Optional[Version], version: Optional[SmpVersion] = None
+    ) -> Tri:
+        """Whether advice that holds for SMP ``since``..``until`` holds for this job.
+
+        ON when the version (``version``, else the job's own) is in range, or the features the
+        job has on already imply a version from ``since`` (and there is no upper bound); OFF
+        when the version is out of range, or those features imply one above ``until``;
+        UNKNOWN otherwise.
+        """
+        if since is None and until is None:
+            return Tri.ON
+        version = version or self.smp_version
+        if version is not None:
+            return Tri.ON if in_range(version.version, since, until) else Tri.OFF
+        floor = self.version_floor()
+        if floor is not None and until is not None and compare(floor[0], until) > 0:
+            return Tri.OFF
+        if floor is not None and until is None and since is not None and compare(floor[0], since) >= 0:
+            return Tri.ON
+        return Tri.UNKNOWN
+
     def describe(self) -> dict[str, Any]:
         """A JSON-friendly view: every setting and feature with its source (``--show-job``)."""
+        version = self.smp_version
         return {
+            "smp_version": None if version is None else {"value": version.text, "source": version.source},
             "settings": {key: {"value": s.value, "source": s.source} for key, s in sorted(self.settings.items())},
+            "unknown": {key: self.why_unknown(key) for key in sorted(self.unknown)},
             "features": {
                 key: {"state": state.state.value, "source": state.source}
                 for key in FEATURES
@@ -228,6 +297,25 @@ class JobFacts:
                 {"feature": e.feature, "what": e.description, "line": e.line, "strong": e.strong} for e in self.evidence
             ],
         }
+
+
+def _smp_version(declared: Sequence[DeclaredJob]) -> Optional[SmpVersion]:
+    """The library version from the highest-precedence source that states one.
+
+    A source states it by ``smp_version`` itself or by the container (``framework_version``,
+    read as a TensorFlow version when the source's ``framework`` says ``tensorflow``).
+    """
+    for job in declared:
+        if "smp_version" in job.settings:
+            found = explicit_version(job.settings["smp_version"], job.source)
+        elif "framework_version" in job.settings:
+            read = tensorflow_job_version if job.settings.get("framework") == "tensorflow" else pytorch_job_version
+            found = read(job.settings["framework_version"], job.source)
+        else:
+            continue
+        if found is not None:
+            return found
+    return None
 
 
 def parse_value(text: str) -> Value:

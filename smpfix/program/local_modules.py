@@ -3,8 +3,9 @@
 A training script often keeps its model class in ``model.py`` and its DataLoader in
 ``data.py``, and a launcher next to it configures the job. Rules that follow the model class
 or the data pipeline across files resolve the script's own imports here, to files inside
-the checked paths only. Nothing outside the checked paths is read, and nothing is ever
-imported or executed.
+the project's roots only (the checked paths, and the project root of a file checked without
+the rest of its project: ``smpfix.engine.launcher_index``). Nothing outside those roots is
+read, and nothing is ever imported or executed.
 
 Several scripts of a project import the same helpers (``model.py``, ``data_pipeline.py``),
 often a thousand lines each: parsing them again for every script cost more than the scripts
@@ -179,6 +180,22 @@ class LocalModules:
                 if linked is not None:
                     return linked, rest[0]
         return None
+
+    def imported_closure(self, path: str, facts: FileFacts, depth: int = 2) -> list[LinkedModule]:
+        """The project modules ``path`` imports, and theirs, up to ``depth`` levels (``path``
+        itself excluded): the code a script runs beside its own."""
+        found: dict[str, Optional[LinkedModule]] = {os.path.abspath(path): None}
+        frontier = [(path, facts)]
+        for _ in range(depth):
+            following = []
+            for importer, importer_facts in frontier:
+                for linked in self.for_importer(importer).imported_modules(importer_facts):
+                    key = os.path.abspath(linked.path)
+                    if key not in found:
+                        found[key] = linked
+                        following.append((linked.path, linked.facts))
+            frontier = following
+        return [linked for linked in found.values() if linked is not None]
 
     def imported_modules(self, facts: FileFacts) -> list[LinkedModule]:
         """Every project file this file imports (``import data``, ``from model import GPT``)."""

@@ -18,9 +18,11 @@ import libcst as cst
 from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import UNKNOWN
+from smpfix.job.framework_versions import launcher_smp_version
 from smpfix.job.instances import InstanceType, lookup
 from smpfix.job.jobfacts import LIBRARY_DEFAULTS
 from smpfix.job.launcher import Launcher, Located, evaluate_argument, find_launchers
+from smpfix.job.versions import SmpVersion, Version
 from smpfix.rules.rule import PendingFix, Rule
 from smpfix.rules.scope import Scope
 
@@ -43,6 +45,8 @@ class ConfigView:
     anchor: Optional[cst.CSTNode] = None
     launcher: Optional[Launcher] = None
     extra: Mapping[str, Located] = field(default_factory=dict)
+    # The library version the launcher's container ships, when it names one.
+    smp_version: Optional[SmpVersion] = None
 
     def located(self, key: str) -> Optional[Located]:
         if self.parameters is None:
@@ -100,6 +104,9 @@ class ConfigProblem:
     message: str
     severity: Severity = Severity.ERROR
     fix: Optional[ConfigFix] = None
+    # Narrower SMP versions than the rule's for this one problem (see ``Rule.since``).
+    since: Optional[Version] = None
+    until: Optional[Version] = None
 
 
 class ConfigRule(Rule):
@@ -132,7 +139,10 @@ class ConfigRule(Rule):
                 if anchor is None or (id(anchor), problem.message) in reported:
                     continue
                 reported.add((id(anchor), problem.message))
-                self.report(anchor, problem.message, severity=problem.severity, fix=_pending(problem.fix))
+                # A version the user declared (--job, pyproject.toml) wins over the launcher's container.
+                version = self.job.smp_version or view.smp_version
+                self.report(anchor, problem.message, severity=problem.severity, fix=_pending(problem.fix),
+                            since=problem.since, until=problem.until, version=version)
 
 
 def _pending(fix: Optional[ConfigFix]) -> Optional[PendingFix]:
@@ -189,9 +199,10 @@ def _views(rule: Rule) -> list[ConfigView]:
                 )
                 if located is not None
             }
-            views.append(ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra))
+            version = launcher_smp_version(launcher, "the launcher")
+            views.append(ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra, version))
     for call in facts.smp_init_calls:
-        argument = evaluate_argument(module, facts.imports, call)
+        argument = evaluate_argument(module, facts.imports, call, rule.context.path)
         if argument is not None and isinstance(argument.value, dict):
             views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call))
     return views

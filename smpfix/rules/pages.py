@@ -14,7 +14,7 @@ from typing import Optional
 # Where the pages are published (SARIF's ``helpUri``, the language server's ``codeDescription``).
 PAGES_URL = "https://github.com/smpfix/smpfix/blob/main/rules"
 
-SECTIONS = ("What it detects", "Why it breaks on a cluster", "Example", "Fixed", "Fix safety", "When it applies", "Source")
+SECTIONS = ("What it detects", "Why it breaks on a cluster", "Example", "Fixed", "Fix safety", "When it applies", "Versions", "Source")
 
 
 def pages_dir() -> Path:

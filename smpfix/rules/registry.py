@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from smpfix.job.jobfacts import FEATURES
+from smpfix.job.versions import describe_range, text
 from smpfix.rules.scope import Scope, scope_of
 
 if TYPE_CHECKING:
@@ -178,6 +179,9 @@ def rule_table() -> list[dict[str, Any]]:
             "fix": rule.fix_availability.value,
             "default_severity": rule.default_severity.value,
             "depends_on": [FEATURES[key].setting for key in rule.depends_on],
+            "since": None if rule.since is None else text(rule.since),
+            "until": None if rule.until is None else text(rule.until),
+            "versions": describe_range(rule.since, rule.until),
         }
         for rule in all_rules()
     ]

@@ -19,6 +19,7 @@ from smpfix.base.edits import NodeEdit
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, JobFacts, Tri
+from smpfix.job.versions import SmpVersion, Version, text
 from smpfix.program.facts import FileFacts
 from smpfix.program.local_modules import LinkedModule, LocalModules
 
@@ -83,6 +84,12 @@ class Rule:
     # Rules that also check helper modules (data.py, model.py) that never import the library
     # but are imported by a checked SMP script; ``context.importers`` then holds the scripts.
     runs_on_helper_modules: ClassVar[bool] = False
+    # The SMP versions the rule's advice holds for, inclusive (``smpfix.job.versions``); None
+    # is no bound. Set only where the advice depends on the version beyond what the features
+    # the rule requires already imply. A finding on a job of another version is dropped; on a
+    # job whose version is unknown it is at most a hint.
+    since: ClassVar[Optional[Version]] = None
+    until: ClassVar[Optional[Version]] = None
 
     def __init__(self, context: RuleContext) -> None:
         self.context = context
@@ -105,8 +112,35 @@ class Rule:
         severity: Severity = Severity.ERROR,
         fix: Optional[PendingFix] = None,
         job_facts: Sequence[FeatureState] = (),
+        since: Optional[Version] = None,
+        until: Optional[Version] = None,
+        version: Optional[SmpVersion] = None,
     ) -> None:
+        """Record a finding. ``since``/``until`` narrow the rule's version range for this one
+        finding; ``version`` is the library version of the configuration it is about, when that
+        is not the job's (a launcher's own container)."""
+        since = since if since is not None else self.since
+        until = until if until is not None else self.until
+        applies = self.job.version_applies(since, until, version)
+        if applies is Tri.OFF:
+            return
+        if applies is Tri.UNKNOWN:
+            severity = Severity.HINT
         self.reports.append(Report(self.code, node, message, severity, fix, tuple(job_facts)))
+
+    def version_condition(self, since: Optional[Version] = None, until: Optional[Version] = None) -> str:
+        """Words for a message about the version: "SMP 1.10 or later is in use (...)" or "if ..."."""
+        since = since if since is not None else self.since
+        until = until if until is not None else self.until
+        wanted = " to ".join(text(v) for v in (since, until) if v is not None)
+        if since is not None and until is None:
+            wanted = f"{text(since)} or later"
+        elif since is None and until is not None:
+            wanted = f"{text(until)} or earlier"
+        version = self.job.smp_version
+        if version is not None:
+            return f"the job runs {version.describe()}"
+        return f"if the job runs SMP {wanted}"
 
     def feature(self, key: str) -> FeatureState:
         return self.job.feature(key)

@@ -10,7 +10,7 @@ this package unless the server runs.
 - ``app``: the server, its handlers and the scheduling of checks;
 - ``documents``: checking a document (a file, or a notebook's cells) and fixing it all;
 - ``settings``: the editor's settings over ``pyproject.toml``, per document;
-- ``launchers``: the launchers of the open workspace, for the scripts' job facts;
+- ``launchers``: the launchers of each open document's project (the launcher index), kept current;
 - ``protocol``: findings and edits as LSP diagnostics and text edits;
 - ``actions``: the quick fixes, "suppress on this line" and "fix all".
 """

@@ -5,8 +5,8 @@ analysis alone. Every check and fix runs on one worker thread, one at a time, on
 of the document: the protocol thread stays free to take the next edit, and an edit that
 arrives while a document is being checked only marks it for one more check, whose result
 replaces the older one (older results are never published over newer text). Everything
-the workspace knows (configurations, launchers, parsed helper modules) is touched only on
-that worker thread.
+the workspace knows (configurations, the launchers of each project, parsed helper modules)
+is touched only on that worker thread.
 
 Nothing the user's code does can stop the server: a file that does not parse, a rule that
 crashes or a file too large to analyze is logged to the editor and shows no diagnostics
@@ -30,7 +30,9 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from smpfix import __version__
 from smpfix.base.findings import Finding
+from smpfix.engine.config import Config
 from smpfix.job.linking import may_be_launcher
+from smpfix.job.project import Project
 from smpfix.server.actions import FIX_ALL, finding_actions, fix_all_action, has_safe_fix, wanted
 from smpfix.server.documents import (
     Checked,
@@ -88,11 +90,10 @@ class SmpfixServer(LanguageServer):
         self.settings = ClientSettings()
         self.configurations = Configurations()
         self.launchers = Launchers()
-        self.roots: list[str] = []
         self.documents: dict[str, _Document] = {}
         self.exit_code = 0
         self.shut_down = False
-        # Set once the workspace's launchers are read: no document is checked before.
+        # Set once the editor's settings are known: no document is checked before.
         self.ready: Optional[asyncio.Event] = None
         self._worker: Optional[ThreadPoolExecutor] = None
 
@@ -170,16 +171,11 @@ class SmpfixServer(LanguageServer):
             self.publish(document, checked)
 
     def _check(self, snapshot: Snapshot) -> Checked:
-        """On the worker thread: the document's options, then the analysis."""
-        project = self.launchers.project(self.roots_for(snapshot.path))
-        return check(snapshot, resolve(snapshot.path, self.settings, self.configurations, project))
+        """On the worker thread: the document's options and project, then the analysis."""
+        def project_of(config: Config) -> Project:
+            return self.launchers.project(snapshot.path, config)
 
-    def roots_for(self, path: str) -> list[str]:
-        """The project roots a document's imports may resolve in: the workspace folders, or
-        the document's own folder when it lies outside all of them."""
-        absolute = os.path.abspath(path)
-        inside = [root for root in self.roots if absolute.startswith(root.rstrip(os.sep) + os.sep)]
-        return inside or [*self.roots, os.path.dirname(absolute)]
+        return check(snapshot, resolve(snapshot.path, self.settings, self.configurations, project_of))
 
     def publish(self, document: _Document, checked: Checked) -> None:
         for problem in checked.problems:
@@ -260,6 +256,7 @@ class SmpfixServer(LanguageServer):
         the changed paths to re-check the dependents of ("*": every open document)."""
         if os.path.basename(path) == "pyproject.toml":
             self.configurations.forget()
+            self.launchers.forget()
             return {"*"}
         if path.endswith((".py", ".ipynb")) and self.launchers.update(path, text):
             return {"*"}
@@ -302,15 +299,11 @@ def create() -> SmpfixServer:
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: SmpfixServer, params: types.InitializeParams) -> None:
-        folders = [to_fs_path(folder.uri) for folder in params.workspace_folders or []]
-        root = to_fs_path(params.root_uri) if params.root_uri else params.root_path
-        ls.roots = [os.path.abspath(folder) for folder in folders if folder] or ([os.path.abspath(root)] if root else [])
         ls.settings = _settings(ls, params.initialization_options)
         ls.ready = asyncio.Event()
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: SmpfixServer, params: types.InitializedParams) -> None:
-        scan = asyncio.ensure_future(ls.on_worker(ls.launchers.scan, ls.roots))
         await _pull_configuration(ls)
         capabilities = ls.client_capabilities.workspace
         watched = capabilities.did_change_watched_files if capabilities is not None else None
@@ -321,10 +314,7 @@ def create() -> SmpfixServer:
                     types.Registration(id="smpfix-watched-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options)]))
             except Exception as exc:  # the client said it could, and then could not: files on disk are read on save only
                 ls.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=f"smpfix: cannot watch files: {exc}"))
-        seen = await scan
-        linked = len(list(ls.launchers.links()))
-        ls.window_log_message(types.LogMessageParams(type=types.MessageType.Info,
-                                                     message=f"smpfix {__version__}: {seen} files read, {linked} launched scripts found"))
+        ls.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=f"smpfix {__version__} ready"))
         if ls.ready is not None:
             ls.ready.set()
 

@@ -11,7 +11,7 @@ read again whenever it changes on disk.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -115,9 +115,10 @@ class Resolved:
     problems: tuple[str, ...] = ()
 
 
-def resolve(path: str, client: ClientSettings, configurations: Configurations, project: Project) -> Resolved:
-    """The options to check ``path`` with. A broken ``pyproject.toml`` or an unknown selector
-    is reported and left out (the defaults apply), so the document is still checked."""
+def resolve(path: str, client: ClientSettings, configurations: Configurations, project_of: Callable[[Config], Project]) -> Resolved:
+    """The options to check ``path`` with, in the project ``project_of`` gives for its
+    configuration (its root, its launchers). A broken ``pyproject.toml`` or an unknown
+    selector is reported and left out (the defaults apply), so the document is still checked."""
     problems: list[str] = []
     try:
         config = configurations.for_path(path)
@@ -137,5 +138,5 @@ def resolve(path: str, client: ClientSettings, configurations: Configurations, p
     if config.job:
         declared.append(DeclaredJob(config.job_source, config.job))
     options = RunOptions(select=codes, rule_names=names, declared_jobs=tuple(declared), per_file_ignores=config.per_file_ignores,
-                         root=config.root, project=project)
+                         root=config.root, project=project_of(config))
     return Resolved(options, config, tuple(problems))
