@@ -55,9 +55,8 @@ DEBOUNCE_SECONDS = 0.02
 # (``base.nesting`` bounds the depth for an 8 MiB stack, a thread's default is often smaller).
 _STACK_BYTES = 64 * 1024 * 1024
 _WATCHED = ("**/*.py", "**/*.ipynb", "**/pyproject.toml")
-
-log = logging.getLogger(__name__)
-
+# How long to wait for the client to answer a request before going on without its answer.
+_CLIENT_ANSWER_SECONDS = 10.0
 
 @dataclass
 class _Document:
@@ -167,8 +166,8 @@ class SmpfixServer(LanguageServer):
                 return
             if document.dirty:
                 continue  # edited meanwhile: check the newer text before showing anything
-            document.checked = checked
-            self.publish(document, checked)
+            previous, document.checked = document.checked, checked
+            self.publish(document, checked, previous)
 
     def _check(self, snapshot: Snapshot) -> Checked:
         """On the worker thread: the document's options and project, then the analysis."""
@@ -177,9 +176,12 @@ class SmpfixServer(LanguageServer):
 
         return check(snapshot, resolve(snapshot.path, self.settings, self.configurations, project_of))
 
-    def publish(self, document: _Document, checked: Checked) -> None:
-        for problem in checked.problems:
-            self.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=problem))
+    def publish(self, document: _Document, checked: Checked, previous: Optional[Checked] = None) -> None:
+        """Show ``checked``; its problems are logged when they differ from the last check's
+        (a syntax error is not logged again at every keystroke)."""
+        if previous is None or previous.problems != checked.problems:
+            for problem in checked.problems:
+                self.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=problem))
         encoding = self.workspace.position_encoding
         known = self._known_locations(checked)
         snapshot = checked.snapshot
@@ -310,8 +312,9 @@ def create() -> SmpfixServer:
         if watched is not None and watched.dynamic_registration:
             options = types.DidChangeWatchedFilesRegistrationOptions(watchers=[types.FileSystemWatcher(glob_pattern=glob) for glob in _WATCHED])
             try:
-                await ls.client_register_capability_async(types.RegistrationParams(registrations=[
-                    types.Registration(id="smpfix-watched-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options)]))
+                await asyncio.wait_for(ls.client_register_capability_async(types.RegistrationParams(registrations=[
+                    types.Registration(id="smpfix-watched-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options)])),
+                    _CLIENT_ANSWER_SECONDS)
             except Exception as exc:  # the client said it could, and then could not: files on disk are read on save only
                 ls.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=f"smpfix: cannot watch files: {exc}"))
         ls.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=f"smpfix {__version__} ready"))
@@ -367,8 +370,12 @@ def create() -> SmpfixServer:
         ls.schedule(params.notebook_document.uri)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
-    def notebook_save(ls: SmpfixServer, params: types.DidSaveNotebookDocumentParams) -> None:
-        ls.schedule(params.notebook_document.uri, delay=0)
+    async def notebook_save(ls: SmpfixServer, params: types.DidSaveNotebookDocumentParams) -> None:
+        uri = params.notebook_document.uri
+        ls.schedule(uri, delay=0)
+        path = to_fs_path(uri) if uri.startswith("file:") else None
+        if path:  # a launcher notebook configures the scripts it starts
+            ls.recheck_after(await ls.on_worker(ls.file_changed, path, None), except_uri=uri)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def notebook_close(ls: SmpfixServer, params: types.DidCloseNotebookDocumentParams) -> None:
@@ -446,8 +453,9 @@ async def _pull_configuration(ls: SmpfixServer) -> bool:
     if capabilities is None or not capabilities.configuration:
         return False
     try:
-        values = await ls.workspace_configuration_async(types.ConfigurationParams(items=[types.ConfigurationItem(section="smpfix")]))
-    except Exception:  # a client that says it answers but does not
+        values = await asyncio.wait_for(ls.workspace_configuration_async(
+            types.ConfigurationParams(items=[types.ConfigurationItem(section="smpfix")])), _CLIENT_ANSWER_SECONDS)
+    except Exception:  # a client that says it answers but does not (or not in time)
         return False
     if not values or values[0] is None:
         return False
