@@ -35,21 +35,20 @@ _RULE_MODULE = re.compile(r"^(smp\d+)_\w+$")
 
 @dataclass(frozen=True)
 class _RuleModule:
-    """A module in a family folder: ``smpfix.rules.<family>.<name>``."""
+    """A module in a family folder, ``smpfix.rules.<family>.<name>``: the code its name
+    promises (``smp101_...`` -> ``SMP101``; None for another name) and its scope."""
 
     qualified: str
     family: str
     name: str
+    code: Optional[str]
+    scope: Scope
 
-    @property
-    def code(self) -> Optional[str]:
-        """The code its name promises (``smp101_...`` -> ``SMP101``); None for another name."""
-        match = _RULE_MODULE.match(self.name)
-        return match.group(1).upper() if match is not None else None
-
-    @property
-    def scope(self) -> Scope:
-        return scope_of(self.code or "", self.family)
+    @classmethod
+    def of(cls, package: str, family: str, name: str) -> _RuleModule:
+        match = _RULE_MODULE.match(name)
+        code = match.group(1).upper() if match is not None else None
+        return cls(f"{package}.{family}.{name}", family, name, code, scope_of(code or "", family))
 
 
 @functools.cache
@@ -65,7 +64,7 @@ def _rule_modules() -> tuple[_RuleModule, ...]:
         path = [os.path.join(folder, family.name) for folder in package.__path__]
         for module in pkgutil.iter_modules(path):
             if not module.name.startswith("_"):
-                found.append(_RuleModule(f"{package.__name__}.{family.name}.{module.name}", family.name, module.name))
+                found.append(_RuleModule.of(package.__name__, family.name, module.name))
     return tuple(found)
 
 
