@@ -81,8 +81,9 @@ class Launchers:
         return changed
 
     def is_launcher(self, path: str) -> bool:
+        """Asked on the protocol thread while the worker may add an index: reads a copy."""
         key = os.path.abspath(path)
-        return any(key in index.links for index in self._indexes.values())
+        return any(key in index.links for index in list(self._indexes.values()))
 
     def _index(self, root: str, config: Config) -> _Index:
         index = self._indexes.get(root)
