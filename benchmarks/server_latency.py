@@ -48,6 +48,8 @@ async def measure(edits: int, lines: int, pause: float) -> dict[str, Any]:
 
     text = script_of_about(lines)
     folder = Path(tempfile.mkdtemp(prefix="smpfix-server-bench-"))
+    # A project of its own (the launcher search stops at its root).
+    (folder / "pyproject.toml").write_text('[project]\nname = "training"\nversion = "0"\n', encoding="utf-8")
     path = folder / "train.py"
     path.write_text(text, encoding="utf-8")
     uri = path.as_uri()
@@ -61,13 +63,17 @@ async def measure(edits: int, lines: int, pause: float) -> dict[str, Any]:
             published[params.version] = time.perf_counter()
             arrived.set()
 
+    @client.feature(types.WINDOW_LOG_MESSAGE)
+    def on_log(params: types.LogMessageParams) -> None:
+        """The server's log (problems with a file); nothing to measure."""
+
     async def published_for(version: int) -> float:
         while version not in published:
             arrived.clear()
             await asyncio.wait_for(arrived.wait(), 120)
         return published[version]
 
-    await client.start_io(sys.executable, "-m", "smpfix", "server")
+    await client.start_io(sys.executable, "-m", "smpfix", "server", cwd=str(folder))
     await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=folder.as_uri()))
     client.initialized(types.InitializedParams())
     began = time.perf_counter()
