@@ -350,7 +350,8 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
             continue
         click.echo(f"{result.path}: job facts", err=err)
         version = result.job.get("smp_version")
-        click.echo(f"  library      SMP {version['value']} ({version['source']})" if version else "  library      SMP version unknown", err=err)
+        flavour = "TensorFlow " if result.job.get("flavour") == "tensorflow" else ""
+        click.echo(f"  library      {flavour}SMP {version['value']} ({version['source']})" if version else f"  library      {flavour}SMP version unknown", err=err)
         for key, item in result.job["features"].items():
             click.echo(f"  {key:<12} {item['state']:<8} {item['source']}", err=err)
         for key, item in result.job["settings"].items():
@@ -414,7 +415,8 @@ def plan(paths: tuple[str, ...], fmt: str, job_settings: tuple[str, ...], config
 @main.command()
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def rules(fmt: str) -> None:
-    """List every rule: code, name, fix availability and safety, SMP versions, job settings it depends on."""
+    """List every rule: code, name, fix availability and safety, SMP versions, the library flavours whose
+    scripts it checks, job settings it depends on."""
     from smpfix.rules.registry import rule_table
 
     table = rule_table()
@@ -422,10 +424,11 @@ def rules(fmt: str) -> None:
         click.echo(json.dumps(table, indent=2))
         return
     width = max(len(row["name"]) for row in table) if table else 10
-    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<10} depends on")
+    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<10} {'scripts':<19} depends on")
     for row in table:
         depends = ", ".join(row["depends_on"]) or "-"
-        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<10} {depends}")
+        scripts = ", ".join(row["flavours"])
+        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<10} {scripts:<19} {depends}")
 
 
 @main.command()

@@ -166,17 +166,17 @@ def test_job_settings_override_the_launcher(tmp_path: Path) -> None:
 def test_the_examples_get_a_plan_for_each_launcher() -> None:
     done = run_cli("plan", "--format", "json", str(EXAMPLES))
     assert done.code in (0, 1), done.stderr
-    items = {Path(item["filename"]).parent.name: item for item in json.loads(done.stdout)}
-    assert set(items) == {"correct", "pitfalls"}
-    correct = items["correct"]
+    items = {Path(item["filename"]).parent.relative_to(EXAMPLES).as_posix(): item for item in json.loads(done.stdout)}
+    assert set(items) == {"pytorch/correct", "pytorch/pitfalls", "tensorflow/correct", "tensorflow/pitfalls"}
+    correct = items["pytorch/correct"]
     assert correct["script"] == "train_gpt.py" and correct["instance_type"] == "ml.p4d.24xlarge"
     assert correct["location"] == {"row": 26, "column": 13}
 
 
 def test_the_readme_shows_the_table_the_command_prints() -> None:
-    done = run_cli("plan", str(EXAMPLES / "correct"), cwd=EXAMPLES.parent, env={"COLUMNS": "110"})
+    done = run_cli("plan", str(EXAMPLES / "pytorch" / "correct"), cwd=EXAMPLES.parent, env={"COLUMNS": "120"})
     table = "".join(done.stdout.splitlines(keepends=True)[:7])
-    assert "examples/correct/launch.py:26" in table
+    assert "examples/pytorch/correct/launch.py:26" in table
     assert table in (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
 
 

@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob
+from smpfix.base.flavour import Flavour
+from smpfix.job.jobfacts import DeclaredJob, known_keys
 from smpfix.job.project_root import project_root
 
 _LAUNCHER_MARKERS = (b"distribution", b"Estimator", b"PyTorch(", b"HuggingFace(", b"TensorFlow(")
@@ -49,7 +50,10 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
     from smpfix.base.literals import (
         UNKNOWN,  # imports LibCST, which the CLI must not do at start-up
     )
+    from smpfix.job.framework_versions import launcher_flavour, pytorch_version, tensorflow_version
 
+    flavour = launcher_flavour(launcher)
+    known = known_keys(flavour)
     settings: dict[str, Any] = {}
     unknown: set[str] = set()
     parameters = launcher.parameters
@@ -59,7 +63,7 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
         complete = enabled is not None and enabled.plain() is True
         for key, located in parameters.value.items():
             value = located.plain()
-            if key not in KNOWN_KEYS:
+            if key not in known:
                 continue
             if value is UNKNOWN or isinstance(value, (dict, list)):
                 unknown.add(key)
@@ -76,15 +80,10 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
             unknown.add(key)
         else:
             settings[key] = value
-    from smpfix.job.framework_versions import pytorch_version, tensorflow_version
-
-    version = pytorch_version(launcher)
+    settings["framework"] = flavour.value
+    version = tensorflow_version(launcher) if flavour is Flavour.TENSORFLOW else pytorch_version(launcher)
     if version is not None:
         settings["framework_version"] = version.text
-    else:
-        version = tensorflow_version(launcher)
-        if version is not None:
-            settings["framework"], settings["framework_version"] = "tensorflow", version.text
     return DeclaredJob(source, settings, complete=complete, unknown=frozenset(unknown))
 
 

@@ -15,7 +15,16 @@ from typing import Any, Optional, Union
 
 import libcst as cst
 
-from smpfix.base.imports import SMP_TF, SMP_TORCH, SMP_V2, ImportTable, dotted_name, smp_member
+from smpfix.base.flavour import Flavour
+from smpfix.base.imports import (
+    SMP_TF,
+    SMP_TF_V1,
+    SMP_TORCH,
+    SMP_V2,
+    ImportTable,
+    dotted_name,
+    smp_member,
+)
 from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.base.walker import Ancestry, Dispatch, walk
 from smpfix.job.launcher import ESTIMATORS
@@ -59,7 +68,12 @@ class StatementRef:
 
 @dataclass(frozen=True)
 class Wrap:
-    """A ``smp.DistributedModel(...)`` or ``smp.DistributedOptimizer(...)`` call."""
+    """A ``smp.DistributedModel(...)`` or ``smp.DistributedOptimizer(...)`` call.
+
+    In TensorFlow the distributed model is an instance of a subclass of
+    ``smp.DistributedModel`` (``model = MyModel()``): its construction is both the call and
+    the model it builds, so ``argument`` is the call itself.
+    """
 
     call: cst.Call
     target: Optional[str]
@@ -97,13 +111,21 @@ class FileFacts:
     uses_hf_trainer: bool
     local_optimizer_classes: frozenset[str] = field(default=frozenset())
     call_order: Mapping[cst.Call, int] = field(default_factory=dict)
+    # Names also bound other than by ``name = value`` (tuple targets, ``for``, ``with ... as``,
+    # ``:=``): an assignment of such a name is not the only value it can hold. (``x += ...``
+    # keeps the assignment's value as its base, which configuration folding reads.)
+    other_bindings: frozenset[str] = frozenset()
+    # The statement holding each call (None for calls outside any statement, e.g. decorators).
+    call_statements: Mapping[cst.Call, Optional[StatementRef]] = field(default_factory=dict)
     # SageMaker estimator constructions (this file is a launcher when there are any).
     estimator_calls: tuple[cst.Call, ...] = ()
+    # Local classes deriving (directly or through each other) from TensorFlow's ``smp.DistributedModel``.
+    distributed_model_classes: frozenset[str] = field(default=frozenset())
 
     # -- what the file is -------------------------------------------------------------------
     @property
     def imports_smp(self) -> bool:
-        return self.imports_smp_torch or self.imports.imports_module(SMP_TF)
+        return self.imports_smp_torch or self.imports_smp_tf
 
     @property
     def imports_smp_torch(self) -> bool:
@@ -112,6 +134,37 @@ class FileFacts:
         return self.imports.imports_module(SMP_TORCH) or any(
             value == "smdistributed.modelparallel" for value in self.imports.bindings.values()
         )
+
+    @property
+    def imports_smp_tf(self) -> bool:
+        """The TensorFlow flavour (``smdistributed.modelparallel.tensorflow``, its ``.v2`` or ``.v1``)."""
+        return self.imports.imports_module(SMP_TF)
+
+    @property
+    def flavours(self) -> frozenset[Flavour]:
+        """The flavours of the library this file imports (usually one; none for other files).
+
+        A file that imports only the undocumented TensorFlow 1 API (``.tensorflow.v1``) has
+        none the rules know: its step and model are other objects.
+        """
+        found = set()
+        if self.imports_smp_torch:
+            found.add(Flavour.PYTORCH)
+        if self.imports_smp_tf and not self.tensorflow_v1_only:
+            found.add(Flavour.TENSORFLOW)
+        return frozenset(found)
+
+    @property
+    def is_tensorflow(self) -> bool:
+        """A TensorFlow script: it imports the TensorFlow flavour and not the PyTorch one."""
+        return self.imports_smp_tf and not self.imports_smp_torch
+
+    @property
+    def tensorflow_v1_only(self) -> bool:
+        """Only the undocumented TensorFlow 1 API (``.tensorflow.v1``): no ``DistributedModel``
+        class, another step."""
+        values = [v for v in self.imports.bindings.values() if v == SMP_TF or v.startswith(SMP_TF + ".")]
+        return bool(values) and all(v == SMP_TF_V1 or v.startswith(SMP_TF_V1 + ".") for v in values)
 
     @property
     def imports_smp_v2_only(self) -> bool:
@@ -143,7 +196,7 @@ class FileFacts:
     def single_assignment(self, name: str) -> Optional[Assignment]:
         """The assignment of ``name`` when the file assigns it exactly once."""
         found = self.assignments.get(name, ())
-        return found[0] if len(found) == 1 else None
+        return found[0] if len(found) == 1 and name not in self.other_bindings else None
 
     def resolve_name(self, name: str, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
         """For literal folding: the value a name is bound to, when bound exactly once."""
@@ -168,6 +221,11 @@ class FileFacts:
 
     def statement_of(self, node: cst.CSTNode) -> Optional[StatementRef]:
         return self.statements.get(node)
+
+    def scope_of_call(self, call: cst.Call) -> Optional[Scope]:
+        """The function whose body runs ``call`` (the module at top level)."""
+        where = self.call_statements.get(call)
+        return where.scope if where is not None else None
 
     def runs_before(self, first: cst.Call, second: cst.Call) -> bool:
         """Source order of two calls, which is execution order within one function body."""
@@ -204,6 +262,27 @@ def _uses_hf_trainer(imports: ImportTable, collector: _Collector) -> bool:
     return False
 
 
+def _distributed_model_classes(imports: ImportTable, classes: Mapping[str, cst.ClassDef]) -> frozenset[str]:
+    """Local classes deriving from TensorFlow's ``smp.DistributedModel``, directly or through
+    other local classes (``class Base(smp.DistributedModel)``, ``class Net(Base)``)."""
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, cls in classes.items():
+            if name in found:
+                continue
+            for base in cls.bases:
+                qualified = imports.qualified_name(base.value) or ""
+                direct = qualified.startswith(SMP_TF + ".") and smp_member(imports, base.value) == "DistributedModel"
+                local = isinstance(base.value, cst.Name) and base.value.value in found and base.value.value not in imports.bindings
+                if direct or local:
+                    found.add(name)
+                    changed = True
+                    break
+    return frozenset(found)
+
+
 def is_step_decorator(imports: ImportTable, decorator: cst.BaseExpression) -> bool:
     target = decorator.func if isinstance(decorator, cst.Call) else decorator
     return smp_member(imports, target) == "step"
@@ -223,6 +302,7 @@ class _Collector:
         self.withs: list[cst.With] = []
         self.ifs: list[cst.If] = []
         self.sdp_setting_reads: list[cst.Attribute] = []
+        self.other_bindings: set[str] = set()
         self.scopes: list[Scope] = []
         self.current_statement: list[StatementRef] = []
 
@@ -273,6 +353,27 @@ class _Collector:
             if isinstance(target.target, cst.Name):
                 call = node.value if isinstance(node.value, cst.Call) else None
                 self.assignments.append((target.target.value, node.value, where, call))
+            else:
+                self._bound_otherwise(target.target)
+
+    def _bound_otherwise(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            self.other_bindings.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bound_otherwise(element.value)
+        elif isinstance(target, cst.StarredElement):
+            self._bound_otherwise(target.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bound_otherwise(node.target)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bound_otherwise(node.target)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._bound_otherwise(node.asname.name)  # type: ignore[arg-type]
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if isinstance(node.target, cst.Name) and node.value is not None:
@@ -365,11 +466,17 @@ def collect(module: cst.Module) -> FileFacts:
         )
     )
 
+    model_classes = _distributed_model_classes(imports, collector.classes)
+
     def wraps(member: str) -> tuple[Wrap, ...]:
         found = []
         targets = {id(call): name for name, _, _, call in collector.assignments if call is not None}
         for call, where in collector.calls:
-            if smp_member(imports, call.func) == member:
+            func = call.func
+            if member == "DistributedModel" and isinstance(func, cst.Name) and func.value in model_classes:
+                found.append(Wrap(call, targets.get(id(call)), call, where))
+                continue
+            if smp_member(imports, func) == member:
                 argument = call.args[0].value if call.args and not call.args[0].keyword else None
                 if argument is None:
                     for arg in call.args:
@@ -408,7 +515,10 @@ def collect(module: cst.Module) -> FileFacts:
         uses_hf_trainer=_uses_hf_trainer(imports, collector),
         local_optimizer_classes=local_optimizers,
         call_order={call: index for index, (call, _) in enumerate(collector.calls)},
+        call_statements=dict(collector.calls),
+        other_bindings=frozenset(collector.other_bindings),
         estimator_calls=tuple(call for call, _ in collector.calls if (imports.qualified_name(call.func) or "") in ESTIMATORS),
+        distributed_model_classes=model_classes,
     )
     for call in init_calls:
         config = _keyword(call, "config", 0)

@@ -10,8 +10,10 @@ import libcst as cst
 
 from smpfix.base.calls import argument, called_name, has_star_kwargs
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import BOTH
 from smpfix.job.jobfacts import Tri
 from smpfix.program.argument_edits import append_arguments, block_indentation
+from smpfix.program.call_arguments import call_arguments
 from smpfix.program.codegen import smp_reference
 from smpfix.program.data_ranks import (
     DATA_PARALLEL,
@@ -45,6 +47,8 @@ _DATA_SEEDS = {
     "tensorflow.compat.v1.set_random_seed": ("seed", 0),
     "tensorflow.compat.v1.random.set_random_seed": ("seed", 0),
 }
+_TF_GLOBAL_SEEDS = frozenset({"tensorflow.random.set_seed", "tensorflow.compat.v1.set_random_seed",
+                              "tensorflow.compat.v1.random.set_random_seed"})
 # Seeds that also drive PyTorch's parameter initialisation (and the data RNGs above).
 _DATA_AND_INIT_SEEDS = {
     "transformers.set_seed": ("seed", 0),
@@ -90,6 +94,7 @@ class SeedingHelper:
 class DataRngNotSeededByDpRank(Rule):
     code = "SMP203"
     name = "data-rng-not-seeded-by-dp-rank"
+    flavours = BOTH
     summary = (
         "Data-pipeline RNGs (shuffling, augmentation) seeded by `smp.rank()`-like ranks, or a TensorFlow "
         "shuffle without a seed, give the ranks of one model replica different data."
@@ -112,6 +117,9 @@ class DataRngNotSeededByDpRank(Rule):
         self.scopes: dict[cst.Call, Scope] = {}
         self.consistent_data_seeds: list[cst.Call] = []
         self.init_seeds: list[tuple[cst.Call, SeedSite, list[tuple[RankTerm, Verdict]], list[RankTerm], Verdict]] = []
+        # `tf.random.set_seed(1234)`: a constant global seed from which TensorFlow derives the
+        # seed of every later unseeded op alike on every rank (the official scripts' way).
+        self.tf_constant_seeds: list[cst.Call] = []
 
     # -- recognising seeds --------------------------------------------------------------------
     def _site(self, call: cst.Call, qualified: Optional[str]) -> Optional[SeedSite]:
@@ -169,6 +177,8 @@ class DataRngNotSeededByDpRank(Rule):
             self._check_tf_shuffle(node)
             return
         site = self._site(node, qualified)
+        if qualified in _TF_GLOBAL_SEEDS and site is not None and site.seed is not None and isinstance(self.facts.literal(site.seed), int):
+            self.tf_constant_seeds.append(node)
         if site is not None and site.seed is not None:
             self.scopes[node] = self._scope()
             self._learn_helper(site)
@@ -237,7 +247,7 @@ class DataRngNotSeededByDpRank(Rule):
 
     # -- judging ------------------------------------------------------------------------------
     def _judge(self, seed: cst.BaseExpression) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
-        terms = [term for term in rank_terms(seed, self.facts) if term.is_rank]
+        terms = [term for term in rank_terms(seed, self.facts, modules=self.context.modules) if term.is_rank]
         if {term.family for term in terms} >= DATA_PARALLEL:
             return [], []  # `rdp_rank() if prescaled_batch else dp_rank()`
         wrong = []
@@ -252,15 +262,16 @@ class DataRngNotSeededByDpRank(Rule):
 
     def _is_shuffling_loader(self, call: cst.Call, qualified: Optional[str]) -> bool:
         """A DataLoader or RandomSampler that shuffles with PyTorch's global RNG."""
-        if qualified is None or has_star_kwargs(call):
+        arguments = call_arguments(call, self.facts) if qualified is not None else None
+        if arguments is None:
             return False
         if qualified in DATALOADERS:
-            shuffle = argument(call, "shuffle", DATALOADER_POSITIONS["shuffle"])
-            if shuffle is None or self.facts.literal(shuffle.value) is not True:
+            shuffle = arguments.passed("shuffle", DATALOADER_POSITIONS["shuffle"]).certain
+            if shuffle is None or self.facts.literal(shuffle) is not True:
                 return False
-            return all(argument(call, name, DATALOADER_POSITIONS[name]) is None for name in ("sampler", "batch_sampler", "generator"))
+            return all(arguments.passed(name, DATALOADER_POSITIONS[name]).absent for name in ("sampler", "batch_sampler", "generator"))
         if qualified in RANDOM_SAMPLERS:
-            return argument(call, "generator", _RANDOM_SAMPLER_GENERATOR) is None
+            return arguments.passed("generator", _RANDOM_SAMPLER_GENERATOR).absent
         return False
 
     def _is_tf_shuffle(self, call: cst.Call) -> bool:
@@ -323,8 +334,16 @@ class DataRngNotSeededByDpRank(Rule):
             return
         pp = self.data_job.pp
         severity = {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: Severity.HINT}[pp.state]
+        global_seed = next((seed for seed in self.tf_constant_seeds if self.facts.runs_before(seed, call)), None)
         if pp.state is Tri.OFF:
             when = f"It only matters with pipeline parallelism, and {pp.condition()}."
+        elif global_seed is not None:
+            # TensorFlow derives the op's seed from the constant global seed, the same on every rank.
+            severity = Severity.HINT
+            when = (
+                f"`{self.context.code_for(global_seed)}` above derives its seed alike on every rank, which holds as long "
+                "as every rank creates the same ops in the same order before it; an explicit seed does not depend on that."
+            )
         else:
             when = f"This is wrong {'because ' if pp.state is Tri.ON else ''}{pp.condition()}."
         dp_rank = self._dp_rank()
