@@ -138,6 +138,12 @@ def test_a_file_imports_only_the_rules_that_can_apply_to_it(tmp_path: Path) -> N
 
     assert not any(code.startswith("SMP8") and code not in RULE_SCOPES for code in everything)
     assert imported("SMP101,SMP2") == {"SMP101", *(code for code in rule_codes() or () if code.startswith("SMP2"))}
+    # The PyTorch flavour: no TensorFlow rule; the TensorFlow flavour: no tensor or sharded data parallelism.
+    assert not any(code.startswith("SMP7") for code in everything)
+    script.write_text("import smdistributed.modelparallel.tensorflow as smp\nsmp.init()\n", encoding="utf-8")
+    tensorflow = imported()
+    assert any(code.startswith("SMP7") for code in tensorflow)
+    assert not any(code.startswith(("SMP5", "SMP6")) for code in tensorflow)
     launcher = 'import smdistributed.modelparallel.torch as smp\nsmp.init({"microbatches": 3, "pipeline_parallel_degree": 2})\n'
     script.write_text(launcher, encoding="utf-8")
     assert "SMP801" in imported()

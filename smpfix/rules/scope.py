@@ -2,8 +2,9 @@
 
 Importing a rule module costs about a millisecond (and its family's helpers more), which a
 one-file pre-commit run pays for every rule. Every rule of a family needs the same kind of
-file: one that imports the library (either flavour), the TensorFlow flavour only, one that
-states a configuration (a launcher or an ``smp.init({...})`` dict), or any file at all. The registry keeps that scope per family folder (and for the
+file: one that imports the library (either flavour), the PyTorch flavour (tensor and
+sharded data parallelism exist only there), the TensorFlow flavour, one that states a
+configuration (a launcher or an ``smp.init({...})`` dict), or any file at all. The registry keeps that scope per family folder (and for the
 few rules that differ from their family, per rule), so a file's analysis imports only the
 rules it can run; the analysis applies the same scope whether or
 not a rule happens to be imported already, so results never depend on import order.
@@ -17,12 +18,15 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from smpfix.base.flavour import Flavour
+
 
 class Scope(str, enum.Enum):
     """The files a family's rules may apply to (a necessary condition; ``applies_to`` decides)."""
 
     ANY = "any file"
     SMP = "files that import the library (either flavour)"
+    PYTORCH = "files that import the PyTorch flavour"
     TENSORFLOW = "files that import the TensorFlow flavour"
     CONFIGURATION = "files that state a configuration (a launcher, or an smp.init({...}) dict)"
 
@@ -32,10 +36,10 @@ class Scope(str, enum.Enum):
             return True
         if self is Scope.SMP:
             return bool(facts.imports_smp)
+        if self is Scope.PYTORCH:
+            return Flavour.PYTORCH in facts.flavours
         if self is Scope.TENSORFLOW:
-            from smpfix.base.imports import SMP_TF
-
-            return bool(facts.imports.imports_module(SMP_TF))
+            return Flavour.TENSORFLOW in facts.flavours
         return bool(facts.estimator_calls) or facts.init_config_call is not None
 
 
@@ -46,8 +50,8 @@ FAMILY_SCOPES: dict[str, Scope] = {
     "data_pipeline": Scope.SMP,
     "checkpointing": Scope.SMP,
     "step_function": Scope.SMP,
-    "tensor_parallel": Scope.SMP,
-    "sharded_data_parallel": Scope.SMP,
+    "tensor_parallel": Scope.PYTORCH,
+    "sharded_data_parallel": Scope.PYTORCH,
     "tensorflow": Scope.TENSORFLOW,
     "job_config": Scope.CONFIGURATION,
     "comments": Scope.ANY,
