@@ -132,11 +132,8 @@ def resolve(path: str, client: ClientSettings, configurations: Configurations, p
     except SelectionError as exc:
         problems.append(f"{exc} (in the editor settings or {config.path or 'pyproject.toml'})")
         codes = enabled(names, None)
-    declared = []
-    if client.job:
-        declared.append(DeclaredJob(EDITOR_JOB_SOURCE, client.job))
-    if config.job:
-        declared.append(DeclaredJob(config.job_source, config.job))
+    declared = [DeclaredJob.stated(EDITOR_JOB_SOURCE, client.job)] if client.job else []
+    declared.extend(config.declared_jobs())
     options = RunOptions(select=codes, rule_names=names, declared_jobs=tuple(declared), per_file_ignores=config.per_file_ignores,
                          root=config.root, project=project_of(config))
     return Resolved(options, config, tuple(problems))
