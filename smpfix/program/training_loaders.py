@@ -98,6 +98,10 @@ class TrainingLoaders:
         self.importers = importers
         self.modules = modules
         self.feeds = StepFeeds(facts, index, steps=training_steps(facts))
+        # Per importing script, asked for every loader of this file: its calls with their
+        # qualified names, and where its values go.
+        self._script_calls: dict[str, list[tuple[cst.Call, str]]] = {}
+        self._script_feeds: dict[str, StepFeeds] = {}
 
     # -- does it feed training? -----------------------------------------------------------------
     def feeds_training(self, loader: cst.Call) -> Optional[str]:
@@ -116,19 +120,27 @@ class TrainingLoaders:
         module_name = os.path.splitext(os.path.basename(self.path))[0]
         wanted = [module_name, function.name.value]
         for script in self.importers:
-            calls = [
-                n
-                for n in iter_nodes(script.module)
-                if isinstance(n, cst.Call) and (script.facts.qualified_name(n.func) or "").split(".")[-2:] == wanted
-            ]
+            calls = [call for call, qualified in self._calls_in(script) if qualified.split(".")[-2:] == wanted]
             if not calls:
                 continue
-            feeds = StepFeeds(script.facts, ParentIndex(script.module), steps=training_steps(script.facts))
+            feeds = self._script_feeds.get(script.path)
+            if feeds is None:
+                feeds = StepFeeds(script.facts, ParentIndex(script.module), steps=training_steps(script.facts))
+                self._script_feeds[script.path] = feeds
             for call in calls:
                 fed = feeds.feed_of(call)
                 if fed is not None:
                     return f"{fed} of {os.path.basename(script.path)}"
         return None
+
+    def _calls_in(self, script: LinkedModule) -> list[tuple[cst.Call, str]]:
+        """Every call of ``script`` with the qualified name of what it calls ("" when unknown)."""
+        found = self._script_calls.get(script.path)
+        if found is None:
+            nodes = script.index.order if script.index is not None else iter_nodes(script.module)
+            found = [(n, script.facts.qualified_name(n.func) or "") for n in nodes if isinstance(n, cst.Call)]
+            self._script_calls[script.path] = found
+        return found
 
     def used_out_of_sight(self, loader: cst.Call) -> bool:
         """Does the loader go somewhere smpfix cannot follow (a call it does not know, an
