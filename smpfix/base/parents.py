@@ -41,12 +41,7 @@ class ParentIndex:
     def derived(self, key: str, build: Callable[[], T]) -> T:
         """``build()``, worked out once per tree while the tree stays indexed (a helper module
         kept between analyses); ``build`` must depend on nothing but the tree."""
-        index = self._index
-        if index is None:
-            return build()
-        if key not in index.derived:
-            index.derived[key] = build()
-        return index.derived[key]  # type: ignore[no-any-return]
+        return self._index.remember(key, build) if self._index is not None else build()
 
     def parent_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         index = self._index

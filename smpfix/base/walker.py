@@ -20,9 +20,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from operator import attrgetter
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 import libcst as cst
+
+T = TypeVar("T")
 
 _SKIPPED_FIELD_PREFIXES = ("whitespace", "leading_lines", "lines_after", "lpar", "rpar", "header", "footer", "semicolon", "comma", "equal", "colon", "star", "dot", "operator", "first_line", "trailing_whitespace", "empty_lines", "asynchronous", "newline", "default_indent", "default_newline", "encoding", "has_trailing_newline", "indent", "between", "prefix", "quote", "arrow")
 _FIRST_FIELDS = ("decorators",)
@@ -121,9 +123,9 @@ class NodeIndex:
         self.positions: dict[int, int] = {}
         self._parents: Optional[list[int]] = None
         self._by_type: Optional[dict[type, list[int]]] = None
-        # Answers that follow from this tree alone (``ParentIndex.derived``), kept as long as
-        # the index: a helper module checked for several scripts works them out once.
-        self.derived: dict[str, Any] = {}
+        # Answers that follow from this tree alone (``remember``), kept as long as the index:
+        # a helper module checked for several scripts works them out once.
+        self._derived: dict[str, Any] = {}
         order, ends, positions = self.order, self.ends, self.positions
         stack: list[Any] = [root]
         while stack:
@@ -169,6 +171,13 @@ class NodeIndex:
                     known.append(position)
             self._by_type = found
         return self._by_type
+
+    def remember(self, key: str, build: Callable[[], T]) -> T:
+        """``build()``, worked out once for this tree; ``build`` must depend on the tree alone
+        (and on what follows from it, such as the file's facts)."""
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]  # type: ignore[no-any-return]
 
     def extent(self, node: cst.CSTNode) -> Optional[tuple[int, int]]:
         """Where ``node``'s subtree lies in ``order``; None for a node of another tree."""
@@ -218,6 +227,15 @@ def active_index(root: cst.CSTNode) -> Optional[NodeIndex]:
     """The index of ``root``'s tree when it is the one being analyzed, else None."""
     trees = _TREES.get()
     return trees[0] if trees and trees[0].root is root else None
+
+
+def derived(root: cst.CSTNode, key: str, build: Callable[[], T]) -> T:
+    """``build()``, worked out once per tree while an index the analysis holds is that of
+    ``root``'s tree (``NodeIndex.remember``), else every time."""
+    for index in _TREES.get() or ():
+        if index.root is root:
+            return index.remember(key, build)
+    return build()
 
 
 def _extent(node: cst.CSTNode) -> Optional[tuple[NodeIndex, int, int]]:
