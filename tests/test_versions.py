@@ -32,22 +32,22 @@ marker = 1
 """
 
 
-def versioned_probe(since: tuple[int, ...] | None, until: tuple[int, ...] | None) -> type[Rule]:
+def versioned_probe(since: tuple[int, ...] | None, until: tuple[int, ...] | None, api: bool = False) -> type[Rule]:
     """A rule that exists only for these tests: one error per assignment, for some versions."""
 
     class Probe(Rule):
         def visit_Assign(self, node: cst.Assign) -> None:
             self.report(node, "probe")
 
-    Probe.code, Probe.name, Probe.since, Probe.until = "SMP995", "versioned-probe", since, until
+    Probe.code, Probe.name, Probe.since, Probe.until, Probe.since_is_api = "SMP995", "versioned-probe", since, until, api
     return Probe
 
 
-def findings(job: dict, since: tuple[int, ...] | None = None, until: tuple[int, ...] | None = None) -> list[Severity]:
+def findings(job: dict, since: tuple[int, ...] | None = None, until: tuple[int, ...] | None = None, api: bool = False) -> list[Severity]:
     options = AnalysisOptions(
         select=frozenset({"SMP995"}),
         declared_jobs=(DeclaredJob("test", job),) if job else (),
-        extra_rules=(versioned_probe(since, until),),
+        extra_rules=(versioned_probe(since, until, api),),
     )
     return [finding.severity for finding in analyze(SCRIPT, "train.py", options).findings]
 
@@ -107,6 +107,15 @@ def test_features_that_are_on_bound_the_version_from_below() -> None:
 )
 def test_a_rule_since_a_version(job: dict, expected: list[Severity]) -> None:
     assert findings(job, since=(1, 10)) == expected
+
+
+def test_a_rule_about_an_api_call_is_bounded_by_the_release_that_brought_the_api() -> None:
+    # A script that calls `smp.save_checkpoint` runs 1.10 or later: not capped when unknown.
+    assert findings({}, since=(1, 10), api=True) == [Severity.ERROR]
+    assert findings({"smp_version": "1.9"}, since=(1, 10), api=True) == []
+    assert findings({"smp_version": "1.12"}, since=(1, 10), api=True) == [Severity.ERROR]
+    assert JobFacts.resolve([]).version_applies((1, 10), (1, 12), floor=(1, 10)) is Tri.UNKNOWN
+    assert JobFacts.resolve([]).version_applies(None, (1, 9), floor=(1, 10)) is Tri.OFF
 
 
 def test_a_rule_for_old_versions_only() -> None:

@@ -256,13 +256,18 @@ class JobFacts:
         return floor
 
     def version_applies(
-        self, since: Optional[Version], until: Optional[Version], version: Optional[SmpVersion] = None
+        self,
+        since: Optional[Version],
+        until: Optional[Version],
+        version: Optional[SmpVersion] = None,
+        floor: Optional[Version] = None,
     ) -> Tri:
         """Whether advice that holds for SMP ``since``..``until`` holds for this job.
 
         ON when the version (``version``, else the job's own) is in range, or the features the
-        job has on already imply a version from ``since`` (and there is no upper bound); OFF
-        when the version is out of range, or those features imply one above ``until``;
+        job has on (or ``floor``, a release the script itself needs, such as the one that
+        brought an API it calls) already imply a version from ``since`` (and there is no upper
+        bound); OFF when the version is out of range, or those imply one above ``until``;
         UNKNOWN otherwise.
         """
         if since is None and until is None:
@@ -270,10 +275,12 @@ class JobFacts:
         version = version or self.smp_version
         if version is not None:
             return Tri.ON if in_range(version.version, since, until) else Tri.OFF
-        floor = self.version_floor()
-        if floor is not None and until is not None and compare(floor[0], until) > 0:
+        lowest = self.version_floor()
+        if floor is not None and (lowest is None or compare(floor, lowest[0]) > 0):
+            lowest = (floor, "the release the script's own calls need")
+        if lowest is not None and until is not None and compare(lowest[0], until) > 0:
             return Tri.OFF
-        if floor is not None and until is None and since is not None and compare(floor[0], since) >= 0:
+        if lowest is not None and until is None and since is not None and compare(lowest[0], since) >= 0:
             return Tri.ON
         return Tri.UNKNOWN
 

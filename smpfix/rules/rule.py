@@ -90,6 +90,10 @@ class Rule:
     # job whose version is unknown it is at most a hint.
     since: ClassVar[Optional[Version]] = None
     until: ClassVar[Optional[Version]] = None
+    # For a rule whose findings are all calls of a library API that arrived in ``since``
+    # (``smp.save_checkpoint`` in 1.10): a script that calls it runs that release or later, so
+    # the call itself bounds an unknown version from below and the finding is not capped.
+    since_is_api: ClassVar[bool] = False
 
     def __init__(self, context: RuleContext) -> None:
         self.context = context
@@ -121,7 +125,8 @@ class Rule:
         is not the job's (a launcher's own container)."""
         since = since if since is not None else self.since
         until = until if until is not None else self.until
-        applies = self.job.version_applies(since, until, version)
+        floor = self.since if self.since_is_api else None
+        applies = self.job.version_applies(since, until, version, floor=floor)
         if applies is Tri.OFF:
             return
         if applies is Tri.UNKNOWN:
