@@ -13,12 +13,14 @@ Positions follow the 1.12.1 signatures:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
 import libcst as cst
 
 from smpfix.base.calls import argument, has_star_kwargs
+from smpfix.base.imports import dotted_name
 from smpfix.base.literals import UNKNOWN
 from smpfix.program.facts import FileFacts
 
@@ -76,3 +78,24 @@ def checkpoint_call(facts: FileFacts, node: cst.CSTNode) -> Optional[CheckpointC
         assert member is not None
         return CheckpointCall(node, member, facts)
     return None
+
+
+# The exceptions the checkpoint API raises for a misuse.
+_CHECKPOINT_ERRORS = frozenset({"SMPValidationError", "SMPCheckpointError"})
+
+
+def raises_on_purpose(stack: Sequence[cst.CSTNode]) -> bool:
+    """Whether the node at the end of ``stack`` sits in a ``try`` body whose handler catches the
+    library's checkpoint errors by name: code that calls the API wrongly to see it fail (the
+    library's own tests do), not a mistake."""
+    for position, node in enumerate(stack[:-1]):
+        if isinstance(node, cst.Try) and stack[position + 1] is node.body:
+            for handler in node.handlers:
+                caught = handler.type
+                names = caught.elements if isinstance(caught, cst.Tuple) else [caught] if caught is not None else []
+                for name in names:
+                    value = name.value if isinstance(name, cst.Element) else name
+                    spelled = dotted_name(value) if isinstance(value, cst.BaseExpression) else None
+                    if spelled is not None and spelled.rsplit(".", 1)[-1] in _CHECKPOINT_ERRORS:
+                        return True
+    return False
