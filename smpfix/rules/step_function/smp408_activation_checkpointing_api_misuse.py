@@ -63,7 +63,8 @@ class ActivationCheckpointingApiMisuse(Rule):
         elif self.facts.qualified_name(node.func) in _TORCH_CHECKPOINT:
             self._flag_torch_checkpoint(node)
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "gradient_checkpointing_enable":
-            self._flag_hugging_face(node, f"`{self.context.code_for(node.func)}()`")
+            if not self._behind_gradient_checkpointing_flag():
+                self._flag_hugging_face(node, f"`{self.context.code_for(node.func)}()`")
         else:
             self._check_hugging_face_config(node)
 
@@ -174,8 +175,9 @@ class ActivationCheckpointingApiMisuse(Rule):
         self.report(call, message, severity=Severity.WARNING)
 
     def _behind_gradient_checkpointing_flag(self) -> bool:
-        """Model code that checkpoints only ``if self.gradient_checkpointing`` (Hugging Face
-        style): it runs only when a configuration turns it on, which this rule reports there."""
+        """Code that checkpoints only ``if self.gradient_checkpointing`` (Hugging Face model
+        code, and the Trainer's ``if args.gradient_checkpointing: model.gradient_checkpointing_enable()``):
+        it runs only when a configuration turns it on, which this rule reports there."""
         for node in self.ancestry.stack:
             if isinstance(node, (cst.If, cst.IfExp)):
                 if any(isinstance(n, (cst.Name, cst.Attribute)) and _names_flag(n) for n in iter_nodes(node.test)):
@@ -228,11 +230,29 @@ class ActivationCheckpointingApiMisuse(Rule):
         return any(runs_earlier(self.facts, parents, call, wrap.call) for wrap in wraps)
 
     def _nested(self, outer: _Setting, inner: _Setting, parents: ParentIndex) -> bool:
+        """``outer.module`` is an ancestor path of ``inner.module`` naming the same object: one
+        function, one binding of the root name (the same ``for`` loop, or a single assignment),
+        and both calls can run in one pass."""
         if outer.module is None or inner.module is None or not inner.module.startswith(outer.module + "."):
             return False
-        if parents.scope_of(outer.call) is not parents.scope_of(inner.call):
+        scope = parents.scope_of(outer.call)
+        if scope is not parents.scope_of(inner.call) or exclusive(parents, outer.call, inner.call):
             return False
-        return not exclusive(parents, outer.call, inner.call)
+        root = outer.module.split(".", 1)[0]
+        if _loop_binding(parents, outer.call, root) is not _loop_binding(parents, inner.call, root):
+            return False
+        assigned = [a for a in self.facts.assignments.get(root, ()) if a.where is not None and a.where.scope is scope]
+        return len(assigned) <= 1
+
+
+def _loop_binding(parents: ParentIndex, node: cst.CSTNode, name: str) -> Optional[cst.For]:
+    """The innermost ``for`` around ``node`` whose target binds ``name``."""
+    for ancestor in parents.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            return None
+        if isinstance(ancestor, cst.For) and any(isinstance(n, cst.Name) and n.value == name for n in iter_nodes(ancestor.target)):
+            return ancestor
+    return None
 
 
 def _names_flag(node: cst.CSTNode) -> bool:
