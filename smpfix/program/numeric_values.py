@@ -18,7 +18,11 @@ import libcst as cst
 
 from smpfix.base.walker import children
 from smpfix.program.facts import FileFacts
-from smpfix.program.script_arguments import CommandLineArgument, assigned_attributes, command_line_arguments
+from smpfix.program.script_arguments import (
+    CommandLineArgument,
+    assigned_attributes,
+    command_line_arguments,
+)
 
 Scope = Union[cst.Module, cst.FunctionDef]
 

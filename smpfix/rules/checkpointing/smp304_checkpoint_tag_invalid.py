@@ -9,7 +9,12 @@ import libcst as cst
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.walker import iter_nodes
-from smpfix.program.checkpoint_api import CHECKPOINT_API_SINCE, CheckpointCall, checkpoint_call, raises_on_purpose
+from smpfix.program.checkpoint_api import (
+    CHECKPOINT_API_SINCE,
+    CheckpointCall,
+    checkpoint_call,
+    raises_on_purpose,
+)
 from smpfix.program.data_ranks import rank_terms
 from smpfix.program.facts import FileFacts
 from smpfix.program.numeric_values import NumericValues, enclosing_scope
@@ -64,7 +69,7 @@ class CheckpointTagInvalid(Rule):
             f"first checkpoint. Pass a string: `tag=str({spelled})` (or an f-string such as `f\"step_{{{spelled}}}\"`, "
             "the same on the save and the resume side)."
         )
-        fix = PendingFix(Applicability.SAFE, f"Wrap the tag in `str(...)`", (ReplaceNode(tag, f"str({spelled})"),))
+        fix = PendingFix(Applicability.SAFE, "Wrap the tag in `str(...)`", (ReplaceNode(tag, f"str({spelled})"),))
         self.report(found.call, message, severity=Severity.ERROR, fix=fix)
 
     def _check_rank(self, found: CheckpointCall, tag: cst.BaseExpression) -> None:

@@ -13,7 +13,12 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.parents import ParentIndex
 from smpfix.job.jobfacts import Tri
 from smpfix.program.call_order import runs_earlier
-from smpfix.program.checkpoint_api import CHECKPOINT_API_SINCE, CheckpointCall, checkpoint_call, raises_on_purpose
+from smpfix.program.checkpoint_api import (
+    CHECKPOINT_API_SINCE,
+    CheckpointCall,
+    checkpoint_call,
+    raises_on_purpose,
+)
 from smpfix.program.facts import FileFacts, Wrap
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 

@@ -12,7 +12,6 @@ from smpfix.base.calls import argument, bound_names, names_in
 from smpfix.base.edits import DeleteStatementLines, InsertStatementBefore
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.jobfacts import Tri
-from smpfix.program.checkpoint_api import CHECKPOINT_API_SINCE
 from smpfix.program.facts import FileFacts
 from smpfix.program.guards import RankGuard, guarded_by_early_exit, rank_zero_guards
 from smpfix.program.rank_groups import cut
@@ -53,8 +52,6 @@ class LegacyManualCheckpointing(Rule):
         oss = self.feature("OSS")
         if split is not None and oss.state is not Tri.OFF:
             self._flag_hang(node, guards, oss.state is Tri.ON)
-        elif oss.state is not Tri.ON:
-            self._flag_deprecated(node)
 
     def _guards(self) -> list[_Guard]:
         found: list[_Guard] = []
@@ -88,19 +85,6 @@ class LegacyManualCheckpointing(Rule):
             "and later), which handles sharded optimizer state."
         )
         self.report(call, message, severity=severity, fix=self._hoist(call, guards), job_facts=(oss,))
-
-    def _flag_deprecated(self, call: cst.Call) -> None:
-        """The legacy flow is still documented; a note only where the job is known to run 1.10+."""
-        if self.job.smp_version is None or self.job.version_applies(CHECKPOINT_API_SINCE, None) is not Tri.ON:
-            return
-        spelled = self.context.code_for(call.func)
-        message = (
-            f"`{spelled}()` and `smp.save` build checkpoints by hand; {self.job.smp_version.describe()} marks the "
-            "optimizer's `local_state_dict()` \"will be deprecated soon\" in favour of "
-            "`smp.save_checkpoint(path, tag, partial=True, model=model, optimizer=optimizer)` and "
-            "`smp.resume_from_checkpoint(path)`, which also save the fp16 state and the library configuration."
-        )
-        self.report(call, message, severity=Severity.HINT)
 
     def _hoist(self, call: cst.Call, guards: Sequence[_Guard]) -> Optional[PendingFix]:
         """``x = optimizer.local_state_dict()`` directly in the body of the one guarding ``if``
