@@ -34,10 +34,6 @@ class CheckpointTagInvalid(Rule):
     since = CHECKPOINT_API_SINCE
     since_is_api = True
 
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return facts.imports_smp_torch
-
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
         self.numbers = NumericValues(self.facts, context.module)

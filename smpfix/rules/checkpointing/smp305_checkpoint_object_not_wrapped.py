@@ -11,7 +11,6 @@ from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.checkpoint_api import CHECKPOINT_API_SINCE, CheckpointCall, checkpoint_call
-from smpfix.program.facts import FileFacts
 from smpfix.program.model_names import DistributedModelNames
 from smpfix.program.numeric_values import enclosing_scope
 from smpfix.program.steps import step_functions
@@ -27,10 +26,6 @@ class CheckpointObjectNotWrapped(Rule):
     depends_on = ("SDP", "FP16", "BF16")
     since = CHECKPOINT_API_SINCE
     since_is_api = True
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return facts.imports_smp_torch
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)

@@ -19,7 +19,7 @@ from smpfix.program.checkpoint_api import (
     checkpoint_call,
     raises_on_purpose,
 )
-from smpfix.program.facts import FileFacts, Wrap
+from smpfix.program.facts import Wrap
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # The last release whose source shows a full load refused under sharded data parallelism;
@@ -35,10 +35,6 @@ class ResumeFromCheckpointMisuse(Rule):
     depends_on = ("SDP",)
     since = CHECKPOINT_API_SINCE
     since_is_api = True
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return facts.imports_smp_torch
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
         super().__init__(context)

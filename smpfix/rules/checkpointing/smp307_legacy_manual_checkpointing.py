@@ -12,7 +12,6 @@ from smpfix.base.calls import argument, bound_names, names_in
 from smpfix.base.edits import DeleteStatementLines, InsertStatementBefore
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.jobfacts import Tri
-from smpfix.program.facts import FileFacts
 from smpfix.program.guards import RankGuard, guarded_by_early_exit, rank_zero_guards
 from smpfix.program.rank_groups import cut
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
@@ -33,10 +32,6 @@ class LegacyManualCheckpointing(Rule):
     summary = "`optimizer.local_state_dict()` called under a rank guard: with `shard_optimizer_state` it gathers across ranks and hangs."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("OSS",)
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return facts.imports_smp_torch
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

@@ -136,15 +136,14 @@ class OncePerBatchWorkInsideStep(Rule):
     # -- reporting -----------------------------------------------------------------------
     def leave_Module(self, node: cst.Module) -> None:
         self._report_work()
-        if self.facts.imports_smp_torch:
-            hazards = StepHazards(self.facts, self.models)
-            seen: set[int] = set()
-            for step in self.steps:
-                if step.function is not None and id(step.function) not in seen:
-                    seen.add(id(step.function))
-                    for hazard in hazards.of(step.function):
-                        self._report_hazard(hazard, step.function)
-            self._report_batch_norm()
+        hazards = StepHazards(self.facts, self.models)
+        seen: set[int] = set()
+        for step in self.steps:
+            if step.function is not None and id(step.function) not in seen:
+                seen.add(id(step.function))
+                for hazard in hazards.of(step.function):
+                    self._report_hazard(hazard, step.function)
+        self._report_batch_norm()
 
     def _report_work(self) -> None:
         severity, states, condition = self._severity()

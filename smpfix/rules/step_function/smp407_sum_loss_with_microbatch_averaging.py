@@ -30,7 +30,7 @@ class SumLossWithMicrobatchAveraging(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        return facts.imports_smp_torch and bool(facts.distributed_models)
+        return super().applies_to(facts) and bool(facts.distributed_models)
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)

@@ -15,7 +15,6 @@ from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import Tri
 from smpfix.program.call_order import exclusive, runs_earlier
-from smpfix.program.facts import FileFacts
 from smpfix.rules.rule import Rule, RuleContext
 
 _STRATEGY = re.compile(r"^(each|contiguous|group_\d+)$")
@@ -44,10 +43,6 @@ class ActivationCheckpointingApiMisuse(Rule):
     summary = "Activation checkpointing through `torch.utils.checkpoint` or Hugging Face, `smp.set_activation_checkpointing` before the wrap, nested or with a bad `strategy`."
     default_severity = Severity.ERROR
     runs_on_helper_modules = True
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return facts.imports_smp_torch
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)

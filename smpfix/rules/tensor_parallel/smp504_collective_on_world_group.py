@@ -14,7 +14,6 @@ from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.argument_edits import append_arguments, block_indentation
 from smpfix.program.codegen import smp_reference
-from smpfix.program.facts import FileFacts
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # Reductions whose result a script averages, and the position of their `group` parameter.
@@ -41,10 +40,6 @@ class CollectiveOnWorldGroup(Rule):
     summary = "A `torch.distributed` reduction over all ranks divided by `smp.dp_size()`/`rdp_size()`, or any collective without ddp."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("PP", "TP", "DDP")
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return facts.imports_smp_torch
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.facts.qualified_name(node.func) or ""
