@@ -22,8 +22,9 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.calls import argument
-from smpfix.base.walker import children, iter_nodes
+from smpfix.base.walker import iter_nodes
 from smpfix.program.facts import FileFacts
+from smpfix.program.steps import own_nodes
 
 _MAX_DEPTH = 6
 
@@ -55,23 +56,13 @@ def _adds_to(expr: cst.BaseExpression, name: str) -> bool:
     return False
 
 
-def _own_nodes(function: cst.FunctionDef) -> list[cst.CSTNode]:
-    found: list[cst.CSTNode] = []
-    stack: list[cst.CSTNode] = [function.body]
-    while stack:
-        node = stack.pop()
-        found.append(node)
-        stack.extend(child for child in children(node) if not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)))
-    return found
-
-
 class LossReductions:
     """Answers ``summed(expr)`` inside one function of one file."""
 
     def __init__(self, facts: FileFacts, function: cst.FunctionDef) -> None:
         self.facts = facts
         self.assignments: dict[str, list[cst.CSTNode]] = {}
-        for node in _own_nodes(function):
+        for node in own_nodes(function):
             if isinstance(node, cst.Assign):
                 for target in node.targets:
                     if isinstance(target.target, cst.Name):

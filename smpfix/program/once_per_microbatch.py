@@ -27,7 +27,7 @@ the tracing pass. Nested functions and classes are not part of the body.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Optional
 
@@ -39,6 +39,7 @@ from smpfix.base.walker import children, iter_nodes
 from smpfix.program.dataloaders import DATALOADERS
 from smpfix.program.facts import FileFacts
 from smpfix.program.model_names import DistributedModelNames
+from smpfix.program.steps import own_nodes
 from smpfix.program.wrapped_model import ModelClass
 
 BATCH_SIZE = "batch size"
@@ -177,22 +178,10 @@ def _tests_tracing(test: cst.BaseExpression, facts: FileFacts) -> bool:
 
 def _globals(step: cst.FunctionDef) -> set[str]:
     names: set[str] = set()
-    for node in _own_statements(step):
+    for node in own_nodes(step):
         if isinstance(node, (cst.Global, cst.Nonlocal)):
             names.update(item.name.value for item in node.names)
     return names
-
-
-def _own_statements(step: cst.FunctionDef) -> Sequence[cst.CSTNode]:
-    found: list[cst.CSTNode] = []
-    stack: list[cst.CSTNode] = [step.body]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        found.append(node)
-        stack.extend(children(node))
-    return found
 
 
 def _root(expr: cst.BaseExpression) -> Optional[str]:
