@@ -21,7 +21,7 @@ import libcst as cst
 
 from smpfix.base.calls import bound_names
 from smpfix.program.facts import FileFacts, Scope, Wrap
-from smpfix.program.model_names import DistributedModelNames
+from smpfix.program.model_names import DistributedModelNames, parameter_names
 from smpfix.program.wrapped_model import reaching_assignments
 
 
@@ -34,19 +34,10 @@ class Unwrapped:
     what: str
 
 
-def _parameters(function: cst.FunctionDef) -> set[str]:
-    params = function.params
-    names = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            names.add(star.name.value)
-    return names
-
-
 def _binds(scope: Scope, name: str) -> bool:
     if isinstance(scope, cst.Module):
         return True
-    return name in bound_names(scope.body) or name in _parameters(scope)
+    return name in bound_names(scope.body) or name in parameter_names(scope)
 
 
 def _same_binding(facts: FileFacts, name: str, wrap: Wrap, scope: Scope, use: cst.Call) -> bool:

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Optional
 
 import libcst as cst
 
+from smpfix.base.call_binding import bind_arguments
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.parents import ParentIndex
 from smpfix.job.jobfacts import FeatureState, Tri
-from smpfix.program.checkpoint_api import CHECKPOINT_API_SINCE, CheckpointCall, checkpoint_call
-from smpfix.program.model_names import DistributedModelNames
+from smpfix.program.checkpoint_api import CHECKPOINT_API_SINCE, checkpoint_call
+from smpfix.program.facts import Scope
+from smpfix.program.model_names import DistributedModelNames, parameter_names
 from smpfix.program.numeric_values import enclosing_scope
-from smpfix.program.steps import step_functions
+from smpfix.program.steps import calls_by_name, step_functions
 from smpfix.program.unwrapped import Unwrapped, raw_module, raw_name
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
@@ -30,29 +33,63 @@ class CheckpointObjectNotWrapped(Rule):
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
         self.models = DistributedModelNames(self.facts, step_functions(self.facts))
+        self.calls = calls_by_name(self.facts)
+        self._parent_index: Optional[ParentIndex] = None
 
     def visit_Call(self, node: cst.Call) -> None:
         found = checkpoint_call(self.facts, node)
         if found is None or not found.saves:
             return
         scope = enclosing_scope(self.ancestry.stack, self.context.module)
-        functions = [n for n in self.ancestry.stack[:-1] if isinstance(n, cst.FunctionDef)]
-        model = found.argument("model")
-        if model is not None and not model.star:
-            raw = raw_module(self.facts, model.value, self.models, functions, scope, node)
-            if raw is not None:
-                self._flag_model(found, raw)
-        optimizer = found.argument("optimizer")
-        if optimizer is not None and not optimizer.star:
-            raw = raw_name(self.facts, optimizer.value, self.facts.distributed_optimizers, scope, node)
-            if raw is not None:
-                self._flag_optimizer(found, raw)
+        functions: list[cst.FunctionDef] = [n for n in self.ancestry.stack[:-1] if isinstance(n, cst.FunctionDef)]
+        for parameter, flag in (("model", self._flag_model), ("optimizer", self._flag_optimizer)):
+            given = found.argument(parameter)
+            if given is None or given.star:
+                continue
+            for raw, via in self._raw_objects(parameter, given.value, scope, functions, node):
+                flag(raw, via)
 
-    def _flag_model(self, found: CheckpointCall, raw: Unwrapped) -> None:
+    def _raw_objects(
+        self, parameter: str, expr: cst.BaseExpression, scope: Scope, functions: Sequence[cst.FunctionDef], use: cst.Call
+    ) -> Iterator[tuple[Unwrapped, str]]:
+        """The raw object ``expr`` is here, or, when ``expr`` is a parameter of the saving
+        function, the raw objects its callers in this file pass for it."""
+        raw = self._raw(parameter, expr, scope, functions, use)
+        if raw is not None:
+            yield raw, ""
+            return
+        function = functions[-1] if functions else None
+        if not isinstance(expr, cst.Name) or function is None or expr.value not in parameter_names(function):
+            return
+        parents = self._parents()
+        for call in self.calls.get(function.name.value, ()):
+            bound = bind_arguments(function, call)
+            passed = bound.get(expr.value) if bound is not None else None
+            if passed is None:
+                continue
+            caller_scope = parents.scope_of(call)
+            callers = [n for n in parents.ancestors(call) if isinstance(n, cst.FunctionDef)][::-1]
+            raw = self._raw(parameter, passed, caller_scope, callers, call)
+            if raw is not None:
+                yield raw, f" (through parameter `{expr.value}` of `{function.name.value}`, which saves it)"
+
+    def _raw(
+        self, parameter: str, expr: cst.BaseExpression, scope: Scope, functions: Sequence[cst.FunctionDef], use: cst.Call
+    ) -> Optional[Unwrapped]:
+        if parameter == "model":
+            return raw_module(self.facts, expr, self.models, functions, scope, use)
+        return raw_name(self.facts, expr, self.facts.distributed_optimizers, scope, use)
+
+    def _parents(self) -> ParentIndex:
+        if self._parent_index is None:
+            self._parent_index = ParentIndex(self.context.module)
+        return self._parent_index
+
+    def _flag_model(self, raw: Unwrapped, via: str) -> None:
         sdp = self.feature("SDP")
         spelled = self.context.code_for(raw.use)
         wrapper = f"`{raw.wrapped}`" if raw.wrapped else "the `smp.DistributedModel`"
-        lead = f"`model={spelled}` passes {raw.what}, but `smp.save_checkpoint` needs the `smp.DistributedModel` ({wrapper})"
+        lead = f"`{spelled}` is {raw.what}{via}, but `smp.save_checkpoint(model=...)` needs the `smp.DistributedModel` ({wrapper})"
         if sdp.state is Tri.ON:
             message = (
                 f"{lead}. With sharded data parallelism on ({sdp.source}) the library ignores this argument and saves "
@@ -69,7 +106,7 @@ class CheckpointObjectNotWrapped(Rule):
             severity = Severity.ERROR if sdp.state is Tri.OFF else Severity.WARNING
         self.report(raw.use, message, severity=severity, fix=self._fix(raw, "model"), job_facts=(sdp,))
 
-    def _flag_optimizer(self, found: CheckpointCall, raw: Unwrapped) -> None:
+    def _flag_optimizer(self, raw: Unwrapped, via: str) -> None:
         states = [self.feature(key) for key in ("FP16", "BF16", "SDP")]
         on = [s for s in states if s.state is Tri.ON]
         unknown = [s for s in states if s.state is Tri.UNKNOWN]
@@ -77,7 +114,7 @@ class CheckpointObjectNotWrapped(Rule):
             return  # fp32 without sharding: the wrapper patches the optimizer in place, so it is the same object
         spelled = self.context.code_for(raw.use)
         wrapper = f"`{raw.wrapped}`" if raw.wrapped else "the `smp.DistributedOptimizer`"
-        lead = f"`optimizer={spelled}` passes {raw.what}, but `smp.save_checkpoint` needs the `smp.DistributedOptimizer` ({wrapper})"
+        lead = f"`{spelled}` is {raw.what}{via}, but `smp.save_checkpoint(optimizer=...)` needs the `smp.DistributedOptimizer` ({wrapper})"
         if on:
             why = f"{_conditions(on)}, so the wrapper is a different object and the call raises at the job's first checkpoint"
             severity = Severity.ERROR
