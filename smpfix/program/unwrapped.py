@@ -20,6 +20,7 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.calls import bound_names
+from smpfix.base.imports import dotted_name
 from smpfix.program.facts import FileFacts, Scope, Wrap
 from smpfix.program.model_names import DistributedModelNames, parameter_names
 from smpfix.program.wrapped_model import reaching_assignments
@@ -93,7 +94,8 @@ def raw_name(facts: FileFacts, expr: cst.BaseExpression, wraps: Sequence[Wrap], 
         if wrap.argument_name != expr.value or wrap.target in (None, expr.value):
             continue
         if _same_binding(facts, expr.value, wrap, scope, use):
-            return Unwrapped(expr, _visible(facts, wrap, scope, use), f"the object `{expr.value}` that was wrapped")
+            wrapper = dotted_name(wrap.call.func) or "the wrapper"
+            return Unwrapped(expr, _visible(facts, wrap, scope, use), f"the object that `{wrapper}(...)` wrapped")
     return None
 
 
