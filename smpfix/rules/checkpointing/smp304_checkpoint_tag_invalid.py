@@ -32,7 +32,6 @@ class CheckpointTagInvalid(Rule):
     fix_availability = FixAvailability.SAFE
     depends_on = ("PP", "TP")
     since = CHECKPOINT_API_SINCE
-    since_is_api = True
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
@@ -66,7 +65,7 @@ class CheckpointTagInvalid(Rule):
             "the same on the save and the resume side)."
         )
         fix = PendingFix(Applicability.SAFE, "Wrap the tag in `str(...)`", (ReplaceNode(tag, f"str({spelled})"),))
-        self.report(found.call, message, severity=Severity.ERROR, fix=fix)
+        self.report(found.call, message, severity=Severity.ERROR, fix=fix, implied=CHECKPOINT_API_SINCE)
 
     def _check_rank(self, found: CheckpointCall, tag: cst.BaseExpression) -> None:
         functions = [term.member for term in rank_terms(tag, self.facts) if term.is_rank]
@@ -96,7 +95,7 @@ class CheckpointTagInvalid(Rule):
         )
         severity = Severity.ERROR if split.definite else Severity.WARNING
         states = split.states if not split.definite else ()
-        self.report(found.call, message, severity=severity, job_facts=states)
+        self.report(found.call, message, severity=severity, job_facts=states, implied=CHECKPOINT_API_SINCE)
 
 
 def _reads_rank_variable(expr: cst.BaseExpression, facts: FileFacts) -> bool:

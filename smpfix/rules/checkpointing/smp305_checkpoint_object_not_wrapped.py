@@ -28,7 +28,6 @@ class CheckpointObjectNotWrapped(Rule):
     fix_availability = FixAvailability.SAFE
     depends_on = ("SDP", "FP16", "BF16")
     since = CHECKPOINT_API_SINCE
-    since_is_api = True
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
@@ -104,7 +103,7 @@ class CheckpointObjectNotWrapped(Rule):
                 "saves each rank's partition."
             )
             severity = Severity.ERROR if sdp.state is Tri.OFF else Severity.WARNING
-        self.report(raw.use, message, severity=severity, fix=self._fix(raw, "model"), job_facts=(sdp,))
+        self.report(raw.use, message, severity=severity, fix=self._fix(raw, "model"), job_facts=(sdp,), implied=CHECKPOINT_API_SINCE)
 
     def _flag_optimizer(self, raw: Unwrapped, via: str) -> None:
         states = [self.feature(key) for key in ("FP16", "BF16", "SDP")]
@@ -125,7 +124,7 @@ class CheckpointObjectNotWrapped(Rule):
             )
             severity = Severity.WARNING
         message = f"{lead}: {why}. Pass {wrapper}."
-        self.report(raw.use, message, severity=severity, fix=self._fix(raw, "optimizer"), job_facts=tuple(on or unknown))
+        self.report(raw.use, message, severity=severity, fix=self._fix(raw, "optimizer"), job_facts=tuple(on or unknown), implied=CHECKPOINT_API_SINCE)
 
     @staticmethod
     def _fix(raw: Unwrapped, what: str) -> Optional[PendingFix]:

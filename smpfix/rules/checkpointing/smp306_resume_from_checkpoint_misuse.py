@@ -34,7 +34,6 @@ class ResumeFromCheckpointMisuse(Rule):
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("SDP",)
     since = CHECKPOINT_API_SINCE
-    since_is_api = True
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
         super().__init__(context)
@@ -58,27 +57,27 @@ class ResumeFromCheckpointMisuse(Rule):
                 "required to load a full checkpoint\"): only partial checkpoints are found through the `newest` file. "
                 "Pass the tag the full checkpoint was saved with, e.g. `tag=\"fullmodel.pt\"`."
             )
-            self.report(found.call, message, severity=Severity.ERROR)
+            self.report(found.call, message, severity=Severity.ERROR, implied=CHECKPOINT_API_SINCE)
         if partial is False and sdp.state is Tri.ON:
             message = (
                 f"A full load (`partial=False`) under sharded data parallelism ({sdp.source}) raises SMPValidationError "
                 f"in the library releases that refuse it ({self.version_condition(until=_FULL_LOAD_REFUSED_UNTIL)}). "
                 "Load a partial checkpoint, or load the full weights into the model before `smp.DistributedModel`."
             )
-            self.report(found.call, message, severity=Severity.ERROR, job_facts=(sdp,), until=_FULL_LOAD_REFUSED_UNTIL)
+            self.report(found.call, message, severity=Severity.ERROR, job_facts=(sdp,), until=_FULL_LOAD_REFUSED_UNTIL, implied=CHECKPOINT_API_SINCE)
         sharded = found.argument("load_sharded_optimizer_state")
         if sharded is not None and sdp.state is Tri.OFF:
             message = (
                 f"`load_sharded_optimizer_state=` is read only under sharded data parallelism, which is off "
                 f"({sdp.source}): the argument does nothing here."
             )
-            self.report(sharded, message, severity=Severity.HINT, job_facts=(sdp,))
+            self.report(sharded, message, severity=Severity.HINT, job_facts=(sdp,), implied=CHECKPOINT_API_SINCE)
         translate = found.argument("translate_function")
         if translate is not None and partial is True:
             message = (
                 "`translate_function=` is used only for full loads (`partial=False`); this partial load ignores it."
             )
-            self.report(translate, message, severity=Severity.HINT)
+            self.report(translate, message, severity=Severity.HINT, implied=CHECKPOINT_API_SINCE)
 
     # -- order against smp.DistributedOptimizer -----------------------------------------------
     def leave_Module(self, node: cst.Module) -> None:
@@ -104,7 +103,7 @@ class ResumeFromCheckpointMisuse(Rule):
                 f"the sharded optimizer state can only be loaded into the wrapped optimizer: {effect}. Move the call "
                 "after the optimizer is wrapped (without sharding the load is deferred, so that order works in every job)."
             )
-            self.report(found.call, message, severity=severity, fix=self._move(found.call, later, parents), job_facts=(sdp,))
+            self.report(found.call, message, severity=severity, fix=self._move(found.call, later, parents), job_facts=(sdp,), implied=CHECKPOINT_API_SINCE)
 
     def _wrap_after(self, call: cst.Call, parents: ParentIndex) -> Optional[Wrap]:
         """The ``smp.DistributedOptimizer`` of the same function that runs after ``call``, when
