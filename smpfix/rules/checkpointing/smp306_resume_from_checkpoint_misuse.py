@@ -22,10 +22,6 @@ from smpfix.program.checkpoint_api import (
 from smpfix.program.facts import Wrap
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
-# The last release whose source shows a full load refused under sharded data parallelism;
-# the official examples for the PyTorch 1.13 containers (SMP 1.14 and later) do such a load.
-_FULL_LOAD_REFUSED_UNTIL = (1, 12)
-
 
 class ResumeFromCheckpointMisuse(Rule):
     code = "SMP306"
@@ -58,13 +54,6 @@ class ResumeFromCheckpointMisuse(Rule):
                 "Pass the tag the full checkpoint was saved with, e.g. `tag=\"fullmodel.pt\"`."
             )
             self.report(found.call, message, severity=Severity.ERROR, implied=CHECKPOINT_API_SINCE)
-        if partial is False and sdp.state is Tri.ON:
-            message = (
-                f"A full load (`partial=False`) under sharded data parallelism ({sdp.source}) raises SMPValidationError "
-                f"in the library releases that refuse it ({self.version_condition(until=_FULL_LOAD_REFUSED_UNTIL)}). "
-                "Load a partial checkpoint, or load the full weights into the model before `smp.DistributedModel`."
-            )
-            self.report(found.call, message, severity=Severity.ERROR, job_facts=(sdp,), until=_FULL_LOAD_REFUSED_UNTIL, implied=CHECKPOINT_API_SINCE)
         sharded = found.argument("load_sharded_optimizer_state")
         if sharded is not None and sdp.state is Tri.OFF:
             message = (
