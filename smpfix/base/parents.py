@@ -8,12 +8,12 @@ build it only for files where they already have a candidate to look at.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Optional, Union
 
 import libcst as cst
 
-from smpfix.base.walker import children
+from smpfix.base.walker import children, subtree
 
 Scope = Union[cst.Module, cst.FunctionDef]
 
@@ -25,6 +25,10 @@ class ParentIndex:
         self.module = module
         self._parent: dict[cst.CSTNode, cst.CSTNode] = {}
         self._scope: dict[cst.CSTNode, Scope] = {module: module}
+        indexed = subtree(module)
+        if indexed is not None:
+            self._from_order(*indexed)
+            return
         stack: list[tuple[cst.CSTNode, Scope]] = [(module, module)]
         while stack:
             node, scope = stack.pop()
@@ -33,6 +37,23 @@ class ParentIndex:
                 self._parent[child] = node
                 self._scope[child] = inner
                 stack.append((child, inner))
+
+    def _from_order(self, order: Sequence[cst.CSTNode], ends: Sequence[int], start: int, end: int) -> None:
+        """The same maps from the analysis' pre-order index, without visiting fields again."""
+        parent, scope_of = self._parent, self._scope
+        open_nodes: list[int] = []
+        inner_scopes: list[Scope] = []
+        for position in range(start + 1, end):
+            while open_nodes and ends[open_nodes[-1]] <= position:
+                open_nodes.pop()
+                inner_scopes.pop()
+            node = order[position]
+            holder = order[open_nodes[-1]] if open_nodes else self.module
+            scope = inner_scopes[-1] if inner_scopes else self.module
+            parent[node] = holder
+            scope_of[node] = scope
+            open_nodes.append(position)
+            inner_scopes.append(node if isinstance(node, cst.FunctionDef) else scope)
 
     def parent_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         return self._parent.get(node)

@@ -166,6 +166,16 @@ def _extent(node: cst.CSTNode) -> Optional[tuple[NodeIndex, int, int]]:
     return (index, *found) if found is not None else None
 
 
+def subtree(node: cst.CSTNode) -> Optional[tuple[list[cst.CSTNode], list[int], int, int]]:
+    """``node``'s subtree in the active index: (pre-order nodes, subtree ends, start, end);
+    None outside ``indexed`` or for a node of another tree."""
+    known = _extent(node)
+    if known is None:
+        return None
+    index, start, end = known
+    return index.order, index.ends, start, end
+
+
 def iter_nodes(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     """Every node below ``node`` (inclusive), pre-order; for rules that search a subtree."""
     known = _extent(node)

@@ -44,6 +44,9 @@ class LocalModules:
         self.importer = importer
         self._loaded: dict[str, Optional[LinkedModule]] = {}
         self._consulted: dict[str, None] = {}
+        # (folders searched, module name) -> the file found; shared like ``_loaded``.
+        self._found: dict[tuple[tuple[str, ...], str], Optional[str]] = {}
+        self._imports: dict[tuple[str, int], list[LinkedModule]] = {}
 
     def for_importer(self, importer: str) -> LocalModules:
         """The same parsed files, resolving imports from ``importer`` instead (a launcher looking
@@ -51,6 +54,8 @@ class LocalModules:
         other = LocalModules(self.project, importer)
         other._loaded = self._loaded
         other._consulted = self._consulted
+        other._found = self._found
+        other._imports = self._imports
         return other
 
     def find_file(self, module_name: str) -> Optional[str]:
@@ -64,6 +69,13 @@ class LocalModules:
             folders = [base]
         else:
             folders = self.project.search_dirs(self.importer)
+        key = (tuple(folders), dotted)
+        if key in self._found:
+            return self._found[key]
+        self._found[key] = found = self._search(folders, dotted)
+        return found
+
+    def _search(self, folders: list[str], dotted: str) -> Optional[str]:
         relative = dotted.replace(".", os.sep)
         for folder in folders:
             for candidate in (os.path.join(folder, relative + ".py"), os.path.join(folder, relative, "__init__.py")):
@@ -115,6 +127,12 @@ class LocalModules:
 
     def imported_modules(self, facts: FileFacts) -> list[LinkedModule]:
         """Every project file this file imports (``import data``, ``from model import GPT``)."""
+        key = (self.importer, id(facts))
+        if key not in self._imports:
+            self._imports[key] = self._imported_modules(facts)
+        return self._imports[key]
+
+    def _imported_modules(self, facts: FileFacts) -> list[LinkedModule]:
         found: dict[str, LinkedModule] = {}
         for qualified in facts.imports.bindings.values():
             dots = len(qualified) - len(qualified.lstrip("."))
