@@ -4,8 +4,9 @@ Library calls that want a string (a checkpoint tag) fail when given a step count
 counts as a number only when every way it can be bound says so: a numeric literal, arithmetic
 on numbers, ``len``/``int``/``float``/``round``, a ``for`` target over ``range(...)`` (or the
 index of ``enumerate(...)``), an ``args.<name>`` read from ``add_argument(..., type=int)``
-that the script never reassigns, or a name all of whose bindings in its function (or, for a
-name the function does not bind, at module level) are such values. A parameter, a ``with``
+that the script never reassigns, or a name whose reaching assignments (``Flow.reaching``) are
+all such values; where a ``for`` target or a parameter reaches, every binding of the name in
+its function (or, for a name the function does not bind, at module level) must be one. A parameter, a ``with``
 target or any binding smpfix cannot read makes the answer "not known to be a number".
 """
 
@@ -18,6 +19,7 @@ import libcst as cst
 
 from smpfix.base.walker import children
 from smpfix.program.facts import FileFacts
+from smpfix.program.reaching import Flow
 from smpfix.program.script_arguments import (
     CommandLineArgument,
     assigned_attributes,
@@ -38,9 +40,10 @@ _Binding = Optional[cst.BaseExpression]
 class NumericValues:
     """Answers ``is_number(expr, scope)`` for one file; build once per rule and file."""
 
-    def __init__(self, facts: FileFacts, module: cst.Module) -> None:
+    def __init__(self, facts: FileFacts, module: cst.Module, flow: Flow) -> None:
         self.facts = facts
         self.module = module
+        self.flow = flow
         self._arguments: Optional[Mapping[str, Sequence[CommandLineArgument]]] = None
         self._assigned: Optional[set[str]] = None
 
@@ -60,6 +63,11 @@ class NumericValues:
         if isinstance(expr, cst.Attribute):
             return self._integer_argument(expr)
         if isinstance(expr, cst.Name):
+            reaching = self.flow.reaching(expr.value, expr)
+            if reaching.assignments and not reaching.opaque:
+                return all(
+                    a.where is not None and self.is_number(a.value, a.where.scope, depth + 1) for a in reaching.assignments
+                )
             bindings = self._bindings(expr.value, scope)
             return bool(bindings) and all(
                 value is not None and self.is_number(value, owner, depth + 1)

@@ -5,9 +5,10 @@ Scripts often keep both names: ``net = Net(); model = smp.DistributedModel(net)`
 wrapper (``smp.save_checkpoint(model=..., optimizer=...)``) and calls that only see one
 partition's parameters (``clip_grad_norm_(net.parameters())``) then get the raw object.
 
-A name counts as the raw object at a use when the assignments of it that reach the use are
-the ones that reached the wrap call (without flow analysis: ``reaching_assignments``), or,
-for a wrap at module level, when the function of the use does not bind the name itself.
+A name counts as the raw object at a use when the assignments of it that reach the use
+(``Flow.reaching``: in order through the function, both sides of a branch, module-level
+values for a name the function does not bind) are the ones that reached the wrap call, and
+no parameter or unreadable binding is among them.
 ``model.module`` and ``model.get_module()`` on the wrapped model are its raw module too.
 """
 
@@ -19,11 +20,10 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.base.calls import bound_names
 from smpfix.base.imports import dotted_name
-from smpfix.program.facts import FileFacts, Scope, Wrap
-from smpfix.program.model_names import DistributedModelNames, parameter_names
-from smpfix.program.wrapped_model import reaching_assignments
+from smpfix.program.facts import FileFacts, Wrap
+from smpfix.program.model_names import DistributedModelNames
+from smpfix.program.reaching import Flow
 
 
 @dataclass(frozen=True)
@@ -35,81 +35,47 @@ class Unwrapped:
     what: str
 
 
-def _binds(scope: Scope, name: str) -> bool:
-    if isinstance(scope, cst.Module):
-        return True
-    return name in bound_names(scope.body) or name in parameter_names(scope)
-
-
-def _same_binding(facts: FileFacts, name: str, wrap: Wrap, scope: Scope, use: cst.Call) -> bool:
-    """Does ``name`` at ``use`` hold what it held when ``wrap`` ran?"""
-    if wrap.where is None:
+def _same_binding(flow: Flow, facts: FileFacts, name: str, wrap: Wrap, use: cst.BaseExpression, at: cst.Call) -> bool:
+    """Does ``name`` at ``use`` hold what it held when ``wrap`` ran (the same reaching
+    definitions, and the use runs later when both are in one function)?"""
+    if wrap.argument is None or wrap.where is None:
         return False
-    wrap_scope = wrap.where.scope
-    if wrap_scope is scope:
-        if not facts.runs_before(wrap.call, use) or _unordered_assignment(facts, name, scope):
-            return False
-        at_wrap = reaching_assignments(facts, name, scope, wrap.call)
-        at_use = reaching_assignments(facts, name, scope, use)
-        return bool(at_wrap) and [id(a) for a in at_wrap] == [id(a) for a in at_use]
-    if isinstance(wrap_scope, cst.Module) and isinstance(scope, cst.FunctionDef) and not _binds(scope, name):
-        module_level = [a for a in facts.assignments.get(name, ()) if a.where is not None and isinstance(a.where.scope, cst.Module)]
-        return bool(module_level) and all(_assigned_before(facts, a.value, wrap.call) for a in module_level)
-    return False
+    if flow.index.scope_of(use) is wrap.where.scope and not facts.runs_before(wrap.call, at):
+        return False
+    at_wrap, at_use = flow.reaching(name, wrap.argument), flow.reaching(name, use)
+    if not at_wrap.assignments or at_wrap.opaque or at_use.opaque:
+        return False
+    return [id(a) for a in at_wrap.assignments] == [id(a) for a in at_use.assignments]
 
 
-def _unordered_assignment(facts: FileFacts, name: str, scope: Scope) -> bool:
-    """An assignment of ``name`` in ``scope`` whose value calls nothing (``net = model``):
-    source order of calls cannot place it, so smpfix cannot tell what ``name`` holds."""
-    from smpfix.base.walker import iter_nodes
-
-    return any(
-        a.where is not None and a.where.scope is scope and not any(isinstance(n, cst.Call) for n in iter_nodes(a.value))
-        for a in facts.assignments.get(name, ())
-    )
-
-
-def _assigned_before(facts: FileFacts, value: cst.BaseExpression, call: cst.Call) -> bool:
-    return isinstance(value, cst.Call) and value is not call and facts.runs_before(value, call)
-
-
-def _visible(facts: FileFacts, wrap: Wrap, scope: Scope, use: cst.Call) -> Optional[str]:
-    """The wrap's target, if the use site sees it bound to the wrapper."""
-    target = wrap.target
-    if target is None or wrap.where is None:
+def _visible(flow: Flow, wrap: Wrap, use: cst.BaseExpression) -> Optional[str]:
+    """The wrap's target, if the use site sees it bound to the wrapper and nothing else."""
+    if wrap.target is None:
         return None
-    if wrap.where.scope is scope:
-        last = reaching_assignments(facts, target, scope, use)
-        return target if last and last[0].value is wrap.call else None
-    if isinstance(wrap.where.scope, cst.Module) and isinstance(scope, cst.FunctionDef) and not _binds(scope, target):
-        return target if facts.single_assignment(target) is not None else None
-    return None
+    single = flow.reaching(wrap.target, use).single
+    return wrap.target if single is not None and single.value is wrap.call else None
 
 
-def raw_name(facts: FileFacts, expr: cst.BaseExpression, wraps: Sequence[Wrap], scope: Scope, use: cst.Call) -> Optional[Unwrapped]:
-    """``expr`` is a name that still holds the object one of ``wraps`` wrapped."""
+def raw_name(flow: Flow, expr: cst.BaseExpression, wraps: Sequence[Wrap], at: cst.Call) -> Optional[Unwrapped]:
+    """``expr`` (an argument of the call ``at``) is a name that still holds the object one of
+    ``wraps`` wrapped."""
     if not isinstance(expr, cst.Name):
         return None
     for wrap in wraps:
         if wrap.argument_name != expr.value or wrap.target in (None, expr.value):
             continue
-        if _same_binding(facts, expr.value, wrap, scope, use):
+        if _same_binding(flow, flow.facts, expr.value, wrap, expr, at):
             wrapper = dotted_name(wrap.call.func) or "the wrapper"
-            return Unwrapped(expr, _visible(facts, wrap, scope, use), f"the object that `{wrapper}(...)` wrapped")
+            return Unwrapped(expr, _visible(flow, wrap, expr), f"the object that `{wrapper}(...)` wrapped")
     return None
 
 
 def raw_module(
-    facts: FileFacts,
-    expr: cst.BaseExpression,
-    models: DistributedModelNames,
-    functions: Sequence[cst.FunctionDef],
-    scope: Scope,
-    use: cst.Call,
+    flow: Flow, expr: cst.BaseExpression, models: DistributedModelNames, functions: Sequence[cst.FunctionDef], at: cst.Call
 ) -> Optional[Unwrapped]:
     """``expr`` is the module inside the ``smp.DistributedModel``: the name it wrapped,
     ``model.module`` or ``model.get_module()``."""
-    found = raw_name(facts, expr, facts.distributed_models, scope, use)
+    found = raw_name(flow, expr, flow.facts.distributed_models, at)
     if found is not None:
         return found
     inner = expr

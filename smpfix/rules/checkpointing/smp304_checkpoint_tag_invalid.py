@@ -35,7 +35,7 @@ class CheckpointTagInvalid(Rule):
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
-        self.numbers = NumericValues(self.facts, context.module)
+        self.numbers = NumericValues(self.facts, context.module, self.flow)
 
     def visit_Call(self, node: cst.Call) -> None:
         found = checkpoint_call(self.facts, node)

@@ -10,12 +10,9 @@ import libcst as cst
 from smpfix.base.call_binding import bind_arguments
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
-from smpfix.base.parents import ParentIndex
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.checkpoint_api import CHECKPOINT_API_SINCE, checkpoint_call
-from smpfix.program.facts import Scope
 from smpfix.program.model_names import DistributedModelNames, parameter_names
-from smpfix.program.numeric_values import enclosing_scope
 from smpfix.program.steps import calls_by_name, step_functions
 from smpfix.program.unwrapped import Unwrapped, raw_module, raw_name
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
@@ -33,59 +30,51 @@ class CheckpointObjectNotWrapped(Rule):
         super().__init__(context)
         self.models = DistributedModelNames(self.facts, step_functions(self.facts))
         self.calls = calls_by_name(self.facts)
-        self._parent_index: Optional[ParentIndex] = None
 
     def visit_Call(self, node: cst.Call) -> None:
         found = checkpoint_call(self.facts, node)
         if found is None or not found.saves:
             return
-        scope = enclosing_scope(self.ancestry.stack, self.context.module)
         functions: list[cst.FunctionDef] = [n for n in self.ancestry.stack[:-1] if isinstance(n, cst.FunctionDef)]
         for parameter, flag in (("model", self._flag_model), ("optimizer", self._flag_optimizer)):
             given = found.argument(parameter)
             if given is None or given.star:
                 continue
-            for raw, via in self._raw_objects(parameter, given.value, scope, functions, node):
+            for raw, via in self._raw_objects(parameter, given.value, functions, node):
                 flag(raw, via)
 
     def _raw_objects(
-        self, parameter: str, expr: cst.BaseExpression, scope: Scope, functions: Sequence[cst.FunctionDef], use: cst.Call
+        self, parameter: str, expr: cst.BaseExpression, functions: Sequence[cst.FunctionDef], use: cst.Call
     ) -> Iterator[tuple[Unwrapped, str]]:
         """The raw object ``expr`` is here, or, when ``expr`` is a parameter of the saving
         function, the raw objects its callers in this file pass for it."""
-        raw = self._raw(parameter, expr, scope, functions, use)
+        raw = self._raw(parameter, expr, functions, use)
         if raw is not None:
             yield raw, ""
             return
         function = functions[-1] if functions else None
         if not isinstance(expr, cst.Name) or function is None or expr.value not in parameter_names(function):
             return
-        parents = self._parents()
+        parents = self.flow.index
         for call in self.calls.get(function.name.value, ()):
             bound = bind_arguments(function, call)
             passed = bound.get(expr.value) if bound is not None else None
             if passed is None:
                 continue
-            caller_scope = parents.scope_of(call)
             callers = [n for n in parents.ancestors(call) if isinstance(n, cst.FunctionDef)][::-1]
-            raw = self._raw(parameter, passed, caller_scope, callers, call)
+            raw = self._raw(parameter, passed, callers, call)
             if raw is not None:
                 yield raw, f" (through parameter `{expr.value}` of `{function.name.value}`, which saves it)"
 
     def _raw(
-        self, parameter: str, expr: cst.BaseExpression, scope: Scope, functions: Sequence[cst.FunctionDef], use: cst.Call
+        self, parameter: str, expr: cst.BaseExpression, functions: Sequence[cst.FunctionDef], use: cst.Call
     ) -> Optional[Unwrapped]:
         if parameter == "model":
-            return raw_module(self.facts, expr, self.models, functions, scope, use)
-        return raw_name(self.facts, expr, self.facts.distributed_optimizers, scope, use)
-
-    def _parents(self) -> ParentIndex:
-        if self._parent_index is None:
-            self._parent_index = ParentIndex(self.context.module)
-        return self._parent_index
+            return raw_module(self.flow, expr, self.models, functions, use)
+        return raw_name(self.flow, expr, self.facts.distributed_optimizers, use)
 
     def _flag_model(self, raw: Unwrapped, via: str) -> None:
-        sdp = self.feature("SDP")
+        sdp = self.feature("SDP", raw.use)
         spelled = self.context.code_for(raw.use)
         wrapper = f"`{raw.wrapped}`" if raw.wrapped else "the `smp.DistributedModel`"
         lead = f"`{spelled}` is {raw.what}{via}, but `smp.save_checkpoint(model=...)` needs the `smp.DistributedModel` ({wrapper})"
@@ -106,7 +95,7 @@ class CheckpointObjectNotWrapped(Rule):
         self.report(raw.use, message, severity=severity, fix=self._fix(raw, "model"), job_facts=(sdp,), implied=CHECKPOINT_API_SINCE)
 
     def _flag_optimizer(self, raw: Unwrapped, via: str) -> None:
-        states = [self.feature(key) for key in ("FP16", "BF16", "SDP")]
+        states = [self.feature(key, raw.use) for key in ("FP16", "BF16", "SDP")]
         on = [s for s in states if s.state is Tri.ON]
         unknown = [s for s in states if s.state is Tri.UNKNOWN]
         if not on and not unknown:

@@ -46,7 +46,7 @@ class ResumeFromCheckpointMisuse(Rule):
     # -- arguments -------------------------------------------------------------------------
     def _check_arguments(self, found: CheckpointCall) -> None:
         partial = found.value("partial")
-        sdp = self.feature("SDP")
+        sdp = self.feature("SDP", found.call)
         if partial is False and found.value("tag") is None:
             message = (
                 "`resume_from_checkpoint(..., partial=False)` without a `tag` raises SMPValidationError (\"tag is "
@@ -70,11 +70,13 @@ class ResumeFromCheckpointMisuse(Rule):
 
     # -- order against smp.DistributedOptimizer -----------------------------------------------
     def leave_Module(self, node: cst.Module) -> None:
-        sdp = self.feature("SDP")
-        if not self.resumes or sdp.state is Tri.OFF or not self.facts.distributed_optimizers:
+        if not self.resumes or not self.facts.distributed_optimizers:
             return
         parents = ParentIndex(node)
         for found in self.resumes:
+            sdp = self.feature("SDP", found.call)
+            if sdp.state is Tri.OFF:
+                continue
             later = self._wrap_after(found.call, parents)
             if later is None:
                 continue

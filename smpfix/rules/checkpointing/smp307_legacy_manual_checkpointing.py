@@ -11,7 +11,7 @@ import libcst as cst
 from smpfix.base.calls import argument, bound_names, names_in
 from smpfix.base.edits import DeleteStatementLines, InsertStatementBefore
 from smpfix.base.findings import Applicability, Severity
-from smpfix.job.jobfacts import Tri
+from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.guards import RankGuard, guarded_by_early_exit, rank_zero_guards
 from smpfix.program.rank_groups import cut
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
@@ -44,9 +44,9 @@ class LegacyManualCheckpointing(Rule):
             return  # no gather: each rank returns its own shard
         guards = self._guards()
         split = cut([g.function for guard in guards for g in guard.guards], "RDP_GROUP", self.job) if guards else None
-        oss = self.feature("OSS")
+        oss = self.feature("OSS", node)
         if split is not None and oss.state is not Tri.OFF:
-            self._flag_hang(node, guards, oss.state is Tri.ON)
+            self._flag_hang(node, guards, oss)
 
     def _guards(self) -> list[_Guard]:
         found: list[_Guard] = []
@@ -62,8 +62,8 @@ class LegacyManualCheckpointing(Rule):
                     found.append(_Guard((guard,), exit_node.test, None))
         return found
 
-    def _flag_hang(self, call: cst.Call, guards: Sequence[_Guard], known: bool) -> None:
-        oss = self.feature("OSS")
+    def _flag_hang(self, call: cst.Call, guards: Sequence[_Guard], oss: FeatureState) -> None:
+        known = oss.state is Tri.ON
         test = " ".join(self.context.code_for(guards[-1].test).split())
         spelled = self.context.code_for(call.func)
         if known:

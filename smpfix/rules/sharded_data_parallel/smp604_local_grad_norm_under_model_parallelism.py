@@ -49,10 +49,10 @@ class LocalGradNormUnderModelParallelism(Rule):
         parameters = argument(node, "parameters", 0)
         if parameters is None or not self._model_parameters(parameters.value, node):
             return
-        sdp = self.feature("SDP")
+        sdp = self.feature("SDP", node)
         if sdp.state is Tri.ON:
             return  # SMP601: the library clips by sdp_gradient_clipping itself
-        fp16, bf16 = self.feature("FP16"), self.feature("BF16")
+        fp16, bf16 = self.feature("FP16", node), self.feature("BF16", node)
         spelled = f"`{self.context.code_for(node.func)}({self.context.code_for(parameters.value)}, ...)`"
         if fp16.state is Tri.ON:
             self._flag_half_precision(node, spelled, fp16, sdp)
@@ -77,8 +77,7 @@ class LocalGradNormUnderModelParallelism(Rule):
         functions: list[cst.FunctionDef] = self.ancestry.all_of(cst.FunctionDef)  # type: ignore[assignment]
         if self.models.holds_model(receiver.value, functions):
             return True
-        scope = enclosing_scope(self.ancestry.stack, self.context.module)
-        return raw_name(self.facts, receiver, self.facts.distributed_models, scope, call) is not None
+        return raw_name(self.flow, receiver, self.facts.distributed_models, call) is not None
 
     def _flag_half_precision(self, call: cst.Call, spelled: str, precision: FeatureState, sdp: FeatureState) -> None:
         fp16 = precision.feature.key == "FP16"
@@ -101,7 +100,7 @@ class LocalGradNormUnderModelParallelism(Rule):
         self.report(call, message, severity=severity, fix=fix, job_facts=(precision, sdp))
 
     def _flag_partition_norm(self, call: cst.Call, spelled: str) -> None:
-        pp, tp = self.feature("PP"), self.feature("TP")
+        pp, tp = self.feature("PP", call), self.tp_distributed(call)
         on = [s for s in (pp, tp) if s.state is Tri.ON]
         unknown = [s for s in (pp, tp) if s.state is Tri.UNKNOWN]
         if not on and not unknown:

@@ -175,7 +175,7 @@ class OncePerBatchWorkInsideStep(Rule):
 
     def _report_hazard(self, hazard: StepHazard, step: cst.FunctionDef) -> None:
         """Python that assumes one run per batch: how much that matters depends on the job."""
-        mb, pp = self.feature("MB"), self.feature("PP")
+        mb, pp = self.feature("MB", hazard.node), self.feature("PP", hazard.node)
         name = step.name.value
         runs = f"runs once per microbatch inside step function `{name}`"
         if hazard.kind == BATCH_SIZE:

@@ -56,12 +56,12 @@ class SumLossWithMicrobatchAveraging(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         if not self.found or not self._averaging():
             return
-        mb = self.feature("MB")
-        if mb.state is Tri.OFF:
-            return
-        severity = Severity.WARNING if mb.state is Tri.ON else Severity.HINT
         fix = self._fix(node)
         for call, loss in self.found:
+            mb = self.feature("MB", call)
+            if mb.state is Tri.OFF:
+                continue
+            severity = Severity.WARNING if mb.state is Tri.ON else Severity.HINT
             spelled = self.context.code_for(loss)
             message = (
                 f"`{self.context.code_for(call.func)}({spelled})` backpropagates a loss summed over the samples, but "

@@ -13,7 +13,6 @@ from smpfix.base.findings import Severity
 from smpfix.base.imports import dotted_name
 from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import iter_nodes
-from smpfix.job.jobfacts import Tri
 from smpfix.program.call_order import exclusive, runs_earlier
 from smpfix.rules.rule import Rule, RuleContext
 
@@ -21,8 +20,6 @@ _STRATEGY = re.compile(r"^(each|contiguous|group_\d+)$")
 _TORCH_CHECKPOINT = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"})
 _SMP_CHECKPOINT = frozenset({"patches.checkpoint.checkpoint", "patches.checkpoint.checkpoint_sequential"})
 _SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
-# `pack_args_as_tuple` is a logged no-op in 1.12.1; the developer guide still shows it.
-_PACK_ARGS_NOOP_SINCE = (1, 12)
 _SMP_CHECKPOINT_ADVICE = (
     "Use the library's own: `smp.set_activation_checkpointing(module)` on a submodule after `smp.DistributedModel`, "
     "or `from smdistributed.modelparallel.torch.patches.checkpoint import checkpoint` inside `forward`."
@@ -89,16 +86,6 @@ class ActivationCheckpointingApiMisuse(Rule):
                 "call `smp.set_activation_checkpointing` on each layer without `strategy`."
             )
             self.report(strategy or call, message, severity=Severity.ERROR)
-        pack = argument(call, "pack_args_as_tuple", 2)
-        if pack is not None and self.facts.literal(pack.value) is True and self._version_known_since(_PACK_ARGS_NOOP_SINCE):
-            message = (
-                f"`pack_args_as_tuple=True` does nothing here ({self.version_condition(since=_PACK_ARGS_NOOP_SINCE)}): "
-                "the library logs that it is deprecated and ignores it. It can be dropped."
-            )
-            self.report(pack, message, severity=Severity.HINT)
-
-    def _version_known_since(self, since: tuple[int, ...]) -> bool:
-        return self.job.smp_version is not None and self.job.version_applies(since, None) is Tri.ON
 
     def _not_sequential(self, expr: cst.BaseExpression) -> bool:
         """The module is built visibly as something other than an ``nn.Sequential``."""

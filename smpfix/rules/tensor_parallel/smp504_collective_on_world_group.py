@@ -65,7 +65,7 @@ class CollectiveOnWorldGroup(Rule):
         """A collective when the job has ``ddp`` off and the script starts no process group."""
         if qualified.rsplit(".", 1)[-1] not in _COLLECTIVES:
             return False
-        ddp = self.feature("DDP")
+        ddp = self.feature("DDP", call)
         if ddp.state is not Tri.OFF or self._starts_process_group():
             return False
         message = (
@@ -127,7 +127,7 @@ class CollectiveOnWorldGroup(Rule):
         return size if size in _GROUP_OF else None
 
     def _flag(self, call: cst.Call, name: str, group: Optional[cst.Arg], average: _Average) -> None:
-        pp, tp = self.feature("PP"), self.feature("TP")
+        pp, tp = self.feature("PP", call), self.feature("TP", call)
         states = (pp,) if average.size == "dp_size" else (pp, tp)
         on = [s for s in states if s.state is Tri.ON]
         unknown = [s for s in states if s.state is Tri.UNKNOWN]
