@@ -200,12 +200,12 @@ class Rule:
         return found
 
     @property
-    def numbers(self) -> ScriptNumbers:
+    def script_numbers(self) -> ScriptNumbers:
         """Integers of this file: batch sizes, microbatches, group sizes (``smpfix.program.script_numbers``)."""
-        found = self.context.memo.get("numbers")
+        found = self.context.memo.get("script_numbers")
         if found is None:
             context = self.context
-            found = context.memo["numbers"] = ScriptNumbers(context.facts, context.job, context.module, context.modules, context.path)
+            found = context.memo["script_numbers"] = ScriptNumbers(context.facts, context.job, context.module, context.modules, context.path)
         return found
 
     def _parents(self) -> ParentIndex:

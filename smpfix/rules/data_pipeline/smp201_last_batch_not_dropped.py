@@ -88,7 +88,7 @@ class LastBatchNotDropped(Rule):
         if not candidates:
             return
         index = ParentIndex(node)
-        self._sizes = DatasetSizes(self.facts, self.flow, self.numbers, self._runs)
+        self._sizes = DatasetSizes(self.facts, self.flow, self.script_numbers, self._runs)
         loaders = StepFeeds(self.facts, index)
         datasets = StepFeeds(self.facts, index, datasets=True)
         for batching in candidates:
@@ -183,7 +183,7 @@ class LastBatchNotDropped(Rule):
             assert isinstance(call.func, cst.Attribute)
             samples = self._sizes.samples(call.func.value)
             size = argument(call, "batch_size", 0)
-            batch = self.numbers.resolve(size.value) if size is not None else None
+            batch = self.script_numbers.resolve(size.value) if size is not None else None
         else:
             samples = self._sizes.loader_samples(call)
             arguments = call_arguments(call, self.facts)
@@ -191,7 +191,7 @@ class LastBatchNotDropped(Rule):
             if passed is None:
                 return None
             given = passed.certain
-            batch = Resolved(1, "the DataLoader default") if passed.absent else self.numbers.resolve(given) if given is not None else None
+            batch = Resolved(1, "the DataLoader default") if passed.absent else self.script_numbers.resolve(given) if given is not None else None
         if samples is None or batch is None or batch.value < 1:
             return None
         return _LastBatch(samples, batch)
@@ -201,7 +201,7 @@ class LastBatchNotDropped(Rule):
         arithmetic in words."""
         if not any(last.sizes):
             return None  # the batches come out even: no smaller last batch exists
-        microbatches = self.numbers.microbatches()
+        microbatches = self.script_numbers.microbatches()
         assumed = last.batch.assumed
         if microbatches is not None and microbatches.value > 1:
             count = microbatches.value

@@ -44,7 +44,7 @@ class BatchNotDivisibleByMicrobatches(Rule):
         candidates = [found for call in self.facts.call_order if (found := self._candidate(call)) is not None]
         if not candidates:
             return
-        microbatches = self.numbers.microbatches()
+        microbatches = self.script_numbers.microbatches()
         if microbatches is None or microbatches.value <= 1:
             return
         index = ParentIndex(node)
@@ -55,7 +55,7 @@ class BatchNotDivisibleByMicrobatches(Rule):
                 continue
             if batching.size is not None and _is_parameter(batching.size, index.scope_of(batching.call)):
                 continue  # a parameter of the enclosing function: its callers decide
-            batch = Resolved(1, "the DataLoader default") if batching.size is None else self.numbers.resolve(batching.size, 0)
+            batch = Resolved(1, "the DataLoader default") if batching.size is None else self.script_numbers.resolve(batching.size, 0)
             if batch is None or batch.value <= 0 or batch.value % microbatches.value == 0:
                 continue
             self._flag(batching, batch, microbatches, feed)
@@ -87,7 +87,7 @@ class BatchNotDivisibleByMicrobatches(Rule):
         lower, upper = batch.value - remainder, batch.value - remainder + mb
         suggestion = f"{upper}" if lower <= 0 else f"{lower} or {upper}"
         if batching.size is None:
-            what = f"`{self.numbers.code(batching.call.func)}(...)` has no batch_size, so its batches hold 1 sample"
+            what = f"`{self.script_numbers.code(batching.call.func)}(...)` has no batch_size, so its batches hold 1 sample"
         else:
             origin = f" ({batch.how})" if batch.how else ""
             what = f"This batch size is {batch.value}{origin}"
