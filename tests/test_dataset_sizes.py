@@ -200,3 +200,10 @@ def test_keras_arrays(code: str, expected: Optional[set[int]]) -> None:
 def test_tf_data_pipelines(code: str, job: Optional[dict], expected: Optional[set[int]]) -> None:
     source = KERAS + "import smdistributed.modelparallel.tensorflow as smp\n(x, y), _ = tf.keras.datasets.mnist.load_data()\n" + code
     assert _counts(source, job) == expected
+
+
+def test_a_dataset_changed_in_place_is_unknown() -> None:
+    source = TORCH + "train_set = datasets.MNIST(root)\ntrain_set.data = train_set.data[:1000]\nprobe(train_set)\n"
+    assert _counts(source) is None
+    targets = TORCH + "test_set = datasets.MNIST(root, train=False)\ntest_set.targets[:] = 0\nprobe(test_set)\n"
+    assert _counts(targets) is None

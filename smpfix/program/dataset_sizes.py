@@ -21,7 +21,8 @@ microbatches split. The length is known from a published dataset
 
 Counts are sets: a value may come from several paths, and a shard ``k`` ways by an unknown
 rank leaves ``n // k`` samples on some ranks and one more on others; a rule checks them all.
-Anything else (a parameter, a dataset class of the project, a filter) is unknown.
+Anything else (a parameter, a dataset class of the project, a filter, a dataset object whose
+attributes the file sets, as in ``train_set.data = train_set.data[:1000]``) is unknown.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Optional, Union
 import libcst as cst
 
 from smpfix.base.calls import argument
+from smpfix.base.walker import iter_nodes
 from smpfix.program.call_arguments import call_arguments
 from smpfix.program.data_ranks import group_size
 from smpfix.program.dataloaders import (
@@ -103,6 +105,7 @@ class DatasetSizes:
         self.flow = flow
         self.numbers = numbers
         self.runs = runs
+        self._altered: Optional[frozenset[str]] = None
 
     def samples(self, expr: cst.BaseExpression) -> Optional[Samples]:
         value = self._value(expr, 0)
@@ -123,6 +126,26 @@ class DatasetSizes:
         given = sampler.certain
         return self._sampler(given) if given is not None else None
 
+    @property
+    def altered(self) -> frozenset[str]:
+        """Names whose attributes the file sets (``train_set.data = train_set.data[:1000]``): a
+        dataset object changed in place may hold any number of samples."""
+        if self._altered is None:
+            found: set[str] = set()
+            for node in iter_nodes(self.flow.module):
+                targets: list[cst.BaseExpression] = []
+                if isinstance(node, cst.Assign):
+                    targets = [target.target for target in node.targets]
+                elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+                    targets = [node.target]
+                for target in targets:
+                    while isinstance(target, (cst.Attribute, cst.Subscript)):
+                        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+                            found.add(target.value.value)
+                        target = target.value
+            self._altered = frozenset(found)
+        return self._altered
+
     # -- one expression -------------------------------------------------------------------
     def _value(self, expr: cst.BaseExpression, depth: int) -> Value:
         if depth > _MAX_DEPTH:
@@ -141,6 +164,8 @@ class DatasetSizes:
         return None
 
     def _name(self, name: cst.Name, depth: int) -> Value:
+        if name.value in self.altered:
+            return None
         reaching = self.flow.reaching(name.value, name)
         values: list[Value] = []
         for assignment in reaching.assignments:
