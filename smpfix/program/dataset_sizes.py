@@ -480,7 +480,8 @@ def _either(values: Sequence[Value]) -> Value:
     """The value of a name that several assignments may give: every count any of them gives."""
     if not values or not all(isinstance(value, Samples) for value in values):
         return values[0] if len(values) == 1 else None
-    samples = [value for value in values if isinstance(value, Samples)]
+    # In a stable order whatever order the assignments were found in, so messages do not vary.
+    samples = sorted((value for value in values if isinstance(value, Samples)), key=lambda value: (sorted(value.counts), value.how))
     counts = frozenset().union(*(value.counts for value in samples))
     if len(counts) > _MAX_COUNTS:
         return None
