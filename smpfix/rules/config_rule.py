@@ -105,6 +105,23 @@ class ConfigView:
             return per_host * count
         return None
 
+    @property
+    def replicas(self) -> Optional[int]:
+        """How many model replicas the job has (processes ÷ (pipeline × tensor degree)), when
+        smpfix knows all three and the degrees divide the processes (SMP801 reports otherwise)."""
+        world = self.world
+        pp, tp = self.int_value("pipeline_parallel_degree"), self.int_value("tensor_parallel_degree")
+        if world is None or pp is None or tp is None or pp < 1 or tp < 1 or world % (pp * tp):
+            return None
+        return world // (pp * tp)
+
+    @property
+    def modelparallel_enabled(self) -> bool:
+        """A launcher that enables the library (``modelparallel.enabled`` is the literal True)."""
+        mp = self.launcher.modelparallel if self.launcher is not None else None
+        enabled = mp.get("enabled") if mp is not None else None
+        return enabled is not None and enabled.plain() is True
+
 
 @dataclass(frozen=True)
 class ConfigFix:
@@ -191,12 +208,15 @@ def _pending(fix: Optional[ConfigFix]) -> Optional[PendingFix]:
 
 
 def insert_entry(container: Located, text: str) -> Optional[NodeEdit]:
-    """An edit adding ``"key": value`` text to the dict display ``container`` was written as."""
+    """An edit adding ``"key": value`` text to the dict display ``container`` was written as,
+    or ``keyword=value`` text to the call it was written as (an estimator's keywords)."""
     node = container.node
     if isinstance(node, cst.Dict):
         if not node.elements:
             return ReplaceNode(node, "{" + text + "}")
         return InsertAfter(node.elements[-1], f", {text}")
+    if isinstance(node, cst.Call) and node.args:
+        return InsertAfter(node.args[-1], f", {text}")
     return None
 
 
