@@ -25,8 +25,6 @@ from smpfix.rules.rule import FixAvailability
 # Trainium, Inferentia).
 _NO_CUDA = ("ml.c", "ml.m", "ml.r", "ml.t", "ml.trn", "ml.inf")
 SUPPORTED = tuple(name for name, instance in INSTANCE_TYPES.items() if instance.smp_v1_supported)
-# The newest PyTorch container with an SMP v1 release; later ones are SMP v2's.
-_LAST_V1_PYTORCH = (2, 0, 0)
 
 
 class UnsupportedInstanceOrImage(ConfigRule):
@@ -38,10 +36,8 @@ class UnsupportedInstanceOrImage(ConfigRule):
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
         launcher = view.launcher
+        # SMP v2 launchers (torch_distributed, PyTorch 2.0.1 or later) never get here (config_views).
         if launcher is None or not view.modelparallel_enabled:
-            return
-        distribution = launcher.distribution
-        if distribution is not None and distribution.get("torch_distributed") is not None:
             return
         yield from _instance(view)
         problem = _container(launcher)
@@ -81,7 +77,7 @@ def _container(launcher: Launcher) -> Optional[ConfigProblem]:
     """A literal ``framework_version`` (or training image tag) whose container ships no SMP v1 release."""
     torch = pytorch_version(launcher)
     if torch is not None:
-        if torch.version[:3] > _LAST_V1_PYTORCH or pytorch_container_smp(torch.version) is not None:
+        if pytorch_container_smp(torch.version) is not None:
             return None
         return _no_library(launcher, torch, "PyTorch", "1.6.0 to 2.0.0 (1.8.1, 1.10.2, 1.11.0, 1.12.1, 1.13.1, 2.0.0, ...)")
     tensorflow = tensorflow_version(launcher)

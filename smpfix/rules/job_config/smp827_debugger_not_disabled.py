@@ -19,6 +19,7 @@ from typing import Optional
 
 import libcst as cst
 
+from smpfix.base.calls import has_star_kwargs
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.launcher import Located
@@ -46,6 +47,8 @@ class DebuggerNotDisabled(ConfigRule):
         hook = launcher.keyword("debugger_hook_config")
         if hook is not None and not _configured(hook):
             return
+        if hook is None and has_star_kwargs(launcher.call):
+            return  # the `**` arguments may set it where smpfix cannot read them
         local = launcher.keyword("checkpoint_local_path")
         automatic = (
             local is not None and local.plain() is not None
