@@ -35,6 +35,9 @@ TOOLKIT_MCA = frozenset(
 )
 # Prefixes of the variables the library, SMDDP and NCCL read in every rank.
 _RANK_VARIABLES = ("SMP_", "SMDDP_", "NCCL_")
+# Variables the toolkit passes with ``-x`` and a value of its own (``NCCL_DEBUG`` from its
+# ``--NCCL_DEBUG`` option): an ``environment`` value is replaced on every rank, not just remote ones.
+_TOOLKIT_VARIABLES = frozenset({"NCCL_DEBUG", "NCCL_MIN_NRINGS", "NCCL_SOCKET_IFNAME"})
 
 
 class CustomMpiOptionsProblems(ConfigRule):
@@ -94,7 +97,9 @@ def _environment_only(view: ConfigView) -> Iterator[ConfigProblem]:
     variables = list(launch_variables(view.launcher))
     forwarded = {variable.name for variable in variables if variable.where != "`environment`"}
     for variable in variables:
-        if variable.where != "`environment`" or variable.name in forwarded or not variable.name.startswith(_RANK_VARIABLES):
+        if variable.where != "`environment`" or variable.name in forwarded or variable.name in _TOOLKIT_VARIABLES:
+            continue
+        if not variable.name.startswith(_RANK_VARIABLES):
             continue
         yield ConfigProblem(
             variable.at,
