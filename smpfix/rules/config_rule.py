@@ -34,6 +34,15 @@ _MEMO_KEY = "config_views"
 
 
 @dataclass(frozen=True)
+class Replicas:
+    """Why a job runs more than one model replica, in words for a message, and whether that is
+    certain or depends on an instance count smpfix cannot read."""
+
+    words: str
+    certain: bool
+
+
+@dataclass(frozen=True)
 class ConfigView:
     """One configuration to check.
 
@@ -137,6 +146,30 @@ class ConfigView:
         if world is None or pp is None or tp is None or pp < 1 or tp < 1 or world % (pp * tp):
             return None
         return world // (pp * tp)
+
+    @property
+    def several_replicas(self) -> Optional[Replicas]:
+        """The job runs more than one model replica (so it needs a data-parallel backend): known
+        from the processes, or, when the number of instances is unknown, from the processes per
+        instance (more than pipeline × tensor degree: certainly; exactly as many: one replica per
+        instance, several if there is more than one instance)."""
+        pp, tp = self.int_value("pipeline_parallel_degree"), self.int_value("tensor_parallel_degree")
+        replicas = self.replicas
+        if replicas is not None:
+            if replicas <= 1:
+                return None
+            return Replicas(f"With {self.world} processes and pipeline × tensor degree {pp} × {tp}, the job runs "
+                            f"{replicas} model replicas", True)
+        per_host, count = self.launch("processes_per_host"), self.launch("instance_count")
+        if not isinstance(per_host, int) or isinstance(per_host, bool) or isinstance(count, int) or pp is None or tp is None:
+            return None
+        shape = f"With {per_host} processes per instance and pipeline × tensor degree {pp} × {tp}"
+        if per_host > pp * tp:
+            return Replicas(f"{shape}, every instance holds more than one model replica", True)
+        if per_host == pp * tp:
+            return Replicas(f"{shape}, each instance holds one model replica, so if instance_count is above 1 the job "
+                            "runs several", False)
+        return None
 
     @property
     def modelparallel_enabled(self) -> bool:

@@ -18,7 +18,7 @@ from typing import Optional
 
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import UNKNOWN
-from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
+from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView, Replicas
 from smpfix.rules.rule import FixAvailability
 
 _NEED_DDP_KEY = ("ddp_port", "ddp_dist_backend")
@@ -53,11 +53,13 @@ class DataParallelBackendConflict(ConfigRule):
         missing = _missing_ddp(view)
         if missing is None:
             return
-        replicas = view.replicas
         tp = view.int_value("tensor_parallel_degree")
-        if replicas is not None and replicas > 1 and (tp is None or tp <= 1):
+        if tp is not None and tp > 1:
+            return
+        replicas = view.several_replicas
+        if replicas is not None:
             yield _replicas_without_ddp(view, replicas, missing)
-        elif view.launcher is not None and view.located("ddp") is None and (tp is None or tp <= 1):
+        elif view.launcher is not None and view.located("ddp") is None:
             yield from _sdk_ddp_key(view)
 
 
@@ -73,21 +75,20 @@ def _missing_ddp(view: ConfigView) -> Optional[str]:
     return f"is {value!r}"
 
 
-def _replicas_without_ddp(view: ConfigView, replicas: int, missing: str) -> ConfigProblem:
-    pp, tp, world = view.int_value("pipeline_parallel_degree"), view.int_value("tensor_parallel_degree"), view.world
+def _replicas_without_ddp(view: ConfigView, replicas: Replicas, missing: str) -> ConfigProblem:
     located = view.located("ddp")
     message = (
-        f"With {world} processes and pipeline × tensor degree {pp} × {tp}, the job runs {replicas} model replicas, but "
-        f"`ddp` {missing}: the library needs a backend to average the replicas' gradients and stops at `smp.init()` "
-        "(WorkerSizeError: \"'ddp':True (for PyTorch) must be specified\"), after the instances are up. Set "
-        "`\"ddp\": True`."
+        f"{replicas.words}, but `ddp` {missing}: the library needs a backend to average the replicas' gradients and "
+        "stops at `smp.init()` (WorkerSizeError: \"'ddp':True (for PyTorch) must be specified\"), after the instances "
+        "are up. Set `\"ddp\": True`."
     )
     if located is not None:
         fix = ConfigFix(Applicability.SAFE, 'Set `"ddp": True`', replace=((located, "True"),)) if located.node is not None else None
-        return ConfigProblem(located, message, Severity.ERROR, fix)
+        return ConfigProblem(located, message, Severity.ERROR if replicas.certain else Severity.WARNING, fix)
     assert view.parameters is not None
     at = view.located("pipeline_parallel_degree") or view.parameters.display
-    return ConfigProblem(at, message, Severity.ERROR, ConfigFix(Applicability.SAFE, 'Add `"ddp": True`', add=((view.parameters, '"ddp": True'),)))
+    fix = ConfigFix(Applicability.SAFE, 'Add `"ddp": True`', add=((view.parameters, '"ddp": True'),))
+    return ConfigProblem(at, message, Severity.ERROR if replicas.certain else Severity.WARNING, fix)
 
 
 def _sdk_ddp_key(view: ConfigView) -> Iterator[ConfigProblem]:

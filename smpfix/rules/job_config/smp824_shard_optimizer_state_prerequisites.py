@@ -101,5 +101,5 @@ def _sharded_data_parallel(view: ConfigView) -> bool:
 
 def _reported_elsewhere(view: ConfigView) -> bool:
     """A missing ``ddp`` that SMP814 (tensor parallelism) or SMP822 (several replicas) reports."""
-    tp, replicas = view.int_value("tensor_parallel_degree"), view.replicas
-    return (tp is not None and tp > 1) or (replicas is not None and replicas > 1)
+    tp = view.int_value("tensor_parallel_degree")
+    return (tp is not None and tp > 1) or view.several_replicas is not None
