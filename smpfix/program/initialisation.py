@@ -144,3 +144,25 @@ class Initialisations:
 def initialised_before(order: ExecutionOrder, run: Run, inits: Initialisations) -> bool:
     """Whether an initialisation can have run before ``run`` on its path."""
     return bool(order.before(run, inits.any))
+
+
+def init_dict_keys(facts: FileFacts) -> frozenset[str]:
+    """The keys the script's ``smp.init({...})`` dict sets, whatever their values (a key set to
+    ``not args.manual_partition`` is set, just not known): a dict display, or a name assigned
+    one once."""
+    from smpfix.base.calls import argument
+
+    keys: set[str] = set()
+    for call in facts.smp_init_calls:
+        given = argument(call, "config", 0)
+        value = given.value if given is not None else None
+        if isinstance(value, cst.Name):
+            assignment = facts.single_assignment(value.value)
+            value = assignment.value if assignment is not None else None
+        if isinstance(value, cst.Dict):
+            for element in value.elements:
+                if isinstance(element, cst.DictElement):
+                    key = facts.literal(element.key)
+                    if isinstance(key, str):
+                        keys.add(key)
+    return frozenset(keys)

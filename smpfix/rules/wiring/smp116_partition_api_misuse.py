@@ -10,6 +10,7 @@ from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
 from smpfix.program.execution import ExecutionOrder, order_of
 from smpfix.program.facts import FileFacts
+from smpfix.program.initialisation import init_dict_keys
 from smpfix.program.steps import step_bodies, step_functions
 from smpfix.program.wrapped_optimizer import parents_of
 from smpfix.rules.rule import Rule
@@ -59,10 +60,12 @@ class PartitionApiMisuse(Rule):
     def _ignored(self, call: cst.Call, member: str) -> bool:
         """``auto_partition`` is known to be on: the call is ignored (silently, for ``smp.partition``)."""
         value = self.job.value("auto_partition")
-        if value is not True:
-            return False
         setting = self.job.settings.get("auto_partition")
         source = setting.source if setting is not None else "the job"
+        if value is not True or (source.startswith("library default") and "auto_partition" in init_dict_keys(self.facts)):
+            # A script dict that sets the key to a value smpfix cannot read (`not args.manual_partition`)
+            # may be what the library uses: not known.
+            return False
         effect = "silently does nothing" if member == "partition" else "is ignored with a warning in the log"
         message = (
             f"`smp.{member}(...)` {effect}: `auto_partition` is True ({source}), so the library places every module "
