@@ -36,7 +36,7 @@ class LibraryCode:
         self.module = module
         self.parents = ParentIndex(module)
         self._uses: dict[int, bool] = {}
-        top = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
+        top: list[cst.CSTNode] = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
         self.module_level = any(self._uses_library(s) for s in top)
         self.functions = self._library_functions(top if self.module_level else [])
 
@@ -72,14 +72,9 @@ class LibraryCode:
         for ancestor in self.parents.ancestors(node):
             if isinstance(ancestor, cst.FunctionDef):
                 return False
-            if isinstance(ancestor, cst.If) and ancestor.orelse is not None:
-                if child is ancestor.body:
-                    mine, other = ancestor.body, ancestor.orelse
-                elif child is ancestor.orelse:
-                    mine, other = ancestor.orelse, ancestor.body
-                else:
-                    mine = other = None
-                if mine is not None and other is not None and self._uses_library(other) and not self._uses_library(mine):
+            if isinstance(ancestor, cst.If) and ancestor.orelse is not None and (child is ancestor.body or child is ancestor.orelse):
+                other: cst.CSTNode = ancestor.orelse if child is ancestor.body else ancestor.body
+                if self._uses_library(other) and not self._uses_library(child):
                     return True
             child = ancestor
         return False
