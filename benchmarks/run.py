@@ -30,6 +30,14 @@ smpfix's cold time (at least 30 s, at most ``--timeout``) and reported as a lowe
 Printed: the table of medians, the ratios smpfix/floor and peer/smpfix against the targets,
 smpfix's peak memory (largest resident set of the command or any of its worker processes),
 and smpfix's time per phase (``benchmarks/phases.py``).
+
+One file in a project (``--one-file-only`` runs just this): a project of ``--project-files``
+library files that never mention the library, three generated SMP scripts and three launchers
+(two ``.py`` files and a notebook) is checked one script at a time, as pre-commit and editors
+do, with the launcher search and without it (``--no-launcher-search``, which is what a one-file
+check did before the search existed): cold (``--no-cache``), with the launchers' entries
+cached but a script never checked before (an edited file), and warm. Target: the search
+costs at most 1.3x.
 """
 
 from __future__ import annotations
@@ -163,6 +171,80 @@ def build_mixed(folder: Path, count: int, smp_paths: list[Path]) -> list[Path]:
         shutil.copyfile(source, target)
         paths.append(target)
     return paths
+
+
+_LAUNCHER = """from sagemaker.pytorch import PyTorch
+
+SMP = {{"tensor_parallel_degree": {tp}, "microbatches": 4, "ddp": True}}
+PyTorch(
+    entry_point="{script}",
+    source_dir="src",
+    instance_type="ml.p4d.24xlarge",
+    instance_count=2,
+    distribution={{"smdistributed": {{"modelparallel": {{"enabled": True, "parameters": SMP}}}},
+                  "mpi": {{"enabled": True, "processes_per_host": 8}}}},
+).fit()
+"""
+
+
+def build_project(folder: Path, count: int, smp_paths: list[Path]) -> list[Path]:
+    """A project: ``count`` library files, three SMP scripts in src/, their three launchers."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    (folder / "src").mkdir(parents=True)
+    (folder / "pyproject.toml").write_text('[project]\nname = "bench"\nversion = "0"\n', encoding="utf-8")
+    for source in library_sources(count):
+        target = folder / "lib" / source.relative_to(site)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    scripts = []
+    for number, source in enumerate(smp_paths[:3]):
+        scripts.append(folder / "src" / f"train_{number}.py")
+        shutil.copyfile(source, scripts[-1])
+    (folder / "jobs").mkdir()
+    for number in (0, 1):
+        (folder / "jobs" / f"launch_{number}.py").write_text(_LAUNCHER.format(tp=4, script=scripts[number].name), encoding="utf-8")
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": text}
+             for text in ("%pip install -U sagemaker", _LAUNCHER.format(tp=2, script=scripts[2].name))]
+    notebook = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (folder / "launch.ipynb").write_text(json.dumps(notebook, indent=1), encoding="utf-8")
+    return scripts
+
+
+def run_one_file(folder: Path, scripts: list[Path], work: Path, args: argparse.Namespace) -> dict[str, Measurement]:
+    """One script checked alone, with and without the launcher search (see the module docstring)."""
+    print(f"one file in a project of {args.project_files} files", file=sys.stderr)
+    results: dict[str, Measurement] = {}
+    for label, extra in (("search", []), ("no_search", ["--no-launcher-search"])):
+        smpfix = [sys.executable, "-m", "smpfix", "check", "--exit-zero", "--no-color", *extra]
+        script = str(scripts[0].relative_to(folder))
+        results[f"{label}_cold"] = measure(f"{label} cold", [*smpfix, "--no-cache", script], folder, args, warm_up=True)
+        cache = work / f"one-file-{label}.cache"
+        shutil.rmtree(cache, ignore_errors=True)
+        # Fill the cache with the project's launchers (and the other scripts), then check
+        # scripts it has never seen: the cost of a one-file check after an edit.
+        run_once([*smpfix, "--cache-dir", str(cache), *(str(p.relative_to(folder)) for p in scripts[1:])], folder, args.timeout)
+        edited = Measurement(f"{label} edited")
+        for number in range(args.repeat):
+            copy = scripts[0].with_name(f"edited_{label}_{number}.py")
+            shutil.copyfile(scripts[0], copy)
+            seconds, cpu, rss, _ = run_once([*smpfix, "--cache-dir", str(cache), str(copy.relative_to(folder))], folder, args.timeout)
+            edited.seconds.append(seconds)
+            edited.cpu_seconds.append(cpu)
+            edited.max_rss_kb = max(edited.max_rss_kb, rss)
+            copy.unlink()
+        results[f"{label}_edited"] = edited
+        results[f"{label}_warm"] = measure(f"{label} warm", [*smpfix, "--cache-dir", str(cache), script], folder, args, warm_up=True)
+    return results
+
+
+def one_file_report(results: dict[str, Measurement], files: int) -> str:
+    lines = [f"one script checked alone in a project of {files} files and 3 launchers:",
+             f"  {'median wall time (CPU time)':<27} {'search':>18} {'--no-launcher-search':>22} {'ratio':>8}"]
+    for mode, name in (("cold", "cold (--no-cache)"), ("edited", "edited script, cache"), ("warm", "warm cache")):
+        search, plain = results[f"search_{mode}"], results[f"no_search_{mode}"]
+        cells = [f"{m.shown()} ({m.shown_cpu()})" for m in (search, plain)]
+        lines.append(f"  {name:<27} {cells[0]:>18} {cells[1]:>22} {verdict(ratio(search, plain), 1.3, at_most=True)}")
+    return "\n".join(lines)
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -332,6 +414,8 @@ def main() -> None:
     parser.add_argument("--peers-bin", help="Folder holding fixit, torchfix and ruff (else this interpreter's folder, then PATH).")
     parser.add_argument("--json", type=Path, help="Also write the raw measurements here.")
     parser.add_argument("--quick", action="store_true", help="50 scripts, 500 library files, 3 repetitions, 30 s timeout (a smoke test).")
+    parser.add_argument("--project-files", type=int, default=1000, help="Library files in the one-file project (default 1000).")
+    parser.add_argument("--one-file-only", action="store_true", help="Only the one-file-in-a-project measurement.")
     args = parser.parse_args()
     if args.quick:
         args.smp_count, args.mixed_count, args.repeat, args.timeout = 50, 500, 3, 30.0
@@ -339,7 +423,12 @@ def main() -> None:
 
     work = args.workdir.resolve()
     shutil.rmtree(work, ignore_errors=True)
-    smp_files = build_smp(work / "smp", args.smp_count, args.seed)
+    smp_files = build_smp(work / "smp", max(args.smp_count, 3), args.seed)
+    project_scripts = build_project(work / "project", args.project_files, smp_files)
+    one_file = run_one_file(work / "project", project_scripts, work, args)
+    if args.one_file_only:
+        print(one_file_report(one_file, args.project_files))
+        return
     mixed_files = build_mixed(work / "mixed", args.mixed_count, smp_files)
 
     smp = run_corpus("smp", work / "smp", smp_files, work, args)
@@ -348,8 +437,11 @@ def main() -> None:
     profile = phases(work / "smp")
     machine = f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, {platform.system()}"
     print(report(smp, mixed, library, profile, machine))
+    print()
+    print(one_file_report(one_file, args.project_files))
     if args.json:
-        raw = {label: {key: vars(m) for key, m in results.items()} for label, results in (("smp", smp), ("mixed", mixed), ("library", library))}
+        raw = {label: {key: vars(m) for key, m in results.items()}
+               for label, results in (("smp", smp), ("mixed", mixed), ("library", library), ("one_file", one_file))}
         args.json.write_text(json.dumps({"machine": machine, "results": raw, "phases": profile}, indent=2), encoding="utf-8")
 
 

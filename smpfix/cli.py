@@ -70,6 +70,7 @@ def main() -> None:
 @click.option("--show-job", is_flag=True, help="Print the job facts derived for each script and where each came from.")
 @click.option("--exclude", multiple=True, help="Extra gitignore-style patterns to skip.")
 @click.option("--workers", type=int, default=0, help="Worker processes (default: all cores).")
+@click.option("--no-launcher-search", is_flag=True, help="Use only the launchers among the checked files; do not look for the project's others.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), envvar="SMPFIX_CACHE_DIR", help="Where to keep the result cache (default: .smpfix_cache in the project root; also SMPFIX_CACHE_DIR).")
 def check(
@@ -95,6 +96,7 @@ def check(
     add_noqa: bool = False,
     no_cache: bool = False,
     cache_dir: Optional[str] = None,
+    no_launcher_search: bool = False,
 ) -> None:
     """Check PATHS (files, directories, or - for stdin); the default command."""
     try:
@@ -103,7 +105,7 @@ def check(
                       no_color=no_color, stdin_filename=stdin_filename, config_path=config_path,
                       job_settings=job_settings, show_job=show_job, exclude=exclude, workers=workers,
                       output_file=output_file, statistics=statistics, add_noqa=add_noqa,
-                      no_cache=no_cache, cache_dir=cache_dir)
+                      no_cache=no_cache, cache_dir=cache_dir, no_launcher_search=no_launcher_search)
     except KeyboardInterrupt:
         click.echo("smpfix: interrupted", err=True)
         code = EXIT_INTERRUPTED
@@ -118,6 +120,7 @@ def _usage_error(message: str) -> int:
 def _check(paths: Sequence[str], **opts: Any) -> int:
     from smpfix.engine.config import ConfigError, resolve, validate_job
     from smpfix.engine.discovery import DiscoveredFile, Excluder, discover
+    from smpfix.engine.launcher_index import LauncherSearch
     from smpfix.engine.runner import RunOptions, run
     from smpfix.engine.selection import SelectionError, enabled
     from smpfix.job.jobfacts import DeclaredJob, parse_value
@@ -165,6 +168,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         show_job=opts["show_job"],
         project=Project.of(tuple(paths)),
         cache_dir=_cache_dir(config.root, opts.get("no_cache", False), opts.get("cache_dir")),
+        launchers=None if opts.get("no_launcher_search") else LauncherSearch.of(config, opts["exclude"]),
     )
     fmt = opts["fmt"]
     problem = _output_option_problem(fmt, opts, list(paths) == ["-"])
@@ -235,7 +239,7 @@ def _add_noqa(results: Sequence[Any], tasks: Sequence[Any], options: Any, quiet:
         added += outcome.added
         files += bool(outcome.added)
     for error in errors:
-        click.echo(f"{error.path}:{error.line}:{error.column}: error: {error.message}", err=True)
+        click.echo(f"{error.location}: error: {error.message}", err=True)
     for item in left:
         finding = item.finding
         click.echo(f"{finding.path}:{finding.start.line}:{finding.start.column}: {finding.code} not suppressed: {item.reason}")
@@ -257,7 +261,14 @@ def _check_stdin(name: str, options: Any, report_options: Any, fmt: str, quiet: 
     except source.SourceError as exc:
         result = FileResult(name, errors=(FileError(name, exc.message, exc.line, exc.column),))
         return _finish([result], options, report_options, fmt, quiet, exit_zero)
-    result = check_text(src.text, name, options) if prefilter.may_involve_smp(raw) else FileResult(name)
+    if not prefilter.may_involve_smp(raw):
+        result = FileResult(name)
+    else:
+        if name != "-":  # a name places the text in its project, whose launchers configure it
+            from smpfix.engine.runner import open_cache, with_project
+
+            options = with_project([(name, raw)], options, open_cache(options))
+        result = check_text(src.text, name, options)
     if options.apply:
         sys.stdout.write(result.new_text if result.new_text is not None else src.text)
         sys.stdout.flush()
@@ -288,7 +299,7 @@ def _finish(results: Sequence[Any], options: Any, report_options: Any, fmt: str,
 
     errors = [error for result in results for error in result.errors]
     for error in errors:
-        click.echo(f"{error.path}:{error.line}:{error.column}: error: {error.message}", err=True)
+        click.echo(f"{error.location}: error: {error.message}", err=True)
     if options.show_job:
         _print_jobs(results, err=fmt in MACHINE_FORMATS or stream_err)
     if options.diff:
@@ -329,6 +340,8 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
             click.echo(f"  {key:<12} {item['state']:<8} {item['source']}", err=err)
         for key, item in result.job["settings"].items():
             click.echo(f"  {key} = {json.dumps(item['value'])}  ({item['source']})", err=err)
+        for key, why in result.job.get("unknown", {}).items():
+            click.echo(f"  {key} unknown: {why}", err=err)
         for item in result.job.get("evidence", ()):
             weight = "shows it is on" if item["strong"] else "shows awareness only"
             click.echo(f"  evidence {item['feature']}: {item['what']} at line {item['line']} ({weight})", err=err)

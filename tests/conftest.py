@@ -13,6 +13,9 @@ from typing import Optional
 
 import pytest
 
+# tests/projects/ holds whole projects to check (one has its own pytest integration tests).
+collect_ignore = ["projects"]
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 EXAMPLES = ROOT / "examples"

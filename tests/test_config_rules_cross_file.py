@@ -134,8 +134,11 @@ def test_cli_end_to_end_and_script_alone(workdir: Path) -> None:
     assert result.code == 1, result.stderr
     data = json.loads(result.stdout)
     assert [(Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in data] == [("train.py", 21, "SMP802")]
-    # Checked alone, the script has no microbatches above 1: nothing to divide.
-    assert run_cli("check", "--select", "SMP802", "code/train.py", cwd=root).code == 0
+    # Checked alone, the script still gets its launcher's microbatches (the launcher search).
+    alone = run_cli("check", "--select", "SMP802", "--format", "json", "code/train.py", cwd=root)
+    assert json.loads(alone.stdout) == data
+    # Without the search, only the checked files are launchers: nothing to divide.
+    assert run_cli("check", "--select", "SMP802", "--no-launcher-search", "code/train.py", cwd=root).code == 0
 
 
 # -- SMP805 / SMP807: the script a launcher starts ------------------------------------------------

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import libcst as cst
+import pytest
 from conftest import run_cli
 
 from smpfix.base.literals import UNKNOWN
@@ -78,9 +79,13 @@ def test_command_line_still_beats_the_launcher(tmp_path: Path) -> None:
     assert [f for f in findings("--job", "tensor_parallel_degree=1", str(tmp_path)) if f["code"] == "SMP301"] == []
 
 
-def test_script_alone_keeps_its_own_facts(tmp_path: Path) -> None:
+def test_script_alone_finds_the_launcher_of_its_project(tmp_path: Path) -> None:
     tree(tmp_path, tp=4)
+    # No project marker, and not under the current folder: the script's folder is its project.
     assert [f for f in findings(str(tmp_path / "code" / "train.py")) if f["code"] == "SMP301"] == []
+    (tmp_path / "pyproject.toml").write_text("")
+    found = [f for f in findings(str(tmp_path / "code" / "train.py")) if f["code"] == "SMP301"]
+    assert [(f["severity"], f["job_facts"][0]["source"]) for f in found] == [("error", "launcher launch.py:7")]
 
 
 def test_notebook_launcher_with_writefile_script(tmp_path: Path) -> None:
@@ -219,3 +224,124 @@ def test_time_magic_cell_of_a_notebook_launcher_is_python(tmp_path: Path) -> Non
     (tmp_path / "launch.ipynb").write_text(json.dumps(notebook))
     found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
     assert [f["severity"] for f in found] == ["error"]
+
+
+# -- paths the way real launchers build them ------------------------------------------------------
+
+
+def scripts(text: str, path: str = "/repo/jobs/launch.py", root: str = "/repo") -> list[list[str]]:
+    """Each estimator's candidate scripts, for a launcher at ``path`` in the project ``root``."""
+    module = cst.parse_module(text)
+    return [launcher.script_candidates(root) for launcher in find_launchers(module, collect(module).imports, path)]
+
+
+PATH_FORMS = {
+    "relative source_dir: the launcher's folder, then the project root": (
+        'PyTorch(entry_point="train.py", source_dir="code")',
+        ["/repo/jobs/code/train.py", "/repo/code/train.py"],
+    ),
+    "os.getcwd()": (
+        'PyTorch(entry_point="train.py", source_dir=os.path.join(os.getcwd(), "code"))',
+        ["/repo/jobs/code/train.py", "/repo/code/train.py"],
+    ),
+    "os.path.dirname(__file__)": (
+        'PyTorch(entry_point="train.py", source_dir=os.path.join(os.path.dirname(__file__), "..", "src"))',
+        ["/repo/src/train.py"],
+    ),
+    "os.path.abspath(__file__) and a constant": (
+        'HERE = os.path.dirname(os.path.abspath(__file__))\nPyTorch(entry_point="train.py", source_dir=HERE)',
+        ["/repo/jobs/train.py"],
+    ),
+    "pathlib": (
+        'ROOT = Path(__file__).resolve().parents[1]\nPyTorch(entry_point="train.py", source_dir=str(ROOT / "src" / "gpt"))',
+        ["/repo/src/gpt/train.py"],
+    ),
+    "Path.cwd() and .parent": (
+        'PyTorch(entry_point="train.py", source_dir=(Path.cwd() / "x").parent / "code")',
+        ["/repo/jobs/code/train.py", "/repo/code/train.py"],
+    ),
+    "f-string over a constant": (
+        'BASE = "src"\nPyTorch(entry_point=f"{BASE}/train.py", source_dir=None)',
+        ["/repo/jobs/src/train.py", "/repo/src/train.py"],
+    ),
+    "source_dir=None with a folder in entry_point": (
+        'PyTorch(entry_point="code/train.py", source_dir=None)',
+        ["/repo/jobs/code/train.py", "/repo/code/train.py"],
+    ),
+    "an S3 source_dir leaves the entry point beside the launcher": (
+        'PyTorch(entry_point="train.py", source_dir="s3://bucket/code.tar.gz")',
+        ["/repo/jobs/train.py", "/repo/train.py"],
+    ),
+    "an environment variable is unknown": (
+        'PyTorch(entry_point=os.path.join(os.environ["CODE"], "train.py"))',
+        [],
+    ),
+}
+
+
+@pytest.mark.parametrize("form", sorted(PATH_FORMS))
+def test_script_paths_built_the_way_launchers_build_them(form: str) -> None:
+    code, expected = PATH_FORMS[form]
+    text = f"import os\nfrom pathlib import Path\nfrom sagemaker.pytorch import PyTorch\n{code}\n"
+    assert scripts(text) == [expected]
+
+
+def test_a_notebook_has_no_file() -> None:
+    text = 'import os\nfrom sagemaker.pytorch import PyTorch\nPyTorch(entry_point="t.py", source_dir=os.path.dirname(__file__))\n'
+    assert scripts(text, path="/repo/nb/launch.ipynb") == [[]]
+
+
+def test_os_path_must_be_the_standard_library() -> None:
+    text = 'from mylib import path as os_path\nfrom sagemaker.pytorch import PyTorch\nPyTorch(entry_point="t.py", source_dir=os_path.join("a", "b"))\n'
+    assert scripts(text) == [[]]  # an unknown source_dir: the script could be anywhere
+
+
+def test_estimators_built_in_functions_see_the_module_and_not_their_parameters() -> None:
+    """pytest integration tests build the estimator in a test function, from module constants
+    (even ones defined below the function) and a ``**kwargs`` dict; parameters are unknown."""
+    text = '''import os
+import pytest
+from sagemaker.pytorch import PyTorch
+
+RESOURCES = os.path.join(os.path.dirname(__file__), "resources")
+instance_type = "ml.p3.2xlarge"
+
+
+@pytest.mark.parametrize("instance_type", ["ml.p3.16xlarge"])
+def test_smp(ecr_image, instance_type, **extra):
+    kwargs = {"entry_point": "mnist.py", "source_dir": RESOURCES, "train_instance_type": instance_type}
+    PyTorch(image_uri=ecr_image, distribution=DISTRIBUTION, **kwargs).fit()
+
+
+class TestMore:
+    def test_other(self):
+        PyTorch(entry_point="other.py", source_dir=RESOURCES, instance_type=instance_type, distribution=DISTRIBUTION)
+
+
+DISTRIBUTION = {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"partitions": 2}}}}
+'''
+    module = cst.parse_module(text)
+    found = find_launchers(module, collect(module).imports, "/repo/test/test_smp.py")
+    assert [launcher.script_candidates("/repo") for launcher in found] == [["/repo/test/resources/mnist.py"],
+                                                                           ["/repo/test/resources/other.py"]]
+    assert found[0].keyword("instance_type").plain() is UNKNOWN
+    assert found[1].literal("instance_type") == "ml.p3.2xlarge"
+    assert all(launcher.parameters.plain() == {"partitions": 2} for launcher in found)
+
+
+@pytest.mark.parametrize(("call", "entry"), [
+    ('HuggingFace("py39", "run_clm.py", source_dir="code")', "run_clm.py"),
+    ('TensorFlow(entry_point="tf_train.py", source_dir="code", py_version="py39")', "tf_train.py"),
+])
+def test_hugging_face_and_tensorflow_estimators(call: str, entry: str) -> None:
+    text = f"from sagemaker.huggingface import HuggingFace\nfrom sagemaker.tensorflow import TensorFlow\n{call}\n"
+    assert scripts(text) == [[f"/repo/jobs/code/{entry}", f"/repo/code/{entry}"]]
+
+
+def test_the_first_candidate_that_exists_is_the_script(tmp_path: Path) -> None:
+    _ = tree(tmp_path, tp=4)
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "launch.py").rename(tmp_path / "jobs" / "launch.py")
+    (tmp_path / "pyproject.toml").write_text("")
+    found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
+    assert [(Path(f["filename"]).parent.name, f["severity"]) for f in found] == [("code", "error")]

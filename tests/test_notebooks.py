@@ -94,3 +94,44 @@ def test_malformed_notebook_is_a_clear_error(tmp_path: Path) -> None:
     assert f"{bad}:1:1: error: malformed notebook JSON" in result.stderr
     assert str(odd) not in result.stderr
     assert bad.read_text().startswith('{"cells"')
+
+
+def test_a_one_line_automagic_cell_is_a_magic_not_python() -> None:
+    """IPython runs a cell that is one line starting with a magic's name as that magic."""
+    assert notebook.mask("pip install -q datasets") == "pass  #smpfix-magic:pip install -q datasets"
+    assert notebook.mask("cd data\n") == "pass  #smpfix-magic:cd data\n"
+    # Python stays Python: an assignment, a bare name, a call, and lines of a longer cell.
+    for code in ("cd = 3", "pwd", "run(step)", "ls -l", "import os\npip install x"):
+        assert notebook.mask(code) == code
+
+
+def test_a_cell_that_is_not_python_is_skipped_and_the_others_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / "train.ipynb"
+    cells = [
+        ("code", "pip install -q transformers"),
+        ("code", "%%time\nimport smdistributed.modelparallel.torch as smp\nsmp.init()\nmodel = smp.DistributedModel(build())\n"),
+        ("code", "import os\npip install x\n"),
+        ("code", ["if smp.dp_rank() == 0:\n", "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n"]),
+    ]
+    original = make_notebook(cells)
+    path.write_text(original)
+    result = run_cli("check", "--format", "concise", "-q", str(path))
+    assert result.code == 2
+    assert result.stderr.splitlines() == [
+        f"{path}:cell 3:2:5: error: syntax error: invalid syntax; this cell is skipped, the others are checked"
+    ]
+    assert f"{path}:cell 4:1:4: SMP301" in result.stdout
+    # --apply fixes the other cells and leaves the broken one exactly as it was.
+    run_cli("--apply", str(path))
+    fixed = json.loads(path.read_text())
+    assert fixed["cells"][2]["source"] == cells[2][1]
+    assert fixed["cells"][3]["source"][0] == "if smp.rdp_rank() == 0:\n"
+
+
+def test_checkable_parses_cells_one_by_one_only_when_needed() -> None:
+    clean = notebook.parse(make_notebook(CELLS))
+    assert clean.checkable() == (clean, ())
+    broken = notebook.parse(make_notebook([*CELLS, ("code", "def f(:\n")]))
+    kept, errors = broken.checkable()
+    assert [cell.index for cell in kept.cells] == [1, 2, 3]
+    assert [(error.index, error.line) for error in errors] == [(4, 1)]

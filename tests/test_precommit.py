@@ -96,3 +96,30 @@ def test_fix_hook_fixes_the_script(setup: tuple[Path, Path, dict]) -> None:
     _git(repo, "add", "train.py")
     again = _run(repo, env, "smpfix", "--all-files")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+LAUNCHER = '''from sagemaker.pytorch import PyTorch
+
+PyTorch(
+    entry_point="train.py",
+    source_dir=".",
+    instance_type="ml.p4d.24xlarge",
+    distribution={
+        "smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4, "ddp": True}}},
+        "mpi": {"enabled": True, "processes_per_host": 8},
+    },
+).fit()
+'''
+
+
+def test_check_hook_on_one_script_finds_its_launcher(setup: tuple[Path, Path, dict]) -> None:
+    """pre-commit names only the changed script; its launcher in jobs/ still sets its job."""
+    tmp, source, env = setup
+    repo = _scratch(tmp, source, "launcher")
+    (repo / "jobs").mkdir()
+    (repo / "jobs" / "launch.py").write_text(LAUNCHER)
+    _git(repo, "add", "jobs/launch.py")
+    proc = _run(repo, env, "smpfix", "--files", "train.py")
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "train.py:5:4: SMP301 [*] error: " in proc.stdout, proc.stdout
+    assert "tensor parallelism is enabled (launcher jobs/launch.py:3)" in proc.stdout

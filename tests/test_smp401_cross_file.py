@@ -92,11 +92,20 @@ def test_cli_full_format_names_the_outputs(workdir: Path) -> None:
     assert "hidden_states" in result.stdout and "model.py, line 8" in result.stdout
 
 
-def test_model_file_outside_the_checked_paths_is_not_read(workdir: Path) -> None:
+def test_model_file_outside_the_project_roots_is_not_read(workdir: Path) -> None:
     root = _project(workdir)
     assert _analyze(root, roots=(str(root / "train.py"),)) == []
-    result = run_cli("check", "--select", "SMP401", "train.py", cwd=root)
+    # Without the launcher search, the project is only what was named.
+    result = run_cli("check", "--select", "SMP401", "--no-launcher-search", "train.py", cwd=root)
     assert result.code == 0, result.stdout + result.stderr
+
+
+def test_script_checked_alone_reads_its_project_like_a_whole_run(workdir: Path) -> None:
+    root = _project(workdir)
+    alone = run_cli("check", "--select", "SMP401", "--format", "json", "train.py", cwd=root)
+    whole = run_cli("check", "--select", "SMP401", "--format", "json", ".", cwd=root)
+    assert alone.code == whole.code == 1, alone.stderr + whole.stderr
+    assert json.loads(alone.stdout) == json.loads(whole.stdout)
 
 
 def test_single_output_model_is_quiet(workdir: Path) -> None:

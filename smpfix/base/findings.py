@@ -97,7 +97,7 @@ class Finding:
 class FileError:
     """A file that could not be analyzed, or a rule that crashed on it.
 
-    Reported as ``path:line:col: error: message``; counted as exit code 2.
+    Reported as ``path:line:col: error: message`` (``location``); counted as exit code 2.
     """
 
     path: str
@@ -105,6 +105,14 @@ class FileError:
     line: int = 1
     column: int = 1
     code: Optional[str] = None
+    # For a notebook cell, its 1-based number (counting every cell); line and column are in it.
+    cell: Optional[int] = None
+
+    @property
+    def location(self) -> str:
+        """``path:line:col``, or ``nb.ipynb:cell 4:1:5`` in a notebook cell."""
+        cell = f":cell {self.cell}" if self.cell is not None else ""
+        return f"{self.path}{cell}:{self.line}:{self.column}"
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ into one text (a name bound in cell 3 is known in cell 5) with IPython magics an
 lines commented out, line for line. Positions map back to (cell, line in cell). A
 ``%%writefile train.py`` cell is a separate script, checked as ``train.py``.
 
+IPython runs each cell on its own, so one cell that is not Python (a typo, a shell command
+without ``!``) breaks only that cell: ``checkable`` leaves such cells out, with the reason,
+and the others are still checked.
+
 Writing back changes nothing but the ``source`` of the cells whose code changed: the JSON
 text is edited at those values' exact spans, so indentation, key order, metadata and outputs
 stay byte for byte.
@@ -12,9 +16,10 @@ stay byte for byte.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 # A masked line is a no-op statement, so a magic alone in an indented block still parses.
@@ -24,6 +29,21 @@ _WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+(\S+)")
 # Cell magics that run the rest of the cell as Python (``%%time`` above an estimator cell is
 # common in launcher notebooks); any other cell magic (``%%bash``, ``%%html``) is not Python.
 _PYTHON_CELL_MAGIC = re.compile(r"^%%(?:time|timeit|capture|prun)\b")
+# Line magics (and the shell aliases IPython defines as magics) that IPython runs without the
+# ``%`` when a cell is that one line (automagic): ``pip install x``, ``cd data``.
+_AUTOMAGICS = frozenset({
+    "alias", "alias_magic", "autoawait", "autocall", "automagic", "autosave", "bookmark", "cat",
+    "cd", "clear", "colors", "conda", "config", "cp", "debug", "dhist", "dirs", "doctest_mode",
+    "ed", "edit", "env", "gui", "hist", "history", "killbgscripts", "ldir", "less", "lf", "lk",
+    "ll", "load", "load_ext", "loadpy", "logoff", "logon", "logstart", "logstate", "logstop", "ls",
+    "lsmagic", "lx", "macro", "magic", "mamba", "man", "matplotlib", "micromamba", "mkdir", "more",
+    "mv", "notebook", "page", "pastebin", "pdb", "pdef", "pdoc", "pfile", "pinfo", "pinfo2", "pip",
+    "popd", "pprint", "precision", "prun", "psearch", "psource", "pushd", "pwd", "pycat", "pylab",
+    "qtconsole", "quickref", "recall", "rehashx", "reload_ext", "rep", "rerun", "reset",
+    "reset_selective", "rm", "rmdir", "run", "save", "sc", "set_env", "store", "sx", "system", "tb",
+    "time", "timeit", "unalias", "unload_ext", "who", "who_ls", "whos", "xdel", "xmode",
+})
+_FIRST_WORD = re.compile(r"^\s*([A-Za-z_]\w*)(?:\s|$)")
 
 
 class NotebookError(ValueError):
@@ -52,10 +72,38 @@ class ScriptCell:
 
 
 @dataclass(frozen=True)
+class CellSyntaxError:
+    """A code cell that is not Python even with its magics masked: where, and why."""
+
+    index: int
+    message: str
+    line: int
+    column: int
+
+
+@dataclass(frozen=True)
 class Notebook:
     text: str
     cells: tuple[Cell, ...]
     scripts: tuple[ScriptCell, ...]
+
+    def checkable(self) -> tuple[Notebook, tuple[CellSyntaxError, ...]]:
+        """The notebook without the code cells that do not parse, and why each does not.
+
+        Only when the joined cells fail to parse are the cells parsed one by one (with
+        CPython's parser, which only parses), so a clean notebook costs one extra parse.
+        """
+        if syntax_error(self.joined()[0]) is None:
+            return self, ()
+        kept: list[Cell] = []
+        errors: list[CellSyntaxError] = []
+        for cell in self.cells:
+            error = syntax_error(mask(cell.source))
+            if error is None:
+                kept.append(cell)
+            else:
+                errors.append(CellSyntaxError(cell.index, *error))
+        return replace(self, cells=tuple(kept)), tuple(errors)
 
     def joined(self) -> tuple[str, tuple[tuple[int, int], ...]]:
         """The code cells as one text, and each cell's (first line, line count) in it."""
@@ -92,11 +140,35 @@ class Notebook:
         return out
 
 
+def syntax_error(code: str) -> Optional[tuple[str, int, int]]:
+    """CPython's reason, line and column when ``code`` (a cell) does not parse; None when it
+    does. ``ast.parse`` only parses (top-level ``await``, which IPython allows, parses too)."""
+    try:
+        ast.parse(code)
+    except SyntaxError as exc:
+        return (exc.msg or "invalid syntax", exc.lineno or 1, exc.offset or 1)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return (str(exc) or type(exc).__name__, 1, 1)
+    return None
+
+
+def _is_automagic(code: str) -> bool:
+    """A one-line cell that IPython runs as a magic (``pip install x``): the line starts with
+    a magic's name and is not Python (``cd = 3`` and ``pwd`` are left to Python)."""
+    line = code.strip()
+    if not line or "\n" in line:
+        return False
+    match = _FIRST_WORD.match(line)
+    return match is not None and match.group(1) in _AUTOMAGICS and syntax_error(line) is not None
+
+
 def mask(code: str) -> str:
     """Turn magics and shell lines into ``pass  # ...`` lines, keeping every line where it was."""
     lines = code.split("\n")
     if lines and lines[0].startswith("%%") and not _PYTHON_CELL_MAGIC.match(lines[0]):
         return "\n".join(f"{_MAGIC_MARK}{line}" for line in lines)
+    if _is_automagic(code):
+        return "\n".join(f"{_MAGIC_MARK}{line}" if line.strip() else line for line in lines)
     masked = []
     for line in lines:
         match = _MAGIC.match(line)

@@ -16,7 +16,7 @@ import stat
 import tempfile
 import tokenize
 from dataclasses import dataclass
-from typing import Union
+from typing import Optional, Union
 
 
 class SourceError(Exception):
@@ -61,6 +61,15 @@ def decode(path: str, raw: bytes) -> SourceFile:
         line = body[: getattr(exc, "start", 0)].count(b"\n") + 1
         raise SourceError(f"cannot decode as {encoding}: {exc.reason if isinstance(exc, UnicodeDecodeError) else exc}", line) from None
     return SourceFile(path=path, text=text, raw=raw, encoding=encoding, bom=bom)
+
+
+def read_bytes(path: str) -> Optional[bytes]:
+    """A file's bytes, or None when it cannot be read (whoever needs the reason reads it again)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
 
 
 def read(path: str) -> SourceFile:

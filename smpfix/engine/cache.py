@@ -141,6 +141,10 @@ def decoder(kind: Any) -> Decoder:
         return lambda data: data
     if origin is Union:
         options = [arg for arg in args if arg is not type(None)]
+        if len(options) > 1 and all(option in _PRIMITIVES for option in options):
+            # A job setting's ``Value``: JSON keeps which of bool, int, float or str it was (and
+            # a launcher may set a key to ``None``).
+            return lambda data: data if data is None or type(data) in options else _invalid(kind)
         if len(options) != 1:
             raise TypeError(f"ambiguous type {kind}")
         inner = decoder(options[0])
@@ -164,6 +168,13 @@ def decoder(kind: Any) -> Decoder:
     if kind in (int, float, str, bool):
         return lambda data: _primitive(kind, data)
     raise TypeError(f"unsupported type {kind}")
+
+
+_PRIMITIVES = (bool, int, float, str)
+
+
+def _invalid(kind: Any) -> Any:
+    raise _Invalid(f"expected {kind}")
 
 
 def _dataclass_decoder(kind: type) -> Decoder:
@@ -266,21 +277,12 @@ class ResultCache:
         ``digests`` remembers dependency hashes across the files of one run (scripts in one
         folder look for the same sibling modules).
         """
-        known = digests if digests is not None else {}
+        entry = self._entry(key, digests)
+        if entry is None:
+            return None
         try:
-            with open(self.entries / f"{key.slot}.json", "rb") as handle:
-                entry = json.loads(handle.read())
-            if not isinstance(entry, dict) or entry.get("digest") != key.digest:
-                return None
-            dependencies = entry["dependencies"]
-            if not isinstance(dependencies, dict):
-                return None
-            for dependency, digest in dependencies.items():
-                current = known[dependency] if dependency in known else known.setdefault(dependency, file_digest(dependency))
-                if current != digest:
-                    return None
             result = from_json(FileResult, entry["result"])
-        except (OSError, ValueError, KeyError, TypeError, RecursionError, _Invalid):
+        except (KeyError, TypeError, ValueError, RecursionError, _Invalid):
             return None
         if not isinstance(result, FileResult) or result.path != path:
             return None
@@ -301,12 +303,49 @@ class ResultCache:
         """
         if not is_check_result(result):
             return False
+        return self._write(key, dataclasses.replace(result, text=None), dependencies, has_text=result.text is not None)
+
+    def load_value(self, key: EntryKey, kind: Any, digests: Optional[dict[str, Optional[str]]] = None) -> Optional[Any]:
+        """Another kind of stored value (the launcher index keeps what each launcher says):
+        the value of type ``kind`` stored for ``key``, or None, as :meth:`load`."""
+        entry = self._entry(key, digests)
+        if entry is None:
+            return None
+        try:
+            return from_json(kind, entry["result"])
+        except (KeyError, TypeError, ValueError, RecursionError, _Invalid):
+            return None
+
+    def store_value(self, key: EntryKey, value: Any, dependencies: Iterable[str] = ()) -> bool:
+        """Keep ``value`` (dataclasses, tuples, mappings of plain values) for ``key``."""
+        return self._write(key, value, dependencies, has_text=False)
+
+    def _entry(self, key: EntryKey, digests: Optional[dict[str, Optional[str]]]) -> Optional[dict[str, Any]]:
+        """The entry for ``key`` while its dependencies are unchanged, else None."""
+        known = digests if digests is not None else {}
+        try:
+            with open(self.entries / f"{key.slot}.json", "rb") as handle:
+                entry = json.loads(handle.read())
+            if not isinstance(entry, dict) or entry.get("digest") != key.digest:
+                return None
+            dependencies = entry["dependencies"]
+            if not isinstance(dependencies, dict):
+                return None
+            for dependency, digest in dependencies.items():
+                current = known[dependency] if dependency in known else known.setdefault(dependency, file_digest(dependency))
+                if current != digest:
+                    return None
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            return None
+        return entry
+
+    def _write(self, key: EntryKey, value: Any, dependencies: Iterable[str], has_text: bool) -> bool:
         try:
             entry = {
                 "digest": key.digest,
                 "dependencies": {path: file_digest(path) for path in sorted(set(dependencies))},
-                "has_text": result.text is not None,
-                "result": to_json(dataclasses.replace(result, text=None)),
+                "has_text": has_text,
+                "result": to_json(value),
             }
             data = json.dumps(entry, separators=(",", ":")).encode()
         except (TypeError, ValueError):

@@ -28,7 +28,7 @@ class ConfigError(Exception):
     """A configuration problem; the CLI prints it and exits with 2."""
 
 
-_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
+_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "launchers")
 _KNOWN_KEYS = frozenset({*_LIST_KEYS, "per-file-ignores", "job", "respect-gitignore", "smp-version"})
 
 
@@ -44,6 +44,8 @@ class Config:
     per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     job: Mapping[str, Value] = field(default_factory=dict)
     respect_gitignore: bool = True
+    # Globs (relative to this file) naming the project's launchers; empty: search for them.
+    launchers: tuple[str, ...] = ()
     # The library version the project targets (``smp-version = "1.11"``); see ``smpfix.job.versions``.
     smp_version: Optional[str] = None
 
@@ -126,6 +128,10 @@ def load(path: Path) -> Config:
     if smp_version is not None and (isinstance(smp_version, bool) or parse_version(smp_version) is None):
         raise ConfigError(f"{path}: [tool.smpfix] smp-version must be a version such as \"1.11\", not {smp_version!r}")
     select = table.get("select")
+    launchers = _strings(table.get("launchers", []), "launchers", path)
+    for pattern in launchers:
+        if not pattern or os.path.isabs(pattern) or pattern.startswith(("/", "\\")):
+            raise ConfigError(f"{path}: [tool.smpfix] launchers: {pattern!r} must be a glob relative to {path.name}'s folder")
     return Config(
         path=path,
         select=_strings(select, "select", path) if select is not None else None,
@@ -135,6 +141,7 @@ def load(path: Path) -> Config:
         per_file_ignores={pattern: _strings(codes, f"per-file-ignores.{pattern}", path) for pattern, codes in per_file.items()},
         job=validate_job(job, f"{path}: [tool.smpfix.job]"),
         respect_gitignore=gitignore,
+        launchers=launchers,
         smp_version=None if smp_version is None else str(smp_version),
     )
 

@@ -32,6 +32,8 @@ class DiscoveredFile:
     path: str
     explicit: bool
     writable: bool = True
+    # Whether the walk found it as a symbolic link (known from the directory listing).
+    link: bool = False
 
 
 def _is_hidden(name: str) -> bool:
@@ -104,6 +106,8 @@ def _special(entry: os.DirEntry[str]) -> bool:
     """A FIFO, socket, device or folder behind a ``.py`` name: reading a FIFO would block the
     run forever. A dangling or looping link is not special: reading it reports why it fails."""
     try:
+        if entry.is_file():  # a regular file (or a link to one): the listing says so, no system call
+            return False
         return not stat.S_ISREG(entry.stat(follow_symlinks=True).st_mode)
     except OSError:
         return False
@@ -123,7 +127,7 @@ def discover(
         if root.is_dir():
             for found in _walk(root, excluder, respect_gitignore, suffixes):
                 # A link to a file also found under its own name is checked (and written) once.
-                key = os.path.normcase(_real_path(found.path, real_folders))
+                key = os.path.normcase(_real_path(found.path, found.link, real_folders))
                 if key not in seen:
                     seen.add(key)
                     yield found
@@ -135,10 +139,10 @@ def discover(
             yield DiscoveredFile(path=raw, explicit=True)
 
 
-def _real_path(path: str, real_folders: dict[str, str]) -> str:
+def _real_path(path: str, link: bool, real_folders: dict[str, str]) -> str:
     """``os.path.realpath(path)``, resolving each folder once: the files of one folder share
     it, and realpath costs a system call per path component."""
-    if os.path.islink(path):
+    if link:
         return os.path.realpath(path)
     folder, name = os.path.split(path)
     real = real_folders.get(folder)
@@ -177,6 +181,6 @@ def _walk(root: Path, excluder: Excluder, respect_gitignore: bool, suffixes: Seq
             elif entry.name.endswith(tuple(suffixes)):
                 if excluder.matches(path) or _ignored(path, False, local) or _special(entry):
                     continue
-                writable = not entry.is_symlink() or _inside(path, root)
-                yield DiscoveredFile(path=str(path), explicit=False, writable=writable)
+                link = entry.is_symlink()
+                yield DiscoveredFile(path=str(path), explicit=False, writable=not link or _inside(path, root), link=link)
         stack.extend((sub, local) for sub in reversed(subfolders))

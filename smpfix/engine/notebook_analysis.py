@@ -41,15 +41,21 @@ class _Unit:
 
 
 def check_notebook(text: str, path: str, options: AnalysisOptions, fixing: bool, unsafe: bool) -> FileResult:
+    """Findings (and with ``fixing`` the fixed text) of a notebook; a code cell that is not
+    Python is skipped with a diagnostic naming it, and the other cells are still checked."""
     try:
-        book = notebook.parse(text)
+        book, broken = notebook.parse(text).checkable()
     except notebook.NotebookError as exc:
         return FileResult(path, errors=(FileError(path, str(exc)),))
     units = [_Unit(path, tuple(c.index for c in book.cells), tuple(c.source for c in book.cells), tuple(0 for _ in book.cells))]
     for script in book.scripts:
         units.append(_Unit(os.path.join(os.path.dirname(path), script.filename), (script.index,), (script.cell.source,), (1,)))
     findings: list[Finding] = []
-    errors: list[FileError] = []
+    errors: list[FileError] = [
+        FileError(path, f"syntax error: {cell.message}; this cell is skipped, the others are checked", cell.line, cell.column,
+                  cell=cell.index + 1)
+        for cell in broken
+    ]
     new_sources: dict[int, str] = {}
     fixed = 0
     for unit in units:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from smpfix.engine.analysis import AnalysisOptions
     from smpfix.engine.cache import EntryKey, ResultCache
+    from smpfix.engine.launcher_index import LauncherSearch
     from smpfix.job.project import Project
 
 # Starting worker processes costs about as much as analyzing this much source; below it (a
@@ -53,6 +54,9 @@ class RunOptions:
     project: Optional[Project] = None
     # Where per-file results are kept between runs (``smpfix.engine.cache``); None: no cache.
     cache_dir: Optional[Path] = None
+    # How launchers beyond the checked files are found (``smpfix.engine.launcher_index``);
+    # None: only the launchers among the checked files count.
+    launchers: Optional[LauncherSearch] = None
 
     @property
     def fixing(self) -> bool:
@@ -160,7 +164,8 @@ def _is_plain_check(result: FileResult, options: RunOptions) -> bool:
 
 # Run options that only say what to do with findings, or that ``_cache_settings`` replaces
 # by what they mean for one file; every other option is part of a cache key.
-_NOT_IN_CACHE_KEY = frozenset({"select", "rule_names", "per_file_ignores", "project", "apply", "diff", "unsafe_fixes", "jobs", "cache_dir"})
+_NOT_IN_CACHE_KEY = frozenset({"select", "rule_names", "per_file_ignores", "project", "apply", "diff", "unsafe_fixes", "jobs", "cache_dir",
+                               "launchers"})
 
 
 def _cache_settings(path: str, options: RunOptions) -> dict[str, object]:
@@ -181,21 +186,13 @@ def _cache_settings(path: str, options: RunOptions) -> dict[str, object]:
     return settings
 
 
-def _open_cache(options: RunOptions) -> Optional[ResultCache]:
+def open_cache(options: RunOptions) -> Optional[ResultCache]:
     if options.cache_dir is None:
         return None
     from smpfix.engine.cache import ResultCache
 
     try:
         return ResultCache.open(options.cache_dir)
-    except OSError:
-        return None
-
-
-def _read(path: str) -> Optional[bytes]:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
     except OSError:
         return None
 
@@ -254,14 +251,14 @@ def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optiona
     results: list[FileResult] = []
     relevant: list[tuple[DiscoveredFile, Optional[bytes]]] = []
     for task in tasks:
-        raw = _read(task.path)
+        raw = source.read_bytes(task.path)
         if raw is not None and not prefilter.may_involve_smp(raw):
             results.append(FileResult(task.path))
             notify(results[-1])
         else:
             relevant.append((task, raw))
-    options = _with_launchers(relevant, options)
-    cache = _open_cache(options)
+    cache = open_cache(options)
+    options = with_project([(task.path, raw) for task, raw in relevant], options, cache)
     digests: dict[str, Optional[str]] = {}
     jobs: list[_Job] = []
     for task, raw in relevant:
@@ -298,32 +295,15 @@ def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optiona
     yield from sorted(_regroup(results), key=lambda r: r.path)
 
 
-def _with_launchers(files: Sequence[tuple[DiscoveredFile, Optional[bytes]]], options: RunOptions) -> RunOptions:
-    """Read the launchers among ``files`` (the files that passed the prefilter, with their
-    bytes) so each launched script gets its job facts."""
-    from smpfix.job.linking import link, may_be_launcher
+def with_project(files: Sequence[tuple[str, Optional[bytes]]], options: RunOptions, cache: Optional[ResultCache] = None) -> RunOptions:
+    """``options`` whose project knows the launchers of ``files`` (the files that passed the
+    prefilter, with their bytes), so each launched script gets its job facts
+    (``smpfix.engine.launcher_index``). Done once per run, in the main process."""
+    from smpfix.engine.launcher_index import with_launchers
 
     if options.project is None:
         return options
-    candidates: list[tuple[str, str]] = []
-    for task, raw in files:
-        try:
-            if raw is not None and may_be_launcher(raw):
-                candidates.append((task.path, source.decode(task.path, raw).text))
-        except (OSError, source.SourceError):
-            continue
-    if not candidates:
-        return options
-    from smpfix.base.nesting import recursion_headroom
-
-    links = []
-    for candidate in candidates:  # one launcher the linker chokes on must not stop the run
-        try:
-            with recursion_headroom():
-                links.extend(link([candidate]))
-        except Exception:
-            continue
-    return replace(options, project=options.project.with_links(links))
+    return replace(options, project=with_launchers(files, options.project, options.launchers, cache))
 
 
 def _regroup(results: list[FileResult]) -> list[FileResult]:

@@ -159,6 +159,8 @@ class DeclaredJob:
     settings: Mapping[str, Value]
     complete: bool = True
     unknown: frozenset[str] = frozenset()
+    # Keys among ``unknown`` that several launchers of one script set to different values.
+    conflicting: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,8 @@ class JobFacts:
     evidence: tuple[Evidence, ...] = ()
     # Keys set by a source to a value smpfix cannot resolve, with that source.
     unknown: Mapping[str, str] = field(default_factory=dict)
+    # Keys among ``unknown`` whose source is several launchers that disagree on them.
+    conflicting: frozenset[str] = frozenset()
     # The library version the job runs, when a source states it (``smpfix.job.versions``).
     smp_version: Optional[SmpVersion] = None
 
@@ -198,12 +202,15 @@ class JobFacts:
         """Merge sources given highest precedence first; see the module docstring."""
         settings: dict[str, Setting] = {}
         unknown: dict[str, str] = {}
+        conflicting: set[str] = set()
         complete_source: Optional[str] = None
         for job in declared:
-            for key in job.unknown:
-                key = normalize_key(key)
-                if key not in settings:
-                    unknown.setdefault(key, job.source)
+            for raw_key in job.unknown:
+                key = normalize_key(raw_key)
+                if key not in settings and key not in unknown:
+                    unknown[key] = job.source
+                    if raw_key in job.conflicting:
+                        conflicting.add(key)
             for key, value in job.settings.items():
                 key = normalize_key(key)
                 if key not in unknown:
@@ -214,7 +221,8 @@ class JobFacts:
             for key, value in LIBRARY_DEFAULTS.items():
                 if key not in unknown:
                     settings.setdefault(key, Setting(key, value, f"library default; not set in {complete_source}"))
-        return cls(settings=settings, evidence=tuple(evidence), unknown=unknown, smp_version=_smp_version(declared))
+        return cls(settings=settings, evidence=tuple(evidence), unknown=unknown, conflicting=frozenset(conflicting),
+                   smp_version=_smp_version(declared))
 
     def value(self, key: str) -> Optional[Value]:
         setting = self.settings.get(normalize_key(key))
@@ -226,11 +234,17 @@ class JobFacts:
         if setting is not None:
             return FeatureState(feature, feature.state_of(setting.value), setting.source, setting.value)
         if feature.setting in self.unknown:
-            return FeatureState(feature, Tri.UNKNOWN, f"set in {self.unknown[feature.setting]} to a value smpfix cannot resolve")
+            return FeatureState(feature, Tri.UNKNOWN, self.why_unknown(feature.setting))
         for item in self.evidence:
             if item.feature == key and item.strong:
                 return FeatureState(feature, Tri.ON, f"script evidence: {item.description} at line {item.line}")
         return FeatureState(feature, Tri.UNKNOWN, "not set in any known source")
+
+    def why_unknown(self, key: str) -> str:
+        source = self.unknown[key]
+        if key in self.conflicting:
+            return f"{source} set it to different values"
+        return f"set in {source} to a value smpfix cannot resolve"
 
     def version_floor(self) -> Optional[tuple[Version, str]]:
         """The oldest library version the job can run, implied by the features it has on."""
@@ -269,6 +283,7 @@ class JobFacts:
         return {
             "smp_version": None if version is None else {"value": version.text, "source": version.source},
             "settings": {key: {"value": s.value, "source": s.source} for key, s in sorted(self.settings.items())},
+            "unknown": {key: self.why_unknown(key) for key in sorted(self.unknown)},
             "features": {
                 key: {"state": state.state.value, "source": state.source}
                 for key in FEATURES

@@ -7,7 +7,9 @@ replays the launcher's top-level statements in order over literal values only, s
 value it reports is what the estimator receives, with the node that wrote it (a finding
 points at the key, not the call). Anything it cannot see (a call, a variable from argparse)
 is UNKNOWN: never guessed, never executed. ``parameters`` given as a path to a JSON file is
-read when the file exists.
+read when the file exists. Paths for ``source_dir`` and ``entry_point`` may be built from
+``__file__``, ``os.getcwd()``, ``os.path`` and ``pathlib`` (``smpfix.job.launch_paths``).
+Function bodies (a pytest test, a ``main()``) are replayed after the module, as they run.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import libcst as cst
 
 from smpfix.base.imports import ImportTable
 from smpfix.base.literals import UNKNOWN, literal_value
+from smpfix.job import launch_paths
+from smpfix.job.project_root import project_root
 
 ESTIMATORS = frozenset(
     {
@@ -44,6 +48,9 @@ _OLD_NAMES = {"train_instance_type": "instance_type", "train_instance_count": "i
 # (SageMaker Python SDK v2: ``PyTorch(entry_point, framework_version, py_version, source_dir, ...)``).
 _POSITIONAL: Mapping[str, tuple[str, ...]] = {
     "PyTorch": ("entry_point", "framework_version", "py_version", "source_dir", "hyperparameters", "image_uri", "distribution"),
+    "HuggingFace": ("py_version", "entry_point", "transformers_version", "tensorflow_version", "pytorch_version", "source_dir",
+                    "hyperparameters", "image_uri", "distribution"),
+    "TensorFlow": ("py_version", "framework_version", "model_dir", "image_uri", "distribution"),
     "Framework": ("entry_point", "source_dir", "hyperparameters"),
 }
 
@@ -123,6 +130,18 @@ class Launcher:
         return mp.get("parameters") if mp is not None else None
 
     @property
+    def parameters_file(self) -> Optional[str]:
+        """The JSON file ``parameters`` names (read when it exists), or None when it is a dict."""
+        parameters = self.parameters
+        if parameters is None:
+            return None
+        if parameters.source_file is not None:
+            return parameters.source_file
+        if isinstance(parameters.value, str):
+            return _json_path(parameters.value, self.path)
+        return None
+
+    @property
     def mpi(self) -> Optional[Located]:
         dist = self.distribution
         return dist.get("mpi") if dist is not None else None
@@ -131,20 +150,52 @@ class Launcher:
         located = self.keywords.get(name)
         return located.plain() if located is not None else None
 
-    @property
-    def script(self) -> Optional[str]:
-        """The launched script's path, relative to the launcher, when it is a literal."""
+    def script_candidates(self, root: Optional[str] = None) -> list[str]:
+        """Where the launched script may be, most likely first; empty when ``entry_point`` or
+        ``source_dir`` is unknown. ``root`` is the launcher's project root (by default found
+        from its path, ``smpfix.job.project_root``).
+
+        SageMaker resolves a relative ``source_dir`` or ``entry_point`` (and ``os.getcwd()``)
+        against the folder the launcher runs in: a notebook's own folder, and for a script
+        usually its folder or the project root. Both are tried, in that order.
+        """
         entry = self.literal("entry_point")
         if not isinstance(entry, str):
-            return None
-        source_dir = self.literal("source_dir")
-        folder = os.path.dirname(self.path)
-        if isinstance(source_dir, str) and not source_dir.startswith("s3://"):
-            folder = os.path.join(folder, source_dir)
-        return os.path.normpath(os.path.join(folder, entry))
+            return []
+        folder = os.path.dirname(os.path.abspath(self.path))
+        root = root if root is not None else project_root(self.path)
+        working_dirs = [folder] if root == folder else [folder, root]
+        return launch_paths.script_candidates(entry, self.literal("source_dir"), working_dirs)
+
+    @property
+    def script(self) -> Optional[str]:
+        """The launched script's absolute path: the first candidate that exists, else the first."""
+        candidates = self.script_candidates()
+        return next((c for c in candidates if os.path.isfile(c)), candidates[0] if candidates else None)
 
 
-def _located(node: cst.BaseExpression, env: Mapping[str, Located], entry: Optional[cst.CSTNode] = None) -> Located:
+class _Names(dict[str, Located]):
+    """The names a replay has bound so far, with the file's imports (which say whether
+    ``os.path.join`` or ``Path`` is the standard library's)."""
+
+    def __init__(self, imports: ImportTable, names: Optional[Mapping[str, Located]] = None) -> None:
+        super().__init__(names or {})
+        self.imports = imports
+
+    def child(self) -> _Names:
+        """A function's scope: the module's names as they are now, shadowed by its own."""
+        return _Names(self.imports, self)
+
+
+# Expressions that may build a path (``os.path.join(...)``, ``Path(...) / "x"``, ``f"{ROOT}/x"``).
+_PATH_FORMS = (cst.Call, cst.FormattedString, cst.BinaryOperation, cst.Attribute, cst.Subscript)
+
+
+def _is_parents(node: cst.Subscript) -> bool:
+    return isinstance(node.value, cst.Attribute) and node.value.attr.value == "parents"
+
+
+def _located(node: cst.BaseExpression, env: _Names, entry: Optional[cst.CSTNode] = None) -> Located:
     """Evaluate a literal expression, reading names from ``env``."""
     if isinstance(node, cst.Name) and node.value in env:
         found = env[node.value]
@@ -190,7 +241,7 @@ def _located(node: cst.BaseExpression, env: Mapping[str, Located], entry: Option
         if isinstance(left, str) and isinstance(right, str):
             return Located(left + right, node, entry, pieces=_string_pieces(left_located) + _string_pieces(right_located))
         return Located(UNKNOWN, node, entry)
-    if isinstance(node, cst.Subscript):
+    if isinstance(node, cst.Subscript) and not _is_parents(node):
         found = _subscript_value(node, env)
         if found.value is UNKNOWN:
             return Located(UNKNOWN, node, entry)
@@ -199,12 +250,16 @@ def _located(node: cst.BaseExpression, env: Mapping[str, Located], entry: Option
         derived = _derived(node, env, entry)
         if derived is not None:
             return derived
+    if isinstance(node, _PATH_FORMS):
+        path = launch_paths.path_value(node, lambda inner: _located(inner, env).plain(), env.imports)
+        if path is not None:
+            return Located(path, node, entry)
     if isinstance(node, cst.Name) and node.value not in ("True", "False", "None"):
         return Located(UNKNOWN, node, entry)
     return Located(literal_value(node), node, entry)
 
 
-def _derived(node: cst.BaseExpression, env: Mapping[str, Located], entry: Optional[cst.CSTNode]) -> Optional[Located]:
+def _derived(node: cst.BaseExpression, env: _Names, entry: Optional[cst.CSTNode]) -> Optional[Located]:
     """``hp["fp16"] > 0``, ``not flag``, ``a and b``, ``x if c else y`` over known values.
 
     Launcher notebooks build the parameters from a hyperparameters dict this way
@@ -290,7 +345,7 @@ def _string_pieces(located: Located) -> tuple[Located, ...]:
     return located.pieces or (located,)
 
 
-def _assign_path(env: dict[str, Located], target: cst.BaseExpression, value: Located) -> None:
+def _assign_path(env: _Names, target: cst.BaseExpression, value: Located) -> None:
     """``name = v``, ``name["a"]["b"] = v``: update ``env`` (copy-on-write, values are frozen)."""
     if isinstance(target, cst.Name):
         env[target.value] = value
@@ -323,7 +378,7 @@ def _set_in(container: Located, keys: list[str], value: Located) -> Located:
     return Located(items, container.node, container.entry, container.source_file)
 
 
-def _update(env: dict[str, Located], call: cst.Call) -> None:
+def _update(env: _Names, call: cst.Call) -> None:
     """``name.update({...})`` / ``name["k"].update(...)`` before use."""
     func = call.func
     if not isinstance(func, cst.Attribute) or func.attr.value != "update":
@@ -349,7 +404,7 @@ def _update(env: dict[str, Located], call: cst.Call) -> None:
         env[target.value] = _merge_update(current, call, env)
 
 
-def _merge_update(current: Located, call: cst.Call, env: Mapping[str, Located]) -> Located:
+def _merge_update(current: Located, call: cst.Call, env: _Names) -> Located:
     if not isinstance(current.value, dict):
         return current
     items = dict(current.value)
@@ -377,8 +432,9 @@ def _block(statement: Any) -> Any:
     return block.body if isinstance(block, cst.IndentedBlock) else block.body
 
 
-def _statements(body: Any, env: Mapping[str, Located]) -> Iterator[Any]:
-    """Simple statements in execution order, entering ``if``/``with``/``try`` and defs.
+def _statements(body: Any, env: _Names, functions: list[cst.FunctionDef]) -> Iterator[Any]:
+    """Simple statements in execution order, entering ``if``/``with``/``try``; the functions
+    defined (also as methods of a class) are added to ``functions``, to be replayed later.
 
     Lazy, so each test is read with the names as bound when it runs: an ``if`` (or ``elif``)
     whose test is known runs only its taken branch (launcher notebooks pick a model preset
@@ -390,32 +446,33 @@ def _statements(body: Any, env: Mapping[str, Located]) -> Iterator[Any]:
         if isinstance(statement, cst.SimpleStatementLine):
             yield from statement.body
         elif isinstance(statement, cst.If):
-            yield from _branch(statement, env)
+            yield from _branch(statement, env, functions)
         elif isinstance(statement, cst.For) and (iterations := _items_loop(statement, env)) is not None:
             for bindings in iterations:
                 yield from bindings
-                yield from _statements(_block(statement), env)
+                yield from _statements(_block(statement), env, functions)
         elif isinstance(statement, (cst.With, cst.Try, cst.For, cst.While)):
-            yield from _statements(_block(statement), env)
+            yield from _statements(_block(statement), env, functions)
         elif isinstance(statement, cst.FunctionDef):
-            yield statement
-            yield from _statements(_block(statement), env)
+            functions.append(statement)
+        elif isinstance(statement, cst.ClassDef):
+            functions.extend(item for item in _block(statement) if isinstance(item, cst.FunctionDef))
 
 
-def _branch(statement: cst.If, env: Mapping[str, Located]) -> Iterator[Any]:
+def _branch(statement: cst.If, env: _Names, functions: list[cst.FunctionDef]) -> Iterator[Any]:
     taken = _truth(_located(statement.test, env))
     orelse = statement.orelse
     if taken is not False:
-        yield from _statements(_block(statement), env)
+        yield from _statements(_block(statement), env, functions)
     if taken is True or orelse is None:
         return
     if isinstance(orelse, cst.Else):
-        yield from _statements(_block(orelse), env)
+        yield from _statements(_block(orelse), env, functions)
     elif taken is False:
-        yield from _branch(orelse, env)
+        yield from _branch(orelse, env, functions)
 
 
-def _items_loop(statement: cst.For, env: Mapping[str, Located]) -> Optional[list[tuple[_Bind, _Bind]]]:
+def _items_loop(statement: cst.For, env: _Names) -> Optional[list[tuple[_Bind, _Bind]]]:
     """The bindings of each iteration of ``for k, v in d.items():`` when ``d`` is a known dict."""
     target, iterable = statement.target, statement.iter
     if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
@@ -433,11 +490,24 @@ def _items_loop(statement: cst.For, env: Mapping[str, Located]) -> Optional[list
     return [(_Bind(key_name, Located(key)), _Bind(value_name, value)) for key, value in mapping.value.items()]
 
 
-def _replay(module: cst.Module, on_call: Callable[[cst.Call, dict[str, Located]], None]) -> None:
+def _replay(module: cst.Module, imports: ImportTable, path: str, on_call: Callable[[cst.Call, _Names], None]) -> None:
     """Run the module's statements over literal values, calling ``on_call`` for every call
-    with the names as they are bound just before it; ``.update()`` calls take effect."""
-    env: dict[str, Located] = {}
-    for node in _statements(module.body, env):
+    with the names as they are bound just before it; ``.update()`` calls take effect.
+
+    ``__file__`` is the file's absolute path (a notebook has none). A function body is
+    replayed after the code around it, as it runs when called (``main()`` at the end, a test
+    function once the module is loaded): in a scope of its own over the module's final
+    names, with its parameters unknown.
+    """
+    env = _Names(imports)
+    if not path.endswith(".ipynb"):
+        env["__file__"] = Located(os.path.abspath(path))
+    _replay_body(module.body, env, on_call)
+
+
+def _replay_body(body: Any, env: _Names, on_call: Callable[[cst.Call, _Names], None]) -> None:
+    functions: list[cst.FunctionDef] = []
+    for node in _statements(body, env, functions):
         if isinstance(node, _Bind):
             env[node.name] = node.value
             continue
@@ -459,37 +529,50 @@ def _replay(module: cst.Module, on_call: Callable[[cst.Call, dict[str, Located]]
             combined = current.plain() + added if joined else UNKNOWN
             pieces = _string_pieces(current) + _string_pieces(added_located) if joined else ()
             _assign_path(env, node.target, Located(combined, node.value, current.entry, pieces=pieces))
+    for function in functions:
+        scope = env.child()
+        for param in _parameters(function.params):
+            scope[param.name.value] = Located(UNKNOWN, param)
+        _replay_body(_block(function), scope, on_call)
+
+
+def _parameters(params: cst.Parameters) -> list[cst.Param]:
+    found = [*params.posonly_params, *params.params, *params.kwonly_params]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            found.append(star)
+    return found
 
 
 def find_launchers(module: cst.Module, imports: ImportTable, path: str) -> list[Launcher]:
     """Every estimator construction in ``module``, with its keywords resolved in order."""
     found: list[Launcher] = []
 
-    def on_call(call: cst.Call, env: dict[str, Located]) -> None:
+    def on_call(call: cst.Call, env: _Names) -> None:
         qualified = imports.qualified_name(call.func) or ""
         if qualified in ESTIMATORS:
             found.append(_launcher(call, qualified, env, path))
 
-    _replay(module, on_call)
+    _replay(module, imports, path, on_call)
     return found
 
 
-def evaluate_argument(module: cst.Module, imports: ImportTable, target: cst.Call) -> Optional[Located]:
+def evaluate_argument(module: cst.Module, imports: ImportTable, target: cst.Call, path: str = "") -> Optional[Located]:
     """The first argument (or ``config=``) of ``target`` as the file has built it by then."""
     found: list[Located] = []
 
-    def on_call(call: cst.Call, env: dict[str, Located]) -> None:
+    def on_call(call: cst.Call, env: _Names) -> None:
         if call is target:
             for arg in call.args:
                 if arg.keyword is None and not arg.star or (arg.keyword is not None and arg.keyword.value == "config"):
                     found.append(_located(arg.value, env))
                     return
 
-    _replay(module, on_call)
+    _replay(module, imports, path, on_call)
     return found[0] if found else None
 
 
-def _subscript_value(target: cst.BaseExpression, env: Mapping[str, Located]) -> Located:
+def _subscript_value(target: cst.BaseExpression, env: _Names) -> Located:
     keys = []
     base = target
     while isinstance(base, cst.Subscript) and len(base.slice) == 1 and isinstance(base.slice[0].slice, cst.Index):
@@ -505,12 +588,10 @@ def _subscript_value(target: cst.BaseExpression, env: Mapping[str, Located]) -> 
 def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
     from smpfix.base.walker import iter_nodes
 
-    if isinstance(node, cst.FunctionDef):
-        return []
     return [child for child in iter_nodes(node) if isinstance(child, cst.Call)]
 
 
-def _launcher(call: cst.Call, qualified: str, env: Mapping[str, Located], path: str) -> Launcher:
+def _launcher(call: cst.Call, qualified: str, env: _Names, path: str) -> Launcher:
     keywords: dict[str, Located] = {}
     positional = _POSITIONAL.get(qualified.rsplit(".", 1)[-1], ())
     position = 0
@@ -519,7 +600,7 @@ def _launcher(call: cst.Call, qualified: str, env: Mapping[str, Located], path: 
             if arg.star == "**":
                 merged = _located(arg.value, env)
                 if isinstance(merged.value, dict):
-                    keywords.update(merged.value)
+                    keywords.update({_OLD_NAMES.get(str(key), str(key)): value for key, value in merged.value.items()})
             elif not arg.star and position < len(positional):
                 # `PyTorch("train.py", role=...)`: the entry point given by position.
                 keywords[positional[position]] = _located(arg.value, env, arg)
@@ -543,7 +624,7 @@ def _json_parameters(written: Located, launcher_path: str) -> Optional[Located]:
 
     Findings about a value from the file point at the ``"parameters"`` entry that names it.
     """
-    candidate = os.path.join(os.path.dirname(launcher_path), str(written.value))
+    candidate = _json_path(str(written.value), launcher_path)
     try:
         with open(candidate, encoding="utf-8") as handle:
             data = json.load(handle)
@@ -554,3 +635,7 @@ def _json_parameters(written: Located, launcher_path: str) -> Optional[Located]:
     anchor = written.anchor
     values = {k: Located(v, None, anchor, candidate) for k, v in data.items() if isinstance(k, str)}
     return Located(values, written.node, written.entry, candidate)
+
+
+def _json_path(value: str, launcher_path: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(launcher_path)), value)

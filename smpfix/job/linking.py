@@ -1,11 +1,16 @@
 """Linking launchers to the scripts they launch, before the scripts are checked.
 
-The runner calls this once per run, in the main process, on the files that may be launchers
-(they mention ``smdistributed`` and an estimator's ``distribution``). Each estimator whose
-``entry_point`` is a literal declares the job of that script: its modelparallel
+Once per run, in the main process, the launcher index (``smpfix.engine.launcher_index``)
+reads the files that may be launchers (they mention ``smdistributed`` and an estimator):
+those checked, and those of each project a checked file belongs to. Each estimator whose
+``entry_point`` smpfix can read declares the job of that script: its modelparallel
 ``parameters`` (a complete configuration, as the library sees it: keys left out take the
 defaults), the ``mpi`` processes per host, the instance type and count, and the
 hyperparameters, which scripts often read through argparse.
+
+Where the script is depends on the folder the launcher runs in, which the code does not
+say: the launcher's own folder and then its project root are tried, and the first
+candidate that exists is the script (``Launcher.script_candidates``).
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob
+from smpfix.job.project_root import project_root
 
 _LAUNCHER_MARKERS = (b"distribution", b"Estimator", b"PyTorch(", b"HuggingFace(", b"TensorFlow(")
 
@@ -89,8 +95,45 @@ def _literal_items(values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if isinstance(k, str) and isinstance(v, (bool, int, float, str))}
 
 
-def link(files: Iterable[tuple[str, str]]) -> list[LinkedScript]:
-    """Launchers among ``(path, text)`` pairs (notebooks included) and the scripts they start."""
+@dataclass(frozen=True)
+class LaunchRecord:
+    """What one estimator call of a launcher says, before its script is looked for on disk.
+
+    A pure function of the launcher's text, its path and its project root (plus the JSON
+    file ``parameters`` may name, in ``dependencies``), so the launcher index can keep it in
+    the result cache; which candidate is the script is decided when it is used.
+    """
+
+    launcher: str
+    line: int
+    candidates: tuple[str, ...]
+    job: DeclaredJob
+    hyperparameters: Mapping[str, Any]
+    hyperparameters_complete: bool
+    dependencies: tuple[str, ...] = ()
+
+    def linked(self) -> Optional[LinkedScript]:
+        """The link to the first candidate that exists (else the likeliest); None without one."""
+        if not self.candidates:
+            return None
+        script = next((c for c in self.candidates if os.path.isfile(c)), self.candidates[0])
+        return LinkedScript(script, self.job, self.hyperparameters, self.launcher, self.line, self.hyperparameters_complete)
+
+
+def shown_path(path: str, root: str) -> str:
+    """A launcher as job-fact sources name it: relative to its project root, so that the
+    source reads the same from any working directory (absolute when outside the root)."""
+    shown = os.path.relpath(path, root)
+    return os.path.abspath(path) if shown.startswith("..") else shown
+
+
+def read_launcher(path: str, text: str, root: Optional[str] = None) -> list[LaunchRecord]:
+    """The estimator calls of one launcher (a ``.py`` file or a notebook), read with LibCST.
+
+    ``root`` is the launcher's project root (by default found from ``path``,
+    ``smpfix.job.project_root``). A notebook's cells that do not parse are left out, as the
+    check leaves them out; a launcher that does not parse declares nothing.
+    """
     import libcst as cst
 
     from smpfix.base import nesting
@@ -98,43 +141,59 @@ def link(files: Iterable[tuple[str, str]]) -> list[LinkedScript]:
     from smpfix.base.positions import Positions
     from smpfix.job.launcher import find_launchers
 
+    code = text
+    if path.endswith(".ipynb"):
+        from smpfix.base import notebook
+
+        try:
+            code = notebook.parse(text).checkable()[0].joined()[0]
+        except notebook.NotebookError:
+            return []
+    if nesting.refusal(code) is not None:  # LibCST would crash on it; reported when checked
+        return []
+    try:
+        module = cst.parse_module(code)
+    except Exception:  # a syntax error, or syntax this LibCST cannot represent
+        return []
+    launchers = find_launchers(module, ImportTable.of_module(module), path)
+    if not launchers:
+        return []
+    positions = Positions(module, code)
+    absolute = os.path.abspath(path)
+    root = root if root is not None else project_root(path)
+    shown = shown_path(absolute, root)
+    records = []
+    for launcher in launchers:
+        candidates = launcher.script_candidates(root)
+        if not candidates:
+            continue
+        line = positions.position(positions.span(launcher.call)[0]).line
+        where = shown if path.endswith(".ipynb") else f"{shown}:{line}"
+        hyper = launcher.literal("hyperparameters")
+        parameters_file = launcher.parameters_file
+        records.append(
+            LaunchRecord(
+                launcher=absolute,
+                line=line,
+                candidates=tuple(candidates),
+                job=declared_job(launcher, f"launcher {where}"),
+                hyperparameters=_literal_items(hyper),
+                hyperparameters_complete=hyper is None or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),
+                dependencies=(parameters_file,) if parameters_file is not None else (),
+            )
+        )
+    return records
+
+
+def link(files: Iterable[tuple[str, str]], root: Optional[str] = None) -> list[LinkedScript]:
+    """Launchers among ``(path, text)`` pairs (notebooks included) and the scripts they start.
+
+    ``root`` is the project root; by default each launcher's own.
+    """
     linked: list[LinkedScript] = []
     for path, text in files:
-        code = text
-        if path.endswith(".ipynb"):
-            from smpfix.base import notebook
-
-            try:
-                code = notebook.parse(text).joined()[0]
-            except notebook.NotebookError:
-                continue
-        if nesting.refusal(code) is not None:  # LibCST would crash on it; reported when checked
-            continue
-        try:
-            module = cst.parse_module(code)
-        except Exception:  # a syntax error, or syntax this LibCST cannot represent
-            continue
-        launchers = find_launchers(module, ImportTable.of_module(module), path)
-        if not launchers:
-            continue
-        positions = Positions(module, code)
-        for launcher in launchers:
-            script = launcher.script
-            if script is None:
-                continue
-            line = positions.position(positions.span(launcher.call)[0]).line
-            shown = os.path.relpath(path)
-            shown = path if shown.startswith("..") else shown
-            where = shown if path.endswith(".ipynb") else f"{shown}:{line}"
-            hyper = launcher.literal("hyperparameters")
-            linked.append(
-                LinkedScript(
-                    script=os.path.abspath(script),
-                    job=declared_job(launcher, f"launcher {where}"),
-                    hyperparameters=_literal_items(hyper),
-                    launcher=os.path.abspath(path),
-                    line=line,
-                    hyperparameters_complete=hyper is None or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),
-                )
-            )
+        for record in read_launcher(path, text, root):
+            found = record.linked()
+            if found is not None:
+                linked.append(found)
     return linked

@@ -29,10 +29,16 @@ class Project:
         return cls(tuple(os.path.abspath(p) for p in paths if p != "-"))
 
     def with_links(self, links: Sequence[LinkedScript]) -> Project:
+        """The project with these launchers; each script's in launcher order, whichever way they were found."""
         grouped: dict[str, list[LinkedScript]] = {}
-        for link in links:
-            grouped.setdefault(link.script, []).append(link)
+        for link in sorted(links, key=lambda link: (link.launcher, link.line, link.script)):
+            found = grouped.setdefault(link.script, [])
+            if not any(other.launcher == link.launcher and other.line == link.line for other in found):
+                found.append(link)
         return Project(self.roots, {script: tuple(found) for script, found in grouped.items()})
+
+    def with_roots(self, roots: Sequence[str]) -> Project:
+        return Project(tuple(roots), self.links)
 
     def launchers_of(self, path: str) -> tuple[LinkedScript, ...]:
         return self.links.get(os.path.abspath(path), ())
@@ -52,13 +58,14 @@ class Project:
         first = links[0].job
         if len(links) == 1:
             return (first,)
-        disagree = {
+        disagree = frozenset(
             key for link in links[1:] for key in set(first.settings) | set(link.job.settings)
             if first.settings.get(key) != link.job.settings.get(key)
-        }
+        )
         names = ", ".join(link.job.source for link in links)
         settings = {k: v for k, v in first.settings.items() if k not in disagree}
-        return (DeclaredJob(names, settings, all(link.job.complete for link in links), first.unknown | frozenset(disagree)),)
+        complete = all(link.job.complete for link in links)
+        return (DeclaredJob(names, settings, complete, first.unknown | disagree, conflicting=disagree),)
 
     def hyperparameters_for(self, path: str) -> Mapping[str, Any]:
         links = self.launchers_of(path)

@@ -3,8 +3,9 @@
 A training script often keeps its model class in ``model.py`` and its DataLoader in
 ``data.py``, and a launcher next to it configures the job. Rules that follow the model class
 or the data pipeline across files resolve the script's own imports here, to files inside
-the checked paths only, parsing each file at most once per analysis. Nothing outside the
-checked paths is read, and nothing is ever imported or executed.
+the project's roots only (the checked paths, and the project root of a file checked without
+the rest of its project: ``smpfix.engine.launcher_index``), parsing each file at most once
+per analysis. Nothing outside those roots is read, and nothing is ever imported or executed.
 """
 
 from __future__ import annotations

@@ -201,7 +201,7 @@ def _views(rule: Rule) -> list[ConfigView]:
             version = launcher_smp_version(launcher, "the launcher")
             views.append(ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra, version))
     for call in facts.smp_init_calls:
-        argument = evaluate_argument(module, facts.imports, call)
+        argument = evaluate_argument(module, facts.imports, call, rule.context.path)
         if argument is not None and isinstance(argument.value, dict):
             views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call))
     return views

@@ -4,7 +4,7 @@
 Some configuration mistakes are mistakes only together with the code: ``offload_activations``
 does nothing unless the script checkpoints activations, and sharded data parallelism with
 tensor parallelism needs ``smp.model_creation(tensor_parallelism=...)``. A launcher's script
-is looked into only when it is inside the checked paths and on disk (a notebook's
+is looked into only when it is inside the project's roots and on disk (a notebook's
 ``%%writefile`` cell is not), parsed once per analysis through ``LocalModules``, which also
 records it as a dependency of the launcher's cached result. The script's own imports are
 followed to project files only, a few levels deep; a call made inside an installed package
@@ -57,10 +57,9 @@ def launched_code(rule: Rule, view: ConfigView) -> Optional[LaunchedCode]:
         return None
     if view.kind == "smp.init":
         return LaunchedCode("this script", (rule.facts, *_imported(modules, rule.context.path, rule.facts)))
-    script = view.launcher.script if view.launcher is not None else None
-    if script is None:
+    path = view.launcher.script if view.launcher is not None else None
+    if path is None:
         return None
-    path = os.path.abspath(script)
     if not modules.project.contains(path):
         return None
     resolver = modules.for_importer(path)
