@@ -31,10 +31,10 @@ from smpfix.program.steps import step_bodies, step_functions
 class LibraryCode:
     """Answers ``runs_with_library`` for one file; build once per rule that needs it."""
 
-    def __init__(self, facts: FileFacts, module: cst.Module) -> None:
+    def __init__(self, facts: FileFacts, module: cst.Module, parents: Optional[ParentIndex] = None) -> None:
         self.facts = facts
         self.module = module
-        self.parents = ParentIndex(module)
+        self.parents = parents or ParentIndex(module)
         self._uses: dict[int, bool] = {}
         top: list[cst.CSTNode] = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
         self.module_level = any(self._uses_library(s) for s in top)

@@ -20,15 +20,6 @@ from smpfix.program.steps import calls_by_name
 from smpfix.program.wrapped_model import latest_assignment
 
 
-def parents_of(module: cst.Module, memo: dict[str, object]) -> ParentIndex:
-    """The file's ``ParentIndex``, built once per analysis (``memo`` is the rule context's)."""
-    found = memo.get("parents")
-    if not isinstance(found, ParentIndex):
-        found = ParentIndex(module)
-        memo["parents"] = found
-    return found
-
-
 def optimizer_wrap(facts: FileFacts, parents: ParentIndex, expr: cst.BaseExpression, at: cst.Call, depth: int = 0) -> Optional[Wrap]:
     """The ``smp.DistributedOptimizer`` call whose result ``expr`` (used in ``at``) holds, if the file shows it."""
     wraps = {id(wrap.call): wrap for wrap in facts.distributed_optimizers}

@@ -9,6 +9,7 @@ import libcst as cst
 
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import Tri
 from smpfix.program.codegen import smp_reference
@@ -63,7 +64,7 @@ class UnsupportedFrameworkFeature(Rule):
             check = self._check_for(qualified)
             if check is None:
                 continue
-            library = library or LibraryCode(self.facts, node)
+            library = library or LibraryCode(self.facts, node, ParentIndex.cached(node, self.context.memo))
             if library.runs_with_library(call):
                 check(call, qualified, node)
         self._model_transforms()

@@ -9,10 +9,11 @@ import libcst as cst
 from smpfix.base.calls import argument
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.parents import ParentIndex
 from smpfix.job.jobfacts import Tri
 from smpfix.program.codegen import smp_reference
 from smpfix.program.facts import FileFacts
-from smpfix.program.wrapped_optimizer import optimizer_wrap, parents_of
+from smpfix.program.wrapped_optimizer import optimizer_wrap
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # Hugging Face's schedule helpers build a ``LambdaLR`` on the optimizer they get.
@@ -33,7 +34,7 @@ class LrSchedulerOnFp16Wrapper(Rule):
         return super().applies_to(facts) and facts.imports_smp_torch and bool(facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
-        parents = parents_of(node, self.context.memo)
+        parents = ParentIndex.cached(node, self.context.memo)
         for call in self.facts.call_order:
             if not self._is_scheduler(call):
                 continue

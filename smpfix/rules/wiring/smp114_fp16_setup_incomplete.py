@@ -6,11 +6,11 @@ import libcst as cst
 
 from smpfix.base.calls import argument, has_star_kwargs
 from smpfix.base.findings import Severity
+from smpfix.base.parents import ParentIndex
 from smpfix.job.jobfacts import Tri
 from smpfix.program.creation_contexts import enclosing_contexts
 from smpfix.program.facts import FileFacts, Wrap
 from smpfix.program.wrapped_model import reaching_assignments, wrapped_constructions
-from smpfix.program.wrapped_optimizer import parents_of
 from smpfix.rules.rule import Rule
 
 
@@ -43,7 +43,7 @@ class Fp16SetupIncomplete(Rule):
         built = wrapped_constructions(self.facts, wrap)
         if not built:
             return True
-        parents = parents_of(module, self.context.memo)
+        parents = ParentIndex.cached(module, self.context.memo)
         places: list[cst.CSTNode] = [construction.call for construction in built]
         if isinstance(wrap.argument, cst.Name) and wrap.where is not None:
             for assignment in reaching_assignments(self.facts, wrap.argument.value, wrap.where.scope, wrap.call, wrap.where):

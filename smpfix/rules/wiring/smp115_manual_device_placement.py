@@ -9,12 +9,12 @@ import libcst as cst
 from smpfix.base.calls import argument
 from smpfix.base.edits import DeleteStatementLines
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.parents import ParentIndex
 from smpfix.program.execution import ExecutionOrder, order_of
 from smpfix.program.facts import FileFacts
 from smpfix.program.guards import early_exit_guard, rank_zero_guards
 from smpfix.program.initialisation import Initialisations
 from smpfix.program.wrapped_model import latest_assignment
-from smpfix.program.wrapped_optimizer import parents_of
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _DATASET_MODULES = ("torchvision.datasets.", "torchtext.datasets.")
@@ -44,17 +44,17 @@ class ManualDevicePlacement(Rule):
                 order = order or order_of(self.facts, node, self.context.memo)
                 self._synchronize(node, order, call)
             elif isinstance(call.func, cst.Attribute) and call.func.attr.value in ("to", "cuda"):
-                order = order or order_of(self.facts, node, self.context.memo)
-                self._move(order, call)
+                self._move(node, call)
             elif self.facts.is_smp_call(call, "DistributedModel"):
                 self._tracing(call)
 
     # -- model.to(device) -------------------------------------------------------------------
-    def _move(self, order: ExecutionOrder, call: cst.Call) -> None:
+    def _move(self, module: cst.Module, call: cst.Call) -> None:
         assert isinstance(call.func, cst.Attribute)
         receiver = call.func.value
         if not self._holds_distributed_model(receiver, call) or not self._moves_to_device(call):
             return
+        order = order_of(self.facts, module, self.context.memo)
         runs = order.runs_of(call)
         steps = self.facts.step_functions
         is_step = lambda run: isinstance(run.call.func, cst.Name) and run.call.func.value in steps  # noqa: E731
@@ -73,7 +73,7 @@ class ManualDevicePlacement(Rule):
             return True
         if not isinstance(receiver, cst.Name) or receiver.value not in self.facts.distributed_model_names():
             return False
-        scope = parents_of(self.context.module, self.context.memo).scope_of(call)
+        scope = ParentIndex.cached(self.context.module, self.context.memo).scope_of(call)
         assignment = latest_assignment(self.facts, receiver.value, scope, before=call)
         return assignment is not None and self.facts.is_smp_call(assignment.value, "DistributedModel")
 
@@ -121,7 +121,7 @@ class ManualDevicePlacement(Rule):
         return PendingFix(Applicability.SAFE if safe else Applicability.UNSAFE, "Remove the move of the distributed model", (DeleteStatementLines(statement),))
 
     def _statement_of(self, node: cst.CSTNode) -> Optional[cst.SimpleStatementLine]:
-        parents = parents_of(self.context.module, self.context.memo)
+        parents = ParentIndex.cached(self.context.module, self.context.memo)
         for ancestor in parents.ancestors(node):
             if isinstance(ancestor, cst.SimpleStatementLine):
                 return ancestor
@@ -160,7 +160,7 @@ class ManualDevicePlacement(Rule):
         self.report(call, message, severity=Severity.HINT)
 
     def _one_process_per_host(self, module: cst.Module, call: cst.Call) -> bool:
-        parents = parents_of(module, self.context.memo)
+        parents = ParentIndex.cached(module, self.context.memo)
         child: cst.CSTNode = call
         for ancestor in parents.ancestors(call):
             if isinstance(ancestor, cst.If) and child is ancestor.body:

@@ -8,11 +8,11 @@ import libcst as cst
 
 from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
+from smpfix.base.parents import ParentIndex
 from smpfix.program.execution import ExecutionOrder, order_of
 from smpfix.program.facts import FileFacts
 from smpfix.program.initialisation import init_dict_keys
 from smpfix.program.steps import step_bodies, step_functions
-from smpfix.program.wrapped_optimizer import parents_of
 from smpfix.rules.rule import Rule
 
 _MEMBERS = ("partition", "set_partition")
@@ -33,7 +33,7 @@ class PartitionApiMisuse(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         order: Optional[ExecutionOrder] = None
         forward_like = self._forward_like()
-        parents = parents_of(node, self.context.memo)
+        parents = ParentIndex.cached(node, self.context.memo)
         for call in self.facts.call_order:
             member = self.facts.smp_member(call.func)
             if member not in _MEMBERS:

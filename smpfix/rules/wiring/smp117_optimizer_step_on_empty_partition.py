@@ -5,10 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from smpfix.base.findings import Severity
+from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts
-from smpfix.program.wrapped_optimizer import optimizer_wrap, parents_of, wrapped_optimizer_class
+from smpfix.program.wrapped_optimizer import optimizer_wrap, wrapped_optimizer_class
 from smpfix.rules.rule import Rule
 
 # The release notes name AdaDelta; PyTorch's fix (pytorch#52944) was to Adadelta's step.
@@ -33,7 +34,7 @@ class OptimizerStepOnEmptyPartition(Rule):
         # A historical bug: without a known 1.3 job it is not worth a word.
         if pp.state is not Tri.ON or self.job.version_applies(self.since, self.until) is not Tri.ON:
             return
-        parents = parents_of(node, self.context.memo)
+        parents = ParentIndex.cached(node, self.context.memo)
         for call in self.facts.call_order:
             func = call.func
             if not (isinstance(func, cst.Attribute) and func.attr.value == "step" and not call.args):
