@@ -39,6 +39,9 @@ MAX_DEPTH = 4
 # would otherwise be replayed once per path; past this the order ends (rules see less).
 _BUDGET = 20_000
 _JUMPS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+# Code inside these does not run where it is written.
+_NOT_RUN = frozenset({cst.Lambda, cst.FunctionDef, cst.ClassDef})
+_COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
 
 Branch = Union[cst.If, cst.IfExp, cst.Try, cst.Match]
 
@@ -281,20 +284,30 @@ class _Tracer:
     def expression(self, node: cst.CSTNode, sides: tuple[Side, ...], repeated: bool, through: tuple[cst.Call, ...],
                    functions: Mapping[str, cst.FunctionDef]) -> None:
         """Record the calls in ``node`` in evaluation order (arguments before their call)."""
+        from smpfix.base.walker import iter_nodes
+
+        # Most statements call nothing: one scan of the (indexed) subtree rules them out.
+        if any(type(inner) is cst.Call for inner in iter_nodes(node)):
+            self._calls_in(node, sides, repeated, through, functions)
+
+    def _calls_in(self, node: cst.CSTNode, sides: tuple[Side, ...], repeated: bool, through: tuple[cst.Call, ...],
+                  functions: Mapping[str, cst.FunctionDef]) -> None:
         from smpfix.base.walker import children
 
-        if self.exhausted or isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+        kind = type(node)  # exact types: these node classes have no subclasses, and isinstance is slow here
+        if self.exhausted or kind in _NOT_RUN:
             return
-        if isinstance(node, cst.IfExp):
-            self.expression(node.test, sides, repeated, through, functions)
-            self.expression(node.body, (*sides, Side(node, 0)), repeated, through, functions)
-            self.expression(node.orelse, (*sides, Side(node, 1)), repeated, through, functions)
+        if kind is cst.IfExp:
+            assert isinstance(node, cst.IfExp)
+            self._calls_in(node.test, sides, repeated, through, functions)
+            self._calls_in(node.body, (*sides, Side(node, 0)), repeated, through, functions)
+            self._calls_in(node.orelse, (*sides, Side(node, 1)), repeated, through, functions)
             return
-        inner_repeated = repeated or isinstance(node, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp))
+        inner_repeated = repeated or kind in _COMPREHENSIONS
         for child in children(node):
-            self.expression(child, sides, inner_repeated, through, functions)
-        if isinstance(node, cst.Call):
-            self.call(node, sides, repeated, through, functions)
+            self._calls_in(child, sides, inner_repeated, through, functions)
+        if kind is cst.Call:
+            self.call(node, sides, repeated, through, functions)  # type: ignore[arg-type]
 
     def call(self, node: cst.Call, sides: tuple[Side, ...], repeated: bool, through: tuple[cst.Call, ...],
              functions: Mapping[str, cst.FunctionDef]) -> None:

@@ -16,7 +16,6 @@ from smpfix.program.initialisation import (
     Mode,
     imports_initialise,
     initialisation_mode,
-    initialised_before,
 )
 from smpfix.rules.rule import Rule
 
@@ -51,13 +50,18 @@ class SmpApiBeforeInit(Rule):
             return
         order = order_of(self.facts, node, self.context.memo)
         inits = Initialisations(self.facts, node, self.context.modules)
+        candidates = [(run, member) for run in order.runs if (member := self._member(run.call)) is not None]
+        if not candidates:
+            return
+        # One pass each over the order: every initialisation, and the explicit smp.init() calls.
+        initialising = order.matching(inits.any)
+        explicit = [run for run in initialising if inits.explicit(run)]
         mode = initialisation_mode(self.facts, self.job)
         seen: set[int] = set()
-        for run in order.runs:
-            member = self._member(run.call)
-            if member is None or id(run.call) in seen or initialised_before(order, run, inits):
+        for run, member in candidates:
+            if id(run.call) in seen or any(other.order < run.order and not other.exclusive_with(run) for other in initialising):
                 continue
-            later = order.after(run, inits.explicit)
+            later = [other for other in explicit if other.order > run.order and not other.exclusive_with(run)]
             if not later:
                 continue
             seen.add(id(run.call))

@@ -34,13 +34,13 @@ class LrSchedulerOnFp16Wrapper(Rule):
         return super().applies_to(facts) and facts.imports_smp_torch and bool(facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
-        parents = ParentIndex.cached(node, self.context.memo)
         for call in self.facts.call_order:
             if not self._is_scheduler(call):
                 continue
             given = argument(call, "optimizer", 0)
             if given is None or not isinstance(given.value, cst.Name):
                 continue
+            parents = ParentIndex.cached(node, self.context.memo)
             if optimizer_wrap(self.facts, parents, given.value, call) is not None:
                 self._flag(node, call, given.value)
 
