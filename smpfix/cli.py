@@ -118,12 +118,11 @@ def _usage_error(message: str) -> int:
 
 
 def _check(paths: Sequence[str], **opts: Any) -> int:
-    from smpfix.engine.config import ConfigError, resolve, validate_job
+    from smpfix.engine.config import ConfigError, resolve
     from smpfix.engine.discovery import DiscoveredFile, Excluder, discover
     from smpfix.engine.launcher_index import LauncherSearch
     from smpfix.engine.runner import RunOptions, run
     from smpfix.engine.selection import SelectionError, enabled
-    from smpfix.job.jobfacts import DeclaredJob, parse_value
     from smpfix.job.project import Project
     from smpfix.report import ReportOptions
     from smpfix.rules.registry import RuleNames
@@ -132,13 +131,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     config_anchor = [stdin_name] if "-" in paths and stdin_name else list(paths)
     try:
         config = resolve(config_anchor, opts["config_path"])
-        cli_job: dict[str, Any] = {}
-        for item in opts["job_settings"]:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ConfigError(f"--job expects KEY=VALUE, got {item!r}")
-            cli_job[key.strip()] = parse_value(value)
-        cli_job = validate_job(cli_job, "--job")
+        cli_job = _cli_job(opts["job_settings"])
     except ConfigError as exc:
         return _usage_error(str(exc))
     names = RuleNames()
@@ -151,10 +144,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         )
     except SelectionError as exc:
         return _usage_error(str(exc))
-    declared = []
-    if cli_job:
-        declared.append(DeclaredJob("command line --job", cli_job))
-    declared.extend(config.declared_jobs())
+    declared = _declared_jobs(cli_job, config)
     options = RunOptions(
         select=codes,
         rule_names=names,
@@ -199,6 +189,31 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     if opts.get("add_noqa"):
         return _add_noqa(results, tasks, options, opts["quiet"])
     return _finish(results, options, report_options, fmt, opts["quiet"], opts["exit_zero"])
+
+
+def _cli_job(items: Sequence[str]) -> dict[str, Any]:
+    """``--job KEY=VALUE`` settings, validated like ``[tool.smpfix.job]`` (raises ConfigError)."""
+    from smpfix.engine.config import ConfigError, validate_job
+    from smpfix.job.jobfacts import parse_value
+
+    job: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--job expects KEY=VALUE, got {item!r}")
+        job[key.strip()] = parse_value(value)
+    return validate_job(job, "--job")
+
+
+def _declared_jobs(cli_job: dict[str, Any], config: Any) -> list[Any]:
+    """The declared jobs, highest precedence first: ``--job``, then ``[tool.smpfix]``'s."""
+    from smpfix.job.jobfacts import DeclaredJob
+
+    declared = []
+    if cli_job:
+        declared.append(DeclaredJob("command line --job", cli_job))
+    declared.extend(config.declared_jobs())
+    return declared
 
 
 def _cache_dir(root: Path, no_cache: bool, explicit: Optional[str]) -> Optional[Path]:
@@ -335,7 +350,8 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
             continue
         click.echo(f"{result.path}: job facts", err=err)
         version = result.job.get("smp_version")
-        click.echo(f"  library      SMP {version['value']} ({version['source']})" if version else "  library      SMP version unknown", err=err)
+        flavour = "TensorFlow " if result.job.get("flavour") == "tensorflow" else ""
+        click.echo(f"  library      {flavour}SMP {version['value']} ({version['source']})" if version else f"  library      {flavour}SMP version unknown", err=err)
         for key, item in result.job["features"].items():
             click.echo(f"  {key:<12} {item['state']:<8} {item['source']}", err=err)
         for key, item in result.job["settings"].items():
@@ -348,9 +364,59 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
 
 
 @main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True, help="Output format.")
+@click.option("--job", "job_settings", multiple=True, metavar="KEY=VALUE",
+              help="A job setting that overrides the launchers, e.g. tensor_parallel_degree=8 or model_parameters=20e9.")
+@click.option("--config", "config_path", type=click.Path(), help="Read [tool.smpfix] from this pyproject.toml.")
+@click.option("--exclude", multiple=True, help="Extra gitignore-style patterns to skip.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when a configuration does not fit.")
+@click.option("--no-color", is_flag=True, help="Disable colours (also NO_COLOR, or when output is not a terminal).")
+def plan(paths: tuple[str, ...], fmt: str, job_settings: tuple[str, ...], config_path: Optional[str], exclude: tuple[str, ...],
+         exit_zero: bool, no_color: bool) -> None:
+    """Will it fit? Estimate the per-GPU memory of every launcher configuration in PATHS.
+
+    For each estimator call (and, with --job or [tool.smpfix.job], each training script no
+    launcher starts): the parameter count and where it came from, the per-GPU split into
+    model states, activations and the rest against the GPU of the instance type, the verdict
+    (fits, does not fit, depends on a switch smpfix cannot resolve, or unknown), the
+    assumptions, and the smallest changes that make a job fit. It is an estimate: every
+    approximation is listed in docs/plan.md
+    (https://github.com/smpfix/smpfix/blob/main/docs/plan.md).
+
+    Exit codes: 0 when nothing is known not to fit, 1 when a configuration does not fit, 2 on
+    a usage error.
+    """
+    from smpfix.engine.config import ConfigError, resolve
+    from smpfix.engine.discovery import Excluder, discover
+    from smpfix.engine.planning import plan_files
+    from smpfix.job.project import Project
+    from smpfix.report.plan import render_plan_json, render_plan_table
+
+    paths = paths or (".",)
+    try:
+        config = resolve(list(paths), config_path)
+        declared = _declared_jobs(_cli_job(job_settings), config)
+    except ConfigError as exc:
+        sys.exit(_usage_error(str(exc)))
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        sys.exit(_usage_error(f"{missing[0]}: no such file or directory"))
+    tasks = list(discover(paths, Excluder([*config.exclude, *exclude], config.root), config.respect_gitignore))
+    planned = plan_files(tasks, Project.of(tuple(paths)), declared, str(config.path) if config.job and config.path else None)
+    if fmt == "json":
+        click.echo(render_plan_json(planned), nl=False)
+    else:
+        click.echo(render_plan_table(planned, _use_color(no_color)), nl=False)
+    does_not_fit = any(configuration.plan.fits is False for configuration in planned)
+    sys.exit(EXIT_FINDINGS if does_not_fit and not exit_zero else EXIT_CLEAN)
+
+
+@main.command()
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def rules(fmt: str) -> None:
-    """List every rule: code, name, fix availability and safety, SMP versions, job settings it depends on."""
+    """List every rule: code, name, fix availability and safety, SMP versions, the library flavours whose
+    scripts it checks, job settings it depends on."""
     from smpfix.rules.registry import rule_table
 
     table = rule_table()
@@ -358,10 +424,11 @@ def rules(fmt: str) -> None:
         click.echo(json.dumps(table, indent=2))
         return
     width = max(len(row["name"]) for row in table) if table else 10
-    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<10} depends on")
+    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<10} {'scripts':<19} depends on")
     for row in table:
         depends = ", ".join(row["depends_on"]) or "-"
-        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<10} {depends}")
+        scripts = ", ".join(row["flavours"])
+        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<10} {scripts:<19} {depends}")
 
 
 @main.command()

@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import EXAMPLES, run_cli
 
 BAD = '''import smdistributed.modelparallel.torch as smp
@@ -46,27 +47,38 @@ def write(folder: Path, name: str, text: str) -> Path:
     return path
 
 
-def test_examples_pitfalls_are_reported_and_the_twin_is_clean() -> None:
-    bad = run_cli("check", str(EXAMPLES / "pitfalls"))
+# Each flavour's example pair: the codes its pitfalls twin must show (with its launcher).
+EXAMPLE_PAIRS = {
+    "pytorch": {"SMP101", "SMP301", "SMP801"},
+    "tensorflow": {"SMP201", "SMP203", "SMP701", "SMP702", "SMP703", "SMP704", "SMP705", "SMP706", "SMP707", "SMP812"},
+}
+
+
+@pytest.mark.parametrize("flavour", sorted(EXAMPLE_PAIRS))
+def test_examples_pitfalls_are_reported_and_the_twin_is_clean(flavour: str) -> None:
+    bad = run_cli("check", "--no-cache", "--format", "json", str(EXAMPLES / flavour / "pitfalls"))
     assert bad.code == 1
-    assert "SMP101" in bad.stdout and "SMP301" in bad.stdout
-    good = run_cli("check", str(EXAMPLES / "correct"))
+    assert EXAMPLE_PAIRS[flavour] <= {finding["code"] for finding in json.loads(bad.stdout)}
+    good = run_cli("check", "--no-cache", str(EXAMPLES / flavour / "correct"))
     assert good.code == 0, good.stdout
     assert "All checks passed!" in good.stdout
 
 
-def test_apply_on_a_copy_of_the_examples_fixes_the_safe_ones(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flavour", sorted(EXAMPLE_PAIRS))
+def test_apply_on_a_copy_of_the_examples_fixes_the_safe_ones(tmp_path: Path, flavour: str) -> None:
     copy = tmp_path / "examples"
     shutil.copytree(EXAMPLES, copy)
-    before = run_cli("check", "--format", "json", str(copy / "pitfalls"))
+    pitfalls, correct = copy / flavour / "pitfalls", copy / flavour / "correct"
+    before = run_cli("check", "--no-cache", "--format", "json", str(pitfalls))
     safe = [f for f in json.loads(before.stdout) if f["fix"] and f["fix"]["applicability"] == "safe"]
     assert safe
-    first = run_cli("--apply", str(copy / "pitfalls"))
+    first = run_cli("--apply", "--no-cache", str(pitfalls))
     assert first.code in (0, 1)
-    after = json.loads(run_cli("check", "--format", "json", str(copy / "pitfalls")).stdout)
+    after = json.loads(run_cli("check", "--no-cache", "--format", "json", str(pitfalls)).stdout)
     assert all(not (f["fix"] and f["fix"]["applicability"] == "safe") for f in after)
     assert len(after) == len(json.loads(before.stdout)) - len(safe) or len(after) < len(json.loads(before.stdout))
-    assert (copy / "correct" / "train_gpt.py").read_text() == (EXAMPLES / "correct" / "train_gpt.py").read_text()
+    for script in (EXAMPLES / flavour / "correct").iterdir():
+        assert (correct / script.name).read_text() == script.read_text()
 
 
 def test_default_command_and_exit_codes(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from smpfix.api import check_source, fix_source
 from smpfix.job.config_keys import EXPLAINED, advise
-from smpfix.job.jobfacts import KNOWN_KEYS
+from smpfix.job.jobfacts import KNOWN_KEYS, TF_KNOWN_KEYS
 from smpfix.rules.job_config.smp813_config_value_wrong_type import EXPECTED_TYPES
 
 SCRIPT = "import smdistributed.modelparallel.torch as smp\n\nsmp.init()\n"
@@ -101,7 +101,7 @@ def test_launcher_of_a_plain_script_may_use_pipeline_parallel_degree(tmp_path: P
 
 
 def test_every_schema_key_has_a_type_and_the_explained_keys_are_unknown() -> None:
-    assert set(EXPECTED_TYPES) == set(KNOWN_KEYS)
+    assert set(EXPECTED_TYPES) == set(KNOWN_KEYS) | set(TF_KNOWN_KEYS)
     assert not set(EXPLAINED) & set(KNOWN_KEYS)
     assert advise("tensor_parallelism_degree").suggestion == "tensor_parallel_degree"
     assert advise("deterministic_server").suggestion is None

@@ -18,6 +18,8 @@ import libcst as cst
 
 SMP_TORCH = "smdistributed.modelparallel.torch"
 SMP_TF = "smdistributed.modelparallel.tensorflow"
+# The undocumented TensorFlow 1 API: another step, no ``DistributedModel`` class.
+SMP_TF_V1 = "smdistributed.modelparallel.tensorflow.v1"
 SMP_V2 = "torch.sagemaker"
 
 
@@ -140,7 +142,9 @@ def smp_member(table: ImportTable, node: cst.BaseExpression) -> Optional[str]:
         return None
     for module in (SMP_TORCH, SMP_TF):
         if qualified.startswith(module + "."):
-            return qualified[len(module) + 1 :]
+            member = qualified[len(module) + 1 :]
+            # `smdistributed.modelparallel.tensorflow.v2` re-exports the TensorFlow 2 API.
+            return member[len("v2.") :] if module == SMP_TF and member.startswith("v2.") else member
     if qualified.startswith("smdistributed.modelparallel."):
         rest = qualified[len("smdistributed.modelparallel.") :]
         head, _, member = rest.partition(".")

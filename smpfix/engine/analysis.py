@@ -17,6 +17,7 @@ import libcst as cst
 
 from smpfix.base import nesting
 from smpfix.base.findings import Applicability, FileError, Finding, Fix, JobFactUse
+from smpfix.base.flavour import Flavour
 from smpfix.base.positions import Positions
 from smpfix.base.walker import Ancestry, Dispatch, indexed, walk
 from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts
@@ -116,7 +117,7 @@ def job_facts_for(facts: FileFacts, declared: Sequence[DeclaredJob], positions: 
         Evidence(item.feature, item.description, positions.get().position(positions.get().span(item.node)[0]).line, item.strong)
         for item in facts.evidence
     ]
-    return JobFacts.resolve(sources, evidence)
+    return JobFacts.resolve(sources, evidence, Flavour.TENSORFLOW if facts.is_tensorflow else None)
 
 
 def analyze(text: str, path: str, options: AnalysisOptions) -> Analysis:

@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 from smpfix.job.config_keys import advise
-from smpfix.job.jobfacts import KNOWN_KEYS, LAUNCH_KEYS, DeclaredJob, Value, normalize_key
+from smpfix.job.jobfacts import (
+    KNOWN_KEYS,
+    LAUNCH_KEYS,
+    SMPFIX_KEYS,
+    TF_KNOWN_KEYS,
+    DeclaredJob,
+    Value,
+    framework_flavour,
+    normalize_key,
+)
 from smpfix.job.versions import parse_version
 
 if sys.version_info >= (3, 11):
@@ -79,7 +88,7 @@ def _strings(value: Any, key: str, where: Path) -> tuple[str, ...]:
 def validate_job(table: Mapping[str, Any], where: str) -> dict[str, Value]:
     job: dict[str, Value] = {}
     for key, value in table.items():
-        if key not in KNOWN_KEYS and key not in LAUNCH_KEYS:
+        if key not in KNOWN_KEYS and key not in TF_KNOWN_KEYS and key not in LAUNCH_KEYS and key not in SMPFIX_KEYS:
             # The same advice SMP812 gives for a key in a launcher or an smp.init dict.
             advice = advise(key)
             hint = advice.suggestion or advise(key, LAUNCH_KEYS).suggestion
@@ -87,6 +96,8 @@ def validate_job(table: Mapping[str, Any], where: str) -> dict[str, Value]:
             raise ConfigError(f"{where}: unknown job setting {key!r}{suggestion}")
         if not isinstance(value, (bool, int, float, str)):
             raise ConfigError(f"{where}: job setting {key!r} must be a boolean, number or string")
+        if key == "framework" and framework_flavour(value) is None:
+            raise ConfigError(f"{where}: job setting 'framework' must be \"pytorch\" or \"tensorflow\", not {value!r}")
         if key in ("smp_version", "framework_version") and parse_version(value) is None:
             raise ConfigError(f"{where}: job setting {key!r} must be a version such as \"1.11\" or \"1.13.1\", not {value!r}")
         job[normalize_key(key)] = value

@@ -11,8 +11,9 @@ import re
 from typing import Optional
 
 from smpfix.base.findings import FileError, FileResult, Finding, Position, Severity
+from smpfix.base.flavour import Flavour
 from smpfix.engine.config import Config
-from smpfix.job.jobfacts import LAUNCH_KEYS, JobFacts, Tri
+from smpfix.job.jobfacts import LAUNCH_KEYS, SMPFIX_KEYS, JobFacts, Tri
 
 
 def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResult]:
@@ -24,14 +25,19 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
 
     path = str(config.path)
     text = config.path.read_text(encoding="utf-8")
-    parameters = Located({key: Located(value, entry=None, source_file=path) for key, value in config.job.items() if key not in LAUNCH_KEYS})
-    extra = {key: Located(value) for key, value in config.job.items() if key in LAUNCH_KEYS}
-    view = ConfigView("job table", config.job_source, parameters, True, None, None, extra)
     job = JobFacts.resolve(config.declared_jobs())
+    # The table is stored under the library's names; TensorFlow knows the pipeline degree only as `partitions`.
+    spelled = {"pipeline_parallel_degree": "partitions"} if job.flavour is Flavour.TENSORFLOW else {}
+    parameters = Located({
+        spelled.get(key, key): Located(value, entry=None, source_file=path) for key, value in config.job.items()
+        if key not in LAUNCH_KEYS and key not in SMPFIX_KEYS
+    })
+    extra = {key: Located(value) for key, value in config.job.items() if key in LAUNCH_KEYS}
+    view = ConfigView("job table", config.job_source, parameters, True, None, None, extra, flavour=job.flavour)
     findings: list[Finding] = []
     errors: list[FileError] = []
     for rule in all_rules():
-        if not issubclass(rule, ConfigRule) or rule.code not in select:
+        if not issubclass(rule, ConfigRule) or rule.code not in select or not rule.judges(view):
             continue
         try:
             problems = list(rule.check(view))

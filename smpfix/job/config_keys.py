@@ -5,7 +5,7 @@ SageMaker SDK reads only a few keys of the ``mpi`` and ``modelparallel`` dicts a
 ignores the rest. Some unknown keys are not typos but settings from somewhere else (a
 documented key the library rejects, a ``DistributedModel`` argument, a key of SMP v2): for
 those the advice says what they are instead of guessing a neighbour that happens to look
-alike. Shared by SMP812 and the validation of ``[tool.smpfix.job]`` and ``--job`` (``smpfix.engine.config``),
+alike; a PyTorch key in a TensorFlow configuration is explained as one. Shared by SMP812 and the validation of ``[tool.smpfix.job]`` and ``--job`` (``smpfix.engine.config``),
 so a key is explained the same way wherever it is written. Imports nothing heavy: the CLI
 validates its configuration before it loads LibCST.
 """
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional
 
-from smpfix.job.jobfacts import KNOWN_KEYS
+from smpfix.job.jobfacts import KNOWN_KEYS, TF_KNOWN_KEYS
 
 # The keys the SageMaker SDK reads from ``distribution["mpi"]`` (estimator
 # ``_distribution_configuration``); anything else is dropped without a word.
@@ -42,6 +42,14 @@ EXPLAINED: Mapping[str, str] = {
         "is an argument of `smp.DistributedModel(model, trace_device=\"cpu\")`, not a configuration key; "
         "pass it there"
     ),
+    "model_parameters": (
+        "is a setting of smpfix (`--job model_parameters=...` or `[tool.smpfix.job]`), which gives its memory plan "
+        "the model's size; the library has no such key: remove it from the library's parameters"
+    ),
+    "xla": (
+        "is a setting of the TensorFlow flavour (`smdistributed.modelparallel.tensorflow`); the PyTorch library "
+        "has no such key. Remove it"
+    ),
     "activation_checkpointing": (
         "is not a configuration key: activation checkpointing is turned on in the script with "
         "`smp.set_activation_checkpointing(module)` after `smp.DistributedModel`"
@@ -58,6 +66,46 @@ EXPLAINED: Mapping[str, str] = {
             "random_seed",
         )
     },
+}
+
+
+_NOT_IN_TENSORFLOW = (
+    "is not available in the TensorFlow flavour: TensorFlow containers ship SMP 1.0 to 1.4.0, and the key belongs "
+    "to the PyTorch library (SMP 1.6 or later)"
+)
+
+# Keys of the PyTorch library written into a TensorFlow configuration (``smp.init`` dict or a
+# TensorFlow launcher). The TensorFlow library is SMP 1.0-1.4.0; anything newer cannot exist there.
+TF_EXPLAINED: Mapping[str, str] = {
+    "pipeline_parallel_degree": (
+        "is the PyTorch name of the pipeline degree (SMP 1.6 and later); the TensorFlow flavour (SMP 1.0 to 1.4.0) "
+        "calls it `partitions`"
+    ),
+    "tensor_parallel_degree": "is tensor parallelism, which exists only in the PyTorch library (SMP 1.6 and later)",
+    "ddp_dist_backend": "configures PyTorch DistributedDataParallel (SMP 1.13 and later), which the TensorFlow flavour does not have",
+    **{
+        key: _NOT_IN_TENSORFLOW
+        for key in (
+            "fp16", "fp16_params", "bf16", "prescaled_batch", "shard_optimizer_state", "skip_tracing",
+            "offload_activations", "activation_loading_horizon", "_shard_offloaded_activations",
+            "task_level_activation_loading_horizon", "sharded_data_parallel_degree", "sdp_reduce_bucket_size",
+            "sdp_param_persistence_threshold", "sdp_max_live_parameters", "sdp_hierarchical_allgather",
+            "sdp_gradient_clipping", "_sharded_data_parallelism_config", "tensor_parallel_seed",
+            "delayed_parameter_initialization", "fast_mode", "static_mode", "herring", "_match_weights",
+            "_fp32_grad_accumulation", "checkpoint_attentions",
+        )
+    },
+}
+
+# Keys the TensorFlow flavour's library may accept (the SageMaker SDK validates them, and the
+# flavours share one schema file) but that only the PyTorch library acts on (SDK parameters
+# page: "PyTorch-specific"): a warning, not a start-up failure.
+TF_IGNORED: Mapping[str, str] = {
+    "ddp": "is PyTorch DistributedDataParallel; data parallelism in the TensorFlow flavour is Horovod (`\"horovod\": True`)",
+    "ddp_port": "configures PyTorch DistributedDataParallel, which the TensorFlow flavour does not have",
+    "memory_weight": "is a setting of PyTorch's automatic partitioning; the TensorFlow flavour does not use it",
+    "active_microbatches": "is documented for PyTorch only; the TensorFlow flavour does not use it",
+    "deterministic_server": "is documented for PyTorch only; the TensorFlow flavour does not use it",
 }
 
 
@@ -80,10 +128,15 @@ class KeyAdvice:
 def advise(key: str, known: frozenset[str] = KNOWN_KEYS) -> KeyAdvice:
     """Advice for ``key``, which is not in ``known``.
 
-    Explanations exist only for library parameters (``known`` is the schema); a close match is
-    suggested only when it is close enough that a rename is a plausible fix (difflib ratio 0.6).
+    Explanations exist only for library parameters (``known`` is a flavour's schema); a close
+    match is suggested only when it is close enough that a rename is a plausible fix (difflib
+    ratio 0.6).
     """
     if known == KNOWN_KEYS and key in EXPLAINED:
         return KeyAdvice(explanation=EXPLAINED[key])
+    if known == TF_KNOWN_KEYS and key in TF_EXPLAINED:
+        # The one PyTorch key with a TensorFlow twin: renaming it is the fix.
+        twin = "partitions" if key == "pipeline_parallel_degree" else None
+        return KeyAdvice(suggestion=twin, explanation=TF_EXPLAINED[key])
     matches = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
     return KeyAdvice(suggestion=matches[0] if matches else None)

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from smpfix.base.flavour import Flavour
 from smpfix.job.launcher import Launcher
 from smpfix.job.versions import SmpVersion, pytorch_job_version, tensorflow_job_version
 
@@ -71,6 +72,17 @@ def tensorflow_version(launcher: Launcher) -> Optional[FrameworkVersion]:
         if match:
             return FrameworkVersion(_parts(match), "the image_uri tag")
     return None
+
+
+def launcher_flavour(launcher: Launcher) -> Flavour:
+    """The library flavour the launched container runs: TensorFlow for the TensorFlow
+    estimator (``sagemaker.tensorflow.TensorFlow``) or a TensorFlow training image, else PyTorch."""
+    if "tensorflow" in launcher.estimator.lower():
+        return Flavour.TENSORFLOW
+    image = launcher.literal("image_uri")
+    if isinstance(image, str) and _TF_IMAGE_TAG.search(image):
+        return Flavour.TENSORFLOW
+    return Flavour.PYTORCH
 
 
 def launcher_smp_version(launcher: Launcher, where: str) -> Optional[SmpVersion]:

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from smpfix.base.flavour import Flavour
 from smpfix.job.versions import (
     FEATURE_SINCE,
     SmpVersion,
@@ -76,6 +77,42 @@ KNOWN_KEYS: frozenset[str] = frozenset(
     }
 )
 
+# The TensorFlow flavour (SMP 1.0-1.4.0, the only releases in TensorFlow containers): its
+# documented keys, from the TensorFlow ``smp.init`` docstring and the SDK parameters page.
+# ``xla`` is TensorFlow's own (absent from the PyTorch schema); ``partitions`` is the only name
+# of the pipeline degree (``pipeline_parallel_degree`` came with PyTorch SMP 1.6); tensor
+# parallelism, sharded data parallelism, fp16/bf16 and ``ddp`` do not exist in TensorFlow.
+# ``load_partition``, ``partition_file`` and ``fork`` are internal (the container tests pass
+# ``"fork": False`` to a TensorFlow ``smp.init``).
+TF_KNOWN_KEYS: frozenset[str] = frozenset(
+    {
+        "partitions", "microbatches", "pipeline", "optimize", "placement_strategy", "auto_partition",
+        "default_partition", "contiguous", "horovod", "xla", "load_partition", "partition_file", "fork",
+    }
+)
+
+# Defaults of the TensorFlow flavour, from the SDK parameters page. ``optimize`` is left out:
+# the page says "memory", the library's schema "speed".
+TF_LIBRARY_DEFAULTS: Mapping[str, Value] = {
+    "pipeline_parallel_degree": 1,
+    "microbatches": 1,
+    "pipeline": "interleaved",
+    "placement_strategy": "cluster",
+    "auto_partition": True,
+    "contiguous": True,
+    "horovod": False,
+    "xla": False,
+}
+
+# What the TensorFlow flavour has instead of the PyTorch-only settings, whatever a
+# configuration writes (a PyTorch key there is SMP812's finding).
+TF_FIXED: Mapping[str, Value] = {
+    "tensor_parallel_degree": 1,
+    "sharded_data_parallel_degree": 1,
+    "prescaled_batch": False,
+    "ddp": False,
+}
+
 # Settings of the launch rather than of the library, which a launcher states and
 # ``[tool.smpfix.job]`` may declare: the instance type and count, processes per host, the
 # container's framework (``pytorch`` unless a TensorFlow estimator says ``tensorflow``) and
@@ -85,7 +122,26 @@ LAUNCH_KEYS: frozenset[str] = frozenset(
     {"instance_type", "instance_count", "processes_per_host", "framework", "framework_version", "smp_version"}
 )
 
+# Settings of smpfix itself, for what it cannot read from code: ``model_parameters`` gives the
+# memory plan the model's size (``smpfix.plan``). Never a library key: the library rejects it.
+SMPFIX_KEYS: frozenset[str] = frozenset({"model_parameters"})
+
 _ALIASES = {"partitions": "pipeline_parallel_degree"}
+
+
+def known_keys(flavour: Flavour) -> frozenset[str]:
+    """The configuration keys the library of ``flavour`` accepts."""
+    return TF_KNOWN_KEYS if flavour is Flavour.TENSORFLOW else KNOWN_KEYS
+
+
+def library_defaults(flavour: Flavour) -> Mapping[str, Value]:
+    """What the library of ``flavour`` uses for a key a complete configuration leaves out."""
+    return TF_LIBRARY_DEFAULTS if flavour is Flavour.TENSORFLOW else LIBRARY_DEFAULTS
+
+
+def framework_flavour(value: object) -> Optional[Flavour]:
+    """The ``framework`` launch setting (``"tensorflow"``, ``"pytorch"``) as a flavour."""
+    return next((flavour for flavour in Flavour if isinstance(value, str) and value.strip().lower() == flavour.value), None)
 
 
 class Tri(str, enum.Enum):
@@ -125,7 +181,17 @@ FEATURES: Mapping[str, Feature] = {
         Feature("DDP", "ddp", "ddp"),
         Feature("PRESCALED", "prescaled_batch", "prescaled batch"),
         Feature("DELAYED_INIT", "delayed_parameter_initialization", "delayed parameter initialization"),
+        Feature("HVD", "horovod", "Horovod data parallelism (`\"horovod\": True`)"),
+        Feature("XLA", "xla", "the `xla` setting"),
     )
+}
+
+# What the TensorFlow flavour does not have: off whatever a configuration says.
+_PYTORCH_ONLY_FEATURES = frozenset({"TP", "SDP", "OSS", "FP16", "BF16", "DDP", "PRESCALED", "DELAYED_INIT"})
+# The features a flavour's jobs can have (what ``--show-job`` lists).
+_FEATURES_OF: Mapping[Flavour, tuple[str, ...]] = {
+    Flavour.PYTORCH: tuple(key for key in FEATURES if key != "XLA"),
+    Flavour.TENSORFLOW: tuple(key for key in FEATURES if key not in _PYTORCH_ONLY_FEATURES),
 }
 
 
@@ -196,10 +262,21 @@ class JobFacts:
     conflicting: frozenset[str] = frozenset()
     # The library version the job runs, when a source states it (``smpfix.job.versions``).
     smp_version: Optional[SmpVersion] = None
+    # Which flavour of the library the job runs: the script's, else a declared ``framework``.
+    flavour: Flavour = Flavour.PYTORCH
 
     @classmethod
-    def resolve(cls, declared: Sequence[DeclaredJob], evidence: Sequence[Evidence] = ()) -> JobFacts:
-        """Merge sources given highest precedence first; see the module docstring."""
+    def resolve(
+        cls, declared: Sequence[DeclaredJob], evidence: Sequence[Evidence] = (), flavour: Optional[Flavour] = None
+    ) -> JobFacts:
+        """Merge sources given highest precedence first; see the module docstring.
+
+        ``flavour`` is the script's (a TensorFlow script runs the TensorFlow library whatever
+        a launcher says); without it, the first source that declares a ``framework`` decides.
+        """
+        if flavour is None:
+            stated = (framework_flavour(job.settings.get("framework")) for job in declared)
+            flavour = next((found for found in stated if found is not None), Flavour.PYTORCH)
         settings: dict[str, Setting] = {}
         unknown: dict[str, str] = {}
         conflicting: set[str] = set()
@@ -218,11 +295,11 @@ class JobFacts:
             if job.complete and complete_source is None:
                 complete_source = job.source
         if complete_source is not None:
-            for key, value in LIBRARY_DEFAULTS.items():
+            for key, value in library_defaults(flavour).items():
                 if key not in unknown:
                     settings.setdefault(key, Setting(key, value, f"library default; not set in {complete_source}"))
         return cls(settings=settings, evidence=tuple(evidence), unknown=unknown, conflicting=frozenset(conflicting),
-                   smp_version=_smp_version(declared))
+                   smp_version=_smp_version(declared, flavour), flavour=flavour)
 
     def value(self, key: str) -> Optional[Value]:
         setting = self.settings.get(normalize_key(key))
@@ -230,6 +307,8 @@ class JobFacts:
 
     def feature(self, key: str) -> FeatureState:
         feature = FEATURES[key]
+        if self.flavour is Flavour.TENSORFLOW and key in _PYTORCH_ONLY_FEATURES:
+            return FeatureState(feature, Tri.OFF, "the TensorFlow flavour of the library has no such feature")
         setting = self.settings.get(feature.setting)
         if setting is not None:
             return FeatureState(feature, feature.state_of(setting.value), setting.source, setting.value)
@@ -281,12 +360,13 @@ class JobFacts:
         """A JSON-friendly view: every setting and feature with its source (``--show-job``)."""
         version = self.smp_version
         return {
+            "flavour": self.flavour.value,
             "smp_version": None if version is None else {"value": version.text, "source": version.source},
             "settings": {key: {"value": s.value, "source": s.source} for key, s in sorted(self.settings.items())},
             "unknown": {key: self.why_unknown(key) for key in sorted(self.unknown)},
             "features": {
                 key: {"state": state.state.value, "source": state.source}
-                for key in FEATURES
+                for key in _FEATURES_OF[self.flavour]
                 for state in [self.feature(key)]
             },
             "evidence": [
@@ -295,17 +375,19 @@ class JobFacts:
         }
 
 
-def _smp_version(declared: Sequence[DeclaredJob]) -> Optional[SmpVersion]:
+def _smp_version(declared: Sequence[DeclaredJob], flavour: Flavour = Flavour.PYTORCH) -> Optional[SmpVersion]:
     """The library version from the highest-precedence source that states one.
 
     A source states it by ``smp_version`` itself or by the container (``framework_version``,
-    read as a TensorFlow version when the source's ``framework`` says ``tensorflow``).
+    read as a TensorFlow version when the source's ``framework`` says ``tensorflow``, or when
+    it names none and the job is a TensorFlow one).
     """
     for job in declared:
         if "smp_version" in job.settings:
             found = explicit_version(job.settings["smp_version"], job.source)
         elif "framework_version" in job.settings:
-            read = tensorflow_job_version if job.settings.get("framework") == "tensorflow" else pytorch_job_version
+            framework = framework_flavour(job.settings.get("framework")) or flavour
+            read = tensorflow_job_version if framework is Flavour.TENSORFLOW else pytorch_job_version
             found = read(job.settings["framework_version"], job.source)
         else:
             continue
@@ -329,6 +411,6 @@ def parse_value(text: str) -> Value:
     return text
 
 
-def closest_key(key: str) -> Optional[str]:
-    matches = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1, cutoff=0.6)
+def closest_key(key: str, flavour: Flavour = Flavour.PYTORCH) -> Optional[str]:
+    matches = difflib.get_close_matches(key, sorted(known_keys(flavour)), n=1, cutoff=0.6)
     return matches[0] if matches else None

@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob
+from smpfix.base.flavour import Flavour
+from smpfix.job.jobfacts import DeclaredJob, known_keys
 from smpfix.job.project_root import project_root
 
 _LAUNCHER_MARKERS = (b"distribution", b"Estimator", b"PyTorch(", b"HuggingFace(", b"TensorFlow(")
@@ -49,7 +50,10 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
     from smpfix.base.literals import (
         UNKNOWN,  # imports LibCST, which the CLI must not do at start-up
     )
+    from smpfix.job.framework_versions import launcher_flavour, pytorch_version, tensorflow_version
 
+    flavour = launcher_flavour(launcher)
+    known = known_keys(flavour)
     settings: dict[str, Any] = {}
     unknown: set[str] = set()
     parameters = launcher.parameters
@@ -59,7 +63,7 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
         complete = enabled is not None and enabled.plain() is True
         for key, located in parameters.value.items():
             value = located.plain()
-            if key not in KNOWN_KEYS:
+            if key not in known:
                 continue
             if value is UNKNOWN or isinstance(value, (dict, list)):
                 unknown.add(key)
@@ -76,15 +80,10 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
             unknown.add(key)
         else:
             settings[key] = value
-    from smpfix.job.framework_versions import pytorch_version, tensorflow_version
-
-    version = pytorch_version(launcher)
+    settings["framework"] = flavour.value
+    version = tensorflow_version(launcher) if flavour is Flavour.TENSORFLOW else pytorch_version(launcher)
     if version is not None:
         settings["framework_version"] = version.text
-    else:
-        version = tensorflow_version(launcher)
-        if version is not None:
-            settings["framework"], settings["framework_version"] = "tensorflow", version.text
     return DeclaredJob(source, settings, complete=complete, unknown=frozenset(unknown))
 
 
@@ -159,30 +158,38 @@ def read_launcher(path: str, text: str, root: Optional[str] = None) -> list[Laun
     if not launchers:
         return []
     positions = Positions(module, code)
-    absolute = os.path.abspath(path)
     root = root if root is not None else project_root(path)
-    shown = shown_path(absolute, root)
-    records = []
-    for launcher in launchers:
-        candidates = launcher.script_candidates(root)
-        if not candidates:
-            continue
-        line = positions.position(positions.span(launcher.call)[0]).line
-        where = shown if path.endswith(".ipynb") else f"{shown}:{line}"
-        hyper = launcher.literal("hyperparameters")
-        parameters_file = launcher.parameters_file
-        records.append(
-            LaunchRecord(
-                launcher=absolute,
-                line=line,
-                candidates=tuple(candidates),
-                job=declared_job(launcher, f"launcher {where}"),
-                hyperparameters=_literal_items(hyper),
-                hyperparameters_complete=hyper is None or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),
-                dependencies=(parameters_file,) if parameters_file is not None else (),
-            )
-        )
-    return records
+    records = [launch_record(launcher, path, positions.position(positions.span(launcher.call)[0]).line, root) for launcher in launchers]
+    return [record for record in records if record is not None]
+
+
+def launch_record(launcher: Any, path: str, line: Optional[int], root: Optional[str] = None) -> Optional[LaunchRecord]:
+    """What the estimator ``launcher``, at ``line`` of the launcher file ``path``, says; None
+    when its ``entry_point`` cannot be read."""
+    root = root if root is not None else project_root(path)
+    candidates = launcher.script_candidates(root)
+    if not candidates:
+        return None
+    shown = shown_path(os.path.abspath(path), root)
+    where = shown if path.endswith(".ipynb") or line is None else f"{shown}:{line}"
+    hyper = launcher.literal("hyperparameters")
+    parameters_file = launcher.parameters_file
+    return LaunchRecord(
+        launcher=os.path.abspath(path),
+        line=line or 0,
+        candidates=tuple(candidates),
+        job=declared_job(launcher, f"launcher {where}"),
+        hyperparameters=_literal_items(hyper),
+        hyperparameters_complete=hyper is None or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),
+        dependencies=(parameters_file,) if parameters_file is not None else (),
+    )
+
+
+def linked_script(launcher: Any, path: str, line: Optional[int]) -> Optional[LinkedScript]:
+    """What the estimator ``launcher``, at ``line`` of the launcher file ``path``, says about
+    the script it starts; None when its ``entry_point`` cannot be read."""
+    record = launch_record(launcher, path, line)
+    return record.linked() if record is not None else None
 
 
 def link(files: Iterable[tuple[str, str]], root: Optional[str] = None) -> list[LinkedScript]:

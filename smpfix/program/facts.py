@@ -15,7 +15,16 @@ from typing import Any, Optional, Union
 
 import libcst as cst
 
-from smpfix.base.imports import SMP_TF, SMP_TORCH, SMP_V2, ImportTable, dotted_name, smp_member
+from smpfix.base.flavour import Flavour
+from smpfix.base.imports import (
+    SMP_TF,
+    SMP_TF_V1,
+    SMP_TORCH,
+    SMP_V2,
+    ImportTable,
+    dotted_name,
+    smp_member,
+)
 from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.base.walker import Ancestry, Dispatch, walk
 from smpfix.job.launcher import ESTIMATORS
@@ -59,7 +68,12 @@ class StatementRef:
 
 @dataclass(frozen=True)
 class Wrap:
-    """A ``smp.DistributedModel(...)`` or ``smp.DistributedOptimizer(...)`` call."""
+    """A ``smp.DistributedModel(...)`` or ``smp.DistributedOptimizer(...)`` call.
+
+    In TensorFlow the distributed model is an instance of a subclass of
+    ``smp.DistributedModel`` (``model = MyModel()``): its construction is both the call and
+    the model it builds, so ``argument`` is the call itself.
+    """
 
     call: cst.Call
     target: Optional[str]
@@ -99,11 +113,13 @@ class FileFacts:
     call_order: Mapping[cst.Call, int] = field(default_factory=dict)
     # SageMaker estimator constructions (this file is a launcher when there are any).
     estimator_calls: tuple[cst.Call, ...] = ()
+    # Local classes deriving (directly or through each other) from TensorFlow's ``smp.DistributedModel``.
+    distributed_model_classes: frozenset[str] = field(default=frozenset())
 
     # -- what the file is -------------------------------------------------------------------
     @property
     def imports_smp(self) -> bool:
-        return self.imports_smp_torch or self.imports.imports_module(SMP_TF)
+        return self.imports_smp_torch or self.imports_smp_tf
 
     @property
     def imports_smp_torch(self) -> bool:
@@ -112,6 +128,37 @@ class FileFacts:
         return self.imports.imports_module(SMP_TORCH) or any(
             value == "smdistributed.modelparallel" for value in self.imports.bindings.values()
         )
+
+    @property
+    def imports_smp_tf(self) -> bool:
+        """The TensorFlow flavour (``smdistributed.modelparallel.tensorflow``, its ``.v2`` or ``.v1``)."""
+        return self.imports.imports_module(SMP_TF)
+
+    @property
+    def flavours(self) -> frozenset[Flavour]:
+        """The flavours of the library this file imports (usually one; none for other files).
+
+        A file that imports only the undocumented TensorFlow 1 API (``.tensorflow.v1``) has
+        none the rules know: its step and model are other objects.
+        """
+        found = set()
+        if self.imports_smp_torch:
+            found.add(Flavour.PYTORCH)
+        if self.imports_smp_tf and not self.tensorflow_v1_only:
+            found.add(Flavour.TENSORFLOW)
+        return frozenset(found)
+
+    @property
+    def is_tensorflow(self) -> bool:
+        """A TensorFlow script: it imports the TensorFlow flavour and not the PyTorch one."""
+        return self.imports_smp_tf and not self.imports_smp_torch
+
+    @property
+    def tensorflow_v1_only(self) -> bool:
+        """Only the undocumented TensorFlow 1 API (``.tensorflow.v1``): no ``DistributedModel``
+        class, another step."""
+        values = [v for v in self.imports.bindings.values() if v == SMP_TF or v.startswith(SMP_TF + ".")]
+        return bool(values) and all(v == SMP_TF_V1 or v.startswith(SMP_TF_V1 + ".") for v in values)
 
     @property
     def imports_smp_v2_only(self) -> bool:
@@ -202,6 +249,27 @@ def _uses_hf_trainer(imports: ImportTable, collector: _Collector) -> bool:
         if isinstance(call.func, cst.Name) and call.func.value in local:
             return True
     return False
+
+
+def _distributed_model_classes(imports: ImportTable, classes: Mapping[str, cst.ClassDef]) -> frozenset[str]:
+    """Local classes deriving from TensorFlow's ``smp.DistributedModel``, directly or through
+    other local classes (``class Base(smp.DistributedModel)``, ``class Net(Base)``)."""
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, cls in classes.items():
+            if name in found:
+                continue
+            for base in cls.bases:
+                qualified = imports.qualified_name(base.value) or ""
+                direct = qualified.startswith(SMP_TF + ".") and smp_member(imports, base.value) == "DistributedModel"
+                local = isinstance(base.value, cst.Name) and base.value.value in found and base.value.value not in imports.bindings
+                if direct or local:
+                    found.add(name)
+                    changed = True
+                    break
+    return frozenset(found)
 
 
 def is_step_decorator(imports: ImportTable, decorator: cst.BaseExpression) -> bool:
@@ -365,11 +433,17 @@ def collect(module: cst.Module) -> FileFacts:
         )
     )
 
+    model_classes = _distributed_model_classes(imports, collector.classes)
+
     def wraps(member: str) -> tuple[Wrap, ...]:
         found = []
         targets = {id(call): name for name, _, _, call in collector.assignments if call is not None}
         for call, where in collector.calls:
-            if smp_member(imports, call.func) == member:
+            func = call.func
+            if member == "DistributedModel" and isinstance(func, cst.Name) and func.value in model_classes:
+                found.append(Wrap(call, targets.get(id(call)), call, where))
+                continue
+            if smp_member(imports, func) == member:
                 argument = call.args[0].value if call.args and not call.args[0].keyword else None
                 if argument is None:
                     for arg in call.args:
@@ -409,6 +483,7 @@ def collect(module: cst.Module) -> FileFacts:
         local_optimizer_classes=local_optimizers,
         call_order={call: index for index, (call, _) in enumerate(collector.calls)},
         estimator_calls=tuple(call for call, _ in collector.calls if (imports.qualified_name(call.func) or "") in ESTIMATORS),
+        distributed_model_classes=model_classes,
     )
     for call in init_calls:
         config = _keyword(call, "config", 0)

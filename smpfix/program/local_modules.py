@@ -97,6 +97,22 @@ class LocalModules:
                     return linked, rest[0]
         return None
 
+    def imported_closure(self, path: str, facts: FileFacts, depth: int = 2) -> list[LinkedModule]:
+        """The project modules ``path`` imports, and theirs, up to ``depth`` levels (``path``
+        itself excluded): the code a script runs beside its own."""
+        found: dict[str, Optional[LinkedModule]] = {os.path.abspath(path): None}
+        frontier = [(path, facts)]
+        for _ in range(depth):
+            following = []
+            for importer, importer_facts in frontier:
+                for linked in self.for_importer(importer).imported_modules(importer_facts):
+                    key = os.path.abspath(linked.path)
+                    if key not in found:
+                        found[key] = linked
+                        following.append((linked.path, linked.facts))
+            frontier = following
+        return [linked for linked in found.values() if linked is not None]
+
     def imported_modules(self, facts: FileFacts) -> list[LinkedModule]:
         """Every project file this file imports (``import data``, ``from model import GPT``)."""
         found: dict[str, LinkedModule] = {}

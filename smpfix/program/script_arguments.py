@@ -32,6 +32,9 @@ class CommandLineArgument:
     options: tuple[str, ...]
     default: Any
     integer: bool
+    # The ``type=`` converter by name (``"float"``, ``"str"``); None when another callable or
+    # an ``action`` decides what the value becomes.
+    converter: Optional[str] = "str"
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,12 @@ def _parse(call: cst.Call, facts: FileFacts) -> Optional[CommandLineArgument]:
     default = facts.literal(default_arg.value) if default_arg is not None else None
     type_arg = argument(call, "type")
     integer = type_arg is not None and isinstance(type_arg.value, cst.Name) and type_arg.value.value == "int"
-    return CommandLineArgument(dest, tuple(options), default, integer)
+    converter: Optional[str] = "str"  # argparse's default: the text itself
+    if type_arg is not None:
+        converter = type_arg.value.value if isinstance(type_arg.value, cst.Name) and type_arg.value.value in _CONVERTERS else None
+    if argument(call, "action") is not None:
+        converter = None
+    return CommandLineArgument(dest, tuple(options), default, integer, converter)
 
 
 def _default_dest(options: Sequence[str]) -> str:
@@ -92,7 +100,8 @@ def _default_dest(options: Sequence[str]) -> str:
 
 
 def assigned_attributes(facts: FileFacts) -> set[str]:
-    """Attribute names the script assigns (``args.batch_size = ...``): their values may change."""
+    """Attribute names the script assigns (``args.batch_size = ...``): their values may change.
+    ``self.<name> = ...`` sets an object's own attribute, never the parsed arguments."""
     names: set[str] = set()
     for statement in facts.statements:
         if not isinstance(statement, cst.SimpleStatementLine):
@@ -103,7 +112,11 @@ def assigned_attributes(facts: FileFacts) -> set[str]:
                 targets = [target.target for target in small.targets]
             elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
                 targets = [small.target]
-            names.update(target.attr.value for target in targets if isinstance(target, cst.Attribute))
+            names.update(
+                target.attr.value
+                for target in targets
+                if isinstance(target, cst.Attribute) and not (isinstance(target.value, cst.Name) and target.value.value == "self")
+            )
     return names
 
 
@@ -146,12 +159,17 @@ def _passed(found: CommandLineArgument, link: LinkedScript) -> Any:
     return None if link.hyperparameters_complete else UNKNOWN
 
 
+_CONVERTERS = {"int": int, "float": float, "str": str}
+
+
 def _converted(value: Any, found: CommandLineArgument) -> Any:
-    """The hyperparameter as the script sees it: argparse gets a string, ``type=int`` makes an int."""
-    if not found.integer:
+    """The hyperparameter as the script sees it: argparse gets a string, which ``type=int``
+    or ``type=float`` converts; another ``type`` or an ``action`` is not followed."""
+    convert = _CONVERTERS.get(found.converter or "")
+    if convert is None:
         return UNKNOWN
     try:
-        return int(str(value))
+        return convert(str(value))
     except ValueError:
         return UNKNOWN
 

@@ -17,10 +17,11 @@ import libcst as cst
 
 from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import BOTH, Flavour
 from smpfix.base.literals import UNKNOWN
-from smpfix.job.framework_versions import launcher_smp_version
+from smpfix.job.framework_versions import launcher_flavour, launcher_smp_version
 from smpfix.job.instances import InstanceType, lookup
-from smpfix.job.jobfacts import LIBRARY_DEFAULTS
+from smpfix.job.jobfacts import TF_FIXED, known_keys, library_defaults
 from smpfix.job.launcher import Launcher, Located, evaluate_argument, find_launchers
 from smpfix.job.versions import SmpVersion, Version
 from smpfix.rules.rule import PendingFix, Rule
@@ -46,6 +47,22 @@ class ConfigView:
     extra: Mapping[str, Located] = field(default_factory=dict)
     # The library version the launcher's container ships, when it names one.
     smp_version: Optional[SmpVersion] = None
+    # Which flavour's schema and defaults the configuration is judged against: a TensorFlow
+    # launcher's, a TensorFlow script's ``smp.init`` dict, or a job table saying
+    # ``framework = "tensorflow"``.
+    flavour: Flavour = Flavour.PYTORCH
+
+    @property
+    def tensorflow(self) -> bool:
+        return self.flavour is Flavour.TENSORFLOW
+
+    @property
+    def known_keys(self) -> frozenset[str]:
+        return known_keys(self.flavour)
+
+    def spelled(self, key: str) -> str:
+        """How this flavour writes a setting: TensorFlow knows the pipeline degree only as ``partitions``."""
+        return "partitions" if key == "pipeline_parallel_degree" and self.tensorflow else key
 
     def located(self, key: str) -> Optional[Located]:
         if self.parameters is None:
@@ -58,12 +75,14 @@ class ConfigView:
     def value(self, key: str) -> Any:
         """The key's value; the library default when left out of a complete configuration;
         UNKNOWN when smpfix cannot know it."""
+        if self.tensorflow and key in TF_FIXED:
+            return TF_FIXED[key]
         found = self.located(key)
         if found is not None:
             return found.plain()
         if self.parameters is None or not isinstance(self.parameters.value, dict):
             return UNKNOWN
-        return LIBRARY_DEFAULTS.get(key, None) if self.complete else UNKNOWN
+        return library_defaults(self.flavour).get(key, None) if self.complete else UNKNOWN
 
     def int_value(self, key: str) -> Optional[int]:
         """An int setting's value, or None when unknown or not an int (a type rule reports that)."""
@@ -113,11 +132,20 @@ class ConfigRule(Rule):
     configurations in a file. ``check`` sees only the view, so the same code checks the
     ``[tool.smpfix.job]`` table (``smpfix.engine.job_table``). A rule that needs the launcher itself
     (the ``mpi`` dict, ``modelparallel.enabled``) returns early when ``view.launcher`` is None.
+    ``flavours`` names the configurations a rule checks (``judges``); a rule about settings
+    only the PyTorch library has declares PyTorch alone.
     """
+
+    flavours = BOTH
 
     @classmethod
     def applies_to(cls, facts: Any) -> bool:
         return bool(facts.estimator_calls) or facts.init_config_call is not None
+
+    @classmethod
+    def judges(cls, view: ConfigView) -> bool:
+        """Whether the rule checks this configuration (one of its flavours)."""
+        return view.flavour in cls.flavours
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
@@ -132,6 +160,8 @@ class ConfigRule(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         reported: set[tuple[int, str]] = set()
         for view in config_views(self):
+            if not self.judges(view):
+                continue
             for problem in (*self.check(view), *self.check_with_code(view)):
                 anchor = (problem.at.anchor if problem.at is not None else None) or view.anchor
                 # Two estimators sharing one options dict would otherwise report its entry twice.
@@ -199,9 +229,11 @@ def _views(rule: Rule) -> list[ConfigView]:
                 if located is not None
             }
             version = launcher_smp_version(launcher, "the launcher")
-            views.append(ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra, version))
+            flavour = launcher_flavour(launcher)
+            views.append(ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra, version, flavour))
+    script_flavour = Flavour.TENSORFLOW if facts.is_tensorflow else Flavour.PYTORCH
     for call in facts.smp_init_calls:
         argument = evaluate_argument(module, facts.imports, call, rule.context.path)
         if argument is not None and isinstance(argument.value, dict):
-            views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call))
+            views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call, flavour=script_flavour))
     return views

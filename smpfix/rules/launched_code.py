@@ -72,15 +72,4 @@ def launched_code(rule: Rule, view: ConfigView) -> Optional[LaunchedCode]:
 
 def _imported(modules: LocalModules, path: str, facts: FileFacts) -> list[FileFacts]:
     """The project modules ``path`` imports, and theirs, up to ``_IMPORT_DEPTH`` levels."""
-    found: dict[str, FileFacts] = {os.path.abspath(path): facts}
-    frontier = [(path, facts)]
-    for _ in range(_IMPORT_DEPTH):
-        following = []
-        for importer, importer_facts in frontier:
-            for linked in modules.for_importer(importer).imported_modules(importer_facts):
-                key = os.path.abspath(linked.path)
-                if key not in found:
-                    found[key] = linked.facts
-                    following.append((linked.path, linked.facts))
-        frontier = following
-    return [facts for key, facts in found.items() if key != os.path.abspath(path)]
+    return [linked.facts for linked in modules.imported_closure(path, facts, _IMPORT_DEPTH)]

@@ -133,6 +133,7 @@ def rule_table() -> list[dict[str, Any]]:
             "since": None if rule.since is None else text(rule.since),
             "until": None if rule.until is None else text(rule.until),
             "versions": describe_range(rule.since, rule.until),
+            "flavours": sorted(flavour.value for flavour in rule.flavours),
         }
         for rule in all_rules()
     ]

@@ -17,6 +17,7 @@ import libcst as cst
 
 from smpfix.base.edits import NodeEdit
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import ONLY_PYTORCH, Flavour
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, JobFacts, Tri
 from smpfix.job.versions import SmpVersion, Version, text
@@ -90,6 +91,10 @@ class Rule:
     # job whose version is unknown it is at most a hint.
     since: ClassVar[Optional[Version]] = None
     until: ClassVar[Optional[Version]] = None
+    # The library flavours whose scripts the rule knows: a PyTorch rule never runs on a
+    # TensorFlow script and the other way round (``FileFacts.flavours``). Configuration rules
+    # apply this to each configuration's flavour instead (``ConfigView.flavour``).
+    flavours: ClassVar[frozenset[Flavour]] = ONLY_PYTORCH
 
     def __init__(self, context: RuleContext) -> None:
         self.context = context
@@ -99,10 +104,11 @@ class Rule:
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        """Whether the rule runs on this file at all (default: files that import SMP v1)."""
+        """Whether the rule runs on this file at all (default: files that import a flavour of
+        SMP v1 the rule knows)."""
         if cls.satisfied_by_hf_trainer and facts.uses_hf_trainer:
             return False
-        return facts.imports_smp
+        return bool(facts.flavours & cls.flavours)
 
     def report(
         self,

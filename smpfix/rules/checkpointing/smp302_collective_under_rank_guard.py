@@ -17,6 +17,7 @@ from smpfix.base.edits import (
     UnwrapIf,
 )
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import BOTH
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import Tri
 from smpfix.program.data_ranks import callee
@@ -59,6 +60,7 @@ class PathGuard:
 class CollectiveUnderRankGuard(Rule):
     code = "SMP302"
     name = "collective-under-rank-guard"
+    flavours = BOTH
     summary = (
         "A collective (`smp.save_checkpoint`, `smp.barrier`, a full `state_dict()`, a step function, ...) "
         "reached only under a rank guard deadlocks the ranks left out."

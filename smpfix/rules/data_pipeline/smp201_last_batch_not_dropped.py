@@ -10,6 +10,7 @@ import libcst as cst
 from smpfix.base.calls import argument
 from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import BOTH
 from smpfix.base.parents import ParentIndex
 from smpfix.job.jobfacts import Feature, FeatureState, JobFacts, Tri
 from smpfix.program.dataloaders import (
@@ -60,6 +61,7 @@ class _Batching:
 class LastBatchNotDropped(Rule):
     code = "SMP201"
     name = "last-batch-not-dropped"
+    flavours = BOTH
     summary = "A `DataLoader` without `drop_last=True` (or a `tf.data` `.batch()` without `drop_remainder=True`) feeds `smp.step`; its last, smaller batch cannot be split into microbatches."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("MB",)

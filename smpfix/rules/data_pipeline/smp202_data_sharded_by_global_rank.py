@@ -10,6 +10,7 @@ import libcst as cst
 from smpfix.base.calls import argument, called_name, has_star_kwargs
 from smpfix.base.edits import NodeEdit
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import BOTH
 from smpfix.job.jobfacts import Tri
 from smpfix.program.argument_edits import append_arguments, block_indentation
 from smpfix.program.codegen import smp_reference
@@ -59,6 +60,7 @@ def _why(family: str, peers: str) -> str:
 class DataShardedByGlobalRank(Rule):
     code = "SMP202"
     name = "data-sharded-by-global-rank"
+    flavours = BOTH
     summary = (
         "Data sharded by `smp.rank()`/`smp.size()` (or `DistributedSampler`'s defaults) instead of the "
         "data-parallel rank feeds the ranks of one model replica different samples."

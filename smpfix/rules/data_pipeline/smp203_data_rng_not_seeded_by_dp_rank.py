@@ -10,6 +10,7 @@ import libcst as cst
 
 from smpfix.base.calls import argument, called_name, has_star_kwargs
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import BOTH
 from smpfix.job.jobfacts import Tri
 from smpfix.program.argument_edits import append_arguments, block_indentation
 from smpfix.program.codegen import smp_reference
@@ -45,6 +46,8 @@ _DATA_SEEDS = {
     "tensorflow.compat.v1.set_random_seed": ("seed", 0),
     "tensorflow.compat.v1.random.set_random_seed": ("seed", 0),
 }
+_TF_GLOBAL_SEEDS = frozenset({"tensorflow.random.set_seed", "tensorflow.compat.v1.set_random_seed",
+                              "tensorflow.compat.v1.random.set_random_seed"})
 # Seeds that also drive PyTorch's parameter initialisation (and the data RNGs above).
 _DATA_AND_INIT_SEEDS = {
     "transformers.set_seed": ("seed", 0),
@@ -90,6 +93,7 @@ class SeedingHelper:
 class DataRngNotSeededByDpRank(Rule):
     code = "SMP203"
     name = "data-rng-not-seeded-by-dp-rank"
+    flavours = BOTH
     summary = (
         "Data-pipeline RNGs (shuffling, augmentation) seeded by `smp.rank()`-like ranks, or a TensorFlow "
         "shuffle without a seed, give the ranks of one model replica different data."
@@ -112,6 +116,9 @@ class DataRngNotSeededByDpRank(Rule):
         self.scopes: dict[cst.Call, Scope] = {}
         self.consistent_data_seeds: list[cst.Call] = []
         self.init_seeds: list[tuple[cst.Call, SeedSite, list[tuple[RankTerm, Verdict]], list[RankTerm], Verdict]] = []
+        # `tf.random.set_seed(1234)`: a constant global seed from which TensorFlow derives the
+        # seed of every later unseeded op alike on every rank (the official scripts' way).
+        self.tf_constant_seeds: list[cst.Call] = []
 
     # -- recognising seeds --------------------------------------------------------------------
     def _site(self, call: cst.Call, qualified: Optional[str]) -> Optional[SeedSite]:
@@ -169,6 +176,8 @@ class DataRngNotSeededByDpRank(Rule):
             self._check_tf_shuffle(node)
             return
         site = self._site(node, qualified)
+        if qualified in _TF_GLOBAL_SEEDS and site is not None and site.seed is not None and isinstance(self.facts.literal(site.seed), int):
+            self.tf_constant_seeds.append(node)
         if site is not None and site.seed is not None:
             self.scopes[node] = self._scope()
             self._learn_helper(site)
@@ -323,8 +332,16 @@ class DataRngNotSeededByDpRank(Rule):
             return
         pp = self.data_job.pp
         severity = {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: Severity.HINT}[pp.state]
+        global_seed = next((seed for seed in self.tf_constant_seeds if self.facts.runs_before(seed, call)), None)
         if pp.state is Tri.OFF:
             when = f"It only matters with pipeline parallelism, and {pp.condition()}."
+        elif global_seed is not None:
+            # TensorFlow derives the op's seed from the constant global seed, the same on every rank.
+            severity = Severity.HINT
+            when = (
+                f"`{self.context.code_for(global_seed)}` above derives its seed alike on every rank, which holds as long "
+                "as every rank creates the same ops in the same order before it; an explicit seed does not depend on that."
+            )
         else:
             when = f"This is wrong {'because ' if pp.state is Tri.ON else ''}{pp.condition()}."
         dp_rank = self._dp_rank()

@@ -12,7 +12,7 @@ from smpfix.rules.rule import FixAvailability
 class ParallelDegreesDoNotDivideWorld(ConfigRule):
     code = "SMP801"
     name = "parallel-degrees-do-not-divide-world"
-    summary = "`pipeline_parallel_degree` × `tensor_parallel_degree` must divide processes_per_host × instance_count."
+    summary = "`pipeline_parallel_degree` (TensorFlow: `partitions`) × `tensor_parallel_degree` must divide processes_per_host × instance_count."
     fix_availability = FixAvailability.NONE
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
@@ -24,6 +24,16 @@ class ParallelDegreesDoNotDivideWorld(ConfigRule):
             return
         per_host, count = view.launch("processes_per_host"), view.launch("instance_count")
         at = view.located("tensor_parallel_degree") if tp > 1 else view.located("pipeline_parallel_degree")
+        if view.tensorflow:
+            yield ConfigProblem(
+                at or view.parameters,
+                f"partitions {pp} does not divide the {world} processes ({per_host} per host × {count} instances): "
+                f"every model replica needs {pp} whole processes (the number of replicas is the processes divided by "
+                f"the partitions), so the library cannot lay out the ranks and the job fails at start-up after the "
+                f"instances are up. Choose a number of partitions that divides {world}.",
+                Severity.ERROR,
+            )
+            return
         yield ConfigProblem(
             at or view.parameters,
             f"pipeline_parallel_degree {pp} × tensor_parallel_degree {tp} = {pp * tp} does not divide the "

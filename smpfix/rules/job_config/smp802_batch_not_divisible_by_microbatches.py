@@ -10,6 +10,7 @@ import libcst as cst
 
 from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
+from smpfix.base.flavour import BOTH
 from smpfix.base.literals import dict_entries
 from smpfix.base.parents import ParentIndex
 from smpfix.job.jobfacts import Tri
@@ -53,6 +54,7 @@ class _Batching:
 class BatchNotDivisibleByMicrobatches(Rule):
     code = "SMP802"
     name = "batch-not-divisible-by-microbatches"
+    flavours = BOTH
     summary = "The batch size of a loader that feeds `smp.step` must be a multiple of `microbatches`."
     fix_availability = FixAvailability.NONE
     depends_on = ("MB",)

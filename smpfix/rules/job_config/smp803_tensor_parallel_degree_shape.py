@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from smpfix.base.findings import Severity
+from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability
 
@@ -15,6 +16,7 @@ _T_NOT_RIGHTMOST = frozenset({"spread", "TPD", "TDP", "PTD", "DTP"})
 class TensorParallelDegreeShape(ConfigRule):
     code = "SMP803"
     name = "tensor-parallel-degree-shape"
+    flavours = ONLY_PYTORCH
     summary = "`tensor_parallel_degree` should be a power of two, at most the GPUs of one node, dividing processes_per_host."
     fix_availability = FixAvailability.NONE
 

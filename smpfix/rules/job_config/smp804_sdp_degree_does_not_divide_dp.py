@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from smpfix.base.findings import Severity
+from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability
 
@@ -12,6 +13,7 @@ from smpfix.rules.rule import FixAvailability
 class SdpDegreeDoesNotDivideDp(ConfigRule):
     code = "SMP804"
     name = "sdp-degree-does-not-divide-dp"
+    flavours = ONLY_PYTORCH
     summary = "`sharded_data_parallel_degree` must be between 1 and the data-parallel degree and divide it evenly."
     fix_availability = FixAvailability.NONE
 

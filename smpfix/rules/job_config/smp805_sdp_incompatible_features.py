@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
+from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.framework_versions import pytorch_version
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
@@ -16,6 +17,7 @@ from smpfix.rules.rule import FixAvailability
 class SdpIncompatibleFeatures(ConfigRule):
     code = "SMP805"
     name = "sdp-incompatible-features"
+    flavours = ONLY_PYTORCH
     summary = (
         "Sharded data parallelism cannot run with pipeline parallelism or optimizer state sharding, and with tensor "
         "parallelism it needs SMP 1.15, `prescaled_batch` and `smp.model_creation(tensor_parallelism=...)`."

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from smpfix.base.findings import Severity
+from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability
 
@@ -12,6 +13,7 @@ from smpfix.rules.rule import FixAvailability
 class Bf16WithoutSdp(ConfigRule):
     code = "SMP806"
     name = "bf16-without-sdp"
+    flavours = ONLY_PYTORCH
     summary = "`\"bf16\": True` works only with sharded data parallelism, and only on GPUs with bf16 support (A100, A10G, H100)."
     fix_availability = FixAvailability.NONE
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from smpfix.base.findings import Severity
+from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.launched_code import launched_code
 from smpfix.rules.rule import FixAvailability
@@ -16,6 +17,7 @@ CHECKPOINTING = ("set_activation_checkpointing", "patches.checkpoint.checkpoint"
 class OffloadActivationsPrerequisites(ConfigRule):
     code = "SMP807"
     name = "offload-activations-prerequisites"
+    flavours = ONLY_PYTORCH
     summary = (
         "`offload_activations` moves checkpointed activations to the CPU: it needs activation checkpointing, and with "
         "pipeline parallelism more than one microbatch; `activation_loading_horizon` must be above 0."

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from smpfix.base.findings import Severity
+from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability
 
@@ -12,6 +13,7 @@ from smpfix.rules.rule import FixAvailability
 class PrescaledBatchRules(ConfigRule):
     code = "SMP808"
     name = "prescaled-batch-rules"
+    flavours = ONLY_PYTORCH
     summary = (
         "`prescaled_batch` requires `optimize: \"speed\"`, has no effect without tensor parallelism, and is recommended "
         "when tensor and pipeline parallelism are combined."

@@ -9,6 +9,7 @@ import libcst as cst
 
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.base.literals import UNKNOWN
 from smpfix.base.walker import iter_nodes
 from smpfix.job.framework_versions import pytorch_version
@@ -31,6 +32,7 @@ _SMDDP_INSTANCE = "ml.p4d.24xlarge"
 class SmddpBufferSize(ConfigRule):
     code = "SMP809"
     name = "smddp-buffer-size"
+    flavours = ONLY_PYTORCH
     summary = (
         "`SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES` / `SMDDP_AG_SORT_BUFFER_SIZE_BYTES` must be multiples of 8192, matter only "
         "where SMDDP collectives run, and `-x` flags added to `custom_mpi_options` need a separating space."

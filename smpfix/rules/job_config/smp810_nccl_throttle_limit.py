@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from smpfix.base.findings import Severity
+from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.launch_environment import integer, launch_variables
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
@@ -16,6 +17,7 @@ VARIABLE = "SMP_NCCL_THROTTLE_LIMIT"
 class NcclThrottleLimit(ConfigRule):
     code = "SMP810"
     name = "nccl-throttle-limit"
+    flavours = ONLY_PYTORCH
     summary = (
         "`SMP_NCCL_THROTTLE_LIMIT` must be an integer (default 8, ≤ 0 disables throttling); it only affects tensor "
         "parallelism, and 1 serializes its NCCL calls."

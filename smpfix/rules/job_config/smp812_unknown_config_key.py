@@ -1,7 +1,9 @@
 """SMP812: a configuration key that the library, or the SageMaker SDK, does not know.
 
 Library parameters (the launcher's ``parameters``, an ``smp.init({...})`` dict) are checked
-against the 1.12 schema: the library refuses an unknown key at start-up. The ``mpi``,
+against the schema of their flavour: the PyTorch library's 1.12 schema, or for a TensorFlow
+launcher or script the keys of the TensorFlow flavour (SMP 1.0-1.4.0, with ``xla``, and without
+everything PyTorch gained later). The library refuses an unknown key at start-up. The ``mpi``,
 ``smdistributed`` and ``modelparallel`` dicts of a launcher are checked against the keys the
 SDK reads: there a misspelled key is dropped without a word. Keys of ``[tool.smpfix.job]``
 never get here: config.py rejects an unknown job setting (exit 2) with the same advice
@@ -20,10 +22,10 @@ from smpfix.job.config_keys import (
     MODELPARALLEL_KEYS,
     MPI_KEYS,
     SMDISTRIBUTED_KEYS,
+    TF_IGNORED,
     KeyAdvice,
     advise,
 )
-from smpfix.job.jobfacts import KNOWN_KEYS
 from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability
@@ -44,7 +46,9 @@ class UnknownConfigKey(ConfigRule):
         parameters = view.parameters
         if parameters is not None and parameters.is_dict:
             for key, located in parameters.value.items():
-                if key not in KNOWN_KEYS:
+                if view.tensorflow and key in TF_IGNORED:
+                    yield _ignored_in_tensorflow(key, located)
+                elif key not in view.known_keys:
                     yield _unknown_parameter(view, parameters, key, located)
         launcher = view.launcher
         distribution = launcher.distribution if launcher is not None else None
@@ -69,19 +73,46 @@ class UnknownConfigKey(ConfigRule):
 
 
 def _unknown_parameter(view: ConfigView, parameters: Located, key: str, located: Located) -> ConfigProblem:
-    advice = advise(key)
+    advice = advise(key, view.known_keys)
     where = f" (read from {os.path.basename(located.source_file)})" if located.source_file and view.kind != "job table" else ""
     how = (
         "The launcher's parameters are merged into this dict, and the library checks every key"
         if view.kind == "smp.init"
         else "The library checks every key"
     )
-    message = (
-        f"`{key}` is not a configuration parameter of the model parallelism library (SMP v1){where}. {how} against "
-        f"its schema and stops at start-up with \"Unrecognized config parameter {key}\", after the instances are up. "
-        f"{_advice_text(key, advice, parameters)}"
-    )
+    if view.tensorflow:
+        # No schema of the TensorFlow releases (1.0-1.4.0) is published: say what is known.
+        message = (
+            f"`{key}` is not a configuration parameter of the TensorFlow flavour of the model parallelism library "
+            f"(SMP v1){where}. {how} against its schema and refuses unknown keys at start-up, after the instances "
+            f"are up. {_advice_text(key, advice, parameters)}"
+        )
+    else:
+        message = (
+            f"`{key}` is not a configuration parameter of the model parallelism library (SMP v1){where}. {how} against "
+            f"its schema and stops at start-up with \"Unrecognized config parameter {key}\", after the instances are up. "
+            f"{_advice_text(key, advice, parameters)}"
+        )
     return ConfigProblem(located, message.rstrip(), Severity.ERROR, _rename_fix(located, key, advice, parameters))
+
+
+def _ignored_in_tensorflow(key: str, located: Located) -> ConfigProblem:
+    """A PyTorch-only setting in a TensorFlow configuration: the library may accept it, and ignores it.
+
+    ``"ddp": True`` is worse than noise: it was meant to average gradients across model
+    replicas, and in TensorFlow only Horovod does that."""
+    if key == "ddp" and located.plain() is True:
+        message = (
+            f"`ddp` {TF_IGNORED[key]}: `\"ddp\": True` does nothing here, so nothing averages the gradients of the "
+            "model replicas and each trains on its own data alone. Set `\"horovod\": True` instead, and all-reduce "
+            "the accumulated gradients with `hvd.allreduce` after the step."
+        )
+        return ConfigProblem(located, message, Severity.ERROR)
+    message = (
+        f"`{key}` {TF_IGNORED[key]}: in this TensorFlow configuration it changes nothing, so whatever it was meant to "
+        "set is not set. Remove it."
+    )
+    return ConfigProblem(located, message, Severity.WARNING)
 
 
 def _unknown_sdk_keys(
@@ -101,6 +132,8 @@ def _unknown_sdk_keys(
 
 def _advice_text(key: str, advice: KeyAdvice, container: Located) -> str:
     if advice.suggestion is not None and container.get(advice.suggestion) is not None:
+        if advice.explanation is not None:
+            return f"{advice.sentence(key)} `{advice.suggestion}` is set as well, so remove this one."
         return f"Did you mean `{advice.suggestion}`? It is set as well, so remove one of the two."
     return advice.sentence(key)
 

@@ -18,7 +18,7 @@ import libcst as cst
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.config_entries import value_in_entry
-from smpfix.job.jobfacts import KNOWN_KEYS
+from smpfix.job.jobfacts import KNOWN_KEYS, TF_KNOWN_KEYS
 from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability
@@ -34,9 +34,9 @@ _INT_KEYS = frozenset(
 _FLOAT_KEYS = frozenset({"sdp_gradient_clipping", "memory_weight"})
 _STR_KEYS = frozenset({"pipeline", "ddp_dist_backend", "placement_strategy", "optimize", "partition_file"})
 
-# The schema's types (1.12 ``config.yaml``); every other key is a bool.
+# The schema's types (1.12 ``config.yaml``, and the TensorFlow flavour's ``xla``); every other key is a bool.
 EXPECTED_TYPES: Mapping[str, tuple[type, ...]] = {
-    **{key: (bool,) for key in KNOWN_KEYS},
+    **{key: (bool,) for key in KNOWN_KEYS | TF_KNOWN_KEYS},
     **{key: (int,) for key in _INT_KEYS},
     **{key: (float,) for key in _FLOAT_KEYS},
     **{key: (str,) for key in _STR_KEYS},
@@ -56,7 +56,8 @@ class ConfigValueWrongType(ConfigRule):
         if parameters is None or not parameters.is_dict:
             return
         for key, located in parameters.value.items():
-            expected = EXPECTED_TYPES.get(key)
+            # A key of the other flavour is SMP812's finding; its type is beside the point.
+            expected = EXPECTED_TYPES.get(key) if key in view.known_keys else None
             value = located.plain()
             if expected is None or value is UNKNOWN or type(value) in expected:
                 continue

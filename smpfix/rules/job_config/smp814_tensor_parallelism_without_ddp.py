@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability
 
@@ -12,6 +13,7 @@ from smpfix.rules.rule import FixAvailability
 class TensorParallelismWithoutDdp(ConfigRule):
     code = "SMP814"
     name = "tensor-parallelism-without-ddp"
+    flavours = ONLY_PYTORCH
     summary = "`tensor_parallel_degree` > 1 requires `\"ddp\": True`; the library refuses to start otherwise."
     fix_availability = FixAvailability.SAFE
 

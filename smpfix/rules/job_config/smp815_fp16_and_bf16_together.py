@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from smpfix.base.findings import Severity
+from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.job.framework_versions import pytorch_version
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability
@@ -13,6 +14,7 @@ from smpfix.rules.rule import FixAvailability
 class Fp16AndBf16Together(ConfigRule):
     code = "SMP815"
     name = "fp16-and-bf16-together"
+    flavours = ONLY_PYTORCH
     summary = "`bf16` requires `fp16` (and the deprecated `fp16_params`) to be False; `fp16_params` is deprecated."
     fix_availability = FixAvailability.NONE
 

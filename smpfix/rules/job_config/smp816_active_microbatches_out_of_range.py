@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Optional
 
 from smpfix.base.findings import Severity
+from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability
 
@@ -19,6 +20,7 @@ from smpfix.rules.rule import FixAvailability
 class ActiveMicrobatchesOutOfRange(ConfigRule):
     code = "SMP816"
     name = "active-microbatches-out-of-range"
+    flavours = ONLY_PYTORCH
     summary = "`active_microbatches` must be between 1 and `microbatches`; it only matters with pipeline parallelism."
     fix_availability = FixAvailability.NONE
 

@@ -6,6 +6,9 @@ validator compares ``default_partition`` with ``config["partitions"]`` (a ``KeyE
 degree is written as ``pipeline_parallel_degree``), and Hugging Face's
 ``is_sagemaker_mp_enabled()`` looks for the key ``partitions``, so a ``Trainer`` (and a
 ``HuggingFace`` estimator's script) silently trains without the library otherwise.
+
+A TensorFlow launcher knows the degree only as ``partitions``, which its documentation marks
+required: one without it is refused by the SDK.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Optional
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.config_entries import renamed_key
+from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.launched_code import launched_code
 from smpfix.rules.rule import FixAvailability
@@ -24,13 +28,14 @@ from smpfix.rules.rule import FixAvailability
 class PartitionsKeyRequired(ConfigRule):
     code = "SMP820"
     name = "partitions-key-required"
-    summary = "Write the pipeline degree as `partitions` where the SDK or Hugging Face need it, and never both names."
+    summary = "Write the pipeline degree as `partitions` where the SDK, Hugging Face or TensorFlow need it, and never both names."
     fix_availability = FixAvailability.UNSAFE
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
         parameters = view.parameters
-        if parameters is None or not parameters.is_dict:
+        if parameters is None or not parameters.is_dict or view.tensorflow:
+            # TensorFlow knows only `partitions`; the other name there is SMP812's finding.
             return
         alias, degree = parameters.get("partitions"), parameters.get("pipeline_parallel_degree")
         if alias is None or degree is None:
@@ -57,6 +62,9 @@ class PartitionsKeyRequired(ConfigRule):
         enabled = mp.get("enabled") if mp is not None else None
         parameters = view.parameters
         if enabled is None or enabled.plain() is not True or parameters is None or not parameters.is_dict:
+            return
+        if view.tensorflow:
+            yield from _tensorflow_partitions(parameters)
             return
         degree = parameters.get("pipeline_parallel_degree")
         if degree is None or parameters.get("partitions") is not None:
@@ -92,6 +100,22 @@ class PartitionsKeyRequired(ConfigRule):
             Severity.ERROR,
             fix,
         )
+
+
+def _tensorflow_partitions(parameters: Located) -> Iterator[ConfigProblem]:
+    """A TensorFlow launcher without ``partitions``: the one key its documentation marks required.
+
+    A ``pipeline_parallel_degree`` in its place is SMP812's finding (with the rename as a fix).
+    """
+    if parameters.get("partitions") is not None or parameters.get("pipeline_parallel_degree") is not None:
+        return
+    yield ConfigProblem(
+        parameters.display,
+        "This TensorFlow launcher enables model parallelism without `partitions`: the TensorFlow documentation marks "
+        "`partitions` required, and the SageMaker SDK (2.199.0 and earlier) refuses to build the job "
+        "(\"'partitions' is a required parameter.\"). Add `\"partitions\": <pipeline stages>`.",
+        Severity.ERROR,
+    )
 
 
 def _hugging_face_reader(rule: ConfigRule, view: ConfigView) -> Optional[str]:

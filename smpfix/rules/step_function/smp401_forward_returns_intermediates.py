@@ -12,10 +12,12 @@ import libcst as cst
 
 from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
+from smpfix.base.flavour import BOTH
 from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.base.positions import Positions
 from smpfix.program.facts import FileFacts, Scope
 from smpfix.program.model_output_use import OutputUse, output_use
+from smpfix.program.tf_models import with_imported_models
 from smpfix.program.wrapped_model import (
     Construction,
     ModelClass,
@@ -27,7 +29,7 @@ from smpfix.program.wrapped_model import (
 from smpfix.rules.rule import Rule
 
 _WHY = (
-    "`smp.DistributedModel` broadcasts every tensor `forward` returns from the rank that computed it to all "
+    "`smp.DistributedModel` broadcasts every tensor `{method}` returns from the rank that computed it to all "
     "other ranks, so each one costs communication and memory on every step"
 )
 # Hugging Face switches that add outputs, and the output each one adds.
@@ -58,8 +60,9 @@ class _Returned:
 class ForwardReturnsIntermediates(Rule):
     code = "SMP401"
     name = "forward-returns-intermediates"
+    flavours = BOTH
     summary = (
-        "The wrapped model's `forward` returns tensors no step function uses (or Hugging Face "
+        "The wrapped model's `forward` (TensorFlow: `call`) returns tensors no step function uses (or Hugging Face "
         "`output_hidden_states`/`output_attentions`/`use_cache` is on); each is broadcast to all ranks."
     )
     depends_on = ()
@@ -69,10 +72,12 @@ class ForwardReturnsIntermediates(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         if not self.facts.distributed_models and not self.facts.step_functions:
             return
-        use = output_use(self.facts)
+        # A TensorFlow model is an instance of a `smp.DistributedModel` subclass, maybe from model.py.
+        facts = with_imported_models(self.facts, self.context.modules)
+        use = output_use(facts)
         reported: set[int] = set()
-        for wrap in self.facts.distributed_models:
-            for built in wrapped_constructions(self.facts, wrap):
+        for wrap in facts.distributed_models:
+            for built in wrapped_constructions(facts, wrap):
                 if use.calls:
                     self._check_forward(wrap.call, built, use, reported)
                 self._check_hf_config(built, wrap.target, use, reported)
@@ -83,11 +88,11 @@ class ForwardReturnsIntermediates(Rule):
         cls = model_class(self.facts, built.call, self.context.module, self.context.modules)
         if cls is None:
             return
-        found = find_method(cls, "forward", self.context.modules)
+        found = find_method(cls, self._method, self.context.modules)
         if found is None:
             return
         owner, forward = found
-        for returned in _training_returns(forward):
+        for returned in _training_returns(forward, _passed_on(use)):
             unused = _unused(returned, use)
             if not unused:
                 continue
@@ -103,16 +108,22 @@ class ForwardReturnsIntermediates(Rule):
         names = _join([_describe(owner, e, returned.by_key) for e in unused], "and")
         verb = "is" if len(unused) == 1 else "are"
         steps = _join([f"`{step}`" for step in use.steps], "or")
-        method = f"`{owner.name}.forward`"
+        name = self._method
+        method = f"`{owner.name}.{name}`"
         if owner.node is not cls.node:
             method += f" (inherited by `{cls.name}`, the wrapped model)"
         lead = f"{method} returns {count} tensors, but {names} {verb} never used by {steps}"
         if owner.linked is not None:
             place = f"{self._relative(owner.linked.path)}, line {_line(owner, returned.statement)}"
-            lead = f"`{cls.name}`, wrapped here, returns {count} tensors from `{owner.name}.forward` ({place}), but {names} {verb} never used by {steps}"
+            lead = f"`{cls.name}`, wrapped here, returns {count} tensors from `{owner.name}.{name}` ({place}), but {names} {verb} never used by {steps}"
         keep = _join([f"`{_quote(owner, e.value)}`" for e in used], "and")
         who = "the step functions use" if len(use.steps) > 1 else "the step function uses"
-        return f"{lead}: {_WHY}. Return only what {who} ({keep}) from `forward`."
+        return f"{lead}: {_WHY.format(method=name)}. Return only what {who} ({keep}) from `{name}`."
+
+    @property
+    def _method(self) -> str:
+        """The model's forward pass: ``call`` for a TensorFlow (Keras) model, ``forward`` for PyTorch."""
+        return "call" if self.facts.is_tensorflow else "forward"
 
     def _relative(self, path: str) -> str:
         here = os.path.dirname(os.path.abspath(self.context.path))
@@ -198,23 +209,24 @@ class ForwardReturnsIntermediates(Rule):
         unread = f", which {readers} never reads" if readers and not use.whole else ""
         remedy = "set `use_cache=False`" if flag == "use_cache" else f"leave `{flag}` off (it defaults to False)"
         message = (
-            f"`{flag}=True` makes {where} return {what} from every forward pass{unread}: {_WHY}. "
+            f"`{flag}=True` makes {where} return {what} from every forward pass{unread}: {_WHY.format(method='forward')}. "
             f"For training, {remedy}."
         )
         self.report(node, message, severity=Severity.WARNING)
 
 
-def _training_returns(function: cst.FunctionDef) -> Iterator[_Returned]:
-    """Tuple and dict returns of ``forward`` on its training path.
+def _training_returns(function: cst.FunctionDef, passed_on: frozenset[str] = frozenset()) -> Iterator[_Returned]:
+    """Tuple and dict returns of ``forward`` (``call``) on its training path.
 
     Returns in branches that only run in evaluation (``if not self.training:``, the ``else``
     of ``if self.training:``) or only when an off-by-default switch parameter is passed
-    (``if return_hidden:`` with ``return_hidden=False``) are not what training pays for.
+    (``if return_hidden:`` with ``return_hidden=False``) are not what training pays for. A
+    switch the step functions turn on (``passed_on``: Keras' ``model(x, training=True)``) is on.
     """
     switches = {
         param.name.value
         for param in (*function.params.params, *function.params.kwonly_params)
-        if param.default is not None and literal_value(param.default) in (False, None)
+        if param.default is not None and literal_value(param.default) in (False, None) and param.name.value not in passed_on
     }
     for statement in _reachable_returns(function.body, switches):
         returned = _returned(statement)
@@ -296,6 +308,16 @@ def _returned(statement: cst.Return) -> Optional[_Returned]:
     if sum(1 for e in elements if _is_tensor_like(e.value)) < 2:
         return None
     return _Returned(statement, by_key, tuple(elements))
+
+
+def _passed_on(use: OutputUse) -> frozenset[str]:
+    """Keywords the step functions pass as a literal True to the model (``training=True``)."""
+    return frozenset(
+        arg.keyword.value
+        for call in use.calls
+        for arg in call.call.args
+        if arg.keyword is not None and literal_value(arg.value) is True
+    )
 
 
 def _is_tensor_like(value: cst.BaseExpression) -> bool:

@@ -11,6 +11,7 @@ from smpfix.base.call_binding import bind_arguments
 from smpfix.base.calls import argument, names_in
 from smpfix.base.edits import InsertAfter, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import BOTH
 from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import is_step_decorator
@@ -40,6 +41,7 @@ _PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 class StepInputNotSplittable(Rule):
     code = "SMP406"
     name = "step-input-not-splittable"
+    flavours = BOTH
     summary = "`non_split_inputs` must be a list of the step function's parameter names; tensors without a batch dimension belong in it."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("MB",)

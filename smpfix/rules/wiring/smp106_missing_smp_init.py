@@ -8,6 +8,7 @@ import libcst as cst
 
 from smpfix.base.edits import InsertStatementAfter, NodeEdit
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.flavour import BOTH
 from smpfix.base.imports import SMP_TF, SMP_TORCH, dotted_name
 from smpfix.base.literals import literal_value
 from smpfix.program.codegen import smp_reference
@@ -45,6 +46,7 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
 class MissingSmpInit(Rule):
     code = "SMP106"
     name = "missing-smp-init"
+    flavours = BOTH
     summary = "A training script that uses the library must call `smp.init()` before anything else; add it after the import."
     fix_availability = FixAvailability.SAFE
     default_severity = Severity.WARNING
@@ -126,16 +128,21 @@ class MissingSmpInit(Rule):
             return
         anchor = self._top_level_imports[-1] if self._top_level_imports else None
         target: cst.CSTNode = anchor[1] if anchor is not None else self._first_import
-        severity = Severity.ERROR if self._manual_init else Severity.WARNING
-        flavour = SMP_TORCH if self.facts.imports.imports_module(SMP_TORCH) else SMP_TF
+        tensorflow = self.facts.is_tensorflow
+        # The TensorFlow flavour never initialises itself on import (its `init()` is never called for you).
+        severity = Severity.ERROR if self._manual_init or tensorflow else Severity.WARNING
+        flavour = SMP_TF if tensorflow else SMP_TORCH
         reference = smp_reference(self.facts, node, "init", flavour)
         spelled = reference.text if reference is not None else "smp.init"
-        why = (
-            "this script sets SMP_MANUAL_INIT=1, so the library does not initialise itself on import"
-            if self._manual_init
-            else "only inside a SageMaker MPI launch (and only in some versions) does importing the library "
-            "initialise it; anywhere else, or with SMP_MANUAL_INIT=1, the library has no configuration"
-        )
+        if tensorflow:
+            why = "the TensorFlow flavour of the library never initialises itself on import, so it has no configuration"
+        elif self._manual_init:
+            why = "this script sets SMP_MANUAL_INIT=1, so the library does not initialise itself on import"
+        else:
+            why = (
+                "only inside a SageMaker MPI launch (and only in some versions) does importing the library "
+                "initialise it; anywhere else, or with SMP_MANUAL_INIT=1, the library has no configuration"
+            )
         message = (
             f"This training script uses `smp.{used}` but never calls `{spelled}()`: {why}, and the first "
             f"library call fails. Call `{spelled}()` right after the import, before any other library call."

@@ -1,0 +1,19 @@
+"""Will it fit? A per-GPU memory plan for a model-parallel job, before the cluster starts.
+
+Two halves, so that the numbers can be tested against the seeds' reference configurations
+without any code to parse:
+
+- pure functions of numbers: the parameter count of a model shape (``models``, with the
+  Hugging Face configuration classes in ``hf_configs`` and well-known checkpoints in
+  ``checkpoints``), the per-GPU memory of a training setup (``setup``, ``memory``), the
+  verdict over switches smpfix could not resolve (``verdict``) and the smallest changes that
+  make a job fit (``suggestions``);
+- reading what the launched script builds (``script_code``, ``script_values``,
+  ``script_model``, ``custom_models``, ``script_setup``): the model configuration or the
+  project's own model class, the sequence length, the batch, activation checkpointing, flash
+  attention, precision and optimizer, each traced to argparse defaults and the launcher's
+  hyperparameters. ``planner`` puts the two together; ``results`` is what it returns.
+
+Every approximation is stated in ``docs/plan.md``. The layer sits between the rules (SMP831
+uses it) and the program facts it reads; it never reports findings and never prints.
+"""

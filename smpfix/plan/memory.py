@@ -1,0 +1,196 @@
+"""Per-GPU memory of a training setup: model states, activations and the rest.
+
+- **Model states** (catalog section 7): with fp16 or bf16 and Adam, 20 bytes per parameter:
+  2 (16-bit weight) + 2 (16-bit gradient) on every rank that holds the parameter, 4 (fp32
+  master weight) + 4 (fp32 gradient) + 8 (Adam) that optimizer state sharding splits.
+  Tensor parallelism divides the parameters inside the layers, pipeline parallelism divides
+  all of them, sharded data parallelism divides everything but tensors under a million
+  elements, plus a window of gathered parameters.
+- **Activations** (Korthikanti et al. 2022, tensor-parallel variant): per layer, reduced by
+  activation checkpointing to the layer inputs plus one layer recomputed, by offloading to a
+  few layer inputs, multiplied by the microbatches a pipeline stage holds; plus the logits.
+- **The rest**: the CUDA context, communicator buffers and allocator fragmentation.
+
+Bytes throughout; ``GIB`` converts. Every approximation is listed in ``docs/plan.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from smpfix.plan.models import ModelShape, ParameterCount
+from smpfix.plan.setup import OPTIMIZER_STATE_BYTES, Setup
+
+GIB = 1024**3
+MIB = 1024**2
+
+# The rest, per GPU: assumptions except the SMDDP sizes, which are the documented defaults.
+CUDA_CONTEXT_BYTES = 1.0 * GIB  # CUDA context, cuBLAS/cuDNN workspaces, driver and ECC reserve
+NCCL_BYTES = 0.5 * GIB  # communicators of the tp, pp, dp, rdp and world groups
+SMDDP_BYTES = 144 * MIB  # SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES (16 MiB) + SMDDP_AG_SORT_BUFFER_SIZE_BYTES (128 MiB)
+FRAGMENTATION = 0.05  # caching-allocator fragmentation, as a share of model states and activations
+# 16-bit logits, their 16-bit log-softmax and the 16-bit gradient the loss creates while both live.
+LOGITS_BYTES_PER_ELEMENT = 6.0
+
+
+def bytes_per_parameter(precision: str, optimizer: str) -> tuple[int, int]:
+    """(held by every rank that holds the parameter, split by optimizer state sharding).
+
+    Mixed precision: 16-bit weight and gradient stay; fp32 master weight, fp32 gradient and
+    the optimizer state are split: (4, 16) for Adam, the seeds' 20 bytes. fp32 training has
+    no master copies: (8, 8) for Adam.
+    """
+    state = OPTIMIZER_STATE_BYTES[optimizer]
+    if precision == "fp32":
+        return 8, state
+    return 4, 8 + state
+
+
+@dataclass(frozen=True)
+class ModelStates:
+    parameters_per_gpu: float  # parameters resident on one GPU before sharded data parallelism
+    states: float  # weights, gradients, master copies and optimizer state
+    sdp_window: float  # parameters gathered (and their full gradients) under sharded data parallelism
+
+    @property
+    def total(self) -> float:
+        return self.states + self.sdp_window
+
+
+def model_states(count: ParameterCount, setup: Setup, oss_splits_fp32_gradients: bool = True) -> ModelStates:
+    """Per-GPU model states, divided as SMP v1 divides them.
+
+    Optimizer state sharding splits tensor-parallel parameters over the reduced data-parallel
+    group and the others over the data-parallel group (the library's OSS ``step``). It is
+    taken to split the fp32 gradients too (4 + 16/d for Adam): the official GPT example's
+    fp16 optimizer keeps fp32 master weights, and with them their gradients, only for the
+    rank's shard. ``oss_splits_fp32_gradients=False`` gives the catalog's more conservative
+    reading (8 + 12/d); the reference configurations fit under both (``docs/plan.md``).
+    """
+    replicated, shardable = bytes_per_parameter(setup.precision, setup.optimizer)
+    total_bytes = replicated + shardable
+    if not oss_splits_fp32_gradients and setup.half_precision:
+        replicated, shardable = replicated + 4, shardable - 4
+    distributed = setup.distribute_embedding or (setup.sdp > 1 and setup.tp > 1)
+    split_by_tp = count.in_layers + (count.outside_layers if distributed else 0)
+    local_tp = split_by_tp / setup.tp / setup.pp
+    local_whole = (count.total - split_by_tp) / setup.pp
+    parameters = local_tp + local_whole
+    if setup.sdp > 1:
+        small = count.small / setup.tp
+        states = total_bytes * (parameters - small) / setup.sdp + total_bytes * small
+        layer = count.per_layer / setup.tp
+        gathered = min(float(setup.sdp_max_live_parameters), 2 * layer)  # this layer and the next, prefetched
+        width = 4 if setup.precision == "fp32" else 2
+        return ModelStates(parameters, states, width * (gathered + layer))  # + one layer's full gradient
+    if setup.oss and setup.dp > 1:
+        states = local_tp * (replicated + shardable / setup.rdp) + local_whole * (replicated + shardable / setup.dp)
+        return ModelStates(parameters, states, 0.0)
+    return ModelStates(parameters, total_bytes * parameters, 0.0)
+
+
+@dataclass(frozen=True)
+class Activations:
+    checkpoints: float  # stored layer inputs (with checkpointing) or every layer's activations
+    working_layer: float  # the activations of the layers being recomputed
+    logits: float
+
+    @property
+    def total(self) -> float:
+        """The logits are freed before the last layers are recomputed in the backward pass:
+        the two phases do not overlap."""
+        return self.checkpoints + max(self.working_layer, self.logits)
+
+
+def layer_activation_bytes(shape: ModelShape, seq: int, samples: float, tp: int, flash: bool) -> float:
+    """One transformer layer's activations in 16 bits with 1-byte dropout masks (Korthikanti
+    et al. 2022, tensor parallelism without sequence parallelism):
+    ``s·b·h·(10 + 24/t + 5·a·s/(h·t))`` for a 4h MLP, generalised to any MLP width and to
+    gated MLPs. Flash attention removes the ``5·a·s²·b`` attention-score term."""
+    s, b, h, a, f = seq, samples, shape.hidden, shape.heads, shape.ffn
+    replicated = 10 * s * b * h  # attention and MLP inputs, two dropout masks, two norm inputs
+    mlp = (8 if shape.gated_ffn else 4) * s * b * f
+    split = (8 * s * b * h + mlp) / tp
+    scores = 0.0 if flash else 5 * a * s * s * b / tp
+    return replicated + split + scores
+
+
+def activations(shape: ModelShape, count: ParameterCount, setup: Setup) -> Optional[Activations]:
+    """Per-GPU activations at the peak of the backward pass; None without sequence length or batch.
+
+    With checkpointing, a stage keeps each checkpointed group's input (``2·s·G·h/t`` bytes,
+    G the samples of a tensor-parallel group's microbatch) for every microbatch in flight,
+    and recomputes one group at a time. Offloading keeps ``activation_loading_horizon`` + 1
+    layer inputs on the GPU; it does nothing without checkpointing. Logits: ``s·G·V/t``
+    elements on the last stage, charged together with the first stage's checkpoints.
+    fp32 training doubles every activation.
+    """
+    samples = setup.group_microbatch
+    if setup.seq_len is None or samples is None:
+        return None
+    seq, tp = setup.seq_len, setup.tp
+    width = 1 if setup.half_precision else 2
+    layers_here = math.ceil(count.layers / setup.pp) if count.layers else math.ceil(shape.depth / setup.pp)
+    one_layer = layer_activation_bytes(shape, seq, samples, tp, setup.flash_attention) * width
+    if setup.activation_checkpointing:
+        group = max(1, min(setup.checkpoint_group, layers_here))
+        kept = math.ceil(layers_here / group) * setup.in_flight
+        if setup.offload_activations:
+            kept = min(kept, setup.activation_loading_horizon + 1)
+        checkpoints = 2 * width * seq * samples * shape.hidden / tp * kept
+        working = one_layer * group
+    else:
+        checkpoints = one_layer * layers_here * setup.in_flight
+        working = 0.0
+    logits = seq * samples * shape.vocab / tp * LOGITS_BYTES_PER_ELEMENT * width if shape.lm_head else 0.0
+    return Activations(checkpoints, working, logits)
+
+
+def buffers(setup: Setup, states_and_activations: float) -> float:
+    """The rest: fixed buffers plus fragmentation of what the model and activations take."""
+    fixed = CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.world > 1 else 0.0)
+    if setup.sdp > 1 and setup.smddp_collectives:
+        fixed += SMDDP_BYTES
+    return fixed + FRAGMENTATION * states_and_activations
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Per-GPU bytes. ``activations`` is None when the sequence length, the batch or the
+    model's shape is unknown: the total then counts model states and buffers only, a lower
+    bound that can show a job does not fit, never that it fits."""
+
+    parameters: int
+    model_states: ModelStates
+    activations: Optional[Activations]
+    buffers: float
+    gpu_bytes: float
+
+    @property
+    def total(self) -> float:
+        return self.model_states.total + (self.activations.total if self.activations is not None else 0.0) + self.buffers
+
+    @property
+    def complete(self) -> bool:
+        return self.activations is not None
+
+    @property
+    def share(self) -> float:
+        return self.total / self.gpu_bytes
+
+    @property
+    def fits(self) -> Optional[bool]:
+        """True or False, or None when only a lower bound is known and it is under the GPU."""
+        if self.total > self.gpu_bytes:
+            return False
+        return True if self.complete else None
+
+
+def estimate(count: ParameterCount, shape: Optional[ModelShape], setup: Setup, gpu_memory_mib: int,
+             oss_splits_fp32_gradients: bool = True) -> Estimate:
+    states = model_states(count, setup, oss_splits_fp32_gradients)
+    acts = activations(shape, count, setup) if shape is not None else None
+    body = states.total + (acts.total if acts is not None else 0.0)
+    return Estimate(count.total, states, acts, buffers(setup, body), gpu_memory_mib * MIB)

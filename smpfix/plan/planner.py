@@ -1,0 +1,286 @@
+"""One configuration's memory plan: the job settings, the launched script, the estimate.
+
+Settings are merged as the library merges them, highest precedence first: ``--job``,
+``[tool.smpfix.job]``, the launcher, the script's ``smp.init({...})`` dict (its values
+evaluated through argparse and the launcher's hyperparameters), then the library's defaults.
+The script gives the model, the sequence length, the batch, activation checkpointing, flash
+attention, precision and optimizer. A number that decides the estimate and cannot be
+resolved (an instance type, a degree, the model's size) makes the verdict unknown; a switch
+that cannot be resolved is estimated both ways (``verdict.bracket``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional
+
+from smpfix.job.instances import InstanceType, lookup
+from smpfix.job.jobfacts import LIBRARY_DEFAULTS, DeclaredJob, JobFacts
+from smpfix.job.launcher import Launcher
+from smpfix.job.linking import LinkedScript, declared_job, linked_script
+from smpfix.plan import script_setup
+from smpfix.plan.memory import GIB
+from smpfix.plan.results import MemoryPlan, MemorySplit, PlannedChange
+from smpfix.plan.script_code import ScriptCode, load_script
+from smpfix.plan.script_model import FoundModel, find_model
+from smpfix.plan.script_values import ScriptValues
+from smpfix.plan.setup import OPTIMIZER_STATE_BYTES, Setup, problems
+from smpfix.plan.suggestions import suggest
+from smpfix.plan.verdict import Verdict, bracket
+from smpfix.program.local_modules import LocalModules
+
+APPROXIMATIONS = "every approximation is listed in docs/plan.md (`smpfix plan --help`)"
+_INT_SETTINGS = ("tensor_parallel_degree", "pipeline_parallel_degree", "sharded_data_parallel_degree", "microbatches")
+# Boolean settings that decide memory, as the ``Setup`` switch each one is.
+_SWITCH_SETTINGS = {"shard_optimizer_state": "oss", "prescaled_batch": "prescaled_batch", "offload_activations": "offload_activations"}
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """``declared``: ``--job`` and ``[tool.smpfix.job]``, highest first; ``launcher``: what the
+    launcher says (None for a script planned with the declared job only); ``code``: the
+    launched script and its project modules (None when it cannot be read)."""
+
+    declared: tuple[DeclaredJob, ...] = ()
+    launcher: Optional[LinkedScript] = None
+    code: Optional[ScriptCode] = None
+
+
+class _Unknown(Exception):
+    """A deciding input smpfix cannot resolve: the plan says why and gives no verdict."""
+
+
+@dataclass
+class _Reader:
+    """The merged job, read key by key, recording what the plan assumed and left unresolved."""
+
+    job: JobFacts
+    assumptions: list[str] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)
+
+    def number(self, key: str, default: Optional[int] = None) -> Optional[int]:
+        """An integer setting. One that a whole configuration leaves out has the library's
+        default (already in ``job``); without a whole configuration it is unknown, unless the
+        library's default applies whatever the rest (``default``)."""
+        if key in self.job.unknown:
+            raise _Unknown(f"{key} is set in {self.job.unknown[key]} to a value smpfix cannot resolve")
+        setting = self.job.settings.get(key)
+        if setting is None:
+            if key in LIBRARY_DEFAULTS:
+                raise _Unknown(f"{key} is not set in any configuration smpfix can read")
+            return default
+        if not isinstance(setting.value, int) or isinstance(setting.value, bool):
+            raise _Unknown(f"{key} {setting.value!r} is not an integer ({setting.source})")
+        if setting.value != LIBRARY_DEFAULTS.get(key, default):
+            self.assumptions.append(f"{key} {setting.value} ({setting.source})")
+        return setting.value
+
+    def switch(self, key: str) -> Optional[bool]:
+        """True, False, or None (unresolved) for a boolean setting; one no configuration smpfix
+        can read states is unresolved too (``fp16_params``, which has no default, is off)."""
+        setting = self.job.settings.get(key)
+        if key in self.job.unknown or (setting is None and key in LIBRARY_DEFAULTS):
+            return None
+        if setting is not None and setting.value is True:
+            self.assumptions.append(f"{key} on ({setting.source})")
+        return setting is not None and setting.value is True
+
+
+def declared_by(job: JobFacts) -> tuple[DeclaredJob, ...]:
+    """The declared job (``--job``, ``[tool.smpfix.job]``) a launcher file's analysis merged
+    into ``job``, one ``DeclaredJob`` per source, without the library defaults it filled in."""
+    by_source: dict[str, dict[str, Any]] = {}
+    for key, setting in job.settings.items():
+        if not setting.source.startswith("library default"):
+            by_source.setdefault(setting.source, {})[key] = setting.value
+    unknown = frozenset(job.unknown)
+    return tuple(DeclaredJob(source, settings, unknown=unknown) for source, settings in by_source.items())
+
+
+def launcher_inputs(launcher: Launcher, path: str, line: Optional[int], declared: Sequence[DeclaredJob],
+                    modules: Optional[LocalModules]) -> PlanInputs:
+    """What to plan for the estimator ``launcher`` written at ``line`` of ``path``: the declared
+    job, the launcher's own, and the script its ``entry_point`` names when it can be read."""
+    link = linked_script(launcher, path, line)
+    if link is None:  # the entry point is not a literal: the launcher's settings still count
+        job = declared_job(launcher, f"launcher {os.path.basename(path)}")
+        return PlanInputs(tuple(declared), LinkedScript("", job, {}, os.path.abspath(path), line or 0, False), None)
+    shown = os.path.relpath(link.script, os.path.dirname(os.path.abspath(path)))
+    code = load_script(modules, link.script, shown) if modules is not None else None
+    return PlanInputs(tuple(declared), link, code)
+
+
+def plan(inputs: PlanInputs) -> MemoryPlan:
+    """The memory plan of one configuration; its verdict is unknown when a deciding input is."""
+    job, values = _merged(inputs)
+    code = inputs.code
+    script = code.name if code is not None else (inputs.launcher.script if inputs.launcher is not None else None)
+    reader = _Reader(job)
+    instance = lookup(job.value("instance_type"))
+    model = find_model(code, values, job)
+    empty = MemoryPlan(script, instance.name if instance else None, instance.gpu_model if instance else None,
+                       instance.gpu_memory_mib / 1024 if instance else None, model.count.total if model.count else None,
+                       model.source, None, Verdict.UNKNOWN, "")
+    try:
+        if instance is None:
+            raise _Unknown(_instance_problem(job))
+        setup = _setup(reader, instance, code, values, model)
+        if model.count is None:
+            raise _Unknown(f"the model's size is unknown: {model.source}")
+        found = problems(setup)
+        if found:
+            raise _Unknown(f"the configuration is one the library refuses ({'; '.join(found)}); the configuration rules report it")
+    except _Unknown as unknown:
+        return replace(empty, reason=str(unknown), assumptions=tuple(reader.assumptions))
+    return _estimated(empty, model, setup, instance, reader)
+
+
+def _merged(inputs: PlanInputs) -> tuple[JobFacts, ScriptValues]:
+    """The job's settings in precedence order, and the evaluator of the script's expressions.
+
+    The script's ``smp.init`` dict is evaluated with what the sources above it say (its
+    values may read ``smp.tp_size()``), then merged below them."""
+    declared = inputs.declared
+    if inputs.launcher is not None and not inputs.launcher.job.complete:
+        # The configuration that runs is the launcher's, and smpfix cannot read all of it: a
+        # declared job gives its explicit values, not the library's defaults for the rest.
+        declared = tuple(replace(job, complete=False) for job in declared)
+    sources = [*declared, *((inputs.launcher.job,) if inputs.launcher is not None else ())]
+    links = (inputs.launcher,) if inputs.launcher is not None else ()
+    files = inputs.code.files if inputs.code is not None else ()
+    if inputs.code is not None:
+        init = script_setup.init_settings(inputs.code, ScriptValues(files, links, JobFacts.resolve(sources)))
+        sources += [init] if init is not None else []
+    job = JobFacts.resolve(sources)
+    return job, ScriptValues(files, links, job)
+
+
+def _instance_problem(job: JobFacts) -> str:
+    if "instance_type" in job.unknown:
+        return f"the instance type is set in {job.unknown['instance_type']} to a value smpfix cannot resolve"
+    value = job.value("instance_type")
+    if value is None:
+        return "no instance type: the launcher does not state one (set instance_type in [tool.smpfix.job])"
+    return f"{value!r} is not an instance type smpfix knows the GPUs of"
+
+
+def _setup(reader: _Reader, instance: InstanceType, code: Optional[ScriptCode], values: ScriptValues, model: FoundModel) -> Setup:
+    world = _world(reader, instance)
+    tp, pp, sdp, microbatches = (_required(reader.number(key)) for key in _INT_SETTINGS)
+    active = reader.number("active_microbatches") if pp > 1 else None
+    switches: dict[str, Any] = {}
+    for key, name in _SWITCH_SETTINGS.items():
+        value = reader.switch(key)
+        if value is None:
+            reader.unresolved.append(name)
+        switches[name] = bool(value)
+    precision = _precision(reader, code, values)
+    script = _script_readings(reader, code, values, model, instance) if code is not None else None
+    if script is None:
+        reader.assumptions.append("the launched script is not among the checked files: activations unknown")
+    if switches["prescaled_batch"] and tp > 1 and script is not None and script.batch is not None:
+        reader.assumptions.append("with prescaled_batch the batch is that of a tensor-parallel group")
+    return Setup(
+        world=world, tp=tp, pp=pp, sdp=sdp, microbatches=microbatches, active_microbatches=active, precision=precision,
+        activation_loading_horizon=_required(reader.number("activation_loading_horizon", 4)),
+        sdp_max_live_parameters=_required(reader.number("sdp_max_live_parameters", 10**9)),
+        smddp_collectives=sdp > 1 and tp == 1 and instance.efa and world > instance.gpus,
+        **switches, **(script.__dict__ if script is not None else {}),
+    )
+
+
+def _required(value: Optional[int]) -> int:
+    """A number ``_Reader.number`` returned for a key that always has a value."""
+    assert value is not None
+    return value
+
+
+@dataclass(frozen=True)
+class _ScriptSetup:
+    """The ``Setup`` fields the launched script decides."""
+
+    seq_len: Optional[int]
+    batch: Optional[int]
+    optimizer: str
+    activation_checkpointing: bool
+    checkpoint_group: int
+    flash_attention: bool
+
+
+def _script_readings(reader: _Reader, code: ScriptCode, values: ScriptValues, model: FoundModel,
+                     instance: InstanceType) -> _ScriptSetup:
+    checkpointing, group = script_setup.activation_checkpointing(code, values)
+    flash = script_setup.flash_attention(code, values, instance.bf16)
+    optimizer = script_setup.optimizer(code, values)
+    seq = script_setup.sequence_length(code, values, model.shape)
+    batch = script_setup.batch_size(code, values)
+    for name, reading in (("activation_checkpointing", checkpointing), ("flash_attention", flash)):
+        if reading.value is None:
+            reader.unresolved.append(name)
+        state = "unresolved" if reading.value is None else ("on" if reading.value else "off")
+        reader.assumptions.append(f"{name.replace('_', ' ')} {state}: {reading.how}")
+    state_bytes = OPTIMIZER_STATE_BYTES[str(optimizer.value)]
+    reader.assumptions.append(f"optimizer state {state_bytes} bytes per parameter ({optimizer.value}): {optimizer.how}")
+    for name, reading in (("sequence length", seq), ("batch", batch)):
+        reader.assumptions.append(f"{name} {reading.value if reading.value is not None else 'unknown'}: {reading.how}")
+    return _ScriptSetup(seq.value, batch.value, str(optimizer.value), bool(checkpointing.value), group, bool(flash.value))
+
+
+def _world(reader: _Reader, instance: InstanceType) -> int:
+    count = reader.job.settings.get("instance_count")
+    per_host = reader.job.settings.get("processes_per_host")
+    for key in ("instance_count", "processes_per_host"):
+        if key in reader.job.unknown:
+            raise _Unknown(f"{key} is set in {reader.job.unknown[key]} to a value smpfix cannot resolve")
+    instances = count.value if count is not None else 1
+    processes = per_host.value if per_host is not None else instance.gpus
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (instances, processes)):
+        raise _Unknown("instance_count and processes_per_host must be positive integers")
+    shown = f"{instances} x {instance.name} ({instance.gpus} x {instance.gpu_model}), {processes} processes per instance"
+    notes = [note for note, setting in (("instance_count 1 assumed", count),
+                                         ("processes_per_host = GPUs per instance assumed", per_host)) if setting is None]
+    reader.assumptions.append(shown + (f" ({'; '.join(notes)})" if notes else ""))
+    return int(instances) * int(processes)
+
+
+def _precision(reader: _Reader, code: Optional[ScriptCode], values: ScriptValues) -> str:
+    """fp16/bf16 from the job (``fp16``, ``bf16``, ``fp16_params``), else the model's dtype in
+    ``smp.model_creation``, else fp32; unresolved settings are estimated both ways."""
+    unresolved = False
+    for key in ("bf16", "fp16", "fp16_params"):
+        value = reader.switch(key)
+        if value:
+            return "bf16" if key == "bf16" else "fp16"
+        unresolved = unresolved or value is None
+    dtype = script_setup.model_dtype(code, values) if code is not None else None
+    if dtype is not None and dtype.value is not None:
+        reader.assumptions.append(f"{dtype.value} training: {dtype.how}")
+        return str(dtype.value)
+    if unresolved or (dtype is not None and dtype.how):
+        reader.unresolved.append("precision")
+        reader.assumptions.append("precision unresolved: estimated in fp16 and in fp32")
+        return "fp16"
+    reader.assumptions.append("fp32 training: no fp16, bf16 or fp16_params setting and no 16-bit dtype in smp.model_creation")
+    return "fp32"
+
+
+def _estimated(empty: MemoryPlan, model: FoundModel, setup: Setup, instance: InstanceType, reader: _Reader) -> MemoryPlan:
+    assert model.count is not None
+    try:
+        found = bracket(model.count, model.shape, setup, instance.gpu_memory_mib, reader.unresolved)
+        changes: tuple[PlannedChange, ...] = ()
+        if found.verdict in (Verdict.DOES_NOT_FIT, Verdict.DEPENDS):
+            changes = tuple(PlannedChange(s.change, MemorySplit.of(s.estimate), s.estimate.share)
+                            for s in suggest(model.count, model.shape, found.worst_setup, instance))
+    except OverflowError:  # sizes no GPU could hold, beyond floating point
+        return replace(empty, reason="the sizes are too large to estimate", assumptions=tuple(reader.assumptions))
+    reasons = []
+    if found.unresolved:
+        spread = f"{found.best.total / GIB:.1f} to {found.worst.total / GIB:.1f} GiB"
+        reasons.append(f"estimated with {', '.join(found.unresolved)} both ways: {spread}")
+    if not found.worst.complete:
+        reasons.append("activations unknown: only model states and buffers are counted, a lower bound")
+    return replace(empty, per_gpu=MemorySplit.of(found.worst), verdict=found.verdict, reason="; ".join(reasons),
+                   assumptions=(*reader.assumptions, APPROXIMATIONS), suggestions=changes)

@@ -1,0 +1,83 @@
+"""The code a configuration runs, for the plan: the launched script and the project modules
+it imports, parsed, with the words that say where something was found (``train.py:746``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.parents import ParentIndex
+from smpfix.base.positions import Positions
+from smpfix.program.facts import FileFacts
+from smpfix.program.local_modules import LinkedModule, LocalModules
+
+
+class ScriptCode:
+    """``modules[0]`` is the script itself, ``name`` how messages show it; positions are
+    computed only for what is quoted."""
+
+    def __init__(self, name: str, modules: Sequence[LinkedModule]) -> None:
+        self.name = name
+        self.modules = tuple(modules)
+        self._positions: dict[str, Positions] = {}
+        self._parents: dict[str, ParentIndex] = {}
+
+    @property
+    def script(self) -> Optional[LinkedModule]:
+        return self.modules[0] if self.modules else None
+
+    @property
+    def files(self) -> tuple[FileFacts, ...]:
+        return tuple(linked.facts for linked in self.modules)
+
+    def calls(self) -> Iterator[tuple[LinkedModule, cst.Call]]:
+        """Every call, file by file, in source order."""
+        for linked in self.modules:
+            for call in linked.facts.call_order:
+                yield linked, call
+
+    def where(self, linked: LinkedModule, node: cst.CSTNode) -> str:
+        positions = self._positions.get(linked.path)
+        if positions is None:
+            positions = self._positions[linked.path] = Positions(linked.module, linked.text)
+        try:
+            line = positions.position(positions.span(node)[0]).line
+        except KeyError:
+            return os.path.basename(linked.path)
+        return f"{os.path.basename(linked.path)}:{line}"
+
+    def parents(self, linked: LinkedModule) -> ParentIndex:
+        found = self._parents.get(linked.path)
+        if found is None:
+            found = self._parents[linked.path] = ParentIndex(linked.module)
+        return found
+
+    def branches(self, linked: LinkedModule, node: cst.CSTNode) -> Iterator[tuple[cst.BaseExpression, bool]]:
+        """The ``if`` tests around ``node``, innermost first, each with the value it must have
+        for ``node`` to run (True in the body, False in the ``else`` or an ``elif``)."""
+        parents = self.parents(linked)
+        previous: cst.CSTNode = node
+        for ancestor in parents.ancestors(node):
+            if isinstance(ancestor, cst.If):
+                if previous is ancestor.body:
+                    yield ancestor.test, True
+                elif previous is ancestor.orelse:
+                    yield ancestor.test, False
+            previous = ancestor
+
+
+def load_script(modules: LocalModules, path: str, shown: str, depth: int = 2) -> Optional[ScriptCode]:
+    """The script at ``path`` with the project modules it imports (``depth`` levels), when it
+    is inside the checked paths and parses; None otherwise. What it reads is recorded by
+    ``modules`` as a dependency of the analysis (the result cache checks it)."""
+    path = os.path.abspath(path)
+    if not modules.project.contains(path):
+        return None
+    resolver = modules.for_importer(path)
+    linked = resolver.load(path)
+    if linked is None:
+        return None
+    return ScriptCode(shown, (linked, *resolver.imported_closure(path, linked.facts, depth)))

@@ -1,0 +1,203 @@
+"""Which model the launched script trains, and how many parameters it has.
+
+Three sources, most authoritative first:
+
+1. the ``model_parameters`` job setting (``--job`` or ``[tool.smpfix.job]``), for what
+   smpfix cannot read; a shape found in the script still sizes the activations;
+2. a Hugging Face configuration built in the script (``GPT2Config(n_embd=args.hidden_width,
+   ...)``), each size keyword traced to argparse defaults and the launcher's hyperparameters;
+3. ``from_pretrained("<name>")`` of a model or configuration class, for the checkpoints whose
+   published dimensions smpfix knows (``checkpoints``).
+
+Unknown stays unknown: a size keyword smpfix cannot resolve, a checkpoint it does not know,
+or two different models built in the same code give no count, and so no verdict.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import libcst as cst
+
+from smpfix.job.jobfacts import JobFacts
+from smpfix.plan.checkpoints import find_checkpoint
+from smpfix.plan.custom_models import ModelReader
+from smpfix.plan.hf_configs import CONFIG_CLASSES, shape_from_config, size_keywords
+from smpfix.plan.models import ModelShape, ParameterCount, count_parameters, parameters_only
+from smpfix.plan.script_code import ScriptCode
+from smpfix.plan.script_setup import reachable
+from smpfix.plan.script_values import ScriptValues
+from smpfix.program.hf_models import class_name, is_config_class, pretrained_model_call
+from smpfix.program.local_modules import LinkedModule
+
+MODEL_PARAMETERS = "model_parameters"
+_ANY_SIZE_KEYWORD = frozenset().union(*(size_keywords(name) for name in CONFIG_CLASSES))
+_SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+
+
+@dataclass(frozen=True)
+class FoundModel:
+    """The count (None: unknown), the shape when known, and in words where the count came
+    from or why it is unknown."""
+
+    count: Optional[ParameterCount]
+    shape: Optional[ModelShape]
+    source: str
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    count: Optional[ParameterCount]
+    shape: Optional[ModelShape]
+    description: str
+
+
+def _unresolved(description: str) -> _Candidate:
+    return _Candidate(None, None, description)
+
+
+def _of_shape(shape: ModelShape, description: str) -> _Candidate:
+    return _Candidate(count_parameters(shape), shape, description)
+
+
+def parse_parameter_count(value: Any) -> Optional[int]:
+    """``20000000000``, ``2e10``, ``"20B"``, ``"1.5e9"``, ``"350M"``: the count, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value) if value >= 1 else None
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbt]?)\s*", value.lower().replace("_", ""))
+        if match:
+            number = float(match.group(1)) * _SUFFIXES.get(match.group(2), 1)
+            return int(number) if number >= 1 else None
+    return None
+
+
+def find_model(code: Optional[ScriptCode], values: Optional[ScriptValues], job: JobFacts) -> FoundModel:
+    found = _from_script(code, values) if code is not None and values is not None else FoundModel(None, None, "")
+    setting = job.settings.get(MODEL_PARAMETERS)
+    if setting is None:
+        return found if found.source else FoundModel(None, None, "the launched script is not among the checked files")
+    total = parse_parameter_count(setting.value)
+    if total is None:
+        return FoundModel(None, None, f"model_parameters {setting.value!r} is not a parameter count ({setting.source})")
+    source = f"model_parameters = {total:,} ({setting.source})"
+    if found.shape is None or found.count is None:
+        return FoundModel(parameters_only(total), None, source)
+    split = found.count
+    scale = total / split.total
+    count = ParameterCount(total, round(split.in_layers * scale), round(split.small * scale), split.layers)
+    return FoundModel(count, found.shape, f"{source}; layer shape from {found.source}")
+
+
+def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
+    """Hugging Face configurations and checkpoints first; the project's own ``nn.Module``
+    models only when there are none (a wrapper module may hold a Hugging Face model). Calls
+    under an ``if`` known not to run (``if args.fine_tune > 0:`` with the default 0) do not count."""
+    calls = [(linked, call) for linked, call in code.calls() if reachable(code, values, linked, call) is not False]
+    found = [candidate for linked, call in calls if (candidate := _candidate(code, values, linked, call)) is not None]
+    if not found:
+        reader = ModelReader(code.modules)
+        found = [candidate for linked, call in calls if (candidate := _custom(code, values, reader, linked, call)) is not None]
+    unresolved = [candidate.description for candidate in found if candidate.count is None]
+    resolved: dict[ParameterCount, _Candidate] = {}
+    for candidate in found:
+        if candidate.count is not None:
+            resolved.setdefault(candidate.count, candidate)
+    if unresolved:
+        return FoundModel(None, None, unresolved[0])
+    if len(resolved) > 1:
+        described = "; ".join(candidate.description for candidate in resolved.values())
+        return FoundModel(None, None, f"{code.name} builds several models ({described}): which one trains is unclear")
+    if not resolved:
+        return FoundModel(None, None, f"no model configuration, known checkpoint or countable model class in {code.name} "
+                          "or the project modules it imports; set model_parameters in [tool.smpfix.job]")
+    candidate = next(iter(resolved.values()))
+    return FoundModel(candidate.count, candidate.shape, candidate.description)
+
+
+def _candidate(code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call) -> Optional[_Candidate]:
+    facts = linked.facts
+    name = class_name(facts, call.func)
+    if name is not None and name in CONFIG_CLASSES:
+        return _configuration(code, values, linked, call, name)
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained":
+        if pretrained_model_call(facts, call) is call or is_config_class(facts, func.value):
+            return _checkpoint(code, values, linked, call)
+    return None
+
+
+def _configuration(code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call, name: str) -> _Candidate:
+    where = f"`{name}(...)` at {code.where(linked, call)}"
+    if any(arg.keyword is None for arg in call.args):
+        return _unresolved(f"{where} takes positional or ** arguments smpfix cannot read")
+    keywords: dict[str, Any] = {}
+    traced: list[str] = []
+    relevant = size_keywords(name)
+    for arg in call.args:
+        assert arg.keyword is not None
+        keyword = arg.keyword.value
+        if keyword not in relevant:
+            continue
+        value = values.of(arg.value, facts=linked.facts)
+        if not value.known:
+            return _unresolved(f"{where}: {keyword} cannot be resolved (no literal, argparse default or launcher hyperparameter)")
+        keywords[keyword] = value.value
+        traced.extend(value.how)
+    shape = shape_from_config(name, keywords)
+    if shape is None:
+        return _unresolved(f"{where} has a size keyword that is not a number")
+    detail = f" ({'; '.join(traced)})" if traced else ""
+    return _of_shape(shape, f"{where}{detail}")
+
+
+def _checkpoint(code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call) -> _Candidate:
+    shown = f"`{class_name(linked.facts, call.func.value) if isinstance(call.func, cst.Attribute) else 'from_pretrained'}.from_pretrained(...)`"
+    where = f"{shown} at {code.where(linked, call)}"
+    first = next((arg for arg in call.args if arg.keyword is None or arg.keyword.value == "pretrained_model_name_or_path"), None)
+    if first is None or first.star:
+        return _unresolved(f"{where}: the checkpoint name cannot be read")
+    name = values.of(first.value, linked.facts)
+    if not name.known or not isinstance(name.value, str):
+        return _unresolved(f"{where}: the checkpoint name cannot be resolved")
+    if any(arg.keyword is not None and arg.keyword.value in _ANY_SIZE_KEYWORD for arg in call.args):
+        return _unresolved(f"{where} overrides the size of {name.value!r}")
+    checkpoint = find_checkpoint(name.value)
+    if checkpoint is None:
+        return _unresolved(f"{where} loads {name.value!r}, a checkpoint whose dimensions smpfix does not know")
+    detail = f"; {name.explained()}" if name.how else ""
+    return _of_shape(checkpoint.shape, f"{where}: the published dimensions of {name.value!r}{detail}")
+
+
+def _custom(code: ScriptCode, values: ScriptValues, reader: ModelReader, linked: LinkedModule, call: cst.Call) -> Optional[_Candidate]:
+    """``GPT(args.vocab, args.hidden, ...)`` of a project ``nn.Module`` class, built outside
+    any class (inside one, it is a submodule of another model)."""
+    name = call.func.value if isinstance(call.func, cst.Name) else None
+    if name is None or not reader.is_model_class(name):
+        return None
+    if any(isinstance(ancestor, cst.ClassDef) for ancestor in code.parents(linked).ancestors(call)):
+        return None
+    where = f"`{name}(...)` at {code.where(linked, call)}"
+    if any(arg.star for arg in call.args):
+        return _unresolved(f"{where} takes * arguments smpfix cannot read")
+    traced: list[str] = []
+    arguments: list[Any] = []
+    keywords: dict[str, Any] = {}
+    for arg in call.args:
+        value = values.of(arg.value, linked.facts)
+        if not value.known:
+            return _unresolved(f"{where}: an argument cannot be resolved")
+        traced.extend(value.how)
+        if arg.keyword is None:
+            arguments.append(value.value)
+        else:
+            keywords[arg.keyword.value] = value.value
+    model = reader.model(name, tuple(arguments), keywords)
+    if model is None:
+        return _unresolved(f"{where} builds layers smpfix cannot count (only torch.nn layers and project modules are read)")
+    detail = f" ({'; '.join(traced)})" if traced else ""
+    return _Candidate(model.count, model.shape, f"{where}, counted from its torch.nn layers{detail}")

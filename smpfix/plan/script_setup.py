@@ -1,0 +1,231 @@
+"""What the launched script decides about memory: checkpointing, attention kernels,
+precision, optimizer, sequence length, batch, and the ``smp.init`` dict it passes.
+
+Each reading is a value (None when smpfix cannot tell) and, in words, where it came from.
+A call under ``if`` tests counts when the tests are known to hold
+(``if args.activation_checkpointing:`` with the hyperparameter set to 1); when a test is
+unknown the switch is unknown and the plan brackets it (``verdict``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument
+from smpfix.base.literals import literal_value
+from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob
+from smpfix.plan.models import ModelShape
+from smpfix.plan.script_code import ScriptCode
+from smpfix.plan.script_values import ScriptValues
+from smpfix.plan.setup import OPTIMIZER_STATE_BYTES
+from smpfix.program.dataloaders import bound_value, is_dataloader, loader_argument
+from smpfix.program.local_modules import LinkedModule
+
+# The library's activation checkpointing entry points (as SMP807 reads them).
+CHECKPOINTING = ("set_activation_checkpointing", "patches.checkpoint.checkpoint", "patches.checkpoint.checkpoint_sequential")
+# argparse destinations that name the sequence length and the training batch, most specific first.
+SEQUENCE_ARGUMENTS = ("max_context_width", "seq_len", "seq_length", "sequence_length", "max_seq_length", "max_seq_len",
+                      "block_size", "context_length", "max_length")
+BATCH_ARGUMENTS = ("train_batch_size", "per_device_train_batch_size", "train_micro_batch_size", "micro_batch_size",
+                   "batch_size")
+_OPTIMIZERS = {"adam": "adam", "adamw": "adam", "fusedadam": "adam", "lamb": "adam", "fusedlamb": "adam", "adamax": "adam",
+               "nadam": "adam", "radam": "adam", "sgd": "sgd", "adagrad": "adagrad", "rmsprop": "rmsprop",
+               "adafactor": "adafactor"}
+
+
+@dataclass(frozen=True)
+class Reading:
+    value: Any  # None when unknown
+    how: str
+
+
+def reachable(code: ScriptCode, values: ScriptValues, linked: LinkedModule, node: cst.CSTNode) -> Optional[bool]:
+    """Whether the ``if`` tests around ``node`` let it run: True, False, or None when a test is unknown."""
+    result: Optional[bool] = True
+    for test, wanted in code.branches(linked, node):
+        found = values.of(test, linked.facts)
+        if not found.known:
+            result = None
+        elif bool(found.value) != wanted:
+            return False
+    return result
+
+
+def _library_calls(code: ScriptCode, *members: str) -> Iterator[tuple[LinkedModule, cst.Call, str]]:
+    for linked, call in code.calls():
+        member = linked.facts.smp_member(call.func)
+        if member in members:
+            yield linked, call, member
+
+
+def activation_checkpointing(code: ScriptCode, values: ScriptValues) -> tuple[Reading, int]:
+    """On, off or unknown, and the layers per checkpoint (1 for ``strategy="each"``)."""
+    unknown: Optional[str] = None
+    for linked, call, member in _library_calls(code, *CHECKPOINTING):
+        where = f"`smp.{member.rsplit('.', 1)[-1]}(...)` at {code.where(linked, call)}"
+        runs = reachable(code, values, linked, call)
+        if runs is None:
+            unknown = unknown or f"{where} runs only under a condition smpfix cannot resolve"
+        if not runs:
+            continue
+        group, strategy = _strategy(values, linked, call)
+        return Reading(True, f"{where}{strategy}"), group
+    if unknown is not None:
+        return Reading(None, unknown), 1
+    return Reading(False, f"{code.name} never calls `smp.set_activation_checkpointing`"), 1
+
+
+def _strategy(values: ScriptValues, linked: LinkedModule, call: cst.Call) -> tuple[int, str]:
+    if linked.facts.smp_member(call.func) != "set_activation_checkpointing":
+        return 1, ""
+    found = argument(call, "strategy", 2)
+    if found is None:
+        return 1, ", strategy \"each\""
+    strategy = values.of(found.value, linked.facts)
+    if strategy.known and strategy.value == "each":
+        return 1, ", strategy \"each\""
+    match = re.fullmatch(r"group_(\d+)", str(strategy.value)) if strategy.known else None
+    if match and int(match.group(1)) >= 1:
+        return int(match.group(1)), f", strategy {strategy.value!r}"
+    return 1, ", a strategy taken as \"each\" (one checkpoint per layer)"
+
+
+def flash_attention(code: ScriptCode, values: ScriptValues, gpu_supports_it: bool) -> Reading:
+    """The library's flash attention kernels: only in its distributed transformer, which
+    ``smp.model_creation(tensor_parallelism=...)`` builds, and only on Ampere or newer GPUs."""
+    calls = [(linked, call) for linked, call, _ in _library_calls(code, "model_creation")]
+    if not calls:
+        return Reading(False, f"{code.name} does not build the model inside `smp.model_creation(...)`")
+    if not gpu_supports_it:
+        return Reading(False, "this GPU has no flash attention kernels")
+    linked, call = calls[0]
+    where = f"`smp.model_creation(...)` at {code.where(linked, call)}"
+    tensor = argument(call, "tensor_parallelism", 0)
+    distributed = values.of(tensor.value, linked.facts) if tensor is not None else None
+    if distributed is not None and not distributed.known:
+        return Reading(None, f"{where}: tensor_parallelism cannot be resolved")
+    if distributed is None or not distributed.value:
+        return Reading(False, f"{where} without tensor_parallelism: the library's attention kernels are not used")
+    flash = argument(call, "flash_attention")
+    if flash is None:
+        return Reading(None, f"{where} does not pass flash_attention")
+    found = values.of(flash.value, linked.facts)
+    if not found.known:
+        return Reading(None, f"{where}: flash_attention cannot be resolved")
+    return Reading(bool(found.value), f"{where}, flash_attention={bool(found.value)}" + _because(found.how))
+
+
+def model_dtype(code: ScriptCode, values: ScriptValues) -> Reading:
+    """The dtype passed to ``smp.model_creation(dtype=...)``: "fp16", "bf16", "fp32" or None."""
+    for linked, call, _ in _library_calls(code, "model_creation"):
+        found = argument(call, "dtype")
+        if found is None:
+            continue
+        dtype = values.of(found.value, linked.facts)
+        where = f"`smp.model_creation(dtype=...)` at {code.where(linked, call)}"
+        if dtype.known and dtype.value in ("fp16", "bf16", "fp32"):
+            return Reading(dtype.value, f"{where}" + _because(dtype.how))
+        return Reading(None, f"{where}: the dtype cannot be resolved")
+    return Reading(None, "")
+
+
+def optimizer(code: ScriptCode, values: ScriptValues) -> Reading:
+    """The optimizer whose state the job keeps; Adam (the largest common state) when unclear."""
+    found: dict[str, str] = {}
+    for linked, call in code.calls():
+        if not linked.facts.is_optimizer_constructor(call):
+            continue
+        qualified = linked.facts.qualified_name(call.func) or ""
+        kind = _OPTIMIZERS.get(qualified.rsplit(".", 1)[-1].lower(), "adam")
+        if kind == "sgd":
+            kind = _sgd(values, linked, call)
+        found.setdefault(kind, f"`{qualified.rsplit('.', 1)[-1]}` at {code.where(linked, call)}")
+    if not found:
+        return Reading("adam", "no optimizer constructed in the launched code: Adam assumed (the Hugging Face Trainer's default)")
+    kind = max(found, key=lambda k: OPTIMIZER_STATE_BYTES[k])
+    extra = " (the largest state of the optimizers the code may build)" if len(found) > 1 else ""
+    return Reading(kind, f"{found[kind]}{extra}")
+
+
+def _sgd(values: ScriptValues, linked: LinkedModule, call: cst.Call) -> str:
+    """SGD keeps a momentum buffer unless momentum is known to be 0 (its default)."""
+    momentum = argument(call, "momentum", 2)
+    if momentum is None:
+        return "sgd"
+    value = values.of(momentum.value, linked.facts)
+    return "sgd" if value.known and not value.value else "sgd with momentum"
+
+
+def sequence_length(code: ScriptCode, values: ScriptValues, shape: Optional[ModelShape]) -> Reading:
+    for dest in SEQUENCE_ARGUMENTS:
+        if values.has_argument(dest):
+            found = values.argument(dest)
+            if found.known and isinstance(found.value, int) and found.value > 0:
+                return Reading(found.value, found.explained())
+            return Reading(None, f"the sequence length `{dest}` cannot be resolved")
+    if shape is not None and shape.max_positions:
+        return Reading(shape.max_positions, f"no sequence-length argument in {code.name}: the model's maximum, "
+                       f"{shape.max_positions}, assumed")
+    return Reading(None, f"no sequence-length argument in {code.name}")
+
+
+def batch_size(code: ScriptCode, values: ScriptValues) -> Reading:
+    """The training batch: an argparse batch argument, else the batch size of the DataLoaders."""
+    for dest in BATCH_ARGUMENTS:
+        if values.has_argument(dest):
+            found = values.argument(dest)
+            if found.known and isinstance(found.value, int) and found.value > 0:
+                return Reading(found.value, found.explained())
+            return Reading(None, f"the batch `{dest}` cannot be resolved")
+    sizes: dict[int, str] = {}
+    for linked, call in code.calls():
+        if not is_dataloader(call, linked.facts):
+            continue
+        written = loader_argument(call, "batch_size")
+        value = values.of(written, linked.facts) if written is not None else None
+        if value is None or not value.known or not isinstance(value.value, int):
+            return Reading(None, f"the batch size of the DataLoader at {code.where(linked, call)} cannot be resolved")
+        sizes.setdefault(value.value, f"the DataLoader at {code.where(linked, call)}" + _because(value.how))
+    if len(sizes) == 1:
+        size, how = next(iter(sizes.items()))
+        return Reading(size, how)
+    return Reading(None, "no batch-size argument or DataLoader batch size in the launched code")
+
+
+def init_settings(code: ScriptCode, values: ScriptValues) -> Optional[DeclaredJob]:
+    """The script's ``smp.init({...})`` dict with its values evaluated (``args.fp16 > 0``);
+    the launcher overrides it, and keys it leaves out may still come from the launcher."""
+    script = code.script
+    if script is None or script.facts.init_config_call is None:
+        return None
+    config = argument(script.facts.init_config_call, "config", 0)
+    if config is None:
+        return None
+    written = bound_value(config.value, script.facts)
+    if not isinstance(written, cst.Dict):
+        return None
+    settings: dict[str, Any] = {}
+    unknown: set[str] = set()
+    for element in written.elements:
+        if not isinstance(element, cst.DictElement):
+            return None  # ** merges another dict: keys smpfix cannot list
+        key = literal_value(element.key)
+        if not isinstance(key, str) or key not in KNOWN_KEYS:
+            continue
+        found = values.of(element.value, script.facts)
+        if found.known and isinstance(found.value, (bool, int, float, str)):
+            settings[key] = found.value
+        else:
+            unknown.add(key)
+    where = code.where(script, script.facts.init_config_call)
+    return DeclaredJob(f"the smp.init({{...}}) dict at {where}", settings, complete=False, unknown=frozenset(unknown))
+
+
+def _because(how: tuple[str, ...]) -> str:
+    return f" ({'; '.join(how)})" if how else ""
+

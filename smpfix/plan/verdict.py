@@ -1,0 +1,91 @@
+"""The verdict: fits, fits tightly, does not fit, depends, or unknown.
+
+A switch smpfix cannot resolve (``flash_attention=args.flash`` with no readable default) is
+never guessed: the setup is estimated with it on and with it off, and the verdict is "fits"
+only if the job fits either way, "does not fit" only if it fits neither way, and "depends"
+otherwise. The GPT-NeoX-20B reference rows show why: they fit with flash attention and not
+without it, and the seed table does not say which was used.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Optional
+
+from smpfix.plan.memory import Estimate, estimate
+from smpfix.plan.models import ModelShape, ParameterCount
+from smpfix.plan.setup import Setup
+
+# Above this share of the GPU a fitting job is "tight": expect to tune the batch or buffers.
+TIGHT_SHARE = 0.90
+# The switches a plan may leave unresolved, as ``Setup`` fields, with their two values.
+SWITCHES: Mapping[str, tuple[Any, Any]] = {
+    "activation_checkpointing": (False, True),
+    "offload_activations": (False, True),
+    "flash_attention": (False, True),
+    "oss": (False, True),
+    "prescaled_batch": (False, True),
+    "precision": ("fp16", "fp32"),
+}
+
+
+class Verdict(str, enum.Enum):
+    FITS = "fits"
+    TIGHT = "fits, tight"
+    DOES_NOT_FIT = "does not fit"
+    DEPENDS = "depends"
+    UNKNOWN = "unknown"
+
+    @property
+    def fits(self) -> Optional[bool]:
+        """The JSON ``fits``: true, false, or null when the estimate cannot say."""
+        return {Verdict.FITS: True, Verdict.TIGHT: True, Verdict.DOES_NOT_FIT: False}.get(self)
+
+
+def verdict_of(found: Estimate) -> Verdict:
+    fits = found.fits
+    if fits is None:
+        return Verdict.UNKNOWN
+    if not fits:
+        return Verdict.DOES_NOT_FIT
+    return Verdict.TIGHT if found.share > TIGHT_SHARE else Verdict.FITS
+
+
+@dataclass(frozen=True)
+class Bracket:
+    """The lightest and heaviest estimates over the unresolved switches."""
+
+    best: Estimate
+    worst: Estimate
+    worst_setup: Setup
+    unresolved: tuple[str, ...]
+
+    @property
+    def verdict(self) -> Verdict:
+        worst = verdict_of(self.worst)
+        if worst is not Verdict.UNKNOWN and worst is not Verdict.DOES_NOT_FIT:
+            return worst
+        best = verdict_of(self.best)
+        if best is Verdict.DOES_NOT_FIT:
+            return Verdict.DOES_NOT_FIT
+        if worst is Verdict.DOES_NOT_FIT and best is not Verdict.UNKNOWN:
+            return Verdict.DEPENDS
+        return Verdict.UNKNOWN
+
+
+def bracket(count: ParameterCount, shape: Optional[ModelShape], setup: Setup, gpu_memory_mib: int,
+            unresolved: Sequence[str] = ()) -> Bracket:
+    """Estimates over every combination of the ``unresolved`` switches (at most 2**6)."""
+    for name in unresolved:
+        if name not in SWITCHES:
+            raise ValueError(f"{name!r} is not a switch")
+    results: list[tuple[Estimate, Setup]] = []
+    for mask in range(1 << len(unresolved)):
+        values = {name: SWITCHES[name][mask >> i & 1] for i, name in enumerate(unresolved)}
+        candidate = replace(setup, **values)
+        results.append((estimate(count, shape, candidate, gpu_memory_mib), candidate))
+    best = min(results, key=lambda pair: pair[0].total)
+    worst = max(results, key=lambda pair: pair[0].total)
+    return Bracket(best[0], worst[0], worst[1], tuple(unresolved))

@@ -1,0 +1,63 @@
+"""SMP831: by the memory plan's estimate, the job does not fit in GPU memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from smpfix.base.findings import Severity
+from smpfix.plan.results import MemoryPlan
+from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
+from smpfix.rules.rule import FixAvailability
+
+
+class JobExceedsGpuMemory(ConfigRule):
+    code = "SMP831"
+    name = "job-exceeds-gpu-memory"
+    summary = (
+        "By the per-GPU memory estimate (`smpfix plan`), this launcher's job does not fit in the GPU memory of its "
+        "instance type."
+    )
+    fix_availability = FixAvailability.NONE
+    default_severity = Severity.WARNING
+
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        return iter(())
+
+    def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
+        if view.kind != "launcher" or view.launcher is None or view.launcher.modelparallel is None:
+            return
+        from smpfix.plan.planner import declared_by, launcher_inputs, plan
+
+        found = plan(launcher_inputs(view.launcher, self.context.path, None, declared_by(self.job), self.context.modules))
+        if found.fits is False:
+            yield ConfigProblem(None, message(found), Severity.WARNING)
+
+
+def message(found: MemoryPlan) -> str:
+    split = found.per_gpu
+    assert split is not None and found.gpu_memory_gib is not None
+    source = found.parameters_source.split(" (", 1)[0]
+    count = f"{found.parameters / 1e9:.1f}B" if found.parameters is not None and found.parameters >= 1e8 else f"{found.parameters:,}"
+    if split.activations is None:
+        size = (f"at least {split.total:.1f} GiB per GPU before any activation (model states {split.model_states:.1f}, "
+                f"other {split.other:.1f})")
+    else:
+        size = (f"about {split.total:.1f} GiB per GPU (model states {split.model_states:.1f}, activations "
+                f"{split.activations:.1f}, other {split.other:.1f})")
+    return (
+        f"This job does not fit in GPU memory by smpfix's estimate: {size} against {found.gpu_memory_gib:.0f} GiB on "
+        f"{found.instance_type} ({found.gpu}), for a model of {count} parameters ({source}). It would stop with CUDA out "
+        f"of memory in its first steps, after every instance has started. {_first_fix(found)}It is an estimate: "
+        "`smpfix plan` shows the assumptions behind it."
+    )
+
+
+def _first_fix(found: MemoryPlan) -> str:
+    if not found.suggestions:
+        return "No change of this configuration found within two steps makes it fit; use more instances or a smaller model. "
+    change = found.suggestions[0]
+    if change.per_gpu.activations is None:
+        return (f"Smallest change that brings the model states under the GPU: {change.change} (at least "
+                f"{change.per_gpu.total:.1f} GiB per GPU before activations). ")
+    return f"Smallest change that fits: {change.change} (about {change.per_gpu.total:.1f} GiB per GPU). "

@@ -1,0 +1,3 @@
+"""SMP7xx: TensorFlow scripts (gradient tape, checkpoints, Horovod, the model class, step outputs, XLA, input files).
+
+Rule modules import the rule framework (smpfix.rules.rule), program, job and base; never each other."""

@@ -1,0 +1,45 @@
+"""SMP701: ``tf.GradientTape`` in a TensorFlow SMP script, which the library does not support."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from smpfix.base.findings import Severity
+from smpfix.base.flavour import ONLY_TENSORFLOW
+from smpfix.program.call_graph import innermost_function, run_inside_steps
+from smpfix.program.tf_training import is_gradient_tape
+from smpfix.rules.rule import Rule, RuleContext
+
+
+class TfGradientTapeUnsupported(Rule):
+    code = "SMP701"
+    name = "tf-gradient-tape-unsupported"
+    summary = "`tf.GradientTape` is not supported by the library; compute gradients with `optimizer.get_gradients(loss, model.trainable_variables)` inside `@smp.step`."
+    flavours = ONLY_TENSORFLOW
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self.in_step = run_inside_steps(self.facts)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not is_gradient_tape(self.facts, node.func):
+            return
+        spelled = self.context.code_for(node.func)
+        step = innermost_function(self.ancestry.stack, self.in_step)
+        if step is not None:
+            message = (
+                f"`{spelled}()` records gradients inside the step function `{step}`: the library does not support "
+                "`tf.GradientTape`, because `smp.step` traces the function into a partitioned, pipelined graph "
+                "whose backward pass the library builds itself, so the tape's gradients miss the other "
+                "partitions' work. Compute them with `optimizer.get_gradients(loss, model.trainable_variables)` "
+                "inside the step, and apply them after it."
+            )
+            self.report(node, message, severity=Severity.ERROR)
+            return
+        message = (
+            f"`{spelled}()` in a script that uses the TensorFlow flavour of the library: the library does not "
+            "support `tf.GradientTape`, and a tape cannot see the gradients of a `smp.DistributedModel` split "
+            "across ranks. Compute gradients with `optimizer.get_gradients(loss, model.trainable_variables)` "
+            "inside an `@smp.step` function."
+        )
+        self.report(node, message, severity=Severity.WARNING)

@@ -1,0 +1,265 @@
+"""SMP704: the TensorFlow model is not a ``smp.DistributedModel`` subclass, or is used outside the step.
+
+The library partitions a model defined by subclassing ``smp.DistributedModel`` (a Keras
+``Model``), with its layers built in ``__init__``: at the first step it builds a copy of the
+model by calling the class again and places each layer on a partition. So a plain Keras
+model (``tf.keras.Sequential``, the functional API, a ``tf.keras.Model`` subclass) is never
+partitioned; calling the distributed model outside an ``@smp.step`` function raises
+``GraphBuildError``; a layer object built outside ``__init__`` is shared by the copy (a
+``ValueError`` at the first step); and a ``tf.Variable`` the model does not own cannot be
+placed (``GraphBuildError``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.calls import bound_names
+from smpfix.base.findings import Severity
+from smpfix.base.flavour import ONLY_TENSORFLOW
+from smpfix.base.walker import iter_nodes
+from smpfix.program.call_graph import innermost_function, run_inside_steps
+from smpfix.program.facts import FileFacts
+from smpfix.program.tf_models import imported_model_class, with_imported_models
+from smpfix.program.tf_training import KERAS_MODELS, constructed_by, keras_model_base
+from smpfix.rules.rule import Rule, RuleContext
+
+# Methods of a distributed model that call it outside a step (Keras' `predict_step` is not overridden).
+_CALLING_METHODS = frozenset({"call", "__call__", "predict", "predict_on_batch", "predict_step"})
+_LAYER_MODULES = ("tensorflow.keras.layers.", "keras.layers.")
+_VARIABLES = frozenset({"tensorflow.Variable"})
+
+
+class TfModelNotDistributedModelSubclass(Rule):
+    code = "SMP704"
+    name = "tf-model-not-distributed-model-subclass"
+    summary = "Define the TensorFlow model by subclassing `smp.DistributedModel`, build its layers in `__init__`, and call it only inside `@smp.step`."
+    flavours = ONLY_TENSORFLOW
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self.models = with_imported_models(self.facts, context.modules)
+        # Instances of subclasses; `smp.DistributedModel(inputs=..., outputs=...)` itself is the functional API.
+        self.model_names = frozenset(
+            wrap.target for wrap in self.models.distributed_models
+            if wrap.target and self.facts.smp_member(wrap.call.func) != "DistributedModel"
+        )
+        self.in_step = run_inside_steps(self.facts)
+        self.reported: set[int] = set()
+
+    # -- (b) the distributed model outside a step --------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value in self.model_names:
+            self._outside_step(node, func.value, "")
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in self.model_names:
+            method = func.attr.value
+            if method in _CALLING_METHODS:
+                self._outside_step(node, func.value.value, method)
+            elif method == "fit":
+                self._fit_before_1_4(node, func.value.value)
+
+    def _outside_step(self, call: cst.Call, model: str, method: str) -> None:
+        if innermost_function(self.ancestry.stack, self.in_step) is not None:
+            return
+        if self.ancestry.nearest(cst.ClassDef) is not None and self._in_model_class():
+            return
+        shown = f"`{model}.{method}(...)`" if method else f"`{model}(...)`"
+        if method.startswith("predict"):
+            why = (
+                "Keras' `predict` calls the model through `predict_step`, which the library does not override, so "
+                "the model runs outside a step and raises `GraphBuildError`"
+            )
+        else:
+            why = (
+                "the library builds and runs the partitioned model only while tracing an `@smp.step` function, and "
+                "raises `GraphBuildError` (\"Cannot execute smp.DistributedModel.__call__ outside a smp.step-decorated "
+                "function\")"
+            )
+        message = (
+            f"{shown} calls the `smp.DistributedModel` outside any `@smp.step` function: {why}. Call the model inside "
+            "a step function (an evaluation step may take `input_signature`), and use its combined outputs after it."
+        )
+        self.report(call, message, severity=Severity.ERROR)
+
+    def _in_model_class(self) -> bool:
+        cls = self.ancestry.nearest(cst.ClassDef)
+        return isinstance(cls, cst.ClassDef) and cls.name.value in self.facts.distributed_model_classes
+
+    def _fit_before_1_4(self, call: cst.Call, model: str) -> None:
+        message = (
+            f"`{model}.fit(...)` trains a `smp.DistributedModel` with Keras' `fit`, which the library supports from "
+            f"SMP 1.4.0 (TensorFlow 2.5 containers); this matters {'because ' if self.job.smp_version else ''}"
+            f"{self.version_condition(until=(1, 3))}. Write the training loop with an `@smp.step` function, or use "
+            "a TensorFlow 2.5 or later container."
+        )
+        self.report(call, message, severity=Severity.ERROR, until=(1, 3))
+
+    # -- (a), (c), (d) --------------------------------------------------------------------------
+    def leave_Module(self, node: cst.Module) -> None:
+        for name, call in self._plain_models():
+            self._flag_plain_model(name, call)
+        for cls_name in sorted(self.facts.distributed_model_classes):
+            cls = self.facts.classes[cls_name]
+            self._check_shared_layers(cls)
+            self._check_outside_variables(cls)
+
+    def _plain_models(self) -> Iterator[tuple[str, cst.Call]]:
+        """Names called in a step function, or fitted, that hold a model the library does not distribute."""
+        used: dict[str, None] = {}
+        for name in sorted(self.in_step):
+            function = self.facts.functions.get(name)
+            if function is None:
+                continue
+            for inner in iter_nodes(function.body):
+                if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name):
+                    used.setdefault(inner.func.value)
+        for call in self.facts.call_order:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "fit" and isinstance(func.value, cst.Name):
+                used.setdefault(func.value.value)
+        for name in used:
+            if name in self.model_names:
+                continue
+            built = constructed_by(self.facts, name)
+            if built is not None and self._plain_model_kind(built) is not None and id(built) not in self.reported:
+                self.reported.add(id(built))
+                yield name, built
+
+    def _plain_model_kind(self, call: cst.Call) -> Optional[str]:
+        """What plain model ``call`` builds (words for the message), None when it is distributed or not a model."""
+        qualified = self.facts.qualified_name(call.func)
+        if qualified in KERAS_MODELS:
+            return f"a plain Keras model (`{self.context.code_for(call.func)}`)"
+        if self.facts.smp_member(call.func) == "DistributedModel":
+            return "`smp.DistributedModel` itself, built with the functional API"
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in self.facts.classes and func.value not in self.facts.imports.bindings:
+            if func.value in self.facts.distributed_model_classes:
+                return None
+            base = keras_model_base(self.facts, self.facts.classes[func.value], self.facts.classes)
+            return f"`{func.value}`, a subclass of `{base}`" if base is not None else None
+        modules = self.context.modules
+        if qualified is None or modules is None or imported_model_class(self.facts, call, modules) is not None:
+            return None
+        found = modules.definition(qualified)
+        if found is None or found[1] not in found[0].facts.classes:
+            return None
+        linked, name = found
+        base = keras_model_base(linked.facts, linked.facts.classes[name], linked.facts.classes)
+        return f"`{name}`, a subclass of `{base}`" if base is not None else None
+
+    def _flag_plain_model(self, name: str, call: cst.Call) -> None:
+        kind = self._plain_model_kind(call)
+        message = (
+            f"`{name}` is {kind}, and it is what the training code runs: the library partitions only a model defined "
+            "by subclassing `smp.DistributedModel` (a Keras `Model`), with its layers built in `__init__`, so this "
+            "one is never split across ranks. Define `class MyModel(smp.DistributedModel)` with the layers in "
+            "`__init__` and the forward pass in `call`."
+        )
+        self.report(call, message, severity=Severity.ERROR)
+
+    def _check_shared_layers(self, cls: cst.ClassDef) -> None:
+        init = _method(cls, "__init__")
+        if init is None:
+            return
+        params = {param.name.value for param in init.params.params[1:]}
+        for target, value in _self_assignments(init):
+            if not isinstance(value, cst.Name):
+                continue
+            if value.value in params:
+                for argument in self._layer_arguments(cls, init, value.value):
+                    self._flag_shared_layer(argument, cls, target)
+            elif self._module_layer(value.value):
+                self._flag_shared_layer(value, cls, target)
+
+    def _module_value(self, name: str) -> Optional[cst.BaseExpression]:
+        """What a module-level name is bound to, when the file binds it exactly once."""
+        assignment = self.facts.single_assignment(name)
+        if assignment is None or assignment.where is None or not isinstance(assignment.where.scope, cst.Module):
+            return None
+        return assignment.value
+
+    def _module_layer(self, name: str) -> bool:
+        value = self._module_value(name)
+        return value is not None and _is_layer(self.facts, value)
+
+    def _layer_arguments(self, cls: cst.ClassDef, init: cst.FunctionDef, parameter: str) -> Iterator[cst.BaseExpression]:
+        """Layer constructions passed for ``parameter`` where the class is instantiated in this file."""
+        for call in self.facts.call_order:
+            if not (isinstance(call.func, cst.Name) and call.func.value == cls.name.value):
+                continue
+            value = _argument_for(init, call, parameter)
+            if value is not None and _is_layer(self.facts, value):
+                yield value
+
+    def _flag_shared_layer(self, node: cst.CSTNode, cls: cst.ClassDef, target: str) -> None:
+        message = (
+            f"This layer object is built outside `{cls.name.value}.__init__` and stored as `self.{target}`: at the first "
+            "step the library builds a second copy of the model by calling the class again, and a layer shared by "
+            "both copies raises `ValueError` (\"Layers that have a build() method implemented must be created in the "
+            "__init__ methods\"). Build the layer inside `__init__` (pass its settings, not the layer)."
+        )
+        self.report(node, message, severity=Severity.WARNING)
+
+    def _check_outside_variables(self, cls: cst.ClassDef) -> None:
+        call = _method(cls, "call")
+        if call is None:
+            return
+        local = bound_names(call.body) | {param.name.value for param in call.params.params}
+        for inner in iter_nodes(call.body):
+            if isinstance(inner, cst.Name) and inner.value not in local and self._module_variable(inner.value) and id(inner) not in self.reported:
+                self.reported.add(id(inner))
+                message = (
+                    f"`{inner.value}` is a `tf.Variable` created outside the model and read in `{cls.name.value}.call`: "
+                    "the library places only variables the model owns, and raises `GraphBuildError` (\"Any variable "
+                    "that is used in smp.DistributedModel.call function must be owned by the model\") at the first "
+                    "step. Create it in `__init__` (`self.add_weight(...)` or a layer)."
+                )
+                self.report(inner, message, severity=Severity.ERROR)
+
+    def _module_variable(self, name: str) -> bool:
+        value = self._module_value(name)
+        return isinstance(value, cst.Call) and self.facts.qualified_name(value.func) in _VARIABLES
+
+
+def _method(cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
+    for statement in cls.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return statement
+    return None
+
+
+def _self_assignments(function: cst.FunctionDef) -> Sequence[tuple[str, cst.BaseExpression]]:
+    """``self.<attr> = value`` statements of ``function``."""
+    found = []
+    for node in iter_nodes(function.body):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            target = node.targets[0].target
+            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+                found.append((target.attr.value, node.value))
+    return found
+
+
+def _is_layer(facts: FileFacts, value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Call) and (facts.qualified_name(value.func) or "").startswith(_LAYER_MODULES)
+
+
+def _argument_for(init: cst.FunctionDef, call: cst.Call, parameter: str) -> Optional[cst.BaseExpression]:
+    """The argument of ``Class(...)`` that ``__init__`` receives as ``parameter`` (``self`` is not passed)."""
+    positional = [param.name.value for param in init.params.params[1:]]
+    index = 0
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == parameter:
+                return arg.value
+            continue
+        if index < len(positional) and positional[index] == parameter:
+            return arg.value
+        index += 1
+    return None
