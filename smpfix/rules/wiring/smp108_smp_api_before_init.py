@@ -43,7 +43,7 @@ class SmpApiBeforeInit(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and facts.imports_smp_torch and bool(facts.smp_init_calls)
+        return super().applies_to(facts) and bool(facts.smp_init_calls)
 
     def leave_Module(self, node: cst.Module) -> None:
         if imports_initialise(self.facts):

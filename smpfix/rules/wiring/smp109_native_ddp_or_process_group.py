@@ -40,7 +40,7 @@ class NativeDdpOrProcessGroup(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and facts.imports_smp_torch and facts.imports.imports_module("torch")
+        return super().applies_to(facts) and facts.imports.imports_module("torch")
 
     def leave_Module(self, node: cst.Module) -> None:
         order: Optional[ExecutionOrder] = None

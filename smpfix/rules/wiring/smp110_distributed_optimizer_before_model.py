@@ -23,7 +23,7 @@ class DistributedOptimizerBeforeModel(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and facts.imports_smp_torch and bool(facts.distributed_optimizers)
+        return super().applies_to(facts) and bool(facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
         order = order_of(self.facts, node, self.context.memo)

@@ -28,7 +28,7 @@ class MultipleDistributedModels(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and facts.imports_smp_torch and bool(facts.distributed_models)
+        return super().applies_to(facts) and bool(facts.distributed_models)
 
     def leave_Module(self, node: cst.Module) -> None:
         order = order_of(self.facts, node, self.context.memo)

@@ -13,7 +13,6 @@ from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import Tri
 from smpfix.program.codegen import smp_reference
-from smpfix.program.facts import FileFacts
 from smpfix.program.library_code import LibraryCode
 from smpfix.program.wrapped_model import latest_assignment, wrapped_constructions
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
@@ -52,10 +51,6 @@ class UnsupportedFrameworkFeature(Rule):
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("PP",)
     default_severity = Severity.WARNING
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and facts.imports_smp_torch
 
     def leave_Module(self, node: cst.Module) -> None:
         library: Optional[LibraryCode] = None

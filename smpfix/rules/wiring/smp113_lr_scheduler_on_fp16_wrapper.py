@@ -31,7 +31,7 @@ class LrSchedulerOnFp16Wrapper(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and facts.imports_smp_torch and bool(facts.distributed_optimizers)
+        return super().applies_to(facts) and bool(facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
         for call in self.facts.call_order:

@@ -25,7 +25,7 @@ class Fp16SetupIncomplete(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and facts.imports_smp_torch and bool(facts.distributed_models or facts.distributed_optimizers)
+        return super().applies_to(facts) and bool(facts.distributed_models or facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
         fp16 = self.feature("FP16")

@@ -11,7 +11,6 @@ from smpfix.base.edits import DeleteStatementLines
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.parents import ParentIndex
 from smpfix.program.execution import ExecutionOrder, order_of
-from smpfix.program.facts import FileFacts
 from smpfix.program.guards import early_exit_guard, rank_zero_guards
 from smpfix.program.initialisation import Initialisations
 from smpfix.program.wrapped_model import latest_assignment
@@ -29,10 +28,6 @@ class ManualDevicePlacement(Rule):
     summary = "Moving the `smp.DistributedModel` before the first step is ignored; CUDA and dataset downloads before set-up misbehave."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     default_severity = Severity.HINT
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and facts.imports_smp_torch
 
     def leave_Module(self, node: cst.Module) -> None:
         order: Optional[ExecutionOrder] = None

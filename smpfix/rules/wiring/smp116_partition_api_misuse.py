@@ -28,7 +28,7 @@ class PartitionApiMisuse(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and facts.imports_smp_torch and any(item.feature == "PP" for item in facts.evidence)
+        return super().applies_to(facts) and any(item.feature == "PP" for item in facts.evidence)
 
     def leave_Module(self, node: cst.Module) -> None:
         order: Optional[ExecutionOrder] = None
