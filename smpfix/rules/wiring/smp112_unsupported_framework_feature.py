@@ -83,12 +83,15 @@ class UnsupportedFrameworkFeature(Rule):
             "a step, and on a stage without local parameters it fails with \"No inf checks were recorded\""
         )
         if pp.state is Tri.ON:
-            severity, condition = Severity.ERROR, f"{pp.condition()}: "
+            severity, lead = Severity.ERROR, f"`{qualified}` does not work with the model parallelism library, and {pp.condition()}: {why}"
         else:
-            severity, condition = Severity.WARNING, "with pipeline parallelism "
+            severity = Severity.WARNING
+            lead = (
+                f"`{qualified}` does not work with the model parallelism library (API documentation: it \"currently "
+                f"doesn't work with the library\"); with pipeline parallelism {why}"
+            )
         message = (
-            f"`{qualified}` does not work with the model parallelism library ({condition}{why}). Use "
-            "`smp.amp.GradScaler`, a subclass with the same arguments that agrees on overflow across the "
+            f"{lead}. Use `smp.amp.GradScaler`, a subclass with the same arguments that agrees on overflow across the "
             "pipeline stages and skips the step where a stage has no parameters."
         )
         self.report(call, message, severity=severity, fix=self._rename(call, module, _Replacement("amp.GradScaler"), "smp.amp.GradScaler"),

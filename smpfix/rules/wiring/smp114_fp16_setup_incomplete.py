@@ -58,13 +58,13 @@ class Fp16SetupIncomplete(Rule):
         delayed = self.feature("DELAYED_INIT")
         fp16 = self.feature("FP16")
         lead = (
-            f"{fp16.condition()[0].upper()}{fp16.condition()[1:]}, but the model given to `smp.DistributedModel` is not "
-            "built inside `with smp.model_creation(dtype=torch.float16, ...)`, as the fp16 guide says"
+            f"`fp16` is enabled ({fp16.source}), but the model given to `smp.DistributedModel` is not built inside "
+            "`with smp.model_creation(dtype=torch.float16, ...)`, as the fp16 guide says"
         )
         if delayed.state is Tri.ON:
             message = (
-                f"{lead}: with {delayed.condition()}, the parameters must be created in fp16 to be initialised later. "
-                "Build the model inside `with smp.model_creation(dtype=torch.float16):`."
+                f"{lead}, and {delayed.condition()}: the parameters must then be created in fp16 to be initialised "
+                "later. Build the model inside `with smp.model_creation(dtype=torch.float16):`."
             )
             self.report(wrap.call, message, severity=Severity.WARNING, job_facts=(fp16, delayed))
             return
@@ -86,7 +86,7 @@ class Fp16SetupIncomplete(Rule):
             return
         fp16 = self.feature("FP16")
         message = (
-            f"{fp16.condition()[0].upper()}{fp16.condition()[1:]}, and `smp.DistributedOptimizer` keeps its default "
+            f"`fp16` is enabled ({fp16.source}), and `smp.DistributedOptimizer` keeps its default "
             "static loss scale of 1.0, which lets small fp16 gradients underflow to zero. The fp16 guide recommends "
             "dynamic loss scaling: `smp.DistributedOptimizer(optimizer, static_loss_scale=None, dynamic_loss_scale=True)`."
         )

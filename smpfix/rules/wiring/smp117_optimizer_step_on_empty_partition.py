@@ -45,8 +45,8 @@ class OptimizerStepOnEmptyPartition(Rule):
             if any(_checks_local_parameters(ancestor) for ancestor in parents.ancestors(call)):
                 continue
             message = (
-                f"`{self.context.code_for(func)}()` on an Adadelta optimizer, with {pp.condition()} and "
-                f"{self.version_condition()}: a known issue of SMP 1.3 is that this step crashes on a pipeline stage "
+                f"`{self.context.code_for(func)}()` steps an Adadelta optimizer; {pp.condition()} and "
+                f"{self.version_condition()}. A known issue of SMP 1.3 is that this step crashes on a pipeline stage "
                 "that was given no parameters (a PyTorch bug, fixed later). Guard it as the release notes say: "
                 "`if len(list(model.local_parameters())) > 0: optimizer.step()`."
             )
