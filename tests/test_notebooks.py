@@ -84,6 +84,19 @@ def test_writefile_cell_is_checked_as_its_script(tmp_path: Path) -> None:
     assert json.loads(path.read_text())["cells"][0]["source"][2] == "if smp.rdp_rank() == 0:\n"
 
 
+def test_a_writefile_cell_of_another_file_is_not_python(tmp_path: Path) -> None:
+    cells = [
+        ("code", ["%%writefile ./.sagemaker/config.yml\n", "\n", "local:\n", "    container_root: /tmp/\n"]),
+        ("code", ["import smdistributed.modelparallel.torch as smp\n", "if smp.dp_rank() == 0:\n",
+                  "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n"]),
+    ]
+    path = tmp_path / "launch.ipynb"
+    path.write_text(make_notebook(cells))
+    result = run_cli("check", "--format", "json", "--no-cache", str(path))
+    assert result.stderr == ""
+    assert [(f["code"], f["cell"], f["location"]["row"]) for f in json.loads(result.stdout)] == [("SMP301", 2, 2)]
+
+
 def test_malformed_notebook_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.ipynb"
     bad.write_text('{"cells": [ {"cell_type": "code", "source": "import smdistributed"')

@@ -3,7 +3,8 @@
 A launcher notebook builds the estimator over several cells, so the code cells are joined
 into one text (a name bound in cell 3 is known in cell 5) with IPython magics and shell
 lines commented out, line for line. Positions map back to (cell, line in cell). A
-``%%writefile train.py`` cell is a separate script, checked as ``train.py``.
+``%%writefile train.py`` cell is a separate script, checked as ``train.py``; a ``%%writefile``
+cell of any other file (a YAML config, a shell script) is not Python and is left alone.
 
 IPython runs each cell on its own, so one cell that is not Python (a typo, a shell command
 without ``!``) breaks only that cell: ``checkable`` leaves such cells out, with the reason,
@@ -204,10 +205,12 @@ def parse(text: str) -> Notebook:
             continue
         cell = Cell(index, code, spans[index], as_list)
         match = _WRITEFILE.match(code)
-        if match:
-            scripts.append(ScriptCell(match.group(1), cell))
-        else:
+        if match is None:
             cells.append(cell)
+        elif match.group(1).endswith(".py"):
+            scripts.append(ScriptCell(match.group(1), cell))
+        # Any other %%writefile cell writes a file that is not Python (a YAML config, a shell
+        # script, requirements): it is neither checked nor part of the notebook's code.
     return Notebook(text, tuple(cells), tuple(scripts))
 
 

@@ -21,9 +21,11 @@ import libcst as cst
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.imports import SMP_TF, SMP_TORCH
 from smpfix.base.walker import children
-from smpfix.job.jobfacts import FeatureState, JobFacts, Tri
+from smpfix.job.jobfacts import Feature, FeatureState, JobFacts, Tri
 from smpfix.program.codegen import smp_reference
 from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
+from smpfix.program.local_modules import LocalModules
+from smpfix.program.steps import own_nodes
 
 # torch.distributed is initialised by SMP over every rank (with ``ddp``), so these are the
 # global rank and world size.
@@ -61,6 +63,8 @@ class RankTerm:
     call: cst.Call
     exact: bool
     from_library: bool
+    # Read through a helper of the project (``utils.get_rank()``), not a library call.
+    helper: bool = False
 
     @property
     def family(self) -> str:
@@ -83,8 +87,10 @@ def _rank_member(call: cst.Call, facts: FileFacts) -> Optional[tuple[str, bool]]
     return None
 
 
-def rank_terms(expr: cst.CSTNode, facts: FileFacts, depth: int = 0) -> list[RankTerm]:
-    """Every rank/size call ``expr`` reads, also through names assigned once in the file."""
+def rank_terms(expr: cst.CSTNode, facts: FileFacts, depth: int = 0, modules: Optional[LocalModules] = None) -> list[RankTerm]:
+    """Every rank/size call ``expr`` reads, also through names assigned once in the file and
+    through rank helpers (``utils.get_rank()``, see ``helper_member``) defined in the file or in
+    a project module it imports (``modules``)."""
     found: list[RankTerm] = []
     stack: list[cst.CSTNode] = [expr]
     while stack:
@@ -94,13 +100,18 @@ def rank_terms(expr: cst.CSTNode, facts: FileFacts, depth: int = 0) -> list[Rank
             if member is not None:
                 found.append(RankTerm(member[0], node, node, True, member[1]))
                 continue
+            helper = helper_member(node, facts, modules) if depth < 3 else None
+            if helper is not None:
+                # Not exact: the helper may do more than call the library (a fallback off SMP).
+                found.append(RankTerm(helper, node, node, False, False, helper=True))
+                continue
         if isinstance(node, cst.Name) and depth < 3:
             assignment = facts.single_assignment(node.value)
             if assignment is not None and assignment.value is not node:
                 value = assignment.value
-                for term in rank_terms(value, facts, depth + 1):
+                for term in rank_terms(value, facts, depth + 1, modules):
                     exact = term.exact and term.node is value
-                    found.append(RankTerm(term.member, node, term.call, exact, term.from_library))
+                    found.append(RankTerm(term.member, node, term.call, exact, term.from_library, term.helper))
             continue
         if isinstance(node, cst.Attribute):
             stack.append(node.value)
@@ -112,6 +123,60 @@ def rank_terms(expr: cst.CSTNode, facts: FileFacts, depth: int = 0) -> list[Rank
             continue
         stack.extend(children(node))
     return found
+
+
+def helper_member(call: cst.Call, facts: FileFacts, modules: Optional[LocalModules] = None, depth: int = 0) -> Optional[str]:
+    """``"rank"`` for ``get_rank()``, a helper of the project whose every return is one rank
+    call (or size call) of one family, or a constant fallback for runs without SMP.
+
+    Training code wraps the rank in helpers that also work without a process group (the BERT
+    example's ``utils.get_rank()`` returns ``smp.rank()``, ``dist.get_rank()`` or ``0``); the
+    helper is found in this file or, through ``modules``, in a project module it imports.
+    """
+    if call.args or depth > 2:
+        return None
+    found = _helper_function(call, facts, modules)
+    if found is None:
+        return None
+    function, home = found
+    members: set[str] = set()
+    for node in own_nodes(function):
+        if not isinstance(node, cst.Return):
+            continue
+        value = node.value
+        if value is None:
+            return None
+        if isinstance(value, cst.Integer):
+            continue
+        if isinstance(value, cst.Name):
+            assignment = home.single_assignment(value.value)
+            value = assignment.value if assignment is not None else value
+        if not isinstance(value, cst.Call):
+            return None
+        member = _rank_member(value, home)
+        inner = member[0] if member is not None else helper_member(value, home, modules, depth + 1)
+        if inner is None:
+            return None
+        members.add(inner)
+    if len({family_of(m) for m in members}) != 1 or len({m in RANK_FUNCTIONS for m in members}) != 1:
+        return None
+    return sorted(members)[0]
+
+
+def _helper_function(call: cst.Call, facts: FileFacts, modules: Optional[LocalModules]) -> Optional[tuple[cst.FunctionDef, FileFacts]]:
+    func = call.func
+    if isinstance(func, cst.Name) and func.value not in facts.imports.bindings:
+        function = facts.functions.get(func.value)
+        return (function, facts) if function is not None else None
+    qualified = facts.qualified_name(func)
+    if qualified is None or modules is None or qualified.startswith(("smdistributed.", "torch.")):
+        return None
+    definition = modules.definition(qualified)
+    if definition is None:
+        return None
+    linked, name = definition
+    function = linked.facts.functions.get(name)
+    return (function, linked.facts) if function is not None else None
 
 
 @dataclass(frozen=True)
@@ -169,6 +234,64 @@ def either(verdicts: Iterable[Verdict]) -> Verdict:
     states = tuple(dict.fromkeys(s for v in items for s in v.states))
     whens = list(dict.fromkeys(v.when for v in items))
     return Verdict(Tri.UNKNOWN, states, whens[0] if len(whens) == 1 else "; or ".join(whens))
+
+
+DATA_PARALLELISM = Feature("DP", "data_parallel_degree", "data parallelism (more than one data-parallel rank)")
+_REPLICAS = Feature("DP", "data_parallel_degree", "data parallelism (several replicas, each to read its own data)")
+
+
+def _launch_numbers(job: JobFacts) -> tuple[Optional[int], list[str]]:
+    """The world size (``instance_count`` x ``processes_per_host``) and where it comes from."""
+    hosts, per_host = job.settings.get("instance_count"), job.settings.get("processes_per_host")
+    if hosts is None or per_host is None or not all(_is_int(s.value) for s in (hosts, per_host)):
+        return None, []
+    return int(hosts.value) * int(per_host.value), sorted({hosts.source, per_host.source})
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def data_parallelism(job: JobFacts) -> FeatureState:
+    """Whether more than one data-parallel rank exists: world / pipeline_parallel_degree > 1.
+
+    The world size is known only when the job states ``instance_count`` and
+    ``processes_per_host`` (a launcher does); otherwise data parallelism is unknown.
+    """
+    world, sources = _launch_numbers(job)
+    pp = job.settings.get("pipeline_parallel_degree")
+    if world is None or pp is None or not _is_int(pp.value):
+        return FeatureState(DATA_PARALLELISM, Tri.UNKNOWN, "world size not known")
+    degree = int(pp.value)  # type: ignore[arg-type]
+    dp = world // degree if degree else world
+    sources = sorted({*sources, pp.source})
+    state = Tri.ON if dp > 1 else Tri.OFF
+    return FeatureState(DATA_PARALLELISM, state, f"{dp} data-parallel ranks; {'; '.join(sources)}", dp)
+
+
+def data_replicas(job: JobFacts) -> FeatureState:
+    """Whether more than one group of ranks must read its own data, so that a loader every rank
+    reads whole wastes the job's data parallelism.
+
+    Pipeline-parallel peers read the same data, so the groups are the data-parallel ranks
+    (world / pipeline_parallel_degree, tensor-parallel peers included: each reads its own part
+    of the batch); with ``prescaled_batch`` a tensor-parallel group reads one batch together,
+    so they are the reduced data-parallel ranks (world / (pipeline x tensor parallel degree)).
+    """
+    dp = data_parallelism(job)
+    if dp.state is not Tri.ON:
+        return FeatureState(_REPLICAS, dp.state, dp.source, dp.value)
+    tp, prescaled = job.settings.get("tensor_parallel_degree"), job.settings.get("prescaled_batch")
+    if prescaled is not None and prescaled.value is False:
+        return FeatureState(_REPLICAS, Tri.ON, dp.source, dp.value)
+    if tp is None or not _is_int(tp.value):
+        return FeatureState(_REPLICAS, Tri.UNKNOWN, f"{dp.source}; tensor_parallel_degree not known")
+    rdp = int(dp.value) // max(int(tp.value), 1)  # type: ignore[arg-type]
+    if rdp > 1:
+        return FeatureState(_REPLICAS, Tri.ON, f"{rdp} reduced data-parallel ranks; {dp.source}; {tp.source}", rdp)
+    if prescaled is not None and prescaled.value is True:
+        return FeatureState(_REPLICAS, Tri.OFF, f"prescaled batch with one reduced data-parallel rank; {dp.source}", rdp)
+    return FeatureState(_REPLICAS, Tri.UNKNOWN, f"{dp.source}; one reduced data-parallel rank, so it depends on prescaled_batch")
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ WHOLE_DATASET_SAMPLERS = frozenset(
         "torch.utils.data.sampler.SequentialSampler",
     }
 )
+SUBSETS = frozenset({"torch.utils.data.Subset", "torch.utils.data.dataset.Subset"})
 BATCH_SAMPLERS = frozenset({"torch.utils.data.BatchSampler", "torch.utils.data.sampler.BatchSampler"})
 RANDOM_SAMPLERS = frozenset({"torch.utils.data.RandomSampler", "torch.utils.data.sampler.RandomSampler"})
 

@@ -111,6 +111,12 @@ class FileFacts:
     uses_hf_trainer: bool
     local_optimizer_classes: frozenset[str] = field(default=frozenset())
     call_order: Mapping[cst.Call, int] = field(default_factory=dict)
+    # Names also bound other than by ``name = value`` (tuple targets, ``for``, ``with ... as``,
+    # ``:=``): an assignment of such a name is not the only value it can hold. (``x += ...``
+    # keeps the assignment's value as its base, which configuration folding reads.)
+    other_bindings: frozenset[str] = frozenset()
+    # The statement holding each call (None for calls outside any statement, e.g. decorators).
+    call_statements: Mapping[cst.Call, Optional[StatementRef]] = field(default_factory=dict)
     # SageMaker estimator constructions (this file is a launcher when there are any).
     estimator_calls: tuple[cst.Call, ...] = ()
     # Local classes deriving (directly or through each other) from TensorFlow's ``smp.DistributedModel``.
@@ -190,7 +196,7 @@ class FileFacts:
     def single_assignment(self, name: str) -> Optional[Assignment]:
         """The assignment of ``name`` when the file assigns it exactly once."""
         found = self.assignments.get(name, ())
-        return found[0] if len(found) == 1 else None
+        return found[0] if len(found) == 1 and name not in self.other_bindings else None
 
     def resolve_name(self, name: str, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
         """For literal folding: the value a name is bound to, when bound exactly once."""
@@ -215,6 +221,11 @@ class FileFacts:
 
     def statement_of(self, node: cst.CSTNode) -> Optional[StatementRef]:
         return self.statements.get(node)
+
+    def scope_of_call(self, call: cst.Call) -> Optional[Scope]:
+        """The function whose body runs ``call`` (the module at top level)."""
+        where = self.call_statements.get(call)
+        return where.scope if where is not None else None
 
     def runs_before(self, first: cst.Call, second: cst.Call) -> bool:
         """Source order of two calls, which is execution order within one function body."""
@@ -291,6 +302,7 @@ class _Collector:
         self.withs: list[cst.With] = []
         self.ifs: list[cst.If] = []
         self.sdp_setting_reads: list[cst.Attribute] = []
+        self.other_bindings: set[str] = set()
         self.scopes: list[Scope] = []
         self.current_statement: list[StatementRef] = []
 
@@ -341,6 +353,27 @@ class _Collector:
             if isinstance(target.target, cst.Name):
                 call = node.value if isinstance(node.value, cst.Call) else None
                 self.assignments.append((target.target.value, node.value, where, call))
+            else:
+                self._bound_otherwise(target.target)
+
+    def _bound_otherwise(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            self.other_bindings.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bound_otherwise(element.value)
+        elif isinstance(target, cst.StarredElement):
+            self._bound_otherwise(target.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bound_otherwise(node.target)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bound_otherwise(node.target)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._bound_otherwise(node.asname.name)  # type: ignore[arg-type]
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if isinstance(node.target, cst.Name) and node.value is not None:
@@ -482,6 +515,8 @@ def collect(module: cst.Module) -> FileFacts:
         uses_hf_trainer=_uses_hf_trainer(imports, collector),
         local_optimizer_classes=local_optimizers,
         call_order={call: index for index, (call, _) in enumerate(collector.calls)},
+        call_statements=dict(collector.calls),
+        other_bindings=frozenset(collector.other_bindings),
         estimator_calls=tuple(call for call, _ in collector.calls if (imports.qualified_name(call.func) or "") in ESTIMATORS),
         distributed_model_classes=model_classes,
     )

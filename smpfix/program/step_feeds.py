@@ -2,13 +2,13 @@
 
 A ``DataLoader`` (or a ``tf.data`` dataset) matters to the microbatch rules only when its
 batches are handed to ``smp.step``: a loader built for evaluation, or one whose batches are
-filtered by the loop, is fine. This follows the value through the few shapes training
-scripts use, within one file:
+filtered by the loop, is fine. The value is followed within one file by ``value_flow`` (names,
+aliases, ``x if c else y``, local functions, returned tuples, a pool's futures) to where it
+is consumed:
 
 - ``for batch in loader:`` (also through ``enumerate``, ``zip``, ``iter`` and ``tqdm``) whose
   body calls a step function, directly or through a local function, with data from the loop;
-- the loader bound to a name, passed to a local function (``train(model, loader)``), or
-  returned from one (``loader = make_loader(...)``), to a few levels;
+- ``batch = next(iterator)`` in a loop or function that hands the batch to a step function;
 - for datasets, further dataset methods (``ds.batch(32).prefetch(2)``, ``ds2 = ds.map(f)``)
   and Keras ``model.fit(ds)``.
 
@@ -23,15 +23,15 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.base.call_binding import argument_parameter
 from smpfix.base.calls import names_in
-from smpfix.base.parents import ParentIndex, Scope
+from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import iter_nodes
 from smpfix.program.facts import FileFacts
+from smpfix.program.value_flow import End, EndKind, ValueFlow
 
 _WRAPPERS = frozenset({"enumerate", "zip", "iter"})
+_ITERTOOLS = frozenset({"itertools.islice", "itertools.cycle", "itertools.chain"})
 _SIZE_ATTRIBUTES = frozenset({"size", "shape"})
-_MAX_DEPTH = 4
 
 
 def target_names(target: cst.BaseExpression) -> set[str]:
@@ -91,138 +91,24 @@ class StepFeeds:
         self.datasets = datasets
         # Which step functions count (default: all; SMP204 asks about the training steps only).
         self.steps = facts.step_functions if steps is None else steps
-        self.loops: list[cst.For] = []
-        self.calls: list[cst.Call] = []
-        self.returns: list[cst.Return] = []
-        self.assigns: list[cst.Assign] = []
-        for node in index.nodes():
-            if isinstance(node, cst.For):
-                self.loops.append(node)
-            elif isinstance(node, cst.Call):
-                self.calls.append(node)
-            elif isinstance(node, cst.Return):
-                self.returns.append(node)
-            elif isinstance(node, cst.Assign):
-                self.assigns.append(node)
+        self.flow = ValueFlow(facts, index, self._carries)
 
     def feed_of(self, value: cst.BaseExpression) -> Optional[str]:
         """How ``value``'s batches reach training (``"`train_step`"``), or None if they do not."""
-        return self._consumers(value, 0, set())
-
-    # -- following the value ----------------------------------------------------------------
-    def _consumers(self, node: cst.CSTNode, depth: int, seen: set[tuple[str, int]]) -> Optional[str]:
-        if depth > _MAX_DEPTH:
-            return None
-        top = self._climb(node)
-        parent = self.index.parent_of(top)
-        if isinstance(parent, cst.For) and parent.iter is top:
-            return self.loop_feed(parent)
-        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is top:
-            scope = self.index.scope_of(parent)
-            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
-            for target in targets:
-                if isinstance(target, cst.Name):
-                    found = self._holder(target.value, scope, depth, seen)
-                    if found:
-                        return found
-            return None
-        if isinstance(parent, cst.Return):
-            function = self.index.scope_of(parent)
-            return self._callers(function, depth, seen) if isinstance(function, cst.FunctionDef) else None
-        if isinstance(parent, cst.Arg):
-            call = self.index.parent_of(parent)
-            if isinstance(call, cst.Call):
-                return self._passed(call, parent, depth, seen)
+        for end in self.flow.ends(value):
+            found = self._feed_at(end)
+            if found is not None:
+                return found
         return None
 
-    def _climb(self, node: cst.CSTNode) -> cst.CSTNode:
-        """Up through iteration wrappers (``enumerate(x)``) and, for datasets, method chains."""
-        top = node
-        while True:
-            parent = self.index.parent_of(top)
-            if self.datasets and isinstance(parent, cst.Attribute) and parent.value is top:
-                call = self.index.parent_of(parent)
-                if isinstance(call, cst.Call) and call.func is parent:
-                    top = call
-                    continue
-            if isinstance(parent, cst.Arg) and parent.keyword is None and not parent.star:
-                call = self.index.parent_of(parent)
-                if isinstance(call, cst.Call) and self._is_wrapper(call):
-                    top = call
-                    continue
-            return top
-
-    def _is_wrapper(self, call: cst.Call) -> bool:
-        func = call.func
-        if isinstance(func, cst.Name) and func.value in _WRAPPERS and func.value not in self.facts.imports.bindings:
-            return True
-        qualified = self.facts.qualified_name(func) or ""
-        return qualified.startswith("tqdm.") and qualified.rsplit(".", 1)[-1] == "tqdm"
-
-    def _iterated(self, expr: cst.BaseExpression) -> list[cst.BaseExpression]:
-        if isinstance(expr, cst.Call) and self._is_wrapper(expr):
-            return [item for arg in expr.args if arg.keyword is None for item in self._iterated(arg.value)]
-        return [expr]
-
-    def _binds_locally(self, scope: Scope, name: str) -> bool:
-        if not isinstance(scope, cst.FunctionDef):
-            return False
-        params = scope.params
-        every = [*params.posonly_params, *params.params, *params.kwonly_params]
-        if any(p.name.value == name for p in every):
-            return True
-        return any(a.where is not None and a.where.scope is scope for a in self.facts.assignments.get(name, ()))
-
-    def _sees(self, node: cst.CSTNode, scope: Scope, name: str) -> bool:
-        """Does ``name`` at ``node`` mean the binding made in ``scope``?"""
-        here = self.index.scope_of(node)
-        return here is scope or (isinstance(scope, cst.Module) and not self._binds_locally(here, name))
-
-    def _holder(self, name: str, scope: Scope, depth: int, seen: set[tuple[str, int]]) -> Optional[str]:
-        key = (name, id(scope))
-        if key in seen or depth > _MAX_DEPTH:
+    def _feed_at(self, end: End) -> Optional[str]:
+        if end.kind is EndKind.LOOP:
+            assert isinstance(end.node, cst.For)
+            return self.loop_feed(end.node)
+        if end.kind is not EndKind.ARGUMENT:
             return None
-        seen.add(key)
-        for loop in self.loops:
-            if self._sees(loop, scope, name) and any(
-                isinstance(item, cst.Name) and item.value == name for item in self._iterated(loop.iter)
-            ):
-                found = self.loop_feed(loop)
-                if found:
-                    return found
-        for call in self.calls:
-            for arg in call.args:
-                if isinstance(arg.value, cst.Name) and arg.value.value == name and self._sees(call, scope, name):
-                    if self._is_wrapper(call) and arg.keyword is None and not arg.star:
-                        found = self._consumers(call, depth + 1, seen)  # it = iter(loader); next(it)
-                    else:
-                        found = self._passed(call, arg, depth, seen)
-                    if found:
-                        return found
-        if isinstance(scope, cst.FunctionDef):
-            for statement in self.returns:
-                value = statement.value
-                if isinstance(value, cst.Name) and value.value == name and self.index.scope_of(statement) is scope:
-                    found = self._callers(scope, depth, seen)
-                    if found:
-                        return found
-        if self.datasets:
-            for assign in self.assigns:
-                if isinstance(assign.value, cst.Call) and self._chain_root(assign.value) == name and self._sees(assign, scope, name):
-                    for target in assign.targets:
-                        if isinstance(target.target, cst.Name):
-                            found = self._holder(target.target.value, self.index.scope_of(assign), depth, seen)
-                            if found:
-                                return found
-        return None
-
-    @staticmethod
-    def _chain_root(expr: cst.BaseExpression) -> Optional[str]:
-        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-            expr = expr.func.value
-        return expr.value if isinstance(expr, cst.Name) else None
-
-    def _passed(self, call: cst.Call, arg: cst.Arg, depth: int, seen: set[tuple[str, int]]) -> Optional[str]:
+        call, arg = end.node, end.arg
+        assert isinstance(call, cst.Call) and arg is not None
         func = call.func
         if self.datasets and isinstance(func, cst.Attribute) and func.attr.value == "fit":
             first = call.args[0] is arg and arg.keyword is None and not arg.star
@@ -230,25 +116,21 @@ class StepFeeds:
                 return f"`{self.index.module.code_for_node(func)}`"
         if isinstance(func, cst.Name) and func.value == "next" and func.value not in self.facts.imports.bindings:
             return self._next_feed(call) if call.args[0] is arg else None
-        if isinstance(func, cst.Name):
-            function = self.facts.functions.get(func.value)
-            if function is not None:
-                parameter = argument_parameter(function, call, arg.value)
-                if parameter is not None:
-                    return self._holder(parameter, function, depth + 1, seen)
         return None
 
-    def _callers(self, function: cst.FunctionDef, depth: int, seen: set[tuple[str, int]]) -> Optional[str]:
-        key = (f"<callers of {function.name.value}>", id(function))
-        if key in seen:
-            return None
-        seen.add(key)
-        for call in self.calls:
-            if isinstance(call.func, cst.Name) and self.facts.functions.get(call.func.value) is function:
-                found = self._consumers(call, depth + 1, seen)
-                if found:
-                    return found
-        return None
+    # -- following the value ----------------------------------------------------------------
+    def _carries(self, call: cst.Call, arg: Optional[cst.Arg]) -> bool:
+        """Iteration wrappers (``enumerate(x)``) and, for datasets, method chains yield the same data."""
+        if arg is None:
+            return self.datasets
+        return arg.keyword is None and self._is_wrapper(call)
+
+    def _is_wrapper(self, call: cst.Call) -> bool:
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in _WRAPPERS and func.value not in self.facts.imports.bindings:
+            return True
+        qualified = self.facts.qualified_name(func) or ""
+        return qualified in _ITERTOOLS or (qualified.startswith("tqdm.") and qualified.rsplit(".", 1)[-1] == "tqdm")
 
     def _next_feed(self, call: cst.Call) -> Optional[str]:
         """``batch = next(iterator)``: the batch is used in the loop (or function) that advances it."""

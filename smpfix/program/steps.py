@@ -91,11 +91,11 @@ def returns_container(function: cst.FunctionDef) -> bool:
     call's result is a plain container and ``out[0]``/``out["loss"]`` are the StepOutputs;
     a function returning one tensor gives a ``StepOutput`` whose ``[i]`` is a microbatch.
     """
-    values = [node.value for node in _own_nodes(function) if isinstance(node, cst.Return)]
+    values = [node.value for node in own_nodes(function) if isinstance(node, cst.Return)]
     return bool(values) and all(isinstance(value, (cst.Tuple, cst.List, cst.Dict)) for value in values)
 
 
-def _own_nodes(function: cst.FunctionDef) -> list[cst.CSTNode]:
+def own_nodes(function: cst.FunctionDef) -> list[cst.CSTNode]:
     """The nodes of ``function``'s body without those of nested functions and classes."""
     out: list[cst.CSTNode] = []
     stack: list[cst.CSTNode] = [function.body]

@@ -21,6 +21,7 @@ import libcst as cst
 from smpfix.base.walker import iter_nodes
 from smpfix.program.facts import Assignment, FileFacts, Scope, StatementRef, Wrap
 from smpfix.program.local_modules import LinkedModule, LocalModules
+from smpfix.program.steps import own_nodes
 
 # Methods that return the module they are called on: `GPT(cfg).cuda()` is still a GPT.
 _SAME_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "requires_grad_"})
@@ -139,25 +140,12 @@ def constructions(
 
 def _built_by(facts: FileFacts, function: cst.FunctionDef, depth: int) -> tuple[Construction, ...]:
     """A builder function's model: its single ``return`` value, followed like any expression."""
-    returns = [node for node in _own_nodes(function) if isinstance(node, cst.Return) and node.value is not None]
+    returns = [node for node in own_nodes(function) if isinstance(node, cst.Return) and node.value is not None]
     if len(returns) != 1:
         return ()
     value = returns[0].value
     assert value is not None
     return constructions(facts, value, function, None, None, depth)
-
-
-def _own_nodes(function: cst.FunctionDef) -> list[cst.CSTNode]:
-    """Nodes of ``function``'s body, without nested functions, classes and lambdas."""
-    from smpfix.base.walker import children
-
-    found: list[cst.CSTNode] = []
-    stack: list[cst.CSTNode] = [function.body]
-    while stack:
-        node = stack.pop()
-        found.append(node)
-        stack.extend(child for child in children(node) if not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)))
-    return found
 
 
 def model_class(facts: FileFacts, call: cst.Call, module: cst.Module, modules: Optional[LocalModules]) -> Optional[ModelClass]:

@@ -12,7 +12,9 @@ from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
 from smpfix.base.parents import ParentIndex
-from smpfix.job.jobfacts import Feature, FeatureState, JobFacts, Tri
+from smpfix.job.jobfacts import FeatureState, Tri
+from smpfix.program.call_arguments import CallArguments, Passed, call_arguments
+from smpfix.program.data_ranks import data_parallelism
 from smpfix.program.dataloaders import (
     DATALOADER_POSITIONS,
     bound_value,
@@ -21,32 +23,12 @@ from smpfix.program.dataloaders import (
 )
 from smpfix.program.step_feeds import StepFeeds
 from smpfix.program.tf_datasets import is_tf_dataset
+from smpfix.program.training_loaders import TrainingLoaders
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # Where the drop keyword sits among the positional parameters.
 _TORCH_DROP_LAST = 8
 _TF_DROP_REMAINDER = {"batch": 1, "padded_batch": 3}
-
-DATA_PARALLELISM = Feature("DP", "data_parallel_degree", "data parallelism (more than one data-parallel rank)")
-
-
-def data_parallelism(job: JobFacts) -> FeatureState:
-    """Whether more than one data-parallel rank exists: world / pipeline_parallel_degree > 1.
-
-    The world size is known only when the job states ``instance_count`` and
-    ``processes_per_host`` (a launcher does); otherwise data parallelism is unknown.
-    """
-    hosts, per_host = job.settings.get("instance_count"), job.settings.get("processes_per_host")
-    pp = job.settings.get("pipeline_parallel_degree")
-    values = [s.value if s is not None else None for s in (hosts, per_host, pp)]
-    if hosts is None or per_host is None or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return FeatureState(DATA_PARALLELISM, Tri.UNKNOWN, "world size not known")
-    world, degree = int(values[0]) * int(values[1]), int(values[2])  # type: ignore[arg-type]
-    dp = world // degree if degree else world
-    sources = sorted({s.source for s in (hosts, per_host, pp) if s is not None})
-    state = Tri.ON if dp > 1 else Tri.OFF
-    return FeatureState(DATA_PARALLELISM, state, f"{dp} data-parallel ranks; {'; '.join(sources)}", dp)
-
 
 @dataclass(frozen=True)
 class _Batching:
@@ -54,8 +36,11 @@ class _Batching:
 
     call: cst.Call
     keyword: str
-    explicit_false: Optional[cst.Arg]
+    # ``drop_last=False`` in the call, or in a ``**`` dict it unpacks.
+    explicit_false: Optional[Passed]
     tensorflow: bool
+    # The call unpacks a literal dict (``**kwargs``), which smpfix read.
+    unpacks: bool = False
 
 
 class LastBatchNotDropped(Rule):
@@ -85,33 +70,36 @@ class LastBatchNotDropped(Rule):
 
     # -- candidates -------------------------------------------------------------------------
     def _candidate(self, call: cst.Call) -> Optional[_Batching]:
-        if any(arg.star for arg in call.args):
-            return None  # `**kwargs` or `*args` may set the keyword
+        arguments = call_arguments(call, self.facts)
+        if arguments is None:
+            return None  # `*args`, or a `**` dict smpfix cannot read, may set the keyword
         if is_dataloader(call, self.facts):
-            return self._torch_candidate(call)
+            return self._torch_candidate(arguments)
         func = call.func
+        if arguments.unpacked or any(arg.star for arg in call.args):
+            return None
         if isinstance(func, cst.Attribute) and func.attr.value in _TF_DROP_REMAINDER:
             if self._is_dataset(func.value, set()) and not self._repeats_forever(func.value, call, set()):
-                return self._missing(call, "drop_remainder", _TF_DROP_REMAINDER[func.attr.value], tensorflow=True)
+                return self._missing(arguments, "drop_remainder", _TF_DROP_REMAINDER[func.attr.value], tensorflow=True)
         return None
 
-    def _torch_candidate(self, call: cst.Call) -> Optional[_Batching]:
-        batch_sampler = argument(call, "batch_sampler", DATALOADER_POSITIONS["batch_sampler"])
-        if batch_sampler is not None and self.facts.literal(batch_sampler.value) is not None:
+    def _torch_candidate(self, arguments: CallArguments) -> Optional[_Batching]:
+        batch_sampler = arguments.passed("batch_sampler", DATALOADER_POSITIONS["batch_sampler"])
+        if any(self.facts.literal(value) is not None for value in batch_sampler.values):
             return None  # drop_last is the batch sampler's own setting
-        batch_size = argument(call, "batch_size", 1)
-        if batch_size is not None and self.facts.literal(batch_size.value) is None:
+        batch_size = arguments.passed("batch_size", 1)
+        if any(self.facts.literal(value) is None for value in batch_size.values):
             return None  # batch_size=None: the loader yields single samples, never a partial batch
-        return self._missing(call, "drop_last", _TORCH_DROP_LAST, tensorflow=False)
+        return self._missing(arguments, "drop_last", _TORCH_DROP_LAST, tensorflow=False)
 
-    def _missing(self, call: cst.Call, keyword: str, position: int, *, tensorflow: bool) -> Optional[_Batching]:
+    def _missing(self, arguments: CallArguments, keyword: str, position: int, *, tensorflow: bool) -> Optional[_Batching]:
         """The call, when the keyword is absent or literally False; None when set or unknowable."""
-        found = argument(call, keyword, position)
-        if found is None:
-            return _Batching(call, keyword, None, tensorflow)
-        value = self.facts.literal(found.value)
-        if value is False:
-            return _Batching(call, keyword, found, tensorflow)
+        passed = arguments.passed(keyword, position)
+        if passed.absent:
+            return _Batching(arguments.call, keyword, None, tensorflow, bool(arguments.unpacked))
+        value = passed.certain
+        if value is not None and self.facts.literal(value) is False:
+            return _Batching(arguments.call, keyword, passed, tensorflow, bool(arguments.unpacked))
         return None
 
     def _is_dataset(self, expr: cst.BaseExpression, seen: set[str]) -> bool:
@@ -138,17 +126,30 @@ class LastBatchNotDropped(Rule):
         count = argument(repeat, "count", 0)
         return count is None or self.facts.literal(count.value) in (None, -1)
 
+    def _same_batch_count(self, call: cst.Call, index: ParentIndex) -> bool:
+        """Every data-parallel rank runs as many batches: the loader shards with a
+        ``DistributedSampler`` (it pads every rank to the same length), or it does not shard at
+        all (every rank reads the whole dataset)."""
+        if self._shards_evenly(call):
+            return True
+        loaders = TrainingLoaders(self.facts, index, self.context.path, modules=self.context.modules)
+        return loaders.may_be_unsharded(call) and loaders.unsharded(call)
+
     def _shards_evenly(self, call: cst.Call) -> bool:
         """A ``DistributedSampler`` pads every rank to the same length, so batch counts match."""
-        sampler = argument(call, "sampler", DATALOADER_POSITIONS["sampler"])
-        return sampler is not None and is_distributed_sampler(bound_value(sampler.value, self.facts), self.facts)
+        arguments = call_arguments(call, self.facts)
+        sampler = arguments.passed("sampler", DATALOADER_POSITIONS["sampler"]).certain if arguments is not None else None
+        return sampler is not None and is_distributed_sampler(bound_value(sampler, self.facts), self.facts)
 
     # -- reporting --------------------------------------------------------------------------
     def _fix(self, batching: _Batching, index: ParentIndex, safe: bool) -> Optional[PendingFix]:
         keyword = batching.keyword
         applicability = Applicability.SAFE if safe else Applicability.UNSAFE
         if batching.explicit_false is not None:
-            edits: tuple[NodeEdit, ...] = (ReplaceNode(batching.explicit_false.value, "True"),)
+            written = batching.explicit_false.written
+            if written is None:
+                return None  # the dict may feed other loaders (evaluation) too: a person decides
+            edits: tuple[NodeEdit, ...] = (ReplaceNode(written.value, "True"),)
             return PendingFix(applicability, f"Set `{keyword}=True`", edits)
         args = batching.call.args
         if not args:
@@ -180,7 +181,10 @@ class LastBatchNotDropped(Rule):
         else:
             lead = f"`{code}(...)` keeps the last, smaller batch of every epoch"
             reach = f"its batches reach {feed}"
-        kept = f"`{keyword}=False`" if batching.explicit_false is not None else f"no `{keyword}=True`"
+        if batching.explicit_false is not None:
+            kept = f"`{keyword}=False`" + (" in the dict it unpacks" if batching.explicit_false.from_dict else "")
+        else:
+            kept = f"no `{keyword}=True`" + (", in the call or the dict it unpacks" if batching.unpacks else "")
         lead = f"{lead} ({kept}) and {reach}"
         error = "" if batching.tensorflow else " (`TensorSplitError`)"
         split = (
@@ -190,7 +194,7 @@ class LastBatchNotDropped(Rule):
         job_facts: tuple[FeatureState, ...] = (mb,)
         if mb.state is Tri.OFF:
             dp = data_parallelism(self.job)
-            if dp.state is Tri.OFF or (not batching.tensorflow and self._shards_evenly(batching.call)):
+            if dp.state is Tri.OFF or (not batching.tensorflow and self._same_batch_count(batching.call, index)):
                 return
             severity = Severity.HINT
             so = ", so" if dp.state is Tri.ON else ","

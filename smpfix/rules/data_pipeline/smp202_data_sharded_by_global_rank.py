@@ -7,12 +7,14 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.base.calls import argument, called_name, has_star_kwargs
+from smpfix.base.calls import argument, called_name
 from smpfix.base.edits import NodeEdit
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
+from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import Tri
 from smpfix.program.argument_edits import append_arguments, block_indentation
+from smpfix.program.call_arguments import call_arguments
 from smpfix.program.codegen import smp_reference
 from smpfix.program.data_ranks import (
     DATA_PARALLEL,
@@ -24,7 +26,7 @@ from smpfix.program.data_ranks import (
     rewrite_terms,
     spelled,
 )
-from smpfix.program.dataloaders import SAMPLER_POSITIONS, is_distributed_sampler
+from smpfix.program.dataloaders import SAMPLER_POSITIONS, SUBSETS, is_distributed_sampler
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
 _SHARDING_METHODS = frozenset({"shard", "select"})
@@ -72,13 +74,20 @@ class DataShardedByGlobalRank(Rule):
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
         self.data_job = DataJob.of(self.job, self.facts)
+        # The branches (``if`` node, body or else) holding each manual shard reported so far.
+        self.reported_branches: list[frozenset[tuple[int, str]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         name = called_name(node, self.facts.imports.bindings)
-        if name != "DistributedSampler" and name not in _SHARDING_METHODS:
+        if name not in ("DistributedSampler", "Subset") and name not in _SHARDING_METHODS:
             return
         if is_distributed_sampler(node, self.facts):
             self._check_sampler(node)
+            return
+        if self.facts.qualified_name(node.func) in SUBSETS:
+            indices = argument(node, "indices", 1)
+            if indices is not None:
+                self._check_manual(node, [indices.value], "`Subset(...)`")
             return
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in _SHARDING_METHODS and self.facts.qualified_name(func) is None:
@@ -90,10 +99,51 @@ class DataShardedByGlobalRank(Rule):
             for element in node.slice
             if isinstance(element.slice, cst.Slice)
             for part in (element.slice.lower, element.slice.upper, element.slice.step)
-            if part is not None
+            if part is not None and not self._only_quoted_ranks(part)
         ]
         if parts:
             self._check_manual(node, parts, "slice")
+            return
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            index = node.slice[0].slice.value
+            if self._picks_a_shard(index):
+                self._check_manual(node, [index], "index")
+            elif self._picks_a_part(node, index):
+                # `np.array_split(files, smp.size())[smp.rank()]`: the size and the rank together.
+                self._check_manual(node, [index, node.value], "index")
+
+    def _picks_a_part(self, node: cst.Subscript, index: cst.BaseExpression) -> bool:
+        """A rank indexing a split made by a size: ``np.array_split(files, world)[rank]``."""
+        terms = rank_terms(index, self.facts, modules=self.context.modules)
+        if not terms or not all(term.is_rank for term in terms) or not isinstance(node.value, cst.Call):
+            return False
+        return any(not term.is_rank for term in rank_terms(node.value, self.facts, modules=self.context.modules))
+
+    def _only_quoted_ranks(self, part: cst.BaseExpression) -> bool:
+        """``name[: -len(f".pt_{smp.mp_rank()}")]``: the rank names a file whose length is
+        taken; the slice cuts a string, not the data."""
+        quoted = {
+            id(inner)
+            for node in iter_nodes(part)
+            if isinstance(node, cst.FormattedString)
+            or (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len")
+            for inner in iter_nodes(node)
+        }
+        terms = rank_terms(part, self.facts, modules=self.context.modules)
+        return bool(terms) and all(id(term.call) in quoted for term in terms)
+
+    def _picks_a_shard(self, index: cst.BaseExpression) -> bool:
+        """``files[(epoch * world + rank) % len(files)]``: an index that reads a rank and either a
+        size or a modulo by a length. A bare ``devices[smp.local_rank()]`` picks a device, not data."""
+        terms = rank_terms(index, self.facts, modules=self.context.modules)
+        if not any(term.is_rank for term in terms):
+            return False
+        if any(not term.is_rank for term in terms):
+            return True
+        return any(
+            isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) and not isinstance(n.right, cst.Integer)
+            for n in iter_nodes(index)
+        )
 
     # -- what is wrong ----------------------------------------------------------------------
     def _judge(self, expr: cst.BaseExpression) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
@@ -105,7 +155,7 @@ class DataShardedByGlobalRank(Rule):
         ``dp_*`` and ``rdp_*`` (the official ``rdp_rank() if prescaled_batch else dp_rank()``)
         is accepted.
         """
-        terms = rank_terms(expr, self.facts)
+        terms = rank_terms(expr, self.facts, modules=self.context.modules)
         families = {term.family for term in terms}
         data_parallel = families & DATA_PARALLEL
         if data_parallel == DATA_PARALLEL:
@@ -134,24 +184,47 @@ class DataShardedByGlobalRank(Rule):
         offences, rewrite = self._judge_all(parts)
         if not offences:
             return
-        if not any(term.is_rank for part in parts for term in rank_terms(part, self.facts)):
+        if not any(term.is_rank for part in parts for term in rank_terms(part, self.facts, modules=self.context.modules)):
             return  # `ds[: smp.size()]` takes a prefix; a shard needs an index
+        branches = self._branches()
+        if any(_alternatives(branches, earlier) for earlier in self.reported_branches):
+            return  # the same shard written once per branch of an `if`: one mistake, one finding
+        self.reported_branches.append(branches)
         terms = [term for term, _ in offences]
         lead = f"The data is sharded ({kind}) by {self._listing(terms)}"
+        helpers = [term for term in terms if term.helper]
+        if helpers:
+            returned = " and ".join(dict.fromkeys(f"`smp.{term.member}()`" for term in helpers))
+            lead += f" (the project's helpers, which return {returned})"
         self._report(node, lead, offences, rewrite, (), terms[0].family)
+
+    def _branches(self) -> frozenset[tuple[int, str]]:
+        stack = self.ancestry.stack
+        found = set()
+        for parent, child in zip(stack, stack[1:]):
+            if isinstance(parent, cst.If) and child is not parent.test:
+                found.add((id(parent), "body" if child is parent.body else "else"))
+        return frozenset(found)
 
     def _check_sampler(self, call: cst.Call) -> None:
         if not call.args or any(arg.star == "*" for arg in call.args):
             return
+        # A `**` dict smpfix cannot read may pass what the call does not spell.
+        arguments = call_arguments(call, self.facts)
         missing: list[str] = []
         given: list[cst.BaseExpression] = []
         for name in ("num_replicas", "rank"):
-            arg = argument(call, name, SAMPLER_POSITIONS[name])
-            if arg is None:
-                if not has_star_kwargs(call):
-                    missing.append(name)
+            written = argument(call, name, SAMPLER_POSITIONS[name])
+            if arguments is None:
+                given.extend([written.value] if written is not None else [])
+                continue
+            passed = arguments.passed(name, SAMPLER_POSITIONS[name])
+            if passed.absent:
+                missing.append(name)
+            elif passed.maybe_absent:
+                return  # set on some paths only: what the sampler shards by depends on the run
             else:
-                given.append(arg.value)
+                given.extend(passed.values)
         offences, rewrite = self._judge_all(given)
         missing_verdict = self.data_job.sharding_verdict("global") if missing else None
         if missing_verdict is not None and not missing_verdict.wrong:
@@ -230,3 +303,8 @@ class DataShardedByGlobalRank(Rule):
             safe = job.expectation_known
         applicability = Applicability.SAFE if safe else Applicability.UNSAFE
         return PendingFix(applicability, f"Shard by `{family}_size()` and `{family}_rank()`", tuple(edits))
+
+
+def _alternatives(first: frozenset[tuple[int, str]], second: frozenset[tuple[int, str]]) -> bool:
+    """Do two places sit in different branches of one ``if`` (only one of them runs)?"""
+    return any((node, "else" if branch == "body" else "body") in second for node, branch in first)

@@ -13,6 +13,7 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
 from smpfix.job.jobfacts import Tri
 from smpfix.program.argument_edits import append_arguments, block_indentation
+from smpfix.program.call_arguments import call_arguments
 from smpfix.program.codegen import smp_reference
 from smpfix.program.data_ranks import (
     DATA_PARALLEL,
@@ -246,7 +247,7 @@ class DataRngNotSeededByDpRank(Rule):
 
     # -- judging ------------------------------------------------------------------------------
     def _judge(self, seed: cst.BaseExpression) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
-        terms = [term for term in rank_terms(seed, self.facts) if term.is_rank]
+        terms = [term for term in rank_terms(seed, self.facts, modules=self.context.modules) if term.is_rank]
         if {term.family for term in terms} >= DATA_PARALLEL:
             return [], []  # `rdp_rank() if prescaled_batch else dp_rank()`
         wrong = []
@@ -261,15 +262,16 @@ class DataRngNotSeededByDpRank(Rule):
 
     def _is_shuffling_loader(self, call: cst.Call, qualified: Optional[str]) -> bool:
         """A DataLoader or RandomSampler that shuffles with PyTorch's global RNG."""
-        if qualified is None or has_star_kwargs(call):
+        arguments = call_arguments(call, self.facts) if qualified is not None else None
+        if arguments is None:
             return False
         if qualified in DATALOADERS:
-            shuffle = argument(call, "shuffle", DATALOADER_POSITIONS["shuffle"])
-            if shuffle is None or self.facts.literal(shuffle.value) is not True:
+            shuffle = arguments.passed("shuffle", DATALOADER_POSITIONS["shuffle"]).certain
+            if shuffle is None or self.facts.literal(shuffle) is not True:
                 return False
-            return all(argument(call, name, DATALOADER_POSITIONS[name]) is None for name in ("sampler", "batch_sampler", "generator"))
+            return all(arguments.passed(name, DATALOADER_POSITIONS[name]).absent for name in ("sampler", "batch_sampler", "generator"))
         if qualified in RANDOM_SAMPLERS:
-            return argument(call, "generator", _RANDOM_SAMPLER_GENERATOR) is None
+            return arguments.passed("generator", _RANDOM_SAMPLER_GENERATOR).absent
         return False
 
     def _is_tf_shuffle(self, call: cst.Call) -> bool:

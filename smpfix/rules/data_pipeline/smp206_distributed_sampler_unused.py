@@ -1,0 +1,165 @@
+"""SMP206: a ``DistributedSampler`` built but not given to the DataLoader that training reads."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.edits import NodeEdit, ReplaceNode
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.parents import ParentIndex
+from smpfix.base.positions import Positions
+from smpfix.job.jobfacts import FeatureState, Tri
+from smpfix.program.argument_edits import append_arguments
+from smpfix.program.call_arguments import call_arguments
+from smpfix.program.data_ranks import data_replicas
+from smpfix.program.dataloaders import DATALOADER_POSITIONS, is_dataloader, is_distributed_sampler
+from smpfix.program.facts import FileFacts
+from smpfix.program.samplers import SamplerFlow, SamplerUse
+from smpfix.program.training_loaders import TrainingLoaders, dataset_key, loader_dataset
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+
+
+class DistributedSamplerUnused(Rule):
+    code = "SMP206"
+    name = "distributed-sampler-unused"
+    summary = (
+        "A `DistributedSampler` is built but the DataLoader that training iterates does not use it (often "
+        "`shuffle=True` instead): every data-parallel replica trains on the whole dataset."
+    )
+    fix_availability = FixAvailability.UNSAFE
+    depends_on = ("PP", "TP", "PRESCALED")
+    runs_on_helper_modules = True
+
+    @classmethod
+    def applies_to(cls, facts: FileFacts) -> bool:
+        """PyTorch SMP scripts (the TensorFlow flavour has no ``DistributedSampler``)."""
+        return facts.imports_smp_torch and super().applies_to(facts)
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self.samplers: list[cst.Call] = []
+        self.loaders: list[cst.Call] = []
+        self.positions: Optional[Positions] = None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if is_distributed_sampler(node, self.facts):
+            self.samplers.append(node)
+        elif is_dataloader(node, self.facts):
+            self.loaders.append(node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        if not self.samplers or not self.loaders:
+            return
+        replicas = data_replicas(self.job)
+        if replicas.state is Tri.OFF:
+            return
+        index = ParentIndex(node)
+        flow = SamplerFlow(self.facts, index)
+        loaders = TrainingLoaders(self.facts, index, self.context.path, self.context.importers, self.context.modules)
+        for sampler in self.samplers:
+            use = flow.left_out(sampler, loaders)
+            if use is None:
+                continue
+            found = self._left_out_of(sampler, index, loaders)
+            if found is not None:
+                self._flag(sampler, use, found[0], found[1], replicas, index)
+
+    def _left_out_of(self, sampler: cst.Call, index: ParentIndex, loaders: TrainingLoaders) -> Optional[tuple[cst.Call, str]]:
+        """The unsharded loader over the sampler's dataset, in the same function, that training
+        reads (and how its batches reach training)."""
+        dataset = loader_dataset(sampler, self.facts)
+        if dataset is None:
+            return None
+        scope = index.scope_of(sampler)
+        module = self.context.module
+        key = dataset_key(dataset, self.facts, module)
+        for loader in self.loaders:
+            over = loader_dataset(loader, self.facts)
+            if over is None or index.scope_of(loader) is not scope or dataset_key(over, self.facts, module) != key:
+                continue
+            if not (loaders.may_be_unsharded(loader) and loaders.unsharded(loader, through_callers=False)):
+                continue
+            fed = loaders.feeds_training(loader)
+            if fed is not None:
+                return loader, fed
+        return None
+
+    # -- reporting ------------------------------------------------------------------------------
+    def _flag(
+        self, sampler: cst.Call, use: SamplerUse, loader: cst.Call, fed: str, replicas: FeatureState, index: ParentIndex
+    ) -> None:
+        line = self._line(loader)
+        how = self._how_it_reads(loader)
+        if use.loaders:
+            given = ", ".join(f"line {self._line(other)}" for other in use.loaders)
+            went = f"it goes to the DataLoader at {given}, which no training step reads, while the DataLoader at line {line}"
+        else:
+            went = f"it is never given to a DataLoader, and the DataLoader at line {line}"
+        so = ", so" if replicas.state is Tri.ON else ","
+        message = (
+            f"This `DistributedSampler` shards nothing: {went} {how} reads the whole dataset and feeds {fed}. "
+            f"Every rank then iterates every sample: {replicas.condition()}{so} the replicas train on the same "
+            "samples and an epoch takes as many steps as on one replica. Pass the sampler to that DataLoader "
+            "(`sampler=...` in place of `shuffle=True`: PyTorch rejects both, and the sampler shuffles) and call "
+            "`sampler.set_epoch(epoch)` every epoch."
+        )
+        severity = Severity.ERROR if replicas.state is Tri.ON else Severity.WARNING
+        fix = None if use.loaders else self._fix(sampler, loader, index)
+        self.report(sampler, message, severity=severity, fix=fix, job_facts=(replicas,))
+
+    def _line(self, node: cst.CSTNode) -> int:
+        """Line numbers for the message (computed only for a file with a finding)."""
+        if self.positions is None:
+            module = self.context.module
+            self.positions = Positions(module, module.code)
+        return self.positions.position(self.positions.span(node)[0]).line
+
+    def _how_it_reads(self, loader: cst.Call) -> str:
+        arguments = call_arguments(loader, self.facts)
+        if arguments is not None:
+            shuffle = arguments.passed("shuffle", DATALOADER_POSITIONS["shuffle"]).certain
+            if shuffle is not None and self.facts.literal(shuffle) is True:
+                return "(`shuffle=True`)"
+            if not arguments.passed("sampler", DATALOADER_POSITIONS["sampler"]).absent:
+                return "(its sampler walks all of it)"
+        return "(no sampler)"
+
+    def _fix(self, sampler: cst.Call, loader: cst.Call, index: ParentIndex) -> Optional[PendingFix]:
+        """``shuffle=True`` (or a whole-dataset sampler, or nothing) -> ``sampler=<name>``; unsafe:
+        each rank then reads 1/N of the data per epoch, in the sampler's order."""
+        name = self._bound_name(sampler, index)
+        arguments = call_arguments(loader, self.facts)
+        if name is None or arguments is None or not self.facts.runs_before(sampler, loader):
+            return None
+        shuffle = arguments.passed("shuffle", DATALOADER_POSITIONS["shuffle"])
+        given = arguments.passed("sampler", DATALOADER_POSITIONS["sampler"])
+        if shuffle.from_dict or given.from_dict or not arguments.passed("batch_sampler", DATALOADER_POSITIONS["batch_sampler"]).absent:
+            return None
+        edits: list[NodeEdit] = []
+        if given.written is not None:
+            edits.append(ReplaceNode(given.written.value, name))
+            if shuffle.written is not None:
+                return None
+        elif shuffle.written is not None:
+            if shuffle.written.keyword is None:
+                return None
+            edits += [ReplaceNode(shuffle.written.keyword, "sampler"), ReplaceNode(shuffle.written.value, name)]
+        else:
+            insertion = append_arguments(loader, [f"sampler={name}"], index.indentation(loader), self.context.module)
+            if insertion is None:
+                return None
+            edits.append(insertion)
+        return PendingFix(Applicability.UNSAFE, f"Give the DataLoader `sampler={name}`", tuple(edits))
+
+    def _bound_name(self, sampler: cst.Call, index: ParentIndex) -> Optional[str]:
+        parent = index.parent_of(sampler)
+        if isinstance(parent, cst.Assign) and parent.value is sampler and len(parent.targets) == 1:
+            target = parent.targets[0].target
+            if not isinstance(target, cst.Name):
+                return None
+            scope = index.scope_of(parent)
+            here = [a for a in self.facts.assignments.get(target.value, ()) if a.where is not None and a.where.scope is scope]
+            return target.value if len(here) == 1 else None
+        return None
