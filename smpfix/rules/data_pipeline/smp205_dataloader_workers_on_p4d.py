@@ -7,10 +7,10 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from smpfix.base.calls import argument, has_star_kwargs
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.imports import dotted_name
+from smpfix.program.call_arguments import call_arguments
 from smpfix.program.dataloaders import is_dataloader
 from smpfix.program.script_arguments import script_argument
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
@@ -65,18 +65,27 @@ class DataloaderWorkersOnP4d(Rule):
         return None, None
 
     def _workers(self, call: cst.Call, keyword: str, position: Optional[int]) -> Optional[_Workers]:
-        given = argument(call, keyword, position)
+        """The worker count the call certainly receives: spelled in the call, or through a
+        ``**kwargs`` dict the script builds (``kwargs.update({"num_workers": 1})``)."""
+        arguments = call_arguments(call, self.facts)
+        passed = arguments.passed(keyword, position) if arguments is not None else None
+        given = passed.certain if passed is not None else None
         if given is None:
-            return None  # the default is 0 (unless **kwargs sets it, which smpfix does not read)
-        value = self.facts.literal(given.value)
+            return None  # not passed (the default is 0), or passed only on some paths
+        assert passed is not None
+        literal = passed.written is not None and isinstance(given, cst.Integer)
+        value = self.facts.literal(given)
         if _is_count(value):
-            literal = isinstance(given.value, cst.Integer)
-            return _Workers(int(value), given.value, "" if literal else f" (`{self._code(given.value)}` is {value})", literal)
-        dotted = dotted_name(given.value) or ""
-        if dotted.count(".") == 1 and self.facts.qualified_name(given.value) is None:
+            if passed.from_dict:
+                how = " (set in the `**` dict the call unpacks)"
+            else:
+                how = "" if literal else f" (`{self._code(given)}` is {value})"
+            return _Workers(int(value), given, how, literal)
+        dotted = dotted_name(given) or ""
+        if dotted.count(".") == 1 and self.facts.qualified_name(given) is None:
             found = script_argument(dotted.split(".")[1], self.facts, self.context.modules, self.context.path)
             if found is not None and _is_count(found.value):
-                return _Workers(int(found.value), given.value, f" (`{dotted}` is {found.value}: {found.how})", False)
+                return _Workers(int(found.value), given, f" (`{dotted}` is {found.value}: {found.how})", False)
         return None
 
     def _code(self, node: cst.CSTNode) -> str:
@@ -101,7 +110,8 @@ class DataloaderWorkersOnP4d(Rule):
         call also passes an argument PyTorch refuses without workers."""
         if not workers.literal:
             return None
-        if keyword == "num_workers" and (has_star_kwargs(call) or any(argument(call, name) is not None for name in _NEEDS_WORKERS)):
+        arguments = call_arguments(call, self.facts)
+        if arguments is None or (keyword == "num_workers" and any(not arguments.passed(name).absent for name in _NEEDS_WORKERS)):
             return None
         return PendingFix(Applicability.SAFE, f"Set `{keyword}=0`", (ReplaceNode(workers.node, "0"),))
 
