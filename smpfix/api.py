@@ -31,7 +31,7 @@ def _options(select: Optional[Iterable[str]], job: Optional[Mapping[str, Value]]
     from smpfix.rules.registry import rule_names
 
     codes = enabled(rule_names(), list(select) if select is not None else None)
-    declared = (DeclaredJob("job given to the API", dict(job)),) if job else ()
+    declared = (DeclaredJob.stated("job given to the API", dict(job)),) if job else ()
     return AnalysisOptions(select=codes, declared_jobs=declared)
 
 

@@ -211,7 +211,7 @@ def _declared_jobs(cli_job: dict[str, Any], config: Any) -> list[Any]:
 
     declared = []
     if cli_job:
-        declared.append(DeclaredJob("command line --job", cli_job))
+        declared.append(DeclaredJob.stated("command line --job", cli_job))
     declared.extend(config.declared_jobs())
     return declared
 
@@ -352,6 +352,11 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
         version = result.job.get("smp_version")
         flavour = "TensorFlow " if result.job.get("flavour") == "tensorflow" else ""
         click.echo(f"  library      {flavour}SMP {version['value']} ({version['source']})" if version else f"  library      {flavour}SMP version unknown", err=err)
+        if result.job.get("smp_v2"):
+            click.echo(f"  library      SMP v2: {result.job['smp_v2']}; no SMP v1 rule applies", err=err)
+        init_dict = result.job.get("init_dict")
+        if init_dict:
+            click.echo(f"  smp.init     dict {init_dict['use']}: {init_dict['why']}", err=err)
         for key, item in result.job["features"].items():
             click.echo(f"  {key:<12} {item['state']:<8} {item['source']}", err=err)
         for key, item in result.job["settings"].items():
@@ -424,11 +429,12 @@ def rules(fmt: str) -> None:
         click.echo(json.dumps(table, indent=2))
         return
     width = max(len(row["name"]) for row in table) if table else 10
-    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<10} {'scripts':<19} depends on")
+    versions = max([len("versions"), *(len(row["versions"]) for row in table)])
+    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<{versions}} {'scripts':<19} depends on")
     for row in table:
         depends = ", ".join(row["depends_on"]) or "-"
         scripts = ", ".join(row["flavours"])
-        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<10} {scripts:<19} {depends}")
+        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<{versions}} {scripts:<19} {depends}")
 
 
 @main.command()

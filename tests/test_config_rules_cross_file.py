@@ -45,13 +45,17 @@ for batch in loader:
 """
 
 
-def launcher(hyperparameters: str = '{"batch-size": 30}', parameters: str = '{"microbatches": 4, "pipeline_parallel_degree": 2, "ddp": True}') -> str:
+def launcher(
+    hyperparameters: str = '{"batch-size": 30}',
+    parameters: str = '{"microbatches": 4, "pipeline_parallel_degree": 2, "ddp": True}',
+    extra: str = "",
+) -> str:
     return f"""\
 from sagemaker.pytorch import PyTorch
 
 estimator = PyTorch(
     entry_point="train.py",
-    source_dir="code",
+    source_dir="code",{extra}
     instance_type="ml.p4d.24xlarge",
     instance_count=2,
     hyperparameters={hyperparameters},
@@ -106,16 +110,48 @@ def test_default_is_used_when_the_launcher_passes_no_batch_size(workdir: Path) -
     assert "the argparse default of `--batch-size`" in found[0].message and "32 % 3 = 2" in found[0].message
 
 
-def test_microbatches_from_the_init_dict_through_hyperparameters(workdir: Path) -> None:
-    script = TRAIN.replace(
+def _init_dict_script() -> str:
+    return TRAIN.replace(
         'parser.add_argument("--batch-size", type=int, default=32)\n',
         'parser.add_argument("--batch-size", type=int, default=32)\nparser.add_argument("--microbatches", type=int, default=4)\n',
     ).replace("smp.init()", 'smp.init({"microbatches": args.microbatches, "pipeline_parallel_degree": 2})')
-    root = project(workdir, {"launch.py": launcher('{"microbatches": 6}', '{"ddp": True}')}, script)
+
+
+def test_microbatches_from_the_init_dict_through_hyperparameters(workdir: Path) -> None:
+    # SMP_MANUAL_INIT=1: the library waits for smp.init(dict) instead of initialising on import.
+    manual = '\n    environment={"SMP_MANUAL_INIT": "1"},'
+    root = project(workdir, {"launch.py": launcher('{"microbatches": 6}', '{"ddp": True}', manual)}, _init_dict_script())
     found = findings(root, "code/train.py", "SMP802")
     assert [(f.start.line, f.severity.value) for f in found] == [(22, "error")]
     assert "32 % 6 = 2" in found[0].message
     assert "the smp.init({...}) dict: `args.microbatches` = 6, hyperparameter 'microbatches' from the launcher" in found[0].message
+
+
+def test_an_init_dict_the_library_ignores_or_may_ignore_decides_nothing(workdir: Path) -> None:
+    # SMP 1.13 (PyTorch 1.12.1) initialises on import from the launcher's parameters: the dict's
+    # microbatches never apply. With the version unknown, they may not either.
+    version = '\n    framework_version="1.12.1",'
+    root = project(workdir, {"launch.py": launcher('{"microbatches": 6}', '{"ddp": True}', version)}, _init_dict_script())
+    assert findings(root, "code/train.py", "SMP802") == []
+    shown = run_cli("check", "--show-job", "--no-cache", "--exit-zero", "--select", "SMP802", ".", cwd=root)
+    assert "smp.init     dict ignored: under launcher" in shown.stdout + shown.stderr
+    (root / "launch.py").write_text(launcher('{"microbatches": 6}', '{"ddp": True}'), encoding="utf-8")
+    assert findings(root, "code/train.py", "SMP802") == []
+    shown = run_cli("check", "--show-job", "--no-cache", "--exit-zero", "--select", "SMP802", ".", cwd=root)
+    assert "smp.init     dict uncertain: under launcher" in shown.stdout + shown.stderr
+
+
+def test_config_rules_skip_an_init_dict_the_library_ignores(workdir: Path) -> None:
+    script = TRAIN.replace("smp.init()", 'smp.init({"tensor_parallelism_degree": 2, "ddp": True})')
+    version = '\n    framework_version="1.12.1",'
+    root = project(workdir, {"launch.py": launcher(extra=version)}, script)
+    assert findings(root, "code/train.py", "SMP812") == []
+    manual = version + '\n    environment={"SMP_MANUAL_INIT": "1"},'
+    (root / "launch.py").write_text(launcher(extra=manual), encoding="utf-8")  # the library waits for smp.init(dict)
+    assert [(f.code, f.severity.value) for f in findings(root, "code/train.py", "SMP812")] == [("SMP812", "error")]
+    (root / "launch.py").write_text(launcher(), encoding="utf-8")  # version unknown: it may read it
+    [found] = findings(root, "code/train.py", "SMP812")
+    assert found.severity.value == "warning" and "This matters only if the library reads this dict" in found.message
 
 
 def test_unreadable_hyperparameters_are_unknown(workdir: Path) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from smpfix.api import check_source
 from smpfix.engine.analysis import AnalysisOptions, analyze
-from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts, Tri, parse_value
+from smpfix.job.jobfacts import DeclaredJob, Evidence, InitDict, JobFacts, Role, Tri, parse_value
 
 SCRIPT = '''import smdistributed.modelparallel.torch as smp
 
@@ -133,3 +133,50 @@ smp.init({**base, "tensor_parallel_degree": TP, "ddp": True})
     job = job_of(text)
     assert job.value("tensor_parallel_degree") == 4 and job.value("microbatches") == 2 and job.value("ddp") is True
     assert cst.parse_module(text)
+
+
+# -- the script's smp.init({...}) dict under a known launcher ----------------------------------
+_DICT = DeclaredJob("smp.init({...}) at line 4", {"microbatches": 4, "tensor_parallel_degree": 2}, complete=False, role=Role.INIT_DICT)
+
+
+def _launched(framework: str | None = None, manual_init: bool = False, complete: bool = True) -> DeclaredJob:
+    settings: dict = {"pipeline_parallel_degree": 2, "ddp": True}
+    if framework is not None:
+        settings["framework_version"] = framework
+    return DeclaredJob("launcher launch.py:9", settings, complete, role=Role.LAUNCHER, manual_init=manual_init)
+
+
+def test_a_library_that_initialises_on_import_ignores_the_dict() -> None:
+    job = JobFacts.resolve([_launched("1.12.1"), _DICT])  # SMP 1.13
+    assert job.init_dict is InitDict.IGNORED and "initialises itself on import" in job.init_dict_reason
+    assert job.value("microbatches") == 1 and job.settings["microbatches"].source.startswith("library default")
+    assert job.feature("TP").state is Tri.OFF
+
+
+def test_a_library_without_import_time_initialisation_uses_the_dict() -> None:
+    job = JobFacts.resolve([_launched("1.8.1"), _DICT])  # SMP 1.6
+    assert job.init_dict is InitDict.APPLIES
+    assert job.value("microbatches") == 4 and job.feature("TP").state is Tri.ON
+
+
+def test_manual_init_makes_the_dict_count_again() -> None:
+    job = JobFacts.resolve([_launched("1.12.1", manual_init=True), _DICT])
+    assert job.init_dict is InitDict.APPLIES and "SMP_MANUAL_INIT=1" in job.init_dict_reason
+    assert job.value("microbatches") == 4
+
+
+def test_with_the_version_unknown_keys_only_the_dict_sets_are_unknown() -> None:
+    job = JobFacts.resolve([_launched(), _DICT])
+    assert job.init_dict is InitDict.UNCERTAIN
+    state = job.feature("MB")
+    assert state.state is Tri.UNKNOWN and "counts only if the library does not initialise itself" in state.source
+    assert job.feature("PP").state is Tri.ON  # the launcher's own settings stay known
+    # A container that shipped releases on both sides (PyTorch 1.10.2: 1.7, then 1.8) is unknown too.
+    assert JobFacts.resolve([_launched("1.10.2"), _DICT]).init_dict is InitDict.UNCERTAIN
+
+
+def test_without_a_launcher_or_with_model_parallelism_not_enabled_the_dict_counts() -> None:
+    assert JobFacts.resolve([_DICT]).value("microbatches") == 4
+    assert JobFacts.resolve([_launched("1.12.1", complete=False), _DICT]).value("microbatches") == 4
+    stated = JobFacts.resolve([DeclaredJob("pyproject.toml [tool.smpfix.job]", {"smp_version": "1.13", "ddp": True}), _DICT])
+    assert stated.init_dict is InitDict.APPLIES and stated.value("microbatches") == 4

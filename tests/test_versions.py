@@ -16,10 +16,12 @@ from smpfix.job.jobfacts import DeclaredJob, JobFacts, Tri
 from smpfix.job.linking import link
 from smpfix.job.versions import (
     compare,
+    condition,
     describe_range,
     in_range,
     parse_version,
     pytorch_container_smp,
+    range_applies,
     range_in_words,
     tensorflow_container_smp,
 )
@@ -64,12 +66,33 @@ def test_versions_parse_compare_and_read_as_ranges() -> None:
     assert range_in_words((1, 10), None) == "SMP 1.10 and later."
 
 
-def test_each_container_ships_its_oldest_library_release() -> None:
-    assert pytorch_container_smp((1, 12, 1)) == (1, 13)
-    assert pytorch_container_smp((1, 12)) == (1, 10)  # 1.12.0 or 1.12.1: the older decides
-    assert pytorch_container_smp((2, 0, 0)) == (1, 15)
+def test_each_container_ships_a_range_of_library_releases() -> None:
+    assert pytorch_container_smp((1, 12, 1)) == ((1, 13), (1, 13))
+    assert pytorch_container_smp((1, 13, 1)) == ((1, 14), (1, 15))  # updated from 1.14 to 1.15
+    # "1.12" names no patch release: the SageMaker SDK resolves it to the newest one, 1.12.1.
+    assert pytorch_container_smp((1, 12)) == ((1, 13), (1, 13))
+    assert pytorch_container_smp((1, 10)) == ((1, 7), (1, 8))
+    assert pytorch_container_smp((2, 0, 0)) == ((1, 15), (1, 15))
     assert pytorch_container_smp((2, 1, 0)) is None  # no SMP v1 release there
-    assert tensorflow_container_smp((2, 6, 0)) == (1, 4)
+    assert tensorflow_container_smp((2, 6, 0)) == ((1, 4), (1, 4))
+
+
+def test_a_range_applies_only_when_every_release_is_inside() -> None:
+    assert range_applies((1, 14), (1, 15), None, (1, 14)) is None  # 1.14 yes, 1.15 no
+    assert range_applies((1, 14), (1, 15), (1, 14), None) is True
+    assert range_applies((1, 9), (1, 10), (1, 11), None) is False
+    assert range_applies(None, None, (1, 10), None) is None
+    job = JobFacts.resolve([DeclaredJob("launcher", {"framework_version": "1.13.1"})])
+    assert job.version_applies(None, (1, 14)) is Tri.OFF and job.version_applies((1, 14), None) is Tri.ON
+    assert job.version_applies((1, 15), None) is Tri.OFF  # the job may run 1.14
+    assert job.smp_version is not None and job.smp_version.describe() == "SMP 1.14 or 1.15 (PyTorch 1.13.1 container, launcher)"
+    assert condition(job.smp_version, None, (1, 14)).startswith("if the job runs SMP 1.14 or earlier (SMP 1.14 or 1.15")
+    assert condition(job.smp_version, (1, 14), None).startswith("the job runs SMP 1.14 or 1.15")
+    assert condition(None, (1, 10), None) == "if the job runs SMP 1.10 or later"
+    # Features raise the oldest release: sharded data parallelism with tensor parallelism runs
+    # 1.15 only, but no feature says so; sharded data parallelism alone raises 1.10 to 1.11.
+    sdp = JobFacts.resolve([DeclaredJob("launcher", {"framework_version": "1.12.0", "sharded_data_parallel_degree": 4})])
+    assert sdp.version_applies((1, 11), None) is Tri.ON
 
 
 def test_the_highest_precedence_source_that_states_a_version_decides() -> None:
@@ -99,14 +122,26 @@ def test_features_that_are_on_bound_the_version_from_below() -> None:
     [
         ({"smp_version": "1.10"}, [Severity.ERROR]),  # in range
         ({"smp_version": "1.9"}, []),  # out of range: the advice would be wrong there
-        ({"framework_version": "1.12.0"}, [Severity.ERROR]),  # container with SMP 1.10
-        ({"framework_version": "1.11.0"}, []),  # container with SMP 1.9
+        ({"framework_version": "1.12.0"}, [Severity.ERROR]),  # container with SMP 1.10 or 1.11
+        ({"framework_version": "1.10.2"}, []),  # container with SMP 1.7 or 1.8
+        ({"framework_version": "1.11.0"}, []),  # 1.9 (out) or 1.10 (in): it may be the one it is wrong for
         ({}, [Severity.HINT]),  # unknown: never above a hint
         ({"fp16": True}, [Severity.ERROR]),  # fp16 exists from 1.10 on
     ],
 )
 def test_a_rule_since_a_version(job: dict, expected: list[Severity]) -> None:
     assert findings(job, since=(1, 10)) == expected
+
+
+def test_what_the_configuration_uses_raises_the_floor() -> None:
+    nothing = JobFacts.resolve([])
+    # Advice for releases before 1.15 about a configuration that exists only from 1.15.
+    assert nothing.version_applies(None, (1, 14), implied=(1, 15)) is Tri.OFF
+    assert nothing.version_applies(None, (1, 14)) is Tri.UNKNOWN
+    old = JobFacts.resolve([DeclaredJob("launcher", {"framework_version": "1.12.1"})])
+    assert old.version_applies(None, (1, 14), implied=(1, 15)) is Tri.ON  # the stated version decides
+    both = JobFacts.resolve([DeclaredJob("launcher", {"framework_version": "1.13.1"})])
+    assert both.version_applies(None, (1, 14), implied=(1, 15)) is Tri.OFF
 
 
 def test_a_rule_for_old_versions_only() -> None:
@@ -150,9 +185,15 @@ TensorFlow(entry_point="train.py", framework_version="2.6.0", py_version="py38",
 
 def test_rules_lists_each_rules_versions() -> None:
     rows = json.loads(run_cli("rules", "--format", "json").stdout)
-    assert all({"since", "until", "versions"} <= set(row) for row in rows)
+    assert all({"since", "until", "versions", "finding_versions"} <= set(row) for row in rows)
+    by_code = {row["code"]: row for row in rows}
+    assert by_code["SMP603"]["versions"] == "1.13+" and by_code["SMP603"]["since"] == "1.13"
+    assert by_code["SMP815"]["finding_versions"] == {"fp16_params": "1.10+"}
+    assert by_code["SMP815"]["versions"] == "all; fp16_params 1.10+"
     table = run_cli("rules").stdout.splitlines()
     assert "versions" in table[0]
+    assert any(line.startswith("SMP815") and "fp16_params 1.10+" in line for line in table)
+    assert any(line.startswith("SMP102") and "<=1.14" in line for line in table)
 
 
 def test_show_job_names_the_version_and_its_source(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from smpfix.base.findings import Applicability, FileError, Finding, Fix, JobFact
 from smpfix.base.flavour import Flavour
 from smpfix.base.positions import Positions
 from smpfix.base.walker import Ancestry, Dispatch, indexed, walk
-from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts
+from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts, Role
 from smpfix.job.project import Project
 from smpfix.program.facts import FileFacts, collect
 from smpfix.program.local_modules import LinkedModule, LocalModules
@@ -112,7 +112,7 @@ def job_facts_for(facts: FileFacts, declared: Sequence[DeclaredJob], positions: 
     sources = list(declared)
     if facts.init_config_call is not None and facts.init_config:
         line = positions.get().position(positions.get().span(facts.init_config_call)[0]).line
-        sources.append(DeclaredJob(f"smp.init({{...}}) at line {line}", facts.init_config, complete=False))
+        sources.append(DeclaredJob(f"smp.init({{...}}) at line {line}", facts.init_config, complete=False, role=Role.INIT_DICT))
     evidence = [
         Evidence(item.feature, item.description, positions.get().position(positions.get().span(item.node)[0]).line, item.strong)
         for item in facts.evidence
@@ -153,8 +153,11 @@ def _analyze_indexed(module: cst.Module, text: str, path: str, options: Analysis
     declared = (*options.declared_jobs, *project.declared_for(path))
     positions = _LazyPositions(module, text)
     job = job_facts_for(facts, declared, positions) if facts.imports_smp else JobFacts.resolve(declared)
+    if job.smp_v2 is None and facts.imports_smp_v2:
+        job = replace(job, smp_v2="this file imports torch.sagemaker")
     selected = [rule for rule in (*all_rules(), *options.extra_rules) if rule.code in options.select]
-    rule_types = [rule for rule in selected if rule.applies_to(facts)]
+    # Every rule is an SMP v1 rule: none applies to an SMP v2 job or script (``smpfix.job.smp_v2``).
+    rule_types = [rule for rule in selected if rule.applies_to(facts)] if job.smp_v2 is None else []
     checks_unused = any(rule.code == unused_suppressions.CODE for rule in rule_types)
     rule_types = [rule for rule in rule_types if rule.code != unused_suppressions.CODE]
     if not rule_types and not checks_unused:

@@ -73,7 +73,7 @@ class Config:
         name = self.path.name if self.path is not None else "pyproject.toml"
         declared = []
         if self.job:
-            declared.append(DeclaredJob(self.job_source, self.job))
+            declared.append(DeclaredJob.stated(self.job_source, self.job))
         if self.smp_version is not None:
             declared.append(DeclaredJob(f"{name} [tool.smpfix] smp-version", {"smp_version": self.smp_version}, complete=False))
         return tuple(declared)

@@ -26,6 +26,8 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
     path = str(config.path)
     text = config.path.read_text(encoding="utf-8")
     job = JobFacts.resolve(config.declared_jobs())
+    if job.smp_v2 is not None:
+        return None  # an SMP v2 job: no v1 configuration rule applies (smpfix.job.smp_v2)
     # The table is stored under the library's names; TensorFlow knows the pipeline degree only as `partitions`.
     spelled = {"pipeline_parallel_degree": "partitions"} if job.flavour is Flavour.TENSORFLOW else {}
     parameters = Located({
@@ -45,7 +47,7 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
             errors.append(FileError(path, f"internal error in rule {rule.code}: {type(exc).__name__}: {exc}", code=rule.code))
             continue
         for problem in problems:
-            applies = job.version_applies(problem.since or rule.since, problem.until or rule.until)
+            applies = job.version_applies(problem.since or rule.since, problem.until or rule.until, implied=problem.implied)
             if applies is Tri.OFF:
                 continue
             severity = Severity.HINT if applies is Tri.UNKNOWN else problem.severity

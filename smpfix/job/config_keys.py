@@ -13,11 +13,19 @@ validates its configuration before it loads LibCST.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Optional
 
-from smpfix.job.jobfacts import KNOWN_KEYS, TF_KNOWN_KEYS
+from smpfix.job.jobfacts import KNOWN_KEYS, TF_KNOWN_KEYS, normalize_key
+
+# The oldest library release whose configuration schema is published (the 1.12.1 wheel's
+# ``config.yaml``, which ``KNOWN_KEYS`` and the value types follow). Older releases' schemas are
+# not: a key or type the 1.12 schema refuses may have been accepted there.
+OLDEST_PUBLISHED_SCHEMA = (1, 12)
+# Explained keys that an older release may still have accepted: documented, but refused by 1.12.
+# Every other explained key is known to be no key of that flavour in any release.
+DOCUMENTED_BEFORE_1_12 = frozenset({"deterministic_server"})
 
 # The keys the SageMaker SDK reads from ``distribution["mpi"]`` (estimator
 # ``_distribution_configuration``); anything else is dropped without a word.
@@ -30,6 +38,20 @@ SMDISTRIBUTED_KEYS = frozenset({"modelparallel", "dataparallel"})
 _SMP_V2 = (
     "is a setting of SMP v2 (`torch.sagemaker`), a different library with a different API; SMP v1 "
     "(`smdistributed.modelparallel`) has no such setting"
+)
+
+# Settings of SMP v2 (``torch.sagemaker``) that SMP v1 does not have: a configuration with one of
+# them is an SMP v2 configuration (``smpfix.job.smp_v2``).
+V2_KEYS = frozenset(
+    {
+        "hybrid_shard_degree",
+        "sm_activation_offloading",
+        "fsdp_cache_flush_warnings",
+        "allow_empty_shards",
+        "context_parallel_degree",
+        "expert_parallel_degree",
+        "random_seed",
+    }
 )
 
 # Keys people write into SMP v1 parameters that are not typos of a v1 key (catalog C04, §9 row 9).
@@ -54,18 +76,7 @@ EXPLAINED: Mapping[str, str] = {
         "is not a configuration key: activation checkpointing is turned on in the script with "
         "`smp.set_activation_checkpointing(module)` after `smp.DistributedModel`"
     ),
-    **{
-        key: _SMP_V2
-        for key in (
-            "hybrid_shard_degree",
-            "sm_activation_offloading",
-            "fsdp_cache_flush_warnings",
-            "allow_empty_shards",
-            "context_parallel_degree",
-            "expert_parallel_degree",
-            "random_seed",
-        )
-    },
+    **{key: _SMP_V2 for key in V2_KEYS},
 }
 
 
@@ -140,3 +151,25 @@ def advise(key: str, known: frozenset[str] = KNOWN_KEYS) -> KeyAdvice:
         return KeyAdvice(suggestion=twin, explanation=TF_EXPLAINED[key])
     matches = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
     return KeyAdvice(suggestion=matches[0] if matches else None)
+
+
+def misspelled(keys: Iterable[str], known: frozenset[str] = KNOWN_KEYS) -> frozenset[str]:
+    """The ``known`` keys that unknown ``keys`` probably misspell (normalized: ``partitons`` ->
+    ``pipeline_parallel_degree``). SMP812 reports the misspelling; every other reader treats the
+    key meant as unknown rather than as left out (its default), so one mistake is one finding."""
+    return frozenset(
+        normalize_key(advice.suggestion)
+        for key in keys
+        if key not in known and key not in EXPLAINED
+        for advice in (advise(key, known),)
+        if advice.suggestion is not None
+    )
+
+
+def misspelling_of(written: Iterable[object], meant: str, known: frozenset[str]) -> Optional[str]:
+    """A key among ``written`` that SMP812 reports as a misspelling of ``meant`` (``enable`` for
+    ``enabled`` among the ``known`` keys of an ``mpi`` or ``modelparallel`` dict), or None."""
+    for key in written:
+        if isinstance(key, str) and key not in known and advise(key, known).suggestion == meant:
+            return key
+    return None

@@ -1,9 +1,8 @@
-"""Which PyTorch or TensorFlow container a launcher asks for, and so which SMP v1 release it runs.
+"""Which PyTorch or TensorFlow container a launcher asks for, and so which SMP v1 releases it runs.
 
-Features arrived with library versions that ship in particular PyTorch containers (catalog
-section 1.3): sharded data parallelism with tensor parallelism needs SMP 1.15 (PyTorch
-1.13.1 or 2.0.0 containers); SMDDP collectives need the PyTorch 1.12.1 container or later.
-The version comes from the estimator's literal ``framework_version`` (``pytorch_version`` for
+Rules never compare container versions themselves: they declare the library versions their
+advice holds for (``smpfix.job.versions``), and this module only reads the container. The
+version comes from the estimator's literal ``framework_version`` (``pytorch_version`` for
 the Hugging Face estimator), else from the tag of a literal ``image_uri`` of a PyTorch training
 image; for the TensorFlow estimator, its ``framework_version`` or a TensorFlow training image.
 Anything else is unknown.
@@ -34,13 +33,6 @@ class FrameworkVersion:
     @property
     def text(self) -> str:
         return ".".join(str(part) for part in self.version)
-
-    def before(self, *target: int) -> bool:
-        """Certainly older than ``target``: ``"1.13"`` is not before 1.13.1 (it may be 1.13.1)."""
-        for have, want in zip(self.version, target):
-            if have != want:
-                return have < want
-        return False
 
 
 def pytorch_version(launcher: Launcher) -> Optional[FrameworkVersion]:
@@ -98,9 +90,3 @@ def launcher_smp_version(launcher: Launcher, where: str) -> Optional[SmpVersion]
 
 def _parts(match: re.Match[str]) -> tuple[int, ...]:
     return tuple(int(part) for part in match.groups() if part is not None)
-
-
-def job_pytorch_version(value: object, source: str) -> Optional[FrameworkVersion]:
-    """The ``framework_version`` job setting (from a linked launcher or ``[tool.smpfix.job]``)."""
-    match = _VERSION.match(str(value).strip()) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
-    return FrameworkVersion(_parts(match), f"framework_version {value!s} ({source})") if match else None

@@ -7,33 +7,57 @@ most authoritative source that states it:
 1. ``--job KEY=VALUE`` on the command line;
 2. ``[tool.smpfix.job]`` in ``pyproject.toml``;
 3. the launcher that starts the script (estimator ``distribution``), when one is known;
-4. the literal dict passed to ``smp.init({...})`` in the script (the launcher overrides it,
-   as the library does);
+4. the literal dict passed to ``smp.init({...})`` in the script, where the library reads it
+   (below);
 5. evidence in the script (``with smp.tensor_parallelism():`` and the like), which can only
    turn a feature from UNKNOWN to ON.
 
 A configuration that is declared (sources 1-3) is a whole configuration: settings it leaves
-out take the library's defaults, as they would at run time. Keys missing from an
+out take the library's defaults, as they would at run time. A source that states only launch
+settings (``--job smp_version=1.9``) declares no configuration. Keys missing from an
 ``smp.init`` dict stay unknown, because a launcher may still set them.
-"""
 
+The ``smp.init`` dict under a known launcher (``InitDict``). Under the SageMaker launcher the
+1.12.1 library initialises itself when it is imported (``SM_HP_MP_PARAMETERS`` and the MPI rank
+are set), from the launcher's parameters alone, and the script's later ``smp.init(dict)``
+returns at once: the dict is ignored entirely, keys the launcher does not set included. The
+1.7 library has no such code and merges launcher over dict; ``SMP_MANUAL_INIT=1`` turns the
+import-time initialisation off. Precision first, so when a launcher that enables model
+parallelism is known:
+
+- the job runs 1.12 or later (its version, or features that imply it): the dict is IGNORED,
+  keys only it sets take the library's defaults, and configuration rules skip it;
+- it runs 1.7 or earlier, or the launcher sets ``SMP_MANUAL_INIT=1``: the dict APPLIES, under
+  the launcher, as before;
+- otherwise (version unknown, or 1.8 to 1.11, whose source is not published): UNCERTAIN, and
+  keys only the dict sets are unknown, neither its value nor the default.
+
+Without a known launcher the dict applies: a script checked alone, or one a shell script starts
+with ``mpirun`` and its own configuration (the container tests), is configured by it.
+
+A job is SMP v2 (``smp_v2``, ``smpfix.job.smp_v2``) when a launcher or a stated job says so;
+no v1 rule applies to it.
+"""
 from __future__ import annotations
 
 import difflib
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Union
 
 from smpfix.base.flavour import Flavour
 from smpfix.job.versions import (
     FEATURE_SINCE,
+    FIRST_WITH_AUTO_INIT,
+    LAST_WITHOUT_AUTO_INIT,
     SmpVersion,
     Version,
     compare,
     explicit_version,
-    in_range,
     pytorch_job_version,
+    range_applies,
+    stated_v2,
     tensorflow_job_version,
 )
 
@@ -212,13 +236,30 @@ class Evidence:
     strong: bool = True
 
 
+class Role(str, enum.Enum):
+    """What kind of source a ``DeclaredJob`` is: it decides how the ``smp.init`` dict merges."""
+
+    STATED = "stated"  # --job, [tool.smpfix.job], the API
+    LAUNCHER = "launcher"  # a SageMaker estimator that starts the script
+    INIT_DICT = "init dict"  # the script's own smp.init({...}) dict
+
+
+class InitDict(str, enum.Enum):
+    """Whether the script's ``smp.init({...})`` dict configures the library (module docstring)."""
+
+    APPLIES = "applies"
+    IGNORED = "ignored"
+    UNCERTAIN = "uncertain"
+
+
 @dataclass(frozen=True)
 class DeclaredJob:
     """One source's settings, e.g. the ``[tool.smpfix.job]`` table, with the source's name.
 
     ``unknown`` names keys this source sets to a value smpfix cannot see (a launcher's
     ``"microbatches": args.mb``): they stay UNKNOWN and hide lower-precedence sources, since
-    at run time this source's value wins.
+    at run time this source's value wins. A launcher also says whether it sets
+    ``SMP_MANUAL_INIT=1`` (``manual_init``) and why it starts SMP v2 rather than v1 (``smp_v2``).
     """
 
     source: str
@@ -227,6 +268,16 @@ class DeclaredJob:
     unknown: frozenset[str] = frozenset()
     # Keys among ``unknown`` that several launchers of one script set to different values.
     conflicting: frozenset[str] = frozenset()
+    role: Role = Role.STATED
+    manual_init: bool = False
+    smp_v2: Optional[str] = None
+
+    @classmethod
+    def stated(cls, source: str, settings: Mapping[str, Value]) -> DeclaredJob:
+        """A job a person states (``--job``, ``[tool.smpfix.job]``, the API): a whole
+        configuration when it states any library setting; launch settings alone
+        (``--job smp_version=1.9``) leave the library's settings as they were."""
+        return cls(source, settings, complete=any(normalize_key(key) not in LAUNCH_KEYS for key in settings))
 
 
 @dataclass(frozen=True)
@@ -262,6 +313,12 @@ class JobFacts:
     conflicting: frozenset[str] = frozenset()
     # The library version the job runs, when a source states it (``smpfix.job.versions``).
     smp_version: Optional[SmpVersion] = None
+    # Whether the script's smp.init({...}) dict configures the library, and why.
+    init_dict: InitDict = InitDict.APPLIES
+    init_dict_reason: str = ""
+    # Why the job runs SMP v2 (``torch.sagemaker``), to which no v1 rule applies; None for v1.
+    smp_v2: Optional[str] = None
+
     # Which flavour of the library the job runs: the script's, else a declared ``framework``.
     flavour: Flavour = Flavour.PYTORCH
 
@@ -277,6 +334,51 @@ class JobFacts:
         if flavour is None:
             stated = (framework_flavour(job.settings.get("framework")) for job in declared)
             flavour = next((found for found in stated if found is not None), Flavour.PYTORCH)
+        others = [job for job in declared if job.role is not Role.INIT_DICT]
+        dicts = [job for job in declared if job.role is Role.INIT_DICT]
+        smp_v2 = _smp_v2(declared)
+        if not dicts:
+            return replace(cls._merge(others, evidence, flavour), smp_v2=smp_v2)
+        use, reason = cls._merge(others, evidence, flavour).init_dict_use(others)
+        if use is InitDict.IGNORED:
+            merged = cls._merge(others, evidence, flavour)
+        elif use is InitDict.UNCERTAIN:
+            # Either the dict's values or the defaults: the keys only the dict sets are unknown.
+            hidden = [replace(job, settings={}, unknown=frozenset(job.settings) | job.unknown) for job in dicts]
+            merged = cls._merge([*others, *hidden], evidence, flavour)
+        else:
+            merged = cls._merge(declared, evidence, flavour)
+        return replace(merged, init_dict=use, init_dict_reason=reason, smp_v2=smp_v2)
+
+    def init_dict_use(self, declared: Sequence[DeclaredJob]) -> tuple[InitDict, str]:
+        """Whether an ``smp.init({...})`` dict in a script started by ``declared`` configures
+        the library. Under a known SageMaker launcher with model parallelism enabled, SMP 1.12
+        initialises the library when it is imported, from the launcher's parameters alone, and
+        a later ``smp.init(dict)`` returns at once; SMP 1.7 has no such code, and
+        ``SMP_MANUAL_INIT=1`` turns it off (library source, 1.7 and 1.12.1)."""
+        if self.flavour is Flavour.TENSORFLOW:
+            return InitDict.APPLIES, "the TensorFlow flavour never initialises itself on import"
+        launcher = next((job for job in declared if job.role is Role.LAUNCHER and job.complete), None)
+        if launcher is None:
+            return InitDict.APPLIES, "no launcher of this script is known"
+        if launcher.manual_init:
+            return InitDict.APPLIES, f"{launcher.source} sets SMP_MANUAL_INIT=1"
+        if self.version_applies(FIRST_WITH_AUTO_INIT, None) is Tri.ON:
+            version = self.smp_version.describe() if self.smp_version is not None else "SMP 1.12 or later"
+            return InitDict.IGNORED, (
+                f"under {launcher.source}, {version} initialises itself on import from the launcher's parameters, "
+                "so smp.init({...}) returns at once (unless SMP_MANUAL_INIT=1)"
+            )
+        if self.version_applies(None, LAST_WITHOUT_AUTO_INIT) is Tri.ON:
+            assert self.smp_version is not None
+            return InitDict.APPLIES, f"{self.smp_version.describe()} does not initialise itself on import"
+        return InitDict.UNCERTAIN, (
+            f"under {launcher.source}, SMP 1.12 and later initialise on import and ignore it, SMP 1.7 and earlier "
+            "use it, and this job's version is not known to be either"
+        )
+
+    @classmethod
+    def _merge(cls, declared: Sequence[DeclaredJob], evidence: Sequence[Evidence], flavour: Flavour) -> JobFacts:
         settings: dict[str, Setting] = {}
         unknown: dict[str, str] = {}
         conflicting: set[str] = set()
@@ -323,6 +425,8 @@ class JobFacts:
         source = self.unknown[key]
         if key in self.conflicting:
             return f"{source} set it to different values"
+        if self.init_dict is InitDict.UNCERTAIN and source.startswith("smp.init"):
+            return f"set only in {source}, which counts only if the library does not initialise itself on import"
         return f"set in {source} to a value smpfix cannot resolve"
 
     def version_floor(self) -> Optional[tuple[Version, str]]:
@@ -335,26 +439,37 @@ class JobFacts:
         return floor
 
     def version_applies(
-        self, since: Optional[Version], until: Optional[Version], version: Optional[SmpVersion] = None
+        self,
+        since: Optional[Version],
+        until: Optional[Version],
+        version: Optional[SmpVersion] = None,
+        implied: Optional[Version] = None,
     ) -> Tri:
         """Whether advice that holds for SMP ``since``..``until`` holds for this job.
 
-        ON when the version (``version``, else the job's own) is in range, or the features the
-        job has on already imply a version from ``since`` (and there is no upper bound); OFF
-        when the version is out of range, or those features imply one above ``until``;
-        UNKNOWN otherwise.
+        The job may run any release from a floor (what the features it has on imply, and
+        ``implied``: what the code or configuration the advice is about uses exists only from
+        there) up; when its version is known, from that version's oldest release (raised to the
+        floor) to its newest. ON when every such release is in range. With the version known,
+        OFF otherwise: a container that shipped releases on both sides of a bound may run the
+        one the advice is wrong for, and a stated version is taken at its word. Unknown, OFF
+        when no release above the floor is in range and UNKNOWN when some are. A floor above
+        every release the version allows is a mistake in the job, not a reason to doubt the
+        version: the version decides then.
         """
         if since is None and until is None:
             return Tri.ON
         version = version or self.smp_version
-        if version is not None:
-            return Tri.ON if in_range(version.version, since, until) else Tri.OFF
         floor = self.version_floor()
-        if floor is not None and until is not None and compare(floor[0], until) > 0:
-            return Tri.OFF
-        if floor is not None and until is None and since is not None and compare(floor[0], since) >= 0:
-            return Tri.ON
-        return Tri.UNKNOWN
+        low: Optional[Version] = floor[0] if floor is not None else None
+        if implied is not None and (low is None or compare(implied, low) > 0):
+            low = implied
+        if version is None:
+            applies = range_applies(low, None, since, until)
+            return Tri.UNKNOWN if applies is None else (Tri.ON if applies else Tri.OFF)
+        if low is None or compare(low, version.version) < 0 or compare(low, version.latest) > 0:
+            low = version.version
+        return Tri.ON if range_applies(low, version.latest, since, until) else Tri.OFF
 
     def describe(self) -> dict[str, Any]:
         """A JSON-friendly view: every setting and feature with its source (``--show-job``)."""
@@ -362,6 +477,8 @@ class JobFacts:
         return {
             "flavour": self.flavour.value,
             "smp_version": None if version is None else {"value": version.text, "source": version.source},
+            "smp_v2": self.smp_v2,
+            "init_dict": {"use": self.init_dict.value, "why": self.init_dict_reason} if self.init_dict_reason else None,
             "settings": {key: {"value": s.value, "source": s.source} for key, s in sorted(self.settings.items())},
             "unknown": {key: self.why_unknown(key) for key in sorted(self.unknown)},
             "features": {
@@ -373,6 +490,16 @@ class JobFacts:
                 {"feature": e.feature, "what": e.description, "line": e.line, "strong": e.strong} for e in self.evidence
             ],
         }
+
+
+def _smp_v2(declared: Sequence[DeclaredJob]) -> Optional[str]:
+    """Why the job runs SMP v2, from the first source that says so (a launcher, ``smpfix.job.smp_v2``;
+    a stated job, ``versions.stated_v2``), or None."""
+    for job in declared:
+        reason = job.smp_v2 or (stated_v2(job.settings, job.source) if job.role is Role.STATED else None)
+        if reason is not None:
+            return reason
+    return None
 
 
 def _smp_version(declared: Sequence[DeclaredJob], flavour: Flavour = Flavour.PYTORCH) -> Optional[SmpVersion]:

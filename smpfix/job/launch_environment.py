@@ -102,3 +102,12 @@ def integer(value: Any) -> Optional[int]:
         except ValueError:
             return None
     return None
+
+
+def sets_manual_init(launcher: Launcher) -> bool:
+    """The launcher sets ``SMP_MANUAL_INIT=1`` for the job (``environment`` or ``-x``): the library
+    then waits for the script's ``smp.init()`` instead of initialising on import."""
+    return any(
+        variable.name == "SMP_MANUAL_INIT" and str(variable.value).strip() == "1"
+        for variable in launch_variables(launcher)
+    )

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from smpfix.base.flavour import Flavour
-from smpfix.job.jobfacts import DeclaredJob, known_keys
+from smpfix.job.config_keys import misspelled
+from smpfix.job.jobfacts import DeclaredJob, Role, known_keys, normalize_key
 from smpfix.job.project_root import project_root
 
 _LAUNCHER_MARKERS = (b"distribution", b"Estimator", b"PyTorch(", b"HuggingFace(", b"TensorFlow(")
@@ -51,6 +52,8 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
         UNKNOWN,  # imports LibCST, which the CLI must not do at start-up
     )
     from smpfix.job.framework_versions import launcher_flavour, pytorch_version, tensorflow_version
+    from smpfix.job.launch_environment import sets_manual_init
+    from smpfix.job.smp_v2 import launcher_v2
 
     flavour = launcher_flavour(launcher)
     known = known_keys(flavour)
@@ -61,6 +64,9 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
     if parameters is not None and isinstance(parameters.value, dict):
         enabled = launcher.modelparallel.get("enabled") if launcher.modelparallel is not None else None
         complete = enabled is not None and enabled.plain() is True
+        # A misspelled key (SMP812) leaves the setting it meant unknown, not at its default.
+        written = {normalize_key(key) for key in parameters.value if isinstance(key, str)}
+        unknown.update(misspelled(written, known) - written)
         for key, located in parameters.value.items():
             value = located.plain()
             if key not in known:
@@ -84,7 +90,10 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
     version = tensorflow_version(launcher) if flavour is Flavour.TENSORFLOW else pytorch_version(launcher)
     if version is not None:
         settings["framework_version"] = version.text
-    return DeclaredJob(source, settings, complete=complete, unknown=frozenset(unknown))
+    return DeclaredJob(
+        source, settings, complete=complete, unknown=frozenset(unknown), role=Role.LAUNCHER,
+        manual_init=sets_manual_init(launcher), smp_v2=launcher_v2(launcher, source),
+    )
 
 
 def _literal_items(values: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from smpfix.job.jobfacts import DeclaredJob
+from smpfix.job.jobfacts import DeclaredJob, Role
 from smpfix.job.linking import LinkedScript
 
 
@@ -64,8 +64,15 @@ class Project:
         )
         names = ", ".join(link.job.source for link in links)
         settings = {k: v for k, v in first.settings.items() if k not in disagree}
-        complete = all(link.job.complete for link in links)
-        return (DeclaredJob(names, settings, complete, first.unknown | disagree, conflicting=disagree),)
+        jobs = [link.job for link in links]
+        return (
+            DeclaredJob(
+                names, settings, all(job.complete for job in jobs), first.unknown | disagree, conflicting=disagree,
+                role=Role.LAUNCHER,
+                manual_init=all(job.manual_init for job in jobs),
+                smp_v2=first.smp_v2 if all(job.smp_v2 for job in jobs) else None,
+            ),
+        )
 
     def hyperparameters_for(self, path: str) -> Mapping[str, Any]:
         links = self.launchers_of(path)

@@ -7,11 +7,20 @@ inclusive, compared on as many parts as the bound has: ``until=(1, 3)`` includes
 
 The version a job runs comes, highest precedence first, from an explicit ``smp_version``
 (``--job smp_version=1.9``, ``[tool.smpfix] smp-version``, ``[tool.smpfix.job]``), else from the
-container a launcher or ``[tool.smpfix.job]`` names (``framework_version``, ``image_uri``):
-each SageMaker PyTorch or TensorFlow training container ships one SMP v1 release, and where
-several shipped in one container over time the oldest is assumed (catalog section 1.3, the
-library's release notes). Otherwise the version is unknown, and a version-specific finding is
-at most a hint.
+container a launcher or ``[tool.smpfix.job]`` names (``framework_version``, ``image_uri``).
+Each SageMaker PyTorch or TensorFlow training container shipped SMP v1 releases (catalog
+section 1.3, the library's release notes); several releases shipped in one container over
+time (the PyTorch 1.13.1 image first had 1.14, later 1.15), so a container names a *range*
+of releases, oldest to newest. A ``framework_version`` without a patch number (``"1.13"``)
+names the container the SageMaker SDK resolves it to, the newest patch of that minor
+version (the SDK's ``version_aliases``: ``"1.8"`` is 1.8.1). Otherwise the version is
+unknown, and a version-specific finding is at most a hint.
+
+A rule's advice applies to a job when every release the job may run is inside the rule's
+range, and not otherwise: a rule for old releases only (``until``) is judged by the newest
+release the container may hold, a rule for new releases (``since``) by the oldest. A container
+that shipped releases on both sides of a bound gets no finding (precision first: the job may
+run the release the advice is wrong for); ``smp_version`` names the release exactly.
 
 Features also bound the version from below: a job with tensor parallelism on runs at least
 1.6, one with sharded data parallelism at least 1.11. A rule for old versions only (``until``
@@ -27,31 +36,33 @@ from typing import Optional
 
 Version = tuple[int, ...]
 
-# PyTorch training container -> the oldest SMP v1 release it shipped with.
-_PYTORCH_CONTAINERS: Mapping[Version, Version] = {
-    (1, 6, 0): (1, 1),
-    (1, 7, 1): (1, 2),
-    (1, 8, 0): (1, 3),
-    (1, 8, 1): (1, 6),
-    (1, 9, 0): (1, 4),
-    (1, 9, 1): (1, 4),
-    (1, 10, 0): (1, 5),
-    (1, 10, 2): (1, 7),
-    (1, 11, 0): (1, 9),
-    (1, 12, 0): (1, 10),
-    (1, 12, 1): (1, 13),
-    (1, 13, 1): (1, 14),
-    (2, 0, 0): (1, 15),
+# PyTorch training container -> the SMP v1 releases it shipped, oldest and newest (catalog 1.3;
+# the release notes: 1.11.0 shipped 1.9.0 to 1.10.1, 1.12.0 shipped 1.10.0 and 1.11.0, 1.13.1
+# shipped 1.14.0 and 1.15.0; the Hugging Face 1.10.2 container carried 1.8).
+_PYTORCH_CONTAINERS: Mapping[Version, tuple[Version, Version]] = {
+    (1, 6, 0): ((1, 1), (1, 2)),
+    (1, 7, 1): ((1, 2), (1, 2)),
+    (1, 8, 0): ((1, 3), (1, 3)),
+    (1, 8, 1): ((1, 6), (1, 6)),
+    (1, 9, 0): ((1, 4), (1, 4)),
+    (1, 9, 1): ((1, 4), (1, 4)),
+    (1, 10, 0): ((1, 5), (1, 5)),
+    (1, 10, 2): ((1, 7), (1, 8)),
+    (1, 11, 0): ((1, 9), (1, 10)),
+    (1, 12, 0): ((1, 10), (1, 11)),
+    (1, 12, 1): ((1, 13), (1, 13)),
+    (1, 13, 1): ((1, 14), (1, 15)),
+    (2, 0, 0): ((1, 15), (1, 15)),
 }
 
-# TensorFlow training container -> the oldest SMP v1 release it shipped with.
-_TENSORFLOW_CONTAINERS: Mapping[Version, Version] = {
-    (2, 3, 0): (1, 0),
-    (2, 3, 1): (1, 0),
-    (2, 4, 1): (1, 2),
-    (2, 5, 0): (1, 4),
-    (2, 5, 1): (1, 4),
-    (2, 6, 0): (1, 4),
+# TensorFlow training container -> the SMP v1 releases it shipped, oldest and newest.
+_TENSORFLOW_CONTAINERS: Mapping[Version, tuple[Version, Version]] = {
+    (2, 3, 0): ((1, 0), (1, 1)),
+    (2, 3, 1): ((1, 0), (1, 1)),
+    (2, 4, 1): ((1, 2), (1, 3)),
+    (2, 5, 0): ((1, 4), (1, 4)),
+    (2, 5, 1): ((1, 4), (1, 4)),
+    (2, 6, 0): ((1, 4), (1, 4)),
 }
 
 # The first library version with each job feature (catalog section 1.3): a job that has the
@@ -65,6 +76,15 @@ FEATURE_SINCE: Mapping[str, Version] = {
     "SDP": (1, 11),
     "BF16": (1, 11),
 }
+
+# Import-time initialisation under the SageMaker launcher: the 1.12.1 library has it, the 1.7
+# library has not (the releases between are not published).
+FIRST_WITH_AUTO_INIT: Version = (1, 12)
+LAST_WITHOUT_AUTO_INIT: Version = (1, 7)
+
+# The first PyTorch container with SMP v2 (``smpfix.job.smp_v2``); SMP v1 ended with 1.15 in
+# the 2.0.0 container.
+FIRST_V2_PYTORCH: Version = (2, 0, 1)
 
 _VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?\s*$")
 
@@ -81,21 +101,23 @@ def text(version: Version) -> str:
     return ".".join(str(part) for part in version)
 
 
-def _container_smp(table: Mapping[Version, Version], framework: Version) -> Optional[Version]:
+def _container_smp(table: Mapping[Version, tuple[Version, Version]], framework: Version) -> Optional[tuple[Version, Version]]:
     if framework in table:
         return table[framework]
-    # "1.12" names no patch release: the oldest container of that minor version decides.
-    candidates = [smp for container, smp in table.items() if container[: len(framework)] == framework]
-    return min(candidates) if candidates else None
+    if len(framework) == 2:
+        # "1.13" names no patch release: the SageMaker SDK resolves it to the newest patch.
+        patches = [container for container in table if container[:2] == framework]
+        return table[max(patches)] if patches else None
+    return None
 
 
-def pytorch_container_smp(framework: Version) -> Optional[Version]:
-    """The oldest SMP v1 release in the PyTorch training container ``framework``."""
+def pytorch_container_smp(framework: Version) -> Optional[tuple[Version, Version]]:
+    """The oldest and newest SMP v1 releases in the PyTorch training container ``framework``."""
     return _container_smp(_PYTORCH_CONTAINERS, framework)
 
 
-def tensorflow_container_smp(framework: Version) -> Optional[Version]:
-    """The oldest SMP v1 release in the TensorFlow training container ``framework``."""
+def tensorflow_container_smp(framework: Version) -> Optional[tuple[Version, Version]]:
+    """The oldest and newest SMP v1 releases in the TensorFlow training container ``framework``."""
     return _container_smp(_TENSORFLOW_CONTAINERS, framework)
 
 
@@ -133,19 +155,77 @@ def range_in_words(since: Optional[Version], until: Optional[Version]) -> str:
     return f"SMP {text(since)} to {text(until)}."
 
 
+def range_applies(
+    low: Optional[Version], high: Optional[Version], since: Optional[Version], until: Optional[Version]
+) -> Optional[bool]:
+    """Whether advice for ``since``..``until`` holds for a job that runs a release between
+    ``low`` and ``high`` (None: unbounded): True for every such release, False for none, None
+    when some are in the range and some are not."""
+    if (since is not None and high is not None and compare(high, since) < 0) or (
+        until is not None and low is not None and compare(low, until) > 0
+    ):
+        return False
+    if (since is None or (low is not None and compare(low, since) >= 0)) and (
+        until is None or (high is not None and compare(high, until) <= 0)
+    ):
+        return True
+    return None
+
+
+def wanted_words(since: Optional[Version], until: Optional[Version]) -> str:
+    """``1.10 or later``, ``1.14 or earlier``, ``1.6 to 1.14``: the releases a message is about."""
+    if since is not None and until is None:
+        return f"{text(since)} or later"
+    if since is None and until is not None:
+        return f"{text(until)} or earlier"
+    return " to ".join(text(v) for v in (since, until) if v is not None)
+
+
 @dataclass(frozen=True)
 class SmpVersion:
-    """The library version a job runs, and how smpfix knows it."""
+    """The library version a job runs, and how smpfix knows it: one release, or the releases a
+    container shipped over time (``version`` the oldest, ``newest`` the newest)."""
 
     version: Version
     source: str
+    newest: Optional[Version] = None
+
+    @property
+    def latest(self) -> Version:
+        return self.newest if self.newest is not None else self.version
 
     @property
     def text(self) -> str:
+        if self.latest != self.version:
+            return f"{text(self.version)} or {text(self.latest)}"
         return text(self.version)
+
+    @property
+    def major(self) -> int:
+        return self.version[0]
 
     def describe(self) -> str:
         return f"SMP {self.text} ({self.source})"
+
+    def before(self, bound: Version) -> bool:
+        """Every release the job may run is older than ``bound``."""
+        return compare(self.latest, bound) < 0
+
+
+def condition(version: Optional[SmpVersion], since: Optional[Version], until: Optional[Version]) -> str:
+    """Words for a message about advice for ``since``..``until``: "the job runs SMP 1.13 (...)",
+    or "if the job runs SMP 1.14 or earlier" when the version is unknown or the container
+    shipped releases on both sides of the bound."""
+    if version is None:
+        return f"if the job runs SMP {wanted_words(since, until)}"
+    if range_applies(version.version, version.latest, since, until) is None:
+        return f"if the job runs SMP {wanted_words(since, until)} ({version.describe()})"
+    return f"the job runs {version.describe()}"
+
+
+def leading(words: str) -> str:
+    """A condition from ``condition`` opening a sentence: "If the job runs ...," or "The job runs ...:"."""
+    return words[:1].upper() + words[1:] + ("," if words.startswith("if ") else ":")
 
 
 def explicit_version(value: object, source: str) -> Optional[SmpVersion]:
@@ -155,18 +235,30 @@ def explicit_version(value: object, source: str) -> Optional[SmpVersion]:
 
 
 def pytorch_job_version(value: object, source: str) -> Optional[SmpVersion]:
-    """The version in the PyTorch container a ``framework_version`` setting names."""
+    """The releases in the PyTorch container a ``framework_version`` setting names."""
     framework = parse_version(value)
     smp = pytorch_container_smp(framework) if framework is not None else None
     if smp is None:
         return None
-    return SmpVersion(smp, f"PyTorch {value} container, {source}")
+    return SmpVersion(smp[0], f"PyTorch {value} container, {source}", smp[1])
 
 
 def tensorflow_job_version(value: object, source: str) -> Optional[SmpVersion]:
-    """The version in the TensorFlow container a TensorFlow launcher's ``framework_version`` names."""
+    """The releases in the TensorFlow container a TensorFlow launcher's ``framework_version`` names."""
     framework = parse_version(value)
     smp = tensorflow_container_smp(framework) if framework is not None else None
     if smp is None:
         return None
-    return SmpVersion(smp, f"TensorFlow {value} container, {source}")
+    return SmpVersion(smp[0], f"TensorFlow {value} container, {source}", smp[1])
+
+
+def stated_v2(settings: Mapping[str, object], source: str) -> Optional[str]:
+    """Why a stated job (``--job``, ``[tool.smpfix.job]``) is SMP v2, or None: it names
+    ``smp_version`` 2 or later, or a PyTorch ``framework_version`` of 2.0.1 or later."""
+    version = parse_version(settings.get("smp_version"))
+    if version is not None and version[0] >= 2:
+        return f"smp_version {settings['smp_version']} ({source})"
+    framework = parse_version(settings.get("framework_version"))
+    if framework is not None and settings.get("framework") != "tensorflow" and compare(framework, FIRST_V2_PYTORCH) >= 0:
+        return f"framework_version {settings['framework_version']} ({source}) is a PyTorch container with SMP v2"
+    return None

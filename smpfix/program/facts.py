@@ -136,6 +136,12 @@ class FileFacts:
         )
 
     @property
+    def imports_smp_v2(self) -> bool:
+        """Imports SMP v2 (``torch.sagemaker``): an SMP v2 script, to which no v1 rule applies
+        even if it also names v1 (``smpfix.job.smp_v2``)."""
+        return self.imports.imports_module(SMP_V2)
+
+    @property
     def imports_smp_tf(self) -> bool:
         """The TensorFlow flavour (``smdistributed.modelparallel.tensorflow``, its ``.v2`` or ``.v1``)."""
         return self.imports.imports_module(SMP_TF)
@@ -168,7 +174,7 @@ class FileFacts:
 
     @property
     def imports_smp_v2_only(self) -> bool:
-        return self.imports.imports_module(SMP_V2) and not self.imports_smp
+        return self.imports_smp_v2 and not self.imports_smp
 
     # -- names -------------------------------------------------------------------------------
     def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Optional
 
 import libcst as cst
@@ -19,11 +20,14 @@ from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH, Flavour
 from smpfix.base.literals import UNKNOWN
+from smpfix.job.config_keys import OLDEST_PUBLISHED_SCHEMA, misspelled
 from smpfix.job.framework_versions import launcher_flavour, launcher_smp_version
 from smpfix.job.instances import InstanceType, lookup
-from smpfix.job.jobfacts import TF_FIXED, known_keys, library_defaults
+from smpfix.job.jobfacts import TF_FIXED, InitDict, known_keys, library_defaults, normalize_key
 from smpfix.job.launcher import Launcher, Located, evaluate_argument, find_launchers
-from smpfix.job.versions import SmpVersion, Version
+from smpfix.job.smp_v2 import launcher_v2
+from smpfix.job.versions import SmpVersion, Version, condition
+from smpfix.rules.launched_code import launched_code
 from smpfix.rules.rule import PendingFix, Rule
 
 _MEMO_KEY = "config_views"
@@ -45,7 +49,8 @@ class ConfigView:
     anchor: Optional[cst.CSTNode] = None
     launcher: Optional[Launcher] = None
     extra: Mapping[str, Located] = field(default_factory=dict)
-    # The library version the launcher's container ships, when it names one.
+    # The library version this configuration runs with: the one the user declared (--job,
+    # pyproject.toml) or, for a launcher, its container's; for an smp.init dict, the job's.
     smp_version: Optional[SmpVersion] = None
     # Which flavour's schema and defaults the configuration is judged against: a TensorFlow
     # launcher's, a TensorFlow script's ``smp.init`` dict, or a job table saying
@@ -64,6 +69,16 @@ class ConfigView:
         """How this flavour writes a setting: TensorFlow knows the pipeline degree only as ``partitions``."""
         return "partitions" if key == "pipeline_parallel_degree" and self.tensorflow else key
 
+    def version_condition(self, since: Optional[Version] = None, until: Optional[Version] = None) -> str:
+        """Words for a message about this configuration's library version (``versions.condition``)."""
+        return condition(self.smp_version, since, until)
+
+    @property
+    def schema_unpublished(self) -> bool:
+        """The configuration runs a library older than the oldest published schema, whose keys
+        and types smpfix does not know for certain."""
+        return self.smp_version is not None and self.smp_version.before(OLDEST_PUBLISHED_SCHEMA)
+
     def located(self, key: str) -> Optional[Located]:
         if self.parameters is None:
             return None
@@ -74,7 +89,8 @@ class ConfigView:
 
     def value(self, key: str) -> Any:
         """The key's value; the library default when left out of a complete configuration;
-        UNKNOWN when smpfix cannot know it."""
+        UNKNOWN when smpfix cannot know it, or when an unknown key probably misspells it
+        (SMP812 reports that; reasoning from the default would report the typo again)."""
         if self.tensorflow and key in TF_FIXED:
             return TF_FIXED[key]
         found = self.located(key)
@@ -82,7 +98,14 @@ class ConfigView:
             return found.plain()
         if self.parameters is None or not isinstance(self.parameters.value, dict):
             return UNKNOWN
+        if normalize_key(key) in self._misspelled:
+            return UNKNOWN
         return library_defaults(self.flavour).get(key, None) if self.complete else UNKNOWN
+
+    @cached_property
+    def _misspelled(self) -> frozenset[str]:
+        assert self.parameters is not None
+        return misspelled((key for key in self.parameters.value if isinstance(key, str)), self.known_keys)
 
     def int_value(self, key: str) -> Optional[int]:
         """An int setting's value, or None when unknown or not an int (a type rule reports that)."""
@@ -122,9 +145,11 @@ class ConfigProblem:
     message: str
     severity: Severity = Severity.ERROR
     fix: Optional[ConfigFix] = None
-    # Narrower SMP versions than the rule's for this one problem (see ``Rule.since``).
+    # Narrower SMP versions than the rule's for this one problem (see ``Rule.since``), and the
+    # oldest release the configuration can work in at all (``Rule.report``'s ``implied``).
     since: Optional[Version] = None
     until: Optional[Version] = None
+    implied: Optional[Version] = None
 
 
 class ConfigRule(Rule):
@@ -157,21 +182,30 @@ class ConfigRule(Rule):
         ``[tool.smpfix.job]`` table, which configures no particular script."""
         return iter(())
 
+    def problems(self, view: ConfigView) -> Iterator[ConfigProblem]:
+        """What ``check`` and ``check_with_code`` find; a rule whose two kinds of problem can
+        describe one mistake twice overrides this to keep one."""
+        yield from self.check(view)
+        yield from self.check_with_code(view)
+
     def leave_Module(self, node: cst.Module) -> None:
         reported: set[tuple[int, str]] = set()
         for view in config_views(self):
             if not self.judges(view):
                 continue
-            for problem in (*self.check(view), *self.check_with_code(view)):
+            for problem in self.problems(view):
                 anchor = (problem.at.anchor if problem.at is not None else None) or view.anchor
                 # Two estimators sharing one options dict would otherwise report its entry twice.
                 if anchor is None or (id(anchor), problem.message) in reported:
                     continue
                 reported.add((id(anchor), problem.message))
-                # A version the user declared (--job, pyproject.toml) wins over the launcher's container.
-                version = self.job.smp_version or view.smp_version
-                self.report(anchor, problem.message, severity=problem.severity, fix=_pending(problem.fix),
-                            since=problem.since, until=problem.until, version=version)
+                message, severity = problem.message, problem.severity
+                if view.kind == "smp.init" and self.job.init_dict is InitDict.UNCERTAIN and severity is Severity.ERROR:
+                    # The library may never read this dict (jobfacts, InitDict).
+                    message += f" This matters only if the library reads this dict: {self.job.init_dict_reason}."
+                    severity = Severity.WARNING
+                self.report(anchor, message, severity=severity, fix=_pending(problem.fix),
+                            since=problem.since, until=problem.until, version=view.smp_version, implied=problem.implied)
 
 
 def _pending(fix: Optional[ConfigFix]) -> Optional[PendingFix]:
@@ -228,12 +262,30 @@ def _views(rule: Rule) -> list[ConfigView]:
                 )
                 if located is not None
             }
-            version = launcher_smp_version(launcher, "the launcher")
+            # A version the user declared (--job, pyproject.toml) wins over the launcher's container.
+            version = rule.job.smp_version or launcher_smp_version(launcher, "the launcher")
             flavour = launcher_flavour(launcher)
-            views.append(ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra, version, flavour))
+            view = ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra, version, flavour)
+            if not _starts_smp_v2(rule, view):
+                views.append(view)
+    if rule.job.init_dict is InitDict.IGNORED:
+        # The library never reads the dict (it initialised itself on import): nothing to check.
+        return views
     script_flavour = Flavour.TENSORFLOW if facts.is_tensorflow else Flavour.PYTORCH
     for call in facts.smp_init_calls:
         argument = evaluate_argument(module, facts.imports, call, rule.context.path)
         if argument is not None and isinstance(argument.value, dict):
-            views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call, flavour=script_flavour))
+            views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call,
+                                    smp_version=rule.job.smp_version, flavour=script_flavour))
     return views
+
+
+def _starts_smp_v2(rule: Rule, view: ConfigView) -> bool:
+    """The launcher starts SMP v2 (``smpfix.job.smp_v2``), to which no v1 rule applies: by its
+    own settings, or because the script it starts (or a project module that script imports)
+    imports ``torch.sagemaker``."""
+    assert view.launcher is not None
+    if launcher_v2(view.launcher, view.where) is not None:
+        return True
+    code = launched_code(rule, view)
+    return code is not None and any(facts.imports_smp_v2 for facts in code.files)

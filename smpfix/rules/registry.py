@@ -132,11 +132,19 @@ def rule_table() -> list[dict[str, Any]]:
             "depends_on": [FEATURES[key].setting for key in rule.depends_on],
             "since": None if rule.since is None else text(rule.since),
             "until": None if rule.until is None else text(rule.until),
-            "versions": describe_range(rule.since, rule.until),
+            "versions": _versions(rule),
+            "finding_versions": {what: describe_range(*bounds) for what, bounds in rule.finding_ranges.items()},
             "flavours": sorted(flavour.value for flavour in rule.flavours),
         }
         for rule in all_rules()
     ]
+
+
+def _versions(rule: type[Rule]) -> str:
+    """``all``, ``1.13+``, or with the narrower ranges of some findings: ``all; fp16_params 1.10+``."""
+    parts = [describe_range(rule.since, rule.until)]
+    parts += [f"{what} {describe_range(*bounds)}" for what, bounds in rule.finding_ranges.items()]
+    return "; ".join(parts)
 
 
 def find_rule(key: str) -> Optional[dict[str, Any]]:

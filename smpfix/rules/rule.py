@@ -9,7 +9,7 @@ Rules register themselves by being defined there (``smpfix.rules.registry`` find
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
@@ -20,7 +20,7 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_PYTORCH, Flavour
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, JobFacts, Tri
-from smpfix.job.versions import SmpVersion, Version, text
+from smpfix.job.versions import SmpVersion, Version, condition
 from smpfix.program.facts import FileFacts
 from smpfix.program.local_modules import LinkedModule, LocalModules
 
@@ -91,6 +91,9 @@ class Rule:
     # job whose version is unknown it is at most a hint.
     since: ClassVar[Optional[Version]] = None
     until: ClassVar[Optional[Version]] = None
+    # Narrower ranges of some of the rule's findings (what the finding is about -> since, until),
+    # as ``smpfix rules`` and the page list them; each is passed to ``report`` with its finding.
+    finding_ranges: ClassVar[Mapping[str, tuple[Optional[Version], Optional[Version]]]] = {}
     # The library flavours whose scripts the rule knows: a PyTorch rule never runs on a
     # TensorFlow script and the other way round (``FileFacts.flavours``). Configuration rules
     # apply this to each configuration's flavour instead (``ConfigView.flavour``).
@@ -121,13 +124,16 @@ class Rule:
         since: Optional[Version] = None,
         until: Optional[Version] = None,
         version: Optional[SmpVersion] = None,
+        implied: Optional[Version] = None,
     ) -> None:
         """Record a finding. ``since``/``until`` narrow the rule's version range for this one
         finding; ``version`` is the library version of the configuration it is about, when that
-        is not the job's (a launcher's own container)."""
+        is not the job's (a launcher's own container); ``implied`` is the oldest release in
+        which the code or configuration it is about can work at all (it uses something that
+        arrived then), which rules those out unless the version says otherwise."""
         since = since if since is not None else self.since
         until = until if until is not None else self.until
-        applies = self.job.version_applies(since, until, version)
+        applies = self.job.version_applies(since, until, version, implied)
         if applies is Tri.OFF:
             return
         if applies is Tri.UNKNOWN:
@@ -135,18 +141,10 @@ class Rule:
         self.reports.append(Report(self.code, node, message, severity, fix, tuple(job_facts)))
 
     def version_condition(self, since: Optional[Version] = None, until: Optional[Version] = None) -> str:
-        """Words for a message about the version: "SMP 1.10 or later is in use (...)" or "if ..."."""
+        """Words for a message about the version: "the job runs SMP 1.13 (...)" or "if ..."."""
         since = since if since is not None else self.since
         until = until if until is not None else self.until
-        wanted = " to ".join(text(v) for v in (since, until) if v is not None)
-        if since is not None and until is None:
-            wanted = f"{text(since)} or later"
-        elif since is None and until is not None:
-            wanted = f"{text(until)} or earlier"
-        version = self.job.smp_version
-        if version is not None:
-            return f"the job runs {version.describe()}"
-        return f"if the job runs SMP {wanted}"
+        return condition(self.job.smp_version, since, until)
 
     def feature(self, key: str) -> FeatureState:
         return self.job.feature(key)

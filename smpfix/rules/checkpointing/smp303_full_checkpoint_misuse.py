@@ -38,6 +38,10 @@ def _words(state: Tri, states: Sequence[FeatureState]) -> str:
     return f"if {listed} is enabled"
 
 
+# The release that brought `smp.save_checkpoint` and `smp.resume_from_checkpoint`.
+CHECKPOINT_API_SINCE = (1, 10)
+
+
 class FullCheckpointMisuse(Rule):
     code = "SMP303"
     name = "full-checkpoint-misuse"
@@ -138,12 +142,22 @@ class FullCheckpointMisuse(Rule):
         message = (
             f"`{name}.state_dict()` asks the `smp.DistributedOptimizer` for the full optimizer state, which the "
             f"library does not support {when}: "
-            "the optimizer state is split across ranks and cannot be saved whole. Save it with "
-            f"`smp.save_checkpoint(path, tag, partial=True, optimizer={name})`, or `{name}.local_state_dict()` "
-            "with `smp.save(..., partial=True)`."
+            f"the optimizer state is split across ranks and cannot be saved whole. {self._partial_save_advice(name)}"
         )
         severity = Severity.ERROR if state is Tri.ON else Severity.WARNING
         self.report(call, message, severity=severity, job_facts=states)
+
+    def _partial_save_advice(self, name: Optional[str]) -> str:
+        """``smp.save_checkpoint`` arrived in 1.10: a job known to run an older library gets only
+        the ``local_state_dict`` way, which works in every release."""
+        local = f"`{name}.local_state_dict()` with `smp.save(..., partial=True)`"
+        checkpoint = f"`smp.save_checkpoint(path, tag, partial=True, optimizer={name})`"
+        applies = self.job.version_applies(CHECKPOINT_API_SINCE, None)
+        if applies is Tri.OFF:
+            return f"Save {local} ({self.version_condition(since=CHECKPOINT_API_SINCE)}, before `smp.save_checkpoint`)."
+        if applies is Tri.UNKNOWN:
+            return f"Save it with {checkpoint} (SMP 1.10 and later), or {local}."
+        return f"Save it with {checkpoint}, or {local}."
 
     @staticmethod
     def _partial_fix(partial: cst.Arg) -> PendingFix:

@@ -13,7 +13,7 @@ from smpfix.base.findings import Severity
 from smpfix.base.flavour import BOTH
 from smpfix.base.literals import dict_entries
 from smpfix.base.parents import ParentIndex
-from smpfix.job.jobfacts import Tri
+from smpfix.job.jobfacts import InitDict, Tri
 from smpfix.job.linking import LinkedScript
 from smpfix.program.dataloaders import DATALOADER_POSITIONS, bound_value, is_dataloader
 from smpfix.program.facts import FileFacts
@@ -102,7 +102,8 @@ class BatchNotDivisibleByMicrobatches(Rule):
             return Resolved(int(setting.value), setting.source)
         if "microbatches" in self.job.unknown:
             return None
-        written = self._init_entry("microbatches")
+        # Only a dict the library reads decides (jobfacts: import-time initialisation ignores it).
+        written = self._init_entry("microbatches") if self.job.init_dict is InitDict.APPLIES else None
         if written is not None:
             resolved = self._resolve(written, 0)
             if resolved is not None:

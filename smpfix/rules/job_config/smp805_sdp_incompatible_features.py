@@ -8,10 +8,14 @@ from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.base.literals import UNKNOWN
-from smpfix.job.framework_versions import pytorch_version
+from smpfix.job.versions import leading
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.launched_code import launched_code
 from smpfix.rules.rule import FixAvailability
+
+# Sharded data parallelism combines with tensor parallelism from SMP 1.15 on.
+SDP_WITH_TP_SINCE = (1, 15)
+BEFORE_SDP_WITH_TP = (1, 14)
 
 
 class SdpIncompatibleFeatures(ConfigRule):
@@ -23,6 +27,7 @@ class SdpIncompatibleFeatures(ConfigRule):
         "parallelism it needs SMP 1.15, `prescaled_batch` and `smp.model_creation(tensor_parallelism=...)`."
     )
     fix_availability = FixAvailability.NONE
+    finding_ranges = {"SDP+TP too old": (None, BEFORE_SDP_WITH_TP)}
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
@@ -57,6 +62,8 @@ class SdpIncompatibleFeatures(ConfigRule):
         sdp, tp = view.int_value("sharded_data_parallel_degree"), view.int_value("tensor_parallel_degree")
         if sdp is None or tp is None or sdp <= 1 or tp <= 1:
             return
+        if view.smp_version is not None and view.smp_version.before(SDP_WITH_TP_SINCE):
+            return  # the combination itself is the finding there
         code = launched_code(self, view)
         if code is None or code.uses_hf_trainer:
             return
@@ -76,17 +83,22 @@ class SdpIncompatibleFeatures(ConfigRule):
 
 
 def _with_tensor_parallelism(view: ConfigView, sdp: int, tp: int) -> Iterator[ConfigProblem]:
-    """SDP with TP: available from SMP 1.15 (PyTorch 1.13.1 containers) and only with ``prescaled_batch``."""
-    version = pytorch_version(view.launcher) if view.launcher is not None else None
-    if version is not None and version.before(1, 13, 1):
-        yield ConfigProblem(
-            view.located("tensor_parallel_degree"),
-            f"tensor_parallel_degree {tp} with sharded_data_parallel_degree {sdp} needs SMP 1.15, which ships only in "
-            f"the PyTorch 1.13.1 and 2.0.0 containers; {version.written} (PyTorch {version.text}) gets an older library "
-            "that requires tensor_parallel_degree 1 with sharded data parallelism and stops at start-up. Use "
-            "framework_version \"1.13.1\" or later, or drop one of the two.",
-            Severity.ERROR,
-        )
+    """SDP with TP: available from SMP 1.15 (PyTorch 1.13.1 and 2.0.0 containers) and only with
+    ``prescaled_batch``. On an older library the combination stops at start-up whatever else is
+    set, so that is the one finding (one mistake, one finding)."""
+    yield ConfigProblem(
+        view.located("tensor_parallel_degree"),
+        f"tensor_parallel_degree {tp} with sharded_data_parallel_degree {sdp} needs SMP 1.15, which ships only in the "
+        f"PyTorch 1.13.1 and 2.0.0 containers. {leading(view.version_condition(until=BEFORE_SDP_WITH_TP))} that older "
+        "library requires tensor_parallel_degree 1 with sharded data parallelism and stops at start-up, after the "
+        "instances are up. Use framework_version \"1.13.1\" or later, or drop one of the two.",
+        Severity.ERROR,
+        until=BEFORE_SDP_WITH_TP,
+        # Writing the combination targets 1.15: only a stated older version makes it a mistake.
+        implied=SDP_WITH_TP_SINCE,
+    )
+    if view.smp_version is not None and view.smp_version.before(SDP_WITH_TP_SINCE):
+        return
     prescaled = view.value("prescaled_batch")
     if prescaled is True or prescaled is UNKNOWN:
         return

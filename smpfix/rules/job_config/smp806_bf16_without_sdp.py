@@ -14,7 +14,7 @@ class Bf16WithoutSdp(ConfigRule):
     code = "SMP806"
     name = "bf16-without-sdp"
     flavours = ONLY_PYTORCH
-    summary = "`\"bf16\": True` works only with sharded data parallelism, and only on GPUs with bf16 support (A100, A10G, H100)."
+    summary = "`\"bf16\": True` works only with sharded data parallelism, and runs fast only on GPUs with bf16 support (A100, A10G, H100)."
     fix_availability = FixAvailability.NONE
 
     @classmethod
@@ -27,10 +27,10 @@ class Bf16WithoutSdp(ConfigRule):
             yield ConfigProblem(
                 at,
                 f"bf16 is True but {instance.name} has {instance.gpu_model} GPUs, which have no native bf16 support (it needs "
-                "Ampere or newer: A100, A10G, H100): bf16 matrix multiplications there either fail or fall back to slow "
-                "emulation, after the instances are up. Use `\"fp16\": True` on this instance type, or ml.p4d.24xlarge / "
-                "ml.p4de.24xlarge instances for bf16.",
-                Severity.ERROR,
+                "Ampere or newer: A100, A10G, H100): the job runs, but its bf16 arithmetic is emulated and much slower "
+                "than on GPUs with bf16, on instances that are paid for by the hour. Use `\"fp16\": True` on this "
+                "instance type, or ml.p4d.24xlarge / ml.p4de.24xlarge instances for bf16.",
+                Severity.WARNING,
             )
         sdp = view.int_value("sharded_data_parallel_degree")
         if sdp is None or sdp > 1:

@@ -48,8 +48,7 @@ class OffloadActivationsPrerequisites(ConfigRule):
                 "> 1 (2 or 4 to start) or turn offloading off.",
                 Severity.WARNING,
             )
-        sdp = view.int_value("sharded_data_parallel_degree")
-        if pp == 1 and sdp is not None and sdp <= 1:
+        if _without_pipeline_or_sharding(view):
             yield ConfigProblem(
                 at,
                 "offload_activations is True without pipeline parallelism (pipeline_parallel_degree 1) or sharded data "
@@ -58,6 +57,15 @@ class OffloadActivationsPrerequisites(ConfigRule):
                 "it saves memory in this job, or turn it off.",
                 Severity.HINT,
             )
+
+    def problems(self, view: ConfigView) -> Iterator[ConfigProblem]:
+        """Offloading that does nothing (no checkpointing) is one finding: not also the hint that
+        it may not save memory without a pipeline."""
+        with_code = list(self.check_with_code(view))
+        for problem in self.check(view):
+            if not (with_code and problem.severity is Severity.HINT and _without_pipeline_or_sharding(view)):
+                yield problem
+        yield from with_code
 
     def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
         if view.value("offload_activations") is not True:
@@ -74,3 +82,8 @@ class OffloadActivationsPrerequisites(ConfigRule):
             "turn offloading off.",
             Severity.WARNING,
         )
+
+
+def _without_pipeline_or_sharding(view: ConfigView) -> bool:
+    sdp = view.int_value("sharded_data_parallel_degree")
+    return view.int_value("pipeline_parallel_degree") == 1 and sdp is not None and sdp <= 1

@@ -12,7 +12,6 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.base.literals import UNKNOWN
 from smpfix.base.walker import iter_nodes
-from smpfix.job.framework_versions import pytorch_version
 from smpfix.job.launch_environment import (
     GluedJoin,
     LaunchVariable,
@@ -27,6 +26,8 @@ from smpfix.rules.rule import FixAvailability, PendingFix
 BUFFER_VARIABLES = ("SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES", "SMDDP_AG_SORT_BUFFER_SIZE_BYTES")
 _GRANULE = 8192
 _SMDDP_INSTANCE = "ml.p4d.24xlarge"
+# The release that brought SMDDP collectives (and with them these variables) to the library.
+SMDDP_SINCE = (1, 13)
 
 
 class SmddpBufferSize(ConfigRule):
@@ -38,6 +39,7 @@ class SmddpBufferSize(ConfigRule):
         "where SMDDP collectives run, and `-x` flags added to `custom_mpi_options` need a separating space."
     )
     fix_availability = FixAvailability.SAFE
+    finding_ranges = {"buffer sizes": (SMDDP_SINCE, None)}
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
@@ -49,8 +51,8 @@ class SmddpBufferSize(ConfigRule):
 
     def leave_Module(self, node: cst.Module) -> None:
         super().leave_Module(node)
-        if not self.facts.estimator_calls:
-            return
+        if not self.facts.estimator_calls or not config_views(self):
+            return  # no SMP v1 launcher here (an SMP v2 one gets no v1 rule)
         joins: dict[int, GluedJoin] = {}
         for view in config_views(self):
             options = custom_mpi_options(view.launcher) if view.launcher is not None else None
@@ -122,14 +124,27 @@ def _direct_operands(module: cst.Module) -> set[int]:
 def _buffer(variable: LaunchVariable, view: ConfigView) -> Iterator[ConfigProblem]:
     if variable.value is UNKNOWN:
         return
-    size = integer(variable.value)
     where = f"{variable.name} (set in {variable.where})"
+    reasons = _no_effect(view)
+    if reasons:
+        # Where SMDDP collectives cannot run, the value does not matter: that is the one finding.
+        yield ConfigProblem(
+            variable.at,
+            f"{where} has no effect here: SMDDP AllGather collectives run only with sharded data parallelism on more "
+            f"than one ml.p4d.24xlarge instance (SMP 1.13 or later, without tensor parallelism, "
+            f"ddp_dist_backend not \"nccl\"), and this job has {'; '.join(reasons)}. Remove it, or change the job.",
+            Severity.HINT,
+        )
+        return
+    size = integer(variable.value)
     if size is None:
         yield ConfigProblem(
             variable.at,
             f"{where} is {variable.value!r}, not a whole number of bytes: SMDDP accepts multiples of 8192 (the default "
             f"is {16 * 1024 * 1024 if 'SCRATCH' in variable.name else 128 * 1024 * 1024}). Write the size in bytes.",
             Severity.ERROR,
+            since=SMDDP_SINCE,
+            implied=SMDDP_SINCE,
         )
         return
     if size % _GRANULE:
@@ -140,16 +155,8 @@ def _buffer(variable: LaunchVariable, view: ConfigView) -> Iterator[ConfigProble
             f"{where} is {size}, which is not a multiple of 8192 ({size} = {size // _GRANULE} × 8192 + "
             f"{size % _GRANULE}): SMDDP accepts only multiples of 8192 for its AllGather buffers. Use {nearest}.",
             Severity.ERROR,
-        )
-        return
-    reasons = _no_effect(view)
-    if reasons:
-        yield ConfigProblem(
-            variable.at,
-            f"{where} has no effect here: SMDDP AllGather collectives run only with sharded data parallelism on more "
-            f"than one ml.p4d.24xlarge instance (PyTorch 1.12.1 container or later, without tensor parallelism, "
-            f"ddp_dist_backend not \"nccl\"), and this job has {'; '.join(reasons)}. Remove it, or change the job.",
-            Severity.HINT,
+            since=SMDDP_SINCE,
+            implied=SMDDP_SINCE,
         )
 
 
@@ -170,7 +177,7 @@ def _no_effect(view: ConfigView) -> list[str]:
         reasons.append(f"tensor_parallel_degree {tp} (sharding with tensor parallelism uses NCCL)")
     if view.value("ddp_dist_backend") == "nccl":
         reasons.append("ddp_dist_backend \"nccl\"")
-    version = pytorch_version(view.launcher) if view.launcher is not None else None
-    if version is not None and version.before(1, 12, 1):
-        reasons.append(f"PyTorch {version.text} ({version.written})")
+    version = view.smp_version
+    if version is not None and version.before(SMDDP_SINCE):
+        reasons.append(f"{version.describe()}, older than 1.13, which brought SMDDP collectives")
     return reasons

@@ -19,8 +19,8 @@ class NcclThrottleLimit(ConfigRule):
     name = "nccl-throttle-limit"
     flavours = ONLY_PYTORCH
     summary = (
-        "`SMP_NCCL_THROTTLE_LIMIT` must be an integer (default 8, ≤ 0 disables throttling); it only affects tensor "
-        "parallelism, and 1 serializes its NCCL calls."
+        "`SMP_NCCL_THROTTLE_LIMIT` must be an integer (default 8, ≤ 0 disables throttling), and it only affects "
+        "tensor parallelism."
     )
     fix_availability = FixAvailability.NONE
 
@@ -50,13 +50,5 @@ class NcclThrottleLimit(ConfigRule):
                     variable.at,
                     f"{where} has no effect: it limits the concurrent NCCL calls of tensor parallelism, and "
                     f"tensor_parallel_degree {shown}. Remove it, or check that tensor parallelism was meant to be on.",
-                    Severity.HINT,
-                )
-            elif limit == 1:
-                yield ConfigProblem(
-                    variable.at,
-                    f"{where} is 1: tensor parallelism then runs one NCCL call at a time, which saves memory but can cost "
-                    "much of the throughput (the default is 8). Keep 1 only if memory requires it; otherwise raise it "
-                    "or remove the variable.",
                     Severity.HINT,
                 )

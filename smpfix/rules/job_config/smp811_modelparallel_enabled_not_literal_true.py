@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from smpfix.base.findings import Applicability, Severity
+from smpfix.job.config_keys import MODELPARALLEL_KEYS, misspelling_of
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability
 
@@ -26,7 +27,8 @@ class ModelparallelEnabledNotLiteralTrue(ConfigRule):
         enabled = mp.get("enabled")
         has_parameters = mp.get("parameters") is not None
         if enabled is None:
-            if has_parameters:
+            # `"enable": True` is SMP812's finding, renamed by its fix: one mistake, one finding.
+            if has_parameters and misspelling_of(mp.value, "enabled", MODELPARALLEL_KEYS) is None:
                 yield ConfigProblem(
                     mp.display,
                     "The `modelparallel` dict has no `\"enabled\": True`: the SageMaker SDK only passes the `parameters` on "

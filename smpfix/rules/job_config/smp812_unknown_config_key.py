@@ -3,7 +3,9 @@
 Library parameters (the launcher's ``parameters``, an ``smp.init({...})`` dict) are checked
 against the schema of their flavour: the PyTorch library's 1.12 schema, or for a TensorFlow
 launcher or script the keys of the TensorFlow flavour (SMP 1.0-1.4.0, with ``xla``, and without
-everything PyTorch gained later). The library refuses an unknown key at start-up. The ``mpi``,
+everything PyTorch gained later). The library refuses an unknown key at start-up. A job known to
+run a release older than the oldest published schema (1.12) gets a warning instead of an error,
+since that release may have known the key. The ``mpi``,
 ``smdistributed`` and ``modelparallel`` dicts of a launcher are checked against the keys the
 SDK reads: there a misspelled key is dropped without a word. Keys of ``[tool.smpfix.job]``
 never get here: config.py rejects an unknown job setting (exit 2) with the same advice
@@ -19,6 +21,7 @@ from typing import Optional
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.config_entries import renamed_key
 from smpfix.job.config_keys import (
+    DOCUMENTED_BEFORE_1_12,
     MODELPARALLEL_KEYS,
     MPI_KEYS,
     SMDISTRIBUTED_KEYS,
@@ -80,6 +83,10 @@ def _unknown_parameter(view: ConfigView, parameters: Located, key: str, located:
         if view.kind == "smp.init"
         else "The library checks every key"
     )
+    # An older release may have known a key smpfix knows nothing about (or a documented one the
+    # 1.12 schema refuses); a key explained as no key of the flavour is refused in every release.
+    maybe_known = advice.explanation is None or key in DOCUMENTED_BEFORE_1_12
+    old = view.smp_version if view.schema_unpublished and maybe_known else None
     if view.tensorflow:
         # No schema of the TensorFlow releases (1.0-1.4.0) is published: say what is known.
         message = (
@@ -87,13 +94,24 @@ def _unknown_parameter(view: ConfigView, parameters: Located, key: str, located:
             f"(SMP v1){where}. {how} against its schema and refuses unknown keys at start-up, after the instances "
             f"are up. {_advice_text(key, advice, parameters)}"
         )
+        if old is not None:
+            message = f"{message.rstrip()} (This job runs {old.describe()}, whose schema is not published.)"
+    elif old is not None:
+        # The job's release predates the oldest published schema: the key may have existed there.
+        message = (
+            f"`{key}` is not a configuration parameter of the model parallelism library (SMP v1) in its 1.12 schema, "
+            f"the oldest published one{where}, and this job runs {old.describe()}, whose schema is not "
+            "published. If that release does not know the key either, it stops at start-up with \"Unrecognized "
+            f"config parameter {key}\", after the instances are up. {_advice_text(key, advice, parameters)}"
+        )
     else:
         message = (
             f"`{key}` is not a configuration parameter of the model parallelism library (SMP v1){where}. {how} against "
             f"its schema and stops at start-up with \"Unrecognized config parameter {key}\", after the instances are up. "
             f"{_advice_text(key, advice, parameters)}"
         )
-    return ConfigProblem(located, message.rstrip(), Severity.ERROR, _rename_fix(located, key, advice, parameters))
+    severity = Severity.WARNING if old is not None else Severity.ERROR
+    return ConfigProblem(located, message.rstrip(), severity, _rename_fix(located, key, advice, parameters))
 
 
 def _ignored_in_tensorflow(key: str, located: Located) -> ConfigProblem:

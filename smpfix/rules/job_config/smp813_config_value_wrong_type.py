@@ -88,6 +88,13 @@ def _problem(view: ConfigView, key: str, located: Located, value: Any, wanted: t
         if text is not None and target is not None
         else None
     )
+    if view.schema_unpublished and view.smp_version is not None:
+        # The job's release predates the oldest published schema, whose types these are.
+        message += (
+            f" (These are the types of the 1.12 schema, the oldest published one; this job runs "
+            f"{view.smp_version.describe()}, whose schema is not published.)"
+        )
+        return ConfigProblem(located, message, Severity.WARNING, fix)
     return ConfigProblem(located, message, Severity.ERROR, fix)
 
 

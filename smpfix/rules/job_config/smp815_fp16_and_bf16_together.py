@@ -6,9 +6,12 @@ from collections.abc import Iterator
 
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_PYTORCH
-from smpfix.job.framework_versions import pytorch_version
+from smpfix.job.versions import leading
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability
+
+# The release that added the `fp16` key and deprecated `fp16_params`.
+FP16_KEY_SINCE = (1, 10)
 
 
 class Fp16AndBf16Together(ConfigRule):
@@ -17,6 +20,7 @@ class Fp16AndBf16Together(ConfigRule):
     flavours = ONLY_PYTORCH
     summary = "`bf16` requires `fp16` (and the deprecated `fp16_params`) to be False; `fp16_params` is deprecated."
     fix_availability = FixAvailability.NONE
+    finding_ranges = {"fp16_params": (FP16_KEY_SINCE, None)}
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
@@ -34,20 +38,17 @@ class Fp16AndBf16Together(ConfigRule):
                     Severity.ERROR,
                 )
         fp16_params = view.located("fp16_params")
-        if fp16_params is not None and not _before_fp16_key(view):
+        if fp16_params is not None:
             value = fp16_params.plain()
             written = f"`\"fp16\": {value!r}`" if isinstance(value, bool) else "`fp16`"
+            # Before 1.10 the library has no `fp16` key: the advice would stop such a job.
             yield ConfigProblem(
                 fp16_params,
-                "`fp16_params` is deprecated: the library's schema names `fp16` as its replacement and logs a deprecation "
-                "warning at start-up (1.10 and later; the fp16 training guide uses `fp16`). Write "
-                f"{written} instead.",
+                "`fp16_params` is deprecated from SMP 1.10, which replaced it with `fp16` (the library's schema names "
+                "`fp16` as the replacement and logs a deprecation warning at start-up; the fp16 training guide uses "
+                f"`fp16`). {leading(view.version_condition(FP16_KEY_SINCE))} write {written} instead (releases "
+                "before 1.10 know only `fp16_params`).",
                 Severity.HINT,
+                since=FP16_KEY_SINCE,
             )
 
-
-def _before_fp16_key(view: ConfigView) -> bool:
-    """The launcher starts a PyTorch container older than 1.11, whose library (SMP 1.9 or
-    older) has no ``fp16`` key yet: ``fp16_params`` is then the right spelling, not deprecated."""
-    version = pytorch_version(view.launcher) if view.launcher is not None else None
-    return version is not None and version.before(1, 11)

@@ -58,6 +58,8 @@ class ActiveMicrobatchesOutOfRange(ConfigRule):
         pipeline = view.located("pipeline")
         if pipeline is None or pipeline.plain() != "simple" or microbatches is None:
             return
+        if active is not None and not 1 <= active <= microbatches:
+            return  # the out-of-range value is the finding; the job never gets to choose a pipeline
         effective = active if active is not None else _default_active(pp, microbatches)
         if effective is None or effective == microbatches:
             return

@@ -2,8 +2,8 @@
 
 SMP v1 runs on MPI: the SageMaker SDK starts the script through ``mpirun`` only when
 ``distribution["mpi"]["enabled"]`` is set, and the documentation marks both ``enabled`` and
-``processes_per_host`` as required. ``torch_distributed`` launches (SMP v2, p5) start
-processes another way and are left alone.
+``processes_per_host`` as required. ``torch_distributed`` launches start SMP v2, to which no v1
+rule applies (``smpfix.job.smp_v2``; the configuration rules never see them).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Optional
 
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import UNKNOWN
-from smpfix.job.config_keys import MPI_KEYS, advise
+from smpfix.job.config_keys import MPI_KEYS, misspelling_of
 from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability
@@ -33,8 +33,6 @@ class MpiNotEnabled(ConfigRule):
         mp, distribution = launcher.modelparallel, launcher.distribution
         enabled = mp.get("enabled") if mp is not None else None
         if enabled is None or enabled.plain() is not True or distribution is None or not distribution.is_dict:
-            return
-        if distribution.get("torch_distributed") is not None:
             return
         instance = view.instance
         per_host = f'"processes_per_host": {instance.gpus}' if instance is not None else None
@@ -65,8 +63,12 @@ class MpiNotEnabled(ConfigRule):
 def _check_mpi(mpi: Located, per_host: Optional[str], gpus: str) -> Iterator[ConfigProblem]:
     enabled = mpi.get("enabled")
     value = enabled.plain() if enabled is not None else None
-    not_enabled = enabled is None or (value is not UNKNOWN and value is not True)
-    missing_per_host = mpi.get("processes_per_host") is None
+    # A key written but misspelled (`enable`, `process_per_host`) is SMP812's finding, with the
+    # rename as its fix: one mistake, one finding.
+    not_enabled = (enabled is None and misspelling_of(mpi.value, "enabled", MPI_KEYS) is None) or (
+        enabled is not None and value is not UNKNOWN and value is not True
+    )
+    missing_per_host = mpi.get("processes_per_host") is None and misspelling_of(mpi.value, "processes_per_host", MPI_KEYS) is None
     if not not_enabled and not missing_per_host:
         return
     problems, why, remedy, actions = [], [], [], []
@@ -80,23 +82,20 @@ def _check_mpi(mpi: Located, per_host: Optional[str], gpus: str) -> Iterator[Con
         )
         remedy.append("`\"enabled\": True`")
         if enabled is None:
-            if _misspelling_of(mpi, "enabled") is None:
-                add.append('"enabled": True')
-                actions.append('add `"enabled": True`')
+            add.append('"enabled": True')
+            actions.append('add `"enabled": True`')
         elif enabled.node is not None:
             replace.append((enabled, "True"))
             actions.append('set `"enabled": True`')
-    misspelled = _misspelling_of(mpi, "processes_per_host")
     if missing_per_host:
-        problems.append("has no `processes_per_host`" + (f" (`{misspelled}` is not read: SMP812)" if misspelled else ""))
+        problems.append("has no `processes_per_host`")
         why.append(
             "the documentation marks `processes_per_host` as required: it is how many ranks start on each instance, "
             "and without it the number depends on the training toolkit's version (one per GPU in recent ones, a single "
             "process in older ones), so the parallel degrees may not match the ranks that start"
         )
         remedy.append(f"`\"processes_per_host\"` set to the GPUs per instance{gpus}")
-        # A misspelled key is renamed by SMP812's fix; adding the key as well would set it twice.
-        if per_host is not None and misspelled is None:
+        if per_host is not None:
             add.append(per_host)
             actions.append(f"add `{per_host}`")
     # False, 0, None or a missing `enabled` certainly start no mpirun; a truthy non-True value
@@ -120,10 +119,3 @@ def _check_mpi(mpi: Located, per_host: Optional[str], gpus: str) -> Iterator[Con
 def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
-
-def _misspelling_of(mpi: Located, key: str) -> Optional[str]:
-    """A key of ``mpi`` that SMP812 would rename to ``key`` (``process_per_host``)."""
-    for written in mpi.value:
-        if written not in MPI_KEYS and advise(written, MPI_KEYS).suggestion == key:
-            return str(written)
-    return None

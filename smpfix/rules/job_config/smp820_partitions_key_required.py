@@ -2,8 +2,9 @@
 
 ``partitions`` is the library's alias of ``pipeline_parallel_degree``; both with different
 values stop the library. Two other readers know only ``partitions``: the SageMaker SDK's
-validator compares ``default_partition`` with ``config["partitions"]`` (a ``KeyError`` when the
-degree is written as ``pipeline_parallel_degree``), and Hugging Face's
+validator (2.199.0 and older require the key outright, a ``ValueError``; later ones compare
+``default_partition`` with ``config["partitions"]``, a ``KeyError`` when the degree is written
+as ``pipeline_parallel_degree``), and Hugging Face's
 ``is_sagemaker_mp_enabled()`` looks for the key ``partitions``, so a ``Trainer`` (and a
 ``HuggingFace`` estimator's script) silently trains without the library otherwise.
 
@@ -72,8 +73,9 @@ class PartitionsKeyRequired(ConfigRule):
         reasons = []
         if parameters.get("default_partition") is not None:
             reasons.append(
-                "the SageMaker SDK's validator compares `default_partition` with `config[\"partitions\"]`, so building "
-                "the job fails with `KeyError: 'partitions'`"
+                "the SageMaker SDK's validator needs `partitions` there, so submitting the job fails: SDK 2.199.0 and "
+                "older require it in every configuration (\"'partitions' is a required parameter.\"), later ones compare "
+                "`default_partition` with `config[\"partitions\"]` (`KeyError: 'partitions'`)"
             )
         hugging_face = _hugging_face_reader(self, view)
         if hugging_face is not None:

@@ -11,6 +11,7 @@ from smpfix.base.edits import InsertStatementAfter, NodeEdit
 from smpfix.base.findings import Applicability
 from smpfix.base.imports import dotted_name
 from smpfix.base.walker import iter_nodes
+from smpfix.job.versions import leading
 from smpfix.program.codegen import smp_reference
 from smpfix.program.steps import body_statements
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
@@ -46,6 +47,8 @@ class ExternalParameterNotRegistered(Rule):
     code = "SMP603"
     name = "external-parameter-not-registered"
     summary = "Under sharded data parallelism, a parameter used outside the module that owns it must be registered with `smp.register_parameter`."
+    # `smp.register_parameter` arrived in 1.13 (catalog section 8, item 5).
+    since = (1, 13)
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("SDP",)
     runs_on_helper_modules = True
@@ -188,7 +191,10 @@ class ExternalParameterNotRegistered(Rule):
         head = f"{lead}, and {sdp.condition()}: {why}." if sdp.state.value == "on" else f"{lead}; {sdp.condition()}, {why}."
         reference = smp_reference(self.facts, self.context.module, "register_parameter")
         spelled = reference.text if reference is not None else "smp.register_parameter"
-        message = f"{head} Register it at the end of `__init__`: `{spelled}(self, {parts})`."
+        message = (
+            f"{head} {leading(self.version_condition())} register it at the end of `__init__`: "
+            f"`{spelled}(self, {parts})` (the API arrived in 1.13; 1.11 and 1.12 have no way to register it)."
+        )
         self.report(expr, message, severity=severity, fix=self._fix(init, parts), job_facts=(sdp,))
 
     def _fix(self, init: Optional[cst.FunctionDef], parts: str) -> Optional[PendingFix]:

@@ -18,8 +18,8 @@ from smpfix.base.calls import argument, bound_names, names_in
 from smpfix.base.edits import DeleteStatementLines, InsertStatementAfter
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.imports import dotted_name
-from smpfix.job.framework_versions import job_pytorch_version
 from smpfix.job.jobfacts import FeatureState, Tri
+from smpfix.job.versions import leading
 from smpfix.program.creation_contexts import contexts_of, enclosing_contexts
 from smpfix.program.facts import Scope, StatementRef, Wrap
 from smpfix.program.hf_models import pretrained_model_call
@@ -43,12 +43,17 @@ def _root(expr: cst.BaseExpression) -> Optional[str]:
     return expr.value if isinstance(expr, cst.Name) else None
 
 
+# SMP 1.15 loads full checkpoints into a model sharded by sharded data parallelism.
+BEFORE_FULL_LOADS_UNDER_SDP = (1, 14)
+
+
 class WeightsLoadedBeforeWrap(Rule):
     code = "SMP102"
     name = "weights-loaded-before-wrap"
     summary = "Under tensor parallelism load weights after `smp.DistributedModel`; under sharded data parallelism load a full checkpoint before it."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP", "SDP")
+    finding_ranges = {"SDP full load after wrap": (None, BEFORE_FULL_LOADS_UNDER_SDP)}
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
@@ -125,7 +130,7 @@ class WeightsLoadedBeforeWrap(Rule):
             lead = f"`{self.context.code_for(load_node)}` loads weights into {named} before `smp.DistributedModel` wraps it"
             advice = (
                 "Load them into the wrapped model after the wrap (`model.load_state_dict(...)` there translates "
-                "Hugging Face state dicts), or use `smp.resume_from_checkpoint(path, partial=False)`."
+                "Hugging Face state dicts), or use `smp.resume_from_checkpoint(path, partial=False)` (SMP 1.10 and later)."
             )
         else:
             subject = f"`{model}`" if model is not None else "The model"
@@ -133,7 +138,7 @@ class WeightsLoadedBeforeWrap(Rule):
             advice = (
                 "Build it with `from_config(...)` under `smp.tensor_parallelism()`, wrap it, then load the weights "
                 "into the wrapped model (`model.load_state_dict(...)`, which translates Hugging Face state dicts) or "
-                "use `smp.resume_from_checkpoint(path, partial=False)`."
+                "use `smp.resume_from_checkpoint(path, partial=False)` (SMP 1.10 and later)."
             )
         if tp.state is Tri.ON:
             condition = f", and {tp.condition()}:"
@@ -183,8 +188,6 @@ class WeightsLoadedBeforeWrap(Rule):
         if sdp.state is not Tri.ON or tp.state is Tri.ON:
             # With TP on as well, weights must be loaded after the wrap (and 1.15 loads full checkpoints there).
             return
-        if self._may_load_full_checkpoints_under_sdp():
-            return
         for call in self._full_resumes:
             self._flag_after(call, f"`{self.context.code_for(call)}` resumes from a full checkpoint", sdp)
         wrapped = {w.target: w for w in self.facts.distributed_models if w.target}
@@ -194,14 +197,6 @@ class WeightsLoadedBeforeWrap(Rule):
                 continue
             if self._is_full_state(load.call.args[0].value, load.scope):
                 self._flag_after(load.call, f"`{self.context.code_for(load.call)}` loads a full state dict into the wrapped model", sdp)
-
-    def _may_load_full_checkpoints_under_sdp(self) -> bool:
-        """The job's PyTorch container may carry SMP 1.15, which loads full checkpoints under
-        SDP (PyTorch 1.13.1 containers were updated to it; 2.0.0 ships it): the official
-        fine-tuning examples resume a full checkpoint after the wrap there."""
-        setting = self.job.settings.get("framework_version")
-        version = job_pytorch_version(setting.value, setting.source) if setting is not None else None
-        return version is not None and not version.before(1, 13, 1)
 
     def _is_full_state(self, expr: cst.BaseExpression, scope: Optional[Scope], depth: int = 0) -> bool:
         """A whole-model state dict: ``torch.load(...)``, ``smp.load(..., partial=False)``, ``x.state_dict()``, a translation."""
@@ -225,9 +220,10 @@ class WeightsLoadedBeforeWrap(Rule):
 
     def _flag_after(self, node: cst.Call, lead: str, sdp: FeatureState) -> None:
         message = (
-            f"{lead}, and {sdp.condition()}: the library shards the wrapped model's parameters and accepts only "
-            "partial checkpoints there (SMPValidationError in 1.12). Load the full state dict into the original "
-            "model with `load_state_dict` before `smp.DistributedModel`, as the library's own error message advises, "
-            "or resume from a partial checkpoint saved with `smp.save_checkpoint`."
+            f"{lead}, and {sdp.condition()}. {leading(self.version_condition(until=BEFORE_FULL_LOADS_UNDER_SDP))} the "
+            "library shards the wrapped model's parameters and, before 1.15, accepts only partial checkpoints there "
+            "(SMPValidationError in 1.12). Load the full state dict into the original model with `load_state_dict` "
+            "before `smp.DistributedModel`, as the library's own error message advises, or resume from a partial "
+            "checkpoint saved with `smp.save_checkpoint` (or move to SMP 1.15, which loads full checkpoints there)."
         )
-        self.report(node, message, severity=Severity.ERROR, job_facts=(sdp,))
+        self.report(node, message, severity=Severity.ERROR, job_facts=(sdp,), until=BEFORE_FULL_LOADS_UNDER_SDP)

@@ -191,7 +191,7 @@ class LargeModelWithoutDelayedInit(Rule):
             advice = (
                 "Build it with `from_config(...)` inside `with smp.delay_param_initialization(enabled=True):`, which "
                 "defers allocation until the model moves to the GPUs, and load the weights into the wrapped model "
-                "(`smp.resume_from_checkpoint(path, partial=False)` or `model.load_state_dict(...)` after the wrap)."
+                "(`model.load_state_dict(...)` after the wrap, or `smp.resume_from_checkpoint(path, partial=False)` from SMP 1.10)."
             )
         else:
             lead = (

@@ -11,6 +11,8 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
 from smpfix.base.imports import SMP_TF, SMP_TORCH, dotted_name
 from smpfix.base.literals import literal_value
+from smpfix.job.jobfacts import Tri
+from smpfix.job.versions import LAST_WITHOUT_AUTO_INIT
 from smpfix.program.codegen import smp_reference
 from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
 from smpfix.program.initialisation import script_sets_manual_init
@@ -129,8 +131,11 @@ class MissingSmpInit(Rule):
         anchor = self._top_level_imports[-1] if self._top_level_imports else None
         target: cst.CSTNode = anchor[1] if anchor is not None else self._first_import
         tensorflow = self.facts.is_tensorflow
-        # The TensorFlow flavour never initialises itself on import (its `init()` is never called for you).
-        severity = Severity.ERROR if self._manual_init or tensorflow else Severity.WARNING
+        # The TensorFlow flavour never initialises itself on import (its `init()` is never called for you);
+        # import-time initialisation of the PyTorch flavour exists in 1.12.1 and not in 1.7 (library
+        # source): a job known to run 1.7 or older never initialises by itself.
+        no_auto_init = not tensorflow and self.job.version_applies(None, LAST_WITHOUT_AUTO_INIT) is Tri.ON
+        severity = Severity.ERROR if self._manual_init or tensorflow or no_auto_init else Severity.WARNING
         flavour = SMP_TF if tensorflow else SMP_TORCH
         reference = smp_reference(self.facts, node, "init", flavour)
         spelled = reference.text if reference is not None else "smp.init"
@@ -138,10 +143,16 @@ class MissingSmpInit(Rule):
             why = "the TensorFlow flavour of the library never initialises itself on import, so it has no configuration"
         elif self._manual_init:
             why = "this script sets SMP_MANUAL_INIT=1, so the library does not initialise itself on import"
+        elif no_auto_init:
+            why = (
+                f"{self.version_condition(until=LAST_WITHOUT_AUTO_INIT)}, and releases up to 1.7 never initialise "
+                "themselves on import, so the library has no configuration"
+            )
         else:
             why = (
-                "only inside a SageMaker MPI launch (and only in some versions) does importing the library "
-                "initialise it; anywhere else, or with SMP_MANUAL_INIT=1, the library has no configuration"
+                "only inside a SageMaker MPI launch, and only in later releases (1.12 does, 1.7 does not), does "
+                "importing the library initialise it; anywhere else, or with SMP_MANUAL_INIT=1, the library has no "
+                "configuration"
             )
         message = (
             f"This training script uses `smp.{used}` but never calls `{spelled}()`: {why}, and the first "

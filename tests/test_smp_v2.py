@@ -1,0 +1,130 @@
+"""SMP v2 jobs get no SMP v1 rule and no v1 fix: not the launcher, not the scripts it starts.
+
+A job is SMP v2 when its launcher enables ``torch_distributed``, names a PyTorch container of
+2.0.1 or later (or the SMP v2 image) with a ``modelparallel`` block, sets a v2-only key, or
+starts a script that imports ``torch.sagemaker``; and when ``--job``/``[tool.smpfix]`` name
+``smp_version`` 2 or a PyTorch 2.0.1+ ``framework_version``. PyTorch 2.0.0 is still SMP v1 (1.15).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_cli
+
+from smpfix.job.jobfacts import JobFacts
+from smpfix.job.linking import link
+
+# A v1 script with two findings whenever v1 rules apply to it under tensor parallelism.
+V1_SCRIPT = """\
+import smdistributed.modelparallel.torch as smp
+
+smp.init()
+model = smp.DistributedModel(build_model())
+if smp.dp_rank() == 0:
+    smp.save(model.local_state_dict(), "/opt/ml/model/model.pt", partial=True)
+"""
+
+V2_SCRIPT = """\
+import torch
+import torch.sagemaker as tsm
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+tsm.init()
+model = FSDP(tsm.transform(build_model()))
+"""
+
+
+def launcher(distribution: str, framework: str = "2.2.0", extra: str = "") -> str:
+    return f"""\
+from sagemaker.pytorch import PyTorch
+
+estimator = PyTorch(
+    entry_point="train.py",
+    framework_version="{framework}",
+    py_version="py310",
+    instance_type="ml.p4d.24xlarge",
+    instance_count=2,{extra}
+    distribution={distribution},
+)
+"""
+
+
+V2_DISTRIBUTION = (
+    '{"torch_distributed": {"enabled": True}, '
+    '"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"hybrid_shard_degree": 8, "tensor_parallel_degree": 2}}}}'
+)
+# Looks like v1 and breaks v1 rules (tensor parallelism without ddp, no mpi): only the script says v2.
+V1_LOOKING = '{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4}}}}'
+
+
+def check(root: Path, *args: str) -> list[tuple[str, str]]:
+    result = run_cli("check", ".", "--format", "json", "--no-cache", "--exit-zero", *args, cwd=root)
+    assert result.code == 0, result.stderr
+    return [(Path(item["filename"]).name, item["code"]) for item in json.loads(result.stdout)]
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_a_v2_launcher_and_the_scripts_it_starts_get_no_v1_rule(tmp_path: Path) -> None:
+    root = write(tmp_path, {"launch.py": launcher(V2_DISTRIBUTION), "train.py": V1_SCRIPT})
+    assert check(root) == []
+    shown = run_cli("check", "--show-job", "--no-cache", "--exit-zero", ".", cwd=root)
+    assert "SMP v2: `torch_distributed` is enabled in launcher" in shown.stdout + shown.stderr
+    # The same script under a v1 launcher gets its findings, so the silence above is the v2 rule.
+    v1 = launcher('{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4, "ddp": True}}}, '
+                  '"mpi": {"enabled": True, "processes_per_host": 8}}', framework="1.13.1")
+    (root / "launch.py").write_text(v1, encoding="utf-8")
+    assert check(root) == [("train.py", "SMP301")]
+
+
+def test_the_safe_ddp_fix_never_touches_a_v2_configuration(tmp_path: Path) -> None:
+    root = write(tmp_path, {"launch.py": launcher(V2_DISTRIBUTION), "train.py": V2_SCRIPT})
+    before = (root / "launch.py").read_text(encoding="utf-8")
+    result = run_cli("check", "--apply", "--no-cache", "--exit-zero", ".", cwd=root)
+    assert result.code == 0, result.stderr
+    assert (root / "launch.py").read_text(encoding="utf-8") == before
+
+
+def test_a_script_that_imports_torch_sagemaker_makes_its_launcher_v2(tmp_path: Path) -> None:
+    root = write(tmp_path, {"launch.py": launcher(V1_LOOKING, framework="2.0.0"), "train.py": V2_SCRIPT})
+    assert check(root) == []
+    # The same launcher starting a v1 script is a v1 launcher on PyTorch 2.0.0 (SMP 1.15).
+    (root / "train.py").write_text(V1_SCRIPT, encoding="utf-8")
+    codes = {code for name, code in check(root) if name == "launch.py"}
+    assert {"SMP814", "SMP817"} <= codes
+
+
+def test_each_launcher_sign_of_v2(tmp_path: Path) -> None:
+    cases = {
+        "torch_distributed": launcher('{"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {"enabled": True}}}'),
+        "container": launcher('{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 2}}}}', "2.0.1"),
+        "image": launcher(V1_LOOKING, extra='\n    image_uri="658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.2.0-gpu-py310-cu121",'),
+        "key": launcher('{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"sm_activation_offloading": True}}}}', "1.13.1"),
+    }
+    for name, text in cases.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(text, encoding="utf-8")
+        [linked] = link([(str(path), text)])
+        assert JobFacts.resolve([linked.job]).smp_v2 is not None, name
+    for framework in ("2.0.0", "2.0", "1.13.1"):
+        text = launcher(V1_LOOKING, framework)
+        [linked] = link([(str(tmp_path / "v1.py"), text)])
+        assert JobFacts.resolve([linked.job]).smp_v2 is None, framework
+    disabled = launcher('{"torch_distributed": {"enabled": False}, "smdistributed": {"modelparallel": {"enabled": True}}}', "1.13.1")
+    [linked] = link([(str(tmp_path / "off.py"), disabled)])
+    assert JobFacts.resolve([linked.job]).smp_v2 is None
+
+
+def test_a_stated_v2_job(tmp_path: Path) -> None:
+    root = write(tmp_path, {"train.py": V1_SCRIPT})
+    assert check(root, "--job", "tensor_parallel_degree=4") == [("train.py", "SMP301")]
+    assert check(root, "--job", "tensor_parallel_degree=4", "--job", "smp_version=2.0") == []
+    assert check(root, "--job", "tensor_parallel_degree=4", "--job", "framework_version=2.1.0") == []
+    (root / "pyproject.toml").write_text('[tool.smpfix]\nsmp-version = "2.1"\n[tool.smpfix.job]\ntensor_parallel_degree = 6\n')
+    assert check(root) == []  # the script, and the job table (tensor_parallel_degree 6 is v1's SMP803)
