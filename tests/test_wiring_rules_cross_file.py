@@ -113,3 +113,57 @@ def test_smp205_is_quiet_on_other_instances(workdir: Path) -> None:
     _project(workdir, "ml.p3.16xlarge")
     completed = run_cli("check", ".", "--select", "SMP205", "--format", "concise", "--no-cache", cwd=workdir)
     assert "SMP205" not in completed.stdout, completed.stdout
+
+
+SMP108_LAUNCHER = '''\
+from sagemaker.pytorch import PyTorch
+
+PyTorch(
+    entry_point="train.py",
+    instance_type="ml.p3.16xlarge",
+    instance_count=1,
+    framework_version="{framework}",
+    environment={environment},
+    distribution={{
+        "smdistributed": {{"modelparallel": {{"enabled": True, "parameters": {{"pipeline_parallel_degree": 2}}}}}},
+        "mpi": {{"enabled": True, "processes_per_host": 8}},
+    }},
+).fit()
+'''
+
+SMP108_SCRIPT = '''\
+import smdistributed.modelparallel.torch as smp
+
+TP = smp.tp_size() > 1
+
+
+def main():
+    smp.init()
+    model = smp.DistributedModel(Net())
+
+
+main()
+'''
+
+
+def _smp108_severity(root: Path, framework: str, environment: str) -> list[str]:
+    (root / "launch.py").write_text(SMP108_LAUNCHER.format(framework=framework, environment=environment), encoding="utf-8")
+    (root / "train.py").write_text(SMP108_SCRIPT, encoding="utf-8")
+    completed = run_cli("check", ".", "--select", "SMP108", "--format", "concise", "--no-cache", cwd=root)
+    return [line.split("SMP108 ")[1].split(":")[0] for line in completed.stdout.splitlines() if "SMP108" in line]
+
+
+def test_smp108_is_a_hint_where_the_launch_initialises_on_import(workdir: Path) -> None:
+    assert _smp108_severity(workdir, "1.13.1", "{}") == ["hint"]
+
+
+def test_smp108_is_an_error_where_only_the_script_initialises(workdir: Path) -> None:
+    assert _smp108_severity(workdir, "1.13.1", '{"SMP_MANUAL_INIT": "1"}') == ["error"]
+
+
+def test_smp108_is_an_error_on_a_release_without_import_time_initialisation(workdir: Path) -> None:
+    assert _smp108_severity(workdir, "1.8.1", "{}") == ["error"]
+
+
+def test_smp108_is_a_warning_when_the_release_may_be_either(workdir: Path) -> None:
+    assert _smp108_severity(workdir, "1.12.0", "{}") == ["warning"]

@@ -23,7 +23,7 @@ from typing import Callable, Optional
 
 import libcst as cst
 
-from smpfix.job.jobfacts import JobFacts
+from smpfix.job.jobfacts import JobFacts, Tri
 from smpfix.program.execution import ExecutionOrder, Run, happens
 from smpfix.program.facts import FileFacts
 from smpfix.program.local_modules import LocalModules
@@ -48,10 +48,12 @@ class InitialisationMode:
 
 
 def initialisation_mode(facts: FileFacts, job: JobFacts) -> InitialisationMode:
-    """Whether the library initialises itself on import in this job, and how smpfix knows."""
+    """Whether the library initialises itself on import in this job, and how smpfix knows: the
+    script's own ``SMP_MANUAL_INIT=1``, else the job's launcher and version (``JobFacts.on_import``)."""
     if script_sets_manual_init(facts):
         return InitialisationMode(Mode.BY_SCRIPT, "the script sets SMP_MANUAL_INIT=1")
-    return InitialisationMode(Mode.UNKNOWN, "smpfix does not know how the script is launched")
+    mode = {Tri.ON: Mode.ON_IMPORT, Tri.OFF: Mode.BY_SCRIPT, Tri.UNKNOWN: Mode.UNKNOWN}[job.on_import]
+    return InitialisationMode(mode, job.on_import_reason)
 
 
 def script_sets_manual_init(facts: FileFacts) -> bool:
