@@ -167,3 +167,33 @@ def test_smp108_is_an_error_on_a_release_without_import_time_initialisation(work
 
 def test_smp108_is_a_warning_when_the_release_may_be_either(workdir: Path) -> None:
     assert _smp108_severity(workdir, "1.12.0", "{}") == ["warning"]
+
+
+SMP116_SCRIPT = '''\
+import smdistributed.modelparallel.torch as smp
+
+
+def main(args):
+    smp.init({"pipeline_parallel_degree": 2, "auto_partition": not args.manual_partition, "default_partition": 0})
+    model = smp.DistributedModel(GPT())
+    for i, block in enumerate(model.get_module().blocks):
+        smp.set_partition(block, i % 2)
+
+
+main(None)
+'''
+
+
+def test_smp116_under_a_launch_that_ignores_the_scripts_dict(workdir: Path) -> None:
+    (workdir / "launch.py").write_text(SMP108_LAUNCHER.format(framework="1.13.1", environment="{}"), encoding="utf-8")
+    (workdir / "train.py").write_text(SMP116_SCRIPT, encoding="utf-8")
+    completed = run_cli("check", ".", "--select", "SMP116", "--format", "concise", "--no-cache", cwd=workdir)
+    assert "train.py:8:9: SMP116 warning" in completed.stdout, completed.stdout
+    assert "returns at once" in completed.stdout
+
+
+def test_smp116_when_the_scripts_dict_may_apply(workdir: Path) -> None:
+    (workdir / "launch.py").write_text(SMP108_LAUNCHER.format(framework="1.13.1", environment='{"SMP_MANUAL_INIT": "1"}'), encoding="utf-8")
+    (workdir / "train.py").write_text(SMP116_SCRIPT, encoding="utf-8")
+    completed = run_cli("check", ".", "--select", "SMP116", "--format", "concise", "--no-cache", cwd=workdir)
+    assert "SMP116" not in completed.stdout, completed.stdout

@@ -9,6 +9,7 @@ import libcst as cst
 from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
 from smpfix.base.parents import ParentIndex
+from smpfix.job.jobfacts import InitDict
 from smpfix.program.execution import ExecutionOrder, order_of
 from smpfix.program.facts import FileFacts
 from smpfix.program.initialisation import init_dict_keys
@@ -62,15 +63,21 @@ class PartitionApiMisuse(Rule):
         value = self.job.value("auto_partition")
         setting = self.job.settings.get("auto_partition")
         source = setting.source if setting is not None else "the job"
-        if value is not True or (source.startswith("library default") and "auto_partition" in init_dict_keys(self.facts)):
-            # A script dict that sets the key to a value smpfix cannot read (`not args.manual_partition`)
-            # may be what the library uses: not known.
+        if value is not True:
+            return False
+        if self.job.init_dict is not InitDict.IGNORED and source.startswith("library default") and "auto_partition" in init_dict_keys(self.facts):
+            # The script's dict sets the key to a value smpfix cannot read (`not args.manual_partition`),
+            # and the library may use that dict: not known. (Under a launch that initialises on
+            # import, the dict is ignored and the default stands.)
             return False
         effect = "silently does nothing" if member == "partition" else "is ignored with a warning in the log"
+        dict_ignored = ""
+        if self.job.init_dict is InitDict.IGNORED and "auto_partition" in init_dict_keys(self.facts):
+            dict_ignored = f" The script's own `smp.init` dict sets `auto_partition`, but {self.job.init_dict_reason}."
         message = (
             f"`smp.{member}(...)` {effect}: `auto_partition` is True ({source}), so the library places every module "
-            "itself. To partition by hand, set `\"auto_partition\": False` and a `\"default_partition\"` in the "
-            "modelparallel parameters."
+            f"itself.{dict_ignored} To partition by hand, set `\"auto_partition\": False` and a `\"default_partition\"` "
+            "in the launcher's modelparallel parameters."
         )
         self.report(call, message, severity=Severity.WARNING)
         return True
