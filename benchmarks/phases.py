@@ -11,7 +11,7 @@ check (the command itself spreads ``parse`` to ``report`` over the cores):
 - parse: ``libcst.parse_module``;
 - facts: indexing the tree and collecting the file's facts (``facts.collect``);
 - rules: the rest of the analysis: every rule in one walk, findings, suppressions;
-- positions: line/column of what was found (part of the analysis, timed apart);
+- positions: line/column of what was found (``Positions.span`` during the analysis, timed apart);
 - report: rendering the default (``full``) output.
 """
 
@@ -30,9 +30,9 @@ def main(root: str) -> dict[str, float]:
     start = time.perf_counter()
     import libcst as cst
 
+    from smpfix.base import positions as positions_module
     from smpfix.base import source
     from smpfix.base.findings import FileResult
-    from smpfix.base.positions import Positions
     from smpfix.base.walker import indexed
     from smpfix.engine import prefilter
     from smpfix.engine.analysis import AnalysisOptions, analyze_module
@@ -45,6 +45,17 @@ def main(root: str) -> dict[str, float]:
     phases = dict.fromkeys(("import", "discover", "read", "prefilter", "decode", "parse", "facts", "rules", "positions", "report"), 0.0)
     options = AnalysisOptions(select=frozenset(rule.code for rule in all_rules()), project=Project.of((root,)))
     phases["import"] = time.perf_counter() - start
+
+    span = positions_module.Positions.span
+
+    def timed_span(self: Any, node: Any) -> tuple[int, int]:
+        began = time.perf_counter()
+        try:
+            return span(self, node)
+        finally:
+            phases["positions"] += time.perf_counter() - began
+
+    positions_module.Positions.span = timed_span  # type: ignore[method-assign]
 
     def timed(phase: str, work: Callable[..., T], *args: Any) -> T:
         began = time.perf_counter()
@@ -68,19 +79,14 @@ def main(root: str) -> dict[str, float]:
         with indexed(module):
             collect(module)
         facts = time.perf_counter() - began
+        located = phases["positions"]
         began = time.perf_counter()
         analysis = analyze_module(module, text, task.path, options)
         whole = time.perf_counter() - began
-        positions = 0.0
-        if analysis.findings:
-            began = time.perf_counter()
-            Positions(module, text)
-            positions = time.perf_counter() - began
-        # The analysis indexes the tree and collects the facts itself, and computes positions
-        # once when it found something: those parts are counted in their own phases.
+        # The analysis indexes the tree and collects the facts itself, and locates what it
+        # found: those parts are counted in their own phases.
         phases["facts"] += facts
-        phases["positions"] += positions
-        phases["rules"] += max(0.0, whole - facts - positions)
+        phases["rules"] += max(0.0, whole - facts - (phases["positions"] - located))
         results.append(FileResult(task.path, findings=analysis.findings, errors=analysis.errors, text=text if analysis.findings else None))
     timed("report", render, results, "full", ReportOptions())
     return phases

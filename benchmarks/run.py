@@ -12,7 +12,17 @@ same seed and the same installed packages):
   site-packages (the test dependencies and their own dependencies; never smpfix itself nor
   a file that mentions the library), plus the same SMP scripts;
 - ``library``: the mixed tree's library files alone (where no file passes the prefilter),
-  for smpfix and Ruff only: what a tree without SMP code costs.
+  for smpfix and Ruff only: what a tree without SMP code costs;
+- ``shared helpers``: ``--project-scripts`` generated training scripts sharing ``--project-helpers``
+  generated helper modules, 300-1,400 lines each (``benchmarks/project_tree.py``), as real
+  projects are laid out: smpfix in one process (``--workers 1``) against LibCST's parse of
+  the same files, in CPU time.
+
+Besides the corpora: ``smpfix check`` on one file (``examples/pitfalls/train_gpt.py``, in a
+copy of its folder made a project of its own), as a pre-commit hook runs it, beside
+``fixit lint`` on the same file; and ``smpfix server``'s
+re-check of a 120-line script after an edit (``benchmarks/server_latency.py``; needs
+``smpfix[server]``).
 
 Every measurement is a whole process, as a user or a hook runs it, with its output thrown
 away; the first command on each corpus runs once untimed (to warm the disk cache and write
@@ -348,6 +358,48 @@ NAMES = {"smpfix_cold": "smpfix check (cold)", "smpfix_warm": "smpfix check (war
          "ast": "ast.parse, 1 process", "fixit": "fixit lint", "torchfix": "torchfix", "ruff": "ruff check (default rules)"}
 
 
+def run_cold_start(work: Path, args: argparse.Namespace) -> dict[str, Measurement]:
+    """One example file, cold, as a pre-commit hook checks it: smpfix against Fixit.
+
+    The example (``examples/pitfalls``: the script and its launcher) is copied into a project
+    of its own, as a user's training project holds it; checked in place it would be part of
+    this repository, whose hundreds of test fixtures the launcher search would read."""
+    project = work / "cold_start"
+    shutil.copytree(ROOT / "examples" / "pitfalls", project)
+    (project / "pyproject.toml").write_text('[project]\nname = "training"\nversion = "0"\n', encoding="utf-8")
+    example = project / "train_gpt.py"
+    print(f"one file: {example.name}", file=sys.stderr)
+    fixit = peer("fixit", args.peers_bin)
+    return {
+        "smpfix": measure("smpfix check, one file", [sys.executable, "-m", "smpfix", "check", "--no-cache", "--no-color", "--exit-zero", str(example)],
+                          project, args, warm_up=True),
+        "fixit": measure("fixit lint, one file", [fixit, "lint", str(example)] if fixit else None, project, args, warm_up=True),
+    }
+
+
+def run_shared_helpers(folder: Path, files: list[Path], work: Path, args: argparse.Namespace) -> dict[str, Measurement]:
+    """The project of scripts sharing helpers, in one process: smpfix's CPU time against
+    LibCST's parse of the same files."""
+    print(f"scripts sharing helpers: {len(files)} files", file=sys.stderr)
+    listing = work / "shared_helpers.files"
+    listing.write_text("\n".join(str(p) for p in files), encoding="utf-8")
+    return {
+        "smpfix": measure("smpfix check, 1 process", [sys.executable, "-m", "smpfix", "check", "--exit-zero", "--no-color", "--no-cache", "--workers", "1",
+                                                     str(folder)], work, args, warm_up=True),
+        "libcst": measure("LibCST parse, 1 process", [sys.executable, "-c", PARSE_SCRIPT, "libcst", str(listing)], work, args),
+    }
+
+
+def server_latency(args: argparse.Namespace) -> Optional[dict[str, float]]:
+    """``benchmarks/server_latency.py``'s figures; None when the server's packages are missing."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "server_latency.py"), "--edits", str(args.server_edits)],
+                          env=child_environment(), capture_output=True, text=True, timeout=args.timeout * 4)
+    if done.returncode != 0:
+        print(f"  server latency not measured: {done.stderr.strip().splitlines()[-1:] or done.returncode}", file=sys.stderr)
+        return None
+    return json.loads(done.stdout)
+
+
 def phases(folder: Path) -> dict[str, float]:
     output = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "phases.py"), str(folder)], env=child_environment(),
                             capture_output=True, text=True, check=True).stdout
@@ -369,6 +421,27 @@ def verdict(value: Optional[float], bound: float, at_most: bool, lower_bound: bo
     shown = f"{'>=' if lower_bound else ''}{value:.2f}x"
     ok = value <= bound if at_most else value >= bound
     return f"{shown:>9}  {'met' if ok else 'NOT MET'} (target {'<=' if at_most else '>='} {bound:g}x)"
+
+
+def report_startup(cold_start: dict[str, Measurement], project: dict[str, Measurement], server: Optional[dict[str, float]]) -> str:
+    smpfix, fixit = cold_start["smpfix"], cold_start["fixit"]
+    lines = ["", "start-up and editing:"]
+    shown = f"{smpfix.median:.2f} s" if smpfix.median is not None else "-"
+    ok = smpfix.median is not None and smpfix.median <= 0.7
+    lines.append(f"  one file (train_gpt.py), wall   smpfix {shown} ({smpfix.shown_cpu()} CPU)  {'met' if ok else 'NOT MET'} (target <= 0.7 s);  fixit {fixit.shown()}"
+                 + (f"  (fixit/smpfix {ratio(fixit, smpfix):.1f}x)" if ratio(fixit, smpfix) else ""))
+    cpu, floor = project["smpfix"].median_cpu, project["libcst"].median_cpu
+    if cpu is not None and floor:
+        value = cpu / floor
+        lines.append(f"  scripts sharing helpers, CPU    smpfix {cpu:.2f} s, LibCST parse {floor:.2f} s: {value:.2f}x  "
+                     f"{'met' if value <= 1.6 else 'NOT MET'} (target <= 1.6x)")
+    if server is None:
+        lines.append("  server re-check                 n/a (pip install 'smpfix[server]')")
+    else:
+        median = server["median_seconds"] * 1000
+        lines.append(f"  server re-check, {server['script_lines']}-line script  median {median:.0f} ms, p90 {server['p90_seconds'] * 1000:.0f} ms "
+                     f"over {server['edits']} edits  {'met' if median <= 150 else 'NOT MET'} (target <= 150 ms); first check {server['first_check_seconds']:.2f} s")
+    return "\n".join(lines)
 
 
 def report(smp: dict[str, Measurement], mixed: dict[str, Measurement], library: dict[str, Measurement], profile: dict[str, float], machine: str) -> str:
@@ -412,13 +485,16 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=20.0, help="Stop repeating a command after this many seconds (default 20).")
     parser.add_argument("--timeout", type=float, default=300.0, help="Stop any run after this many seconds; shown as a lower bound (default 300).")
     parser.add_argument("--peers-bin", help="Folder holding fixit, torchfix and ruff (else this interpreter's folder, then PATH).")
+    parser.add_argument("--project-scripts", type=int, default=10, help="Training scripts in the project tree (default 10).")
+    parser.add_argument("--project-helpers", type=int, default=8, help="Helper modules they share (default 8).")
+    parser.add_argument("--server-edits", type=int, default=40, help="Edits timed for the server's re-check (default 40).")
     parser.add_argument("--json", type=Path, help="Also write the raw measurements here.")
     parser.add_argument("--quick", action="store_true", help="50 scripts, 500 library files, 3 repetitions, 30 s timeout (a smoke test).")
     parser.add_argument("--project-files", type=int, default=1000, help="Library files in the one-file project (default 1000).")
     parser.add_argument("--one-file-only", action="store_true", help="Only the one-file-in-a-project measurement.")
     args = parser.parse_args()
     if args.quick:
-        args.smp_count, args.mixed_count, args.repeat, args.timeout = 50, 500, 3, 30.0
+        args.smp_count, args.mixed_count, args.repeat, args.timeout, args.server_edits = 50, 500, 3, 30.0, 15
     random.seed(args.seed)
 
     work = args.workdir.resolve()
@@ -430,19 +506,27 @@ def main() -> None:
         print(one_file_report(one_file, args.project_files))
         return
     mixed_files = build_mixed(work / "mixed", args.mixed_count, smp_files)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from project_tree import build as build_shared_helpers
+
+    shared_files = build_shared_helpers(work / "shared_helpers", args.project_scripts, args.project_helpers, args.seed)
 
     smp = run_corpus("smp", work / "smp", smp_files, work, args)
     mixed = run_corpus("mixed", work / "mixed", mixed_files, work, args)
     library = run_library(work / "mixed" / "lib", work, args)
+    cold_start = run_cold_start(work, args)
+    shared = run_shared_helpers(work / "shared_helpers", shared_files, work, args)
+    server = server_latency(args)
     profile = phases(work / "smp")
     machine = f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, {platform.system()}"
-    print(report(smp, mixed, library, profile, machine))
+    print(report(smp, mixed, library, profile, machine) + report_startup(cold_start, shared, server))
     print()
     print(one_file_report(one_file, args.project_files))
     if args.json:
-        raw = {label: {key: vars(m) for key, m in results.items()}
-               for label, results in (("smp", smp), ("mixed", mixed), ("library", library), ("one_file", one_file))}
-        args.json.write_text(json.dumps({"machine": machine, "results": raw, "phases": profile}, indent=2), encoding="utf-8")
+        corpora = (("smp", smp), ("mixed", mixed), ("library", library), ("one_file", one_file), ("cold_start", cold_start),
+                   ("shared_helpers", shared))
+        raw = {label: {key: vars(m) for key, m in results.items()} for label, results in corpora}
+        args.json.write_text(json.dumps({"machine": machine, "results": raw, "phases": profile, "server": server}, indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":

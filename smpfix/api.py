@@ -28,9 +28,9 @@ class FixResult:
 
 def _options(select: Optional[Iterable[str]], job: Optional[Mapping[str, Value]]) -> AnalysisOptions:
     from smpfix.engine.selection import enabled
-    from smpfix.rules.registry import rule_names
+    from smpfix.rules.registry import RuleNames
 
-    codes = enabled(rule_names(), list(select) if select is not None else None)
+    codes = enabled(RuleNames(), list(select) if select is not None else None)
     declared = (DeclaredJob.stated("job given to the API", dict(job)),) if job else ()
     return AnalysisOptions(select=codes, declared_jobs=declared)
 

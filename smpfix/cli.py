@@ -456,6 +456,20 @@ def explain(rule: str) -> None:
 
 
 @main.command()
+@click.option("--stdio", is_flag=True, help="Talk over stdin and stdout (the only transport; accepted for clients that pass it).")
+def server(stdio: bool) -> None:
+    """Run the language server (LSP over stdio) for editors: findings as you type, quick fixes."""
+    from importlib.util import find_spec
+
+    if find_spec("pygls") is None or find_spec("lsprotocol") is None:
+        click.echo("smpfix: error: the language server needs extra packages: pip install 'smpfix[server]'", err=True)
+        sys.exit(EXIT_ERROR)
+    from smpfix.server.app import serve
+
+    sys.exit(serve())
+
+
+@main.command()
 @click.option("--cache-dir", type=click.Path(file_okay=False), envvar="SMPFIX_CACHE_DIR", help="The cache to remove (default: .smpfix_cache in the project root).")
 def clean(cache_dir: Optional[str]) -> None:
     """Remove the result cache of the project in the current folder."""

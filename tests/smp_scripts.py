@@ -181,13 +181,15 @@ class Part:
 
 
 # Optimizer-first order (SMP101) and the correct order: both define `model` and `optimizer`.
+# The model is marked for tensor parallelism: only then does the wrap replace modules.
 _WRAP_BAD = Part(
-    "{I}model = {cls}()\n{I}optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)\n"
+    "{I}with {smp}.tensor_parallelism():\n{I}{I}model = {cls}()\n"
+    "{I}optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)\n"
     "{I}model = {smp}.DistributedModel(model)\n{I}optimizer = {smp}.DistributedOptimizer(optimizer)\n",
     "SMP101",
 )
 _WRAP_GOOD = Part(
-    "{I}model = {cls}()\n{I}model = {smp}.DistributedModel(model)\n"
+    "{I}with {smp}.tensor_parallelism():\n{I}{I}model = {cls}()\n{I}model = {smp}.DistributedModel(model)\n"
     "{I}optimizer = {smp}.DistributedOptimizer(torch.optim.AdamW(model.parameters(), lr=args.lr))\n"
 )
 _SAVE_BAD = Part(

@@ -13,7 +13,7 @@ BAD = '''import smdistributed.modelparallel.torch as smp
 import torch
 
 smp.init()
-model = GPT()
+with smp.model_creation(tensor_parallelism=smp.tp_size() > 1): model = GPT()
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 model = smp.DistributedModel(model)
 if smp.dp_rank() == 0:
@@ -25,7 +25,7 @@ FIXED = '''import smdistributed.modelparallel.torch as smp
 import torch
 
 smp.init()
-model = GPT()
+with smp.model_creation(tensor_parallelism=smp.tp_size() > 1): model = GPT()
 model = smp.DistributedModel(model)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 if smp.rdp_rank() == 0:

@@ -105,7 +105,8 @@ def test_same_script_tp1_quiet_tp4_errors() -> None:
 import torch
 
 smp.init()
-model = Net()
+with smp.model_creation(tensor_parallelism=smp.tp_size() > 1):
+    model = Net()
 optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)
 model = smp.DistributedModel(model)
 optimizer = smp.DistributedOptimizer(optimizer)

@@ -25,7 +25,7 @@ TRAIN = '''import smdistributed.modelparallel.torch as smp
 import torch
 
 smp.init()
-model = GPT()
+with smp.model_creation(tensor_parallelism=smp.tp_size() > 1): model = GPT()
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 model = smp.DistributedModel(model)
 optimizer = smp.DistributedOptimizer(optimizer)
@@ -49,7 +49,7 @@ import torch
 from torch.optim.lr_scheduler import StepLR
 
 smp.init()
-model = GPT()
+with smp.model_creation(tensor_parallelism=smp.tp_size() > 1): model = GPT()
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 scheduler = StepLR(optimizer, step_size=1)
 model = smp.DistributedModel(model)

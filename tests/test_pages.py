@@ -57,3 +57,10 @@ def test_page_states_the_rules_version_range(code: str) -> None:
     rule = RULES[code]
     first = PAGES[code].sections["Versions"].strip()
     assert first.startswith(range_in_words(rule.since, rule.until)), f"{code}.md's Versions must start with the rule's range"
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_page_says_how_the_rule_depends_on_tensor_parallelism(code: str) -> None:
+    """Each rule is one of: replaced modules (the program's marking), rank topology (the
+    degree), both, or neither; its page says which (issue 12)."""
+    assert "**Tensor parallelism:** this rule " in PAGES[code].sections["When it applies"], code

@@ -39,11 +39,33 @@ def _no_names(name: str, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
     return None
 
 
+def _plain_token(node: cst.BaseExpression) -> Any:
+    """A number, or a string without prefix, escapes or carriage returns (which Python's
+    tokenizer would translate), read straight from its token (a configuration dict has
+    hundreds; ``ast.literal_eval`` parses each); else UNKNOWN."""
+    try:
+        if isinstance(node, cst.Integer):
+            return int(node.value, 0)
+        if isinstance(node, cst.Float):
+            return float(node.value)
+    except ValueError:
+        return UNKNOWN
+    if isinstance(node, cst.SimpleString):
+        token = node.value
+        quote = token[:3] if token[:3] in ('"""', "'''") else token[:1]
+        if quote in ('"', "'", '"""', "'''") and "\\" not in token and "\r" not in token and token.endswith(quote) and len(token) >= 2 * len(quote):
+            return token[len(quote) : len(token) - len(quote)]
+    return UNKNOWN
+
+
 def literal_value(node: cst.BaseExpression, resolve: NameResolver = _no_names, depth: int = 0) -> Any:
     """The value of ``node`` if it is a literal (through names ``resolve`` knows), else UNKNOWN."""
     if depth > 20:
         return UNKNOWN
     if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
+        fast = _plain_token(node)
+        if fast is not UNKNOWN:
+            return fast
         try:
             return ast.literal_eval(_code(node))
         except (ValueError, SyntaxError):

@@ -2,8 +2,9 @@
 
 The shared walk gives a rule the ancestors of the node being visited, but a rule that decides
 at the end of the file ("is this loader's batch ever handed to a step function?") needs the
-parent of nodes it found later. Building this index is one more walk of the tree, so rules
-build it only for files where they already have a candidate to look at.
+parent of nodes it found later. During an analysis the tree's node index (``walker``)
+already knows every parent, and this answers from it; elsewhere building it is one more walk
+of the tree, so rules build it only for files where they already have a candidate to look at.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from smpfix.base.walker import children
+from smpfix.base.walker import NodeIndex, active_index, children
 
 Scope = Union[cst.Module, cst.FunctionDef]
 
@@ -23,16 +24,16 @@ class ParentIndex:
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module
+        self._index: Optional[NodeIndex] = active_index(module)
         self._parent: dict[cst.CSTNode, cst.CSTNode] = {}
-        self._scope: dict[cst.CSTNode, Scope] = {module: module}
-        stack: list[tuple[cst.CSTNode, Scope]] = [(module, module)]
+        if self._index is not None:
+            return
+        stack: list[cst.CSTNode] = [module]
         while stack:
-            node, scope = stack.pop()
-            inner: Scope = node if isinstance(node, cst.FunctionDef) else scope
+            node = stack.pop()
             for child in children(node):
                 self._parent[child] = node
-                self._scope[child] = inner
-                stack.append((child, inner))
+                stack.append(child)
 
     @classmethod
     def cached(cls, module: cst.Module, memo: dict[str, object]) -> ParentIndex:
@@ -44,20 +45,31 @@ class ParentIndex:
         return found
 
     def parent_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        return self._parent.get(node)
+        index = self._index
+        if index is None:
+            return self._parent.get(node)
+        position = index.positions.get(id(node))
+        if position is None or index.order[position] is not node or position == 0:
+            return None
+        return index.order[index.parents[position]]
 
     def scope_of(self, node: cst.CSTNode) -> Scope:
         """The innermost function whose body holds ``node`` (the module at top level)."""
-        return self._scope.get(node, self.module)
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+        return self.module
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        current = self._parent.get(node)
+        current = self.parent_of(node)
         while current is not None:
             yield current
-            current = self._parent.get(current)
+            current = self.parent_of(current)
 
     def nodes(self) -> Iterator[cst.CSTNode]:
         """Every node of the module except the module itself, in no particular order."""
+        if self._index is not None:
+            return iter(self._index.order[1:])
         return iter(self._parent)
 
     def indentation(self, node: cst.CSTNode) -> str:

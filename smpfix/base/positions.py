@@ -1,21 +1,25 @@
 """Source positions of nodes, computed only for files that have something to report.
 
 LibCST's ``PositionProvider`` computes line and column for every node through its metadata
-machinery, about four parses' worth of work. Here one code generation pass records the
-character offsets of every node (about 0.4 parses), and offsets turn into line and column
-through a table of line starts only for the nodes a finding or fix needs.
+machinery, about four parses' worth of work. Here a code generation pass records the
+character offsets of the nodes it generates (the whole module costs about 0.4 parses; one
+statement, a fraction of that), and offsets turn into line and column through a table of
+line starts only for the nodes a finding or fix needs.
 """
 
 from __future__ import annotations
 
+import ast
 import bisect
 import re
+from collections.abc import Sequence
 from typing import Optional
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from smpfix.base.findings import Position
+from smpfix.base.walker import NodeIndex
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
@@ -85,30 +89,48 @@ class _SyntacticSpan:
 
 
 class Positions:
-    """Offsets and line/column of the nodes of one module, which must be the parsed tree."""
+    """Offsets and line/column of the nodes of one module, which must be the parsed tree.
 
-    def __init__(self, module: cst.Module, text: str) -> None:
-        recorder = _OffsetRecorder(module)
-        module._codegen(recorder)
+    With the tree's node index (``walker.NodeIndex``), a node is located through the
+    innermost statement holding it: that statement alone is generated, and placed in the
+    text at the line CPython's own parser gives it (``ast``, about a tenth of a LibCST
+    parse); its generated code must equal the text there, character for character, or the
+    whole module is generated instead. A finding in a 1,000-line script then costs the code
+    generation of one statement, not of the file.
+    """
+
+    def __init__(self, module: cst.Module, text: str, index: Optional[NodeIndex] = None) -> None:
         self.module = module  # keeps every node alive, so the ids below stay unique
-        self._syntactic = recorder.syntactic
-        self._inclusive = recorder.inclusive
         self.text = text
         self.line_starts = [0, *(match.end() for match in _NEWLINE.finditer(text))]
-        # LibCST drops a few characters it does not model (form feeds, a backslash
-        # continuation inside indentation, a final lone CR); past such a place every offset
-        # would be off, and a fix would edit the wrong characters.
-        generated = "".join(recorder.tokens)
-        self.mismatch: Optional[int] = None if generated == text else _first_difference(generated, text)
+        self._index = index if index is not None and index.root is module else None
+        self._whole: Optional[_Recorded] = None
+        self._lines: Optional[dict[int, int]] = None
+        self._pieces: dict[int, Optional[_Recorded]] = {}
+
+    @property
+    def mismatch(self) -> Optional[int]:
+        """Where LibCST does not reproduce the text, when that made a span unreliable.
+
+        LibCST drops a few characters it does not model (form feeds, a backslash continuation
+        inside indentation, a final lone CR); past such a place every offset of a whole-module
+        generation would be off, and a fix would edit the wrong characters. Spans located
+        through a statement were compared with the text, so they never are.
+        """
+        return self._whole.mismatch if self._whole is not None else None
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         """Character offsets of the node's own code, without the whitespace it owns."""
-        found = self._syntactic.get(id(node))
+        piece = self._piece_for(node)
+        if piece is not None:
+            found = piece.find(node)
+            if found is not None:
+                return found
+        if self._whole is None:
+            self._whole = _Recorded.of(self.module, self.module, text=self.text)
+        found = self._whole.find(node)
         if found is None:
-            try:
-                found = self._inclusive[id(node)]
-            except KeyError:
-                raise KeyError(node) from None
+            raise KeyError(node)
         return found
 
     def position(self, offset: int) -> Position:
@@ -124,6 +146,192 @@ class Positions:
     def line_text(self, line: int) -> str:
         start, end = self.line_span(line, line)
         return self.text[start:end]
+
+    def _piece_for(self, node: cst.CSTNode) -> Optional[_Recorded]:
+        """The located innermost statement holding ``node``; None when it cannot be located."""
+        index = self._index
+        if index is None:
+            return None
+        position = index.positions.get(id(node))
+        if position is None or index.order[position] is not node:
+            return None
+        parents, order = index.parents, index.order
+        while position > 0 and not isinstance(order[position], cst.BaseStatement):
+            position = parents[position]
+        if position <= 0:
+            return None
+        if position not in self._pieces:
+            self._pieces[position] = self._locate(position)
+        return self._pieces[position]
+
+    def _locate(self, position: int) -> Optional[_Recorded]:
+        assert self._index is not None
+        if self._lines is None:
+            self._lines = statement_lines(self.module, self.text)
+        statement = self._index.order[position]
+        line = self._lines.get(id(statement))
+        if line is None:
+            return None
+        parent = self._index.order[self._index.parents[position]]
+        elif_ = isinstance(parent, cst.If) and parent.orelse is statement
+        indents = []
+        above = self._index.parents[position]
+        while above > 0:
+            block = self._index.order[above]
+            if isinstance(block, cst.IndentedBlock):
+                indents.append(block.indent if block.indent is not None else self.module.default_indent)
+            above = self._index.parents[above]
+        piece = _Recorded.of(self.module, statement, indents=indents[::-1], elif_=elif_)
+        # The generated statement starts with its leading blank and comment lines.
+        skipped = 0
+        for text_line in piece.code.splitlines():
+            stripped = text_line.strip()
+            if stripped and not stripped.startswith("#"):
+                break
+            skipped += 1
+        first = line - skipped
+        if first < 1 or first > len(self.line_starts):
+            return None
+        base = self.line_starts[first - 1]
+        if not self.text.startswith(piece.code, base):
+            return None
+        return piece.moved(base)
+
+
+class _Recorded:
+    """The generated code of one node (a statement, or the module) and the spans in it."""
+
+    def __init__(self, code: str, syntactic: dict[int, tuple[int, int]], inclusive: dict[int, tuple[int, int]], base: int = 0,
+                 mismatch: Optional[int] = None) -> None:
+        self.code = code
+        self.syntactic = syntactic
+        self.inclusive = inclusive
+        self.base = base
+        self.mismatch = mismatch
+
+    @classmethod
+    def of(cls, module: cst.Module, node: cst.CSTNode, indents: Sequence[str] = (), text: Optional[str] = None,
+           elif_: bool = False) -> _Recorded:
+        recorder = _OffsetRecorder(module)
+        recorder.indent_tokens.extend(indents)
+        if elif_:
+            node._codegen(recorder, is_elif=True)  # an ``If`` in another's ``orelse`` is written ``elif``
+        else:
+            node._codegen(recorder)
+        code = "".join(recorder.tokens)
+        mismatch = None if text is None or code == text else _first_difference(code, text)
+        return cls(code, recorder.syntactic, recorder.inclusive, mismatch=mismatch)
+
+    def moved(self, base: int) -> _Recorded:
+        return _Recorded(self.code, self.syntactic, self.inclusive, base, self.mismatch)
+
+    def find(self, node: cst.CSTNode) -> Optional[tuple[int, int]]:
+        found = self.syntactic.get(id(node)) or self.inclusive.get(id(node))
+        return (found[0] + self.base, found[1] + self.base) if found is not None else None
+
+
+def statement_lines(module: cst.Module, text: str) -> dict[int, int]:
+    """``id(statement)`` -> the line of its first token (a decorator's, for a decorated
+    definition), for every statement of ``module``, from CPython's parser.
+
+    LibCST's and CPython's trees hold the same statements in the same blocks; they are
+    matched block by block, and any disagreement (or a text CPython cannot parse) gives an
+    empty table: the caller then generates the whole module.
+    """
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    lines: dict[int, int] = {}
+    try:
+        _match_block(module.body, tree.body, lines)
+    except _Disagree:
+        return {}
+    return lines
+
+
+class _Disagree(Exception):
+    """LibCST's and CPython's statements do not line up."""
+
+
+def _first_line(node: ast.stmt) -> int:
+    decorators = getattr(node, "decorator_list", None) or []
+    return min([node.lineno, *(decorator.lineno for decorator in decorators)])
+
+
+def _match_block(statements: Sequence[cst.CSTNode], nodes: Sequence[ast.stmt], lines: dict[int, int]) -> None:
+    at = 0
+    for statement in statements:
+        if at >= len(nodes):
+            raise _Disagree
+        if isinstance(statement, cst.SimpleStatementLine):
+            lines[id(statement)] = _first_line(nodes[at])
+            at += len(statement.body)
+            continue
+        lines[id(statement)] = _first_line(nodes[at])
+        _match_compound(statement, nodes[at], lines)
+        at += 1
+    if at != len(nodes):
+        raise _Disagree
+
+
+def _match_suite(suite: Optional[cst.CSTNode], nodes: Sequence[ast.stmt], lines: dict[int, int]) -> None:
+    """A block (an indented block, or the statements after a colon on the same line)."""
+    if suite is None:
+        if nodes:
+            raise _Disagree
+        return
+    if isinstance(suite, (cst.Else, cst.Finally)):
+        suite = suite.body
+    if isinstance(suite, cst.IndentedBlock):
+        _match_block(suite.body, nodes, lines)
+    elif isinstance(suite, cst.SimpleStatementSuite):
+        if len(suite.body) != len(nodes):
+            raise _Disagree
+    else:
+        raise _Disagree
+
+
+_COMPOUND = {
+    cst.FunctionDef: (ast.FunctionDef, ast.AsyncFunctionDef),
+    cst.ClassDef: (ast.ClassDef,),
+    cst.If: (ast.If,),
+    cst.For: (ast.For, ast.AsyncFor),
+    cst.While: (ast.While,),
+    cst.With: (ast.With, ast.AsyncWith),
+    cst.Try: (ast.Try,),
+}
+
+
+def _match_compound(statement: cst.CSTNode, node: ast.stmt, lines: dict[int, int]) -> None:
+    expected = _COMPOUND.get(type(statement))
+    if expected is None or not isinstance(node, expected):
+        raise _Disagree  # a statement this table does not know (match, try/except*): not located
+    body: list[ast.stmt] = getattr(node, "body", [])
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef, cst.With)):
+        _match_suite(statement.body, body, lines)
+    elif isinstance(statement, (cst.For, cst.While)):
+        _match_suite(statement.body, body, lines)
+        _match_suite(statement.orelse, getattr(node, "orelse", []), lines)
+    elif isinstance(statement, cst.If):
+        assert isinstance(node, ast.If)
+        _match_suite(statement.body, node.body, lines)
+        if isinstance(statement.orelse, cst.If):  # elif
+            if len(node.orelse) != 1:
+                raise _Disagree
+            lines[id(statement.orelse)] = _first_line(node.orelse[0])
+            _match_compound(statement.orelse, node.orelse[0], lines)
+        else:
+            _match_suite(statement.orelse, node.orelse, lines)
+    elif isinstance(statement, cst.Try):
+        assert isinstance(node, ast.Try)
+        _match_suite(statement.body, node.body, lines)
+        if len(statement.handlers) != len(node.handlers):
+            raise _Disagree
+        for handler, ast_handler in zip(statement.handlers, node.handlers):
+            _match_suite(handler.body, ast_handler.body, lines)
+        _match_suite(statement.orelse, node.orelse, lines)
+        _match_suite(statement.finalbody, node.finalbody, lines)
 
 
 def _first_difference(left: str, right: str) -> int:

@@ -119,6 +119,8 @@ class NodeIndex:
         # By ``id``: every indexed node stays alive in ``order``, so no other live node can
         # share its id, and ``id`` hashes far faster than a node's own ``__hash__``.
         self.positions: dict[int, int] = {}
+        self._parents: Optional[list[int]] = None
+        self._by_type: Optional[dict[type, list[int]]] = None
         order, ends, positions = self.order, self.ends, self.positions
         stack: list[Any] = [root]
         while stack:
@@ -136,6 +138,35 @@ class NodeIndex:
                 below.reverse()
                 stack.extend(below)
 
+    @property
+    def parents(self) -> list[int]:
+        """The position of each node's parent (-1 for the root), built on first use."""
+        if self._parents is None:
+            ends = self.ends
+            parents: list[int] = []
+            open_nodes: list[int] = []  # the ancestors of the current position
+            for position in range(len(ends)):
+                while open_nodes and ends[open_nodes[-1]] <= position:
+                    open_nodes.pop()
+                parents.append(open_nodes[-1] if open_nodes else -1)
+                open_nodes.append(position)
+            self._parents = parents
+        return self._parents
+
+    def by_type(self) -> dict[type, list[int]]:
+        """The positions of the nodes of each type, in order (built on first use)."""
+        if self._by_type is None:
+            found: dict[type, list[int]] = {}
+            for position, node in enumerate(self.order):
+                kind = type(node)
+                known = found.get(kind)
+                if known is None:
+                    found[kind] = [position]
+                else:
+                    known.append(position)
+            self._by_type = found
+        return self._by_type
+
     def extent(self, node: cst.CSTNode) -> Optional[tuple[int, int]]:
         """Where ``node``'s subtree lies in ``order``; None for a node of another tree."""
         start = self.positions.get(id(node))
@@ -148,14 +179,22 @@ _INDEX: ContextVar[Optional[NodeIndex]] = ContextVar("smpfix_node_index", defaul
 
 
 @contextmanager
-def indexed(root: cst.CSTNode) -> Iterator[NodeIndex]:
-    """Index ``root`` for the duration of the block (one file's analysis)."""
-    index = NodeIndex(root)
+def indexed(root: cst.CSTNode, index: Optional[NodeIndex] = None) -> Iterator[NodeIndex]:
+    """Index ``root`` for the duration of the block (one file's analysis); ``index`` is one
+    built earlier for the same tree (a parsed helper module kept between analyses)."""
+    if index is None or index.root is not root:
+        index = NodeIndex(root)
     token = _INDEX.set(index)
     try:
         yield index
     finally:
         _INDEX.reset(token)
+
+
+def active_index(root: cst.CSTNode) -> Optional[NodeIndex]:
+    """The index of ``root``'s tree when it is the one being analyzed, else None."""
+    index = _INDEX.get()
+    return index if index is not None and index.root is root else None
 
 
 def _extent(node: cst.CSTNode) -> Optional[tuple[NodeIndex, int, int]]:
@@ -164,6 +203,16 @@ def _extent(node: cst.CSTNode) -> Optional[tuple[NodeIndex, int, int]]:
         return None
     found = index.extent(node)
     return (index, *found) if found is not None else None
+
+
+def subtree(node: cst.CSTNode) -> Optional[tuple[list[cst.CSTNode], list[int], int, int]]:
+    """``node``'s subtree in the active index: (pre-order nodes, subtree ends, start, end);
+    None outside ``indexed`` or for a node of another tree."""
+    known = _extent(node)
+    if known is None:
+        return None
+    index, start, end = known
+    return index.order, index.ends, start, end
 
 
 def iter_nodes(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
@@ -201,27 +250,52 @@ def _handler_names(visitor_type: type) -> frozenset[str]:
 class Dispatch:
     """The ``visit_<Node>``/``leave_<Node>`` methods of a set of visitors, looked up once per type.
 
-    Handlers are methods of the visitors' classes; a new Dispatch per file (the rules are
-    new objects per file) then costs a set lookup per visitor and node type, not a failed
-    ``getattr``.
+    Handlers are methods of the visitors' classes: which classes handle a node type is
+    worked out once per run (the same rules check every file), and a new Dispatch per file
+    (the rules are new objects per file) only binds the methods that exist.
     """
 
     def __init__(self, visitors: Sequence[object]) -> None:
         self.visitors = visitors
-        self._names = [_handler_names(type(visitor)) for visitor in visitors]
+        self._which = _handler_table(tuple(type(visitor) for visitor in visitors))
         self._handlers: dict[type, tuple[tuple[Handler, ...], tuple[Handler, ...]]] = {}
 
     def handlers(self, node_type: type) -> tuple[tuple[Handler, ...], tuple[Handler, ...]]:
         found = self._handlers.get(node_type)
         if found is None:
+            visits, leaves = self._which(node_type)
             visit, leave = f"visit_{node_type.__name__}", f"leave_{node_type.__name__}"
-            pairs = list(zip(self.visitors, self._names))
             found = (
-                tuple(getattr(v, visit) for v, names in pairs if visit in names),
-                tuple(getattr(v, leave) for v, names in pairs if leave in names),
+                tuple(getattr(self.visitors[i], visit) for i in visits),
+                tuple(getattr(self.visitors[i], leave) for i in leaves),
             )
             self._handlers[node_type] = found
         return found
+
+
+_TABLES: dict[tuple[type, ...], Callable[[type], tuple[tuple[int, ...], tuple[int, ...]]]] = {}
+
+
+def _handler_table(classes: tuple[type, ...]) -> Callable[[type], tuple[tuple[int, ...], tuple[int, ...]]]:
+    """For one sequence of visitor classes (the same for every file of a run): which of them
+    visit and leave each node type, remembered across files."""
+    table = _TABLES.get(classes)
+    if table is None:
+        names = [_handler_names(cls) for cls in classes]
+        known: dict[type, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+        def which(node_type: type) -> tuple[tuple[int, ...], tuple[int, ...]]:
+            found = known.get(node_type)
+            if found is None:
+                visit, leave = f"visit_{node_type.__name__}", f"leave_{node_type.__name__}"
+                found = known[node_type] = (
+                    tuple(i for i, defined in enumerate(names) if visit in defined),
+                    tuple(i for i, defined in enumerate(names) if leave in defined),
+                )
+            return found
+
+        table = _TABLES[classes] = which
+    return table
 
 
 class Ancestry:
@@ -292,32 +366,109 @@ def walk(root: cst.CSTNode, dispatch: Dispatch, ancestry: Ancestry, on_error: Ca
             stack.extend(below)
 
 
+# Above this share of the nodes with a handler, replaying every node is cheaper than jumping.
+_SPARSE_SHARE = 0.25
+
+
 def _replay(index: NodeIndex, start: int, end: int, dispatch: Dispatch, ancestry: Ancestry, on_error: Callable[[Handler, BaseException], None]) -> None:
     """``walk`` over an indexed subtree: the same calls in the same order, without traversing."""
+    events = _events(index, start, end, dispatch)
+    if events is not None:
+        _replay_events(index, start, events, dispatch, ancestry, on_error)
+        return
     path = ancestry.stack
-    handlers = dispatch.handlers
     order, ends = index.order, index.ends
-    entered: list[int] = []  # positions of the nodes entered and not yet left
-
-    def leave_one() -> None:
-        node = order[entered.pop()]
-        for handler in handlers(type(node))[1]:
+    table = {kind: dispatch.handlers(kind) for kind in index.by_type()}
+    # The nodes entered and not yet left: where each one's subtree ends, and it with its leave handlers.
+    open_ends: list[int] = []
+    open_nodes: list[tuple[cst.CSTNode, tuple[Handler, ...]]] = []
+    for position in range(start, end):
+        while open_ends and open_ends[-1] <= position:
+            open_ends.pop()
+            left, leaves = open_nodes.pop()
+            for handler in leaves:
+                try:
+                    handler(left)
+                except Exception as exc:
+                    on_error(handler, exc)
+            path.pop()
+        node = order[position]
+        visits, leaves = table[type(node)]
+        path.append(node)
+        open_ends.append(ends[position])
+        open_nodes.append((node, leaves))
+        for handler in visits:
             try:
                 handler(node)
+            except Exception as exc:
+                on_error(handler, exc)
+    while open_nodes:
+        left, leaves = open_nodes.pop()
+        for handler in leaves:
+            try:
+                handler(left)
             except Exception as exc:
                 on_error(handler, exc)
         path.pop()
 
-    for position in range(start, end):
-        while entered and ends[entered[-1]] <= position:
-            leave_one()
+
+def _events(index: NodeIndex, start: int, end: int, dispatch: Dispatch) -> Optional[list[tuple[int, int, int]]]:
+    """The handler calls of a walk over ``order[start:end]`` as ``(when, kind, position)``
+    sorted in call order, when few nodes have handlers (a walk for a few rules, as over a
+    helper module); None when most do, and replaying every node costs less.
+
+    A visit of node p happens at p (kind 1); its leave happens when the walk reaches the end
+    of its subtree, ``ends[p]`` (kind 0, before any visit there), innermost first (-p)."""
+    by_type = index.by_type()
+    handled: list[tuple[list[int], bool, bool]] = []
+    total = 0
+    for kind, positions in by_type.items():
+        visits, leaves = dispatch.handlers(kind)
+        if visits or leaves:
+            handled.append((positions, bool(visits), bool(leaves)))
+            total += len(positions)
+    if total > _SPARSE_SHARE * (end - start):
+        return None
+    ends = index.ends
+    events: list[tuple[int, int, int]] = []
+    whole = start == 0 and end == len(index.order)
+    for positions, visit, leave in handled:
+        for position in positions:
+            if not whole and not start <= position < end:
+                continue
+            if visit:
+                events.append((position, 1, position))
+            if leave:
+                events.append((ends[position], 0, -position))
+    events.sort()
+    return events
+
+
+def _replay_events(index: NodeIndex, start: int, events: list[tuple[int, int, int]], dispatch: Dispatch, ancestry: Ancestry,
+                   on_error: Callable[[Handler, BaseException], None]) -> None:
+    """Call the handlers of ``events`` with the ancestry a full walk would show at each."""
+    path = ancestry.stack
+    order, ends, parents = index.order, index.ends, index.parents
+    handlers = dispatch.handlers
+    chain: list[int] = []  # positions of the nodes on ``path`` added by this walk
+    for _, kind, signed in events:
+        position = signed if kind else -signed
+        while chain and not (chain[-1] <= position < ends[chain[-1]]):
+            chain.pop()
+            path.pop()
+        missing = []
+        above = position
+        while above >= start and (not chain or above != chain[-1]):
+            missing.append(above)
+            above = parents[above]
+        for added in reversed(missing):
+            chain.append(added)
+            path.append(order[added])
         node = order[position]
-        path.append(node)
-        entered.append(position)
-        for handler in handlers(type(node))[0]:
+        for handler in handlers(type(node))[0 if kind else 1]:
             try:
                 handler(node)
             except Exception as exc:
                 on_error(handler, exc)
-    while entered:
-        leave_one()
+    for _ in chain:
+        path.pop()

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from smpfix.base import source
-from smpfix.base.findings import FileError, FileResult, Finding
+from smpfix.base.findings import Edit, FileError, FileResult, Finding
 from smpfix.engine.runner import RunOptions, check_text
 from smpfix.suppressions import comments as suppression
 from smpfix.suppressions.edits import LineTable, addition
@@ -83,6 +83,16 @@ def _target_line(finding: Finding, lines: _Lines) -> Optional[int]:
         if line not in lines.blocked:
             return line
     return None
+
+
+def suppression_edit(text: str, finding: Finding) -> Optional[Edit]:
+    """The edit that suppresses ``finding`` alone (the editor's "suppress on this line"):
+    ``# smpfix: ignore[CODE]`` where the analysis looks for it, merged into a directive the
+    line already has; None when no line the analysis reads for it can end in a comment."""
+    line = _target_line(finding, _lines(text))
+    if line is None:
+        return None
+    return addition(LineTable(text), line, suppression.parse(text).get(line, ()), [finding.code])
 
 
 def with_suppressions(text: str, findings: Sequence[Finding]) -> tuple[str, int, list[Unsuppressed]]:

@@ -19,12 +19,12 @@ from smpfix.base import nesting
 from smpfix.base.findings import Applicability, FileError, Finding, Fix, JobFactUse
 from smpfix.base.flavour import Flavour
 from smpfix.base.positions import Positions
-from smpfix.base.walker import Ancestry, Dispatch, indexed, walk
+from smpfix.base.walker import Ancestry, Dispatch, NodeIndex, active_index, indexed, walk
 from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts, Role
 from smpfix.job.project import Project
 from smpfix.program.facts import FileFacts, collect
-from smpfix.program.local_modules import LinkedModule, LocalModules
-from smpfix.rules.registry import all_rules
+from smpfix.program.local_modules import SHARED_STORE, LinkedModule, LocalModules
+from smpfix.rules.registry import known_codes, rules_for
 from smpfix.rules.rule import Report, Rule, RuleContext
 from smpfix.suppressions import comments as suppression
 from smpfix.suppressions import unused as unused_suppressions
@@ -59,14 +59,15 @@ class Analysis:
 
 
 class _LazyPositions:
-    def __init__(self, module: cst.Module, text: str) -> None:
+    def __init__(self, module: cst.Module, text: str, index: Optional[NodeIndex] = None) -> None:
         self.module = module
         self.text = text
+        self.index = index
         self._positions: Optional[Positions] = None
 
     def get(self) -> Positions:
         if self._positions is None:
-            self._positions = Positions(self.module, self.text)
+            self._positions = Positions(self.module, self.text, self.index)
         return self._positions
 
 
@@ -121,43 +122,52 @@ def job_facts_for(facts: FileFacts, declared: Sequence[DeclaredJob], positions: 
 
 
 def analyze(text: str, path: str, options: AnalysisOptions) -> Analysis:
-    module, error = parse(text, path)
+    # A helper module some script of this run imported is already parsed, with its facts.
+    stored = SHARED_STORE.parsed(path, text)
+    module = stored.module if stored is not None else None
     if module is None:
-        assert error is not None
-        return Analysis(errors=(error,))
+        module, error = parse(text, path)
+        if module is None:
+            assert error is not None
+            return Analysis(errors=(error,))
     # LibCST's code generation (positions, ``code_for_node``) recurses once or twice per
     # nesting level; ``nesting`` bounds the depth, this lets Python follow it.
     previous = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(previous, _RECURSION_LIMIT))
-        return analyze_module(module, text, path, options)
+        return analyze_module(module, text, path, options, stored)
     except RecursionError:
         return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
     finally:
         sys.setrecursionlimit(previous)
 
 
-def analyze_module(module: cst.Module, text: str, path: str, options: AnalysisOptions) -> Analysis:
+def analyze_module(module: cst.Module, text: str, path: str, options: AnalysisOptions, stored: Optional[LinkedModule] = None) -> Analysis:
     # Indexed once: the facts walk and the rules walk replay the index, and the rules'
     # subtree searches are slices of it (see ``walker``).
-    with indexed(module):
-        return _analyze_indexed(module, text, path, options)
+    with indexed(module, stored.index if stored is not None else None):
+        return _analyze_indexed(module, text, path, options, stored.facts if stored is not None else None)
 
 
-def _analyze_indexed(module: cst.Module, text: str, path: str, options: AnalysisOptions) -> Analysis:
+def _analyze_indexed(module: cst.Module, text: str, path: str, options: AnalysisOptions, known: Optional[FileFacts]) -> Analysis:
     try:
-        facts = collect(module)
+        facts = known if known is not None else collect(module)
     except RecursionError:
         return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
+    if known is None:
+        SHARED_STORE.offer(LinkedModule(path, text, module, facts, active_index(module)))
     project = options.project or Project()
     declared = (*options.declared_jobs, *project.declared_for(path))
-    positions = _LazyPositions(module, text)
+    positions = _LazyPositions(module, text, active_index(module))
     job = job_facts_for(facts, declared, positions) if facts.imports_smp else JobFacts.resolve(declared)
     if job.smp_v2 is None and facts.imports_smp_v2:
         job = replace(job, smp_v2="this file imports torch.sagemaker")
-    selected = [rule for rule in (*all_rules(), *options.extra_rules) if rule.code in options.select]
     # Every rule is an SMP v1 rule: none applies to an SMP v2 job or script (``smpfix.job.smp_v2``).
-    rule_types = [rule for rule in selected if rule.applies_to(facts)] if job.smp_v2 is None else []
+    if job.smp_v2 is None:
+        selected = [*rules_for(options.select, facts), *(rule for rule in options.extra_rules if rule.code in options.select)]
+        rule_types = [rule for rule in selected if rule.applies_to(facts)]
+    else:
+        rule_types = []
     checks_unused = any(rule.code == unused_suppressions.CODE for rule in rule_types)
     rule_types = [rule for rule in rule_types if rule.code != unused_suppressions.CODE]
     if not rule_types and not checks_unused:
@@ -173,8 +183,9 @@ def _analyze_indexed(module: cst.Module, text: str, path: str, options: Analysis
         for helper in modules.imported_modules(facts):
             if helper.facts.imports_smp:
                 continue
-            target = _Target(helper.path, helper.text, helper.module, helper.facts, _LazyPositions(helper.module, helper.text))
-            found = _run_rules(target, job, helper_rules, modules, (script,))
+            target = _Target(helper.path, helper.text, helper.module, helper.facts, _LazyPositions(helper.module, helper.text, helper.index))
+            with indexed(helper.module, helper.index):
+                found = _run_rules(target, job, helper_rules, modules, (script,))
             findings.extend(_on_behalf_of(finding, path) for finding in found.findings)
             errors.extend(found.errors)
     return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, own.used_suppressions, own.suppressions, own.used_codes,
@@ -192,7 +203,7 @@ def _unused_suppressions(
     use = unused_suppressions.suppression_use(
         own.used_codes,
         ran=[rule.code for rule in ran if rule.code not in failed],
-        known=[rule.code for rule in all_rules()],
+        known=known_codes(),
         enabled=select - failed,
         imports_smp=facts.imports_smp,
     )
@@ -243,11 +254,6 @@ def _run_rules(
         return Analysis(errors=tuple(errors), job=job, imports_smp=facts.imports_smp)
 
     positions = target.positions
-    mismatch = positions.get().mismatch
-    if mismatch is not None:
-        where = positions.get().position(mismatch)
-        reason = "LibCST does not reproduce this file exactly here (a form feed, a backslash continuation in indentation or a lone CR); not analyzed, so that no fix can edit the wrong characters"
-        return Analysis(errors=(*errors, FileError(path, reason, where.line, where.column)), job=job, imports_smp=facts.imports_smp)
     by_line = suppression.parse(target.text)
     findings: list[Finding] = []
     used: list[suppression.Suppression] = []
@@ -266,6 +272,11 @@ def _run_rules(
             used_codes.append((hit, finding.code))
             continue
         findings.append(finding)
+    mismatch = positions.get().mismatch
+    if mismatch is not None:
+        where = positions.get().position(mismatch)
+        reason = "LibCST does not reproduce this file exactly here (a form feed, a backslash continuation in indentation or a lone CR); not analyzed, so that no fix can edit the wrong characters"
+        return Analysis(errors=(*errors, FileError(path, reason, where.line, where.column)), job=job, imports_smp=facts.imports_smp)
     findings.sort(key=lambda f: f.sort_key)
     all_suppressions = tuple(item for items in by_line.values() for item in items)
     return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, tuple(used), all_suppressions, tuple(used_codes))
@@ -273,6 +284,12 @@ def _run_rules(
 
 def _statement_line(node: cst.CSTNode, facts: FileFacts, positions: Positions) -> int:
     """The first line of the innermost statement holding ``node`` (suppressions may sit there)."""
+    index = active_index(positions.module)
+    at = index.positions.get(id(node)) if index is not None else None
+    if index is not None and at is not None and index.order[at] is node:
+        while at >= 0 and index.order[at] not in facts.statements:
+            at = index.parents[at]
+        return positions.position(positions.span(index.order[at] if at >= 0 else node)[0]).line
     start, end = positions.span(node)
     best: Optional[tuple[int, int]] = None
     for statement in facts.statements:

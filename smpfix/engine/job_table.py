@@ -21,7 +21,8 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
         return None
     from smpfix.job.launcher import Located
     from smpfix.rules.config_rule import ConfigRule, ConfigView
-    from smpfix.rules.registry import all_rules
+    from smpfix.rules.registry import rules_of_scope
+    from smpfix.rules.scope import Scope
 
     path = str(config.path)
     text = config.path.read_text(encoding="utf-8")
@@ -38,8 +39,8 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
     view = ConfigView("job table", config.job_source, parameters, True, None, None, extra, flavour=job.flavour)
     findings: list[Finding] = []
     errors: list[FileError] = []
-    for rule in all_rules():
-        if not issubclass(rule, ConfigRule) or rule.code not in select or not rule.judges(view):
+    for rule in rules_of_scope(Scope.CONFIGURATION, select):
+        if not issubclass(rule, ConfigRule) or not rule.judges(view):
             continue
         try:
             problems = list(rule.check(view))

@@ -4,13 +4,22 @@ A training script often keeps its model class in ``model.py`` and its DataLoader
 ``data.py``, and a launcher next to it configures the job. Rules that follow the model class
 or the data pipeline across files resolve the script's own imports here, to files inside
 the project's roots only (the checked paths, and the project root of a file checked without
-the rest of its project: ``smpfix.engine.launcher_index``), parsing each file at most once
-per analysis. Nothing outside those roots is read, and nothing is ever imported or executed.
+the rest of its project: ``smpfix.engine.launcher_index``). Nothing outside those roots is
+read, and nothing is ever imported or executed.
+
+Several scripts of a project import the same helpers (``model.py``, ``data_pipeline.py``),
+often a thousand lines each: parsing them again for every script cost more than the scripts
+themselves. A ``ModuleStore`` keeps the parsed helpers (tree, facts and node index) for the
+life of the process (one run, one worker, or the language server), bounded in size, and
+hands one out again only while the file's text is exactly the text it was parsed from; the
+file is read every time, so an edited helper is parsed again, and every analysis still
+records the files it consulted (the result cache's dependencies) as before.
 """
 
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
@@ -19,6 +28,7 @@ from smpfix.job.project import Project
 if TYPE_CHECKING:
     import libcst as cst
 
+    from smpfix.base.walker import NodeIndex
     from smpfix.program.facts import FileFacts
 
 
@@ -30,27 +40,106 @@ class LinkedModule:
     text: str
     module: cst.Module
     facts: FileFacts
+    # The tree's node index (``base.walker``) when it was parsed for a ``ModuleStore``: walks
+    # of the tree replay it instead of traversing it again.
+    index: Optional[NodeIndex] = None
+
+
+# Characters of source the shared store keeps parsed: LibCST needs about 45 bytes per
+# character with the facts and index, so this bounds it near 50 MB per process.
+_STORE_BUDGET = 1_000_000
+
+
+class ModuleStore:
+    """Parsed project files, reused while their text is unchanged (least recently used first out)."""
+
+    def __init__(self, budget: int = _STORE_BUDGET) -> None:
+        self.budget = budget
+        self._entries: OrderedDict[str, tuple[str, Optional[LinkedModule]]] = OrderedDict()
+        self._size = 0
+
+    def load(self, path: str) -> Optional[LinkedModule]:
+        """``path`` parsed, with its facts; None when it cannot be read or parsed."""
+        from smpfix.base import source
+
+        try:
+            text = source.read(path).text
+        except Exception:  # unreadable or undecodable: the file's own check reports why
+            return None
+        key = os.path.abspath(path)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] == text:
+            self._entries.move_to_end(key)
+            return entry[1] if entry[1] is None or entry[1].path == path else _renamed(entry[1], path)
+        linked = _parse(path, text)
+        self._keep(key, text, linked)
+        return linked
+
+    def parsed(self, path: str, text: str) -> Optional[LinkedModule]:
+        """The stored parse of exactly ``text`` at ``path``, if there is one (a helper that is
+        also checked as a file of its own)."""
+        entry = self._entries.get(os.path.abspath(path))
+        if entry is None or entry[0] != text or entry[1] is None:
+            return None
+        return entry[1] if entry[1].path == path else _renamed(entry[1], path)
+
+    def offer(self, linked: LinkedModule) -> None:
+        """Keep a file parsed for its own check when a script may import it: a module that
+        never calls ``smp.init()`` (a helper; a script initialises the library itself)."""
+        if not linked.path.endswith(".py") or linked.facts.smp_init_calls:
+            return
+        self._keep(os.path.abspath(linked.path), linked.text, linked)
+
+    def _keep(self, key: str, text: str, linked: Optional[LinkedModule]) -> None:
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._size -= len(old[0])
+        if len(text) > self.budget:
+            return
+        self._entries[key] = (text, linked)
+        self._size += len(text)
+        while self._size > self.budget:
+            _, (dropped, _) = self._entries.popitem(last=False)
+            self._size -= len(dropped)
+
+
+def _renamed(linked: LinkedModule, path: str) -> LinkedModule:
+    """The same parse under the spelling of the path this analysis uses (relative or absolute)."""
+    from dataclasses import replace
+
+    return replace(linked, path=path)
+
+
+# The store every analysis in this process shares (see the module docstring).
+SHARED_STORE = ModuleStore()
 
 
 class LocalModules:
     """Resolves a file's imports of sibling modules to parsed project files.
 
-    Holds the files it parsed for the duration of one file's analysis (so two rules asking
-    for ``model.py`` parse it once); it is created per analysis, never shared between runs.
+    Created per analysis: it records what the analysis consulted, and holds what it loaded
+    (so two rules asking for ``model.py`` read it once); the parsing itself is shared
+    between analyses through ``store``.
     """
 
-    def __init__(self, project: Project, importer: str) -> None:
+    def __init__(self, project: Project, importer: str, store: Optional[ModuleStore] = None) -> None:
         self.project = project
         self.importer = importer
+        self.store = store if store is not None else SHARED_STORE
         self._loaded: dict[str, Optional[LinkedModule]] = {}
         self._consulted: dict[str, None] = {}
+        # (folders searched, module name) -> the file found; shared like ``_loaded``.
+        self._found: dict[tuple[tuple[str, ...], str], Optional[str]] = {}
+        self._imports: dict[tuple[str, int], list[LinkedModule]] = {}
 
     def for_importer(self, importer: str) -> LocalModules:
         """The same parsed files, resolving imports from ``importer`` instead (a launcher looking
         into the script it starts): what it reads still counts as this analysis's dependencies."""
-        other = LocalModules(self.project, importer)
+        other = LocalModules(self.project, importer, self.store)
         other._loaded = self._loaded
         other._consulted = self._consulted
+        other._found = self._found
+        other._imports = self._imports
         return other
 
     def find_file(self, module_name: str) -> Optional[str]:
@@ -64,6 +153,13 @@ class LocalModules:
             folders = [base]
         else:
             folders = self.project.search_dirs(self.importer)
+        key = (tuple(folders), dotted)
+        if key in self._found:
+            return self._found[key]
+        self._found[key] = found = self._search(folders, dotted)
+        return found
+
+    def _search(self, folders: list[str], dotted: str) -> Optional[str]:
         relative = dotted.replace(".", os.sep)
         for folder in folders:
             for candidate in (os.path.join(folder, relative + ".py"), os.path.join(folder, relative, "__init__.py")):
@@ -75,7 +171,7 @@ class LocalModules:
     def load(self, path: str) -> Optional[LinkedModule]:
         self._consulted[path] = None
         if path not in self._loaded:
-            self._loaded[path] = _parse(path)
+            self._loaded[path] = self.store.load(path)
         return self._loaded[path]
 
     def consulted(self) -> tuple[str, ...]:
@@ -115,6 +211,12 @@ class LocalModules:
 
     def imported_modules(self, facts: FileFacts) -> list[LinkedModule]:
         """Every project file this file imports (``import data``, ``from model import GPT``)."""
+        key = (self.importer, id(facts))
+        if key not in self._imports:
+            self._imports[key] = self._imported_modules(facts)
+        return self._imports[key]
+
+    def _imported_modules(self, facts: FileFacts) -> list[LinkedModule]:
         found: dict[str, LinkedModule] = {}
         for qualified in facts.imports.bindings.values():
             dots = len(qualified) - len(qualified.lstrip("."))
@@ -131,17 +233,20 @@ class LocalModules:
         return list(found.values())
 
 
-def _parse(path: str) -> Optional[LinkedModule]:
+def _parse(path: str, text: str) -> Optional[LinkedModule]:
     import libcst as cst
 
-    from smpfix.base import nesting, source
+    from smpfix.base import nesting
+    from smpfix.base.walker import indexed
     from smpfix.program.facts import collect
 
     try:
-        src = source.read(path)
-        if nesting.refusal(src.text) is not None:  # LibCST would crash on it
+        if nesting.refusal(text) is not None:  # LibCST would crash on it
             return None
-        module = cst.parse_module(src.text)
-        return LinkedModule(path, src.text, module, collect(module))
-    except Exception:  # unreadable, a syntax error, or syntax this LibCST cannot represent
+        with nesting.recursion_headroom():
+            module = cst.parse_module(text)
+            with indexed(module) as index:
+                facts = collect(module)
+        return LinkedModule(path, text, module, facts, index)
+    except Exception:  # a syntax error, or syntax this LibCST cannot represent
         return None

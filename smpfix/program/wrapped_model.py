@@ -202,5 +202,5 @@ def _base_class(cls: ModelClass, expr: cst.BaseExpression, modules: Optional[Loc
         return None
     if cls.linked is not None:
         # The base's import is written relative to the file that holds the class.
-        modules = LocalModules(modules.project, cls.linked.path)
+        modules = modules.for_importer(cls.linked.path)
     return _imported_class(cls.facts, expr, modules)

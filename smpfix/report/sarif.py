@@ -35,7 +35,7 @@ def _plain(markdown: str) -> str:
 
 
 def _descriptor(row: dict[str, Any]) -> dict[str, Any]:
-    from smpfix.rules.pages import parse_page, read_page
+    from smpfix.rules.pages import page_url, parse_page, read_page
 
     code = row["code"]
     page_text = read_page(code)
@@ -46,7 +46,7 @@ def _descriptor(row: dict[str, Any]) -> dict[str, Any]:
         "shortDescription": {"text": _plain(row["summary"]) or row["name"], "markdown": row["summary"] or row["name"]},
         "fullDescription": {"text": _plain(detects or row["summary"]) or row["name"], "markdown": detects or row["summary"] or row["name"]},
         "defaultConfiguration": {"level": LEVELS[row["default_severity"]]},
-        "helpUri": f"{INFORMATION_URI}/blob/main/rules/{code}.md",
+        "helpUri": page_url(code),
         "properties": {"fix": row["fix"], "dependsOn": list(row["depends_on"])},
     }
     if page_text:

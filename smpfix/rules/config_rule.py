@@ -29,6 +29,7 @@ from smpfix.job.smp_v2 import launcher_v2
 from smpfix.job.versions import SmpVersion, Version, condition
 from smpfix.rules.launched_code import launched_code
 from smpfix.rules.rule import PendingFix, Rule
+from smpfix.rules.scope import Scope
 
 _MEMO_KEY = "config_views"
 
@@ -165,7 +166,7 @@ class ConfigRule(Rule):
 
     @classmethod
     def applies_to(cls, facts: Any) -> bool:
-        return bool(facts.estimator_calls) or facts.init_config_call is not None
+        return Scope.CONFIGURATION.admits(facts)
 
     @classmethod
     def judges(cls, view: ConfigView) -> bool:

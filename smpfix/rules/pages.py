@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+# Where the pages are published (SARIF's ``helpUri``, the language server's ``codeDescription``).
+PAGES_URL = "https://github.com/smpfix/smpfix/blob/main/rules"
+
 SECTIONS = ("What it detects", "Why it breaks on a cluster", "Example", "Fixed", "Fix safety", "When it applies", "Versions", "Source")
 
 
@@ -22,6 +25,10 @@ def pages_dir() -> Path:
 
 def page_path(code: str) -> Path:
     return pages_dir() / f"{code}.md"
+
+
+def page_url(code: str) -> str:
+    return f"{PAGES_URL}/{code}.md"
 
 
 def read_page(code: str) -> Optional[str]:

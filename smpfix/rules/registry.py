@@ -7,7 +7,8 @@ LibCST (about a quarter of a second), which a run over a tree without SMP code n
 Every rule module is named for its rule (``smp101_optimizer_before_distributed_model.py``
 defines ``SMP101``; ``tests/test_rule_index.py`` holds every module to that), so the codes
 come from a listing of the family folders; the rule classes, and their names, are imported
-only when a selector is a rule name or a rule actually runs.
+only when a selector is a rule name or a rule actually runs. A file's analysis imports only
+the rules it enables whose family can apply to the file (``smpfix.rules.scope``).
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ import importlib
 import os
 import pkgutil
 import re
-from collections.abc import Iterator, Mapping
+import sys
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from smpfix.job.jobfacts import FEATURES
 from smpfix.job.versions import describe_range, text
+from smpfix.rules.scope import Scope, scope_of
 
 if TYPE_CHECKING:
     from smpfix.rules.rule import Rule
@@ -29,24 +33,51 @@ if TYPE_CHECKING:
 _RULE_MODULE = re.compile(r"^(smp\d+)_\w+$")
 
 
-def _rule_modules() -> Iterator[tuple[str, str]]:
-    """``(qualified module name, module name)`` of every module in the family folders."""
+@dataclass(frozen=True)
+class _RuleModule:
+    """A module in a family folder, ``smpfix.rules.<family>.<name>``: the code its name
+    promises (``smp101_...`` -> ``SMP101``; None for another name) and its scope."""
+
+    qualified: str
+    family: str
+    name: str
+    code: Optional[str]
+    scope: Scope
+
+    @classmethod
+    def of(cls, package: str, family: str, name: str) -> _RuleModule:
+        match = _RULE_MODULE.match(name)
+        code = match.group(1).upper() if match is not None else None
+        return cls(f"{package}.{family}.{name}", family, name, code, scope_of(code or "", family))
+
+
+@functools.cache
+def _rule_modules() -> tuple[_RuleModule, ...]:
+    """Every module in the family folders (listed once per process: listing costs more than
+    a file's analysis spends asking for its rules)."""
     import smpfix.rules as package
 
+    found = []
     for family in pkgutil.iter_modules(package.__path__):
         if not family.ispkg:
             continue
         path = [os.path.join(folder, family.name) for folder in package.__path__]
         for module in pkgutil.iter_modules(path):
-            yield f"{package.__name__}.{family.name}.{module.name}", module.name
+            if not module.name.startswith("_"):
+                found.append(_RuleModule.of(package.__name__, family.name, module.name))
+    return tuple(found)
 
 
 @functools.cache
-def _import_rule_modules() -> None:
-    """Import every rule module (once: listing the folders costs more than a file's analysis
-    asks for all the rules)."""
-    for qualified, _ in _rule_modules():
-        importlib.import_module(qualified)
+def _rules_in(qualified: str) -> tuple[type[Rule], ...]:
+    """The rules a module defines (imported once)."""
+    from smpfix.rules.rule import Rule
+
+    importlib.import_module(qualified)
+    return tuple(
+        value for value in vars(sys.modules[qualified]).values()
+        if isinstance(value, type) and issubclass(value, Rule) and value.code and value.__module__ == qualified
+    )
 
 
 def all_rules() -> tuple[type[Rule], ...]:
@@ -55,16 +86,32 @@ def all_rules() -> tuple[type[Rule], ...]:
     Subclasses defined elsewhere (a test's probe rule) are not rules of smpfix; they run only
     when passed in ``AnalysisOptions.extra_rules``.
     """
-    from smpfix.rules.rule import Rule
+    found = {rule.code: rule for module in _rule_modules() for rule in _rules_in(module.qualified)}
+    return tuple(found[code] for code in sorted(found))
 
-    _import_rule_modules()
+
+def rules_for(codes: Collection[str], facts: Any) -> tuple[type[Rule], ...]:
+    """The rules among ``codes`` whose family's scope admits a file with ``facts``, sorted by
+    code; only their modules are imported (a module named for no code is always imported)."""
     found: dict[str, type[Rule]] = {}
-    pending = list(Rule.__subclasses__())
-    while pending:
-        cls = pending.pop()
-        pending.extend(cls.__subclasses__())
-        if cls.code and cls.__module__.startswith("smpfix.rules."):
-            found[cls.code] = cls
+    for module in _rule_modules():
+        code = module.code
+        if (code is not None and code not in codes) or not module.scope.admits(facts):
+            continue
+        for rule in _rules_in(module.qualified):
+            if rule.code in codes:
+                found[rule.code] = rule
+    return tuple(found[code] for code in sorted(found))
+
+
+def rules_of_scope(scope: Scope, codes: Collection[str]) -> tuple[type[Rule], ...]:
+    """The rules among ``codes`` in the families of ``scope`` (the configuration rules, to
+    check ``[tool.smpfix.job]``), importing only those."""
+    found = {
+        rule.code: rule
+        for module in _rule_modules() if module.scope is scope and (module.code is None or module.code in codes)
+        for rule in _rules_in(module.qualified) if rule.code in codes
+    }
     return tuple(found[code] for code in sorted(found))
 
 
@@ -74,15 +121,16 @@ def rule_codes() -> Optional[tuple[str, ...]]:
     None when some module in a family folder does not follow the naming (the caller then
     imports the rules to learn their codes).
     """
-    codes = []
-    for _, name in _rule_modules():
-        match = _RULE_MODULE.match(name)
-        if match is None:
-            if not name.startswith("_"):
-                return None
-            continue
-        codes.append(match.group(1).upper())
-    return tuple(sorted(codes))
+    codes = [module.code for module in _rule_modules()]
+    if any(code is None for code in codes):
+        return None
+    return tuple(sorted(code for code in codes if code is not None))
+
+
+def known_codes() -> tuple[str, ...]:
+    """Every rule code, importing the rules only when some module's name does not give its code."""
+    codes = rule_codes()
+    return codes if codes is not None else tuple(rule.code for rule in all_rules())
 
 
 def rule_names() -> dict[str, str]:

@@ -18,11 +18,16 @@ import libcst as cst
 from smpfix.base.edits import NodeEdit
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_PYTORCH, Flavour
+from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, JobFacts, Tri
 from smpfix.job.versions import SmpVersion, Version, condition
+from smpfix.program.branches import Branches, Reach, Requirement, branches_for
+from smpfix.program.conditions import Hypothesis
 from smpfix.program.facts import FileFacts
 from smpfix.program.local_modules import LinkedModule, LocalModules
+from smpfix.program.reaching import Flow
+from smpfix.program.tp_marking import Replacement, module_replacement
 
 
 class FixAvailability(str, enum.Enum):
@@ -138,7 +143,33 @@ class Rule:
             return
         if applies is Tri.UNKNOWN:
             severity = Severity.HINT
+        verdict = self.branches.reach(node, Hypothesis(since=since, until=until))
+        if verdict.reach is Reach.NEVER:
+            # The code's own condition keeps this path from running in this job.
+            return
+        if verdict.reach is Reach.OFF_BY_DEFAULT and verdict.requirement is not None:
+            severity = Severity.HINT
+            message = f"{message} {self._off_by_default(verdict.requirement, verdict.known.how if verdict.known else ())}"
         self.reports.append(Report(self.code, node, message, severity, fix, tuple(job_facts)))
+
+    def _off_by_default(self, requirement: Requirement, how: Sequence[str]) -> str:
+        test = " ".join(self.context.code_for(requirement.test).split())
+        why = f": {how[0]}" if how else ""
+        return (
+            f"(This code runs only when `{test}` is {'true' if requirement.holds else 'false'}, which it is not by "
+            f"default{why}, and no launcher of this script among the checked paths changes it: only a hint.)"
+        )
+
+    @property
+    def branches(self) -> Branches:
+        """Which branches of the file the job takes (``smpfix.program.branches``), built once per file."""
+        found = self.context.memo.get("branches")
+        if found is None:
+            context = self.context
+            found = branches_for(context.module, context.facts, context.job, context.modules, context.path, context.importers,
+                                 self._parents)
+            context.memo["branches"] = found
+        return found
 
     def version_condition(self, since: Optional[Version] = None, until: Optional[Version] = None) -> str:
         """Words for a message about the version: "the job runs SMP 1.13 (...)" or "if ..."."""
@@ -146,8 +177,60 @@ class Rule:
         until = until if until is not None else self.until
         return condition(self.job.smp_version, since, until)
 
-    def feature(self, key: str) -> FeatureState:
-        return self.job.feature(key)
+    def feature(self, key: str, at: Optional[cst.CSTNode] = None) -> FeatureState:
+        """The job's feature state; at ``at``, OFF when the code's own guard there cannot
+        hold with the feature on (``elif`` after ``if args.shard_optimizer_state > 0:``)."""
+        state = self.job.feature(key)
+        if at is None or state.state is Tri.OFF:
+            return state
+        guard = self.branches.excludes(at, key)
+        if guard is None:
+            return state
+        test = " ".join(self.context.code_for(guard.test).split())
+        side = "true" if guard.holds else "false"
+        return FeatureState(state.feature, Tri.OFF, f"this code runs only when `{test}` is {side}, which it is not with {state.feature.title} on")
+
+    @property
+    def flow(self) -> Flow:
+        """Reaching definitions in this file (``smpfix.program.reaching``), built once per file."""
+        found = self.context.memo.get("flow")
+        if found is None:
+            found = self.context.memo["flow"] = Flow(self.context.module, self.context.facts, self._parents)
+        return found
+
+    def _parents(self) -> ParentIndex:
+        """One parent index per file for the program questions that need one."""
+        found = self.context.memo.get("parents")
+        if found is None:
+            found = self.context.memo["parents"] = ParentIndex(self.context.module)
+        return found
+
+    def tp_replacement(self) -> Replacement:
+        """Whether ``smp.DistributedModel`` replaces modules here: the program's tensor-parallel
+        marking (``smpfix.program.tp_marking``), whatever the degree; built once per file."""
+        found = self.context.memo.get("tp_replacement")
+        if found is None:
+            context = self.context
+            found = module_replacement(context.facts, context.module, context.path, context.modules, self.branches.conditions)
+            context.memo["tp_replacement"] = found
+        return found
+
+    def tp_distributed(self, at: Optional[cst.CSTNode] = None) -> FeatureState:
+        """Tensor parallelism with distributed modules: a degree above 1 *and* marked modules.
+
+        Harm that comes from slices of distributed parameters (identical slices from one
+        seed, optimizer state split across tensor-parallel ranks) needs both; OFF when either
+        is off, ON when both are on, UNKNOWN otherwise.
+        """
+        degree = self.feature("TP", at)
+        replaced = self.tp_replacement()
+        if degree.state is Tri.OFF:
+            return degree
+        if replaced.state is Tri.OFF:
+            return replaced.feature_state()
+        if degree.state is Tri.ON and replaced.state is Tri.UNKNOWN:
+            return FeatureState(degree.feature, Tri.UNKNOWN, f"{degree.source}; {replaced.source}")
+        return degree
 
     @staticmethod
     def severity_when(state: FeatureState) -> Optional[Severity]:

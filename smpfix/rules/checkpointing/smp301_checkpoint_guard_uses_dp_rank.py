@@ -109,7 +109,7 @@ class CheckpointGuardUsesDpRank(Rule):
         return PendingFix(Applicability.SAFE, "Guard with `rdp_rank()` instead of `dp_rank()`", tuple(edits))
 
     def _flag(self, guard: RankGuard, test: cst.BaseExpression) -> None:
-        tp = self.feature("TP")
+        tp = self.feature("TP", at=test)
         severity = self.severity_when(tp)
         if severity is None:
             return

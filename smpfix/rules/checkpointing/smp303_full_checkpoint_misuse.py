@@ -88,30 +88,31 @@ class FullCheckpointMisuse(Rule):
         local = self._local_state_calls(saved.value)
         if not local:
             return
-        features = ["PP", "TP", "SDP"]
+        states = [self.feature("PP", at=call), self.tp_distributed(at=call), self.feature("SDP", at=call)]
         if any(self._receiver(c) in self.facts.optimizer_names() for c in local):
-            features.append("OSS")
-        state, states = _any_on([self.feature(key) for key in features])
+            states.append(self.feature("OSS", at=call))
+        state, deciding = _any_on(states)
         if state is Tri.OFF:
             return
         spelled = self.context.code_for(local[0].func)
-        when = _words(state, states)
+        when = _words(state, deciding)
         message = (
             f"`{spelled}()` holds only this rank's partition {when}, but `{self.context.code_for(call.func)}(..., partial=False)` writes it to the one path every "
             "rank shares: the ranks overwrite each other and the file keeps a single partition. Save local state "
             "with `partial=True` (one file per partition), and load it with `partial=True`."
         )
         severity = Severity.ERROR if state is Tri.ON else Severity.WARNING
-        self.report(call, message, severity=severity, fix=self._partial_fix(partial), job_facts=states)
+        self.report(call, message, severity=severity, fix=self._partial_fix(partial), job_facts=deciding)
 
     def _local_state_calls(self, expr: cst.BaseExpression, depth: int = 0) -> list[cst.Call]:
-        """``x.local_state_dict()`` calls in ``expr``, also through names the file assigns."""
+        """``x.local_state_dict()`` calls in ``expr``, also through the assignments of the names
+        it uses that reach it (another branch's ``model_dict = model.local_state_dict()`` does not)."""
         found: list[cst.Call] = []
         for node in iter_nodes(expr):
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "local_state_dict":
                 found.append(node)
             elif isinstance(node, cst.Name) and depth < 2:
-                for assignment in self.facts.assignments.get(node.value, ()):
+                for assignment in self.flow.reaching(node.value, node).assignments:
                     if assignment.value is not node:
                         found.extend(self._local_state_calls(assignment.value, depth + 1))
         return found
@@ -134,7 +135,8 @@ class FullCheckpointMisuse(Rule):
         )
 
     def _check_optimizer_state_dict(self, call: cst.Call) -> None:
-        state, states = _any_on([self.feature(key) for key in ("TP", "OSS", "SDP")])
+        # Tensor parallelism splits the optimizer state only where modules are distributed.
+        state, states = _any_on([self.tp_distributed(at=call), self.feature("OSS", at=call), self.feature("SDP", at=call)])
         if state is Tri.OFF:
             return
         name = self._receiver(call)

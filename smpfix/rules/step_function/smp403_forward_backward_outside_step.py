@@ -114,7 +114,7 @@ class ForwardBackwardOutsideStep(Rule):
         self.report(candidate.call, message, severity=Severity.ERROR)
 
     def _flag_forward(self, candidate: _Candidate) -> None:
-        pp = self.feature("PP")
+        pp = self.feature("PP", at=candidate.call)
         severity = self.severity_when(pp)
         if severity is None:
             return

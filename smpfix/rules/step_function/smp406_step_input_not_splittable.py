@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Optional
 
 import libcst as cst
 
 from smpfix.base.call_binding import bind_arguments
-from smpfix.base.calls import argument, names_in
+from smpfix.base.calls import argument
 from smpfix.base.edits import InsertAfter, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
@@ -16,22 +16,18 @@ from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import is_step_decorator
 from smpfix.program.steps import StepFunction, calls_by_name, positional_parameters, step_functions
-from smpfix.program.training_objects import (
-    DATALOADER,
-    DATASET,
-    OPTIMIZER,
-    SAMPLER,
-    SCHEDULER,
-    object_kind,
-)
+from smpfix.program.training_objects import DATALOADER, DATASET, SAMPLER, object_kind
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
+# What the developer guide forbids passing: the inputs of `smp.step` must be the tensors a
+# DataLoader yields, because the step splits them into microbatches; a loader (or what builds
+# batches: a dataset, a sampler) passed in to generate the inputs inside "does not work".
+# Optimizers, schedulers and the model are passed on purpose (fp16 scripts call
+# `optimizer.backward(loss)` inside the step); the library only logs a one-time notice.
 _NOT_STEP_INPUTS = {
     DATALOADER: "iterate the loader outside the step and pass the batch tensors it yields",
     DATASET: "build batches outside the step and pass their tensors",
-    SAMPLER: "use the sampler in the DataLoader, outside the step",
-    OPTIMIZER: "use the optimizer outside the step, after the step function returns",
-    SCHEDULER: "step the scheduler outside the step, after the step function returns",
+    SAMPLER: "use the sampler in the DataLoader, outside the step, and pass the batch tensors",
 }
 _SAME_TENSOR_METHODS = frozenset({"to", "cuda", "cpu", "float", "double", "half", "long", "int", "bool", "bfloat16"})
 _FILLED = frozenset({"torch.ones", "torch.zeros", "torch.empty", "torch.rand", "torch.randn", "torch.full"})
@@ -170,7 +166,7 @@ class StepInputNotSplittable(Rule):
                 continue
             kind = object_kind(self.facts, arg.value)
             if kind in _NOT_STEP_INPUTS:
-                self._flag_object(step, arg.value, kind, self._unused_parameter(step, bound, arg.value))
+                self._flag_object(step, arg.value, kind)
         if step.function is None or listed is None:
             return
         mb = self.feature("MB")
@@ -181,33 +177,14 @@ class StepInputNotSplittable(Rule):
             if description is not None and param not in listed:
                 self._hint(step, value, param, description)
 
-    def _unused_parameter(
-        self, step: StepFunction, bound: Optional[Mapping[str, cst.BaseExpression]], value: cst.BaseExpression
-    ) -> Optional[str]:
-        """The step parameter ``value`` lands in, when the step body never reads it."""
-        if step.function is None or bound is None:
-            return None
-        param = next((name for name, given in bound.items() if given is value), None)
-        if param is None or param in names_in(step.function.body):
-            return None
-        return param
-
-    def _flag_object(self, step: StepFunction, value: cst.BaseExpression, kind: str, unused: Optional[str]) -> None:
+    def _flag_object(self, step: StepFunction, value: cst.BaseExpression, kind: str) -> None:
         spelled = self.context.code_for(value)
         spelled = spelled if len(spelled) <= 40 and "\n" not in spelled else "this argument"
-        if unused is not None and kind in (OPTIMIZER, SCHEDULER):
-            # The official GPT-2 example passes its optimizer this way: harmless, only noisy.
-            message = (
-                f"`{spelled}` ({_article(kind)} {kind}) is passed to step function `{step.name}`, whose body never "
-                f"uses its parameter `{unused}`: nothing goes wrong, but the library logs that this object 'might "
-                "potentially be a bug' on every step. Drop the argument and the parameter."
-            )
-            self.report(value, message, severity=Severity.HINT)
-            return
         message = (
-            f"`{spelled}` ({_article(kind)} {kind}) is passed to step function `{step.name}`, which runs once per microbatch and "
-            "splits only tensors: the library logs that this object 'might potentially be a bug' and hands the "
-            f"same object to every microbatch. Instead, {_NOT_STEP_INPUTS[kind]}."
+            f"`{spelled}` ({_article(kind)} {kind}) is passed to step function `{step.name}`: the library splits only "
+            "the tensors a step receives into microbatches, so batches generated inside the step are not split or "
+            "pipelined (the developer guide: passing the DataLoader to generate the inputs inside \"does not work\"). "
+            f"Instead, {_NOT_STEP_INPUTS[kind]}."
         )
         self.report(value, message, severity=Severity.WARNING)
 
@@ -221,7 +198,7 @@ class StepInputNotSplittable(Rule):
         ):
             value = value.func.value
         if isinstance(value, cst.Name) and depth < 3:
-            assignment = self.facts.single_assignment(value.value)
+            assignment = self.flow.reaching(value.value, value).single
             return self._without_batch_dimension(assignment.value, depth + 1) if assignment is not None else None
         if not isinstance(value, cst.Call):
             return None

@@ -75,8 +75,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         return facts.imports_smp_torch
 
     def leave_Module(self, node: cst.Module) -> None:
-        tp = self.feature("TP")
-        if self.severity_when(tp) is None or not self.facts.distributed_models:
+        if not self.facts.distributed_models or self.severity_when(self.tp_distributed()) is None:
             return
         seedings = self._seedings()
         if not seedings:
@@ -251,7 +250,9 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         return reference.text if reference is not None else f"smp.{member}"
 
     def _flag(self, seeding: _Seeding, wrap: Wrap) -> None:
-        tp = self.feature("TP")
+        # Slices of distributed parameters exist only when modules are marked and the degree
+        # is above 1 (``Rule.tp_distributed``).
+        tp = self.tp_distributed(at=seeding.call)
         severity = self.severity_when(tp)
         if severity is None:
             return

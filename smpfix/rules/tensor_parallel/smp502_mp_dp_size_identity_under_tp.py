@@ -44,7 +44,7 @@ class MpDpSizeIdentityUnderTp(Rule):
         sizes = [self.facts.smp_rank_function(factor) for factor in factors]
         if "mp_size" not in sizes or "dp_size" not in sizes:
             return
-        tp = self.feature("TP")
+        tp = self.feature("TP", at=node)
         severity = self.severity_when(tp)
         if severity is None:
             return

@@ -33,7 +33,7 @@ class JoinWithTensorParallelism(Rule):
         if not self.models.holds_model(receiver.value, functions):
             return
         model = receiver.value
-        ddp, tp = self.feature("DDP"), self.feature("TP")
+        ddp, tp = self.feature("DDP", at=call), self.feature("TP", at=call)
         if ddp.state is Tri.OFF:
             message = (
                 f"`{model}.join()` is only supported with `ddp=True`, but {ddp.condition()}: the library's "

@@ -9,8 +9,9 @@ import libcst as cst
 
 from smpfix.base.calls import bound_names, names_in
 from smpfix.base.edits import DeleteStatementLines, InsertStatementAfter
-from smpfix.base.findings import Applicability
+from smpfix.base.findings import Applicability, Severity
 from smpfix.base.walker import iter_nodes
+from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import Assignment, StatementRef, Wrap
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
@@ -73,14 +74,14 @@ class OptimizerBeforeDistributedModel(Rule):
         return any(self._mentions_parameters_of(arg.value, model) for arg in call.args)
 
     def _via_variables(self, call: cst.Call, model: str, where: StatementRef) -> list[str]:
-        """Names in the call bound (in the same function) to something built from ``model``."""
+        """Names in the call whose value there is built from ``model`` (``param_groups = ...``)."""
         found = []
         for arg in call.args:
-            for name in names_in(arg.value) - {model}:
-                for assignment in self.facts.assignments.get(name, ()):
-                    if assignment.where is not None and assignment.where.scope is where.scope:
-                        if self._mentions_parameters_of(assignment.value, model):
-                            found.append(name)
+            for node in iter_nodes(arg.value):
+                if not isinstance(node, cst.Name) or node.value == model or node.value in found:
+                    continue
+                if any(self._mentions_parameters_of(a.value, model) for a in self.flow.reaching(node.value, node).assignments):
+                    found.append(node.value)
         return found
 
     @staticmethod
@@ -132,16 +133,24 @@ class OptimizerBeforeDistributedModel(Rule):
         )
 
     def _flag(self, wrap: Wrap, model: str, optimizer: Assignment) -> None:
-        tp = self.feature("TP")
-        severity = self.severity_when(tp)
-        if severity is None:
+        replaced = self.tp_replacement()
+        tp = self.feature("TP", at=optimizer.value)
+        if replaced.state is Tri.OFF or (replaced.state is not Tri.ON and tp.state is Tri.OFF):
+            # Nothing is replaced: the optimizer's parameters are the model's (the non-TP
+            # examples in the docs build the optimizer first on purpose).
             return
         why = (
-            "`smp.DistributedModel` replaces modules with tensor-parallel ones, so this optimizer would hold "
-            "parameters that are no longer in the model (smp.DistributedOptimizer raises, or they never train)"
+            "`smp.DistributedModel` replaces the marked modules with tensor-parallel ones, so this optimizer would "
+            "hold parameters that are no longer in the model (smp.DistributedOptimizer raises, or they never train)"
         )
-        condition = tp.condition()
         lead = f"Optimizer `{optimizer.target}` is built from `{model}`'s parameters before `smp.DistributedModel({model})`"
-        sentence = f"{lead}, and {condition}: {why}." if tp.state.value == "on" else f"{lead}; {condition}, {why}."
+        if replaced.state is Tri.ON:
+            # The degree, when it is what turned the marking on, is the fact a reader checks.
+            deciding = tp if tp.state is Tri.ON else replaced.feature_state()
+            severity, sentence, facts = Severity.ERROR, f"{lead}, and {replaced.condition()}: {why}.", (deciding,)
+        elif tp.state is Tri.ON:
+            severity, sentence, facts = Severity.WARNING, f"{lead}; {tp.condition()} and {replaced.condition()}, {why}.", (tp,)
+        else:
+            severity, sentence, facts = Severity.WARNING, f"{lead}; {tp.condition()} and the program marks modules for it, {why}.", (tp,)
         message = f"{sentence} Create the optimizer after the wrap, from the wrapped model's parameters."
-        self.report(optimizer.value, message, severity=severity, fix=self._fix(wrap, model, optimizer), job_facts=(tp,))
+        self.report(optimizer.value, message, severity=severity, fix=self._fix(wrap, model, optimizer), job_facts=facts)

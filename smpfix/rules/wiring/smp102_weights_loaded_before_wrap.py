@@ -20,7 +20,6 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.imports import dotted_name
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.job.versions import leading
-from smpfix.program.creation_contexts import contexts_of, enclosing_contexts
 from smpfix.program.facts import Scope, StatementRef, Wrap
 from smpfix.program.hf_models import pretrained_model_call
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
@@ -57,26 +56,13 @@ class WeightsLoadedBeforeWrap(Rule):
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
-        self._tp_built: set[str] = set()
-        self._wrapped_in_tp: set[cst.Call] = set()
         self._loads: list[_StateLoad] = []
         self._full_resumes: list[cst.Call] = []
 
     # -- collecting --------------------------------------------------------------------------
-    def visit_With(self, node: cst.With) -> None:
-        if any(c.tensor_parallelism is not Tri.OFF for c in contexts_of(self.facts, node)):
-            self._tp_built |= bound_names(node.body)
-
     def visit_Call(self, node: cst.Call) -> None:
         member = self.facts.smp_member(node.func)
-        if member == "set_tensor_parallelism":
-            module, enabled = argument(node, "module", 0), argument(node, "enabled", 1)
-            if module is not None and (enabled is None or self.facts.literal(enabled.value) is not False):
-                self._tp_built.add(_root(module.value) or "")
-        elif member == "DistributedModel":
-            if any(c.tensor_parallelism is not Tri.OFF for c in enclosing_contexts(self.facts, self.ancestry.stack)):
-                self._wrapped_in_tp.add(node)
-        elif member == "resume_from_checkpoint":
+        if member == "resume_from_checkpoint":
             partial = argument(node, "partial", 2)
             if partial is not None and self.facts.literal(partial.value) is False:
                 self._full_resumes.append(node)
@@ -111,20 +97,38 @@ class WeightsLoadedBeforeWrap(Rule):
         for load in self._loads:
             if load.root == model and load.scope is where.scope and self.facts.runs_before(load.call, wrap.call):
                 self._flag_before(wrap, model, load.call, load)
-        for assignment in self.facts.assignments.get(model, ()):
-            if assignment.where is None or assignment.where.scope is not where.scope:
-                continue
+        assert wrap.argument is not None
+        for pretrained in self._pretrained_reaching(model, wrap.argument, 0):
+            self._flag_before(wrap, model, pretrained, None)
+
+    def _pretrained_reaching(self, name: str, use: cst.CSTNode, depth: int) -> list[cst.Call]:
+        """``from_pretrained(...)`` calls whose model reaches ``use`` of ``name``: through the
+        assignments that reach it, and method chains on the name (``model = model.half()``)."""
+        found: list[cst.Call] = []
+        for assignment in self.flow.reaching(name, use).assignments:
             pretrained = pretrained_model_call(self.facts, assignment.value)
-            if pretrained is not None and self.facts.runs_before(pretrained, wrap.call):
-                self._flag_before(wrap, model, pretrained, None)
+            if pretrained is not None:
+                found.append(pretrained)
+                continue
+            root = assignment.value
+            while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute):
+                root = root.func.value
+            if isinstance(root, cst.Name) and root is not assignment.value and depth < 4:
+                found.extend(self._pretrained_reaching(root.value, root, depth + 1))
+        return found
 
     def _flag_before(self, wrap: Wrap, model: Optional[str], load_node: cst.Call, load: Optional[_StateLoad]) -> None:
-        tp, sdp = self.feature("TP"), self.feature("SDP")
-        in_context = (model is not None and model in self._tp_built) or wrap.call in self._wrapped_in_tp
-        if tp.state is Tri.OFF or (tp.state is Tri.UNKNOWN and sdp.state is Tri.ON):
+        replaced = self.tp_replacement()
+        tp, sdp = self.feature("TP", at=load_node), self.feature("SDP", at=load_node)
+        if replaced.state is Tri.OFF:
+            # Nothing marks modules for tensor parallelism: the wrap keeps the loaded weights.
+            return
+        if replaced.state is Tri.UNKNOWN and (tp.state is Tri.OFF or (tp.state is Tri.UNKNOWN and sdp.state is Tri.ON)):
             # Without TP nothing is re-initialised; under SDP loading before the wrap is the advice.
             return
-        severity = Severity.ERROR if tp.state is Tri.ON or in_context else Severity.WARNING
+        if replaced.state is Tri.ON and sdp.state is Tri.ON and tp.state is not Tri.ON:
+            return
+        severity = Severity.ERROR if replaced.state is Tri.ON else Severity.WARNING
         named = f"`{model}`" if model is not None else "the model"
         if load is not None:
             lead = f"`{self.context.code_for(load_node)}` loads weights into {named} before `smp.DistributedModel` wraps it"
@@ -140,18 +144,19 @@ class WeightsLoadedBeforeWrap(Rule):
                 "into the wrapped model (`model.load_state_dict(...)`, which translates Hugging Face state dicts) or "
                 "use `smp.resume_from_checkpoint(path, partial=False)` (SMP 1.10 and later)."
             )
-        if tp.state is Tri.ON:
-            condition = f", and {tp.condition()}:"
-        elif in_context:
-            condition = f", and {named} is built for tensor parallelism (`smp.tensor_parallelism`, `smp.model_creation` or `smp.set_tensor_parallelism`):"
+        if replaced.state is Tri.ON:
+            condition = f", and {replaced.condition()}:"
+        elif tp.state is Tri.ON:
+            condition = f"; {tp.condition()}, and {replaced.condition()},"
         else:
-            condition = f"; {tp.condition()},"
+            condition = f"; {tp.condition()} and the program marks the model's modules for it,"
         why = (
             " the wrap replaces its layers with tensor-parallel modules that are initialised afresh and do not "
             "inherit the loaded weights, so training silently starts from random weights."
         )
         fix = self._fix(wrap, load) if load is not None else None
-        self.report(load_node, f"{lead}{condition}{why} {advice}", severity=severity, fix=fix, job_facts=(tp,))
+        facts = (replaced.feature_state(),) if replaced.state is Tri.ON and tp.state is not Tri.ON else (tp,)
+        self.report(load_node, f"{lead}{condition}{why} {advice}", severity=severity, fix=fix, job_facts=facts)
 
     def _fix(self, wrap: Wrap, load: _StateLoad) -> Optional[PendingFix]:
         """Move ``model.load_state_dict(...)`` to just after the wrap, onto the wrapped name."""
@@ -204,8 +209,7 @@ class WeightsLoadedBeforeWrap(Rule):
             expr = expr.value
         if isinstance(expr, cst.Name) and depth < 3:
             return any(
-                a.where is not None and a.where.scope is scope and self._is_full_state(a.value, scope, depth + 1)
-                for a in self.facts.assignments.get(expr.value, ())
+                self._is_full_state(a.value, scope, depth + 1) for a in self.flow.reaching(expr.value, expr).assignments
             )
         if not isinstance(expr, cst.Call):
             return False

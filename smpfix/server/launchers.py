@@ -1,0 +1,124 @@
+"""The launchers of each project an open document belongs to, and the job each declares.
+
+A script's job facts come from the launcher that starts it, which is another file of its
+project. The server asks the launcher index exactly as a one-file ``smpfix check`` does
+(``engine.launcher_index.project_links``: the project root of the document, walked with
+the run's exclusions, or the launchers ``[tool.smpfix] launchers`` names), so a script
+shows in the editor the findings the command line gives it. The index of a project is
+built when one of its documents is first checked and kept; afterwards only the launcher
+that changed is read again: an open launcher's unsaved text counts over its file on disk,
+and a save or a change on disk is read from disk.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from smpfix.base import source
+from smpfix.base.nesting import recursion_headroom
+from smpfix.engine.config import Config
+from smpfix.engine.launcher_index import LauncherSearch, project_links
+from smpfix.job.linking import LinkedScript, link, may_be_launcher
+from smpfix.job.project import Project
+from smpfix.job.project_root import project_root
+
+
+@dataclass
+class _Index:
+    """One project's launchers: how they are found, and what each says (by launcher path)."""
+
+    search: LauncherSearch
+    links: dict[str, tuple[LinkedScript, ...]] = field(default_factory=dict)
+
+    def counts(self, path: str) -> bool:
+        """Whether ``path`` may configure scripts of this project (with named launchers, only those)."""
+        if not self.search.named:
+            return True
+        base = Path(self.search.config_root)
+        return any(os.path.abspath(found) == path for pattern in self.search.named for found in base.glob(pattern))
+
+
+class Launchers:
+    """Project root -> its launchers, plus the unsaved text of open launchers."""
+
+    def __init__(self) -> None:
+        self._indexes: dict[str, _Index] = {}
+        self._buffers: dict[str, str] = {}
+
+    def forget(self) -> None:
+        """A configuration changed (``exclude``, ``launchers``): index every project again."""
+        self._indexes.clear()
+
+    def project(self, path: str, config: Config) -> Project:
+        """The project of the document at ``path``, with the links of its launchers."""
+        root = project_root(path)
+        index = self._index(root, config)
+        return Project((root,)).with_links([found for links in index.links.values() for found in links])
+
+    def update(self, path: str, text: Optional[str] = None) -> bool:
+        """``path`` changed: ``text`` is its unsaved text in the editor, None to read it from
+        disk (saved, closed, or changed by another program). Returns whether what the
+        launchers say changed."""
+        key = os.path.abspath(path)
+        if text is None:
+            self._buffers.pop(key, None)
+        else:
+            self._buffers[key] = text
+        changed = False
+        for root, index in self._indexes.items():
+            if not (key + os.sep).startswith(root.rstrip(os.sep) + os.sep) or not index.counts(key):
+                continue
+            found = _link(key, text if text is not None else _read(key), root)
+            if found != index.links.get(key, ()):
+                changed = True
+            if found:
+                index.links[key] = found
+            else:
+                index.links.pop(key, None)
+        return changed
+
+    def is_launcher(self, path: str) -> bool:
+        """Asked on the protocol thread while the worker may add an index: reads a copy."""
+        key = os.path.abspath(path)
+        return any(key in index.links for index in list(self._indexes.values()))
+
+    def _index(self, root: str, config: Config) -> _Index:
+        index = self._indexes.get(root)
+        if index is None:
+            search = LauncherSearch.of(config)
+            index = _Index(search)
+            for found in project_links(root, search):
+                index.links[found.launcher] = (*index.links.get(found.launcher, ()), found)
+            for key, text in self._buffers.items():  # open launchers with unsaved changes
+                if (key + os.sep).startswith(root.rstrip(os.sep) + os.sep) and index.counts(key):
+                    buffered = _link(key, text, root)
+                    if buffered:
+                        index.links[key] = buffered
+                    else:
+                        index.links.pop(key, None)
+            self._indexes[root] = index
+        return index
+
+
+def _read(path: str) -> Optional[str]:
+    raw = source.read_bytes(path)
+    if raw is None or not may_be_launcher(raw):
+        return None
+    try:
+        return source.decode(path, raw).text
+    except source.SourceError:
+        return None
+
+
+def _link(path: str, text: Optional[str], root: str) -> tuple[LinkedScript, ...]:
+    """The scripts ``path`` launches; a launcher the linker chokes on launches none."""
+    if text is None or not may_be_launcher(text.encode("utf-8", "surrogatepass")):
+        return ()
+    try:
+        with recursion_headroom():
+            return tuple(link([(path, text)], root))
+    except Exception:
+        return ()

@@ -1,0 +1,139 @@
+"""What one document is checked with: the editor's settings over the project's ``pyproject.toml``.
+
+The editor's settings (``initializationOptions``, or the ``smpfix`` section of
+``workspace/configuration``) play the part of the command line: ``select`` replaces the
+configured ``select``, ``extendSelect`` and ``ignore`` add to the configured lists, and
+``job`` settings beat ``[tool.smpfix.job]``. The nearest ``pyproject.toml`` with a
+``[tool.smpfix]`` table is found per document, as ``smpfix check`` finds it for a path, and
+read again whenever it changes on disk.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from smpfix.engine.config import Config, ConfigError, find, load, validate_job
+from smpfix.engine.runner import RunOptions
+from smpfix.engine.selection import SelectionError, enabled
+from smpfix.job.jobfacts import DeclaredJob, Value
+from smpfix.job.project import Project
+from smpfix.rules.registry import RuleNames
+
+EDITOR_JOB_SOURCE = "editor settings (smpfix.job)"
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """The editor's ``smpfix`` settings."""
+
+    select: Optional[tuple[str, ...]] = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    job: Mapping[str, Value] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, data: Any) -> tuple[ClientSettings, list[str]]:
+        """Settings from the editor's JSON (``{"smpfix": {...}}`` or the section itself), and
+        what was wrong with it (each problem leaves that setting out)."""
+        if isinstance(data, Mapping) and isinstance(data.get("smpfix"), Mapping):
+            data = data["smpfix"]
+        if not isinstance(data, Mapping):
+            return cls(), [] if data is None else [f"smpfix settings must be an object, not {type(data).__name__}"]
+        problems: list[str] = []
+
+        def selectors(*names: str) -> Optional[tuple[str, ...]]:
+            for name in names:
+                value = data.get(name)
+                if value is None:
+                    continue
+                if isinstance(value, str):
+                    value = value.split(",")
+                if isinstance(value, Sequence) and all(isinstance(item, str) for item in value):
+                    return tuple(item.strip() for item in value if item.strip())
+                problems.append(f"smpfix.{name} must be a list of rule selectors")
+            return None
+
+        job: dict[str, Value] = {}
+        raw_job = data.get("job")
+        if isinstance(raw_job, Mapping):
+            try:
+                job = validate_job(raw_job, "smpfix.job in the editor settings")
+            except ConfigError as exc:
+                problems.append(str(exc))
+        elif raw_job is not None:
+            problems.append("smpfix.job must be an object of job settings")
+        settings = cls(
+            select=selectors("select"),
+            extend_select=selectors("extendSelect", "extend-select", "extend_select") or (),
+            ignore=selectors("ignore") or (),
+            job=job,
+        )
+        return settings, problems
+
+
+class Configurations:
+    """The ``pyproject.toml`` of each folder, read once and again when the file changes."""
+
+    def __init__(self) -> None:
+        self._found: dict[str, Optional[Path]] = {}
+        self._loaded: dict[Path, tuple[Optional[int], Config]] = {}
+
+    def forget(self) -> None:
+        """A ``pyproject.toml`` was created, changed or deleted: look again."""
+        self._found.clear()
+        self._loaded.clear()
+
+    def for_path(self, path: str) -> Config:
+        """The configuration that applies to ``path``; raises ``ConfigError`` for a broken one."""
+        folder = os.path.dirname(os.path.abspath(path))
+        if folder not in self._found:
+            self._found[folder] = find([folder])
+        found = self._found[folder]
+        if found is None:
+            return Config()
+        try:
+            stamp: Optional[int] = found.stat().st_mtime_ns
+        except OSError:
+            stamp = None
+        cached = self._loaded.get(found)
+        if cached is None or cached[0] != stamp:
+            cached = (stamp, load(found))
+            self._loaded[found] = cached
+        return cached[1]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A document's run options, the configuration they came from, and what went wrong."""
+
+    options: RunOptions
+    config: Config
+    problems: tuple[str, ...] = ()
+
+
+def resolve(path: str, client: ClientSettings, configurations: Configurations, project_of: Callable[[Config], Project]) -> Resolved:
+    """The options to check ``path`` with, in the project ``project_of`` gives for its
+    configuration (its root, its launchers). A broken ``pyproject.toml`` or an unknown
+    selector is reported and left out (the defaults apply), so the document is still checked."""
+    problems: list[str] = []
+    try:
+        config = configurations.for_path(path)
+    except ConfigError as exc:
+        problems.append(str(exc))
+        config = Config()
+    names = RuleNames()
+    try:
+        codes = enabled(names, client.select if client.select is not None else config.select,
+                        [*config.extend_select, *client.extend_select], [*config.ignore, *client.ignore])
+    except SelectionError as exc:
+        problems.append(f"{exc} (in the editor settings or {config.path or 'pyproject.toml'})")
+        codes = enabled(names, None)
+    declared = [DeclaredJob.stated(EDITOR_JOB_SOURCE, client.job)] if client.job else []
+    declared.extend(config.declared_jobs())
+    options = RunOptions(select=codes, rule_names=names, declared_jobs=tuple(declared), per_file_ignores=config.per_file_ignores,
+                         root=config.root, project=project_of(config))
+    return Resolved(options, config, tuple(problems))

@@ -1,0 +1,75 @@
+"""Reaching definitions (``smpfix.program.reaching``): the assignments that can give a use its value."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from smpfix.base.walker import iter_nodes
+from smpfix.program.facts import collect
+from smpfix.program.reaching import Flow
+
+SOURCE = """\
+limit = 8
+
+
+def save(args, model, optimizer):
+    if args.full:
+        state = model.state_dict()
+        write(state, "full")
+    else:
+        state = model.local_state_dict()
+        write(state, "local")
+    write(state, "either")
+    for step in range(3):
+        write(last, "loop")
+        last = step
+    try:
+        handle = open_a()
+    except OSError:
+        handle = open_b()
+    write(handle, "try")
+    write(limit, "module")
+    write(args, "parameter")
+    a, b = pair()
+    write(a, "tuple")
+    if args.quick:
+        return
+    late = model.cpu()
+    write(late, "after an early return")
+"""
+
+
+def _reaching(tag: str) -> tuple[list[str], bool]:
+    module = cst.parse_module(SOURCE)
+    flow = Flow(module, collect(module))
+    for node in iter_nodes(module):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Name)
+            and node.func.value == "write"
+            and module.code_for_node(node.args[1].value) == f'"{tag}"'
+        ):
+            used = node.args[0].value
+            assert isinstance(used, cst.Name)
+            found = flow.reaching(used.value, used)
+            return [module.code_for_node(a.value) for a in found.assignments], found.opaque
+    raise AssertionError(tag)
+
+
+@pytest.mark.parametrize(
+    ("tag", "expected"),
+    [
+        ("full", (["model.state_dict()"], False)),
+        ("local", (["model.local_state_dict()"], False)),
+        ("either", (["model.state_dict()", "model.local_state_dict()"], False)),
+        ("loop", (["step"], False)),
+        ("try", (["open_a()", "open_b()"], False)),
+        ("module", (["8"], False)),
+        ("parameter", ([], True)),
+        ("tuple", ([], True)),
+        ("after an early return", (["model.cpu()"], False)),
+    ],
+)
+def test_reaching_definitions(tag: str, expected: tuple[list[str], bool]) -> None:
+    assert _reaching(tag) == expected
