@@ -14,6 +14,10 @@ from smpfix.program.wrapped_model import reaching_assignments, wrapped_construct
 from smpfix.rules.rule import Rule
 
 
+def _dtype_given(call: cst.Call) -> bool:
+    return any(argument(call, keyword) is not None for keyword in ("torch_dtype", "dtype"))
+
+
 class Fp16SetupIncomplete(Rule):
     code = "SMP114"
     name = "fp16-setup-incomplete"
@@ -41,7 +45,9 @@ class Fp16SetupIncomplete(Rule):
         """Whether the model (or the statement naming it, or a builder call) sits in ``smp.model_creation``.
         Unknown constructions count as built there: smpfix stays quiet when it cannot see them."""
         built = wrapped_constructions(self.facts, wrap)
-        if not built:
+        if not built or any(_dtype_given(construction.call) for construction in built):
+            # A model built with an explicit dtype (`from_config(config, torch_dtype=dtype)`) is
+            # created in that dtype: what model_creation(dtype=...) would do.
             return True
         parents = ParentIndex.cached(module, self.context.memo)
         places: list[cst.CSTNode] = [construction.call for construction in built]
