@@ -9,7 +9,7 @@ import libcst as cst
 from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
 from smpfix.base.parents import ParentIndex
-from smpfix.job.jobfacts import InitDict
+from smpfix.job.jobfacts import InitDict, Tri
 from smpfix.program.execution import ExecutionOrder, order_of
 from smpfix.program.facts import FileFacts
 from smpfix.program.initialisation import init_dict_keys
@@ -44,7 +44,7 @@ class PartitionApiMisuse(Rule):
             if member == "set_partition":
                 order = order or order_of(self.facts, node, self.context.memo)
                 self._set_partition_order(order, call)
-            elif any(ancestor in forward_like for ancestor in parents.ancestors(call)):
+            elif self.feature("PP").state is not Tri.OFF and any(ancestor in forward_like for ancestor in parents.ancestors(call)):
                 message = (
                     "`smp.partition(...)` here wraps code that runs the model, not code that builds it: the context "
                     "assigns the modules *created* inside it to a partition, so it has no effect in a `forward` or a "
@@ -63,7 +63,8 @@ class PartitionApiMisuse(Rule):
         value = self.job.value("auto_partition")
         setting = self.job.settings.get("auto_partition")
         source = setting.source if setting is not None else "the job"
-        if value is not True:
+        if value is not True or self.feature("PP").state is Tri.OFF:
+            # With one pipeline stage every module is on partition 0 either way.
             return False
         if self.job.init_dict is not InitDict.IGNORED and source.startswith("library default") and "auto_partition" in init_dict_keys(self.facts):
             # The script's dict sets the key to a value smpfix cannot read (`not args.manual_partition`),
