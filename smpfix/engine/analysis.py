@@ -8,6 +8,7 @@ something (or job evidence must be quoted with its line), since on most files no
 from __future__ import annotations
 
 import ast
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -183,7 +184,8 @@ def _analyze_indexed(module: cst.Module, text: str, path: str, options: Analysis
         for helper in modules.imported_modules(facts):
             if helper.facts.imports_smp:
                 continue
-            target = _Target(helper.path, helper.text, helper.module, helper.facts, _LazyPositions(helper.module, helper.text, helper.index))
+            shown = _shown_like(helper.path, path)
+            target = _Target(shown, helper.text, helper.module, helper.facts, _LazyPositions(helper.module, helper.text, helper.index))
             with indexed(helper.module, helper.index):
                 found = _run_rules(target, job, helper_rules, modules, (script,))
             findings.extend(_on_behalf_of(finding, path) for finding in found.findings)
@@ -217,6 +219,15 @@ class _Target:
     module: cst.Module
     facts: FileFacts
     positions: _LazyPositions
+
+
+def _shown_like(helper: str, script: str) -> str:
+    """The helper module's path written the way the script's is: relative to the working folder
+    when the script was named relatively (``src/model.py`` beside ``src/train.py``)."""
+    if os.path.isabs(script) or not os.path.isabs(helper):
+        return helper
+    shown = os.path.relpath(helper)
+    return helper if shown.startswith(os.pardir) else shown
 
 
 def _on_behalf_of(finding: Finding, script: str) -> Finding:
