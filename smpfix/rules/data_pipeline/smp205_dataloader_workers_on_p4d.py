@@ -36,7 +36,7 @@ class DataloaderWorkersOnP4d(Rule):
     code = "SMP205"
     name = "dataloader-workers-on-p4d"
     summary = "On ml.p4d instances the library requires `num_workers=0` in the PyTorch `DataLoader`."
-    fix_availability = FixAvailability.SOMETIMES_SAFE
+    fix_availability = FixAvailability.SAFE
     default_severity = Severity.WARNING
     runs_on_helper_modules = True
 

@@ -18,7 +18,7 @@ class DistributedOptimizerBeforeModel(Rule):
     code = "SMP110"
     name = "distributed-optimizer-before-model"
     summary = "`smp.DistributedOptimizer` raises RuntimeError unless an `smp.DistributedModel` was created before it."
-    fix_availability = FixAvailability.SOMETIMES_SAFE
+    fix_availability = FixAvailability.SAFE
     satisfied_by_hf_trainer = True
 
     @classmethod
