@@ -35,6 +35,15 @@ class ParentIndex:
                 self._parent[child] = node
                 stack.append(child)
 
+    @classmethod
+    def cached(cls, module: cst.Module, memo: dict[str, object]) -> ParentIndex:
+        """The index of ``module``, built once per analysis (``memo`` is the rule context's)."""
+        found = memo.get("parents")
+        if not isinstance(found, ParentIndex) or found.module is not module:
+            found = cls(module)
+            memo["parents"] = found
+        return found
+
     def parent_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         index = self._index
         if index is None:

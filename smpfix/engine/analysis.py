@@ -7,7 +7,6 @@ something (or job evidence must be quoted with its line), since on most files no
 
 from __future__ import annotations
 
-import ast
 import os
 import sys
 from collections.abc import Sequence
@@ -16,7 +15,7 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from smpfix.base import nesting
+from smpfix.base import cpython, nesting
 from smpfix.base.findings import Applicability, FileError, Finding, Fix, JobFactUse
 from smpfix.base.flavour import Flavour
 from smpfix.base.positions import Positions
@@ -102,7 +101,7 @@ def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[FileErro
 
 def _python_syntax_error(text: str) -> Optional[tuple[str, int, int]]:
     try:
-        ast.parse(text)
+        cpython.parse(text)
     except SyntaxError as exc:
         return (exc.msg or "invalid syntax", exc.lineno or 1, exc.offset or 1)
     except (ValueError, RecursionError, MemoryError):

@@ -210,10 +210,7 @@ class Rule:
 
     def _parents(self) -> ParentIndex:
         """One parent index per file for the program questions that need one."""
-        found = self.context.memo.get("parents")
-        if found is None:
-            found = self.context.memo["parents"] = ParentIndex(self.context.module)
-        return found
+        return ParentIndex.cached(self.context.module, self.context.memo)
 
     def tp_replacement(self) -> Replacement:
         """Whether ``smp.DistributedModel`` replaces modules here: the program's tensor-parallel
