@@ -39,7 +39,7 @@ estimator = PyTorch(
     framework_version="1.13.1",
     py_version="py39",
     hyperparameters=hyperparameters,
-    checkpoint_s3_uri=f"s3://{session.default_bucket()}/gpt-fp16/checkpoints",
+    checkpoint_s3_uri=f"s3://{session.default_bucket()}/gpt-fp16/checkpoints",  # expect: SMP827 warning
     distribution={
         "smdistributed": {"modelparallel": {"enabled": True, "parameters": smp_parameters}},
         "mpi": {"enabled": True, "processes_per_host": 8},
