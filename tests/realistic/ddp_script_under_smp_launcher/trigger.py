@@ -35,7 +35,7 @@ estimator = PyTorch(
     py_version="py39",
     framework_version="1.13.1",
     hyperparameters=hyperparameters,
-    checkpoint_s3_uri=f"{BUCKET}/checkpoints",
+    checkpoint_s3_uri=f"{BUCKET}/checkpoints",  # expect: SMP827 warning
     distribution={
         "smdistributed": {
             "modelparallel": {
