@@ -8,7 +8,8 @@ The CLI and the tests both go through the same engine these functions use::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -16,6 +17,7 @@ from smpfix.base.findings import FileError, Finding
 from smpfix.engine.analysis import AnalysisOptions, analyze
 from smpfix.engine.fixing import fix_text
 from smpfix.job.jobfacts import DeclaredJob, Value
+from smpfix.job.project import Project
 
 
 @dataclass(frozen=True)
@@ -26,26 +28,42 @@ class FixResult:
     errors: tuple[FileError, ...]
 
 
-def _options(select: Optional[Iterable[str]], job: Optional[Mapping[str, Value]]) -> AnalysisOptions:
+def _options(select: Optional[Iterable[str]], job: Optional[Mapping[str, Value]], roots: Sequence[str] = ()) -> AnalysisOptions:
     from smpfix.engine.selection import enabled
     from smpfix.rules.registry import RuleNames
 
     codes = enabled(RuleNames(), list(select) if select is not None else None)
     declared = (DeclaredJob.stated("job given to the API", dict(job)),) if job else ()
-    return AnalysisOptions(select=codes, declared_jobs=declared)
+    project = Project(tuple(os.path.abspath(root) for root in roots)) if roots else None
+    return AnalysisOptions(select=codes, declared_jobs=declared, project=project)
 
 
-def check_source(text: str, path: str = "<string>", select: Optional[Iterable[str]] = None, job: Optional[Mapping[str, Value]] = None) -> list[Finding]:
-    """Findings for ``text``; raises ``ValueError`` when it cannot be parsed."""
-    analysis = analyze(text, path, _options(select, job))
+def check_source(
+    text: str,
+    path: str = "<string>",
+    select: Optional[Iterable[str]] = None,
+    job: Optional[Mapping[str, Value]] = None,
+    roots: Sequence[str] = (),
+) -> list[Finding]:
+    """Findings for ``text``; raises ``ValueError`` when it cannot be parsed. ``roots`` are the
+    project's folders: the files there that ``text`` imports, or that a launcher in it starts,
+    are read too (none by default: the text is checked alone)."""
+    analysis = analyze(text, path, _options(select, job, roots))
     if analysis.errors and not analysis.findings and any(e.code is None for e in analysis.errors):
         raise ValueError(analysis.errors[0].message)
     return list(analysis.findings)
 
 
-def fix_source(text: str, path: str = "<string>", select: Optional[Iterable[str]] = None, job: Optional[Mapping[str, Value]] = None, unsafe: bool = False) -> FixResult:
-    """Apply fixes to ``text`` until nothing fixable changes; returns the new text."""
-    outcome = fix_text(text, path, _options(select, job), unsafe=unsafe)
+def fix_source(
+    text: str,
+    path: str = "<string>",
+    select: Optional[Iterable[str]] = None,
+    job: Optional[Mapping[str, Value]] = None,
+    unsafe: bool = False,
+    roots: Sequence[str] = (),
+) -> FixResult:
+    """Apply fixes to ``text`` until nothing fixable changes; returns the new text (``roots``: as for ``check_source``)."""
+    outcome = fix_text(text, path, _options(select, job, roots), unsafe=unsafe)
     return FixResult(outcome.text, outcome.applied, outcome.analysis.findings, outcome.analysis.errors + outcome.errors)
 
 

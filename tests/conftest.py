@@ -24,6 +24,7 @@ _EXPECT = re.compile(r"#\s*expect:\s*(?P<items>[^#\n]+)")
 _JOB = re.compile(r"^#\s*smpfix-job:(?P<settings>.*)$", re.MULTILINE)
 _FIX = re.compile(r"^#\s*smpfix-fix:\s*(?P<mode>\w+)", re.MULTILINE)
 _SELECT = re.compile(r"^#\s*smpfix-select:(?P<codes>.*)$", re.MULTILINE)
+_ROOT = re.compile(r"^#\s*smpfix-root:\s*(?P<folder>\S+)", re.MULTILINE)
 
 
 def smpfix_command() -> list[str]:
@@ -87,6 +88,13 @@ def fixture_select(text: str) -> list[str]:
     """``# smpfix-select: SMP301 SMP101`` -> rules enabled beside the fixture's own (SMP900 needs them)."""
     match = _SELECT.search(text)
     return match.group("codes").split() if match else []
+
+
+def fixture_roots(path: Path, text: str) -> tuple[str, ...]:
+    """``# smpfix-root: .`` -> the fixture is checked inside a project rooted at that folder
+    (relative to the fixture's), so a launcher's ``entry_point`` may name a script beside it."""
+    match = _ROOT.search(text)
+    return (str((path.parent / match.group("folder")).resolve()),) if match else ()
 
 
 def fixture_unsafe(text: str) -> bool:

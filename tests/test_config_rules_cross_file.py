@@ -245,6 +245,23 @@ def test_launcher_result_follows_changes_to_its_script(workdir: Path) -> None:
     assert codes() == []
 
 
+# -- SMP824: the DistributedModel of the launched script --------------------------------------
+SHARDED = '{"pipeline_parallel_degree": 2, "microbatches": 4, "shard_optimizer_state": True, "ddp": True}'
+
+
+def test_sharding_with_a_distributed_model_that_turns_bucket_views_off(workdir: Path) -> None:
+    script = TRAIN.replace("smp.DistributedModel(build_model())", "smp.DistributedModel(build_model(), gradient_as_bucket_view=False)")
+    root = project(workdir, {"launch.py": launcher("{}", SHARDED)}, script)
+    found = findings(root, "launch.py", "SMP824")
+    assert [(f.start.line, f.severity.value) for f in found] == [(10, "error")]
+    assert "code/train.py builds `smp.DistributedModel(..., gradient_as_bucket_view=False)`" in found[0].message
+
+
+def test_sharding_with_the_default_distributed_model_is_quiet(workdir: Path) -> None:
+    root = project(workdir, {"launch.py": launcher("{}", SHARDED)})
+    assert findings(root, "launch.py", "SMP824") == []
+
+
 # -- [tool.smpfix.job] ----------------------------------------------------------------------------
 def test_job_table_is_checked_by_the_configuration_rules(workdir: Path) -> None:
     (workdir / "pyproject.toml").write_text(
@@ -272,3 +289,16 @@ def test_job_table_is_checked_by_the_configuration_rules(workdir: Path) -> None:
     by_code = {f["code"]: f["message"] for f in data}
     assert "reduced data-parallel degree 12 (24 processes / tensor_parallel_degree 2" in by_code["SMP804"]
     assert "V100" in by_code["SMP806"]
+
+
+def test_job_table_states_ddp_for_the_backend_rules(workdir: Path) -> None:
+    """A table that leaves `ddp` out declares only what smpfix needs; one that writes it False is checked."""
+    table = "[tool.smpfix.job]\ninstance_count = 2\nprocesses_per_host = 8\npipeline_parallel_degree = 2\n"
+    (workdir / "train.py").write_text("import smdistributed.modelparallel.torch as smp\nsmp.init()\n", encoding="utf-8")
+    (workdir / "pyproject.toml").write_text(table, encoding="utf-8")
+    assert run_cli("check", "--select", "SMP822", ".", cwd=workdir).code == 0
+    (workdir / "pyproject.toml").write_text(table + "ddp = false\n", encoding="utf-8")
+    result = run_cli("check", "--select", "SMP822", "--format", "json", ".", cwd=workdir)
+    assert [(Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in json.loads(result.stdout)] == [
+        ("pyproject.toml", 5, "SMP822")
+    ]

@@ -10,7 +10,9 @@
 
 ``# smpfix-job: key=value ...`` at the top sets the job the fixture is checked under;
 ``# smpfix-select: SMP301 ...`` enables more rules beside the folder's (their findings must
-be expected too), for rules such as SMP900 that judge what other rules report.
+be expected too), for rules such as SMP900 that judge what other rules report;
+``# smpfix-root: .`` checks the fixture inside a project rooted at that folder, so that a
+launcher fixture's ``entry_point`` can name a script beside it (SMP832's ``scripts/``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, expected_findings, fixture_job, fixture_select, fixture_unsafe
+from conftest import FIXTURES, expected_findings, fixture_job, fixture_roots, fixture_select, fixture_unsafe
 
 from smpfix.api import check_source, fix_source
 from smpfix.rules.registry import all_rules
@@ -45,7 +47,7 @@ def test_bad_fixture_findings(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     expected = expected_findings(text)
     assert expected, f"{path} has no # expect: markers"
-    findings = check_source(text, str(path), select=[code, *fixture_select(text)], job=fixture_job(text))
+    findings = check_source(text, str(path), select=[code, *fixture_select(text)], job=fixture_job(text), roots=fixture_roots(path, text))
     got = sorted((f.start.line, f.code) for f in findings)
     assert got == sorted((e.line, e.code) for e in expected), "\n".join(f"{f.start.line}: {f.message}" for f in findings)
     # Several findings may share a line with different severities: match them as a multiset.
@@ -65,7 +67,7 @@ def test_bad_fixture_fixed_text(path: Path) -> None:
     job = fixture_job(text)
     unsafe = fixture_unsafe(text)
     select = [code, *fixture_select(text)]
-    result = fix_source(text, str(path), select=select, job=job, unsafe=unsafe)
+    result = fix_source(text, str(path), select=select, job=job, unsafe=unsafe, roots=fixture_roots(path, text))
     assert not result.errors, result.errors
     fixed_path = path.with_name(path.stem + ".fixed.py")
     if fixed_path.exists():
@@ -73,7 +75,7 @@ def test_bad_fixture_fixed_text(path: Path) -> None:
         assert result.text != text
     else:
         assert result.text == text, f"{path}: fixes changed the text but there is no {fixed_path.name}"
-    again = fix_source(result.text, str(path), select=select, job=job, unsafe=unsafe)
+    again = fix_source(result.text, str(path), select=select, job=job, unsafe=unsafe, roots=fixture_roots(path, text))
     assert again.text == result.text, "fixes did not converge: a second run changed the text again"
 
 
@@ -82,5 +84,5 @@ def test_ok_fixture_is_quiet(path: Path) -> None:
     code = path.parent.name
     text = path.read_text(encoding="utf-8")
     assert not expected_findings(text), f"{path}: ok_ fixtures carry no # expect: markers"
-    findings = check_source(text, str(path), select=[code, *fixture_select(text)], job=fixture_job(text))
+    findings = check_source(text, str(path), select=[code, *fixture_select(text)], job=fixture_job(text), roots=fixture_roots(path, text))
     assert findings == [], "\n".join(f"{f.start.line}: {f.message}" for f in findings)

@@ -123,6 +123,19 @@ HuggingFace(entry_point="train.py", distribution=dist)
     }
 
 
+def test_strings_written_on_several_lines_are_joined() -> None:
+    text = '''from sagemaker.pytorch import PyTorch
+dist = {"mpi": {"custom_mpi_options": "-verbose "
+                                      "-x NCCL_DEBUG=WARN " f"-x A={x}"},
+        "smdistributed": {"modelparallel": {"enabled": True, "parameters": {"ddp_dist_backend": "nc"
+                                                                            "cl"}}}}
+PyTorch(entry_point="train.py", distribution=dist)
+'''
+    resolved = resolve(text)
+    assert resolved["mpi"]["custom_mpi_options"] is UNKNOWN
+    assert resolved["smdistributed"]["modelparallel"]["parameters"] == {"ddp_dist_backend": "nccl"}
+
+
 def test_unresolvable_parts_are_unknown_not_guessed() -> None:
     text = '''import sagemaker
 dist = {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"microbatches": args.mb, "partitions": load()}}}}

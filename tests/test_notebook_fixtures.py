@@ -11,12 +11,13 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, fixture_job, fixture_unsafe
+from conftest import FIXTURES, fixture_job, fixture_roots, fixture_unsafe
 
 from smpfix.api import check_source, fix_source
 from smpfix.engine.analysis import AnalysisOptions
 from smpfix.engine.notebook_analysis import check_notebook
 from smpfix.job.jobfacts import DeclaredJob
+from smpfix.job.project import Project
 
 CASES = sorted(p for p in FIXTURES.glob("SMP8*/*.py") if not p.name.endswith(".fixed.py"))
 
@@ -62,16 +63,18 @@ def test_launcher_fixture_as_notebook(path: Path) -> None:
     job = fixture_job(text)
     cells = to_cells(text)
     book = notebook_of(cells)
-    options = AnalysisOptions(select=frozenset({code}), declared_jobs=(DeclaredJob("fixture", job),) if job else ())
+    roots = fixture_roots(path, text)
+    options = AnalysisOptions(select=frozenset({code}), declared_jobs=(DeclaredJob("fixture", job),) if job else (),
+                              project=Project(roots) if roots else None)
     result = check_notebook(book, str(path.with_suffix(".ipynb")), options, fixing=False, unsafe=False)
     expected = []
-    for finding in check_source(text, str(path), select=[code], job=job):
+    for finding in check_source(text, str(path), select=[code], job=job, roots=roots):
         number, (first, _) = max((n, c) for n, c in enumerate(cells, start=3) if c[0] <= finding.start.line)
         expected.append((number, finding.start.line - first + 1, finding.start.column, finding.code))
     assert sorted((f.cell, f.start.line, f.start.column, f.code) for f in result.findings) == sorted(expected)
 
     fixed = check_notebook(book, str(path.with_suffix(".ipynb")), options, fixing=True, unsafe=fixture_unsafe(text))
-    py_fixed = fix_source(text, str(path), select=[code], job=job, unsafe=fixture_unsafe(text)).text
+    py_fixed = fix_source(text, str(path), select=[code], job=job, unsafe=fixture_unsafe(text), roots=roots).text
     if fixed.new_text is None:
         assert py_fixed == text
         return

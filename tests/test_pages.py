@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -30,7 +31,7 @@ def test_page_has_every_section(code: str) -> None:
 
 
 @pytest.mark.parametrize("code", sorted(RULES))
-def test_page_example_is_flagged_and_fixed_as_shown(code: str) -> None:
+def test_page_example_is_flagged_and_fixed_as_shown(code: str, tmp_path: Path) -> None:
     page = PAGES[code]
     example, fixed = page.code_block("Example"), page.code_block("Fixed")
     assert example is not None and fixed is not None, f"{code}.md needs python blocks in Example and Fixed"
@@ -38,12 +39,19 @@ def test_page_example_is_flagged_and_fixed_as_shown(code: str) -> None:
     # ``<!-- select: SMP301 -->`` enables more rules beside the page's own (SMP900 judges theirs).
     more = re.search(r"<!--\s*select:(.*?)-->", page.sections["Example"])
     select = [code, *(more.group(1).split() if more else [])]
-    findings = check_source(example, f"{code}.md", select=select, job=job)
+    # ``<!-- file: scripts/train.py -->`` blocks are written beside the example, which is then
+    # checked as a launcher of that project.
+    path, roots = f"{code}.md", ()
+    for name, text in page.other_files("Example").items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        path, roots = str(tmp_path / "launch.py"), (str(tmp_path),)
+    findings = check_source(example, path, select=select, job=job, roots=roots)
     assert findings, f"{code}.md's Example is not flagged by {code}"
     unsafe = "<!-- fix: unsafe -->" in page.sections["Example"]
-    result = fix_source(example, f"{code}.md", select=select, job=job, unsafe=unsafe)
+    result = fix_source(example, path, select=select, job=job, unsafe=unsafe, roots=roots)
     if RULES[code].fix_availability is FixAvailability.NONE or result.text == example:
-        assert check_source(fixed, f"{code}.md", select=select, job=job) == [], f"{code}.md's Fixed is still flagged"
+        assert check_source(fixed, path, select=select, job=job, roots=roots) == [], f"{code}.md's Fixed is still flagged"
     else:
         assert result.text == fixed, f"{code}.md's Fixed is not what --apply produces"
 

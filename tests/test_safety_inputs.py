@@ -288,3 +288,15 @@ def test_deep_launchers_do_not_stop_the_run(tmp_path: Path) -> None:
         f"{tmp_path / 'launch_too_deep.py'}:2:205: error: too many nested parentheses (more than 200; Python itself refuses this)"
     ]
     assert f"{tmp_path / 'train.py'}:" in result.stdout
+
+
+def test_warnings_about_the_users_code_are_not_printed(tmp_path: Path) -> None:
+    """CPython warns about an invalid escape while parsing (a SyntaxWarning from 3.12); those
+    warnings are the user's tools' business, never smpfix's output."""
+    script = tmp_path / "train.py"
+    script.write_text('import smdistributed.modelparallel.torch as smp\nsmp.init()\npath = "C:\\models"\nx = (\n')
+    result = run_cli("check", "--no-cache", str(script), env={"PYTHONWARNINGS": "always"})
+    assert "Warning" not in result.stderr, result.stderr
+    script.write_text('import smdistributed.modelparallel.torch as smp\nsmp.init()\npath = "C:\\models"\n')
+    result = run_cli("check", "--no-cache", str(script), env={"PYTHONWARNINGS": "always"})
+    assert "Warning" not in result.stderr, result.stderr

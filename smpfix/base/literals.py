@@ -62,7 +62,16 @@ def literal_value(node: cst.BaseExpression, resolve: NameResolver = _no_names, d
     """The value of ``node`` if it is a literal (through names ``resolve`` knows), else UNKNOWN."""
     if depth > 20:
         return UNKNOWN
-    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
+    if isinstance(node, cst.ConcatenatedString):
+        # Evaluated piece by piece: the pieces may sit on separate lines inside brackets, which
+        # the code of the node alone does not parse as.
+        left, right = literal_value(node.left, resolve, depth + 1), literal_value(node.right, resolve, depth + 1)
+        if isinstance(left, str) and isinstance(right, str):
+            return left + right
+        if isinstance(left, bytes) and isinstance(right, bytes):
+            return left + right
+        return UNKNOWN
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
         fast = _plain_token(node)
         if fast is not UNKNOWN:
             return fast

@@ -17,11 +17,12 @@ stay byte for byte.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Optional
+
+from smpfix.base import cpython
 
 # A masked line is a no-op statement, so a magic alone in an indented block still parses.
 _MAGIC_MARK = "pass  #smpfix-magic:"
@@ -145,7 +146,7 @@ def syntax_error(code: str) -> Optional[tuple[str, int, int]]:
     """CPython's reason, line and column when ``code`` (a cell) does not parse; None when it
     does. ``ast.parse`` only parses (top-level ``await``, which IPython allows, parses too)."""
     try:
-        ast.parse(code)
+        cpython.parse(code)
     except SyntaxError as exc:
         return (exc.msg or "invalid syntax", exc.lineno or 1, exc.offset or 1)
     except (ValueError, RecursionError, MemoryError) as exc:

@@ -43,6 +43,15 @@ class ParentIndex:
         kept between analyses); ``build`` must depend on nothing but the tree."""
         return self._index.remember(key, build) if self._index is not None else build()
 
+    @classmethod
+    def cached(cls, module: cst.Module, memo: dict[str, object]) -> ParentIndex:
+        """The index of ``module``, built once per analysis (``memo`` is the rule context's)."""
+        found = memo.get("parents")
+        if not isinstance(found, ParentIndex) or found.module is not module:
+            found = cls(module)
+            memo["parents"] = found
+        return found
+
     def parent_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         index = self._index
         if index is None:

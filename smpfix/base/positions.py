@@ -18,6 +18,7 @@ from typing import Optional
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
+from smpfix.base import cpython
 from smpfix.base.findings import Position
 from smpfix.base.walker import NodeIndex
 
@@ -266,7 +267,7 @@ def statement_lines(module: cst.Module, text: str) -> dict[int, int]:
     empty table: the caller then generates the whole module.
     """
     try:
-        tree = ast.parse(text)
+        tree = cpython.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
     lines: dict[int, int] = {}

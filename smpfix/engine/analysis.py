@@ -7,7 +7,7 @@ something (or job evidence must be quoted with its line), since on most files no
 
 from __future__ import annotations
 
-import ast
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from smpfix.base import nesting
+from smpfix.base import cpython, nesting
 from smpfix.base.findings import Applicability, FileError, Finding, Fix, JobFactUse
 from smpfix.base.flavour import Flavour
 from smpfix.base.positions import Positions
@@ -101,7 +101,7 @@ def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[FileErro
 
 def _python_syntax_error(text: str) -> Optional[tuple[str, int, int]]:
     try:
-        ast.parse(text)
+        cpython.parse(text)
     except SyntaxError as exc:
         return (exc.msg or "invalid syntax", exc.lineno or 1, exc.offset or 1)
     except (ValueError, RecursionError, MemoryError):
@@ -183,7 +183,8 @@ def _analyze_indexed(module: cst.Module, text: str, path: str, options: Analysis
         for helper in modules.imported_modules(facts):
             if helper.facts.imports_smp:
                 continue
-            target = _Target(helper.path, helper.text, helper.module, helper.facts, _LazyPositions(helper.module, helper.text, helper.index))
+            shown = _shown_like(helper.path, path)
+            target = _Target(shown, helper.text, helper.module, helper.facts, _LazyPositions(helper.module, helper.text, helper.index))
             with indexed(helper.module, helper.index):
                 found = _run_rules(target, job, helper_rules, modules, (script,))
             findings.extend(_on_behalf_of(finding, path) for finding in found.findings)
@@ -217,6 +218,15 @@ class _Target:
     module: cst.Module
     facts: FileFacts
     positions: _LazyPositions
+
+
+def _shown_like(helper: str, script: str) -> str:
+    """The helper module's path written the way the script's is: relative to the working folder
+    when the script was named relatively (``src/model.py`` beside ``src/train.py``)."""
+    if os.path.isabs(script) or not os.path.isabs(helper):
+        return helper
+    shown = os.path.relpath(helper)
+    return helper if shown.startswith(os.pardir) else shown
 
 
 def _on_behalf_of(finding: Finding, script: str) -> Finding:

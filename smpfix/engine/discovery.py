@@ -46,7 +46,7 @@ def _load_gitignore(folder: Path) -> Optional[pathspec.PathSpec]:
         lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
-    return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 def _ancestor_gitignores(folder: Path) -> list[tuple[Path, pathspec.PathSpec]]:
@@ -79,7 +79,7 @@ class Excluder:
 
     def __init__(self, patterns: Sequence[str], root: Path) -> None:
         self.root = root.absolute()
-        self.spec = pathspec.PathSpec.from_lines("gitwildmatch", patterns) if patterns else None
+        self.spec = pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
 
     def matches(self, path: Path, is_dir: bool = False) -> bool:
         if self.spec is None:

@@ -67,7 +67,7 @@ def per_file(codes: frozenset[str], path: str, per_file_ignores: Mapping[str, Se
         relative = absolute.as_posix()
     removed: set[str] = set()
     for pattern, selectors in per_file_ignores.items():
-        spec = pathspec.PathSpec.from_lines("gitwildmatch", [pattern])
+        spec = pathspec.GitIgnoreSpec.from_lines([pattern])
         if spec.match_file(relative) or spec.match_file(Path(path).name):
             removed |= expand(selectors, rules)
     return codes - removed

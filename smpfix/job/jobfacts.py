@@ -316,6 +316,10 @@ class JobFacts:
     # Whether the script's smp.init({...}) dict configures the library, and why.
     init_dict: InitDict = InitDict.APPLIES
     init_dict_reason: str = ""
+    # Whether importing the library initialises it (a SageMaker launch of 1.12 or later without
+    # SMP_MANUAL_INIT=1), which decides whether library calls before smp.init() work; and why.
+    on_import: Tri = Tri.UNKNOWN
+    on_import_reason: str = "no launcher of this script is known"
     # Why the job runs SMP v2 (``torch.sagemaker``), to which no v1 rule applies; None for v1.
     smp_v2: Optional[str] = None
 
@@ -337,45 +341,54 @@ class JobFacts:
         others = [job for job in declared if job.role is not Role.INIT_DICT]
         dicts = [job for job in declared if job.role is Role.INIT_DICT]
         smp_v2 = _smp_v2(declared)
+        base = cls._merge(others, evidence, flavour)
+        on_import, why = base.initialises_on_import(others)
         if not dicts:
-            return replace(cls._merge(others, evidence, flavour), smp_v2=smp_v2)
-        use, reason = cls._merge(others, evidence, flavour).init_dict_use(others)
+            return replace(base, smp_v2=smp_v2, on_import=on_import, on_import_reason=why)
+        use, reason = base.init_dict_use(others)
         if use is InitDict.IGNORED:
-            merged = cls._merge(others, evidence, flavour)
+            merged = base
         elif use is InitDict.UNCERTAIN:
             # Either the dict's values or the defaults: the keys only the dict sets are unknown.
             hidden = [replace(job, settings={}, unknown=frozenset(job.settings) | job.unknown) for job in dicts]
             merged = cls._merge([*others, *hidden], evidence, flavour)
         else:
             merged = cls._merge(declared, evidence, flavour)
-        return replace(merged, init_dict=use, init_dict_reason=reason, smp_v2=smp_v2)
+        return replace(merged, init_dict=use, init_dict_reason=reason, smp_v2=smp_v2, on_import=on_import, on_import_reason=why)
+
+    def initialises_on_import(self, declared: Sequence[DeclaredJob]) -> tuple[Tri, str]:
+        """Whether importing the library initialises it for a script started by ``declared``.
+        Under a known SageMaker launcher with model parallelism enabled, SMP 1.12 initialises
+        the library when it is imported, from the launcher's parameters alone, and a later
+        ``smp.init(...)`` returns at once; SMP 1.7 has no such code, ``SMP_MANUAL_INIT=1`` turns
+        it off, and the TensorFlow flavour never does it (library source, 1.7 and 1.12.1)."""
+        if self.flavour is Flavour.TENSORFLOW:
+            return Tri.OFF, "the TensorFlow flavour never initialises itself on import"
+        launcher = next((job for job in declared if job.role is Role.LAUNCHER and job.complete), None)
+        if launcher is None:
+            return Tri.UNKNOWN, "no launcher of this script is known"
+        if launcher.manual_init:
+            return Tri.OFF, f"{launcher.source} sets SMP_MANUAL_INIT=1"
+        if self.version_applies(FIRST_WITH_AUTO_INIT, None) is Tri.ON:
+            version = self.smp_version.describe() if self.smp_version is not None else "SMP 1.12 or later"
+            return Tri.ON, f"under {launcher.source}, {version} initialises itself on import from the launcher's parameters"
+        if self.version_applies(None, LAST_WITHOUT_AUTO_INIT) is Tri.ON:
+            assert self.smp_version is not None
+            return Tri.OFF, f"{self.smp_version.describe()} does not initialise itself on import"
+        return Tri.UNKNOWN, (
+            f"under {launcher.source}, SMP 1.12 and later initialise on import, SMP 1.7 and earlier do not, and this "
+            "job's version is not known to be either"
+        )
 
     def init_dict_use(self, declared: Sequence[DeclaredJob]) -> tuple[InitDict, str]:
         """Whether an ``smp.init({...})`` dict in a script started by ``declared`` configures
-        the library. Under a known SageMaker launcher with model parallelism enabled, SMP 1.12
-        initialises the library when it is imported, from the launcher's parameters alone, and
-        a later ``smp.init(dict)`` returns at once; SMP 1.7 has no such code, and
-        ``SMP_MANUAL_INIT=1`` turns it off (library source, 1.7 and 1.12.1)."""
-        if self.flavour is Flavour.TENSORFLOW:
-            return InitDict.APPLIES, "the TensorFlow flavour never initialises itself on import"
-        launcher = next((job for job in declared if job.role is Role.LAUNCHER and job.complete), None)
-        if launcher is None:
-            return InitDict.APPLIES, "no launcher of this script is known"
-        if launcher.manual_init:
-            return InitDict.APPLIES, f"{launcher.source} sets SMP_MANUAL_INIT=1"
-        if self.version_applies(FIRST_WITH_AUTO_INIT, None) is Tri.ON:
-            version = self.smp_version.describe() if self.smp_version is not None else "SMP 1.12 or later"
-            return InitDict.IGNORED, (
-                f"under {launcher.source}, {version} initialises itself on import from the launcher's parameters, "
-                "so smp.init({...}) returns at once (unless SMP_MANUAL_INIT=1)"
-            )
-        if self.version_applies(None, LAST_WITHOUT_AUTO_INIT) is Tri.ON:
-            assert self.smp_version is not None
-            return InitDict.APPLIES, f"{self.smp_version.describe()} does not initialise itself on import"
-        return InitDict.UNCERTAIN, (
-            f"under {launcher.source}, SMP 1.12 and later initialise on import and ignore it, SMP 1.7 and earlier "
-            "use it, and this job's version is not known to be either"
-        )
+        the library: not when the library initialised itself on import (``initialises_on_import``)."""
+        state, reason = self.initialises_on_import(declared)
+        if state is Tri.ON:
+            return InitDict.IGNORED, f"{reason}, so smp.init({{...}}) returns at once (unless SMP_MANUAL_INIT=1)"
+        if state is Tri.OFF or not any(job.role is Role.LAUNCHER and job.complete for job in declared):
+            return InitDict.APPLIES, reason
+        return InitDict.UNCERTAIN, f"{reason}: the dict counts only on the releases that do not"
 
     @classmethod
     def _merge(cls, declared: Sequence[DeclaredJob], evidence: Sequence[Evidence], flavour: Flavour) -> JobFacts:
@@ -479,6 +492,7 @@ class JobFacts:
             "smp_version": None if version is None else {"value": version.text, "source": version.source},
             "smp_v2": self.smp_v2,
             "init_dict": {"use": self.init_dict.value, "why": self.init_dict_reason} if self.init_dict_reason else None,
+            "initialises_on_import": {"state": self.on_import.value, "why": self.on_import_reason},
             "settings": {key: {"value": s.value, "source": s.source} for key, s in sorted(self.settings.items())},
             "unknown": {key: self.why_unknown(key) for key in sorted(self.unknown)},
             "features": {

@@ -81,9 +81,37 @@ def launch_variables(launcher: Launcher) -> Iterator[LaunchVariable]:
             yield LaunchVariable(name, value, _piece_with(options, f"{name}="), "`custom_mpi_options` (`-x`)")
 
 
-def _piece_with(options: Located, text: str) -> Located:
-    """The literal piece of ``options`` that contains ``text``, else the whole value."""
-    for piece in options.pieces:
+@dataclass(frozen=True)
+class McaParameter:
+    """``--mca NAME VALUE`` in ``custom_mpi_options``; ``at`` is the literal piece that names it."""
+
+    name: str
+    value: str
+    at: Located
+
+
+_MCA_FLAGS = ("-mca", "--mca", "-gmca", "--gmca")
+
+
+def mca_parameters(options: Located) -> list[McaParameter]:
+    """The Open MPI parameters set with ``--mca NAME VALUE``, in order, read as the toolkit
+    splits the string (with a space at every glued join)."""
+    text = spaced_text(options)
+    if text is None:
+        return []
+    tokens = text.split()
+    found: list[McaParameter] = []
+    for index, flag in enumerate(tokens[:-2]):
+        if flag in _MCA_FLAGS:
+            name = tokens[index + 1]
+            found.append(McaParameter(name, tokens[index + 2], _piece_with(options, name, last=sum(p.name == name for p in found) > 0)))
+    return found
+
+
+def _piece_with(options: Located, text: str, last: bool = False) -> Located:
+    """The literal piece of ``options`` that contains ``text`` (the last such piece with
+    ``last``), else the whole value."""
+    for piece in reversed(options.pieces) if last else options.pieces:
         value = piece.plain()
         if isinstance(value, str) and text in value and piece.node is not None:
             return Located(value, piece.node, piece.node)

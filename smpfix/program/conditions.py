@@ -37,6 +37,7 @@ from smpfix.base.literals import UNKNOWN
 from smpfix.job.jobfacts import FEATURES, KNOWN_KEYS, JobFacts
 from smpfix.job.linking import LinkedScript
 from smpfix.job.versions import Version, parse_version
+from smpfix.program.data_ranks import group_size
 from smpfix.program.dataloaders import bound_value
 from smpfix.program.facts import FileFacts
 from smpfix.program.script_arguments import CommandLineArgument, argument_value, assigned_attributes
@@ -45,6 +46,8 @@ _DEGREE_SETTINGS = frozenset({"tensor_parallel_degree", "pipeline_parallel_degre
 # Values a degree can take when its feature is on: a condition must fail for all of them.
 _ON_DEGREES = (2, 4, 8)
 _SIZE_QUERIES = {"tp_size": "tensor_parallel_degree", "pp_size": "pipeline_parallel_degree", "num_microbatches": "microbatches"}
+# Rank-group sizes the job's launch numbers decide (``smpfix.program.data_ranks.group_size``).
+_GROUP_QUERIES = frozenset({"size", "local_size", "dp_size", "rdp_size", "mp_size"})
 _LIBRARY_ENTRY_POINTS = frozenset({"init", "DistributedModel", "DistributedOptimizer"})
 _COMPARE: Mapping[type, Callable[[Any, Any], Any]] = {
     cst.Equal: operator.eq,
@@ -219,6 +222,9 @@ class Conditions:
             member = self.facts.smp_member(expr.func)
             if member in _SIZE_QUERIES:
                 return self._setting(_SIZE_QUERIES[member], hypothesis, f"`smp.{member}()`")
+            if member in _GROUP_QUERIES:
+                size = group_size(member, self.job, hypothesis.settings)
+                return Known(size.value, how=(f"`smp.{member}()` is {size.value} ({size.how})",)) if size else _UNKNOWN_VALUE
             return None
         if not isinstance(expr, cst.Attribute):
             return None

@@ -12,7 +12,7 @@ Shared by the data rules: SMP202 (sharding), SMP203 (seeds), SMP204 (sharded dat
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -292,6 +292,70 @@ def data_replicas(job: JobFacts) -> FeatureState:
     if prescaled is not None and prescaled.value is True:
         return FeatureState(_REPLICAS, Tri.OFF, f"prescaled batch with one reduced data-parallel rank; {dp.source}", rdp)
     return FeatureState(_REPLICAS, Tri.UNKNOWN, f"{dp.source}; one reduced data-parallel rank, so it depends on prescaled_batch")
+
+
+@dataclass(frozen=True)
+class GroupSize:
+    """How many ranks a rank group holds in this job, and where the numbers come from."""
+
+    value: int
+    how: str
+
+
+# The settings each group size multiplies (numerator: the world or one host), divides by.
+_GROUPS: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    "size": ("world", ()),
+    "local_size": ("host", ()),
+    "dp_size": ("world", ("pipeline_parallel_degree",)),
+    "rdp_size": ("world", ("pipeline_parallel_degree", "tensor_parallel_degree")),
+}
+_DEGREES = {"pp_size": ("pipeline_parallel_degree",), "tp_size": ("tensor_parallel_degree",),
+            "mp_size": ("pipeline_parallel_degree", "tensor_parallel_degree")}
+
+
+def group_size(member: str, job: JobFacts, degrees: Optional[Mapping[str, object]] = None) -> Optional[GroupSize]:
+    """What ``smp.<member>()`` returns in this job (``size``, ``local_size``, ``dp_size``,
+    ``rdp_size``, ``pp_size``, ``tp_size``, ``mp_size``), when the job states every number it
+    needs: the world is ``instance_count`` x ``processes_per_host``, the data-parallel group
+    the world over the pipeline-parallel degree (tensor-parallel peers differ in ``dp_rank``),
+    the reduced one over both degrees. ``degrees`` overrides job settings (a hypothesis)."""
+    overrides = degrees or {}
+    sources: list[str] = []
+
+    def setting(key: str) -> Optional[int]:
+        if key in overrides:
+            value = overrides[key]
+            return value if _is_int(value) else None  # type: ignore[return-value]
+        found = job.settings.get(key)
+        if found is None or not _is_int(found.value):
+            return None
+        sources.append(found.source)
+        return int(found.value)  # type: ignore[arg-type]
+
+    if member in _DEGREES:
+        product = 1
+        for key in _DEGREES[member]:
+            degree = setting(key)
+            if degree is None:
+                return None
+            product *= max(degree, 1)
+        return GroupSize(product, "; ".join(sorted(set(sources))))
+    if member not in _GROUPS:
+        return None
+    base, divisors = _GROUPS[member]
+    if base == "world":
+        world, launch = _launch_numbers(job)
+        sources += launch
+    else:
+        world = setting("processes_per_host")
+    if world is None:
+        return None
+    for key in divisors:
+        degree = setting(key)
+        if degree is None:
+            return None
+        world //= max(degree, 1)
+    return GroupSize(world, "; ".join(sorted(set(sources))))
 
 
 @dataclass(frozen=True)

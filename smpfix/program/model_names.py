@@ -20,7 +20,7 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.steps import StepFunction, calls_by_name
 
 
-def _parameter_names(function: cst.FunctionDef) -> frozenset[str]:
+def parameter_names(function: cst.FunctionDef) -> frozenset[str]:
     params = function.params
     names = [param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)]
     for star in (params.star_arg, params.star_kwarg):
@@ -64,7 +64,7 @@ class DistributedModelNames:
         cached = self._parameters.get(function)
         if cached is not None:
             return cached
-        found = {name for name in _parameter_names(function) if name in self.targets}
+        found = {name for name in parameter_names(function) if name in self.targets}
         for call in self.calls_of(function):
             bound = bind_arguments(function, call)
             for param, value in (bound or {}).items():
@@ -77,14 +77,14 @@ class DistributedModelNames:
     def _bound_in(self, function: cst.FunctionDef) -> frozenset[str]:
         cached = self._bound.get(function)
         if cached is None:
-            cached = frozenset(bound_names(function.body)) | _parameter_names(function)
+            cached = frozenset(bound_names(function.body)) | parameter_names(function)
             self._bound[function] = cached
         return cached
 
     def holds_model(self, name: str, functions: Sequence[cst.FunctionDef]) -> bool:
         """Is ``name`` the wrapped model inside ``functions`` (outermost first, innermost last)?"""
         for function in reversed(functions):
-            if name in _parameter_names(function):
+            if name in parameter_names(function):
                 return name in self.parameters_receiving_model(function)
             if name in self.local_targets.get(function, ()):
                 return True

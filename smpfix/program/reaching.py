@@ -41,6 +41,9 @@ class Reaching:
 
     assignments: tuple[Assignment, ...]
     opaque: bool = False
+    # The other bindings that may give the value (a tuple target's statement, a ``for``, a
+    # parameter, ...), for a question that can read some of them (``a, b = f()``).
+    others: tuple[cst.CSTNode, ...] = ()
 
     @property
     def single(self) -> Optional[Assignment]:
@@ -128,8 +131,8 @@ class Flow:
     def _answer(self, state: Iterable[_Definition]) -> Reaching:
         live = set(state)
         plain = [a for every in self.facts.assignments.values() for a in every if a in live]
-        opaque = any(isinstance(d, _Opaque) for d in live)
-        return Reaching(tuple(plain), opaque)
+        others = [d.node for d in live if isinstance(d, _Opaque)]
+        return Reaching(tuple(plain), bool(others), tuple(others))
 
     def assignment_for(self, name: str, value: cst.BaseExpression) -> Optional[Assignment]:
         for assignment in self.facts.assignments.get(name, ()):

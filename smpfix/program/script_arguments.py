@@ -21,6 +21,7 @@ from smpfix.base.calls import argument
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.linking import LinkedScript
 from smpfix.program.facts import FileFacts
+from smpfix.program.local_modules import LocalModules
 
 
 @dataclass(frozen=True)
@@ -171,3 +172,16 @@ def _converted(value: Any, found: CommandLineArgument) -> Any:
         return convert(str(value))
     except ValueError:
         return UNKNOWN
+
+
+def script_argument(dest: str, facts: FileFacts, modules: Optional[LocalModules], path: str) -> Optional[ArgumentValue]:
+    """``args.<dest>`` in the checked file ``path``: its argparse definitions are looked for in the
+    file and the project modules it imports, its launchers among the checked project's."""
+    if dest in assigned_attributes(facts):
+        return None
+    files: list[FileFacts] = [facts]
+    launchers: Sequence[LinkedScript] = ()
+    if modules is not None:
+        files += [linked.facts for linked in modules.imported_modules(facts)]
+        launchers = modules.project.launchers_of(path)
+    return argument_value(dest, command_line_arguments(files), launchers)

@@ -35,6 +35,15 @@ _MEMO_KEY = "config_views"
 
 
 @dataclass(frozen=True)
+class Replicas:
+    """Why a job runs more than one model replica, in words for a message, and whether that is
+    certain or depends on an instance count smpfix cannot read."""
+
+    words: str
+    certain: bool
+
+
+@dataclass(frozen=True)
 class ConfigView:
     """One configuration to check.
 
@@ -128,6 +137,47 @@ class ConfigView:
         if isinstance(per_host, int) and isinstance(count, int) and not isinstance(per_host, bool) and not isinstance(count, bool):
             return per_host * count
         return None
+
+    @property
+    def replicas(self) -> Optional[int]:
+        """How many model replicas the job has (processes ÷ (pipeline × tensor degree)), when
+        smpfix knows all three and the degrees divide the processes (SMP801 reports otherwise)."""
+        world = self.world
+        pp, tp = self.int_value("pipeline_parallel_degree"), self.int_value("tensor_parallel_degree")
+        if world is None or pp is None or tp is None or pp < 1 or tp < 1 or world % (pp * tp):
+            return None
+        return world // (pp * tp)
+
+    @property
+    def several_replicas(self) -> Optional[Replicas]:
+        """The job runs more than one model replica (so it needs a data-parallel backend): known
+        from the processes, or, when the number of instances is unknown, from the processes per
+        instance (more than pipeline × tensor degree: certainly; exactly as many: one replica per
+        instance, several if there is more than one instance)."""
+        pp, tp = self.int_value("pipeline_parallel_degree"), self.int_value("tensor_parallel_degree")
+        replicas = self.replicas
+        if replicas is not None:
+            if replicas <= 1:
+                return None
+            return Replicas(f"With {self.world} processes and pipeline × tensor degree {pp} × {tp}, the job runs "
+                            f"{replicas} model replicas", True)
+        per_host, count = self.launch("processes_per_host"), self.launch("instance_count")
+        if not isinstance(per_host, int) or isinstance(per_host, bool) or isinstance(count, int) or pp is None or tp is None:
+            return None
+        shape = f"With {per_host} processes per instance and pipeline × tensor degree {pp} × {tp}"
+        if per_host > pp * tp:
+            return Replicas(f"{shape}, every instance holds more than one model replica", True)
+        if per_host == pp * tp:
+            return Replicas(f"{shape}, each instance holds one model replica, so if instance_count is above 1 the job "
+                            "runs several", False)
+        return None
+
+    @property
+    def modelparallel_enabled(self) -> bool:
+        """A launcher that enables the library (``modelparallel.enabled`` is the literal True)."""
+        mp = self.launcher.modelparallel if self.launcher is not None else None
+        enabled = mp.get("enabled") if mp is not None else None
+        return enabled is not None and enabled.plain() is True
 
 
 @dataclass(frozen=True)
@@ -226,12 +276,15 @@ def _pending(fix: Optional[ConfigFix]) -> Optional[PendingFix]:
 
 
 def insert_entry(container: Located, text: str) -> Optional[NodeEdit]:
-    """An edit adding ``"key": value`` text to the dict display ``container`` was written as."""
+    """An edit adding ``"key": value`` text to the dict display ``container`` was written as,
+    or ``keyword=value`` text to the call it was written as (an estimator's keywords)."""
     node = container.node
     if isinstance(node, cst.Dict):
         if not node.elements:
             return ReplaceNode(node, "{" + text + "}")
         return InsertAfter(node.elements[-1], f", {text}")
+    if isinstance(node, cst.Call) and node.args:
+        return InsertAfter(node.args[-1], f", {text}")
     return None
 
 

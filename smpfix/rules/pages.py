@@ -49,6 +49,12 @@ class Page:
         match = re.search(r"```python\n(.*?)```", self.sections.get(section, ""), re.DOTALL)
         return match.group(1) if match else None
 
+    def other_files(self, section: str) -> dict[str, str]:
+        """Blocks marked ``<!-- file: scripts/train.py -->``: files beside the example (the script
+        a launcher starts), which it is checked together with."""
+        found = re.finditer(r"<!--\s*file:\s*(\S+)\s*-->\s*```python\n(.*?)```", self.sections.get(section, ""), re.DOTALL)
+        return {match.group(1): match.group(2) for match in found}
+
     def job_settings(self, section: str) -> dict[str, str]:
         """``<!-- job: key=value ... -->`` in a section: the job the example is checked under."""
         match = re.search(r"<!--\s*job:(.*?)-->", self.sections.get(section, ""))

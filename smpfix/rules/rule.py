@@ -27,6 +27,7 @@ from smpfix.program.conditions import Hypothesis
 from smpfix.program.facts import FileFacts
 from smpfix.program.local_modules import LinkedModule, LocalModules
 from smpfix.program.reaching import Flow
+from smpfix.program.script_numbers import ScriptNumbers
 from smpfix.program.tp_marking import Replacement, module_replacement
 
 
@@ -198,12 +199,18 @@ class Rule:
             found = self.context.memo["flow"] = Flow(self.context.module, self.context.facts, self._parents)
         return found
 
+    @property
+    def script_numbers(self) -> ScriptNumbers:
+        """Integers of this file: batch sizes, microbatches, group sizes (``smpfix.program.script_numbers``)."""
+        found = self.context.memo.get("script_numbers")
+        if found is None:
+            context = self.context
+            found = context.memo["script_numbers"] = ScriptNumbers(context.facts, context.job, context.module, context.modules, context.path)
+        return found
+
     def _parents(self) -> ParentIndex:
         """One parent index per file for the program questions that need one."""
-        found = self.context.memo.get("parents")
-        if found is None:
-            found = self.context.memo["parents"] = ParentIndex(self.context.module)
-        return found
+        return ParentIndex.cached(self.context.module, self.context.memo)
 
     def tp_replacement(self) -> Replacement:
         """Whether ``smp.DistributedModel`` replaces modules here: the program's tensor-parallel

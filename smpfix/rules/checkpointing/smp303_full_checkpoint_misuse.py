@@ -12,6 +12,7 @@ from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import FeatureState, Tri
+from smpfix.program.checkpoint_api import CHECKPOINT_API_SINCE
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # smp.save_checkpoint(path, tag, partial=True, model=None, optimizer=None, ...)
@@ -36,10 +37,6 @@ def _words(state: Tri, states: Sequence[FeatureState]) -> str:
     titles = [s.feature.title for s in states]
     listed = titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " or " + titles[-1]
     return f"if {listed} is enabled"
-
-
-# The release that brought `smp.save_checkpoint` and `smp.resume_from_checkpoint`.
-CHECKPOINT_API_SINCE = (1, 10)
 
 
 class FullCheckpointMisuse(Rule):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -13,6 +14,7 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
 from smpfix.base.parents import ParentIndex
 from smpfix.job.jobfacts import FeatureState, Tri
+from smpfix.program.branches import Reach
 from smpfix.program.call_arguments import CallArguments, Passed, call_arguments
 from smpfix.program.data_ranks import data_parallelism
 from smpfix.program.dataloaders import (
@@ -21,6 +23,8 @@ from smpfix.program.dataloaders import (
     is_dataloader,
     is_distributed_sampler,
 )
+from smpfix.program.dataset_sizes import DatasetSizes, Samples
+from smpfix.program.script_numbers import Resolved
 from smpfix.program.step_feeds import StepFeeds
 from smpfix.program.tf_datasets import is_tf_dataset
 from smpfix.program.training_loaders import TrainingLoaders
@@ -43,6 +47,32 @@ class _Batching:
     unpacks: bool = False
 
 
+@dataclass(frozen=True)
+class _LastBatch:
+    """The arithmetic of the last batch, when the samples and the batch size are known."""
+
+    samples: Samples
+    batch: Resolved
+
+    @property
+    def sizes(self) -> list[int]:
+        """The possible sizes of the last batch (0: the batches come out even)."""
+        return sorted({n % self.batch.value for n in self.samples.counts})
+
+    @property
+    def batch_counts(self) -> set[int]:
+        return {-(-n // self.batch.value) for n in self.samples.counts}
+
+    def words(self) -> str:
+        """"`datasets.MNIST(...)` holds 60000 samples (...); 60000 samples in batches of 64 leave a last batch of 32"."""
+        counts = " or ".join(str(n) for n in sorted(self.samples.counts))
+        per_rank = " per rank" if self.samples.per_rank else ""
+        sizes = " or ".join(str(size) for size in self.sizes)
+        batch = f" ({self.batch.how})" if self.batch.how else ""
+        how = "; ".join(self.samples.how)
+        return f"{how}; {counts} samples{per_rank} in batches of {self.batch.value}{batch} leave a last batch of {sizes}"
+
+
 class LastBatchNotDropped(Rule):
     code = "SMP201"
     name = "last-batch-not-dropped"
@@ -58,12 +88,16 @@ class LastBatchNotDropped(Rule):
         if not candidates:
             return
         index = ParentIndex(node)
+        self._sizes = DatasetSizes(self.facts, self.flow, self.script_numbers, self._runs)
         loaders = StepFeeds(self.facts, index)
         datasets = StepFeeds(self.facts, index, datasets=True)
         for batching in candidates:
             feed = (datasets if batching.tensorflow else loaders).feed_of(batching.call)
             if feed is not None:
                 self._flag(batching, feed, index)
+
+    def _runs(self, node: cst.CSTNode) -> bool:
+        return self.branches.reach(node).reach is not Reach.NEVER
 
     def _has_fit_call(self) -> bool:
         return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "fit" for c in self.facts.call_order)
@@ -141,6 +175,56 @@ class LastBatchNotDropped(Rule):
         sampler = arguments.passed("sampler", DATALOADER_POSITIONS["sampler"]).certain if arguments is not None else None
         return sampler is not None and is_distributed_sampler(bound_value(sampler, self.facts), self.facts)
 
+    # -- the arithmetic ---------------------------------------------------------------------
+    def _last_batch(self, batching: _Batching) -> Optional[_LastBatch]:
+        """How many samples one rank's loader (or dataset) holds per epoch and in what batches."""
+        call = batching.call
+        if batching.tensorflow:
+            assert isinstance(call.func, cst.Attribute)
+            samples = self._sizes.samples(call.func.value)
+            size = argument(call, "batch_size", 0)
+            batch = self.script_numbers.resolve(size.value) if size is not None else None
+        else:
+            samples = self._sizes.loader_samples(call)
+            arguments = call_arguments(call, self.facts)
+            passed = arguments.passed("batch_size", 1) if arguments is not None else None
+            if passed is None:
+                return None
+            given = passed.certain
+            batch = Resolved(1, "the DataLoader default") if passed.absent else self.script_numbers.resolve(given) if given is not None else None
+        if samples is None or batch is None or batch.value < 1:
+            return None
+        return _LastBatch(samples, batch)
+
+    def _split_verdict(self, last: _LastBatch, mb: FeatureState) -> Optional[tuple[Severity, str]]:
+        """With the last batch known: None when it provably splits, else the severity and the
+        arithmetic in words."""
+        if not any(last.sizes):
+            return None  # the batches come out even: no smaller last batch exists
+        microbatches = self.script_numbers.microbatches()
+        assumed = last.batch.assumed
+        if microbatches is not None and microbatches.value > 1:
+            count = microbatches.value
+            if last.batch.value % count:
+                return None  # every batch fails to split, not only the last: SMP802's finding
+            failing = [size for size in last.sizes if size % count]
+            if not failing:
+                return None
+            assumed = assumed or microbatches.assumed
+            source = f"; microbatches is {count}: {microbatches.how}" if microbatches.how and (assumed or mb.state is not Tri.ON) else ""
+            text = f"{last.words()}, which {count} microbatches cannot split ({failing[0]} % {count} = {failing[0] % count}{source})"
+            severity = Severity.ERROR if mb.state is Tri.ON and not assumed else Severity.WARNING
+        else:
+            common = math.gcd(last.batch.value, *last.sizes)
+            text = f"{last.words()}, which splits only if microbatches divides {common}"
+            severity = Severity.WARNING
+        if assumed:
+            text += (
+                " (no launcher of this script is among the checked paths: if the job passes other values as "
+                "hyperparameters, check those)"
+            )
+        return severity, text
+
     # -- reporting --------------------------------------------------------------------------
     def _fix(self, batching: _Batching, index: ParentIndex, safe: bool) -> Optional[PendingFix]:
         keyword = batching.keyword
@@ -192,10 +276,13 @@ class LastBatchNotDropped(Rule):
             f"not a multiple of the microbatch count fails to split{error} at the end of an epoch"
         )
         job_facts: tuple[FeatureState, ...] = (mb,)
+        last = self._last_batch(batching)
         if mb.state is Tri.OFF:
             dp = data_parallelism(self.job)
             if dp.state is Tri.OFF or (not batching.tensorflow and self._same_batch_count(batching.call, index)):
                 return
+            if last is not None and len(last.batch_counts) == 1:
+                return  # every rank holds as many samples, so runs as many batches
             severity = Severity.HINT
             so = ", so" if dp.state is Tri.ON else ","
             message = (
@@ -205,6 +292,12 @@ class LastBatchNotDropped(Rule):
                 f"(a `DistributedSampler`) and `{keyword}=True`."
             )
             job_facts = (mb, dp)
+        elif last is not None:
+            verdict = self._split_verdict(last, mb)
+            if verdict is None:
+                return  # the arithmetic says every last batch splits
+            severity, arithmetic = verdict
+            message = f"{lead}; {mb.condition()}: {arithmetic}. {split[0].upper()}{split[1:]}. Pass `{keyword}=True`."
         elif mb.state is Tri.ON:
             severity = Severity.ERROR
             message = f"{lead}; {mb.condition()}: {split}. Pass `{keyword}=True`."

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -11,43 +10,25 @@ import libcst as cst
 from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import BOTH
-from smpfix.base.literals import dict_entries
 from smpfix.base.parents import ParentIndex
-from smpfix.job.jobfacts import InitDict, Tri
-from smpfix.job.linking import LinkedScript
-from smpfix.program.dataloaders import DATALOADER_POSITIONS, bound_value, is_dataloader
-from smpfix.program.facts import FileFacts
-from smpfix.program.script_arguments import (
-    CommandLineArgument,
-    argument_value,
-    assigned_attributes,
-    command_line_arguments,
-)
+from smpfix.job.jobfacts import Tri
+from smpfix.program.call_arguments import call_arguments
+from smpfix.program.dataloaders import DATALOADER_POSITIONS, is_dataloader
+from smpfix.program.script_numbers import Resolved
 from smpfix.program.step_feeds import StepFeeds
 from smpfix.program.tf_datasets import is_tf_dataset
 from smpfix.rules.rule import FixAvailability, Rule
 
 _TF_BATCHING = ("batch", "padded_batch")
-_MAX_DEPTH = 6
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A number and, in words, where it came from (empty for a literal written in place).
-    ``assumed``: it rests on an argparse default and no launcher of the script is known, so
-    the job may still pass another value as a hyperparameter."""
-
-    value: int
-    how: str
-    assumed: bool = False
 
 
 @dataclass(frozen=True)
 class _Batching:
-    """A batch-size argument (None: the loader's default of 1) of a loader or dataset call."""
+    """A batch-size value (None: the loader's default of 1) of a loader or dataset call; the
+    call's own argument, or an entry of a literal dict it unpacks."""
 
     call: cst.Call
-    size: Optional[cst.Arg]
+    size: Optional[cst.BaseExpression]
     tensorflow: bool
 
 
@@ -63,7 +44,7 @@ class BatchNotDivisibleByMicrobatches(Rule):
         candidates = [found for call in self.facts.call_order if (found := self._candidate(call)) is not None]
         if not candidates:
             return
-        microbatches = self._microbatches()
+        microbatches = self.script_numbers.microbatches()
         if microbatches is None or microbatches.value <= 1:
             return
         index = ParentIndex(node)
@@ -72,102 +53,32 @@ class BatchNotDivisibleByMicrobatches(Rule):
             feed = (datasets if batching.tensorflow else loaders).feed_of(batching.call)
             if feed is None:
                 continue
-            if batching.size is not None and _is_parameter(batching.size.value, index.scope_of(batching.call)):
+            if batching.size is not None and _is_parameter(batching.size, index.scope_of(batching.call)):
                 continue  # a parameter of the enclosing function: its callers decide
-            batch = Resolved(1, "the DataLoader default") if batching.size is None else self._resolve(batching.size.value, 0)
+            batch = Resolved(1, "the DataLoader default") if batching.size is None else self.script_numbers.resolve(batching.size, 0)
             if batch is None or batch.value <= 0 or batch.value % microbatches.value == 0:
                 continue
             self._flag(batching, batch, microbatches, feed)
 
     # -- where batches are made ---------------------------------------------------------------
     def _candidate(self, call: cst.Call) -> Optional[_Batching]:
-        if any(arg.star for arg in call.args):
-            return None  # `*args` / `**kwargs` may set the batch size
         if is_dataloader(call, self.facts):
-            if argument(call, "batch_sampler", DATALOADER_POSITIONS["batch_sampler"]) is not None:
+            arguments = call_arguments(call, self.facts)
+            if arguments is None:
+                return None  # `*args`, or a `**` dict smpfix cannot read, may set the batch size
+            if not arguments.passed("batch_sampler", DATALOADER_POSITIONS["batch_sampler"]).absent:
                 return None  # the sampler decides the batch size
-            return _Batching(call, argument(call, "batch_size", 1), tensorflow=False)
+            size = arguments.passed("batch_size", 1)
+            if not size.absent and size.certain is None:
+                return None  # set on some paths only
+            return _Batching(call, size.certain, tensorflow=False)
+        if any(arg.star for arg in call.args):
+            return None
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in _TF_BATCHING and is_tf_dataset(func.value, self.facts):
-            size = argument(call, "batch_size", 0)
-            return _Batching(call, size, tensorflow=True) if size is not None else None
+            written = argument(call, "batch_size", 0)
+            return _Batching(call, written.value, tensorflow=True) if written is not None else None
         return None
-
-    # -- the numbers --------------------------------------------------------------------------
-    def _microbatches(self) -> Optional[Resolved]:
-        """``microbatches`` from the job; an ``smp.init`` entry like ``args.microbatches`` is read
-        through argparse when no other source states the value."""
-        setting = self.job.settings.get("microbatches")
-        if setting is not None and _is_int(setting.value) and not setting.source.startswith("library default"):
-            return Resolved(int(setting.value), setting.source)
-        if "microbatches" in self.job.unknown:
-            return None
-        # Only a dict the library reads decides (jobfacts: import-time initialisation ignores it).
-        written = self._init_entry("microbatches") if self.job.init_dict is InitDict.APPLIES else None
-        if written is not None:
-            resolved = self._resolve(written, 0)
-            if resolved is not None:
-                return Resolved(resolved.value, f"the smp.init({{...}}) dict: {resolved.how}", resolved.assumed)
-            return None
-        if setting is not None and _is_int(setting.value):
-            return Resolved(int(setting.value), setting.source)
-        return None
-
-    def _init_entry(self, key: str) -> Optional[cst.BaseExpression]:
-        call = self.facts.init_config_call
-        config = argument(call, "config", 0) if call is not None else None
-        if config is None:
-            return None
-        entry = dict_entries(bound_value(config.value, self.facts)).get(key)
-        return entry.value if entry is not None else None
-
-    def _resolve(self, expr: cst.BaseExpression, depth: int) -> Optional[Resolved]:
-        """An int expression: a literal, a name bound once, ``args.x`` through argparse,
-        ``smp.tp_size()`` from the job, and products of those."""
-        if depth > _MAX_DEPTH:
-            return None
-        written = expr
-        expr = bound_value(expr, self.facts)
-        value = self.facts.literal(expr)
-        if _is_int(value):
-            return Resolved(value, "" if expr is written else f"`{self._code(written)}` = {value}")
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
-            found = self._argument(expr.attr.value)
-            if found is not None:
-                return Resolved(found.value, f"`{self._code(expr)}` = {found.value}, {found.how}", found.assumed)
-        if isinstance(expr, cst.Call) and not expr.args and self.facts.smp_member(expr.func) == "tp_size":
-            setting = self.job.settings.get("tensor_parallel_degree")
-            if setting is not None and _is_int(setting.value):
-                return Resolved(int(setting.value), f"`smp.tp_size()` = tensor_parallel_degree {setting.value} ({setting.source})")
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
-            left, right = self._resolve(expr.left, depth + 1), self._resolve(expr.right, depth + 1)
-            if left is not None and right is not None:
-                how = "; ".join(part for part in (left.how, right.how) if part)
-                return Resolved(left.value * right.value, how, left.assumed or right.assumed)
-        return None
-
-    def _argument(self, dest: str) -> Optional[Resolved]:
-        if dest in assigned_attributes(self.facts):
-            return None
-        found = argument_value(dest, self._command_line(), self._launchers())
-        if found is None or not _is_int(found.value):
-            return None
-        return Resolved(int(found.value), found.how, found.default and not self._launchers())
-
-    def _command_line(self) -> dict[str, list[CommandLineArgument]]:
-        files: list[FileFacts] = [self.facts]
-        modules = self.context.modules
-        if modules is not None:
-            files += [linked.facts for linked in modules.imported_modules(self.facts)]
-        return command_line_arguments(files)
-
-    def _launchers(self) -> Sequence[LinkedScript]:
-        modules = self.context.modules
-        return modules.project.launchers_of(self.context.path) if modules is not None else ()
-
-    def _code(self, node: cst.CSTNode) -> str:
-        code = " ".join(self.context.code_for(node).split())
-        return code if len(code) <= 40 else code[:37] + "..."
 
     # -- reporting ----------------------------------------------------------------------------
     def _flag(self, batching: _Batching, batch: Resolved, microbatches: Resolved, feed: str) -> None:
@@ -176,7 +87,7 @@ class BatchNotDivisibleByMicrobatches(Rule):
         lower, upper = batch.value - remainder, batch.value - remainder + mb
         suggestion = f"{upper}" if lower <= 0 else f"{lower} or {upper}"
         if batching.size is None:
-            what = f"`{self._code(batching.call.func)}(...)` has no batch_size, so its batches hold 1 sample"
+            what = f"`{self.script_numbers.code(batching.call.func)}(...)` has no batch_size, so its batches hold 1 sample"
         else:
             origin = f" ({batch.how})" if batch.how else ""
             what = f"This batch size is {batch.value}{origin}"
@@ -213,6 +124,3 @@ def _is_parameter(expr: cst.BaseExpression, scope: cst.CSTNode) -> bool:
     every += [star for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)]
     return any(param.name.value == expr.value for param in every)
 
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

@@ -22,6 +22,14 @@ from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.facts import StatementRef
 from smpfix.program.model_names import DistributedModelNames
+from smpfix.program.once_per_microbatch import (
+    BATCH_SIZE,
+    MODEL_STATE,
+    SEED,
+    StepHazard,
+    StepHazards,
+    batch_norm_in,
+)
 from smpfix.program.steps import (
     body_statements,
     calls_by_name,
@@ -35,6 +43,7 @@ from smpfix.program.training_objects import (
     looks_like_optimizer,
     object_kind,
 )
+from smpfix.program.wrapped_model import model_class, wrapped_constructions
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
 _CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
@@ -56,7 +65,10 @@ class _Work:
 class OncePerBatchWorkInsideStep(Rule):
     code = "SMP404"
     name = "once-per-batch-work-inside-step"
-    summary = "`optimizer.step()`, `zero_grad()`, scheduler steps, gradient clipping and allreduce inside `@smp.step` run once per microbatch."
+    summary = (
+        "`optimizer.step()`, `zero_grad()`, scheduler steps, gradient clipping and allreduce inside `@smp.step` run once "
+        "per microbatch; so do batch-size shapes, logging, counters, model attributes and seeding there."
+    )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("MB", "PP")
 
@@ -123,6 +135,17 @@ class OncePerBatchWorkInsideStep(Rule):
 
     # -- reporting -----------------------------------------------------------------------
     def leave_Module(self, node: cst.Module) -> None:
+        self._report_work()
+        hazards = StepHazards(self.facts, self.models)
+        seen: set[int] = set()
+        for step in self.steps:
+            if step.function is not None and id(step.function) not in seen:
+                seen.add(id(step.function))
+                for hazard in hazards.of(step.function):
+                    self._report_hazard(hazard, step.function)
+        self._report_batch_norm()
+
+    def _report_work(self) -> None:
         severity, states, condition = self._severity()
         fixes: dict[cst.FunctionDef, Optional[PendingFix]] = {}
         for work in self.found:
@@ -149,6 +172,76 @@ class OncePerBatchWorkInsideStep(Rule):
             (mb, pp),
             "With one microbatch and no pipeline it runs once, but the library documents that it belongs outside the step.",
         )
+
+    def _report_hazard(self, hazard: StepHazard, step: cst.FunctionDef) -> None:
+        """Python that assumes one run per batch: how much that matters depends on the job."""
+        mb, pp = self.feature("MB", hazard.node), self.feature("PP", hazard.node)
+        name = step.name.value
+        runs = f"runs once per microbatch inside step function `{name}`"
+        if hazard.kind == BATCH_SIZE:
+            severity = self.severity_when(mb)
+            states: tuple[FeatureState, ...] = (mb,)
+            message = (
+                f"{hazard.what} uses the DataLoader's batch size as a shape, but the body {runs} and sees "
+                f"batch_size / microbatches rows ({mb.condition()}): the shape is wrong for every microbatch. Use "
+                "the tensor's own size (`x.size(0)`, or `-1` in `view`)."
+            )
+        elif hazard.kind == MODEL_STATE:
+            severity = self._model_state_severity(mb, pp)
+            states = (pp, mb)
+            message = (
+                f"{hazard.what} sets state on the model inside step function `{name}`: the body runs only on the "
+                "first pipeline stage, once per microbatch, so the modules of the other stages never see the value "
+                f"({pp.condition()}). Set it before the `{name}(...)` call; the developer guide says modules must not "
+                "depend on state modified inside `smp.step`."
+            )
+        elif hazard.kind == SEED:
+            severity = Severity.HINT if mb.state is Tri.ON else None
+            states = (mb,)
+            message = (
+                f"{hazard.what} {runs}: every microbatch restarts the same random stream, so dropout masks and other "
+                f"random draws repeat across the microbatches of a batch ({mb.condition()}). Seed once, before the "
+                "training loop."
+            )
+        else:
+            severity = Severity.HINT if Tri.ON in (mb.state, pp.state) else None
+            states = tuple(state for state in (mb, pp) if state.state is Tri.ON)
+            message = (
+                f"{hazard.what} {runs}, only on the first pipeline stage, and once more while the library traces the "
+                f"first call ({' and '.join(state.condition() for state in states)}): it logs or counts that many "
+                f"times per batch. Do it on what `{name}(...)` returns, after the call."
+            )
+        if severity is not None:
+            self.report(hazard.node, message, severity=severity, job_facts=states)
+
+    @staticmethod
+    def _model_state_severity(mb: FeatureState, pp: FeatureState) -> Optional[Severity]:
+        """A warning when other pipeline stages exist for certain; a hint when only microbatches
+        repeat the assignment, or when the pipeline is unknown."""
+        if pp.state is Tri.ON:
+            return Severity.WARNING
+        if mb.state is Tri.ON or pp.state is Tri.UNKNOWN:
+            return Severity.HINT
+        return None
+
+    def _report_batch_norm(self) -> None:
+        mb = self.feature("MB")
+        if mb.state is not Tri.ON:
+            return
+        for wrap in self.facts.distributed_models:
+            for built in wrapped_constructions(self.facts, wrap):
+                cls = model_class(self.facts, built.call, self.context.module, self.context.modules)
+                layer = batch_norm_in(cls) if cls is not None else None
+                if cls is None or layer is None:
+                    continue
+                message = (
+                    f"The model `{cls.name}` has `{layer}` layers, and {mb.condition()}: the step runs each "
+                    "microbatch through the model separately, so batch statistics come from batch_size / microbatches "
+                    "samples and the running statistics update once per microbatch. Check that this is what the "
+                    "recipe wants (a larger batch, or `nn.GroupNorm`/`nn.LayerNorm`, avoid it)."
+                )
+                self.report(wrap.call, message, severity=Severity.HINT, job_facts=(mb,))
+                break
 
     # -- fix -------------------------------------------------------------------------------
     def _fix(self, works: Sequence[_Work]) -> Optional[PendingFix]:

@@ -15,6 +15,7 @@ from smpfix.job.jobfacts import Tri
 from smpfix.job.versions import LAST_WITHOUT_AUTO_INIT
 from smpfix.program.codegen import smp_reference
 from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
+from smpfix.program.initialisation import script_sets_manual_init
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
 # Members a helper module may use without being the script that initialises the library.
@@ -65,7 +66,7 @@ class MissingSmpInit(Rule):
         self._driver_use: Optional[str] = None
         self._called: set[str] = set()
         self._main_guard = False
-        self._manual_init = False
+        self._manual_init = script_sets_manual_init(context.facts)
 
     # -- what the file does ------------------------------------------------------------------
     def _visit_import(self, node: ImportNode) -> None:
@@ -89,28 +90,12 @@ class MissingSmpInit(Rule):
             self._driver_use = self._driver_use or member
         if isinstance(node.func, cst.Name):
             self._called.add(node.func.value)
-        func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("setdefault", "putenv") and len(node.args) >= 2:
-            if self.facts.qualified_name(func) in ("os.environ.setdefault", "os.putenv"):
-                self._note_env(node.args[0].value, node.args[1].value)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         # TensorFlow models subclass `smp.DistributedModel`.
         for base in node.bases:
             if self.facts.smp_member(base.value) == "DistributedModel":
                 self._driver_use = self._driver_use or "DistributedModel"
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            subscript = target.target
-            if isinstance(subscript, cst.Subscript) and self.facts.qualified_name(subscript.value) == "os.environ":
-                index = subscript.slice[0].slice if len(subscript.slice) == 1 else None
-                if isinstance(index, cst.Index):
-                    self._note_env(index.value, node.value)
-
-    def _note_env(self, key: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        if self.facts.literal(key) == "SMP_MANUAL_INIT" and str(self.facts.literal(value)) == "1":
-            self._manual_init = True
 
     def visit_If(self, node: cst.If) -> None:
         if isinstance(self.ancestry.parent(1), cst.Module) and _is_main_guard(node.test):

@@ -44,7 +44,7 @@ estimator = PyTorch(
     py_version="py38",
     volume_size=200,
     hyperparameters=hyperparameters,
-    checkpoint_s3_uri=f"s3://{bucket}/bert-pretraining/checkpoints",
+    checkpoint_s3_uri=f"s3://{bucket}/bert-pretraining/checkpoints",  # expect: SMP827 warning
     distribution={
         "smdistributed": {"modelparallel": {"enabled": True, "parameters": smp_parameters}},
         "mpi": {"enabled": True, "processes_per_host": 8, "custom_mpi_options": mpi_options},

@@ -133,11 +133,11 @@ def prepare_model_and_optimizer(args, device):
         if is_main_process(args):
             logger.info("resuming from step %d", global_step)
 
-    model.to(device)
+    model.to(device)  # expect: SMP115 hint
     lr_scheduler = PolyWarmUpScheduler(optimizer, warmup=args.warmup_proportion, total_steps=args.max_steps)
     if args.fp16:
         loss_scale = "dynamic" if args.loss_scale == 0 else args.loss_scale
-        model, optimizer = amp.initialize(model, optimizer, opt_level="O2", loss_scale=loss_scale, cast_model_outputs=torch.float16)
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O2", loss_scale=loss_scale, cast_model_outputs=torch.float16)  # expect: SMP112 warning
 
     if checkpoint is not None and "optimizer" in checkpoint:
         optimizer.load_state_dict(checkpoint["optimizer"])
@@ -195,7 +195,7 @@ def forward_backward(args, input_ids, segment_ids, input_mask, masked_lm_labels,
     prediction_scores, seq_relationship_score = model(input_ids=input_ids, token_type_ids=segment_ids, attention_mask=input_mask)
     loss = criterion(prediction_scores, seq_relationship_score, masked_lm_labels, next_sentence_labels)
     if args.fp16:
-        with amp.scale_loss(loss, optimizer) as scaled_loss:
+        with amp.scale_loss(loss, optimizer) as scaled_loss:  # expect: SMP112 warning
             model.backward(scaled_loss) if args.smp > 0 else scaled_loss.backward()
     elif args.smp > 0:
         model.backward(loss)

@@ -114,7 +114,7 @@ def save(model, optimizer, step, args):
     os.makedirs(args.checkpoint_dir, exist_ok=True)
     if smp.rdp_rank() == 0:
         smp.save(
-            {"model": model.local_state_dict(), "optimizer": optimizer.local_state_dict(), "step": step},
+            {"model": model.local_state_dict(), "optimizer": optimizer.local_state_dict(), "step": step},  # expect: SMP307 error
             os.path.join(args.checkpoint_dir, f"gpt2_{step}.pt"),
             partial=True,
         )

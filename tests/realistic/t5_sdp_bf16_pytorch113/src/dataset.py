@@ -23,4 +23,4 @@ class Pairs(Dataset):
 def make_loader(directory, split, batch_size, rank, replicas, seed, shuffle):
     dataset = Pairs(directory, split)
     sampler = DistributedSampler(dataset, num_replicas=replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=True)
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True, pin_memory=True, num_workers=2)
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True, pin_memory=True, num_workers=2)  # expect: SMP205 warning

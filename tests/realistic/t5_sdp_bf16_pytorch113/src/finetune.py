@@ -140,7 +140,7 @@ def main():
 
     train_set = Pairs(args.train_dir, "train")
     sampler = DistributedSampler(train_set, num_replicas=smp.dp_size(), rank=smp.dp_rank(), shuffle=True, seed=args.seed, drop_last=True)
-    train_loader = DataLoader(train_set, batch_size=args.train_batch_size, sampler=sampler, drop_last=True, pin_memory=True, num_workers=2)
+    train_loader = DataLoader(train_set, batch_size=args.train_batch_size, sampler=sampler, drop_last=True, pin_memory=True, num_workers=2)  # expect: SMP205 warning
     val_loader = make_loader(args.val_dir, "val", args.val_batch_size, smp.dp_rank(), smp.dp_size(), args.seed, False)
     total_steps = args.epochs * len(train_loader)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer.optimizer, schedule(args, total_steps))

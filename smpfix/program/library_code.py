@@ -1,0 +1,123 @@
+"""Does this code run with the library: "is this PyTorch feature used in the model-parallel path?"
+
+Scripts written for several back ends keep each one's code apart: a function for the
+data-parallel set-up beside one for the model-parallel set-up, or
+``if is_sagemaker_mp_enabled(): scaler = smp.amp.GradScaler() else: scaler = torch.cuda.amp.GradScaler()``.
+A feature the library does not support is a problem only on the library's path, so rules about
+such features ask ``LibraryCode.runs_with_library(node)``. It is False when
+
+- ``node`` sits on one side of an ``if`` whose other side uses the library and its own side
+  does not (the non-library branch of a switch), or
+- its function neither uses the library nor is reached from code that does (a step function,
+  a function calling a library member, and the file's functions they call by name, to any
+  depth), or, at module level, no module-level statement uses the library.
+
+Anything else counts as the library's path: precision here means not calling code outside
+that path a mistake.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.parents import ParentIndex
+from smpfix.base.walker import children, iter_nodes
+from smpfix.program.facts import FileFacts
+from smpfix.program.steps import step_bodies, step_functions
+
+
+class LibraryCode:
+    """Answers ``runs_with_library`` for one file; build once per rule that needs it."""
+
+    def __init__(self, facts: FileFacts, module: cst.Module, parents: Optional[ParentIndex] = None) -> None:
+        self.facts = facts
+        self.module = module
+        self.parents = parents or ParentIndex(module)
+        self._uses: dict[int, bool] = {}
+        top: list[cst.CSTNode] = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
+        self.module_level = any(self._uses_library(s) for s in top)
+        self.functions = self._library_functions(top if self.module_level else [])
+
+    def uses_library(self, node: cst.CSTNode) -> bool:
+        """Whether ``node``'s code calls a library member (nested functions and classes excluded)."""
+        return self._uses_library(node)
+
+    def runs_with_library(self, node: cst.CSTNode) -> bool:
+        if self._in_non_library_branch(node):
+            return False
+        function = self._function_of(node)
+        if function is None:
+            return self.module_level
+        return function in self.functions
+
+    # -- internals --------------------------------------------------------------------------
+    def _uses_library(self, node: cst.CSTNode) -> bool:
+        known = self._uses.get(id(node))
+        if known is None:
+            known = self._uses[id(node)] = any(
+                self.facts.smp_member(child.func) is not None for child in _own_nodes(node) if isinstance(child, cst.Call)
+            ) or any(self.facts.smp_member(child) is not None for child in _own_nodes(node) if isinstance(child, cst.Attribute))
+        return known
+
+    def _function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        for ancestor in self.parents.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+        return None
+
+    def _in_non_library_branch(self, node: cst.CSTNode) -> bool:
+        child: cst.CSTNode = node
+        for ancestor in self.parents.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return False
+            if isinstance(ancestor, cst.If) and ancestor.orelse is not None and (child is ancestor.body or child is ancestor.orelse):
+                other: cst.CSTNode = ancestor.orelse if child is ancestor.body else ancestor.body
+                if self._uses_library(other) and not self._uses_library(child):
+                    return True
+            child = ancestor
+        return False
+
+    def _library_functions(self, top: list[cst.CSTNode]) -> frozenset[cst.FunctionDef]:
+        """Functions that use the library, run a step, or are called (by name, or as a class
+        being built) from such functions or from module-level code that uses the library."""
+        functions = [node for node in iter_nodes(self.module) if isinstance(node, cst.FunctionDef)]
+        by_name: dict[str, list[cst.FunctionDef]] = {}
+        for function in functions:
+            by_name.setdefault(function.name.value, []).append(function)
+        for name, cls in self.facts.classes.items():
+            # Building an instance runs the class's code: its methods run with whoever builds it.
+            by_name.setdefault(name, []).extend(s for s in cls.body.body if isinstance(s, cst.FunctionDef))
+        found = set(step_bodies(step_functions(self.facts)))
+        found.update(function for function in functions if self._uses_library(function.body))
+        for statement in top:
+            for call in _own_nodes(statement):
+                if isinstance(call, cst.Call) and isinstance(call.func, cst.Name):
+                    found.update(by_name.get(call.func.value, ()))
+        pending = list(found)
+        while pending:
+            current = pending.pop()
+            for call in _own_nodes(current.body):
+                if isinstance(call, cst.Call) and isinstance(call.func, cst.Name):
+                    for callee in by_name.get(call.func.value, ()):
+                        if callee not in found:
+                            found.add(callee)
+                            pending.append(callee)
+            # Functions nested in library code run with it too.
+            for nested in iter_nodes(current.body):
+                if isinstance(nested, cst.FunctionDef) and nested not in found:
+                    found.add(nested)
+                    pending.append(nested)
+        return frozenset(found)
+
+
+def _own_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Nodes of ``node`` without nested functions and classes (their code runs elsewhere)."""
+    found: list[cst.CSTNode] = []
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(child for child in children(current) if not isinstance(child, (cst.FunctionDef, cst.ClassDef)))
+    return found

@@ -1,0 +1,112 @@
+"""SMP304: a checkpoint tag that is not a string, or differs between ranks."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.edits import ReplaceNode
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.walker import iter_nodes
+from smpfix.program.checkpoint_api import (
+    CHECKPOINT_API_SINCE,
+    CheckpointCall,
+    checkpoint_call,
+    raises_on_purpose,
+)
+from smpfix.program.data_ranks import rank_terms
+from smpfix.program.facts import FileFacts
+from smpfix.program.numeric_values import NumericValues, enclosing_scope
+from smpfix.program.rank_groups import cut
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+
+# Environment variables that hold a process's rank under MPI or torchrun.
+_RANK_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"})
+
+
+class CheckpointTagInvalid(Rule):
+    code = "SMP304"
+    name = "checkpoint-tag-invalid"
+    summary = "The `tag` of `smp.save_checkpoint`/`smp.resume_from_checkpoint` is a number (raises) or depends on the rank (hangs)."
+    fix_availability = FixAvailability.SAFE
+    depends_on = ("PP", "TP")
+    since = CHECKPOINT_API_SINCE
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self.numbers = NumericValues(self.facts, context.module, self.flow)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        found = checkpoint_call(self.facts, node)
+        if found is None or raises_on_purpose(self.ancestry.stack):
+            return
+        tag = found.argument("tag")
+        if tag is None or tag.star:
+            return
+        if found.saves and found.value("model") is None and found.value("optimizer") is None:
+            return  # the library saves nothing and never looks at the tag
+        scope = enclosing_scope(self.ancestry.stack, self.context.module)
+        if self.numbers.is_number(tag.value, scope):
+            self._flag_number(found, tag.value)
+        else:
+            self._check_rank(found, tag.value)
+
+    def _flag_number(self, found: CheckpointCall, tag: cst.BaseExpression) -> None:
+        spelled = self.context.code_for(tag)
+        callee = self.context.code_for(found.call.func)
+        if found.saves:
+            failure = "`save_checkpoint` accepts only a `str` tag and raises SMPCheckpointError on every rank"
+        else:
+            failure = "`resume_from_checkpoint` joins the tag to strings and raises TypeError"
+        message = (
+            f"The checkpoint tag `{spelled}` of `{callee}(...)` is a number, but {failure}, so the job dies at its "
+            f"first checkpoint. Pass a string: `tag=str({spelled})` (or an f-string such as `f\"step_{{{spelled}}}\"`, "
+            "the same on the save and the resume side)."
+        )
+        fix = PendingFix(Applicability.SAFE, "Wrap the tag in `str(...)`", (ReplaceNode(tag, f"str({spelled})"),))
+        self.report(found.call, message, severity=Severity.ERROR, fix=fix, implied=CHECKPOINT_API_SINCE)
+
+    def _check_rank(self, found: CheckpointCall, tag: cst.BaseExpression) -> None:
+        functions = [term.member for term in rank_terms(tag, self.facts) if term.is_rank]
+        if _reads_rank_variable(tag, self.facts):
+            functions.append("rank")
+        if not functions:
+            return
+        split = cut(functions, "WORLD", self.job)
+        if split is None:
+            return
+        spelled = self.context.code_for(tag)
+        if found.saves:
+            effect = (
+                "`save_checkpoint` gathers the tags of all ranks and rank 0 raises SMPCheckpointError when they "
+                "differ, while every other rank waits in the barrier that follows: the job hangs"
+            )
+        else:
+            effect = (
+                "each rank looks for a different checkpoint, and a checkpoint written by `save_checkpoint` has one "
+                "tag for all ranks, so most ranks find nothing to load"
+            )
+        condition = f" ({split.condition()})" if split.condition() else ""
+        message = (
+            f"The checkpoint tag `{spelled}` depends on the rank{condition}: {effect}. Use a tag that is the same on "
+            "every rank, such as the training step (`f\"step_{total_steps}\"`); the library adds the rank to file "
+            "names itself."
+        )
+        severity = Severity.ERROR if split.definite else Severity.WARNING
+        states = split.states if not split.definite else ()
+        self.report(found.call, message, severity=severity, job_facts=states, implied=CHECKPOINT_API_SINCE)
+
+
+def _reads_rank_variable(expr: cst.BaseExpression, facts: FileFacts) -> bool:
+    """``os.environ["RANK"]``, ``os.environ.get("LOCAL_RANK")`` or ``os.getenv("RANK")`` in ``expr``."""
+    for node in iter_nodes(expr):
+        key: Optional[cst.BaseExpression] = None
+        if isinstance(node, cst.Subscript) and facts.qualified_name(node.value) == "os.environ":
+            element = node.slice[0].slice if node.slice else None
+            key = element.value if isinstance(element, cst.Index) else None
+        elif isinstance(node, cst.Call) and node.args and facts.qualified_name(node.func) in ("os.environ.get", "os.getenv"):
+            key = node.args[0].value
+        if key is not None and facts.literal(key) in _RANK_VARIABLES:
+            return True
+    return False

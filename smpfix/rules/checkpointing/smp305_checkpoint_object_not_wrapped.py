@@ -1,0 +1,132 @@
+"""SMP305: ``smp.save_checkpoint`` given the raw module or optimizer instead of the library's wrappers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.call_binding import bind_arguments
+from smpfix.base.edits import ReplaceNode
+from smpfix.base.findings import Applicability, Severity
+from smpfix.job.jobfacts import FeatureState, Tri
+from smpfix.program.checkpoint_api import CHECKPOINT_API_SINCE, checkpoint_call
+from smpfix.program.model_names import DistributedModelNames, parameter_names
+from smpfix.program.steps import calls_by_name, step_functions
+from smpfix.program.unwrapped import Unwrapped, raw_module, raw_name
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+
+
+class CheckpointObjectNotWrapped(Rule):
+    code = "SMP305"
+    name = "checkpoint-object-not-wrapped"
+    summary = "`smp.save_checkpoint(model=..., optimizer=...)` given the module or optimizer that was wrapped, not the `smp.Distributed*` wrapper."
+    fix_availability = FixAvailability.SAFE
+    depends_on = ("SDP", "FP16", "BF16")
+    since = CHECKPOINT_API_SINCE
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self.models = DistributedModelNames(self.facts, step_functions(self.facts))
+        self.calls = calls_by_name(self.facts)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        found = checkpoint_call(self.facts, node)
+        if found is None or not found.saves:
+            return
+        functions: list[cst.FunctionDef] = [n for n in self.ancestry.stack[:-1] if isinstance(n, cst.FunctionDef)]
+        for parameter, flag in (("model", self._flag_model), ("optimizer", self._flag_optimizer)):
+            given = found.argument(parameter)
+            if given is None or given.star:
+                continue
+            for raw, via in self._raw_objects(parameter, given.value, functions, node):
+                flag(raw, via)
+
+    def _raw_objects(
+        self, parameter: str, expr: cst.BaseExpression, functions: Sequence[cst.FunctionDef], use: cst.Call
+    ) -> Iterator[tuple[Unwrapped, str]]:
+        """The raw object ``expr`` is here, or, when ``expr`` is a parameter of the saving
+        function, the raw objects its callers in this file pass for it."""
+        raw = self._raw(parameter, expr, functions, use)
+        if raw is not None:
+            yield raw, ""
+            return
+        function = functions[-1] if functions else None
+        if not isinstance(expr, cst.Name) or function is None or expr.value not in parameter_names(function):
+            return
+        parents = self.flow.index
+        for call in self.calls.get(function.name.value, ()):
+            bound = bind_arguments(function, call)
+            passed = bound.get(expr.value) if bound is not None else None
+            if passed is None:
+                continue
+            callers = [n for n in parents.ancestors(call) if isinstance(n, cst.FunctionDef)][::-1]
+            raw = self._raw(parameter, passed, callers, call)
+            if raw is not None:
+                yield raw, f" (through parameter `{expr.value}` of `{function.name.value}`, which saves it)"
+
+    def _raw(
+        self, parameter: str, expr: cst.BaseExpression, functions: Sequence[cst.FunctionDef], use: cst.Call
+    ) -> Optional[Unwrapped]:
+        if parameter == "model":
+            return raw_module(self.flow, expr, self.models, functions, use)
+        return raw_name(self.flow, expr, self.facts.distributed_optimizers, use)
+
+    def _flag_model(self, raw: Unwrapped, via: str) -> None:
+        sdp = self.feature("SDP", raw.use)
+        spelled = self.context.code_for(raw.use)
+        wrapper = f"`{raw.wrapped}`" if raw.wrapped else "the `smp.DistributedModel`"
+        lead = f"`{spelled}` is {raw.what}{via}, but `smp.save_checkpoint(model=...)` needs the `smp.DistributedModel` ({wrapper})"
+        if sdp.state is Tri.ON:
+            message = (
+                f"{lead}. With sharded data parallelism on ({sdp.source}) the library ignores this argument and saves "
+                "the wrapped model it knows, so this works; without it the call raises SMPValidationError. Pass "
+                f"{wrapper}."
+            )
+            severity = Severity.HINT
+        else:
+            when = "" if sdp.state is Tri.OFF else " unless sharded data parallelism is enabled"
+            message = (
+                f"{lead}: it raises SMPValidationError{when}, at the job's first checkpoint. Pass {wrapper}, which "
+                "saves each rank's partition."
+            )
+            severity = Severity.ERROR if sdp.state is Tri.OFF else Severity.WARNING
+        self.report(raw.use, message, severity=severity, fix=self._fix(raw, "model"), job_facts=(sdp,), implied=CHECKPOINT_API_SINCE)
+
+    def _flag_optimizer(self, raw: Unwrapped, via: str) -> None:
+        states = [self.feature(key, raw.use) for key in ("FP16", "BF16", "SDP")]
+        on = [s for s in states if s.state is Tri.ON]
+        unknown = [s for s in states if s.state is Tri.UNKNOWN]
+        if not on and not unknown:
+            return  # fp32 without sharding: the wrapper patches the optimizer in place, so it is the same object
+        spelled = self.context.code_for(raw.use)
+        wrapper = f"`{raw.wrapped}`" if raw.wrapped else "the `smp.DistributedOptimizer`"
+        lead = f"`{spelled}` is {raw.what}{via}, but `smp.save_checkpoint(optimizer=...)` needs the `smp.DistributedOptimizer` ({wrapper})"
+        if on:
+            why = f"{_conditions(on)}, so the wrapper is a different object and the call raises at the job's first checkpoint"
+            severity = Severity.ERROR
+        else:
+            why = (
+                f"the call raises {_titles(unknown)}, where the wrapper is a different object (in fp32 without "
+                "sharding the library patches the optimizer in place and both names work)"
+            )
+            severity = Severity.WARNING
+        message = f"{lead}: {why}. Pass {wrapper}."
+        self.report(raw.use, message, severity=severity, fix=self._fix(raw, "optimizer"), job_facts=tuple(on or unknown), implied=CHECKPOINT_API_SINCE)
+
+    @staticmethod
+    def _fix(raw: Unwrapped, what: str) -> Optional[PendingFix]:
+        if raw.wrapped is None:
+            return None
+        return PendingFix(Applicability.SAFE, f"Pass the wrapped {what} `{raw.wrapped}`", (ReplaceNode(raw.use, raw.wrapped),))
+
+
+def _conditions(states: Sequence[FeatureState]) -> str:
+    return " and ".join(state.condition() for state in states)
+
+
+def _titles(states: Sequence[FeatureState]) -> str:
+    titles = [state.feature.title for state in states]
+    listed = titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " or " + titles[-1]
+    return f"if {listed} is enabled"

@@ -1,0 +1,131 @@
+"""SMP306: ``smp.resume_from_checkpoint`` in the wrong place or with arguments that cannot work."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.calls import bound_names, names_in
+from smpfix.base.edits import DeleteStatementLines, InsertStatementAfter
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.parents import ParentIndex
+from smpfix.job.jobfacts import Tri
+from smpfix.program.call_order import runs_earlier
+from smpfix.program.checkpoint_api import (
+    CHECKPOINT_API_SINCE,
+    CheckpointCall,
+    checkpoint_call,
+    raises_on_purpose,
+)
+from smpfix.program.facts import Wrap
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+
+
+class ResumeFromCheckpointMisuse(Rule):
+    code = "SMP306"
+    name = "resume-from-checkpoint-misuse"
+    summary = "`smp.resume_from_checkpoint` before `smp.DistributedOptimizer` under sharded data parallelism, a full load without a tag, or arguments the load ignores."
+    fix_availability = FixAvailability.UNSAFE
+    depends_on = ("SDP",)
+    since = CHECKPOINT_API_SINCE
+
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self.resumes: list[CheckpointCall] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        found = checkpoint_call(self.facts, node)
+        if found is None or found.saves:
+            return
+        self.resumes.append(found)
+        if not raises_on_purpose(self.ancestry.stack):
+            self._check_arguments(found)
+
+    # -- arguments -------------------------------------------------------------------------
+    def _check_arguments(self, found: CheckpointCall) -> None:
+        partial = found.value("partial")
+        sdp = self.feature("SDP", found.call)
+        if partial is False and found.value("tag") is None:
+            message = (
+                "`resume_from_checkpoint(..., partial=False)` without a `tag` raises SMPValidationError (\"tag is "
+                "required to load a full checkpoint\"): only partial checkpoints are found through the `newest` file. "
+                "Pass the tag the full checkpoint was saved with, e.g. `tag=\"fullmodel.pt\"`."
+            )
+            self.report(found.call, message, severity=Severity.ERROR, implied=CHECKPOINT_API_SINCE)
+        sharded = found.argument("load_sharded_optimizer_state")
+        if sharded is not None and sdp.state is Tri.OFF:
+            message = (
+                f"`load_sharded_optimizer_state=` is read only under sharded data parallelism, which is off "
+                f"({sdp.source}): the argument does nothing here."
+            )
+            self.report(sharded, message, severity=Severity.HINT, job_facts=(sdp,), implied=CHECKPOINT_API_SINCE)
+        translate = found.argument("translate_function")
+        if translate is not None and partial is True:
+            message = (
+                "`translate_function=` is used only for full loads (`partial=False`); this partial load ignores it."
+            )
+            self.report(translate, message, severity=Severity.HINT, implied=CHECKPOINT_API_SINCE)
+
+    # -- order against smp.DistributedOptimizer -----------------------------------------------
+    def leave_Module(self, node: cst.Module) -> None:
+        if not self.resumes or not self.facts.distributed_optimizers:
+            return
+        parents = ParentIndex(node)
+        for found in self.resumes:
+            sdp = self.feature("SDP", found.call)
+            if sdp.state is Tri.OFF:
+                continue
+            later = self._wrap_after(found.call, parents)
+            if later is None:
+                continue
+            wrapped = f"`{later.target} = {self.context.code_for(later.call.func)}(...)`" if later.target else "`smp.DistributedOptimizer(...)`"
+            if sdp.state is Tri.ON:
+                lead = f"With sharded data parallelism on ({sdp.source})"
+                severity = Severity.ERROR
+                effect = "here it raises SMPValidationError"
+            else:
+                lead = "If sharded data parallelism is enabled"
+                severity = Severity.WARNING
+                effect = "it raises SMPValidationError there"
+            message = (
+                f"{lead}, `smp.resume_from_checkpoint` must run after {wrapped}, because "
+                f"the sharded optimizer state can only be loaded into the wrapped optimizer: {effect}. Move the call "
+                "after the optimizer is wrapped (without sharding the load is deferred, so that order works in every job)."
+            )
+            self.report(found.call, message, severity=severity, fix=self._move(found.call, later, parents), job_facts=(sdp,), implied=CHECKPOINT_API_SINCE)
+
+    def _wrap_after(self, call: cst.Call, parents: ParentIndex) -> Optional[Wrap]:
+        """The ``smp.DistributedOptimizer`` of the same function that runs after ``call``, when
+        none runs before it on the same path."""
+        later: Optional[Wrap] = None
+        for wrap in self.facts.distributed_optimizers:
+            if runs_earlier(self.facts, parents, wrap.call, call):
+                return None
+            if later is None and runs_earlier(self.facts, parents, call, wrap.call):
+                later = wrap
+        return later
+
+    def _move(self, call: cst.Call, wrap: Wrap, parents: ParentIndex) -> Optional[PendingFix]:
+        """Move the resume statement to just after the wrap, when both sit in one block and
+        nothing in between reads what the resume binds or rebinds what it reads."""
+        statement = parents.parent_of(parents.parent_of(call) or call)
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1 or wrap.where is None:
+            return None
+        small = statement.body[0]
+        if not (isinstance(small, cst.Expr) and small.value is call) and not (isinstance(small, cst.Assign) and small.value is call):
+            return None
+        block = parents.parent_of(statement)
+        body: Sequence[cst.CSTNode] = getattr(block, "body", ())
+        if wrap.where.block is not block:
+            return None
+        start = next(i for i, s in enumerate(body) if s is statement)
+        between = body[start + 1 : wrap.where.index + 1]
+        binds, reads = bound_names(statement), names_in(statement)
+        for other in between:
+            if binds & names_in(other) or reads & bound_names(other):
+                return None
+        edits = (DeleteStatementLines(statement), InsertStatementAfter(wrap.where.statement, statement, self.context.module))
+        return PendingFix(Applicability.UNSAFE, "Move `smp.resume_from_checkpoint` after `smp.DistributedOptimizer`", edits)
+

@@ -1,0 +1,102 @@
+"""SMP307: the hand-built checkpoint of the optimizer under a rank guard, which hangs with optimizer state sharding."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument, bound_names, names_in
+from smpfix.base.edits import DeleteStatementLines, InsertStatementBefore
+from smpfix.base.findings import Applicability, Severity
+from smpfix.job.jobfacts import FeatureState, Tri
+from smpfix.program.guards import RankGuard, guarded_by_early_exit, rank_zero_guards
+from smpfix.program.rank_groups import cut
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+
+
+@dataclass(frozen=True)
+class _Guard:
+    """A rank guard around the call: an ``if`` whose body holds it, or an early exit before it."""
+
+    guards: tuple[RankGuard, ...]
+    test: cst.BaseExpression
+    if_node: Optional[cst.If]
+
+
+class LegacyManualCheckpointing(Rule):
+    code = "SMP307"
+    name = "legacy-manual-checkpointing"
+    summary = "`optimizer.local_state_dict()` called under a rank guard: with `shard_optimizer_state` it gathers across ranks and hangs."
+    fix_availability = FixAvailability.UNSAFE
+    depends_on = ("OSS",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "local_state_dict"):
+            return
+        if not (isinstance(func.value, cst.Name) and func.value.value in self.facts.optimizer_names()):
+            return
+        gather = argument(node, "gather_if_shard", 0)
+        if gather is not None and self.facts.literal(gather.value) is False:
+            return  # no gather: each rank returns its own shard
+        guards = self._guards()
+        split = cut([g.function for guard in guards for g in guard.guards], "RDP_GROUP", self.job) if guards else None
+        oss = self.feature("OSS", node)
+        if split is not None and oss.state is not Tri.OFF:
+            self._flag_hang(node, guards, oss)
+
+    def _guards(self) -> list[_Guard]:
+        found: list[_Guard] = []
+        stack = self.ancestry.stack
+        for position, node in enumerate(stack[:-1]):
+            if isinstance(node, cst.If) and stack[position + 1] is node.body:
+                guards = rank_zero_guards(node.test, self.facts)
+                if guards:
+                    found.append(_Guard(tuple(guards), node.test, node))
+            ref = self.facts.statement_of(node)
+            if ref is not None:
+                for guard, exit_node in guarded_by_early_exit(ref, self.facts):
+                    found.append(_Guard((guard,), exit_node.test, None))
+        return found
+
+    def _flag_hang(self, call: cst.Call, guards: Sequence[_Guard], oss: FeatureState) -> None:
+        known = oss.state is Tri.ON
+        test = " ".join(self.context.code_for(guards[-1].test).split())
+        spelled = self.context.code_for(call.func)
+        if known:
+            lead = f"With optimizer state sharding on ({oss.source}), `{spelled}()`"
+            severity = Severity.ERROR
+        else:
+            lead = f"If `shard_optimizer_state` is enabled, `{spelled}()`"
+            severity = Severity.HINT
+        message = (
+            f"{lead} gathers the optimizer state from every rank of its reduced-data-parallel group, but under "
+            f"`if {test}:` only some of those ranks call it, and they wait for the others forever: the job hangs at "
+            "its first checkpoint. Call it on every rank and keep only the file write under the guard, or save with "
+            "`smp.save_checkpoint(path, tag, partial=True, model=model, optimizer=optimizer)` on every rank (SMP 1.10 "
+            "and later), which handles sharded optimizer state."
+        )
+        self.report(call, message, severity=severity, fix=self._hoist(call, guards), job_facts=(oss,))
+
+    def _hoist(self, call: cst.Call, guards: Sequence[_Guard]) -> Optional[PendingFix]:
+        """``x = optimizer.local_state_dict()`` directly in the body of the one guarding ``if``
+        moves before that ``if``, so every rank calls it."""
+        if len(guards) != 1 or guards[0].if_node is None:
+            return None
+        if_node = guards[0].if_node
+        statement, block = self.ancestry.parent(2), self.ancestry.parent(3)
+        small = self.ancestry.parent(1)
+        if not (isinstance(small, cst.Assign) and small.value is call and isinstance(statement, cst.SimpleStatementLine)):
+            return None
+        if len(statement.body) != 1 or block is not if_node.body or len(if_node.body.body) < 2:
+            return None
+        body = if_node.body.body
+        earlier = body[: next(i for i, s in enumerate(body) if s is statement)]
+        reads = names_in(statement)
+        if any(reads & bound_names(other) for other in earlier):
+            return None
+        edits = (DeleteStatementLines(statement), InsertStatementBefore(if_node, statement, self.context.module))
+        return PendingFix(Applicability.UNSAFE, "Call `local_state_dict()` on every rank, before the rank guard", edits)

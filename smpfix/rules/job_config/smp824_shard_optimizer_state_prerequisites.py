@@ -1,0 +1,105 @@
+"""SMP824: ``shard_optimizer_state`` without what it needs, or where it has nothing to shard.
+
+Optimizer state sharding splits the optimizer state over the data-parallel ranks through the
+library's DDP. In the 1.12 source it is not refused at start-up: the first
+``optimizer.step()``/``zero_grad()`` raises ("Optimizer state sharding is only supported when
+DDP is enabled") without ``"ddp": True``, and ``smp.DistributedModel`` refuses
+``gradient_as_bucket_view=False``, and the step ``overlapping_allreduce=False``. With one
+data-parallel rank per model partition (pipeline degree = processes) there is nothing to shard.
+
+A missing ``ddp`` that SMP814 (tensor parallelism) or SMP822 (several model replicas) already
+reports is theirs; with sharded data parallelism the combination is SMP805's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from smpfix.base.findings import Severity
+from smpfix.base.flavour import ONLY_PYTORCH
+from smpfix.base.literals import UNKNOWN
+from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
+from smpfix.rules.launched_code import launched_code
+from smpfix.rules.rule import FixAvailability
+
+# ``smp.DistributedModel`` keywords that optimizer state sharding needs True (both default True).
+_NEEDED_TRUE = ("overlapping_allreduce", "gradient_as_bucket_view")
+
+
+class ShardOptimizerStatePrerequisites(ConfigRule):
+    code = "SMP824"
+    name = "shard-optimizer-state-prerequisites"
+    flavours = ONLY_PYTORCH
+    summary = (
+        "`shard_optimizer_state` needs `\"ddp\": True` and the DistributedModel's default overlapping all-reduce and "
+        "bucket views, and does nothing with a single data-parallel rank."
+    )
+    fix_availability = FixAvailability.NONE
+
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        if view.value("shard_optimizer_state") is not True or _sharded_data_parallel(view):
+            return
+        at = view.located("shard_optimizer_state")
+        world, pp = view.world, view.int_value("pipeline_parallel_degree")
+        data_parallel = world // pp if world is not None and pp is not None and pp >= 1 and world % pp == 0 else None
+        remedy = (
+            f"With {world} processes and pipeline degree {pp} each partition has a single data-parallel rank, so there "
+            "is nothing to shard: remove `shard_optimizer_state`, or set `\"ddp\": True` and run more processes than "
+            "pipeline stages."
+            if data_parallel == 1
+            else "Set `\"ddp\": True`."
+        )
+        ddp = view.value("ddp")
+        explicit = view.located("ddp") is not None
+        if ddp is not True and ddp is not UNKNOWN and (explicit or view.kind == "launcher") and not _reported_elsewhere(view):
+            yield ConfigProblem(
+                at,
+                f"shard_optimizer_state is True but `ddp` is {'not set' if not explicit else repr(ddp)}: the library "
+                "shards the optimizer state through its DDP, and the first `optimizer.step()` or `zero_grad()` raises "
+                "\"Optimizer state sharding is only supported when DDP is enabled\", after the job has started. "
+                + remedy,
+                Severity.ERROR,
+            )
+            return
+        if data_parallel == 1 and ddp is True:
+            yield ConfigProblem(
+                at,
+                f"shard_optimizer_state has no effect here: with {world} processes and pipeline degree {pp} each model "
+                "partition has a single data-parallel rank, and the state is sharded across the data-parallel ranks "
+                "that hold the same parameters. Remove it, or run more processes than pipeline stages.",
+                Severity.HINT,
+            )
+
+    def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
+        if view.value("shard_optimizer_state") is not True or _sharded_data_parallel(view):
+            return
+        code = launched_code(self, view)
+        if code is None:
+            return
+        for facts, call in code.smp_calls("DistributedModel"):
+            for arg in call.args:
+                if arg.keyword is None or arg.keyword.value not in _NEEDED_TRUE or facts.literal(arg.value) is not False:
+                    continue
+                yield ConfigProblem(
+                    view.located("shard_optimizer_state"),
+                    f"shard_optimizer_state is True but {code.script} builds `smp.DistributedModel(..., "
+                    f"{arg.keyword.value}=False)`: optimizer state sharding needs the library's "
+                    f"{'overlapping all-reduce' if arg.keyword.value == 'overlapping_allreduce' else 'gradient bucket views'}"
+                    ", and the library refuses the combination (SMPInvalidArgumentError or ValueError) when the model is "
+                    f"wrapped or at the first step, after the instances are up. Drop `{arg.keyword.value}=False` (the "
+                    "default is True) or turn optimizer state sharding off.",
+                    Severity.ERROR,
+                )
+
+
+def _sharded_data_parallel(view: ConfigView) -> bool:
+    """Sharded data parallelism already shards the optimizer state; SMP805 reports the pair."""
+    sdp = view.int_value("sharded_data_parallel_degree")
+    return sdp is not None and sdp > 1
+
+
+def _reported_elsewhere(view: ConfigView) -> bool:
+    """A missing ``ddp`` that SMP814 (tensor parallelism) or SMP822 (several replicas) reports."""
+    tp = view.int_value("tensor_parallel_degree")
+    return (tp is not None and tp > 1) or view.several_replicas is not None

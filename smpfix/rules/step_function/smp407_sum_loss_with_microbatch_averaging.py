@@ -1,0 +1,93 @@
+"""SMP407: a summed loss while ``smp.DistributedModel`` averages gradients across microbatches."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument, has_star_kwargs
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.parents import ParentIndex
+from smpfix.job.jobfacts import Tri
+from smpfix.program.argument_edits import append_arguments
+from smpfix.program.facts import FileFacts
+from smpfix.program.loss_reduction import LossReductions
+from smpfix.program.model_names import DistributedModelNames
+from smpfix.program.steps import enclosing_step, step_bodies, step_functions
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+
+_SETTING = "average_grads_across_microbatches"
+
+
+class SumLossWithMicrobatchAveraging(Rule):
+    code = "SMP407"
+    name = "sum-loss-with-microbatch-averaging"
+    summary = "A loss summed over samples is backpropagated while `smp.DistributedModel` averages gradients across microbatches."
+    fix_availability = FixAvailability.UNSAFE
+    depends_on = ("MB",)
+    default_severity = Severity.WARNING
+
+    @classmethod
+    def applies_to(cls, facts: FileFacts) -> bool:
+        return super().applies_to(facts) and bool(facts.distributed_models)
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        steps = step_functions(self.facts)
+        self.bodies = step_bodies(steps)
+        self.models = DistributedModelNames(self.facts, steps)
+        self.found: list[tuple[cst.Call, cst.BaseExpression]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "backward" and len(node.args) == 1):
+            return
+        step = enclosing_step(self.ancestry, self.bodies)
+        if step is None or not isinstance(func.value, cst.Name):
+            return
+        functions: list[cst.FunctionDef] = self.ancestry.all_of(cst.FunctionDef)  # type: ignore[assignment]
+        if not self.models.holds_model(func.value.value, functions):
+            return
+        loss = node.args[0].value
+        if LossReductions(self.facts, functions[-1]).summed(loss):
+            self.found.append((node, loss))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        if not self.found or not self._averaging():
+            return
+        fix = self._fix(node)
+        for call, loss in self.found:
+            mb = self.feature("MB", call)
+            if mb.state is Tri.OFF:
+                continue
+            severity = Severity.WARNING if mb.state is Tri.ON else Severity.HINT
+            spelled = self.context.code_for(loss)
+            message = (
+                f"`{self.context.code_for(call.func)}({spelled})` backpropagates a loss summed over the samples, but "
+                "`smp.DistributedModel` averages gradients across microbatches by default, so the gradients are "
+                f"1/microbatches of what this sum asks for ({mb.condition()}); plain SGD then takes steps that much "
+                f"smaller. Pass `{_SETTING}=False` to `smp.DistributedModel(...)`, as the API documentation asks "
+                "for a loss that is not divided by the batch size, or use a mean loss."
+            )
+            self.report(call, message, severity=severity, fix=fix, job_facts=(mb,))
+
+    def _averaging(self) -> bool:
+        """Every ``smp.DistributedModel`` of the file averages (the setting left out or True)."""
+        for wrap in self.facts.distributed_models:
+            given = argument(wrap.call, _SETTING)
+            if given is None and has_star_kwargs(wrap.call):
+                return False
+            if given is not None and self.facts.literal(given.value) is not True:
+                return False
+        return True
+
+    def _fix(self, module: cst.Module) -> Optional[PendingFix]:
+        wraps = self.facts.distributed_models
+        if len(wraps) != 1 or argument(wraps[0].call, _SETTING) is not None:
+            return None
+        call = wraps[0].call
+        edit = append_arguments(call, [f"{_SETTING}=False"], ParentIndex(module).indentation(call), module)
+        if edit is None:
+            return None
+        return PendingFix(Applicability.UNSAFE, f"Pass `{_SETTING}=False` to `smp.DistributedModel`", (edit,))

@@ -1,0 +1,71 @@
+"""SMP111: more than one ``smp.DistributedModel`` in one process."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.findings import Severity
+from smpfix.program.execution import ExecutionOrder, Run, happens, order_of
+from smpfix.program.facts import FileFacts
+from smpfix.rules.rule import Rule
+
+_ERROR_SHOWN_AS = (
+    "raises MultipleDistributedModelError (which in 1.12 surfaces as the puzzling "
+    "`TypeError: __str__ returned non-string`)"
+)
+_INSTEAD = (
+    "Wrap a single `nn.Module` that holds every network you train (a GAN's generator and discriminator, a "
+    "teacher and a student) and call `smp.DistributedModel` once."
+)
+
+
+class MultipleDistributedModels(Rule):
+    code = "SMP111"
+    name = "multiple-distributed-models"
+    summary = "Only one `smp.DistributedModel` may be created per process; a second one raises MultipleDistributedModelError."
+
+    @classmethod
+    def applies_to(cls, facts: FileFacts) -> bool:
+        return super().applies_to(facts) and bool(facts.distributed_models)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        order = order_of(self.facts, node, self.context.memo)
+        wraps = [run for wrap in self.facts.distributed_models for run in order.runs_of(wrap.call)]
+        wraps.sort(key=lambda run: run.order)
+        reported: set[int] = set()
+        for run in wraps:
+            if id(run.call) in reported:
+                continue
+            earlier = [other for other in wraps if other.order < run.order and not other.exclusive_with(run)]
+            if run.repeated:
+                self._flag(order, node, run, None)
+            elif earlier:
+                self._flag(order, node, run, earlier[0])
+            else:
+                continue
+            reported.add(id(run.call))
+
+    def _flag(self, order: ExecutionOrder, module: cst.Module, run: Run, first: Optional[Run]) -> None:
+        if first is None:
+            what = "This `smp.DistributedModel` call runs in a loop, so its second pass creates a second distributed model"
+        elif first.call is run.call:
+            what = "This `smp.DistributedModel` call runs twice in one process (its function is called again)"
+        else:
+            shown = " ".join(self.context.code_for(first.call).split())
+            shown = shown if len(shown) <= 50 else shown[:47] + "..."
+            what = f"A second `smp.DistributedModel` runs after `{shown}`"
+        message = (
+            f"{what}: the library keeps one model per process (the pipeline schedule, partitioning and gradient "
+            f"reduction all belong to it), and the second wrap {_ERROR_SHOWN_AS}. {_INSTEAD}"
+        )
+        severity = Severity.ERROR
+        reset = happens(module, lambda call: self.facts.is_smp_call(call, "reset"))
+        if first is not None and any(other.order > first.order for other in order.before(run, reset)):
+            severity = Severity.HINT
+            message += (
+                " `smp.reset()` runs in between, which clears the model, but it is not a documented API and "
+                "its behaviour may change: check this on a small job first."
+            )
+        self.report(run.call, message, severity=severity)

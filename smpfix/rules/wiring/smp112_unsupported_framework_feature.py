@@ -1,0 +1,201 @@
+"""SMP112: a PyTorch or apex feature the library does not support, on the library's path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import libcst as cst
+
+from smpfix.base.edits import NodeEdit, ReplaceNode
+from smpfix.base.findings import Applicability, Severity
+from smpfix.base.parents import ParentIndex
+from smpfix.base.walker import iter_nodes
+from smpfix.job.jobfacts import Tri
+from smpfix.program.codegen import smp_reference
+from smpfix.program.library_code import LibraryCode
+from smpfix.program.wrapped_model import latest_assignment, wrapped_constructions
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+
+
+@dataclass(frozen=True)
+class _Replacement:
+    """A documented drop-in: the library member with the same constructor, from a version on."""
+
+    member: str
+    since: Optional[tuple[int, ...]] = None
+
+
+_SCALERS = frozenset(
+    {"torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler", "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"}
+)
+_DROP_INS = {
+    "apex.normalization.FusedLayerNorm": _Replacement("nn.FusedLayerNorm", (1, 6)),
+    "apex.normalization.fused_layer_norm.FusedLayerNorm": _Replacement("nn.FusedLayerNorm", (1, 6)),
+    "apex.optimizers.FusedAdam": _Replacement("optimizers.FusedAdam"),
+    "apex.optimizers.FusedLAMB": _Replacement("optimizers.FusedLAMB"),
+    "apex.optimizers.FusedNovoGrad": _Replacement("optimizers.FusedNovoGrad"),
+    "apex.optimizers.fused_adam.FusedAdam": _Replacement("optimizers.FusedAdam"),
+    "apex.optimizers.fused_lamb.FusedLAMB": _Replacement("optimizers.FusedLAMB"),
+    "apex.optimizers.fused_novograd.FusedNovoGrad": _Replacement("optimizers.FusedNovoGrad"),
+}
+_APEX_AMP = frozenset({"apex.amp.initialize", "apex.amp.scale_loss", "apex.amp.frontend.initialize", "apex.amp.handle.scale_loss"})
+_JIT = frozenset({"torch.jit.script", "torch.jit.trace", "torch.jit.trace_module"})
+_COMPILE = frozenset({"torch.compile"})
+
+
+class UnsupportedFrameworkFeature(Rule):
+    code = "SMP112"
+    name = "unsupported-framework-feature"
+    summary = "PyTorch AMP's GradScaler, apex amp and fused layers, TorchScript, `torch.compile` and `super().forward` do not work with the library."
+    fix_availability = FixAvailability.SOMETIMES_SAFE
+    depends_on = ("PP",)
+    default_severity = Severity.WARNING
+
+    def leave_Module(self, node: cst.Module) -> None:
+        library: Optional[LibraryCode] = None
+        for call in self.facts.call_order:
+            qualified = self.facts.qualified_name(call.func) or ""
+            check = self._check_for(qualified)
+            if check is None:
+                continue
+            library = library or LibraryCode(self.facts, node, ParentIndex.cached(node, self.context.memo))
+            if library.runs_with_library(call):
+                check(call, qualified, node)
+        self._model_transforms()
+        if self.facts.distributed_models:
+            self._super_forward()
+
+    def _check_for(self, qualified: str) -> Optional[Callable[[cst.Call, str, cst.Module], None]]:
+        if qualified in _SCALERS:
+            return self._scaler
+        if qualified in _DROP_INS:
+            return self._drop_in
+        if qualified in _APEX_AMP:
+            return self._apex_amp
+        return None
+
+    # -- items ------------------------------------------------------------------------------
+    def _scaler(self, call: cst.Call, qualified: str, module: cst.Module) -> None:
+        pp = self.feature("PP")
+        why = (
+            "its overflow check sees only this rank's gradients, so the pipeline stages disagree on whether to skip "
+            "a step, and on a stage without local parameters it fails with \"No inf checks were recorded\""
+        )
+        if pp.state is Tri.ON:
+            severity, lead = Severity.ERROR, f"`{qualified}` does not work with the model parallelism library, and {pp.condition()}: {why}"
+        else:
+            severity = Severity.WARNING
+            lead = (
+                f"`{qualified}` does not work with the model parallelism library (API documentation: it \"currently "
+                f"doesn't work with the library\"); with pipeline parallelism {why}"
+            )
+        message = (
+            f"{lead}. Use `smp.amp.GradScaler`, a subclass with the same arguments that agrees on overflow across the "
+            "pipeline stages and skips the step where a stage has no parameters."
+        )
+        self.report(call, message, severity=severity, fix=self._rename(call, module, _Replacement("amp.GradScaler"), "smp.amp.GradScaler"),
+                    job_facts=(pp,))
+
+    def _drop_in(self, call: cst.Call, qualified: str, module: cst.Module) -> None:
+        replacement = _DROP_INS[qualified]
+        name = qualified.rsplit(".", 1)[1]
+        message = (
+            f"apex's `{name}` is not supported by the model parallelism library (developer guide, unsupported "
+            f"framework features); use the library's drop-in `smp.{replacement.member}`, which takes the same arguments."
+        )
+        self.report(call, message, severity=Severity.WARNING, fix=self._rename(call, module, replacement, f"smp.{replacement.member}"))
+
+    def _apex_amp(self, call: cst.Call, qualified: str, module: cst.Module) -> None:
+        name = qualified.rsplit(".", 1)[1]
+        message = (
+            f"`apex.amp.{name}` is not supported by the model parallelism library (developer guide, unsupported "
+            "framework features): it patches the model and optimizer behind the library's back. For mixed precision, "
+            "set `\"fp16\": True` in the modelparallel parameters, or use `torch.cuda.amp.autocast` with `smp.amp.GradScaler`."
+        )
+        self.report(call, message, severity=Severity.WARNING)
+
+    def _model_transforms(self) -> None:
+        """TorchScript or ``torch.compile`` on the module that reaches ``smp.DistributedModel``, or on the result."""
+        seen: set[int] = set()
+        for wrap in self.facts.distributed_models:
+            for built in wrapped_constructions(self.facts, wrap):
+                self._transform(built.call, seen, before=True)
+        for call in self.facts.call_order:
+            qualified = self.facts.qualified_name(call.func) or ""
+            if qualified not in _JIT | _COMPILE or not call.args:
+                continue
+            first = call.args[0].value
+            if self.facts.is_smp_call(first, "DistributedModel") or self._holds_model(first, call):
+                self._transform(call, seen, before=False)
+
+    def _holds_model(self, expr: cst.BaseExpression, call: cst.Call) -> bool:
+        if not isinstance(expr, cst.Name):
+            return False
+        for wrap in self.facts.distributed_models:
+            if wrap.target != expr.value or wrap.where is None or not self.facts.runs_before(wrap.call, call):
+                continue
+            found = latest_assignment(self.facts, expr.value, wrap.where.scope, before=call)
+            if found is not None and found.value is wrap.call:
+                return True
+        return False
+
+    def _transform(self, call: cst.Call, seen: set[int], before: bool) -> None:
+        qualified = self.facts.qualified_name(call.func) or ""
+        if id(call) in seen or qualified not in _JIT | _COMPILE:
+            return
+        seen.add(id(call))
+        place = "the module given to `smp.DistributedModel`" if before else "the `smp.DistributedModel`"
+        if qualified in _JIT:
+            message = (
+                f"`{qualified}` is applied to {place}: the library partitions and runs the model through its Python "
+                "modules (it traces them and patches their `forward`), which a TorchScript module does not have "
+                "(developer guide, unsupported framework features). Wrap the plain `nn.Module`."
+            )
+            self.report(call, message)
+            return
+        message = (
+            f"`torch.compile` is applied to {place}; the library does not support `torch.compile` (release notes of "
+            "SMP 1.15, the PyTorch 2.0 release): the compiled wrapper hides the modules the library partitions and "
+            "patches. Wrap the plain `nn.Module` and leave compilation out."
+        )
+        self.report(call, message, severity=Severity.WARNING)
+
+    def _super_forward(self) -> None:
+        """``super().forward(...)`` in a ``forward`` of a module class of this file."""
+        for cls in self.facts.classes.values():
+            for statement in cls.body.body:
+                if not (isinstance(statement, cst.FunctionDef) and statement.name.value == "forward"):
+                    continue
+                for node in iter_nodes(statement.body):
+                    if _is_super_forward(node):
+                        assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                        message = (
+                            "`super().forward(...)` inside a module's `forward`: the library replaces the `forward` of "
+                            "the modules it wraps, so this call can come back to the patched method and raise "
+                            "RecursionError (troubleshooting guide). Call `super()._orig_forward(...)`, the original "
+                            "method the library keeps."
+                        )
+                        fix = PendingFix(
+                            Applicability.UNSAFE,
+                            "Call `super()._orig_forward(...)`",
+                            (ReplaceNode(node.func.attr, "_orig_forward"),),
+                        )
+                        self.report(node, message, severity=Severity.WARNING, fix=fix)
+
+    # -- fixes ------------------------------------------------------------------------------
+    def _rename(self, call: cst.Call, module: cst.Module, replacement: _Replacement, shown: str) -> Optional[PendingFix]:
+        reference = smp_reference(self.facts, module, replacement.member)
+        if reference is None or ("." in replacement.member and reference.edits):
+            # `from smdistributed.modelparallel.torch import X` cannot import `amp.GradScaler`.
+            return None
+        safe = replacement.since is None or self.job.version_applies(replacement.since, None) is Tri.ON
+        edits: tuple[NodeEdit, ...] = (*reference.edits, ReplaceNode(call.func, reference.text))
+        return PendingFix(Applicability.SAFE if safe else Applicability.UNSAFE, f"Use `{shown}`", edits)
+
+
+def _is_super_forward(node: cst.CSTNode) -> bool:
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "forward"):
+        return False
+    receiver = node.func.value
+    return isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super"

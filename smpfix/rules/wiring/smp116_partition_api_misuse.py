@@ -1,0 +1,126 @@
+"""SMP116: ``smp.partition`` / ``smp.set_partition`` used where they fail or do nothing."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument
+from smpfix.base.findings import Severity
+from smpfix.base.parents import ParentIndex
+from smpfix.job.jobfacts import InitDict, Tri
+from smpfix.program.execution import ExecutionOrder, order_of
+from smpfix.program.facts import FileFacts
+from smpfix.program.initialisation import init_dict_keys
+from smpfix.program.steps import step_bodies, step_functions
+from smpfix.rules.rule import Rule
+
+_MEMBERS = ("partition", "set_partition")
+_POSITION = {"partition": 0, "set_partition": 1}
+_KEYWORD = {"partition": "index", "set_partition": "partition"}
+
+
+class PartitionApiMisuse(Rule):
+    code = "SMP116"
+    name = "partition-api-misuse"
+    summary = "Manual partitioning needs `auto_partition: False`, an index below the pipeline degree, and `set_partition` between the wrap and the first step."
+    depends_on = ("PP",)
+
+    @classmethod
+    def applies_to(cls, facts: FileFacts) -> bool:
+        return super().applies_to(facts) and any(item.feature == "PP" for item in facts.evidence)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        order: Optional[ExecutionOrder] = None
+        forward_like = self._forward_like()
+        parents = ParentIndex.cached(node, self.context.memo)
+        for call in self.facts.call_order:
+            member = self.facts.smp_member(call.func)
+            if member not in _MEMBERS:
+                continue
+            if self._ignored(call, member) or self._out_of_range(call, member):
+                continue
+            if member == "set_partition":
+                order = order or order_of(self.facts, node, self.context.memo)
+                self._set_partition_order(order, call)
+            elif self.feature("PP").state is not Tri.OFF and any(ancestor in forward_like for ancestor in parents.ancestors(call)):
+                message = (
+                    "`smp.partition(...)` here wraps code that runs the model, not code that builds it: the context "
+                    "assigns the modules *created* inside it to a partition, so it has no effect in a `forward` or a "
+                    "step function. Put it around the construction of the submodules (in `__init__`)."
+                )
+                self.report(call, message, severity=Severity.WARNING)
+
+    def _forward_like(self) -> frozenset[cst.FunctionDef]:
+        found = set(step_bodies(step_functions(self.facts)))
+        for cls in self.facts.classes.values():
+            found.update(s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "forward")
+        return frozenset(found)
+
+    def _ignored(self, call: cst.Call, member: str) -> bool:
+        """``auto_partition`` is known to be on: the call is ignored (silently, for ``smp.partition``)."""
+        value = self.job.value("auto_partition")
+        setting = self.job.settings.get("auto_partition")
+        source = setting.source if setting is not None else "the job"
+        if value is not True or self.feature("PP").state is Tri.OFF:
+            # With one pipeline stage every module is on partition 0 either way.
+            return False
+        if self.job.init_dict is not InitDict.IGNORED and source.startswith("library default") and "auto_partition" in init_dict_keys(self.facts):
+            # The script's dict sets the key to a value smpfix cannot read (`not args.manual_partition`),
+            # and the library may use that dict: not known. (Under a launch that initialises on
+            # import, the dict is ignored and the default stands.)
+            return False
+        effect = "silently does nothing" if member == "partition" else "is ignored with a warning in the log"
+        dict_ignored = ""
+        if self.job.init_dict is InitDict.IGNORED and "auto_partition" in init_dict_keys(self.facts):
+            dict_ignored = f" The script's own `smp.init` dict sets `auto_partition`, but {self.job.init_dict_reason}."
+        message = (
+            f"`smp.{member}(...)` {effect}: `auto_partition` is True ({source}), so the library places every module "
+            f"itself.{dict_ignored} To partition by hand, set `\"auto_partition\": False` and a `\"default_partition\"` "
+            "in the launcher's modelparallel parameters."
+        )
+        self.report(call, message, severity=Severity.WARNING)
+        return True
+
+    def _out_of_range(self, call: cst.Call, member: str) -> bool:
+        """A literal partition index outside ``0 .. pipeline_parallel_degree - 1`` (auto_partition off)."""
+        if self.job.value("auto_partition") is not False:
+            return False
+        degree = self.job.value("pipeline_parallel_degree")
+        given = argument(call, _KEYWORD[member], _POSITION[member])
+        if not isinstance(degree, int) or isinstance(degree, bool) or given is None:
+            return False
+        index = self.facts.literal(given.value)
+        if not isinstance(index, int) or isinstance(index, bool) or 0 <= index < degree:
+            return False
+        pp = self.feature("PP")
+        message = (
+            f"Partition {index} does not exist: the pipeline has {degree} partitions ({pp.source}), numbered 0 to "
+            f"{degree - 1}, and `smp.{member}` raises InvalidPartitionIDError. Use an index below {degree}."
+        )
+        self.report(call, message, job_facts=(pp,))
+        return True
+
+    def _set_partition_order(self, order: ExecutionOrder, call: cst.Call) -> None:
+        """``smp.set_partition`` needs the ``smp.DistributedModel`` and must come before the first step."""
+        steps = self.facts.step_functions
+        is_model = lambda run: self.facts.is_smp_call(run.call, "DistributedModel")  # noqa: E731
+        is_step = lambda run: isinstance(run.call.func, cst.Name) and run.call.func.value in steps  # noqa: E731
+        for run in order.runs_of(call):
+            if order.before(run, is_step):
+                message = (
+                    "`smp.set_partition(...)` runs after a step function has run: the model was partitioned at the "
+                    "first step, and the library raises StepFunctionCalledError. Call it between `smp.DistributedModel` "
+                    "and the first step."
+                )
+                self.report(call, message)
+                return
+            if not order.before(run, is_model) and order.after(run, is_model):
+                message = (
+                    "`smp.set_partition(...)` runs before `smp.DistributedModel`: it records the partition on the "
+                    "library's model, which does not exist yet, and fails with AttributeError. Call it after the wrap "
+                    "(or use `with smp.partition(i):` around the submodule's construction)."
+                )
+                self.report(call, message)
+                return
