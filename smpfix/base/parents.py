@@ -10,21 +10,24 @@ of the tree, so rules build it only for files where they already have a candidat
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Optional, Union
+from typing import Callable, Optional, TypeVar, Union
 
 import libcst as cst
 
 from smpfix.base.walker import NodeIndex, active_index, children
 
 Scope = Union[cst.Module, cst.FunctionDef]
+T = TypeVar("T")
 
 
 class ParentIndex:
     """``parent_of`` and ``scope_of`` for every node of one module (its code is not copied)."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, index: Optional[NodeIndex] = None) -> None:
+        """``index``: the tree's node index when it is not the one being analyzed (a parsed
+        project module); the answers are the same, without a walk of the tree."""
         self.module = module
-        self._index: Optional[NodeIndex] = active_index(module)
+        self._index: Optional[NodeIndex] = index if index is not None and index.root is module else active_index(module)
         self._parent: dict[cst.CSTNode, cst.CSTNode] = {}
         if self._index is not None:
             return
@@ -34,6 +37,11 @@ class ParentIndex:
             for child in children(node):
                 self._parent[child] = node
                 stack.append(child)
+
+    def derived(self, key: str, build: Callable[[], T]) -> T:
+        """``build()``, worked out once per tree while the tree stays indexed (a helper module
+        kept between analyses); ``build`` must depend on nothing but the tree."""
+        return self._index.remember(key, build) if self._index is not None else build()
 
     @classmethod
     def cached(cls, module: cst.Module, memo: dict[str, object]) -> ParentIndex:

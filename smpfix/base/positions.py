@@ -23,6 +23,9 @@ from smpfix.base.findings import Position
 from smpfix.base.walker import NodeIndex
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+# What LibCST may write back differently (``Positions.mismatch``): a form feed, a carriage
+# return (a lone one at the end), a backslash continuation where indentation is expected.
+_UNREPRODUCED = re.compile(r"[\f\r]|^[ \t]*\\$", re.MULTILINE)
 
 
 class _OffsetRecorder(CodegenState):
@@ -93,10 +96,13 @@ class Positions:
     """Offsets and line/column of the nodes of one module, which must be the parsed tree.
 
     With the tree's node index (``walker.NodeIndex``), a node is located through the
-    innermost statement holding it: that statement alone is generated, and placed in the
-    text at the line CPython's own parser gives it (``ast``, about a tenth of a LibCST
-    parse); its generated code must equal the text there, character for character, or the
-    whole module is generated instead. A finding in a 1,000-line script then costs the code
+    innermost statement holding it: that statement alone is generated and found in the text,
+    where its generated code must appear character for character at the start of a line. It
+    is placed where it appears when it appears exactly once and the text has none of the
+    characters LibCST does not reproduce (so the statement's own text is its generated code,
+    and the one place is its place); else at the line CPython's own parser gives it (``ast``,
+    about a fifth of a LibCST parse, paid once per file). When neither places it, the whole
+    module is generated instead. A finding in a 1,000-line script then costs the code
     generation of one statement, not of the file.
     """
 
@@ -108,6 +114,8 @@ class Positions:
         self._whole: Optional[_Recorded] = None
         self._lines: Optional[dict[int, int]] = None
         self._pieces: dict[int, Optional[_Recorded]] = {}
+        # Whether LibCST writes every statement back exactly as the text has it.
+        self._reproduced = _UNREPRODUCED.search(text) is None
 
     @property
     def mismatch(self) -> Optional[int]:
@@ -167,12 +175,7 @@ class Positions:
 
     def _locate(self, position: int) -> Optional[_Recorded]:
         assert self._index is not None
-        if self._lines is None:
-            self._lines = statement_lines(self.module, self.text)
         statement = self._index.order[position]
-        line = self._lines.get(id(statement))
-        if line is None:
-            return None
         parent = self._index.order[self._index.parents[position]]
         elif_ = isinstance(parent, cst.If) and parent.orelse is statement
         indents = []
@@ -183,9 +186,35 @@ class Positions:
                 indents.append(block.indent if block.indent is not None else self.module.default_indent)
             above = self._index.parents[above]
         piece = _Recorded.of(self.module, statement, indents=indents[::-1], elif_=elif_)
-        # The generated statement starts with its leading blank and comment lines.
+        base = self._only_place(piece.code) if self._reproduced else None
+        if base is None:
+            base = self._place_by_line(statement, piece.code)
+        return piece.moved(base) if base is not None else None
+
+    def _only_place(self, code: str) -> Optional[int]:
+        """The one offset at the start of a line where the text holds ``code``; None when
+        there is none, or more than one."""
+        text = self.text
+        found = None
+        at = text.find(code)
+        while at != -1:
+            if at == 0 or text[at - 1] == "\n":
+                if found is not None:
+                    return None
+                found = at
+            at = text.find(code, at + 1)
+        return found
+
+    def _place_by_line(self, statement: cst.CSTNode, code: str) -> Optional[int]:
+        """Where ``code`` (the statement's, with its leading blank and comment lines) starts,
+        from the line CPython gives the statement; None when the text differs there."""
+        if self._lines is None:
+            self._lines = statement_lines(self.module, self.text)
+        line = self._lines.get(id(statement))
+        if line is None:
+            return None
         skipped = 0
-        for text_line in piece.code.splitlines():
+        for text_line in code.splitlines():
             stripped = text_line.strip()
             if stripped and not stripped.startswith("#"):
                 break
@@ -194,9 +223,7 @@ class Positions:
         if first < 1 or first > len(self.line_starts):
             return None
         base = self.line_starts[first - 1]
-        if not self.text.startswith(piece.code, base):
-            return None
-        return piece.moved(base)
+        return base if self.text.startswith(code, base) else None
 
 
 class _Recorded:

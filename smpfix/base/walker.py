@@ -20,9 +20,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from operator import attrgetter
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 import libcst as cst
+
+T = TypeVar("T")
 
 _SKIPPED_FIELD_PREFIXES = ("whitespace", "leading_lines", "lines_after", "lpar", "rpar", "header", "footer", "semicolon", "comma", "equal", "colon", "star", "dot", "operator", "first_line", "trailing_whitespace", "empty_lines", "asynchronous", "newline", "default_indent", "default_newline", "encoding", "has_trailing_newline", "indent", "between", "prefix", "quote", "arrow")
 _FIRST_FIELDS = ("decorators",)
@@ -121,6 +123,9 @@ class NodeIndex:
         self.positions: dict[int, int] = {}
         self._parents: Optional[list[int]] = None
         self._by_type: Optional[dict[type, list[int]]] = None
+        # Answers that follow from this tree alone (``remember``), kept as long as the index:
+        # a helper module checked for several scripts works them out once.
+        self._derived: dict[str, Any] = {}
         order, ends, positions = self.order, self.ends, self.positions
         stack: list[Any] = [root]
         while stack:
@@ -167,6 +172,13 @@ class NodeIndex:
             self._by_type = found
         return self._by_type
 
+    def remember(self, key: str, build: Callable[[], T]) -> T:
+        """``build()``, worked out once for this tree; ``build`` must depend on the tree alone
+        (and on what follows from it, such as the file's facts)."""
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]  # type: ignore[no-any-return]
+
     def extent(self, node: cst.CSTNode) -> Optional[tuple[int, int]]:
         """Where ``node``'s subtree lies in ``order``; None for a node of another tree."""
         start = self.positions.get(id(node))
@@ -175,34 +187,74 @@ class NodeIndex:
         return start, self.ends[start]
 
 
-_INDEX: ContextVar[Optional[NodeIndex]] = ContextVar("smpfix_node_index", default=None)
+# The indexed trees of the analysis under way: first the tree being analyzed, then the other
+# trees it reads (the script a helper module is checked for, the project modules it loads).
+_TREES: ContextVar[Optional[list[NodeIndex]]] = ContextVar("smpfix_node_indexes", default=None)
 
 
 @contextmanager
 def indexed(root: cst.CSTNode, index: Optional[NodeIndex] = None) -> Iterator[NodeIndex]:
     """Index ``root`` for the duration of the block (one file's analysis); ``index`` is one
-    built earlier for the same tree (a parsed helper module kept between analyses)."""
+    built earlier for the same tree (a parsed helper module kept between analyses). Inside
+    another file's analysis (a helper checked for the script that imports it), the outer
+    trees stay known to ``iter_nodes`` and ``walk``."""
     if index is None or index.root is not root:
         index = NodeIndex(root)
-    token = _INDEX.set(index)
+    trees = _TREES.get()
+    if trees is None:
+        token = _TREES.set([index])
+        try:
+            yield index
+        finally:
+            _TREES.reset(token)
+        return
+    trees.insert(0, index)
     try:
         yield index
     finally:
-        _INDEX.reset(token)
+        del trees[0]
+
+
+def also_indexed(index: NodeIndex) -> None:
+    """Let the analysis under way replay ``index`` when it searches or walks that tree (a
+    project module it loaded, indexed when it was parsed); no effect outside an analysis."""
+    trees = _TREES.get()
+    if trees is not None and all(known is not index for known in trees):
+        trees.append(index)
 
 
 def active_index(root: cst.CSTNode) -> Optional[NodeIndex]:
     """The index of ``root``'s tree when it is the one being analyzed, else None."""
-    index = _INDEX.get()
-    return index if index is not None and index.root is root else None
+    trees = _TREES.get()
+    return trees[0] if trees and trees[0].root is root else None
+
+
+def derived(root: cst.CSTNode, key: str, build: Callable[[], T]) -> T:
+    """``build()``, worked out once per tree while an index the analysis holds is that of
+    ``root``'s tree (``NodeIndex.remember``), else every time."""
+    for index in _TREES.get() or ():
+        if index.root is root:
+            return index.remember(key, build)
+    return build()
 
 
 def _extent(node: cst.CSTNode) -> Optional[tuple[NodeIndex, int, int]]:
-    index = _INDEX.get()
-    if index is None:
+    """Where ``node`` lies in the index of the tree being analyzed."""
+    trees = _TREES.get()
+    if not trees:
         return None
-    found = index.extent(node)
-    return (index, *found) if found is not None else None
+    found = trees[0].extent(node)
+    return (trees[0], *found) if found is not None else None
+
+
+def _known_extent(node: cst.CSTNode) -> Optional[tuple[NodeIndex, int, int]]:
+    """Where ``node`` lies in any index the analysis holds: for the searches and walks whose
+    result is the same with or without an index (the nodes of a subtree, in pre-order)."""
+    for index in _TREES.get() or ():
+        found = index.extent(node)
+        if found is not None:
+            return (index, *found)
+    return None
 
 
 def subtree(node: cst.CSTNode) -> Optional[tuple[list[cst.CSTNode], list[int], int, int]]:
@@ -215,9 +267,19 @@ def subtree(node: cst.CSTNode) -> Optional[tuple[list[cst.CSTNode], list[int], i
     return index.order, index.ends, start, end
 
 
+def known_subtree(node: cst.CSTNode) -> Optional[tuple[list[cst.CSTNode], list[int], int, int]]:
+    """``subtree`` in any tree the analysis holds an index of, for searches whose answer is
+    the same set of nodes with or without an index; None when none holds ``node``."""
+    known = _known_extent(node)
+    if known is None:
+        return None
+    index, start, end = known
+    return index.order, index.ends, start, end
+
+
 def iter_nodes(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     """Every node below ``node`` (inclusive), pre-order; for rules that search a subtree."""
-    known = _extent(node)
+    known = _known_extent(node)
     if known is not None:
         index, start, end = known
         return index.order[start:end]
@@ -333,7 +395,7 @@ def walk(root: cst.CSTNode, dispatch: Dispatch, ancestry: Ancestry, on_error: Ca
     broken rule cannot hide the findings of the others. Iterative, so deeply nested code
     cannot exhaust the interpreter's stack here.
     """
-    known = _extent(root)
+    known = _known_extent(root)
     if known is not None:
         _replay(*known, dispatch, ancestry, on_error)
         return

@@ -154,9 +154,9 @@ def _analyze_indexed(module: cst.Module, text: str, path: str, options: Analysis
         facts = known if known is not None else collect(module)
     except RecursionError:
         return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
-    if known is None:
-        SHARED_STORE.offer(LinkedModule(path, text, module, facts, active_index(module)))
     project = options.project or Project()
+    if known is None:
+        SHARED_STORE.offer(LinkedModule(path, text, module, facts, active_index(module)), launched=bool(project.launchers_of(path)))
     declared = (*options.declared_jobs, *project.declared_for(path))
     positions = _LazyPositions(module, text, active_index(module))
     job = job_facts_for(facts, declared, positions) if facts.imports_smp else JobFacts.resolve(declared)
@@ -179,7 +179,7 @@ def _analyze_indexed(module: cst.Module, text: str, path: str, options: Analysis
     if checks_unused:
         findings = sorted([*findings, *_unused_suppressions(text, path, own, rule_types, options.select, facts)], key=lambda f: f.sort_key)
     if helper_rules and facts.imports_smp and options.project is not None:
-        script = LinkedModule(path, text, module, facts)
+        script = LinkedModule(path, text, module, facts, active_index(module))
         for helper in modules.imported_modules(facts):
             if helper.facts.imports_smp:
                 continue

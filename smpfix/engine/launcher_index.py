@@ -42,6 +42,9 @@ from smpfix.job.linking import LaunchRecord, LinkedScript, may_be_launcher
 from smpfix.job.project_root import project_root
 
 if TYPE_CHECKING:
+    import libcst as cst
+
+    from smpfix.base.walker import NodeIndex
     from smpfix.engine.cache import ResultCache
     from smpfix.engine.config import Config
     from smpfix.job.project import Project
@@ -97,7 +100,8 @@ def with_launchers(files: Sequence[tuple[str, Optional[bytes]]], project: Projec
     links: list[LinkedScript] = []
     for path, raw in launchers:
         data = raw if raw is not None else source.read_bytes(path)
-        links.extend(_links(path, data, cache, digests) if data is not None else ())
+        # A launcher that is checked too is parsed once for both (``_read_records``).
+        links.extend(_links(path, data, cache, digests, os.path.abspath(path) in checked) if data is not None else ())
     return project.with_links(links)
 
 
@@ -152,14 +156,16 @@ def _candidates(root: str, search: LauncherSearch, cache: Optional[ResultCache])
     return found
 
 
-def _links(path: str, raw: bytes, cache: Optional[ResultCache], digests: dict[str, Optional[str]]) -> list[LinkedScript]:
-    linked = (record.linked() for record in _records(path, raw, cache, digests))
+def _links(path: str, raw: bytes, cache: Optional[ResultCache], digests: dict[str, Optional[str]], checked: bool = False) -> list[LinkedScript]:
+    linked = (record.linked() for record in _records(path, raw, cache, digests, checked))
     return [link for link in linked if link is not None]
 
 
-def _records(path: str, raw: bytes, cache: Optional[ResultCache], digests: dict[str, Optional[str]]) -> tuple[LaunchRecord, ...]:
+def _records(path: str, raw: bytes, cache: Optional[ResultCache], digests: dict[str, Optional[str]], checked: bool = False
+             ) -> tuple[LaunchRecord, ...]:
     """What the launcher at ``path`` says (nothing when it cannot be one), from the cache when
-    its bytes, project root and the JSON files it reads are unchanged."""
+    its bytes, project root and the JSON files it reads are unchanged. ``checked``: the run
+    checks the launcher too."""
     if not may_be_launcher(raw):
         return ()
     root = project_root(path)
@@ -168,20 +174,30 @@ def _records(path: str, raw: bytes, cache: Optional[ResultCache], digests: dict[
         cached = cache.load_value(key, tuple[LaunchRecord, ...], digests)
         if cached is not None:
             return tuple(cached)
-    records = _read_records(path, raw, root)
+    records = _read_records(path, raw, root, checked)
     if cache is not None and key is not None:
         cache.store_value(key, records, [dependency for record in records for dependency in record.dependencies])
     return records
 
 
-def _read_records(path: str, raw: bytes, root: str) -> tuple[LaunchRecord, ...]:
+def _read_records(path: str, raw: bytes, root: str, checked: bool) -> tuple[LaunchRecord, ...]:
+    """``read_launcher``; a launcher the run checks too is parsed, with its facts, into the
+    process's shared store, where its check (here, or in a worker forked later) finds it."""
     from smpfix.base.nesting import recursion_headroom
-    from smpfix.job.linking import read_launcher
+    from smpfix.job.linking import Parse, read_launcher
+
+    parse: Optional[Parse] = None
+    if checked:
+        from smpfix.program.local_modules import SHARED_STORE
+
+        def parse(code: str) -> Optional[tuple[cst.Module, Optional[NodeIndex]]]:
+            linked = SHARED_STORE.remember(path, code)
+            return (linked.module, linked.index) if linked is not None else None
 
     try:
         text = source.decode(path, raw).text
         with recursion_headroom():
-            return tuple(read_launcher(path, text, root))
+            return tuple(read_launcher(path, text, root, parse))
     except Exception:  # one launcher the linker chokes on must not stop the run; checking it reports why
         return ()
 

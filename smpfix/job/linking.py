@@ -18,12 +18,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from smpfix.base.flavour import Flavour
 from smpfix.job.config_keys import misspelled
 from smpfix.job.jobfacts import DeclaredJob, Role, known_keys, normalize_key
 from smpfix.job.project_root import project_root
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from smpfix.base.walker import NodeIndex
 
 _LAUNCHER_MARKERS = (b"distribution", b"Estimator", b"PyTorch(", b"HuggingFace(", b"TensorFlow(")
 
@@ -135,18 +140,23 @@ def shown_path(path: str, root: str) -> str:
     return os.path.abspath(path) if shown.startswith("..") else shown
 
 
-def read_launcher(path: str, text: str, root: Optional[str] = None) -> list[LaunchRecord]:
+# Launcher code -> its tree and node index (None: no index yet); None when it does not parse.
+Parse = Callable[[str], Optional[tuple["cst.Module", Optional["NodeIndex"]]]]
+
+
+def read_launcher(path: str, text: str, root: Optional[str] = None, parse: Optional[Parse] = None) -> list[LaunchRecord]:
     """The estimator calls of one launcher (a ``.py`` file or a notebook), read with LibCST.
 
     ``root`` is the launcher's project root (by default found from ``path``,
     ``smpfix.job.project_root``). A notebook's cells that do not parse are left out, as the
-    check leaves them out; a launcher that does not parse declares nothing.
+    check leaves them out; a launcher that does not parse declares nothing. ``parse`` turns
+    the launcher's code into a tree and its node index (by default a plain parse): a run
+    that checks the launcher too parses it once for both.
     """
-    import libcst as cst
-
     from smpfix.base import nesting
     from smpfix.base.imports import ImportTable
     from smpfix.base.positions import Positions
+    from smpfix.base.walker import NodeIndex
     from smpfix.job.launcher import find_launchers
 
     code = text
@@ -159,17 +169,27 @@ def read_launcher(path: str, text: str, root: Optional[str] = None) -> list[Laun
             return []
     if nesting.refusal(code) is not None:  # LibCST would crash on it; reported when checked
         return []
-    try:
-        module = cst.parse_module(code)
-    except Exception:  # a syntax error, or syntax this LibCST cannot represent
+    parsed = (parse or _parse)(code)
+    if parsed is None:
         return []
+    module, index = parsed
     launchers = find_launchers(module, ImportTable.of_module(module), path)
     if not launchers:
         return []
-    positions = Positions(module, code)
+    # Through the node index, each call is located by generating its statement alone.
+    positions = Positions(module, code, index if index is not None else NodeIndex(module))
     root = root if root is not None else project_root(path)
     records = [launch_record(launcher, path, positions.position(positions.span(launcher.call)[0]).line, root) for launcher in launchers]
     return [record for record in records if record is not None]
+
+
+def _parse(code: str) -> Optional[tuple[cst.Module, Optional[NodeIndex]]]:
+    import libcst as cst
+
+    try:
+        return cst.parse_module(code), None
+    except Exception:  # a syntax error, or syntax this LibCST cannot represent
+        return None
 
 
 def launch_record(launcher: Any, path: str, line: Optional[int], root: Optional[str] = None) -> Optional[LaunchRecord]:

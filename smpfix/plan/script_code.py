@@ -42,7 +42,7 @@ class ScriptCode:
     def where(self, linked: LinkedModule, node: cst.CSTNode) -> str:
         positions = self._positions.get(linked.path)
         if positions is None:
-            positions = self._positions[linked.path] = Positions(linked.module, linked.text)
+            positions = self._positions[linked.path] = Positions(linked.module, linked.text, linked.index)
         try:
             line = positions.position(positions.span(node)[0]).line
         except KeyError:
@@ -52,7 +52,7 @@ class ScriptCode:
     def parents(self, linked: LinkedModule) -> ParentIndex:
         found = self._parents.get(linked.path)
         if found is None:
-            found = self._parents[linked.path] = ParentIndex(linked.module)
+            found = self._parents[linked.path] = ParentIndex(linked.module, linked.index)
         return found
 
     def branches(self, linked: LinkedModule, node: cst.CSTNode) -> Iterator[tuple[cst.BaseExpression, bool]]:

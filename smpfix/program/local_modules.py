@@ -40,8 +40,9 @@ class LinkedModule:
     text: str
     module: cst.Module
     facts: FileFacts
-    # The tree's node index (``base.walker``) when it was parsed for a ``ModuleStore``: walks
-    # of the tree replay it instead of traversing it again.
+    # The tree's node index (``base.walker``) when one was built (a file parsed for a
+    # ``ModuleStore``, or the script under analysis): walks of the tree replay it instead of
+    # traversing it again.
     index: Optional[NodeIndex] = None
 
 
@@ -66,6 +67,11 @@ class ModuleStore:
             text = source.read(path).text
         except Exception:  # unreadable or undecodable: the file's own check reports why
             return None
+        return self.remember(path, text)
+
+    def remember(self, path: str, text: str) -> Optional[LinkedModule]:
+        """``text``, the code of the file at ``path``, parsed with its facts and kept (a
+        launcher read for linking, which the run checks next); None when it does not parse."""
         key = os.path.abspath(path)
         entry = self._entries.get(key)
         if entry is not None and entry[0] == text:
@@ -83,10 +89,12 @@ class ModuleStore:
             return None
         return entry[1] if entry[1].path == path else _renamed(entry[1], path)
 
-    def offer(self, linked: LinkedModule) -> None:
-        """Keep a file parsed for its own check when a script may import it: a module that
-        never calls ``smp.init()`` (a helper; a script initialises the library itself)."""
-        if not linked.path.endswith(".py") or linked.facts.smp_init_calls:
+    def offer(self, linked: LinkedModule, launched: bool = False) -> None:
+        """Keep a file parsed for its own check when another file of the run may read it: a
+        module that never calls ``smp.init()`` (a helper a script imports; a script
+        initialises the library itself), or a script a launcher starts (``launched``: the
+        launcher's check looks into it)."""
+        if not linked.path.endswith(".py") or (linked.facts.smp_init_calls and not launched):
             return
         self._keep(os.path.abspath(linked.path), linked.text, linked)
 
@@ -172,7 +180,13 @@ class LocalModules:
         self._consulted[path] = None
         if path not in self._loaded:
             self._loaded[path] = self.store.load(path)
-        return self._loaded[path]
+        linked = self._loaded[path]
+        if linked is not None and linked.index is not None:
+            # Searches of its nodes (``iter_nodes``) then replay its index.
+            from smpfix.base.walker import also_indexed
+
+            also_indexed(linked.index)
+        return linked
 
     def consulted(self) -> tuple[str, ...]:
         """Every file this analysis looked for or read, found or not: the result cache reuses

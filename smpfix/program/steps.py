@@ -14,7 +14,7 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.base.walker import Ancestry, children, iter_nodes
+from smpfix.base.walker import Ancestry, children, iter_nodes, known_subtree
 from smpfix.program.facts import FileFacts, is_step_decorator
 
 
@@ -95,8 +95,22 @@ def returns_container(function: cst.FunctionDef) -> bool:
     return bool(values) and all(isinstance(value, (cst.Tuple, cst.List, cst.Dict)) for value in values)
 
 
+_NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+
+
 def own_nodes(function: cst.FunctionDef) -> list[cst.CSTNode]:
-    """The nodes of ``function``'s body without those of nested functions and classes."""
+    """The nodes of ``function``'s body without those of nested functions and classes (in no
+    particular order)."""
+    indexed = known_subtree(function.body)
+    if indexed is not None:
+        # The indexed nodes in pre-order, jumping over each nested definition's subtree.
+        order, ends, position, end = indexed
+        found: list[cst.CSTNode] = []
+        while position < end:
+            node = order[position]
+            found.append(node)
+            position = ends[position] if type(node) in _NESTED_SCOPES else position + 1
+        return found
     out: list[cst.CSTNode] = []
     stack: list[cst.CSTNode] = [function.body]
     while stack:

@@ -31,7 +31,7 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.calls import argument
-from smpfix.base.walker import iter_nodes
+from smpfix.base.walker import derived, iter_nodes
 from smpfix.job.jobfacts import FEATURES, FeatureState, Tri
 from smpfix.program.conditions import Conditions
 from smpfix.program.facts import FileFacts
@@ -94,6 +94,16 @@ def markings(facts: FileFacts, module: cst.Module, file: str) -> list[Marking]:
         elif member == "set_tensor_parallelism":
             enabled = argument(call, "enabled", 1)
             found.append(Marking(_SPELLED[member], call, enabled.value if enabled else None, file))
+    # Every script importing a helper module asks this of it: searched once per tree.
+    distributed = derived(module, "tp_marking.distributed_module", lambda: _distributed_module(facts, module))
+    if distributed is not None:
+        found.append(Marking(f"`smp.{distributed[1]}`", distributed[0], None, file))
+    return [marking for marking in found if marking.enabled is None or facts.literal(marking.enabled) is not False]
+
+
+def _distributed_module(facts: FileFacts, module: cst.Module) -> Optional[tuple[cst.CSTNode, str]]:
+    """The first use of one of the library's distributed modules (``smp.nn.DistributedLinear``)
+    in the file, with its member name."""
     for node in iter_nodes(module):
         # The name test first: this runs over every node of the file.
         kind = type(node)
@@ -107,9 +117,8 @@ def markings(facts: FileFacts, module: cst.Module, file: str) -> list[Marking]:
             assert isinstance(node, (cst.Name, cst.Attribute))
             member = facts.smp_member(node)
             if member is not None and member.startswith("nn.Distributed"):
-                found.append(Marking(f"`smp.{member}`", node, None, file))
-                break
-    return [marking for marking in found if marking.enabled is None or facts.literal(marking.enabled) is not False]
+                return node, member
+    return None
 
 
 def module_replacement(

@@ -98,6 +98,7 @@ class TrainingLoaders:
         self.importers = importers
         self.modules = modules
         self.feeds = StepFeeds(facts, index, steps=training_steps(facts))
+        self._views: dict[str, _ImporterView] = {}
 
     # -- does it feed training? -----------------------------------------------------------------
     def feeds_training(self, loader: cst.Call) -> Optional[str]:
@@ -116,19 +117,22 @@ class TrainingLoaders:
         module_name = os.path.splitext(os.path.basename(self.path))[0]
         wanted = [module_name, function.name.value]
         for script in self.importers:
-            calls = [
-                n
-                for n in iter_nodes(script.module)
-                if isinstance(n, cst.Call) and (script.facts.qualified_name(n.func) or "").split(".")[-2:] == wanted
-            ]
-            if not calls:
-                continue
-            feeds = StepFeeds(script.facts, ParentIndex(script.module), steps=training_steps(script.facts))
+            view = self._view_of(script)
+            calls = [call for call, qualified in view.calls if qualified.split(".")[-2:] == wanted]
             for call in calls:
-                fed = feeds.feed_of(call)
+                fed = view.feeds.feed_of(call)
                 if fed is not None:
                     return f"{fed} of {os.path.basename(script.path)}"
         return None
+
+    def _view_of(self, script: LinkedModule) -> _ImporterView:
+        """What the helper's loaders ask of ``script``: built once per script, kept with its
+        index for every helper module it imports."""
+        if script.index is not None:
+            return script.index.remember("training_loaders.importer", lambda: _ImporterView(script))
+        if script.path not in self._views:
+            self._views[script.path] = _ImporterView(script)
+        return self._views[script.path]
 
     def used_out_of_sight(self, loader: cst.Call) -> bool:
         """Does the loader go somewhere smpfix cannot follow (a call it does not know, an
@@ -234,6 +238,24 @@ class TrainingLoaders:
     def _class_uses_ranks(self, cls: cst.ClassDef) -> bool:
         """A dataset class that reads a rank itself shards (or at least knows its rank)."""
         return any(isinstance(n, cst.Call) and self._reads_rank(n) for n in iter_nodes(cls.body))
+
+
+class _ImporterView:
+    """A script that imports the helper module being checked: its calls, with the qualified
+    name of what each calls ("" when unknown), and where its values go (built on first use)."""
+
+    def __init__(self, script: LinkedModule) -> None:
+        self.script = script
+        nodes = script.index.order if script.index is not None else iter_nodes(script.module)
+        self.calls = [(n, script.facts.qualified_name(n.func) or "") for n in nodes if isinstance(n, cst.Call)]
+        self._feeds: Optional[StepFeeds] = None
+
+    @property
+    def feeds(self) -> StepFeeds:
+        if self._feeds is None:
+            script = self.script
+            self._feeds = StepFeeds(script.facts, ParentIndex(script.module), steps=training_steps(script.facts))
+        return self._feeds
 
 
 def _splits(node: cst.CSTNode) -> bool:

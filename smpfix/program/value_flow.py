@@ -81,6 +81,30 @@ def _never(call: cst.Call, arg: Optional[cst.Arg]) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class _Uses:
+    """Where the names of one tree are read, its ``self.<name>`` reads, and its calls, in
+    the order of ``ParentIndex.nodes``."""
+
+    reads: dict[str, list[cst.Name]]
+    # ``obj.name`` reads by attribute name, for the attributes of ``self`` (see ``_members``).
+    attribute_reads: dict[str, list[cst.Attribute]]
+    calls: list[cst.Call]
+
+    @classmethod
+    def of(cls, index: ParentIndex) -> _Uses:
+        uses = cls({}, {}, [])
+        for node in index.nodes():
+            if isinstance(node, cst.Name) and _is_read(node, index):
+                uses.reads.setdefault(node.value, []).append(node)
+            elif isinstance(node, cst.Call):
+                uses.calls.append(node)
+            elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+                if not isinstance(index.parent_of(node), cst.AssignTarget):
+                    uses.attribute_reads.setdefault(node.attr.value, []).append(node)
+        return uses
+
+
 class ValueFlow:
     """``ends(node)``: where the value ``node`` computes goes. Build it once per file and rule."""
 
@@ -88,18 +112,12 @@ class ValueFlow:
         self.facts = facts
         self.index = index
         self.carries = carries
-        self.reads: dict[str, list[cst.Name]] = {}
-        # ``obj.name`` reads by attribute name, for the attributes of ``self`` (see ``_members``).
-        self.attribute_reads: dict[str, list[cst.Attribute]] = {}
-        self.calls: list[cst.Call] = []
-        for node in index.nodes():
-            if isinstance(node, cst.Name) and self._is_read(node):
-                self.reads.setdefault(node.value, []).append(node)
-            elif isinstance(node, cst.Call):
-                self.calls.append(node)
-            elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
-                if not isinstance(index.parent_of(node), cst.AssignTarget):
-                    self.attribute_reads.setdefault(node.attr.value, []).append(node)
+        # Several rules follow values in one file, each with its own ``carries``: the uses of
+        # names they all start from are found once per tree (read-only from here on).
+        uses = index.derived("value_flow.uses", lambda: _Uses.of(index))
+        self.reads = uses.reads
+        self.attribute_reads = uses.attribute_reads
+        self.calls = uses.calls
 
     def ends(self, node: cst.CSTNode) -> Iterator[End]:
         """Every place the value of ``node`` goes (lazily: stop when the answer is known)."""
@@ -250,27 +268,6 @@ class ValueFlow:
             return True
         return any(a.where is not None and a.where.scope is scope for a in self.facts.assignments.get(name, ()))
 
-    def _is_read(self, node: cst.Name) -> bool:
-        """A use of a name's value (not a target, a keyword, an attribute or a definition)."""
-        parent = self.index.parent_of(node)
-        if isinstance(parent, (cst.Attribute, cst.Arg, cst.NamedExpr)):
-            return parent.value is node
-        if isinstance(parent, (cst.AugAssign, cst.AnnAssign)):
-            return parent.target is not node
-        if isinstance(parent, cst.Param):
-            return parent.default is node
-        if isinstance(parent, (cst.For, cst.CompFor)):
-            return parent.iter is node
-        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, *_TARGET_PARENTS)):
-            return False
-        while isinstance(parent, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
-            child, parent = parent, self.index.parent_of(parent)
-            if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is child:
-                return False
-            if isinstance(parent, (cst.AssignTarget, cst.AsName, cst.Del)):
-                return False
-        return True
-
     # -- functions ----------------------------------------------------------------------------
     def _passed(self, call: cst.Call, arg: cst.Arg, depth: int, seen: set[tuple[object, ...]]) -> Iterator[End]:
         func = call.func
@@ -314,6 +311,28 @@ class ValueFlow:
                 call = self.index.parent_of(attribute)
                 if isinstance(call, cst.Call) and call.func is attribute:
                     yield call
+
+
+def _is_read(node: cst.Name, index: ParentIndex) -> bool:
+    """A use of a name's value (not a target, a keyword, an attribute or a definition)."""
+    parent = index.parent_of(node)
+    if isinstance(parent, (cst.Attribute, cst.Arg, cst.NamedExpr)):
+        return parent.value is node
+    if isinstance(parent, (cst.AugAssign, cst.AnnAssign)):
+        return parent.target is not node
+    if isinstance(parent, cst.Param):
+        return parent.default is node
+    if isinstance(parent, (cst.For, cst.CompFor)):
+        return parent.iter is node
+    if isinstance(parent, (cst.FunctionDef, cst.ClassDef, *_TARGET_PARENTS)):
+        return False
+    while isinstance(parent, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
+        child, parent = parent, index.parent_of(parent)
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is child:
+            return False
+        if isinstance(parent, (cst.AssignTarget, cst.AsName, cst.Del)):
+            return False
+    return True
 
 
 def _first_parameter(function: cst.FunctionDef) -> Optional[str]:
