@@ -121,12 +121,13 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     from smpfix.engine.config import ConfigError, resolve
     from smpfix.engine.discovery import DiscoveredFile, Excluder, discover
     from smpfix.engine.launcher_index import LauncherSearch
-    from smpfix.engine.runner import RunOptions, run
+    from smpfix.engine.runner import RunOptions, collect_rarely, run
     from smpfix.engine.selection import SelectionError, enabled
     from smpfix.job.project import Project
     from smpfix.report import ReportOptions
     from smpfix.rules.registry import RuleNames
 
+    collect_rarely()
     stdin_name = opts["stdin_filename"]
     config_anchor = [stdin_name] if "-" in paths and stdin_name else list(paths)
     try:

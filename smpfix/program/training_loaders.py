@@ -254,7 +254,9 @@ class _ImporterView:
     def feeds(self) -> StepFeeds:
         if self._feeds is None:
             script = self.script
-            self._feeds = StepFeeds(script.facts, ParentIndex(script.module), steps=training_steps(script.facts))
+            # The script's own index answers parents (no walk of the script) and keeps what
+            # ``ValueFlow`` finds in it for the next helper module the script imports.
+            self._feeds = StepFeeds(script.facts, ParentIndex(script.module, script.index), steps=training_steps(script.facts))
         return self._feeds
 
 
