@@ -155,6 +155,12 @@ class Conditions:
             return self._comparison(expr, hypothesis, depth)
         if isinstance(expr, cst.Call) and _is_bool_call(expr):
             return self.truth(expr.args[0].value, hypothesis)
+        if isinstance(expr, cst.Name):
+            # ``use_inductor = args.inductor == 1`` then ``if use_inductor:``: the name means
+            # its only assignment in the file.
+            bound = self.facts.single_assignment(expr.value)
+            if bound is not None and bound.value is not expr:
+                return self.evaluate(bound.value, hypothesis, depth + 1)
         atom = self._atom(expr, hypothesis)
         if atom is not None:
             return atom
