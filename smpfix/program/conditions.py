@@ -40,7 +40,11 @@ from smpfix.job.versions import Version, parse_version
 from smpfix.program.data_ranks import group_size
 from smpfix.program.dataloaders import bound_value
 from smpfix.program.facts import FileFacts
-from smpfix.program.script_arguments import CommandLineArgument, argument_value, assigned_attributes
+from smpfix.program.script_arguments import (
+    CommandLineArgument,
+    argument_value,
+    attribute_assignments,
+)
 
 _DEGREE_SETTINGS = frozenset({"tensor_parallel_degree", "pipeline_parallel_degree", "sharded_data_parallel_degree", "microbatches"})
 # Values a degree can take when its feature is on: a condition must fail for all of them.
@@ -126,7 +130,11 @@ class Conditions:
         self.arguments = arguments
         self.launchers = launchers
         owners = list(scripts) or [facts]
-        self._assigned = set().union(*(assigned_attributes(owner) for owner in {id(f): f for f in [facts, *owners]}.values()))
+        self._assigned: dict[str, list[Optional[cst.BaseExpression]]] = {}
+        for owner in {id(f): f for f in [facts, *owners]}.values():
+            for name, values in attribute_assignments(owner).items():
+                self._assigned.setdefault(name, []).extend(values)
+        self._resolving: set[str] = set()
         self._links: dict[str, _Link] = {}
         for owner in owners:
             self._links.update(_setting_links(owner))
@@ -258,14 +266,29 @@ class Conditions:
             return Known(value if link.kind == "identity" else int(bool(value)))
         if hypothesis.library_on and dest in self.switches:
             return Known(1)
-        if dest in self._assigned:
-            return _UNKNOWN_VALUE
+        if dest in self._assigned and dest not in self._resolving:
+            return self._reassigned(dest, hypothesis)
         found = argument_value(dest, self.arguments, self.launchers)
         if found is None:
             return _UNKNOWN_VALUE
         # A default is what the job gets unless someone passes the flag: code it keeps off is
         # off by default, not unreachable (a launcher smpfix does not see may pass it).
         return Known(found.value, found.default, (f"`args.{dest}` is {found.value!r}, {found.how}",))
+
+    def _reassigned(self, dest: str, hypothesis: Hypothesis) -> Known:
+        """``args.fp16 = args.fp16 or args.amp``, the script's only assignment of the flag,
+        means what it computes from the parsed values. Only ``or``: false after it means false
+        before it too, so code read before the assignment is judged right as well. Any other
+        assignment may give the flag any value."""
+        values = self._assigned[dest]
+        value = values[0] if len(values) == 1 else None
+        if not (isinstance(value, cst.BooleanOperation) and isinstance(value.operator, cst.Or)):
+            return _UNKNOWN_VALUE
+        self._resolving.add(dest)
+        try:
+            return self.evaluate(value, hypothesis)
+        finally:
+            self._resolving.discard(dest)
 
 
 def _is_bool_call(call: cst.Call) -> bool:
