@@ -104,6 +104,37 @@ if args.save_full_model:
     assert _found(text.replace("if args.save_full_model:", "if not args.save_full_model:"), "SMP301", {"tensor_parallel_degree": 4}) == [(16, "error")]
 
 
+def test_a_flag_read_through_a_name_assigned_once_is_the_flag() -> None:
+    text = ARGS + """\
+smp.init()
+model = Net()
+save_full = args.save_full_model == 1
+if save_full:
+    if smp.dp_rank() == 0:
+        smp.save(model.local_state_dict(), "model.pt", partial=True)
+"""
+    assert _found(text, "SMP301", {"tensor_parallel_degree": 4}) == [(17, "hint")]
+    # A name assigned twice may hold either value: the finding keeps its severity.
+    twice = text.replace("save_full = args.save_full_model == 1\n", "save_full = args.save_full_model == 1\nsave_full = True\n")
+    assert _found(twice, "SMP301", {"tensor_parallel_degree": 4}) == [(18, "error")]
+
+
+def test_a_flag_widened_by_or_is_off_when_every_part_is() -> None:
+    text = ARGS + """\
+args.save_full_model = args.save_full_model or args.do_train
+smp.init()
+model = Net()
+if args.save_full_model:
+    if smp.dp_rank() == 0:
+        smp.save(model.local_state_dict(), "model.pt", partial=True)
+"""
+    assert _found(text, "SMP301", {"tensor_parallel_degree": 4}) == [(17, "hint")]
+    # One part on by default turns the flag on; any other assignment may give it any value.
+    assert _found(text.replace("args.do_train\n", "args.skip_full_optimizer\n"), "SMP301", {"tensor_parallel_degree": 4}) == [(17, "error")]
+    assert _found(text.replace(" or args.do_train", " + 1"), "SMP301", {"tensor_parallel_degree": 4}) == [(17, "error")]
+    assert _found(text.replace(" or args.do_train", " and args.do_train"), "SMP301", {"tensor_parallel_degree": 4}) == [(17, "error")]
+
+
 def test_skip_flag_on_by_default_makes_the_unskipped_path_a_hint() -> None:
     text = ARGS + """\
 smp.init()

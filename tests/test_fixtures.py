@@ -21,7 +21,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, expected_findings, fixture_job, fixture_roots, fixture_select, fixture_unsafe
+from conftest import (
+    FIXTURES,
+    expected_findings,
+    fixture_job,
+    fixture_roots,
+    fixture_select,
+    fixture_unsafe,
+)
 
 from smpfix.api import check_source, fix_source
 from smpfix.rules.registry import all_rules

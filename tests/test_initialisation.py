@@ -7,7 +7,12 @@ import pytest
 
 from smpfix.program.execution import order_of
 from smpfix.program.facts import collect
-from smpfix.program.initialisation import Initialisations, init_dict_keys, initialised_before, script_sets_manual_init
+from smpfix.program.initialisation import (
+    Initialisations,
+    init_dict_keys,
+    initialised_before,
+    script_sets_manual_init,
+)
 
 _HEADER = "import os\nimport smdistributed.modelparallel.torch as smp\n"
 

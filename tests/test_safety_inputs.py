@@ -63,7 +63,7 @@ def _bad_files() -> dict[str, bytes]:
         # Python 3.14 allows template strings to be concatenated; LibCST 1.x cannot build it.
         "newer_python_template_strings.py": marker + b'x = t"{a}" t"{b}"\n',
         "undecodable.py": marker + b"name = '\xff\xfe caf\xe9'\n",
-        "wrong_declared_encoding.py": b"# -*- coding: ascii -*-\n" + marker + "x = 'café'\n".encode("utf-8"),
+        "wrong_declared_encoding.py": b"# -*- coding: ascii -*-\n" + marker + "x = 'café'\n".encode(),
         "unknown_encoding.py": b"# -*- coding: klingon -*-\n" + marker,
         "nul_bytes.py": marker + b"x = 1\x00\n",
         "binary.py": binary[:1000] + b"smdistributed" + binary[1000:],

@@ -40,7 +40,11 @@ from smpfix.job.versions import Version, parse_version
 from smpfix.program.data_ranks import group_size
 from smpfix.program.dataloaders import bound_value
 from smpfix.program.facts import FileFacts
-from smpfix.program.script_arguments import CommandLineArgument, argument_value, assigned_attributes
+from smpfix.program.script_arguments import (
+    CommandLineArgument,
+    argument_value,
+    attribute_assignments,
+)
 
 _DEGREE_SETTINGS = frozenset({"tensor_parallel_degree", "pipeline_parallel_degree", "sharded_data_parallel_degree", "microbatches"})
 # Values a degree can take when its feature is on: a condition must fail for all of them.
@@ -126,7 +130,11 @@ class Conditions:
         self.arguments = arguments
         self.launchers = launchers
         owners = list(scripts) or [facts]
-        self._assigned = set().union(*(assigned_attributes(owner) for owner in {id(f): f for f in [facts, *owners]}.values()))
+        self._assigned: dict[str, list[Optional[cst.BaseExpression]]] = {}
+        for owner in {id(f): f for f in [facts, *owners]}.values():
+            for name, values in attribute_assignments(owner).items():
+                self._assigned.setdefault(name, []).extend(values)
+        self._resolving: set[str] = set()
         self._links: dict[str, _Link] = {}
         for owner in owners:
             self._links.update(_setting_links(owner))
@@ -155,6 +163,12 @@ class Conditions:
             return self._comparison(expr, hypothesis, depth)
         if isinstance(expr, cst.Call) and _is_bool_call(expr):
             return self.truth(expr.args[0].value, hypothesis)
+        if isinstance(expr, cst.Name):
+            # ``use_inductor = args.inductor == 1`` then ``if use_inductor:``: the name means
+            # its only assignment in the file.
+            bound = self.facts.single_assignment(expr.value)
+            if bound is not None and bound.value is not expr:
+                return self.evaluate(bound.value, hypothesis, depth + 1)
         atom = self._atom(expr, hypothesis)
         if atom is not None:
             return atom
@@ -252,14 +266,29 @@ class Conditions:
             return Known(value if link.kind == "identity" else int(bool(value)))
         if hypothesis.library_on and dest in self.switches:
             return Known(1)
-        if dest in self._assigned:
-            return _UNKNOWN_VALUE
+        if dest in self._assigned and dest not in self._resolving:
+            return self._reassigned(dest, hypothesis)
         found = argument_value(dest, self.arguments, self.launchers)
         if found is None:
             return _UNKNOWN_VALUE
         # A default is what the job gets unless someone passes the flag: code it keeps off is
         # off by default, not unreachable (a launcher smpfix does not see may pass it).
         return Known(found.value, found.default, (f"`args.{dest}` is {found.value!r}, {found.how}",))
+
+    def _reassigned(self, dest: str, hypothesis: Hypothesis) -> Known:
+        """``args.fp16 = args.fp16 or args.amp``, the script's only assignment of the flag,
+        means what it computes from the parsed values. Only ``or``: false after it means false
+        before it too, so code read before the assignment is judged right as well. Any other
+        assignment may give the flag any value."""
+        values = self._assigned[dest]
+        value = values[0] if len(values) == 1 else None
+        if not (isinstance(value, cst.BooleanOperation) and isinstance(value.operator, cst.Or)):
+            return _UNKNOWN_VALUE
+        self._resolving.add(dest)
+        try:
+            return self.evaluate(value, hypothesis)
+        finally:
+            self._resolving.discard(dest)
 
 
 def _is_bool_call(call: cst.Call) -> bool:
