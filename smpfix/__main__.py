@@ -1,4 +1,4 @@
-from smpfix.cli import main
+from smpfix.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

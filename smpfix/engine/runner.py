@@ -239,6 +239,17 @@ def _worker_setup(parent: int) -> None:
 _ANALYSIS_GC_THRESHOLDS = (50_000, 20, 20)
 
 
+def collect_rarely() -> None:
+    """The cycle collector at the analysis thresholds for the rest of the process: for the
+    command line, which checks and exits. Restoring the defaults when the run ends (as
+    ``_few_collections`` does for the API and the server) would make the next allocation
+    collect everything the run allocated: about a twentieth of a project's check, for a
+    process about to end."""
+    import gc
+
+    gc.set_threshold(*_ANALYSIS_GC_THRESHOLDS)
+
+
 @contextmanager
 def _few_collections() -> Iterator[None]:
     """The cycle collector at the analysis thresholds for the block (files analyzed in this

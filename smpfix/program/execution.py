@@ -182,6 +182,8 @@ class _Tracer:
         self.module_functions.update({name: f for name, f in aliases.items() if name not in self.module_functions})
         self.classes: dict[str, cst.ClassDef] = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
         self.active: list[cst.FunctionDef] = []
+        # By ``id`` of an expression of the module (alive as long as the tracer): its calls.
+        self._planned: dict[int, tuple[_PlannedCall, ...]] = {}
 
     # -- statements -------------------------------------------------------------------------
     def block(
@@ -284,30 +286,24 @@ class _Tracer:
     def expression(self, node: cst.CSTNode, sides: tuple[Side, ...], repeated: bool, through: tuple[cst.Call, ...],
                    functions: Mapping[str, cst.FunctionDef]) -> None:
         """Record the calls in ``node`` in evaluation order (arguments before their call)."""
-        from smpfix.base.walker import iter_nodes
+        for call, inner, in_comprehension in self._calls_of(node):
+            if self.exhausted:
+                return
+            self.call(call, (*sides, *inner) if inner else sides, repeated or in_comprehension, through, functions)
 
-        # Most statements call nothing: one scan of the (indexed) subtree rules them out.
-        if any(type(inner) is cst.Call for inner in iter_nodes(node)):
-            self._calls_in(node, sides, repeated, through, functions)
+    def _calls_of(self, node: cst.CSTNode) -> tuple[_PlannedCall, ...]:
+        """``_calls_in(node)``, worked out once per expression: a function's body is replayed
+        once for every path that calls it."""
+        found = self._planned.get(id(node))
+        if found is None:
+            from smpfix.base.walker import iter_nodes
 
-    def _calls_in(self, node: cst.CSTNode, sides: tuple[Side, ...], repeated: bool, through: tuple[cst.Call, ...],
-                  functions: Mapping[str, cst.FunctionDef]) -> None:
-        from smpfix.base.walker import children
-
-        kind = type(node)  # exact types: these node classes have no subclasses, and isinstance is slow here
-        if self.exhausted or kind in _NOT_RUN:
-            return
-        if kind is cst.IfExp:
-            assert isinstance(node, cst.IfExp)
-            self._calls_in(node.test, sides, repeated, through, functions)
-            self._calls_in(node.body, (*sides, Side(node, 0)), repeated, through, functions)
-            self._calls_in(node.orelse, (*sides, Side(node, 1)), repeated, through, functions)
-            return
-        inner_repeated = repeated or kind in _COMPREHENSIONS
-        for child in children(node):
-            self._calls_in(child, sides, inner_repeated, through, functions)
-        if kind is cst.Call:
-            self.call(node, sides, repeated, through, functions)  # type: ignore[arg-type]
+            calls: list[_PlannedCall] = []
+            # Most statements call nothing: one scan of the (indexed) subtree rules them out.
+            if any(type(inner) is cst.Call for inner in iter_nodes(node)):
+                _calls_in(node, (), False, calls)
+            found = self._planned[id(node)] = tuple(calls)
+        return found
 
     def call(self, node: cst.Call, sides: tuple[Side, ...], repeated: bool, through: tuple[cst.Call, ...],
              functions: Mapping[str, cst.FunctionDef]) -> None:
@@ -341,6 +337,32 @@ class _Tracer:
                 if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
                     return statement
         return None
+
+
+# A call in an expression: the sides of the conditional expressions around it (within the
+# expression) and whether a comprehension around it repeats it.
+_PlannedCall = tuple[cst.Call, tuple[Side, ...], bool]
+
+
+def _calls_in(node: cst.CSTNode, sides: tuple[Side, ...], repeated: bool, found: list[_PlannedCall]) -> None:
+    """The calls in ``node`` in evaluation order, into ``found``; code that does not run where
+    it is written (a lambda, a nested ``def``) is skipped."""
+    from smpfix.base.walker import children
+
+    kind = type(node)  # exact types: these node classes have no subclasses, and isinstance is slow here
+    if kind in _NOT_RUN:
+        return
+    if kind is cst.IfExp:
+        assert isinstance(node, cst.IfExp)
+        _calls_in(node.test, sides, repeated, found)
+        _calls_in(node.body, (*sides, Side(node, 0)), repeated, found)
+        _calls_in(node.orelse, (*sides, Side(node, 1)), repeated, found)
+        return
+    inner_repeated = repeated or kind in _COMPREHENSIONS
+    for child in children(node):
+        _calls_in(child, sides, inner_repeated, found)
+    if kind is cst.Call:
+        found.append((node, sides, repeated))  # type: ignore[arg-type]
 
 
 def _statements(suite: cst.BaseSuite) -> Sequence[cst.CSTNode]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, TypeVar, Union
 
 import libcst as cst
 
@@ -42,6 +42,8 @@ _OPTIMIZER_NAMES = frozenset({"transformers.AdamW", "transformers.Adafactor", "t
 _NOT_OPTIMIZERS = ("torch.optim.lr_scheduler", "torch.optim.swa_utils", "torch.optim.Optimizer")
 _HF_TRAINERS = frozenset({"transformers.Trainer", "transformers.Seq2SeqTrainer", "transformers.trainer.Trainer",
                           "transformers.trainer_seq2seq.Seq2SeqTrainer"})
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,16 @@ class FileFacts:
     estimator_calls: tuple[cst.Call, ...] = ()
     # Local classes deriving (directly or through each other) from TensorFlow's ``smp.DistributedModel``.
     distributed_model_classes: frozenset[str] = field(default=frozenset())
+    # Answers that follow from these facts alone (``remember``); a copy made with ``replace``
+    # starts without them.
+    _derived: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def remember(self, key: str, build: Callable[[], T]) -> T:
+        """``build()``, worked out once for these facts: a helper module's facts serve every
+        script of the run that imports it."""
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]  # type: ignore[no-any-return]
 
     # -- what the file is -------------------------------------------------------------------
     @property

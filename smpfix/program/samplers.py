@@ -41,8 +41,23 @@ class SamplerFlow:
     def __init__(self, facts: FileFacts, index: ParentIndex) -> None:
         self.facts = facts
         self.flow = ValueFlow(facts, index, self._carries)
+        # By ``id``, with the sampler itself (so that no other node can take its id).
+        self._uses: dict[int, tuple[cst.Call, SamplerUse]] = {}
+
+    @classmethod
+    def of(cls, facts: FileFacts, index: ParentIndex) -> SamplerFlow:
+        """The flow of one file's samplers, built once per indexed tree: a helper module is
+        checked once for every script that imports it, and where a sampler goes does not
+        depend on the script."""
+        return index.derived("samplers.flow", lambda: cls(facts, index))
 
     def use_of(self, sampler: cst.Call) -> SamplerUse:
+        known = self._uses.get(id(sampler))
+        if known is None or known[0] is not sampler:
+            known = self._uses[id(sampler)] = (sampler, self._use_of(sampler))
+        return known[1]
+
+    def _use_of(self, sampler: cst.Call) -> SamplerUse:
         loaders: list[cst.Call] = []
         for end in self.flow.ends(sampler):
             if end.kind is EndKind.METHOD:

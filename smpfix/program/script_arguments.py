@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Optional
 
 import libcst as cst
@@ -51,11 +52,14 @@ def command_line_arguments(files: Iterable[FileFacts]) -> dict[str, list[Command
     """Every literal ``add_argument(...)`` in ``files``, by destination."""
     found: dict[str, list[CommandLineArgument]] = {}
     for facts in files:
-        for call in facts.call_order:
-            parsed = _parse(call, facts)
-            if parsed is not None:
-                found.setdefault(parsed.dest, []).append(parsed)
+        for parsed in facts.remember("script_arguments", partial(_arguments_in, facts)):
+            found.setdefault(parsed.dest, []).append(parsed)
     return found
+
+
+def _arguments_in(facts: FileFacts) -> tuple[CommandLineArgument, ...]:
+    """The literal ``add_argument(...)`` calls of one file, in call order."""
+    return tuple(parsed for call in facts.call_order if (parsed := _parse(call, facts)) is not None)
 
 
 def _parse(call: cst.Call, facts: FileFacts) -> Optional[CommandLineArgument]:

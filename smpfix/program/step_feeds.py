@@ -92,9 +92,17 @@ class StepFeeds:
         # Which step functions count (default: all; SMP204 asks about the training steps only).
         self.steps = facts.step_functions if steps is None else steps
         self.flow = ValueFlow(facts, index, self._carries)
+        # By ``id``, with the node itself (so that no other node can take its id): the answers.
+        self._fed: dict[int, tuple[cst.BaseExpression, Optional[str]]] = {}
 
     def feed_of(self, value: cst.BaseExpression) -> Optional[str]:
         """How ``value``'s batches reach training (``"`train_step`"``), or None if they do not."""
+        known = self._fed.get(id(value))
+        if known is None or known[0] is not value:
+            known = self._fed[id(value)] = (value, self._feed_of(value))
+        return known[1]
+
+    def _feed_of(self, value: cst.BaseExpression) -> Optional[str]:
         for end in self.flow.ends(value):
             found = self._feed_at(end)
             if found is not None:

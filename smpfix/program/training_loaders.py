@@ -97,8 +97,11 @@ class TrainingLoaders:
         self.path = path
         self.importers = importers
         self.modules = modules
-        self.feeds = StepFeeds(facts, index, steps=training_steps(facts))
+        self.feeds = training_feeds(facts, index)
         self._views: dict[str, _ImporterView] = {}
+        # What follows from the tree alone, kept with its index: a helper module is checked
+        # once for every script that imports it.
+        self._out_of_sight: dict[int, tuple[cst.Call, bool]] = index.derived("training_loaders.out_of_sight", dict)
 
     # -- does it feed training? -----------------------------------------------------------------
     def feeds_training(self, loader: cst.Call) -> Optional[str]:
@@ -115,11 +118,10 @@ class TrainingLoaders:
         if not isinstance(function, cst.FunctionDef) or not _returns(function, loader, self.index):
             return None
         module_name = os.path.splitext(os.path.basename(self.path))[0]
-        wanted = [module_name, function.name.value]
+        wanted = (module_name, function.name.value)
         for script in self.importers:
             view = self._view_of(script)
-            calls = [call for call, qualified in view.calls if qualified.split(".")[-2:] == wanted]
-            for call in calls:
+            for call in view.calls_to.get(wanted, ()):
                 fed = view.feeds.feed_of(call)
                 if fed is not None:
                     return f"{fed} of {os.path.basename(script.path)}"
@@ -137,6 +139,12 @@ class TrainingLoaders:
     def used_out_of_sight(self, loader: cst.Call) -> bool:
         """Does the loader go somewhere smpfix cannot follow (a call it does not know, an
         attribute, a container), where it may still be trained on?"""
+        known = self._out_of_sight.get(id(loader))  # with the loader: no other node takes its id
+        if known is None or known[0] is not loader:
+            known = self._out_of_sight[id(loader)] = (loader, self._goes_out_of_sight(loader))
+        return known[1]
+
+    def _goes_out_of_sight(self, loader: cst.Call) -> bool:
         for end in self.feeds.flow.ends(loader):
             if end.kind is EndKind.ESCAPE:
                 return True
@@ -241,21 +249,33 @@ class TrainingLoaders:
 
 
 class _ImporterView:
-    """A script that imports the helper module being checked: its calls, with the qualified
-    name of what each calls ("" when unknown), and where its values go (built on first use)."""
+    """A script that imports the helper module being checked: its calls by the last two parts
+    of the qualified name of what each calls (``("data", "make_loader")``), and where its
+    values go (built on first use)."""
 
     def __init__(self, script: LinkedModule) -> None:
         self.script = script
         nodes = script.index.order if script.index is not None else iter_nodes(script.module)
-        self.calls = [(n, script.facts.qualified_name(n.func) or "") for n in nodes if isinstance(n, cst.Call)]
+        self.calls_to: dict[tuple[str, ...], list[cst.Call]] = {}
+        for node in nodes:
+            if type(node) is cst.Call:
+                qualified = script.facts.qualified_name(node.func) or ""
+                self.calls_to.setdefault(tuple(qualified.split(".")[-2:]), []).append(node)
         self._feeds: Optional[StepFeeds] = None
 
     @property
     def feeds(self) -> StepFeeds:
         if self._feeds is None:
             script = self.script
-            self._feeds = StepFeeds(script.facts, ParentIndex(script.module), steps=training_steps(script.facts))
+            # The script's own index answers parents (no walk of the script) and keeps what
+            # is found in it for the next helper module the script imports.
+            self._feeds = training_feeds(script.facts, ParentIndex(script.module, script.index))
         return self._feeds
+
+
+def training_feeds(facts: FileFacts, index: ParentIndex) -> StepFeeds:
+    """``StepFeeds`` over the training steps of one file, built once per indexed tree."""
+    return index.derived("training_loaders.feeds", lambda: StepFeeds(facts, index, steps=training_steps(facts)))
 
 
 def _splits(node: cst.CSTNode) -> bool:

@@ -83,26 +83,43 @@ def _never(call: cst.Call, arg: Optional[cst.Arg]) -> bool:
 
 @dataclass(frozen=True)
 class _Uses:
-    """Where the names of one tree are read, its ``self.<name>`` reads, and its calls, in
-    the order of ``ParentIndex.nodes``."""
+    """Where the names of one tree are read, its ``self.<name>`` reads, and the calls that may
+    run its functions, in the order of ``ParentIndex.nodes``."""
 
     reads: dict[str, list[cst.Name]]
     # ``obj.name`` reads by attribute name, for the attributes of ``self`` (see ``_members``).
     attribute_reads: dict[str, list[cst.Attribute]]
-    calls: list[cst.Call]
+    # The calls that may run a function of the file, by its name: ``name(...)`` and
+    # ``pool.submit(name, ...)`` (``_callers`` looks at these instead of every call).
+    calls_of: dict[str, list[cst.Call]]
 
     @classmethod
     def of(cls, index: ParentIndex) -> _Uses:
-        uses = cls({}, {}, [])
+        uses = cls({}, {}, {})
+        # Exact types: these LibCST classes have no subclasses, and ``isinstance`` on them goes
+        # through ``ABCMeta``.
         for node in index.nodes():
-            if isinstance(node, cst.Name) and _is_read(node, index):
-                uses.reads.setdefault(node.value, []).append(node)
-            elif isinstance(node, cst.Call):
-                uses.calls.append(node)
-            elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
-                if not isinstance(index.parent_of(node), cst.AssignTarget):
+            if type(node) is cst.Name:
+                if _is_read(node, index):
+                    uses.reads.setdefault(node.value, []).append(node)
+            elif type(node) is cst.Call:
+                called = _called_name(node)
+                if called is not None:
+                    uses.calls_of.setdefault(called, []).append(node)
+            elif type(node) is cst.Attribute:
+                if type(node.value) is cst.Name and not isinstance(index.parent_of(node), cst.AssignTarget):
                     uses.attribute_reads.setdefault(node.attr.value, []).append(node)
         return uses
+
+
+def _called_name(call: cst.Call) -> Optional[str]:
+    """The name of the file's function ``call`` may run: ``name(...)``, ``x.submit(name, ...)``."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute) and func.attr.value == "submit" and call.args and isinstance(call.args[0].value, cst.Name):
+        return call.args[0].value.value
+    return None
 
 
 class ValueFlow:
@@ -117,7 +134,7 @@ class ValueFlow:
         uses = index.derived("value_flow.uses", lambda: _Uses.of(index))
         self.reads = uses.reads
         self.attribute_reads = uses.attribute_reads
-        self.calls = uses.calls
+        self.calls_of = uses.calls_of
 
     def ends(self, node: cst.CSTNode) -> Iterator[End]:
         """Every place the value of ``node`` goes (lazily: stop when the answer is known)."""
@@ -287,7 +304,7 @@ class ValueFlow:
         if key in seen:
             return
         seen.add(key)
-        for call in self.calls:
+        for call in self.calls_of.get(function.name.value, ()):
             func = call.func
             if isinstance(func, cst.Name) and self.facts.functions.get(func.value) is function:
                 yield from self._from(call, element, depth + 1, seen)

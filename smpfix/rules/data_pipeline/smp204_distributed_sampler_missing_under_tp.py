@@ -55,7 +55,7 @@ class DistributedSamplerMissingUnderTp(Rule):
             fed = loaders.feeds_training(loader)
             if fed is None:
                 continue
-            flow = flow or SamplerFlow(self.facts, index)
+            flow = flow or SamplerFlow.of(self.facts, index)
             if not self._left_out_sampler(loader, index, flow, loaders):
                 self._flag(loader, fed, tp)
 

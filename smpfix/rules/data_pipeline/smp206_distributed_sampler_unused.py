@@ -56,7 +56,7 @@ class DistributedSamplerUnused(Rule):
         if replicas.state is Tri.OFF:
             return
         index = ParentIndex(node)
-        flow = SamplerFlow(self.facts, index)
+        flow = SamplerFlow.of(self.facts, index)
         loaders = TrainingLoaders(self.facts, index, self.context.path, self.context.importers, self.context.modules)
         for sampler in self.samplers:
             use = flow.left_out(sampler, loaders)
