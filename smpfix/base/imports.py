@@ -27,10 +27,10 @@ def dotted_name(node: cst.BaseExpression) -> Optional[str]:
     """``a.b.c`` for a chain of names and attributes; None for anything else."""
     parts: list[str] = []
     current: cst.BaseExpression = node
-    while isinstance(current, cst.Attribute):
+    while type(current) is cst.Attribute:  # exact types: isinstance against a LibCST class is slow
         parts.append(current.attr.value)
         current = current.value
-    if not isinstance(current, cst.Name):
+    if type(current) is not cst.Name:
         return None
     parts.append(current.value)
     return ".".join(reversed(parts))
