@@ -30,7 +30,14 @@ from smpfix.program.local_modules import LocalModules
 
 _TRAINING_ARGUMENTS = ("TrainingArguments", "Seq2SeqTrainingArguments")
 _ARGUMENT_PARSERS = frozenset({"parse_args_into_dataclasses", "parse_json_file", "parse_dict", "parse_yaml_file"})
-_INITIALISING_IMPORTS = ("transformers.sagemaker",)
+# Modules whose import initialises the library inside a SageMaker model-parallel launch:
+# ``transformers.training_args`` runs ``smp.init()`` at import when SageMaker model
+# parallelism is enabled, and the Trainer modules and ``transformers.sagemaker`` import it.
+_INITIALISING_IMPORTS = ("transformers.sagemaker", "transformers.training_args", "transformers.training_args_seq2seq",
+                         "transformers.trainer", "transformers.trainer_seq2seq")
+# The names under which ``transformers`` exports what those modules define.
+_INITIALISING_NAMES = frozenset({"transformers.TrainingArguments", "transformers.Seq2SeqTrainingArguments",
+                                 "transformers.Trainer", "transformers.Seq2SeqTrainer"})
 
 
 class Mode(str, enum.Enum):
@@ -89,8 +96,12 @@ def _manual_init(facts: FileFacts, key: cst.BaseExpression, value: cst.BaseExpre
 
 
 def imports_initialise(facts: FileFacts) -> bool:
-    """The file imports a module that initialises the library when imported."""
-    return any(value == name or value.startswith(name + ".") for value in facts.imports.bindings.values() for name in _INITIALISING_IMPORTS)
+    """The file imports a module that initialises the library when imported (inside a
+    SageMaker launch with model parallelism enabled, which is where the library runs)."""
+    return any(
+        value in _INITIALISING_NAMES or any(value == name or value.startswith(name + ".") for name in _INITIALISING_IMPORTS)
+        for value in facts.imports.bindings.values()
+    )
 
 
 class Initialisations:

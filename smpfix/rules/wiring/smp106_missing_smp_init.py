@@ -15,7 +15,7 @@ from smpfix.job.jobfacts import Tri
 from smpfix.job.versions import LAST_WITHOUT_AUTO_INIT
 from smpfix.program.codegen import smp_reference
 from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
-from smpfix.program.initialisation import script_sets_manual_init
+from smpfix.program.initialisation import imports_initialise, script_sets_manual_init
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
 # Members a helper module may use without being the script that initialises the library.
@@ -116,17 +116,20 @@ class MissingSmpInit(Rule):
 
     def _initialised_by_sibling(self) -> bool:
         """One level into the project: a helper module the script imports (``utils.setup_smp()``)
-        may call ``smp.init()`` for it; smpfix cannot tell whether that helper runs, so it trusts it."""
+        may call ``smp.init()`` for it, or import what initialises the library; smpfix cannot
+        tell whether that helper runs, so it trusts it."""
         modules = self.context.modules
         if modules is None:
             return False
-        return any(linked.facts.smp_init_calls for linked in modules.imported_modules(self.facts))
+        return any(linked.facts.smp_init_calls or imports_initialise(linked.facts) for linked in modules.imported_modules(self.facts))
 
     def leave_Module(self, node: cst.Module) -> None:
         if self.facts.smp_init_calls or self._first_import is None:
             return
         used = self._entry_point()
-        if used is None or self._initialised_by_sibling():
+        # Importing the Hugging Face Trainer or its arguments runs `smp.init()` (the official
+        # Trainer examples rely on it).
+        if used is None or imports_initialise(self.facts) or self._initialised_by_sibling():
             return
         anchor = self._top_level_imports[-1] if self._top_level_imports else None
         target: cst.CSTNode = anchor[1] if anchor is not None else self._first_import
