@@ -459,13 +459,21 @@ def _replay(index: NodeIndex, start: int, end: int, dispatch: Dispatch, ancestry
         node = order[position]
         visits, leaves = table[type(node)]
         path.append(node)
-        open_ends.append(ends[position])
-        open_nodes.append((node, leaves))
         for handler in visits:
             try:
                 handler(node)
             except Exception as exc:
                 on_error(handler, exc)
+        if ends[position] == position + 1:  # a leaf (most nodes) is left at once
+            for handler in leaves:
+                try:
+                    handler(node)
+                except Exception as exc:
+                    on_error(handler, exc)
+            path.pop()
+        else:
+            open_ends.append(ends[position])
+            open_nodes.append((node, leaves))
     while open_nodes:
         left, leaves = open_nodes.pop()
         for handler in leaves:
