@@ -42,6 +42,12 @@ class _Recorder:
     def leave_Module(self, node: cst.Module) -> None:
         self._note("leave_Module", node)
 
+    def visit_Name(self, node: cst.Name) -> None:  # a leaf: visited and left at once
+        self._note("visit_Name", node)
+
+    def leave_Name(self, node: cst.Name) -> None:
+        self._note("leave_Name", node)
+
     def visit_Arg(self, node: cst.Arg) -> None:
         if len(self.log) % 7 == 3:
             raise ValueError("a rule that crashes now and then")

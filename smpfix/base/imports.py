@@ -27,10 +27,10 @@ def dotted_name(node: cst.BaseExpression) -> Optional[str]:
     """``a.b.c`` for a chain of names and attributes; None for anything else."""
     parts: list[str] = []
     current: cst.BaseExpression = node
-    while isinstance(current, cst.Attribute):
+    while type(current) is cst.Attribute:  # exact types: isinstance against a LibCST class is slow
         parts.append(current.attr.value)
         current = current.value
-    if not isinstance(current, cst.Name):
+    if type(current) is not cst.Name:
         return None
     parts.append(current.value)
     return ".".join(reversed(parts))
@@ -42,17 +42,16 @@ def _module_name(node: Union[cst.Attribute, cst.Name]) -> str:
     return name
 
 
-_UNRESOLVED = object()
-
-
 @dataclass(frozen=True)
 class ImportTable:
     """Local name -> fully qualified name, built from ``import`` and ``from ... import``."""
 
     bindings: Mapping[str, str] = field(default_factory=dict)
-    # Answers already given, by node: rules ask about the same calls over and over, and
-    # neither the table nor a node ever changes.
-    _resolved: dict[cst.CSTNode, Optional[str]] = field(default_factory=dict, init=False, compare=False, repr=False)
+    # Answers already given, by the node's ``id`` (a node's own ``__hash__`` is a Python call,
+    # and rules ask hundreds of thousands of times per project) with the node itself, which
+    # keeps it alive, so that no other node can take its id: rules ask about the same calls
+    # over and over, and neither the table nor a node ever changes.
+    _resolved: dict[int, tuple[cst.CSTNode, Optional[str]]] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @classmethod
     def from_statements(cls, statements: Iterable[Union[cst.Import, cst.ImportFrom]], package: str = "") -> ImportTable:
@@ -102,10 +101,12 @@ class ImportTable:
         ``smdistributed.modelparallel.torch.DistributedModel``; ``DistributedModel`` imported
         with ``from`` gives the same.
         """
-        found = self._resolved.get(node, _UNRESOLVED)
-        if found is _UNRESOLVED:
-            found = self._resolved[node] = self._qualify(node)
-        return found  # type: ignore[return-value]
+        known = self._resolved.get(id(node))
+        if known is not None and known[0] is node:
+            return known[1]
+        found = self._qualify(node)
+        self._resolved[id(node)] = (node, found)
+        return found
 
     def _qualify(self, node: cst.BaseExpression) -> Optional[str]:
         dotted = dotted_name(node)

@@ -33,9 +33,11 @@ _FIELDS_CACHE: dict[type, tuple[str, ...]] = {}
 
 
 def _fields_of(node_type: type) -> tuple[str, ...]:
+    """The fields of ``node_type`` that may hold child nodes, in source order (a field
+    declared as text, such as ``Name.value``, never does)."""
     cached = _FIELDS_CACHE.get(node_type)
     if cached is None:
-        names = [f.name for f in dataclasses.fields(node_type) if not f.name.startswith(_SKIPPED_FIELD_PREFIXES)]
+        names = [f.name for f in dataclasses.fields(node_type) if not f.name.startswith(_SKIPPED_FIELD_PREFIXES) and f.type is not str]
         first = [name for name in _FIRST_FIELDS if name in names]
         cached = tuple(first + [name for name in names if name not in first])
         _FIELDS_CACHE[node_type] = cached
@@ -55,11 +57,13 @@ def _getter(node_type: type) -> Callable[[Any], tuple[Any, ...]]:
         names = _fields_of(node_type)
         if len(names) > 1:
             getter = attrgetter(*names)
-        else:
-            single = attrgetter(*names) if names else None
+        elif names:
+            single = attrgetter(*names)
 
             def getter(node: Any) -> tuple[Any, ...]:
-                return (single(node),) if single is not None else ()
+                return (single(node),)
+        else:
+            getter = _no_fields
 
         _GETTERS[node_type] = getter
     return getter
@@ -95,11 +99,18 @@ def _is_node(value_type: type) -> bool:
     return known
 
 
+def _no_fields(node: Any) -> tuple[Any, ...]:
+    return ()
+
+
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The syntactic children of ``node`` in source order, without whitespace nodes."""
+    getter = _GETTERS.get(type(node)) or _getter(type(node))
+    if getter is _no_fields:  # a leaf (a name, a number, a string): most nodes
+        return []
     found: list[cst.CSTNode] = []
     is_node = _IS_NODE.get
-    for value in (_GETTERS.get(type(node)) or _getter(type(node)))(node):
+    for value in getter(node):
         flag = is_node(type(value))
         if flag or (flag is None and _is_node(type(value))):
             found.append(value)
@@ -112,7 +123,9 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 class NodeIndex:
-    """Every node of one tree in pre-order, with where each node's subtree ends."""
+    """Every node of one tree in pre-order, with where each node's subtree ends, each node's
+    parent and the nodes of each type: every analysis replays the tree with all of them, so
+    they are built in the one pass over it."""
 
     def __init__(self, root: cst.CSTNode) -> None:
         self.root = root
@@ -121,22 +134,31 @@ class NodeIndex:
         # By ``id``: every indexed node stays alive in ``order``, so no other live node can
         # share its id, and ``id`` hashes far faster than a node's own ``__hash__``.
         self.positions: dict[int, int] = {}
-        self._parents: Optional[list[int]] = None
-        self._by_type: Optional[dict[type, list[int]]] = None
+        self._parents: list[int] = []
+        self._by_type: dict[type, list[int]] = {}
         # Answers that follow from this tree alone (``remember``), kept as long as the index:
         # a helper module checked for several scripts works them out once.
         self._derived: dict[str, Any] = {}
-        order, ends, positions = self.order, self.ends, self.positions
+        order, ends, positions, parents, by_type = self.order, self.ends, self.positions, self._parents, self._by_type
+        opened = [-1]  # the positions of the nodes entered and not yet left (-1: above the root)
         stack: list[Any] = [root]
         while stack:
             item = stack.pop()
             if type(item) is int:
                 ends[item] = len(order)
+                opened.pop()
                 continue
             index = len(order)
             positions[id(item)] = index
             order.append(item)
             ends.append(0)
+            parents.append(opened[-1])
+            opened.append(index)
+            known = by_type.get(type(item))
+            if known is None:
+                by_type[type(item)] = [index]
+            else:
+                known.append(index)
             stack.append(index)
             below = children(item)
             if below:
@@ -145,31 +167,11 @@ class NodeIndex:
 
     @property
     def parents(self) -> list[int]:
-        """The position of each node's parent (-1 for the root), built on first use."""
-        if self._parents is None:
-            ends = self.ends
-            parents: list[int] = []
-            open_nodes: list[int] = []  # the ancestors of the current position
-            for position in range(len(ends)):
-                while open_nodes and ends[open_nodes[-1]] <= position:
-                    open_nodes.pop()
-                parents.append(open_nodes[-1] if open_nodes else -1)
-                open_nodes.append(position)
-            self._parents = parents
+        """The position of each node's parent (-1 for the root)."""
         return self._parents
 
     def by_type(self) -> dict[type, list[int]]:
-        """The positions of the nodes of each type, in order (built on first use)."""
-        if self._by_type is None:
-            found: dict[type, list[int]] = {}
-            for position, node in enumerate(self.order):
-                kind = type(node)
-                known = found.get(kind)
-                if known is None:
-                    found[kind] = [position]
-                else:
-                    known.append(position)
-            self._by_type = found
+        """The positions of the nodes of each type, in order."""
         return self._by_type
 
     def remember(self, key: str, build: Callable[[], T]) -> T:
@@ -457,13 +459,21 @@ def _replay(index: NodeIndex, start: int, end: int, dispatch: Dispatch, ancestry
         node = order[position]
         visits, leaves = table[type(node)]
         path.append(node)
-        open_ends.append(ends[position])
-        open_nodes.append((node, leaves))
         for handler in visits:
             try:
                 handler(node)
             except Exception as exc:
                 on_error(handler, exc)
+        if ends[position] == position + 1:  # a leaf (most nodes) is left at once
+            for handler in leaves:
+                try:
+                    handler(node)
+                except Exception as exc:
+                    on_error(handler, exc)
+            path.pop()
+        else:
+            open_ends.append(ends[position])
+            open_nodes.append((node, leaves))
     while open_nodes:
         left, leaves = open_nodes.pop()
         for handler in leaves:

@@ -141,7 +141,7 @@ def helper_member(call: cst.Call, facts: FileFacts, modules: Optional[LocalModul
     function, home = found
     members: set[str] = set()
     for node in own_nodes(function):
-        if not isinstance(node, cst.Return):
+        if type(node) is not cst.Return:  # exact type: isinstance against a LibCST class is slow
             continue
         value = node.value
         if value is None:

@@ -296,12 +296,15 @@ class _Tracer:
         once for every path that calls it."""
         found = self._planned.get(id(node))
         if found is None:
-            from smpfix.base.walker import iter_nodes
+            from smpfix.base.walker import NodeIndex, known_subtree
 
             calls: list[_PlannedCall] = []
-            # Most statements call nothing: one scan of the (indexed) subtree rules them out.
-            if any(type(inner) is cst.Call for inner in iter_nodes(node)):
-                _calls_in(node, (), False, calls)
+            known = known_subtree(node)
+            if known is None:  # a tree the analysis holds no index of
+                index = NodeIndex(node)
+                known = index.order, index.ends, 0, len(index.order)
+            order, ends, start, end = known
+            _calls_in(order, ends, start, end, (), False, calls)
             found = self._planned[id(node)] = tuple(calls)
         return found
 
@@ -344,25 +347,52 @@ class _Tracer:
 _PlannedCall = tuple[cst.Call, tuple[Side, ...], bool]
 
 
-def _calls_in(node: cst.CSTNode, sides: tuple[Side, ...], repeated: bool, found: list[_PlannedCall]) -> None:
-    """The calls in ``node`` in evaluation order, into ``found``; code that does not run where
-    it is written (a lambda, a nested ``def``) is skipped."""
-    from smpfix.base.walker import children
+def _calls_in(order: list[cst.CSTNode], ends: list[int], start: int, end: int, sides: tuple[Side, ...], repeated: bool,
+              found: list[_PlannedCall]) -> None:
+    """The calls in the subtree at ``order[start:end]`` of a tree's pre-order index, in
+    evaluation order, into ``found``; code that does not run where it is written (a lambda, a
+    nested ``def``) is skipped. Read from the index rather than by asking every node for its
+    children: a call is recorded once its subtree (its arguments) has been passed, and a
+    conditional expression's three parts are read in evaluation order (test, body, orelse),
+    which is not their order in the text."""
+    pending: list[tuple[int, cst.Call, bool]] = []  # calls whose subtree is not yet passed: end, call, repeated
+    comprehensions: list[int] = []  # where the comprehensions around the position end
+    position = start
+    while position < end:
+        while pending and pending[-1][0] <= position:
+            _, call, call_repeated = pending.pop()
+            found.append((call, sides, call_repeated))
+        while comprehensions and comprehensions[-1] <= position:
+            comprehensions.pop()
+        node = order[position]
+        kind = type(node)
+        if kind is cst.Call:
+            pending.append((ends[position], node, repeated or bool(comprehensions)))  # type: ignore[arg-type]
+        elif kind in _NOT_RUN:
+            position = ends[position]
+            continue
+        elif kind is cst.IfExp:
+            assert isinstance(node, cst.IfExp)
+            inner = repeated or bool(comprehensions)
+            for part, side in ((node.test, sides), (node.body, (*sides, Side(node, 0))), (node.orelse, (*sides, Side(node, 1)))):
+                begin = _position_below(order, ends, position, part)
+                _calls_in(order, ends, begin, ends[begin], side, inner, found)
+            position = ends[position]
+            continue
+        elif kind in _COMPREHENSIONS:
+            comprehensions.append(ends[position])
+        position += 1
+    while pending:
+        _, call, call_repeated = pending.pop()
+        found.append((call, sides, call_repeated))
 
-    kind = type(node)  # exact types: these node classes have no subclasses, and isinstance is slow here
-    if kind in _NOT_RUN:
-        return
-    if kind is cst.IfExp:
-        assert isinstance(node, cst.IfExp)
-        _calls_in(node.test, sides, repeated, found)
-        _calls_in(node.body, (*sides, Side(node, 0)), repeated, found)
-        _calls_in(node.orelse, (*sides, Side(node, 1)), repeated, found)
-        return
-    inner_repeated = repeated or kind in _COMPREHENSIONS
-    for child in children(node):
-        _calls_in(child, sides, inner_repeated, found)
-    if kind is cst.Call:
-        found.append((node, sides, repeated))  # type: ignore[arg-type]
+
+def _position_below(order: list[cst.CSTNode], ends: list[int], parent: int, child: cst.CSTNode) -> int:
+    """Where ``child``, a child of the node at ``parent``, lies in the index."""
+    position = parent + 1
+    while order[position] is not child:
+        position = ends[position]
+    return position
 
 
 def _statements(suite: cst.BaseSuite) -> Sequence[cst.CSTNode]:

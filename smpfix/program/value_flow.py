@@ -75,6 +75,8 @@ _READS = (
     cst.Index,
 )
 _TARGET_PARENTS = (cst.AssignTarget, cst.Del, cst.NameItem, cst.ImportAlias, cst.AsName)
+_VALUE_PARENTS = frozenset({cst.Attribute, cst.Arg, cst.NamedExpr})
+_NOT_READ_PARENTS = frozenset({cst.FunctionDef, cst.ClassDef, *_TARGET_PARENTS})
 
 
 def _never(call: cst.Call, arg: Optional[cst.Arg]) -> bool:
@@ -333,15 +335,16 @@ class ValueFlow:
 def _is_read(node: cst.Name, index: ParentIndex) -> bool:
     """A use of a name's value (not a target, a keyword, an attribute or a definition)."""
     parent = index.parent_of(node)
-    if isinstance(parent, (cst.Attribute, cst.Arg, cst.NamedExpr)):
-        return parent.value is node
-    if isinstance(parent, (cst.AugAssign, cst.AnnAssign)):
-        return parent.target is not node
-    if isinstance(parent, cst.Param):
-        return parent.default is node
-    if isinstance(parent, (cst.For, cst.CompFor)):
-        return parent.iter is node
-    if isinstance(parent, (cst.FunctionDef, cst.ClassDef, *_TARGET_PARENTS)):
+    kind = type(parent)  # exact types (none of these has subclasses): isinstance against a LibCST class is slow
+    if kind in _VALUE_PARENTS:
+        return parent.value is node  # type: ignore[union-attr]
+    if kind is cst.AugAssign or kind is cst.AnnAssign:
+        return parent.target is not node  # type: ignore[union-attr]
+    if kind is cst.Param:
+        return parent.default is node  # type: ignore[union-attr]
+    if kind is cst.For or kind is cst.CompFor:
+        return parent.iter is node  # type: ignore[union-attr]
+    if kind in _NOT_READ_PARENTS:
         return False
     while isinstance(parent, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
         child, parent = parent, index.parent_of(parent)
