@@ -73,11 +73,5 @@ def load_script(modules: LocalModules, path: str, shown: str, depth: int = 2) ->
     """The script at ``path`` with the project modules it imports (``depth`` levels), when it
     is inside the checked paths and parses; None otherwise. What it reads is recorded by
     ``modules`` as a dependency of the analysis (the result cache checks it)."""
-    path = os.path.abspath(path)
-    if not modules.project.contains(path):
-        return None
-    resolver = modules.for_importer(path)
-    linked = resolver.load(path)
-    if linked is None:
-        return None
-    return ScriptCode(shown, (linked, *resolver.imported_closure(path, linked.facts, depth)))
+    found = modules.script_with_imports(os.path.abspath(path), depth)
+    return ScriptCode(shown, found) if found is not None else None

@@ -207,6 +207,18 @@ class LocalModules:
                     return linked, rest[0]
         return None
 
+    def script_with_imports(self, path: str, depth: int = 2) -> Optional[tuple[LinkedModule, ...]]:
+        """The script at ``path`` (first) and the project modules it imports, ``depth`` levels
+        deep, resolved from the script's own folder; None when it is outside the project or
+        does not parse. What it reads counts as this analysis's dependencies."""
+        if not self.project.contains(path):
+            return None
+        resolver = self.for_importer(path)
+        linked = resolver.load(path)
+        if linked is None:
+            return None
+        return (linked, *resolver.imported_closure(path, linked.facts, depth))
+
     def imported_closure(self, path: str, facts: FileFacts, depth: int = 2) -> list[LinkedModule]:
         """The project modules ``path`` imports, and theirs, up to ``depth`` levels (``path``
         itself excluded): the code a script runs beside its own."""

@@ -58,16 +58,11 @@ def launched_code(rule: Rule, view: ConfigView) -> Optional[LaunchedCode]:
     if view.kind == "smp.init":
         return LaunchedCode("this script", (rule.facts, *_imported(modules, rule.context.path, rule.facts)))
     path = view.launcher.script if view.launcher is not None else None
-    if path is None:
-        return None
-    if not modules.project.contains(path):
-        return None
-    resolver = modules.for_importer(path)
-    linked = resolver.load(path)
-    if linked is None:
+    found = modules.script_with_imports(path, _IMPORT_DEPTH) if path is not None else None
+    if path is None or found is None:
         return None
     shown = os.path.relpath(path, os.path.dirname(os.path.abspath(rule.context.path)))
-    return LaunchedCode(shown, (linked.facts, *_imported(resolver, path, linked.facts)))
+    return LaunchedCode(shown, tuple(linked.facts for linked in found))
 
 
 def _imported(modules: LocalModules, path: str, facts: FileFacts) -> list[FileFacts]:
