@@ -60,41 +60,46 @@ def names_in(node: cst.CSTNode) -> set[str]:
     return {child.value for child in names if id(child) not in not_reads}
 
 
+def target_names(target: cst.BaseExpression) -> set[str]:
+    """Names bound by an assignment or loop target (``x``, ``(x, y)``, ``[x, *rest]``);
+    attributes and subscripts bind none."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        found: set[str] = set()
+        for element in target.elements:
+            found |= target_names(element.value)
+        return found
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
+    return set()
+
+
 def bound_names(statement: cst.CSTNode) -> set[str]:
     """Names a statement (re)binds: assignment targets, loop and ``with`` targets, defs, imports."""
     from smpfix.base.walker import is_subclass, iter_nodes
 
     bound: set[str] = set()
-
-    def targets(expr: cst.BaseExpression) -> None:
-        if isinstance(expr, cst.Name):
-            bound.add(expr.value)
-        elif isinstance(expr, (cst.Tuple, cst.List)):
-            for element in expr.elements:
-                targets(element.value)
-        elif isinstance(expr, cst.StarredElement):
-            targets(expr.value)
-
     for node in iter_nodes(statement):
         if not is_subclass(type(node), _BINDERS):
             continue
         if isinstance(node, cst.Assign):
             for target in node.targets:
-                targets(target.target)
+                bound.update(target_names(target.target))
         elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-            targets(node.target)
+            bound.update(target_names(node.target))
         elif isinstance(node, (cst.For, cst.CompFor)):
-            targets(node.target)
+            bound.update(target_names(node.target))
         elif isinstance(node, cst.WithItem) and node.asname is not None:
-            targets(node.asname.name)
+            bound.update(target_names(node.asname.name))
         elif isinstance(node, cst.NamedExpr):
-            targets(node.target)
+            bound.update(target_names(node.target))
         elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             bound.add(node.name.value)
         elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
             for alias in node.names:
                 if alias.asname is not None:
-                    targets(alias.asname.name)  # type: ignore[arg-type]
+                    bound.update(target_names(alias.asname.name))  # type: ignore[arg-type]
                 else:
                     name = alias.name
                     while isinstance(name, cst.Attribute):

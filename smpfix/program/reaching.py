@@ -28,6 +28,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
+from smpfix.base.calls import target_names
 from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import children, subtree
 from smpfix.program.facts import Assignment, FileFacts
@@ -174,7 +175,7 @@ class _Walk:
         if isinstance(node, cst.With):
             self.header(node, node.items, state)
             inner = state
-            if any(item.asname is not None and self.name in _names(item.asname.name) for item in node.items):
+            if any(item.asname is not None and self.name in target_names(item.asname.name) for item in node.items):
                 inner = frozenset({_Opaque(node)})
             return self.block(_statements(node.body), inner)
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
@@ -209,16 +210,16 @@ class _Walk:
                 if isinstance(target.target, cst.Name) and target.target.value == name:
                     found = self.flow.assignment_for(name, small.value)
                     return frozenset({found if found is not None else _Opaque(small)})
-                if name in _names(target.target):
+                if name in target_names(target.target):
                     return frozenset({_Opaque(small)})
-        elif isinstance(small, cst.AnnAssign) and small.value is not None and name in _names(small.target):
+        elif isinstance(small, cst.AnnAssign) and small.value is not None and name in target_names(small.target):
             found = self.flow.assignment_for(name, small.value) if isinstance(small.target, cst.Name) else None
             return frozenset({found if found is not None else _Opaque(small)})
-        elif isinstance(small, cst.AugAssign) and name in _names(small.target):
+        elif isinstance(small, cst.AugAssign) and name in target_names(small.target):
             return frozenset({_Opaque(small)})
         elif isinstance(small, (cst.Import, cst.ImportFrom)) and name in _imported_names(small):
             return frozenset({_Opaque(small)})
-        elif isinstance(small, cst.Del) and name in _names(small.target):
+        elif isinstance(small, cst.Del) and name in target_names(small.target):
             return frozenset()
         elif isinstance(small, (cst.Global, cst.Nonlocal)) and any(item.name.value == name for item in small.names):
             return state | {_Opaque(small)}
@@ -239,7 +240,7 @@ class _Walk:
         header = [node.iter, node.target] if isinstance(node, cst.For) else [node.test]
         self.header(node, header, state)
         entry = state
-        if isinstance(node, cst.For) and self.name in _names(node.target):
+        if isinstance(node, cst.For) and self.name in target_names(node.target):
             entry = frozenset({_Opaque(node)})
         # The body may run again: what it assigns reaches its own start on the next pass.
         quiet = _Walk(self.flow, self.name, _NOWHERE)
@@ -278,20 +279,6 @@ def _statements(suite: cst.BaseSuite) -> Sequence[cst.CSTNode]:
     if isinstance(suite, cst.IndentedBlock):
         return suite.body
     return [cst.SimpleStatementLine(body=suite.body)] if isinstance(suite, cst.SimpleStatementSuite) else []
-
-
-def _names(target: cst.BaseExpression) -> set[str]:
-    """Names a target binds (``a``, ``a, (b, *c)``); attributes and subscripts bind none."""
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        found: set[str] = set()
-        for element in target.elements:
-            found |= _names(element.value)
-        return found
-    if isinstance(target, cst.StarredElement):
-        return _names(target.value)
-    return set()
 
 
 def _imported_names(node: Union[cst.Import, cst.ImportFrom]) -> set[str]:
@@ -337,13 +324,13 @@ def _bound_by(node: cst.CSTNode) -> AbstractSet[str]:
     if type(node) not in _BINDER_TYPES:
         return _NO_NAMES
     if isinstance(node, cst.Assign):
-        return set().union(*(_names(target.target) for target in node.targets))
+        return set().union(*(target_names(target.target) for target in node.targets))
     if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-        return _names(node.target)
+        return target_names(node.target)
     if isinstance(node, cst.For):
-        return _names(node.target)
+        return target_names(node.target)
     if isinstance(node, cst.WithItem) and node.asname is not None:
-        return _names(node.asname.name)
+        return target_names(node.asname.name)
     if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
         return {node.name.value}
     if isinstance(node, (cst.Import, cst.ImportFrom)):

@@ -23,7 +23,7 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.base.calls import names_in
+from smpfix.base.calls import names_in, target_names
 from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import iter_nodes
 from smpfix.program.facts import FileFacts
@@ -32,20 +32,6 @@ from smpfix.program.value_flow import End, EndKind, ValueFlow
 _WRAPPERS = frozenset({"enumerate", "zip", "iter"})
 _ITERTOOLS = frozenset({"itertools.islice", "itertools.cycle", "itertools.chain"})
 _SIZE_ATTRIBUTES = frozenset({"size", "shape"})
-
-
-def target_names(target: cst.BaseExpression) -> set[str]:
-    """Names bound by an assignment or loop target (``x``, ``(x, y)``, ``[x, *rest]``)."""
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        found: set[str] = set()
-        for element in target.elements:
-            found |= target_names(element.value)
-        return found
-    if isinstance(target, cst.StarredElement):
-        return target_names(target.value)
-    return set()
 
 
 def _binding(node: cst.CSTNode) -> tuple[set[str], Optional[cst.BaseExpression]]:
