@@ -42,8 +42,24 @@ def main(root: str) -> dict[str, float]:
     from smpfix.report import ReportOptions, render
     from smpfix.rules.registry import all_rules
 
-    phases = dict.fromkeys(("import", "discover", "read", "prefilter", "decode", "parse", "facts", "rules", "positions", "report"), 0.0)
-    options = AnalysisOptions(select=frozenset(rule.code for rule in all_rules()), project=Project.of((root,)))
+    phases = dict.fromkeys(
+        (
+            "import",
+            "discover",
+            "read",
+            "prefilter",
+            "decode",
+            "parse",
+            "facts",
+            "rules",
+            "positions",
+            "report",
+        ),
+        0.0,
+    )
+    options = AnalysisOptions(
+        select=frozenset(rule.code for rule in all_rules()), project=Project.of((root,))
+    )
     phases["import"] = time.perf_counter() - start
 
     span = positions_module.Positions.span
@@ -87,7 +103,14 @@ def main(root: str) -> dict[str, float]:
         # found: those parts are counted in their own phases.
         phases["facts"] += facts
         phases["rules"] += max(0.0, whole - facts - (phases["positions"] - located))
-        results.append(FileResult(task.path, findings=analysis.findings, errors=analysis.errors, text=text if analysis.findings else None))
+        results.append(
+            FileResult(
+                task.path,
+                findings=analysis.findings,
+                errors=analysis.errors,
+                text=text if analysis.findings else None,
+            )
+        )
     timed("report", render, results, "full", ReportOptions())
     return phases
 

@@ -16,8 +16,20 @@ import argparse
 import random
 from pathlib import Path
 
-HELPER_NAMES = ("model_utils", "data_pipeline", "learning_rates", "memory_tracker", "checkpoints", "metrics",
-                "sdp_utils", "tokenization", "schedules", "optim_utils", "logging_utils", "distributed_utils")
+HELPER_NAMES = (
+    "model_utils",
+    "data_pipeline",
+    "learning_rates",
+    "memory_tracker",
+    "checkpoints",
+    "metrics",
+    "sdp_utils",
+    "tokenization",
+    "schedules",
+    "optim_utils",
+    "logging_utils",
+    "distributed_utils",
+)
 # Helpers that call the library (rank queries and smp.save), as checkpoint helpers do.
 _SMP_HELPERS = frozenset({"checkpoints", "memory_tracker", "sdp_utils", "distributed_utils"})
 
@@ -166,7 +178,7 @@ import smdistributed.modelparallel.torch as smp
 
 _ARGUMENT = '    parser.add_argument("--{flag}", type={kind}, default={default}, help="{flag} for run {number}")\n'
 
-_SCRIPT_BODY = '''
+_SCRIPT_BODY = """
 
 @smp.step
 def train_step(model, batch):
@@ -228,25 +240,49 @@ def main():
 
 if __name__ == "__main__":
     main()
-'''
+"""
 
 
 def _fill(rng: random.Random, template: str, name: str, number: int) -> str:
     return template.format(
-        name=name, lower=name.lower(), number=number, width=rng.choice([256, 768, 1024]), hidden=rng.choice([256, 768, 1024]),
-        expansion=rng.choice([2, 4]), dropout=rng.choice([0.0, 0.1]), scale=rng.choice([0.5, 1.0]), seq=rng.choice([512, 1024]),
-        stride=rng.choice([256, 512]), seed=rng.randint(0, 99), workers=rng.choice([0, 2, 4]), kind=rng.choice(["cosine", "linear"]),
-        min_lr=rng.choice(["0.0", "1e-6"]), precision=rng.choice([3, 4]),
+        name=name,
+        lower=name.lower(),
+        number=number,
+        width=rng.choice([256, 768, 1024]),
+        hidden=rng.choice([256, 768, 1024]),
+        expansion=rng.choice([2, 4]),
+        dropout=rng.choice([0.0, 0.1]),
+        scale=rng.choice([0.5, 1.0]),
+        seq=rng.choice([512, 1024]),
+        stride=rng.choice([256, 512]),
+        seed=rng.randint(0, 99),
+        workers=rng.choice([0, 2, 4]),
+        kind=rng.choice(["cosine", "linear"]),
+        min_lr=rng.choice(["0.0", "1e-6"]),
+        precision=rng.choice([3, 4]),
     )
 
 
 def _helper(rng: random.Random, name: str, lines: int) -> tuple[str, dict[str, list[str]]]:
     """A helper module of about ``lines`` lines, and the names it defines by kind."""
     uses_smp = name in _SMP_HELPERS
-    text = _HELPER_HEADER.format(title=name.replace("_", " ").capitalize(),
-                                 smp_import="import smdistributed.modelparallel.torch as smp\n" if uses_smp else "")
-    defined: dict[str, list[str]] = {"layer": [], "loader": [], "schedule": [], "summary": [], "save": []}
-    kinds = [("layer", _LAYER), ("loader", _DATASET), ("schedule", _SCHEDULE), ("summary", _UTILITY)]
+    text = _HELPER_HEADER.format(
+        title=name.replace("_", " ").capitalize(),
+        smp_import="import smdistributed.modelparallel.torch as smp\n" if uses_smp else "",
+    )
+    defined: dict[str, list[str]] = {
+        "layer": [],
+        "loader": [],
+        "schedule": [],
+        "summary": [],
+        "save": [],
+    }
+    kinds = [
+        ("layer", _LAYER),
+        ("loader", _DATASET),
+        ("schedule", _SCHEDULE),
+        ("summary", _UTILITY),
+    ]
     if uses_smp:
         kinds.append(("save", _SMP_UTILITY))
     number = 0
@@ -254,27 +290,55 @@ def _helper(rng: random.Random, name: str, lines: int) -> tuple[str, dict[str, l
         kind, template = kinds[number % len(kinds)]
         stem = f"{name.title().replace('_', '')}{kind.title()}{number}"
         text += _fill(rng, template, stem, number)
-        defined[kind].append({"loader": f"create_{stem.lower()}_loader", "summary": f"{stem.lower()}_summary",
-                              "save": f"save_{stem.lower()}"}.get(kind, stem))
+        defined[kind].append(
+            {
+                "loader": f"create_{stem.lower()}_loader",
+                "summary": f"{stem.lower()}_summary",
+                "save": f"save_{stem.lower()}",
+            }.get(kind, stem)
+        )
         number += 1
     return text, defined
 
 
-def _script(rng: random.Random, number: int, helpers: dict[str, dict[str, list[str]]], lines: int) -> str:
+def _script(
+    rng: random.Random, number: int, helpers: dict[str, dict[str, list[str]]], lines: int
+) -> str:
     def pick(kind: str) -> tuple[str, str]:
         module = rng.choice([name for name, defined in helpers.items() if defined[kind]])
         return module, rng.choice(helpers[module][kind])
 
     chosen = {kind: pick(kind) for kind in ("layer", "loader", "schedule", "summary", "save")}
     imports = sorted({f"from {module} import {name}" for module, name in chosen.values()})
-    imports += [f"import {module}" for module in sorted(rng.sample(sorted(helpers), k=min(3, len(helpers))))]
-    text = _SCRIPT_HEADER.format(number=number, title=rng.choice(["GPT-2", "BERT", "T5"]), helper_imports="\n".join(imports))
-    arguments = [("seed", "int", "1234"), ("lr", "float", "1e-4"), ("warmup", "int", "100"), ("max_steps", "int", "1000"),
-                 ("train_path", "str", '"/opt/ml/input/data/train"'), ("train_batch_size", "int", "8"), ("epochs", "int", "1"),
-                 ("log_interval", "int", "10"), ("save_interval", "int", "500"), ("checkpoint_dir", "str", '"/opt/ml/checkpoints"')]
-    body = _SCRIPT_BODY.format(model=f"Model{number}", vocab=rng.choice([32000, 50257]), hidden=rng.choice([768, 1024]),
-                               layers=rng.randint(4, 24), layer=chosen["layer"][1], schedule=chosen["schedule"][1],
-                               loader=chosen["loader"][1], summary=chosen["summary"][1], save=chosen["save"][1])
+    imports += [
+        f"import {module}" for module in sorted(rng.sample(sorted(helpers), k=min(3, len(helpers))))
+    ]
+    text = _SCRIPT_HEADER.format(
+        number=number, title=rng.choice(["GPT-2", "BERT", "T5"]), helper_imports="\n".join(imports)
+    )
+    arguments = [
+        ("seed", "int", "1234"),
+        ("lr", "float", "1e-4"),
+        ("warmup", "int", "100"),
+        ("max_steps", "int", "1000"),
+        ("train_path", "str", '"/opt/ml/input/data/train"'),
+        ("train_batch_size", "int", "8"),
+        ("epochs", "int", "1"),
+        ("log_interval", "int", "10"),
+        ("save_interval", "int", "500"),
+        ("checkpoint_dir", "str", '"/opt/ml/checkpoints"'),
+    ]
+    body = _SCRIPT_BODY.format(
+        model=f"Model{number}",
+        vocab=rng.choice([32000, 50257]),
+        hidden=rng.choice([768, 1024]),
+        layers=rng.randint(4, 24),
+        layer=chosen["layer"][1],
+        schedule=chosen["schedule"][1],
+        loader=chosen["loader"][1],
+        summary=chosen["summary"][1],
+        save=chosen["save"][1],
+    )
     extra = max(0, lines - text.count("\n") - body.count("\n") - len(arguments) - 6)
     # Real scripts carry long argument lists (the official GPT-2 script has over 100 options)
     # and their own layers and utilities besides the imported ones.
@@ -284,9 +348,15 @@ def _script(rng: random.Random, number: int, helpers: dict[str, dict[str, list[s
         text += _fill(rng, template, f"Local{number}Part{local}", local)
         extra -= template.count("\n")
         local += 1
-    arguments += [(f"option_{number}_{index}", rng.choice(["int", "float"]), str(rng.randint(0, 64))) for index in range(extra)]
+    arguments += [
+        (f"option_{number}_{index}", rng.choice(["int", "float"]), str(rng.randint(0, 64)))
+        for index in range(extra)
+    ]
     text += "\n\ndef parse_args():\n    parser = argparse.ArgumentParser()\n"
-    text += "".join(_ARGUMENT.format(flag=flag, kind=kind, default=default, number=number) for flag, kind, default in arguments)
+    text += "".join(
+        _ARGUMENT.format(flag=flag, kind=kind, default=default, number=number)
+        for flag, kind, default in arguments
+    )
     text += "    return parser.parse_args()\n"
     return text + body
 
@@ -304,7 +374,9 @@ def build(folder: Path, scripts: int = 10, helpers: int = 8, seed: int = 0) -> l
         paths[-1].write_text(text, encoding="utf-8")
     for number in range(scripts):
         paths.append(folder / f"train_{number:02d}.py")
-        paths[-1].write_text(_script(rng, number, modules, rng.randint(300, 1400)), encoding="utf-8")
+        paths[-1].write_text(
+            _script(rng, number, modules, rng.randint(300, 1400)), encoding="utf-8"
+        )
     return paths
 
 

@@ -72,9 +72,34 @@ from typing import Optional
 ROOT = Path(__file__).resolve().parent.parent
 # Folders no tool checks by default (smpfix's and Ruff's default excludes), so that every
 # tool sees the same files.
-SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "build", "dist", "__pycache__", "node_modules", ".tox",
-                          ".nox", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".smpfix_cache", "site-packages", "_build",
-                          "buck-out", ".eggs", "__pypackages__", ".direnv", ".pytype", ".pants.d", ".ipynb_checkpoints"})
+SKIPPED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "build",
+        "dist",
+        "__pycache__",
+        "node_modules",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        ".smpfix_cache",
+        "site-packages",
+        "_build",
+        "buck-out",
+        ".eggs",
+        "__pypackages__",
+        ".direnv",
+        ".pytype",
+        ".pants.d",
+        ".ipynb_checkpoints",
+    }
+)
 
 PARSE_SCRIPT = """
 import sys
@@ -150,7 +175,13 @@ def library_sources(count: int) -> list[Path]:
     site = Path(sysconfig.get_paths()["purelib"])
     found: list[Path] = []
     for folder, dirs, files in os.walk(site):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith((".", "smpfix")) and not d.endswith((".dist-info", ".egg-info")))
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if d not in SKIPPED_DIRS
+            and not d.startswith((".", "smpfix"))
+            and not d.endswith((".dist-info", ".egg-info"))
+        )
         for name in sorted(files):
             if name.endswith(".py") and not name.startswith("_editable_impl_smpfix"):
                 found.append(Path(folder, name))
@@ -201,7 +232,9 @@ def build_project(folder: Path, count: int, smp_paths: list[Path]) -> list[Path]
     """A project: ``count`` library files, three SMP scripts in src/, their three launchers."""
     site = Path(sysconfig.get_paths()["purelib"])
     (folder / "src").mkdir(parents=True)
-    (folder / "pyproject.toml").write_text('[project]\nname = "bench"\nversion = "0"\n', encoding="utf-8")
+    (folder / "pyproject.toml").write_text(
+        '[project]\nname = "bench"\nversion = "0"\n', encoding="utf-8"
+    )
     for source in library_sources(count):
         target = folder / "lib" / source.relative_to(site)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -212,48 +245,89 @@ def build_project(folder: Path, count: int, smp_paths: list[Path]) -> list[Path]
         shutil.copyfile(source, scripts[-1])
     (folder / "jobs").mkdir()
     for number in (0, 1):
-        (folder / "jobs" / f"launch_{number}.py").write_text(_LAUNCHER.format(tp=4, script=scripts[number].name), encoding="utf-8")
-    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": text}
-             for text in ("%pip install -U sagemaker", _LAUNCHER.format(tp=2, script=scripts[2].name))]
+        (folder / "jobs" / f"launch_{number}.py").write_text(
+            _LAUNCHER.format(tp=4, script=scripts[number].name), encoding="utf-8"
+        )
+    cells = [
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": None,
+            "source": text,
+        }
+        for text in ("%pip install -U sagemaker", _LAUNCHER.format(tp=2, script=scripts[2].name))
+    ]
     notebook = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     (folder / "launch.ipynb").write_text(json.dumps(notebook, indent=1), encoding="utf-8")
     return scripts
 
 
-def run_one_file(folder: Path, scripts: list[Path], work: Path, args: argparse.Namespace) -> dict[str, Measurement]:
+def run_one_file(
+    folder: Path, scripts: list[Path], work: Path, args: argparse.Namespace
+) -> dict[str, Measurement]:
     """One script checked alone, with and without the launcher search (see the module docstring)."""
     print(f"one file in a project of {args.project_files} files", file=sys.stderr)
     results: dict[str, Measurement] = {}
     for label, extra in (("search", []), ("no_search", ["--no-launcher-search"])):
         smpfix = [sys.executable, "-m", "smpfix", "check", "--exit-zero", "--no-color", *extra]
         script = str(scripts[0].relative_to(folder))
-        results[f"{label}_cold"] = measure(f"{label} cold", [*smpfix, "--no-cache", script], folder, args, warm_up=True)
+        results[f"{label}_cold"] = measure(
+            f"{label} cold", [*smpfix, "--no-cache", script], folder, args, warm_up=True
+        )
         cache = work / f"one-file-{label}.cache"
         shutil.rmtree(cache, ignore_errors=True)
         # Fill the cache with the project's launchers (and the other scripts), then check
         # scripts it has never seen: the cost of a one-file check after an edit.
-        run_once([*smpfix, "--cache-dir", str(cache), *(str(p.relative_to(folder)) for p in scripts[1:])], folder, args.timeout)
+        run_once(
+            [
+                *smpfix,
+                "--cache-dir",
+                str(cache),
+                *(str(p.relative_to(folder)) for p in scripts[1:]),
+            ],
+            folder,
+            args.timeout,
+        )
         edited = Measurement(f"{label} edited")
         for number in range(args.repeat):
             copy = scripts[0].with_name(f"edited_{label}_{number}.py")
             shutil.copyfile(scripts[0], copy)
-            seconds, cpu, rss, _ = run_once([*smpfix, "--cache-dir", str(cache), str(copy.relative_to(folder))], folder, args.timeout)
+            seconds, cpu, rss, _ = run_once(
+                [*smpfix, "--cache-dir", str(cache), str(copy.relative_to(folder))],
+                folder,
+                args.timeout,
+            )
             edited.seconds.append(seconds)
             edited.cpu_seconds.append(cpu)
             edited.max_rss_kb = max(edited.max_rss_kb, rss)
             copy.unlink()
         results[f"{label}_edited"] = edited
-        results[f"{label}_warm"] = measure(f"{label} warm", [*smpfix, "--cache-dir", str(cache), script], folder, args, warm_up=True)
+        results[f"{label}_warm"] = measure(
+            f"{label} warm",
+            [*smpfix, "--cache-dir", str(cache), script],
+            folder,
+            args,
+            warm_up=True,
+        )
     return results
 
 
 def one_file_report(results: dict[str, Measurement], files: int) -> str:
-    lines = [f"one script checked alone in a project of {files} files and 3 launchers:",
-             f"  {'median wall time (CPU time)':<27} {'search':>18} {'--no-launcher-search':>22} {'ratio':>8}"]
-    for mode, name in (("cold", "cold (--no-cache)"), ("edited", "edited script, cache"), ("warm", "warm cache")):
+    lines = [
+        f"one script checked alone in a project of {files} files and 3 launchers:",
+        f"  {'median wall time (CPU time)':<27} {'search':>18} {'--no-launcher-search':>22} {'ratio':>8}",
+    ]
+    for mode, name in (
+        ("cold", "cold (--no-cache)"),
+        ("edited", "edited script, cache"),
+        ("warm", "warm cache"),
+    ):
         search, plain = results[f"search_{mode}"], results[f"no_search_{mode}"]
         cells = [f"{m.shown()} ({m.shown_cpu()})" for m in (search, plain)]
-        lines.append(f"  {name:<27} {cells[0]:>18} {cells[1]:>22} {verdict(ratio(search, plain), 1.3, at_most=True)}")
+        lines.append(
+            f"  {name:<27} {cells[0]:>18} {cells[1]:>22} {verdict(ratio(search, plain), 1.3, at_most=True)}"
+        )
     return "\n".join(lines)
 
 
@@ -272,8 +346,15 @@ def run_once(command: list[str], cwd: Path, timeout: float) -> tuple[float, floa
     """Wall seconds, CPU seconds (user + system, with the children it waited for), peak
     resident set (KB, the process or any child it waited for), whether it timed out."""
     began = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, env=child_environment(), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=child_environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     expired = threading.Event()
 
     def stop() -> None:
@@ -290,11 +371,22 @@ def run_once(command: list[str], cwd: Path, timeout: float) -> tuple[float, floa
     finally:
         timer.cancel()
     process.returncode = 0
-    return time.perf_counter() - began, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, expired.is_set()
+    return (
+        time.perf_counter() - began,
+        usage.ru_utime + usage.ru_stime,
+        usage.ru_maxrss,
+        expired.is_set(),
+    )
 
 
-def measure(name: str, command: Optional[list[str]], cwd: Path, args: argparse.Namespace, warm_up: bool = False,
-            timeout: Optional[float] = None) -> Measurement:
+def measure(
+    name: str,
+    command: Optional[list[str]],
+    cwd: Path,
+    args: argparse.Namespace,
+    warm_up: bool = False,
+    timeout: Optional[float] = None,
+) -> Measurement:
     result = Measurement(name)
     if command is None:
         result.skipped = "not installed"
@@ -324,38 +416,90 @@ def peer(name: str, peers_bin: Optional[str]) -> Optional[str]:
     return shutil.which(name)
 
 
-def run_corpus(label: str, folder: Path, files: list[Path], work: Path, args: argparse.Namespace) -> dict[str, Measurement]:
+def run_corpus(
+    label: str, folder: Path, files: list[Path], work: Path, args: argparse.Namespace
+) -> dict[str, Measurement]:
     print(f"{label}: {len(files)} files", file=sys.stderr)
     listing = work / f"{label}.files"
     listing.write_text("\n".join(str(p) for p in files), encoding="utf-8")
     cache = work / f"{label}.cache"
     smpfix = [sys.executable, "-m", "smpfix", "check", "--exit-zero", "--no-color"]
     results = {
-        "smpfix_cold": measure("smpfix check (cold)", [*smpfix, "--no-cache", str(folder)], work, args, warm_up=True),
+        "smpfix_cold": measure(
+            "smpfix check (cold)", [*smpfix, "--no-cache", str(folder)], work, args, warm_up=True
+        ),
     }
     shutil.rmtree(cache, ignore_errors=True)
-    results["smpfix_warm"] = measure("smpfix check (warm cache)", [*smpfix, "--cache-dir", str(cache), str(folder)], work, args)
-    results["libcst"] = measure("LibCST parse, 1 process", [sys.executable, "-c", PARSE_SCRIPT, "libcst", str(listing)], work, args)
-    results["ast"] = measure("ast.parse, 1 process", [sys.executable, "-c", PARSE_SCRIPT, "ast", str(listing)], work, args)
+    results["smpfix_warm"] = measure(
+        "smpfix check (warm cache)", [*smpfix, "--cache-dir", str(cache), str(folder)], work, args
+    )
+    results["libcst"] = measure(
+        "LibCST parse, 1 process",
+        [sys.executable, "-c", PARSE_SCRIPT, "libcst", str(listing)],
+        work,
+        args,
+    )
+    results["ast"] = measure(
+        "ast.parse, 1 process",
+        [sys.executable, "-c", PARSE_SCRIPT, "ast", str(listing)],
+        work,
+        args,
+    )
     fixit, torchfix, ruff = (peer(name, args.peers_bin) for name in ("fixit", "torchfix", "ruff"))
     slow = min(args.timeout, max(30.0, 25 * (results["smpfix_cold"].median or 0.0)))
-    results["fixit"] = measure("fixit lint", [fixit, "lint", str(folder)] if fixit else None, work, args, timeout=slow)
-    results["torchfix"] = measure("torchfix", [torchfix, str(folder)] if torchfix else None, work, args, timeout=slow)
-    results["ruff"] = measure("ruff check (default rules)", [ruff, "check", "--isolated", "--no-cache", "--exit-zero", str(folder)] if ruff else None, work, args)
+    results["fixit"] = measure(
+        "fixit lint", [fixit, "lint", str(folder)] if fixit else None, work, args, timeout=slow
+    )
+    results["torchfix"] = measure(
+        "torchfix", [torchfix, str(folder)] if torchfix else None, work, args, timeout=slow
+    )
+    results["ruff"] = measure(
+        "ruff check (default rules)",
+        [ruff, "check", "--isolated", "--no-cache", "--exit-zero", str(folder)] if ruff else None,
+        work,
+        args,
+    )
     return results
 
 
 def run_library(folder: Path, work: Path, args: argparse.Namespace) -> dict[str, Measurement]:
     print(f"library: {folder}", file=sys.stderr)
     results = {key: Measurement(name, skipped="not measured") for key, name in NAMES.items()}
-    results["smpfix_cold"] = measure(NAMES["smpfix_cold"], [sys.executable, "-m", "smpfix", "check", "--exit-zero", "--no-color", "--no-cache", str(folder)], work, args, warm_up=True)
+    results["smpfix_cold"] = measure(
+        NAMES["smpfix_cold"],
+        [
+            sys.executable,
+            "-m",
+            "smpfix",
+            "check",
+            "--exit-zero",
+            "--no-color",
+            "--no-cache",
+            str(folder),
+        ],
+        work,
+        args,
+        warm_up=True,
+    )
     ruff = peer("ruff", args.peers_bin)
-    results["ruff"] = measure(NAMES["ruff"], [ruff, "check", "--isolated", "--no-cache", "--exit-zero", str(folder)] if ruff else None, work, args)
+    results["ruff"] = measure(
+        NAMES["ruff"],
+        [ruff, "check", "--isolated", "--no-cache", "--exit-zero", str(folder)] if ruff else None,
+        work,
+        args,
+    )
     return results
 
 
-NAMES = {"smpfix_cold": "smpfix check (cold)", "smpfix_warm": "smpfix check (warm cache)", "libcst": "LibCST parse, 1 process",
-         "ast": "ast.parse, 1 process", "fixit": "fixit lint", "torchfix": "torchfix", "ruff": "ruff check (default rules)"}
+NAMES = {
+    "smpfix_cold": "smpfix check (cold)",
+    "smpfix_warm": "smpfix check (warm cache)",
+    "libcst": "LibCST parse, 1 process",
+    "ast": "ast.parse, 1 process",
+    "fixit": "fixit lint",
+    "torchfix": "torchfix",
+    "ruff": "ruff check (default rules)",
+}
 
 
 def run_cold_start(work: Path, args: argparse.Namespace) -> dict[str, Measurement]:
@@ -366,43 +510,106 @@ def run_cold_start(work: Path, args: argparse.Namespace) -> dict[str, Measuremen
     this repository, whose hundreds of test fixtures the launcher search would read."""
     project = work / "cold_start"
     shutil.copytree(ROOT / "examples" / "pitfalls", project)
-    (project / "pyproject.toml").write_text('[project]\nname = "training"\nversion = "0"\n', encoding="utf-8")
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "training"\nversion = "0"\n', encoding="utf-8"
+    )
     example = project / "train_gpt.py"
     print(f"one file: {example.name}", file=sys.stderr)
     fixit = peer("fixit", args.peers_bin)
     return {
-        "smpfix": measure("smpfix check, one file", [sys.executable, "-m", "smpfix", "check", "--no-cache", "--no-color", "--exit-zero", str(example)],
-                          project, args, warm_up=True),
-        "fixit": measure("fixit lint, one file", [fixit, "lint", str(example)] if fixit else None, project, args, warm_up=True),
+        "smpfix": measure(
+            "smpfix check, one file",
+            [
+                sys.executable,
+                "-m",
+                "smpfix",
+                "check",
+                "--no-cache",
+                "--no-color",
+                "--exit-zero",
+                str(example),
+            ],
+            project,
+            args,
+            warm_up=True,
+        ),
+        "fixit": measure(
+            "fixit lint, one file",
+            [fixit, "lint", str(example)] if fixit else None,
+            project,
+            args,
+            warm_up=True,
+        ),
     }
 
 
-def run_shared_helpers(folder: Path, files: list[Path], work: Path, args: argparse.Namespace) -> dict[str, Measurement]:
+def run_shared_helpers(
+    folder: Path, files: list[Path], work: Path, args: argparse.Namespace
+) -> dict[str, Measurement]:
     """The project of scripts sharing helpers, in one process: smpfix's CPU time against
     LibCST's parse of the same files."""
     print(f"scripts sharing helpers: {len(files)} files", file=sys.stderr)
     listing = work / "shared_helpers.files"
     listing.write_text("\n".join(str(p) for p in files), encoding="utf-8")
     return {
-        "smpfix": measure("smpfix check, 1 process", [sys.executable, "-m", "smpfix", "check", "--exit-zero", "--no-color", "--no-cache", "--workers", "1",
-                                                     str(folder)], work, args, warm_up=True),
-        "libcst": measure("LibCST parse, 1 process", [sys.executable, "-c", PARSE_SCRIPT, "libcst", str(listing)], work, args),
+        "smpfix": measure(
+            "smpfix check, 1 process",
+            [
+                sys.executable,
+                "-m",
+                "smpfix",
+                "check",
+                "--exit-zero",
+                "--no-color",
+                "--no-cache",
+                "--workers",
+                "1",
+                str(folder),
+            ],
+            work,
+            args,
+            warm_up=True,
+        ),
+        "libcst": measure(
+            "LibCST parse, 1 process",
+            [sys.executable, "-c", PARSE_SCRIPT, "libcst", str(listing)],
+            work,
+            args,
+        ),
     }
 
 
 def server_latency(args: argparse.Namespace) -> Optional[dict[str, float]]:
     """``benchmarks/server_latency.py``'s figures; None when the server's packages are missing."""
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "server_latency.py"), "--edits", str(args.server_edits)],
-                          env=child_environment(), capture_output=True, text=True, timeout=args.timeout * 4)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "server_latency.py"),
+            "--edits",
+            str(args.server_edits),
+        ],
+        env=child_environment(),
+        capture_output=True,
+        text=True,
+        timeout=args.timeout * 4,
+    )
     if done.returncode != 0:
-        print(f"  server latency not measured: {done.stderr.strip().splitlines()[-1:] or done.returncode}", file=sys.stderr)
+        print(
+            f"  server latency not measured: {done.stderr.strip().splitlines()[-1:] or done.returncode}",
+            file=sys.stderr,
+        )
         return None
     return json.loads(done.stdout)
 
 
 def phases(folder: Path) -> dict[str, float]:
-    output = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "phases.py"), str(folder)], env=child_environment(),
-                            capture_output=True, text=True, check=True).stdout
+    output = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "phases.py"), str(folder)],
+        env=child_environment(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return json.loads(output)
 
 
@@ -420,54 +627,105 @@ def verdict(value: Optional[float], bound: float, at_most: bool, lower_bound: bo
         return "n/a"
     shown = f"{'>=' if lower_bound else ''}{value:.2f}x"
     ok = value <= bound if at_most else value >= bound
-    return f"{shown:>9}  {'met' if ok else 'NOT MET'} (target {'<=' if at_most else '>='} {bound:g}x)"
+    return (
+        f"{shown:>9}  {'met' if ok else 'NOT MET'} (target {'<=' if at_most else '>='} {bound:g}x)"
+    )
 
 
-def report_startup(cold_start: dict[str, Measurement], project: dict[str, Measurement], server: Optional[dict[str, float]]) -> str:
+def report_startup(
+    cold_start: dict[str, Measurement],
+    project: dict[str, Measurement],
+    server: Optional[dict[str, float]],
+) -> str:
     smpfix, fixit = cold_start["smpfix"], cold_start["fixit"]
     lines = ["", "start-up and editing:"]
     shown = f"{smpfix.median:.2f} s" if smpfix.median is not None else "-"
     ok = smpfix.median is not None and smpfix.median <= 0.7
-    lines.append(f"  one file (train_gpt.py), wall   smpfix {shown} ({smpfix.shown_cpu()} CPU)  {'met' if ok else 'NOT MET'} (target <= 0.7 s);  fixit {fixit.shown()}"
-                 + (f"  (fixit/smpfix {ratio(fixit, smpfix):.1f}x)" if ratio(fixit, smpfix) else ""))
+    lines.append(
+        f"  one file (train_gpt.py), wall   smpfix {shown} ({smpfix.shown_cpu()} CPU)  {'met' if ok else 'NOT MET'} (target <= 0.7 s);  fixit {fixit.shown()}"
+        + (f"  (fixit/smpfix {ratio(fixit, smpfix):.1f}x)" if ratio(fixit, smpfix) else "")
+    )
     cpu, floor = project["smpfix"].median_cpu, project["libcst"].median_cpu
     if cpu is not None and floor:
         value = cpu / floor
-        lines.append(f"  scripts sharing helpers, CPU    smpfix {cpu:.2f} s, LibCST parse {floor:.2f} s: {value:.2f}x  "
-                     f"{'met' if value <= 1.6 else 'NOT MET'} (target <= 1.6x)")
+        lines.append(
+            f"  scripts sharing helpers, CPU    smpfix {cpu:.2f} s, LibCST parse {floor:.2f} s: {value:.2f}x  "
+            f"{'met' if value <= 1.6 else 'NOT MET'} (target <= 1.6x)"
+        )
     if server is None:
         lines.append("  server re-check                 n/a (pip install 'smpfix[server]')")
     else:
         median = server["median_seconds"] * 1000
-        lines.append(f"  server re-check, {server['script_lines']}-line script  median {median:.0f} ms, p90 {server['p90_seconds'] * 1000:.0f} ms "
-                     f"over {server['edits']} edits  {'met' if median <= 150 else 'NOT MET'} (target <= 150 ms); first check {server['first_check_seconds']:.2f} s")
+        lines.append(
+            f"  server re-check, {server['script_lines']}-line script  median {median:.0f} ms, p90 {server['p90_seconds'] * 1000:.0f} ms "
+            f"over {server['edits']} edits  {'met' if median <= 150 else 'NOT MET'} (target <= 150 ms); first check {server['first_check_seconds']:.2f} s"
+        )
     return "\n".join(lines)
 
 
-def report(smp: dict[str, Measurement], mixed: dict[str, Measurement], library: dict[str, Measurement], profile: dict[str, float], machine: str) -> str:
-    lines = [f"machine: {machine}", "", f"{'median wall time (CPU time)':<27} {'SMP corpus':>22} {'mixed tree':>22} {'library only':>22}"]
+def report(
+    smp: dict[str, Measurement],
+    mixed: dict[str, Measurement],
+    library: dict[str, Measurement],
+    profile: dict[str, float],
+    machine: str,
+) -> str:
+    lines = [
+        f"machine: {machine}",
+        "",
+        f"{'median wall time (CPU time)':<27} {'SMP corpus':>22} {'mixed tree':>22} {'library only':>22}",
+    ]
     for key, measurement in smp.items():
-        cells = [f"{m.shown()} ({m.shown_cpu()})" if m.median is not None else m.shown() for m in (measurement, mixed[key], library[key])]
+        cells = [
+            f"{m.shown()} ({m.shown_cpu()})" if m.median is not None else m.shown()
+            for m in (measurement, mixed[key], library[key])
+        ]
         lines.append(f"{measurement.name:<27} {cells[0]:>22} {cells[1]:>22} {cells[2]:>22}")
     lines += ["", "ratios of wall times (medians of this run):"]
-    lines.append(f"  SMP cold / LibCST parse        {verdict(ratio(smp['smpfix_cold'], smp['libcst']), 1.5, at_most=True)}")
-    lines.append(f"  SMP cold / ast.parse           {_plain(ratio(smp['smpfix_cold'], smp['ast']))}")
+    lines.append(
+        f"  SMP cold / LibCST parse        {verdict(ratio(smp['smpfix_cold'], smp['libcst']), 1.5, at_most=True)}"
+    )
+    lines.append(
+        f"  SMP cold / ast.parse           {_plain(ratio(smp['smpfix_cold'], smp['ast']))}"
+    )
     cpu = (smp["smpfix_cold"].median_cpu or 0) / (smp["libcst"].median_cpu or 1)
-    lines.append(f"  SMP cold / LibCST parse, CPU   {cpu:.2f}x  (all processes' CPU time: the work, whatever else runs on the machine)")
+    lines.append(
+        f"  SMP cold / LibCST parse, CPU   {cpu:.2f}x  (all processes' CPU time: the work, whatever else runs on the machine)"
+    )
     for label, results in (("SMP", smp), ("mixed", mixed)):
         cold, warm = results["smpfix_cold"], results["smpfix_warm"]
-        lines.append(f"  {label} warm speed-up (cold/warm) {'':<{5 - len(label)}}{verdict(ratio(cold, warm), 10, at_most=False)}")
+        lines.append(
+            f"  {label} warm speed-up (cold/warm) {'':<{5 - len(label)}}{verdict(ratio(cold, warm), 10, at_most=False)}"
+        )
         for key, name in (("fixit", "Fixit"), ("torchfix", "TorchFix"), ("ruff", "Ruff")):
             value = ratio(results[key], cold)
-            bound = {"fixit": 20.0 if label == "mixed" else None, "ruff": 1.0 if label == "mixed" else None}.get(key)
-            text = verdict(value, bound, at_most=False, lower_bound=results[key].timed_out) if bound else _plain(value, results[key].timed_out)
+            bound = {
+                "fixit": 20.0 if label == "mixed" else None,
+                "ruff": 1.0 if label == "mixed" else None,
+            }.get(key)
+            text = (
+                verdict(value, bound, at_most=False, lower_bound=results[key].timed_out)
+                if bound
+                else _plain(value, results[key].timed_out)
+            )
             lines.append(f"  {label} {name}/smpfix {'':<{17 - len(label) - len(name)}}{text}")
-    lines.append(f"  library Ruff/smpfix         {verdict(ratio(library['ruff'], library['smpfix_cold']), 1.0, at_most=False)}")
+    lines.append(
+        f"  library Ruff/smpfix         {verdict(ratio(library['ruff'], library['smpfix_cold']), 1.0, at_most=False)}"
+    )
     peak = max(mixed["smpfix_cold"].max_rss_kb, mixed["smpfix_warm"].max_rss_kb) / 1024
-    lines += ["", f"smpfix peak memory on the mixed tree: {peak:.0f} MB (largest process; target < 300 MB: {'met' if peak < 300 else 'NOT MET'})"]
+    lines += [
+        "",
+        f"smpfix peak memory on the mixed tree: {peak:.0f} MB (largest process; target < 300 MB: {'met' if peak < 300 else 'NOT MET'})",
+    ]
     total = sum(value for key, value in profile.items() if key != "import") or 1.0
-    lines += ["", "smpfix phases on the SMP corpus (one process, seconds, share of the work after start-up):"]
-    lines += [f"  {key:<10} {value:7.3f} s {'' if key == 'import' else f'{value / total * 100:5.1f}%'}" for key, value in profile.items()]
+    lines += [
+        "",
+        "smpfix phases on the SMP corpus (one process, seconds, share of the work after start-up):",
+    ]
+    lines += [
+        f"  {key:<10} {value:7.3f} s {'' if key == 'import' else f'{value / total * 100:5.1f}%'}"
+        for key, value in profile.items()
+    ]
     return "\n".join(lines)
 
 
@@ -477,24 +735,80 @@ def _plain(value: Optional[float], lower_bound: bool = False) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "smpfix-bench", help="Where the corpora are built (emptied first).")
-    parser.add_argument("--smp-count", type=int, default=200, help="Generated SMP scripts (default 200).")
-    parser.add_argument("--mixed-count", type=int, default=2000, help="Library files in the mixed tree (default 2000).")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "smpfix-bench",
+        help="Where the corpora are built (emptied first).",
+    )
+    parser.add_argument(
+        "--smp-count", type=int, default=200, help="Generated SMP scripts (default 200)."
+    )
+    parser.add_argument(
+        "--mixed-count",
+        type=int,
+        default=2000,
+        help="Library files in the mixed tree (default 2000).",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeat", type=int, default=5, help="Timed runs per command at most (default 5).")
-    parser.add_argument("--budget", type=float, default=20.0, help="Stop repeating a command after this many seconds (default 20).")
-    parser.add_argument("--timeout", type=float, default=300.0, help="Stop any run after this many seconds; shown as a lower bound (default 300).")
-    parser.add_argument("--peers-bin", help="Folder holding fixit, torchfix and ruff (else this interpreter's folder, then PATH).")
-    parser.add_argument("--project-scripts", type=int, default=10, help="Training scripts in the project tree (default 10).")
-    parser.add_argument("--project-helpers", type=int, default=8, help="Helper modules they share (default 8).")
-    parser.add_argument("--server-edits", type=int, default=40, help="Edits timed for the server's re-check (default 40).")
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="Timed runs per command at most (default 5)."
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=20.0,
+        help="Stop repeating a command after this many seconds (default 20).",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="Stop any run after this many seconds; shown as a lower bound (default 300).",
+    )
+    parser.add_argument(
+        "--peers-bin",
+        help="Folder holding fixit, torchfix and ruff (else this interpreter's folder, then PATH).",
+    )
+    parser.add_argument(
+        "--project-scripts",
+        type=int,
+        default=10,
+        help="Training scripts in the project tree (default 10).",
+    )
+    parser.add_argument(
+        "--project-helpers", type=int, default=8, help="Helper modules they share (default 8)."
+    )
+    parser.add_argument(
+        "--server-edits",
+        type=int,
+        default=40,
+        help="Edits timed for the server's re-check (default 40).",
+    )
     parser.add_argument("--json", type=Path, help="Also write the raw measurements here.")
-    parser.add_argument("--quick", action="store_true", help="50 scripts, 500 library files, 3 repetitions, 30 s timeout (a smoke test).")
-    parser.add_argument("--project-files", type=int, default=1000, help="Library files in the one-file project (default 1000).")
-    parser.add_argument("--one-file-only", action="store_true", help="Only the one-file-in-a-project measurement.")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="50 scripts, 500 library files, 3 repetitions, 30 s timeout (a smoke test).",
+    )
+    parser.add_argument(
+        "--project-files",
+        type=int,
+        default=1000,
+        help="Library files in the one-file project (default 1000).",
+    )
+    parser.add_argument(
+        "--one-file-only", action="store_true", help="Only the one-file-in-a-project measurement."
+    )
     args = parser.parse_args()
     if args.quick:
-        args.smp_count, args.mixed_count, args.repeat, args.timeout, args.server_edits = 50, 500, 3, 30.0, 15
+        args.smp_count, args.mixed_count, args.repeat, args.timeout, args.server_edits = (
+            50,
+            500,
+            3,
+            30.0,
+            15,
+        )
     random.seed(args.seed)
 
     work = args.workdir.resolve()
@@ -509,7 +823,9 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from project_tree import build as build_shared_helpers
 
-    shared_files = build_shared_helpers(work / "shared_helpers", args.project_scripts, args.project_helpers, args.seed)
+    shared_files = build_shared_helpers(
+        work / "shared_helpers", args.project_scripts, args.project_helpers, args.seed
+    )
 
     smp = run_corpus("smp", work / "smp", smp_files, work, args)
     mixed = run_corpus("mixed", work / "mixed", mixed_files, work, args)
@@ -519,14 +835,27 @@ def main() -> None:
     server = server_latency(args)
     profile = phases(work / "smp")
     machine = f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, {platform.system()}"
-    print(report(smp, mixed, library, profile, machine) + report_startup(cold_start, shared, server))
+    print(
+        report(smp, mixed, library, profile, machine) + report_startup(cold_start, shared, server)
+    )
     print()
     print(one_file_report(one_file, args.project_files))
     if args.json:
-        corpora = (("smp", smp), ("mixed", mixed), ("library", library), ("one_file", one_file), ("cold_start", cold_start),
-                   ("shared_helpers", shared))
+        corpora = (
+            ("smp", smp),
+            ("mixed", mixed),
+            ("library", library),
+            ("one_file", one_file),
+            ("cold_start", cold_start),
+            ("shared_helpers", shared),
+        )
         raw = {label: {key: vars(m) for key, m in results.items()} for label, results in corpora}
-        args.json.write_text(json.dumps({"machine": machine, "results": raw, "phases": profile, "server": server}, indent=2), encoding="utf-8")
+        args.json.write_text(
+            json.dumps(
+                {"machine": machine, "results": raw, "phases": profile, "server": server}, indent=2
+            ),
+            encoding="utf-8",
+        )
 
 
 if __name__ == "__main__":

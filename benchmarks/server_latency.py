@@ -49,7 +49,9 @@ async def measure(edits: int, lines: int, pause: float) -> dict[str, Any]:
     text = script_of_about(lines)
     folder = Path(tempfile.mkdtemp(prefix="smpfix-server-bench-"))
     # A project of its own (the launcher search stops at its root).
-    (folder / "pyproject.toml").write_text('[project]\nname = "training"\nversion = "0"\n', encoding="utf-8")
+    (folder / "pyproject.toml").write_text(
+        '[project]\nname = "training"\nversion = "0"\n', encoding="utf-8"
+    )
     path = folder / "train.py"
     path.write_text(text, encoding="utf-8")
     uri = path.as_uri()
@@ -74,11 +76,18 @@ async def measure(edits: int, lines: int, pause: float) -> dict[str, Any]:
         return published[version]
 
     await client.start_io(sys.executable, "-m", "smpfix", "server", cwd=str(folder))
-    await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=folder.as_uri()))
+    await client.initialize_async(
+        types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=folder.as_uri())
+    )
     client.initialized(types.InitializedParams())
     began = time.perf_counter()
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=uri, language_id="python", version=1, text=text
+            )
+        )
+    )
     first = await published_for(1) - began
     latencies = []
     for number in range(edits):
@@ -87,9 +96,12 @@ async def measure(edits: int, lines: int, pause: float) -> dict[str, Any]:
         text = text + ("#" if number % 2 == 0 else "\n")
         await asyncio.sleep(pause)
         sent = time.perf_counter()
-        client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
         latencies.append(await published_for(version) - sent)
     await client.shutdown_async(None)
     client.exit(None)
@@ -107,7 +119,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--edits", type=int, default=40)
     parser.add_argument("--lines", type=int, default=120)
-    parser.add_argument("--pause", type=float, default=0.25, help="Seconds between edits (default 0.25).")
+    parser.add_argument(
+        "--pause", type=float, default=0.25, help="Seconds between edits (default 0.25)."
+    )
     options = parser.parse_args()
     print(json.dumps(asyncio.run(measure(options.edits, options.lines, options.pause))))
 

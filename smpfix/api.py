@@ -28,7 +28,9 @@ class FixResult:
     errors: tuple[FileError, ...]
 
 
-def _options(select: Optional[Iterable[str]], job: Optional[Mapping[str, Value]], roots: Sequence[str] = ()) -> AnalysisOptions:
+def _options(
+    select: Optional[Iterable[str]], job: Optional[Mapping[str, Value]], roots: Sequence[str] = ()
+) -> AnalysisOptions:
     from smpfix.engine.selection import enabled
     from smpfix.rules.registry import RuleNames
 
@@ -64,7 +66,12 @@ def fix_source(
 ) -> FixResult:
     """Apply fixes to ``text`` until nothing fixable changes; returns the new text (``roots``: as for ``check_source``)."""
     outcome = fix_text(text, path, _options(select, job, roots), unsafe=unsafe)
-    return FixResult(outcome.text, outcome.applied, outcome.analysis.findings, outcome.analysis.errors + outcome.errors)
+    return FixResult(
+        outcome.text,
+        outcome.applied,
+        outcome.analysis.findings,
+        outcome.analysis.errors + outcome.errors,
+    )
 
 
 def list_rules() -> list[dict[str, Any]]:

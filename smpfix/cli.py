@@ -26,7 +26,9 @@ class _DefaultCheckGroup(click.Group):
     """A group that runs ``check`` when the first argument is not a subcommand."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args or (args[0] not in self.commands and args[0] not in ("--version", "--help", "-h")):
+        if not args or (
+            args[0] not in self.commands and args[0] not in ("--version", "--help", "-h")
+        ):
             args = ["check", *args]
         return super().parse_args(ctx, args)
 
@@ -87,27 +89,85 @@ def main() -> None:
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--apply", "--fix", "apply", is_flag=True, help="Write safe fixes to the files.")
-@click.option("--unsafe-fixes", is_flag=True, help="Also apply (or show as fixable) fixes marked unsafe.")
-@click.option("--diff", is_flag=True, help="Print the diff --apply would write; write nothing; exit 1 if there are changes.")
-@click.option("--select", multiple=True, help="Rules to enable: codes, prefixes (SMP1), names or ALL. Replaces the configured select.")
+@click.option(
+    "--unsafe-fixes", is_flag=True, help="Also apply (or show as fixable) fixes marked unsafe."
+)
+@click.option(
+    "--diff",
+    is_flag=True,
+    help="Print the diff --apply would write; write nothing; exit 1 if there are changes.",
+)
+@click.option(
+    "--select",
+    multiple=True,
+    help="Rules to enable: codes, prefixes (SMP1), names or ALL. Replaces the configured select.",
+)
 @click.option("--extend-select", multiple=True, help="Rules to enable in addition to select.")
 @click.option("--ignore", multiple=True, help="Rules to disable (codes, prefixes, names).")
-@click.option("--format", "fmt", type=click.Choice(["full", "concise", "json", "json-lines", "sarif", "github", "junit"]), default="full", show_default=True, help="Output format.")
-@click.option("--output-file", "-o", type=click.Path(dir_okay=False), help="Write the report to this file (atomically); the terminal gets the summary.")
-@click.option("--statistics", is_flag=True, help="Print how often each rule fired (and how many are fixable) instead of the findings.")
-@click.option("--add-noqa", is_flag=True, help="Add `# smpfix: ignore[CODE]` to every line with a finding, so the next check reports nothing.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["full", "concise", "json", "json-lines", "sarif", "github", "junit"]),
+    default="full",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--output-file",
+    "-o",
+    type=click.Path(dir_okay=False),
+    help="Write the report to this file (atomically); the terminal gets the summary.",
+)
+@click.option(
+    "--statistics",
+    is_flag=True,
+    help="Print how often each rule fired (and how many are fixable) instead of the findings.",
+)
+@click.option(
+    "--add-noqa",
+    is_flag=True,
+    help="Add `# smpfix: ignore[CODE]` to every line with a finding, so the next check reports nothing.",
+)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, without the summary line.")
-@click.option("--no-color", is_flag=True, help="Disable colours (also NO_COLOR, or when output is not a terminal).")
+@click.option(
+    "--no-color",
+    is_flag=True,
+    help="Disable colours (also NO_COLOR, or when output is not a terminal).",
+)
 @click.option("--stdin-filename", help="The name to report for source read from stdin ('-').")
-@click.option("--config", "config_path", type=click.Path(), help="Read [tool.smpfix] from this pyproject.toml.")
-@click.option("--job", "job_settings", multiple=True, metavar="KEY=VALUE", help="A job setting, e.g. tensor_parallel_degree=4 (beats pyproject.toml).")
-@click.option("--show-job", is_flag=True, help="Print the job facts derived for each script and where each came from.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(),
+    help="Read [tool.smpfix] from this pyproject.toml.",
+)
+@click.option(
+    "--job",
+    "job_settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A job setting, e.g. tensor_parallel_degree=4 (beats pyproject.toml).",
+)
+@click.option(
+    "--show-job",
+    is_flag=True,
+    help="Print the job facts derived for each script and where each came from.",
+)
 @click.option("--exclude", multiple=True, help="Extra gitignore-style patterns to skip.")
 @click.option("--workers", type=int, default=0, help="Worker processes (default: all cores).")
-@click.option("--no-launcher-search", is_flag=True, help="Use only the launchers among the checked files; do not look for the project's others.")
+@click.option(
+    "--no-launcher-search",
+    is_flag=True,
+    help="Use only the launchers among the checked files; do not look for the project's others.",
+)
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
-@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="SMPFIX_CACHE_DIR", help="Where to keep the result cache (default: .smpfix_cache in the project root; also SMPFIX_CACHE_DIR).")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    envvar="SMPFIX_CACHE_DIR",
+    help="Where to keep the result cache (default: .smpfix_cache in the project root; also SMPFIX_CACHE_DIR).",
+)
 def check(
     paths: tuple[str, ...],
     apply: bool,
@@ -135,12 +195,31 @@ def check(
 ) -> None:
     """Check PATHS (files, directories, or - for stdin); the default command."""
     try:
-        code = _check(paths or (".",), apply=apply, unsafe_fixes=unsafe_fixes, diff=diff, select=select,
-                      extend_select=extend_select, ignore=ignore, fmt=fmt, exit_zero=exit_zero, quiet=quiet,
-                      no_color=no_color, stdin_filename=stdin_filename, config_path=config_path,
-                      job_settings=job_settings, show_job=show_job, exclude=exclude, workers=workers,
-                      output_file=output_file, statistics=statistics, add_noqa=add_noqa,
-                      no_cache=no_cache, cache_dir=cache_dir, no_launcher_search=no_launcher_search)
+        code = _check(
+            paths or (".",),
+            apply=apply,
+            unsafe_fixes=unsafe_fixes,
+            diff=diff,
+            select=select,
+            extend_select=extend_select,
+            ignore=ignore,
+            fmt=fmt,
+            exit_zero=exit_zero,
+            quiet=quiet,
+            no_color=no_color,
+            stdin_filename=stdin_filename,
+            config_path=config_path,
+            job_settings=job_settings,
+            show_job=show_job,
+            exclude=exclude,
+            workers=workers,
+            output_file=output_file,
+            statistics=statistics,
+            add_noqa=add_noqa,
+            no_cache=no_cache,
+            cache_dir=cache_dir,
+            no_launcher_search=no_launcher_search,
+        )
     except KeyboardInterrupt:
         click.echo("smpfix: interrupted", err=True)
         code = EXIT_INTERRUPTED
@@ -194,34 +273,51 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         show_job=opts["show_job"],
         project=Project.of(tuple(paths)),
         cache_dir=_cache_dir(config.root, opts.get("no_cache", False), opts.get("cache_dir")),
-        launchers=None if opts.get("no_launcher_search") else LauncherSearch.of(config, opts["exclude"]),
+        launchers=None
+        if opts.get("no_launcher_search")
+        else LauncherSearch.of(config, opts["exclude"]),
     )
     fmt = opts["fmt"]
     problem = _output_option_problem(fmt, opts, list(paths) == ["-"])
     if problem:
         return _usage_error(problem)
     color = _use_color(opts["no_color"]) and not opts.get("output_file")
-    report_options = ReportOptions(color=color, unsafe_fixes=opts["unsafe_fixes"], applied=options.apply,
-                                   statistics=opts.get("statistics", False), output_file=opts.get("output_file"))
+    report_options = ReportOptions(
+        color=color,
+        unsafe_fixes=opts["unsafe_fixes"],
+        applied=options.apply,
+        statistics=opts.get("statistics", False),
+        output_file=opts.get("output_file"),
+    )
 
     if list(paths) == ["-"]:
-        return _check_stdin(stdin_name or "-", options, report_options, fmt, opts["quiet"], opts["exit_zero"])
+        return _check_stdin(
+            stdin_name or "-", options, report_options, fmt, opts["quiet"], opts["exit_zero"]
+        )
 
     excluder = Excluder([*config.exclude, *opts["exclude"]], config.root)
     missing = [p for p in paths if p != "-" and not os.path.exists(p) and not os.path.islink(p)]
     tasks = [DiscoveredFile(p, explicit=True) for p in missing]
-    tasks += list(discover([p for p in paths if p not in missing and p != "-"], excluder, config.respect_gitignore))
+    tasks += list(
+        discover(
+            [p for p in paths if p not in missing and p != "-"], excluder, config.respect_gitignore
+        )
+    )
     from smpfix.engine.progress import progress_bar, wanted
     from smpfix.report import MACHINE_FORMATS
 
-    show_bar = wanted(len(tasks), fmt in MACHINE_FORMATS or bool(opts.get("add_noqa")), opts["quiet"], sys.stderr)
+    show_bar = wanted(
+        len(tasks), fmt in MACHINE_FORMATS or bool(opts.get("add_noqa")), opts["quiet"], sys.stderr
+    )
     with progress_bar(len(tasks), show_bar) as advance:
         results = list(run(tasks, options, on_result=advance))
     from smpfix.engine.job_table import check_job_table
 
     table = check_job_table(config, codes)
     if table is not None and (table.findings or table.errors):
-        results = sorted([*(r for r in results if r.path != table.path), table], key=lambda r: r.path)
+        results = sorted(
+            [*(r for r in results if r.path != table.path), table], key=lambda r: r.path
+        )
     if opts.get("add_noqa"):
         return _add_noqa(results, tasks, options, opts["quiet"])
     return _finish(results, options, report_options, fmt, opts["quiet"], opts["exit_zero"])
@@ -293,14 +389,18 @@ def _add_noqa(results: Sequence[Any], tasks: Sequence[Any], options: Any, quiet:
         click.echo(f"{error.location}: error: {error.message}", err=True)
     for item in left:
         finding = item.finding
-        click.echo(f"{finding.path}:{finding.start.line}:{finding.start.column}: {finding.code} not suppressed: {item.reason}")
+        click.echo(
+            f"{finding.path}:{finding.start.line}:{finding.start.column}: {finding.code} not suppressed: {item.reason}"
+        )
     if not quiet:
         noun = "suppression" if added == 1 else "suppressions"
         click.echo(f"Added {added} {noun} to {files} file{'s' if files != 1 else ''}.", err=True)
     return EXIT_ERROR if errors else (EXIT_FINDINGS if left else EXIT_CLEAN)
 
 
-def _check_stdin(name: str, options: Any, report_options: Any, fmt: str, quiet: bool, exit_zero: bool) -> int:
+def _check_stdin(
+    name: str, options: Any, report_options: Any, fmt: str, quiet: bool, exit_zero: bool
+) -> int:
     from smpfix.base import source
     from smpfix.base.findings import FileError, FileResult
     from smpfix.engine import prefilter
@@ -343,7 +443,15 @@ def _diff(results: Sequence[Any]) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
 
 
-def _finish(results: Sequence[Any], options: Any, report_options: Any, fmt: str, quiet: bool, exit_zero: bool, stream_err: bool = False) -> int:
+def _finish(
+    results: Sequence[Any],
+    options: Any,
+    report_options: Any,
+    fmt: str,
+    quiet: bool,
+    exit_zero: bool,
+    stream_err: bool = False,
+) -> int:
     from smpfix.base.source import write_text_atomic
     from smpfix.report import MACHINE_FORMATS, render
     from smpfix.report.text import summary
@@ -360,7 +468,12 @@ def _finish(results: Sequence[Any], options: Any, report_options: Any, fmt: str,
         changed = any(r.new_text is not None for r in results)
         if not quiet:
             fixable = sum(r.fixed_count for r in results)
-            click.echo(f"Would fix {fixable} problem{'s' if fixable != 1 else ''}." if changed else "No fixes available.", err=True)
+            click.echo(
+                f"Would fix {fixable} problem{'s' if fixable != 1 else ''}."
+                if changed
+                else "No fixes available.",
+                err=True,
+            )
         return EXIT_ERROR if errors else (EXIT_FINDINGS if changed else EXIT_CLEAN)
     output = render(results, fmt, report_options)
     if report_options.output_file is not None:
@@ -387,9 +500,16 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
         click.echo(f"{result.path}: job facts", err=err)
         version = result.job.get("smp_version")
         flavour = "TensorFlow " if result.job.get("flavour") == "tensorflow" else ""
-        click.echo(f"  library      {flavour}SMP {version['value']} ({version['source']})" if version else f"  library      {flavour}SMP version unknown", err=err)
+        click.echo(
+            f"  library      {flavour}SMP {version['value']} ({version['source']})"
+            if version
+            else f"  library      {flavour}SMP version unknown",
+            err=err,
+        )
         if result.job.get("smp_v2"):
-            click.echo(f"  library      SMP v2: {result.job['smp_v2']}; no SMP v1 rule applies", err=err)
+            click.echo(
+                f"  library      SMP v2: {result.job['smp_v2']}; no SMP v1 rule applies", err=err
+            )
         init_dict = result.job.get("init_dict")
         if init_dict:
             click.echo(f"  smp.init     dict {init_dict['use']}: {init_dict['why']}", err=err)
@@ -401,20 +521,51 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
             click.echo(f"  {key} unknown: {why}", err=err)
         for item in result.job.get("evidence", ()):
             weight = "shows it is on" if item["strong"] else "shows awareness only"
-            click.echo(f"  evidence {item['feature']}: {item['what']} at line {item['line']} ({weight})", err=err)
+            click.echo(
+                f"  evidence {item['feature']}: {item['what']} at line {item['line']} ({weight})",
+                err=err,
+            )
 
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True, help="Output format.")
-@click.option("--job", "job_settings", multiple=True, metavar="KEY=VALUE",
-              help="A job setting that overrides the launchers, e.g. tensor_parallel_degree=8 or model_parameters=20e9.")
-@click.option("--config", "config_path", type=click.Path(), help="Read [tool.smpfix] from this pyproject.toml.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--job",
+    "job_settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A job setting that overrides the launchers, e.g. tensor_parallel_degree=8 or model_parameters=20e9.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(),
+    help="Read [tool.smpfix] from this pyproject.toml.",
+)
 @click.option("--exclude", multiple=True, help="Extra gitignore-style patterns to skip.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when a configuration does not fit.")
-@click.option("--no-color", is_flag=True, help="Disable colours (also NO_COLOR, or when output is not a terminal).")
-def plan(paths: tuple[str, ...], fmt: str, job_settings: tuple[str, ...], config_path: Optional[str], exclude: tuple[str, ...],
-         exit_zero: bool, no_color: bool) -> None:
+@click.option(
+    "--no-color",
+    is_flag=True,
+    help="Disable colours (also NO_COLOR, or when output is not a terminal).",
+)
+def plan(
+    paths: tuple[str, ...],
+    fmt: str,
+    job_settings: tuple[str, ...],
+    config_path: Optional[str],
+    exclude: tuple[str, ...],
+    exit_zero: bool,
+    no_color: bool,
+) -> None:
     """Will it fit? Estimate the per-GPU memory of every launcher configuration in PATHS.
 
     For each estimator call (and, with --job or [tool.smpfix.job], each training script no
@@ -443,8 +594,17 @@ def plan(paths: tuple[str, ...], fmt: str, job_settings: tuple[str, ...], config
     missing = [p for p in paths if not os.path.exists(p)]
     if missing:
         sys.exit(_usage_error(f"{missing[0]}: no such file or directory"))
-    tasks = list(discover(paths, Excluder([*config.exclude, *exclude], config.root), config.respect_gitignore))
-    planned = plan_files(tasks, Project.of(tuple(paths)), declared, str(config.path) if config.job and config.path else None)
+    tasks = list(
+        discover(
+            paths, Excluder([*config.exclude, *exclude], config.root), config.respect_gitignore
+        )
+    )
+    planned = plan_files(
+        tasks,
+        Project.of(tuple(paths)),
+        declared,
+        str(config.path) if config.job and config.path else None,
+    )
     if fmt == "json":
         click.echo(render_plan_json(planned), nl=False)
     else:
@@ -454,7 +614,9 @@ def plan(paths: tuple[str, ...], fmt: str, job_settings: tuple[str, ...], config
 
 
 @main.command()
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
 def rules(fmt: str) -> None:
     """List every rule: code, name, fix availability and safety, SMP versions, the library flavours whose
     scripts it checks, job settings it depends on."""
@@ -466,11 +628,15 @@ def rules(fmt: str) -> None:
         return
     width = max(len(row["name"]) for row in table) if table else 10
     versions = max([len("versions"), *(len(row["versions"]) for row in table)])
-    click.echo(f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<{versions}} {'scripts':<19} depends on")
+    click.echo(
+        f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<{versions}} {'scripts':<19} depends on"
+    )
     for row in table:
         depends = ", ".join(row["depends_on"]) or "-"
         scripts = ", ".join(row["flavours"])
-        click.echo(f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<{versions}} {scripts:<19} {depends}")
+        click.echo(
+            f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<{versions}} {scripts:<19} {depends}"
+        )
 
 
 @main.command()
@@ -486,19 +652,29 @@ def explain(rule: str) -> None:
         sys.exit(EXIT_ERROR)
     page = read_page(found["code"])
     if page is None:
-        click.echo(f"smpfix: error: the page of {found['code']} is missing from this installation", err=True)
+        click.echo(
+            f"smpfix: error: the page of {found['code']} is missing from this installation",
+            err=True,
+        )
         sys.exit(EXIT_ERROR)
     click.echo(page, nl=not page.endswith("\n"))
 
 
 @main.command()
-@click.option("--stdio", is_flag=True, help="Talk over stdin and stdout (the only transport; accepted for clients that pass it).")
+@click.option(
+    "--stdio",
+    is_flag=True,
+    help="Talk over stdin and stdout (the only transport; accepted for clients that pass it).",
+)
 def server(stdio: bool) -> None:
     """Run the language server (LSP over stdio) for editors: findings as you type, quick fixes."""
     from importlib.util import find_spec
 
     if find_spec("pygls") is None or find_spec("lsprotocol") is None:
-        click.echo("smpfix: error: the language server needs extra packages: pip install 'smpfix[server]'", err=True)
+        click.echo(
+            "smpfix: error: the language server needs extra packages: pip install 'smpfix[server]'",
+            err=True,
+        )
         sys.exit(EXIT_ERROR)
     from smpfix.server.app import serve
 
@@ -506,7 +682,12 @@ def server(stdio: bool) -> None:
 
 
 @main.command()
-@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="SMPFIX_CACHE_DIR", help="The cache to remove (default: .smpfix_cache in the project root).")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    envvar="SMPFIX_CACHE_DIR",
+    help="The cache to remove (default: .smpfix_cache in the project root).",
+)
 def clean(cache_dir: Optional[str]) -> None:
     """Remove the result cache of the project in the current folder."""
     from smpfix.engine import cache, config
@@ -516,6 +697,8 @@ def clean(cache_dir: Optional[str]) -> None:
         cache_dir = str((found.parent if found is not None else Path.cwd()) / cache.CACHE_DIR_NAME)
     removed = cache.clean(cache_dir)
     if os.path.exists(cache_dir):
-        click.echo(f"Removed {removed} cached result{'s' if removed != 1 else ''}; {cache_dir} holds other files and was kept.")
+        click.echo(
+            f"Removed {removed} cached result{'s' if removed != 1 else ''}; {cache_dir} holds other files and was kept."
+        )
     else:
         click.echo(f"Removed {removed} cached result{'s' if removed != 1 else ''} ({cache_dir}).")

@@ -40,7 +40,9 @@ class Completed:
     stderr: str
 
 
-def run_cli(*args: str, cwd: Optional[Path] = None, stdin: Optional[str] = None, env: Optional[dict] = None) -> Completed:
+def run_cli(
+    *args: str, cwd: Optional[Path] = None, stdin: Optional[str] = None, env: Optional[dict] = None
+) -> Completed:
     environment = {**os.environ, "NO_COLOR": "1", **(env or {})}
     proc = subprocess.run(
         [*smpfix_command(), *args],
@@ -50,7 +52,11 @@ def run_cli(*args: str, cwd: Optional[Path] = None, stdin: Optional[str] = None,
         env=environment,
         timeout=300,
     )
-    return Completed(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+    return Completed(
+        proc.returncode,
+        proc.stdout.decode("utf-8", "replace"),
+        proc.stderr.decode("utf-8", "replace"),
+    )
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,10 @@ def fixture_job(text: str) -> dict:
     match = _JOB.search(text)
     if not match:
         return {}
-    return {key: parse_value(value) for key, _, value in (item.partition("=") for item in match.group("settings").split())}
+    return {
+        key: parse_value(value)
+        for key, _, value in (item.partition("=") for item in match.group("settings").split())
+    }
 
 
 def fixture_select(text: str) -> list[str]:

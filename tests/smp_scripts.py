@@ -51,22 +51,22 @@ class {cls}(nn.Module):
 {I}{I}return self.head(h)
 '''
 
-_ARGS = '''
+_ARGS = """
 def parse_args():
 {I}parser = argparse.ArgumentParser()
 {I}parser.add_argument("--lr", type=float, default={lr})
 {I}parser.add_argument("--epochs", type=int, default={epochs})
 {I}parser.add_argument("--batch-size", type=int, default={batch})
 {I}return parser.parse_args()
-'''
+"""
 
-_SUPPORT_IMPORTS = '''from json import load as load_json_file
+_SUPPORT_IMPORTS = """from json import load as load_json_file
 from logging import basicConfig as configure_logging, getLogger
 from time import perf_counter
 
 from torch.utils.data import Dataset
 
-'''
+"""
 
 _SUPPORT_PARTS = (
     '''
@@ -162,14 +162,14 @@ def setup_run_logging(verbose_output=False):
 ''',
 )
 
-_STEP = '''
+_STEP = """
 @{smp}.step
 def train_step(model, data, target):
 {I}output = model(data)
 {I}loss = F.cross_entropy(output, target)
 {I}model.backward(loss)
 {I}return loss
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -194,14 +194,14 @@ _WRAP_GOOD = Part(
 )
 _SAVE_BAD = Part(
     "{I}if {smp}.dp_rank() == 0:  {comment}\n"
-    "{I}{I}{smp}.save(model.local_state_dict(), os.path.join(args.out, \"model.pt\"), partial=True)\n",
+    '{I}{I}{smp}.save(model.local_state_dict(), os.path.join(args.out, "model.pt"), partial=True)\n',
     "SMP301",
 )
 _SAVE_GOOD = Part(
     "{I}if {smp}.rdp_rank() == 0:\n"
-    "{I}{I}{smp}.save(model.local_state_dict(), os.path.join(args.out, \"model.pt\"), partial=True)\n"
+    '{I}{I}{smp}.save(model.local_state_dict(), os.path.join(args.out, "model.pt"), partial=True)\n'
 )
-_LOG = Part("{I}if {smp}.dp_rank() == 0:\n{I}{I}print(\"epoch\", epoch, \"lr\", args.lr)  {comment}\n")
+_LOG = Part('{I}if {smp}.dp_rank() == 0:\n{I}{I}print("epoch", epoch, "lr", args.lr)  {comment}\n')
 _LOOP = Part(
     "{I}for epoch in range(args.epochs):\n"
     "{I}{I}for data, target in loader:\n"
@@ -229,18 +229,27 @@ class Script:
 
 def _identifier(rng: random.Random) -> str:
     head = rng.choice(string.ascii_lowercase)
-    return head + "".join(rng.choice(string.ascii_lowercase + "_") for _ in range(rng.randint(1, 8)))
+    return head + "".join(
+        rng.choice(string.ascii_lowercase + "_") for _ in range(rng.randint(1, 8))
+    )
 
 
 def _comment(rng: random.Random) -> str:
     return rng.choice(["", "# noted", "# TODO: tune", "# keep in sync with the launcher", ""])
 
 
-def render(rng: random.Random, alias: str | None = None, pitfalls: dict[str, bool] | None = None, newline: str | None = None,
-           indent: str | None = None) -> Script:
+def render(
+    rng: random.Random,
+    alias: str | None = None,
+    pitfalls: dict[str, bool] | None = None,
+    newline: str | None = None,
+    indent: str | None = None,
+) -> Script:
     """A whole script; ``pitfalls`` says per rule whether its bad variant is used."""
     alias = alias or rng.choice([*ALIAS_STYLES, _identifier(rng)])
-    choose = pitfalls if pitfalls is not None else {rule: rng.random() < 0.5 for rule in PITFALL_PARTS}
+    choose = (
+        pitfalls if pitfalls is not None else {rule: rng.random() < 0.5 for rule in PITFALL_PARTS}
+    )
     newline = newline or rng.choice(["\n", "\n", "\r\n"])
     indent = indent or rng.choice(["    ", "    ", "  ", "\t"])
     cls = rng.choice(["GPT", "Net", "TinyTransformer", "Model"])
@@ -261,7 +270,11 @@ def render(rng: random.Random, alias: str | None = None, pitfalls: dict[str, boo
     }
 
     def fill(template: str) -> str:
-        return template.format(**fields, comment=_comment(rng)).replace(" \n", "\n").rstrip(" ") if template else ""
+        return (
+            template.format(**fields, comment=_comment(rng)).replace(" \n", "\n").rstrip(" ")
+            if template
+            else ""
+        )
 
     body: list[str] = [f"{indent}{alias}.init()\n", f"{indent}args = parse_args()\n"]
     wrap_bad, wrap_good = PITFALL_PARTS["SMP101"]
@@ -269,13 +282,19 @@ def render(rng: random.Random, alias: str | None = None, pitfalls: dict[str, boo
     body.append(fill((wrap_bad if choose.get("SMP101") else wrap_good).template))
     # After the model exists, the training, logging and checkpoint parts come in random order
     # (the data set-up stays before the loop that reads it).
-    after_wrap = [fill(_DATA.template) + fill(_LOOP.template), fill((save_bad if choose.get("SMP301") else save_good).template)]
+    after_wrap = [
+        fill(_DATA.template) + fill(_LOOP.template),
+        fill((save_bad if choose.get("SMP301") else save_good).template),
+    ]
     if rng.random() < 0.5:
         after_wrap.append(fill(_LOG.template))
     rng.shuffle(after_wrap)
     body.extend(after_wrap)
     if rng.random() < 0.3:
-        body.insert(rng.randint(2, len(body)), f"{indent}# {rng.choice(['checkpoint below', 'data', 'model'])}\n")
+        body.insert(
+            rng.randint(2, len(body)),
+            f"{indent}# {rng.choice(['checkpoint below', 'data', 'model'])}\n",
+        )
     support = [fill(part) for part in _SUPPORT_PARTS if rng.random() < 0.85]
     parts = [
         fill(_HEADER),

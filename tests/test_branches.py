@@ -41,11 +41,16 @@ args = parser.parse_args()
 
 
 def _found(text: str, select: str, job: dict | None = None) -> list[tuple[int, str]]:
-    return sorted((f.start.line, f.severity.value) for f in check_source(text, "train.py", select=[select], job=job))
+    return sorted(
+        (f.start.line, f.severity.value)
+        for f in check_source(text, "train.py", select=[select], job=job)
+    )
 
 
 def test_the_elif_after_an_oss_test_runs_without_oss() -> None:
-    text = ARGS + """\
+    text = (
+        ARGS
+        + """\
 smp.init({"tensor_parallel_degree": 1, "sharded_data_parallel_degree": 1,
           "shard_optimizer_state": args.shard_optimizer_state > 0})
 model = smp.DistributedModel(Net())
@@ -56,12 +61,15 @@ elif smp.rdp_rank() == 0:
     torch.save(optimizer.state_dict(), "opt.pt")
 torch.save(optimizer.state_dict(), "opt_again.pt")
 """
+    )
     # The first save sits where the script's own test says sharding is off; the second may run with it.
     assert _found(text, "SMP303") == [(21, "warning")]
 
 
 def test_the_non_library_branch_and_the_helpers_it_alone_calls() -> None:
-    text = ARGS + """\
+    text = (
+        ARGS
+        + """\
 if args.smp > 0:
     smp.init()
 
@@ -84,28 +92,43 @@ for x in batches:
     else:
         out = plain_eval(model, x)
 """
+    )
     assert _found(text, "SMP403", {"pipeline_parallel_degree": 2}) == []
     # The same helper called outside the switch is reported.
-    assert _found(text + "plain_eval(model, batches[0])\n", "SMP403", {"pipeline_parallel_degree": 2}) == [(18, "error")]
+    assert _found(
+        text + "plain_eval(model, batches[0])\n", "SMP403", {"pipeline_parallel_degree": 2}
+    ) == [(18, "error")]
 
 
 def test_opt_in_flag_off_by_default_is_at_most_a_hint() -> None:
-    text = ARGS + """\
+    text = (
+        ARGS
+        + """\
 smp.init()
 model = smp.DistributedModel(Net())
 if args.save_full_model:
     if smp.dp_rank() == 0:
         smp.save(model.local_state_dict(), "model.pt", partial=True)
 """
+    )
     found = check_source(text, "train.py", select=["SMP301"], job={"tensor_parallel_degree": 4})
     assert [(f.start.line, f.severity) for f in found] == [(16, Severity.HINT)]
-    assert "`args.save_full_model` is 0, the argparse default of `--save_full_model`" in found[0].message
+    assert (
+        "`args.save_full_model` is 0, the argparse default of `--save_full_model`"
+        in found[0].message
+    )
     # A flag that is on by default keeps the finding's severity; one that is off but negated too.
-    assert _found(text.replace("if args.save_full_model:", "if not args.save_full_model:"), "SMP301", {"tensor_parallel_degree": 4}) == [(16, "error")]
+    assert _found(
+        text.replace("if args.save_full_model:", "if not args.save_full_model:"),
+        "SMP301",
+        {"tensor_parallel_degree": 4},
+    ) == [(16, "error")]
 
 
 def test_a_flag_read_through_a_name_assigned_once_is_the_flag() -> None:
-    text = ARGS + """\
+    text = (
+        ARGS
+        + """\
 smp.init()
 model = Net()
 save_full = args.save_full_model == 1
@@ -113,14 +136,20 @@ if save_full:
     if smp.dp_rank() == 0:
         smp.save(model.local_state_dict(), "model.pt", partial=True)
 """
+    )
     assert _found(text, "SMP301", {"tensor_parallel_degree": 4}) == [(17, "hint")]
     # A name assigned twice may hold either value: the finding keeps its severity.
-    twice = text.replace("save_full = args.save_full_model == 1\n", "save_full = args.save_full_model == 1\nsave_full = True\n")
+    twice = text.replace(
+        "save_full = args.save_full_model == 1\n",
+        "save_full = args.save_full_model == 1\nsave_full = True\n",
+    )
     assert _found(twice, "SMP301", {"tensor_parallel_degree": 4}) == [(18, "error")]
 
 
 def test_a_flag_widened_by_or_is_off_when_every_part_is() -> None:
-    text = ARGS + """\
+    text = (
+        ARGS
+        + """\
 args.save_full_model = args.save_full_model or args.do_train
 smp.init()
 model = Net()
@@ -128,21 +157,35 @@ if args.save_full_model:
     if smp.dp_rank() == 0:
         smp.save(model.local_state_dict(), "model.pt", partial=True)
 """
+    )
     assert _found(text, "SMP301", {"tensor_parallel_degree": 4}) == [(17, "hint")]
     # One part on by default turns the flag on; any other assignment may give it any value.
-    assert _found(text.replace("args.do_train\n", "args.skip_full_optimizer\n"), "SMP301", {"tensor_parallel_degree": 4}) == [(17, "error")]
-    assert _found(text.replace(" or args.do_train", " + 1"), "SMP301", {"tensor_parallel_degree": 4}) == [(17, "error")]
-    assert _found(text.replace(" or args.do_train", " and args.do_train"), "SMP301", {"tensor_parallel_degree": 4}) == [(17, "error")]
+    assert _found(
+        text.replace("args.do_train\n", "args.skip_full_optimizer\n"),
+        "SMP301",
+        {"tensor_parallel_degree": 4},
+    ) == [(17, "error")]
+    assert _found(
+        text.replace(" or args.do_train", " + 1"), "SMP301", {"tensor_parallel_degree": 4}
+    ) == [(17, "error")]
+    assert _found(
+        text.replace(" or args.do_train", " and args.do_train"),
+        "SMP301",
+        {"tensor_parallel_degree": 4},
+    ) == [(17, "error")]
 
 
 def test_skip_flag_on_by_default_makes_the_unskipped_path_a_hint() -> None:
-    text = ARGS + """\
+    text = (
+        ARGS
+        + """\
 smp.init()
 model = smp.DistributedModel(Net())
 optimizer = smp.DistributedOptimizer(torch.optim.Adam(model.parameters()))
 if not args.skip_full_optimizer:
     torch.save(optimizer.state_dict(), "opt.pt")
 """
+    )
     assert _found(text, "SMP303", {"shard_optimizer_state": True}) == [(17, "hint")]
 
 
@@ -165,24 +208,33 @@ PyTorch(
 """
 
 
-def _project_findings(root: Path, script: str, hyperparameters: dict, select: str) -> list[tuple[int, str]]:
+def _project_findings(
+    root: Path, script: str, hyperparameters: dict, select: str
+) -> list[tuple[int, str]]:
     (root / "train.py").write_text(script, encoding="utf-8")
     launcher = LAUNCHER.replace("HYPERPARAMETERS", repr(hyperparameters))
     (root / "launch.py").write_text(launcher, encoding="utf-8")
     project = Project.of((str(root),)).with_links(link([(str(root / "launch.py"), launcher)]))
     path = root / "train.py"
-    options = AnalysisOptions(select=frozenset({select}), project=project, declared_jobs=project.declared_for(str(path)))
-    return sorted((f.start.line, f.severity.value) for f in analyze(script, str(path), options).findings)
+    options = AnalysisOptions(
+        select=frozenset({select}), project=project, declared_jobs=project.declared_for(str(path))
+    )
+    return sorted(
+        (f.start.line, f.severity.value) for f in analyze(script, str(path), options).findings
+    )
 
 
 def test_launcher_hyperparameters_decide_the_branch(workdir: Path) -> None:
-    script = ARGS + """\
+    script = (
+        ARGS
+        + """\
 smp.init()
 model = smp.DistributedModel(Net())
 if args.save_full_model:
     if smp.dp_rank() == 0:
         smp.save(model.local_state_dict(), "model.pt", partial=True)
 """
+    )
     # The launcher turns the flag on: the finding stands, with the job's tensor parallelism.
     assert _project_findings(workdir, script, {"save_full_model": 1}, "SMP301") == [(16, "error")]
     # The launcher turns it off explicitly: that code never runs in this job.

@@ -23,7 +23,7 @@ from smpfix.job.jobfacts import DeclaredJob
 from smpfix.job.project import Project
 from smpfix.rules.registry import RuleNames
 
-BAD = '''import smdistributed.modelparallel.torch as smp
+BAD = """import smdistributed.modelparallel.torch as smp
 import torch
 
 smp.init()
@@ -33,19 +33,26 @@ model = smp.DistributedModel(model)
 if smp.dp_rank() == 0:
     smp.save(model.local_state_dict(), "m.pt", partial=True)
 optimizer = smp.DistributedOptimizer(optimizer)
-'''
+"""
 
-CLEAN = '''import smdistributed.modelparallel.torch as smp
+CLEAN = """import smdistributed.modelparallel.torch as smp
 
 smp.init()
 model = smp.DistributedModel(GPT())
-'''
+"""
 
 
 def _options(root: Path, **changes: object) -> RunOptions:
     names = RuleNames()
-    settings: dict = {"select": frozenset(names), "rule_names": names, "root": root, "jobs": 1,
-                      "cache_dir": root / ".smpfix_cache", "project": Project.of((str(root),)), **changes}
+    settings: dict = {
+        "select": frozenset(names),
+        "rule_names": names,
+        "root": root,
+        "jobs": 1,
+        "cache_dir": root / ".smpfix_cache",
+        "project": Project.of((str(root),)),
+        **changes,
+    }
     return RunOptions(**settings)
 
 
@@ -75,7 +82,10 @@ def analyses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _shape(results: list[FileResult]) -> list[tuple]:
-    return [(r.path, [(f.code, f.start, f.end, f.message, f.fix) for f in r.findings], r.errors, r.text) for r in results]
+    return [
+        (r.path, [(f.code, f.start, f.end, f.message, f.fix) for f in r.findings], r.errors, r.text)
+        for r in results
+    ]
 
 
 def test_unchanged_file_is_served_from_the_cache(tmp_path: Path, analyses: list[str]) -> None:
@@ -97,7 +107,10 @@ def test_changed_content_settings_or_job_miss(tmp_path: Path, analyses: list[str
     script.write_text(CLEAN, encoding="utf-8")
     assert _check([script], options)[0].findings == ()
     _check([script], _options(tmp_path, select=frozenset({"SMP101"})))
-    _check([script], _options(tmp_path, declared_jobs=(DeclaredJob("test", {"tensor_parallel_degree": 4}),)))
+    _check(
+        [script],
+        _options(tmp_path, declared_jobs=(DeclaredJob("test", {"tensor_parallel_degree": 4}),)),
+    )
     assert len(analyses) == 4
 
 
@@ -123,7 +136,14 @@ def test_corrupt_entries_are_ignored_and_rewritten(tmp_path: Path, analyses: lis
     expected = _shape(_check([script], options))
     entries = list((tmp_path / ".smpfix_cache" / cache.FORMAT).glob("*.json"))
     assert len(entries) == 1
-    for garbage in (b"", b"{not json", b"[]", json.dumps({"digest": 1}).encode(), entries[0].read_bytes()[:40], b"\xff\xfe"):
+    for garbage in (
+        b"",
+        b"{not json",
+        b"[]",
+        json.dumps({"digest": 1}).encode(),
+        entries[0].read_bytes()[:40],
+        b"\xff\xfe",
+    ):
         entries[0].write_bytes(garbage)
         assert _shape(_check([script], options)) == expected
         assert json.loads(entries[0].read_bytes())["result"]["path"] == str(script)
@@ -158,7 +178,9 @@ def _hammer(directory: str, rounds: int) -> int:
 
 
 def test_concurrent_writers_readers_and_cleaners(tmp_path: Path) -> None:
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    context = multiprocessing.get_context(
+        "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    )
     with context.Pool(4) as pool:
         assert pool.starmap(_hammer, [(str(tmp_path / "c"), 150)] * 4) == [0, 0, 0, 0]
 
@@ -166,8 +188,24 @@ def test_concurrent_writers_readers_and_cleaners(tmp_path: Path) -> None:
 def test_concurrent_command_runs_agree(tmp_path: Path) -> None:
     for number in range(12):
         (tmp_path / f"train_{number}.py").write_text(BAD if number % 2 else CLEAN, encoding="utf-8")
-    command = [*smpfix_command(), "check", "--format", "json", "--cache-dir", str(tmp_path / "cache"), str(tmp_path)]
-    runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"}) for _ in range(3)]
+    command = [
+        *smpfix_command(),
+        "check",
+        "--format",
+        "json",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        str(tmp_path),
+    ]
+    runs = [
+        subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+        for _ in range(3)
+    ]
     outputs = [run.communicate(timeout=300) for run in runs]
     assert all(run.returncode == 1 for run in runs), [err for _, err in outputs]
     assert len({out for out, _ in outputs}) == 1
@@ -175,7 +213,9 @@ def test_concurrent_command_runs_agree(tmp_path: Path) -> None:
     assert again.stdout == outputs[0][0]
 
 
-def test_apply_never_skips_a_fix_and_reuses_fix_free_results(tmp_path: Path, analyses: list[str]) -> None:
+def test_apply_never_skips_a_fix_and_reuses_fix_free_results(
+    tmp_path: Path, analyses: list[str]
+) -> None:
     bad, clean = tmp_path / "bad.py", tmp_path / "clean.py"
     bad.write_text(BAD, encoding="utf-8")
     clean.write_text(CLEAN, encoding="utf-8")
@@ -211,11 +251,18 @@ def test_command_line_no_cache_cache_dir_and_clean(tmp_path: Path) -> None:
     assert "*" in (tmp_path / ".smpfix_cache" / ".gitignore").read_text(encoding="utf-8")
     assert run_cli("check", "train.py", cwd=tmp_path).stdout == first.stdout
     elsewhere = tmp_path / "elsewhere"
-    assert run_cli("check", "--cache-dir", str(elsewhere), "train.py", cwd=tmp_path).stdout == first.stdout
+    assert (
+        run_cli("check", "--cache-dir", str(elsewhere), "train.py", cwd=tmp_path).stdout
+        == first.stdout
+    )
     assert list((elsewhere / cache.FORMAT).glob("*.json"))
     (tmp_path / ".smpfix_cache" / "notes.txt").write_text("not ours", encoding="utf-8")
     cleaned = run_cli("clean", cwd=tmp_path)
-    assert cleaned.code == 0 and cleaned.stdout.startswith("Removed ") and "holds other files" in cleaned.stdout
+    assert (
+        cleaned.code == 0
+        and cleaned.stdout.startswith("Removed ")
+        and "holds other files" in cleaned.stdout
+    )
     assert sorted(p.name for p in (tmp_path / ".smpfix_cache").iterdir()) == ["notes.txt"]
     assert run_cli("clean", "--cache-dir", str(elsewhere), cwd=tmp_path).code == 0
     assert not elsewhere.exists()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, run_cli
 
-BAD = '''import smdistributed.modelparallel.torch as smp
+BAD = """import smdistributed.modelparallel.torch as smp
 import torch
 
 smp.init()
@@ -19,9 +19,9 @@ model = smp.DistributedModel(model)
 if smp.dp_rank() == 0:
     smp.save(model.local_state_dict(), "m.pt", partial=True)
 optimizer = smp.DistributedOptimizer(optimizer)
-'''
+"""
 
-FIXED = '''import smdistributed.modelparallel.torch as smp
+FIXED = """import smdistributed.modelparallel.torch as smp
 import torch
 
 smp.init()
@@ -31,13 +31,13 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 if smp.rdp_rank() == 0:
     smp.save(model.local_state_dict(), "m.pt", partial=True)
 optimizer = smp.DistributedOptimizer(optimizer)
-'''
+"""
 
-CLEAN = '''import smdistributed.modelparallel.torch as smp
+CLEAN = """import smdistributed.modelparallel.torch as smp
 
 smp.init()
 model = smp.DistributedModel(GPT())
-'''
+"""
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -50,7 +50,18 @@ def write(folder: Path, name: str, text: str) -> Path:
 # Each flavour's example pair: the codes its pitfalls twin must show (with its launcher).
 EXAMPLE_PAIRS = {
     "pytorch": {"SMP101", "SMP301", "SMP801"},
-    "tensorflow": {"SMP201", "SMP203", "SMP701", "SMP702", "SMP703", "SMP704", "SMP705", "SMP706", "SMP707", "SMP812"},
+    "tensorflow": {
+        "SMP201",
+        "SMP203",
+        "SMP701",
+        "SMP702",
+        "SMP703",
+        "SMP704",
+        "SMP705",
+        "SMP706",
+        "SMP707",
+        "SMP812",
+    },
 }
 
 
@@ -70,13 +81,17 @@ def test_apply_on_a_copy_of_the_examples_fixes_the_safe_ones(tmp_path: Path, fla
     shutil.copytree(EXAMPLES, copy)
     pitfalls, correct = copy / flavour / "pitfalls", copy / flavour / "correct"
     before = run_cli("check", "--no-cache", "--format", "json", str(pitfalls))
-    safe = [f for f in json.loads(before.stdout) if f["fix"] and f["fix"]["applicability"] == "safe"]
+    safe = [
+        f for f in json.loads(before.stdout) if f["fix"] and f["fix"]["applicability"] == "safe"
+    ]
     assert safe
     first = run_cli("--apply", "--no-cache", str(pitfalls))
     assert first.code in (0, 1)
     after = json.loads(run_cli("check", "--no-cache", "--format", "json", str(pitfalls)).stdout)
     assert all(not (f["fix"] and f["fix"]["applicability"] == "safe") for f in after)
-    assert len(after) == len(json.loads(before.stdout)) - len(safe) or len(after) < len(json.loads(before.stdout))
+    assert len(after) == len(json.loads(before.stdout)) - len(safe) or len(after) < len(
+        json.loads(before.stdout)
+    )
     for script in (EXAMPLES / flavour / "correct").iterdir():
         assert (correct / script.name).read_text() == script.read_text()
 
@@ -111,7 +126,18 @@ def test_json_format_uses_ruff_field_names(tmp_path: Path) -> None:
     result = run_cli("check", "--format", "json", "--job", "tensor_parallel_degree=4", str(path))
     data = json.loads(result.stdout)
     first = data[0]
-    assert set(first) >= {"code", "name", "message", "filename", "location", "end_location", "fix", "severity", "url", "job_facts"}
+    assert set(first) >= {
+        "code",
+        "name",
+        "message",
+        "filename",
+        "location",
+        "end_location",
+        "fix",
+        "severity",
+        "url",
+        "job_facts",
+    }
     assert first["code"] == "SMP101" and first["location"] == {"row": 6, "column": 13}
     assert first["fix"]["applicability"] == "safe"
     assert first["job_facts"] == [{"feature": "TP", "state": "on", "source": "command line --job"}]
@@ -131,7 +157,9 @@ def test_diff_prints_changes_writes_nothing_and_exits_1(tmp_path: Path) -> None:
     path = write(tmp_path, "bad.py", BAD)
     result = run_cli("check", "--diff", str(path))
     assert result.code == 1
-    assert "-if smp.dp_rank() == 0:" in result.stdout and "+if smp.rdp_rank() == 0:" in result.stdout
+    assert (
+        "-if smp.dp_rank() == 0:" in result.stdout and "+if smp.rdp_rank() == 0:" in result.stdout
+    )
     assert path.read_text() == BAD
     clean = write(tmp_path, "clean.py", CLEAN)
     assert run_cli("check", "--diff", str(clean)).code == 0
@@ -149,7 +177,10 @@ def test_select_ignore_prefixes_and_names(tmp_path: Path) -> None:
     path = write(tmp_path, "bad.py", BAD)
 
     def codes(*args: str) -> set:
-        return {f["code"] for f in json.loads(run_cli("check", "--format", "json", *args, str(path)).stdout)}
+        return {
+            f["code"]
+            for f in json.loads(run_cli("check", "--format", "json", *args, str(path)).stdout)
+        }
 
     assert codes() == {"SMP101", "SMP301"}
     assert codes("--select", "SMP3") == {"SMP301"}
@@ -160,14 +191,20 @@ def test_select_ignore_prefixes_and_names(tmp_path: Path) -> None:
 
 
 def test_config_select_ignore_per_file_ignores_and_job(tmp_path: Path) -> None:
-    write(tmp_path, "pyproject.toml", '[tool.smpfix]\nignore = ["SMP101"]\nper-file-ignores = { "legacy/*" = ["ALL"] }\n\n[tool.smpfix.job]\ntensor_parallel_degree = 1\n')
+    write(
+        tmp_path,
+        "pyproject.toml",
+        '[tool.smpfix]\nignore = ["SMP101"]\nper-file-ignores = { "legacy/*" = ["ALL"] }\n\n[tool.smpfix.job]\ntensor_parallel_degree = 1\n',
+    )
     write(tmp_path, "train.py", BAD)
     write(tmp_path, "legacy/old.py", BAD)
     result = run_cli("check", "--format", "json", str(tmp_path))
     assert json.loads(result.stdout) == []
     tp = run_cli("check", "--format", "json", "--job", "tensor_parallel_degree=4", str(tmp_path))
     found = json.loads(tp.stdout)
-    assert {(Path(f["filename"]).name, f["code"], f["severity"]) for f in found} == {("train.py", "SMP301", "error")}
+    assert {(Path(f["filename"]).name, f["code"], f["severity"]) for f in found} == {
+        ("train.py", "SMP301", "error")
+    }
 
 
 def test_unknown_config_key_is_an_error(tmp_path: Path) -> None:
@@ -183,7 +220,9 @@ def test_unknown_config_key_is_an_error(tmp_path: Path) -> None:
 def test_explicit_config_file(tmp_path: Path) -> None:
     config = write(tmp_path / "conf", "pyproject.toml", '[tool.smpfix]\nselect = ["SMP301"]\n')
     path = write(tmp_path, "train.py", BAD)
-    data = json.loads(run_cli("check", "--format", "json", "--config", str(config), str(path)).stdout)
+    data = json.loads(
+        run_cli("check", "--format", "json", "--config", str(config), str(path)).stdout
+    )
     assert {f["code"] for f in data} == {"SMP301"}
     assert run_cli("check", "--config", str(tmp_path / "missing.toml"), str(path)).code == 2
 
@@ -198,7 +237,9 @@ def test_suppression_comments(tmp_path: Path) -> None:
     data = json.loads(run_cli("check", "--format", "json", str(bare)).stdout)
     assert {f["code"] for f in data} == {"SMP301"}
     other = write(tmp_path, "other.py", BAD.replace("lr=1e-4)\n", "lr=1e-4)  # noqa\n"))
-    assert {f["code"] for f in json.loads(run_cli("check", "--format", "json", str(other)).stdout)} == {"SMP101", "SMP301"}
+    assert {
+        f["code"] for f in json.loads(run_cli("check", "--format", "json", str(other)).stdout)
+    } == {"SMP101", "SMP301"}
 
 
 def test_suppression_on_first_line_of_a_multiline_statement(tmp_path: Path) -> None:
@@ -220,7 +261,9 @@ def test_discovery_respects_gitignore_excludes_and_default_folders(tmp_path: Pat
     write(tmp_path, ".hidden/train.py", BAD)
     write(tmp_path, "old/train.py", BAD)
     (tmp_path / ".git").mkdir()
-    data = json.loads(run_cli("check", "--format", "json", "--exclude", "old/", str(tmp_path)).stdout)
+    data = json.loads(
+        run_cli("check", "--format", "json", "--exclude", "old/", str(tmp_path)).stdout
+    )
     assert {Path(f["filename"]).relative_to(tmp_path).as_posix() for f in data} == {"train.py"}
 
 
@@ -229,7 +272,9 @@ def test_unparsable_file_is_reported_and_the_others_still_checked(tmp_path: Path
     write(tmp_path, "b_train.py", BAD)
     result = run_cli("check", "--format", "json", str(tmp_path))
     assert result.code == 2
-    assert f"{tmp_path / 'a_broken.py'}:2:" in result.stderr and "error: syntax error" in result.stderr
+    assert (
+        f"{tmp_path / 'a_broken.py'}:2:" in result.stderr and "error: syntax error" in result.stderr
+    )
     assert {f["code"] for f in json.loads(result.stdout)} == {"SMP101", "SMP301"}
 
 
@@ -258,11 +303,17 @@ def test_crlf_bom_and_latin1_survive_apply(tmp_path: Path) -> None:
     assert crlf.read_bytes() == FIXED.replace("\n", "\r\n").encode()
     assert oct(crlf.stat().st_mode & 0o777) == oct(0o640)
     assert bom.read_bytes() == b"\xef\xbb\xbf" + FIXED.encode()
-    assert latin.read_bytes() == ("# -*- coding: latin-1 -*-\n# caf\xe9\n" + FIXED).encode("latin-1")
+    assert latin.read_bytes() == ("# -*- coding: latin-1 -*-\n# caf\xe9\n" + FIXED).encode(
+        "latin-1"
+    )
 
 
 def test_show_job_prints_facts_and_sources(tmp_path: Path) -> None:
-    path = write(tmp_path, "train.py", BAD.replace("smp.init()", "smp.init({'microbatches': 4, 'tensor_parallel_degree': 2})"))
+    path = write(
+        tmp_path,
+        "train.py",
+        BAD.replace("smp.init()", "smp.init({'microbatches': 4, 'tensor_parallel_degree': 2})"),
+    )
     out = run_cli("check", "--show-job", "--job", "tensor_parallel_degree=4", str(path)).stdout
     assert "job facts" in out
     assert "TP           on       command line --job" in out
@@ -287,5 +338,7 @@ def test_python_dash_m_works(tmp_path: Path) -> None:
     import sys
 
     path = write(tmp_path, "bad.py", BAD)
-    proc = subprocess.run([sys.executable, "-m", "smpfix", "check", str(path)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "smpfix", "check", str(path)], capture_output=True, text=True
+    )
     assert proc.returncode == 1 and "SMP101" in proc.stdout

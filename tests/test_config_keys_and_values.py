@@ -42,7 +42,10 @@ def test_unknown_job_table_key_is_a_usage_error_with_smp812s_advice(tmp_path: Pa
     write(tmp_path, "pyproject.toml", "[tool.smpfix.job]\nsharded_data_parallelism_degree = 8\n")
     result = run_cli("check", "--select", "SMP812", ".", cwd=tmp_path)
     assert result.code == 2
-    assert "unknown job setting 'sharded_data_parallelism_degree' (did you mean 'sharded_data_parallel_degree'?)" in result.stderr
+    assert (
+        "unknown job setting 'sharded_data_parallelism_degree' (did you mean 'sharded_data_parallel_degree'?)"
+        in result.stderr
+    )
     write(tmp_path, "pyproject.toml", "[tool.smpfix.job]\ndeterministic_server = true\n")
     result = run_cli("check", "--ignore", "SMP812", ".", cwd=tmp_path)
     assert result.code == 2 and "1.12 library" in result.stderr and "remove it" in result.stderr
@@ -61,11 +64,15 @@ def test_job_table_values_are_checked_at_their_lines(tmp_path: Path) -> None:
     )
     found = findings("--select", "SMP812,SMP813,SMP815,SMP819", ".", cwd=tmp_path)
     at = {(Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in found}
-    assert at == {("pyproject.toml", 3, "SMP813"), ("pyproject.toml", 4, "SMP815"), ("pyproject.toml", 6, "SMP819")}
+    assert at == {
+        ("pyproject.toml", 3, "SMP813"),
+        ("pyproject.toml", 4, "SMP815"),
+        ("pyproject.toml", 6, "SMP819"),
+    }
     assert all(f["fix"] is None for f in found)
 
 
-LAUNCHER = '''from sagemaker.pytorch import PyTorch
+LAUNCHER = """from sagemaker.pytorch import PyTorch
 
 PyTorch(
     entry_point="train.py",
@@ -76,20 +83,22 @@ PyTorch(
         "mpi": {"enabled": True, "processes_per_host": 8},
     },
 )
-'''
+"""
 
-TRAINER_SCRIPT = '''from transformers import Trainer, TrainingArguments
+TRAINER_SCRIPT = """from transformers import Trainer, TrainingArguments
 
 trainer = Trainer(model=model, args=TrainingArguments(output_dir="out"), train_dataset=data)
 trainer.train()
-'''
+"""
 
 
 def test_launcher_of_a_trainer_script_needs_partitions(tmp_path: Path) -> None:
     write(tmp_path, "launch.py", LAUNCHER)
     write(tmp_path, "code/train.py", TRAINER_SCRIPT)
     found = [f for f in findings("--select", "SMP820", ".", cwd=tmp_path) if f["code"] == "SMP820"]
-    assert [(Path(f["filename"]).name, f["location"]["row"], f["severity"]) for f in found] == [("launch.py", 8, "error")]
+    assert [(Path(f["filename"]).name, f["location"]["row"], f["severity"]) for f in found] == [
+        ("launch.py", 8, "error")
+    ]
     assert "code/train.py uses the transformers `Trainer`" in found[0]["message"]
     assert found[0]["fix"]["applicability"] == "unsafe"
 

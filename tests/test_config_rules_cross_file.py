@@ -67,7 +67,12 @@ estimator = PyTorch(
 """
 
 
-def project(root: Path, launchers: dict[str, str], script: str = TRAIN, helpers: Optional[dict[str, str]] = None) -> Path:
+def project(
+    root: Path,
+    launchers: dict[str, str],
+    script: str = TRAIN,
+    helpers: Optional[dict[str, str]] = None,
+) -> Path:
     (root / "code").mkdir()
     (root / "code" / "train.py").write_text(script, encoding="utf-8")
     for name, text in (helpers or {}).items():
@@ -80,8 +85,14 @@ def project(root: Path, launchers: dict[str, str], script: str = TRAIN, helpers:
 def findings(root: Path, path: str, code: str, roots: Optional[tuple[str, ...]] = None) -> list:
     """Check ``path`` as the CLI would, with the launchers among ``roots`` linked."""
     checked = roots or (str(root),)
-    files = [(str(p), p.read_text(encoding="utf-8")) for p in sorted(root.rglob("*.py")) if any(str(p).startswith(r) for r in checked)]
-    options = AnalysisOptions(select=frozenset({code}), project=Project.of(checked).with_links(link(files)))
+    files = [
+        (str(p), p.read_text(encoding="utf-8"))
+        for p in sorted(root.rglob("*.py"))
+        if any(str(p).startswith(r) for r in checked)
+    ]
+    options = AnalysisOptions(
+        select=frozenset({code}), project=Project.of(checked).with_links(link(files))
+    )
     target = root / path
     return list(analyze(target.read_text(encoding="utf-8"), str(target), options).findings)
 
@@ -107,37 +118,59 @@ def test_default_is_used_when_the_launcher_passes_no_batch_size(workdir: Path) -
     root = project(workdir, {"launch.py": launcher("{}", '{"microbatches": 3, "ddp": True}')})
     found = findings(root, "code/train.py", "SMP802")
     assert [f.start.line for f in found] == [21]
-    assert "the argparse default of `--batch-size`" in found[0].message and "32 % 3 = 2" in found[0].message
+    assert (
+        "the argparse default of `--batch-size`" in found[0].message
+        and "32 % 3 = 2" in found[0].message
+    )
 
 
 def _init_dict_script() -> str:
     return TRAIN.replace(
         'parser.add_argument("--batch-size", type=int, default=32)\n',
         'parser.add_argument("--batch-size", type=int, default=32)\nparser.add_argument("--microbatches", type=int, default=4)\n',
-    ).replace("smp.init()", 'smp.init({"microbatches": args.microbatches, "pipeline_parallel_degree": 2})')
+    ).replace(
+        "smp.init()", 'smp.init({"microbatches": args.microbatches, "pipeline_parallel_degree": 2})'
+    )
 
 
 def test_microbatches_from_the_init_dict_through_hyperparameters(workdir: Path) -> None:
     # SMP_MANUAL_INIT=1: the library waits for smp.init(dict) instead of initialising on import.
     manual = '\n    environment={"SMP_MANUAL_INIT": "1"},'
-    root = project(workdir, {"launch.py": launcher('{"microbatches": 6}', '{"ddp": True}', manual)}, _init_dict_script())
+    root = project(
+        workdir,
+        {"launch.py": launcher('{"microbatches": 6}', '{"ddp": True}', manual)},
+        _init_dict_script(),
+    )
     found = findings(root, "code/train.py", "SMP802")
     assert [(f.start.line, f.severity.value) for f in found] == [(22, "error")]
     assert "32 % 6 = 2" in found[0].message
-    assert "the smp.init({...}) dict: `args.microbatches` = 6, hyperparameter 'microbatches' from the launcher" in found[0].message
+    assert (
+        "the smp.init({...}) dict: `args.microbatches` = 6, hyperparameter 'microbatches' from the launcher"
+        in found[0].message
+    )
 
 
 def test_an_init_dict_the_library_ignores_or_may_ignore_decides_nothing(workdir: Path) -> None:
     # SMP 1.13 (PyTorch 1.12.1) initialises on import from the launcher's parameters: the dict's
     # microbatches never apply. With the version unknown, they may not either.
     version = '\n    framework_version="1.12.1",'
-    root = project(workdir, {"launch.py": launcher('{"microbatches": 6}', '{"ddp": True}', version)}, _init_dict_script())
+    root = project(
+        workdir,
+        {"launch.py": launcher('{"microbatches": 6}', '{"ddp": True}', version)},
+        _init_dict_script(),
+    )
     assert findings(root, "code/train.py", "SMP802") == []
-    shown = run_cli("check", "--show-job", "--no-cache", "--exit-zero", "--select", "SMP802", ".", cwd=root)
+    shown = run_cli(
+        "check", "--show-job", "--no-cache", "--exit-zero", "--select", "SMP802", ".", cwd=root
+    )
     assert "smp.init     dict ignored: under launcher" in shown.stdout + shown.stderr
-    (root / "launch.py").write_text(launcher('{"microbatches": 6}', '{"ddp": True}'), encoding="utf-8")
+    (root / "launch.py").write_text(
+        launcher('{"microbatches": 6}', '{"ddp": True}'), encoding="utf-8"
+    )
     assert findings(root, "code/train.py", "SMP802") == []
-    shown = run_cli("check", "--show-job", "--no-cache", "--exit-zero", "--select", "SMP802", ".", cwd=root)
+    shown = run_cli(
+        "check", "--show-job", "--no-cache", "--exit-zero", "--select", "SMP802", ".", cwd=root
+    )
     assert "smp.init     dict uncertain: under launcher" in shown.stdout + shown.stderr
 
 
@@ -147,20 +180,32 @@ def test_config_rules_skip_an_init_dict_the_library_ignores(workdir: Path) -> No
     root = project(workdir, {"launch.py": launcher(extra=version)}, script)
     assert findings(root, "code/train.py", "SMP812") == []
     manual = version + '\n    environment={"SMP_MANUAL_INIT": "1"},'
-    (root / "launch.py").write_text(launcher(extra=manual), encoding="utf-8")  # the library waits for smp.init(dict)
-    assert [(f.code, f.severity.value) for f in findings(root, "code/train.py", "SMP812")] == [("SMP812", "error")]
+    (root / "launch.py").write_text(
+        launcher(extra=manual), encoding="utf-8"
+    )  # the library waits for smp.init(dict)
+    assert [(f.code, f.severity.value) for f in findings(root, "code/train.py", "SMP812")] == [
+        ("SMP812", "error")
+    ]
     (root / "launch.py").write_text(launcher(), encoding="utf-8")  # version unknown: it may read it
     [found] = findings(root, "code/train.py", "SMP812")
-    assert found.severity.value == "warning" and "This matters only if the library reads this dict" in found.message
+    assert (
+        found.severity.value == "warning"
+        and "This matters only if the library reads this dict" in found.message
+    )
 
 
 def test_unreadable_hyperparameters_are_unknown(workdir: Path) -> None:
-    root = project(workdir, {"launch.py": launcher("make_hyperparameters()", '{"microbatches": 3, "ddp": True}')})
+    root = project(
+        workdir,
+        {"launch.py": launcher("make_hyperparameters()", '{"microbatches": 3, "ddp": True}')},
+    )
     assert findings(root, "code/train.py", "SMP802") == []
 
 
 def test_launchers_that_disagree_leave_the_batch_unknown(tmp_path: Path) -> None:
-    root = project(tmp_path, {"a.py": launcher('{"batch-size": 30}'), "b.py": launcher('{"batch-size": 28}')})
+    root = project(
+        tmp_path, {"a.py": launcher('{"batch-size": 30}'), "b.py": launcher('{"batch-size": 28}')}
+    )
     assert findings(root, "code/train.py", "SMP802") == []
 
 
@@ -169,16 +214,25 @@ def test_cli_end_to_end_and_script_alone(workdir: Path) -> None:
     result = run_cli("check", "--select", "SMP802", "--format", "json", ".", cwd=root)
     assert result.code == 1, result.stderr
     data = json.loads(result.stdout)
-    assert [(Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in data] == [("train.py", 21, "SMP802")]
+    assert [(Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in data] == [
+        ("train.py", 21, "SMP802")
+    ]
     # Checked alone, the script still gets its launcher's microbatches (the launcher search).
     alone = run_cli("check", "--select", "SMP802", "--format", "json", "code/train.py", cwd=root)
     assert json.loads(alone.stdout) == data
     # Without the search, only the checked files are launchers: nothing to divide.
-    assert run_cli("check", "--select", "SMP802", "--no-launcher-search", "code/train.py", cwd=root).code == 0
+    assert (
+        run_cli(
+            "check", "--select", "SMP802", "--no-launcher-search", "code/train.py", cwd=root
+        ).code
+        == 0
+    )
 
 
 # -- SMP805 / SMP807: the script a launcher starts ------------------------------------------------
-OFFLOAD = '{"pipeline_parallel_degree": 2, "microbatches": 4, "offload_activations": True, "ddp": True}'
+OFFLOAD = (
+    '{"pipeline_parallel_degree": 2, "microbatches": 4, "offload_activations": True, "ddp": True}'
+)
 SDP_TP = '{"sharded_data_parallel_degree": 2, "tensor_parallel_degree": 8, "prescaled_batch": True, "ddp": True}'
 
 CHECKPOINTING_HELPER = """\
@@ -204,12 +258,20 @@ def test_offloading_without_checkpointing_in_the_launched_script(workdir: Path) 
     root = project(workdir, {"launch.py": launcher("{}", OFFLOAD)})
     found = findings(root, "launch.py", "SMP807")
     assert [(f.start.line, f.severity.value) for f in found] == [(10, "warning")]
-    assert "code/train.py (and the project modules it imports) never checkpoints activations" in found[0].message
+    assert (
+        "code/train.py (and the project modules it imports) never checkpoints activations"
+        in found[0].message
+    )
 
 
 def test_checkpointing_in_an_imported_helper_counts(workdir: Path) -> None:
-    script = TRAIN.replace("import argparse\n", "import argparse\nimport layers\n") + "layers.checkpoint_layers(model)\n"
-    root = project(workdir, {"launch.py": launcher("{}", OFFLOAD)}, script, {"layers.py": CHECKPOINTING_HELPER})
+    script = (
+        TRAIN.replace("import argparse\n", "import argparse\nimport layers\n")
+        + "layers.checkpoint_layers(model)\n"
+    )
+    root = project(
+        workdir, {"launch.py": launcher("{}", OFFLOAD)}, script, {"layers.py": CHECKPOINTING_HELPER}
+    )
     assert findings(root, "launch.py", "SMP807") == []
 
 
@@ -226,8 +288,15 @@ def test_sdp_with_tp_needs_model_creation_in_the_script(workdir: Path) -> None:
 
 
 def test_model_creation_in_a_helper_satisfies_it(workdir: Path) -> None:
-    script = TRAIN.replace("build_model()", "model_builder.build(config)").replace("import argparse\n", "import argparse\nimport model_builder\n")
-    root = project(workdir, {"launch.py": launcher("{}", SDP_TP)}, script, {"model_builder.py": MODEL_CREATION_HELPER})
+    script = TRAIN.replace("build_model()", "model_builder.build(config)").replace(
+        "import argparse\n", "import argparse\nimport model_builder\n"
+    )
+    root = project(
+        workdir,
+        {"launch.py": launcher("{}", SDP_TP)},
+        script,
+        {"model_builder.py": MODEL_CREATION_HELPER},
+    )
     assert findings(root, "launch.py", "SMP805") == []
 
 
@@ -237,24 +306,44 @@ def test_launcher_result_follows_changes_to_its_script(workdir: Path) -> None:
     cache = root / "cache"
 
     def codes() -> list:
-        result = run_cli("check", "--select", "SMP807", "--format", "json", "--cache-dir", str(cache), ".", cwd=root)
+        result = run_cli(
+            "check",
+            "--select",
+            "SMP807",
+            "--format",
+            "json",
+            "--cache-dir",
+            str(cache),
+            ".",
+            cwd=root,
+        )
         return [(Path(f["filename"]).name, f["code"]) for f in json.loads(result.stdout)]
 
     assert codes() == [("launch.py", "SMP807")]
-    (root / "code" / "train.py").write_text(TRAIN + "smp.set_activation_checkpointing(model.module.encoder)\n", encoding="utf-8")
+    (root / "code" / "train.py").write_text(
+        TRAIN + "smp.set_activation_checkpointing(model.module.encoder)\n", encoding="utf-8"
+    )
     assert codes() == []
 
 
 # -- SMP824: the DistributedModel of the launched script --------------------------------------
-SHARDED = '{"pipeline_parallel_degree": 2, "microbatches": 4, "shard_optimizer_state": True, "ddp": True}'
+SHARDED = (
+    '{"pipeline_parallel_degree": 2, "microbatches": 4, "shard_optimizer_state": True, "ddp": True}'
+)
 
 
 def test_sharding_with_a_distributed_model_that_turns_bucket_views_off(workdir: Path) -> None:
-    script = TRAIN.replace("smp.DistributedModel(build_model())", "smp.DistributedModel(build_model(), gradient_as_bucket_view=False)")
+    script = TRAIN.replace(
+        "smp.DistributedModel(build_model())",
+        "smp.DistributedModel(build_model(), gradient_as_bucket_view=False)",
+    )
     root = project(workdir, {"launch.py": launcher("{}", SHARDED)}, script)
     found = findings(root, "launch.py", "SMP824")
     assert [(f.start.line, f.severity.value) for f in found] == [(10, "error")]
-    assert "code/train.py builds `smp.DistributedModel(..., gradient_as_bucket_view=False)`" in found[0].message
+    assert (
+        "code/train.py builds `smp.DistributedModel(..., gradient_as_bucket_view=False)`"
+        in found[0].message
+    )
 
 
 def test_sharding_with_the_default_distributed_model_is_quiet(workdir: Path) -> None:
@@ -266,18 +355,22 @@ def test_sharding_with_the_default_distributed_model_is_quiet(workdir: Path) -> 
 def test_job_table_is_checked_by_the_configuration_rules(workdir: Path) -> None:
     (workdir / "pyproject.toml").write_text(
         "[tool.smpfix.job]\n"
-        "instance_type = \"ml.p3dn.24xlarge\"\n"
+        'instance_type = "ml.p3dn.24xlarge"\n'
         "instance_count = 3\n"
         "processes_per_host = 8\n"
         "sharded_data_parallel_degree = 16\n"
         "bf16 = true\n"
         "tensor_parallel_degree = 2\n"
         "prescaled_batch = true\n"
-        "optimize = \"memory\"\n",
+        'optimize = "memory"\n',
         encoding="utf-8",
     )
-    (workdir / "train.py").write_text("import smdistributed.modelparallel.torch as smp\nsmp.init()\n", encoding="utf-8")
-    result = run_cli("check", "--select", "SMP804,SMP805,SMP806,SMP808", "--format", "json", ".", cwd=workdir)
+    (workdir / "train.py").write_text(
+        "import smdistributed.modelparallel.torch as smp\nsmp.init()\n", encoding="utf-8"
+    )
+    result = run_cli(
+        "check", "--select", "SMP804,SMP805,SMP806,SMP808", "--format", "json", ".", cwd=workdir
+    )
     assert result.code == 1, result.stderr
     data = json.loads(result.stdout)
     found = sorted((Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in data)
@@ -287,18 +380,24 @@ def test_job_table_is_checked_by_the_configuration_rules(workdir: Path) -> None:
         ("pyproject.toml", 9, "SMP808"),  # prescaled_batch with optimize "memory"
     ]
     by_code = {f["code"]: f["message"] for f in data}
-    assert "reduced data-parallel degree 12 (24 processes / tensor_parallel_degree 2" in by_code["SMP804"]
+    assert (
+        "reduced data-parallel degree 12 (24 processes / tensor_parallel_degree 2"
+        in by_code["SMP804"]
+    )
     assert "V100" in by_code["SMP806"]
 
 
 def test_job_table_states_ddp_for_the_backend_rules(workdir: Path) -> None:
     """A table that leaves `ddp` out declares only what smpfix needs; one that writes it False is checked."""
     table = "[tool.smpfix.job]\ninstance_count = 2\nprocesses_per_host = 8\npipeline_parallel_degree = 2\n"
-    (workdir / "train.py").write_text("import smdistributed.modelparallel.torch as smp\nsmp.init()\n", encoding="utf-8")
+    (workdir / "train.py").write_text(
+        "import smdistributed.modelparallel.torch as smp\nsmp.init()\n", encoding="utf-8"
+    )
     (workdir / "pyproject.toml").write_text(table, encoding="utf-8")
     assert run_cli("check", "--select", "SMP822", ".", cwd=workdir).code == 0
     (workdir / "pyproject.toml").write_text(table + "ddp = false\n", encoding="utf-8")
     result = run_cli("check", "--select", "SMP822", "--format", "json", ".", cwd=workdir)
-    assert [(Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in json.loads(result.stdout)] == [
-        ("pyproject.toml", 5, "SMP822")
-    ]
+    assert [
+        (Path(f["filename"]).name, f["location"]["row"], f["code"])
+        for f in json.loads(result.stdout)
+    ] == [("pyproject.toml", 5, "SMP822")]

@@ -107,7 +107,9 @@ def main():
 
 def test_dicts_smpfix_cannot_follow_are_unknown() -> None:
     aliased = "def main():\n    kwargs = {}\n    other = kwargs\n    other['drop_last'] = False\n    DataLoader(ds, **kwargs)\n"
-    passed_on = "def main():\n    kwargs = {}\n    configure(kwargs)\n    DataLoader(ds, **kwargs)\n"
+    passed_on = (
+        "def main():\n    kwargs = {}\n    configure(kwargs)\n    DataLoader(ds, **kwargs)\n"
+    )
     parameter = "def main(**kwargs):\n    DataLoader(ds, **kwargs)\n"
     not_literal = "def main(args):\n    kwargs = vars(args)\n    DataLoader(ds, **kwargs)\n"
     starred = "def main(args):\n    DataLoader(*args)\n"
@@ -177,7 +179,11 @@ def test_value_flow_ends_of_a_returned_tuple_element() -> None:
     facts = collect(module)
     index = ParentIndex(module)
     flow = ValueFlow(facts, index)
-    valid = [call for call in facts.call_order if module.code_for_node(call) == "DataLoader(b, batch_size=8)"][0]
+    valid = [
+        call
+        for call in facts.call_order
+        if module.code_for_node(call) == "DataLoader(b, batch_size=8)"
+    ][0]
     ends = list(flow.ends(valid))
     assert [end.kind for end in ends] == [EndKind.LOOP]
     loop = ends[0].node
@@ -226,7 +232,9 @@ def main(args, files):
 def _analyze(root: Path, name: str, select: str, job: Optional[dict] = None) -> list:
     path = root / name
     declared = (DeclaredJob("test job", job),) if job else ()
-    options = AnalysisOptions(select=frozenset({select}), declared_jobs=declared, project=Project.of((str(root),)))
+    options = AnalysisOptions(
+        select=frozenset({select}), declared_jobs=declared, project=Project.of((str(root),))
+    )
     return list(analyze(path.read_text(encoding="utf-8"), str(path), options).findings)
 
 
@@ -282,7 +290,9 @@ def test_sampler_left_out_in_a_helper_module(workdir: Path) -> None:
     (workdir / "data.py").write_text(DATA, encoding="utf-8")
     job = {"instance_count": 2, "processes_per_host": 8, "pipeline_parallel_degree": 2}
     findings = _analyze(workdir, "train.py", "SMP206", job)
-    assert [(Path(f.path).name, f.start.line, f.severity.value) for f in findings] == [("data.py", 7, "error")]
+    assert [(Path(f.path).name, f.start.line, f.severity.value) for f in findings] == [
+        ("data.py", 7, "error")
+    ]
     assert "`train_step` of train.py" in findings[0].message
     fixed = DATA.replace("shuffle=True", "sampler=sampler")
     (workdir / "data.py").write_text(fixed, encoding="utf-8")

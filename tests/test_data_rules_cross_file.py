@@ -70,14 +70,18 @@ def _findings(root: Path, select: str, job: dict | None = None) -> list:
 
     path = root / "train.py"
     declared = (DeclaredJob("test job", job),) if job else ()
-    options = AnalysisOptions(select=frozenset({select}), declared_jobs=declared, project=Project.of((str(root),)))
+    options = AnalysisOptions(
+        select=frozenset({select}), declared_jobs=declared, project=Project.of((str(root),))
+    )
     return list(analyze(path.read_text(encoding="utf-8"), str(path), options).findings)
 
 
 def test_unsharded_loader_in_helper_is_a_hint_on_the_helper(workdir: Path) -> None:
     root = _project(workdir, DATA_UNSHARDED)
     findings = _findings(root, "SMP204")
-    assert [(Path(f.path).name, f.start.line, f.severity.value) for f in findings] == [("data.py", 6, "hint")]
+    assert [(Path(f.path).name, f.start.line, f.severity.value) for f in findings] == [
+        ("data.py", 6, "hint")
+    ]
     assert "`train_step` of train.py" in findings[0].message
     assert "Found while checking" in findings[0].message
 
@@ -94,23 +98,54 @@ def test_sharded_helper_loader_is_quiet(workdir: Path) -> None:
 def test_global_rank_sampler_in_helper(workdir: Path) -> None:
     root = _project(workdir, DATA_GLOBAL_SAMPLER)
     findings = _findings(root, "SMP202", {"pipeline_parallel_degree": 2})
-    assert [(Path(f.path).name, f.start.line, f.severity.value) for f in findings] == [("data.py", 6, "error")]
+    assert [(Path(f.path).name, f.start.line, f.severity.value) for f in findings] == [
+        ("data.py", 6, "error")
+    ]
     # The helper does not import the library, so no fix can name it: nothing to apply.
     assert findings[0].fix is None
 
 
 def test_cli_checks_the_helper_and_leaves_it_unwritten(workdir: Path) -> None:
     root = _project(workdir, DATA_GLOBAL_SAMPLER)
-    result = run_cli("check", "--select", "SMP202", "--job", "pipeline_parallel_degree=2", "--format", "json", ".", cwd=root)
+    result = run_cli(
+        "check",
+        "--select",
+        "SMP202",
+        "--job",
+        "pipeline_parallel_degree=2",
+        "--format",
+        "json",
+        ".",
+        cwd=root,
+    )
     assert result.code == 1, result.stderr
     findings = json.loads(result.stdout)
-    assert [(f["code"], Path(f["filename"]).name, f["location"]["row"]) for f in findings] == [("SMP202", "data.py", 6)]
-    applied = run_cli("check", "--select", "SMP202", "--job", "pipeline_parallel_degree=2", "--apply", ".", cwd=root)
+    assert [(f["code"], Path(f["filename"]).name, f["location"]["row"]) for f in findings] == [
+        ("SMP202", "data.py", 6)
+    ]
+    applied = run_cli(
+        "check",
+        "--select",
+        "SMP202",
+        "--job",
+        "pipeline_parallel_degree=2",
+        "--apply",
+        ".",
+        cwd=root,
+    )
     assert applied.code == 1
     assert (root / "data.py").read_text(encoding="utf-8") == DATA_GLOBAL_SAMPLER
 
 
 def test_helper_outside_the_checked_paths_is_not_read(workdir: Path) -> None:
     root = _project(workdir, DATA_UNSHARDED)
-    result = run_cli("check", "--select", "SMP202,SMP204", "--job", "pipeline_parallel_degree=2", "train.py", cwd=root)
+    result = run_cli(
+        "check",
+        "--select",
+        "SMP202,SMP204",
+        "--job",
+        "pipeline_parallel_degree=2",
+        "train.py",
+        cwd=root,
+    )
     assert result.code == 0, result.stdout + result.stderr

@@ -17,7 +17,11 @@ _LEAVES = st.sampled_from(["a", "b", "1", "x.y", "'s'"])
 
 def _extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     return st.one_of(
-        st.builds(lambda f, args: f"{f}({', '.join(args)})", st.sampled_from(["f", "g", "m.h", "smp.step"]), st.lists(inner, max_size=3)),
+        st.builds(
+            lambda f, args: f"{f}({', '.join(args)})",
+            st.sampled_from(["f", "g", "m.h", "smp.step"]),
+            st.lists(inner, max_size=3),
+        ),
         st.builds(lambda e, k: f"f({e}, key={k})", inner, inner),
         st.builds(lambda e, t, o: f"({e} if {t} else {o})", inner, inner, inner),
         st.builds(lambda e, i, c: f"[{e} for v in {i} if {c}]", inner, inner, inner),

@@ -25,12 +25,23 @@ def test_module_level_runs_before_the_main_it_calls() -> None:
         "def build():\n    smp.DistributedModel(Net())\n"
         "if __name__ == '__main__':\n    main()\n"
     )
-    assert _names(module, order.runs) == ["smp.tp_size", "main", "smp.init", "build", "Net", "smp.DistributedModel"]
+    assert _names(module, order.runs) == [
+        "smp.tp_size",
+        "main",
+        "smp.init",
+        "build",
+        "Net",
+        "smp.DistributedModel",
+    ]
 
 
 def test_arguments_run_before_the_call_they_are_passed_to() -> None:
     module, order = _order("smp.DistributedModel(Net()).to(device)\n")
-    assert _names(module, order.runs) == ["Net", "smp.DistributedModel", "smp.DistributedModel(Net()).to"]
+    assert _names(module, order.runs) == [
+        "Net",
+        "smp.DistributedModel",
+        "smp.DistributedModel(Net()).to",
+    ]
 
 
 def test_if_and_else_sides_are_exclusive_but_later_code_is_not() -> None:
@@ -61,7 +72,13 @@ def test_class_construction_runs_its_init_and_step_aliases_are_followed() -> Non
         "train_step = smp.step(body)\n"
         "Net()\ntrain_step(model)\n"
     )
-    assert _names(module, order.runs) == ["smp.step", "Net", "smp.partition", "train_step", "m.backward"]
+    assert _names(module, order.runs) == [
+        "smp.step",
+        "Net",
+        "smp.partition",
+        "train_step",
+        "m.backward",
+    ]
 
 
 def test_recursion_and_depth_stop_with_an_opaque_run() -> None:
@@ -72,7 +89,12 @@ def test_recursion_and_depth_stop_with_an_opaque_run() -> None:
     assert len(opaque) == 1 and opaque[0].opaque.name.value == "f"
     inits = happens(module, lambda call: module.code_for_node(call.func) == "smp.init")
     assert inits(opaque[0])
-    assert [function.name.value for function in functions_calling(module, lambda call: module.code_for_node(call.func) == "smp.init")] == ["f"]
+    assert [
+        function.name.value
+        for function in functions_calling(
+            module, lambda call: module.code_for_node(call.func) == "smp.init"
+        )
+    ] == ["f"]
 
 
 def test_before_and_after_skip_exclusive_runs() -> None:

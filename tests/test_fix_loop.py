@@ -13,12 +13,12 @@ from smpfix.engine.fixing import MAX_ROUNDS, apply_edits, fix_text
 from smpfix.rules.registry import all_rules
 from smpfix.rules.rule import PendingFix, Rule
 
-SOURCE = '''import smdistributed.modelparallel.torch as smp
+SOURCE = """import smdistributed.modelparallel.torch as smp
 
 smp.init()
 x = 1
 y = 2
-'''
+"""
 
 
 def probe(code: str, rewrite: Callable[[str], str]) -> type[Rule]:
@@ -27,7 +27,11 @@ def probe(code: str, rewrite: Callable[[str], str]) -> type[Rule]:
     class Probe(Rule):
         def visit_Assign(self, node: cst.Assign) -> None:
             new = rewrite(self.context.code_for(node.value))
-            self.report(node.value, "probe", fix=PendingFix(Applicability.SAFE, "probe", (ReplaceNode(node.value, new),)))
+            self.report(
+                node.value,
+                "probe",
+                fix=PendingFix(Applicability.SAFE, "probe", (ReplaceNode(node.value, new),)),
+            )
 
     Probe.code, Probe.name = code, "probe"
     return Probe
@@ -39,7 +43,9 @@ def test_probe_rules_are_not_rules_of_smpfix() -> None:
 
 def test_a_fix_that_breaks_the_code_leaves_the_file_exactly_as_it_was() -> None:
     rule = probe("SMP990", lambda code: "(")
-    outcome = fix_text(SOURCE, "t.py", AnalysisOptions(select=frozenset({"SMP990"}), extra_rules=(rule,)))
+    outcome = fix_text(
+        SOURCE, "t.py", AnalysisOptions(select=frozenset({"SMP990"}), extra_rules=(rule,))
+    )
     assert outcome.text == SOURCE
     assert outcome.applied == 0
     assert [e.code for e in outcome.errors] == ["SMP990"]
@@ -48,7 +54,9 @@ def test_a_fix_that_breaks_the_code_leaves_the_file_exactly_as_it_was() -> None:
 
 def test_a_fix_that_never_converges_stops_after_the_round_limit() -> None:
     rule = probe("SMP991", lambda code: f"{code} + 1")
-    outcome = fix_text(SOURCE, "t.py", AnalysisOptions(select=frozenset({"SMP991"}), extra_rules=(rule,)))
+    outcome = fix_text(
+        SOURCE, "t.py", AnalysisOptions(select=frozenset({"SMP991"}), extra_rules=(rule,))
+    )
     assert outcome.applied == 2 * MAX_ROUNDS
     assert "x = 1" + " + 1" * MAX_ROUNDS + "\n" in outcome.text
 

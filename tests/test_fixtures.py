@@ -37,7 +37,9 @@ CODES = [rule.code for rule in all_rules()]
 
 
 def _cases(prefix: str) -> list[Path]:
-    return sorted(p for p in FIXTURES.glob(f"SMP*/{prefix}_*.py") if not p.name.endswith(".fixed.py"))
+    return sorted(
+        p for p in FIXTURES.glob(f"SMP*/{prefix}_*.py") if not p.name.endswith(".fixed.py")
+    )
 
 
 @pytest.mark.parametrize("code", CODES)
@@ -54,16 +56,26 @@ def test_bad_fixture_findings(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     expected = expected_findings(text)
     assert expected, f"{path} has no # expect: markers"
-    findings = check_source(text, str(path), select=[code, *fixture_select(text)], job=fixture_job(text), roots=fixture_roots(path, text))
+    findings = check_source(
+        text,
+        str(path),
+        select=[code, *fixture_select(text)],
+        job=fixture_job(text),
+        roots=fixture_roots(path, text),
+    )
     got = sorted((f.start.line, f.code) for f in findings)
-    assert got == sorted((e.line, e.code) for e in expected), "\n".join(f"{f.start.line}: {f.message}" for f in findings)
+    assert got == sorted((e.line, e.code) for e in expected), "\n".join(
+        f"{f.start.line}: {f.message}" for f in findings
+    )
     # Several findings may share a line with different severities: match them as a multiset.
     remaining = Counter((f.start.line, f.code, f.severity.value) for f in findings)
     for item in expected:
         if item.severity is not None:
             key = (item.line, item.code, item.severity)
             messages = "\n".join(f.message for f in findings if f.start.line == item.line)
-            assert remaining[key] > 0, f"line {item.line}: no {item.code} {item.severity}:\n{messages}"
+            assert remaining[key] > 0, (
+                f"line {item.line}: no {item.code} {item.severity}:\n{messages}"
+            )
             remaining[key] -= 1
 
 
@@ -74,15 +86,26 @@ def test_bad_fixture_fixed_text(path: Path) -> None:
     job = fixture_job(text)
     unsafe = fixture_unsafe(text)
     select = [code, *fixture_select(text)]
-    result = fix_source(text, str(path), select=select, job=job, unsafe=unsafe, roots=fixture_roots(path, text))
+    result = fix_source(
+        text, str(path), select=select, job=job, unsafe=unsafe, roots=fixture_roots(path, text)
+    )
     assert not result.errors, result.errors
     fixed_path = path.with_name(path.stem + ".fixed.py")
     if fixed_path.exists():
         assert result.text == fixed_path.read_text(encoding="utf-8")
         assert result.text != text
     else:
-        assert result.text == text, f"{path}: fixes changed the text but there is no {fixed_path.name}"
-    again = fix_source(result.text, str(path), select=select, job=job, unsafe=unsafe, roots=fixture_roots(path, text))
+        assert result.text == text, (
+            f"{path}: fixes changed the text but there is no {fixed_path.name}"
+        )
+    again = fix_source(
+        result.text,
+        str(path),
+        select=select,
+        job=job,
+        unsafe=unsafe,
+        roots=fixture_roots(path, text),
+    )
     assert again.text == result.text, "fixes did not converge: a second run changed the text again"
 
 
@@ -91,5 +114,11 @@ def test_ok_fixture_is_quiet(path: Path) -> None:
     code = path.parent.name
     text = path.read_text(encoding="utf-8")
     assert not expected_findings(text), f"{path}: ok_ fixtures carry no # expect: markers"
-    findings = check_source(text, str(path), select=[code, *fixture_select(text)], job=fixture_job(text), roots=fixture_roots(path, text))
+    findings = check_source(
+        text,
+        str(path),
+        select=[code, *fixture_select(text)],
+        job=fixture_job(text),
+        roots=fixture_roots(path, text),
+    )
     assert findings == [], "\n".join(f"{f.start.line}: {f.message}" for f in findings)

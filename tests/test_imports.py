@@ -16,15 +16,39 @@ def member(source: str, expression: str):
 @pytest.mark.parametrize(
     "source, expression, expected",
     [
-        ("import smdistributed.modelparallel.torch as smp", "smp.DistributedModel", "DistributedModel"),
+        (
+            "import smdistributed.modelparallel.torch as smp",
+            "smp.DistributedModel",
+            "DistributedModel",
+        ),
         ("import smdistributed.modelparallel.torch as mp", "mp.dp_rank", "dp_rank"),
-        ("from smdistributed.modelparallel.torch import DistributedModel", "DistributedModel", "DistributedModel"),
-        ("from smdistributed.modelparallel.torch import DistributedModel as DM", "DM", "DistributedModel"),
-        ("import smdistributed.modelparallel.torch", "smdistributed.modelparallel.torch.init", "init"),
+        (
+            "from smdistributed.modelparallel.torch import DistributedModel",
+            "DistributedModel",
+            "DistributedModel",
+        ),
+        (
+            "from smdistributed.modelparallel.torch import DistributedModel as DM",
+            "DM",
+            "DistributedModel",
+        ),
+        (
+            "import smdistributed.modelparallel.torch",
+            "smdistributed.modelparallel.torch.init",
+            "init",
+        ),
         ("import smdistributed.modelparallel", "smdistributed.modelparallel.torch.init", "init"),
         ("from smdistributed.modelparallel import torch as smp", "smp.step", "step"),
-        ("import smdistributed.modelparallel.tensorflow as smp", "smp.DistributedModel", "DistributedModel"),
-        ("import smdistributed.modelparallel.torch as smp", "smp.nn.DistributedLinear", "nn.DistributedLinear"),
+        (
+            "import smdistributed.modelparallel.tensorflow as smp",
+            "smp.DistributedModel",
+            "DistributedModel",
+        ),
+        (
+            "import smdistributed.modelparallel.torch as smp",
+            "smp.nn.DistributedLinear",
+            "nn.DistributedLinear",
+        ),
         ("def main():\n    import smdistributed.modelparallel.torch as smp", "smp.init", "init"),
     ],
 )
@@ -47,7 +71,8 @@ def test_lookalikes_are_not_the_library(source: str, expression: str) -> None:
 
 
 def test_step_functions_in_every_spelling() -> None:
-    facts = collect(cst.parse_module('''import smdistributed.modelparallel.torch as smp
+    facts = collect(
+        cst.parse_module("""import smdistributed.modelparallel.torch as smp
 from smdistributed.modelparallel.torch import step
 
 @smp.step
@@ -65,7 +90,8 @@ e = smp.step(non_split_inputs=["m"])(d_impl)
 
 @other.step
 def not_a_step(model, x): ...
-'''))
+""")
+    )
     assert facts.step_functions == frozenset({"a", "b", "c", "d", "e"})
 
 

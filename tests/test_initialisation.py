@@ -19,8 +19,12 @@ _HEADER = "import os\nimport smdistributed.modelparallel.torch as smp\n"
 
 @pytest.mark.parametrize(
     "line",
-    ['os.environ["SMP_MANUAL_INIT"] = "1"', 'os.environ.setdefault("SMP_MANUAL_INIT", "1")', 'os.putenv("SMP_MANUAL_INIT", "1")',
-     "os.environ['SMP_MANUAL_INIT'] = str(1)"],
+    [
+        'os.environ["SMP_MANUAL_INIT"] = "1"',
+        'os.environ.setdefault("SMP_MANUAL_INIT", "1")',
+        'os.putenv("SMP_MANUAL_INIT", "1")',
+        "os.environ['SMP_MANUAL_INIT'] = str(1)",
+    ],
 )
 def test_the_script_turns_import_time_initialisation_off(line: str) -> None:
     facts = collect(cst.parse_module(f"{_HEADER}{line}\n"))
@@ -28,12 +32,20 @@ def test_the_script_turns_import_time_initialisation_off(line: str) -> None:
 
 
 def test_other_variables_and_values_do_not_count() -> None:
-    facts = collect(cst.parse_module(f'{_HEADER}os.environ["SMP_MANUAL_INIT"] = "0"\nos.environ["OTHER"] = "1"\n'))
+    facts = collect(
+        cst.parse_module(
+            f'{_HEADER}os.environ["SMP_MANUAL_INIT"] = "0"\nos.environ["OTHER"] = "1"\n'
+        )
+    )
     assert not script_sets_manual_init(facts)
 
 
 def test_init_dict_keys_include_values_smpfix_cannot_read() -> None:
-    facts = collect(cst.parse_module(f'{_HEADER}cfg = {{"ddp": True, "auto_partition": not args.manual}}\nsmp.init(cfg)\n'))
+    facts = collect(
+        cst.parse_module(
+            f'{_HEADER}cfg = {{"ddp": True, "auto_partition": not args.manual}}\nsmp.init(cfg)\n'
+        )
+    )
     assert init_dict_keys(facts) == {"ddp", "auto_partition"}
 
 

@@ -41,7 +41,7 @@ CASES = (
         "SMP201",
         TORCH,
         ("DistributedModel", "init", "step"),
-        '''import torch
+        """import torch
 {import_line}
 
 
@@ -58,14 +58,14 @@ def main():
     loader = torch.utils.data.DataLoader(dataset, batch_size=8, shuffle=True)
     for epoch, x in enumerate(loader):
         train_step(model, x)
-''',
+""",
         {"microbatches": 4},
     ),
     Case(
         "SMP201",
         TENSORFLOW,
         ("init", "step"),
-        '''import tensorflow as tf
+        """import tensorflow as tf
 {import_line}
 
 {m[init]}()
@@ -79,14 +79,14 @@ def train_step(images, labels):
 
 for images, labels in dataset:
     train_step(images, labels)
-''',
+""",
         {"microbatches": 2},
     ),
     Case(
         "SMP501",
         TORCH,
         ("DistributedModel", "init", "model_creation"),
-        '''import torch
+        """import torch
 {import_line}
 
 
@@ -99,14 +99,14 @@ def main(args):
         model = GPT()
     model = {m[DistributedModel]}(model)
     return model, loader
-''',
+""",
         {},
     ),
     Case(
         "SMP601",
         TORCH,
         ("DistributedModel", "DistributedOptimizer", "init"),
-        '''import torch
+        """import torch
 {import_line}
 
 {m[init]}()
@@ -117,15 +117,35 @@ for batch in loader:
     torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
     optimizer.clip_master_grads(0.5)
     optimizer.step()
-''',
+""",
         {"sharded_data_parallel_degree": 8},
     ),
 )
 
 # Names the templates use, which an alias must not shadow.
 _TAKEN = {
-    "torch", "tf", "model", "loader", "dataset", "x", "epoch", "main", "args", "train_step", "images", "labels",
-    "loss", "loss_object", "batch", "optimizer", "generator", "smp", "Net", "GPT", "dp_rank", "tp_rank",
+    "torch",
+    "tf",
+    "model",
+    "loader",
+    "dataset",
+    "x",
+    "epoch",
+    "main",
+    "args",
+    "train_step",
+    "images",
+    "labels",
+    "loss",
+    "loss_object",
+    "batch",
+    "optimizer",
+    "generator",
+    "smp",
+    "Net",
+    "GPT",
+    "dp_rank",
+    "tp_rank",
 }
 IDENTIFIERS = st.from_regex(r"[a-z_][a-z0-9_]{0,10}", fullmatch=True).filter(
     lambda name: not keyword.iskeyword(name) and name not in _TAKEN and not hasattr(builtins, name)
@@ -138,13 +158,21 @@ def render_alias(case: Case, alias: str) -> str:
 
 
 def render_from(case: Case, local_names: list[str], renamed: list[bool]) -> str:
-    names = {member: (local if rename else member) for member, local, rename in zip(case.members, local_names, renamed)}
-    imported = ", ".join(member if local == member else f"{member} as {local}" for member, local in names.items())
+    names = {
+        member: (local if rename else member)
+        for member, local, rename in zip(case.members, local_names, renamed)
+    }
+    imported = ", ".join(
+        member if local == member else f"{member} as {local}" for member, local in names.items()
+    )
     return case.template.format(import_line=f"from {case.flavour} import {imported}", m=names)
 
 
 def findings_of(case: Case, text: str) -> list[tuple[int, str]]:
-    return sorted((f.start.line, f.code) for f in check_source(text, "train.py", select=[case.code], job=case.job))
+    return sorted(
+        (f.start.line, f.code)
+        for f in check_source(text, "train.py", select=[case.code], job=case.job)
+    )
 
 
 def assert_fix_resolves_and_converges(case: Case, text: str) -> None:
@@ -173,7 +201,9 @@ def test_alias_finds_the_same_and_fixes_converge(case: Case, alias: str) -> None
     local_names=st.lists(IDENTIFIERS, min_size=3, max_size=3, unique=True),
     renamed=st.lists(st.booleans(), min_size=3, max_size=3),
 )
-def test_from_import_finds_the_same_and_fixes_converge(case: Case, local_names: list[str], renamed: list[bool]) -> None:
+def test_from_import_finds_the_same_and_fixes_converge(
+    case: Case, local_names: list[str], renamed: list[bool]
+) -> None:
     canonical = findings_of(case, render_alias(case, "smp"))
     text = render_from(case, local_names, renamed)
     assert findings_of(case, text) == canonical

@@ -26,8 +26,14 @@ PROJECTS = ROOT / "tests" / "projects"
 # layout -> (the script, how job-fact sources name its launcher)
 LAYOUTS = {
     "sibling_folders": ("src/gpt/train.py", "launcher jobs/launch_gpt.py:13"),
-    "notebook_getcwd": ("notebooks/gpt2/code/train_gpt2.py", "launcher notebooks/gpt2/launch_gpt2.ipynb"),
-    "container_tests": ("test/resources/mnist/smp_pt_mnist.py", "launcher test/integration/sagemaker/test_smmodelparallel.py:33"),
+    "notebook_getcwd": (
+        "notebooks/gpt2/code/train_gpt2.py",
+        "launcher notebooks/gpt2/launch_gpt2.ipynb",
+    ),
+    "container_tests": (
+        "test/resources/mnist/smp_pt_mnist.py",
+        "launcher test/integration/sagemaker/test_smmodelparallel.py:33",
+    ),
     "named_launchers": ("training/run_clm.py", "launcher ops/submit_clm.py:16"),
 }
 
@@ -45,7 +51,9 @@ def _check(cwd: Path, *args: str, stdin: Optional[str] = None) -> tuple[list[dic
     findings = json.loads(found.stdout)
     for finding in findings:
         finding["filename"] = os.path.normpath(os.path.join(cwd, finding["filename"]))
-    shown = run_cli("check", "--show-job", "--format", "concise", *args, cwd=cwd, stdin=stdin).stdout
+    shown = run_cli(
+        "check", "--show-job", "--format", "concise", *args, cwd=cwd, stdin=stdin
+    ).stdout
     return findings, _job_block(shown)
 
 
@@ -54,7 +62,7 @@ def _job_block(output: str) -> str:
     lines = output.splitlines()
     start = next(i for i, line in enumerate(lines) if line.endswith(": job facts"))
     block = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.startswith("  "):
             break
         block.append(line)
@@ -73,7 +81,9 @@ def test_a_script_gets_the_same_result_however_it_is_checked(layout: str, tmp_pa
     runs = {
         "alone from the project root": _check(root, *cache, relative),
         "alone from the script's folder": _check(script.parent, *cache, script.name),
-        "on stdin": _check(root, *cache, "-", "--stdin-filename", relative, stdin=script.read_text()),
+        "on stdin": _check(
+            root, *cache, "-", "--stdin-filename", relative, stdin=script.read_text()
+        ),
         "alone, without a cache": _check(root, "--no-cache", relative),
     }
     for how, (findings, job) in runs.items():
@@ -81,7 +91,11 @@ def test_a_script_gets_the_same_result_however_it_is_checked(layout: str, tmp_pa
         assert job == whole_job, how
 
     # The launcher decided something: an error whose job facts come from it ...
-    assert any(f["severity"] == "error" and any(fact["source"].startswith(launcher) for fact in f["job_facts"]) for f in whole)
+    assert any(
+        f["severity"] == "error"
+        and any(fact["source"].startswith(launcher) for fact in f["job_facts"])
+        for f in whole
+    )
     assert f"({launcher})" in whole_job
     # ... which a run that looks only at the named file does not know.
     alone_without_search, _ = _check(root, "--no-cache", "--no-launcher-search", relative)
@@ -96,13 +110,13 @@ def _write(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-SCRIPT = '''import smdistributed.modelparallel.torch as smp
+SCRIPT = """import smdistributed.modelparallel.torch as smp
 
 smp.init()
 model = smp.DistributedModel(build())
 if smp.dp_rank() == 0:
     smp.save(model.local_state_dict(), "m.pt", partial=True)
-'''
+"""
 
 
 def launcher(tp: int, source_dir: str = "code", microbatches: int = 2) -> str:
@@ -122,61 +136,138 @@ UNSET = "not set in any known source"
 
 
 def _smp301(cwd: Path, *args: str) -> list[tuple[str, str]]:
-    result = run_cli("check", "--select", "SMP301", "--format", "json", "--no-cache", *args, cwd=cwd)
-    return [(f["severity"], f["job_facts"][0]["source"] if f["job_facts"] else "") for f in json.loads(result.stdout)]
+    result = run_cli(
+        "check", "--select", "SMP301", "--format", "json", "--no-cache", *args, cwd=cwd
+    )
+    return [
+        (f["severity"], f["job_facts"][0]["source"] if f["job_facts"] else "")
+        for f in json.loads(result.stdout)
+    ]
 
 
 def test_launchers_that_disagree_are_named_in_show_job(tmp_path: Path) -> None:
-    root = _write(tmp_path, {"pyproject.toml": "", "code/train.py": SCRIPT, "jobs/small.py": launcher(4, "code", 2),
-                             "jobs/large.py": launcher(4, "code", 8)})
+    root = _write(
+        tmp_path,
+        {
+            "pyproject.toml": "",
+            "code/train.py": SCRIPT,
+            "jobs/small.py": launcher(4, "code", 2),
+            "jobs/large.py": launcher(4, "code", 8),
+        },
+    )
     shown = run_cli("check", "--show-job", "--no-cache", "code/train.py", cwd=root).stdout
-    assert "microbatches unknown: launcher jobs/large.py:3, launcher jobs/small.py:3 set it to different values" in shown
-    assert "tensor_parallel_degree = 4  (launcher jobs/large.py:3, launcher jobs/small.py:3)" in shown
-    assert _smp301(root, "code/train.py") == [("error", "launcher jobs/large.py:3, launcher jobs/small.py:3")]
+    assert (
+        "microbatches unknown: launcher jobs/large.py:3, launcher jobs/small.py:3 set it to different values"
+        in shown
+    )
+    assert (
+        "tensor_parallel_degree = 4  (launcher jobs/large.py:3, launcher jobs/small.py:3)" in shown
+    )
+    assert _smp301(root, "code/train.py") == [
+        ("error", "launcher jobs/large.py:3, launcher jobs/small.py:3")
+    ]
 
 
-def test_excluded_and_gitignored_launchers_configure_nothing_whichever_way_checked(tmp_path: Path) -> None:
-    root = _write(tmp_path, {"pyproject.toml": '[tool.smpfix]\nexclude = ["old/"]\n', ".gitignore": "scratch/\n",
-                             "code/train.py": SCRIPT, "old/launch.py": launcher(4), "scratch/launch.py": launcher(2)})
+def test_excluded_and_gitignored_launchers_configure_nothing_whichever_way_checked(
+    tmp_path: Path,
+) -> None:
+    root = _write(
+        tmp_path,
+        {
+            "pyproject.toml": '[tool.smpfix]\nexclude = ["old/"]\n',
+            ".gitignore": "scratch/\n",
+            "code/train.py": SCRIPT,
+            "old/launch.py": launcher(4),
+            "scratch/launch.py": launcher(2),
+        },
+    )
     assert _smp301(root, "code/train.py") == _smp301(root, ".") == [("warning", UNSET)]
     # The same launcher, neither excluded nor ignored, is found from the script alone.
     (root / "jobs").mkdir()
     shutil.copy(root / "old" / "launch.py", root / "jobs" / "launch.py")
-    assert _smp301(root, "code/train.py") == _smp301(root, ".") == [("error", "launcher jobs/launch.py:3")]
+    assert (
+        _smp301(root, "code/train.py")
+        == _smp301(root, ".")
+        == [("error", "launcher jobs/launch.py:3")]
+    )
 
 
 def test_named_launchers_replace_the_search(tmp_path: Path) -> None:
-    root = _write(tmp_path, {"pyproject.toml": '[tool.smpfix]\nlaunchers = ["jobs/*.py"]\n', "code/train.py": SCRIPT,
-                             "jobs/launch.py": launcher(1), "experiments/launch_tp.py": launcher(4)})
+    root = _write(
+        tmp_path,
+        {
+            "pyproject.toml": '[tool.smpfix]\nlaunchers = ["jobs/*.py"]\n',
+            "code/train.py": SCRIPT,
+            "jobs/launch.py": launcher(1),
+            "experiments/launch_tp.py": launcher(4),
+        },
+    )
     # Only the named launcher configures the script (tensor parallelism off), also when the
     # whole project is checked.
     assert _smp301(root, "code/train.py") == _smp301(root, ".") == []
     (root / "jobs" / "launch.py").write_text(launcher(2))
-    assert _smp301(root, "code/train.py") == _smp301(root, ".") == [("error", "launcher jobs/launch.py:3")]
+    assert (
+        _smp301(root, "code/train.py")
+        == _smp301(root, ".")
+        == [("error", "launcher jobs/launch.py:3")]
+    )
 
 
 def test_a_named_launcher_glob_must_be_relative(tmp_path: Path) -> None:
-    root = _write(tmp_path, {"pyproject.toml": '[tool.smpfix]\nlaunchers = ["/etc/*.py"]\n', "train.py": SCRIPT})
+    root = _write(
+        tmp_path,
+        {"pyproject.toml": '[tool.smpfix]\nlaunchers = ["/etc/*.py"]\n', "train.py": SCRIPT},
+    )
     result = run_cli("check", "train.py", cwd=root)
     assert result.code == 2 and "launchers: '/etc/*.py' must be a glob relative to" in result.stderr
 
 
 def test_stdin_without_a_name_has_no_project(tmp_path: Path) -> None:
-    root = _write(tmp_path, {"pyproject.toml": "", "train.py": SCRIPT, "launch.py": launcher(4, ".")})
+    root = _write(
+        tmp_path, {"pyproject.toml": "", "train.py": SCRIPT, "launch.py": launcher(4, ".")}
+    )
     result = run_cli("check", "--select", "SMP301", "--format", "json", "-", cwd=root, stdin=SCRIPT)
     assert [f["severity"] for f in json.loads(result.stdout)] == ["warning"]
-    named = run_cli("check", "--select", "SMP301", "--format", "json", "-", "--stdin-filename", "train.py", cwd=root, stdin=SCRIPT)
+    named = run_cli(
+        "check",
+        "--select",
+        "SMP301",
+        "--format",
+        "json",
+        "-",
+        "--stdin-filename",
+        "train.py",
+        cwd=root,
+        stdin=SCRIPT,
+    )
     assert [f["severity"] for f in json.loads(named.stdout)] == ["error"]
 
 
 def test_a_changed_launcher_is_read_again(tmp_path: Path) -> None:
     """The index keeps what each launcher says in the cache, keyed on its bytes (and on the JSON
     file its ``parameters`` name)."""
-    from_json = launcher(1).replace('{\n        "tensor_parallel_degree": 1, "microbatches": 2, "ddp": True}', '"smp.json"')
+    from_json = launcher(1).replace(
+        '{\n        "tensor_parallel_degree": 1, "microbatches": 2, "ddp": True}', '"smp.json"'
+    )
     assert '"parameters": "smp.json"' in from_json
-    root = _write(tmp_path, {"pyproject.toml": "", "code/train.py": SCRIPT, "smp.json": '{"tensor_parallel_degree": 4}',
-                             "launch.py": from_json})
-    cached = ("--select", "SMP301", "--format", "json", "--cache-dir", str(tmp_path / "cache"), "code/train.py")
+    root = _write(
+        tmp_path,
+        {
+            "pyproject.toml": "",
+            "code/train.py": SCRIPT,
+            "smp.json": '{"tensor_parallel_degree": 4}',
+            "launch.py": from_json,
+        },
+    )
+    cached = (
+        "--select",
+        "SMP301",
+        "--format",
+        "json",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "code/train.py",
+    )
 
     def severities() -> list[str]:
         return [f["severity"] for f in json.loads(run_cli("check", *cached, cwd=root).stdout)]
@@ -197,16 +288,27 @@ def test_a_script_outside_any_project_is_still_checked_alone(tmp_path: Path) -> 
     assert _smp301(ROOT, str(folder / "train.py")) == [("error", "launcher launch.py:3")]
 
 
-def test_project_links_reads_only_what_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_project_links_reads_only_what_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The index a front end asks for one project; warm, it reads the launchers and nothing else."""
     from smpfix.engine import launcher_index
     from smpfix.engine.cache import ResultCache
 
-    root = _write(tmp_path / "project", {"pyproject.toml": "", "code/train.py": SCRIPT, "jobs/launch.py": launcher(4),
-                                         "lib/util.py": "x = 1\n"})
+    root = _write(
+        tmp_path / "project",
+        {
+            "pyproject.toml": "",
+            "code/train.py": SCRIPT,
+            "jobs/launch.py": launcher(4),
+            "lib/util.py": "x = 1\n",
+        },
+    )
     cache = ResultCache.open(tmp_path / "cache")
     first = launcher_index.project_links(str(root), cache=cache)
-    assert [(link.script, link.job.settings["tensor_parallel_degree"]) for link in first] == [(str(root / "code" / "train.py"), 4)]
+    assert [(link.script, link.job.settings["tensor_parallel_degree"]) for link in first] == [
+        (str(root / "code" / "train.py"), 4)
+    ]
     reads: list[str] = []
 
     def read(path: str) -> bytes:

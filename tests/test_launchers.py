@@ -13,13 +13,13 @@ from smpfix.base.literals import UNKNOWN
 from smpfix.job.launcher import find_launchers
 from smpfix.program.facts import collect
 
-SCRIPT = '''import smdistributed.modelparallel.torch as smp
+SCRIPT = """import smdistributed.modelparallel.torch as smp
 
 smp.init({"tensor_parallel_degree": 1})
 model = smp.DistributedModel(build())
 if smp.dp_rank() == 0:
     smp.save(model.local_state_dict(), "m.pt", partial=True)
-'''
+"""
 
 
 def launcher(tp: int, entry: str = "train.py", source_dir: str = "code") -> str:
@@ -58,7 +58,10 @@ def test_launcher_turns_tensor_parallelism_on_for_its_script(tmp_path: Path) -> 
     tree(tmp_path, tp=4)
     found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
     assert [(Path(f["filename"]).name, f["severity"]) for f in found] == [("train.py", "error")]
-    assert found[0]["job_facts"][0]["source"].startswith("launcher ") and "launch.py:7" in found[0]["job_facts"][0]["source"]
+    assert (
+        found[0]["job_facts"][0]["source"].startswith("launcher ")
+        and "launch.py:7" in found[0]["job_facts"][0]["source"]
+    )
     assert "tensor parallelism is enabled (launcher " in found[0]["message"]
 
 
@@ -71,12 +74,16 @@ def test_launcher_overrides_the_init_dict_and_show_job_names_it(tmp_path: Path) 
     tree(tmp_path, tp=4)
     out = run_cli("check", "--show-job", "--format", "concise", str(tmp_path)).stdout
     assert "TP           on       launcher " in out
-    assert "instance_type = \"ml.p4d.24xlarge\"" in out
+    assert 'instance_type = "ml.p4d.24xlarge"' in out
 
 
 def test_command_line_still_beats_the_launcher(tmp_path: Path) -> None:
     tree(tmp_path, tp=4)
-    assert [f for f in findings("--job", "tensor_parallel_degree=1", str(tmp_path)) if f["code"] == "SMP301"] == []
+    assert [
+        f
+        for f in findings("--job", "tensor_parallel_degree=1", str(tmp_path))
+        if f["code"] == "SMP301"
+    ] == []
 
 
 def test_script_alone_finds_the_launcher_of_its_project(tmp_path: Path) -> None:
@@ -85,17 +92,35 @@ def test_script_alone_finds_the_launcher_of_its_project(tmp_path: Path) -> None:
     assert [f for f in findings(str(tmp_path / "code" / "train.py")) if f["code"] == "SMP301"] == []
     (tmp_path / "pyproject.toml").write_text("")
     found = [f for f in findings(str(tmp_path / "code" / "train.py")) if f["code"] == "SMP301"]
-    assert [(f["severity"], f["job_facts"][0]["source"]) for f in found] == [("error", "launcher launch.py:7")]
+    assert [(f["severity"], f["job_facts"][0]["source"]) for f in found] == [
+        ("error", "launcher launch.py:7")
+    ]
 
 
 def test_notebook_launcher_with_writefile_script(tmp_path: Path) -> None:
     cells = [
-        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": ["%%writefile train.py\n", *SCRIPT.splitlines(keepends=True)]},
-        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": launcher(8, source_dir=".").splitlines(keepends=True)},
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": None,
+            "source": ["%%writefile train.py\n", *SCRIPT.splitlines(keepends=True)],
+        },
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": None,
+            "source": launcher(8, source_dir=".").splitlines(keepends=True),
+        },
     ]
-    (tmp_path / "launch.ipynb").write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1))
+    (tmp_path / "launch.ipynb").write_text(
+        json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+    )
     found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
-    assert [(Path(f["filename"]).name, f["cell"], f["severity"]) for f in found] == [("launch.ipynb", 1, "error")]
+    assert [(Path(f["filename"]).name, f["cell"], f["severity"]) for f in found] == [
+        ("launch.ipynb", 1, "error")
+    ]
 
 
 def resolve(text: str) -> dict:
@@ -106,7 +131,7 @@ def resolve(text: str) -> dict:
 
 
 def test_distribution_resolution_forms() -> None:
-    text = '''from sagemaker.huggingface import HuggingFace
+    text = """from sagemaker.huggingface import HuggingFace
 base = {"microbatches": 4}
 params = {**base, "partitions": 2}
 mp = dict(enabled=True, parameters=params)
@@ -116,31 +141,37 @@ dist["mpi"].update({"processes_per_host": 8})
 dist["mpi"]["custom_mpi_options"] = "-verbose"
 dist["mpi"]["custom_mpi_options"] += " -x NCCL_DEBUG=WARN"
 HuggingFace(entry_point="train.py", distribution=dist)
-'''
+"""
     assert resolve(text) == {
-        "smdistributed": {"modelparallel": {"enabled": True, "parameters": {"microbatches": 4, "partitions": 2}}},
-        "mpi": {"enabled": True, "processes_per_host": 8, "custom_mpi_options": "-verbose -x NCCL_DEBUG=WARN"},
+        "smdistributed": {
+            "modelparallel": {"enabled": True, "parameters": {"microbatches": 4, "partitions": 2}}
+        },
+        "mpi": {
+            "enabled": True,
+            "processes_per_host": 8,
+            "custom_mpi_options": "-verbose -x NCCL_DEBUG=WARN",
+        },
     }
 
 
 def test_strings_written_on_several_lines_are_joined() -> None:
-    text = '''from sagemaker.pytorch import PyTorch
+    text = """from sagemaker.pytorch import PyTorch
 dist = {"mpi": {"custom_mpi_options": "-verbose "
                                       "-x NCCL_DEBUG=WARN " f"-x A={x}"},
         "smdistributed": {"modelparallel": {"enabled": True, "parameters": {"ddp_dist_backend": "nc"
                                                                             "cl"}}}}
 PyTorch(entry_point="train.py", distribution=dist)
-'''
+"""
     resolved = resolve(text)
     assert resolved["mpi"]["custom_mpi_options"] is UNKNOWN
     assert resolved["smdistributed"]["modelparallel"]["parameters"] == {"ddp_dist_backend": "nccl"}
 
 
 def test_unresolvable_parts_are_unknown_not_guessed() -> None:
-    text = '''import sagemaker
+    text = """import sagemaker
 dist = {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"microbatches": args.mb, "partitions": load()}}}}
 sagemaker.estimator.Estimator(image_uri="x", distribution=dist)
-'''
+"""
     params = resolve(text)["smdistributed"]["modelparallel"]["parameters"]
     assert params["microbatches"] is UNKNOWN and params["partitions"] is UNKNOWN
 
@@ -149,9 +180,9 @@ def test_parameters_from_a_json_file(tmp_path: Path) -> None:
     (tmp_path / "smp.json").write_text('{"tensor_parallel_degree": 4, "ddp": true}')
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "train.py").write_text(SCRIPT)
-    (tmp_path / "launch.py").write_text('''from sagemaker.pytorch import PyTorch
+    (tmp_path / "launch.py").write_text("""from sagemaker.pytorch import PyTorch
 PyTorch(entry_point="train.py", source_dir="code", distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": "smp.json"}}, "mpi": {"enabled": True, "processes_per_host": 8}})
-''')
+""")
     found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
     assert [f["severity"] for f in found] == ["error"]
 
@@ -159,7 +190,7 @@ PyTorch(entry_point="train.py", source_dir="code", distribution={"smdistributed"
 def test_notebook_style_hyperparameter_presets_resolve() -> None:
     """Official launcher notebooks pick a preset with ``if``/``elif``, copy it into the
     hyperparameters with a loop, and derive the parameters by subscripts and comparisons."""
-    text = '''from sagemaker.pytorch import PyTorch
+    text = """from sagemaker.pytorch import PyTorch
 hp = {"fp16": 1, "manual_partition": 0}
 preset = "small"
 use_fsx = False
@@ -188,7 +219,7 @@ PyTorch(entry_point="train.py", distribution={
         "ddp": not use_fsx and True,
     }}},
 })
-'''
+"""
     dist = resolve(text)
     assert dist["mpi"]["processes_per_host"] == 8
     assert dist["smdistributed"]["modelparallel"]["parameters"] == {
@@ -201,13 +232,13 @@ PyTorch(entry_point="train.py", distribution={
 
 
 def test_unknown_branch_tests_and_loops_stay_unknown() -> None:
-    text = '''from sagemaker.pytorch import PyTorch
+    text = """from sagemaker.pytorch import PyTorch
 hp = {"tensor_parallel_degree": 2}
 for k, v in load_overrides().items():
     hp[k] = v
 PyTorch(entry_point="train.py", distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {
     "tensor_parallel_degree": hp["tensor_parallel_degree"], "fp16": args.fp16 > 0}}}})
-'''
+"""
     params = resolve(text)["smdistributed"]["modelparallel"]["parameters"]
     assert params["tensor_parallel_degree"] is UNKNOWN and params["fp16"] is UNKNOWN
 
@@ -215,9 +246,9 @@ PyTorch(entry_point="train.py", distribution={"smdistributed": {"modelparallel":
 def test_entry_point_given_by_position(tmp_path: Path) -> None:
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "train.py").write_text(SCRIPT)
-    (tmp_path / "launch.py").write_text('''from sagemaker.pytorch import PyTorch
+    (tmp_path / "launch.py").write_text("""from sagemaker.pytorch import PyTorch
 PyTorch("train.py", source_dir="code", distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4, "ddp": True}}}, "mpi": {"enabled": True, "processes_per_host": 8}})
-''')
+""")
     found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
     assert [f["severity"] for f in found] == ["error"]
 
@@ -226,10 +257,21 @@ def test_time_magic_cell_of_a_notebook_launcher_is_python(tmp_path: Path) -> Non
     (tmp_path / "train.py").write_text(SCRIPT)
     cells = [
         ["%%time\n", "import os\n", "from sagemaker.pytorch import PyTorch\n"],
-        ['PyTorch(entry_point="train.py", source_dir=os.getcwd(), distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4, "ddp": True}}}, "mpi": {"enabled": True}})\n'],
+        [
+            'PyTorch(entry_point="train.py", source_dir=os.getcwd(), distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4, "ddp": True}}}, "mpi": {"enabled": True}})\n'
+        ],
     ]
     notebook = {
-        "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": cell} for cell in cells],
+        "cells": [
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "outputs": [],
+                "execution_count": None,
+                "source": cell,
+            }
+            for cell in cells
+        ],
         "metadata": {},
         "nbformat": 4,
         "nbformat_minor": 4,
@@ -245,7 +287,10 @@ def test_time_magic_cell_of_a_notebook_launcher_is_python(tmp_path: Path) -> Non
 def scripts(text: str, path: str = "/repo/jobs/launch.py", root: str = "/repo") -> list[list[str]]:
     """Each estimator's candidate scripts, for a launcher at ``path`` in the project ``root``."""
     module = cst.parse_module(text)
-    return [launcher.script_candidates(root) for launcher in find_launchers(module, collect(module).imports, path)]
+    return [
+        launcher.script_candidates(root)
+        for launcher in find_launchers(module, collect(module).imports, path)
+    ]
 
 
 PATH_FORMS = {
@@ -312,7 +357,7 @@ def test_os_path_must_be_the_standard_library() -> None:
 def test_estimators_built_in_functions_see_the_module_and_not_their_parameters() -> None:
     """pytest integration tests build the estimator in a test function, from module constants
     (even ones defined below the function) and a ``**kwargs`` dict; parameters are unknown."""
-    text = '''import os
+    text = """import os
 import pytest
 from sagemaker.pytorch import PyTorch
 
@@ -332,20 +377,28 @@ class TestMore:
 
 
 DISTRIBUTION = {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"partitions": 2}}}}
-'''
+"""
     module = cst.parse_module(text)
     found = find_launchers(module, collect(module).imports, "/repo/test/test_smp.py")
-    assert [launcher.script_candidates("/repo") for launcher in found] == [["/repo/test/resources/mnist.py"],
-                                                                           ["/repo/test/resources/other.py"]]
+    assert [launcher.script_candidates("/repo") for launcher in found] == [
+        ["/repo/test/resources/mnist.py"],
+        ["/repo/test/resources/other.py"],
+    ]
     assert found[0].keyword("instance_type").plain() is UNKNOWN
     assert found[1].literal("instance_type") == "ml.p3.2xlarge"
     assert all(launcher.parameters.plain() == {"partitions": 2} for launcher in found)
 
 
-@pytest.mark.parametrize(("call", "entry"), [
-    ('HuggingFace("py39", "run_clm.py", source_dir="code")', "run_clm.py"),
-    ('TensorFlow(entry_point="tf_train.py", source_dir="code", py_version="py39")', "tf_train.py"),
-])
+@pytest.mark.parametrize(
+    ("call", "entry"),
+    [
+        ('HuggingFace("py39", "run_clm.py", source_dir="code")', "run_clm.py"),
+        (
+            'TensorFlow(entry_point="tf_train.py", source_dir="code", py_version="py39")',
+            "tf_train.py",
+        ),
+    ],
+)
 def test_hugging_face_and_tensorflow_estimators(call: str, entry: str) -> None:
     text = f"from sagemaker.huggingface import HuggingFace\nfrom sagemaker.tensorflow import TensorFlow\n{call}\n"
     assert scripts(text) == [[f"/repo/jobs/code/{entry}", f"/repo/code/{entry}"]]

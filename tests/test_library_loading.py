@@ -27,24 +27,56 @@ def _loading(root: Path, files: dict[str, str]) -> Tri:
 @pytest.mark.parametrize(
     ("files", "expected"),
     [
-        ({"train.py": "import os\nimport torch\nimport numpy as np\nfrom torch.utils.data import DataLoader\n"}, Tri.OFF),
+        (
+            {
+                "train.py": "import os\nimport torch\nimport numpy as np\nfrom torch.utils.data import DataLoader\n"
+            },
+            Tri.OFF,
+        ),
         ({"train.py": "import tensorflow as tf\nimport horovod.tensorflow as hvd\n"}, Tri.OFF),
         ({"train.py": "import smdistributed.modelparallel.torch as smp\n"}, Tri.ON),
         ({"train.py": "from smdistributed import modelparallel\n"}, Tri.ON),
-        ({"train.py": "def main():\n    import smdistributed.modelparallel.tensorflow as smp\n"}, Tri.ON),
+        (
+            {"train.py": "def main():\n    import smdistributed.modelparallel.tensorflow as smp\n"},
+            Tri.ON,
+        ),
         ({"train.py": "import smdistributed.dataparallel.torch.distributed as dist\n"}, Tri.OFF),
         ({"train.py": "from model import build\n", "model.py": "import torch\n"}, Tri.OFF),
-        ({"train.py": "from model import build\n", "model.py": "from layers import Block\n",
-          "layers.py": "import smdistributed.modelparallel.torch as smp\n"}, Tri.ON),
-        ({"train.py": "from pkg.model import build\n", "pkg/__init__.py": "", "pkg/model.py": "from .parts import x\n",
-          "pkg/parts.py": "import torch\n"}, Tri.OFF),
+        (
+            {
+                "train.py": "from model import build\n",
+                "model.py": "from layers import Block\n",
+                "layers.py": "import smdistributed.modelparallel.torch as smp\n",
+            },
+            Tri.ON,
+        ),
+        (
+            {
+                "train.py": "from pkg.model import build\n",
+                "pkg/__init__.py": "",
+                "pkg/model.py": "from .parts import x\n",
+                "pkg/parts.py": "import torch\n",
+            },
+            Tri.OFF,
+        ),
         ({"train.py": "from .missing import x\n"}, Tri.UNKNOWN),
         ({"train.py": "from mylib.train import main\n"}, Tri.UNKNOWN),
-        ({"train.py": "import transformers\nmodel = transformers.AutoModel.from_pretrained('gpt2')\n"}, Tri.UNKNOWN),
+        (
+            {
+                "train.py": "import transformers\nmodel = transformers.AutoModel.from_pretrained('gpt2')\n"
+            },
+            Tri.UNKNOWN,
+        ),
         ({"train.py": "from transformers import Trainer\ntrainer = Trainer(model=m)\n"}, Tri.ON),
         ({"train.py": "import importlib\nmodule = importlib.import_module(name)\n"}, Tri.UNKNOWN),
-        ({"train.py": "import subprocess\nsubprocess.run(['python', 'train_smp.py'])\n"}, Tri.UNKNOWN),
-        ({"train.py": "import subprocess\nsubprocess.run(['pip', 'install', 'einops'])\n"}, Tri.OFF),
+        (
+            {"train.py": "import subprocess\nsubprocess.run(['python', 'train_smp.py'])\n"},
+            Tri.UNKNOWN,
+        ),
+        (
+            {"train.py": "import subprocess\nsubprocess.run(['pip', 'install', 'einops'])\n"},
+            Tri.OFF,
+        ),
         ({"train.py": "import os\nos.system('python -m pip install einops')\n"}, Tri.OFF),
         ({"train.py": "import subprocess\nsubprocess.run(command)\n"}, Tri.UNKNOWN),
         ({"train.py": "def eval(model):\n    return model\neval(1)\n"}, Tri.OFF),
@@ -57,7 +89,10 @@ def test_what_the_script_loads(tmp_path: Path, files: dict[str, str], expected: 
 
 def test_a_script_that_is_not_there_is_unknown(tmp_path: Path) -> None:
     script = str(tmp_path / "train.py")
-    assert library_loading(script, LocalModules(Project((str(tmp_path),)), script)).state is Tri.UNKNOWN
+    assert (
+        library_loading(script, LocalModules(Project((str(tmp_path),)), script)).state
+        is Tri.UNKNOWN
+    )
 
 
 def test_torchrun_variables_and_whether_reading_them_fails(tmp_path: Path) -> None:

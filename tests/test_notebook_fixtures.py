@@ -28,7 +28,11 @@ def to_cells(text: str) -> list[tuple[int, str]]:
     current: list[str] = []
     start = 1
     for number, line in enumerate(text.splitlines(keepends=True), start=1):
-        if line.strip() == "" and current and not current[-1].rstrip().endswith(("(", "[", "{", ",")):
+        if (
+            line.strip() == ""
+            and current
+            and not current[-1].rstrip().endswith(("(", "[", "{", ","))
+        ):
             cells.append((start, "".join(current)))
             current, start = [], number + 1
         elif line.strip() == "" and not current:
@@ -43,8 +47,25 @@ def to_cells(text: str) -> list[tuple[int, str]]:
 def notebook_of(cells: list[tuple[int, str]]) -> str:
     data = {
         "cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# launcher\n"]}]
-        + [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": ["%env AWS_DEFAULT_REGION=us-west-2\n"]}]
-        + [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": cell.splitlines(keepends=True)} for _, cell in cells],
+        + [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": ["%env AWS_DEFAULT_REGION=us-west-2\n"],
+            }
+        ]
+        + [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": cell.splitlines(keepends=True),
+            }
+            for _, cell in cells
+        ],
         "metadata": {},
         "nbformat": 4,
         "nbformat_minor": 5,
@@ -64,17 +85,32 @@ def test_launcher_fixture_as_notebook(path: Path) -> None:
     cells = to_cells(text)
     book = notebook_of(cells)
     roots = fixture_roots(path, text)
-    options = AnalysisOptions(select=frozenset({code}), declared_jobs=(DeclaredJob("fixture", job),) if job else (),
-                              project=Project(roots) if roots else None)
-    result = check_notebook(book, str(path.with_suffix(".ipynb")), options, fixing=False, unsafe=False)
+    options = AnalysisOptions(
+        select=frozenset({code}),
+        declared_jobs=(DeclaredJob("fixture", job),) if job else (),
+        project=Project(roots) if roots else None,
+    )
+    result = check_notebook(
+        book, str(path.with_suffix(".ipynb")), options, fixing=False, unsafe=False
+    )
     expected = []
     for finding in check_source(text, str(path), select=[code], job=job, roots=roots):
-        number, (first, _) = max((n, c) for n, c in enumerate(cells, start=3) if c[0] <= finding.start.line)
-        expected.append((number, finding.start.line - first + 1, finding.start.column, finding.code))
-    assert sorted((f.cell, f.start.line, f.start.column, f.code) for f in result.findings) == sorted(expected)
+        number, (first, _) = max(
+            (n, c) for n, c in enumerate(cells, start=3) if c[0] <= finding.start.line
+        )
+        expected.append(
+            (number, finding.start.line - first + 1, finding.start.column, finding.code)
+        )
+    assert sorted(
+        (f.cell, f.start.line, f.start.column, f.code) for f in result.findings
+    ) == sorted(expected)
 
-    fixed = check_notebook(book, str(path.with_suffix(".ipynb")), options, fixing=True, unsafe=fixture_unsafe(text))
-    py_fixed = fix_source(text, str(path), select=[code], job=job, unsafe=fixture_unsafe(text), roots=roots).text
+    fixed = check_notebook(
+        book, str(path.with_suffix(".ipynb")), options, fixing=True, unsafe=fixture_unsafe(text)
+    )
+    py_fixed = fix_source(
+        text, str(path), select=[code], job=job, unsafe=fixture_unsafe(text), roots=roots
+    ).text
     if fixed.new_text is None:
         assert py_fixed == text
         return

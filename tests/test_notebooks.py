@@ -13,11 +13,24 @@ from smpfix.base import notebook
 def make_notebook(cells: list[tuple[str, object]], indent: int = 1) -> str:
     data = {
         "cells": [
-            {"cell_type": kind, "metadata": {"tags": ["x"]}, "source": source,
-             **({"execution_count": 3, "outputs": [{"output_type": "stream", "name": "stdout", "text": ["ok\n"]}]} if kind == "code" else {})}
+            {
+                "cell_type": kind,
+                "metadata": {"tags": ["x"]},
+                "source": source,
+                **(
+                    {
+                        "execution_count": 3,
+                        "outputs": [{"output_type": "stream", "name": "stdout", "text": ["ok\n"]}],
+                    }
+                    if kind == "code"
+                    else {}
+                ),
+            }
             for kind, source in cells
         ],
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}
+        },
         "nbformat": 4,
         "nbformat_minor": 5,
     }
@@ -26,9 +39,24 @@ def make_notebook(cells: list[tuple[str, object]], indent: int = 1) -> str:
 
 CELLS = [
     ("markdown", ["# Train with SMP\n"]),
-    ("code", ["!pip install -q sagemaker\n", "%matplotlib inline\n", "import smdistributed.modelparallel.torch as smp\n", "smp.init()\n", "model = smp.DistributedModel(build())"]),
+    (
+        "code",
+        [
+            "!pip install -q sagemaker\n",
+            "%matplotlib inline\n",
+            "import smdistributed.modelparallel.torch as smp\n",
+            "smp.init()\n",
+            "model = smp.DistributedModel(build())",
+        ],
+    ),
     ("code", "for step in range(3):\n    %time run(step)\n"),
-    ("code", ["if smp.dp_rank() == 0:\n", "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n"]),
+    (
+        "code",
+        [
+            "if smp.dp_rank() == 0:\n",
+            "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n",
+        ],
+    ),
 ]
 
 
@@ -48,7 +76,13 @@ def test_apply_changes_only_the_fixed_cell_and_keeps_outputs_and_metadata(tmp_pa
     assert run_cli("--apply", str(path)).code == 0
     new = path.read_text()
     fixed_cells = list(CELLS)
-    fixed_cells[3] = ("code", ["if smp.rdp_rank() == 0:\n", "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n"])
+    fixed_cells[3] = (
+        "code",
+        [
+            "if smp.rdp_rank() == 0:\n",
+            "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n",
+        ],
+    )
     assert new == make_notebook(fixed_cells)
     loaded = json.loads(new)
     assert loaded["cells"][1]["outputs"] == json.loads(original)["cells"][1]["outputs"]
@@ -75,7 +109,17 @@ def test_magics_are_masked_line_for_line() -> None:
 
 
 def test_writefile_cell_is_checked_as_its_script(tmp_path: Path) -> None:
-    cells = [("code", ["%%writefile train.py\n", "import smdistributed.modelparallel.torch as smp\n", "if smp.dp_rank() == 0:\n", "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n"])]
+    cells = [
+        (
+            "code",
+            [
+                "%%writefile train.py\n",
+                "import smdistributed.modelparallel.torch as smp\n",
+                "if smp.dp_rank() == 0:\n",
+                "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n",
+            ],
+        )
+    ]
     path = tmp_path / "launch.ipynb"
     path.write_text(make_notebook(cells))
     data = json.loads(run_cli("check", "--format", "json", str(path)).stdout)
@@ -86,22 +130,48 @@ def test_writefile_cell_is_checked_as_its_script(tmp_path: Path) -> None:
 
 def test_a_writefile_cell_of_another_file_is_not_python(tmp_path: Path) -> None:
     cells = [
-        ("code", ["%%writefile ./.sagemaker/config.yml\n", "\n", "local:\n", "    container_root: /tmp/\n"]),
-        ("code", ["import smdistributed.modelparallel.torch as smp\n", "if smp.dp_rank() == 0:\n",
-                  "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n"]),
+        (
+            "code",
+            [
+                "%%writefile ./.sagemaker/config.yml\n",
+                "\n",
+                "local:\n",
+                "    container_root: /tmp/\n",
+            ],
+        ),
+        (
+            "code",
+            [
+                "import smdistributed.modelparallel.torch as smp\n",
+                "if smp.dp_rank() == 0:\n",
+                "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n",
+            ],
+        ),
     ]
     path = tmp_path / "launch.ipynb"
     path.write_text(make_notebook(cells))
     result = run_cli("check", "--format", "json", "--no-cache", str(path))
     assert result.stderr == ""
-    assert [(f["code"], f["cell"], f["location"]["row"]) for f in json.loads(result.stdout)] == [("SMP301", 2, 2)]
+    assert [(f["code"], f["cell"], f["location"]["row"]) for f in json.loads(result.stdout)] == [
+        ("SMP301", 2, 2)
+    ]
 
 
 def test_malformed_notebook_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.ipynb"
     bad.write_text('{"cells": [ {"cell_type": "code", "source": "import smdistributed"')
     odd = tmp_path / "odd.ipynb"
-    odd.write_text(json.dumps({"cells": [{"cell_type": "code", "source": 42}, {"cell_type": "raw", "source": "smdistributed"}, "nonsense"]}))
+    odd.write_text(
+        json.dumps(
+            {
+                "cells": [
+                    {"cell_type": "code", "source": 42},
+                    {"cell_type": "raw", "source": "smdistributed"},
+                    "nonsense",
+                ]
+            }
+        )
+    )
     result = run_cli("check", str(tmp_path))
     assert result.code == 2
     assert f"{bad}:1:1: error: malformed notebook JSON" in result.stderr
@@ -122,9 +192,18 @@ def test_a_cell_that_is_not_python_is_skipped_and_the_others_are_checked(tmp_pat
     path = tmp_path / "train.ipynb"
     cells = [
         ("code", "pip install -q transformers"),
-        ("code", "%%time\nimport smdistributed.modelparallel.torch as smp\nsmp.init()\nmodel = smp.DistributedModel(build())\n"),
+        (
+            "code",
+            "%%time\nimport smdistributed.modelparallel.torch as smp\nsmp.init()\nmodel = smp.DistributedModel(build())\n",
+        ),
         ("code", "import os\npip install x\n"),
-        ("code", ["if smp.dp_rank() == 0:\n", "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n"]),
+        (
+            "code",
+            [
+                "if smp.dp_rank() == 0:\n",
+                "    smp.save(model.local_state_dict(), 'm.pt', partial=True)\n",
+            ],
+        ),
     ]
     original = make_notebook(cells)
     path.write_text(original)

@@ -18,10 +18,12 @@ import jsonschema
 import pytest
 from conftest import ROOT, run_cli
 
-SCHEMA = json.loads((ROOT / "tests" / "schemas" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
+SCHEMA = json.loads(
+    (ROOT / "tests" / "schemas" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8")
+)
 SELECT = ("--select", "SMP101,SMP301,SMP900", "--no-cache")
 
-TRAIN = '''import smdistributed.modelparallel.torch as smp
+TRAIN = """import smdistributed.modelparallel.torch as smp
 import torch
 
 smp.init()
@@ -31,20 +33,20 @@ model = smp.DistributedModel(model)
 optimizer = smp.DistributedOptimizer(optimizer)
 if smp.dp_rank() == 0:
     smp.save(model.local_state_dict(), "m.pt", partial=True)
-'''
+"""
 
-STALE = '''import smdistributed.modelparallel.torch as smp
+STALE = """import smdistributed.modelparallel.torch as smp
 
 smp.init()
 model = smp.DistributedModel(GPT())
 if smp.rdp_rank() == 0:  # smpfix: ignore[SMP301]
     smp.save(model.local_state_dict(), "m.pt", partial=True)
-'''
+"""
 
 CLEAN = 'print("no model parallelism here")\n'
 
 # The scheduler holds the optimizer before the wrap, so SMP101 offers no fix here.
-SCHEDULED = '''import smdistributed.modelparallel.torch as smp
+SCHEDULED = """import smdistributed.modelparallel.torch as smp
 import torch
 from torch.optim.lr_scheduler import StepLR
 
@@ -53,13 +55,15 @@ with smp.model_creation(tensor_parallelism=smp.tp_size() > 1): model = GPT()
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 scheduler = StepLR(optimizer, step_size=1)
 model = smp.DistributedModel(model)
-'''
+"""
 
 
 def make_tree(folder: Path, tensor_parallel: bool = True) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     if tensor_parallel:
-        (folder / "pyproject.toml").write_text("[tool.smpfix.job]\ntensor_parallel_degree = 4\n", encoding="utf-8")
+        (folder / "pyproject.toml").write_text(
+            "[tool.smpfix.job]\ntensor_parallel_degree = 4\n", encoding="utf-8"
+        )
     (folder / "train.py").write_text(TRAIN, encoding="utf-8")
     (folder / "stale.py").write_text(STALE, encoding="utf-8")
     (folder / "clean.py").write_text(CLEAN, encoding="utf-8")
@@ -71,7 +75,9 @@ def json_findings(folder: Path) -> list[dict]:
 
 
 def validate_sarif(log: dict) -> None:
-    validator = jsonschema.Draft4Validator(SCHEMA, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER)
+    validator = jsonschema.Draft4Validator(
+        SCHEMA, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER
+    )
     errors = sorted(validator.iter_errors(log), key=lambda e: list(e.path))
     assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:10])
 
@@ -120,17 +126,30 @@ def test_sarif_is_valid_and_describes_rules_results_fixes_and_related_files(tmp_
 
     results = {result["ruleId"]: result for result in run["results"]}
     assert set(results) == {"SMP101", "SMP301", "SMP900"}
-    assert [results[c]["level"] for c in ("SMP101", "SMP301", "SMP900")] == ["error", "error", "note"]
+    assert [results[c]["level"] for c in ("SMP101", "SMP301", "SMP900")] == [
+        "error",
+        "error",
+        "note",
+    ]
     for result in results.values():
         assert driver["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
 
     expected = {f["code"]: f for f in json_findings(tree)}
     for code, result in results.items():
         location = result["locations"][0]["physicalLocation"]
-        assert location["artifactLocation"] == {"uri": expected[code]["filename"].removeprefix("./"), "uriBaseId": "%SRCROOT%"}
+        assert location["artifactLocation"] == {
+            "uri": expected[code]["filename"].removeprefix("./"),
+            "uriBaseId": "%SRCROOT%",
+        }
         region = location["region"]
-        assert (region["startLine"], region["startColumn"]) == (expected[code]["location"]["row"], expected[code]["location"]["column"])
-        assert (region["endLine"], region["endColumn"]) == (expected[code]["end_location"]["row"], expected[code]["end_location"]["column"])
+        assert (region["startLine"], region["startColumn"]) == (
+            expected[code]["location"]["row"],
+            expected[code]["location"]["column"],
+        )
+        assert (region["endLine"], region["endColumn"]) == (
+            expected[code]["end_location"]["row"],
+            expected[code]["end_location"]["column"],
+        )
         assert result["fixes"][0]["artifactChanges"][0]["replacements"]
 
     assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == tree.resolve().as_uri() + "/"
@@ -151,16 +170,24 @@ def test_sarif_without_fixes_or_job_file_is_valid(tmp_path: Path) -> None:
     (tree / "scheduled.py").write_text(SCHEDULED, encoding="utf-8")
     log = json.loads(run_cli("check", *SELECT, "--format", "sarif", ".", cwd=tree).stdout)
     validate_sarif(log)
-    results = {(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"], r["ruleId"]): r for r in log["runs"][0]["results"]}
+    results = {
+        (r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"], r["ruleId"]): r
+        for r in log["runs"][0]["results"]
+    }
     no_fix = results[("scheduled.py", "SMP101")]
     assert no_fix["level"] == "warning"
     assert "fixes" not in no_fix and "relatedLocations" not in no_fix
-    assert results[("train.py", "SMP101")]["fixes"][0]["properties"]["applicability"] in ("safe", "unsafe")
+    assert results[("train.py", "SMP101")]["fixes"][0]["properties"]["applicability"] in (
+        "safe",
+        "unsafe",
+    )
     assert results[("train.py", "SMP301")]["fixes"][0]["properties"] == {"applicability": "safe"}
 
 
 def test_sarif_reports_unanalyzable_files_and_stays_valid_when_clean(tmp_path: Path) -> None:
-    (tmp_path / "broken.py").write_text("import smdistributed.modelparallel.torch as smp\nif (:\n", encoding="utf-8")
+    (tmp_path / "broken.py").write_text(
+        "import smdistributed.modelparallel.torch as smp\nif (:\n", encoding="utf-8"
+    )
     completed = run_cli("check", *SELECT, "--format", "sarif", ".", cwd=tmp_path)
     assert completed.code == 2
     log = json.loads(completed.stdout)
@@ -176,7 +203,9 @@ def test_sarif_uri_outside_the_working_directory_is_absolute(tmp_path: Path) -> 
     tree = make_tree(tmp_path / "repo")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    log = json.loads(run_cli("check", *SELECT, "--format", "sarif", str(tree / "train.py"), cwd=elsewhere).stdout)
+    log = json.loads(
+        run_cli("check", *SELECT, "--format", "sarif", str(tree / "train.py"), cwd=elsewhere).stdout
+    )
     validate_sarif(log)
     location = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert location == {"uri": (tree / "train.py").resolve().as_uri()}
@@ -208,9 +237,18 @@ def test_github_escapes_properties_and_messages(tmp_path: Path) -> None:
     assert escape_property("dir,x/a:b%.py") == "dir%2Cx/a%3Ab%25.py"
     folder = tmp_path / "odd,name: dir"
     make_tree(folder)
-    completed = run_cli("check", *SELECT, "--format", "github", str(folder / "train.py"), cwd=tmp_path)
+    completed = run_cli(
+        "check", *SELECT, "--format", "github", str(folder / "train.py"), cwd=tmp_path
+    )
     assert completed.stdout.startswith("::error file=odd%2Cname%3A dir/train.py,line=6,")
-    warning = run_cli("check", *SELECT, "--format", "github", str(make_tree(tmp_path / "w", False) / "train.py"), cwd=tmp_path)
+    warning = run_cli(
+        "check",
+        *SELECT,
+        "--format",
+        "github",
+        str(make_tree(tmp_path / "w", False) / "train.py"),
+        cwd=tmp_path,
+    )
     assert warning.stdout.startswith("::warning file=w/train.py,")
 
 
@@ -228,7 +266,9 @@ def test_json_lines_has_the_json_fields_one_object_per_line(tmp_path: Path) -> N
 
 def test_junit_has_a_test_case_per_file_and_a_failure_per_finding(tmp_path: Path) -> None:
     tree = make_tree(tmp_path)
-    (tree / "broken.py").write_text("import smdistributed.modelparallel.torch as smp\nif (:\n", encoding="utf-8")
+    (tree / "broken.py").write_text(
+        "import smdistributed.modelparallel.torch as smp\nif (:\n", encoding="utf-8"
+    )
     completed = run_cli("check", *SELECT, "--format", "junit", ".", cwd=tree)
     assert completed.code == 2
     assert completed.stdout.startswith('<?xml version="1.0" encoding="UTF-8"?>')
@@ -250,7 +290,17 @@ def test_output_file_gets_the_report_and_the_terminal_the_summary(tmp_path: Path
     direct = run_cli("check", *SELECT, "--format", fmt, "--quiet", ".", cwd=tree)
     target = tmp_path / "reports" / f"smpfix.{fmt}"
     target.parent.mkdir()
-    completed = run_cli("check", *SELECT, "--format", fmt, "--output-file", str(target), ".", cwd=tree, env={"FORCE_COLOR": "1"})
+    completed = run_cli(
+        "check",
+        *SELECT,
+        "--format",
+        fmt,
+        "--output-file",
+        str(target),
+        ".",
+        cwd=tree,
+        env={"FORCE_COLOR": "1"},
+    )
     assert completed.code == 1
     assert completed.stdout.strip() == "Found 3 problems (3 fixable with --apply)."
     assert target.read_text(encoding="utf-8") == direct.stdout
@@ -260,7 +310,16 @@ def test_output_file_gets_the_report_and_the_terminal_the_summary(tmp_path: Path
 
 def test_output_file_that_cannot_be_written_is_an_error(tmp_path: Path) -> None:
     tree = make_tree(tmp_path)
-    completed = run_cli("check", *SELECT, "--format", "sarif", "-o", str(tmp_path / "missing" / "x.sarif"), ".", cwd=tree)
+    completed = run_cli(
+        "check",
+        *SELECT,
+        "--format",
+        "sarif",
+        "-o",
+        str(tmp_path / "missing" / "x.sarif"),
+        ".",
+        cwd=tree,
+    )
     assert completed.code == 2 and "cannot write" in completed.stderr
 
 
@@ -281,11 +340,25 @@ def test_statistics_count_rules_and_fixable(tmp_path: Path) -> None:
     (mixed / "scheduled.py").write_text(SCHEDULED, encoding="utf-8")
     (mixed / "stale.py").write_text(STALE, encoding="utf-8")
     unfixable = run_cli("check", *SELECT, "--statistics", ".", cwd=mixed).stdout.splitlines()
-    assert unfixable[:2] == ["1\tSMP101\t[ ] optimizer-before-distributed-model", "1\tSMP900\t[*] unused-suppression (1 fixable)"]
+    assert unfixable[:2] == [
+        "1\tSMP101\t[ ] optimizer-before-distributed-model",
+        "1\tSMP900\t[*] unused-suppression (1 fixable)",
+    ]
     (mixed / "stale.py").unlink()
-    assert run_cli("check", *SELECT, "--statistics", ".", cwd=mixed).stdout.splitlines()[0] == "1\tSMP101\toptimizer-before-distributed-model"
-    data = json.loads(run_cli("check", *SELECT, "--statistics", "--format", "json", ".", cwd=tree).stdout)
-    assert data[0] == {"code": "SMP101", "name": "optimizer-before-distributed-model", "count": 2, "fixable": True, "fixable_count": 2}
+    assert (
+        run_cli("check", *SELECT, "--statistics", ".", cwd=mixed).stdout.splitlines()[0]
+        == "1\tSMP101\toptimizer-before-distributed-model"
+    )
+    data = json.loads(
+        run_cli("check", *SELECT, "--statistics", "--format", "json", ".", cwd=tree).stdout
+    )
+    assert data[0] == {
+        "code": "SMP101",
+        "name": "optimizer-before-distributed-model",
+        "count": 2,
+        "fixable": True,
+        "fixable_count": 2,
+    }
     refused = run_cli("check", *SELECT, "--statistics", "--format", "sarif", ".", cwd=tree)
     assert refused.code == 2 and "--statistics" in refused.stderr
 
@@ -304,8 +377,12 @@ def test_no_progress_bar_when_not_a_terminal(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
-@pytest.mark.parametrize(("fmt", "shown"), [("full", True), ("concise", True), ("sarif", False), ("github", False)])
-def test_progress_bar_on_a_terminal_only_for_human_formats(tmp_path: Path, fmt: str, shown: bool) -> None:
+@pytest.mark.parametrize(
+    ("fmt", "shown"), [("full", True), ("concise", True), ("sarif", False), ("github", False)]
+)
+def test_progress_bar_on_a_terminal_only_for_human_formats(
+    tmp_path: Path, fmt: str, shown: bool
+) -> None:
     import pty
     import subprocess
 
@@ -314,7 +391,14 @@ def test_progress_bar_on_a_terminal_only_for_human_formats(tmp_path: Path, fmt: 
     tree = _many_files(tmp_path, 80)
     leader, follower = pty.openpty()
     env = {**os.environ, "NO_COLOR": "1", "TERM": "xterm", "COLUMNS": "100"}
-    proc = subprocess.run([*smpfix_command(), "check", *SELECT, "--format", fmt, "."], cwd=tree, stdout=subprocess.PIPE, stderr=follower, env=env, timeout=300)
+    proc = subprocess.run(
+        [*smpfix_command(), "check", *SELECT, "--format", fmt, "."],
+        cwd=tree,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env=env,
+        timeout=300,
+    )
     os.close(follower)
     captured = b""
     while True:
@@ -332,9 +416,21 @@ def test_progress_bar_on_a_terminal_only_for_human_formats(tmp_path: Path, fmt: 
 
 
 def test_notebook_findings_are_located_at_the_file_with_their_cell(tmp_path: Path) -> None:
-    cells = [["import smdistributed.modelparallel.torch as smp\n", "smp.init()\n"], STALE.splitlines(keepends=True)[2:]]
+    cells = [
+        ["import smdistributed.modelparallel.torch as smp\n", "smp.init()\n"],
+        STALE.splitlines(keepends=True)[2:],
+    ]
     notebook = {
-        "cells": [{"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None} for source in cells],
+        "cells": [
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "source": source,
+                "outputs": [],
+                "execution_count": None,
+            }
+            for source in cells
+        ],
         "metadata": {},
         "nbformat": 4,
         "nbformat_minor": 5,
@@ -344,14 +440,18 @@ def test_notebook_findings_are_located_at_the_file_with_their_cell(tmp_path: Pat
     validate_sarif(log)
     result = log["runs"][0]["results"][0]
     assert result["ruleId"] == "SMP900"
-    assert result["locations"][0]["physicalLocation"] == {"artifactLocation": {"uri": "launch.ipynb", "uriBaseId": "%SRCROOT%"}}
+    assert result["locations"][0]["physicalLocation"] == {
+        "artifactLocation": {"uri": "launch.ipynb", "uriBaseId": "%SRCROOT%"}
+    }
     assert result["message"]["text"].startswith("cell 2, line 3, column 26: ")
     assert "fixes" not in result
     github = run_cli("check", *SELECT, "--format", "github", ".", cwd=tmp_path).stdout
-    assert github.startswith("::notice file=launch.ipynb,title=SMP900 unused-suppression::cell 2, line 3, column 26: ")
+    assert github.startswith(
+        "::notice file=launch.ipynb,title=SMP900 unused-suppression::cell 2, line 3, column 26: "
+    )
 
 
-LAUNCHER = '''from sagemaker.pytorch import PyTorch
+LAUNCHER = """from sagemaker.pytorch import PyTorch
 
 estimator = PyTorch(
     entry_point="train.py",
@@ -362,18 +462,34 @@ estimator = PyTorch(
         "mpi": {"enabled": True, "processes_per_host": 8},
     },
 )
-'''
+"""
 
 
-def test_sarif_related_location_points_at_the_launcher_that_configures_the_script(tmp_path: Path) -> None:
+def test_sarif_related_location_points_at_the_launcher_that_configures_the_script(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "train.py").write_text(TRAIN, encoding="utf-8")
     (tmp_path / "launch.py").write_text(LAUNCHER, encoding="utf-8")
-    log = json.loads(run_cli("check", "--select", "SMP101,SMP301", "--no-cache", "--format", "sarif", ".", cwd=tmp_path).stdout)
+    log = json.loads(
+        run_cli(
+            "check",
+            "--select",
+            "SMP101,SMP301",
+            "--no-cache",
+            "--format",
+            "sarif",
+            ".",
+            cwd=tmp_path,
+        ).stdout
+    )
     validate_sarif(log)
     results = log["runs"][0]["results"]
     assert {r["ruleId"] for r in results} == {"SMP101", "SMP301"}
     for result in results:
         assert result["level"] == "error"
         (related,) = result["relatedLocations"]
-        assert related["physicalLocation"] == {"artifactLocation": {"uri": "launch.py", "uriBaseId": "%SRCROOT%"}, "region": {"startLine": 3}}
+        assert related["physicalLocation"] == {
+            "artifactLocation": {"uri": "launch.py", "uriBaseId": "%SRCROOT%"},
+            "region": {"startLine": 3},
+        }
         assert "launch.py" in related["message"]["text"]

@@ -34,7 +34,9 @@ def test_page_has_every_section(code: str) -> None:
 def test_page_example_is_flagged_and_fixed_as_shown(code: str, tmp_path: Path) -> None:
     page = PAGES[code]
     example, fixed = page.code_block("Example"), page.code_block("Fixed")
-    assert example is not None and fixed is not None, f"{code}.md needs python blocks in Example and Fixed"
+    assert example is not None and fixed is not None, (
+        f"{code}.md needs python blocks in Example and Fixed"
+    )
     job = {key: parse_value(value) for key, value in page.job_settings("Example").items()}
     # ``<!-- select: SMP301 -->`` enables more rules beside the page's own (SMP900 judges theirs).
     more = re.search(r"<!--\s*select:(.*?)-->", page.sections["Example"])
@@ -51,7 +53,9 @@ def test_page_example_is_flagged_and_fixed_as_shown(code: str, tmp_path: Path) -
     unsafe = "<!-- fix: unsafe -->" in page.sections["Example"]
     result = fix_source(example, path, select=select, job=job, unsafe=unsafe, roots=roots)
     if RULES[code].fix_availability is FixAvailability.NONE or result.text == example:
-        assert check_source(fixed, path, select=select, job=job, roots=roots) == [], f"{code}.md's Fixed is still flagged"
+        assert check_source(fixed, path, select=select, job=job, roots=roots) == [], (
+            f"{code}.md's Fixed is still flagged"
+        )
     else:
         assert result.text == fixed, f"{code}.md's Fixed is not what --apply produces"
 
@@ -64,7 +68,9 @@ def test_explain_reads_the_page_from_the_installation() -> None:
 def test_page_states_the_rules_version_range(code: str) -> None:
     rule = RULES[code]
     first = PAGES[code].sections["Versions"].strip()
-    assert first.startswith(range_in_words(rule.since, rule.until)), f"{code}.md's Versions must start with the rule's range"
+    assert first.startswith(range_in_words(rule.since, rule.until)), (
+        f"{code}.md's Versions must start with the rule's range"
+    )
 
 
 @pytest.mark.parametrize("code", sorted(RULES))

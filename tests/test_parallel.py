@@ -29,13 +29,17 @@ def test_pool_and_single_process_agree_in_stable_order(tmp_path: Path) -> None:
     single = run_cli("check", "--no-cache", "--format", "json", "--workers", "1", str(tmp_path))
     assert pooled.code == single.code == 1
     assert pooled.stdout == single.stdout
-    concise = run_cli("check", "--no-cache", "--format", "concise", str(tmp_path)).stdout.splitlines()
+    concise = run_cli(
+        "check", "--no-cache", "--format", "concise", str(tmp_path)
+    ).stdout.splitlines()
     files = [line.split(":", 1)[0] for line in concise if line.startswith(str(tmp_path))]
     assert files == sorted(files)
 
 
 @pytest.mark.parametrize(("count", "pooled"), [(1, False), (3, False), (24, True)])
-def test_pool_only_when_it_pays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, pooled: bool) -> None:
+def test_pool_only_when_it_pays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, pooled: bool
+) -> None:
     paths = _write_corpus(tmp_path, count)
     started: list[int] = []
 

@@ -37,7 +37,14 @@ def run(name: str, group: dict, splits: bool = True):  # type: ignore[no-untyped
 
 
 def test_reference_model_sizes() -> None:
-    sizes = {GPT2_10B: 10e9, GPT2_10B_OTHER: 10e9, GPT2_30B: 30e9, GPT2_60B: 60e9, NEOX_20B: 20e9, NEOX_65B: 65e9}
+    sizes = {
+        GPT2_10B: 10e9,
+        GPT2_10B_OTHER: 10e9,
+        GPT2_30B: 30e9,
+        GPT2_60B: 60e9,
+        NEOX_20B: 20e9,
+        NEOX_65B: 65e9,
+    }
     for shape, nominal in sizes.items():
         assert abs(count_parameters(shape).total - nominal) / nominal < 0.04, shape
 
@@ -52,7 +59,9 @@ def test_reference_configurations_fit(name: str, reading: str) -> None:
 
 def test_the_ten_billion_reference_fits_with_the_other_shape_too() -> None:
     setup = reference("GPT-2 10B")
-    assert estimate(count_parameters(GPT2_10B_OTHER), GPT2_10B_OTHER, setup, P4D.gpu_memory_mib).fits
+    assert estimate(
+        count_parameters(GPT2_10B_OTHER), GPT2_10B_OTHER, setup, P4D.gpu_memory_mib
+    ).fits
 
 
 @pytest.mark.parametrize("reading", sorted(READINGS))
@@ -64,6 +73,7 @@ def test_weaker_configurations_do_not_fit(name: str, reading: str) -> None:
 
 # -- model states --------------------------------------------------------------------------------
 
+
 def test_twenty_bytes_per_parameter_without_sharding() -> None:
     count = count_parameters(GPT2_10B)
     assert model_states(count, Setup(world=1)).states == pytest.approx(20 * count.total)
@@ -71,9 +81,15 @@ def test_twenty_bytes_per_parameter_without_sharding() -> None:
 
 def test_fp32_and_other_optimizers_cost_what_they_keep() -> None:
     count = count_parameters(GPT2_10B)
-    assert model_states(count, Setup(world=1, precision="fp32")).states == pytest.approx(16 * count.total)
-    assert model_states(count, Setup(world=1, optimizer="sgd")).states == pytest.approx(12 * count.total)
-    assert model_states(count, Setup(world=1, optimizer="sgd with momentum")).states == pytest.approx(16 * count.total)
+    assert model_states(count, Setup(world=1, precision="fp32")).states == pytest.approx(
+        16 * count.total
+    )
+    assert model_states(count, Setup(world=1, optimizer="sgd")).states == pytest.approx(
+        12 * count.total
+    )
+    assert model_states(
+        count, Setup(world=1, optimizer="sgd with momentum")
+    ).states == pytest.approx(16 * count.total)
 
 
 def test_the_catalogs_worked_check() -> None:
@@ -106,17 +122,24 @@ def test_sharded_data_parallelism_divides_by_its_degree() -> None:
 
 # -- activations ---------------------------------------------------------------------------------
 
+
 def test_checkpointing_offloading_and_flash_attention_reduce_activations() -> None:
     shape, setup, instance = REFERENCES["GPT-NeoX-65B, tp 2"]
     count = count_parameters(shape)
 
     def activations(**changes: object) -> float:
-        found = estimate(count, shape, replace(setup, **changes), instance.gpu_memory_mib).activations
+        found = estimate(
+            count, shape, replace(setup, **changes), instance.gpu_memory_mib
+        ).activations
         assert found is not None
         return found.total
 
     everything = activations()
-    assert everything < activations(offload_activations=False) < activations(activation_checkpointing=False, offload_activations=False)
+    assert (
+        everything
+        < activations(offload_activations=False)
+        < activations(activation_checkpointing=False, offload_activations=False)
+    )
     assert everything < activations(flash_attention=False)
 
 
@@ -124,7 +147,9 @@ def test_grouped_checkpoints_keep_fewer_inputs_and_recompute_more() -> None:
     shape, setup, instance = REFERENCES["GPT-2 30B"]
     count = count_parameters(shape)
     each = estimate(count, shape, setup, instance.gpu_memory_mib).activations
-    pairs = estimate(count, shape, replace(setup, checkpoint_group=2), instance.gpu_memory_mib).activations
+    pairs = estimate(
+        count, shape, replace(setup, checkpoint_group=2), instance.gpu_memory_mib
+    ).activations
     assert each is not None and pairs is not None
     assert pairs.checkpoints == pytest.approx(each.checkpoints / 2)
     assert pairs.working_layer == pytest.approx(2 * each.working_layer)
@@ -134,7 +159,9 @@ def test_fp32_training_doubles_the_activations() -> None:
     shape, setup, instance = REFERENCES["GPT-2 10B"]
     count = count_parameters(shape)
     half = estimate(count, shape, setup, instance.gpu_memory_mib).activations
-    full = estimate(count, shape, replace(setup, precision="fp32"), instance.gpu_memory_mib).activations
+    full = estimate(
+        count, shape, replace(setup, precision="fp32"), instance.gpu_memory_mib
+    ).activations
     assert half is not None and full is not None
     assert full.total == pytest.approx(2 * half.total)
 
@@ -144,7 +171,9 @@ def test_a_prescaled_batch_is_the_batch_of_a_tensor_parallel_group() -> None:
     shape, setup, instance = REFERENCES["GPT-2 10B"]
     count = count_parameters(shape)
     prescaled = estimate(count, shape, setup, instance.gpu_memory_mib).total
-    per_rank = estimate(count, shape, replace(setup, prescaled_batch=False, batch=10), instance.gpu_memory_mib).total
+    per_rank = estimate(
+        count, shape, replace(setup, prescaled_batch=False, batch=10), instance.gpu_memory_mib
+    ).total
     assert prescaled == pytest.approx(per_rank)
 
 
@@ -152,14 +181,18 @@ def test_a_pipeline_stage_holds_its_microbatches_in_flight() -> None:
     shape, setup, instance = REFERENCES["GPT-2 60B"]
     count = count_parameters(shape)
     two = estimate(count, shape, setup, instance.gpu_memory_mib).activations
-    four = estimate(count, shape, replace(setup, active_microbatches=4), instance.gpu_memory_mib).activations
+    four = estimate(
+        count, shape, replace(setup, active_microbatches=4), instance.gpu_memory_mib
+    ).activations
     assert two is not None and four is not None
     assert four.checkpoints == pytest.approx(2 * two.checkpoints)
 
 
 def test_without_sequence_or_batch_only_a_lower_bound() -> None:
     shape, setup, instance = REFERENCES["GPT-2 30B"]
-    found = estimate(count_parameters(shape), shape, replace(setup, batch=None), instance.gpu_memory_mib)
+    found = estimate(
+        count_parameters(shape), shape, replace(setup, batch=None), instance.gpu_memory_mib
+    )
     assert found.activations is None and found.fits is None and verdict_of(found) is Verdict.UNKNOWN
     # ... which can still show that a job does not fit: 20 B/param of 30B on one GPU
     alone = estimate(parameters_only(30 * 10**9), None, Setup(world=8), instance.gpu_memory_mib)
@@ -168,19 +201,37 @@ def test_without_sequence_or_batch_only_a_lower_bound() -> None:
 
 # -- unresolved switches ---------------------------------------------------------------------------
 
+
 def test_unknown_flash_attention_is_bracketed_not_guessed() -> None:
     shape, setup, instance = REFERENCES["GPT-NeoX-20B on 2 instances"]
     count = count_parameters(shape)
-    assert bracket(count, shape, setup, instance.gpu_memory_mib, ("flash_attention",)).verdict is Verdict.DEPENDS
+    assert (
+        bracket(count, shape, setup, instance.gpu_memory_mib, ("flash_attention",)).verdict
+        is Verdict.DEPENDS
+    )
     shape, setup, instance = REFERENCES["GPT-2 30B"]
-    assert bracket(count_parameters(shape), shape, setup, instance.gpu_memory_mib,
-                   ("flash_attention", "offload_activations")).verdict in (Verdict.FITS, Verdict.TIGHT)
+    assert bracket(
+        count_parameters(shape),
+        shape,
+        setup,
+        instance.gpu_memory_mib,
+        ("flash_attention", "offload_activations"),
+    ).verdict in (Verdict.FITS, Verdict.TIGHT)
     shape, setup, instance = WEAKER["NeoX-20B, plain data parallelism"]
-    assert bracket(count_parameters(shape), shape, setup, instance.gpu_memory_mib,
-                   ("activation_checkpointing",)).verdict is Verdict.DOES_NOT_FIT
+    assert (
+        bracket(
+            count_parameters(shape),
+            shape,
+            setup,
+            instance.gpu_memory_mib,
+            ("activation_checkpointing",),
+        ).verdict
+        is Verdict.DOES_NOT_FIT
+    )
 
 
 # -- suggestions ----------------------------------------------------------------------------------
+
 
 def suggestions(name: str):  # type: ignore[no-untyped-def]
     shape, setup, instance = WEAKER[name]
@@ -191,13 +242,21 @@ def test_suggestions_fit_and_are_single_changes_when_one_is_enough() -> None:
     found = suggestions("10B, tp 4 without OSS")
     assert found and found[0].change == "turn on shard_optimizer_state"
     assert all(s.estimate.fits for s in found) and all(problems(s.setup) == () for s in found)
-    assert suggestions("NeoX-20B without checkpointing")[0].change.startswith("turn on activation checkpointing")
-    assert any(s.change.startswith("set sharded_data_parallel_degree") for s in suggestions("NeoX-20B, plain data parallelism"))
+    assert suggestions("NeoX-20B without checkpointing")[0].change.startswith(
+        "turn on activation checkpointing"
+    )
+    assert any(
+        s.change.startswith("set sharded_data_parallel_degree")
+        for s in suggestions("NeoX-20B, plain data parallelism")
+    )
 
 
 def test_a_bigger_gpu_when_no_configuration_change_fits() -> None:
     found = suggestions("NeoX-20B on A10G")
-    assert [s.change for s in found] == ["use ml.p4d.24xlarge (A100 40GB)", "use ml.p4de.24xlarge (A100 80GB)"]
+    assert [s.change for s in found] == [
+        "use ml.p4d.24xlarge (A100 40GB)",
+        "use ml.p4de.24xlarge (A100 80GB)",
+    ]
     assert found[0].instance is not None and found[0].instance.gpus == 8
 
 
@@ -207,19 +266,28 @@ def test_no_suggestion_for_a_job_that_fits() -> None:
 
 
 def calibration_table() -> str:
-    rows = ["| configuration | parameters | model states | activations | rest | total GiB | share of 40 GiB | catalog reading |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        "| configuration | parameters | model states | activations | rest | total GiB | share of 40 GiB | catalog reading |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for group in (REFERENCES, WEAKER):
         for name in group:
             found, catalog = run(name, group), run(name, group, False)
             acts = found.activations.total if found.activations is not None else 0.0
-            rows.append(f"| {name} | {found.parameters / 1e9:.2f}B | {found.model_states.total / GIB:.1f} | {acts / GIB:.1f} | "
-                        f"{found.buffers / GIB:.1f} | {found.total / GIB:.1f} | {found.share:.0%} ({verdict_of(found).value}) | "
-                        f"{catalog.total / GIB:.1f} ({catalog.share:.0%}) |")
+            rows.append(
+                f"| {name} | {found.parameters / 1e9:.2f}B | {found.model_states.total / GIB:.1f} | {acts / GIB:.1f} | "
+                f"{found.buffers / GIB:.1f} | {found.total / GIB:.1f} | {found.share:.0%} ({verdict_of(found).value}) | "
+                f"{catalog.total / GIB:.1f} ({catalog.share:.0%}) |"
+            )
     return "\n".join(rows)
 
 
 if __name__ == "__main__":
     print(calibration_table())
     for name in WEAKER:
-        print(f"- {name}: " + "; or ".join(f"{s.change} ({s.estimate.total / GIB:.1f} GiB)" for s in suggestions(name)))
+        print(
+            f"- {name}: "
+            + "; or ".join(
+                f"{s.change} ({s.estimate.total / GIB:.1f} GiB)" for s in suggestions(name)
+            )
+        )

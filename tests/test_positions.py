@@ -25,11 +25,16 @@ ODD = {
 def _texts() -> list[tuple[str, str]]:
     rng = random.Random(3)
     texts = [(f"generated_{n}.py", render(rng).text) for n in range(6)]
-    texts += [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")) for p in sorted((ROOT / "tests" / "fixtures").glob("SMP[1-4]*/*.py"))[:40]]
+    texts += [
+        (str(p.relative_to(ROOT)), p.read_text(encoding="utf-8"))
+        for p in sorted((ROOT / "tests" / "fixtures").glob("SMP[1-4]*/*.py"))[:40]
+    ]
     return [*texts, *ODD.items()]
 
 
-@pytest.mark.parametrize(("name", "text"), _texts(), ids=lambda value: value if value.endswith(".py") else "")
+@pytest.mark.parametrize(
+    ("name", "text"), _texts(), ids=lambda value: value if value.endswith(".py") else ""
+)
 def test_every_node_is_where_the_whole_module_puts_it(name: str, text: str) -> None:
     module = cst.parse_module(text)
     whole = Positions(module, text)
@@ -39,7 +44,11 @@ def test_every_node_is_where_the_whole_module_puts_it(name: str, text: str) -> N
         for node in nodes:
             if whole.mismatch is not None and whole.span(node)[1] > whole.mismatch:
                 continue  # past a character LibCST drops, the whole module's offsets are off
-            assert local.span(node) == whole.span(node), (name, type(node).__name__, whole.span(node))
+            assert local.span(node) == whole.span(node), (
+                name,
+                type(node).__name__,
+                whole.span(node),
+            )
     if whole.mismatch is None:
         assert local.mismatch is None
     if name not in ("match.py", "form_feed.py"):

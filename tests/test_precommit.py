@@ -17,33 +17,60 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-BAD = '''import smdistributed.modelparallel.torch as smp
+BAD = """import smdistributed.modelparallel.torch as smp
 
 smp.init()
 model = smp.DistributedModel(build())
 if smp.dp_rank() == 0:
     smp.save(model.local_state_dict(), "m.pt", partial=True)
-'''
+"""
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is needed for pre-commit")
 
 
 def _pre_commit() -> list[str]:
-    found = shutil.which("pre-commit", path=os.path.dirname(sys.executable)) or shutil.which("pre-commit")
+    found = shutil.which("pre-commit", path=os.path.dirname(sys.executable)) or shutil.which(
+        "pre-commit"
+    )
     return [found] if found else [sys.executable, "-m", "pre_commit"]
 
 
 def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
-                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"})
+    subprocess.run(
+        ["git", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@example.invalid",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        },
+    )
 
 
 def _source_repo(tmp: Path) -> Path:
     """A committed copy of this project: pre-commit installs hooks from a git repository."""
     copy = tmp / "smpfix-src"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".ci-venv", "*.egg-info", "__pycache__", ".pytest_cache",
-                                                               ".hypothesis", ".mypy_cache", ".ruff_cache", "build", "dist", ".helpers"))
+    shutil.copytree(
+        ROOT,
+        copy,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".ci-venv",
+            "*.egg-info",
+            "__pycache__",
+            ".pytest_cache",
+            ".hypothesis",
+            ".mypy_cache",
+            ".ruff_cache",
+            "build",
+            "dist",
+            ".helpers",
+        ),
+    )
     _git(copy, "init", "-q")
     _git(copy, "add", "-A")
     _git(copy, "commit", "-q", "-m", "snapshot")
@@ -59,9 +86,13 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
 
 
 def _config(source: Path) -> str:
-    revision = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source, check=True, capture_output=True, text=True).stdout.strip()
-    return (f"repos:\n  - repo: {source}\n    rev: {revision}\n    hooks:\n"
-            "      - id: smpfix\n      - id: smpfix-fix\n")
+    revision = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=source, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    return (
+        f"repos:\n  - repo: {source}\n    rev: {revision}\n    hooks:\n"
+        "      - id: smpfix\n      - id: smpfix-fix\n"
+    )
 
 
 def _scratch(tmp: Path, source: Path, name: str) -> Path:
@@ -75,7 +106,14 @@ def _scratch(tmp: Path, source: Path, name: str) -> Path:
 
 
 def _run(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*_pre_commit(), "run", *args], cwd=repo, capture_output=True, text=True, env=env, timeout=900)
+    return subprocess.run(
+        [*_pre_commit(), "run", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
 
 
 def test_check_hook_fails_a_bad_script(setup: tuple[Path, Path, dict]) -> None:
@@ -98,7 +136,7 @@ def test_fix_hook_fixes_the_script(setup: tuple[Path, Path, dict]) -> None:
     assert again.returncode == 0, again.stdout + again.stderr
 
 
-LAUNCHER = '''from sagemaker.pytorch import PyTorch
+LAUNCHER = """from sagemaker.pytorch import PyTorch
 
 PyTorch(
     entry_point="train.py",
@@ -109,7 +147,7 @@ PyTorch(
         "mpi": {"enabled": True, "processes_per_host": 8},
     },
 ).fit()
-'''
+"""
 
 
 def test_check_hook_on_one_script_finds_its_launcher(setup: tuple[Path, Path, dict]) -> None:

@@ -20,7 +20,9 @@ import pytest
 from conftest import ROOT, expected_findings, run_cli
 
 REALISTIC = ROOT / "tests" / "realistic"
-PROJECTS = sorted(path for path in REALISTIC.iterdir() if path.is_dir()) if REALISTIC.is_dir() else []
+PROJECTS = (
+    sorted(path for path in REALISTIC.iterdir() if path.is_dir()) if REALISTIC.is_dir() else []
+)
 
 Marked = tuple[str, int, int, str, str]  # path, cell (0 outside notebooks), line, code, severity
 
@@ -33,13 +35,21 @@ def _marked(project: Path) -> set[Marked]:
             cells = [(0, path.read_text(encoding="utf-8"))]
         elif path.suffix == ".ipynb":
             notebook = json.loads(path.read_text(encoding="utf-8"))
-            cells = [(number, "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"])
-                     for number, cell in enumerate(notebook["cells"], start=1) if cell["cell_type"] == "code"]
+            cells = [
+                (
+                    number,
+                    "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"],
+                )
+                for number, cell in enumerate(notebook["cells"], start=1)
+                if cell["cell_type"] == "code"
+            ]
         else:
             continue
         for cell, text in cells:
             for item in expected_findings(text):
-                assert item.severity is not None, f"{relative}: give every marker a severity ({item.code} at line {item.line})"
+                assert item.severity is not None, (
+                    f"{relative}: give every marker a severity ({item.code} at line {item.line})"
+                )
                 marked.add((relative, cell, item.line, item.code, item.severity))
     return marked
 
@@ -49,7 +59,13 @@ def _reported(project: Path) -> set[Marked]:
     assert completed.code == 0, completed.stderr
     assert completed.stderr == "", completed.stderr
     return {
-        (_relative(project, item["filename"]), item["cell"] or 0, item["location"]["row"], item["code"], item["severity"])
+        (
+            _relative(project, item["filename"]),
+            item["cell"] or 0,
+            item["location"]["row"],
+            item["code"],
+            item["severity"],
+        )
         for item in json.loads(completed.stdout)
     }
 
@@ -68,7 +84,9 @@ def test_findings_are_exactly_the_marked_ones(project: Path) -> None:
     marked, reported = _marked(project), _reported(project)
     noise = sorted(reported - marked)
     missed = sorted(marked - reported)
-    assert (noise, missed) == ([], []), f"reported but not marked: {noise}\nmarked but not reported: {missed}"
+    assert (noise, missed) == ([], []), (
+        f"reported but not marked: {noise}\nmarked but not reported: {missed}"
+    )
 
 
 def test_there_are_realistic_projects() -> None:

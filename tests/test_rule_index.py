@@ -14,28 +14,37 @@ from pathlib import Path
 from smpfix.engine.selection import enabled
 from smpfix.rules.registry import RuleNames, all_rules, rule_codes, rule_names
 
-BAD = '''import smdistributed.modelparallel.torch as smp
+BAD = """import smdistributed.modelparallel.torch as smp
 import torch
 
 smp.init()
 model = GPT()
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 model = smp.DistributedModel(model)
-'''
+"""
 
 
 def test_every_rule_module_is_named_for_its_rule() -> None:
     for rule in all_rules():
         module = rule.__module__.rsplit(".", 1)[-1]
-        assert module.startswith(rule.code.lower() + "_"), f"{rule.__module__} defines {rule.code}: name the module {rule.code.lower()}_<name>.py"
+        assert module.startswith(rule.code.lower() + "_"), (
+            f"{rule.__module__} defines {rule.code}: name the module {rule.code.lower()}_<name>.py"
+        )
     assert rule_codes() == tuple(rule.code for rule in all_rules())
 
 
 def test_lazy_names_select_like_the_loaded_ones() -> None:
     lazy, loaded = RuleNames(), rule_names()
     assert list(lazy) == sorted(loaded) and len(lazy) == len(loaded) and "SMP101" in lazy
-    for selectors in (["ALL"], ["SMP1"], ["SMP101", "smp3"], ["optimizer-before-distributed-model"]):
-        assert enabled(lazy, selectors, [], ["SMP301"]) == enabled(loaded, selectors, [], ["SMP301"])
+    for selectors in (
+        ["ALL"],
+        ["SMP1"],
+        ["SMP101", "smp3"],
+        ["optimizer-before-distributed-model"],
+    ):
+        assert enabled(lazy, selectors, [], ["SMP301"]) == enabled(
+            loaded, selectors, [], ["SMP301"]
+        )
 
 
 _PROBE = """
@@ -51,15 +60,22 @@ print("LIBCST" if "libcst" in sys.modules else "NO-LIBCST", code, file=sys.stder
 
 
 def _probe(*args: str, cwd: Path) -> str:
-    done = subprocess.run([sys.executable, "-c", _PROBE, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     return done.stderr.strip().splitlines()[-1]
 
 
 def test_tree_without_the_library_never_imports_libcst(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     for number in range(5):
-        (tmp_path / "pkg" / f"m{number}.py").write_text(f"import torch\nx = {number}\n", encoding="utf-8")
-    assert _probe("check", "--select", "SMP1", "--ignore", "SMP101", ".", cwd=tmp_path) == "NO-LIBCST 0"
+        (tmp_path / "pkg" / f"m{number}.py").write_text(
+            f"import torch\nx = {number}\n", encoding="utf-8"
+        )
+    assert (
+        _probe("check", "--select", "SMP1", "--ignore", "SMP101", ".", cwd=tmp_path)
+        == "NO-LIBCST 0"
+    )
     assert _probe("check", "--select", "NOPE1", ".", cwd=tmp_path).endswith(" 2")
 
 
@@ -112,7 +128,9 @@ def test_every_family_has_a_scope() -> None:
 
     families = {module.family for module in _rule_modules()}
     missing = sorted(families - set(FAMILY_SCOPES))
-    assert not missing, f"add the rule families {missing} to FAMILY_SCOPES in smpfix/rules/scope.py (which files they can report on)"
+    assert not missing, (
+        f"add the rule families {missing} to FAMILY_SCOPES in smpfix/rules/scope.py (which files they can report on)"
+    )
 
 
 _IMPORTED_RULES = """
@@ -128,7 +146,13 @@ def test_a_file_imports_only_the_rules_that_can_apply_to_it(tmp_path: Path) -> N
     script.write_text(BAD, encoding="utf-8")
 
     def imported(*select: str) -> set[str]:
-        done = subprocess.run([sys.executable, "-c", _IMPORTED_RULES, str(script), *select], capture_output=True, text=True, timeout=300, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _IMPORTED_RULES, str(script), *select],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
         return set(done.stdout.split())
 
     everything = imported()
@@ -137,10 +161,15 @@ def test_a_file_imports_only_the_rules_that_can_apply_to_it(tmp_path: Path) -> N
     from smpfix.rules.scope import RULE_SCOPES
 
     assert not any(code.startswith("SMP8") and code not in RULE_SCOPES for code in everything)
-    assert imported("SMP101,SMP2") == {"SMP101", *(code for code in rule_codes() or () if code.startswith("SMP2"))}
+    assert imported("SMP101,SMP2") == {
+        "SMP101",
+        *(code for code in rule_codes() or () if code.startswith("SMP2")),
+    }
     # The PyTorch flavour: no TensorFlow rule; the TensorFlow flavour: no tensor or sharded data parallelism.
     assert not any(code.startswith("SMP7") for code in everything)
-    script.write_text("import smdistributed.modelparallel.tensorflow as smp\nsmp.init()\n", encoding="utf-8")
+    script.write_text(
+        "import smdistributed.modelparallel.tensorflow as smp\nsmp.init()\n", encoding="utf-8"
+    )
     tensorflow = imported()
     assert any(code.startswith("SMP7") for code in tensorflow)
     assert not any(code.startswith(("SMP5", "SMP6")) for code in tensorflow)

@@ -38,7 +38,11 @@ from smpfix.rules.registry import rule_names
 from smpfix.rules.rule import Rule
 
 HEADER = "import smdistributed.modelparallel.torch as smp\n"
-JOBS = [{}, {"tensor_parallel_degree": 4}, {"tensor_parallel_degree": 8, "microbatches": 4, "pipeline_parallel_degree": 2}]
+JOBS = [
+    {},
+    {"tensor_parallel_degree": 4},
+    {"tensor_parallel_degree": 8, "microbatches": 4, "pipeline_parallel_degree": 2},
+]
 FUZZ = settings(
     max_examples=max(10, settings.default.max_examples // 2),
     suppress_health_check=list(HealthCheck),
@@ -60,21 +64,33 @@ def _programs() -> st.SearchStrategy[str]:
 def _run_options(job: dict, apply: bool) -> RunOptions:
     names = rule_names()
     declared = (DeclaredJob("fuzz", dict(job)),) if job else ()
-    return RunOptions(select=frozenset(names), rule_names=names, declared_jobs=declared, apply=apply)
+    return RunOptions(
+        select=frozenset(names), rule_names=names, declared_jobs=declared, apply=apply
+    )
 
 
 @FUZZ
 @given(text=_programs(), job=st.sampled_from(JOBS))
 @example(text=HEADER + "x = " + "(" * 150 + "1" + ")" * 150 + "\n", job={})
-def test_arbitrary_python_never_crashes_and_untouched_without_findings(tmp_path_factory: pytest.TempPathFactory, text: str, job: dict) -> None:
+def test_arbitrary_python_never_crashes_and_untouched_without_findings(
+    tmp_path_factory: pytest.TempPathFactory, text: str, job: dict
+) -> None:
     declared = (DeclaredJob("fuzz", dict(job)),) if job else ()
-    analysis = analyze(text, "fuzz.py", AnalysisOptions(select=frozenset(rule_names()), declared_jobs=declared))
-    assert not [error for error in analysis.errors if "internal error" in error.message], analysis.errors
+    analysis = analyze(
+        text, "fuzz.py", AnalysisOptions(select=frozenset(rule_names()), declared_jobs=declared)
+    )
+    assert not [error for error in analysis.errors if "internal error" in error.message], (
+        analysis.errors
+    )
     path = tmp_path_factory.mktemp("fuzz") / "fuzz.py"
     raw = text.encode("utf-8")
     path.write_bytes(raw)
-    result = check_bytes(DiscoveredFile(str(path), explicit=True), raw, _run_options(job, apply=True))
-    assert not [error for error in result.errors if "internal error" in error.message], result.errors
+    result = check_bytes(
+        DiscoveredFile(str(path), explicit=True), raw, _run_options(job, apply=True)
+    )
+    assert not [error for error in result.errors if "internal error" in error.message], (
+        result.errors
+    )
     if not result.findings and result.fixed_count == 0:
         assert path.read_bytes() == raw
 
@@ -90,24 +106,50 @@ class _Explodes(Rule):
         raise RuntimeError("boom")
 
 
-def test_a_crashing_rule_is_an_internal_error_for_that_file_and_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_crashing_rule_is_an_internal_error_for_that_file_and_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     original = smpfix.engine.runner._analysis_options
 
     def with_probe(path: str, options: RunOptions) -> AnalysisOptions:
         chosen = original(path, options)
-        return AnalysisOptions(select=chosen.select | {"SMP998"}, declared_jobs=chosen.declared_jobs, project=chosen.project,
-                               extra_rules=(_Explodes,))
+        return AnalysisOptions(
+            select=chosen.select | {"SMP998"},
+            declared_jobs=chosen.declared_jobs,
+            project=chosen.project,
+            extra_rules=(_Explodes,),
+        )
 
     monkeypatch.setattr(smpfix.engine.runner, "_analysis_options", with_probe)
     script = render(random.Random(3), pitfalls={"SMP101": True, "SMP301": True}).text
     (tmp_path / "train.py").write_text(script)
     (tmp_path / "other.py").write_text(script)
-    outcome = CliRunner().invoke(main, ["check", "--no-cache", "--workers", "1", "--format", "concise", "--job", "tensor_parallel_degree=4", str(tmp_path)])
+    outcome = CliRunner().invoke(
+        main,
+        [
+            "check",
+            "--no-cache",
+            "--workers",
+            "1",
+            "--format",
+            "concise",
+            "--job",
+            "tensor_parallel_degree=4",
+            str(tmp_path),
+        ],
+    )
     assert outcome.exit_code == 2, outcome.output
     for name in ("train.py", "other.py"):
-        assert f"{tmp_path / name}:1:1: error: internal error in rule SMP998: RuntimeError: boom" in outcome.output
-        lines = [line for line in outcome.output.splitlines() if line.startswith(f"{tmp_path / name}:")]
-        assert any("SMP301" in line for line in lines), "the other rules' findings are still reported"
+        assert (
+            f"{tmp_path / name}:1:1: error: internal error in rule SMP998: RuntimeError: boom"
+            in outcome.output
+        )
+        lines = [
+            line for line in outcome.output.splitlines() if line.startswith(f"{tmp_path / name}:")
+        ]
+        assert any("SMP301" in line for line in lines), (
+            "the other rules' findings are still reported"
+        )
     assert "Traceback" not in outcome.output
 
 
@@ -117,19 +159,25 @@ def test_the_probe_rule_did_not_become_a_rule_of_smpfix() -> None:
 
 @settings(max_examples=max(10, settings.default.max_examples // 2))
 @given(rng=st.randoms(use_true_random=False), job=st.sampled_from(JOBS), unsafe=st.booleans())
-def test_generated_scripts_fix_once_and_for_all(rng: random.Random, job: dict, unsafe: bool) -> None:
+def test_generated_scripts_fix_once_and_for_all(
+    rng: random.Random, job: dict, unsafe: bool
+) -> None:
     script = render(rng)
     first = fix_source(script.text, "train.py", job=job, unsafe=unsafe)
     assert not first.errors, first.errors
     cst.parse_module(first.text)
-    assert not [finding for finding in first.remaining if eligible(finding, unsafe)], "a fixable finding survived its own fix"
+    assert not [finding for finding in first.remaining if eligible(finding, unsafe)], (
+        "a fixable finding survived its own fix"
+    )
     second = fix_source(first.text, "train.py", job=job, unsafe=unsafe)
     assert second.text == first.text and second.applied == 0
 
 
 @settings(max_examples=max(5, settings.default.max_examples // 4))
 @given(rng=st.randoms(use_true_random=False))
-def test_a_second_apply_of_a_file_changes_nothing(tmp_path_factory: pytest.TempPathFactory, rng: random.Random) -> None:
+def test_a_second_apply_of_a_file_changes_nothing(
+    tmp_path_factory: pytest.TempPathFactory, rng: random.Random
+) -> None:
     script = render(rng, pitfalls={"SMP101": True, "SMP301": True})
     path = tmp_path_factory.mktemp("twice") / "train.py"
     path.write_bytes(script.text.encode())

@@ -29,15 +29,16 @@ from smpfix.rules.registry import rule_names
 JOB = {"tensor_parallel_degree": 4}
 HEADER = "import smdistributed.modelparallel.torch as smp\n"
 SCRIPT = (
-    HEADER
-    + "import torch\n\n"
+    HEADER + "import torch\n\n"
     "smp.init()\n"
     "model = smp.DistributedModel(build_model())\n\n\n"
     "def save(path):\n"
     "    if smp.dp_rank() == 0:\n"
     "        smp.save(model.local_state_dict(), path, partial=True)\n"
 )
-ERROR_LINE = re.compile(r"^(?P<path>[^\n]+?):(?P<line>\d+):(?P<column>\d+): error: (?P<message>.+)$")
+ERROR_LINE = re.compile(
+    r"^(?P<path>[^\n]+?):(?P<line>\d+):(?P<column>\d+): error: (?P<message>.+)$"
+)
 
 
 def fixed(text: str) -> str:
@@ -63,7 +64,9 @@ def _bad_files() -> dict[str, bytes]:
         # Python 3.14 allows template strings to be concatenated; LibCST 1.x cannot build it.
         "newer_python_template_strings.py": marker + b'x = t"{a}" t"{b}"\n',
         "undecodable.py": marker + b"name = '\xff\xfe caf\xe9'\n",
-        "wrong_declared_encoding.py": b"# -*- coding: ascii -*-\n" + marker + "x = 'café'\n".encode(),
+        "wrong_declared_encoding.py": b"# -*- coding: ascii -*-\n"
+        + marker
+        + "x = 'café'\n".encode(),
         "unknown_encoding.py": b"# -*- coding: klingon -*-\n" + marker,
         "nul_bytes.py": marker + b"x = 1\x00\n",
         "binary.py": binary[:1000] + b"smdistributed" + binary[1000:],
@@ -75,8 +78,11 @@ def _bad_files() -> dict[str, bytes]:
         "inconsistent_tabs.py": marker + b"if x:\n\tif y:\n        pass\n",
         # LibCST drops these characters, so its offsets would be off and a fix would land on
         # the wrong characters (``smp.dp_rank()`` became ``smprdp_rankk()``).
-        "form_feed_in_indentation.py": SCRIPT.replace("    if smp", "    y = 0\n\x0c    if smp").encode(),
-        "generated_10mb.py": marker + b"".join(b"value_%07d = %d\n" % (i, i) for i in range(10 * 1024 * 1024 // 22)),
+        "form_feed_in_indentation.py": SCRIPT.replace(
+            "    if smp", "    y = 0\n\x0c    if smp"
+        ).encode(),
+        "generated_10mb.py": marker
+        + b"".join(b"value_%07d = %d\n" % (i, i) for i in range(10 * 1024 * 1024 // 22)),
         "malformed.ipynb": b'{"cells": [{"cell_type": "code", "source": "import smdistributed"',
         "not_a_notebook.ipynb": b'["smdistributed"]',
         "deep.ipynb": b'{"smdistributed": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
@@ -89,14 +95,19 @@ def _odd_but_fine() -> dict[str, bytes]:
         "empty.py": b"",
         "only_marker_comment.py": b"# smdistributed\n",
         "long_line.py": HEADER.encode() + b"x = '" + b"a" * 300_000 + b"'\n",
-        "generated_10mb_unrelated.py": b"".join(b"value_%07d = %d\n" % (i, i) for i in range(10 * 1024 * 1024 // 22)),
+        "generated_10mb_unrelated.py": b"".join(
+            b"value_%07d = %d\n" % (i, i) for i in range(10 * 1024 * 1024 // 22)
+        ),
         "odd_cells.ipynb": json.dumps(
             {
                 "cells": [
                     {"cell_type": "code", "source": 42},
                     {"cell_type": 7, "source": "import smdistributed"},
                     "not a cell",
-                    {"cell_type": "code", "source": ["import smdistributed.modelparallel.torch as smp\n", None]},
+                    {
+                        "cell_type": "code",
+                        "source": ["import smdistributed.modelparallel.torch as smp\n", None],
+                    },
                     {"cell_type": "markdown", "source": "smdistributed"},
                 ],
                 "metadata": {},
@@ -115,11 +126,15 @@ def _good_files() -> dict[str, bytes]:
         "latin1.py": latin1.encode("latin-1"),
         "bom.py": codecs.BOM_UTF8 + SCRIPT.encode(),
         "crlf.py": SCRIPT.replace("\n", "\r\n").encode(),
-        "mixed_newlines.py": "".join(line + ("\r\n" if i % 2 else "\n") for i, line in enumerate(SCRIPT.splitlines())).encode(),
+        "mixed_newlines.py": "".join(
+            line + ("\r\n" if i % 2 else "\n") for i, line in enumerate(SCRIPT.splitlines())
+        ).encode(),
         "tabs.py": SCRIPT.replace("        ", "\t\t").replace("    ", "\t").encode(),
         # LibCST drops the continuation line, but the statement the fix edits is generated on
         # its own and matched with the text, so the fix lands on the right characters.
-        "continuation_in_indentation.py": SCRIPT.replace("    if smp", "    x = 1\n\\\n    if smp").encode(),
+        "continuation_in_indentation.py": SCRIPT.replace(
+            "    if smp", "    x = 1\n\\\n    if smp"
+        ).encode(),
     }
 
 
@@ -129,7 +144,9 @@ def bad_tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     for name, data in {**_bad_files(), **_odd_but_fine(), **_good_files()}.items():
         (root / name).write_bytes(data)
     os.mkfifo(root / "fifo.py")  # reading a FIFO would block the run forever
-    result = run_cli("--apply", "--no-cache", "--job", "tensor_parallel_degree=4", "--workers", "2", str(root))
+    result = run_cli(
+        "--apply", "--no-cache", "--job", "tensor_parallel_degree=4", "--workers", "2", str(root)
+    )
     return root, result
 
 
@@ -181,7 +198,9 @@ def test_bad_and_odd_files_are_untouched(bad_tree: tuple[Path, object]) -> None:
         assert (root / name).read_bytes() == data, name
 
 
-def test_good_files_are_still_fixed_in_their_own_encoding_and_newlines(bad_tree: tuple[Path, object]) -> None:
+def test_good_files_are_still_fixed_in_their_own_encoding_and_newlines(
+    bad_tree: tuple[Path, object],
+) -> None:
     root, result = bad_tree
     for name, data in _good_files().items():
         src = source.decode(name, data)
@@ -258,12 +277,23 @@ def test_a_file_that_disappears_or_becomes_unreadable_after_discovery(tmp_path: 
     became_folder.mkdir()
     looping = tmp_path / "loop.py"
     looping.symlink_to(looping)
-    for path, reason in ((gone, "No such file"), (became_folder, "Is a directory"), (looping, "symbolic links")):
+    for path, reason in (
+        (gone, "No such file"),
+        (became_folder, "Is a directory"),
+        (looping, "symbolic links"),
+    ):
         result = check_file(DiscoveredFile(str(path), explicit=False), options)
-        assert len(result.errors) == 1 and reason in result.errors[0].message and "cannot read" in result.errors[0].message
+        assert (
+            len(result.errors) == 1
+            and reason in result.errors[0].message
+            and "cannot read" in result.errors[0].message
+        )
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode; the root-proof cases are in the test above")
+@pytest.mark.skipif(
+    os.geteuid() == 0,
+    reason="root reads a file whatever its mode; the root-proof cases are in the test above",
+)
 def test_an_unreadable_file(tmp_path: Path) -> None:
     path = tmp_path / "secret.py"
     path.write_text(SCRIPT)
@@ -276,11 +306,15 @@ def test_an_unreadable_file(tmp_path: Path) -> None:
 def test_deep_launchers_do_not_stop_the_run(tmp_path: Path) -> None:
     """Launchers are read before any script is checked (their job settings reach the scripts
     they start); one the linker cannot read is checked, and reported, like any other file."""
-    launch = ("from sagemaker.pytorch import PyTorch\n{deep}\nestimator = PyTorch(entry_point='train.py', distribution="
-              "{{'smdistributed': {{'modelparallel': {{'enabled': True, 'parameters': {{'tensor_parallel_degree': 4}}}}}}, "
-              "'mpi': {{'enabled': True}}}})\n")
+    launch = (
+        "from sagemaker.pytorch import PyTorch\n{deep}\nestimator = PyTorch(entry_point='train.py', distribution="
+        "{{'smdistributed': {{'modelparallel': {{'enabled': True, 'parameters': {{'tensor_parallel_degree': 4}}}}}}, "
+        "'mpi': {{'enabled': True}}}})\n"
+    )
     (tmp_path / "launch_deep.py").write_text(launch.format(deep="y = " + " + ".join(["a"] * 900)))
-    (tmp_path / "launch_too_deep.py").write_text(launch.format(deep="y = " + "(" * 5000 + ")" * 5000))
+    (tmp_path / "launch_too_deep.py").write_text(
+        launch.format(deep="y = " + "(" * 5000 + ")" * 5000)
+    )
     (tmp_path / "train.py").write_text(SCRIPT)
     result = run_cli("--no-cache", "--format", "concise", str(tmp_path))
     assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
@@ -294,9 +328,13 @@ def test_warnings_about_the_users_code_are_not_printed(tmp_path: Path) -> None:
     """CPython warns about an invalid escape while parsing (a SyntaxWarning from 3.12); those
     warnings are the user's tools' business, never smpfix's output."""
     script = tmp_path / "train.py"
-    script.write_text('import smdistributed.modelparallel.torch as smp\nsmp.init()\npath = "C:\\models"\nx = (\n')
+    script.write_text(
+        'import smdistributed.modelparallel.torch as smp\nsmp.init()\npath = "C:\\models"\nx = (\n'
+    )
     result = run_cli("check", "--no-cache", str(script), env={"PYTHONWARNINGS": "always"})
     assert "Warning" not in result.stderr, result.stderr
-    script.write_text('import smdistributed.modelparallel.torch as smp\nsmp.init()\npath = "C:\\models"\n')
+    script.write_text(
+        'import smdistributed.modelparallel.torch as smp\nsmp.init()\npath = "C:\\models"\n'
+    )
     result = run_cli("check", "--no-cache", str(script), env={"PYTHONWARNINGS": "always"})
     assert "Warning" not in result.stderr, result.stderr

@@ -29,8 +29,12 @@ SMP_SCRIPTS = 80
 def _unrelated_module(rng: random.Random, index: int) -> str:
     functions = []
     for number in range(rng.randint(2, 8)):
-        body = "\n".join(f"    value_{k} = arg * {rng.randint(1, 99)} + {k}" for k in range(rng.randint(1, 6)))
-        functions.append(f"def function_{index}_{number}(arg):\n    \"\"\"Helper {number}.\"\"\"\n{body}\n    return arg\n")
+        body = "\n".join(
+            f"    value_{k} = arg * {rng.randint(1, 99)} + {k}" for k in range(rng.randint(1, 6))
+        )
+        functions.append(
+            f'def function_{index}_{number}(arg):\n    """Helper {number}."""\n{body}\n    return arg\n'
+        )
     return f'"""Module {index}."""\nimport math\nimport os\n\n\n' + "\n\n".join(functions)
 
 
@@ -59,8 +63,13 @@ def _resident_bytes() -> int:
 def test_five_thousand_files_bounded_memory_no_descriptor_leak(tmp_path: Path) -> None:
     _tree(tmp_path)
     names = rule_names()
-    options = RunOptions(select=frozenset(names), rule_names=names, declared_jobs=(DeclaredJob("load test", {"tensor_parallel_degree": 4}),),
-                         root=tmp_path, jobs=2)
+    options = RunOptions(
+        select=frozenset(names),
+        rule_names=names,
+        declared_jobs=(DeclaredJob("load test", {"tensor_parallel_degree": 4}),),
+        root=tmp_path,
+        jobs=2,
+    )
     tasks = list(discover([str(tmp_path)], Excluder([], tmp_path)))
     assert len(tasks) == FILES
     before = _open_descriptors()
@@ -74,8 +83,12 @@ def test_five_thousand_files_bounded_memory_no_descriptor_leak(tmp_path: Path) -
     analyzed = sum(1 for result in results if result.findings)
     own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     worker_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"\nload: {FILES} files, {analyzed} with findings; peak memory: main process {own_peak:.0f} MiB, "
-          f"largest worker {worker_peak:.0f} MiB; resident after the second run {after_second / 2**20:.0f} MiB")
+    print(
+        f"\nload: {FILES} files, {analyzed} with findings; peak memory: main process {own_peak:.0f} MiB, "
+        f"largest worker {worker_peak:.0f} MiB; resident after the second run {after_second / 2**20:.0f} MiB"
+    )
     assert analyzed >= SMP_SCRIPTS // 2
     assert after <= before, f"file descriptors leaked: {before} open before, {after} after"
-    assert after_second - after_first < 256 * 2**20, "a second run of the same tree kept growing the process"
+    assert after_second - after_first < 256 * 2**20, (
+        "a second run of the same tree kept growing the process"
+    )

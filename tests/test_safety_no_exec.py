@@ -26,22 +26,38 @@ def _with_side_effect(text: str, sentinel: Path) -> str:
 def test_scripts_helpers_notebooks_and_launchers_are_never_executed(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
-    sentinels = {name: tmp_path / f"{name}.ran" for name in ("script", "helper", "notebook", "launcher", "package")}
+    sentinels = {
+        name: tmp_path / f"{name}.ran"
+        for name in ("script", "helper", "notebook", "launcher", "package")
+    }
     script = SCRIPT.replace("import torch\n", "import torch\nimport helper\nimport mypackage\n")
     (project / "train.py").write_text(_with_side_effect(script, sentinels["script"]))
     (project / "helper.py").write_text(_with_side_effect("import os\n", sentinels["helper"]))
     (project / "mypackage").mkdir()
     (project / "mypackage" / "__init__.py").write_text(_with_side_effect("", sentinels["package"]))
-    (project / "launch.py").write_text(_with_side_effect(
-        "from sagemaker.pytorch import PyTorch\n"
-        "estimator = PyTorch(entry_point='train.py', distribution={'smdistributed': {'modelparallel': "
-        "{'enabled': True, 'parameters': {'tensor_parallel_degree': 4}}}, 'mpi': {'enabled': True}})\n",
-        sentinels["launcher"],
-    ))
+    (project / "launch.py").write_text(
+        _with_side_effect(
+            "from sagemaker.pytorch import PyTorch\n"
+            "estimator = PyTorch(entry_point='train.py', distribution={'smdistributed': {'modelparallel': "
+            "{'enabled': True, 'parameters': {'tensor_parallel_degree': 4}}}, 'mpi': {'enabled': True}})\n",
+            sentinels["launcher"],
+        )
+    )
     notebook = {
-        "cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
-                   "source": _with_side_effect(SCRIPT, sentinels["notebook"]).splitlines(keepends=True)}],
-        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+        "cells": [
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "execution_count": None,
+                "outputs": [],
+                "source": _with_side_effect(SCRIPT, sentinels["notebook"]).splitlines(
+                    keepends=True
+                ),
+            }
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
     }
     (project / "notebook.ipynb").write_text(json.dumps(notebook))
     for args in (("--no-cache",), ("--no-cache", "--apply", "--job", "tensor_parallel_degree=4")):
@@ -59,28 +75,56 @@ def test_a_notebook_cannot_make_smpfix_write_outside_the_checked_paths(tmp_path:
     victim.write_text(SCRIPT)
     cells = [f"%%writefile {victim}\n" + SCRIPT, "%%writefile ../elsewhere/relative.py\n" + SCRIPT]
     notebook = {
-        "cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": cell} for cell in cells],
-        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+        "cells": [
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "execution_count": None,
+                "outputs": [],
+                "source": cell,
+            }
+            for cell in cells
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
     }
     (project / "launch.ipynb").write_text(json.dumps(notebook))
-    result = run_cli("--no-cache", "--apply", "--job", "tensor_parallel_degree=4", str(project), cwd=project)
+    result = run_cli(
+        "--no-cache", "--apply", "--job", "tensor_parallel_degree=4", str(project), cwd=project
+    )
     assert "Traceback" not in result.stderr, result.stderr
     assert victim.read_text() == SCRIPT
     assert sorted(path.name for path in elsewhere.iterdir()) == ["victim.py"]
 
 
 MALICIOUS_CONFIGS = {
-    "code_in_a_list_value": ("[tool.smpfix]\nselect = \"__import__('os').system('touch {sentinel}')\"\n", 2),
+    "code_in_a_list_value": (
+        "[tool.smpfix]\nselect = \"__import__('os').system('touch {sentinel}')\"\n",
+        2,
+    ),
     "code_as_a_key": ("[tool.smpfix]\n\"__import__('os').system('touch {sentinel}')\" = 1\n", 2),
-    "code_in_a_job_value": ("[tool.smpfix.job]\ntensor_parallel_degree = \"__import__('os').system('touch {sentinel}')\"\n", None),
-    "code_in_an_exclude_pattern": ("[tool.smpfix]\nexclude = [\"$(touch {sentinel})\", \"`touch {sentinel}`\"]\n", None),
-    "tool_is_not_a_table": ("tool = \"{sentinel}\"\n", 2),
-    "smpfix_is_not_a_table": ("[tool]\nsmpfix = [\"{sentinel}\"]\n", 2),
+    "code_in_a_job_value": (
+        "[tool.smpfix.job]\ntensor_parallel_degree = \"__import__('os').system('touch {sentinel}')\"\n",
+        None,
+    ),
+    "code_in_an_exclude_pattern": (
+        '[tool.smpfix]\nexclude = ["$(touch {sentinel})", "`touch {sentinel}`"]\n',
+        None,
+    ),
+    "tool_is_not_a_table": ('tool = "{sentinel}"\n', 2),
+    "smpfix_is_not_a_table": ('[tool]\nsmpfix = ["{sentinel}"]\n', 2),
     "deeply_nested": ("[tool.smpfix]\nselect = " + "[" * 100_000 + "]" * 100_000 + "\n", 2),
     "invalid_toml": ("[tool.smpfix\nselect = [\n", 2),
-    "huge_string": ("[tool.smpfix.job]\ntensor_parallel_degree = \"" + "9" * 2_000_000 + "\"\n", None),
-    "huge_exponent": ("[tool.smpfix.job]\ntensor_parallel_degree = \"1e999999999\"\n", None),
-    "huge_integer": ("[tool.smpfix.job]\ntensor_parallel_degree = 99999999999999999999999999999999\n", None),
+    "huge_string": (
+        '[tool.smpfix.job]\ntensor_parallel_degree = "' + "9" * 2_000_000 + '"\n',
+        None,
+    ),
+    "huge_exponent": ('[tool.smpfix.job]\ntensor_parallel_degree = "1e999999999"\n', None),
+    "huge_integer": (
+        "[tool.smpfix.job]\ntensor_parallel_degree = 99999999999999999999999999999999\n",
+        None,
+    ),
     "huge_list": ("[tool.smpfix]\nignore = [" + ", ".join(['"SMP999"'] * 50_000) + "]\n", None),
     "wrong_types": ("[tool.smpfix]\nselect = [1, 2]\nper-file-ignores = 3\n", 2),
 }

@@ -45,8 +45,14 @@ def _tree(root: Path, count: int, seed: int, variants: int = 25) -> dict[Path, s
 
 def _start(root: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.Popen([*smpfix_command(), *ARGS], cwd=root, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [*smpfix_command(), *ARGS],
+        cwd=root,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _wait_for_group_to_end(group: int, timeout: float = 30.0) -> None:
@@ -76,7 +82,9 @@ class _Forms:
         return self._fixed[original]
 
     def changed(self) -> int:
-        return sum(path.read_bytes() != original.encode() for path, original in self.originals.items())
+        return sum(
+            path.read_bytes() != original.encode() for path, original in self.originals.items()
+        )
 
     def check_whole(self) -> int:
         """Assert every file is its original or its fixed form; the number already fixed."""
@@ -102,7 +110,11 @@ def test_sigkill_at_random_moments_leaves_each_file_original_or_fixed(tmp_path: 
         # Kill at a random moment: during start-up, or after a random number more files.
         started, before, more = time.monotonic(), forms.changed(), rng.randint(1, 25)
         patience = rng.uniform(0.2, 1.5) if trial == 0 else 30.0
-        while proc.poll() is None and time.monotonic() - started < patience and forms.changed() < before + more:
+        while (
+            proc.poll() is None
+            and time.monotonic() - started < patience
+            and forms.changed() < before + more
+        ):
             time.sleep(0.02)
         time.sleep(rng.uniform(0.0, 0.2))
         if trial % 2:
@@ -113,11 +125,20 @@ def test_sigkill_at_random_moments_leaves_each_file_original_or_fixed(tmp_path: 
         _wait_for_group_to_end(proc.pid)
         proc.stderr.close()  # type: ignore[union-attr]
         done = forms.check_whole()
-        print(f"trial {trial}: {done} of {len(originals)} files fixed, temporary files left: {len(_temporaries(tmp_path))}")
-        discovered = {Path(found.path) for found in discover([str(tmp_path)], Excluder([], tmp_path))}
+        print(
+            f"trial {trial}: {done} of {len(originals)} files fixed, temporary files left: {len(_temporaries(tmp_path))}"
+        )
+        discovered = {
+            Path(found.path) for found in discover([str(tmp_path)], Excluder([], tmp_path))
+        }
         assert discovered == set(originals), "a temporary file was taken for a source"
-    final = subprocess.run([*smpfix_command(), *ARGS], cwd=tmp_path, capture_output=True, timeout=300,
-                           env={**os.environ, "NO_COLOR": "1"})
+    final = subprocess.run(
+        [*smpfix_command(), *ARGS],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     stderr = final.stderr.decode()
     assert final.returncode in (0, 1), stderr
     assert ": error: " not in stderr and "Traceback" not in stderr, stderr
@@ -150,8 +171,13 @@ def test_ctrl_c_in_a_single_process_run(tmp_path: Path) -> None:
     originals = _tree(tmp_path, 40, seed=5)
     forms = _Forms(originals)
     env = {**os.environ, "NO_COLOR": "1"}
-    proc = subprocess.Popen([*smpfix_command(), "--apply", "--workers", "1", "--job", "tensor_parallel_degree=4", "."],
-                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*smpfix_command(), "--apply", "--workers", "1", "--job", "tensor_parallel_degree=4", "."],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 120
     while forms.changed() == 0 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -29,7 +29,9 @@ def _temporaries(folder: Path) -> list[str]:
 
 def _options(**changes: object) -> RunOptions:
     names = rule_names()
-    return RunOptions(select=frozenset(names), rule_names=names, declared_jobs=_declared(), apply=True, **changes)  # type: ignore[arg-type]
+    return RunOptions(
+        select=frozenset(names), rule_names=names, declared_jobs=_declared(), apply=True, **changes
+    )  # type: ignore[arg-type]
 
 
 def _declared() -> tuple:
@@ -65,7 +67,9 @@ def test_runner_reports_a_file_changed_between_reading_and_writing(tmp_path: Pat
     raw = path.read_bytes()
     path.write_text(SCRIPT + "# saved in the editor meanwhile\n")
     result = check_bytes(DiscoveredFile(str(path), explicit=True), raw, _options())
-    assert [error.message for error in result.errors] == ["file changed on disk since it was read; not overwritten"]
+    assert [error.message for error in result.errors] == [
+        "file changed on disk since it was read; not overwritten"
+    ]
     assert path.read_text() == SCRIPT + "# saved in the editor meanwhile\n"
 
 
@@ -113,7 +117,9 @@ def test_text_that_the_encoding_cannot_hold_is_an_error_not_a_crash(tmp_path: Pa
     assert _temporaries(tmp_path) == []
 
 
-def test_a_failed_rename_or_temporary_file_is_an_error_and_cleaned_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_rename_or_temporary_file_is_an_error_and_cleaned_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "train.py"
     path.write_text(SCRIPT)
     src = source.read(str(path))
@@ -154,7 +160,11 @@ def test_link_loops_in_a_tree_terminate(tmp_path: Path) -> None:
     (tmp_path / "a.py").symlink_to("b.py")
     (tmp_path / "b.py").symlink_to("a.py")
     found = sorted(f.path for f in discover([str(tmp_path)], Excluder([], tmp_path)))
-    assert found == [str(tmp_path / "a.py"), str(tmp_path / "b.py"), str(tmp_path / "pkg" / "train.py")]
+    assert found == [
+        str(tmp_path / "a.py"),
+        str(tmp_path / "b.py"),
+        str(tmp_path / "pkg" / "train.py"),
+    ]
     result = run_cli("--no-cache", str(tmp_path))
     assert result.code == 2 and "Traceback" not in result.stderr
     assert "a.py:1:1: error: cannot read: Too many levels of symbolic links" in result.stderr
@@ -184,7 +194,15 @@ def test_a_link_to_a_file_in_the_same_tree_is_checked_and_written_once(tmp_path:
     (tmp_path / "alias.py").symlink_to("train.py")
     found = list(discover([str(tmp_path)], Excluder([], tmp_path)))
     assert len(found) == 1
-    result = run_cli("--apply", "--no-cache", "--workers", "2", "--job", "tensor_parallel_degree=4", str(tmp_path))
+    result = run_cli(
+        "--apply",
+        "--no-cache",
+        "--workers",
+        "2",
+        "--job",
+        "tensor_parallel_degree=4",
+        str(tmp_path),
+    )
     assert result.code == 0, result.stderr
     assert (tmp_path / "train.py").read_text() == fixed(SCRIPT)
 

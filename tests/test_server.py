@@ -23,7 +23,7 @@ from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
 
 from smpfix.api import check_source, fix_source
 
-SCRIPT = '''import smdistributed.modelparallel.torch as smp
+SCRIPT = """import smdistributed.modelparallel.torch as smp
 import torch
 
 smp.init()
@@ -35,11 +35,11 @@ def save(path, epoch):
     if smp.dp_rank() == 0:
         smp.save({"model": model.local_state_dict(), "epoch": epoch}, path, partial=True)
     smp.barrier()
-'''
+"""
 GUARD_LINE = 9  # 0-based line of `if smp.dp_rank() == 0:`
 TP = {"tensor_parallel_degree": 4}
 
-LAUNCHER = '''from sagemaker.pytorch import PyTorch
+LAUNCHER = """from sagemaker.pytorch import PyTorch
 
 smp_options = {{"enabled": True, "parameters": {{"microbatches": 4, "ddp": True, "tensor_parallel_degree": {tp}}}}}
 estimator = PyTorch(
@@ -51,11 +51,14 @@ estimator = PyTorch(
     distribution={{"smdistributed": {{"modelparallel": smp_options}}, "mpi": {{"enabled": True, "processes_per_host": 8}}}},
 )
 estimator.fit()
-'''
+"""
 ESTIMATOR_LINE = 4  # 1-based line of `estimator = PyTorch(`
 
 _NOTEBOOK_CAPABILITIES = types.NotebookDocumentClientCapabilities(
-    synchronization=types.NotebookDocumentSyncClientCapabilities(dynamic_registration=False, execution_summary_support=False))
+    synchronization=types.NotebookDocumentSyncClientCapabilities(
+        dynamic_registration=False, execution_summary_support=False
+    )
+)
 
 # The server with rule SMP101 broken, to see that a crashing rule costs only its own findings.
 _CRASHING_RULE = """
@@ -78,8 +81,12 @@ def uri_of(path: Path) -> str:
 
 
 @asynccontextmanager
-async def session(root: Path, options: Optional[dict[str, Any]] = None, command: Optional[Sequence[str]] = None,
-                  notebooks: bool = False) -> AsyncIterator[LanguageClient]:
+async def session(
+    root: Path,
+    options: Optional[dict[str, Any]] = None,
+    command: Optional[Sequence[str]] = None,
+    notebooks: bool = False,
+) -> AsyncIterator[LanguageClient]:
     """A client connected to a fresh server for the workspace ``root``."""
     client = make_test_lsp_client()
 
@@ -91,9 +98,14 @@ async def session(root: Path, options: Optional[dict[str, Any]] = None, command:
     capabilities = client_capabilities("visual-studio-code")
     if notebooks:
         capabilities.notebook_document = _NOTEBOOK_CAPABILITIES
-    await client.initialize_session(types.InitializeParams(
-        capabilities=capabilities, root_uri=uri_of(root), initialization_options=options,
-        workspace_folders=[types.WorkspaceFolder(uri=uri_of(root), name="workspace")]))
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=capabilities,
+            root_uri=uri_of(root),
+            initialization_options=options,
+            workspace_folders=[types.WorkspaceFolder(uri=uri_of(root), name="workspace")],
+        )
+    )
     try:
         yield client
     finally:
@@ -101,22 +113,40 @@ async def session(root: Path, options: Optional[dict[str, Any]] = None, command:
         await client.stop()
 
 
-def open_file(client: LanguageClient, path: Path, text: Optional[str] = None, version: int = 1) -> str:
+def open_file(
+    client: LanguageClient, path: Path, text: Optional[str] = None, version: int = 1
+) -> str:
     uri = uri_of(path)
-    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-        uri=uri, language_id="python", version=version, text=text if text is not None else path.read_text())))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=uri,
+                language_id="python",
+                version=version,
+                text=text if text is not None else path.read_text(),
+            )
+        )
+    )
     return uri
 
 
 def replace_text(client: LanguageClient, uri: str, text: str, version: int) -> None:
-    client.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-        content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
 
 
-async def diagnostics(client: LanguageClient, uri: str, wanted: Callable[[Sequence[types.Diagnostic]], bool] = lambda found: True,
-                      timeout: float = 60) -> list[types.Diagnostic]:
+async def diagnostics(
+    client: LanguageClient,
+    uri: str,
+    wanted: Callable[[Sequence[types.Diagnostic]], bool] = lambda found: True,
+    timeout: float = 60,
+) -> list[types.Diagnostic]:
     """The diagnostics published for ``uri`` once they satisfy ``wanted``."""
+
     async def wait() -> list[types.Diagnostic]:
         while True:
             if uri in client.diagnostics and wanted(client.diagnostics[uri]):
@@ -140,15 +170,26 @@ def apply_edits(text: str, edits: Sequence[types.TextEdit]) -> str:
     def offset(position: types.Position) -> int:
         return starts[position.line] + position.character
 
-    for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+    for edit in sorted(
+        edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True
+    ):
         text = text[: offset(edit.range.start)] + edit.new_text + text[offset(edit.range.end) :]
     return text
 
 
-async def code_actions(client: LanguageClient, uri: str, line: int, only: Optional[list[str]] = None) -> list[types.CodeAction]:
-    here = types.Range(start=types.Position(line=line, character=4), end=types.Position(line=line, character=4))
-    found = await client.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), range=here, context=types.CodeActionContext(diagnostics=[], only=only)))
+async def code_actions(
+    client: LanguageClient, uri: str, line: int, only: Optional[list[str]] = None
+) -> list[types.CodeAction]:
+    here = types.Range(
+        start=types.Position(line=line, character=4), end=types.Position(line=line, character=4)
+    )
+    found = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=here,
+            context=types.CodeActionContext(diagnostics=[], only=only),
+        )
+    )
     return [action for action in found or [] if isinstance(action, types.CodeAction)]
 
 
@@ -161,7 +202,9 @@ async def test_diagnostics_on_open_change_and_save(tmp_path: Path) -> None:
         assert codes(found) == ["SMP301"]
         item = found[0]
         assert item.source == "smpfix" and item.severity == types.DiagnosticSeverity.Error
-        assert item.code_description is not None and item.code_description.href.endswith("/rules/SMP301.md")
+        assert item.code_description is not None and item.code_description.href.endswith(
+            "/rules/SMP301.md"
+        )
         assert item.range.start == types.Position(line=GUARD_LINE, character=7)
         assert "dp_rank" in item.message and "tensor parallelism" in item.message
         # The user fixes the guard: the finding goes away without saving.
@@ -169,7 +212,9 @@ async def test_diagnostics_on_open_change_and_save(tmp_path: Path) -> None:
         assert await diagnostics(client, uri, lambda found: not found) == []
         # ... brings it back, and saves.
         replace_text(client, uri, SCRIPT, version=3)
-        client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+        client.text_document_did_save(
+            types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
         assert codes(await diagnostics(client, uri, lambda found: bool(found))) == ["SMP301"]
 
 
@@ -182,17 +227,37 @@ async def test_quick_fix_suppression_and_fix_all(tmp_path: Path) -> None:
         uri = open_file(client, script)
         await diagnostics(client, uri, lambda found: bool(found))
         actions = await code_actions(client, uri, GUARD_LINE)
-        quick = [a for a in actions if a.kind == types.CodeActionKind.QuickFix and a.title.startswith("SMP301")]
-        assert len(quick) == 1 and quick[0].is_preferred and quick[0].diagnostics and quick[0].diagnostics[0].code == "SMP301"
+        quick = [
+            a
+            for a in actions
+            if a.kind == types.CodeActionKind.QuickFix and a.title.startswith("SMP301")
+        ]
+        assert (
+            len(quick) == 1
+            and quick[0].is_preferred
+            and quick[0].diagnostics
+            and quick[0].diagnostics[0].code == "SMP301"
+        )
         assert quick[0].edit is not None and quick[0].edit.changes is not None
         assert apply_edits(SCRIPT, quick[0].edit.changes[uri]) == fixed
         suppress = [a for a in actions if a.title == f"Suppress SMP301 on line {GUARD_LINE + 1}"]
-        assert len(suppress) == 1 and suppress[0].edit is not None and suppress[0].edit.changes is not None
+        assert (
+            len(suppress) == 1
+            and suppress[0].edit is not None
+            and suppress[0].edit.changes is not None
+        )
         silenced = apply_edits(SCRIPT, suppress[0].edit.changes[uri])
-        assert silenced.splitlines()[GUARD_LINE] == "    if smp.dp_rank() == 0:  # smpfix: ignore[SMP301]"
+        assert (
+            silenced.splitlines()[GUARD_LINE]
+            == "    if smp.dp_rank() == 0:  # smpfix: ignore[SMP301]"
+        )
         # "Fix all" is offered for the whole file, resolved when chosen (as VS Code does).
         for only in (None, ["source.fixAll"], ["source.fixAll.smpfix"]):
-            fix_all = [a for a in await code_actions(client, uri, 0, only) if a.kind == "source.fixAll.smpfix"]
+            fix_all = [
+                a
+                for a in await code_actions(client, uri, 0, only)
+                if a.kind == "source.fixAll.smpfix"
+            ]
             assert len(fix_all) == 1, only
         resolved = await client.code_action_resolve_async(fix_all[0])
         assert resolved.edit is not None and resolved.edit.changes is not None
@@ -204,7 +269,9 @@ async def test_quick_fix_suppression_and_fix_all(tmp_path: Path) -> None:
 
 
 async def test_settings_from_pyproject_and_from_the_editor(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text('[tool.smpfix]\nselect = ["SMP1"]\n\n[tool.smpfix.job]\ntensor_parallel_degree = 4\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.smpfix]\nselect = ["SMP1"]\n\n[tool.smpfix.job]\ntensor_parallel_degree = 4\n'
+    )
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     async with session(tmp_path) as client:
@@ -220,7 +287,9 @@ async def test_settings_from_pyproject_and_from_the_editor(tmp_path: Path) -> No
         assert [r.location.uri for r in related] == [uri_of(tmp_path / "pyproject.toml")]
         assert related[0].location.range.start.line == 3
     # A bad editor setting is reported, and the document is still checked with the rest.
-    async with session(tmp_path, {"select": ["SMP301"], "job": {"tensor_parallel_degre": 4}}) as client:
+    async with session(
+        tmp_path, {"select": ["SMP301"], "job": {"tensor_parallel_degre": 4}}
+    ) as client:
         uri = open_file(client, script)
         assert codes(await diagnostics(client, uri, lambda found: bool(found))) == ["SMP301"]
         assert any("tensor_parallel_degre" in message.message for message in client.messages)
@@ -244,12 +313,19 @@ async def test_job_facts_from_the_launchers_in_the_workspace(tmp_path: Path) -> 
         replace_text(client, launcher_uri, LAUNCHER.format(tp=1), version=2)
         assert await diagnostics(client, uri, lambda found: not found) == []
         # Closing it unsaved: the file on disk counts again.
-        client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=launcher_uri)))
+        client.text_document_did_close(
+            types.DidCloseTextDocumentParams(
+                text_document=types.TextDocumentIdentifier(uri=launcher_uri)
+            )
+        )
         assert codes(await diagnostics(client, uri, lambda found: bool(found))) == ["SMP301"]
         # A launcher changed on disk (another tool wrote it) is read again.
         launcher.write_text(LAUNCHER.format(tp=1))
-        client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
-            changes=[types.FileEvent(uri=uri_of(launcher), type=types.FileChangeType.Changed)]))
+        client.workspace_did_change_watched_files(
+            types.DidChangeWatchedFilesParams(
+                changes=[types.FileEvent(uri=uri_of(launcher), type=types.FileChangeType.Changed)]
+            )
+        )
         assert await diagnostics(client, uri, lambda found: not found) == []
 
 
@@ -257,8 +333,13 @@ async def test_bad_documents_never_stop_the_server(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     command = [sys.executable, "-c", _CRASHING_RULE]
-    wrong_order = SCRIPT.replace("optimizer = smp.DistributedOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-4))\n", "") + \
-        "opt = torch.optim.AdamW(net.parameters())\nnet = smp.DistributedModel(net)\n"
+    wrong_order = (
+        SCRIPT.replace(
+            "optimizer = smp.DistributedOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-4))\n",
+            "",
+        )
+        + "opt = torch.optim.AdamW(net.parameters())\nnet = smp.DistributedModel(net)\n"
+    )
     async with session(tmp_path, {"job": TP}, command=command) as client:
         broken = open_file(client, tmp_path / "broken.py", SCRIPT + "def oops(:\n")
         huge = open_file(client, tmp_path / "huge.py", SCRIPT + "x = 1\n" * 400_000)
@@ -280,18 +361,47 @@ async def test_bad_documents_never_stop_the_server(tmp_path: Path) -> None:
 
 async def test_notebook_cells_get_their_own_diagnostics(tmp_path: Path) -> None:
     notebook = tmp_path / "train.ipynb"
-    cells = ["%pip install torch\nimport smdistributed.modelparallel.torch as smp\nsmp.init()\n", "# Saving", SCRIPT.split("\n\n\n")[1]]
-    notebook.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    cells = [
+        "%pip install torch\nimport smdistributed.modelparallel.torch as smp\nsmp.init()\n",
+        "# Saving",
+        SCRIPT.split("\n\n\n")[1],
+    ]
+    notebook.write_text(
+        json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
     uris = [f"{uri_of(notebook)}#cell{index}" for index in range(3)]
     async with session(tmp_path, {"job": TP}, notebooks=True) as client:
-        client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
-            notebook_document=types.NotebookDocument(uri=uri_of(notebook), notebook_type="jupyter-notebook", version=1, cells=[
-                types.NotebookCell(kind=types.NotebookCellKind.Markup if index == 1 else types.NotebookCellKind.Code, document=uri)
-                for index, uri in enumerate(uris)]),
-            cell_text_documents=[types.TextDocumentItem(uri=uri, language_id="markdown" if index == 1 else "python", version=1, text=text)
-                                 for index, (uri, text) in enumerate(zip(uris, cells))]))
+        client.notebook_document_did_open(
+            types.DidOpenNotebookDocumentParams(
+                notebook_document=types.NotebookDocument(
+                    uri=uri_of(notebook),
+                    notebook_type="jupyter-notebook",
+                    version=1,
+                    cells=[
+                        types.NotebookCell(
+                            kind=types.NotebookCellKind.Markup
+                            if index == 1
+                            else types.NotebookCellKind.Code,
+                            document=uri,
+                        )
+                        for index, uri in enumerate(uris)
+                    ],
+                ),
+                cell_text_documents=[
+                    types.TextDocumentItem(
+                        uri=uri,
+                        language_id="markdown" if index == 1 else "python",
+                        version=1,
+                        text=text,
+                    )
+                    for index, (uri, text) in enumerate(zip(uris, cells))
+                ],
+            )
+        )
         found = await diagnostics(client, uris[2], lambda found: bool(found))
-        assert codes(found) == ["SMP301"] and found[0].range.start == types.Position(line=1, character=7)
+        assert codes(found) == ["SMP301"] and found[0].range.start == types.Position(
+            line=1, character=7
+        )
         assert await diagnostics(client, uris[0]) == []
         actions = await code_actions(client, uris[2], 1)
         quick = [a for a in actions if a.title.startswith("SMP301")]
@@ -308,7 +418,12 @@ async def test_a_notebook_sent_as_python_text_is_checked_as_python(tmp_path: Pat
         uri = open_file(client, virtual, SCRIPT)
         assert codes(await diagnostics(client, uri, lambda found: bool(found))) == ["SMP301"]
         other = open_file(client, tmp_path / "notes.ipynb", SCRIPT)
-        other_item = types.TextDocumentItem(uri=uri_of(tmp_path / "README.md"), language_id="markdown", version=1, text="smp.dp_rank()")
+        other_item = types.TextDocumentItem(
+            uri=uri_of(tmp_path / "README.md"),
+            language_id="markdown",
+            version=1,
+            text="smp.dp_rank()",
+        )
         client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=other_item))
         assert codes(await diagnostics(client, other, lambda found: bool(found))) == ["SMP301"]
         assert other_item.uri not in client.diagnostics
@@ -317,7 +432,11 @@ async def test_a_notebook_sent_as_python_text_is_checked_as_python(tmp_path: Pat
 async def test_shutdown_and_exit_end_the_process(tmp_path: Path) -> None:
     client = make_test_lsp_client()
     await client.start_io(*smpfix_command(), "server")
-    await client.initialize_session(types.InitializeParams(capabilities=client_capabilities("neovim"), root_uri=uri_of(tmp_path)))
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities("neovim"), root_uri=uri_of(tmp_path)
+        )
+    )
     await client.shutdown_session()  # shutdown, then exit, then waits for the process
     assert client._server is not None and client._server.returncode == 0
     await client.stop()
@@ -325,6 +444,15 @@ async def test_shutdown_and_exit_end_the_process(tmp_path: Path) -> None:
 
 def test_without_the_extra_the_command_says_what_to_install() -> None:
     hide = "import sys; sys.modules['pygls'] = None; from smpfix.cli import main; sys.argv = ['smpfix', 'server']; main()"
-    done = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"})
+    done = subprocess.run(
+        [sys.executable, "-c", hide],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     assert done.returncode == 2
-    assert done.stderr.strip() == "smpfix: error: the language server needs extra packages: pip install 'smpfix[server]'"
+    assert (
+        done.stderr.strip()
+        == "smpfix: error: the language server needs extra packages: pip install 'smpfix[server]'"
+    )

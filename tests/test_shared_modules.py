@@ -28,7 +28,9 @@ def _project(root: Path) -> list[Path]:
 
 
 def _hints(script: Path) -> list[str]:
-    options = AnalysisOptions(select=frozenset({"SMP204"}), project=Project.of((str(script.parent),)))
+    options = AnalysisOptions(
+        select=frozenset({"SMP204"}), project=Project.of((str(script.parent),))
+    )
     found = analyze(script.read_text(encoding="utf-8"), str(script), options).findings
     return [f"{Path(f.path).name}:{f.start.line}" for f in found]
 
@@ -55,7 +57,9 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return counts
 
 
-def test_a_helper_is_parsed_once_for_every_script_that_imports_it(tmp_path: Path, counted: dict[str, int]) -> None:
+def test_a_helper_is_parsed_once_for_every_script_that_imports_it(
+    tmp_path: Path, counted: dict[str, int]
+) -> None:
     first, second = _project(tmp_path)
     assert _hints(first) == _hints(second) == ["data.py:6"]
     assert counted == {"helper": 1, "own": 2}
@@ -89,8 +93,19 @@ def test_a_changed_helper_invalidates_every_cached_script_that_read_it(tmp_path:
     cache = tmp_path / "cache"
 
     def run() -> list[str]:
-        done = run_cli("check", "--select", "SMP204", "--format", "json", "--cache-dir", str(cache), str(tmp_path))
-        return sorted(f"{Path(f['filename']).name}:{f['location']['row']}" for f in json.loads(done.stdout))
+        done = run_cli(
+            "check",
+            "--select",
+            "SMP204",
+            "--format",
+            "json",
+            "--cache-dir",
+            str(cache),
+            str(tmp_path),
+        )
+        return sorted(
+            f"{Path(f['filename']).name}:{f['location']['row']}" for f in json.loads(done.stdout)
+        )
 
     assert run() == ["data.py:6"]
     assert run() == ["data.py:6"]  # from the cache

@@ -11,27 +11,30 @@ from pathlib import Path
 from smpfix.engine.analysis import AnalysisOptions, analyze
 from smpfix.job.project import Project
 
-TRAIN = '''\
+TRAIN = """\
 import smdistributed.modelparallel.torch as smp
 from utils import setup_smp
 
 setup_smp()
 model = smp.DistributedModel(Net())
-'''
+"""
 
-UTILS = '''\
+UTILS = """\
 import smdistributed.modelparallel.torch as smp
 
 
 def setup_smp():
     smp.init({"ddp": True})
-'''
+"""
 
 
 def _codes(root: Path, roots: tuple[str, ...]) -> list[tuple[str, int]]:
     path = root / "train.py"
     options = AnalysisOptions(select=frozenset({"SMP106"}), project=Project.of(roots))
-    return [(f.code, f.start.line) for f in analyze(path.read_text(encoding="utf-8"), str(path), options).findings]
+    return [
+        (f.code, f.start.line)
+        for f in analyze(path.read_text(encoding="utf-8"), str(path), options).findings
+    ]
 
 
 def test_init_in_an_imported_helper_module_counts(workdir: Path) -> None:

@@ -15,7 +15,7 @@ from conftest import run_cli
 from smpfix.engine.analysis import AnalysisOptions, analyze
 from smpfix.job.project import Project
 
-TRAIN = '''\
+TRAIN = """\
 import smdistributed.modelparallel.torch as smp
 import torch.nn.functional as F
 from model import GPT
@@ -36,9 +36,9 @@ def main():
     model = smp.DistributedModel(model){suffix}
     for input_ids, labels in loader:
         train_step(model, input_ids, labels)
-'''
+"""
 
-MODEL = '''\
+MODEL = """\
 import torch.nn as nn
 
 
@@ -47,7 +47,7 @@ class GPT(nn.Module):
         hidden_states = self.transformer(input_ids)
         attn_maps = self.maps(hidden_states)
         return self.lm_head(hidden_states), hidden_states, attn_maps
-'''
+"""
 
 WRAP_LINE = 18
 
@@ -60,14 +60,18 @@ def _project(root: Path, model: str = MODEL, suffix: str = "") -> Path:
 
 def _analyze(root: Path, script: str = "train.py", roots: tuple[str, ...] = ()) -> list:
     path = root / script
-    options = AnalysisOptions(select=frozenset({"SMP401"}), project=Project.of(roots or (str(root),)))
+    options = AnalysisOptions(
+        select=frozenset({"SMP401"}), project=Project.of(roots or (str(root),))
+    )
     return list(analyze(path.read_text(encoding="utf-8"), str(path), options).findings)
 
 
 def test_class_in_another_file_is_reported_on_the_wrap(workdir: Path) -> None:
     root = _project(workdir)
     findings = _analyze(root)
-    assert [(f.code, f.start.line, f.severity.value) for f in findings] == [("SMP401", WRAP_LINE, "warning")]
+    assert [(f.code, f.start.line, f.severity.value) for f in findings] == [
+        ("SMP401", WRAP_LINE, "warning")
+    ]
     message = findings[0].message
     assert "`GPT`" in message and "model.py, line 8" in message
     assert "`hidden_states` (element 2)" in message and "`attn_maps` (element 3)" in message
@@ -79,9 +83,9 @@ def test_cli_reports_the_project_and_exits_one(workdir: Path) -> None:
     result = run_cli("check", "--select", "SMP401", "--format", "json", ".", cwd=root)
     assert result.code == 1, result.stderr
     findings = json.loads(result.stdout)
-    assert [(f["code"], Path(f["filename"]).name, f["location"]["row"], f["severity"]) for f in findings] == [
-        ("SMP401", "train.py", WRAP_LINE, "warning")
-    ]
+    assert [
+        (f["code"], Path(f["filename"]).name, f["location"]["row"], f["severity"]) for f in findings
+    ] == [("SMP401", "train.py", WRAP_LINE, "warning")]
 
 
 def test_cli_full_format_names_the_outputs(workdir: Path) -> None:
@@ -115,7 +119,9 @@ def test_single_output_model_is_quiet(workdir: Path) -> None:
 
 
 def test_forward_inherited_from_a_base_in_a_third_file(workdir: Path) -> None:
-    root = _project(workdir, model="from layers import Backbone\n\n\nclass GPT(Backbone):\n    pass\n")
+    root = _project(
+        workdir, model="from layers import Backbone\n\n\nclass GPT(Backbone):\n    pass\n"
+    )
     (root / "layers.py").write_text(
         "class Backbone:\n    def forward(self, x):\n        h = self.body(x)\n        return self.head(h), h, self.maps(h)\n",
         encoding="utf-8",
@@ -133,7 +139,12 @@ def test_model_in_a_package(workdir: Path) -> None:
     (root / "models" / "__init__.py").write_text("", encoding="utf-8")
     (root / "models" / "gpt.py").write_text(MODEL, encoding="utf-8")
     train = root / "train.py"
-    train.write_text(train.read_text(encoding="utf-8").replace("from model import GPT", "from models.gpt import GPT"), encoding="utf-8")
+    train.write_text(
+        train.read_text(encoding="utf-8").replace(
+            "from model import GPT", "from models.gpt import GPT"
+        ),
+        encoding="utf-8",
+    )
     findings = _analyze(root)
     assert len(findings) == 1
     assert f"{Path('models') / 'gpt.py'}, line 8" in findings[0].message

@@ -43,14 +43,26 @@ def _check(root: Path, script: str) -> list[dict]:
     (root / "src").mkdir()
     (root / "src" / "train.py").write_text(script, encoding="utf-8")
     (root / "src" / "model.py").write_text(MODEL, encoding="utf-8")
-    completed = run_cli("check", ".", "--select", "SMP408", "--format", "json", "--no-cache", "--exit-zero", cwd=root)
+    completed = run_cli(
+        "check",
+        ".",
+        "--select",
+        "SMP408",
+        "--format",
+        "json",
+        "--no-cache",
+        "--exit-zero",
+        cwd=root,
+    )
     assert completed.code == 0, completed.stderr
     return json.loads(completed.stdout)
 
 
 def test_torch_checkpointing_in_the_model_module_of_an_smp_script(workdir: Path) -> None:
     findings = _check(workdir, SMP_SCRIPT)
-    assert [(f["filename"], f["location"]["row"], f["severity"]) for f in findings] == [("src/model.py", 7, "warning")]
+    assert [(f["filename"], f["location"]["row"], f["severity"]) for f in findings] == [
+        ("src/model.py", 7, "warning")
+    ]
     assert "Found while checking" in findings[0]["message"]
 
 

@@ -77,8 +77,11 @@ def test_a_v2_launcher_and_the_scripts_it_starts_get_no_v1_rule(tmp_path: Path) 
     shown = run_cli("check", "--show-job", "--no-cache", "--exit-zero", ".", cwd=root)
     assert "SMP v2: `torch_distributed` is enabled in launcher" in shown.stdout + shown.stderr
     # The same script under a v1 launcher gets its findings, so the silence above is the v2 rule.
-    v1 = launcher('{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4, "ddp": True}}}, '
-                  '"mpi": {"enabled": True, "processes_per_host": 8}}', framework="1.13.1")
+    v1 = launcher(
+        '{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4, "ddp": True}}}, '
+        '"mpi": {"enabled": True, "processes_per_host": 8}}',
+        framework="1.13.1",
+    )
     (root / "launch.py").write_text(v1, encoding="utf-8")
     assert check(root) == [("train.py", "SMP301")]
 
@@ -92,7 +95,9 @@ def test_the_safe_ddp_fix_never_touches_a_v2_configuration(tmp_path: Path) -> No
 
 
 def test_a_script_that_imports_torch_sagemaker_makes_its_launcher_v2(tmp_path: Path) -> None:
-    root = write(tmp_path, {"launch.py": launcher(V1_LOOKING, framework="2.0.0"), "train.py": V2_SCRIPT})
+    root = write(
+        tmp_path, {"launch.py": launcher(V1_LOOKING, framework="2.0.0"), "train.py": V2_SCRIPT}
+    )
     assert check(root) == []
     # The same launcher starting a v1 script is a v1 launcher on PyTorch 2.0.0 (SMP 1.15).
     (root / "train.py").write_text(V1_SCRIPT, encoding="utf-8")
@@ -102,10 +107,21 @@ def test_a_script_that_imports_torch_sagemaker_makes_its_launcher_v2(tmp_path: P
 
 def test_each_launcher_sign_of_v2(tmp_path: Path) -> None:
     cases = {
-        "torch_distributed": launcher('{"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {"enabled": True}}}'),
-        "container": launcher('{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 2}}}}', "2.0.1"),
-        "image": launcher(V1_LOOKING, extra='\n    image_uri="658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.2.0-gpu-py310-cu121",'),
-        "key": launcher('{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"sm_activation_offloading": True}}}}', "1.13.1"),
+        "torch_distributed": launcher(
+            '{"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {"enabled": True}}}'
+        ),
+        "container": launcher(
+            '{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 2}}}}',
+            "2.0.1",
+        ),
+        "image": launcher(
+            V1_LOOKING,
+            extra='\n    image_uri="658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.2.0-gpu-py310-cu121",',
+        ),
+        "key": launcher(
+            '{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"sm_activation_offloading": True}}}}',
+            "1.13.1",
+        ),
     }
     for name, text in cases.items():
         path = tmp_path / f"{name}.py"
@@ -116,7 +132,10 @@ def test_each_launcher_sign_of_v2(tmp_path: Path) -> None:
         text = launcher(V1_LOOKING, framework)
         [linked] = link([(str(tmp_path / "v1.py"), text)])
         assert JobFacts.resolve([linked.job]).smp_v2 is None, framework
-    disabled = launcher('{"torch_distributed": {"enabled": False}, "smdistributed": {"modelparallel": {"enabled": True}}}', "1.13.1")
+    disabled = launcher(
+        '{"torch_distributed": {"enabled": False}, "smdistributed": {"modelparallel": {"enabled": True}}}',
+        "1.13.1",
+    )
     [linked] = link([(str(tmp_path / "off.py"), disabled)])
     assert JobFacts.resolve([linked.job]).smp_v2 is None
 
@@ -125,6 +144,12 @@ def test_a_stated_v2_job(tmp_path: Path) -> None:
     root = write(tmp_path, {"train.py": V1_SCRIPT})
     assert check(root, "--job", "tensor_parallel_degree=4") == [("train.py", "SMP301")]
     assert check(root, "--job", "tensor_parallel_degree=4", "--job", "smp_version=2.0") == []
-    assert check(root, "--job", "tensor_parallel_degree=4", "--job", "framework_version=2.1.0") == []
-    (root / "pyproject.toml").write_text('[tool.smpfix]\nsmp-version = "2.1"\n[tool.smpfix.job]\ntensor_parallel_degree = 6\n')
-    assert check(root) == []  # the script, and the job table (tensor_parallel_degree 6 is v1's SMP803)
+    assert (
+        check(root, "--job", "tensor_parallel_degree=4", "--job", "framework_version=2.1.0") == []
+    )
+    (root / "pyproject.toml").write_text(
+        '[tool.smpfix]\nsmp-version = "2.1"\n[tool.smpfix.job]\ntensor_parallel_degree = 6\n'
+    )
+    assert (
+        check(root) == []
+    )  # the script, and the job table (tensor_parallel_degree 6 is v1's SMP803)

@@ -19,7 +19,7 @@ from smpfix.suppressions.edits import LineTable, addition, removal
 
 TP = {"tensor_parallel_degree": 4}
 
-TRAIN = '''import smdistributed.modelparallel.torch as smp
+TRAIN = """import smdistributed.modelparallel.torch as smp
 import torch
 
 smp.init()
@@ -29,7 +29,7 @@ model = smp.DistributedModel(model)
 optimizer = smp.DistributedOptimizer(optimizer)
 if smp.dp_rank() == 0:
     smp.save(model.local_state_dict(), "m.pt", partial=True)
-'''
+"""
 
 
 def _remove(text: str, codes: object = None) -> str:
@@ -43,13 +43,21 @@ def _remove(text: str, codes: object = None) -> str:
     ("before", "codes", "after"),
     [
         ("x = 1  # smpfix: ignore[SMP301]\ny = 2\n", None, "x = 1\ny = 2\n"),
-        ("x = 1  # smpfix: ignore[SMP101, SMP301]\n", ["SMP301"], "x = 1  # smpfix: ignore[SMP101]\n"),
+        (
+            "x = 1  # smpfix: ignore[SMP101, SMP301]\n",
+            ["SMP301"],
+            "x = 1  # smpfix: ignore[SMP101]\n",
+        ),
         ("x = 1  #smpfix:ignore[SMP101,SMP301]\n", ["SMP101"], "x = 1  #smpfix:ignore[SMP301]\n"),
         ("x = 1  # noqa: E501, SMP301\n", ["SMP301"], "x = 1  # noqa: E501\n"),
         ("x = 1  # noqa: SMP301, E501, SMP101\n", ["SMP301", "SMP101"], "x = 1  # noqa: E501\n"),
         ("x = 1  # noqa: SMP301\r\ny = 2\r\n", ["SMP301"], "x = 1\r\ny = 2\r\n"),
         ("x = 1  # type: ignore  # smpfix: ignore[SMP101]\n", None, "x = 1  # type: ignore\n"),
-        ("x = 1  # smpfix: ignore[SMP101]  # pragma: no cover\n", None, "x = 1  # pragma: no cover\n"),
+        (
+            "x = 1  # smpfix: ignore[SMP101]  # pragma: no cover\n",
+            None,
+            "x = 1  # pragma: no cover\n",
+        ),
         ("x = 1  # smpfix: ignore[SMP101] legacy code\n", None, "x = 1  # legacy code\n"),
         ("a = 1\n    # smpfix: ignore\nb = 2\n", None, "a = 1\nb = 2\n"),
         ("x = 1  # smpfix: ignore", None, "x = 1"),
@@ -65,8 +73,18 @@ def test_removal_keeps_everything_else_on_the_line(before: str, codes: object, a
         ("x = 1\n", 1, {"SMP301"}, "x = 1  # smpfix: ignore[SMP301]\n"),
         ("x = 1   \n", 1, {"SMP301", "SMP101"}, "x = 1  # smpfix: ignore[SMP101, SMP301]\n"),
         ("x = 1  # noqa: E501\n", 1, {"SMP301"}, "x = 1  # noqa: E501  # smpfix: ignore[SMP301]\n"),
-        ("x = 1  # smpfix: ignore[SMP101]  # why\n", 1, {"SMP301", "SMP101"}, "x = 1  # smpfix: ignore[SMP101, SMP301]  # why\n"),
-        ("x = 1  # noqa: SMP101\n", 1, {"SMP301"}, "x = 1  # noqa: SMP101  # smpfix: ignore[SMP301]\n"),
+        (
+            "x = 1  # smpfix: ignore[SMP101]  # why\n",
+            1,
+            {"SMP301", "SMP101"},
+            "x = 1  # smpfix: ignore[SMP101, SMP301]  # why\n",
+        ),
+        (
+            "x = 1  # noqa: SMP101\n",
+            1,
+            {"SMP301"},
+            "x = 1  # noqa: SMP101  # smpfix: ignore[SMP301]\n",
+        ),
     ],
 )
 def test_addition_merges_or_appends(before: str, line: int, codes: set, after: str) -> None:
@@ -79,19 +97,28 @@ def _codes(findings: list) -> list[tuple[int, str]]:
 
 
 def test_blanket_suppression_is_judged_only_when_every_rule_ran() -> None:
-    text = TRAIN.replace('model = GPT()\n', 'model = GPT()  # smpfix: ignore\n')
+    text = TRAIN.replace("model = GPT()\n", "model = GPT()  # smpfix: ignore\n")
     everything = [f for f in check_source(text, job=TP) if f.code == "SMP900"]
     assert _codes(everything) == [(5, "SMP900")]
     assert "blanket" in everything[0].message
-    assert not [f for f in check_source(text, select=["SMP101", "SMP301", "SMP900"], job=TP) if f.code == "SMP900"]
+    assert not [
+        f
+        for f in check_source(text, select=["SMP101", "SMP301", "SMP900"], job=TP)
+        if f.code == "SMP900"
+    ]
 
 
 def test_codes_of_rules_that_did_not_run_are_not_judged() -> None:
-    text = TRAIN.replace("if smp.dp_rank() == 0:\n", "if smp.rdp_rank() == 0:  # smpfix: ignore[SMP301, SMP101]\n")
+    text = TRAIN.replace(
+        "if smp.dp_rank() == 0:\n", "if smp.rdp_rank() == 0:  # smpfix: ignore[SMP301, SMP101]\n"
+    )
     assert _codes(check_source(text, select=["SMP900"], job=TP)) == []
     judged = check_source(text, select=["SMP900", "SMP301"], job=TP)
     assert _codes(judged) == [(9, "SMP900")]
-    assert "for SMP301" in judged[0].message and "SMP101" not in judged[0].message.split("suppresses nothing")[1]
+    assert (
+        "for SMP301" in judged[0].message
+        and "SMP101" not in judged[0].message.split("suppresses nothing")[1]
+    )
     fixed = fix_source(text, select=["SMP900", "SMP301"], job=TP).text
     assert "if smp.rdp_rank() == 0:  # smpfix: ignore[SMP101]\n" in fixed
 
@@ -102,24 +129,59 @@ def test_a_used_suppression_is_not_reported_and_the_fix_converges() -> None:
     assert _codes(findings) == [(6, "SMP900"), (9, "SMP301")]
     result = fix_source(text, select=["SMP101", "SMP301", "SMP900"], job=TP)
     assert "lr=1e-4)  # smpfix: ignore[SMP101]\n" in result.text
-    assert fix_source(result.text, select=["SMP101", "SMP301", "SMP900"], job=TP).text == result.text
+    assert (
+        fix_source(result.text, select=["SMP101", "SMP301", "SMP900"], job=TP).text == result.text
+    )
 
 
 def test_smp900_through_the_cli(tmp_path: Path) -> None:
-    stale = TRAIN.replace("lr=1e-4)\n", "lr=1e-4)  # noqa: E501, SMP101\n").replace("if smp.dp_rank() == 0:\n", "if smp.rdp_rank() == 0:  # smpfix: ignore[SMP301]\n")
+    stale = TRAIN.replace("lr=1e-4)\n", "lr=1e-4)  # noqa: E501, SMP101\n").replace(
+        "if smp.dp_rank() == 0:\n", "if smp.rdp_rank() == 0:  # smpfix: ignore[SMP301]\n"
+    )
     (tmp_path / "train.py").write_text(stale, encoding="utf-8")
-    (tmp_path / "pyproject.toml").write_text("[tool.smpfix.job]\ntensor_parallel_degree = 1\n", encoding="utf-8")
-    checked = run_cli("check", "--no-cache", "--select", "SMP101,SMP301,SMP900", "--format", "concise", ".", cwd=tmp_path)
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.smpfix.job]\ntensor_parallel_degree = 1\n", encoding="utf-8"
+    )
+    checked = run_cli(
+        "check",
+        "--no-cache",
+        "--select",
+        "SMP101,SMP301,SMP900",
+        "--format",
+        "concise",
+        ".",
+        cwd=tmp_path,
+    )
     assert checked.code == 1
     assert [line.split()[1] for line in checked.stdout.splitlines()[:2]] == ["SMP900", "SMP900"]
     assert run_cli("check", "--no-cache", "--select", "SMP101,SMP301", ".", cwd=tmp_path).code == 0
-    assert run_cli("check", "--no-cache", "--select", "SMP101,SMP301,SMP900", "--ignore", "SMP900", ".", cwd=tmp_path).code == 0
-    (tmp_path / "pyproject.toml").write_text(
-        '[tool.smpfix]\nper-file-ignores = { "train.py" = ["SMP101", "SMP301"] }\n[tool.smpfix.job]\ntensor_parallel_degree = 1\n', encoding="utf-8"
+    assert (
+        run_cli(
+            "check",
+            "--no-cache",
+            "--select",
+            "SMP101,SMP301,SMP900",
+            "--ignore",
+            "SMP900",
+            ".",
+            cwd=tmp_path,
+        ).code
+        == 0
     )
-    assert run_cli("check", "--no-cache", "--select", "SMP101,SMP301,SMP900", ".", cwd=tmp_path).code == 0
-    (tmp_path / "pyproject.toml").write_text("[tool.smpfix.job]\ntensor_parallel_degree = 1\n", encoding="utf-8")
-    applied = run_cli("check", "--no-cache", "--select", "SMP101,SMP301,SMP900", "--apply", ".", cwd=tmp_path)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.smpfix]\nper-file-ignores = { "train.py" = ["SMP101", "SMP301"] }\n[tool.smpfix.job]\ntensor_parallel_degree = 1\n',
+        encoding="utf-8",
+    )
+    assert (
+        run_cli("check", "--no-cache", "--select", "SMP101,SMP301,SMP900", ".", cwd=tmp_path).code
+        == 0
+    )
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.smpfix.job]\ntensor_parallel_degree = 1\n", encoding="utf-8"
+    )
+    applied = run_cli(
+        "check", "--no-cache", "--select", "SMP101,SMP301,SMP900", "--apply", ".", cwd=tmp_path
+    )
     assert applied.code == 0, applied.stdout
     text = (tmp_path / "train.py").read_text(encoding="utf-8")
     assert "lr=1e-4)  # noqa: E501\n" in text and "if smp.rdp_rank() == 0:\n" in text
@@ -147,7 +209,9 @@ if smp.dp_rank() == 0:  # smpfix: ignore[SMP999]
 
 
 def test_add_noqa_suppresses_every_finding_and_check_then_passes(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text("[tool.smpfix.job]\ntensor_parallel_degree = 4\n", encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.smpfix.job]\ntensor_parallel_degree = 4\n", encoding="utf-8"
+    )
     (tmp_path / "train.py").write_text(TRAIN, encoding="utf-8")
     (tmp_path / "multi.py").write_text(MULTILINE, encoding="utf-8")
     (tmp_path / "clean.py").write_text("print('hello')\n", encoding="utf-8")
@@ -186,10 +250,14 @@ def test_add_noqa_places_comments_where_the_analysis_reads_them() -> None:
     from smpfix.engine.add_noqa import with_suppressions
 
     def finding(line: int, code: str = "SMP301") -> Finding:
-        return Finding(code, "rule", "message", "t.py", Position(line, 1), Position(line, 2), Severity.ERROR)
+        return Finding(
+            code, "rule", "message", "t.py", Position(line, 1), Position(line, 2), Severity.ERROR
+        )
 
     text = 'x = f(\n    a, g("""\ntext\n"""),\n)\ny = h("""\n""")\nz = a + \\\n    b\n'
-    new, added, unreachable = with_suppressions(text, [finding(2), finding(6), finding(8), finding(1, "SMP101")])
+    new, added, unreachable = with_suppressions(
+        text, [finding(2), finding(6), finding(8), finding(1, "SMP101")]
+    )
     assert new.splitlines()[0] == "x = f(  # smpfix: ignore[SMP101, SMP301]"
     assert added == 1
     assert [u.finding.start.line for u in unreachable] == [6, 8]

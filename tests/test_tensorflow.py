@@ -48,10 +48,13 @@ def test_there_are_fixtures_of_both_flavours() -> None:
 
 @pytest.mark.parametrize(
     ("flavour", "path"),
-    [(Flavour.TENSORFLOW, path) for path in TF_FIXTURES] + [(Flavour.PYTORCH, path) for path in PT_FIXTURES],
+    [(Flavour.TENSORFLOW, path) for path in TF_FIXTURES]
+    + [(Flavour.PYTORCH, path) for path in PT_FIXTURES],
     ids=lambda item: f"{item.parent.name}/{item.name}" if isinstance(item, Path) else item.value,
 )
-def test_every_rule_over_a_fixture_reports_only_rules_of_its_flavour(flavour: Flavour, path: Path) -> None:
+def test_every_rule_over_a_fixture_reports_only_rules_of_its_flavour(
+    flavour: Flavour, path: Path
+) -> None:
     text = path.read_text(encoding="utf-8")
     findings = check_source(text, str(path), select=ALL_CODES, job=fixture_job(text))
     script_rules = {f.code for f in findings if not issubclass(RULES[f.code], ConfigRule)}
@@ -63,7 +66,11 @@ def test_the_tensorflow_rules_check_only_tensorflow_scripts() -> None:
     tensorflow_rules = {code for code in RULES if code.startswith("SMP7")}
     assert tensorflow_rules == {f"SMP70{n}" for n in range(1, 9)}
     assert all(RULES[code].flavours == {Flavour.TENSORFLOW} for code in tensorflow_rules)
-    shared = {code for code, rule in RULES.items() if rule.flavours == BOTH and not issubclass(rule, ConfigRule)}
+    shared = {
+        code
+        for code, rule in RULES.items()
+        if rule.flavours == BOTH and not issubclass(rule, ConfigRule)
+    }
     assert {"SMP106", "SMP201", "SMP202", "SMP203", "SMP302", "SMP401", "SMP802"} <= shared
     assert not {"SMP101", "SMP403", "SMP404", "SMP405", "SMP501", "SMP601"} & shared
 
@@ -78,39 +85,60 @@ def test_rules_listing_names_the_flavours() -> None:
 
 # -- facts --------------------------------------------------------------------------------------
 
+
 def test_flavour_and_distributed_models_of_a_tensorflow_script() -> None:
-    facts = collect(cst.parse_module(
-        "import smdistributed.modelparallel.tensorflow.v2 as smp\n"
-        "class Base(smp.DistributedModel):\n    pass\n"
-        "class Net(Base):\n    pass\n"
-        "model = Net()\n"
-        "@smp.step(input_signature=None)\ndef step(x):\n    return model(x)\n"
-    ))
+    facts = collect(
+        cst.parse_module(
+            "import smdistributed.modelparallel.tensorflow.v2 as smp\n"
+            "class Base(smp.DistributedModel):\n    pass\n"
+            "class Net(Base):\n    pass\n"
+            "model = Net()\n"
+            "@smp.step(input_signature=None)\ndef step(x):\n    return model(x)\n"
+        )
+    )
     assert facts.is_tensorflow and facts.flavours == {Flavour.TENSORFLOW}
     assert facts.distributed_model_classes == {"Base", "Net"}
     assert facts.distributed_model_names() == {"model"}
     assert facts.step_functions == {"step"}
     v1 = collect(cst.parse_module("import smdistributed.modelparallel.tensorflow.v1 as smp\n"))
     assert v1.is_tensorflow and v1.tensorflow_v1_only
-    torch = collect(cst.parse_module("import smdistributed.modelparallel.torch as smp\nclass Net(smp.DistributedModel):\n    pass\nNet()\n"))
+    torch = collect(
+        cst.parse_module(
+            "import smdistributed.modelparallel.torch as smp\nclass Net(smp.DistributedModel):\n    pass\nNet()\n"
+        )
+    )
     assert torch.flavours == {Flavour.PYTORCH} and torch.distributed_model_classes == frozenset()
 
 
 # -- job facts ----------------------------------------------------------------------------------
 
+
 def test_tensorflow_job_facts_take_tensorflow_defaults_and_have_no_pytorch_features() -> None:
-    launcher = DeclaredJob("launcher", {"framework": "tensorflow", "partitions": 2, "microbatches": 4})
+    launcher = DeclaredJob(
+        "launcher", {"framework": "tensorflow", "partitions": 2, "microbatches": 4}
+    )
     job = JobFacts.resolve([launcher])
     assert job.flavour is Flavour.TENSORFLOW
     assert job.feature("PP").state is Tri.ON and job.feature("HVD").state is Tri.OFF
     assert job.feature("TP").state is Tri.OFF and job.feature("SDP").state is Tri.OFF
-    assert job.value("xla") is False and job.value("optimize") is None  # documented and schema defaults disagree
+    assert (
+        job.value("xla") is False and job.value("optimize") is None
+    )  # documented and schema defaults disagree
     assert set(job.describe()["features"]) == {"PP", "MB", "HVD", "XLA"}
     # A TensorFlow script runs the TensorFlow library whatever the job table says.
-    assert JobFacts.resolve([DeclaredJob("table", {"tensor_parallel_degree": 4})], (), Flavour.TENSORFLOW).feature("TP").state is Tri.OFF
+    assert (
+        JobFacts.resolve(
+            [DeclaredJob("table", {"tensor_parallel_degree": 4})], (), Flavour.TENSORFLOW
+        )
+        .feature("TP")
+        .state
+        is Tri.OFF
+    )
 
 
-def test_a_tensorflow_launcher_declares_the_flavour_and_keeps_tensorflow_keys(tmp_path: Path) -> None:
+def test_a_tensorflow_launcher_declares_the_flavour_and_keeps_tensorflow_keys(
+    tmp_path: Path,
+) -> None:
     launcher = tmp_path / "launch.py"
     launcher.write_text(
         "from sagemaker.tensorflow import TensorFlow\n"
@@ -170,25 +198,36 @@ def test_a_tensorflow_launcher_without_partitions_and_with_pytorch_keys(tmp_path
         '               "mpi": {"enabled": True, "processes_per_host": 8}})\n',
         encoding="utf-8",
     )
-    result = run_cli("check", "--no-cache", "--format", "json", "--select", "SMP8", ".", cwd=tmp_path)
+    result = run_cli(
+        "check", "--no-cache", "--format", "json", "--select", "SMP8", ".", cwd=tmp_path
+    )
     codes = sorted((item["code"], item["severity"]) for item in json.loads(result.stdout))
     # The PyTorch name of the degree (with a rename as the fix), "ddp" (Horovod's job in TensorFlow);
     # no "partitions is required" on top of the rename, and no PyTorch-only configuration rule.
     assert codes == [("SMP812", "error"), ("SMP812", "error")], result.stdout
-    fixed = run_cli("check", "--no-cache", "--apply", "--unsafe-fixes", "--select", "SMP812", ".", cwd=tmp_path)
+    fixed = run_cli(
+        "check", "--no-cache", "--apply", "--unsafe-fixes", "--select", "SMP812", ".", cwd=tmp_path
+    )
     assert fixed.code == 1
     assert '"partitions": 2' in (tmp_path / "launch.py").read_text(encoding="utf-8")
 
 
 def test_a_tensorflow_job_table(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.smpfix.job]\nframework = "tensorflow"\npartitions = 2\nxla = true\ntensor_parallel_degree = 2\n', encoding="utf-8"
+        '[tool.smpfix.job]\nframework = "tensorflow"\npartitions = 2\nxla = true\ntensor_parallel_degree = 2\n',
+        encoding="utf-8",
     )
-    (tmp_path / "train.py").write_text("import smdistributed.modelparallel.tensorflow as smp\nsmp.init()\n", encoding="utf-8")
-    result = run_cli("check", "--no-cache", "--format", "json", "--select", "SMP812,SMP813", ".", cwd=tmp_path)
+    (tmp_path / "train.py").write_text(
+        "import smdistributed.modelparallel.tensorflow as smp\nsmp.init()\n", encoding="utf-8"
+    )
+    result = run_cli(
+        "check", "--no-cache", "--format", "json", "--select", "SMP812,SMP813", ".", cwd=tmp_path
+    )
     findings = json.loads(result.stdout)
     assert [(f["code"], f["location"]["row"]) for f in findings] == [("SMP812", 5)], result.stdout
-    (tmp_path / "pyproject.toml").write_text('[tool.smpfix.job]\nframework = "jax"\n', encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.smpfix.job]\nframework = "jax"\n', encoding="utf-8"
+    )
     assert run_cli("check", ".", cwd=tmp_path).code == 2
 
 
@@ -239,6 +278,15 @@ sample = model(images)
 def test_a_model_class_from_another_file(tmp_path: Path) -> None:
     (tmp_path / "model.py").write_text(MODEL, encoding="utf-8")
     (tmp_path / "train.py").write_text(TRAIN, encoding="utf-8")
-    result = run_cli("check", "--no-cache", "--format", "json", "--select", "SMP401,SMP704", ".", cwd=tmp_path)
-    found = sorted((item["filename"].removeprefix("./"), item["location"]["row"], item["code"]) for item in json.loads(result.stdout))
-    assert found == [("train.py", 6, "SMP401"), ("train.py", 7, "SMP704"), ("train.py", 17, "SMP704")], result.stdout
+    result = run_cli(
+        "check", "--no-cache", "--format", "json", "--select", "SMP401,SMP704", ".", cwd=tmp_path
+    )
+    found = sorted(
+        (item["filename"].removeprefix("./"), item["location"]["row"], item["code"])
+        for item in json.loads(result.stdout)
+    )
+    assert found == [
+        ("train.py", 6, "SMP401"),
+        ("train.py", 7, "SMP704"),
+        ("train.py", 17, "SMP704"),
+    ], result.stdout

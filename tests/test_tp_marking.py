@@ -71,7 +71,9 @@ def build_model(config, use_tp=True):
 def _findings(root: Path, degree: int) -> list[tuple[str, int, str]]:
     path = root / "train.py"
     declared = (DeclaredJob("test job", {"tensor_parallel_degree": degree}),)
-    options = AnalysisOptions(select=frozenset({"SMP101"}), declared_jobs=declared, project=Project.of((str(root),)))
+    options = AnalysisOptions(
+        select=frozenset({"SMP101"}), declared_jobs=declared, project=Project.of((str(root),))
+    )
     found = analyze(path.read_text(encoding="utf-8"), str(path), options).findings
     return [(f.code, f.start.line, f.severity.value) for f in found]
 

@@ -45,7 +45,9 @@ def versioned_probe(since: tuple[int, ...] | None, until: tuple[int, ...] | None
     return Probe
 
 
-def findings(job: dict, since: tuple[int, ...] | None = None, until: tuple[int, ...] | None = None) -> list[Severity]:
+def findings(
+    job: dict, since: tuple[int, ...] | None = None, until: tuple[int, ...] | None = None
+) -> list[Severity]:
     options = AnalysisOptions(
         select=frozenset({"SMP995"}),
         declared_jobs=(DeclaredJob("test", job),) if job else (),
@@ -58,10 +60,20 @@ def test_versions_parse_compare_and_read_as_ranges() -> None:
     assert parse_version("1.12.1") == (1, 12, 1)
     assert parse_version(1.9) == (1, 9)
     assert parse_version("latest") is None and parse_version(True) is None
-    assert compare((1, 3, 2), (1, 3)) == 0 and compare((1, 10), (1, 9)) == 1 and compare((1, 2), (1, 2, 1)) == -1
+    assert (
+        compare((1, 3, 2), (1, 3)) == 0
+        and compare((1, 10), (1, 9)) == 1
+        and compare((1, 2), (1, 2, 1)) == -1
+    )
     assert in_range((1, 3, 2), None, (1, 3)) and not in_range((1, 4), None, (1, 3))
-    assert [describe_range(*r) for r in [(None, None), ((1, 10), None), (None, (1, 3)), ((1, 6), (1, 14))]] == [
-        "all", "1.10+", "<=1.3", "1.6-1.14",
+    assert [
+        describe_range(*r)
+        for r in [(None, None), ((1, 10), None), (None, (1, 3)), ((1, 6), (1, 14))]
+    ] == [
+        "all",
+        "1.10+",
+        "<=1.3",
+        "1.6-1.14",
     ]
     assert range_in_words((1, 10), None) == "SMP 1.10 and later."
 
@@ -83,28 +95,54 @@ def test_a_range_applies_only_when_every_release_is_inside() -> None:
     assert range_applies((1, 9), (1, 10), (1, 11), None) is False
     assert range_applies(None, None, (1, 10), None) is None
     job = JobFacts.resolve([DeclaredJob("launcher", {"framework_version": "1.13.1"})])
-    assert job.version_applies(None, (1, 14)) is Tri.OFF and job.version_applies((1, 14), None) is Tri.ON
+    assert (
+        job.version_applies(None, (1, 14)) is Tri.OFF
+        and job.version_applies((1, 14), None) is Tri.ON
+    )
     assert job.version_applies((1, 15), None) is Tri.OFF  # the job may run 1.14
-    assert job.smp_version is not None and job.smp_version.describe() == "SMP 1.14 or 1.15 (PyTorch 1.13.1 container, launcher)"
-    assert condition(job.smp_version, None, (1, 14)).startswith("if the job runs SMP 1.14 or earlier (SMP 1.14 or 1.15")
+    assert (
+        job.smp_version is not None
+        and job.smp_version.describe() == "SMP 1.14 or 1.15 (PyTorch 1.13.1 container, launcher)"
+    )
+    assert condition(job.smp_version, None, (1, 14)).startswith(
+        "if the job runs SMP 1.14 or earlier (SMP 1.14 or 1.15"
+    )
     assert condition(job.smp_version, (1, 14), None).startswith("the job runs SMP 1.14 or 1.15")
     assert condition(None, (1, 10), None) == "if the job runs SMP 1.10 or later"
     # Features raise the oldest release: sharded data parallelism with tensor parallelism runs
     # 1.15 only, but no feature says so; sharded data parallelism alone raises 1.10 to 1.11.
-    sdp = JobFacts.resolve([DeclaredJob("launcher", {"framework_version": "1.12.0", "sharded_data_parallel_degree": 4})])
+    sdp = JobFacts.resolve(
+        [
+            DeclaredJob(
+                "launcher", {"framework_version": "1.12.0", "sharded_data_parallel_degree": 4}
+            )
+        ]
+    )
     assert sdp.version_applies((1, 11), None) is Tri.ON
 
 
 def test_the_highest_precedence_source_that_states_a_version_decides() -> None:
-    job = JobFacts.resolve([
-        DeclaredJob("command line --job", {"tensor_parallel_degree": 2}),
-        DeclaredJob("pyproject.toml [tool.smpfix] smp-version", {"smp_version": "1.9"}, complete=False),
-        DeclaredJob("launcher launch.py:3", {"framework_version": "1.12.1"}),
-    ])
+    job = JobFacts.resolve(
+        [
+            DeclaredJob("command line --job", {"tensor_parallel_degree": 2}),
+            DeclaredJob(
+                "pyproject.toml [tool.smpfix] smp-version", {"smp_version": "1.9"}, complete=False
+            ),
+            DeclaredJob("launcher launch.py:3", {"framework_version": "1.12.1"}),
+        ]
+    )
     assert job.smp_version is not None and job.smp_version.version == (1, 9)
-    launched = JobFacts.resolve([DeclaredJob("launcher launch.py:3", {"framework_version": "1.12.1"})])
-    assert launched.smp_version is not None and launched.smp_version.describe() == "SMP 1.13 (PyTorch 1.12.1 container, launcher launch.py:3)"
-    tensorflow = JobFacts.resolve([DeclaredJob("launcher", {"framework": "tensorflow", "framework_version": "2.6.0"})])
+    launched = JobFacts.resolve(
+        [DeclaredJob("launcher launch.py:3", {"framework_version": "1.12.1"})]
+    )
+    assert (
+        launched.smp_version is not None
+        and launched.smp_version.describe()
+        == "SMP 1.13 (PyTorch 1.12.1 container, launcher launch.py:3)"
+    )
+    tensorflow = JobFacts.resolve(
+        [DeclaredJob("launcher", {"framework": "tensorflow", "framework_version": "2.6.0"})]
+    )
     assert tensorflow.smp_version is not None and tensorflow.smp_version.version == (1, 4)
 
 
@@ -124,7 +162,10 @@ def test_features_that_are_on_bound_the_version_from_below() -> None:
         ({"smp_version": "1.9"}, []),  # out of range: the advice would be wrong there
         ({"framework_version": "1.12.0"}, [Severity.ERROR]),  # container with SMP 1.10 or 1.11
         ({"framework_version": "1.10.2"}, []),  # container with SMP 1.7 or 1.8
-        ({"framework_version": "1.11.0"}, []),  # 1.9 (out) or 1.10 (in): it may be the one it is wrong for
+        (
+            {"framework_version": "1.11.0"},
+            [],
+        ),  # 1.9 (out) or 1.10 (in): it may be the one it is wrong for
         ({}, [Severity.HINT]),  # unknown: never above a hint
         ({"fp16": True}, [Severity.ERROR]),  # fp16 exists from 1.10 on
     ],
@@ -139,7 +180,9 @@ def test_what_the_configuration_uses_raises_the_floor() -> None:
     assert nothing.version_applies(None, (1, 14), implied=(1, 15)) is Tri.OFF
     assert nothing.version_applies(None, (1, 14)) is Tri.UNKNOWN
     old = JobFacts.resolve([DeclaredJob("launcher", {"framework_version": "1.12.1"})])
-    assert old.version_applies(None, (1, 14), implied=(1, 15)) is Tri.ON  # the stated version decides
+    assert (
+        old.version_applies(None, (1, 14), implied=(1, 15)) is Tri.ON
+    )  # the stated version decides
     both = JobFacts.resolve([DeclaredJob("launcher", {"framework_version": "1.13.1"})])
     assert both.version_applies(None, (1, 14), implied=(1, 15)) is Tri.OFF
 
@@ -198,5 +241,7 @@ def test_rules_lists_each_rules_versions() -> None:
 
 def test_show_job_names_the_version_and_its_source(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(SCRIPT)
-    shown = run_cli("check", "--show-job", "--job", "smp_version=1.11", "--no-cache", "train.py", cwd=tmp_path)
+    shown = run_cli(
+        "check", "--show-job", "--job", "smp_version=1.11", "--no-cache", "train.py", cwd=tmp_path
+    )
     assert "SMP 1.11 (command line --job)" in shown.stdout + shown.stderr

@@ -54,12 +54,19 @@ class _Recorder:
         self._note("visit_Arg", node)
 
 
-def _calls(root: cst.CSTNode, share: float, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, tuple[int, ...]]]:
+def _calls(
+    root: cst.CSTNode, share: float, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[str, int, tuple[int, ...]]]:
     monkeypatch.setattr(walker, "_SPARSE_SHARE", share)
     log: list[tuple[str, int, tuple[int, ...]]] = []
     ancestry = Ancestry()
     ancestry.stack.append(root)  # a walk may start below nodes already on the stack
-    walk(root, Dispatch([_Recorder(ancestry, log)]), ancestry, lambda handler, exc: log.append(("error", 0, ())))
+    walk(
+        root,
+        Dispatch([_Recorder(ancestry, log)]),
+        ancestry,
+        lambda handler, exc: log.append(("error", 0, ())),
+    )
     assert ancestry.stack == [root]
     return log
 
@@ -77,7 +84,9 @@ def test_jumping_between_handled_nodes_replays_a_full_walk(monkeypatch: pytest.M
             dense = _calls(module, 0.0, monkeypatch)
             sparse = _calls(module, 1.0, monkeypatch)
             assert sparse == dense and dense
-            for function in [node for node in walker.iter_nodes(module) if isinstance(node, cst.FunctionDef)][:3]:
+            for function in [
+                node for node in walker.iter_nodes(module) if isinstance(node, cst.FunctionDef)
+            ][:3]:
                 assert _calls(function, 1.0, monkeypatch) == _calls(function, 0.0, monkeypatch)
         assert _calls(module, 1.0, monkeypatch) == dense  # no index: a traversal
 

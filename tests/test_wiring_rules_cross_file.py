@@ -11,7 +11,7 @@ from conftest import run_cli
 from smpfix.engine.analysis import AnalysisOptions, analyze
 from smpfix.job.project import Project
 
-TRAIN_WITH_HELPER_INIT = '''\
+TRAIN_WITH_HELPER_INIT = """\
 import smdistributed.modelparallel.torch as smp
 from utils import setup_smp
 
@@ -24,20 +24,23 @@ def main():
 
 
 main()
-'''
+"""
 
-UTILS = '''\
+UTILS = """\
 import smdistributed.modelparallel.torch as smp
 
 
 def setup_smp():
     smp.init({"ddp": True})
-'''
+"""
 
 
 def _codes(path: Path, roots: tuple[str, ...], code: str) -> list[tuple[str, int]]:
     options = AnalysisOptions(select=frozenset({code}), project=Project.of(roots))
-    return [(f.code, f.start.line) for f in analyze(path.read_text(encoding="utf-8"), str(path), options).findings]
+    return [
+        (f.code, f.start.line)
+        for f in analyze(path.read_text(encoding="utf-8"), str(path), options).findings
+    ]
 
 
 def test_smp108_trusts_an_imported_function_that_initialises(workdir: Path) -> None:
@@ -52,7 +55,7 @@ def test_smp108_without_the_helper_flags_the_rank_query(workdir: Path) -> None:
     assert _codes(workdir / "train.py", (str(workdir),), "SMP108") == [("SMP108", 7), ("SMP108", 8)]
 
 
-LAUNCHER = '''\
+LAUNCHER = """\
 from sagemaker.pytorch import PyTorch
 
 PyTorch(
@@ -67,9 +70,9 @@ PyTorch(
         "mpi": {{"enabled": True, "processes_per_host": 8}},
     }},
 ).fit()
-'''
+"""
 
-TRAIN_WITH_LOADERS = '''\
+TRAIN_WITH_LOADERS = """\
 import argparse
 
 import smdistributed.modelparallel.torch as smp
@@ -83,15 +86,15 @@ args = parser.parse_args()
 smp.init()
 train = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=args.workers)
 evaluation = data.eval_loader(dataset)
-'''
+"""
 
-DATA = '''\
+DATA = """\
 from torch.utils.data import DataLoader
 
 
 def eval_loader(dataset):
     return DataLoader(dataset, batch_size=8, num_workers=2)
-'''
+"""
 
 
 def _project(root: Path, instance: str) -> None:
@@ -103,19 +106,27 @@ def _project(root: Path, instance: str) -> None:
 
 def test_smp205_reads_the_launcher_and_the_data_helper(workdir: Path) -> None:
     _project(workdir, "ml.p4d.24xlarge")
-    completed = run_cli("check", ".", "--select", "SMP205", "--format", "concise", "--no-cache", cwd=workdir)
-    places = sorted(Path(line.split(":")[0]).name + ":" + line.split(":")[1] for line in completed.stdout.splitlines() if "SMP205" in line)
+    completed = run_cli(
+        "check", ".", "--select", "SMP205", "--format", "concise", "--no-cache", cwd=workdir
+    )
+    places = sorted(
+        Path(line.split(":")[0]).name + ":" + line.split(":")[1]
+        for line in completed.stdout.splitlines()
+        if "SMP205" in line
+    )
     assert places == ["data.py:5", "train.py:12"], completed.stdout
     assert "hyperparameter 'workers'" in completed.stdout
 
 
 def test_smp205_is_quiet_on_other_instances(workdir: Path) -> None:
     _project(workdir, "ml.p3.16xlarge")
-    completed = run_cli("check", ".", "--select", "SMP205", "--format", "concise", "--no-cache", cwd=workdir)
+    completed = run_cli(
+        "check", ".", "--select", "SMP205", "--format", "concise", "--no-cache", cwd=workdir
+    )
     assert "SMP205" not in completed.stdout, completed.stdout
 
 
-SMP108_LAUNCHER = '''\
+SMP108_LAUNCHER = """\
 from sagemaker.pytorch import PyTorch
 
 PyTorch(
@@ -129,9 +140,9 @@ PyTorch(
         "mpi": {{"enabled": True, "processes_per_host": 8}},
     }},
 ).fit()
-'''
+"""
 
-SMP108_SCRIPT = '''\
+SMP108_SCRIPT = """\
 import smdistributed.modelparallel.torch as smp
 
 TP = smp.tp_size() > 1
@@ -143,14 +154,22 @@ def main():
 
 
 main()
-'''
+"""
 
 
 def _smp108_severity(root: Path, framework: str, environment: str) -> list[str]:
-    (root / "launch.py").write_text(SMP108_LAUNCHER.format(framework=framework, environment=environment), encoding="utf-8")
+    (root / "launch.py").write_text(
+        SMP108_LAUNCHER.format(framework=framework, environment=environment), encoding="utf-8"
+    )
     (root / "train.py").write_text(SMP108_SCRIPT, encoding="utf-8")
-    completed = run_cli("check", ".", "--select", "SMP108", "--format", "concise", "--no-cache", cwd=root)
-    return [line.split("SMP108 ")[1].split(":")[0] for line in completed.stdout.splitlines() if "SMP108" in line]
+    completed = run_cli(
+        "check", ".", "--select", "SMP108", "--format", "concise", "--no-cache", cwd=root
+    )
+    return [
+        line.split("SMP108 ")[1].split(":")[0]
+        for line in completed.stdout.splitlines()
+        if "SMP108" in line
+    ]
 
 
 def test_smp108_is_a_hint_where_the_launch_initialises_on_import(workdir: Path) -> None:
@@ -169,7 +188,7 @@ def test_smp108_is_a_warning_when_the_release_may_be_either(workdir: Path) -> No
     assert _smp108_severity(workdir, "1.12.0", "{}") == ["warning"]
 
 
-SMP116_SCRIPT = '''\
+SMP116_SCRIPT = """\
 import smdistributed.modelparallel.torch as smp
 
 
@@ -181,19 +200,28 @@ def main(args):
 
 
 main(None)
-'''
+"""
 
 
 def test_smp116_under_a_launch_that_ignores_the_scripts_dict(workdir: Path) -> None:
-    (workdir / "launch.py").write_text(SMP108_LAUNCHER.format(framework="1.13.1", environment="{}"), encoding="utf-8")
+    (workdir / "launch.py").write_text(
+        SMP108_LAUNCHER.format(framework="1.13.1", environment="{}"), encoding="utf-8"
+    )
     (workdir / "train.py").write_text(SMP116_SCRIPT, encoding="utf-8")
-    completed = run_cli("check", ".", "--select", "SMP116", "--format", "concise", "--no-cache", cwd=workdir)
+    completed = run_cli(
+        "check", ".", "--select", "SMP116", "--format", "concise", "--no-cache", cwd=workdir
+    )
     assert "train.py:8:9: SMP116 warning" in completed.stdout, completed.stdout
     assert "returns at once" in completed.stdout
 
 
 def test_smp116_when_the_scripts_dict_may_apply(workdir: Path) -> None:
-    (workdir / "launch.py").write_text(SMP108_LAUNCHER.format(framework="1.13.1", environment='{"SMP_MANUAL_INIT": "1"}'), encoding="utf-8")
+    (workdir / "launch.py").write_text(
+        SMP108_LAUNCHER.format(framework="1.13.1", environment='{"SMP_MANUAL_INIT": "1"}'),
+        encoding="utf-8",
+    )
     (workdir / "train.py").write_text(SMP116_SCRIPT, encoding="utf-8")
-    completed = run_cli("check", ".", "--select", "SMP116", "--format", "concise", "--no-cache", cwd=workdir)
+    completed = run_cli(
+        "check", ".", "--select", "SMP116", "--format", "concise", "--no-cache", cwd=workdir
+    )
     assert "SMP116" not in completed.stdout, completed.stdout

@@ -14,7 +14,9 @@ from typing import Optional
 import libcst as cst
 
 
-def bind_arguments(function: cst.FunctionDef, call: cst.Call) -> Optional[Mapping[str, cst.BaseExpression]]:
+def bind_arguments(
+    function: cst.FunctionDef, call: cst.Call
+) -> Optional[Mapping[str, cst.BaseExpression]]:
     """Parameter name -> argument expression for ``call`` of ``function``; None if unknowable.
 
     Parameters left to their defaults are absent from the result.
@@ -40,7 +42,9 @@ def bind_arguments(function: cst.FunctionDef, call: cst.Call) -> Optional[Mappin
     return bound
 
 
-def argument_parameter(function: cst.FunctionDef, call: cst.Call, argument: cst.BaseExpression) -> Optional[str]:
+def argument_parameter(
+    function: cst.FunctionDef, call: cst.Call, argument: cst.BaseExpression
+) -> Optional[str]:
     """The parameter of ``function`` that ``argument`` (an argument of ``call``) is bound to."""
     bound = bind_arguments(function, call)
     if bound is None:

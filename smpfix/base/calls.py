@@ -38,8 +38,19 @@ def has_star_kwargs(call: cst.Call) -> bool:
 # Node kinds for the cached type tests below (``isinstance`` on LibCST classes goes through
 # ``ABCMeta`` and dominated these subtree scans).
 _ATTRIBUTE, _ARG, _NAME = (cst.Attribute,), (cst.Arg,), (cst.Name,)
-_BINDERS = (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.WithItem, cst.NamedExpr, cst.FunctionDef,
-            cst.ClassDef, cst.Import, cst.ImportFrom)
+_BINDERS = (
+    cst.Assign,
+    cst.AnnAssign,
+    cst.AugAssign,
+    cst.For,
+    cst.CompFor,
+    cst.WithItem,
+    cst.NamedExpr,
+    cst.FunctionDef,
+    cst.ClassDef,
+    cst.Import,
+    cst.ImportFrom,
+)
 
 
 def names_in(node: cst.CSTNode) -> set[str]:
@@ -96,7 +107,9 @@ def bound_names(statement: cst.CSTNode) -> set[str]:
             bound.update(target_names(node.target))
         elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             bound.add(node.name.value)
-        elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+        elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(
+            node.names, cst.ImportStar
+        ):
             for alias in node.names:
                 if alias.asname is not None:
                     bound.update(target_names(alias.asname.name))  # type: ignore[arg-type]

@@ -64,7 +64,9 @@ class DeleteStatementLines:
         start, end = statement_lines(positions, self.statement)
         leading = getattr(self.statement, "leading_lines", ())
         if leading:
-            start = positions.line_span(positions.position(positions.span(leading[0])[0]).line, 1)[0]
+            start = positions.line_span(positions.position(positions.span(leading[0])[0]).line, 1)[
+                0
+            ]
         return _edit(positions, start, end, "")
 
 
@@ -112,9 +114,13 @@ class InsertStatementBefore:
         start, end = statement_lines(positions, self.anchor)
         anchor_line = positions.text[start:end]
         indent = anchor_line[: len(anchor_line) - len(anchor_line.lstrip(" \t"))]
-        comments = [line for line in getattr(self.anchor, "leading_lines", ()) if line.comment is not None]
+        comments = [
+            line for line in getattr(self.anchor, "leading_lines", ()) if line.comment is not None
+        ]
         if comments:
-            start = positions.line_span(positions.position(positions.span(comments[0])[0]).line, 1)[0]
+            start = positions.line_span(positions.position(positions.span(comments[0])[0]).line, 1)[
+                0
+            ]
         state = CodegenState(
             default_indent=self.module.default_indent,
             default_newline=self.module.default_newline,
@@ -151,16 +157,26 @@ class UnwrapIf:
         body_start = positions.line_span(positions.position(positions.span(anchor)[0]).line, 1)[0]
         if_line = positions.text[start:end]
         if_indent = if_line[: len(if_line) - len(if_line.lstrip(" \t"))]
-        statement_line = positions.line_text(positions.position(positions.span(first_statement)[0]).line)
+        statement_line = positions.line_text(
+            positions.position(positions.span(first_statement)[0]).line
+        )
         body_indent = statement_line[: len(statement_line) - len(statement_line.lstrip(" \t"))]
         lines = []
         for line in positions.text[body_start:end].splitlines(keepends=True):
-            lines.append(if_indent + line[len(body_indent) :] if line.startswith(body_indent) else line)
+            lines.append(
+                if_indent + line[len(body_indent) :] if line.startswith(body_indent) else line
+            )
         return _edit(positions, start, end, "".join(lines))
 
 
 NodeEdit = Union[
-    ReplaceNode, InsertBefore, InsertAfter, DeleteStatementLines, InsertStatementAfter, InsertStatementBefore, UnwrapIf
+    ReplaceNode,
+    InsertBefore,
+    InsertAfter,
+    DeleteStatementLines,
+    InsertStatementAfter,
+    InsertStatementBefore,
+    UnwrapIf,
 ]
 
 
@@ -181,4 +197,10 @@ def _newline_of(text: str) -> str:
 
 
 def _edit(positions: Positions, start: int, end: int, text: str) -> Edit:
-    return Edit(start=start, end=end, content=text, start_pos=positions.position(start), end_pos=positions.position(end))
+    return Edit(
+        start=start,
+        end=end,
+        content=text,
+        start_pos=positions.position(start),
+        end_pos=positions.position(end),
+    )

@@ -51,10 +51,14 @@ class ImportTable:
     # and rules ask hundreds of thousands of times per project) with the node itself, which
     # keeps it alive, so that no other node can take its id: rules ask about the same calls
     # over and over, and neither the table nor a node ever changes.
-    _resolved: dict[int, tuple[cst.CSTNode, Optional[str]]] = field(default_factory=dict, init=False, compare=False, repr=False)
+    _resolved: dict[int, tuple[cst.CSTNode, Optional[str]]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     @classmethod
-    def from_statements(cls, statements: Iterable[Union[cst.Import, cst.ImportFrom]], package: str = "") -> ImportTable:
+    def from_statements(
+        cls, statements: Iterable[Union[cst.Import, cst.ImportFrom]], package: str = ""
+    ) -> ImportTable:
         bindings: dict[str, str] = {}
         for statement in statements:
             if isinstance(statement, cst.Import):
@@ -83,7 +87,9 @@ class ImportTable:
                     local = imported
                     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                         local = alias.asname.name.value
-                    joined = f"{module}{imported}" if module.strip(".") == "" else f"{module}.{imported}"
+                    joined = (
+                        f"{module}{imported}" if module.strip(".") == "" else f"{module}.{imported}"
+                    )
                     bindings[local] = joined if module else imported
         return cls(bindings=bindings)
 
@@ -92,7 +98,9 @@ class ImportTable:
         """The table of every import statement in ``module``, wherever it is (as the facts build it)."""
         from smpfix.base.walker import iter_nodes
 
-        return cls.from_statements(node for node in iter_nodes(module) if isinstance(node, (cst.Import, cst.ImportFrom)))
+        return cls.from_statements(
+            node for node in iter_nodes(module) if isinstance(node, (cst.Import, cst.ImportFrom))
+        )
 
     def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:
         """The qualified name ``node`` refers to, or None when it is not an imported name.
@@ -126,11 +134,17 @@ class ImportTable:
         return None
 
     def imports_module(self, prefix: str) -> bool:
-        return any(value == prefix or value.startswith(prefix + ".") for value in self.bindings.values())
+        return any(
+            value == prefix or value.startswith(prefix + ".") for value in self.bindings.values()
+        )
 
     def local_names_for(self, qualified: str) -> list[str]:
         """Local names bound to exactly ``qualified`` (used to write new code the file's way)."""
-        return sorted(local for local, value in self.bindings.items() if value == qualified and not local.startswith("*"))
+        return sorted(
+            local
+            for local, value in self.bindings.items()
+            if value == qualified and not local.startswith("*")
+        )
 
 
 def smp_member(table: ImportTable, node: cst.BaseExpression) -> Optional[str]:

@@ -53,19 +53,30 @@ def _plain_token(node: cst.BaseExpression) -> Any:
     if isinstance(node, cst.SimpleString):
         token = node.value
         quote = token[:3] if token[:3] in ('"""', "'''") else token[:1]
-        if quote in ('"', "'", '"""', "'''") and "\\" not in token and "\r" not in token and token.endswith(quote) and len(token) >= 2 * len(quote):
+        if (
+            quote in ('"', "'", '"""', "'''")
+            and "\\" not in token
+            and "\r" not in token
+            and token.endswith(quote)
+            and len(token) >= 2 * len(quote)
+        ):
             return token[len(quote) : len(token) - len(quote)]
     return UNKNOWN
 
 
-def literal_value(node: cst.BaseExpression, resolve: NameResolver = _no_names, depth: int = 0) -> Any:
+def literal_value(
+    node: cst.BaseExpression, resolve: NameResolver = _no_names, depth: int = 0
+) -> Any:
     """The value of ``node`` if it is a literal (through names ``resolve`` knows), else UNKNOWN."""
     if depth > 20:
         return UNKNOWN
     if isinstance(node, cst.ConcatenatedString):
         # Evaluated piece by piece: the pieces may sit on separate lines inside brackets, which
         # the code of the node alone does not parse as.
-        left, right = literal_value(node.left, resolve, depth + 1), literal_value(node.right, resolve, depth + 1)
+        left, right = (
+            literal_value(node.left, resolve, depth + 1),
+            literal_value(node.right, resolve, depth + 1),
+        )
         if isinstance(left, str) and isinstance(right, str):
             return left + right
         if isinstance(left, bytes) and isinstance(right, bytes):

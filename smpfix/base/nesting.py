@@ -50,7 +50,9 @@ _TOKEN = re.compile(
     r"|(?P<other>[^\s])",
     re.DOTALL,
 )
-_CHAINING_WORDS = frozenset({"and", "or", "not", "if", "else", "lambda", "await", "in", "is", "for", "yield"})
+_CHAINING_WORDS = frozenset(
+    {"and", "or", "not", "if", "else", "lambda", "await", "in", "is", "for", "yield"}
+)
 _FSTRING_BRACE = re.compile(r"\{\{|\}\}|[{}]")
 
 
@@ -94,7 +96,11 @@ def refusal(text: str) -> Optional[TooDeep]:
     """Why LibCST must not parse ``text`` (too large or too deeply nested), or None."""
     if len(text) > MAX_CHARACTERS:
         size = f"{len(text) / 1_000_000:.1f} million characters"
-        return TooDeep(f"file is too large to analyze ({size}; the limit is {MAX_CHARACTERS // 1_000_000} million); exclude it if it is generated", 1, 1)
+        return TooDeep(
+            f"file is too large to analyze ({size}; the limit is {MAX_CHARACTERS // 1_000_000} million); exclude it if it is generated",
+            1,
+            1,
+        )
     return too_deep(text)
 
 
@@ -152,7 +158,12 @@ def too_deep(text: str) -> Optional[TooDeep]:
             chained += 1
             grew = True
             if len(levels) - 1 > MAX_BRACKETS:
-                return _refuse(f"too many nested parentheses (more than {MAX_BRACKETS}; Python itself refuses this)", line, match, line_start)
+                return _refuse(
+                    f"too many nested parentheses (more than {MAX_BRACKETS}; Python itself refuses this)",
+                    line,
+                    match,
+                    line_start,
+                )
         elif kind == "close":
             if len(levels) > 1:
                 closed = levels.pop()
@@ -178,7 +189,12 @@ def too_deep(text: str) -> Optional[TooDeep]:
             chained += braces
             grew = True
         if grew and len(levels) + chained + len(indents) + elifs > MAX_NESTING:
-            return _refuse(f"code is nested too deeply to analyze safely (more than {MAX_NESTING} levels in one statement)", line, match, line_start)
+            return _refuse(
+                f"code is nested too deeply to analyze safely (more than {MAX_NESTING} levels in one statement)",
+                line,
+                match,
+                line_start,
+            )
     return None
 
 

@@ -33,18 +33,108 @@ _WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+(\S+)")
 _PYTHON_CELL_MAGIC = re.compile(r"^%%(?:time|timeit|capture|prun)\b")
 # Line magics (and the shell aliases IPython defines as magics) that IPython runs without the
 # ``%`` when a cell is that one line (automagic): ``pip install x``, ``cd data``.
-_AUTOMAGICS = frozenset({
-    "alias", "alias_magic", "autoawait", "autocall", "automagic", "autosave", "bookmark", "cat",
-    "cd", "clear", "colors", "conda", "config", "cp", "debug", "dhist", "dirs", "doctest_mode",
-    "ed", "edit", "env", "gui", "hist", "history", "killbgscripts", "ldir", "less", "lf", "lk",
-    "ll", "load", "load_ext", "loadpy", "logoff", "logon", "logstart", "logstate", "logstop", "ls",
-    "lsmagic", "lx", "macro", "magic", "mamba", "man", "matplotlib", "micromamba", "mkdir", "more",
-    "mv", "notebook", "page", "pastebin", "pdb", "pdef", "pdoc", "pfile", "pinfo", "pinfo2", "pip",
-    "popd", "pprint", "precision", "prun", "psearch", "psource", "pushd", "pwd", "pycat", "pylab",
-    "qtconsole", "quickref", "recall", "rehashx", "reload_ext", "rep", "rerun", "reset",
-    "reset_selective", "rm", "rmdir", "run", "save", "sc", "set_env", "store", "sx", "system", "tb",
-    "time", "timeit", "unalias", "unload_ext", "who", "who_ls", "whos", "xdel", "xmode",
-})
+_AUTOMAGICS = frozenset(
+    {
+        "alias",
+        "alias_magic",
+        "autoawait",
+        "autocall",
+        "automagic",
+        "autosave",
+        "bookmark",
+        "cat",
+        "cd",
+        "clear",
+        "colors",
+        "conda",
+        "config",
+        "cp",
+        "debug",
+        "dhist",
+        "dirs",
+        "doctest_mode",
+        "ed",
+        "edit",
+        "env",
+        "gui",
+        "hist",
+        "history",
+        "killbgscripts",
+        "ldir",
+        "less",
+        "lf",
+        "lk",
+        "ll",
+        "load",
+        "load_ext",
+        "loadpy",
+        "logoff",
+        "logon",
+        "logstart",
+        "logstate",
+        "logstop",
+        "ls",
+        "lsmagic",
+        "lx",
+        "macro",
+        "magic",
+        "mamba",
+        "man",
+        "matplotlib",
+        "micromamba",
+        "mkdir",
+        "more",
+        "mv",
+        "notebook",
+        "page",
+        "pastebin",
+        "pdb",
+        "pdef",
+        "pdoc",
+        "pfile",
+        "pinfo",
+        "pinfo2",
+        "pip",
+        "popd",
+        "pprint",
+        "precision",
+        "prun",
+        "psearch",
+        "psource",
+        "pushd",
+        "pwd",
+        "pycat",
+        "pylab",
+        "qtconsole",
+        "quickref",
+        "recall",
+        "rehashx",
+        "reload_ext",
+        "rep",
+        "rerun",
+        "reset",
+        "reset_selective",
+        "rm",
+        "rmdir",
+        "run",
+        "save",
+        "sc",
+        "set_env",
+        "store",
+        "sx",
+        "system",
+        "tb",
+        "time",
+        "timeit",
+        "unalias",
+        "unload_ext",
+        "who",
+        "who_ls",
+        "whos",
+        "xdel",
+        "xmode",
+    }
+)
 _FIRST_WORD = re.compile(r"^\s*([A-Za-z_]\w*)(?:\s|$)")
 
 
@@ -138,7 +228,11 @@ class Notebook:
         for cell in sorted(every, key=lambda c: c.span[0], reverse=True):
             if cell.index not in sources or sources[cell.index] == cell.source:
                 continue
-            out = out[: cell.span[0]] + _encode_source(sources[cell.index], self.text, cell) + out[cell.span[1] :]
+            out = (
+                out[: cell.span[0]]
+                + _encode_source(sources[cell.index], self.text, cell)
+                + out[cell.span[1] :]
+            )
         return out
 
 
@@ -174,19 +268,26 @@ def mask(code: str) -> str:
     masked = []
     for line in lines:
         match = _MAGIC.match(line)
-        masked.append(f"{match.group(1)}{_MAGIC_MARK}{line[len(match.group(1)):]}" if match else line)
+        masked.append(
+            f"{match.group(1)}{_MAGIC_MARK}{line[len(match.group(1)) :]}" if match else line
+        )
     return "\n".join(masked)
 
 
 def unmask(code: str) -> str:
-    return "\n".join(line.replace(_MAGIC_MARK, "", 1) if _MAGIC_MARK in line else line for line in code.split("\n"))
+    return "\n".join(
+        line.replace(_MAGIC_MARK, "", 1) if _MAGIC_MARK in line else line
+        for line in code.split("\n")
+    )
 
 
 def parse(text: str) -> Notebook:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise NotebookError(f"malformed notebook JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise NotebookError(
+            f"malformed notebook JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise NotebookError("not a Jupyter notebook: no list of cells")
     spans = _source_spans(text)

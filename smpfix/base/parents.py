@@ -27,7 +27,9 @@ class ParentIndex:
         """``index``: the tree's node index when it is not the one being analyzed (a parsed
         project module); the answers are the same, without a walk of the tree."""
         self.module = module
-        self._index: Optional[NodeIndex] = index if index is not None and index.root is module else active_index(module)
+        self._index: Optional[NodeIndex] = (
+            index if index is not None and index.root is module else active_index(module)
+        )
         self._parent: dict[cst.CSTNode, cst.CSTNode] = {}
         if self._index is not None:
             return
@@ -83,7 +85,10 @@ class ParentIndex:
     def indentation(self, node: cst.CSTNode) -> str:
         """The indentation of the statement holding ``node``, as LibCST writes it back."""
         blocks = [a for a in self.ancestors(node) if isinstance(a, cst.IndentedBlock)]
-        return "".join(b.indent if b.indent is not None else self.module.default_indent for b in reversed(blocks))
+        return "".join(
+            b.indent if b.indent is not None else self.module.default_indent
+            for b in reversed(blocks)
+        )
 
     def top_level_statement(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         """The statement of the module body that holds ``node``."""

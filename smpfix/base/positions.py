@@ -33,7 +33,9 @@ class _OffsetRecorder(CodegenState):
     so no other live node can share an id, and ``id`` hashes far faster than a node."""
 
     def __init__(self, module: cst.Module) -> None:
-        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        super().__init__(
+            default_indent=module.default_indent, default_newline=module.default_newline
+        )
         self.offset = 0
         self.starts: list[int] = []
         self.syntactic: dict[int, tuple[int, int]] = {}
@@ -59,7 +61,11 @@ class _OffsetRecorder(CodegenState):
         self.inclusive[id(node)] = (self.starts.pop(), self.offset)
 
     def record_syntactic_position(  # type: ignore[override]
-        self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None, end_node: Optional[cst.CSTNode] = None
+        self,
+        node: cst.CSTNode,
+        *,
+        start_node: Optional[cst.CSTNode] = None,
+        end_node: Optional[cst.CSTNode] = None,
     ) -> _SyntacticSpan:
         return _SyntacticSpan(self, node, start_node, end_node)
 
@@ -70,7 +76,13 @@ class _SyntacticSpan:
 
     __slots__ = ("recorder", "node", "start_node", "end_node", "start")
 
-    def __init__(self, recorder: _OffsetRecorder, node: cst.CSTNode, start_node: Optional[cst.CSTNode], end_node: Optional[cst.CSTNode]) -> None:
+    def __init__(
+        self,
+        recorder: _OffsetRecorder,
+        node: cst.CSTNode,
+        start_node: Optional[cst.CSTNode],
+        end_node: Optional[cst.CSTNode],
+    ) -> None:
         self.recorder = recorder
         self.node = node
         self.start_node = start_node
@@ -183,7 +195,9 @@ class Positions:
         while above > 0:
             block = self._index.order[above]
             if isinstance(block, cst.IndentedBlock):
-                indents.append(block.indent if block.indent is not None else self.module.default_indent)
+                indents.append(
+                    block.indent if block.indent is not None else self.module.default_indent
+                )
             above = self._index.parents[above]
         piece = _Recorded.of(self.module, statement, indents=indents[::-1], elif_=elif_)
         base = self._only_place(piece.code) if self._reproduced else None
@@ -229,8 +243,14 @@ class Positions:
 class _Recorded:
     """The generated code of one node (a statement, or the module) and the spans in it."""
 
-    def __init__(self, code: str, syntactic: dict[int, tuple[int, int]], inclusive: dict[int, tuple[int, int]], base: int = 0,
-                 mismatch: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        syntactic: dict[int, tuple[int, int]],
+        inclusive: dict[int, tuple[int, int]],
+        base: int = 0,
+        mismatch: Optional[int] = None,
+    ) -> None:
         self.code = code
         self.syntactic = syntactic
         self.inclusive = inclusive
@@ -238,12 +258,20 @@ class _Recorded:
         self.mismatch = mismatch
 
     @classmethod
-    def of(cls, module: cst.Module, node: cst.CSTNode, indents: Sequence[str] = (), text: Optional[str] = None,
-           elif_: bool = False) -> _Recorded:
+    def of(
+        cls,
+        module: cst.Module,
+        node: cst.CSTNode,
+        indents: Sequence[str] = (),
+        text: Optional[str] = None,
+        elif_: bool = False,
+    ) -> _Recorded:
         recorder = _OffsetRecorder(module)
         recorder.indent_tokens.extend(indents)
         if elif_:
-            node._codegen(recorder, is_elif=True)  # an ``If`` in another's ``orelse`` is written ``elif``
+            node._codegen(
+                recorder, is_elif=True
+            )  # an ``If`` in another's ``orelse`` is written ``elif``
         else:
             node._codegen(recorder)
         code = "".join(recorder.tokens)
@@ -287,7 +315,9 @@ def _first_line(node: ast.stmt) -> int:
     return min([node.lineno, *(decorator.lineno for decorator in decorators)])
 
 
-def _match_block(statements: Sequence[cst.CSTNode], nodes: Sequence[ast.stmt], lines: dict[int, int]) -> None:
+def _match_block(
+    statements: Sequence[cst.CSTNode], nodes: Sequence[ast.stmt], lines: dict[int, int]
+) -> None:
     at = 0
     for statement in statements:
         if at >= len(nodes):
@@ -303,7 +333,9 @@ def _match_block(statements: Sequence[cst.CSTNode], nodes: Sequence[ast.stmt], l
         raise _Disagree
 
 
-def _match_suite(suite: Optional[cst.CSTNode], nodes: Sequence[ast.stmt], lines: dict[int, int]) -> None:
+def _match_suite(
+    suite: Optional[cst.CSTNode], nodes: Sequence[ast.stmt], lines: dict[int, int]
+) -> None:
     """A block (an indented block, or the statements after a colon on the same line)."""
     if suite is None:
         if nodes:

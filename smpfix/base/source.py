@@ -59,7 +59,10 @@ def decode(path: str, raw: bytes) -> SourceFile:
         text = body.decode(encoding)
     except (UnicodeDecodeError, LookupError) as exc:
         line = body[: getattr(exc, "start", 0)].count(b"\n") + 1
-        raise SourceError(f"cannot decode as {encoding}: {exc.reason if isinstance(exc, UnicodeDecodeError) else exc}", line) from None
+        raise SourceError(
+            f"cannot decode as {encoding}: {exc.reason if isinstance(exc, UnicodeDecodeError) else exc}",
+            line,
+        ) from None
     return SourceFile(path=path, text=text, raw=raw, encoding=encoding, bom=bom)
 
 
@@ -106,7 +109,9 @@ def write_atomic(source: SourceFile, new_text: str) -> None:
     try:
         data = source.encode(new_text)
     except UnicodeEncodeError as exc:
-        raise SourceError(f"cannot write: the fixed text cannot be encoded as {source.encoding} ({exc.reason})") from None
+        raise SourceError(
+            f"cannot write: the fixed text cannot be encoded as {source.encoding} ({exc.reason})"
+        ) from None
     target = os.path.realpath(source.path)
     try:
         info = os.stat(target)
@@ -171,7 +176,9 @@ def write_text_atomic(path: str, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def write_bytes_atomic(path: Union[str, os.PathLike[str]], data: bytes, prefix: str = ".smpfix-") -> None:
+def write_bytes_atomic(
+    path: Union[str, os.PathLike[str]], data: bytes, prefix: str = ".smpfix-"
+) -> None:
     """Write a file smpfix owns (a report, a cache entry): temporary file, then rename."""
     folder = os.path.dirname(os.path.abspath(path)) or "."
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=folder)

@@ -26,7 +26,36 @@ import libcst as cst
 
 T = TypeVar("T")
 
-_SKIPPED_FIELD_PREFIXES = ("whitespace", "leading_lines", "lines_after", "lpar", "rpar", "header", "footer", "semicolon", "comma", "equal", "colon", "star", "dot", "operator", "first_line", "trailing_whitespace", "empty_lines", "asynchronous", "newline", "default_indent", "default_newline", "encoding", "has_trailing_newline", "indent", "between", "prefix", "quote", "arrow")
+_SKIPPED_FIELD_PREFIXES = (
+    "whitespace",
+    "leading_lines",
+    "lines_after",
+    "lpar",
+    "rpar",
+    "header",
+    "footer",
+    "semicolon",
+    "comma",
+    "equal",
+    "colon",
+    "star",
+    "dot",
+    "operator",
+    "first_line",
+    "trailing_whitespace",
+    "empty_lines",
+    "asynchronous",
+    "newline",
+    "default_indent",
+    "default_newline",
+    "encoding",
+    "has_trailing_newline",
+    "indent",
+    "between",
+    "prefix",
+    "quote",
+    "arrow",
+)
 _FIRST_FIELDS = ("decorators",)
 
 _FIELDS_CACHE: dict[type, tuple[str, ...]] = {}
@@ -37,7 +66,11 @@ def _fields_of(node_type: type) -> tuple[str, ...]:
     declared as text, such as ``Name.value``, never does)."""
     cached = _FIELDS_CACHE.get(node_type)
     if cached is None:
-        names = [f.name for f in dataclasses.fields(node_type) if not f.name.startswith(_SKIPPED_FIELD_PREFIXES) and f.type is not str]
+        names = [
+            f.name
+            for f in dataclasses.fields(node_type)
+            if not f.name.startswith(_SKIPPED_FIELD_PREFIXES) and f.type is not str
+        ]
         first = [name for name in _FIRST_FIELDS if name in names]
         cached = tuple(first + [name for name in names if name not in first])
         _FIELDS_CACHE[node_type] = cached
@@ -139,7 +172,13 @@ class NodeIndex:
         # Answers that follow from this tree alone (``remember``), kept as long as the index:
         # a helper module checked for several scripts works them out once.
         self._derived: dict[str, Any] = {}
-        order, ends, positions, parents, by_type = self.order, self.ends, self.positions, self._parents, self._by_type
+        order, ends, positions, parents, by_type = (
+            self.order,
+            self.ends,
+            self.positions,
+            self._parents,
+            self._by_type,
+        )
         opened = [-1]  # the positions of the nodes entered and not yet left (-1: above the root)
         stack: list[Any] = [root]
         while stack:
@@ -307,7 +346,9 @@ def _handler_names(visitor_type: type) -> frozenset[str]:
     """The ``visit_*``/``leave_*`` methods a visitor class defines (its own or inherited)."""
     names = _HANDLER_NAMES.get(visitor_type)
     if names is None:
-        names = _HANDLER_NAMES[visitor_type] = frozenset(n for n in dir(visitor_type) if n.startswith(("visit_", "leave_")))
+        names = _HANDLER_NAMES[visitor_type] = frozenset(
+            n for n in dir(visitor_type) if n.startswith(("visit_", "leave_"))
+        )
     return names
 
 
@@ -340,7 +381,9 @@ class Dispatch:
 _TABLES: dict[tuple[type, ...], Callable[[type], tuple[tuple[int, ...], tuple[int, ...]]]] = {}
 
 
-def _handler_table(classes: tuple[type, ...]) -> Callable[[type], tuple[tuple[int, ...], tuple[int, ...]]]:
+def _handler_table(
+    classes: tuple[type, ...],
+) -> Callable[[type], tuple[tuple[int, ...], tuple[int, ...]]]:
     """For one sequence of visitor classes (the same for every file of a run): which of them
     visit and leave each node type, remembered across files."""
     table = _TABLES.get(classes)
@@ -390,7 +433,12 @@ class Ancestry:
         return found
 
 
-def walk(root: cst.CSTNode, dispatch: Dispatch, ancestry: Ancestry, on_error: Callable[[Handler, BaseException], None]) -> None:
+def walk(
+    root: cst.CSTNode,
+    dispatch: Dispatch,
+    ancestry: Ancestry,
+    on_error: Callable[[Handler, BaseException], None],
+) -> None:
     """Visit ``root`` depth-first calling every visitor's handlers for each node.
 
     A handler that raises is reported through ``on_error`` and the walk goes on, so one
@@ -434,7 +482,14 @@ def walk(root: cst.CSTNode, dispatch: Dispatch, ancestry: Ancestry, on_error: Ca
 _SPARSE_SHARE = 0.25
 
 
-def _replay(index: NodeIndex, start: int, end: int, dispatch: Dispatch, ancestry: Ancestry, on_error: Callable[[Handler, BaseException], None]) -> None:
+def _replay(
+    index: NodeIndex,
+    start: int,
+    end: int,
+    dispatch: Dispatch,
+    ancestry: Ancestry,
+    on_error: Callable[[Handler, BaseException], None],
+) -> None:
     """``walk`` over an indexed subtree: the same calls in the same order, without traversing."""
     events = _events(index, start, end, dispatch)
     if events is not None:
@@ -484,7 +539,9 @@ def _replay(index: NodeIndex, start: int, end: int, dispatch: Dispatch, ancestry
         path.pop()
 
 
-def _events(index: NodeIndex, start: int, end: int, dispatch: Dispatch) -> Optional[list[tuple[int, int, int]]]:
+def _events(
+    index: NodeIndex, start: int, end: int, dispatch: Dispatch
+) -> Optional[list[tuple[int, int, int]]]:
     """The handler calls of a walk over ``order[start:end]`` as ``(when, kind, position)``
     sorted in call order, when few nodes have handlers (a walk for a few rules, as over a
     helper module); None when most do, and replaying every node costs less.
@@ -516,8 +573,14 @@ def _events(index: NodeIndex, start: int, end: int, dispatch: Dispatch) -> Optio
     return events
 
 
-def _replay_events(index: NodeIndex, start: int, events: list[tuple[int, int, int]], dispatch: Dispatch, ancestry: Ancestry,
-                   on_error: Callable[[Handler, BaseException], None]) -> None:
+def _replay_events(
+    index: NodeIndex,
+    start: int,
+    events: list[tuple[int, int, int]],
+    dispatch: Dispatch,
+    ancestry: Ancestry,
+    on_error: Callable[[Handler, BaseException], None],
+) -> None:
     """Call the handlers of ``events`` with the ancestry a full walk would show at each."""
     path = ancestry.stack
     order, ends, parents = index.order, index.ends, index.parents

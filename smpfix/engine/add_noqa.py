@@ -60,7 +60,9 @@ def _lines(text: str) -> _Lines:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
             if token.type not in _SPANNING and token.start[0] < token.end[0]:
                 blocked.update(range(token.start[0], token.end[0]))
-            if token.type in (tokenize.INDENT, tokenize.DEDENT) or (current is None and token.type in (tokenize.NL, tokenize.COMMENT)):
+            if token.type in (tokenize.INDENT, tokenize.DEDENT) or (
+                current is None and token.type in (tokenize.NL, tokenize.COMMENT)
+            ):
                 continue
             if current is None:
                 current = token.start[0]
@@ -79,7 +81,10 @@ def _lines(text: str) -> _Lines:
 
 
 def _target_line(finding: Finding, lines: _Lines) -> Optional[int]:
-    for line in (finding.start.line, lines.statement_start.get(finding.start.line, finding.start.line)):
+    for line in (
+        finding.start.line,
+        lines.statement_start.get(finding.start.line, finding.start.line),
+    ):
         if line not in lines.blocked:
             return line
     return None
@@ -95,7 +100,9 @@ def suppression_edit(text: str, finding: Finding) -> Optional[Edit]:
     return addition(LineTable(text), line, suppression.parse(text).get(line, ()), [finding.code])
 
 
-def with_suppressions(text: str, findings: Sequence[Finding]) -> tuple[str, int, list[Unsuppressed]]:
+def with_suppressions(
+    text: str, findings: Sequence[Finding]
+) -> tuple[str, int, list[Unsuppressed]]:
     """``text`` with a suppression for each of ``findings``; the number of directives written
     (new or extended), and the findings no comment can reach."""
     from smpfix.engine.fixing import apply_edits
@@ -106,12 +113,19 @@ def with_suppressions(text: str, findings: Sequence[Finding]) -> tuple[str, int,
     for finding in findings:
         line = _target_line(finding, lines)
         if line is None:
-            unreachable.append(Unsuppressed(finding, "its line and its statement's first line cannot end in a comment"))
+            unreachable.append(
+                Unsuppressed(
+                    finding, "its line and its statement's first line cannot end in a comment"
+                )
+            )
             continue
         codes_by_line.setdefault(line, set()).add(finding.code)
     table = LineTable(text)
     existing = suppression.parse(text)
-    edits = [addition(table, line, existing.get(line, ()), codes) for line, codes in sorted(codes_by_line.items())]
+    edits = [
+        addition(table, line, existing.get(line, ()), codes)
+        for line, codes in sorted(codes_by_line.items())
+    ]
     return apply_edits(text, edits), len(edits), unreachable
 
 
@@ -121,18 +135,29 @@ def _key(finding: Finding) -> tuple[str, int, int]:
 
 def add_to_file(result: FileResult, options: RunOptions, writable: bool = True) -> NoqaOutcome:
     """Suppress ``result``'s findings (from a run with ``options``) in its file."""
-    findings = [f for f in result.findings if f.code != UNUSED_SUPPRESSION and f.path == result.path]
+    findings = [
+        f for f in result.findings if f.code != UNUSED_SUPPRESSION and f.path == result.path
+    ]
     if not findings:
         return NoqaOutcome(result.path)
     if result.path.endswith(".ipynb"):
-        return NoqaOutcome(result.path, unsuppressed=tuple(Unsuppressed(f, "notebooks are not edited by --add-noqa") for f in findings))
+        return NoqaOutcome(
+            result.path,
+            unsuppressed=tuple(
+                Unsuppressed(f, "notebooks are not edited by --add-noqa") for f in findings
+            ),
+        )
     if not writable:
         reason = "the file is a link to a file outside the checked tree (name it explicitly)"
-        return NoqaOutcome(result.path, unsuppressed=tuple(Unsuppressed(f, reason) for f in findings))
+        return NoqaOutcome(
+            result.path, unsuppressed=tuple(Unsuppressed(f, reason) for f in findings)
+        )
     try:
         src = source.read(result.path)
     except source.SourceError as exc:
-        return NoqaOutcome(result.path, errors=(FileError(result.path, exc.message, exc.line, exc.column),))
+        return NoqaOutcome(
+            result.path, errors=(FileError(result.path, exc.message, exc.line, exc.column),)
+        )
     check_options = replace(options, apply=False, diff=False)
     pending = findings
     unsuppressed: list[Unsuppressed] = []
@@ -141,16 +166,29 @@ def add_to_file(result: FileResult, options: RunOptions, writable: bool = True) 
         checked = check_text(new_text, result.path, check_options)
         if any(error.code is None for error in checked.errors):
             reason = "the file cannot be checked again as Python source, so a comment there is not known to work"
-            return NoqaOutcome(result.path, unsuppressed=tuple(Unsuppressed(f, reason) for f in findings))
+            return NoqaOutcome(
+                result.path, unsuppressed=tuple(Unsuppressed(f, reason) for f in findings)
+            )
         again = {_key(f) for f in checked.findings}
-        still = [f for f in pending if _key(f) in again and f not in {u.finding for u in unreachable}]
+        still = [
+            f for f in pending if _key(f) in again and f not in {u.finding for u in unreachable}
+        ]
         unsuppressed.extend(unreachable)
         if not still:
             break
-        unsuppressed.extend(Unsuppressed(f, "no line the analysis reads for it can take the comment") for f in still)
-        pending = [f for f in pending if f not in still and f not in {u.finding for u in unreachable}]
+        unsuppressed.extend(
+            Unsuppressed(f, "no line the analysis reads for it can take the comment") for f in still
+        )
+        pending = [
+            f for f in pending if f not in still and f not in {u.finding for u in unreachable}
+        ]
     else:
-        return NoqaOutcome(result.path, unsuppressed=tuple(Unsuppressed(f, "the suppressions did not converge") for f in findings))
+        return NoqaOutcome(
+            result.path,
+            unsuppressed=tuple(
+                Unsuppressed(f, "the suppressions did not converge") for f in findings
+            ),
+        )
     if added == 0 or new_text == src.text:
         return NoqaOutcome(result.path, unsuppressed=tuple(unsuppressed))
     try:

@@ -94,7 +94,10 @@ def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[FileErro
     except (MemoryError, ValueError) as exc:
         return None, FileError(path, f"cannot parse: {exc}")
     except Exception as exc:  # e.g. CSTLogicError on syntax newer than this LibCST knows
-        return None, FileError(path, f"cannot parse: LibCST rejects this code ({type(exc).__name__}: {exc}); it may use syntax from a newer Python")
+        return None, FileError(
+            path,
+            f"cannot parse: LibCST rejects this code ({type(exc).__name__}: {exc}); it may use syntax from a newer Python",
+        )
     finally:
         sys.setrecursionlimit(previous)
 
@@ -109,13 +112,27 @@ def _python_syntax_error(text: str) -> Optional[tuple[str, int, int]]:
     return None
 
 
-def job_facts_for(facts: FileFacts, declared: Sequence[DeclaredJob], positions: _LazyPositions) -> JobFacts:
+def job_facts_for(
+    facts: FileFacts, declared: Sequence[DeclaredJob], positions: _LazyPositions
+) -> JobFacts:
     sources = list(declared)
     if facts.init_config_call is not None and facts.init_config:
         line = positions.get().position(positions.get().span(facts.init_config_call)[0]).line
-        sources.append(DeclaredJob(f"smp.init({{...}}) at line {line}", facts.init_config, complete=False, role=Role.INIT_DICT))
+        sources.append(
+            DeclaredJob(
+                f"smp.init({{...}}) at line {line}",
+                facts.init_config,
+                complete=False,
+                role=Role.INIT_DICT,
+            )
+        )
     evidence = [
-        Evidence(item.feature, item.description, positions.get().position(positions.get().span(item.node)[0]).line, item.strong)
+        Evidence(
+            item.feature,
+            item.description,
+            positions.get().position(positions.get().span(item.node)[0]).line,
+            item.strong,
+        )
         for item in facts.evidence
     ]
     return JobFacts.resolve(sources, evidence, Flavour.TENSORFLOW if facts.is_tensorflow else None)
@@ -142,29 +159,49 @@ def analyze(text: str, path: str, options: AnalysisOptions) -> Analysis:
         sys.setrecursionlimit(previous)
 
 
-def analyze_module(module: cst.Module, text: str, path: str, options: AnalysisOptions, stored: Optional[LinkedModule] = None) -> Analysis:
+def analyze_module(
+    module: cst.Module,
+    text: str,
+    path: str,
+    options: AnalysisOptions,
+    stored: Optional[LinkedModule] = None,
+) -> Analysis:
     # Indexed once: the facts walk and the rules walk replay the index, and the rules'
     # subtree searches are slices of it (see ``walker``).
     with indexed(module, stored.index if stored is not None else None):
-        return _analyze_indexed(module, text, path, options, stored.facts if stored is not None else None)
+        return _analyze_indexed(
+            module, text, path, options, stored.facts if stored is not None else None
+        )
 
 
-def _analyze_indexed(module: cst.Module, text: str, path: str, options: AnalysisOptions, known: Optional[FileFacts]) -> Analysis:
+def _analyze_indexed(
+    module: cst.Module, text: str, path: str, options: AnalysisOptions, known: Optional[FileFacts]
+) -> Analysis:
     try:
         facts = known if known is not None else collect(module)
     except RecursionError:
         return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
     project = options.project or Project()
     if known is None:
-        SHARED_STORE.offer(LinkedModule(path, text, module, facts, active_index(module)), launched=bool(project.launchers_of(path)))
+        SHARED_STORE.offer(
+            LinkedModule(path, text, module, facts, active_index(module)),
+            launched=bool(project.launchers_of(path)),
+        )
     declared = (*options.declared_jobs, *project.declared_for(path))
     positions = _LazyPositions(module, text, active_index(module))
-    job = job_facts_for(facts, declared, positions) if facts.imports_smp else JobFacts.resolve(declared)
+    job = (
+        job_facts_for(facts, declared, positions)
+        if facts.imports_smp
+        else JobFacts.resolve(declared)
+    )
     if job.smp_v2 is None and facts.imports_smp_v2:
         job = replace(job, smp_v2="this file imports torch.sagemaker")
     # Every rule is an SMP v1 rule: none applies to an SMP v2 job or script (``smpfix.job.smp_v2``).
     if job.smp_v2 is None:
-        selected = [*rules_for(options.select, facts), *(rule for rule in options.extra_rules if rule.code in options.select)]
+        selected = [
+            *rules_for(options.select, facts),
+            *(rule for rule in options.extra_rules if rule.code in options.select),
+        ]
         rule_types = [rule for rule in selected if rule.applies_to(facts)]
     else:
         rule_types = []
@@ -173,28 +210,54 @@ def _analyze_indexed(module: cst.Module, text: str, path: str, options: Analysis
     if not rule_types and not checks_unused:
         return Analysis(job=job, imports_smp=facts.imports_smp)
     modules = LocalModules(project, path)
-    own = _run_rules(_Target(path, text, module, facts, positions), job, rule_types, modules, ()) if rule_types else Analysis(job=job)
+    own = (
+        _run_rules(_Target(path, text, module, facts, positions), job, rule_types, modules, ())
+        if rule_types
+        else Analysis(job=job)
+    )
     helper_rules = [rule for rule in rule_types if rule.runs_on_helper_modules]
     findings, errors = list(own.findings), list(own.errors)
     if checks_unused:
-        findings = sorted([*findings, *_unused_suppressions(text, path, own, rule_types, options.select, facts)], key=lambda f: f.sort_key)
+        findings = sorted(
+            [*findings, *_unused_suppressions(text, path, own, rule_types, options.select, facts)],
+            key=lambda f: f.sort_key,
+        )
     if helper_rules and facts.imports_smp and options.project is not None:
         script = LinkedModule(path, text, module, facts, active_index(module))
         for helper in modules.imported_modules(facts):
             if helper.facts.imports_smp:
                 continue
             shown = _shown_like(helper.path, path)
-            target = _Target(shown, helper.text, helper.module, helper.facts, _LazyPositions(helper.module, helper.text, helper.index))
+            target = _Target(
+                shown,
+                helper.text,
+                helper.module,
+                helper.facts,
+                _LazyPositions(helper.module, helper.text, helper.index),
+            )
             with indexed(helper.module, helper.index):
                 found = _run_rules(target, job, helper_rules, modules, (script,))
             findings.extend(_on_behalf_of(finding, path) for finding in found.findings)
             errors.extend(found.errors)
-    return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, own.used_suppressions, own.suppressions, own.used_codes,
-                    dependencies=modules.consulted())
+    return Analysis(
+        tuple(findings),
+        tuple(errors),
+        job,
+        facts.imports_smp,
+        own.used_suppressions,
+        own.suppressions,
+        own.used_codes,
+        dependencies=modules.consulted(),
+    )
 
 
 def _unused_suppressions(
-    text: str, path: str, own: Analysis, ran: Sequence[type[Rule]], select: frozenset[str], facts: FileFacts
+    text: str,
+    path: str,
+    own: Analysis,
+    ran: Sequence[type[Rule]],
+    select: frozenset[str],
+    facts: FileFacts,
 ) -> list[Finding]:
     """SMP900: the file's suppression comments, judged once every other rule has reported."""
     by_line = suppression.parse(text)
@@ -238,16 +301,32 @@ def _on_behalf_of(finding: Finding, script: str) -> Finding:
     fix = finding.fix
     if fix is not None:
         fix = replace(fix, applicability=Applicability.DISPLAY_ONLY)
-    return replace(finding, message=f"{finding.message} (Found while checking {script}, which imports this module.)", fix=fix)
+    return replace(
+        finding,
+        message=f"{finding.message} (Found while checking {script}, which imports this module.)",
+        fix=fix,
+    )
 
 
 def _run_rules(
-    target: _Target, job: JobFacts, rule_types: Sequence[type[Rule]], modules: LocalModules, importers: tuple[LinkedModule, ...]
+    target: _Target,
+    job: JobFacts,
+    rule_types: Sequence[type[Rule]],
+    modules: LocalModules,
+    importers: tuple[LinkedModule, ...],
 ) -> Analysis:
     """One walk of ``target`` with every rule; reports become findings, minus suppressed ones."""
     path, facts = target.path, target.facts
     ancestry = Ancestry()
-    context = RuleContext(path=path, module=target.module, facts=facts, job=job, ancestry=ancestry, modules=modules, importers=importers)
+    context = RuleContext(
+        path=path,
+        module=target.module,
+        facts=facts,
+        job=job,
+        ancestry=ancestry,
+        modules=modules,
+        importers=importers,
+    )
     rules: list[Rule] = [rule_type(context) for rule_type in rule_types]
     errors: list[FileError] = []
     failed: set[str] = set()
@@ -256,7 +335,11 @@ def _run_rules(
         code = getattr(getattr(handler, "__self__", None), "code", None) or "?"
         if code not in failed:
             failed.add(code)
-            errors.append(FileError(path, f"internal error in rule {code}: {type(exc).__name__}: {exc}", code=code))
+            errors.append(
+                FileError(
+                    path, f"internal error in rule {code}: {type(exc).__name__}: {exc}", code=code
+                )
+            )
 
     walk(target.module, Dispatch(rules), ancestry, on_error)
     reports = [report for rule in rules if rule.code not in failed for report in rule.reports]
@@ -273,7 +356,13 @@ def _run_rules(
         try:
             finding = _finding(report, names[report.code], path, positions.get(), facts)
         except Exception as exc:
-            errors.append(FileError(path, f"internal error in rule {report.code}: {type(exc).__name__}: {exc}", code=report.code))
+            errors.append(
+                FileError(
+                    path,
+                    f"internal error in rule {report.code}: {type(exc).__name__}: {exc}",
+                    code=report.code,
+                )
+            )
             continue
         lines = (finding.start.line, _statement_line(report.node, facts, positions.get()))
         hit = suppression.find(by_line, finding.code, lines)
@@ -286,10 +375,22 @@ def _run_rules(
     if mismatch is not None:
         where = positions.get().position(mismatch)
         reason = "LibCST does not reproduce this file exactly here (a form feed, a backslash continuation in indentation or a lone CR); not analyzed, so that no fix can edit the wrong characters"
-        return Analysis(errors=(*errors, FileError(path, reason, where.line, where.column)), job=job, imports_smp=facts.imports_smp)
+        return Analysis(
+            errors=(*errors, FileError(path, reason, where.line, where.column)),
+            job=job,
+            imports_smp=facts.imports_smp,
+        )
     findings.sort(key=lambda f: f.sort_key)
     all_suppressions = tuple(item for items in by_line.values() for item in items)
-    return Analysis(tuple(findings), tuple(errors), job, facts.imports_smp, tuple(used), all_suppressions, tuple(used_codes))
+    return Analysis(
+        tuple(findings),
+        tuple(errors),
+        job,
+        facts.imports_smp,
+        tuple(used),
+        all_suppressions,
+        tuple(used_codes),
+    )
 
 
 def _statement_line(node: cst.CSTNode, facts: FileFacts, positions: Positions) -> int:
@@ -304,18 +405,31 @@ def _statement_line(node: cst.CSTNode, facts: FileFacts, positions: Positions) -
     best: Optional[tuple[int, int]] = None
     for statement in facts.statements:
         s_start, s_end = positions.span(statement)
-        if s_start <= start and end <= s_end and (best is None or s_end - s_start < best[1] - best[0]):
+        if (
+            s_start <= start
+            and end <= s_end
+            and (best is None or s_end - s_start < best[1] - best[0])
+        ):
             best = (s_start, s_end)
     return positions.position(best[0] if best is not None else start).line
 
 
-def _finding(report: Report, name: str, path: str, positions: Positions, facts: FileFacts) -> Finding:
+def _finding(
+    report: Report, name: str, path: str, positions: Positions, facts: FileFacts
+) -> Finding:
     start, end = positions.span(report.node)
     fix: Optional[Fix] = None
     if report.fix is not None:
-        edits = tuple(sorted((edit.resolve(positions) for edit in report.fix.edits), key=lambda e: (e.start, e.end)))
+        edits = tuple(
+            sorted(
+                (edit.resolve(positions) for edit in report.fix.edits),
+                key=lambda e: (e.start, e.end),
+            )
+        )
         fix = Fix(report.fix.applicability, report.fix.description, edits)
-    uses = tuple(JobFactUse(state.feature.key, state.state.value, state.source) for state in report.job_facts)
+    uses = tuple(
+        JobFactUse(state.feature.key, state.state.value, state.source) for state in report.job_facts
+    )
     return Finding(
         code=report.code,
         name=name,

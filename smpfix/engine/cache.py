@@ -158,7 +158,9 @@ def decoder(kind: Any) -> Decoder:
             item = decoder(args[0])
             return lambda data: tuple(item(value) for value in _list(data))
         items = [decoder(arg) for arg in args]
-        return lambda data: tuple(decode(value) for decode, value in zip(items, _list(data, len(items))))
+        return lambda data: tuple(
+            decode(value) for decode, value in zip(items, _list(data, len(items)))
+        )
     if origin in (frozenset, set):
         item = decoder(args[0])
         return lambda data: origin(item(value) for value in _list(data))
@@ -183,7 +185,13 @@ def _dataclass_decoder(kind: type) -> Decoder:
 
     def decode(data: Any) -> Any:
         try:
-            return kind(**{name: fields[name](value) for name, value in _dict(data).items() if name in fields})
+            return kind(
+                **{
+                    name: fields[name](value)
+                    for name, value in _dict(data).items()
+                    if name in fields
+                }
+            )
         except TypeError as exc:
             raise _Invalid(str(exc)) from None
 
@@ -265,13 +273,21 @@ class ResultCache:
         """The entry key for ``path`` with content ``raw`` under ``settings`` (everything
         besides the bytes that decides the result); None when settings cannot be written down."""
         try:
-            where = json.dumps([path, os.path.abspath(path), to_json(settings, strict=False)], sort_keys=True).encode()
+            where = json.dumps(
+                [path, os.path.abspath(path), to_json(settings, strict=False)], sort_keys=True
+            ).encode()
         except (TypeError, ValueError, RecursionError):
             return None
         slot = _hash(self.engine.encode(), where)
         return EntryKey(slot=slot, digest=_hash(slot.encode(), raw))
 
-    def load(self, key: EntryKey, path: str, raw: bytes, digests: Optional[dict[str, Optional[str]]] = None) -> Optional[FileResult]:
+    def load(
+        self,
+        key: EntryKey,
+        path: str,
+        raw: bytes,
+        digests: Optional[dict[str, Optional[str]]] = None,
+    ) -> Optional[FileResult]:
         """The stored result for ``key``, or None: missing, corrupt, or a dependency changed.
 
         ``digests`` remembers dependency hashes across the files of one run (scripts in one
@@ -303,9 +319,16 @@ class ResultCache:
         """
         if not is_check_result(result):
             return False
-        return self._write(key, dataclasses.replace(result, text=None), dependencies, has_text=result.text is not None)
+        return self._write(
+            key,
+            dataclasses.replace(result, text=None),
+            dependencies,
+            has_text=result.text is not None,
+        )
 
-    def load_value(self, key: EntryKey, kind: Any, digests: Optional[dict[str, Optional[str]]] = None) -> Optional[Any]:
+    def load_value(
+        self, key: EntryKey, kind: Any, digests: Optional[dict[str, Optional[str]]] = None
+    ) -> Optional[Any]:
         """Another kind of stored value (the launcher index keeps what each launcher says):
         the value of type ``kind`` stored for ``key``, or None, as :meth:`load`."""
         entry = self._entry(key, digests)
@@ -320,7 +343,9 @@ class ResultCache:
         """Keep ``value`` (dataclasses, tuples, mappings of plain values) for ``key``."""
         return self._write(key, value, dependencies, has_text=False)
 
-    def _entry(self, key: EntryKey, digests: Optional[dict[str, Optional[str]]]) -> Optional[dict[str, Any]]:
+    def _entry(
+        self, key: EntryKey, digests: Optional[dict[str, Optional[str]]]
+    ) -> Optional[dict[str, Any]]:
         """The entry for ``key`` while its dependencies are unchanged, else None."""
         known = digests if digests is not None else {}
         try:
@@ -332,14 +357,20 @@ class ResultCache:
             if not isinstance(dependencies, dict):
                 return None
             for dependency, digest in dependencies.items():
-                current = known[dependency] if dependency in known else known.setdefault(dependency, file_digest(dependency))
+                current = (
+                    known[dependency]
+                    if dependency in known
+                    else known.setdefault(dependency, file_digest(dependency))
+                )
                 if current != digest:
                     return None
         except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
         return entry
 
-    def _write(self, key: EntryKey, value: Any, dependencies: Iterable[str], has_text: bool) -> bool:
+    def _write(
+        self, key: EntryKey, value: Any, dependencies: Iterable[str], has_text: bool
+    ) -> bool:
         try:
             entry = {
                 "digest": key.digest,
@@ -384,7 +415,12 @@ def clean(directory: Union[str, os.PathLike[str]]) -> int:
     if not root.is_dir():
         return 0
     for folder in _listing(root):
-        if not (folder.is_dir() and not folder.is_symlink() and folder.name.startswith("v") and folder.name[1:].isdigit()):
+        if not (
+            folder.is_dir()
+            and not folder.is_symlink()
+            and folder.name.startswith("v")
+            and folder.name[1:].isdigit()
+        ):
             continue
         for entry in _listing(folder):
             if entry.suffix in (".json", ".tmp") and entry.is_file():

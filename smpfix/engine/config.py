@@ -38,7 +38,9 @@ class ConfigError(Exception):
 
 
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "launchers")
-_KNOWN_KEYS = frozenset({*_LIST_KEYS, "per-file-ignores", "job", "respect-gitignore", "smp-version"})
+_KNOWN_KEYS = frozenset(
+    {*_LIST_KEYS, "per-file-ignores", "job", "respect-gitignore", "smp-version"}
+)
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,13 @@ class Config:
         if self.job:
             declared.append(DeclaredJob.stated(self.job_source, self.job))
         if self.smp_version is not None:
-            declared.append(DeclaredJob(f"{name} [tool.smpfix] smp-version", {"smp_version": self.smp_version}, complete=False))
+            declared.append(
+                DeclaredJob(
+                    f"{name} [tool.smpfix] smp-version",
+                    {"smp_version": self.smp_version},
+                    complete=False,
+                )
+            )
         return tuple(declared)
 
 
@@ -88,18 +96,31 @@ def _strings(value: Any, key: str, where: Path) -> tuple[str, ...]:
 def validate_job(table: Mapping[str, Any], where: str) -> dict[str, Value]:
     job: dict[str, Value] = {}
     for key, value in table.items():
-        if key not in KNOWN_KEYS and key not in TF_KNOWN_KEYS and key not in LAUNCH_KEYS and key not in SMPFIX_KEYS:
+        if (
+            key not in KNOWN_KEYS
+            and key not in TF_KNOWN_KEYS
+            and key not in LAUNCH_KEYS
+            and key not in SMPFIX_KEYS
+        ):
             # The same advice SMP812 gives for a key in a launcher or an smp.init dict.
             advice = advise(key)
             hint = advice.suggestion or advise(key, LAUNCH_KEYS).suggestion
-            suggestion = f": it {advice.explanation}" if advice.explanation else (f" (did you mean {hint!r}?)" if hint else "")
+            suggestion = (
+                f": it {advice.explanation}"
+                if advice.explanation
+                else (f" (did you mean {hint!r}?)" if hint else "")
+            )
             raise ConfigError(f"{where}: unknown job setting {key!r}{suggestion}")
         if not isinstance(value, (bool, int, float, str)):
             raise ConfigError(f"{where}: job setting {key!r} must be a boolean, number or string")
         if key == "framework" and framework_flavour(value) is None:
-            raise ConfigError(f"{where}: job setting 'framework' must be \"pytorch\" or \"tensorflow\", not {value!r}")
+            raise ConfigError(
+                f'{where}: job setting \'framework\' must be "pytorch" or "tensorflow", not {value!r}'
+            )
         if key in ("smp_version", "framework_version") and parse_version(value) is None:
-            raise ConfigError(f"{where}: job setting {key!r} must be a version such as \"1.11\" or \"1.13.1\", not {value!r}")
+            raise ConfigError(
+                f'{where}: job setting {key!r} must be a version such as "1.11" or "1.13.1", not {value!r}'
+            )
         job[normalize_key(key)] = value
     return job
 
@@ -128,7 +149,9 @@ def load(path: Path) -> Config:
         raise ConfigError(f"{path}: unknown key(s) in [tool.smpfix]: {', '.join(unknown)}")
     per_file = table.get("per-file-ignores", {})
     if not isinstance(per_file, dict):
-        raise ConfigError(f"{path}: [tool.smpfix] per-file-ignores must be a table of pattern = [codes]")
+        raise ConfigError(
+            f"{path}: [tool.smpfix] per-file-ignores must be a table of pattern = [codes]"
+        )
     job = table.get("job", {})
     if not isinstance(job, dict):
         raise ConfigError(f"{path}: [tool.smpfix.job] must be a table")
@@ -136,20 +159,30 @@ def load(path: Path) -> Config:
     if not isinstance(gitignore, bool):
         raise ConfigError(f"{path}: [tool.smpfix] respect-gitignore must be true or false")
     smp_version = table.get("smp-version")
-    if smp_version is not None and (isinstance(smp_version, bool) or parse_version(smp_version) is None):
-        raise ConfigError(f"{path}: [tool.smpfix] smp-version must be a version such as \"1.11\", not {smp_version!r}")
+    if smp_version is not None and (
+        isinstance(smp_version, bool) or parse_version(smp_version) is None
+    ):
+        raise ConfigError(
+            f'{path}: [tool.smpfix] smp-version must be a version such as "1.11", not {smp_version!r}'
+        )
     select = table.get("select")
     launchers = _strings(table.get("launchers", []), "launchers", path)
     for pattern in launchers:
         if not pattern or os.path.isabs(pattern) or pattern.startswith(("/", "\\")):
-            raise ConfigError(f"{path}: [tool.smpfix] launchers: {pattern!r} must be a glob relative to {path.name}'s folder")
+            raise ConfigError(
+                f"{path}: [tool.smpfix] launchers: {pattern!r} must be a glob relative to {path.name}'s folder"
+            )
     return Config(
         path=path,
         select=_strings(select, "select", path) if select is not None else None,
         ignore=_strings(table.get("ignore", []), "ignore", path),
         extend_select=_strings(table.get("extend-select", []), "extend-select", path),
-        exclude=_strings(table.get("exclude", []), "exclude", path) + _strings(table.get("extend-exclude", []), "extend-exclude", path),
-        per_file_ignores={pattern: _strings(codes, f"per-file-ignores.{pattern}", path) for pattern, codes in per_file.items()},
+        exclude=_strings(table.get("exclude", []), "exclude", path)
+        + _strings(table.get("extend-exclude", []), "extend-exclude", path),
+        per_file_ignores={
+            pattern: _strings(codes, f"per-file-ignores.{pattern}", path)
+            for pattern, codes in per_file.items()
+        },
         job=validate_job(job, f"{path}: [tool.smpfix.job]"),
         respect_gitignore=gitignore,
         launchers=launchers,

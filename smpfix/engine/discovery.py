@@ -20,8 +20,24 @@ import pathspec
 
 SOURCE_SUFFIXES = (".py", ".ipynb")
 DEFAULT_EXCLUDED_DIRS = frozenset(
-    {".git", ".hg", ".svn", ".venv", "venv", "build", "dist", "__pycache__", "node_modules",
-     ".tox", ".nox", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".smpfix_cache", "site-packages"}
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "build",
+        "dist",
+        "__pycache__",
+        "node_modules",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        ".smpfix_cache",
+        "site-packages",
+    }
 )
 
 
@@ -89,7 +105,9 @@ class Excluder:
             relative = absolute.relative_to(self.root).as_posix()
         except ValueError:
             relative = absolute.as_posix().lstrip("/")
-        return self.spec.match_file(relative + ("/" if is_dir else "")) or self.spec.match_file(path.name)
+        return self.spec.match_file(relative + ("/" if is_dir else "")) or self.spec.match_file(
+            path.name
+        )
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -106,7 +124,9 @@ def _special(entry: os.DirEntry[str]) -> bool:
     """A FIFO, socket, device or folder behind a ``.py`` name: reading a FIFO would block the
     run forever. A dangling or looping link is not special: reading it reports why it fails."""
     try:
-        if entry.is_file():  # a regular file (or a link to one): the listing says so, no system call
+        if (
+            entry.is_file()
+        ):  # a regular file (or a link to one): the listing says so, no system call
             return False
         return not stat.S_ISREG(entry.stat(follow_symlinks=True).st_mode)
     except OSError:
@@ -151,7 +171,9 @@ def _real_path(path: str, link: bool, real_folders: dict[str, str]) -> str:
     return os.path.join(real, name)
 
 
-def _walk(root: Path, excluder: Excluder, respect_gitignore: bool, suffixes: Sequence[str]) -> Iterator[DiscoveredFile]:
+def _walk(
+    root: Path, excluder: Excluder, respect_gitignore: bool, suffixes: Sequence[str]
+) -> Iterator[DiscoveredFile]:
     specs = _ancestor_gitignores(root) if respect_gitignore else []
     stack: list[tuple[Path, list[tuple[Path, pathspec.PathSpec]]]] = [(root, specs)]
     while stack:
@@ -182,5 +204,10 @@ def _walk(root: Path, excluder: Excluder, respect_gitignore: bool, suffixes: Seq
                 if excluder.matches(path) or _ignored(path, False, local) or _special(entry):
                     continue
                 link = entry.is_symlink()
-                yield DiscoveredFile(path=str(path), explicit=False, writable=not link or _inside(path, root), link=link)
+                yield DiscoveredFile(
+                    path=str(path),
+                    explicit=False,
+                    writable=not link or _inside(path, root),
+                    link=link,
+                )
         stack.extend((sub, local) for sub in reversed(subfolders))

@@ -46,7 +46,9 @@ def apply_edits(text: str, edits: Sequence[Edit]) -> str:
     return "".join(pieces)
 
 
-def select_fixes(findings: Sequence[Finding], unsafe: bool, path: str | None = None) -> list[Finding]:
+def select_fixes(
+    findings: Sequence[Finding], unsafe: bool, path: str | None = None
+) -> list[Finding]:
     """The fixes to apply together: eligible, in file order, none overlapping another.
 
     Only findings in ``path`` qualify: a finding reported in another file (a helper module)
@@ -65,7 +67,13 @@ def select_fixes(findings: Sequence[Finding], unsafe: bool, path: str | None = N
     return chosen
 
 
-def fix_text(text: str, path: str, options: AnalysisOptions, unsafe: bool = False, first: Analysis | None = None) -> FixOutcome:
+def fix_text(
+    text: str,
+    path: str,
+    options: AnalysisOptions,
+    unsafe: bool = False,
+    first: Analysis | None = None,
+) -> FixOutcome:
     """Apply fixes to ``text`` until it converges (at most ``MAX_ROUNDS`` rounds)."""
     analysis = first if first is not None else analyze(text, path, options)
     original, original_analysis = text, analysis
@@ -83,10 +91,16 @@ def fix_text(text: str, path: str, options: AnalysisOptions, unsafe: bool = Fals
             codes = sorted({finding.code for finding in chosen})
             detail = error.message if error is not None else "unparsable result"
             errors.extend(
-                FileError(path, f"internal error in rule {code}: its fix produced code that does not parse ({detail}); file left unchanged", code=code)
+                FileError(
+                    path,
+                    f"internal error in rule {code}: its fix produced code that does not parse ({detail}); file left unchanged",
+                    code=code,
+                )
                 for code in codes
             )
-            return FixOutcome(text=original, analysis=original_analysis, applied=0, errors=tuple(errors))
+            return FixOutcome(
+                text=original, analysis=original_analysis, applied=0, errors=tuple(errors)
+            )
         text = candidate
         applied += len(chosen)
         analysis = analyze(text, path, options)

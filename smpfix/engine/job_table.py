@@ -30,13 +30,20 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
     if job.smp_v2 is not None:
         return None  # an SMP v2 job: no v1 configuration rule applies (smpfix.job.smp_v2)
     # The table is stored under the library's names; TensorFlow knows the pipeline degree only as `partitions`.
-    spelled = {"pipeline_parallel_degree": "partitions"} if job.flavour is Flavour.TENSORFLOW else {}
-    parameters = Located({
-        spelled.get(key, key): Located(value, entry=None, source_file=path) for key, value in config.job.items()
-        if key not in LAUNCH_KEYS and key not in SMPFIX_KEYS
-    })
+    spelled = (
+        {"pipeline_parallel_degree": "partitions"} if job.flavour is Flavour.TENSORFLOW else {}
+    )
+    parameters = Located(
+        {
+            spelled.get(key, key): Located(value, entry=None, source_file=path)
+            for key, value in config.job.items()
+            if key not in LAUNCH_KEYS and key not in SMPFIX_KEYS
+        }
+    )
     extra = {key: Located(value) for key, value in config.job.items() if key in LAUNCH_KEYS}
-    view = ConfigView("job table", config.job_source, parameters, True, None, None, extra, flavour=job.flavour)
+    view = ConfigView(
+        "job table", config.job_source, parameters, True, None, None, extra, flavour=job.flavour
+    )
     findings: list[Finding] = []
     errors: list[FileError] = []
     for rule in rules_of_scope(Scope.CONFIGURATION, select):
@@ -45,17 +52,40 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
         try:
             problems = list(rule.check(view))
         except Exception as exc:  # one broken rule must not stop the run (exit 2, like a file's)
-            errors.append(FileError(path, f"internal error in rule {rule.code}: {type(exc).__name__}: {exc}", code=rule.code))
+            errors.append(
+                FileError(
+                    path,
+                    f"internal error in rule {rule.code}: {type(exc).__name__}: {exc}",
+                    code=rule.code,
+                )
+            )
             continue
         for problem in problems:
-            applies = job.version_applies(problem.since or rule.since, problem.until or rule.until, implied=problem.implied)
+            applies = job.version_applies(
+                problem.since or rule.since, problem.until or rule.until, implied=problem.implied
+            )
             if applies is Tri.OFF:
                 continue
             severity = Severity.HINT if applies is Tri.UNKNOWN else problem.severity
             key = _key_of(problem.at, parameters, extra)
             line = _line_of(text, key)
-            findings.append(Finding(rule.code, rule.name, problem.message, path, Position(line, 1), Position(line, 1), severity))
-    return FileResult(path, findings=tuple(sorted(findings, key=lambda f: f.sort_key)), errors=tuple(errors), text=text if findings else None)
+            findings.append(
+                Finding(
+                    rule.code,
+                    rule.name,
+                    problem.message,
+                    path,
+                    Position(line, 1),
+                    Position(line, 1),
+                    severity,
+                )
+            )
+    return FileResult(
+        path,
+        findings=tuple(sorted(findings, key=lambda f: f.sort_key)),
+        errors=tuple(errors),
+        text=text if findings else None,
+    )
 
 
 def _key_of(at: object, parameters: object, extra: dict) -> Optional[str]:
@@ -68,7 +98,9 @@ def _key_of(at: object, parameters: object, extra: dict) -> Optional[str]:
 def _line_of(text: str, key: Optional[str]) -> int:
     """The line of ``key = ...`` inside ``[tool.smpfix.job]`` (else the table's header line)."""
     lines = text.splitlines()
-    header = next((i for i, line in enumerate(lines) if re.match(r"^\s*\[tool\.smpfix\.job\]", line)), None)
+    header = next(
+        (i for i, line in enumerate(lines) if re.match(r"^\s*\[tool\.smpfix\.job\]", line)), None
+    )
     if header is None:
         return 1
     for i in range(header + 1, len(lines)):

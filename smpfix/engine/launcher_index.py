@@ -64,14 +64,23 @@ class LauncherSearch:
     @classmethod
     def of(cls, config: Config, exclude: Sequence[str] = ()) -> LauncherSearch:
         """The search ``[tool.smpfix]`` asks for, with extra ``exclude`` patterns (``--exclude``)."""
-        return cls(config.launchers, str(config.root), (*config.exclude, *exclude), config.respect_gitignore)
+        return cls(
+            config.launchers,
+            str(config.root),
+            (*config.exclude, *exclude),
+            config.respect_gitignore,
+        )
 
     def excluder(self) -> Excluder:
         return Excluder(self.exclude, Path(self.config_root))
 
 
-def with_launchers(files: Sequence[tuple[str, Optional[bytes]]], project: Project, search: Optional[LauncherSearch],
-                   cache: Optional[ResultCache] = None) -> Project:
+def with_launchers(
+    files: Sequence[tuple[str, Optional[bytes]]],
+    project: Project,
+    search: Optional[LauncherSearch],
+    cache: Optional[ResultCache] = None,
+) -> Project:
     """``project`` with the launchers that configure ``files`` (the checked files that may
     involve the library, with their bytes; None when unreadable).
 
@@ -89,28 +98,48 @@ def with_launchers(files: Sequence[tuple[str, Optional[bytes]]], project: Projec
     else:
         launchers = [checked.get(os.path.abspath(path), (path, None)) for path in _named(search)]
     if search is not None:
-        readable = [path for path, raw in files if raw is not None]  # an unreadable file needs no job
-        searched = sorted({root for root in map(project_root, readable) if not project.contains(root)})
+        readable = [
+            path for path, raw in files if raw is not None
+        ]  # an unreadable file needs no job
+        searched = sorted(
+            {root for root in map(project_root, readable) if not project.contains(root)}
+        )
         if not search.named:
             for root in searched:
-                launchers += [found for found in _candidates(root, search, cache) if os.path.abspath(found[0]) not in checked]
+                launchers += [
+                    found
+                    for found in _candidates(root, search, cache)
+                    if os.path.abspath(found[0]) not in checked
+                ]
         if searched:
-            kept = [root for root in project.roots if not any(_inside(root, top) for top in searched)]
+            kept = [
+                root for root in project.roots if not any(_inside(root, top) for top in searched)
+            ]
             project = project.with_roots([*kept, *searched])
     links: list[LinkedScript] = []
     for path, raw in launchers:
         data = raw if raw is not None else source.read_bytes(path)
         # A launcher that is checked too is parsed once for both (``_read_records``).
-        links.extend(_links(path, data, cache, digests, os.path.abspath(path) in checked) if data is not None else ())
+        links.extend(
+            _links(path, data, cache, digests, os.path.abspath(path) in checked)
+            if data is not None
+            else ()
+        )
     return project.with_links(links)
 
 
-def project_links(root: str, search: LauncherSearch = LauncherSearch(), cache: Optional[ResultCache] = None) -> list[LinkedScript]:
+def project_links(
+    root: str, search: LauncherSearch = LauncherSearch(), cache: Optional[ResultCache] = None
+) -> list[LinkedScript]:
     """Every link the launchers of the project at ``root`` declare (named ones with
     ``search.named``), in launcher order: what a run gives any script of that project."""
     digests: dict[str, Optional[str]] = {}
     links: list[LinkedScript] = []
-    launchers = [(path, None) for path in _named(search)] if search.named else _candidates(root, search, cache)
+    launchers = (
+        [(path, None) for path in _named(search)]
+        if search.named
+        else _candidates(root, search, cache)
+    )
     for path, raw in launchers:
         data = raw if raw is not None else source.read_bytes(path)
         links.extend(_links(path, data, cache, digests) if data is not None else ())
@@ -122,14 +151,24 @@ def project_links(root: str, search: LauncherSearch = LauncherSearch(), cache: O
 _Seen = tuple[int, int, bool]
 
 
-def _candidates(root: str, search: LauncherSearch, cache: Optional[ResultCache]) -> list[tuple[str, Optional[bytes]]]:
+def _candidates(
+    root: str, search: LauncherSearch, cache: Optional[ResultCache]
+) -> list[tuple[str, Optional[bytes]]]:
     """The files under ``root`` that may be launchers, with their bytes when they were read.
 
     Every file the walk finds passes the byte prefilter; with a cache, a file whose size and
     modification time are those of the last run is not read again (its verdict is kept), so
     a warm run costs a walk and a ``stat`` per file.
     """
-    key = cache.key(root, b"", {"launcher_index": [search.exclude, search.respect_gitignore, search.config_root]}) if cache else None
+    key = (
+        cache.key(
+            root,
+            b"",
+            {"launcher_index": [search.exclude, search.respect_gitignore, search.config_root]},
+        )
+        if cache
+        else None
+    )
     known: dict[str, _Seen] = {}
     if cache is not None and key is not None:
         known = cache.load_value(key, dict[str, _Seen]) or {}
@@ -146,7 +185,9 @@ def _candidates(root: str, search: LauncherSearch, cache: Optional[ResultCache])
             if before[2]:
                 found.append((path, None))
             continue
-        raw = source.read_bytes(path)  # after the stat: a file changed meanwhile is read again next time
+        raw = source.read_bytes(
+            path
+        )  # after the stat: a file changed meanwhile is read again next time
         candidate = raw is not None and may_be_launcher(raw)
         seen[path] = (status.st_size, status.st_mtime_ns, candidate)
         if candidate:
@@ -156,13 +197,24 @@ def _candidates(root: str, search: LauncherSearch, cache: Optional[ResultCache])
     return found
 
 
-def _links(path: str, raw: bytes, cache: Optional[ResultCache], digests: dict[str, Optional[str]], checked: bool = False) -> list[LinkedScript]:
+def _links(
+    path: str,
+    raw: bytes,
+    cache: Optional[ResultCache],
+    digests: dict[str, Optional[str]],
+    checked: bool = False,
+) -> list[LinkedScript]:
     linked = (record.linked() for record in _records(path, raw, cache, digests, checked))
     return [link for link in linked if link is not None]
 
 
-def _records(path: str, raw: bytes, cache: Optional[ResultCache], digests: dict[str, Optional[str]], checked: bool = False
-             ) -> tuple[LaunchRecord, ...]:
+def _records(
+    path: str,
+    raw: bytes,
+    cache: Optional[ResultCache],
+    digests: dict[str, Optional[str]],
+    checked: bool = False,
+) -> tuple[LaunchRecord, ...]:
     """What the launcher at ``path`` says (nothing when it cannot be one), from the cache when
     its bytes, project root and the JSON files it reads are unchanged. ``checked``: the run
     checks the launcher too."""
@@ -176,7 +228,9 @@ def _records(path: str, raw: bytes, cache: Optional[ResultCache], digests: dict[
             return tuple(cached)
     records = _read_records(path, raw, root, checked)
     if cache is not None and key is not None:
-        cache.store_value(key, records, [dependency for record in records for dependency in record.dependencies])
+        cache.store_value(
+            key, records, [dependency for record in records for dependency in record.dependencies]
+        )
     return records
 
 
@@ -198,7 +252,9 @@ def _read_records(path: str, raw: bytes, root: str, checked: bool) -> tuple[Laun
         text = source.decode(path, raw).text
         with recursion_headroom():
             return tuple(read_launcher(path, text, root, parse))
-    except Exception:  # one launcher the linker chokes on must not stop the run; checking it reports why
+    except (
+        Exception
+    ):  # one launcher the linker chokes on must not stop the run; checking it reports why
         return ()
 
 

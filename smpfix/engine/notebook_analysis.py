@@ -40,20 +40,41 @@ class _Unit:
         return "".join(pieces), spans
 
 
-def check_notebook(text: str, path: str, options: AnalysisOptions, fixing: bool, unsafe: bool) -> FileResult:
+def check_notebook(
+    text: str, path: str, options: AnalysisOptions, fixing: bool, unsafe: bool
+) -> FileResult:
     """Findings (and with ``fixing`` the fixed text) of a notebook; a code cell that is not
     Python is skipped with a diagnostic naming it, and the other cells are still checked."""
     try:
         book, broken = notebook.parse(text).checkable()
     except notebook.NotebookError as exc:
         return FileResult(path, errors=(FileError(path, str(exc)),))
-    units = [_Unit(path, tuple(c.index for c in book.cells), tuple(c.source for c in book.cells), tuple(0 for _ in book.cells))]
+    units = [
+        _Unit(
+            path,
+            tuple(c.index for c in book.cells),
+            tuple(c.source for c in book.cells),
+            tuple(0 for _ in book.cells),
+        )
+    ]
     for script in book.scripts:
-        units.append(_Unit(os.path.join(os.path.dirname(path), script.filename), (script.index,), (script.cell.source,), (1,)))
+        units.append(
+            _Unit(
+                os.path.join(os.path.dirname(path), script.filename),
+                (script.index,),
+                (script.cell.source,),
+                (1,),
+            )
+        )
     findings: list[Finding] = []
     errors: list[FileError] = [
-        FileError(path, f"syntax error: {cell.message}; this cell is skipped, the others are checked", cell.line, cell.column,
-                  cell=cell.index + 1)
+        FileError(
+            path,
+            f"syntax error: {cell.message}; this cell is skipped, the others are checked",
+            cell.line,
+            cell.column,
+            cell=cell.index + 1,
+        )
         for cell in broken
     ]
     new_sources: dict[int, str] = {}
@@ -61,7 +82,9 @@ def check_notebook(text: str, path: str, options: AnalysisOptions, fixing: bool,
     for unit in units:
         if not unit.cells:
             continue
-        final_unit, analysis, applied, unit_errors = _fix_unit(unit, options, unsafe) if fixing else (unit, _analyze(unit, options), 0, [])
+        final_unit, analysis, applied, unit_errors = (
+            _fix_unit(unit, options, unsafe) if fixing else (unit, _analyze(unit, options), 0, [])
+        )
         fixed += applied
         errors.extend(unit_errors)
         _, spans = final_unit.joined()
@@ -88,7 +111,9 @@ def _analyze(unit: _Unit, options: AnalysisOptions) -> Analysis:
     return analyze(joined, unit.path, options)
 
 
-def _fix_unit(unit: _Unit, options: AnalysisOptions, unsafe: bool) -> tuple[_Unit, Analysis, int, list[FileError]]:
+def _fix_unit(
+    unit: _Unit, options: AnalysisOptions, unsafe: bool
+) -> tuple[_Unit, Analysis, int, list[FileError]]:
     analysis = _analyze(unit, options)
     applied = 0
     for _ in range(MAX_ROUNDS):
@@ -103,15 +128,19 @@ def _fix_unit(unit: _Unit, options: AnalysisOptions, unsafe: bool) -> tuple[_Uni
             for cell, edit in placed:
                 assert cell is not None
                 index, start, _ = cell
-                by_cell.setdefault(index, []).append(replace(edit, start=edit.start - start, end=edit.end - start))
+                by_cell.setdefault(index, []).append(
+                    replace(edit, start=edit.start - start, end=edit.end - start)
+                )
             count += 1
         if not by_cell:
             break
         sources = list(unit.sources)
-        for position, (index, source, skip) in enumerate(zip(unit.cells, unit.sources, unit.skipped)):
+        for position, (index, source, skip) in enumerate(
+            zip(unit.cells, unit.sources, unit.skipped)
+        ):
             if index not in by_cell:
                 continue
-            head, body = (source.split("\n", 1) if skip else ("", source))
+            head, body = source.split("\n", 1) if skip else ("", source)
             masked = notebook.mask(body)
             had_newline = masked.endswith("\n")
             code = masked if had_newline else masked + "\n"
@@ -122,7 +151,17 @@ def _fix_unit(unit: _Unit, options: AnalysisOptions, unsafe: bool) -> tuple[_Uni
         candidate = replace(unit, sources=tuple(sources))
         new_analysis = _analyze(candidate, options)
         if any(e.code is None and "syntax error" in e.message for e in new_analysis.errors):
-            return unit, analysis, applied, [FileError(unit.path, "internal error: a fix produced code that does not parse; notebook left unchanged")]
+            return (
+                unit,
+                analysis,
+                applied,
+                [
+                    FileError(
+                        unit.path,
+                        "internal error: a fix produced code that does not parse; notebook left unchanged",
+                    )
+                ],
+            )
         unit, analysis = candidate, new_analysis
         applied += count
     return unit, analysis, applied, []
@@ -136,7 +175,9 @@ def _cell_for(edit: Edit, spans: Sequence[tuple[int, int, int]]) -> tuple[int, i
     return None
 
 
-def _per_cell(finding: Finding, spans: Sequence[tuple[int, int, int]], unit: _Unit, notebook_path: str) -> Finding:
+def _per_cell(
+    finding: Finding, spans: Sequence[tuple[int, int, int]], unit: _Unit, notebook_path: str
+) -> Finding:
     """Positions relative to the cell holding the finding (and its edits); cells count from 1."""
     joined, _ = unit.joined()
     line_starts = [0, *(i + 1 for i, char in enumerate(joined) if char == "\n")]
@@ -154,5 +195,18 @@ def _per_cell(finding: Finding, spans: Sequence[tuple[int, int, int]], unit: _Un
 
     fix = finding.fix
     if fix is not None:
-        fix = Fix(fix.applicability, fix.description, tuple(replace(e, start_pos=move(e.start_pos), end_pos=move(e.end_pos)) for e in fix.edits))
-    return replace(finding, path=notebook_path, start=move(finding.start), end=move(finding.end), fix=fix, cell=cell_index + 1)
+        fix = Fix(
+            fix.applicability,
+            fix.description,
+            tuple(
+                replace(e, start_pos=move(e.start_pos), end_pos=move(e.end_pos)) for e in fix.edits
+            ),
+        )
+    return replace(
+        finding,
+        path=notebook_path,
+        start=move(finding.start),
+        end=move(finding.end),
+        fix=fix,
+        cell=cell_index + 1,
+    )

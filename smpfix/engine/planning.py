@@ -40,8 +40,12 @@ class _Parsed:
     book: Optional[notebook.Notebook]
 
 
-def plan_files(tasks: Sequence[DiscoveredFile], project: Project, declared: Sequence[DeclaredJob],
-               job_source: Optional[str] = None) -> list[PlannedConfiguration]:
+def plan_files(
+    tasks: Sequence[DiscoveredFile],
+    project: Project,
+    declared: Sequence[DeclaredJob],
+    job_source: Optional[str] = None,
+) -> list[PlannedConfiguration]:
     """The plans of ``tasks`` (the discovered files), launchers first in path order, then, with
     a declared job, the scripts no launcher starts. ``job_source`` names the declared job's
     file (``pyproject.toml``) for those rows; their location is that of no estimator."""
@@ -57,7 +61,11 @@ def plan_files(tasks: Sequence[DiscoveredFile], project: Project, declared: Sequ
             if parsed.book is None and _is_training_script(parsed.module):
                 scripts.append(parsed.path)
         if declared:
-            planned.extend(_declared_plan(path, project, declared, job_source) for path in scripts if os.path.abspath(path) not in started)
+            planned.extend(
+                _declared_plan(path, project, declared, job_source)
+                for path in scripts
+                if os.path.abspath(path) not in started
+            )
     return planned
 
 
@@ -85,10 +93,14 @@ def _parsed(tasks: Iterable[DiscoveredFile]) -> Iterator[tuple[_Parsed, bytes]]:
         yield _Parsed(task.path, module, code, book), raw
 
 
-def _launcher_plans(parsed: _Parsed, project: Project, declared: Sequence[DeclaredJob]) -> Iterator[tuple[PlannedConfiguration, str]]:
+def _launcher_plans(
+    parsed: _Parsed, project: Project, declared: Sequence[DeclaredJob]
+) -> Iterator[tuple[PlannedConfiguration, str]]:
     positions: Optional[Positions] = None
     modules = LocalModules(project, parsed.path)
-    for launcher in find_launchers(parsed.module, ImportTable.of_module(parsed.module), parsed.path):
+    for launcher in find_launchers(
+        parsed.module, ImportTable.of_module(parsed.module), parsed.path
+    ):
         if launcher.modelparallel is None:
             continue  # an estimator without model parallelism is not this library's job
         positions = positions or Positions(parsed.module, parsed.code)
@@ -108,7 +120,15 @@ def _is_training_script(module: cst.Module) -> bool:
     return facts.imports_smp_torch and bool(facts.distributed_models or facts.uses_hf_trainer)
 
 
-def _declared_plan(path: str, project: Project, declared: Sequence[DeclaredJob], job_source: Optional[str]) -> PlannedConfiguration:
+def _declared_plan(
+    path: str, project: Project, declared: Sequence[DeclaredJob], job_source: Optional[str]
+) -> PlannedConfiguration:
     shown = os.path.relpath(path)
-    code = load_script(LocalModules(project, path), path, os.path.abspath(path) if shown.startswith("..") else shown)
-    return PlannedConfiguration(job_source or declared[0].source, None, None, plan(PlanInputs(tuple(declared), None, code)))
+    code = load_script(
+        LocalModules(project, path),
+        path,
+        os.path.abspath(path) if shown.startswith("..") else shown,
+    )
+    return PlannedConfiguration(
+        job_source or declared[0].source, None, None, plan(PlanInputs(tuple(declared), None, code))
+    )

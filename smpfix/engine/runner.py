@@ -68,8 +68,12 @@ def _analysis_options(path: str, options: RunOptions) -> AnalysisOptions:
     from smpfix.engine.analysis import AnalysisOptions
     from smpfix.engine.selection import per_file
 
-    codes = per_file(options.select, path, options.per_file_ignores, options.root, options.rule_names)
-    return AnalysisOptions(select=codes, declared_jobs=options.declared_jobs, project=options.project)
+    codes = per_file(
+        options.select, path, options.per_file_ignores, options.root, options.rule_names
+    )
+    return AnalysisOptions(
+        select=codes, declared_jobs=options.declared_jobs, project=options.project
+    )
 
 
 def check_text(text: str, path: str, options: RunOptions) -> FileResult:
@@ -83,10 +87,20 @@ def check_text(text: str, path: str, options: RunOptions) -> FileResult:
 
         return check_notebook(text, path, analysis_options, options.fixing, options.unsafe_fixes)
     analysis = analyze(text, path, analysis_options)
-    job = analysis.job.describe() if options.show_job and analysis.job is not None and analysis.imports_smp else None
+    job = (
+        analysis.job.describe()
+        if options.show_job and analysis.job is not None and analysis.imports_smp
+        else None
+    )
     if not options.fixing or not analysis.findings:
-        return FileResult(path=path, findings=analysis.findings, errors=analysis.errors, text=text if analysis.findings else None, job=job,
-                          dependencies=analysis.dependencies)
+        return FileResult(
+            path=path,
+            findings=analysis.findings,
+            errors=analysis.errors,
+            text=text if analysis.findings else None,
+            job=job,
+            dependencies=analysis.dependencies,
+        )
     outcome = fix_text(text, path, analysis_options, unsafe=options.unsafe_fixes, first=analysis)
     changed = outcome.text != text
     return FileResult(
@@ -108,7 +122,9 @@ def check_file(task: DiscoveredFile, options: RunOptions) -> FileResult:
         with open(task.path, "rb") as handle:
             raw = handle.read()
     except OSError as exc:
-        return FileResult(task.path, errors=(FileError(task.path, f"cannot read: {exc.strerror or exc}"),))
+        return FileResult(
+            task.path, errors=(FileError(task.path, f"cannot read: {exc.strerror or exc}"),)
+        )
     return check_bytes(task, raw, options)
 
 
@@ -119,19 +135,28 @@ def check_bytes(task: DiscoveredFile, raw: bytes, options: RunOptions) -> FileRe
     try:
         src = source.decode(task.path, raw)
     except source.SourceError as exc:
-        return FileResult(task.path, errors=(FileError(task.path, exc.message, exc.line, exc.column),))
+        return FileResult(
+            task.path, errors=(FileError(task.path, exc.message, exc.line, exc.column),)
+        )
     try:
         result = check_text(src.text, task.path, options)
     except RecursionError:
-        return FileResult(task.path, errors=(FileError(task.path, "code is nested too deeply to analyze"),))
+        return FileResult(
+            task.path, errors=(FileError(task.path, "code is nested too deeply to analyze"),)
+        )
     if options.apply and result.new_text is not None:
         if not task.writable:
-            error = FileError(task.path, "not written: it is a link to a file outside the checked tree (name it explicitly to fix it)")
+            error = FileError(
+                task.path,
+                "not written: it is a link to a file outside the checked tree (name it explicitly to fix it)",
+            )
             return replace(result, errors=(*result.errors, error), new_text=None, fixed_count=0)
         try:
             source.write_atomic(src, result.new_text)
         except source.SourceError as exc:
-            return replace(result, errors=(*result.errors, FileError(task.path, exc.message)), fixed_count=0)
+            return replace(
+                result, errors=(*result.errors, FileError(task.path, exc.message)), fixed_count=0
+            )
     return result
 
 
@@ -147,9 +172,16 @@ class _Job:
 
 def _work(job: _Job, options: RunOptions, cache: Optional[ResultCache]) -> FileResult:
     try:
-        result = check_file(job.task, options) if job.raw is None else check_bytes(job.task, job.raw, options)
+        result = (
+            check_file(job.task, options)
+            if job.raw is None
+            else check_bytes(job.task, job.raw, options)
+        )
     except Exception as exc:  # a crash in one file must not stop the run
-        return FileResult(job.task.path, errors=(FileError(job.task.path, f"internal error: {type(exc).__name__}: {exc}"),))
+        return FileResult(
+            job.task.path,
+            errors=(FileError(job.task.path, f"internal error: {type(exc).__name__}: {exc}"),),
+        )
     if cache is not None and job.entry is not None and _is_plain_check(result, options):
         cache.store(job.entry, result, result.dependencies)
     return result
@@ -160,13 +192,27 @@ def _is_plain_check(result: FileResult, options: RunOptions) -> bool:
     with ``--apply``/``--diff``, only when there was no fix to try."""
     from smpfix.engine.cache import has_applicable_fix, is_check_result
 
-    return is_check_result(result) and not (options.fixing and has_applicable_fix(result, options.unsafe_fixes))
+    return is_check_result(result) and not (
+        options.fixing and has_applicable_fix(result, options.unsafe_fixes)
+    )
 
 
 # Run options that only say what to do with findings, or that ``_cache_settings`` replaces
 # by what they mean for one file; every other option is part of a cache key.
-_NOT_IN_CACHE_KEY = frozenset({"select", "rule_names", "per_file_ignores", "project", "apply", "diff", "unsafe_fixes", "jobs", "cache_dir",
-                               "launchers"})
+_NOT_IN_CACHE_KEY = frozenset(
+    {
+        "select",
+        "rule_names",
+        "per_file_ignores",
+        "project",
+        "apply",
+        "diff",
+        "unsafe_fixes",
+        "jobs",
+        "cache_dir",
+        "launchers",
+    }
+)
 
 
 def _cache_settings(path: str, options: RunOptions) -> dict[str, object]:
@@ -176,8 +222,14 @@ def _cache_settings(path: str, options: RunOptions) -> dict[str, object]:
     from smpfix.engine.selection import per_file
 
     settings: dict[str, object] = {
-        "codes": per_file(options.select, path, options.per_file_ignores, options.root, options.rule_names),
-        "options": {f.name: getattr(options, f.name) for f in fields(options) if f.name not in _NOT_IN_CACHE_KEY},
+        "codes": per_file(
+            options.select, path, options.per_file_ignores, options.root, options.rule_names
+        ),
+        "options": {
+            f.name: getattr(options, f.name)
+            for f in fields(options)
+            if f.name not in _NOT_IN_CACHE_KEY
+        },
     }
     project = options.project
     if project is not None:
@@ -272,7 +324,11 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context()
 
 
-def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optional[Callable[[FileResult], None]] = None) -> Iterator[FileResult]:
+def run(
+    tasks: Sequence[DiscoveredFile],
+    options: RunOptions,
+    on_result: Optional[Callable[[FileResult], None]] = None,
+) -> Iterator[FileResult]:
     """Results for ``tasks``, in path order; ``on_result`` hears of each file as it is done (progress).
 
     Files that fail the prefilter, and files with a reusable cached result, are done here;
@@ -301,14 +357,20 @@ def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optiona
 
             entry = cache.key(task.path, raw, _cache_settings(task.path, options))
             cached = cache.load(entry, task.path, raw, digests) if entry is not None else None
-            if cached is not None and not (options.fixing and has_applicable_fix(cached, options.unsafe_fixes)):
+            if cached is not None and not (
+                options.fixing and has_applicable_fix(cached, options.unsafe_fixes)
+            ):
                 results.append(cached)
                 notify(cached)
                 continue
         jobs.append(_Job(task, raw, entry))
     work = partial(_work, options=options, cache=cache)
     workers = options.jobs or os.cpu_count() or 1
-    if workers == 1 or len(jobs) < _POOL_MIN_FILES or sum(len(job.raw or b"") for job in jobs) < _POOL_MIN_BYTES:
+    if (
+        workers == 1
+        or len(jobs) < _POOL_MIN_FILES
+        or sum(len(job.raw or b"") for job in jobs) < _POOL_MIN_BYTES
+    ):
         with _few_collections():
             for job in jobs:
                 results.append(work(job))
@@ -317,8 +379,12 @@ def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optiona
         from concurrent.futures import ProcessPoolExecutor
 
         _preload()
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=_pool_context(),
-                                 initializer=_worker_setup, initargs=(os.getpid(),)) as pool:
+        with ProcessPoolExecutor(
+            max_workers=min(workers, len(jobs)),
+            mp_context=_pool_context(),
+            initializer=_worker_setup,
+            initargs=(os.getpid(),),
+        ) as pool:
             try:
                 for result in pool.map(work, jobs, chunksize=max(1, len(jobs) // (workers * 8))):
                     results.append(result)
@@ -329,7 +395,11 @@ def run(tasks: Sequence[DiscoveredFile], options: RunOptions, on_result: Optiona
     yield from sorted(_regroup(results), key=lambda r: r.path)
 
 
-def with_project(files: Sequence[tuple[str, Optional[bytes]]], options: RunOptions, cache: Optional[ResultCache] = None) -> RunOptions:
+def with_project(
+    files: Sequence[tuple[str, Optional[bytes]]],
+    options: RunOptions,
+    cache: Optional[ResultCache] = None,
+) -> RunOptions:
     """``options`` whose project knows the launchers of ``files`` (the files that passed the
     prefilter, with their bytes), so each launched script gets its job facts
     (``smpfix.engine.launcher_index``). Done once per run, in the main process."""
@@ -337,7 +407,9 @@ def with_project(files: Sequence[tuple[str, Optional[bytes]]], options: RunOptio
 
     if options.project is None:
         return options
-    return replace(options, project=with_launchers(files, options.project, options.launchers, cache))
+    return replace(
+        options, project=with_launchers(files, options.project, options.launchers, cache)
+    )
 
 
 def _regroup(results: list[FileResult]) -> list[FileResult]:
@@ -349,7 +421,9 @@ def _regroup(results: list[FileResult]) -> list[FileResult]:
         foreign = [f for f in result.findings if f.path != result.path]
         if not foreign:
             continue
-        by_path[result.path] = replace(result, findings=tuple(f for f in result.findings if f.path == result.path))
+        by_path[result.path] = replace(
+            result, findings=tuple(f for f in result.findings if f.path == result.path)
+        )
         for finding in foreign:
             key = (finding.code, finding.start.line, finding.start.column, finding.end.line)
             moved.setdefault(finding.path, {}).setdefault(key, finding)

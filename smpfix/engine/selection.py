@@ -34,14 +34,20 @@ def expand(selectors: Iterable[str], rules: Mapping[str, str]) -> frozenset[str]
         if selector.upper() == "ALL":
             chosen.update(rules)
             continue
-        matched = {code for code in rules if code.startswith(selector.upper())} if selector.upper().startswith("SMP") else set()
+        matched = (
+            {code for code in rules if code.startswith(selector.upper())}
+            if selector.upper().startswith("SMP")
+            else set()
+        )
         if matched:
             chosen.update(matched)
             continue
         if by_name is None:
             by_name = {name: code for code, name in rules.items()}
         if selector.lower() not in by_name:
-            raise SelectionError(f"unknown rule selector {raw!r} (use a code such as SMP101, a prefix such as SMP1, a rule name, or ALL)")
+            raise SelectionError(
+                f"unknown rule selector {raw!r} (use a code such as SMP101, a prefix such as SMP1, a rule name, or ALL)"
+            )
         chosen.add(by_name[selector.lower()])
     return frozenset(chosen)
 
@@ -56,7 +62,13 @@ def enabled(
     return (base | expand(extend_select, rules)) - expand(ignore, rules)
 
 
-def per_file(codes: frozenset[str], path: str, per_file_ignores: Mapping[str, Sequence[str]], root: Path, rules: Mapping[str, str]) -> frozenset[str]:
+def per_file(
+    codes: frozenset[str],
+    path: str,
+    per_file_ignores: Mapping[str, Sequence[str]],
+    root: Path,
+    rules: Mapping[str, str],
+) -> frozenset[str]:
     """``codes`` minus the rules ``per-file-ignores`` switches off for ``path``."""
     if not per_file_ignores:
         return codes

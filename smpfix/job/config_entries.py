@@ -39,6 +39,11 @@ def renamed_key(located: Located, key: str, new: str) -> Optional[tuple[Located,
             return None
         string = entry.key
         return Located(key, string, entry), f"{string.prefix}{string.quote}{new}{string.quote}"
-    if isinstance(entry, cst.Arg) and entry.keyword is not None and entry.keyword.value == key and new.isidentifier():
+    if (
+        isinstance(entry, cst.Arg)
+        and entry.keyword is not None
+        and entry.keyword.value == key
+        and new.isidentifier()
+    ):
         return Located(key, entry.keyword, entry), new
     return None

@@ -61,7 +61,7 @@ EXPLAINED: Mapping[str, str] = {
         "library's schema has no such key and refuses it; remove it"
     ),
     "trace_device": (
-        "is an argument of `smp.DistributedModel(model, trace_device=\"cpu\")`, not a configuration key; "
+        'is an argument of `smp.DistributedModel(model, trace_device="cpu")`, not a configuration key; '
         "pass it there"
     ),
     "model_parameters": (
@@ -97,13 +97,31 @@ TF_EXPLAINED: Mapping[str, str] = {
     **{
         key: _NOT_IN_TENSORFLOW
         for key in (
-            "fp16", "fp16_params", "bf16", "prescaled_batch", "shard_optimizer_state", "skip_tracing",
-            "offload_activations", "activation_loading_horizon", "_shard_offloaded_activations",
-            "task_level_activation_loading_horizon", "sharded_data_parallel_degree", "sdp_reduce_bucket_size",
-            "sdp_param_persistence_threshold", "sdp_max_live_parameters", "sdp_hierarchical_allgather",
-            "sdp_gradient_clipping", "_sharded_data_parallelism_config", "tensor_parallel_seed",
-            "delayed_parameter_initialization", "fast_mode", "static_mode", "herring", "_match_weights",
-            "_fp32_grad_accumulation", "checkpoint_attentions",
+            "fp16",
+            "fp16_params",
+            "bf16",
+            "prescaled_batch",
+            "shard_optimizer_state",
+            "skip_tracing",
+            "offload_activations",
+            "activation_loading_horizon",
+            "_shard_offloaded_activations",
+            "task_level_activation_loading_horizon",
+            "sharded_data_parallel_degree",
+            "sdp_reduce_bucket_size",
+            "sdp_param_persistence_threshold",
+            "sdp_max_live_parameters",
+            "sdp_hierarchical_allgather",
+            "sdp_gradient_clipping",
+            "_sharded_data_parallelism_config",
+            "tensor_parallel_seed",
+            "delayed_parameter_initialization",
+            "fast_mode",
+            "static_mode",
+            "herring",
+            "_match_weights",
+            "_fp32_grad_accumulation",
+            "checkpoint_attentions",
         )
     },
 }
@@ -112,7 +130,7 @@ TF_EXPLAINED: Mapping[str, str] = {
 # flavours share one schema file) but that only the PyTorch library acts on (SDK parameters
 # page: "PyTorch-specific"): a warning, not a start-up failure.
 TF_IGNORED: Mapping[str, str] = {
-    "ddp": "is PyTorch DistributedDataParallel; data parallelism in the TensorFlow flavour is Horovod (`\"horovod\": True`)",
+    "ddp": 'is PyTorch DistributedDataParallel; data parallelism in the TensorFlow flavour is Horovod (`"horovod": True`)',
     "ddp_port": "configures PyTorch DistributedDataParallel, which the TensorFlow flavour does not have",
     "memory_weight": "is a setting of PyTorch's automatic partitioning; the TensorFlow flavour does not use it",
     "active_microbatches": "is documented for PyTorch only; the TensorFlow flavour does not use it",

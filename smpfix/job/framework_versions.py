@@ -37,9 +37,13 @@ class FrameworkVersion:
 
 def pytorch_version(launcher: Launcher) -> Optional[FrameworkVersion]:
     """The PyTorch version of the container the launcher starts, when it says so literally."""
-    keyword = "pytorch_version" if "huggingface" in launcher.estimator.lower() else "framework_version"
+    keyword = (
+        "pytorch_version" if "huggingface" in launcher.estimator.lower() else "framework_version"
+    )
     framework = launcher.literal(keyword)
-    if isinstance(framework, str) and ("pytorch" in launcher.estimator.lower() or keyword == "pytorch_version"):
+    if isinstance(framework, str) and (
+        "pytorch" in launcher.estimator.lower() or keyword == "pytorch_version"
+    ):
         match = _VERSION.match(framework.strip())
         if match:
             return FrameworkVersion(_parts(match), f"{keyword}={framework!r}")

@@ -25,8 +25,13 @@ class InstanceType:
         return self.gpu_model.split()[0] in ("A100", "A10G", "H100")
 
 
-def _family(names: str, gpus: int, memory: int, model: str, supported: bool = False, efa: bool = False) -> dict[str, InstanceType]:
-    return {f"ml.{name}": InstanceType(f"ml.{name}", gpus, memory, model, supported, efa) for name in names.split()}
+def _family(
+    names: str, gpus: int, memory: int, model: str, supported: bool = False, efa: bool = False
+) -> dict[str, InstanceType]:
+    return {
+        f"ml.{name}": InstanceType(f"ml.{name}", gpus, memory, model, supported, efa)
+        for name in names.split()
+    }
 
 
 INSTANCE_TYPES: dict[str, InstanceType] = {

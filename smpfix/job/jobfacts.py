@@ -38,6 +38,7 @@ with ``mpirun`` and its own configuration (the container tests), is configured b
 A job is SMP v2 (``smp_v2``, ``smpfix.job.smp_v2``) when a launcher or a stated job says so;
 no v1 rule applies to it.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -87,17 +88,49 @@ LIBRARY_DEFAULTS: Mapping[str, Value] = {
 # Every key SMP v1 (1.12.1 schema, plus the 1.13-1.15 additions) accepts; see the catalog, C04.
 KNOWN_KEYS: frozenset[str] = frozenset(
     {
-        "pipeline_parallel_degree", "partitions", "tensor_parallel_degree", "microbatches", "pipeline",
-        "horovod", "ddp", "sharded_data_parallel_degree", "sdp_reduce_bucket_size",
-        "sdp_param_persistence_threshold", "sdp_max_live_parameters", "sdp_hierarchical_allgather",
-        "sdp_gradient_clipping", "_sharded_data_parallelism_config", "ddp_port", "ddp_dist_backend",
-        "contiguous", "placement_strategy", "optimize", "auto_partition", "default_partition",
-        "prescaled_batch", "memory_weight", "active_microbatches", "fast_mode", "static_mode", "fp16",
-        "bf16", "fp16_params", "tensor_parallel_seed", "offload_activations",
-        "_shard_offloaded_activations", "shard_optimizer_state", "delayed_parameter_initialization",
-        "skip_tracing", "activation_loading_horizon", "task_level_activation_loading_horizon",
-        "herring", "_match_weights", "_fp32_grad_accumulation", "checkpoint_attentions",
-        "load_partition", "partition_file",
+        "pipeline_parallel_degree",
+        "partitions",
+        "tensor_parallel_degree",
+        "microbatches",
+        "pipeline",
+        "horovod",
+        "ddp",
+        "sharded_data_parallel_degree",
+        "sdp_reduce_bucket_size",
+        "sdp_param_persistence_threshold",
+        "sdp_max_live_parameters",
+        "sdp_hierarchical_allgather",
+        "sdp_gradient_clipping",
+        "_sharded_data_parallelism_config",
+        "ddp_port",
+        "ddp_dist_backend",
+        "contiguous",
+        "placement_strategy",
+        "optimize",
+        "auto_partition",
+        "default_partition",
+        "prescaled_batch",
+        "memory_weight",
+        "active_microbatches",
+        "fast_mode",
+        "static_mode",
+        "fp16",
+        "bf16",
+        "fp16_params",
+        "tensor_parallel_seed",
+        "offload_activations",
+        "_shard_offloaded_activations",
+        "shard_optimizer_state",
+        "delayed_parameter_initialization",
+        "skip_tracing",
+        "activation_loading_horizon",
+        "task_level_activation_loading_horizon",
+        "herring",
+        "_match_weights",
+        "_fp32_grad_accumulation",
+        "checkpoint_attentions",
+        "load_partition",
+        "partition_file",
     }
 )
 
@@ -110,8 +143,19 @@ KNOWN_KEYS: frozenset[str] = frozenset(
 # ``"fork": False`` to a TensorFlow ``smp.init``).
 TF_KNOWN_KEYS: frozenset[str] = frozenset(
     {
-        "partitions", "microbatches", "pipeline", "optimize", "placement_strategy", "auto_partition",
-        "default_partition", "contiguous", "horovod", "xla", "load_partition", "partition_file", "fork",
+        "partitions",
+        "microbatches",
+        "pipeline",
+        "optimize",
+        "placement_strategy",
+        "auto_partition",
+        "default_partition",
+        "contiguous",
+        "horovod",
+        "xla",
+        "load_partition",
+        "partition_file",
+        "fork",
     }
 )
 
@@ -143,7 +187,14 @@ TF_FIXED: Mapping[str, Value] = {
 # version (``framework_version``), which decide the library version, and ``smp_version`` to
 # state the library version itself.
 LAUNCH_KEYS: frozenset[str] = frozenset(
-    {"instance_type", "instance_count", "processes_per_host", "framework", "framework_version", "smp_version"}
+    {
+        "instance_type",
+        "instance_count",
+        "processes_per_host",
+        "framework",
+        "framework_version",
+        "smp_version",
+    }
 )
 
 # Settings of smpfix itself, for what it cannot read from code: ``model_parameters`` gives the
@@ -165,7 +216,14 @@ def library_defaults(flavour: Flavour) -> Mapping[str, Value]:
 
 def framework_flavour(value: object) -> Optional[Flavour]:
     """The ``framework`` launch setting (``"tensorflow"``, ``"pytorch"``) as a flavour."""
-    return next((flavour for flavour in Flavour if isinstance(value, str) and value.strip().lower() == flavour.value), None)
+    return next(
+        (
+            flavour
+            for flavour in Flavour
+            if isinstance(value, str) and value.strip().lower() == flavour.value
+        ),
+        None,
+    )
 
 
 class Tri(str, enum.Enum):
@@ -190,7 +248,12 @@ class Feature:
         return Tri.UNKNOWN
 
 
-_DEGREE_SETTINGS = {"tensor_parallel_degree", "pipeline_parallel_degree", "sharded_data_parallel_degree", "microbatches"}
+_DEGREE_SETTINGS = {
+    "tensor_parallel_degree",
+    "pipeline_parallel_degree",
+    "sharded_data_parallel_degree",
+    "microbatches",
+}
 
 FEATURES: Mapping[str, Feature] = {
     f.key: f
@@ -204,14 +267,18 @@ FEATURES: Mapping[str, Feature] = {
         Feature("BF16", "bf16", "bf16 training"),
         Feature("DDP", "ddp", "ddp"),
         Feature("PRESCALED", "prescaled_batch", "prescaled batch"),
-        Feature("DELAYED_INIT", "delayed_parameter_initialization", "delayed parameter initialization"),
-        Feature("HVD", "horovod", "Horovod data parallelism (`\"horovod\": True`)"),
+        Feature(
+            "DELAYED_INIT", "delayed_parameter_initialization", "delayed parameter initialization"
+        ),
+        Feature("HVD", "horovod", 'Horovod data parallelism (`"horovod": True`)'),
         Feature("XLA", "xla", "the `xla` setting"),
     )
 }
 
 # What the TensorFlow flavour does not have: off whatever a configuration says.
-_PYTORCH_ONLY_FEATURES = frozenset({"TP", "SDP", "OSS", "FP16", "BF16", "DDP", "PRESCALED", "DELAYED_INIT"})
+_PYTORCH_ONLY_FEATURES = frozenset(
+    {"TP", "SDP", "OSS", "FP16", "BF16", "DDP", "PRESCALED", "DELAYED_INIT"}
+)
 # The features a flavour's jobs can have (what ``--show-job`` lists).
 _FEATURES_OF: Mapping[Flavour, tuple[str, ...]] = {
     Flavour.PYTORCH: tuple(key for key in FEATURES if key != "XLA"),
@@ -277,7 +344,11 @@ class DeclaredJob:
         """A job a person states (``--job``, ``[tool.smpfix.job]``, the API): a whole
         configuration when it states any library setting; launch settings alone
         (``--job smp_version=1.9``) leave the library's settings as they were."""
-        return cls(source, settings, complete=any(normalize_key(key) not in LAUNCH_KEYS for key in settings))
+        return cls(
+            source,
+            settings,
+            complete=any(normalize_key(key) not in LAUNCH_KEYS for key in settings),
+        )
 
 
 @dataclass(frozen=True)
@@ -328,7 +399,10 @@ class JobFacts:
 
     @classmethod
     def resolve(
-        cls, declared: Sequence[DeclaredJob], evidence: Sequence[Evidence] = (), flavour: Optional[Flavour] = None
+        cls,
+        declared: Sequence[DeclaredJob],
+        evidence: Sequence[Evidence] = (),
+        flavour: Optional[Flavour] = None,
     ) -> JobFacts:
         """Merge sources given highest precedence first; see the module docstring.
 
@@ -350,11 +424,21 @@ class JobFacts:
             merged = base
         elif use is InitDict.UNCERTAIN:
             # Either the dict's values or the defaults: the keys only the dict sets are unknown.
-            hidden = [replace(job, settings={}, unknown=frozenset(job.settings) | job.unknown) for job in dicts]
+            hidden = [
+                replace(job, settings={}, unknown=frozenset(job.settings) | job.unknown)
+                for job in dicts
+            ]
             merged = cls._merge([*others, *hidden], evidence, flavour)
         else:
             merged = cls._merge(declared, evidence, flavour)
-        return replace(merged, init_dict=use, init_dict_reason=reason, smp_v2=smp_v2, on_import=on_import, on_import_reason=why)
+        return replace(
+            merged,
+            init_dict=use,
+            init_dict_reason=reason,
+            smp_v2=smp_v2,
+            on_import=on_import,
+            on_import_reason=why,
+        )
 
     def initialises_on_import(self, declared: Sequence[DeclaredJob]) -> tuple[Tri, str]:
         """Whether importing the library initialises it for a script started by ``declared``.
@@ -364,14 +448,21 @@ class JobFacts:
         it off, and the TensorFlow flavour never does it (library source, 1.7 and 1.12.1)."""
         if self.flavour is Flavour.TENSORFLOW:
             return Tri.OFF, "the TensorFlow flavour never initialises itself on import"
-        launcher = next((job for job in declared if job.role is Role.LAUNCHER and job.complete), None)
+        launcher = next(
+            (job for job in declared if job.role is Role.LAUNCHER and job.complete), None
+        )
         if launcher is None:
             return Tri.UNKNOWN, "no launcher of this script is known"
         if launcher.manual_init:
             return Tri.OFF, f"{launcher.source} sets SMP_MANUAL_INIT=1"
         if self.version_applies(FIRST_WITH_AUTO_INIT, None) is Tri.ON:
-            version = self.smp_version.describe() if self.smp_version is not None else "SMP 1.12 or later"
-            return Tri.ON, f"under {launcher.source}, {version} initialises itself on import from the launcher's parameters"
+            version = (
+                self.smp_version.describe() if self.smp_version is not None else "SMP 1.12 or later"
+            )
+            return (
+                Tri.ON,
+                f"under {launcher.source}, {version} initialises itself on import from the launcher's parameters",
+            )
         if self.version_applies(None, LAST_WITHOUT_AUTO_INIT) is Tri.ON:
             assert self.smp_version is not None
             return Tri.OFF, f"{self.smp_version.describe()} does not initialise itself on import"
@@ -385,13 +476,20 @@ class JobFacts:
         the library: not when the library initialised itself on import (``initialises_on_import``)."""
         state, reason = self.initialises_on_import(declared)
         if state is Tri.ON:
-            return InitDict.IGNORED, f"{reason}, so smp.init({{...}}) returns at once (unless SMP_MANUAL_INIT=1)"
-        if state is Tri.OFF or not any(job.role is Role.LAUNCHER and job.complete for job in declared):
+            return (
+                InitDict.IGNORED,
+                f"{reason}, so smp.init({{...}}) returns at once (unless SMP_MANUAL_INIT=1)",
+            )
+        if state is Tri.OFF or not any(
+            job.role is Role.LAUNCHER and job.complete for job in declared
+        ):
             return InitDict.APPLIES, reason
         return InitDict.UNCERTAIN, f"{reason}: the dict counts only on the releases that do not"
 
     @classmethod
-    def _merge(cls, declared: Sequence[DeclaredJob], evidence: Sequence[Evidence], flavour: Flavour) -> JobFacts:
+    def _merge(
+        cls, declared: Sequence[DeclaredJob], evidence: Sequence[Evidence], flavour: Flavour
+    ) -> JobFacts:
         settings: dict[str, Setting] = {}
         unknown: dict[str, str] = {}
         conflicting: set[str] = set()
@@ -412,9 +510,17 @@ class JobFacts:
         if complete_source is not None:
             for key, value in library_defaults(flavour).items():
                 if key not in unknown:
-                    settings.setdefault(key, Setting(key, value, f"library default; not set in {complete_source}"))
-        return cls(settings=settings, evidence=tuple(evidence), unknown=unknown, conflicting=frozenset(conflicting),
-                   smp_version=_smp_version(declared, flavour), flavour=flavour)
+                    settings.setdefault(
+                        key, Setting(key, value, f"library default; not set in {complete_source}")
+                    )
+        return cls(
+            settings=settings,
+            evidence=tuple(evidence),
+            unknown=unknown,
+            conflicting=frozenset(conflicting),
+            smp_version=_smp_version(declared, flavour),
+            flavour=flavour,
+        )
 
     def value(self, key: str) -> Optional[Value]:
         setting = self.settings.get(normalize_key(key))
@@ -423,15 +529,21 @@ class JobFacts:
     def feature(self, key: str) -> FeatureState:
         feature = FEATURES[key]
         if self.flavour is Flavour.TENSORFLOW and key in _PYTORCH_ONLY_FEATURES:
-            return FeatureState(feature, Tri.OFF, "the TensorFlow flavour of the library has no such feature")
+            return FeatureState(
+                feature, Tri.OFF, "the TensorFlow flavour of the library has no such feature"
+            )
         setting = self.settings.get(feature.setting)
         if setting is not None:
-            return FeatureState(feature, feature.state_of(setting.value), setting.source, setting.value)
+            return FeatureState(
+                feature, feature.state_of(setting.value), setting.source, setting.value
+            )
         if feature.setting in self.unknown:
             return FeatureState(feature, Tri.UNKNOWN, self.why_unknown(feature.setting))
         for item in self.evidence:
             if item.feature == key and item.strong:
-                return FeatureState(feature, Tri.ON, f"script evidence: {item.description} at line {item.line}")
+                return FeatureState(
+                    feature, Tri.ON, f"script evidence: {item.description} at line {item.line}"
+                )
         return FeatureState(feature, Tri.UNKNOWN, "not set in any known source")
 
     def why_unknown(self, key: str) -> str:
@@ -489,11 +601,18 @@ class JobFacts:
         version = self.smp_version
         return {
             "flavour": self.flavour.value,
-            "smp_version": None if version is None else {"value": version.text, "source": version.source},
+            "smp_version": None
+            if version is None
+            else {"value": version.text, "source": version.source},
             "smp_v2": self.smp_v2,
-            "init_dict": {"use": self.init_dict.value, "why": self.init_dict_reason} if self.init_dict_reason else None,
+            "init_dict": {"use": self.init_dict.value, "why": self.init_dict_reason}
+            if self.init_dict_reason
+            else None,
             "initialises_on_import": {"state": self.on_import.value, "why": self.on_import_reason},
-            "settings": {key: {"value": s.value, "source": s.source} for key, s in sorted(self.settings.items())},
+            "settings": {
+                key: {"value": s.value, "source": s.source}
+                for key, s in sorted(self.settings.items())
+            },
             "unknown": {key: self.why_unknown(key) for key in sorted(self.unknown)},
             "features": {
                 key: {"state": state.state.value, "source": state.source}
@@ -501,7 +620,8 @@ class JobFacts:
                 for state in [self.feature(key)]
             },
             "evidence": [
-                {"feature": e.feature, "what": e.description, "line": e.line, "strong": e.strong} for e in self.evidence
+                {"feature": e.feature, "what": e.description, "line": e.line, "strong": e.strong}
+                for e in self.evidence
             ],
         }
 
@@ -510,13 +630,17 @@ def _smp_v2(declared: Sequence[DeclaredJob]) -> Optional[str]:
     """Why the job runs SMP v2, from the first source that says so (a launcher, ``smpfix.job.smp_v2``;
     a stated job, ``versions.stated_v2``), or None."""
     for job in declared:
-        reason = job.smp_v2 or (stated_v2(job.settings, job.source) if job.role is Role.STATED else None)
+        reason = job.smp_v2 or (
+            stated_v2(job.settings, job.source) if job.role is Role.STATED else None
+        )
         if reason is not None:
             return reason
     return None
 
 
-def _smp_version(declared: Sequence[DeclaredJob], flavour: Flavour = Flavour.PYTORCH) -> Optional[SmpVersion]:
+def _smp_version(
+    declared: Sequence[DeclaredJob], flavour: Flavour = Flavour.PYTORCH
+) -> Optional[SmpVersion]:
     """The library version from the highest-precedence source that states one.
 
     A source states it by ``smp_version`` itself or by the container (``framework_version``,
@@ -528,7 +652,9 @@ def _smp_version(declared: Sequence[DeclaredJob], flavour: Flavour = Flavour.PYT
             found = explicit_version(job.settings["smp_version"], job.source)
         elif "framework_version" in job.settings:
             framework = framework_flavour(job.settings.get("framework")) or flavour
-            read = tensorflow_job_version if framework is Flavour.TENSORFLOW else pytorch_job_version
+            read = (
+                tensorflow_job_version if framework is Flavour.TENSORFLOW else pytorch_job_version
+            )
             found = read(job.settings["framework_version"], job.source)
         else:
             continue

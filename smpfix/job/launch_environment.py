@@ -56,7 +56,11 @@ def spaced_text(options: Located) -> Optional[str]:
     if not options.pieces:
         return str(options.plain())
     glued = {id(join.right) for join in glued_joins(options)}
-    return "".join((" " if id(piece) in glued else "") + str(piece.plain()) for piece in options.pieces if isinstance(piece.plain(), str))
+    return "".join(
+        (" " if id(piece) in glued else "") + str(piece.plain())
+        for piece in options.pieces
+        if isinstance(piece.plain(), str)
+    )
 
 
 def custom_mpi_options(launcher: Launcher) -> Optional[Located]:
@@ -78,7 +82,9 @@ def launch_variables(launcher: Launcher) -> Iterator[LaunchVariable]:
     for flag, setting in zip(tokens, tokens[1:]):
         name, equals, value = setting.partition("=")
         if flag == "-x" and equals and name:
-            yield LaunchVariable(name, value, _piece_with(options, f"{name}="), "`custom_mpi_options` (`-x`)")
+            yield LaunchVariable(
+                name, value, _piece_with(options, f"{name}="), "`custom_mpi_options` (`-x`)"
+            )
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,13 @@ def mca_parameters(options: Located) -> list[McaParameter]:
     for index, flag in enumerate(tokens[:-2]):
         if flag in _MCA_FLAGS:
             name = tokens[index + 1]
-            found.append(McaParameter(name, tokens[index + 2], _piece_with(options, name, last=sum(p.name == name for p in found) > 0)))
+            found.append(
+                McaParameter(
+                    name,
+                    tokens[index + 2],
+                    _piece_with(options, name, last=sum(p.name == name for p in found) > 0),
+                )
+            )
     return found
 
 

@@ -25,11 +25,23 @@ from smpfix.base.literals import UNKNOWN
 # occur in a real path, so it never collides with one.
 CWD = "\x00cwd"
 
-_CWD_CALLS = frozenset({"os.getcwd", "pathlib.Path.cwd", "pathlib.PosixPath.cwd", "pathlib.WindowsPath.cwd"})
+_CWD_CALLS = frozenset(
+    {"os.getcwd", "pathlib.Path.cwd", "pathlib.PosixPath.cwd", "pathlib.WindowsPath.cwd"}
+)
 _JOIN_CALLS = frozenset({"os.path.join", "posixpath.join", "ntpath.join"})
-_PATH_TYPES = frozenset({"pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath", "pathlib.PurePosixPath",
-                         "pathlib.WindowsPath", "pathlib.PureWindowsPath"})
-_ABSOLUTE_CALLS = frozenset({"os.path.abspath", "os.path.realpath", "posixpath.abspath", "posixpath.realpath"})
+_PATH_TYPES = frozenset(
+    {
+        "pathlib.Path",
+        "pathlib.PurePath",
+        "pathlib.PosixPath",
+        "pathlib.PurePosixPath",
+        "pathlib.WindowsPath",
+        "pathlib.PureWindowsPath",
+    }
+)
+_ABSOLUTE_CALLS = frozenset(
+    {"os.path.abspath", "os.path.realpath", "posixpath.abspath", "posixpath.realpath"}
+)
 _SAME_CALLS = frozenset({"os.fspath", "os.path.normpath", "posixpath.normpath"})
 _PATH_METHODS_ABSOLUTE = frozenset({"resolve", "absolute"})
 _PATH_METHODS_SAME = frozenset({"as_posix", "__fspath__", "__str__"})
@@ -50,7 +62,9 @@ def dirname(path: str) -> str:
 
 
 def absolute(path: str) -> str:
-    return path if os.path.isabs(path) or path.split(os.sep, 1)[0] == CWD else os.path.join(CWD, path)
+    return (
+        path if os.path.isabs(path) or path.split(os.sep, 1)[0] == CWD else os.path.join(CWD, path)
+    )
 
 
 def resolve(path: str, cwd: str) -> str:
@@ -72,7 +86,9 @@ def script_candidates(entry: str, source_dir: Any, working_dirs: Sequence[str]) 
     """
     if source_dir is UNKNOWN or not (source_dir is None or isinstance(source_dir, str)):
         return []
-    local_dir = source_dir if isinstance(source_dir, str) and not source_dir.startswith("s3://") else None
+    local_dir = (
+        source_dir if isinstance(source_dir, str) and not source_dir.startswith("s3://") else None
+    )
     found: list[str] = []
     for cwd in working_dirs:
         folder = resolve(local_dir, cwd) if local_dir is not None else cwd
@@ -101,7 +117,11 @@ def path_value(node: cst.BaseExpression, evaluate: Evaluate, imports: ImportTabl
         if not isinstance(inner, str):
             return UNKNOWN
         return dirname(inner) if node.attr.value == "parent" else os.path.basename(inner)
-    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and node.value.attr.value == "parents":
+    if (
+        isinstance(node, cst.Subscript)
+        and isinstance(node.value, cst.Attribute)
+        and node.value.attr.value == "parents"
+    ):
         return _parents(node, evaluate, imports)
     return None
 
@@ -124,8 +144,17 @@ def _parents(node: cst.Subscript, evaluate: Evaluate, imports: ImportTable) -> O
     inner = _inner(node.value.value, evaluate, imports)
     if inner is None:
         return None
-    index = evaluate(node.slice[0].slice.value) if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) else None
-    if not isinstance(inner, str) or not isinstance(index, int) or isinstance(index, bool) or index < 0:
+    index = (
+        evaluate(node.slice[0].slice.value)
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)
+        else None
+    )
+    if (
+        not isinstance(inner, str)
+        or not isinstance(index, int)
+        or isinstance(index, bool)
+        or index < 0
+    ):
         return UNKNOWN
     for _ in range(index + 1):
         inner = dirname(inner)
@@ -140,7 +169,12 @@ def _call(node: cst.Call, evaluate: Evaluate, imports: ImportTable) -> Optional[
         return _method(node, evaluate, imports)
     if qualified in _CWD_CALLS:
         return CWD if not node.args else UNKNOWN
-    known = qualified in _JOIN_CALLS or qualified in _PATH_TYPES or qualified in _ABSOLUTE_CALLS or qualified in _SAME_CALLS
+    known = (
+        qualified in _JOIN_CALLS
+        or qualified in _PATH_TYPES
+        or qualified in _ABSOLUTE_CALLS
+        or qualified in _SAME_CALLS
+    )
     if not known and qualified not in ("os.path.dirname", "os.path.basename", "str"):
         return None
     if any(arg.keyword is not None or arg.star for arg in node.args):

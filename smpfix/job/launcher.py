@@ -47,9 +47,26 @@ _OLD_NAMES = {"train_instance_type": "instance_type", "train_instance_count": "i
 # Leading positional parameters of the estimators whose first parameter is the entry point
 # (SageMaker Python SDK v2: ``PyTorch(entry_point, framework_version, py_version, source_dir, ...)``).
 _POSITIONAL: Mapping[str, tuple[str, ...]] = {
-    "PyTorch": ("entry_point", "framework_version", "py_version", "source_dir", "hyperparameters", "image_uri", "distribution"),
-    "HuggingFace": ("py_version", "entry_point", "transformers_version", "tensorflow_version", "pytorch_version", "source_dir",
-                    "hyperparameters", "image_uri", "distribution"),
+    "PyTorch": (
+        "entry_point",
+        "framework_version",
+        "py_version",
+        "source_dir",
+        "hyperparameters",
+        "image_uri",
+        "distribution",
+    ),
+    "HuggingFace": (
+        "py_version",
+        "entry_point",
+        "transformers_version",
+        "tensorflow_version",
+        "pytorch_version",
+        "source_dir",
+        "hyperparameters",
+        "image_uri",
+        "distribution",
+    ),
     "TensorFlow": ("py_version", "framework_version", "model_dir", "image_uri", "distribution"),
     "Framework": ("entry_point", "source_dir", "hyperparameters"),
 }
@@ -95,7 +112,9 @@ class Located:
     @property
     def display(self) -> Located:
         """The same value pointing at where it was written (for "this dict lacks a key")."""
-        return Located(self.value, self.node, None if self.node is not None else self.entry, self.source_file)
+        return Located(
+            self.value, self.node, None if self.node is not None else self.entry, self.source_file
+        )
 
     @property
     def anchor(self) -> Optional[cst.CSTNode]:
@@ -171,7 +190,9 @@ class Launcher:
     def script(self) -> Optional[str]:
         """The launched script's absolute path: the first candidate that exists, else the first."""
         candidates = self.script_candidates()
-        return next((c for c in candidates if os.path.isfile(c)), candidates[0] if candidates else None)
+        return next(
+            (c for c in candidates if os.path.isfile(c)), candidates[0] if candidates else None
+        )
 
 
 class _Names(dict[str, Located]):
@@ -199,7 +220,13 @@ def _located(node: cst.BaseExpression, env: _Names, entry: Optional[cst.CSTNode]
     """Evaluate a literal expression, reading names from ``env``."""
     if isinstance(node, cst.Name) and node.value in env:
         found = env[node.value]
-        return Located(found.value, found.node, found.entry if entry is None else entry, found.source_file, found.pieces)
+        return Located(
+            found.value,
+            found.node,
+            found.entry if entry is None else entry,
+            found.source_file,
+            found.pieces,
+        )
     if isinstance(node, cst.Dict):
         items: dict[str, Located] = {}
         for element in node.elements:
@@ -215,7 +242,12 @@ def _located(node: cst.BaseExpression, env: _Names, entry: Optional[cst.CSTNode]
                 return Located(UNKNOWN, node, entry)
             items[key] = _located(element.value, env, element)
         return Located(items, node, entry)
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "dict" and node.func.value not in env:
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Name)
+        and node.func.value == "dict"
+        and node.func.value not in env
+    ):
         items = {}
         for arg in node.args:
             if arg.keyword is not None:
@@ -239,19 +271,32 @@ def _located(node: cst.BaseExpression, env: _Names, entry: Optional[cst.CSTNode]
         left_located, right_located = _located(node.left, env), _located(node.right, env)
         left, right = left_located.plain(), right_located.plain()
         if isinstance(left, str) and isinstance(right, str):
-            return Located(left + right, node, entry, pieces=_string_pieces(left_located) + _string_pieces(right_located))
+            return Located(
+                left + right,
+                node,
+                entry,
+                pieces=_string_pieces(left_located) + _string_pieces(right_located),
+            )
         return Located(UNKNOWN, node, entry)
     if isinstance(node, cst.Subscript) and not _is_parents(node):
         found = _subscript_value(node, env)
         if found.value is UNKNOWN:
             return Located(UNKNOWN, node, entry)
-        return Located(found.value, found.node, found.entry if entry is None else entry, found.source_file, found.pieces)
+        return Located(
+            found.value,
+            found.node,
+            found.entry if entry is None else entry,
+            found.source_file,
+            found.pieces,
+        )
     if isinstance(node, (cst.Comparison, cst.UnaryOperation, cst.BooleanOperation, cst.IfExp)):
         derived = _derived(node, env, entry)
         if derived is not None:
             return derived
     if isinstance(node, _PATH_FORMS):
-        path = launch_paths.path_value(node, lambda inner: _located(inner, env).plain(), env.imports)
+        path = launch_paths.path_value(
+            node, lambda inner: _located(inner, env).plain(), env.imports
+        )
         if path is not None:
             return Located(path, node, entry)
     if isinstance(node, cst.Name) and node.value not in ("True", "False", "None"):
@@ -259,7 +304,9 @@ def _located(node: cst.BaseExpression, env: _Names, entry: Optional[cst.CSTNode]
     return Located(literal_value(node), node, entry)
 
 
-def _derived(node: cst.BaseExpression, env: _Names, entry: Optional[cst.CSTNode]) -> Optional[Located]:
+def _derived(
+    node: cst.BaseExpression, env: _Names, entry: Optional[cst.CSTNode]
+) -> Optional[Located]:
     """``hp["fp16"] > 0``, ``not flag``, ``a and b``, ``x if c else y`` over known values.
 
     Launcher notebooks build the parameters from a hyperparameters dict this way
@@ -305,7 +352,10 @@ def _unknowable(value: Any) -> bool:
 
 def _contains_unknown(value: Any) -> bool:
     items = value.values() if isinstance(value, dict) else value
-    return any(item is UNKNOWN or (isinstance(item, (dict, list)) and _contains_unknown(item)) for item in items)
+    return any(
+        item is UNKNOWN or (isinstance(item, (dict, list)) and _contains_unknown(item))
+        for item in items
+    )
 
 
 _COMPARE: Mapping[type, Callable[[Any, Any], bool]] = {
@@ -352,7 +402,11 @@ def _assign_path(env: _Names, target: cst.BaseExpression, value: Located) -> Non
         return
     keys: list[Any] = []
     current: cst.BaseExpression = target
-    while isinstance(current, cst.Subscript) and len(current.slice) == 1 and isinstance(current.slice[0].slice, cst.Index):
+    while (
+        isinstance(current, cst.Subscript)
+        and len(current.slice) == 1
+        and isinstance(current.slice[0].slice, cst.Index)
+    ):
         keys.append(_located(current.slice[0].slice.value, env).plain())
         current = current.value
     if not isinstance(current, cst.Name) or current.value not in env:
@@ -388,7 +442,11 @@ def _update(env: _Names, call: cst.Call) -> None:
     if isinstance(target, cst.Subscript):
         base: cst.BaseExpression = target
         keys = []
-        while isinstance(base, cst.Subscript) and len(base.slice) == 1 and isinstance(base.slice[0].slice, cst.Index):
+        while (
+            isinstance(base, cst.Subscript)
+            and len(base.slice) == 1
+            and isinstance(base.slice[0].slice, cst.Index)
+        ):
             keys.append(_located(base.slice[0].slice.value, env).plain())
             base = base.value
         if not isinstance(base, cst.Name) or base.value not in env:
@@ -447,7 +505,10 @@ def _statements(body: Any, env: _Names, functions: list[cst.FunctionDef]) -> Ite
             yield from statement.body
         elif isinstance(statement, cst.If):
             yield from _branch(statement, env, functions)
-        elif isinstance(statement, cst.For) and (iterations := _items_loop(statement, env)) is not None:
+        elif (
+            isinstance(statement, cst.For)
+            and (iterations := _items_loop(statement, env)) is not None
+        ):
             for bindings in iterations:
                 yield from bindings
                 yield from _statements(_block(statement), env, functions)
@@ -456,7 +517,9 @@ def _statements(body: Any, env: _Names, functions: list[cst.FunctionDef]) -> Ite
         elif isinstance(statement, cst.FunctionDef):
             functions.append(statement)
         elif isinstance(statement, cst.ClassDef):
-            functions.extend(item for item in _block(statement) if isinstance(item, cst.FunctionDef))
+            functions.extend(
+                item for item in _block(statement) if isinstance(item, cst.FunctionDef)
+            )
 
 
 def _branch(statement: cst.If, env: _Names, functions: list[cst.FunctionDef]) -> Iterator[Any]:
@@ -480,17 +543,26 @@ def _items_loop(statement: cst.For, env: _Names) -> Optional[list[tuple[_Bind, _
     names = [element.value for element in target.elements]
     if not all(isinstance(name, cst.Name) for name in names):
         return None
-    if not (isinstance(iterable, cst.Call) and not iterable.args and isinstance(iterable.func, cst.Attribute)
-            and iterable.func.attr.value == "items"):
+    if not (
+        isinstance(iterable, cst.Call)
+        and not iterable.args
+        and isinstance(iterable.func, cst.Attribute)
+        and iterable.func.attr.value == "items"
+    ):
         return None
     mapping = _located(iterable.func.value, env)
     if not isinstance(mapping.value, dict):
         return None
     key_name, value_name = (name.value for name in names)  # type: ignore[attr-defined]
-    return [(_Bind(key_name, Located(key)), _Bind(value_name, value)) for key, value in mapping.value.items()]
+    return [
+        (_Bind(key_name, Located(key)), _Bind(value_name, value))
+        for key, value in mapping.value.items()
+    ]
 
 
-def _replay(module: cst.Module, imports: ImportTable, path: str, on_call: Callable[[cst.Call, _Names], None]) -> None:
+def _replay(
+    module: cst.Module, imports: ImportTable, path: str, on_call: Callable[[cst.Call, _Names], None]
+) -> None:
     """Run the module's statements over literal values, calling ``on_call`` for every call
     with the names as they are bound just before it; ``.update()`` calls take effect.
 
@@ -522,13 +594,19 @@ def _replay_body(body: Any, env: _Names, on_call: Callable[[cst.Call, _Names], N
         elif isinstance(node, cst.AnnAssign) and node.value is not None:
             _assign_path(env, node.target, _located(node.value, env))
         elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
-            current = _located(node.target, env) if isinstance(node.target, cst.Name) else _subscript_value(node.target, env)
+            current = (
+                _located(node.target, env)
+                if isinstance(node.target, cst.Name)
+                else _subscript_value(node.target, env)
+            )
             added_located = _located(node.value, env)
             added = added_located.plain()
             joined = isinstance(current.plain(), str) and isinstance(added, str)
             combined = current.plain() + added if joined else UNKNOWN
             pieces = _string_pieces(current) + _string_pieces(added_located) if joined else ()
-            _assign_path(env, node.target, Located(combined, node.value, current.entry, pieces=pieces))
+            _assign_path(
+                env, node.target, Located(combined, node.value, current.entry, pieces=pieces)
+            )
     for function in functions:
         scope = env.child()
         for param in _parameters(function.params):
@@ -557,14 +635,20 @@ def find_launchers(module: cst.Module, imports: ImportTable, path: str) -> list[
     return found
 
 
-def evaluate_argument(module: cst.Module, imports: ImportTable, target: cst.Call, path: str = "") -> Optional[Located]:
+def evaluate_argument(
+    module: cst.Module, imports: ImportTable, target: cst.Call, path: str = ""
+) -> Optional[Located]:
     """The first argument (or ``config=``) of ``target`` as the file has built it by then."""
     found: list[Located] = []
 
     def on_call(call: cst.Call, env: _Names) -> None:
         if call is target:
             for arg in call.args:
-                if arg.keyword is None and not arg.star or (arg.keyword is not None and arg.keyword.value == "config"):
+                if (
+                    arg.keyword is None
+                    and not arg.star
+                    or (arg.keyword is not None and arg.keyword.value == "config")
+                ):
                     found.append(_located(arg.value, env))
                     return
 
@@ -575,7 +659,11 @@ def evaluate_argument(module: cst.Module, imports: ImportTable, target: cst.Call
 def _subscript_value(target: cst.BaseExpression, env: _Names) -> Located:
     keys = []
     base = target
-    while isinstance(base, cst.Subscript) and len(base.slice) == 1 and isinstance(base.slice[0].slice, cst.Index):
+    while (
+        isinstance(base, cst.Subscript)
+        and len(base.slice) == 1
+        and isinstance(base.slice[0].slice, cst.Index)
+    ):
         keys.append(_located(base.slice[0].slice.value, env).plain())
         base = base.value
     if isinstance(base, cst.Name) and base.value in env and all(isinstance(k, str) for k in keys):
@@ -600,7 +688,12 @@ def _launcher(call: cst.Call, qualified: str, env: _Names, path: str) -> Launche
             if arg.star == "**":
                 merged = _located(arg.value, env)
                 if isinstance(merged.value, dict):
-                    keywords.update({_OLD_NAMES.get(str(key), str(key)): value for key, value in merged.value.items()})
+                    keywords.update(
+                        {
+                            _OLD_NAMES.get(str(key), str(key)): value
+                            for key, value in merged.value.items()
+                        }
+                    )
             elif not arg.star and position < len(positional):
                 # `PyTorch("train.py", role=...)`: the entry point given by position.
                 keywords[positional[position]] = _located(arg.value, env, arg)

@@ -67,7 +67,9 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
     parameters = launcher.parameters
     complete = False
     if parameters is not None and isinstance(parameters.value, dict):
-        enabled = launcher.modelparallel.get("enabled") if launcher.modelparallel is not None else None
+        enabled = (
+            launcher.modelparallel.get("enabled") if launcher.modelparallel is not None else None
+        )
         complete = enabled is not None and enabled.plain() is True
         # A misspelled key (SMP812) leaves the setting it meant unknown, not at its default.
         written = {normalize_key(key) for key in parameters.value if isinstance(key, str)}
@@ -82,8 +84,11 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
                 settings[key] = value
     mpi = launcher.mpi
     per_host = mpi.get("processes_per_host") if mpi is not None else None
-    for key, located in (("processes_per_host", per_host), ("instance_type", launcher.keyword("instance_type")),
-                         ("instance_count", launcher.keyword("instance_count"))):
+    for key, located in (
+        ("processes_per_host", per_host),
+        ("instance_type", launcher.keyword("instance_type")),
+        ("instance_count", launcher.keyword("instance_count")),
+    ):
         if located is None:
             continue
         value = located.plain()
@@ -92,12 +97,19 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
         else:
             settings[key] = value
     settings["framework"] = flavour.value
-    version = tensorflow_version(launcher) if flavour is Flavour.TENSORFLOW else pytorch_version(launcher)
+    version = (
+        tensorflow_version(launcher) if flavour is Flavour.TENSORFLOW else pytorch_version(launcher)
+    )
     if version is not None:
         settings["framework_version"] = version.text
     return DeclaredJob(
-        source, settings, complete=complete, unknown=frozenset(unknown), role=Role.LAUNCHER,
-        manual_init=sets_manual_init(launcher), smp_v2=launcher_v2(launcher, source),
+        source,
+        settings,
+        complete=complete,
+        unknown=frozenset(unknown),
+        role=Role.LAUNCHER,
+        manual_init=sets_manual_init(launcher),
+        smp_v2=launcher_v2(launcher, source),
     )
 
 
@@ -105,7 +117,11 @@ def _literal_items(values: Any) -> dict[str, Any]:
     """The hyperparameters smpfix can read: plain literal values under string keys."""
     if not isinstance(values, dict):
         return {}
-    return {k: v for k, v in values.items() if isinstance(k, str) and isinstance(v, (bool, int, float, str))}
+    return {
+        k: v
+        for k, v in values.items()
+        if isinstance(k, str) and isinstance(v, (bool, int, float, str))
+    }
 
 
 @dataclass(frozen=True)
@@ -130,7 +146,14 @@ class LaunchRecord:
         if not self.candidates:
             return None
         script = next((c for c in self.candidates if os.path.isfile(c)), self.candidates[0])
-        return LinkedScript(script, self.job, self.hyperparameters, self.launcher, self.line, self.hyperparameters_complete)
+        return LinkedScript(
+            script,
+            self.job,
+            self.hyperparameters,
+            self.launcher,
+            self.line,
+            self.hyperparameters_complete,
+        )
 
 
 def shown_path(path: str, root: str) -> str:
@@ -144,7 +167,9 @@ def shown_path(path: str, root: str) -> str:
 Parse = Callable[[str], Optional[tuple["cst.Module", Optional["NodeIndex"]]]]
 
 
-def read_launcher(path: str, text: str, root: Optional[str] = None, parse: Optional[Parse] = None) -> list[LaunchRecord]:
+def read_launcher(
+    path: str, text: str, root: Optional[str] = None, parse: Optional[Parse] = None
+) -> list[LaunchRecord]:
     """The estimator calls of one launcher (a ``.py`` file or a notebook), read with LibCST.
 
     ``root`` is the launcher's project root (by default found from ``path``,
@@ -179,7 +204,12 @@ def read_launcher(path: str, text: str, root: Optional[str] = None, parse: Optio
     # Through the node index, each call is located by generating its statement alone.
     positions = Positions(module, code, index if index is not None else NodeIndex(module))
     root = root if root is not None else project_root(path)
-    records = [launch_record(launcher, path, positions.position(positions.span(launcher.call)[0]).line, root) for launcher in launchers]
+    records = [
+        launch_record(
+            launcher, path, positions.position(positions.span(launcher.call)[0]).line, root
+        )
+        for launcher in launchers
+    ]
     return [record for record in records if record is not None]
 
 
@@ -192,7 +222,9 @@ def _parse(code: str) -> Optional[tuple[cst.Module, Optional[NodeIndex]]]:
         return None
 
 
-def launch_record(launcher: Any, path: str, line: Optional[int], root: Optional[str] = None) -> Optional[LaunchRecord]:
+def launch_record(
+    launcher: Any, path: str, line: Optional[int], root: Optional[str] = None
+) -> Optional[LaunchRecord]:
     """What the estimator ``launcher``, at ``line`` of the launcher file ``path``, says; None
     when its ``entry_point`` cannot be read."""
     root = root if root is not None else project_root(path)
@@ -209,7 +241,8 @@ def launch_record(launcher: Any, path: str, line: Optional[int], root: Optional[
         candidates=tuple(candidates),
         job=declared_job(launcher, f"launcher {where}"),
         hyperparameters=_literal_items(hyper),
-        hyperparameters_complete=hyper is None or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),
+        hyperparameters_complete=hyper is None
+        or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),
         dependencies=(parameters_file,) if parameters_file is not None else (),
     )
 

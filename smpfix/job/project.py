@@ -33,7 +33,9 @@ class Project:
         grouped: dict[str, list[LinkedScript]] = {}
         for link in sorted(links, key=lambda link: (link.launcher, link.line, link.script)):
             found = grouped.setdefault(link.script, [])
-            if not any(other.launcher == link.launcher and other.line == link.line for other in found):
+            if not any(
+                other.launcher == link.launcher and other.line == link.line for other in found
+            ):
                 found.append(link)
         return Project(self.roots, {script: tuple(found) for script, found in grouped.items()})
 
@@ -59,7 +61,9 @@ class Project:
         if len(links) == 1:
             return (first,)
         disagree = frozenset(
-            key for link in links[1:] for key in set(first.settings) | set(link.job.settings)
+            key
+            for link in links[1:]
+            for key in set(first.settings) | set(link.job.settings)
             if first.settings.get(key) != link.job.settings.get(key)
         )
         names = ", ".join(link.job.source for link in links)
@@ -67,7 +71,11 @@ class Project:
         jobs = [link.job for link in links]
         return (
             DeclaredJob(
-                names, settings, all(job.complete for job in jobs), first.unknown | disagree, conflicting=disagree,
+                names,
+                settings,
+                all(job.complete for job in jobs),
+                first.unknown | disagree,
+                conflicting=disagree,
                 role=Role.LAUNCHER,
                 manual_init=all(job.manual_init for job in jobs),
                 smp_v2=first.smp_v2 if all(job.smp_v2 for job in jobs) else None,

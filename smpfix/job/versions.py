@@ -101,7 +101,9 @@ def text(version: Version) -> str:
     return ".".join(str(part) for part in version)
 
 
-def _container_smp(table: Mapping[Version, tuple[Version, Version]], framework: Version) -> Optional[tuple[Version, Version]]:
+def _container_smp(
+    table: Mapping[Version, tuple[Version, Version]], framework: Version
+) -> Optional[tuple[Version, Version]]:
     if framework in table:
         return table[framework]
     if len(framework) == 2:
@@ -128,7 +130,9 @@ def compare(version: Version, bound: Version) -> int:
 
 
 def in_range(version: Version, since: Optional[Version], until: Optional[Version]) -> bool:
-    return (since is None or compare(version, since) >= 0) and (until is None or compare(version, until) <= 0)
+    return (since is None or compare(version, since) >= 0) and (
+        until is None or compare(version, until) <= 0
+    )
 
 
 def describe_range(since: Optional[Version], until: Optional[Version]) -> str:
@@ -156,7 +160,10 @@ def range_in_words(since: Optional[Version], until: Optional[Version]) -> str:
 
 
 def range_applies(
-    low: Optional[Version], high: Optional[Version], since: Optional[Version], until: Optional[Version]
+    low: Optional[Version],
+    high: Optional[Version],
+    since: Optional[Version],
+    until: Optional[Version],
 ) -> Optional[bool]:
     """Whether advice for ``since``..``until`` holds for a job that runs a release between
     ``low`` and ``high`` (None: unbounded): True for every such release, False for none, None
@@ -212,7 +219,9 @@ class SmpVersion:
         return compare(self.latest, bound) < 0
 
 
-def condition(version: Optional[SmpVersion], since: Optional[Version], until: Optional[Version]) -> str:
+def condition(
+    version: Optional[SmpVersion], since: Optional[Version], until: Optional[Version]
+) -> str:
     """Words for a message about advice for ``since``..``until``: "the job runs SMP 1.13 (...)",
     or "if the job runs SMP 1.14 or earlier" when the version is unknown or the container
     shipped releases on both sides of the bound."""
@@ -259,6 +268,10 @@ def stated_v2(settings: Mapping[str, object], source: str) -> Optional[str]:
     if version is not None and version[0] >= 2:
         return f"smp_version {settings['smp_version']} ({source})"
     framework = parse_version(settings.get("framework_version"))
-    if framework is not None and settings.get("framework") != "tensorflow" and compare(framework, FIRST_V2_PYTORCH) >= 0:
+    if (
+        framework is not None
+        and settings.get("framework") != "tensorflow"
+        and compare(framework, FIRST_V2_PYTORCH) >= 0
+    ):
         return f"framework_version {settings['framework_version']} ({source}) is a PyTorch container with SMP v2"
     return None

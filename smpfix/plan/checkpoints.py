@@ -27,8 +27,12 @@ def _gpt2(h: int, n: int, a: int) -> ModelShape:
     return ModelShape("gpt2", h, n, a, 50257, 4 * h, 1024)
 
 
-def _opt(h: int, n: int, a: int, projection: Optional[int] = None, final_norm: bool = True) -> ModelShape:
-    return ModelShape("opt", h, n, a, 50272, 4 * h, 2048, word_embed_proj_dim=projection, final_norm=final_norm)
+def _opt(
+    h: int, n: int, a: int, projection: Optional[int] = None, final_norm: bool = True
+) -> ModelShape:
+    return ModelShape(
+        "opt", h, n, a, 50272, 4 * h, 2048, word_embed_proj_dim=projection, final_norm=final_norm
+    )
 
 
 def _bloom(h: int, n: int, a: int) -> ModelShape:
@@ -36,17 +40,33 @@ def _bloom(h: int, n: int, a: int) -> ModelShape:
 
 
 def _llama(h: int, n: int, a: int, f: int, kv: Optional[int] = None) -> ModelShape:
-    return ModelShape("llama", h, n, a, 32000, f, 4096, kv_heads=kv, tied_embeddings=False, gated_ffn=True)
+    return ModelShape(
+        "llama", h, n, a, 32000, f, 4096, kv_heads=kv, tied_embeddings=False, gated_ffn=True
+    )
 
 
 def _t5(h: int, f: int, n: int, a: int, d_kv: int, gated: bool) -> ModelShape:
     # T5 v1.1 and Flan-T5 (gated-gelu) untie the output head; the original T5 ties it.
-    return ModelShape("t5", h, n, a, 32128, f, 512, head_dim=d_kv, gated_ffn=gated, tied_embeddings=not gated, decoder_layers=n)
+    return ModelShape(
+        "t5",
+        h,
+        n,
+        a,
+        32128,
+        f,
+        512,
+        head_dim=d_kv,
+        gated_ffn=gated,
+        tied_embeddings=not gated,
+        decoder_layers=n,
+    )
 
 
 def _bert(h: int, n: int, a: int, roberta: bool = False) -> ModelShape:
     if roberta:
-        return ModelShape("roberta", h, n, a, 50265, 4 * h, 514, type_vocab=1, pooler=True, lm_head=False)
+        return ModelShape(
+            "roberta", h, n, a, 50265, 4 * h, 514, type_vocab=1, pooler=True, lm_head=False
+        )
     return ModelShape("bert", h, n, a, 30522, 4 * h, 512, type_vocab=2, pooler=True, lm_head=False)
 
 
@@ -55,11 +75,20 @@ CHECKPOINTS: Mapping[str, Checkpoint] = {
     "gpt2-medium": Checkpoint(_gpt2(1024, 24, 16), 354_823_168, 355e6),
     "gpt2-large": Checkpoint(_gpt2(1280, 36, 20), 774_030_080, 774e6),
     "gpt2-xl": Checkpoint(_gpt2(1600, 48, 25), 1_557_611_200, 1.5e9),
-    "EleutherAI/gpt-j-6b": Checkpoint(ModelShape("gptj", 4096, 28, 16, 50400, 16384, 2048, tied_embeddings=False), 6_053_381_344, 6e9),
+    "EleutherAI/gpt-j-6b": Checkpoint(
+        ModelShape("gptj", 4096, 28, 16, 50400, 16384, 2048, tied_embeddings=False),
+        6_053_381_344,
+        6e9,
+    ),
     "EleutherAI/gpt-neox-20b": Checkpoint(
-        ModelShape("gpt_neox", 6144, 44, 64, 50432, 24576, 2048, tied_embeddings=False), 20_556_201_984, 20e9),
+        ModelShape("gpt_neox", 6144, 44, 64, 50432, 24576, 2048, tied_embeddings=False),
+        20_556_201_984,
+        20e9,
+    ),
     "facebook/opt-125m": Checkpoint(_opt(768, 12, 12), 125_239_296, 125e6),
-    "facebook/opt-350m": Checkpoint(_opt(1024, 24, 16, projection=512, final_norm=False), None, 350e6),
+    "facebook/opt-350m": Checkpoint(
+        _opt(1024, 24, 16, projection=512, final_norm=False), None, 350e6
+    ),
     "facebook/opt-1.3b": Checkpoint(_opt(2048, 24, 32), None, 1.3e9),
     "facebook/opt-2.7b": Checkpoint(_opt(2560, 32, 32), None, 2.7e9),
     "facebook/opt-6.7b": Checkpoint(_opt(4096, 32, 32), None, 6.7e9),
@@ -74,10 +103,19 @@ CHECKPOINTS: Mapping[str, Checkpoint] = {
     "bigscience/bloom": Checkpoint(_bloom(14336, 70, 112), 176_247_271_424, 176e9),
     "meta-llama/Llama-2-7b-hf": Checkpoint(_llama(4096, 32, 32, 11008), 6_738_415_616, 7e9),
     "meta-llama/Llama-2-13b-hf": Checkpoint(_llama(5120, 40, 40, 13824), 13_015_864_320, 13e9),
-    "meta-llama/Llama-2-70b-hf": Checkpoint(_llama(8192, 80, 64, 28672, kv=8), 68_976_648_192, 70e9),
-    "tiiuae/falcon-7b": Checkpoint(ModelShape("falcon", 4544, 32, 71, 65024, 4 * 4544, 2048, kv_heads=1), None, 7e9),
+    "meta-llama/Llama-2-70b-hf": Checkpoint(
+        _llama(8192, 80, 64, 28672, kv=8), 68_976_648_192, 70e9
+    ),
+    "tiiuae/falcon-7b": Checkpoint(
+        ModelShape("falcon", 4544, 32, 71, 65024, 4 * 4544, 2048, kv_heads=1), None, 7e9
+    ),
     "tiiuae/falcon-40b": Checkpoint(
-        ModelShape("falcon", 8192, 60, 128, 65024, 4 * 8192, 2048, kv_heads=8, falcon_new_arch=True), None, 40e9),
+        ModelShape(
+            "falcon", 8192, 60, 128, 65024, 4 * 8192, 2048, kv_heads=8, falcon_new_arch=True
+        ),
+        None,
+        40e9,
+    ),
     "t5-small": Checkpoint(_t5(512, 2048, 6, 8, 64, False), 60_506_624, 60e6),
     "t5-base": Checkpoint(_t5(768, 3072, 12, 12, 64, False), 222_903_552, 220e6),
     "t5-large": Checkpoint(_t5(1024, 4096, 24, 16, 64, False), 737_668_096, 770e6),
@@ -122,7 +160,12 @@ def find_checkpoint(name: str) -> Optional[Checkpoint]:
     """The checkpoint ``name`` loads (case-insensitive; ``-hf`` and ``-chat`` variants of
     Llama 2 share the base dimensions); None for any other name."""
     lowered = name.strip().rstrip("/").lower()
-    for candidate in (lowered, lowered.replace("-chat-hf", "-hf"), lowered.replace("-chat", "") + "-hf", lowered + "-hf"):
+    for candidate in (
+        lowered,
+        lowered.replace("-chat-hf", "-hf"),
+        lowered.replace("-chat", "") + "-hf",
+        lowered + "-hf",
+    ):
         key = _LOWERED.get(candidate)
         if key is not None:
             return CHECKPOINTS[_ALIASES.get(key, key)]

@@ -28,10 +28,30 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.local_modules import LinkedModule
 
 _MAX_DEPTH = 6
-_NO_PARAMETERS = frozenset({
-    "Dropout", "GELU", "ReLU", "SiLU", "Tanh", "Sigmoid", "Identity", "Softmax", "LogSoftmax", "LeakyReLU", "Mish",
-    "CrossEntropyLoss", "MSELoss", "Flatten", "Dropout1d", "Dropout2d", "ReLU6", "ELU", "Softplus", "Hardswish",
-})
+_NO_PARAMETERS = frozenset(
+    {
+        "Dropout",
+        "GELU",
+        "ReLU",
+        "SiLU",
+        "Tanh",
+        "Sigmoid",
+        "Identity",
+        "Softmax",
+        "LogSoftmax",
+        "LeakyReLU",
+        "Mish",
+        "CrossEntropyLoss",
+        "MSELoss",
+        "Flatten",
+        "Dropout1d",
+        "Dropout2d",
+        "ReLU6",
+        "ELU",
+        "Softplus",
+        "Hardswish",
+    }
+)
 _TENSORS = frozenset({"zeros", "ones", "randn", "rand", "empty"})
 
 
@@ -46,19 +66,32 @@ class Counted:
     total: int = 0
     small: int = 0  # biases and norms (1-D tensors)
     weight: int = 0  # the ``weight`` of a Linear or Embedding (for ties)
-    attention: Optional[tuple[int, int]] = None  # (embed_dim, num_heads) of the first nn.MultiheadAttention
+    attention: Optional[tuple[int, int]] = (
+        None  # (embed_dim, num_heads) of the first nn.MultiheadAttention
+    )
     linears: tuple[tuple[int, int], ...] = ()  # (in_features, out_features), in order
     embeddings: tuple[tuple[int, int], ...] = ()  # (num_embeddings, embedding_dim)
-    repeated: Optional[tuple[int, Counted]] = None  # the repeated block that holds attention, and how often
-    children: Mapping[str, Counted] = field(default_factory=dict)  # self.<name> submodules, for ties
+    repeated: Optional[tuple[int, Counted]] = (
+        None  # the repeated block that holds attention, and how often
+    )
+    children: Mapping[str, Counted] = field(
+        default_factory=dict
+    )  # self.<name> submodules, for ties
 
     def plus(self, other: Counted, times: int = 1) -> Counted:
         repeated = self.repeated or other.repeated
         if times > 1 and other.attention is not None and (repeated is None or times > repeated[0]):
             repeated = (times, other)
-        return Counted(self.total + other.total * times, self.small + other.small * times, 0,
-                       self.attention or other.attention, self.linears + other.linears, self.embeddings + other.embeddings,
-                       repeated, self.children)
+        return Counted(
+            self.total + other.total * times,
+            self.small + other.small * times,
+            0,
+            self.attention or other.attention,
+            self.linears + other.linears,
+            self.embeddings + other.embeddings,
+            repeated,
+            self.children,
+        )
 
 
 @dataclass(frozen=True)
@@ -80,7 +113,9 @@ class ModelReader:
     def is_model_class(self, name: str) -> bool:
         return name in self.classes
 
-    def model(self, name: str, arguments: tuple[Any, ...], keywords: Mapping[str, Any]) -> Optional[CustomModel]:
+    def model(
+        self, name: str, arguments: tuple[Any, ...], keywords: Mapping[str, Any]
+    ) -> Optional[CustomModel]:
         """The model ``name(*arguments, **keywords)`` builds, or None when it cannot be counted."""
         try:
             counted = self._instance(name, arguments, keywords, 0)
@@ -90,11 +125,20 @@ class ModelReader:
             return None
         return _as_model(counted)
 
-    def _instance(self, name: str, arguments: tuple[Any, ...], keywords: Mapping[str, Any], depth: int) -> Counted:
+    def _instance(
+        self, name: str, arguments: tuple[Any, ...], keywords: Mapping[str, Any], depth: int
+    ) -> Counted:
         if depth > _MAX_DEPTH or name not in self.classes:
             raise _Unreadable(name)
         facts, definition = self.classes[name]
-        init = next((s for s in definition.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+        init = next(
+            (
+                s
+                for s in definition.body.body
+                if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
+            ),
+            None,
+        )
         if init is None:
             raise _Unreadable(f"{name} has no __init__")
         env = _bind(init, facts, arguments, keywords)
@@ -102,11 +146,16 @@ class ModelReader:
 
 
 def _is_module_class(facts: FileFacts, definition: cst.ClassDef) -> bool:
-    return any((facts.qualified_name(base.value) or "") in ("torch.nn.Module", "torch.nn.modules.module.Module")
-               for base in definition.bases)
+    return any(
+        (facts.qualified_name(base.value) or "")
+        in ("torch.nn.Module", "torch.nn.modules.module.Module")
+        for base in definition.bases
+    )
 
 
-def _bind(init: cst.FunctionDef, facts: FileFacts, arguments: tuple[Any, ...], keywords: Mapping[str, Any]) -> dict[str, Any]:
+def _bind(
+    init: cst.FunctionDef, facts: FileFacts, arguments: tuple[Any, ...], keywords: Mapping[str, Any]
+) -> dict[str, Any]:
     params = [*init.params.posonly_params, *init.params.params][1:]  # without self
     env: dict[str, Any] = {}
     for index, param in enumerate(params):
@@ -121,14 +170,18 @@ def _bind(init: cst.FunctionDef, facts: FileFacts, arguments: tuple[Any, ...], k
             raise _Unreadable(f"no value for {name}")
     for param in init.params.kwonly_params:
         name = param.name.value
-        env[name] = keywords.get(name, facts.literal(param.default) if param.default is not None else None)
+        env[name] = keywords.get(
+            name, facts.literal(param.default) if param.default is not None else None
+        )
     return env
 
 
 class _Constructor:
     """Replays one ``__init__`` over known numbers."""
 
-    def __init__(self, reader: ModelReader, facts: FileFacts, env: dict[str, Any], depth: int) -> None:
+    def __init__(
+        self, reader: ModelReader, facts: FileFacts, env: dict[str, Any], depth: int
+    ) -> None:
         self.reader, self.facts, self.env, self.depth = reader, facts, env, depth
         self.counted = Counted()
         self.children: dict[str, Counted] = {}
@@ -159,7 +212,11 @@ class _Constructor:
         if isinstance(target, cst.Name):
             self.env[target.value] = result
             return
-        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"):
+        if not (
+            isinstance(target, cst.Attribute)
+            and isinstance(target.value, cst.Name)
+            and target.value.value == "self"
+        ):
             raise _Unreadable("an assignment smpfix does not follow")
         if isinstance(result, Counted):
             self.counted = self.counted.plus(result)
@@ -194,8 +251,14 @@ class _Constructor:
             return self._layer(name, call)
         local = call.func.value if isinstance(call.func, cst.Name) else None
         if local is not None and self.reader.is_model_class(local):
-            arguments = tuple(self._number(arg.value) for arg in call.args if arg.keyword is None and not arg.star)
-            keywords = {arg.keyword.value: self._number(arg.value) for arg in call.args if arg.keyword is not None}
+            arguments = tuple(
+                self._number(arg.value) for arg in call.args if arg.keyword is None and not arg.star
+            )
+            keywords = {
+                arg.keyword.value: self._number(arg.value)
+                for arg in call.args
+                if arg.keyword is not None
+            }
             if any(arg.star for arg in call.args):
                 raise _Unreadable("* arguments")
             return self.reader._instance(local, arguments, keywords, self.depth + 1)
@@ -235,7 +298,11 @@ class _Constructor:
         raise _Unreadable(f"torch.nn.{name}")
 
     def _modules(self, expr: cst.BaseExpression) -> Counted:
-        if isinstance(expr, cst.ListComp) and len(expr.for_in.ifs) == 0 and expr.for_in.inner_for_in is None:
+        if (
+            isinstance(expr, cst.ListComp)
+            and len(expr.for_in.ifs) == 0
+            and expr.for_in.inner_for_in is None
+        ):
             times = self._range(expr.for_in.iter)
             if isinstance(expr.for_in.target, cst.Name):
                 self.env[expr.for_in.target.value] = 0
@@ -254,7 +321,12 @@ class _Constructor:
         return found
 
     def _range(self, expr: cst.BaseExpression) -> int:
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "range" and len(expr.args) == 1:
+        if (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Name)
+            and expr.func.value == "range"
+            and len(expr.args) == 1
+        ):
             return self._positive(self._number(expr.args[0].value))
         raise _Unreadable("a loop that is not range(n)")
 
@@ -262,7 +334,11 @@ class _Constructor:
         """``nn.Parameter(torch.zeros(a, b))`` and the like: a * b parameters."""
         inner = call.args[0].value if call.args else None
         qualified = self.facts.qualified_name(inner.func) if isinstance(inner, cst.Call) else None
-        if not isinstance(inner, cst.Call) or not qualified or qualified.rsplit(".", 1)[-1] not in _TENSORS:
+        if (
+            not isinstance(inner, cst.Call)
+            or not qualified
+            or qualified.rsplit(".", 1)[-1] not in _TENSORS
+        ):
             raise _Unreadable("a parameter of a shape smpfix cannot read")
         size = 1
         dims = [arg for arg in inner.args if arg.keyword is None]
@@ -289,13 +365,21 @@ class _Constructor:
         """An int, float or bool from literals, parameters, ``self.<name>`` set earlier, arithmetic."""
         if isinstance(expr, cst.Name) and expr.value in self.env:
             return self.env[expr.value]
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        if (
+            isinstance(expr, cst.Attribute)
+            and isinstance(expr.value, cst.Name)
+            and expr.value.value == "self"
+        ):
             return self.env.get(f"self.{expr.attr.value}", _NOT_A_MODULE)
         if isinstance(expr, cst.BinaryOperation):
             left, right = self._number(expr.left), self._number(expr.right)
             if isinstance(left, (int, float)) and isinstance(right, (int, float)):
-                operations = {cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b, cst.Multiply: lambda a, b: a * b,
-                              cst.FloorDivide: lambda a, b: a // b if b else _NOT_A_MODULE}
+                operations = {
+                    cst.Add: lambda a, b: a + b,
+                    cst.Subtract: lambda a, b: a - b,
+                    cst.Multiply: lambda a, b: a * b,
+                    cst.FloorDivide: lambda a, b: a // b if b else _NOT_A_MODULE,
+                }
                 operation = operations.get(type(expr.operator))
                 if operation is not None:
                     return operation(left, right)
@@ -320,8 +404,13 @@ _NOT_A_MODULE = _NotAModule()
 
 def _self_weight(expr: cst.BaseExpression) -> Optional[str]:
     """``self.<name>.weight`` -> ``<name>``."""
-    if (isinstance(expr, cst.Attribute) and expr.attr.value == "weight" and isinstance(expr.value, cst.Attribute)
-            and isinstance(expr.value.value, cst.Name) and expr.value.value.value == "self"):
+    if (
+        isinstance(expr, cst.Attribute)
+        and expr.attr.value == "weight"
+        and isinstance(expr.value, cst.Attribute)
+        and isinstance(expr.value.value, cst.Name)
+        and expr.value.value.value == "self"
+    ):
         return expr.value.attr.value
     return None
 

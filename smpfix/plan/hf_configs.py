@@ -43,47 +43,132 @@ _TIED = _f("tied_embeddings", "tie_word_embeddings", True)
 _UNTIED = _f("tied_embeddings", "tie_word_embeddings", False)
 
 CONFIG_CLASSES: Mapping[str, ConfigClass] = {
-    "GPT2Config": ConfigClass("gpt2", (
-        _f("hidden", "n_embd hidden_size", 768), _f("layers", "n_layer num_hidden_layers", 12),
-        _f("heads", "n_head num_attention_heads", 12), _f("vocab", "vocab_size", 50257), _f("ffn", "n_inner", None),
-        _f("max_positions", "n_positions max_position_embeddings", 1024), _TIED)),
-    "GPTNeoXConfig": ConfigClass("gpt_neox", (
-        _f("hidden", "hidden_size", 6144), _f("layers", "num_hidden_layers", 44), _f("heads", "num_attention_heads", 64),
-        _f("vocab", "vocab_size", 50432), _f("ffn", "intermediate_size", 24576),
-        _f("max_positions", "max_position_embeddings", 2048), _UNTIED)),
-    "GPTJConfig": ConfigClass("gptj", (
-        _f("hidden", "n_embd hidden_size", 4096), _f("layers", "n_layer num_hidden_layers", 28),
-        _f("heads", "n_head num_attention_heads", 16), _f("vocab", "vocab_size", 50400), _f("ffn", "n_inner", None),
-        _f("max_positions", "n_positions", 2048), _UNTIED)),
-    "LlamaConfig": ConfigClass("llama", (
-        _f("hidden", "hidden_size", 4096), _f("layers", "num_hidden_layers", 32), _f("heads", "num_attention_heads", 32),
-        _f("vocab", "vocab_size", 32000), _f("ffn", "intermediate_size", 11008),
-        _f("max_positions", "max_position_embeddings", 2048), _f("kv_heads", "num_key_value_heads", None), _UNTIED)),
-    "OPTConfig": ConfigClass("opt", (
-        _f("hidden", "hidden_size d_model", 768), _f("layers", "num_hidden_layers", 12),
-        _f("heads", "num_attention_heads", 12), _f("vocab", "vocab_size", 50272), _f("ffn", "ffn_dim", 3072),
-        _f("max_positions", "max_position_embeddings", 2048), _f("word_embed_proj_dim", "word_embed_proj_dim", None),
-        _f("final_norm", "do_layer_norm_before", True), _TIED)),
-    "BloomConfig": ConfigClass("bloom", (
-        _f("hidden", "hidden_size n_embed", 64), _f("layers", "n_layer num_hidden_layers", 2),
-        _f("heads", "n_head num_attention_heads", 8), _f("vocab", "vocab_size", 250880), _f("ffn", "n_inner", None), _TIED)),
-    "FalconConfig": ConfigClass("falcon", (
-        _f("hidden", "hidden_size n_embed", 4544), _f("layers", "num_hidden_layers n_layer", 32),
-        _f("heads", "num_attention_heads n_head", 71), _f("vocab", "vocab_size", 65024), _f("ffn", "ffn_hidden_size", None),
-        _f("kv_heads", "num_kv_heads n_head_kv", None), _f("multi_query", "multi_query", True),
-        _f("falcon_new_arch", "new_decoder_architecture", False), _TIED)),
-    "T5Config": ConfigClass("t5", (
-        _f("hidden", "d_model", 512), _f("layers", "num_layers", 6), _f("decoder_layers", "num_decoder_layers", None),
-        _f("heads", "num_heads", 8), _f("head_dim", "d_kv", 64), _f("vocab", "vocab_size", 32128), _f("ffn", "d_ff", 2048),
-        _f("feed_forward_proj", "feed_forward_proj", "relu"), _TIED)),
-    "BertConfig": ConfigClass("bert", (
-        _f("hidden", "hidden_size", 768), _f("layers", "num_hidden_layers", 12), _f("heads", "num_attention_heads", 12),
-        _f("vocab", "vocab_size", 30522), _f("ffn", "intermediate_size", 3072),
-        _f("max_positions", "max_position_embeddings", 512), _f("type_vocab", "type_vocab_size", 2))),
-    "RobertaConfig": ConfigClass("roberta", (
-        _f("hidden", "hidden_size", 768), _f("layers", "num_hidden_layers", 12), _f("heads", "num_attention_heads", 12),
-        _f("vocab", "vocab_size", 30522), _f("ffn", "intermediate_size", 3072),
-        _f("max_positions", "max_position_embeddings", 512), _f("type_vocab", "type_vocab_size", 2))),
+    "GPT2Config": ConfigClass(
+        "gpt2",
+        (
+            _f("hidden", "n_embd hidden_size", 768),
+            _f("layers", "n_layer num_hidden_layers", 12),
+            _f("heads", "n_head num_attention_heads", 12),
+            _f("vocab", "vocab_size", 50257),
+            _f("ffn", "n_inner", None),
+            _f("max_positions", "n_positions max_position_embeddings", 1024),
+            _TIED,
+        ),
+    ),
+    "GPTNeoXConfig": ConfigClass(
+        "gpt_neox",
+        (
+            _f("hidden", "hidden_size", 6144),
+            _f("layers", "num_hidden_layers", 44),
+            _f("heads", "num_attention_heads", 64),
+            _f("vocab", "vocab_size", 50432),
+            _f("ffn", "intermediate_size", 24576),
+            _f("max_positions", "max_position_embeddings", 2048),
+            _UNTIED,
+        ),
+    ),
+    "GPTJConfig": ConfigClass(
+        "gptj",
+        (
+            _f("hidden", "n_embd hidden_size", 4096),
+            _f("layers", "n_layer num_hidden_layers", 28),
+            _f("heads", "n_head num_attention_heads", 16),
+            _f("vocab", "vocab_size", 50400),
+            _f("ffn", "n_inner", None),
+            _f("max_positions", "n_positions", 2048),
+            _UNTIED,
+        ),
+    ),
+    "LlamaConfig": ConfigClass(
+        "llama",
+        (
+            _f("hidden", "hidden_size", 4096),
+            _f("layers", "num_hidden_layers", 32),
+            _f("heads", "num_attention_heads", 32),
+            _f("vocab", "vocab_size", 32000),
+            _f("ffn", "intermediate_size", 11008),
+            _f("max_positions", "max_position_embeddings", 2048),
+            _f("kv_heads", "num_key_value_heads", None),
+            _UNTIED,
+        ),
+    ),
+    "OPTConfig": ConfigClass(
+        "opt",
+        (
+            _f("hidden", "hidden_size d_model", 768),
+            _f("layers", "num_hidden_layers", 12),
+            _f("heads", "num_attention_heads", 12),
+            _f("vocab", "vocab_size", 50272),
+            _f("ffn", "ffn_dim", 3072),
+            _f("max_positions", "max_position_embeddings", 2048),
+            _f("word_embed_proj_dim", "word_embed_proj_dim", None),
+            _f("final_norm", "do_layer_norm_before", True),
+            _TIED,
+        ),
+    ),
+    "BloomConfig": ConfigClass(
+        "bloom",
+        (
+            _f("hidden", "hidden_size n_embed", 64),
+            _f("layers", "n_layer num_hidden_layers", 2),
+            _f("heads", "n_head num_attention_heads", 8),
+            _f("vocab", "vocab_size", 250880),
+            _f("ffn", "n_inner", None),
+            _TIED,
+        ),
+    ),
+    "FalconConfig": ConfigClass(
+        "falcon",
+        (
+            _f("hidden", "hidden_size n_embed", 4544),
+            _f("layers", "num_hidden_layers n_layer", 32),
+            _f("heads", "num_attention_heads n_head", 71),
+            _f("vocab", "vocab_size", 65024),
+            _f("ffn", "ffn_hidden_size", None),
+            _f("kv_heads", "num_kv_heads n_head_kv", None),
+            _f("multi_query", "multi_query", True),
+            _f("falcon_new_arch", "new_decoder_architecture", False),
+            _TIED,
+        ),
+    ),
+    "T5Config": ConfigClass(
+        "t5",
+        (
+            _f("hidden", "d_model", 512),
+            _f("layers", "num_layers", 6),
+            _f("decoder_layers", "num_decoder_layers", None),
+            _f("heads", "num_heads", 8),
+            _f("head_dim", "d_kv", 64),
+            _f("vocab", "vocab_size", 32128),
+            _f("ffn", "d_ff", 2048),
+            _f("feed_forward_proj", "feed_forward_proj", "relu"),
+            _TIED,
+        ),
+    ),
+    "BertConfig": ConfigClass(
+        "bert",
+        (
+            _f("hidden", "hidden_size", 768),
+            _f("layers", "num_hidden_layers", 12),
+            _f("heads", "num_attention_heads", 12),
+            _f("vocab", "vocab_size", 30522),
+            _f("ffn", "intermediate_size", 3072),
+            _f("max_positions", "max_position_embeddings", 512),
+            _f("type_vocab", "type_vocab_size", 2),
+        ),
+    ),
+    "RobertaConfig": ConfigClass(
+        "roberta",
+        (
+            _f("hidden", "hidden_size", 768),
+            _f("layers", "num_hidden_layers", 12),
+            _f("heads", "num_attention_heads", 12),
+            _f("vocab", "vocab_size", 30522),
+            _f("ffn", "intermediate_size", 3072),
+            _f("max_positions", "max_position_embeddings", 512),
+            _f("type_vocab", "type_vocab_size", 2),
+        ),
+    ),
 }
 _SIZES = ("hidden", "layers", "heads", "vocab")
 
@@ -91,7 +176,9 @@ _SIZES = ("hidden", "layers", "heads", "vocab")
 def size_keywords(class_name: str) -> frozenset[str]:
     """Every keyword of ``class_name`` that changes the model's size."""
     spec = CONFIG_CLASSES.get(class_name)
-    return frozenset(k for f in spec.fields for k in f.keywords) if spec is not None else frozenset()
+    return (
+        frozenset(k for f in spec.fields for k in f.keywords) if spec is not None else frozenset()
+    )
 
 
 def _is_int(value: Any) -> bool:
@@ -119,9 +206,15 @@ def shape_from_config(class_name: str, keywords: Mapping[str, Any]) -> Optional[
         return None
     tied = values.get("tied_embeddings")
     return ModelShape(
-        family=spec.family, hidden=hidden, layers=values["layers"], heads=values["heads"], vocab=values["vocab"], ffn=ffn,
+        family=spec.family,
+        hidden=hidden,
+        layers=values["layers"],
+        heads=values["heads"],
+        vocab=values["vocab"],
+        ffn=ffn,
         max_positions=values["max_positions"] if _is_int(values.get("max_positions")) else 0,
-        tied_embeddings=True if tied is None else bool(tied), **_family_extras(spec.family, values),
+        tied_embeddings=True if tied is None else bool(tied),
+        **_family_extras(spec.family, values),
     )
 
 
@@ -144,7 +237,10 @@ def _family_extras(family: str, values: Mapping[str, Any]) -> dict[str, Any]:
         }
     if family == "opt":
         width = values.get("word_embed_proj_dim")
-        return {"final_norm": bool(values.get("final_norm", True)), **({"word_embed_proj_dim": width} if _is_int(width) else {})}
+        return {
+            "final_norm": bool(values.get("final_norm", True)),
+            **({"word_embed_proj_dim": width} if _is_int(width) else {}),
+        }
     if family in ("bert", "roberta"):
         return {"type_vocab": values["type_vocab"], "lm_head": False}
     return {}

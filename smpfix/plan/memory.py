@@ -29,7 +29,9 @@ MIB = 1024**2
 # The rest, per GPU: assumptions except the SMDDP sizes, which are the documented defaults.
 CUDA_CONTEXT_BYTES = 1.0 * GIB  # CUDA context, cuBLAS/cuDNN workspaces, driver and ECC reserve
 NCCL_BYTES = 0.5 * GIB  # communicators of the tp, pp, dp, rdp and world groups
-SMDDP_BYTES = 144 * MIB  # SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES (16 MiB) + SMDDP_AG_SORT_BUFFER_SIZE_BYTES (128 MiB)
+SMDDP_BYTES = (
+    144 * MIB
+)  # SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES (16 MiB) + SMDDP_AG_SORT_BUFFER_SIZE_BYTES (128 MiB)
 FRAGMENTATION = 0.05  # caching-allocator fragmentation, as a share of model states and activations
 # 16-bit logits, their 16-bit log-softmax and the 16-bit gradient the loss creates while both live.
 LOGITS_BYTES_PER_ELEMENT = 6.0
@@ -52,14 +54,18 @@ def bytes_per_parameter(precision: str, optimizer: str) -> tuple[int, int]:
 class ModelStates:
     parameters_per_gpu: float  # parameters resident on one GPU before sharded data parallelism
     states: float  # weights, gradients, master copies and optimizer state
-    sdp_window: float  # parameters gathered (and their full gradients) under sharded data parallelism
+    sdp_window: (
+        float  # parameters gathered (and their full gradients) under sharded data parallelism
+    )
 
     @property
     def total(self) -> float:
         return self.states + self.sdp_window
 
 
-def model_states(count: ParameterCount, setup: Setup, oss_splits_fp32_gradients: bool = True) -> ModelStates:
+def model_states(
+    count: ParameterCount, setup: Setup, oss_splits_fp32_gradients: bool = True
+) -> ModelStates:
     """Per-GPU model states, divided as SMP v1 divides them.
 
     Optimizer state sharding splits tensor-parallel parameters over the reduced data-parallel
@@ -82,11 +88,17 @@ def model_states(count: ParameterCount, setup: Setup, oss_splits_fp32_gradients:
         small = count.small / setup.tp
         states = total_bytes * (parameters - small) / setup.sdp + total_bytes * small
         layer = count.per_layer / setup.tp
-        gathered = min(float(setup.sdp_max_live_parameters), 2 * layer)  # this layer and the next, prefetched
+        gathered = min(
+            float(setup.sdp_max_live_parameters), 2 * layer
+        )  # this layer and the next, prefetched
         width = 4 if setup.precision == "fp32" else 2
-        return ModelStates(parameters, states, width * (gathered + layer))  # + one layer's full gradient
+        return ModelStates(
+            parameters, states, width * (gathered + layer)
+        )  # + one layer's full gradient
     if setup.oss and setup.dp > 1:
-        states = local_tp * (replicated + shardable / setup.rdp) + local_whole * (replicated + shardable / setup.dp)
+        states = local_tp * (replicated + shardable / setup.rdp) + local_whole * (
+            replicated + shardable / setup.dp
+        )
         return ModelStates(parameters, states, 0.0)
     return ModelStates(parameters, total_bytes * parameters, 0.0)
 
@@ -104,7 +116,9 @@ class Activations:
         return self.checkpoints + max(self.working_layer, self.logits)
 
 
-def layer_activation_bytes(shape: ModelShape, seq: int, samples: float, tp: int, flash: bool) -> float:
+def layer_activation_bytes(
+    shape: ModelShape, seq: int, samples: float, tp: int, flash: bool
+) -> float:
     """One transformer layer's activations in 16 bits with 1-byte dropout masks (Korthikanti
     et al. 2022, tensor parallelism without sequence parallelism):
     ``s·b·h·(10 + 24/t + 5·a·s/(h·t))`` for a 4h MLP, generalised to any MLP width and to
@@ -132,7 +146,9 @@ def activations(shape: ModelShape, count: ParameterCount, setup: Setup) -> Optio
         return None
     seq, tp = setup.seq_len, setup.tp
     width = 1 if setup.half_precision else 2
-    layers_here = math.ceil(count.layers / setup.pp) if count.layers else math.ceil(shape.depth / setup.pp)
+    layers_here = (
+        math.ceil(count.layers / setup.pp) if count.layers else math.ceil(shape.depth / setup.pp)
+    )
     one_layer = layer_activation_bytes(shape, seq, samples, tp, setup.flash_attention) * width
     if setup.activation_checkpointing:
         group = max(1, min(setup.checkpoint_group, layers_here))
@@ -144,7 +160,11 @@ def activations(shape: ModelShape, count: ParameterCount, setup: Setup) -> Optio
     else:
         checkpoints = one_layer * layers_here * setup.in_flight
         working = 0.0
-    logits = seq * samples * shape.vocab / tp * LOGITS_BYTES_PER_ELEMENT * width if shape.lm_head else 0.0
+    logits = (
+        seq * samples * shape.vocab / tp * LOGITS_BYTES_PER_ELEMENT * width
+        if shape.lm_head
+        else 0.0
+    )
     return Activations(checkpoints, working, logits)
 
 
@@ -170,7 +190,11 @@ class Estimate:
 
     @property
     def total(self) -> float:
-        return self.model_states.total + (self.activations.total if self.activations is not None else 0.0) + self.buffers
+        return (
+            self.model_states.total
+            + (self.activations.total if self.activations is not None else 0.0)
+            + self.buffers
+        )
 
     @property
     def complete(self) -> bool:
@@ -188,8 +212,13 @@ class Estimate:
         return True if self.complete else None
 
 
-def estimate(count: ParameterCount, shape: Optional[ModelShape], setup: Setup, gpu_memory_mib: int,
-             oss_splits_fp32_gradients: bool = True) -> Estimate:
+def estimate(
+    count: ParameterCount,
+    shape: Optional[ModelShape],
+    setup: Setup,
+    gpu_memory_mib: int,
+    oss_splits_fp32_gradients: bool = True,
+) -> Estimate:
     states = model_states(count, setup, oss_splits_fp32_gradients)
     acts = activations(shape, count, setup) if shape is not None else None
     body = states.total + (acts.total if acts is not None else 0.0)

@@ -147,7 +147,9 @@ def _bert(s: ModelShape) -> ParameterCount:
     h, f, n, v = s.hidden, s.ffn, s.layers, s.vocab
     small = 4 * h + 2 * h + f + h + 2 * h
     per = 4 * h * h + 2 * h * f + small
-    outside = v * h + s.max_positions * h + s.type_vocab * h + 2 * h + ((h * h + h) if s.pooler else 0)
+    outside = (
+        v * h + s.max_positions * h + s.type_vocab * h + 2 * h + ((h * h + h) if s.pooler else 0)
+    )
     return ParameterCount(n * per + outside, n * per, n * small + 2 * h, n)
 
 

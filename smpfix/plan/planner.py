@@ -32,9 +32,18 @@ from smpfix.plan.verdict import Verdict, bracket
 from smpfix.program.local_modules import LocalModules
 
 APPROXIMATIONS = "every approximation is listed in docs/plan.md (`smpfix plan --help`)"
-_INT_SETTINGS = ("tensor_parallel_degree", "pipeline_parallel_degree", "sharded_data_parallel_degree", "microbatches")
+_INT_SETTINGS = (
+    "tensor_parallel_degree",
+    "pipeline_parallel_degree",
+    "sharded_data_parallel_degree",
+    "microbatches",
+)
 # Boolean settings that decide memory, as the ``Setup`` switch each one is.
-_SWITCH_SETTINGS = {"shard_optimizer_state": "oss", "prescaled_batch": "prescaled_batch", "offload_activations": "offload_activations"}
+_SWITCH_SETTINGS = {
+    "shard_optimizer_state": "oss",
+    "prescaled_batch": "prescaled_batch",
+    "offload_activations": "offload_activations",
+}
 
 
 @dataclass(frozen=True)
@@ -65,7 +74,9 @@ class _Reader:
         default (already in ``job``); without a whole configuration it is unknown, unless the
         library's default applies whatever the rest (``default``)."""
         if key in self.job.unknown:
-            raise _Unknown(f"{key} is set in {self.job.unknown[key]} to a value smpfix cannot resolve")
+            raise _Unknown(
+                f"{key} is set in {self.job.unknown[key]} to a value smpfix cannot resolve"
+            )
         setting = self.job.settings.get(key)
         if setting is None:
             if key in LIBRARY_DEFAULTS:
@@ -96,17 +107,28 @@ def declared_by(job: JobFacts) -> tuple[DeclaredJob, ...]:
         if not setting.source.startswith("library default"):
             by_source.setdefault(setting.source, {})[key] = setting.value
     unknown = frozenset(job.unknown)
-    return tuple(DeclaredJob(source, settings, unknown=unknown) for source, settings in by_source.items())
+    return tuple(
+        DeclaredJob(source, settings, unknown=unknown) for source, settings in by_source.items()
+    )
 
 
-def launcher_inputs(launcher: Launcher, path: str, line: Optional[int], declared: Sequence[DeclaredJob],
-                    modules: Optional[LocalModules]) -> PlanInputs:
+def launcher_inputs(
+    launcher: Launcher,
+    path: str,
+    line: Optional[int],
+    declared: Sequence[DeclaredJob],
+    modules: Optional[LocalModules],
+) -> PlanInputs:
     """What to plan for the estimator ``launcher`` written at ``line`` of ``path``: the declared
     job, the launcher's own, and the script its ``entry_point`` names when it can be read."""
     link = linked_script(launcher, path, line)
     if link is None:  # the entry point is not a literal: the launcher's settings still count
         job = declared_job(launcher, f"launcher {os.path.basename(path)}")
-        return PlanInputs(tuple(declared), LinkedScript("", job, {}, os.path.abspath(path), line or 0, False), None)
+        return PlanInputs(
+            tuple(declared),
+            LinkedScript("", job, {}, os.path.abspath(path), line or 0, False),
+            None,
+        )
     shown = os.path.relpath(link.script, os.path.dirname(os.path.abspath(path)))
     code = load_script(modules, link.script, shown) if modules is not None else None
     return PlanInputs(tuple(declared), link, code)
@@ -116,13 +138,25 @@ def plan(inputs: PlanInputs) -> MemoryPlan:
     """The memory plan of one configuration; its verdict is unknown when a deciding input is."""
     job, values = _merged(inputs)
     code = inputs.code
-    script = code.name if code is not None else (inputs.launcher.script if inputs.launcher is not None else None)
+    script = (
+        code.name
+        if code is not None
+        else (inputs.launcher.script if inputs.launcher is not None else None)
+    )
     reader = _Reader(job)
     instance = lookup(job.value("instance_type"))
     model = find_model(code, values, job)
-    empty = MemoryPlan(script, instance.name if instance else None, instance.gpu_model if instance else None,
-                       instance.gpu_memory_mib / 1024 if instance else None, model.count.total if model.count else None,
-                       model.source, None, Verdict.UNKNOWN, "")
+    empty = MemoryPlan(
+        script,
+        instance.name if instance else None,
+        instance.gpu_model if instance else None,
+        instance.gpu_memory_mib / 1024 if instance else None,
+        model.count.total if model.count else None,
+        model.source,
+        None,
+        Verdict.UNKNOWN,
+        "",
+    )
     try:
         if instance is None:
             raise _Unknown(_instance_problem(job))
@@ -131,7 +165,9 @@ def plan(inputs: PlanInputs) -> MemoryPlan:
             raise _Unknown(f"the model's size is unknown: {model.source}")
         found = problems(setup)
         if found:
-            raise _Unknown(f"the configuration is one the library refuses ({'; '.join(found)}); the configuration rules report it")
+            raise _Unknown(
+                f"the configuration is one the library refuses ({'; '.join(found)}); the configuration rules report it"
+            )
     except _Unknown as unknown:
         return replace(empty, reason=str(unknown), assumptions=tuple(reader.assumptions))
     return _estimated(empty, model, setup, instance, reader)
@@ -151,7 +187,9 @@ def _merged(inputs: PlanInputs) -> tuple[JobFacts, ScriptValues]:
     links = (inputs.launcher,) if inputs.launcher is not None else ()
     files = inputs.code.files if inputs.code is not None else ()
     if inputs.code is not None:
-        init = script_setup.init_settings(inputs.code, ScriptValues(files, links, JobFacts.resolve(sources)))
+        init = script_setup.init_settings(
+            inputs.code, ScriptValues(files, links, JobFacts.resolve(sources))
+        )
         sources += [init] if init is not None else []
     job = JobFacts.resolve(sources)
     return job, ScriptValues(files, links, job)
@@ -166,7 +204,13 @@ def _instance_problem(job: JobFacts) -> str:
     return f"{value!r} is not an instance type smpfix knows the GPUs of"
 
 
-def _setup(reader: _Reader, instance: InstanceType, code: Optional[ScriptCode], values: ScriptValues, model: FoundModel) -> Setup:
+def _setup(
+    reader: _Reader,
+    instance: InstanceType,
+    code: Optional[ScriptCode],
+    values: ScriptValues,
+    model: FoundModel,
+) -> Setup:
     world = _world(reader, instance)
     tp, pp, sdp, microbatches = (_required(reader.number(key)) for key in _INT_SETTINGS)
     active = reader.number("active_microbatches") if pp > 1 else None
@@ -179,15 +223,26 @@ def _setup(reader: _Reader, instance: InstanceType, code: Optional[ScriptCode], 
     precision = _precision(reader, code, values)
     script = _script_readings(reader, code, values, model, instance) if code is not None else None
     if script is None:
-        reader.assumptions.append("the launched script is not among the checked files: activations unknown")
+        reader.assumptions.append(
+            "the launched script is not among the checked files: activations unknown"
+        )
     if switches["prescaled_batch"] and tp > 1 and script is not None and script.batch is not None:
-        reader.assumptions.append("with prescaled_batch the batch is that of a tensor-parallel group")
+        reader.assumptions.append(
+            "with prescaled_batch the batch is that of a tensor-parallel group"
+        )
     return Setup(
-        world=world, tp=tp, pp=pp, sdp=sdp, microbatches=microbatches, active_microbatches=active, precision=precision,
+        world=world,
+        tp=tp,
+        pp=pp,
+        sdp=sdp,
+        microbatches=microbatches,
+        active_microbatches=active,
+        precision=precision,
         activation_loading_horizon=_required(reader.number("activation_loading_horizon", 4)),
         sdp_max_live_parameters=_required(reader.number("sdp_max_live_parameters", 10**9)),
         smddp_collectives=sdp > 1 and tp == 1 and instance.efa and world > instance.gpus,
-        **switches, **(script.__dict__ if script is not None else {}),
+        **switches,
+        **(script.__dict__ if script is not None else {}),
     )
 
 
@@ -209,8 +264,13 @@ class _ScriptSetup:
     flash_attention: bool
 
 
-def _script_readings(reader: _Reader, code: ScriptCode, values: ScriptValues, model: FoundModel,
-                     instance: InstanceType) -> _ScriptSetup:
+def _script_readings(
+    reader: _Reader,
+    code: ScriptCode,
+    values: ScriptValues,
+    model: FoundModel,
+    instance: InstanceType,
+) -> _ScriptSetup:
     checkpointing, group = script_setup.activation_checkpointing(code, values)
     flash = script_setup.flash_attention(code, values, instance.bf16)
     optimizer = script_setup.optimizer(code, values)
@@ -222,10 +282,21 @@ def _script_readings(reader: _Reader, code: ScriptCode, values: ScriptValues, mo
         state = "unresolved" if reading.value is None else ("on" if reading.value else "off")
         reader.assumptions.append(f"{name.replace('_', ' ')} {state}: {reading.how}")
     state_bytes = OPTIMIZER_STATE_BYTES[str(optimizer.value)]
-    reader.assumptions.append(f"optimizer state {state_bytes} bytes per parameter ({optimizer.value}): {optimizer.how}")
+    reader.assumptions.append(
+        f"optimizer state {state_bytes} bytes per parameter ({optimizer.value}): {optimizer.how}"
+    )
     for name, reading in (("sequence length", seq), ("batch", batch)):
-        reader.assumptions.append(f"{name} {reading.value if reading.value is not None else 'unknown'}: {reading.how}")
-    return _ScriptSetup(seq.value, batch.value, str(optimizer.value), bool(checkpointing.value), group, bool(flash.value))
+        reader.assumptions.append(
+            f"{name} {reading.value if reading.value is not None else 'unknown'}: {reading.how}"
+        )
+    return _ScriptSetup(
+        seq.value,
+        batch.value,
+        str(optimizer.value),
+        bool(checkpointing.value),
+        group,
+        bool(flash.value),
+    )
 
 
 def _world(reader: _Reader, instance: InstanceType) -> int:
@@ -233,14 +304,24 @@ def _world(reader: _Reader, instance: InstanceType) -> int:
     per_host = reader.job.settings.get("processes_per_host")
     for key in ("instance_count", "processes_per_host"):
         if key in reader.job.unknown:
-            raise _Unknown(f"{key} is set in {reader.job.unknown[key]} to a value smpfix cannot resolve")
+            raise _Unknown(
+                f"{key} is set in {reader.job.unknown[key]} to a value smpfix cannot resolve"
+            )
     instances = count.value if count is not None else 1
     processes = per_host.value if per_host is not None else instance.gpus
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (instances, processes)):
+    if not all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (instances, processes)
+    ):
         raise _Unknown("instance_count and processes_per_host must be positive integers")
     shown = f"{instances} x {instance.name} ({instance.gpus} x {instance.gpu_model}), {processes} processes per instance"
-    notes = [note for note, setting in (("instance_count 1 assumed", count),
-                                         ("processes_per_host = GPUs per instance assumed", per_host)) if setting is None]
+    notes = [
+        note
+        for note, setting in (
+            ("instance_count 1 assumed", count),
+            ("processes_per_host = GPUs per instance assumed", per_host),
+        )
+        if setting is None
+    ]
     reader.assumptions.append(shown + (f" ({'; '.join(notes)})" if notes else ""))
     return int(instances) * int(processes)
 
@@ -262,25 +343,43 @@ def _precision(reader: _Reader, code: Optional[ScriptCode], values: ScriptValues
         reader.unresolved.append("precision")
         reader.assumptions.append("precision unresolved: estimated in fp16 and in fp32")
         return "fp16"
-    reader.assumptions.append("fp32 training: no fp16, bf16 or fp16_params setting and no 16-bit dtype in smp.model_creation")
+    reader.assumptions.append(
+        "fp32 training: no fp16, bf16 or fp16_params setting and no 16-bit dtype in smp.model_creation"
+    )
     return "fp32"
 
 
-def _estimated(empty: MemoryPlan, model: FoundModel, setup: Setup, instance: InstanceType, reader: _Reader) -> MemoryPlan:
+def _estimated(
+    empty: MemoryPlan, model: FoundModel, setup: Setup, instance: InstanceType, reader: _Reader
+) -> MemoryPlan:
     assert model.count is not None
     try:
         found = bracket(model.count, model.shape, setup, instance.gpu_memory_mib, reader.unresolved)
         changes: tuple[PlannedChange, ...] = ()
         if found.verdict in (Verdict.DOES_NOT_FIT, Verdict.DEPENDS):
-            changes = tuple(PlannedChange(s.change, MemorySplit.of(s.estimate), s.estimate.share)
-                            for s in suggest(model.count, model.shape, found.worst_setup, instance))
+            changes = tuple(
+                PlannedChange(s.change, MemorySplit.of(s.estimate), s.estimate.share)
+                for s in suggest(model.count, model.shape, found.worst_setup, instance)
+            )
     except OverflowError:  # sizes no GPU could hold, beyond floating point
-        return replace(empty, reason="the sizes are too large to estimate", assumptions=tuple(reader.assumptions))
+        return replace(
+            empty,
+            reason="the sizes are too large to estimate",
+            assumptions=tuple(reader.assumptions),
+        )
     reasons = []
     if found.unresolved:
         spread = f"{found.best.total / GIB:.1f} to {found.worst.total / GIB:.1f} GiB"
         reasons.append(f"estimated with {', '.join(found.unresolved)} both ways: {spread}")
     if not found.worst.complete:
-        reasons.append("activations unknown: only model states and buffers are counted, a lower bound")
-    return replace(empty, per_gpu=MemorySplit.of(found.worst), verdict=found.verdict, reason="; ".join(reasons),
-                   assumptions=(*reader.assumptions, APPROXIMATIONS), suggestions=changes)
+        reasons.append(
+            "activations unknown: only model states and buffers are counted, a lower bound"
+        )
+    return replace(
+        empty,
+        per_gpu=MemorySplit.of(found.worst),
+        verdict=found.verdict,
+        reason="; ".join(reasons),
+        assumptions=(*reader.assumptions, APPROXIMATIONS),
+        suggestions=changes,
+    )

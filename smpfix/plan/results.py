@@ -24,7 +24,9 @@ class MemorySplit:
     @classmethod
     def of(cls, found: Estimate) -> MemorySplit:
         activations = found.activations.total / GIB if found.activations is not None else None
-        return cls(found.model_states.total / GIB, activations, found.buffers / GIB, found.total / GIB)
+        return cls(
+            found.model_states.total / GIB, activations, found.buffers / GIB, found.total / GIB
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -44,7 +46,11 @@ class PlannedChange:
     share: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"change": self.change, "per_gpu_gib": self.per_gpu.to_json(), "share_of_gpu": round(self.share, 3)}
+        return {
+            "change": self.change,
+            "per_gpu_gib": self.per_gpu.to_json(),
+            "share_of_gpu": round(self.share, 3),
+        }
 
 
 @dataclass(frozen=True)
@@ -87,14 +93,20 @@ class PlannedConfiguration:
         plan = self.plan
         location: Optional[dict[str, int]] = None
         if self.row is not None and self.column is not None:
-            location = {"row": self.row, "column": self.column, **({"cell": self.cell} if self.cell is not None else {})}
+            location = {
+                "row": self.row,
+                "column": self.column,
+                **({"cell": self.cell} if self.cell is not None else {}),
+            }
         return {
             "filename": self.filename,
             "location": location,
             "script": plan.script,
             "instance_type": plan.instance_type,
             "gpu": plan.gpu,
-            "gpu_memory_gib": round(plan.gpu_memory_gib, 2) if plan.gpu_memory_gib is not None else None,
+            "gpu_memory_gib": round(plan.gpu_memory_gib, 2)
+            if plan.gpu_memory_gib is not None
+            else None,
             "parameters": {"count": plan.parameters, "source": plan.parameters_source},
             "per_gpu_gib": plan.per_gpu.to_json() if plan.per_gpu is not None else None,
             "share_of_gpu": round(plan.share, 3) if plan.share is not None else None,

@@ -42,7 +42,9 @@ class ScriptCode:
     def where(self, linked: LinkedModule, node: cst.CSTNode) -> str:
         positions = self._positions.get(linked.path)
         if positions is None:
-            positions = self._positions[linked.path] = Positions(linked.module, linked.text, linked.index)
+            positions = self._positions[linked.path] = Positions(
+                linked.module, linked.text, linked.index
+            )
         try:
             line = positions.position(positions.span(node)[0]).line
         except KeyError:
@@ -55,7 +57,9 @@ class ScriptCode:
             found = self._parents[linked.path] = ParentIndex(linked.module, linked.index)
         return found
 
-    def branches(self, linked: LinkedModule, node: cst.CSTNode) -> Iterator[tuple[cst.BaseExpression, bool]]:
+    def branches(
+        self, linked: LinkedModule, node: cst.CSTNode
+    ) -> Iterator[tuple[cst.BaseExpression, bool]]:
         """The ``if`` tests around ``node``, innermost first, each with the value it must have
         for ``node`` to run (True in the body, False in the ``else`` or an ``elif``)."""
         parents = self.parents(linked)
@@ -69,7 +73,9 @@ class ScriptCode:
             previous = ancestor
 
 
-def load_script(modules: LocalModules, path: str, shown: str, depth: int = 2) -> Optional[ScriptCode]:
+def load_script(
+    modules: LocalModules, path: str, shown: str, depth: int = 2
+) -> Optional[ScriptCode]:
     """The script at ``path`` with the project modules it imports (``depth`` levels), when it
     is inside the checked paths and parses; None otherwise. What it reads is recorded by
     ``modules`` as a dependency of the analysis (the result cache checks it)."""

@@ -69,27 +69,45 @@ def parse_parameter_count(value: Any) -> Optional[int]:
     if isinstance(value, (int, float)):
         return int(value) if value >= 1 else None
     if isinstance(value, str):
-        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbt]?)\s*", value.lower().replace("_", ""))
+        match = re.fullmatch(
+            r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbt]?)\s*", value.lower().replace("_", "")
+        )
         if match:
             number = float(match.group(1)) * _SUFFIXES.get(match.group(2), 1)
             return int(number) if number >= 1 else None
     return None
 
 
-def find_model(code: Optional[ScriptCode], values: Optional[ScriptValues], job: JobFacts) -> FoundModel:
-    found = _from_script(code, values) if code is not None and values is not None else FoundModel(None, None, "")
+def find_model(
+    code: Optional[ScriptCode], values: Optional[ScriptValues], job: JobFacts
+) -> FoundModel:
+    found = (
+        _from_script(code, values)
+        if code is not None and values is not None
+        else FoundModel(None, None, "")
+    )
     setting = job.settings.get(MODEL_PARAMETERS)
     if setting is None:
-        return found if found.source else FoundModel(None, None, "the launched script is not among the checked files")
+        return (
+            found
+            if found.source
+            else FoundModel(None, None, "the launched script is not among the checked files")
+        )
     total = parse_parameter_count(setting.value)
     if total is None:
-        return FoundModel(None, None, f"model_parameters {setting.value!r} is not a parameter count ({setting.source})")
+        return FoundModel(
+            None,
+            None,
+            f"model_parameters {setting.value!r} is not a parameter count ({setting.source})",
+        )
     source = f"model_parameters = {total:,} ({setting.source})"
     if found.shape is None or found.count is None:
         return FoundModel(parameters_only(total), None, source)
     split = found.count
     scale = total / split.total
-    count = ParameterCount(total, round(split.in_layers * scale), round(split.small * scale), split.layers)
+    count = ParameterCount(
+        total, round(split.in_layers * scale), round(split.small * scale), split.layers
+    )
     return FoundModel(count, found.shape, f"{source}; layer shape from {found.source}")
 
 
@@ -97,11 +115,23 @@ def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
     """Hugging Face configurations and checkpoints first; the project's own ``nn.Module``
     models only when there are none (a wrapper module may hold a Hugging Face model). Calls
     under an ``if`` known not to run (``if args.fine_tune > 0:`` with the default 0) do not count."""
-    calls = [(linked, call) for linked, call in code.calls() if reachable(code, values, linked, call) is not False]
-    found = [candidate for linked, call in calls if (candidate := _candidate(code, values, linked, call)) is not None]
+    calls = [
+        (linked, call)
+        for linked, call in code.calls()
+        if reachable(code, values, linked, call) is not False
+    ]
+    found = [
+        candidate
+        for linked, call in calls
+        if (candidate := _candidate(code, values, linked, call)) is not None
+    ]
     if not found:
         reader = ModelReader(code.modules)
-        found = [candidate for linked, call in calls if (candidate := _custom(code, values, reader, linked, call)) is not None]
+        found = [
+            candidate
+            for linked, call in calls
+            if (candidate := _custom(code, values, reader, linked, call)) is not None
+        ]
     unresolved = [candidate.description for candidate in found if candidate.count is None]
     resolved: dict[ParameterCount, _Candidate] = {}
     for candidate in found:
@@ -111,15 +141,25 @@ def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
         return FoundModel(None, None, unresolved[0])
     if len(resolved) > 1:
         described = "; ".join(candidate.description for candidate in resolved.values())
-        return FoundModel(None, None, f"{code.name} builds several models ({described}): which one trains is unclear")
+        return FoundModel(
+            None,
+            None,
+            f"{code.name} builds several models ({described}): which one trains is unclear",
+        )
     if not resolved:
-        return FoundModel(None, None, f"no model configuration, known checkpoint or countable model class in {code.name} "
-                          "or the project modules it imports; set model_parameters in [tool.smpfix.job]")
+        return FoundModel(
+            None,
+            None,
+            f"no model configuration, known checkpoint or countable model class in {code.name} "
+            "or the project modules it imports; set model_parameters in [tool.smpfix.job]",
+        )
     candidate = next(iter(resolved.values()))
     return FoundModel(candidate.count, candidate.shape, candidate.description)
 
 
-def _candidate(code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call) -> Optional[_Candidate]:
+def _candidate(
+    code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call
+) -> Optional[_Candidate]:
     facts = linked.facts
     name = class_name(facts, call.func)
     if name is not None and name in CONFIG_CLASSES:
@@ -131,7 +171,9 @@ def _candidate(code: ScriptCode, values: ScriptValues, linked: LinkedModule, cal
     return None
 
 
-def _configuration(code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call, name: str) -> _Candidate:
+def _configuration(
+    code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call, name: str
+) -> _Candidate:
     where = f"`{name}(...)` at {code.where(linked, call)}"
     if any(arg.keyword is None for arg in call.args):
         return _unresolved(f"{where} takes positional or ** arguments smpfix cannot read")
@@ -145,7 +187,9 @@ def _configuration(code: ScriptCode, values: ScriptValues, linked: LinkedModule,
             continue
         value = values.of(arg.value, facts=linked.facts)
         if not value.known:
-            return _unresolved(f"{where}: {keyword} cannot be resolved (no literal, argparse default or launcher hyperparameter)")
+            return _unresolved(
+                f"{where}: {keyword} cannot be resolved (no literal, argparse default or launcher hyperparameter)"
+            )
         keywords[keyword] = value.value
         traced.extend(value.how)
     shape = shape_from_config(name, keywords)
@@ -155,10 +199,19 @@ def _configuration(code: ScriptCode, values: ScriptValues, linked: LinkedModule,
     return _of_shape(shape, f"{where}{detail}")
 
 
-def _checkpoint(code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call) -> _Candidate:
+def _checkpoint(
+    code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call
+) -> _Candidate:
     shown = f"`{class_name(linked.facts, call.func.value) if isinstance(call.func, cst.Attribute) else 'from_pretrained'}.from_pretrained(...)`"
     where = f"{shown} at {code.where(linked, call)}"
-    first = next((arg for arg in call.args if arg.keyword is None or arg.keyword.value == "pretrained_model_name_or_path"), None)
+    first = next(
+        (
+            arg
+            for arg in call.args
+            if arg.keyword is None or arg.keyword.value == "pretrained_model_name_or_path"
+        ),
+        None,
+    )
     if first is None or first.star:
         return _unresolved(f"{where}: the checkpoint name cannot be read")
     name = values.of(first.value, linked.facts)
@@ -168,12 +221,22 @@ def _checkpoint(code: ScriptCode, values: ScriptValues, linked: LinkedModule, ca
         return _unresolved(f"{where} overrides the size of {name.value!r}")
     checkpoint = find_checkpoint(name.value)
     if checkpoint is None:
-        return _unresolved(f"{where} loads {name.value!r}, a checkpoint whose dimensions smpfix does not know")
+        return _unresolved(
+            f"{where} loads {name.value!r}, a checkpoint whose dimensions smpfix does not know"
+        )
     detail = f"; {name.explained()}" if name.how else ""
-    return _of_shape(checkpoint.shape, f"{where}: the published dimensions of {name.value!r}{detail}")
+    return _of_shape(
+        checkpoint.shape, f"{where}: the published dimensions of {name.value!r}{detail}"
+    )
 
 
-def _custom(code: ScriptCode, values: ScriptValues, reader: ModelReader, linked: LinkedModule, call: cst.Call) -> Optional[_Candidate]:
+def _custom(
+    code: ScriptCode,
+    values: ScriptValues,
+    reader: ModelReader,
+    linked: LinkedModule,
+    call: cst.Call,
+) -> Optional[_Candidate]:
     """``GPT(args.vocab, args.hidden, ...)`` of a project ``nn.Module`` class, built outside
     any class (inside one, it is a submodule of another model)."""
     name = call.func.value if isinstance(call.func, cst.Name) else None
@@ -198,6 +261,10 @@ def _custom(code: ScriptCode, values: ScriptValues, reader: ModelReader, linked:
             keywords[arg.keyword.value] = value.value
     model = reader.model(name, tuple(arguments), keywords)
     if model is None:
-        return _unresolved(f"{where} builds layers smpfix cannot count (only torch.nn layers and project modules are read)")
+        return _unresolved(
+            f"{where} builds layers smpfix cannot count (only torch.nn layers and project modules are read)"
+        )
     detail = f" ({'; '.join(traced)})" if traced else ""
-    return _Candidate(model.count, model.shape, f"{where}, counted from its torch.nn layers{detail}")
+    return _Candidate(
+        model.count, model.shape, f"{where}, counted from its torch.nn layers{detail}"
+    )

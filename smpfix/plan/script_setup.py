@@ -27,15 +27,44 @@ from smpfix.program.dataloaders import bound_value, is_dataloader, loader_argume
 from smpfix.program.local_modules import LinkedModule
 
 # The library's activation checkpointing entry points (as SMP807 reads them).
-CHECKPOINTING = ("set_activation_checkpointing", "patches.checkpoint.checkpoint", "patches.checkpoint.checkpoint_sequential")
+CHECKPOINTING = (
+    "set_activation_checkpointing",
+    "patches.checkpoint.checkpoint",
+    "patches.checkpoint.checkpoint_sequential",
+)
 # argparse destinations that name the sequence length and the training batch, most specific first.
-SEQUENCE_ARGUMENTS = ("max_context_width", "seq_len", "seq_length", "sequence_length", "max_seq_length", "max_seq_len",
-                      "block_size", "context_length", "max_length")
-BATCH_ARGUMENTS = ("train_batch_size", "per_device_train_batch_size", "train_micro_batch_size", "micro_batch_size",
-                   "batch_size")
-_OPTIMIZERS = {"adam": "adam", "adamw": "adam", "fusedadam": "adam", "lamb": "adam", "fusedlamb": "adam", "adamax": "adam",
-               "nadam": "adam", "radam": "adam", "sgd": "sgd", "adagrad": "adagrad", "rmsprop": "rmsprop",
-               "adafactor": "adafactor"}
+SEQUENCE_ARGUMENTS = (
+    "max_context_width",
+    "seq_len",
+    "seq_length",
+    "sequence_length",
+    "max_seq_length",
+    "max_seq_len",
+    "block_size",
+    "context_length",
+    "max_length",
+)
+BATCH_ARGUMENTS = (
+    "train_batch_size",
+    "per_device_train_batch_size",
+    "train_micro_batch_size",
+    "micro_batch_size",
+    "batch_size",
+)
+_OPTIMIZERS = {
+    "adam": "adam",
+    "adamw": "adam",
+    "fusedadam": "adam",
+    "lamb": "adam",
+    "fusedlamb": "adam",
+    "adamax": "adam",
+    "nadam": "adam",
+    "radam": "adam",
+    "sgd": "sgd",
+    "adagrad": "adagrad",
+    "rmsprop": "rmsprop",
+    "adafactor": "adafactor",
+}
 
 
 @dataclass(frozen=True)
@@ -44,7 +73,9 @@ class Reading:
     how: str
 
 
-def reachable(code: ScriptCode, values: ScriptValues, linked: LinkedModule, node: cst.CSTNode) -> Optional[bool]:
+def reachable(
+    code: ScriptCode, values: ScriptValues, linked: LinkedModule, node: cst.CSTNode
+) -> Optional[bool]:
     """Whether the ``if`` tests around ``node`` let it run: True, False, or None when a test is unknown."""
     result: Optional[bool] = True
     for test, wanted in code.branches(linked, node):
@@ -85,14 +116,14 @@ def _strategy(values: ScriptValues, linked: LinkedModule, call: cst.Call) -> tup
         return 1, ""
     found = argument(call, "strategy", 2)
     if found is None:
-        return 1, ", strategy \"each\""
+        return 1, ', strategy "each"'
     strategy = values.of(found.value, linked.facts)
     if strategy.known and strategy.value == "each":
-        return 1, ", strategy \"each\""
+        return 1, ', strategy "each"'
     match = re.fullmatch(r"group_(\d+)", str(strategy.value)) if strategy.known else None
     if match and int(match.group(1)) >= 1:
         return int(match.group(1)), f", strategy {strategy.value!r}"
-    return 1, ", a strategy taken as \"each\" (one checkpoint per layer)"
+    return 1, ', a strategy taken as "each" (one checkpoint per layer)'
 
 
 def flash_attention(code: ScriptCode, values: ScriptValues, gpu_supports_it: bool) -> Reading:
@@ -100,7 +131,9 @@ def flash_attention(code: ScriptCode, values: ScriptValues, gpu_supports_it: boo
     ``smp.model_creation(tensor_parallelism=...)`` builds, and only on Ampere or newer GPUs."""
     calls = [(linked, call) for linked, call, _ in _library_calls(code, "model_creation")]
     if not calls:
-        return Reading(False, f"{code.name} does not build the model inside `smp.model_creation(...)`")
+        return Reading(
+            False, f"{code.name} does not build the model inside `smp.model_creation(...)`"
+        )
     if not gpu_supports_it:
         return Reading(False, "this GPU has no flash attention kernels")
     linked, call = calls[0]
@@ -110,14 +143,19 @@ def flash_attention(code: ScriptCode, values: ScriptValues, gpu_supports_it: boo
     if distributed is not None and not distributed.known:
         return Reading(None, f"{where}: tensor_parallelism cannot be resolved")
     if distributed is None or not distributed.value:
-        return Reading(False, f"{where} without tensor_parallelism: the library's attention kernels are not used")
+        return Reading(
+            False,
+            f"{where} without tensor_parallelism: the library's attention kernels are not used",
+        )
     flash = argument(call, "flash_attention")
     if flash is None:
         return Reading(None, f"{where} does not pass flash_attention")
     found = values.of(flash.value, linked.facts)
     if not found.known:
         return Reading(None, f"{where}: flash_attention cannot be resolved")
-    return Reading(bool(found.value), f"{where}, flash_attention={bool(found.value)}" + _because(found.how))
+    return Reading(
+        bool(found.value), f"{where}, flash_attention={bool(found.value)}" + _because(found.how)
+    )
 
 
 def model_dtype(code: ScriptCode, values: ScriptValues) -> Reading:
@@ -146,7 +184,10 @@ def optimizer(code: ScriptCode, values: ScriptValues) -> Reading:
             kind = _sgd(values, linked, call)
         found.setdefault(kind, f"`{qualified.rsplit('.', 1)[-1]}` at {code.where(linked, call)}")
     if not found:
-        return Reading("adam", "no optimizer constructed in the launched code: Adam assumed (the Hugging Face Trainer's default)")
+        return Reading(
+            "adam",
+            "no optimizer constructed in the launched code: Adam assumed (the Hugging Face Trainer's default)",
+        )
     kind = max(found, key=lambda k: OPTIMIZER_STATE_BYTES[k])
     extra = " (the largest state of the optimizers the code may build)" if len(found) > 1 else ""
     return Reading(kind, f"{found[kind]}{extra}")
@@ -169,8 +210,11 @@ def sequence_length(code: ScriptCode, values: ScriptValues, shape: Optional[Mode
                 return Reading(found.value, found.explained())
             return Reading(None, f"the sequence length `{dest}` cannot be resolved")
     if shape is not None and shape.max_positions:
-        return Reading(shape.max_positions, f"no sequence-length argument in {code.name}: the model's maximum, "
-                       f"{shape.max_positions}, assumed")
+        return Reading(
+            shape.max_positions,
+            f"no sequence-length argument in {code.name}: the model's maximum, "
+            f"{shape.max_positions}, assumed",
+        )
     return Reading(None, f"no sequence-length argument in {code.name}")
 
 
@@ -189,8 +233,13 @@ def batch_size(code: ScriptCode, values: ScriptValues) -> Reading:
         written = loader_argument(call, "batch_size")
         value = values.of(written, linked.facts) if written is not None else None
         if value is None or not value.known or not isinstance(value.value, int):
-            return Reading(None, f"the batch size of the DataLoader at {code.where(linked, call)} cannot be resolved")
-        sizes.setdefault(value.value, f"the DataLoader at {code.where(linked, call)}" + _because(value.how))
+            return Reading(
+                None,
+                f"the batch size of the DataLoader at {code.where(linked, call)} cannot be resolved",
+            )
+        sizes.setdefault(
+            value.value, f"the DataLoader at {code.where(linked, call)}" + _because(value.how)
+        )
     if len(sizes) == 1:
         size, how = next(iter(sizes.items()))
         return Reading(size, how)
@@ -223,9 +272,13 @@ def init_settings(code: ScriptCode, values: ScriptValues) -> Optional[DeclaredJo
         else:
             unknown.add(key)
     where = code.where(script, script.facts.init_config_call)
-    return DeclaredJob(f"the smp.init({{...}}) dict at {where}", settings, complete=False, unknown=frozenset(unknown))
+    return DeclaredJob(
+        f"the smp.init({{...}}) dict at {where}",
+        settings,
+        complete=False,
+        unknown=frozenset(unknown),
+    )
 
 
 def _because(how: tuple[str, ...]) -> str:
     return f" ({'; '.join(how)})" if how else ""
-

@@ -32,15 +32,30 @@ from smpfix.program.script_arguments import (
 )
 
 _MAX_DEPTH = 12
-_DTYPES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32"}
+_DTYPES = {
+    "float16": "fp16",
+    "half": "fp16",
+    "bfloat16": "bf16",
+    "float32": "fp32",
+    "float": "fp32",
+}
 _SIZE_SETTINGS = {"tp_size": "tensor_parallel_degree", "pp_size": "pipeline_parallel_degree"}
 _ARITHMETIC: Mapping[type, Callable[[Any, Any], Any]] = {
-    cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul,
-    cst.FloorDivide: operator.floordiv, cst.Divide: operator.truediv,
+    cst.Add: operator.add,
+    cst.Subtract: operator.sub,
+    cst.Multiply: operator.mul,
+    cst.FloorDivide: operator.floordiv,
+    cst.Divide: operator.truediv,
 }
 _COMPARISONS: Mapping[type, Callable[[Any, Any], Any]] = {
-    cst.Equal: operator.eq, cst.NotEqual: operator.ne, cst.LessThan: operator.lt, cst.LessThanEqual: operator.le,
-    cst.GreaterThan: operator.gt, cst.GreaterThanEqual: operator.ge, cst.Is: operator.is_, cst.IsNot: operator.is_not,
+    cst.Equal: operator.eq,
+    cst.NotEqual: operator.ne,
+    cst.LessThan: operator.lt,
+    cst.LessThanEqual: operator.le,
+    cst.GreaterThan: operator.gt,
+    cst.GreaterThanEqual: operator.ge,
+    cst.Is: operator.is_,
+    cst.IsNot: operator.is_not,
 }
 
 
@@ -65,12 +80,18 @@ _UNKNOWN = Traced(UNKNOWN)
 class ScriptValues:
     """Evaluates expressions of the script a launcher starts (and the modules it imports)."""
 
-    def __init__(self, files: Sequence[FileFacts], launchers: Sequence[LinkedScript], job: JobFacts) -> None:
+    def __init__(
+        self, files: Sequence[FileFacts], launchers: Sequence[LinkedScript], job: JobFacts
+    ) -> None:
         self.files = tuple(files)
         self.launchers = tuple(launchers)
         self.job = job
         self._arguments = command_line_arguments(self.files)
-        self._assigned = set().union(*(assigned_attributes(facts) for facts in self.files)) if self.files else set()
+        self._assigned = (
+            set().union(*(assigned_attributes(facts) for facts in self.files))
+            if self.files
+            else set()
+        )
 
     def argument(self, dest: str) -> Traced:
         """``args.<dest>``: the launcher's hyperparameter, else the argparse default."""
@@ -102,12 +123,17 @@ class ScriptValues:
                 return _UNKNOWN
             if isinstance(expr.operator, cst.Not):
                 return Traced(not inner.value, inner.how)
-            return self._apply(operator.neg if isinstance(expr.operator, cst.Minus) else operator.pos, (inner,))
+            return self._apply(
+                operator.neg if isinstance(expr.operator, cst.Minus) else operator.pos, (inner,)
+            )
         if isinstance(expr, cst.BinaryOperation):
             function = _ARITHMETIC.get(type(expr.operator))
             if function is None:
                 return _UNKNOWN
-            return self._apply(function, (self.of(expr.left, facts, depth + 1), self.of(expr.right, facts, depth + 1)))
+            return self._apply(
+                function,
+                (self.of(expr.left, facts, depth + 1), self.of(expr.right, facts, depth + 1)),
+            )
         if isinstance(expr, cst.Comparison):
             return self._comparison(expr, facts, depth)
         if isinstance(expr, cst.BooleanOperation):
@@ -145,7 +171,11 @@ class ScriptValues:
         qualified = facts.qualified_name(expr.func) or dotted_name(expr.func) or ""
         if qualified == "torch.get_default_dtype" and not expr.args:
             return Traced("fp32")
-        if qualified in ("int", "bool", "float") and len(expr.args) == 1 and not expr.args[0].keyword:
+        if (
+            qualified in ("int", "bool", "float")
+            and len(expr.args) == 1
+            and not expr.args[0].keyword
+        ):
             inner = self.of(expr.args[0].value, facts, depth + 1)
             return self._apply({"int": int, "bool": bool, "float": float}[qualified], (inner,))
         return _UNKNOWN
@@ -176,4 +206,3 @@ class ScriptValues:
         except (TypeError, ValueError, ZeroDivisionError, OverflowError):
             return _UNKNOWN
         return Traced(result, tuple(part for value in values for part in value.how))
-

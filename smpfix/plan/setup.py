@@ -44,9 +44,13 @@ class Setup:
     offload_activations: bool = False
     activation_loading_horizon: int = 4
     flash_attention: bool = False
-    distribute_embedding: bool = False  # automatic under sharded data parallelism with tensor parallelism
+    distribute_embedding: bool = (
+        False  # automatic under sharded data parallelism with tensor parallelism
+    )
     sdp_max_live_parameters: int = 10**9
-    smddp_collectives: bool = False  # sharded data parallelism's AllGather through SMDDP (p4d, several instances)
+    smddp_collectives: bool = (
+        False  # sharded data parallelism's AllGather through SMDDP (p4d, several instances)
+    )
 
     @property
     def dp(self) -> int:
@@ -88,11 +92,17 @@ def problems(setup: Setup) -> tuple[str, ...]:
         found.append("a degree, the process count or microbatches is below 1")
         return tuple(found)
     if setup.world % (setup.tp * setup.pp):
-        found.append("the process count is not divisible by tensor_parallel_degree x pipeline_parallel_degree")
+        found.append(
+            "the process count is not divisible by tensor_parallel_degree x pipeline_parallel_degree"
+        )
     if setup.sdp > 1 and (setup.pp > 1 or setup.oss):
-        found.append("sharded data parallelism needs pipeline_parallel_degree 1 and no optimizer state sharding")
+        found.append(
+            "sharded data parallelism needs pipeline_parallel_degree 1 and no optimizer state sharding"
+        )
     if setup.sdp > 1 and setup.rdp % setup.sdp:
-        found.append("sharded_data_parallel_degree does not divide the reduced data-parallel degree")
+        found.append(
+            "sharded_data_parallel_degree does not divide the reduced data-parallel degree"
+        )
     if setup.batch is not None and (setup.batch < 1 or setup.batch % setup.microbatches):
         found.append("the batch is not divisible by microbatches")
     if setup.precision not in PRECISIONS:

@@ -53,19 +53,39 @@ def _savers(setup: Setup) -> list[_Candidate]:
     """Changes that keep the parallel layout."""
     found = []
     if not setup.activation_checkpointing:
-        found.append(_Candidate("checkpointing", "turn on activation checkpointing of each transformer layer "
-                                "(`smp.set_activation_checkpointing`)", replace(setup, activation_checkpointing=True)))
+        found.append(
+            _Candidate(
+                "checkpointing",
+                "turn on activation checkpointing of each transformer layer "
+                "(`smp.set_activation_checkpointing`)",
+                replace(setup, activation_checkpointing=True),
+            )
+        )
     if not setup.oss and setup.sdp == 1 and setup.dp > 1:
         found.append(_Candidate("oss", "turn on shard_optimizer_state", replace(setup, oss=True)))
     if setup.activation_checkpointing and not setup.offload_activations:
-        found.append(_Candidate("offload", "turn on offload_activations", replace(setup, offload_activations=True)))
+        found.append(
+            _Candidate(
+                "offload", "turn on offload_activations", replace(setup, offload_activations=True)
+            )
+        )
     if setup.batch is not None:
         for count in _divisors(setup.batch):
             if count > setup.microbatches:
-                found.append(_Candidate("microbatches", f"raise microbatches to {count}", replace(setup, microbatches=count)))
+                found.append(
+                    _Candidate(
+                        "microbatches",
+                        f"raise microbatches to {count}",
+                        replace(setup, microbatches=count),
+                    )
+                )
         for smaller in sorted(_divisors(setup.batch), reverse=True):
             if smaller < setup.batch and smaller % setup.microbatches == 0:
-                found.append(_Candidate("batch", f"lower the batch to {smaller}", replace(setup, batch=smaller)))
+                found.append(
+                    _Candidate(
+                        "batch", f"lower the batch to {smaller}", replace(setup, batch=smaller)
+                    )
+                )
     return found
 
 
@@ -78,7 +98,9 @@ def _prescaled(setup: Setup) -> tuple[Setup, str]:
     if setup.batch is None:
         return replace(setup, prescaled_batch=True), " with prescaled_batch"
     batch = setup.batch * setup.tp
-    return replace(setup, prescaled_batch=True, batch=batch), f" with prescaled_batch and a batch of {batch} per tensor-parallel group"
+    return replace(
+        setup, prescaled_batch=True, batch=batch
+    ), f" with prescaled_batch and a batch of {batch} per tensor-parallel group"
 
 
 def _parallelism(setup: Setup, gpus_per_instance: int) -> list[_Candidate]:
@@ -89,23 +111,44 @@ def _parallelism(setup: Setup, gpus_per_instance: int) -> list[_Candidate]:
             if degree > setup.sdp:
                 # Sharded data parallelism with tensor parallelism needs prescaled_batch.
                 base, how = _prescaled(setup) if setup.tp > 1 else (setup, "")
-                found.append(_Candidate("sdp", f"set sharded_data_parallel_degree to {degree}{how}", replace(base, sdp=degree)))
+                found.append(
+                    _Candidate(
+                        "sdp",
+                        f"set sharded_data_parallel_degree to {degree}{how}",
+                        replace(base, sdp=degree),
+                    )
+                )
     degree = setup.tp * 2
     base, how = _prescaled(setup)
     while degree <= gpus_per_instance:
-        found.append(_Candidate("tp", f"raise tensor_parallel_degree to {degree}{how}", replace(base, tp=degree)))
+        found.append(
+            _Candidate(
+                "tp", f"raise tensor_parallel_degree to {degree}{how}", replace(base, tp=degree)
+            )
+        )
         degree *= 2
     if setup.sdp == 1 and setup.world % setup.tp == 0:
         for degree in _divisors(setup.world // setup.tp):
             if degree > setup.pp:
                 microbatches = max(setup.microbatches, degree)
-                found.append(_Candidate("pp", f"raise pipeline_parallel_degree to {degree} (microbatches {microbatches})",
-                                        replace(setup, pp=degree, microbatches=microbatches)))
+                found.append(
+                    _Candidate(
+                        "pp",
+                        f"raise pipeline_parallel_degree to {degree} (microbatches {microbatches})",
+                        replace(setup, pp=degree, microbatches=microbatches),
+                    )
+                )
     return found
 
 
-def suggest(count: ParameterCount, shape: Optional[ModelShape], setup: Setup, instance: InstanceType,
-            depth: int = 2, limit: int = 3) -> tuple[Suggestion, ...]:
+def suggest(
+    count: ParameterCount,
+    shape: Optional[ModelShape],
+    setup: Setup,
+    instance: InstanceType,
+    depth: int = 2,
+    limit: int = 3,
+) -> tuple[Suggestion, ...]:
     """Up to ``limit`` changes (of up to ``depth`` steps) after which ``setup`` fits on
     ``instance``; none when it is not known not to fit. When activations are unknown, a
     change qualifies when it brings the lower bound (model states and buffers) under the GPU."""
@@ -116,10 +159,16 @@ def suggest(count: ParameterCount, shape: Optional[ModelShape], setup: Setup, in
     seen = {setup}
     for _ in range(depth):
         following: list[tuple[str, Setup]] = []
-        settled: set[str] = set()  # knobs whose smallest fitting value is found: no larger one, no other way to it
+        settled: set[str] = (
+            set()
+        )  # knobs whose smallest fitting value is found: no larger one, no other way to it
         for done, current in frontier:
             for candidate in [*_savers(current), *_parallelism(current, instance.gpus)]:
-                if candidate.knob in settled or candidate.setup in seen or problems(candidate.setup):
+                if (
+                    candidate.knob in settled
+                    or candidate.setup in seen
+                    or problems(candidate.setup)
+                ):
                     continue
                 seen.add(candidate.setup)
                 change = f"{done}; {candidate.change}" if done else candidate.change
@@ -137,11 +186,20 @@ def suggest(count: ParameterCount, shape: Optional[ModelShape], setup: Setup, in
     return tuple(_bigger_instances(count, shape, setup, instance, limit))
 
 
-def _bigger_instances(count: ParameterCount, shape: Optional[ModelShape], setup: Setup, instance: InstanceType,
-                      limit: int) -> Sequence[Suggestion]:
+def _bigger_instances(
+    count: ParameterCount,
+    shape: Optional[ModelShape],
+    setup: Setup,
+    instance: InstanceType,
+    limit: int,
+) -> Sequence[Suggestion]:
     found = []
     for other in sorted(INSTANCE_TYPES.values(), key=lambda t: t.gpu_memory_mib):
-        if other.gpus != instance.gpus or other.gpu_memory_mib <= instance.gpu_memory_mib or not other.smp_v1_supported:
+        if (
+            other.gpus != instance.gpus
+            or other.gpu_memory_mib <= instance.gpu_memory_mib
+            or not other.smp_v1_supported
+        ):
             continue
         result = estimate(count, shape, setup, other.gpu_memory_mib)
         if result.fits is not False:

@@ -75,8 +75,13 @@ class Bracket:
         return Verdict.UNKNOWN
 
 
-def bracket(count: ParameterCount, shape: Optional[ModelShape], setup: Setup, gpu_memory_mib: int,
-            unresolved: Sequence[str] = ()) -> Bracket:
+def bracket(
+    count: ParameterCount,
+    shape: Optional[ModelShape],
+    setup: Setup,
+    gpu_memory_mib: int,
+    unresolved: Sequence[str] = (),
+) -> Bracket:
     """Estimates over every combination of the ``unresolved`` switches (at most 2**6)."""
     for name in unresolved:
         if name not in SWITCHES:

@@ -23,7 +23,9 @@ def block_indentation(ancestors: Sequence[cst.CSTNode], module: cst.Module) -> s
     )
 
 
-def append_arguments(call: cst.Call, arguments: Sequence[str], indentation: str, module: cst.Module) -> Optional[InsertAfter]:
+def append_arguments(
+    call: cst.Call, arguments: Sequence[str], indentation: str, module: cst.Module
+) -> Optional[InsertAfter]:
     """An edit adding ``arguments`` (``["rank=smp.dp_rank()"]``) after the call's last argument.
 
     ``indentation`` is the indentation of the statement holding the call (see
@@ -33,12 +35,20 @@ def append_arguments(call: cst.Call, arguments: Sequence[str], indentation: str,
     if not args:
         return None
     last = args[-1]
-    before = args[-2].comma.whitespace_after if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
+    before = (
+        args[-2].comma.whitespace_after
+        if len(args) > 1 and isinstance(args[-2].comma, cst.Comma)
+        else None
+    )
     if len(args) == 1:
         before = call.whitespace_before_args
     after = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else None
-    if isinstance(before, cst.ParenthesizedWhitespace) and isinstance(after, cst.ParenthesizedWhitespace):
+    if isinstance(before, cst.ParenthesizedWhitespace) and isinstance(
+        after, cst.ParenthesizedWhitespace
+    ):
         indent = (indentation if before.indent else "") + before.last_line.value
         newline = module.default_newline
-        return InsertAfter(after.first_line, "".join(f"{indent}{text},{newline}" for text in arguments))
+        return InsertAfter(
+            after.first_line, "".join(f"{indent}{text},{newline}" for text in arguments)
+        )
     return InsertAfter(last, "".join(f", {text}" for text in arguments))

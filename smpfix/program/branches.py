@@ -74,7 +74,12 @@ _RUNS = Verdict(Reach.RUNS)
 class Branches:
     """Path questions about one module, answered with the job's ``Conditions``."""
 
-    def __init__(self, module: cst.Module, conditions: Conditions, index: Optional[Callable[[], ParentIndex]] = None) -> None:
+    def __init__(
+        self,
+        module: cst.Module,
+        conditions: Conditions,
+        index: Optional[Callable[[], ParentIndex]] = None,
+    ) -> None:
         self.module = module
         self.conditions = conditions
         self._index_source = index
@@ -87,7 +92,9 @@ class Branches:
     @property
     def index(self) -> ParentIndex:
         if self._index is None:
-            self._index = self._index_source() if self._index_source is not None else ParentIndex(self.module)
+            self._index = (
+                self._index_source() if self._index_source is not None else ParentIndex(self.module)
+            )
         return self._index
 
     # -- questions ------------------------------------------------------------------------
@@ -150,7 +157,11 @@ class Branches:
         if known is None:
             self._certain[id(function)] = True  # a recursive function: decided by its other uses
             uses = self._uses_of(function)
-            known = not uses or depth >= _MAX_CALLER_DEPTH or any(self._runs_whatever(use, depth + 1) for use in uses)
+            known = (
+                not uses
+                or depth >= _MAX_CALLER_DEPTH
+                or any(self._runs_whatever(use, depth + 1) for use in uses)
+            )
             self._certain[id(function)] = known
         return known
 
@@ -159,7 +170,11 @@ class Branches:
         if own.reach is Reach.NEVER:
             return own
         function = self.index.scope_of(node)
-        callers = self._callers_verdict(function, hypothesis, depth) if isinstance(function, cst.FunctionDef) else _RUNS
+        callers = (
+            self._callers_verdict(function, hypothesis, depth)
+            if isinstance(function, cst.FunctionDef)
+            else _RUNS
+        )
         return callers if callers.reach > own.reach else own
 
     def _own_verdict(self, node: cst.CSTNode, hypothesis: Hypothesis) -> Verdict:
@@ -175,7 +190,9 @@ class Branches:
                     break
         return worst
 
-    def _callers_verdict(self, function: cst.FunctionDef, hypothesis: Hypothesis, depth: int) -> Verdict:
+    def _callers_verdict(
+        self, function: cst.FunctionDef, hypothesis: Hypothesis, depth: int
+    ) -> Verdict:
         """The least certain verdict over the places that use ``function``'s name."""
         key = (id(function), repr(hypothesis))
         if key in self._memo:
@@ -194,7 +211,9 @@ class Branches:
         if self._uses is None:
             self._uses = {}
             indexed = subtree(self.module)
-            nodes = indexed[0][indexed[2]:indexed[3]] if indexed is not None else self.index.nodes()
+            nodes = (
+                indexed[0][indexed[2] : indexed[3]] if indexed is not None else self.index.nodes()
+            )
             for node in nodes:
                 if type(node) is cst.Name:
                     self._uses.setdefault(node.value, []).append(node)
@@ -221,7 +240,11 @@ def _early_exits(block: cst.CSTNode, child: cst.CSTNode) -> list[Requirement]:
     for statement in body:
         if statement is child:
             break
-        if isinstance(statement, cst.If) and statement.orelse is None and _ends_in_jump(statement.body):
+        if (
+            isinstance(statement, cst.If)
+            and statement.orelse is None
+            and _ends_in_jump(statement.body)
+        ):
             found.append(Requirement(statement.test, False))
     return found
 
@@ -253,9 +276,16 @@ def branches_for(
     files: list[FileFacts] = [facts, *(importer.facts for importer in importers)]
     launchers: list[LinkedScript] = []
     if modules is not None:
-        for owner_facts, owner in [(facts, path), *((importer.facts, importer.path) for importer in importers)]:
-            files += [linked.facts for linked in modules.for_importer(owner).imported_modules(owner_facts)]
+        for owner_facts, owner in [
+            (facts, path),
+            *((importer.facts, importer.path) for importer in importers),
+        ]:
+            files += [
+                linked.facts for linked in modules.for_importer(owner).imported_modules(owner_facts)
+            ]
         for owner in [importer.path for importer in importers] or [path]:
             launchers += modules.project.launchers_of(owner)
     scripts = [importer.facts for importer in importers]
-    return Branches(module, Conditions(facts, job, command_line_arguments(files), launchers, scripts), index)
+    return Branches(
+        module, Conditions(facts, job, command_line_arguments(files), launchers, scripts), index
+    )

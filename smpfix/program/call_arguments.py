@@ -112,7 +112,9 @@ def call_arguments(call: cst.Call, facts: FileFacts) -> Optional[CallArguments]:
 Entries = dict[str, Passed]
 
 
-def _dict_keys(expr: cst.BaseExpression, call: Optional[cst.Call], facts: FileFacts, depth: int) -> Optional[Entries]:
+def _dict_keys(
+    expr: cst.BaseExpression, call: Optional[cst.Call], facts: FileFacts, depth: int
+) -> Optional[Entries]:
     """The keys ``expr`` holds where ``call`` runs: a literal, or a name followed to the call."""
     if depth > 4:
         return None
@@ -121,7 +123,9 @@ def _dict_keys(expr: cst.BaseExpression, call: Optional[cst.Call], facts: FileFa
     return _literal_keys(expr, call, facts, depth)
 
 
-def _literal_keys(expr: cst.BaseExpression, call: Optional[cst.Call], facts: FileFacts, depth: int) -> Optional[Entries]:
+def _literal_keys(
+    expr: cst.BaseExpression, call: Optional[cst.Call], facts: FileFacts, depth: int
+) -> Optional[Entries]:
     """``{"k": v, **base}``, ``dict(base, k=v)``, and ``a if cond else b`` over those (each
     key then as either branch has it); None for anything else."""
     entries: Entries = {}
@@ -143,7 +147,12 @@ def _literal_keys(expr: cst.BaseExpression, call: Optional[cst.Call], facts: Fil
                 return None
             entries[key] = Passed((element.value,), False)
         return entries
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict" and "dict" not in facts.imports.bindings:
+    if (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Name)
+        and expr.func.value == "dict"
+        and "dict" not in facts.imports.bindings
+    ):
         for arg in expr.args:
             if arg.keyword is not None:
                 entries[arg.keyword.value] = Passed((arg.value,), False)
@@ -158,17 +167,27 @@ def _literal_keys(expr: cst.BaseExpression, call: Optional[cst.Call], facts: Fil
     return None
 
 
-def _name_keys(name: str, call: Optional[cst.Call], facts: FileFacts, depth: int) -> Optional[Entries]:
+def _name_keys(
+    name: str, call: Optional[cst.Call], facts: FileFacts, depth: int
+) -> Optional[Entries]:
     """The keys the dict bound to ``name`` holds when ``call`` runs (None: the end of the module)."""
     scope = facts.scope_of_call(call) if call is not None else None
     if scope is None:
         return None
     if isinstance(scope, cst.FunctionDef):
         params = scope.params
-        every = (*params.posonly_params, *params.params, *params.kwonly_params, params.star_arg, params.star_kwarg)
+        every = (
+            *params.posonly_params,
+            *params.params,
+            *params.kwonly_params,
+            params.star_arg,
+            params.star_kwarg,
+        )
         if any(isinstance(p, cst.Param) and p.name.value == name for p in every):
             return None
-        bound_here = any(a.where is not None and a.where.scope is scope for a in facts.assignments.get(name, ()))
+        bound_here = any(
+            a.where is not None and a.where.scope is scope for a in facts.assignments.get(name, ())
+        )
         if not bound_here:
             # A module-level dict read in a function: any function may have changed it.
             module = _module_of(facts)
@@ -179,7 +198,9 @@ def _name_keys(name: str, call: Optional[cst.Call], facts: FileFacts, depth: int
 
 
 def _module_of(facts: FileFacts) -> Optional[cst.Module]:
-    return next((ref.scope for ref in facts.statements.values() if isinstance(ref.scope, cst.Module)), None)
+    return next(
+        (ref.scope for ref in facts.statements.values() if isinstance(ref.scope, cst.Module)), None
+    )
 
 
 def _only_unpacked_in_functions(module: cst.Module, name: str) -> bool:
@@ -217,7 +238,9 @@ class _History:
         self.handled: set[int] = set()
 
     def replay(self, scope: Scope) -> Optional[Entries]:
-        body: Union[cst.BaseSuite, list[cst.BaseStatement]] = scope.body if isinstance(scope, cst.FunctionDef) else list(scope.body)
+        body: Union[cst.BaseSuite, list[cst.BaseStatement]] = (
+            scope.body if isinstance(scope, cst.FunctionDef) else list(scope.body)
+        )
         reached = False
         call_conditions: frozenset[int] = frozenset()
         call_loops: frozenset[int] = frozenset()
@@ -248,19 +271,29 @@ class _History:
     def _event(self, node: cst.CSTNode, parent: Optional[cst.CSTNode]) -> Optional[_Event]:
         name = self.name
         if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            targets = (
+                [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            )
             found: Optional[_Event] = None
             for target in targets:
                 if isinstance(target, cst.Name) and target.value == name:
                     self.handled.add(id(target))
                     value = node.value
-                    entries = None if value is None or isinstance(node, cst.AugAssign) else _literal_keys(value, self.call, self.facts, self.depth + 1)
+                    entries = (
+                        None
+                        if value is None or isinstance(node, cst.AugAssign)
+                        else _literal_keys(value, self.call, self.facts, self.depth + 1)
+                    )
                     found = _Event(reset=True, entries=entries) if entries is not None else _UNKNOWN
                 elif isinstance(target, cst.Subscript) and _is_name(target.value, name):
                     self.handled.add(id(target.value))
                     key = _subscript_key(target)
                     value = node.value
-                    found = _Event(entries={key: Passed((value,), False)}) if key is not None and value is not None else _UNKNOWN
+                    found = (
+                        _Event(entries={key: Passed((value,), False)})
+                        if key is not None and value is not None
+                        else _UNKNOWN
+                    )
             return found
         if isinstance(node, cst.Del):
             deleted = node.target
@@ -269,7 +302,11 @@ class _History:
                 key = _subscript_key(deleted)
                 return _Event(removed=(key,)) if key is not None else _UNKNOWN
             return None
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and _is_name(node.func.value, name):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and _is_name(node.func.value, name)
+        ):
             self.handled.add(id(node.func.value))
             return self._method(node, node.func.attr.value)
         if isinstance(node, cst.Name) and node.value == name and id(node) not in self.handled:
@@ -326,7 +363,9 @@ def _either(first: Passed, second: Passed) -> Passed:
 
 
 def _merge(first: Entries, second: Entries) -> Entries:
-    return {key: _either(first.get(key, ABSENT), second.get(key, ABSENT)) for key in {**first, **second}}
+    return {
+        key: _either(first.get(key, ABSENT), second.get(key, ABSENT)) for key in {**first, **second}
+    }
 
 
 def _is_name(expr: cst.BaseExpression, name: str) -> bool:
@@ -355,7 +394,9 @@ def _walk(
 ) -> Iterator[tuple[cst.CSTNode, Optional[cst.CSTNode], bool]]:
     """Every node in source order, with its parent and whether it is inside a nested scope."""
     roots = list(body) if isinstance(body, list) else [body]
-    stack: list[tuple[cst.CSTNode, Optional[cst.CSTNode], bool]] = [(root, None, False) for root in reversed(roots)]
+    stack: list[tuple[cst.CSTNode, Optional[cst.CSTNode], bool]] = [
+        (root, None, False) for root in reversed(roots)
+    ]
     while stack:
         node, parent, nested = stack.pop()
         yield node, parent, nested
@@ -384,8 +425,16 @@ def _walk_conditions(
         conditional = [getattr(node, f) for f in fields]
         items: list[tuple[cst.CSTNode, Optional[cst.CSTNode], frozenset[int], frozenset[int]]] = []
         for child in children(node):
-            inside = [held for held in conditional if held is child or (isinstance(held, (tuple, list)) and child in held)]
+            inside = [
+                held
+                for held in conditional
+                if held is child or (isinstance(held, (tuple, list)) and child in held)
+            ]
             child_conditions = conditions | {id(child)} if inside else conditions
-            child_loops = loops | {id(child)} if inside and isinstance(node, _LOOPS) and child is node.body else loops
+            child_loops = (
+                loops | {id(child)}
+                if inside and isinstance(node, _LOOPS) and child is node.body
+                else loops
+            )
             items.append((child, node, child_conditions, child_loops))
         stack.extend(reversed(items))

@@ -60,13 +60,19 @@ def local_calls(facts: FileFacts) -> LocalCalls:
 
 
 def _called_names(function: cst.FunctionDef) -> set[str]:
-    return {node.func.value for node in iter_nodes(function.body) if isinstance(node, cst.Call) and isinstance(node.func, cst.Name)}
+    return {
+        node.func.value
+        for node in iter_nodes(function.body)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name)
+    }
 
 
 def run_inside_steps(facts: FileFacts) -> frozenset[str]:
     """The step functions' bodies (by ``def`` name) and every local function they call: all
     of it runs once per microbatch, inside the partitioned graph."""
-    bodies = {step.function.name.value for step in step_functions(facts) if step.function is not None}
+    bodies = {
+        step.function.name.value for step in step_functions(facts) if step.function is not None
+    }
     return local_calls(facts).reached_from(bodies)
 
 

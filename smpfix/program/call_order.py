@@ -33,7 +33,9 @@ def _branch_side(parents: ParentIndex, node: cst.CSTNode) -> dict[int, int]:
             if child is ancestor.body:
                 sides[id(ancestor)] = 0
             else:
-                arm = next((i for i, handler in enumerate(ancestor.handlers) if handler is child), None)
+                arm = next(
+                    (i for i, handler in enumerate(ancestor.handlers) if handler is child), None
+                )
                 if arm is not None:
                     sides[id(ancestor)] = 1 + arm
         child = ancestor
@@ -47,7 +49,9 @@ def exclusive(parents: ParentIndex, first: cst.CSTNode, second: cst.CSTNode) -> 
     return any(key in mine and mine[key] != arm for key, arm in theirs.items())
 
 
-def runs_earlier(facts: FileFacts, parents: ParentIndex, first: cst.Call, second: cst.Call) -> Optional[bool]:
+def runs_earlier(
+    facts: FileFacts, parents: ParentIndex, first: cst.Call, second: cst.Call
+) -> Optional[bool]:
     """True when ``first`` runs before ``second`` on some path of one function body, False when
     it cannot (it comes later, or the two are exclusive), None when they are in different
     functions."""

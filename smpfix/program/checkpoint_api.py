@@ -31,10 +31,25 @@ SAVE_CHECKPOINT = "save_checkpoint"
 RESUME_FROM_CHECKPOINT = "resume_from_checkpoint"
 
 _PARAMETERS = {
-    SAVE_CHECKPOINT: ("path", "tag", "partial", "model", "optimizer", "user_content", "translate_if_full",
-                      "num_kept_partial_checkpoints"),
-    RESUME_FROM_CHECKPOINT: ("path", "tag", "partial", "strict", "load_optimizer", "load_sharded_optimizer_state",
-                             "translate_function"),
+    SAVE_CHECKPOINT: (
+        "path",
+        "tag",
+        "partial",
+        "model",
+        "optimizer",
+        "user_content",
+        "translate_if_full",
+        "num_kept_partial_checkpoints",
+    ),
+    RESUME_FROM_CHECKPOINT: (
+        "path",
+        "tag",
+        "partial",
+        "strict",
+        "load_optimizer",
+        "load_sharded_optimizer_state",
+        "translate_function",
+    ),
 }
 _DEFAULTS: dict[str, dict[str, Any]] = {
     SAVE_CHECKPOINT: {"partial": True, "model": None, "optimizer": None},
@@ -92,7 +107,13 @@ def raises_on_purpose(stack: Sequence[cst.CSTNode]) -> bool:
         if isinstance(node, cst.Try) and stack[position + 1] is node.body:
             for handler in node.handlers:
                 caught = handler.type
-                names = caught.elements if isinstance(caught, cst.Tuple) else [caught] if caught is not None else []
+                names = (
+                    caught.elements
+                    if isinstance(caught, cst.Tuple)
+                    else [caught]
+                    if caught is not None
+                    else []
+                )
                 for name in names:
                     value = name.value if isinstance(name, cst.Element) else name
                     spelled = dotted_name(value) if isinstance(value, cst.BaseExpression) else None

@@ -31,7 +31,9 @@ def _from_imports(module: cst.Module) -> list[cst.ImportFrom]:
     return [node for node in iter_nodes(module) if isinstance(node, cst.ImportFrom)]
 
 
-def smp_reference(facts: FileFacts, module: cst.Module, member: str, flavour: str = SMP_TORCH) -> Optional[Reference]:
+def smp_reference(
+    facts: FileFacts, module: cst.Module, member: str, flavour: str = SMP_TORCH
+) -> Optional[Reference]:
     """How to name ``flavour.member`` in this file; None when the file has no usable import."""
     direct = facts.imports.local_names_for(f"{flavour}.{member}")
     if direct:
@@ -42,10 +44,18 @@ def smp_reference(facts: FileFacts, module: cst.Module, member: str, flavour: st
         return Reference(f"{preferred}.{member}")
     # `import smdistributed.modelparallel` (or `as smdp`): reach the flavour through the package.
     for local, bound in sorted(facts.imports.bindings.items()):
-        if not local.startswith("*") and flavour.startswith(bound + ".") and bound.startswith("smdistributed"):
-            return Reference(f"{local}{flavour[len(bound):]}.{member}")
+        if (
+            not local.startswith("*")
+            and flavour.startswith(bound + ".")
+            and bound.startswith("smdistributed")
+        ):
+            return Reference(f"{local}{flavour[len(bound) :]}.{member}")
     for statement in _from_imports(module):
-        if statement.relative or statement.module is None or isinstance(statement.names, cst.ImportStar):
+        if (
+            statement.relative
+            or statement.module is None
+            or isinstance(statement.names, cst.ImportStar)
+        ):
             continue
         name = module.code_for_node(statement.module)
         if name.replace(" ", "") == flavour and statement.names:

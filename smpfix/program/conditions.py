@@ -46,10 +46,21 @@ from smpfix.program.script_arguments import (
     attribute_assignments,
 )
 
-_DEGREE_SETTINGS = frozenset({"tensor_parallel_degree", "pipeline_parallel_degree", "sharded_data_parallel_degree", "microbatches"})
+_DEGREE_SETTINGS = frozenset(
+    {
+        "tensor_parallel_degree",
+        "pipeline_parallel_degree",
+        "sharded_data_parallel_degree",
+        "microbatches",
+    }
+)
 # Values a degree can take when its feature is on: a condition must fail for all of them.
 _ON_DEGREES = (2, 4, 8)
-_SIZE_QUERIES = {"tp_size": "tensor_parallel_degree", "pp_size": "pipeline_parallel_degree", "num_microbatches": "microbatches"}
+_SIZE_QUERIES = {
+    "tp_size": "tensor_parallel_degree",
+    "pp_size": "pipeline_parallel_degree",
+    "num_microbatches": "microbatches",
+}
 # Rank-group sizes the job's launch numbers decide (``smpfix.program.data_ranks.group_size``).
 _GROUP_QUERIES = frozenset({"size", "local_size", "dp_size", "rdp_size", "mp_size"})
 _LIBRARY_ENTRY_POINTS = frozenset({"init", "DistributedModel", "DistributedOptimizer"})
@@ -151,7 +162,9 @@ class Conditions:
         except Exception:  # a value whose truth Python cannot take
             return _UNKNOWN_VALUE
 
-    def evaluate(self, expr: cst.BaseExpression, hypothesis: Hypothesis = LIBRARY_ON, depth: int = 0) -> Known:
+    def evaluate(
+        self, expr: cst.BaseExpression, hypothesis: Hypothesis = LIBRARY_ON, depth: int = 0
+    ) -> Known:
         if depth > 12:
             return _UNKNOWN_VALUE
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
@@ -206,7 +219,11 @@ class Conditions:
                 if not (left.known and right.known):
                     return _UNKNOWN_VALUE
                 try:
-                    outcome = Known(bool(compare(left.value, right.value)), left.assumed or right.assumed, left.how + right.how)
+                    outcome = Known(
+                        bool(compare(left.value, right.value)),
+                        left.assumed or right.assumed,
+                        left.how + right.how,
+                    )
                 except TypeError:
                     return _UNKNOWN_VALUE
             if not outcome.known:
@@ -216,9 +233,13 @@ class Conditions:
             left_node = target.comparator
         return Known(result, assumed, how)
 
-    def _version_comparison(self, left: cst.BaseExpression, target: cst.ComparisonTarget, hypothesis: Hypothesis) -> Optional[Known]:
+    def _version_comparison(
+        self, left: cst.BaseExpression, target: cst.ComparisonTarget, hypothesis: Hypothesis
+    ) -> Optional[Known]:
         """``args.smp_version < 110`` against the versions the hypothesis (or the job) allows."""
-        if not (_names_version(left) and (hypothesis.since or hypothesis.until or self.job.smp_version)):
+        if not (
+            _names_version(left) and (hypothesis.since or hypothesis.until or self.job.smp_version)
+        ):
             return None
         bound = _version_literal(self.facts.literal(target.comparator))
         if bound is None:
@@ -228,7 +249,9 @@ class Conditions:
         if self.job.smp_version is not None:
             low = high = self.job.smp_version.version
         outcome = _range_outcome(type(target.operator), low, high, bound)
-        return Known(outcome, how=("the library version",)) if outcome is not None else _UNKNOWN_VALUE
+        return (
+            Known(outcome, how=("the library version",)) if outcome is not None else _UNKNOWN_VALUE
+        )
 
     # -- atoms ----------------------------------------------------------------------------
     def _atom(self, expr: cst.BaseExpression, hypothesis: Hypothesis) -> Optional[Known]:
@@ -238,14 +261,18 @@ class Conditions:
                 return self._setting(_SIZE_QUERIES[member], hypothesis, f"`smp.{member}()`")
             if member in _GROUP_QUERIES:
                 size = group_size(member, self.job, hypothesis.settings)
-                return Known(size.value, how=(f"`smp.{member}()` is {size.value} ({size.how})",)) if size else _UNKNOWN_VALUE
+                return (
+                    Known(size.value, how=(f"`smp.{member}()` is {size.value} ({size.how})",))
+                    if size
+                    else _UNKNOWN_VALUE
+                )
             return None
         if not isinstance(expr, cst.Attribute):
             return None
         member = self.facts.smp_member(expr)
         if member is not None:
             if member.startswith("state.cfg."):
-                return self._setting(member[len("state.cfg."):], hypothesis, f"`smp.{member}`")
+                return self._setting(member[len("state.cfg.") :], hypothesis, f"`smp.{member}`")
             return None
         if not isinstance(expr.value, cst.Name):
             return None
@@ -273,7 +300,9 @@ class Conditions:
             return _UNKNOWN_VALUE
         # A default is what the job gets unless someone passes the flag: code it keeps off is
         # off by default, not unreachable (a launcher smpfix does not see may pass it).
-        return Known(found.value, found.default, (f"`args.{dest}` is {found.value!r}, {found.how}",))
+        return Known(
+            found.value, found.default, (f"`args.{dest}` is {found.value!r}, {found.how}",)
+        )
 
     def _reassigned(self, dest: str, hypothesis: Hypothesis) -> Known:
         """``args.fp16 = args.fp16 or args.amp``, the script's only assignment of the flag,
@@ -292,7 +321,12 @@ class Conditions:
 
 
 def _is_bool_call(call: cst.Call) -> bool:
-    return isinstance(call.func, cst.Name) and call.func.value == "bool" and len(call.args) == 1 and call.args[0].keyword is None
+    return (
+        isinstance(call.func, cst.Name)
+        and call.func.value == "bool"
+        and len(call.args) == 1
+        and call.args[0].keyword is None
+    )
 
 
 def _names_version(expr: cst.BaseExpression) -> bool:
@@ -310,7 +344,9 @@ def _version_literal(value: Any) -> Optional[Version]:
     return None
 
 
-def _range_outcome(kind: type, low: Optional[Version], high: Optional[Version], bound: Version) -> Optional[bool]:
+def _range_outcome(
+    kind: type, low: Optional[Version], high: Optional[Version], bound: Version
+) -> Optional[bool]:
     """The comparison's value for every version from ``low`` to ``high`` (None: open), if one value.
 
     ``<``/``<=`` hold less as the version grows, ``>``/``>=`` more; an open end takes the
@@ -362,9 +398,18 @@ def _linked_argument(expr: cst.BaseExpression) -> Optional[tuple[str, str]]:
         target = expr.comparisons[0]
         left = expr.left
         bound = target.comparator
-        if not (isinstance(left, cst.Attribute) and isinstance(left.value, cst.Name) and isinstance(bound, cst.Integer)):
+        if not (
+            isinstance(left, cst.Attribute)
+            and isinstance(left.value, cst.Name)
+            and isinstance(bound, cst.Integer)
+        ):
             return None
-        pairs = {(cst.GreaterThan, "0"), (cst.GreaterThanEqual, "1"), (cst.NotEqual, "0"), (cst.Equal, "1")}
+        pairs = {
+            (cst.GreaterThan, "0"),
+            (cst.GreaterThanEqual, "1"),
+            (cst.NotEqual, "0"),
+            (cst.Equal, "1"),
+        }
         if (type(target.operator), bound.value) in pairs:
             return left.attr.value, "truthy"
     return None
@@ -379,7 +424,10 @@ def _library_switches(facts: FileFacts) -> frozenset[str]:
         dest = _positive_test(statement.test)
         if dest is None:
             continue
-        if any(facts.smp_member(call.func) in _LIBRARY_ENTRY_POINTS for call in _calls_in(statement.body.body)):
+        if any(
+            facts.smp_member(call.func) in _LIBRARY_ENTRY_POINTS
+            for call in _calls_in(statement.body.body)
+        ):
             found.add(dest)
     return frozenset(found)
 

@@ -22,7 +22,9 @@ from smpfix.base.calls import argument
 from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts
 
-CONTEXT_MEMBERS = frozenset({"tensor_parallelism", "model_creation", "delay_param_initialization", "partition"})
+CONTEXT_MEMBERS = frozenset(
+    {"tensor_parallelism", "model_creation", "delay_param_initialization", "partition"}
+)
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,9 @@ class CreationContext:
     partition: Optional[int] = None
 
 
-def _flag(facts: FileFacts, call: cst.Call, keyword: str, position: Optional[int], default: Tri) -> Tri:
+def _flag(
+    facts: FileFacts, call: cst.Call, keyword: str, position: Optional[int], default: Tri
+) -> Tri:
     found = argument(call, keyword, position)
     if found is None:
         return default
@@ -64,10 +68,15 @@ def creation_context(facts: FileFacts, expr: cst.BaseExpression) -> Optional[Cre
     if member not in CONTEXT_MEMBERS:
         return None
     if member == "tensor_parallelism":
-        return CreationContext(expr, member, tensor_parallelism=_flag(facts, expr, "enabled", 0, Tri.ON))
+        return CreationContext(
+            expr, member, tensor_parallelism=_flag(facts, expr, "enabled", 0, Tri.ON)
+        )
     if member == "model_creation":
         return CreationContext(
-            expr, member, tensor_parallelism=_flag(facts, expr, "tensor_parallelism", 0, Tri.OFF), delayed_from_config=True
+            expr,
+            member,
+            tensor_parallelism=_flag(facts, expr, "tensor_parallelism", 0, Tri.OFF),
+            delayed_from_config=True,
         )
     if member == "delay_param_initialization":
         return CreationContext(expr, member, delayed_init=_flag(facts, expr, "enabled", 0, Tri.ON))
@@ -79,11 +88,19 @@ def creation_context(facts: FileFacts, expr: cst.BaseExpression) -> Optional[Cre
 
 def contexts_of(facts: FileFacts, with_node: cst.With) -> list[CreationContext]:
     """The library contexts among a ``with`` statement's items, in order."""
-    return [found for item in with_node.items if (found := creation_context(facts, item.item)) is not None]
+    return [
+        found
+        for item in with_node.items
+        if (found := creation_context(facts, item.item)) is not None
+    ]
 
 
 def enclosing_contexts(facts: FileFacts, stack: Sequence[cst.CSTNode]) -> Iterator[CreationContext]:
     """Contexts whose ``with`` body holds the innermost node of ``stack`` (an ancestor chain), outermost first."""
     for position, node in enumerate(stack):
-        if isinstance(node, cst.With) and position + 1 < len(stack) and stack[position + 1] is node.body:
+        if (
+            isinstance(node, cst.With)
+            and position + 1 < len(stack)
+            and stack[position + 1] is node.body
+        ):
             yield from contexts_of(facts, node)

@@ -87,7 +87,9 @@ def _rank_member(call: cst.Call, facts: FileFacts) -> Optional[tuple[str, bool]]
     return None
 
 
-def rank_terms(expr: cst.CSTNode, facts: FileFacts, depth: int = 0, modules: Optional[LocalModules] = None) -> list[RankTerm]:
+def rank_terms(
+    expr: cst.CSTNode, facts: FileFacts, depth: int = 0, modules: Optional[LocalModules] = None
+) -> list[RankTerm]:
     """Every rank/size call ``expr`` reads, also through names assigned once in the file and
     through rank helpers (``utils.get_rank()``, see ``helper_member``) defined in the file or in
     a project module it imports (``modules``)."""
@@ -111,7 +113,11 @@ def rank_terms(expr: cst.CSTNode, facts: FileFacts, depth: int = 0, modules: Opt
                 value = assignment.value
                 for term in rank_terms(value, facts, depth + 1, modules):
                     exact = term.exact and term.node is value
-                    found.append(RankTerm(term.member, node, term.call, exact, term.from_library, term.helper))
+                    found.append(
+                        RankTerm(
+                            term.member, node, term.call, exact, term.from_library, term.helper
+                        )
+                    )
             continue
         if isinstance(node, cst.Attribute):
             stack.append(node.value)
@@ -125,7 +131,9 @@ def rank_terms(expr: cst.CSTNode, facts: FileFacts, depth: int = 0, modules: Opt
     return found
 
 
-def helper_member(call: cst.Call, facts: FileFacts, modules: Optional[LocalModules] = None, depth: int = 0) -> Optional[str]:
+def helper_member(
+    call: cst.Call, facts: FileFacts, modules: Optional[LocalModules] = None, depth: int = 0
+) -> Optional[str]:
     """``"rank"`` for ``get_rank()``, a helper of the project whose every return is one rank
     call (or size call) of one family, or a constant fallback for runs without SMP.
 
@@ -158,12 +166,17 @@ def helper_member(call: cst.Call, facts: FileFacts, modules: Optional[LocalModul
         if inner is None:
             return None
         members.add(inner)
-    if len({family_of(m) for m in members}) != 1 or len({m in RANK_FUNCTIONS for m in members}) != 1:
+    if (
+        len({family_of(m) for m in members}) != 1
+        or len({m in RANK_FUNCTIONS for m in members}) != 1
+    ):
         return None
     return sorted(members)[0]
 
 
-def _helper_function(call: cst.Call, facts: FileFacts, modules: Optional[LocalModules]) -> Optional[tuple[cst.FunctionDef, FileFacts]]:
+def _helper_function(
+    call: cst.Call, facts: FileFacts, modules: Optional[LocalModules]
+) -> Optional[tuple[cst.FunctionDef, FileFacts]]:
     func = call.func
     if isinstance(func, cst.Name) and func.value not in facts.imports.bindings:
         function = facts.functions.get(func.value)
@@ -214,7 +227,9 @@ def _conjunction(states: Sequence[FeatureState]) -> Verdict:
     if state is Tri.OFF:
         return OFF
     if state is Tri.ON:
-        return Verdict(state, tuple(states), "because " + " and ".join(s.condition() for s in states))
+        return Verdict(
+            state, tuple(states), "because " + " and ".join(s.condition() for s in states)
+        )
     known = [s.condition() for s in states if s.state is Tri.ON]
     unknown = [s.feature.title for s in states if s.state is Tri.UNKNOWN]
     when = "if " + " and ".join(unknown) + (" is" if len(unknown) == 1 else " are") + " enabled"
@@ -236,8 +251,12 @@ def either(verdicts: Iterable[Verdict]) -> Verdict:
     return Verdict(Tri.UNKNOWN, states, whens[0] if len(whens) == 1 else "; or ".join(whens))
 
 
-DATA_PARALLELISM = Feature("DP", "data_parallel_degree", "data parallelism (more than one data-parallel rank)")
-_REPLICAS = Feature("DP", "data_parallel_degree", "data parallelism (several replicas, each to read its own data)")
+DATA_PARALLELISM = Feature(
+    "DP", "data_parallel_degree", "data parallelism (more than one data-parallel rank)"
+)
+_REPLICAS = Feature(
+    "DP", "data_parallel_degree", "data parallelism (several replicas, each to read its own data)"
+)
 
 
 def _launch_numbers(job: JobFacts) -> tuple[Optional[int], list[str]]:
@@ -266,7 +285,9 @@ def data_parallelism(job: JobFacts) -> FeatureState:
     dp = world // degree if degree else world
     sources = sorted({*sources, pp.source})
     state = Tri.ON if dp > 1 else Tri.OFF
-    return FeatureState(DATA_PARALLELISM, state, f"{dp} data-parallel ranks; {'; '.join(sources)}", dp)
+    return FeatureState(
+        DATA_PARALLELISM, state, f"{dp} data-parallel ranks; {'; '.join(sources)}", dp
+    )
 
 
 def data_replicas(job: JobFacts) -> FeatureState:
@@ -285,13 +306,26 @@ def data_replicas(job: JobFacts) -> FeatureState:
     if prescaled is not None and prescaled.value is False:
         return FeatureState(_REPLICAS, Tri.ON, dp.source, dp.value)
     if tp is None or not _is_int(tp.value):
-        return FeatureState(_REPLICAS, Tri.UNKNOWN, f"{dp.source}; tensor_parallel_degree not known")
+        return FeatureState(
+            _REPLICAS, Tri.UNKNOWN, f"{dp.source}; tensor_parallel_degree not known"
+        )
     rdp = int(dp.value) // max(int(tp.value), 1)  # type: ignore[arg-type]
     if rdp > 1:
-        return FeatureState(_REPLICAS, Tri.ON, f"{rdp} reduced data-parallel ranks; {dp.source}; {tp.source}", rdp)
+        return FeatureState(
+            _REPLICAS, Tri.ON, f"{rdp} reduced data-parallel ranks; {dp.source}; {tp.source}", rdp
+        )
     if prescaled is not None and prescaled.value is True:
-        return FeatureState(_REPLICAS, Tri.OFF, f"prescaled batch with one reduced data-parallel rank; {dp.source}", rdp)
-    return FeatureState(_REPLICAS, Tri.UNKNOWN, f"{dp.source}; one reduced data-parallel rank, so it depends on prescaled_batch")
+        return FeatureState(
+            _REPLICAS,
+            Tri.OFF,
+            f"prescaled batch with one reduced data-parallel rank; {dp.source}",
+            rdp,
+        )
+    return FeatureState(
+        _REPLICAS,
+        Tri.UNKNOWN,
+        f"{dp.source}; one reduced data-parallel rank, so it depends on prescaled_batch",
+    )
 
 
 @dataclass(frozen=True)
@@ -309,11 +343,16 @@ _GROUPS: Mapping[str, tuple[str, tuple[str, ...]]] = {
     "dp_size": ("world", ("pipeline_parallel_degree",)),
     "rdp_size": ("world", ("pipeline_parallel_degree", "tensor_parallel_degree")),
 }
-_DEGREES = {"pp_size": ("pipeline_parallel_degree",), "tp_size": ("tensor_parallel_degree",),
-            "mp_size": ("pipeline_parallel_degree", "tensor_parallel_degree")}
+_DEGREES = {
+    "pp_size": ("pipeline_parallel_degree",),
+    "tp_size": ("tensor_parallel_degree",),
+    "mp_size": ("pipeline_parallel_degree", "tensor_parallel_degree"),
+}
 
 
-def group_size(member: str, job: JobFacts, degrees: Optional[Mapping[str, object]] = None) -> Optional[GroupSize]:
+def group_size(
+    member: str, job: JobFacts, degrees: Optional[Mapping[str, object]] = None
+) -> Optional[GroupSize]:
     """What ``smp.<member>()`` returns in this job (``size``, ``local_size``, ``dp_size``,
     ``rdp_size``, ``pp_size``, ``tp_size``, ``mp_size``), when the job states every number it
     needs: the world is ``instance_count`` x ``processes_per_host``, the data-parallel group
@@ -372,7 +411,9 @@ class DataJob:
 
     @classmethod
     def of(cls, job: JobFacts, facts: FileFacts) -> DataJob:
-        tensorflow = facts.imports.imports_module(SMP_TF) and not facts.imports.imports_module(SMP_TORCH)
+        tensorflow = facts.imports.imports_module(SMP_TF) and not facts.imports.imports_module(
+            SMP_TORCH
+        )
         return cls(job.feature("PP"), job.feature("TP"), job.feature("PRESCALED"), tensorflow)
 
     @property
@@ -443,8 +484,14 @@ def _tp_without_prescaled(prescaled: FeatureState, tp: FeatureState) -> Verdict:
     if state is Tri.OFF:
         return OFF
     if state is Tri.ON:
-        return Verdict(Tri.ON, (prescaled, tp), f"because {tp.condition()} and {prescaled.condition()}")
-    return Verdict(Tri.UNKNOWN, (prescaled, tp), f"since {prescaled.condition()}, if tensor parallelism is enabled")
+        return Verdict(
+            Tri.ON, (prescaled, tp), f"because {tp.condition()} and {prescaled.condition()}"
+        )
+    return Verdict(
+        Tri.UNKNOWN,
+        (prescaled, tp),
+        f"since {prescaled.condition()}, if tensor parallelism is enabled",
+    )
 
 
 def replacement(member: str, family: str) -> str:
@@ -467,7 +514,11 @@ def spelled(facts: FileFacts, module: cst.Module, member: str, flavour: str = SM
 
 
 def rewrite_terms(
-    terms: Sequence[RankTerm], family: str, facts: FileFacts, module: cst.Module, flavour: str = SMP_TORCH
+    terms: Sequence[RankTerm],
+    family: str,
+    facts: FileFacts,
+    module: cst.Module,
+    flavour: str = SMP_TORCH,
 ) -> Optional[tuple[NodeEdit, ...]]:
     """Edits turning each term into the same kind of call of ``family``; None if one cannot be.
 
@@ -481,7 +532,11 @@ def rewrite_terms(
         member = replacement(term.member, family)
         if not term.exact:
             return None
-        if term.node is term.call and term.from_library and isinstance(term.call.func, cst.Attribute):
+        if (
+            term.node is term.call
+            and term.from_library
+            and isinstance(term.call.func, cst.Attribute)
+        ):
             edits.append(ReplaceNode(term.call.func.attr, member))
             continue
         reference = smp_reference(facts, module, member, flavour)

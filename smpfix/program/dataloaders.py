@@ -27,12 +27,22 @@ WHOLE_DATASET_SAMPLERS = frozenset(
     }
 )
 SUBSETS = frozenset({"torch.utils.data.Subset", "torch.utils.data.dataset.Subset"})
-BATCH_SAMPLERS = frozenset({"torch.utils.data.BatchSampler", "torch.utils.data.sampler.BatchSampler"})
-RANDOM_SAMPLERS = frozenset({"torch.utils.data.RandomSampler", "torch.utils.data.sampler.RandomSampler"})
+BATCH_SAMPLERS = frozenset(
+    {"torch.utils.data.BatchSampler", "torch.utils.data.sampler.BatchSampler"}
+)
+RANDOM_SAMPLERS = frozenset(
+    {"torch.utils.data.RandomSampler", "torch.utils.data.sampler.RandomSampler"}
+)
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
 #            pin_memory, drop_last, timeout, worker_init_fn, multiprocessing_context, generator)
-DATALOADER_POSITIONS = {"dataset": 0, "shuffle": 2, "sampler": 3, "batch_sampler": 4, "generator": 12}
+DATALOADER_POSITIONS = {
+    "dataset": 0,
+    "shuffle": 2,
+    "sampler": 3,
+    "batch_sampler": 4,
+    "generator": 12,
+}
 # DistributedSampler(dataset, num_replicas, rank, shuffle, seed, drop_last)
 SAMPLER_POSITIONS = {"dataset": 0, "num_replicas": 1, "rank": 2, "shuffle": 3, "seed": 4}
 

@@ -57,24 +57,59 @@ _MAX_DEPTH = 16
 _MAX_COUNTS = 8
 
 # Calls whose result has the rows of their first argument.
-_SAME_ROWS = frozenset({
-    "numpy.array", "numpy.asarray", "numpy.ascontiguousarray", "numpy.float32",
-    "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor",
-    "tensorflow.cast", "tensorflow.convert_to_tensor", "tensorflow.constant",
-})
+_SAME_ROWS = frozenset(
+    {
+        "numpy.array",
+        "numpy.asarray",
+        "numpy.ascontiguousarray",
+        "numpy.float32",
+        "torch.tensor",
+        "torch.as_tensor",
+        "torch.from_numpy",
+        "torch.Tensor",
+        "torch.FloatTensor",
+        "torch.LongTensor",
+        "tensorflow.cast",
+        "tensorflow.convert_to_tensor",
+        "tensorflow.constant",
+    }
+)
 _NEW_ROW_SHAPE = frozenset({"tensorflow.keras.utils.to_categorical", "keras.utils.to_categorical"})
 _EXPAND_DIMS = frozenset({"numpy.expand_dims", "tensorflow.expand_dims"})
 # Array and tensor methods that keep the rows and the row shape.
-_SAME_ROW_METHODS = frozenset({"astype", "float", "double", "long", "int", "half", "to", "cuda", "cpu", "copy",
-                               "contiguous", "numpy", "clone", "detach"})
+_SAME_ROW_METHODS = frozenset(
+    {
+        "astype",
+        "float",
+        "double",
+        "long",
+        "int",
+        "half",
+        "to",
+        "cuda",
+        "cpu",
+        "copy",
+        "contiguous",
+        "numpy",
+        "clone",
+        "detach",
+    }
+)
 # tf.data methods that keep the number of elements.
 _SAME_COUNT = frozenset({"shuffle", "map", "prefetch", "cache", "with_options", "ignore_errors"})
 _OPERATORS: dict[type, Callable[[int, int], int]] = {
-    cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul, cst.FloorDivide: operator.floordiv,
+    cst.Add: operator.add,
+    cst.Subtract: operator.sub,
+    cst.Multiply: operator.mul,
+    cst.FloorDivide: operator.floordiv,
 }
-_RANDOM_SPLIT = frozenset({"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"})
+_RANDOM_SPLIT = frozenset(
+    {"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"}
+)
 _CONCAT = frozenset({"torch.utils.data.ConcatDataset", "torch.utils.data.dataset.ConcatDataset"})
-_TENSOR_DATASET = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+_TENSOR_DATASET = frozenset(
+    {"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"}
+)
 
 
 @dataclass(frozen=True)
@@ -89,7 +124,12 @@ class Samples:
     per_rank: bool = False
 
     def then(self, counts: Iterable[int], step: str, *, per_rank: bool = False) -> Samples:
-        return Samples(frozenset(counts), (*self.how, step) if step else self.how, self.row_size, self.per_rank or per_rank)
+        return Samples(
+            frozenset(counts),
+            (*self.how, step) if step else self.how,
+            self.row_size,
+            self.per_rank or per_rank,
+        )
 
 
 # A value: samples, a tuple of values (``load_data()``, ``random_split``), or unknown.
@@ -99,7 +139,13 @@ Value = Union[Samples, tuple["Optional[Value]", ...], None]
 class DatasetSizes:
     """Answers ``samples(expr)`` and ``loader_samples(call)`` for one file."""
 
-    def __init__(self, facts: FileFacts, flow: Flow, numbers: ScriptNumbers, runs: Callable[[cst.CSTNode], bool]) -> None:
+    def __init__(
+        self,
+        facts: FileFacts,
+        flow: Flow,
+        numbers: ScriptNumbers,
+        runs: Callable[[cst.CSTNode], bool],
+    ) -> None:
         """``runs(node)`` is False when the job never runs ``node`` (its branch is ruled out)."""
         self.facts = facts
         self.flow = flow
@@ -153,8 +199,10 @@ class DatasetSizes:
         if isinstance(expr, cst.Name):
             return self._name(expr, depth)
         if isinstance(expr, cst.Tuple):
-            return tuple(self._value(element.value, depth + 1) if isinstance(element, cst.Element) else None
-                         for element in expr.elements)
+            return tuple(
+                self._value(element.value, depth + 1) if isinstance(element, cst.Element) else None
+                for element in expr.elements
+            )
         if isinstance(expr, cst.Call):
             return self._call(expr, depth)
         if isinstance(expr, cst.Subscript):
@@ -196,7 +244,10 @@ class DatasetSizes:
     def _call(self, call: cst.Call, depth: int) -> Value:
         published = torchvision_split(call, self.facts)
         if published is not None:
-            return Samples(frozenset({published.count}), (f"`{self._code(call)}` holds {published.count} samples ({published.name})",))
+            return Samples(
+                frozenset({published.count}),
+                (f"`{self._code(call)}` holds {published.count} samples ({published.name})",),
+            )
         keras = keras_dataset(call, self.facts)
         if keras is not None:
             return _keras(keras, self._code(call))
@@ -241,7 +292,9 @@ class DatasetSizes:
     def _reshape(self, call: cst.Call, receiver: cst.BaseExpression, array: Samples) -> Value:
         """``x.reshape(-1, 28, 28, 1)`` keeps the rows when one row still holds ``row_size`` elements;
         ``x.reshape(x.shape[0], ...)`` keeps them whatever the row shape."""
-        shape: Sequence[cst.BaseExpression] = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        shape: Sequence[cst.BaseExpression] = [
+            arg.value for arg in call.args if arg.keyword is None and not arg.star
+        ]
         if len(shape) == 1 and isinstance(shape[0], (cst.Tuple, cst.List)):
             shape = [element.value for element in shape[0].elements]
         if not shape:
@@ -259,8 +312,16 @@ class DatasetSizes:
         value = self._value(subscript.value, depth + 1)
         elements = [element.slice for element in subscript.slice]
         if isinstance(value, tuple):
-            index = self.facts.literal(elements[0].value) if len(elements) == 1 and isinstance(elements[0], cst.Index) else None
-            return value[index] if isinstance(index, int) and -len(value) <= index < len(value) else None
+            index = (
+                self.facts.literal(elements[0].value)
+                if len(elements) == 1 and isinstance(elements[0], cst.Index)
+                else None
+            )
+            return (
+                value[index]
+                if isinstance(index, int) and -len(value) <= index < len(value)
+                else None
+            )
         if not isinstance(value, Samples) or not elements:
             return None
         first, rest = elements[0], elements[1:]
@@ -286,8 +347,13 @@ class DatasetSizes:
 
     def _arithmetic(self, operation: cst.BinaryOperation, depth: int) -> Value:
         """``x_train / 255.0``: an array and a number keep the array's rows."""
-        left, right = self._value(operation.left, depth + 1), self._value(operation.right, depth + 1)
-        if isinstance(left, Samples) and (right is None and _is_number(operation.right, self.facts)):
+        left, right = (
+            self._value(operation.left, depth + 1),
+            self._value(operation.right, depth + 1),
+        )
+        if isinstance(left, Samples) and (
+            right is None and _is_number(operation.right, self.facts)
+        ):
             return left
         if isinstance(right, Samples) and (left is None and _is_number(operation.left, self.facts)):
             return right
@@ -296,12 +362,18 @@ class DatasetSizes:
     # -- PyTorch wrappers -----------------------------------------------------------------
     def _sequence_length(self, expr: cst.BaseExpression, depth: int) -> Value:
         """The length of a literal list, ``range(...)`` or ``list(range(...))`` (``len(ds)`` read as the dataset's)."""
-        if isinstance(expr, (cst.List, cst.Tuple)) and not any(isinstance(e, cst.StarredElement) for e in expr.elements):
+        if isinstance(expr, (cst.List, cst.Tuple)) and not any(
+            isinstance(e, cst.StarredElement) for e in expr.elements
+        ):
             count = len(expr.elements)
             return Samples(frozenset({count}), (f"the subset's {count} indices",))
         if isinstance(expr, cst.Name):
             found = self.flow.reaching(expr.value, expr).single
-            return self._sequence_length(found.value, depth + 1) if found is not None and depth < _MAX_DEPTH else None
+            return (
+                self._sequence_length(found.value, depth + 1)
+                if found is not None and depth < _MAX_DEPTH
+                else None
+            )
         if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Name) or not expr.args:
             return None
         if expr.func.value in ("list", "tuple") and len(expr.args) == 1:
@@ -316,19 +388,37 @@ class DatasetSizes:
         if any(option is None for option in options):
             return None
         counts = {len(range(*combination)) for combination in _combinations(options)}
-        return Samples(frozenset(counts), (f"`{self._code(call)}` has {_counts(counts)}",)) if len(counts) <= _MAX_COUNTS else None
+        return (
+            Samples(frozenset(counts), (f"`{self._code(call)}` has {_counts(counts)}",))
+            if len(counts) <= _MAX_COUNTS
+            else None
+        )
 
     def _integers(self, expr: cst.BaseExpression, depth: int) -> Optional[list[int]]:
         """The possible values of an integer expression; ``len(ds)`` is the dataset's count."""
         if depth > _MAX_DEPTH:
             return None
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len" and len(expr.args) == 1:
+        if (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Name)
+            and expr.func.value == "len"
+            and len(expr.args) == 1
+        ):
             inner = self.samples(expr.args[0].value)
             return sorted(inner.counts) if inner is not None else None
-        combine = _OPERATORS.get(type(expr.operator)) if isinstance(expr, cst.BinaryOperation) else None
+        combine = (
+            _OPERATORS.get(type(expr.operator)) if isinstance(expr, cst.BinaryOperation) else None
+        )
         if isinstance(expr, cst.BinaryOperation) and combine is not None:
-            left, right = self._integers(expr.left, depth + 1), self._integers(expr.right, depth + 1)
-            if left is None or right is None or (isinstance(expr.operator, cst.FloorDivide) and 0 in right):
+            left, right = (
+                self._integers(expr.left, depth + 1),
+                self._integers(expr.right, depth + 1),
+            )
+            if (
+                left is None
+                or right is None
+                or (isinstance(expr.operator, cst.FloorDivide) and 0 in right)
+            ):
                 return None
             return sorted({combine(a, b) for a in left for b in right})
         found = self.numbers.resolve(expr)
@@ -338,20 +428,29 @@ class DatasetSizes:
         dataset, lengths = argument(call, "dataset", 0), argument(call, "lengths", 1)
         whole = self._value(dataset.value, depth + 1) if dataset is not None else None
         parts = self.facts.literal(lengths.value) if lengths is not None else None
-        if not isinstance(whole, Samples) or not isinstance(parts, (list, tuple)) or len(whole.counts) != 1:
+        if (
+            not isinstance(whole, Samples)
+            or not isinstance(parts, (list, tuple))
+            or len(whole.counts) != 1
+        ):
             return None
         total = next(iter(whole.counts))
         sizes = _split_lengths(total, list(parts))
         if sizes is None:
             return None
-        return tuple(whole.then({size}, f"`random_split` gives part {i + 1} {size} samples") for i, size in enumerate(sizes))
+        return tuple(
+            whole.then({size}, f"`random_split` gives part {i + 1} {size} samples")
+            for i, size in enumerate(sizes)
+        )
 
     def _concat(self, call: cst.Call, depth: int) -> Value:
         first = _positional(call, 0)
         if not isinstance(first, (cst.List, cst.Tuple)):
             return None
         parts = [self._value(element.value, depth + 1) for element in first.elements]
-        if not parts or not all(isinstance(part, Samples) and len(part.counts) == 1 for part in parts):
+        if not parts or not all(
+            isinstance(part, Samples) and len(part.counts) == 1 for part in parts
+        ):
             return None
         total = sum(next(iter(part.counts)) for part in parts if isinstance(part, Samples))
         how = tuple(step for part in parts if isinstance(part, Samples) for step in part.how)
@@ -365,7 +464,9 @@ class DatasetSizes:
             expr = found.value
         if not isinstance(expr, cst.Call):
             return None
-        dataset = argument(expr, "data_source" if not is_distributed_sampler(expr, self.facts) else "dataset", 0)
+        dataset = argument(
+            expr, "data_source" if not is_distributed_sampler(expr, self.facts) else "dataset", 0
+        )
         whole = self.samples(dataset.value) if dataset is not None else None
         if whole is None:
             return None
@@ -379,10 +480,16 @@ class DatasetSizes:
         replicas_arg = argument(sampler, "num_replicas", SAMPLER_POSITIONS["num_replicas"])
         if replicas_arg is not None and self.facts.literal(replicas_arg.value) is not None:
             found = self.numbers.resolve(replicas_arg.value)
-            replicas, how = (found.value, found.how or str(found.value)) if found is not None else (None, "")
+            replicas, how = (
+                (found.value, found.how or str(found.value)) if found is not None else (None, "")
+            )
         else:
             world = group_size("size", self.numbers.job)  # torch.distributed's world: every process
-            replicas, how = (world.value, f"the world size {world.value} ({world.how})") if world is not None else (None, "")
+            replicas, how = (
+                (world.value, f"the world size {world.value} ({world.how})")
+                if world is not None
+                else (None, "")
+            )
         drop = argument(sampler, "drop_last", 5)
         dropping = self.facts.literal(drop.value) if drop is not None else False
         if replicas is None or replicas < 1 or not isinstance(dropping, bool):
@@ -408,7 +515,11 @@ class DatasetSizes:
         if method == "zip":
             parts = self._components(first, depth)
             counts = [part for part in parts if isinstance(part, Samples)]
-            if len(counts) != len(parts) or not counts or any(len(part.counts) != 1 for part in counts):
+            if (
+                len(counts) != len(parts)
+                or not counts
+                or any(len(part.counts) != 1 for part in counts)
+            ):
                 return None
             smallest = min(next(iter(part.counts)) for part in counts)
             return counts[0].then({smallest}, f"`Dataset.zip` stops at the shortest: {smallest}")
@@ -419,7 +530,11 @@ class DatasetSizes:
         if isinstance(expr, (cst.Tuple, cst.List)):
             return [self._value(element.value, depth + 1) for element in expr.elements]
         if isinstance(expr, cst.Dict):
-            return [self._value(element.value, depth + 1) for element in expr.elements if isinstance(element, cst.DictElement)]
+            return [
+                self._value(element.value, depth + 1)
+                for element in expr.elements
+                if isinstance(element, cst.DictElement)
+            ]
         value = self._value(expr, depth + 1)
         return list(value) if isinstance(value, tuple) else [value]
 
@@ -461,7 +576,11 @@ class DatasetSizes:
             else:
                 counts |= {n // ways.value, -(-n // ways.value)}
         shown = ways.how or str(ways.value)
-        return dataset.then(counts, f"`.shard` {ways.value} ways ({shown}) leaves a rank {_counts(counts)}", per_rank=True)
+        return dataset.then(
+            counts,
+            f"`.shard` {ways.value} ways ({shown}) leaves a rank {_counts(counts)}",
+            per_rank=True,
+        )
 
     def _code(self, node: cst.CSTNode) -> str:
         return self.numbers.code(node)
@@ -473,7 +592,10 @@ def _keras(name: str, code: str) -> Value:
     def part(count: int, split: str, row_size: int) -> Samples:
         return Samples(frozenset({count}), (f"`{code}` returns {count} {split} samples",), row_size)
 
-    return ((part(train, "training", row), part(train, "training", 1)), (part(test, "test", row), part(test, "test", 1)))
+    return (
+        (part(train, "training", row), part(train, "training", 1)),
+        (part(test, "test", row), part(test, "test", 1)),
+    )
 
 
 def _either(values: Sequence[Value]) -> Value:
@@ -481,13 +603,21 @@ def _either(values: Sequence[Value]) -> Value:
     if not values or not all(isinstance(value, Samples) for value in values):
         return values[0] if len(values) == 1 else None
     # In a stable order whatever order the assignments were found in, so messages do not vary.
-    samples = sorted((value for value in values if isinstance(value, Samples)), key=lambda value: (sorted(value.counts), value.how))
+    samples = sorted(
+        (value for value in values if isinstance(value, Samples)),
+        key=lambda value: (sorted(value.counts), value.how),
+    )
     counts = frozenset().union(*(value.counts for value in samples))
     if len(counts) > _MAX_COUNTS:
         return None
     how = tuple(dict.fromkeys(step for value in samples for step in value.how))
     rows = {value.row_size for value in samples}
-    return Samples(counts, how, rows.pop() if len(rows) == 1 else None, any(value.per_rank for value in samples))
+    return Samples(
+        counts,
+        how,
+        rows.pop() if len(rows) == 1 else None,
+        any(value.per_rank for value in samples),
+    )
 
 
 def _any_rows(parts: Sequence[Value]) -> Value:
@@ -536,19 +666,32 @@ def _keeps_row(element: cst.BaseSlice) -> bool:
     if isinstance(element, cst.Slice):
         return element.lower is None and element.upper is None and element.step is None
     value = element.value  # type: ignore[attr-defined]
-    if isinstance(value, (cst.Ellipsis,)) or (isinstance(value, cst.Name) and value.value == "None"):
+    if isinstance(value, (cst.Ellipsis,)) or (
+        isinstance(value, cst.Name) and value.value == "None"
+    ):
         return True
     return isinstance(value, cst.Attribute) and value.attr.value == "newaxis"
 
 
 def _is_row_count(expr: cst.BaseExpression, array: cst.BaseExpression) -> bool:
     """``x.shape[0]`` (or ``len(x)``) of the array being reshaped, as its first dimension."""
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len" and len(expr.args) == 1:
+    if (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Name)
+        and expr.func.value == "len"
+        and len(expr.args) == 1
+    ):
         return expr.args[0].value.deep_equals(array)
-    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
+    if (
+        isinstance(expr, cst.Subscript)
+        and isinstance(expr.value, cst.Attribute)
+        and expr.value.attr.value == "shape"
+    ):
         index = expr.slice[0].slice if len(expr.slice) == 1 else None
         return (
-            isinstance(index, cst.Index) and isinstance(index.value, cst.Integer) and index.value.value == "0"
+            isinstance(index, cst.Index)
+            and isinstance(index.value, cst.Integer)
+            and index.value.value == "0"
             and expr.value.value.deep_equals(array)
         )
     return False

@@ -101,14 +101,24 @@ class ExecutionOrder:
 
     def before(self, run: Run, predicate: Callable[[Run], bool]) -> list[Run]:
         """Runs that satisfy ``predicate``, happen earlier than ``run`` and can share a run with it."""
-        return [other for other in self.runs[: run.order] if predicate(other) and not other.exclusive_with(run)]
+        return [
+            other
+            for other in self.runs[: run.order]
+            if predicate(other) and not other.exclusive_with(run)
+        ]
 
     def after(self, run: Run, predicate: Callable[[Run], bool]) -> list[Run]:
         """Runs that satisfy ``predicate``, happen later than ``run`` and can share a run with it."""
-        return [other for other in self.runs[run.order + 1 :] if predicate(other) and not other.exclusive_with(run)]
+        return [
+            other
+            for other in self.runs[run.order + 1 :]
+            if predicate(other) and not other.exclusive_with(run)
+        ]
 
 
-def execution_order(module: cst.Module, aliases: Optional[Mapping[str, cst.FunctionDef]] = None) -> ExecutionOrder:
+def execution_order(
+    module: cst.Module, aliases: Optional[Mapping[str, cst.FunctionDef]] = None
+) -> ExecutionOrder:
     """The file's calls in the order they run from its top. ``aliases`` names functions that
     run under another name (``train_step = smp.step(f)``: ``train_step`` runs ``f``)."""
     tracer = _Tracer(module, aliases or {})
@@ -123,19 +133,29 @@ def order_of(facts: FileFacts, module: cst.Module, memo: dict[str, object]) -> E
     if not isinstance(found, ExecutionOrder):
         from smpfix.program.steps import step_functions
 
-        aliases = {step.name: step.function for step in step_functions(facts) if step.function is not None}
+        aliases = {
+            step.name: step.function for step in step_functions(facts) if step.function is not None
+        }
         found = execution_order(module, aliases)
         memo["execution_order"] = found
     return found
 
 
-def functions_calling(module: cst.Module, predicate: Callable[[cst.Call], bool]) -> frozenset[cst.FunctionDef]:
+def functions_calling(
+    module: cst.Module, predicate: Callable[[cst.Call], bool]
+) -> frozenset[cst.FunctionDef]:
     """Module-level functions (and their nested ones) that make a call matching ``predicate``,
     directly or through other functions of the file called by name: what an opaque run may do."""
     functions = _all_functions(module)
-    direct = {function for function in functions.values() if any(predicate(call) for call in _own_calls(function))}
+    direct = {
+        function
+        for function in functions.values()
+        if any(predicate(call) for call in _own_calls(function))
+    }
     callers: dict[cst.FunctionDef, set[str]] = {
-        function: {call.func.value for call in _own_calls(function) if isinstance(call.func, cst.Name)}
+        function: {
+            call.func.value for call in _own_calls(function) if isinstance(call.func, cst.Name)
+        }
         for function in functions.values()
     }
     found = set(direct)
@@ -168,7 +188,9 @@ def _own_calls(function: cst.FunctionDef) -> list[cst.Call]:
         node = stack.pop()
         if isinstance(node, cst.Call):
             found.append(node)
-        stack.extend(child for child in children(node) if not isinstance(child, (cst.ClassDef, cst.Lambda)))
+        stack.extend(
+            child for child in children(node) if not isinstance(child, (cst.ClassDef, cst.Lambda))
+        )
     return found
 
 
@@ -179,8 +201,12 @@ class _Tracer:
         self.module_functions: dict[str, cst.FunctionDef] = {
             s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)
         }
-        self.module_functions.update({name: f for name, f in aliases.items() if name not in self.module_functions})
-        self.classes: dict[str, cst.ClassDef] = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
+        self.module_functions.update(
+            {name: f for name, f in aliases.items() if name not in self.module_functions}
+        )
+        self.classes: dict[str, cst.ClassDef] = {
+            s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)
+        }
         self.active: list[cst.FunctionDef] = []
         # By ``id`` of an expression of the module (alive as long as the tracer): its calls.
         self._planned: dict[int, tuple[_PlannedCall, ...]] = {}
@@ -229,7 +255,13 @@ class _Tracer:
             return self.if_statement(statement, sides, *args)
         if isinstance(statement, (cst.For, cst.While)):
             head = statement.iter if isinstance(statement, cst.For) else statement.test
-            self.expression(head, sides, True if isinstance(statement, cst.While) else repeated, through, functions)
+            self.expression(
+                head,
+                sides,
+                True if isinstance(statement, cst.While) else repeated,
+                through,
+                functions,
+            )
             self.suite(statement.body, sides, True, through, functions)
             if statement.orelse is not None:
                 self.suite(statement.orelse.body, sides, *args)
@@ -247,12 +279,24 @@ class _Tracer:
             return False
         return False
 
-    def suite(self, body: cst.BaseSuite, sides: tuple[Side, ...], repeated: bool, through: tuple[cst.Call, ...],
-              functions: Mapping[str, cst.FunctionDef]) -> bool:
+    def suite(
+        self,
+        body: cst.BaseSuite,
+        sides: tuple[Side, ...],
+        repeated: bool,
+        through: tuple[cst.Call, ...],
+        functions: Mapping[str, cst.FunctionDef],
+    ) -> bool:
         return self.block(_statements(body), sides, repeated, through, functions)
 
-    def if_statement(self, node: cst.If, sides: tuple[Side, ...], repeated: bool, through: tuple[cst.Call, ...],
-                     functions: Mapping[str, cst.FunctionDef]) -> Union[bool, Side]:
+    def if_statement(
+        self,
+        node: cst.If,
+        sides: tuple[Side, ...],
+        repeated: bool,
+        through: tuple[cst.Call, ...],
+        functions: Mapping[str, cst.FunctionDef],
+    ) -> Union[bool, Side]:
         self.expression(node.test, sides, repeated, through, functions)
         body_jumps = self.suite(node.body, (*sides, Side(node, 0)), repeated, through, functions)
         other = (*sides, Side(node, 1))
@@ -270,8 +314,14 @@ class _Tracer:
             return Side(node, 0)
         return False
 
-    def try_statement(self, node: cst.Try, sides: tuple[Side, ...], repeated: bool, through: tuple[cst.Call, ...],
-                      functions: Mapping[str, cst.FunctionDef]) -> bool:
+    def try_statement(
+        self,
+        node: cst.Try,
+        sides: tuple[Side, ...],
+        repeated: bool,
+        through: tuple[cst.Call, ...],
+        functions: Mapping[str, cst.FunctionDef],
+    ) -> bool:
         body = (*sides, Side(node, 0))
         jumps = self.suite(node.body, body, repeated, through, functions)
         if node.orelse is not None and not jumps:
@@ -283,13 +333,25 @@ class _Tracer:
         return False
 
     # -- expressions ------------------------------------------------------------------------
-    def expression(self, node: cst.CSTNode, sides: tuple[Side, ...], repeated: bool, through: tuple[cst.Call, ...],
-                   functions: Mapping[str, cst.FunctionDef]) -> None:
+    def expression(
+        self,
+        node: cst.CSTNode,
+        sides: tuple[Side, ...],
+        repeated: bool,
+        through: tuple[cst.Call, ...],
+        functions: Mapping[str, cst.FunctionDef],
+    ) -> None:
         """Record the calls in ``node`` in evaluation order (arguments before their call)."""
         for call, inner, in_comprehension in self._calls_of(node):
             if self.exhausted:
                 return
-            self.call(call, (*sides, *inner) if inner else sides, repeated or in_comprehension, through, functions)
+            self.call(
+                call,
+                (*sides, *inner) if inner else sides,
+                repeated or in_comprehension,
+                through,
+                functions,
+            )
 
     def _calls_of(self, node: cst.CSTNode) -> tuple[_PlannedCall, ...]:
         """``_calls_in(node)``, worked out once per expression: a function's body is replayed
@@ -308,26 +370,46 @@ class _Tracer:
             found = self._planned[id(node)] = tuple(calls)
         return found
 
-    def call(self, node: cst.Call, sides: tuple[Side, ...], repeated: bool, through: tuple[cst.Call, ...],
-             functions: Mapping[str, cst.FunctionDef]) -> None:
+    def call(
+        self,
+        node: cst.Call,
+        sides: tuple[Side, ...],
+        repeated: bool,
+        through: tuple[cst.Call, ...],
+        functions: Mapping[str, cst.FunctionDef],
+    ) -> None:
         if len(self.runs) >= _BUDGET:
             self.exhausted = True
             return
         target = self.target(node, functions)
         follow = target is not None and len(through) < MAX_DEPTH and target not in self.active
-        self.runs.append(Run(node, len(self.runs), sides, repeated, through, None if follow or target is None else target))
+        self.runs.append(
+            Run(
+                node,
+                len(self.runs),
+                sides,
+                repeated,
+                through,
+                None if follow or target is None else target,
+            )
+        )
         if not follow:
             return
         assert target is not None
         self.active.append(target)
         try:
             body = _statements(target.body)
-            nested = {**self.module_functions, **{s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}}
+            nested = {
+                **self.module_functions,
+                **{s.name.value: s for s in body if isinstance(s, cst.FunctionDef)},
+            }
             self.block(body, sides, repeated, (*through, node), nested)
         finally:
             self.active.pop()
 
-    def target(self, node: cst.Call, functions: Mapping[str, cst.FunctionDef]) -> Optional[cst.FunctionDef]:
+    def target(
+        self, node: cst.Call, functions: Mapping[str, cst.FunctionDef]
+    ) -> Optional[cst.FunctionDef]:
         """The local function a call runs: a function by name, or a local class's ``__init__``."""
         if not isinstance(node.func, cst.Name):
             return None
@@ -347,15 +429,24 @@ class _Tracer:
 _PlannedCall = tuple[cst.Call, tuple[Side, ...], bool]
 
 
-def _calls_in(order: list[cst.CSTNode], ends: list[int], start: int, end: int, sides: tuple[Side, ...], repeated: bool,
-              found: list[_PlannedCall]) -> None:
+def _calls_in(
+    order: list[cst.CSTNode],
+    ends: list[int],
+    start: int,
+    end: int,
+    sides: tuple[Side, ...],
+    repeated: bool,
+    found: list[_PlannedCall],
+) -> None:
     """The calls in the subtree at ``order[start:end]`` of a tree's pre-order index, in
     evaluation order, into ``found``; code that does not run where it is written (a lambda, a
     nested ``def``) is skipped. Read from the index rather than by asking every node for its
     children: a call is recorded once its subtree (its arguments) has been passed, and a
     conditional expression's three parts are read in evaluation order (test, body, orelse),
     which is not their order in the text."""
-    pending: list[tuple[int, cst.Call, bool]] = []  # calls whose subtree is not yet passed: end, call, repeated
+    pending: list[
+        tuple[int, cst.Call, bool]
+    ] = []  # calls whose subtree is not yet passed: end, call, repeated
     comprehensions: list[int] = []  # where the comprehensions around the position end
     position = start
     while position < end:
@@ -374,7 +465,11 @@ def _calls_in(order: list[cst.CSTNode], ends: list[int], start: int, end: int, s
         elif kind is cst.IfExp:
             assert isinstance(node, cst.IfExp)
             inner = repeated or bool(comprehensions)
-            for part, side in ((node.test, sides), (node.body, (*sides, Side(node, 0))), (node.orelse, (*sides, Side(node, 1)))):
+            for part, side in (
+                (node.test, sides),
+                (node.body, (*sides, Side(node, 0))),
+                (node.orelse, (*sides, Side(node, 1))),
+            ):
                 begin = _position_below(order, ends, position, part)
                 _calls_in(order, ends, begin, ends[begin], side, inner, found)
             position = ends[position]
@@ -387,7 +482,9 @@ def _calls_in(order: list[cst.CSTNode], ends: list[int], start: int, end: int, s
         found.append((call, sides, call_repeated))
 
 
-def _position_below(order: list[cst.CSTNode], ends: list[int], parent: int, child: cst.CSTNode) -> int:
+def _position_below(
+    order: list[cst.CSTNode], ends: list[int], parent: int, child: cst.CSTNode
+) -> int:
     """Where ``child``, a child of the node at ``parent``, lies in the index."""
     position = parent + 1
     while order[position] is not child:

@@ -32,16 +32,38 @@ from smpfix.job.launcher import ESTIMATORS
 Scope = Union[cst.Module, cst.FunctionDef]
 Block = Union[cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite]
 
-RANK_FUNCTIONS = frozenset({"rank", "local_rank", "dp_rank", "rdp_rank", "mp_rank", "pp_rank", "tp_rank"})
-SIZE_FUNCTIONS = frozenset({"size", "local_size", "dp_size", "rdp_size", "mp_size", "pp_size", "tp_size"})
+RANK_FUNCTIONS = frozenset(
+    {"rank", "local_rank", "dp_rank", "rdp_rank", "mp_rank", "pp_rank", "tp_rank"}
+)
+SIZE_FUNCTIONS = frozenset(
+    {"size", "local_size", "dp_size", "rdp_size", "mp_size", "pp_size", "tp_size"}
+)
 
-_OPTIMIZER_MODULES = ("torch.optim.", "apex.optimizers.", "bitsandbytes.optim.", "deepspeed.ops.", "torch_optimizer.",
-                      f"{SMP_TORCH}.optimizers.")
-_OPTIMIZER_NAMES = frozenset({"transformers.AdamW", "transformers.Adafactor", "transformers.optimization.AdamW",
-                              "transformers.optimization.Adafactor"})
+_OPTIMIZER_MODULES = (
+    "torch.optim.",
+    "apex.optimizers.",
+    "bitsandbytes.optim.",
+    "deepspeed.ops.",
+    "torch_optimizer.",
+    f"{SMP_TORCH}.optimizers.",
+)
+_OPTIMIZER_NAMES = frozenset(
+    {
+        "transformers.AdamW",
+        "transformers.Adafactor",
+        "transformers.optimization.AdamW",
+        "transformers.optimization.Adafactor",
+    }
+)
 _NOT_OPTIMIZERS = ("torch.optim.lr_scheduler", "torch.optim.swa_utils", "torch.optim.Optimizer")
-_HF_TRAINERS = frozenset({"transformers.Trainer", "transformers.Seq2SeqTrainer", "transformers.trainer.Trainer",
-                          "transformers.trainer_seq2seq.Seq2SeqTrainer"})
+_HF_TRAINERS = frozenset(
+    {
+        "transformers.Trainer",
+        "transformers.Seq2SeqTrainer",
+        "transformers.trainer.Trainer",
+        "transformers.trainer_seq2seq.Seq2SeqTrainer",
+    }
+)
 
 T = TypeVar("T")
 
@@ -181,7 +203,9 @@ class FileFacts:
     def tensorflow_v1_only(self) -> bool:
         """Only the undocumented TensorFlow 1 API (``.tensorflow.v1``): no ``DistributedModel``
         class, another step."""
-        values = [v for v in self.imports.bindings.values() if v == SMP_TF or v.startswith(SMP_TF + ".")]
+        values = [
+            v for v in self.imports.bindings.values() if v == SMP_TF or v.startswith(SMP_TF + ".")
+        ]
         return bool(values) and all(v == SMP_TF_V1 or v.startswith(SMP_TF_V1 + ".") for v in values)
 
     @property
@@ -280,7 +304,9 @@ def _uses_hf_trainer(imports: ImportTable, collector: _Collector) -> bool:
     return False
 
 
-def _distributed_model_classes(imports: ImportTable, classes: Mapping[str, cst.ClassDef]) -> frozenset[str]:
+def _distributed_model_classes(
+    imports: ImportTable, classes: Mapping[str, cst.ClassDef]
+) -> frozenset[str]:
     """Local classes deriving from TensorFlow's ``smp.DistributedModel``, directly or through
     other local classes (``class Base(smp.DistributedModel)``, ``class Net(Base)``)."""
     found: set[str] = set()
@@ -292,8 +318,15 @@ def _distributed_model_classes(imports: ImportTable, classes: Mapping[str, cst.C
                 continue
             for base in cls.bases:
                 qualified = imports.qualified_name(base.value) or ""
-                direct = qualified.startswith(SMP_TF + ".") and smp_member(imports, base.value) == "DistributedModel"
-                local = isinstance(base.value, cst.Name) and base.value.value in found and base.value.value not in imports.bindings
+                direct = (
+                    qualified.startswith(SMP_TF + ".")
+                    and smp_member(imports, base.value) == "DistributedModel"
+                )
+                local = (
+                    isinstance(base.value, cst.Name)
+                    and base.value.value in found
+                    and base.value.value not in imports.bindings
+                )
                 if direct or local:
                     found.add(name)
                     changed = True
@@ -314,7 +347,9 @@ class _Collector:
         self.imports: list[Union[cst.Import, cst.ImportFrom]] = []
         self.statements: dict[cst.CSTNode, StatementRef] = {}
         self.calls: list[tuple[cst.Call, Optional[StatementRef]]] = []
-        self.assignments: list[tuple[str, cst.BaseExpression, Optional[StatementRef], Optional[cst.Call]]] = []
+        self.assignments: list[
+            tuple[str, cst.BaseExpression, Optional[StatementRef], Optional[cst.Call]]
+        ] = []
         self.functions: dict[str, cst.FunctionDef] = {}
         self.classes: dict[str, cst.ClassDef] = {}
         self.withs: list[cst.With] = []
@@ -396,7 +431,9 @@ class _Collector:
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if isinstance(node.target, cst.Name) and node.value is not None:
             call = node.value if isinstance(node.value, cst.Call) else None
-            self.assignments.append((node.target.value, node.value, self._enclosing_statement(), call))
+            self.assignments.append(
+                (node.target.value, node.value, self._enclosing_statement(), call)
+            )
 
     def visit_With(self, node: cst.With) -> None:
         self.withs.append(node)
@@ -415,7 +452,10 @@ def _evidence(imports: ImportTable, collector: _Collector) -> Iterator[EvidenceN
     for with_node in collector.withs:
         for item in with_node.items:
             call = item.item
-            if isinstance(call, cst.Call) and smp_member(imports, call.func) == "tensor_parallelism":
+            if (
+                isinstance(call, cst.Call)
+                and smp_member(imports, call.func) == "tensor_parallelism"
+            ):
                 enabled = _keyword(call, "enabled", 0)
                 if enabled is None or literal_value(enabled) is True:
                     yield EvidenceNode("TP", "`with smp.tensor_parallelism()`", call)
@@ -453,7 +493,9 @@ def _evidence(imports: ImportTable, collector: _Collector) -> Iterator[EvidenceN
             yield EvidenceNode("SDP", f"`smp.{member}` is read", read, strong=False)
 
 
-def _keyword(call: cst.Call, name: str, position: Optional[int] = None) -> Optional[cst.BaseExpression]:
+def _keyword(
+    call: cst.Call, name: str, position: Optional[int] = None
+) -> Optional[cst.BaseExpression]:
     from smpfix.base.calls import argument
 
     found = argument(call, name, position)
@@ -479,7 +521,8 @@ def collect(module: cst.Module) -> FileFacts:
         name
         for name, cls in collector.classes.items()
         if any(
-            (imports.qualified_name(base.value) or "").endswith("Optimizer") or dotted_name(base.value) == "Optimizer"
+            (imports.qualified_name(base.value) or "").endswith("Optimizer")
+            or dotted_name(base.value) == "Optimizer"
             for base in cls.bases
         )
     )
@@ -491,14 +534,22 @@ def collect(module: cst.Module) -> FileFacts:
         targets = {id(call): name for name, _, _, call in collector.assignments if call is not None}
         for call, where in collector.calls:
             func = call.func
-            if member == "DistributedModel" and isinstance(func, cst.Name) and func.value in model_classes:
+            if (
+                member == "DistributedModel"
+                and isinstance(func, cst.Name)
+                and func.value in model_classes
+            ):
                 found.append(Wrap(call, targets.get(id(call)), call, where))
                 continue
             if smp_member(imports, func) == member:
                 argument = call.args[0].value if call.args and not call.args[0].keyword else None
                 if argument is None:
                     for arg in call.args:
-                        if arg.keyword is not None and arg.keyword.value in ("module", "optimizer", "opt"):
+                        if arg.keyword is not None and arg.keyword.value in (
+                            "module",
+                            "optimizer",
+                            "opt",
+                        ):
                             argument = arg.value
                 found.append(Wrap(call, targets.get(id(call)), argument, where))
         return tuple(found)
@@ -516,7 +567,9 @@ def collect(module: cst.Module) -> FileFacts:
             elif isinstance(func, cst.Call) and smp_member(imports, func.func) == "step":
                 step_functions.add(name)
 
-    init_calls = tuple(call for call, _ in collector.calls if smp_member(imports, call.func) == "init")
+    init_calls = tuple(
+        call for call, _ in collector.calls if smp_member(imports, call.func) == "init"
+    )
     partial = FileFacts(
         imports=imports,
         statements=collector.statements,
@@ -535,7 +588,11 @@ def collect(module: cst.Module) -> FileFacts:
         call_order={call: index for index, (call, _) in enumerate(collector.calls)},
         call_statements=dict(collector.calls),
         other_bindings=frozenset(collector.other_bindings),
-        estimator_calls=tuple(call for call, _ in collector.calls if (imports.qualified_name(call.func) or "") in ESTIMATORS),
+        estimator_calls=tuple(
+            call
+            for call, _ in collector.calls
+            if (imports.qualified_name(call.func) or "") in ESTIMATORS
+        ),
         distributed_model_classes=model_classes,
     )
     for call in init_calls:

@@ -34,7 +34,9 @@ class RankGuard:
     via_helper: Optional[cst.FunctionDef] = None
 
 
-def _rank_test(expr: cst.BaseExpression, facts: FileFacts, depth: int = 0) -> Optional[tuple[RankGuard, bool]]:
+def _rank_test(
+    expr: cst.BaseExpression, facts: FileFacts, depth: int = 0
+) -> Optional[tuple[RankGuard, bool]]:
     """(guard, True if the condition holds on rank 0 only) for one comparison-like test."""
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
         found = _rank_value(expr.expression, facts, depth)
@@ -63,7 +65,9 @@ def _rank_test(expr: cst.BaseExpression, facts: FileFacts, depth: int = 0) -> Op
                 inner = _rank_test(returned, facts, depth + 1)
                 if inner is not None:
                     guard, positive = inner
-                    return RankGuard(guard.function, expr, guard.call, guard.via_variable, helper), positive
+                    return RankGuard(
+                        guard.function, expr, guard.call, guard.via_variable, helper
+                    ), positive
     return None
 
 
@@ -91,7 +95,9 @@ def _single_return(function: cst.FunctionDef) -> Optional[cst.BaseExpression]:
     if len(real) != 1:
         return None
     only = real[0]
-    small = only.body[0] if isinstance(only, cst.SimpleStatementLine) and len(only.body) == 1 else only
+    small = (
+        only.body[0] if isinstance(only, cst.SimpleStatementLine) and len(only.body) == 1 else only
+    )
     if isinstance(small, cst.Return) and small.value is not None:
         return small.value
     return None
@@ -127,7 +133,9 @@ def early_exit_guard(statement: cst.CSTNode, facts: FileFacts) -> list[RankGuard
     if len(body) != 1:
         return []
     only = body[0]
-    small = only.body[0] if isinstance(only, cst.SimpleStatementLine) and len(only.body) == 1 else None
+    small = (
+        only.body[0] if isinstance(only, cst.SimpleStatementLine) and len(only.body) == 1 else None
+    )
     if not isinstance(small, (cst.Return, cst.Continue)):
         return []
     test = statement.test
@@ -137,7 +145,9 @@ def early_exit_guard(statement: cst.CSTNode, facts: FileFacts) -> list[RankGuard
     return []
 
 
-def guarded_by_early_exit(ref: StatementRef, facts: FileFacts) -> Iterator[tuple[RankGuard, cst.If]]:
+def guarded_by_early_exit(
+    ref: StatementRef, facts: FileFacts
+) -> Iterator[tuple[RankGuard, cst.If]]:
     """Early-exit rank guards that precede ``ref`` in its block."""
     body: Sequence[cst.CSTNode] = ref.block.body  # type: ignore[assignment]
     for earlier in body[: ref.index]:

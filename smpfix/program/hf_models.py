@@ -18,7 +18,14 @@ from smpfix.base.imports import dotted_name
 from smpfix.program.facts import FileFacts
 
 # Classes with a `from_pretrained` that loads something other than model weights.
-_NOT_MODELS = ("Config", "Tokenizer", "TokenizerFast", "Processor", "FeatureExtractor", "ImageProcessor")
+_NOT_MODELS = (
+    "Config",
+    "Tokenizer",
+    "TokenizerFast",
+    "Processor",
+    "FeatureExtractor",
+    "ImageProcessor",
+)
 
 
 def class_name(facts: FileFacts, expr: cst.BaseExpression) -> Optional[str]:

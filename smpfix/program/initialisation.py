@@ -29,15 +29,28 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.local_modules import LocalModules
 
 _TRAINING_ARGUMENTS = ("TrainingArguments", "Seq2SeqTrainingArguments")
-_ARGUMENT_PARSERS = frozenset({"parse_args_into_dataclasses", "parse_json_file", "parse_dict", "parse_yaml_file"})
+_ARGUMENT_PARSERS = frozenset(
+    {"parse_args_into_dataclasses", "parse_json_file", "parse_dict", "parse_yaml_file"}
+)
 # Modules whose import initialises the library inside a SageMaker model-parallel launch:
 # ``transformers.training_args`` runs ``smp.init()`` at import when SageMaker model
 # parallelism is enabled, and the Trainer modules and ``transformers.sagemaker`` import it.
-_INITIALISING_IMPORTS = ("transformers.sagemaker", "transformers.training_args", "transformers.training_args_seq2seq",
-                         "transformers.trainer", "transformers.trainer_seq2seq")
+_INITIALISING_IMPORTS = (
+    "transformers.sagemaker",
+    "transformers.training_args",
+    "transformers.training_args_seq2seq",
+    "transformers.trainer",
+    "transformers.trainer_seq2seq",
+)
 # The names under which ``transformers`` exports what those modules define.
-_INITIALISING_NAMES = frozenset({"transformers.TrainingArguments", "transformers.Seq2SeqTrainingArguments",
-                                 "transformers.Trainer", "transformers.Seq2SeqTrainer"})
+_INITIALISING_NAMES = frozenset(
+    {
+        "transformers.TrainingArguments",
+        "transformers.Seq2SeqTrainingArguments",
+        "transformers.Trainer",
+        "transformers.Seq2SeqTrainer",
+    }
+)
 
 
 class Mode(str, enum.Enum):
@@ -59,7 +72,9 @@ def initialisation_mode(facts: FileFacts, job: JobFacts) -> InitialisationMode:
     script's own ``SMP_MANUAL_INIT=1``, else the job's launcher and version (``JobFacts.on_import``)."""
     if script_sets_manual_init(facts):
         return InitialisationMode(Mode.BY_SCRIPT, "the script sets SMP_MANUAL_INIT=1")
-    mode = {Tri.ON: Mode.ON_IMPORT, Tri.OFF: Mode.BY_SCRIPT, Tri.UNKNOWN: Mode.UNKNOWN}[job.on_import]
+    mode = {Tri.ON: Mode.ON_IMPORT, Tri.OFF: Mode.BY_SCRIPT, Tri.UNKNOWN: Mode.UNKNOWN}[
+        job.on_import
+    ]
     return InitialisationMode(mode, job.on_import_reason)
 
 
@@ -76,7 +91,11 @@ def script_sets_manual_init(facts: FileFacts) -> bool:
                         return True
     for call in facts.call_order:
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("setdefault", "putenv") and len(call.args) >= 2:
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in ("setdefault", "putenv")
+            and len(call.args) >= 2
+        ):
             if facts.qualified_name(func) in ("os.environ.setdefault", "os.putenv"):
                 if _manual_init(facts, call.args[0].value, call.args[1].value):
                     return True
@@ -84,7 +103,11 @@ def script_sets_manual_init(facts: FileFacts) -> bool:
 
 
 def _environ_key(facts: FileFacts, target: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-    if isinstance(target, cst.Subscript) and facts.qualified_name(target.value) == "os.environ" and len(target.slice) == 1:
+    if (
+        isinstance(target, cst.Subscript)
+        and facts.qualified_name(target.value) == "os.environ"
+        and len(target.slice) == 1
+    ):
         index = target.slice[0].slice
         if isinstance(index, cst.Index):
             return index.value
@@ -99,7 +122,8 @@ def imports_initialise(facts: FileFacts) -> bool:
     """The file imports a module that initialises the library when imported (inside a
     SageMaker launch with model parallelism enabled, which is where the library runs)."""
     return any(
-        value in _INITIALISING_NAMES or any(value == name or value.startswith(name + ".") for name in _INITIALISING_IMPORTS)
+        value in _INITIALISING_NAMES
+        or any(value == name or value.startswith(name + ".") for name in _INITIALISING_IMPORTS)
         for value in facts.imports.bindings.values()
     )
 
@@ -107,10 +131,14 @@ def imports_initialise(facts: FileFacts) -> bool:
 class Initialisations:
     """Tests of runs: "is this an initialisation?" for one file, built once per rule."""
 
-    def __init__(self, facts: FileFacts, module: cst.Module, modules: Optional[LocalModules]) -> None:
+    def __init__(
+        self, facts: FileFacts, module: cst.Module, modules: Optional[LocalModules]
+    ) -> None:
         self.facts = facts
         self.modules = modules
-        self.explicit: Callable[[Run], bool] = happens(module, lambda call: facts.is_smp_call(call, "init"))
+        self.explicit: Callable[[Run], bool] = happens(
+            module, lambda call: facts.is_smp_call(call, "init")
+        )
         self._imported: dict[int, bool] = {}
 
     def any(self, run: Run) -> bool:
@@ -123,10 +151,17 @@ class Initialisations:
         if qualified.startswith("transformers.") and qualified.endswith(_TRAINING_ARGUMENTS):
             return True
         func = call.func
-        return isinstance(func, cst.Attribute) and func.attr.value in _ARGUMENT_PARSERS and self._uses_training_arguments()
+        return (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in _ARGUMENT_PARSERS
+            and self._uses_training_arguments()
+        )
 
     def _uses_training_arguments(self) -> bool:
-        return any(value.startswith("transformers") and value.endswith(_TRAINING_ARGUMENTS) for value in self.facts.imports.bindings.values())
+        return any(
+            value.startswith("transformers") and value.endswith(_TRAINING_ARGUMENTS)
+            for value in self.facts.imports.bindings.values()
+        )
 
     def imported(self, call: cst.Call) -> bool:
         """A function of another project module that calls ``smp.init()`` itself."""

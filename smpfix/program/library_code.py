@@ -31,12 +31,16 @@ from smpfix.program.steps import step_bodies, step_functions
 class LibraryCode:
     """Answers ``runs_with_library`` for one file; build once per rule that needs it."""
 
-    def __init__(self, facts: FileFacts, module: cst.Module, parents: Optional[ParentIndex] = None) -> None:
+    def __init__(
+        self, facts: FileFacts, module: cst.Module, parents: Optional[ParentIndex] = None
+    ) -> None:
         self.facts = facts
         self.module = module
         self.parents = parents or ParentIndex(module)
         self._uses: dict[int, bool] = {}
-        top: list[cst.CSTNode] = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
+        top: list[cst.CSTNode] = [
+            s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))
+        ]
         self.module_level = any(self._uses_library(s) for s in top)
         self.functions = self._library_functions(top if self.module_level else [])
 
@@ -57,8 +61,14 @@ class LibraryCode:
         known = self._uses.get(id(node))
         if known is None:
             known = self._uses[id(node)] = any(
-                self.facts.smp_member(child.func) is not None for child in _own_nodes(node) if isinstance(child, cst.Call)
-            ) or any(self.facts.smp_member(child) is not None for child in _own_nodes(node) if isinstance(child, cst.Attribute))
+                self.facts.smp_member(child.func) is not None
+                for child in _own_nodes(node)
+                if isinstance(child, cst.Call)
+            ) or any(
+                self.facts.smp_member(child) is not None
+                for child in _own_nodes(node)
+                if isinstance(child, cst.Attribute)
+            )
         return known
 
     def _function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
@@ -72,7 +82,11 @@ class LibraryCode:
         for ancestor in self.parents.ancestors(node):
             if isinstance(ancestor, cst.FunctionDef):
                 return False
-            if isinstance(ancestor, cst.If) and ancestor.orelse is not None and (child is ancestor.body or child is ancestor.orelse):
+            if (
+                isinstance(ancestor, cst.If)
+                and ancestor.orelse is not None
+                and (child is ancestor.body or child is ancestor.orelse)
+            ):
                 other: cst.CSTNode = ancestor.orelse if child is ancestor.body else ancestor.body
                 if self._uses_library(other) and not self._uses_library(child):
                     return True
@@ -88,7 +102,9 @@ class LibraryCode:
             by_name.setdefault(function.name.value, []).append(function)
         for name, cls in self.facts.classes.items():
             # Building an instance runs the class's code: its methods run with whoever builds it.
-            by_name.setdefault(name, []).extend(s for s in cls.body.body if isinstance(s, cst.FunctionDef))
+            by_name.setdefault(name, []).extend(
+                s for s in cls.body.body if isinstance(s, cst.FunctionDef)
+            )
         found = set(step_bodies(step_functions(self.facts)))
         found.update(function for function in functions if self._uses_library(function.body))
         for statement in top:
@@ -119,5 +135,9 @@ def _own_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     while stack:
         current = stack.pop()
         found.append(current)
-        stack.extend(child for child in children(current) if not isinstance(child, (cst.FunctionDef, cst.ClassDef)))
+        stack.extend(
+            child
+            for child in children(current)
+            if not isinstance(child, (cst.FunctionDef, cst.ClassDef))
+        )
     return found

@@ -37,32 +37,170 @@ _LIBRARY = "smdistributed.modelparallel"
 _MAX_FILES = 40
 
 # Top-level packages (or dotted prefixes) that never import the model parallelism library.
-_NEVER_LOADS = frozenset({
-    "torch", "torchvision", "torchaudio", "torchtext", "torchdata", "torchmetrics", "numpy", "scipy", "pandas",
-    "sklearn", "PIL", "cv2", "skimage", "matplotlib", "seaborn", "tqdm", "yaml", "h5py", "boto3", "botocore",
-    "s3fs", "fsspec", "requests", "datasets", "tokenizers", "sentencepiece", "safetensors", "huggingface_hub",
-    "timm", "einops", "tensorflow", "keras", "tensorflow_datasets", "tensorflow_addons", "horovod", "mpi4py",
-    "apex", "wandb", "mlflow", "tensorboard", "tensorboardX", "psutil", "pynvml", "nltk", "packaging", "filelock",
-    "pyarrow", "regex", "six", "click", "absl", "sagemaker", "smdistributed.dataparallel",
-})
+_NEVER_LOADS = frozenset(
+    {
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "torchtext",
+        "torchdata",
+        "torchmetrics",
+        "numpy",
+        "scipy",
+        "pandas",
+        "sklearn",
+        "PIL",
+        "cv2",
+        "skimage",
+        "matplotlib",
+        "seaborn",
+        "tqdm",
+        "yaml",
+        "h5py",
+        "boto3",
+        "botocore",
+        "s3fs",
+        "fsspec",
+        "requests",
+        "datasets",
+        "tokenizers",
+        "sentencepiece",
+        "safetensors",
+        "huggingface_hub",
+        "timm",
+        "einops",
+        "tensorflow",
+        "keras",
+        "tensorflow_datasets",
+        "tensorflow_addons",
+        "horovod",
+        "mpi4py",
+        "apex",
+        "wandb",
+        "mlflow",
+        "tensorboard",
+        "tensorboardX",
+        "psutil",
+        "pynvml",
+        "nltk",
+        "packaging",
+        "filelock",
+        "pyarrow",
+        "regex",
+        "six",
+        "click",
+        "absl",
+        "sagemaker",
+        "smdistributed.dataparallel",
+    }
+)
 # The standard library's top-level modules (all of them from Python 3.10; before, the common ones).
-_STANDARD = frozenset(getattr(sys, "stdlib_module_names", ())) | frozenset({
-    "__future__", "abc", "argparse", "ast", "asyncio", "base64", "collections", "contextlib", "copy", "csv",
-    "dataclasses", "datetime", "enum", "errno", "functools", "gc", "glob", "gzip", "hashlib", "heapq", "importlib",
-    "inspect", "io", "itertools", "json", "logging", "math", "multiprocessing", "operator", "os", "pathlib", "pickle",
-    "platform", "queue", "random", "re", "shutil", "signal", "socket", "string", "struct", "subprocess", "sys",
-    "tarfile", "tempfile", "threading", "time", "traceback", "types", "typing", "unittest", "urllib", "uuid",
-    "warnings", "zipfile",
-})
+_STANDARD = frozenset(getattr(sys, "stdlib_module_names", ())) | frozenset(
+    {
+        "__future__",
+        "abc",
+        "argparse",
+        "ast",
+        "asyncio",
+        "base64",
+        "collections",
+        "contextlib",
+        "copy",
+        "csv",
+        "dataclasses",
+        "datetime",
+        "enum",
+        "errno",
+        "functools",
+        "gc",
+        "glob",
+        "gzip",
+        "hashlib",
+        "heapq",
+        "importlib",
+        "inspect",
+        "io",
+        "itertools",
+        "json",
+        "logging",
+        "math",
+        "multiprocessing",
+        "operator",
+        "os",
+        "pathlib",
+        "pickle",
+        "platform",
+        "queue",
+        "random",
+        "re",
+        "shutil",
+        "signal",
+        "socket",
+        "string",
+        "struct",
+        "subprocess",
+        "sys",
+        "tarfile",
+        "tempfile",
+        "threading",
+        "time",
+        "traceback",
+        "types",
+        "typing",
+        "unittest",
+        "urllib",
+        "uuid",
+        "warnings",
+        "zipfile",
+    }
+)
 # Calls that run code smpfix cannot see: loaded by name (also anything of ``runpy``), or another program.
 _LOADERS = frozenset({"importlib.import_module", "builtins.exec"})
-_PROGRAMS = frozenset({
-    "subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output", "subprocess.Popen",
-    "os.system", "os.popen", "os.execv", "os.execvp", "os.execvpe", "os.execl", "os.execlp", "os.spawnv", "os.spawnl",
-})
+_PROGRAMS = frozenset(
+    {
+        "subprocess.run",
+        "subprocess.call",
+        "subprocess.check_call",
+        "subprocess.check_output",
+        "subprocess.Popen",
+        "os.system",
+        "os.popen",
+        "os.execv",
+        "os.execvp",
+        "os.execvpe",
+        "os.execl",
+        "os.execlp",
+        "os.spawnv",
+        "os.spawnl",
+    }
+)
 # Programs a script may run that are not Python training code.
-_HARMLESS_PROGRAMS = frozenset({"pip", "pip3", "conda", "apt", "apt-get", "nvidia-smi", "aws", "ls", "mkdir", "cp",
-                                "mv", "rm", "tar", "unzip", "wget", "curl", "echo", "df", "du", "free", "git", "env"})
+_HARMLESS_PROGRAMS = frozenset(
+    {
+        "pip",
+        "pip3",
+        "conda",
+        "apt",
+        "apt-get",
+        "nvidia-smi",
+        "aws",
+        "ls",
+        "mkdir",
+        "cp",
+        "mv",
+        "rm",
+        "tar",
+        "unzip",
+        "wget",
+        "curl",
+        "echo",
+        "df",
+        "du",
+        "free",
+        "git",
+        "env",
+    }
+)
 # Variables torchrun sets and mpirun does not.
 TORCHRUN_VARIABLES = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
 
@@ -104,10 +242,16 @@ def library_loading(script: str, modules: LocalModules) -> LibraryLoading:
                     seen.add(found)
                     queue.append(found)
             elif imported.startswith(".") or not _never_loads(imported):
-                return LibraryLoading(Tri.UNKNOWN, f"{name} imports `{imported}`, which smpfix cannot read", tuple(read))
+                return LibraryLoading(
+                    Tri.UNKNOWN,
+                    f"{name} imports `{imported}`, which smpfix cannot read",
+                    tuple(read),
+                )
         runner = _runs_other_code(linked.module, facts)
         if runner is not None:
-            return LibraryLoading(Tri.UNKNOWN, f"{name} runs code smpfix cannot see (`{runner}`)", tuple(read))
+            return LibraryLoading(
+                Tri.UNKNOWN, f"{name} runs code smpfix cannot see (`{runner}`)", tuple(read)
+            )
         if len(seen) > _MAX_FILES:
             return LibraryLoading(Tri.UNKNOWN, "too many project modules to read", tuple(read))
     return LibraryLoading(Tri.OFF, "", tuple(read))
@@ -123,7 +267,11 @@ def torchrun_variables(files: Sequence[LinkedModule]) -> dict[str, bool]:
         for node in iter_nodes(linked.module):
             key: Optional[cst.BaseExpression] = None
             raises = isinstance(node, cst.Subscript)
-            if isinstance(node, cst.Subscript) and facts.qualified_name(node.value) == "os.environ" and len(node.slice) == 1:
+            if (
+                isinstance(node, cst.Subscript)
+                and facts.qualified_name(node.value) == "os.environ"
+                and len(node.slice) == 1
+            ):
                 index = node.slice[0].slice
                 key = index.value if isinstance(index, cst.Index) else None
             elif isinstance(node, cst.Call) and node.args and _reads_environment(node, facts):
@@ -138,7 +286,11 @@ def _reads_environment(call: cst.Call, facts: FileFacts) -> bool:
     func = call.func
     if facts.qualified_name(func) == "os.getenv":
         return True
-    return isinstance(func, cst.Attribute) and func.attr.value == "get" and facts.qualified_name(func.value) == "os.environ"
+    return (
+        isinstance(func, cst.Attribute)
+        and func.attr.value == "get"
+        and facts.qualified_name(func.value) == "os.environ"
+    )
 
 
 def _imports(module: cst.Module) -> Iterator[str]:
@@ -149,7 +301,9 @@ def _imports(module: cst.Module) -> Iterator[str]:
             for alias in node.names:
                 yield _dotted(alias.name)
         elif isinstance(node, cst.ImportFrom):
-            base = "." * len(node.relative) + (_dotted(node.module) if node.module is not None else "")
+            base = "." * len(node.relative) + (
+                _dotted(node.module) if node.module is not None else ""
+            )
             if isinstance(node.names, cst.ImportStar):
                 yield base
                 continue
@@ -183,9 +337,17 @@ def _never_loads(imported: str) -> bool:
 def _runs_other_code(module: cst.Module, facts: FileFacts) -> Optional[str]:
     for call in facts.call_order:
         func = call.func
-        local = isinstance(func, cst.Name) and (func.value in facts.functions or func.value in facts.classes)
-        qualified = facts.qualified_name(func) or (func.value if isinstance(func, cst.Name) and not local else "")
-        if qualified in _LOADERS or qualified.startswith("runpy.") or qualified in ("exec", "eval", "__import__"):
+        local = isinstance(func, cst.Name) and (
+            func.value in facts.functions or func.value in facts.classes
+        )
+        qualified = facts.qualified_name(func) or (
+            func.value if isinstance(func, cst.Name) and not local else ""
+        )
+        if (
+            qualified in _LOADERS
+            or qualified.startswith("runpy.")
+            or qualified in ("exec", "eval", "__import__")
+        ):
             return module.code_for_node(func)
         if qualified in _PROGRAMS and not _harmless_program(call, facts):
             return module.code_for_node(func)
@@ -197,7 +359,13 @@ def _harmless_program(call: cst.Call, facts: FileFacts) -> bool:
     if not call.args:
         return False
     command = facts.literal(call.args[0].value)
-    words = command.split() if isinstance(command, str) else command if isinstance(command, list) else None
+    words = (
+        command.split()
+        if isinstance(command, str)
+        else command
+        if isinstance(command, list)
+        else None
+    )
     if not words or not all(isinstance(word, str) for word in words):
         return False
     program = os.path.basename(words[0])

@@ -76,7 +76,9 @@ class ModuleStore:
         entry = self._entries.get(key)
         if entry is not None and entry[0] == text:
             self._entries.move_to_end(key)
-            return entry[1] if entry[1] is None or entry[1].path == path else _renamed(entry[1], path)
+            return (
+                entry[1] if entry[1] is None or entry[1].path == path else _renamed(entry[1], path)
+            )
         linked = _parse(path, text)
         self._keep(key, text, linked)
         return linked
@@ -130,7 +132,9 @@ class LocalModules:
     between analyses through ``store``.
     """
 
-    def __init__(self, project: Project, importer: str, store: Optional[ModuleStore] = None) -> None:
+    def __init__(
+        self, project: Project, importer: str, store: Optional[ModuleStore] = None
+    ) -> None:
         self.project = project
         self.importer = importer
         self.store = store if store is not None else SHARED_STORE
@@ -170,7 +174,10 @@ class LocalModules:
     def _search(self, folders: list[str], dotted: str) -> Optional[str]:
         relative = dotted.replace(".", os.sep)
         for folder in folders:
-            for candidate in (os.path.join(folder, relative + ".py"), os.path.join(folder, relative, "__init__.py")):
+            for candidate in (
+                os.path.join(folder, relative + ".py"),
+                os.path.join(folder, relative, "__init__.py"),
+            ):
                 self._consulted[candidate] = None
                 if os.path.isfile(candidate) and self.project.contains(candidate):
                     return candidate

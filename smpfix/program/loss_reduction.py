@@ -67,7 +67,9 @@ class LossReductions:
                 for target in node.targets:
                     if isinstance(target.target, cst.Name):
                         self.assignments.setdefault(target.target.value, []).append(node.value)
-            elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(node.target, cst.Name):
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(
+                node.target, cst.Name
+            ):
                 self.assignments.setdefault(node.target.value, []).append(node)
 
     def summed(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
@@ -81,7 +83,9 @@ class LossReductions:
             return False
         if isinstance(expr, cst.Name):
             values = self.assignments.get(expr.value, [])
-            updates = [v for v in values if isinstance(v, cst.BaseExpression) and _reads(v, expr.value)]
+            updates = [
+                v for v in values if isinstance(v, cst.BaseExpression) and _reads(v, expr.value)
+            ]
             others = [v for v in values if not any(v is u for u in updates)]
             return (
                 any(isinstance(value, cst.BaseExpression) for value in others)
@@ -108,7 +112,11 @@ class LossReductions:
             return self._per_sample(call.args[0].value, depth + 1)
         if isinstance(func, cst.Name):
             built = self.facts.single_assignment(func.value)
-            return built is not None and isinstance(built.value, cst.Call) and _reduction(built.value, self.facts) == "sum"
+            return (
+                built is not None
+                and isinstance(built.value, cst.Call)
+                and _reduction(built.value, self.facts) == "sum"
+            )
         return False
 
     def _per_sample(self, expr: cst.BaseExpression, depth: int) -> bool:

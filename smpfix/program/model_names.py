@@ -22,7 +22,10 @@ from smpfix.program.steps import StepFunction, calls_by_name
 
 def parameter_names(function: cst.FunctionDef) -> frozenset[str]:
     params = function.params
-    names = [param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    names = [
+        param.name.value
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params)
+    ]
     for star in (params.star_arg, params.star_kwarg):
         if isinstance(star, cst.Param):
             names.append(star.name.value)
@@ -32,7 +35,12 @@ def parameter_names(function: cst.FunctionDef) -> frozenset[str]:
 class DistributedModelNames:
     """Answers "is this name the wrapped model here?" for one file; build once per rule."""
 
-    def __init__(self, facts: FileFacts, steps: Sequence[StepFunction], calls: Optional[Mapping[str, tuple[cst.Call, ...]]] = None) -> None:
+    def __init__(
+        self,
+        facts: FileFacts,
+        steps: Sequence[StepFunction],
+        calls: Optional[Mapping[str, tuple[cst.Call, ...]]] = None,
+    ) -> None:
         self.facts = facts
         self.targets = facts.distributed_model_names()
         self.calls = calls if calls is not None else calls_by_name(facts)
@@ -57,7 +65,11 @@ class DistributedModelNames:
         return {function.name.value, *self.step_names.get(function, ())}
 
     def calls_of(self, function: cst.FunctionDef) -> list[cst.Call]:
-        return [call for name in sorted(self.caller_names(function)) for call in self.calls.get(name, ())]
+        return [
+            call
+            for name in sorted(self.caller_names(function))
+            for call in self.calls.get(name, ())
+        ]
 
     def parameters_receiving_model(self, function: cst.FunctionDef) -> frozenset[str]:
         """Parameters the wrapped model is passed to (at some call site), or spelled like it."""
@@ -105,5 +117,9 @@ class DistributedModelNames:
             local = self.local_targets.get(function)
             if local:
                 return frozenset(local)
-        shadowed = set().union(*(self._bound_in(function) for function in functions)) if functions else set()
+        shadowed = (
+            set().union(*(self._bound_in(function) for function in functions))
+            if functions
+            else set()
+        )
         return frozenset(name for name in self.module_targets if name not in shadowed)

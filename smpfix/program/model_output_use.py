@@ -69,7 +69,9 @@ class OutputUse:
 
     def fits(self, length: int) -> bool:
         """Could every unpacking in the steps receive a sequence of ``length`` elements?"""
-        return all(length >= count if star else length == count for count, star in self.unpack_shapes)
+        return all(
+            length >= count if star else length == count for count, star in self.unpack_shapes
+        )
 
     def positions(self, length: int) -> frozenset[int]:
         """The 0-based positions read, for an output of ``length`` elements."""
@@ -95,7 +97,11 @@ def output_use(facts: FileFacts) -> OutputUse:
             continue
         body = _StepBody(step.function, facts)
         for node in body.nodes:
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in names:
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Name)
+                and node.func.value in names
+            ):
                 use.calls.append(ModelCall(node, step.name))
                 body.classify(node, use, depth=0)
     return use.freeze()
@@ -112,7 +118,11 @@ class _Accumulator:
 
     def freeze(self) -> OutputUse:
         return OutputUse(
-            tuple(self.calls), self.whole, frozenset(self.indices), frozenset(self.ranges), frozenset(self.keys),
+            tuple(self.calls),
+            self.whole,
+            frozenset(self.indices),
+            frozenset(self.ranges),
+            frozenset(self.keys),
             frozenset(self.unpack_shapes),
         )
 
@@ -153,7 +163,9 @@ class _StepBody:
                 if node.keyword is not None:
                     not_reads.add(id(node.keyword))
             elif kind in _BINDING_TYPES:
-                if type(node) is cst.Assign or (type(node) is cst.AnnAssign and node.value is not None):
+                if type(node) is cst.Assign or (
+                    type(node) is cst.AnnAssign and node.value is not None
+                ):
                     holders[id(node.value)] = node
                 not_reads.update(_bound_name_ids(node))
         self.holders = holders
@@ -214,7 +226,11 @@ class _StepBody:
     def _attribute(self, node: cst.Attribute, use: _Accumulator) -> None:
         parent = self.holders.get(id(node))
         if isinstance(parent, cst.Call):
-            key = self.facts.literal(parent.args[0].value) if node.attr.value == "get" and parent.args else None
+            key = (
+                self.facts.literal(parent.args[0].value)
+                if node.attr.value == "get" and parent.args
+                else None
+            )
             if isinstance(key, str):
                 use.keys.add(key)
             else:
@@ -247,10 +263,26 @@ class _StepBody:
                 use.indices.add(position)
 
 
-_BINDING_TYPES = frozenset({
-    cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.WithItem, cst.NamedExpr, cst.Del,
-    cst.ExceptHandler, cst.Param, cst.FunctionDef, cst.ClassDef, cst.Global, cst.Nonlocal, cst.Import, cst.ImportFrom,
-})
+_BINDING_TYPES = frozenset(
+    {
+        cst.Assign,
+        cst.AnnAssign,
+        cst.AugAssign,
+        cst.For,
+        cst.CompFor,
+        cst.WithItem,
+        cst.NamedExpr,
+        cst.Del,
+        cst.ExceptHandler,
+        cst.Param,
+        cst.FunctionDef,
+        cst.ClassDef,
+        cst.Global,
+        cst.Nonlocal,
+        cst.Import,
+        cst.ImportFrom,
+    }
+)
 
 
 def _bound_name_ids(node: cst.CSTNode) -> list[int]:

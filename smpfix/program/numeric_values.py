@@ -28,7 +28,15 @@ from smpfix.program.script_arguments import (
 
 Scope = Union[cst.Module, cst.FunctionDef]
 
-_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
+_ARITHMETIC = (
+    cst.Add,
+    cst.Subtract,
+    cst.Multiply,
+    cst.Divide,
+    cst.FloorDivide,
+    cst.Modulo,
+    cst.Power,
+)
 _NUMBER_BUILTINS = frozenset({"len", "int", "float", "round"})
 _NUMBER_FUNCTIONS = frozenset({"math.floor", "math.ceil", "math.trunc"})
 _MAX_DEPTH = 6
@@ -55,9 +63,13 @@ class NumericValues:
         if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):
             return self.is_number(expr.expression, scope, depth + 1)
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, _ARITHMETIC):
-            return self.is_number(expr.left, scope, depth + 1) and self.is_number(expr.right, scope, depth + 1)
+            return self.is_number(expr.left, scope, depth + 1) and self.is_number(
+                expr.right, scope, depth + 1
+            )
         if isinstance(expr, cst.IfExp):
-            return self.is_number(expr.body, scope, depth + 1) and self.is_number(expr.orelse, scope, depth + 1)
+            return self.is_number(expr.body, scope, depth + 1) and self.is_number(
+                expr.orelse, scope, depth + 1
+            )
         if isinstance(expr, cst.Call):
             return self._number_call(expr)
         if isinstance(expr, cst.Attribute):
@@ -66,7 +78,8 @@ class NumericValues:
             reaching = self.flow.reaching(expr.value, expr)
             if reaching.assignments and not reaching.opaque:
                 return all(
-                    a.where is not None and self.is_number(a.value, a.where.scope, depth + 1) for a in reaching.assignments
+                    a.where is not None and self.is_number(a.value, a.where.scope, depth + 1)
+                    for a in reaching.assignments
                 )
             bindings = self._bindings(expr.value, scope)
             return bool(bindings) and all(
@@ -78,7 +91,10 @@ class NumericValues:
     def _number_call(self, call: cst.Call) -> bool:
         func = call.func
         if isinstance(func, cst.Name) and func.value in _NUMBER_BUILTINS:
-            return func.value not in self.facts.imports.bindings and func.value not in self.facts.functions
+            return (
+                func.value not in self.facts.imports.bindings
+                and func.value not in self.facts.functions
+            )
         return self.facts.qualified_name(func) in _NUMBER_FUNCTIONS
 
     def _integer_argument(self, expr: cst.Attribute) -> bool:
@@ -104,17 +120,27 @@ def _bindings_in(scope: Scope, name: str) -> Iterator[_Binding]:
     """The bindings of ``name`` in ``scope``'s own body (nested functions and classes excluded)."""
     if isinstance(scope, cst.FunctionDef):
         params = scope.params
-        every = (*params.posonly_params, *params.params, *params.kwonly_params, params.star_arg, params.star_kwarg)
+        every = (
+            *params.posonly_params,
+            *params.params,
+            *params.kwonly_params,
+            params.star_arg,
+            params.star_kwarg,
+        )
         if any(isinstance(param, cst.Param) and param.name.value == name for param in every):
             yield None
-    stack: list[cst.CSTNode] = [scope.body] if isinstance(scope, cst.FunctionDef) else list(scope.body)
+    stack: list[cst.CSTNode] = (
+        [scope.body] if isinstance(scope, cst.FunctionDef) else list(scope.body)
+    )
     while stack:
         node = stack.pop()
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             if node.name.value == name:
                 yield None
             continue
-        if isinstance(node, (cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp)):
+        if isinstance(
+            node, (cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp)
+        ):
             continue
         yield from _binding_of(node, name)
         stack.extend(children(node))
@@ -136,16 +162,33 @@ def _binding_of(node: cst.CSTNode, name: str) -> Iterator[_Binding]:
         yield _loop_counter(node, name)
     elif isinstance(node, cst.NamedExpr) and _is_name(node.target, name):
         yield node.value
-    elif isinstance(node, cst.WithItem) and node.asname is not None and _binds(node.asname.name, name):
+    elif (
+        isinstance(node, cst.WithItem)
+        and node.asname is not None
+        and _binds(node.asname.name, name)
+    ):
         yield None
-    elif isinstance(node, cst.ExceptHandler) and node.name is not None and _binds(node.name.name, name):
+    elif (
+        isinstance(node, cst.ExceptHandler)
+        and node.name is not None
+        and _binds(node.name.name, name)
+    ):
         yield None
-    elif isinstance(node, (cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal)) and _mentions(node, name):
+    elif isinstance(node, (cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal)) and _mentions(
+        node, name
+    ):
         yield None
 
 
-_AUGMENTED_ARITHMETIC = (cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign, cst.DivideAssign, cst.FloorDivideAssign,
-                         cst.ModuloAssign, cst.PowerAssign)
+_AUGMENTED_ARITHMETIC = (
+    cst.AddAssign,
+    cst.SubtractAssign,
+    cst.MultiplyAssign,
+    cst.DivideAssign,
+    cst.FloorDivideAssign,
+    cst.ModuloAssign,
+    cst.PowerAssign,
+)
 _ONE = cst.Integer("1")
 
 

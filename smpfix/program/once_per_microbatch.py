@@ -47,13 +47,33 @@ SIDE_EFFECT = "side effect"
 MODEL_STATE = "model state"
 SEED = "seed"
 
-_SHAPE_METHODS = frozenset({"view", "reshape", "expand", "new_zeros", "new_ones", "new_empty", "new_full"})
-_SHAPE_FUNCTIONS = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn",
-                              "torch.arange"})
-_SEEDS = frozenset({"torch.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "random.seed",
-                    "numpy.random.seed"})
+_SHAPE_METHODS = frozenset(
+    {"view", "reshape", "expand", "new_zeros", "new_ones", "new_empty", "new_full"}
+)
+_SHAPE_FUNCTIONS = frozenset(
+    {
+        "torch.zeros",
+        "torch.ones",
+        "torch.empty",
+        "torch.full",
+        "torch.rand",
+        "torch.randn",
+        "torch.arange",
+    }
+)
+_SEEDS = frozenset(
+    {
+        "torch.manual_seed",
+        "torch.cuda.manual_seed",
+        "torch.cuda.manual_seed_all",
+        "random.seed",
+        "numpy.random.seed",
+    }
+)
 _LOGGING_CALLS = ("logging.", "wandb.log", "mlflow.log_", "torch.save")
-_LOGGER_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
+_LOGGER_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "critical", "exception", "log"}
+)
 _LOGGER_NAME = re.compile(r"(^|_)(logger|log|LOGGER)$")
 _WRITER_METHODS = frozenset({"add_scalar", "add_scalars", "add_histogram", "add_image", "add_text"})
 _BUILTIN_EFFECTS = frozenset({"print", "open"})
@@ -96,20 +116,34 @@ class StepHazards:
             found.extend(self._classify(node, step, local, declared))
         return found
 
-    def _classify(self, node: cst.CSTNode, step: cst.FunctionDef, local: set[str], declared: set[str]) -> Iterator[StepHazard]:
+    def _classify(
+        self, node: cst.CSTNode, step: cst.FunctionDef, local: set[str], declared: set[str]
+    ) -> Iterator[StepHazard]:
         if isinstance(node, cst.Call):
             yield from self._call(node, local)
         elif isinstance(node, cst.AugAssign):
             root = _root(node.target)
-            if isinstance(node.target, (cst.Attribute, cst.Subscript)) and root is not None and root not in local:
-                yield StepHazard(node, SIDE_EFFECT, f"`{_code(node.target)} {_code(node.operator).strip()} ...`")
+            if (
+                isinstance(node.target, (cst.Attribute, cst.Subscript))
+                and root is not None
+                and root not in local
+            ):
+                yield StepHazard(
+                    node, SIDE_EFFECT, f"`{_code(node.target)} {_code(node.operator).strip()} ...`"
+                )
             elif isinstance(node.target, cst.Name) and node.target.value in declared:
                 yield StepHazard(node, SIDE_EFFECT, f"the global `{node.target.value}`")
         elif isinstance(node, cst.Assign):
             for target in node.targets:
                 yield from self._assignment(node, target.target, step, declared)
 
-    def _assignment(self, node: cst.Assign, target: cst.BaseExpression, step: cst.FunctionDef, declared: set[str]) -> Iterator[StepHazard]:
+    def _assignment(
+        self,
+        node: cst.Assign,
+        target: cst.BaseExpression,
+        step: cst.FunctionDef,
+        declared: set[str],
+    ) -> Iterator[StepHazard]:
         if isinstance(target, cst.Name) and target.value in declared:
             yield StepHazard(node, SIDE_EFFECT, f"the global `{target.value}`")
         elif isinstance(target, cst.Attribute):
@@ -123,7 +157,9 @@ class StepHazards:
         if qualified in _SEEDS:
             yield StepHazard(call, SEED, f"`{_code(func)}(...)`")
             return
-        if qualified in _SHAPE_FUNCTIONS or (isinstance(func, cst.Attribute) and func.attr.value in _SHAPE_METHODS and not qualified):
+        if qualified in _SHAPE_FUNCTIONS or (
+            isinstance(func, cst.Attribute) and func.attr.value in _SHAPE_METHODS and not qualified
+        ):
             size = self._batch_size_argument(call)
             if size is not None:
                 yield StepHazard(size, BATCH_SIZE, f"`{_code(func)}({_code(size)}, ...)`")
@@ -131,7 +167,11 @@ class StepHazards:
         if self._logs(call, qualified):
             yield StepHazard(call, SIDE_EFFECT, f"`{_code(func)}(...)`")
             return
-        if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend") and isinstance(func.value, cst.Name):
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in ("append", "extend")
+            and isinstance(func.value, cst.Name)
+        ):
             if func.value.value not in local:
                 yield StepHazard(call, SIDE_EFFECT, f"`{_code(func)}(...)`")
 
@@ -146,7 +186,10 @@ class StepHazards:
     def _logs(self, call: cst.Call, qualified: str) -> bool:
         func = call.func
         if isinstance(func, cst.Name) and func.value in _BUILTIN_EFFECTS:
-            return func.value not in self.facts.imports.bindings and func.value not in self.facts.functions
+            return (
+                func.value not in self.facts.imports.bindings
+                and func.value not in self.facts.functions
+            )
         if qualified.startswith(_LOGGING_CALLS):
             return True
         if isinstance(func, cst.Attribute) and not qualified:
@@ -197,7 +240,11 @@ def _model_holder(expr: cst.BaseExpression) -> Optional[str]:
             return expr.value
         if isinstance(expr, cst.Attribute):
             expr = expr.value
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "get_module":
+        elif (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "get_module"
+        ):
             expr = expr.func.value
         else:
             return None
@@ -219,8 +266,19 @@ def batch_norm_in(cls: ModelClass, depth: int = 0) -> Optional[str]:
         qualified = cls.facts.qualified_name(node.func)
         if qualified in _BATCH_NORMS:
             return f"nn.{qualified.rsplit('.', 1)[-1]}"
-        if depth < 2 and isinstance(node.func, cst.Name) and node.func.value in cls.facts.classes and node.func.value != cls.name:
-            inner = ModelClass(node.func.value, cls.facts.classes[node.func.value], cls.module, cls.facts, cls.linked)
+        if (
+            depth < 2
+            and isinstance(node.func, cst.Name)
+            and node.func.value in cls.facts.classes
+            and node.func.value != cls.name
+        ):
+            inner = ModelClass(
+                node.func.value,
+                cls.facts.classes[node.func.value],
+                cls.module,
+                cls.facts,
+                cls.linked,
+            )
             found = batch_norm_in(inner, depth + 1)
             if found is not None:
                 return found

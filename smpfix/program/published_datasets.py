@@ -105,7 +105,10 @@ def _emnist(call: cst.Call, facts: FileFacts) -> Optional[Published]:
     train = _literal(call, facts, "train", None, True)
     if split not in _EMNIST or not isinstance(train, bool):
         return None
-    return Published(_EMNIST[split][0 if train else 1], f"the EMNIST {split!r} {'training' if train else 'test'} split")
+    return Published(
+        _EMNIST[split][0 if train else 1],
+        f"the EMNIST {split!r} {'training' if train else 'test'} split",
+    )
 
 
 def keras_dataset(call: cst.Call, facts: FileFacts) -> Optional[str]:
@@ -113,12 +116,14 @@ def keras_dataset(call: cst.Call, facts: FileFacts) -> Optional[str]:
     qualified = facts.qualified_name(call.func) or ""
     for prefix in _KERAS_PREFIXES:
         if qualified.startswith(prefix) and qualified.endswith(".load_data"):
-            name = qualified[len(prefix):-len(".load_data")]
+            name = qualified[len(prefix) : -len(".load_data")]
             return name if name in KERAS else None
     return None
 
 
-def _literal(call: cst.Call, facts: FileFacts, keyword: str, position: Optional[int], default: Any) -> Any:
+def _literal(
+    call: cst.Call, facts: FileFacts, keyword: str, position: Optional[int], default: Any
+) -> Any:
     found = argument(call, keyword, position)
     if found is None:
         return UNKNOWN if any(arg.star for arg in call.args) else default

@@ -73,7 +73,7 @@ class Cut:
     states: tuple[FeatureState, ...]
 
     def condition(self) -> str:
-        """"" when definite, else "if pipeline parallelism is enabled" (or several)."""
+        """ "" when definite, else "if pipeline parallelism is enabled" (or several)."""
         if self.definite:
             return ""
         titles = [state.feature.title for state in self.states if state.state is Tri.UNKNOWN]

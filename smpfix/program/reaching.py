@@ -74,7 +74,12 @@ class _Found(Exception):
 class Flow:
     """Reaching definitions in one module, answered on demand and remembered."""
 
-    def __init__(self, module: cst.Module, facts: FileFacts, index: Optional[Callable[[], ParentIndex]] = None) -> None:
+    def __init__(
+        self,
+        module: cst.Module,
+        facts: FileFacts,
+        index: Optional[Callable[[], ParentIndex]] = None,
+    ) -> None:
         """``index`` gives the module's parent index (shared with other questions about the
         module); without it, one is built on the first question."""
         self.module = module
@@ -87,7 +92,9 @@ class Flow:
     @property
     def index(self) -> ParentIndex:
         if self._index is None:
-            self._index = self._index_source() if self._index_source is not None else ParentIndex(self.module)
+            self._index = (
+                self._index_source() if self._index_source is not None else ParentIndex(self.module)
+            )
         return self._index
 
     def reaching(self, name: str, use: cst.CSTNode) -> Reaching:
@@ -100,7 +107,9 @@ class Flow:
 
     def _reaching(self, name: str, use: cst.CSTNode) -> Reaching:
         scope = self.index.scope_of(use)
-        body: Sequence[cst.CSTNode] = scope.body if isinstance(scope, cst.Module) else _statements(scope.body)
+        body: Sequence[cst.CSTNode] = (
+            scope.body if isinstance(scope, cst.Module) else _statements(scope.body)
+        )
         start: frozenset[_Definition] = frozenset()
         if isinstance(scope, cst.FunctionDef):
             start = self._entry(name, scope)
@@ -110,14 +119,20 @@ class Flow:
         except _Found as found:
             return self._answer(found.state)
         # The use was not met in order (a decorator, a default value): any binding of the scope.
-        every = [a for a in self.facts.assignments.get(name, ()) if a.where is not None and a.where.scope is scope]
+        every = [
+            a
+            for a in self.facts.assignments.get(name, ())
+            if a.where is not None and a.where.scope is scope
+        ]
         return Reaching(tuple(every), opaque=not every)
 
     def _entry(self, name: str, function: cst.FunctionDef) -> frozenset[_Definition]:
         """What ``name`` holds when ``function`` starts: a parameter, or the module's value."""
         params = function.params
         every = [*params.posonly_params, *params.params, *params.kwonly_params]
-        every += [star for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)]
+        every += [
+            star for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)
+        ]
         for param in every:
             if param.name.value == name:
                 return frozenset({_Opaque(param)})
@@ -126,7 +141,11 @@ class Flow:
             local = self._locals[id(function)] = _bound_in(function)
         if name in local:
             return frozenset()
-        module_level = [a for a in self.facts.assignments.get(name, ()) if a.where is not None and isinstance(a.where.scope, cst.Module)]
+        module_level = [
+            a
+            for a in self.facts.assignments.get(name, ())
+            if a.where is not None and isinstance(a.where.scope, cst.Module)
+        ]
         return frozenset(module_level)
 
     def _answer(self, state: Iterable[_Definition]) -> Reaching:
@@ -154,7 +173,9 @@ class _Walk:
     def holds(self, node: cst.CSTNode) -> bool:
         return id(node) in self.holders
 
-    def block(self, statements: Sequence[cst.CSTNode], state: frozenset[_Definition]) -> Optional[frozenset[_Definition]]:
+    def block(
+        self, statements: Sequence[cst.CSTNode], state: frozenset[_Definition]
+    ) -> Optional[frozenset[_Definition]]:
         """The definitions live after ``statements`` (None: no path falls through)."""
         current: Optional[frozenset[_Definition]] = state
         for statement in statements:
@@ -163,7 +184,9 @@ class _Walk:
             current = self.statement(statement, current)
         return current
 
-    def statement(self, node: cst.CSTNode, state: frozenset[_Definition]) -> Optional[frozenset[_Definition]]:
+    def statement(
+        self, node: cst.CSTNode, state: frozenset[_Definition]
+    ) -> Optional[frozenset[_Definition]]:
         if isinstance(node, cst.SimpleStatementLine):
             return self.simple(node, node.body, state)
         if isinstance(node, cst.If):
@@ -175,7 +198,10 @@ class _Walk:
         if isinstance(node, cst.With):
             self.header(node, node.items, state)
             inner = state
-            if any(item.asname is not None and self.name in target_names(item.asname.name) for item in node.items):
+            if any(
+                item.asname is not None and self.name in target_names(item.asname.name)
+                for item in node.items
+            ):
                 inner = frozenset({_Opaque(node)})
             return self.block(_statements(node.body), inner)
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
@@ -190,11 +216,18 @@ class _Walk:
             raise _Found(state)
         return state
 
-    def header(self, node: cst.CSTNode, parts: Iterable[cst.CSTNode], state: frozenset[_Definition]) -> None:
+    def header(
+        self, node: cst.CSTNode, parts: Iterable[cst.CSTNode], state: frozenset[_Definition]
+    ) -> None:
         if self.holds(node) and any(self.holds(part) for part in parts):
             raise _Found(state)
 
-    def simple(self, line: cst.CSTNode, smalls: Sequence[cst.BaseSmallStatement], state: frozenset[_Definition]) -> Optional[frozenset[_Definition]]:
+    def simple(
+        self,
+        line: cst.CSTNode,
+        smalls: Sequence[cst.BaseSmallStatement],
+        state: frozenset[_Definition],
+    ) -> Optional[frozenset[_Definition]]:
         for small in smalls:
             if self.holds(small):
                 raise _Found(state)
@@ -203,7 +236,9 @@ class _Walk:
             state = self.binding(small, state)
         return state
 
-    def binding(self, small: cst.BaseSmallStatement, state: frozenset[_Definition]) -> frozenset[_Definition]:
+    def binding(
+        self, small: cst.BaseSmallStatement, state: frozenset[_Definition]
+    ) -> frozenset[_Definition]:
         name = self.name
         if isinstance(small, cst.Assign):
             for target in small.targets:
@@ -212,8 +247,16 @@ class _Walk:
                     return frozenset({found if found is not None else _Opaque(small)})
                 if name in target_names(target.target):
                     return frozenset({_Opaque(small)})
-        elif isinstance(small, cst.AnnAssign) and small.value is not None and name in target_names(small.target):
-            found = self.flow.assignment_for(name, small.value) if isinstance(small.target, cst.Name) else None
+        elif (
+            isinstance(small, cst.AnnAssign)
+            and small.value is not None
+            and name in target_names(small.target)
+        ):
+            found = (
+                self.flow.assignment_for(name, small.value)
+                if isinstance(small.target, cst.Name)
+                else None
+            )
             return frozenset({found if found is not None else _Opaque(small)})
         elif isinstance(small, cst.AugAssign) and name in target_names(small.target):
             return frozenset({_Opaque(small)})
@@ -221,11 +264,15 @@ class _Walk:
             return frozenset({_Opaque(small)})
         elif isinstance(small, cst.Del) and name in target_names(small.target):
             return frozenset()
-        elif isinstance(small, (cst.Global, cst.Nonlocal)) and any(item.name.value == name for item in small.names):
+        elif isinstance(small, (cst.Global, cst.Nonlocal)) and any(
+            item.name.value == name for item in small.names
+        ):
             return state | {_Opaque(small)}
         return state
 
-    def branch_if(self, node: cst.If, state: frozenset[_Definition]) -> Optional[frozenset[_Definition]]:
+    def branch_if(
+        self, node: cst.If, state: frozenset[_Definition]
+    ) -> Optional[frozenset[_Definition]]:
         self.header(node, [node.test], state)
         body = self.block(_statements(node.body), state)
         if node.orelse is None:
@@ -236,7 +283,9 @@ class _Walk:
             other = self.block(_statements(node.orelse.body), state)
         return _merge([body, other])
 
-    def loop(self, node: Union[cst.For, cst.While], state: frozenset[_Definition]) -> Optional[frozenset[_Definition]]:
+    def loop(
+        self, node: Union[cst.For, cst.While], state: frozenset[_Definition]
+    ) -> Optional[frozenset[_Definition]]:
         header = [node.iter, node.target] if isinstance(node, cst.For) else [node.test]
         self.header(node, header, state)
         entry = state
@@ -251,7 +300,9 @@ class _Walk:
             return self.block(_statements(node.orelse.body), out)
         return out
 
-    def try_(self, node: cst.Try, state: frozenset[_Definition]) -> Optional[frozenset[_Definition]]:
+    def try_(
+        self, node: cst.Try, state: frozenset[_Definition]
+    ) -> Optional[frozenset[_Definition]]:
         body = self.block(_statements(node.body), state)
         # A handler may start anywhere in the body: after any of its assignments.
         quiet = _Walk(self.flow, self.name, _NOWHERE)
@@ -261,7 +312,9 @@ class _Walk:
             body = self.block(_statements(node.orelse.body), body)
         out = _merge([body, *handlers])
         if node.finalbody is not None:
-            final = self.block(_statements(node.finalbody.body), out if out is not None else anywhere)
+            final = self.block(
+                _statements(node.finalbody.body), out if out is not None else anywhere
+            )
             return final if out is not None else None
         return out
 
@@ -278,7 +331,11 @@ def _merge(states: Sequence[Optional[frozenset[_Definition]]]) -> Optional[froze
 def _statements(suite: cst.BaseSuite) -> Sequence[cst.CSTNode]:
     if isinstance(suite, cst.IndentedBlock):
         return suite.body
-    return [cst.SimpleStatementLine(body=suite.body)] if isinstance(suite, cst.SimpleStatementSuite) else []
+    return (
+        [cst.SimpleStatementLine(body=suite.body)]
+        if isinstance(suite, cst.SimpleStatementSuite)
+        else []
+    )
 
 
 def _imported_names(node: Union[cst.Import, cst.ImportFrom]) -> set[str]:
@@ -315,7 +372,19 @@ def _bound_in(function: cst.FunctionDef) -> set[str]:
     return found
 
 
-_BINDER_TYPES = frozenset({cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.WithItem, cst.FunctionDef, cst.ClassDef, cst.Import, cst.ImportFrom})
+_BINDER_TYPES = frozenset(
+    {
+        cst.Assign,
+        cst.AnnAssign,
+        cst.AugAssign,
+        cst.For,
+        cst.WithItem,
+        cst.FunctionDef,
+        cst.ClassDef,
+        cst.Import,
+        cst.ImportFrom,
+    }
+)
 _NO_NAMES: frozenset[str] = frozenset()
 
 

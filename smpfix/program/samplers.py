@@ -23,7 +23,9 @@ from smpfix.program.training_loaders import TrainingLoaders
 from smpfix.program.value_flow import EndKind, ValueFlow
 
 # Builtins that only read what they are given.
-_READERS = frozenset({"len", "print", "isinstance", "str", "repr", "type", "id", "hasattr", "getattr", "bool"})
+_READERS = frozenset(
+    {"len", "print", "isinstance", "str", "repr", "type", "id", "hasattr", "getattr", "bool"}
+)
 _SAMPLER_PARAMETERS = ("sampler", "batch_sampler")
 
 
@@ -79,7 +81,10 @@ class SamplerFlow:
         use = self.use_of(sampler)
         if use.elsewhere is not None:
             return None
-        if any(loaders.feeds_training(given) or loaders.used_out_of_sight(given) for given in use.loaders):
+        if any(
+            loaders.feeds_training(given) or loaders.used_out_of_sight(given)
+            for given in use.loaders
+        ):
             return None
         return use
 
@@ -96,4 +101,8 @@ class SamplerFlow:
 
     def _reader(self, call: cst.Call) -> bool:
         func = call.func
-        return isinstance(func, cst.Name) and func.value in _READERS and func.value not in self.facts.imports.bindings
+        return (
+            isinstance(func, cst.Name)
+            and func.value in _READERS
+            and func.value not in self.facts.imports.bindings
+        )

@@ -85,10 +85,18 @@ def _parse(call: cst.Call, facts: FileFacts) -> Optional[CommandLineArgument]:
     default_arg = argument(call, "default")
     default = facts.literal(default_arg.value) if default_arg is not None else None
     type_arg = argument(call, "type")
-    integer = type_arg is not None and isinstance(type_arg.value, cst.Name) and type_arg.value.value == "int"
+    integer = (
+        type_arg is not None
+        and isinstance(type_arg.value, cst.Name)
+        and type_arg.value.value == "int"
+    )
     converter: Optional[str] = "str"  # argparse's default: the text itself
     if type_arg is not None:
-        converter = type_arg.value.value if isinstance(type_arg.value, cst.Name) and type_arg.value.value in _CONVERTERS else None
+        converter = (
+            type_arg.value.value
+            if isinstance(type_arg.value, cst.Name) and type_arg.value.value in _CONVERTERS
+            else None
+        )
     if argument(call, "action") is not None:
         converter = None
     return CommandLineArgument(dest, tuple(options), default, integer, converter)
@@ -119,13 +127,18 @@ def attribute_assignments(facts: FileFacts) -> dict[str, list[Optional[cst.BaseE
         for small in statement.body:
             targets: list[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]] = []
             if isinstance(small, cst.Assign):
-                targets = [(target.target, small.value if len(small.targets) == 1 else None) for target in small.targets]
+                targets = [
+                    (target.target, small.value if len(small.targets) == 1 else None)
+                    for target in small.targets
+                ]
             elif isinstance(small, cst.AnnAssign):
                 targets = [(small.target, small.value)]
             elif isinstance(small, cst.AugAssign):
                 targets = [(small.target, None)]
             for target, value in targets:
-                if isinstance(target, cst.Attribute) and not (isinstance(target.value, cst.Name) and target.value.value == "self"):
+                if isinstance(target, cst.Attribute) and not (
+                    isinstance(target.value, cst.Name) and target.value.value == "self"
+                ):
                     found.setdefault(target.attr.value, []).append(value)
     return found
 
@@ -154,8 +167,15 @@ def argument_value(
         converted = _converted(value, found)
         if converted is UNKNOWN:
             return None
-        shown = f" ({found.default!r})" if found.default is not None and found.default is not UNKNOWN else ""
-        return ArgumentValue(converted, f"hyperparameter {key!r} from the {link.job.source}, which overrides {default}{shown}")
+        shown = (
+            f" ({found.default!r})"
+            if found.default is not None and found.default is not UNKNOWN
+            else ""
+        )
+        return ArgumentValue(
+            converted,
+            f"hyperparameter {key!r} from the {link.job.source}, which overrides {default}{shown}",
+        )
     if found.default is None or found.default is UNKNOWN:
         return None
     return ArgumentValue(found.default, default, default=True)
@@ -184,7 +204,9 @@ def _converted(value: Any, found: CommandLineArgument) -> Any:
         return UNKNOWN
 
 
-def script_argument(dest: str, facts: FileFacts, modules: Optional[LocalModules], path: str) -> Optional[ArgumentValue]:
+def script_argument(
+    dest: str, facts: FileFacts, modules: Optional[LocalModules], path: str
+) -> Optional[ArgumentValue]:
     """``args.<dest>`` in the checked file ``path``: its argparse definitions are looked for in the
     file and the project modules it imports, its launchers among the checked project's."""
     if dest in assigned_attributes(facts):

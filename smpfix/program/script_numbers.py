@@ -36,8 +36,14 @@ from smpfix.program.script_arguments import (
 
 _MAX_DEPTH = 6
 # World sizes outside the library: every process of the MPI launch.
-_WORLD_SIZES = frozenset({"torch.distributed.get_world_size", "horovod.torch.size", "horovod.tensorflow.size",
-                          "horovod.tensorflow.keras.size"})
+_WORLD_SIZES = frozenset(
+    {
+        "torch.distributed.get_world_size",
+        "horovod.torch.size",
+        "horovod.tensorflow.size",
+        "horovod.tensorflow.keras.size",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,14 @@ class Resolved:
 class ScriptNumbers:
     """Resolves integer expressions of one file; build once per rule and file."""
 
-    def __init__(self, facts: FileFacts, job: JobFacts, module: cst.Module, modules: Optional[LocalModules], path: str) -> None:
+    def __init__(
+        self,
+        facts: FileFacts,
+        job: JobFacts,
+        module: cst.Module,
+        modules: Optional[LocalModules],
+        path: str,
+    ) -> None:
         self.facts = facts
         self.job = job
         self.module = module
@@ -75,7 +88,9 @@ class ScriptNumbers:
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
             found = self._argument(expr.attr.value)
             if found is not None:
-                return Resolved(found.value, f"`{self.code(expr)}` = {found.value}, {found.how}", found.assumed)
+                return Resolved(
+                    found.value, f"`{self.code(expr)}` = {found.value}, {found.how}", found.assumed
+                )
         if isinstance(expr, cst.Call) and not expr.args:
             return self._group_size(expr)
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
@@ -89,16 +104,24 @@ class ScriptNumbers:
         """``microbatches`` from the job; an ``smp.init`` entry like ``args.microbatches`` is read
         through argparse when no other source states the value."""
         setting = self.job.settings.get("microbatches")
-        if setting is not None and is_int(setting.value) and not setting.source.startswith("library default"):
+        if (
+            setting is not None
+            and is_int(setting.value)
+            and not setting.source.startswith("library default")
+        ):
             return Resolved(int(setting.value), setting.source)
         if "microbatches" in self.job.unknown:
             return None
         # Only a dict the library reads decides (jobfacts: import-time initialisation ignores it).
-        written = self._init_entry("microbatches") if self.job.init_dict is InitDict.APPLIES else None
+        written = (
+            self._init_entry("microbatches") if self.job.init_dict is InitDict.APPLIES else None
+        )
         if written is not None:
             resolved = self.resolve(written)
             if resolved is not None:
-                return Resolved(resolved.value, f"the smp.init({{...}}) dict: {resolved.how}", resolved.assumed)
+                return Resolved(
+                    resolved.value, f"the smp.init({{...}}) dict: {resolved.how}", resolved.assumed
+                )
             return None
         if setting is not None and is_int(setting.value):
             return Resolved(int(setting.value), setting.source)
@@ -119,10 +142,18 @@ class ScriptNumbers:
         member = self.facts.smp_member(call.func)
         if member in SIZE_FUNCTIONS:
             size = group_size(member, self.job)
-            return Resolved(size.value, f"`smp.{member}()` = {size.value}, from {size.how}") if size is not None else None
+            return (
+                Resolved(size.value, f"`smp.{member}()` = {size.value}, from {size.how}")
+                if size is not None
+                else None
+            )
         if self.facts.qualified_name(call.func) in _WORLD_SIZES:
             size = group_size("size", self.job)
-            return Resolved(size.value, f"`{self.code(call)}` = {size.value}, from {size.how}") if size is not None else None
+            return (
+                Resolved(size.value, f"`{self.code(call)}` = {size.value}, from {size.how}")
+                if size is not None
+                else None
+            )
         return None
 
     def _init_entry(self, key: str) -> Optional[cst.BaseExpression]:

@@ -70,7 +70,12 @@ class StepFeeds:
     """
 
     def __init__(
-        self, facts: FileFacts, index: ParentIndex, *, datasets: bool = False, steps: Optional[frozenset[str]] = None
+        self,
+        facts: FileFacts,
+        index: ParentIndex,
+        *,
+        datasets: bool = False,
+        steps: Optional[frozenset[str]] = None,
     ) -> None:
         self.facts = facts
         self.index = index
@@ -108,7 +113,11 @@ class StepFeeds:
             first = call.args[0] is arg and arg.keyword is None and not arg.star
             if first or (arg.keyword is not None and arg.keyword.value == "x"):
                 return f"`{self.index.module.code_for_node(func)}`"
-        if isinstance(func, cst.Name) and func.value == "next" and func.value not in self.facts.imports.bindings:
+        if (
+            isinstance(func, cst.Name)
+            and func.value == "next"
+            and func.value not in self.facts.imports.bindings
+        ):
             return self._next_feed(call) if call.args[0] is arg else None
         return None
 
@@ -121,10 +130,16 @@ class StepFeeds:
 
     def _is_wrapper(self, call: cst.Call) -> bool:
         func = call.func
-        if isinstance(func, cst.Name) and func.value in _WRAPPERS and func.value not in self.facts.imports.bindings:
+        if (
+            isinstance(func, cst.Name)
+            and func.value in _WRAPPERS
+            and func.value not in self.facts.imports.bindings
+        ):
             return True
         qualified = self.facts.qualified_name(func) or ""
-        return qualified in _ITERTOOLS or (qualified.startswith("tqdm.") and qualified.rsplit(".", 1)[-1] == "tqdm")
+        return qualified in _ITERTOOLS or (
+            qualified.startswith("tqdm.") and qualified.rsplit(".", 1)[-1] == "tqdm"
+        )
 
     def _next_feed(self, call: cst.Call) -> Optional[str]:
         """``batch = next(iterator)``: the batch is used in the loop (or function) that advances it."""
@@ -138,7 +153,9 @@ class StepFeeds:
         data: set[str] = set()
         for target in parent.targets:
             data |= target_names(target.target)
-        holder = next((a for a in self.index.ancestors(call) if isinstance(a, (cst.For, cst.While))), None)
+        holder = next(
+            (a for a in self.index.ancestors(call) if isinstance(a, (cst.For, cst.While))), None
+        )
         body = holder.body if holder is not None else self.index.scope_of(call)
         return self._feed_in(iter_nodes(body), data)
 
@@ -161,7 +178,9 @@ class StepFeeds:
         if self._skips_partial_batches(body, data):
             return None
         for node in body:
-            if not isinstance(node, cst.Call) or not any(names_in(arg.value) & data for arg in node.args):
+            if not isinstance(node, cst.Call) or not any(
+                names_in(arg.value) & data for arg in node.args
+            ):
                 continue
             step = self._step_name(node)
             if step is not None:
@@ -199,14 +218,20 @@ class StepFeeds:
             if not isinstance(node, cst.If) or not _ends_with_skip(node.body):
                 continue
             test = iter_nodes(node.test)
-            if any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) for n in test):
+            if any(
+                isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
+                for n in test
+            ):
                 return True
             sizes = any(
                 (isinstance(n, cst.Attribute) and n.attr.value in _SIZE_ATTRIBUTES)
-                or (isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "len")
+                or (
+                    isinstance(n, cst.Call)
+                    and isinstance(n.func, cst.Name)
+                    and n.func.value == "len"
+                )
                 for n in test
             )
             if sizes and names_in(node.test) & data:
                 return True
         return False
-

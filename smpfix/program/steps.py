@@ -50,7 +50,11 @@ def step_functions(facts: FileFacts) -> tuple[StepFunction, ...]:
                 # `train_step = smp.step(f)` or `smp.step(f, non_split_inputs=[...])`
                 wrapped = value.args[0].value
                 options = value if len(value.args) > 1 else None
-            elif isinstance(value.func, cst.Call) and facts.smp_member(value.func.func) == "step" and value.args:
+            elif (
+                isinstance(value.func, cst.Call)
+                and facts.smp_member(value.func.func) == "step"
+                and value.args
+            ):
                 # `train_step = smp.step(non_split_inputs=[...])(f)`
                 wrapped = value.args[0].value
                 options = value.func
@@ -65,7 +69,9 @@ def step_bodies(steps: Sequence[StepFunction]) -> frozenset[cst.FunctionDef]:
     return frozenset(step.function for step in steps if step.function is not None)
 
 
-def enclosing_step(ancestry: Ancestry, bodies: frozenset[cst.FunctionDef]) -> Optional[cst.FunctionDef]:
+def enclosing_step(
+    ancestry: Ancestry, bodies: frozenset[cst.FunctionDef]
+) -> Optional[cst.FunctionDef]:
     """The step body the node being visited sits in, lexically (nested ``def``s count)."""
     if not bodies:
         return None
@@ -92,7 +98,9 @@ def returns_container(function: cst.FunctionDef) -> bool:
     a function returning one tensor gives a ``StepOutput`` whose ``[i]`` is a microbatch.
     """
     values = [node.value for node in own_nodes(function) if isinstance(node, cst.Return)]
-    return bool(values) and all(isinstance(value, (cst.Tuple, cst.List, cst.Dict)) for value in values)
+    return bool(values) and all(
+        isinstance(value, (cst.Tuple, cst.List, cst.Dict)) for value in values
+    )
 
 
 _NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})

@@ -15,7 +15,9 @@ import libcst as cst
 from smpfix.program.facts import FileFacts
 
 
-def is_tf_dataset(expr: cst.BaseExpression, facts: FileFacts, seen: Optional[set[str]] = None) -> bool:
+def is_tf_dataset(
+    expr: cst.BaseExpression, facts: FileFacts, seen: Optional[set[str]] = None
+) -> bool:
     seen = set() if seen is None else seen
     if isinstance(expr, cst.Call):
         qualified = facts.qualified_name(expr.func) or ""
@@ -24,5 +26,7 @@ def is_tf_dataset(expr: cst.BaseExpression, facts: FileFacts, seen: Optional[set
         return isinstance(expr.func, cst.Attribute) and is_tf_dataset(expr.func.value, facts, seen)
     if isinstance(expr, cst.Name) and expr.value not in seen:
         seen.add(expr.value)
-        return any(is_tf_dataset(a.value, facts, seen) for a in facts.assignments.get(expr.value, ()))
+        return any(
+            is_tf_dataset(a.value, facts, seen) for a in facts.assignments.get(expr.value, ())
+        )
     return False

@@ -31,7 +31,9 @@ def with_imported_models(facts: FileFacts, modules: Optional[LocalModules]) -> F
                 continue
             if imported_model_class(facts, call, modules) is not None:
                 extra.append(Wrap(call, name, call, assignment.where))
-    return replace(facts, distributed_models=(*facts.distributed_models, *extra)) if extra else facts
+    return (
+        replace(facts, distributed_models=(*facts.distributed_models, *extra)) if extra else facts
+    )
 
 
 def imported_model_class(facts: FileFacts, call: cst.Call, modules: LocalModules) -> Optional[str]:

@@ -19,15 +19,29 @@ from smpfix.program.facts import FileFacts
 
 _HOROVOD = ("horovod.tensorflow.keras", "horovod.tensorflow")
 # What a TensorFlow ``StepOutput`` offers (SDK common API; TensorFlow source).
-STEP_OUTPUT_METHODS = frozenset({"outputs", "reduce_mean", "reduce_sum", "concat", "stack", "merge", "accumulate"})
+STEP_OUTPUT_METHODS = frozenset(
+    {"outputs", "reduce_mean", "reduce_sum", "concat", "stack", "merge", "accumulate"}
+)
 # Keras model classes whose instances are plain (not distributed) models.
 KERAS_MODELS = frozenset(
-    {"tensorflow.keras.Model", "tensorflow.keras.Sequential", "tensorflow.keras.models.Model",
-     "tensorflow.keras.models.Sequential", "keras.Model", "keras.Sequential", "keras.models.Model",
-     "keras.models.Sequential"}
+    {
+        "tensorflow.keras.Model",
+        "tensorflow.keras.Sequential",
+        "tensorflow.keras.models.Model",
+        "tensorflow.keras.models.Sequential",
+        "keras.Model",
+        "keras.Sequential",
+        "keras.models.Model",
+        "keras.models.Sequential",
+    }
 )
-_GRADIENT_TAPES = frozenset({"tensorflow.GradientTape", "tensorflow.autodiff.GradientTape",
-                             "tensorflow.python.eager.backprop.GradientTape"})
+_GRADIENT_TAPES = frozenset(
+    {
+        "tensorflow.GradientTape",
+        "tensorflow.autodiff.GradientTape",
+        "tensorflow.python.eager.backprop.GradientTape",
+    }
+)
 
 
 def horovod_member(facts: FileFacts, node: cst.BaseExpression) -> Optional[str]:
@@ -47,7 +61,10 @@ def imports_horovod(facts: FileFacts) -> bool:
 
 def is_gradient_tape(facts: FileFacts, node: cst.BaseExpression) -> bool:
     """``tf.GradientTape`` (any import form) or Horovod's ``DistributedGradientTape``."""
-    return facts.qualified_name(node) in _GRADIENT_TAPES or horovod_member(facts, node) == "DistributedGradientTape"
+    return (
+        facts.qualified_name(node) in _GRADIENT_TAPES
+        or horovod_member(facts, node) == "DistributedGradientTape"
+    )
 
 
 def constructed_by(facts: FileFacts, name: str) -> Optional[cst.Call]:
@@ -64,10 +81,14 @@ def is_keras_metric(facts: FileFacts, node: cst.BaseExpression) -> bool:
         return False
     call = constructed_by(facts, node.value)
     qualified = facts.qualified_name(call.func) if call is not None else None
-    return qualified is not None and qualified.startswith(("tensorflow.keras.metrics.", "keras.metrics."))
+    return qualified is not None and qualified.startswith(
+        ("tensorflow.keras.metrics.", "keras.metrics.")
+    )
 
 
-def keras_model_base(facts: FileFacts, cls: cst.ClassDef, classes: Mapping[str, cst.ClassDef], depth: int = 0) -> Optional[str]:
+def keras_model_base(
+    facts: FileFacts, cls: cst.ClassDef, classes: Mapping[str, cst.ClassDef], depth: int = 0
+) -> Optional[str]:
     """The Keras model class ``cls`` derives from (``tf.keras.Model``), through local bases."""
     if depth > 6:
         return None
@@ -75,7 +96,11 @@ def keras_model_base(facts: FileFacts, cls: cst.ClassDef, classes: Mapping[str, 
         qualified = facts.qualified_name(base.value)
         if qualified in KERAS_MODELS:
             return qualified
-        if isinstance(base.value, cst.Name) and base.value.value in classes and base.value.value not in facts.imports.bindings:
+        if (
+            isinstance(base.value, cst.Name)
+            and base.value.value in classes
+            and base.value.value not in facts.imports.bindings
+        ):
             found = keras_model_base(facts, classes[base.value.value], classes, depth + 1)
             if found is not None:
                 return found

@@ -39,7 +39,9 @@ from smpfix.program.local_modules import LinkedModule, LocalModules
 from smpfix.program.wrapped_model import model_class, wrapped_constructions
 
 # Libraries whose model constructors smpfix knows never call the library's marking API.
-_MODEL_LIBRARIES = frozenset({"torch", "torchvision", "transformers", "timm", "torchtext", "torchaudio", "diffusers"})
+_MODEL_LIBRARIES = frozenset(
+    {"torch", "torchvision", "transformers", "timm", "torchtext", "torchaudio", "diffusers"}
+)
 _MAX_MODULE_DEPTH = 2
 
 _SPELLED = {
@@ -95,10 +97,16 @@ def markings(facts: FileFacts, module: cst.Module, file: str) -> list[Marking]:
             enabled = argument(call, "enabled", 1)
             found.append(Marking(_SPELLED[member], call, enabled.value if enabled else None, file))
     # Every script importing a helper module asks this of it: searched once per tree.
-    distributed = derived(module, "tp_marking.distributed_module", lambda: _distributed_module(facts, module))
+    distributed = derived(
+        module, "tp_marking.distributed_module", lambda: _distributed_module(facts, module)
+    )
     if distributed is not None:
         found.append(Marking(f"`smp.{distributed[1]}`", distributed[0], None, file))
-    return [marking for marking in found if marking.enabled is None or facts.literal(marking.enabled) is not False]
+    return [
+        marking
+        for marking in found
+        if marking.enabled is None or facts.literal(marking.enabled) is not False
+    ]
 
 
 def _distributed_module(facts: FileFacts, module: cst.Module) -> Optional[tuple[cst.CSTNode, str]]:
@@ -113,7 +121,10 @@ def _distributed_module(facts: FileFacts, module: cst.Module) -> Optional[tuple[
             last = node.attr.value  # type: ignore[attr-defined]
         else:
             continue
-        if last.startswith("Distributed") and last not in ("DistributedModel", "DistributedOptimizer"):
+        if last.startswith("Distributed") and last not in (
+            "DistributedModel",
+            "DistributedOptimizer",
+        ):
             assert isinstance(node, (cst.Name, cst.Attribute))
             member = facts.smp_member(node)
             if member is not None and member.startswith("nn.Distributed"):
@@ -122,11 +133,19 @@ def _distributed_module(facts: FileFacts, module: cst.Module) -> Optional[tuple[
 
 
 def module_replacement(
-    facts: FileFacts, module: cst.Module, path: str, modules: Optional[LocalModules], conditions: Conditions
+    facts: FileFacts,
+    module: cst.Module,
+    path: str,
+    modules: Optional[LocalModules],
+    conditions: Conditions,
 ) -> Replacement:
     """The answer for the script ``facts`` (see the module docstring)."""
     own = markings(facts, module, _shown(path))
-    others = [m for linked in _imported(facts, modules, path) for m in markings(linked.facts, linked.module, _shown(linked.path))]
+    others = [
+        m
+        for linked in _imported(facts, modules, path)
+        for m in markings(linked.facts, linked.module, _shown(linked.path))
+    ]
     undecided: list[str] = []
     for marking in others:
         if marking.enabled is None:
@@ -140,7 +159,9 @@ def module_replacement(
         code = " ".join(module.code_for_node(marking.enabled).split())
         if truth.known and truth.value:
             how = f": {truth.how[0]}" if truth.how else ""
-            return Replacement(Tri.ON, f"{marking.description} in {marking.file} with `{code}` true{how}")
+            return Replacement(
+                Tri.ON, f"{marking.description} in {marking.file} with `{code}` true{how}"
+            )
         if not truth.known:
             undecided.append(f"{marking.description} with `{code}`")
     if undecided:
@@ -162,7 +183,11 @@ def _hidden_model(facts: FileFacts, modules: Optional[LocalModules]) -> Optional
     for wrap in facts.distributed_models:
         built = wrapped_constructions(facts, wrap)
         if not built:
-            argument_code = cst.Module(body=[]).code_for_node(wrap.argument) if wrap.argument is not None else "?"
+            argument_code = (
+                cst.Module(body=[]).code_for_node(wrap.argument)
+                if wrap.argument is not None
+                else "?"
+            )
             return f"`{argument_code}`"
         for construction in built:
             if not _visible(facts, construction.call, modules):
@@ -175,9 +200,15 @@ def _visible(facts: FileFacts, call: cst.Call, modules: Optional[LocalModules]) 
     if model_class(facts, call, cst.Module(body=[]), modules) is not None:
         return True
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in ("from_pretrained", "from_config", "_from_config"):
+    if isinstance(func, cst.Attribute) and func.attr.value in (
+        "from_pretrained",
+        "from_config",
+        "_from_config",
+    ):
         func = func.value
-    if isinstance(func, cst.Name) and (func.value in facts.functions or func.value in facts.classes):
+    if isinstance(func, cst.Name) and (
+        func.value in facts.functions or func.value in facts.classes
+    ):
         return True
     qualified = facts.qualified_name(func)
     if qualified is None:
@@ -187,7 +218,9 @@ def _visible(facts: FileFacts, call: cst.Call, modules: Optional[LocalModules]) 
     return modules is not None and modules.definition(qualified) is not None
 
 
-def _imported(facts: FileFacts, modules: Optional[LocalModules], path: str) -> Iterator[LinkedModule]:
+def _imported(
+    facts: FileFacts, modules: Optional[LocalModules], path: str
+) -> Iterator[LinkedModule]:
     """The project modules the script imports, and the ones those import (two levels)."""
     if modules is None:
         return

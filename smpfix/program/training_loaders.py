@@ -55,7 +55,9 @@ def training_steps(facts: FileFacts) -> frozenset[str]:
         for step in steps
         if step.function is not None
         and any(
-            isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "backward"
+            isinstance(n, cst.Call)
+            and isinstance(n.func, cst.Attribute)
+            and n.func.attr.value == "backward"
             for n in iter_nodes(step.function.body)
         )
     )
@@ -101,7 +103,9 @@ class TrainingLoaders:
         self._views: dict[str, _ImporterView] = {}
         # What follows from the tree alone, kept with its index: a helper module is checked
         # once for every script that imports it.
-        self._out_of_sight: dict[int, tuple[cst.Call, bool]] = index.derived("training_loaders.out_of_sight", dict)
+        self._out_of_sight: dict[int, tuple[cst.Call, bool]] = index.derived(
+            "training_loaders.out_of_sight", dict
+        )
 
     # -- does it feed training? -----------------------------------------------------------------
     def feeds_training(self, loader: cst.Call) -> Optional[str]:
@@ -150,7 +154,11 @@ class TrainingLoaders:
                 return True
             if end.kind is EndKind.ARGUMENT:
                 func = end.node.func if isinstance(end.node, cst.Call) else None
-                if not (isinstance(func, cst.Name) and func.value in _READERS and func.value not in self.facts.imports.bindings):
+                if not (
+                    isinstance(func, cst.Name)
+                    and func.value in _READERS
+                    and func.value not in self.facts.imports.bindings
+                ):
                     return True
         return False
 
@@ -178,7 +186,11 @@ class TrainingLoaders:
         if dataset is None:
             return False
         function = self.index.scope_of(loader)
-        if through_callers and isinstance(dataset, cst.Name) and isinstance(function, cst.FunctionDef):
+        if (
+            through_callers
+            and isinstance(dataset, cst.Name)
+            and isinstance(function, cst.FunctionDef)
+        ):
             given = self._arguments_for(function, dataset.value)
             if given is not None:
                 # `def make_loader(ds): return DataLoader(ds)`: judged by what its callers pass.
@@ -198,22 +210,33 @@ class TrainingLoaders:
             return inner is not None and self.whole_dataset_sampler(inner.value)
         return False
 
-    def _arguments_for(self, function: cst.FunctionDef, parameter: str) -> Optional[list[cst.BaseExpression]]:
+    def _arguments_for(
+        self, function: cst.FunctionDef, parameter: str
+    ) -> Optional[list[cst.BaseExpression]]:
         """What the file's calls of ``function`` pass for ``parameter``; None when it is not a
         parameter, or the function rebinds it."""
         if parameter not in parameter_names(function):
             return None
-        if any(a.where is not None and a.where.scope is function for a in self.facts.assignments.get(parameter, ())):
+        if any(
+            a.where is not None and a.where.scope is function
+            for a in self.facts.assignments.get(parameter, ())
+        ):
             return None
         given = []
         for node in self.index.nodes():
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == function.name.value:
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Name)
+                and node.func.value == function.name.value
+            ):
                 bound = bind_arguments(function, node)
                 if bound is not None and parameter in bound:
                     given.append(bound[parameter])
         return given
 
-    def _sharded_dataset(self, dataset: cst.BaseExpression, depth: int = 0, unseen_is_sharded: bool = True) -> bool:
+    def _sharded_dataset(
+        self, dataset: cst.BaseExpression, depth: int = 0, unseen_is_sharded: bool = True
+    ) -> bool:
         """Does the dataset depend on a rank (a manual shard), or (``unseen_is_sharded``) is it
         built where smpfix cannot see?"""
         if depth > 3:
@@ -223,19 +246,31 @@ class TrainingLoaders:
             if not assignments:
                 # Imported, or reached through another name that is a parameter: built where
                 # smpfix cannot see. (The loader's own parameter was judged by its callers.)
-                return unseen_is_sharded and (dataset.value in self.facts.imports.bindings or depth > 0)
+                return unseen_is_sharded and (
+                    dataset.value in self.facts.imports.bindings or depth > 0
+                )
             return any(
-                self._sharded_dataset(a.value, depth + 1, unseen_is_sharded) for a in assignments if a.value is not dataset
+                self._sharded_dataset(a.value, depth + 1, unseen_is_sharded)
+                for a in assignments
+                if a.value is not dataset
             )
         if self._reads_rank(dataset):
             return True
         for node in iter_nodes(dataset):
             if _splits(node):
                 return True
-            if isinstance(node, cst.Name) and node is not dataset and node.value in self.facts.assignments:
+            if (
+                isinstance(node, cst.Name)
+                and node is not dataset
+                and node.value in self.facts.assignments
+            ):
                 if any(self._reads_rank(a.value) for a in self.facts.assignments[node.value]):
                     return True
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in self.facts.classes:
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Name)
+                and node.func.value in self.facts.classes
+            ):
                 if self._class_uses_ranks(self.facts.classes[node.func.value]):
                     return True
         return False
@@ -275,12 +310,18 @@ class _ImporterView:
 
 def training_feeds(facts: FileFacts, index: ParentIndex) -> StepFeeds:
     """``StepFeeds`` over the training steps of one file, built once per indexed tree."""
-    return index.derived("training_loaders.feeds", lambda: StepFeeds(facts, index, steps=training_steps(facts)))
+    return index.derived(
+        "training_loaders.feeds", lambda: StepFeeds(facts, index, steps=training_steps(facts))
+    )
 
 
 def _splits(node: cst.CSTNode) -> bool:
     """``ds.shard(n, i)``, ``files[i::n]``: a part of the data, whatever decides which part."""
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "shard":
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "shard"
+    ):
         return True
     return isinstance(node, cst.Slice) and node.step is not None
 

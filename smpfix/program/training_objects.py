@@ -24,22 +24,44 @@ DATASET = "Dataset"
 SAMPLER = "Sampler"
 GRAD_SCALER = "gradient scaler"
 
-_SCHEDULER_PREFIXES = ("torch.optim.lr_scheduler.", "transformers.get_", "transformers.optimization.get_")
+_SCHEDULER_PREFIXES = (
+    "torch.optim.lr_scheduler.",
+    "transformers.get_",
+    "transformers.optimization.get_",
+)
 _DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
-_SAMPLER_PREFIXES = ("torch.utils.data.", "torch.utils.data.sampler.", "torch.utils.data.distributed.")
+_SAMPLER_PREFIXES = (
+    "torch.utils.data.",
+    "torch.utils.data.sampler.",
+    "torch.utils.data.distributed.",
+)
 _DATASET_PREFIXES = ("torchvision.datasets.", "torchtext.datasets.")
 _DATASET_FUNCTIONS = frozenset({"datasets.load_dataset", "datasets.load_from_disk"})
-_TORCH_DATASET_BASES = ("torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.dataset.Dataset",
-                        "torch.utils.data.dataset.IterableDataset")
-_GRAD_SCALERS = ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "smdistributed.modelparallel.torch.amp.GradScaler")
+_TORCH_DATASET_BASES = (
+    "torch.utils.data.Dataset",
+    "torch.utils.data.IterableDataset",
+    "torch.utils.data.dataset.Dataset",
+    "torch.utils.data.dataset.IterableDataset",
+)
+_GRAD_SCALERS = (
+    "torch.cuda.amp.GradScaler",
+    "torch.amp.GradScaler",
+    "smdistributed.modelparallel.torch.amp.GradScaler",
+)
 
-_OPTIMIZER_WORDS = re.compile(r"(^|_)(opt|optim|optimizer|optimiser|sched|scheduler|lr_scheduler|lr_sched)(_|$)|optimizer|scheduler", re.IGNORECASE)
+_OPTIMIZER_WORDS = re.compile(
+    r"(^|_)(opt|optim|optimizer|optimiser|sched|scheduler|lr_scheduler|lr_sched)(_|$)|optimizer|scheduler",
+    re.IGNORECASE,
+)
 
 
 def _constructor_kind(facts: FileFacts, value: cst.BaseExpression) -> Optional[str]:
     if not isinstance(value, cst.Call):
         return None
-    if facts.is_optimizer_constructor(value) or facts.smp_member(value.func) == "DistributedOptimizer":
+    if (
+        facts.is_optimizer_constructor(value)
+        or facts.smp_member(value.func) == "DistributedOptimizer"
+    ):
         return OPTIMIZER
     qualified = facts.qualified_name(value.func) or ""
     if qualified.startswith(_SCHEDULER_PREFIXES):
@@ -65,7 +87,9 @@ def _is_local_dataset_class(facts: FileFacts, name: str, depth: int = 0) -> bool
         qualified = facts.qualified_name(base.value)
         if qualified in _TORCH_DATASET_BASES:
             return True
-        if isinstance(base.value, cst.Name) and _is_local_dataset_class(facts, base.value.value, depth + 1):
+        if isinstance(base.value, cst.Name) and _is_local_dataset_class(
+            facts, base.value.value, depth + 1
+        ):
             return True
     return False
 

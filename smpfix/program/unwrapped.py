@@ -35,7 +35,9 @@ class Unwrapped:
     what: str
 
 
-def _same_binding(flow: Flow, facts: FileFacts, name: str, wrap: Wrap, use: cst.BaseExpression, at: cst.Call) -> bool:
+def _same_binding(
+    flow: Flow, facts: FileFacts, name: str, wrap: Wrap, use: cst.BaseExpression, at: cst.Call
+) -> bool:
     """Does ``name`` at ``use`` hold what it held when ``wrap`` ran (the same reaching
     definitions, and the use runs later when both are in one function)?"""
     if wrap.argument is None or wrap.where is None:
@@ -56,7 +58,9 @@ def _visible(flow: Flow, wrap: Wrap, use: cst.BaseExpression) -> Optional[str]:
     return wrap.target if single is not None and single.value is wrap.call else None
 
 
-def raw_name(flow: Flow, expr: cst.BaseExpression, wraps: Sequence[Wrap], at: cst.Call) -> Optional[Unwrapped]:
+def raw_name(
+    flow: Flow, expr: cst.BaseExpression, wraps: Sequence[Wrap], at: cst.Call
+) -> Optional[Unwrapped]:
     """``expr`` (an argument of the call ``at``) is a name that still holds the object one of
     ``wraps`` wrapped."""
     if not isinstance(expr, cst.Name):
@@ -66,12 +70,18 @@ def raw_name(flow: Flow, expr: cst.BaseExpression, wraps: Sequence[Wrap], at: cs
             continue
         if _same_binding(flow, flow.facts, expr.value, wrap, expr, at):
             wrapper = dotted_name(wrap.call.func) or "the wrapper"
-            return Unwrapped(expr, _visible(flow, wrap, expr), f"the object that `{wrapper}(...)` wrapped")
+            return Unwrapped(
+                expr, _visible(flow, wrap, expr), f"the object that `{wrapper}(...)` wrapped"
+            )
     return None
 
 
 def raw_module(
-    flow: Flow, expr: cst.BaseExpression, models: DistributedModelNames, functions: Sequence[cst.FunctionDef], at: cst.Call
+    flow: Flow,
+    expr: cst.BaseExpression,
+    models: DistributedModelNames,
+    functions: Sequence[cst.FunctionDef],
+    at: cst.Call,
 ) -> Optional[Unwrapped]:
     """``expr`` is the module inside the ``smp.DistributedModel``: the name it wrapped,
     ``model.module`` or ``model.get_module()``."""
@@ -79,7 +89,12 @@ def raw_module(
     if found is not None:
         return found
     inner = expr
-    if isinstance(inner, cst.Call) and not inner.args and isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "get_module":
+    if (
+        isinstance(inner, cst.Call)
+        and not inner.args
+        and isinstance(inner.func, cst.Attribute)
+        and inner.func.attr.value == "get_module"
+    ):
         inner = inner.func
     elif not (isinstance(inner, cst.Attribute) and inner.attr.value == "module"):
         return None

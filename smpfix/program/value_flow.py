@@ -109,7 +109,9 @@ class _Uses:
                 if called is not None:
                     uses.calls_of.setdefault(called, []).append(node)
             elif type(node) is cst.Attribute:
-                if type(node.value) is cst.Name and not isinstance(index.parent_of(node), cst.AssignTarget):
+                if type(node.value) is cst.Name and not isinstance(
+                    index.parent_of(node), cst.AssignTarget
+                ):
                     uses.attribute_reads.setdefault(node.attr.value, []).append(node)
         return uses
 
@@ -119,7 +121,12 @@ def _called_name(call: cst.Call) -> Optional[str]:
     func = call.func
     if isinstance(func, cst.Name):
         return func.value
-    if isinstance(func, cst.Attribute) and func.attr.value == "submit" and call.args and isinstance(call.args[0].value, cst.Name):
+    if (
+        isinstance(func, cst.Attribute)
+        and func.attr.value == "submit"
+        and call.args
+        and isinstance(call.args[0].value, cst.Name)
+    ):
         return call.args[0].value.value
     return None
 
@@ -143,7 +150,9 @@ class ValueFlow:
         return self._from(node, None, 0, set())
 
     # -- one expression ---------------------------------------------------------------------
-    def _from(self, node: cst.CSTNode, element: Optional[int], depth: int, seen: set[tuple[object, ...]]) -> Iterator[End]:
+    def _from(
+        self, node: cst.CSTNode, element: Optional[int], depth: int, seen: set[tuple[object, ...]]
+    ) -> Iterator[End]:
         """``element``: the value is that element of the tuple ``node`` computes."""
         if depth > _MAX_DEPTH:
             yield End(EndKind.ESCAPE, node)
@@ -153,7 +162,11 @@ class ValueFlow:
         if isinstance(parent, cst.For) and parent.iter is top:
             yield End(EndKind.LOOP, parent) if element is None else End(EndKind.ESCAPE, parent)
         elif isinstance(parent, (cst.Assign, cst.AnnAssign, cst.NamedExpr)) and parent.value is top:
-            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+            targets = (
+                [t.target for t in parent.targets]
+                if isinstance(parent, cst.Assign)
+                else [parent.target]
+            )
             for target in targets:
                 yield from self._into_target(target, parent, element, depth, seen)
         elif isinstance(parent, cst.Return):
@@ -178,7 +191,9 @@ class ValueFlow:
         elif parent is not None and not isinstance(parent, _READS):
             yield End(EndKind.ESCAPE, parent)
 
-    def _climb(self, node: cst.CSTNode, element: Optional[int]) -> tuple[cst.CSTNode, Optional[int]]:
+    def _climb(
+        self, node: cst.CSTNode, element: Optional[int]
+    ) -> tuple[cst.CSTNode, Optional[int]]:
         """Up through expressions whose value may be this one: ``a if c else b``, ``a or b``,
         calls that carry it, and a tuple it is an element of."""
         top = node
@@ -195,7 +210,9 @@ class ValueFlow:
                 top = call
             elif isinstance(parent, cst.Attribute) and parent.value is top and element is None:
                 call = self.index.parent_of(parent)
-                if not (isinstance(call, cst.Call) and call.func is parent and self.carries(call, None)):
+                if not (
+                    isinstance(call, cst.Call) and call.func is parent and self.carries(call, None)
+                ):
                     return top, element
                 top = call
             elif isinstance(parent, cst.Element) and element is None:
@@ -209,14 +226,26 @@ class ValueFlow:
 
     # -- names --------------------------------------------------------------------------------
     def _into_target(
-        self, target: cst.BaseExpression, statement: cst.CSTNode, element: Optional[int], depth: int, seen: set[tuple[object, ...]]
+        self,
+        target: cst.BaseExpression,
+        statement: cst.CSTNode,
+        element: Optional[int],
+        depth: int,
+        seen: set[tuple[object, ...]],
     ) -> Iterator[End]:
         scope = self.index.scope_of(statement)
         if isinstance(target, cst.Name):
             yield from self._holder(target.value, scope, element, depth, seen)
-        elif isinstance(target, cst.Attribute) and (owner := self._method_of(statement, target)) is not None:
+        elif (
+            isinstance(target, cst.Attribute)
+            and (owner := self._method_of(statement, target)) is not None
+        ):
             yield from self._members(owner, target.attr.value, element, depth, seen)
-        elif isinstance(target, (cst.Tuple, cst.List)) and element is not None and element < len(target.elements):
+        elif (
+            isinstance(target, (cst.Tuple, cst.List))
+            and element is not None
+            and element < len(target.elements)
+        ):
             inner = target.elements[element].value
             if isinstance(inner, cst.Name):
                 yield from self._holder(inner.value, scope, None, depth, seen)
@@ -237,7 +266,12 @@ class ValueFlow:
         return owner if isinstance(owner, cst.ClassDef) else None
 
     def _members(
-        self, owner: cst.ClassDef, name: str, element: Optional[int], depth: int, seen: set[tuple[object, ...]]
+        self,
+        owner: cst.ClassDef,
+        name: str,
+        element: Optional[int],
+        depth: int,
+        seen: set[tuple[object, ...]],
     ) -> Iterator[End]:
         """Every ``self.<name>`` read in the methods of ``owner``, the class that stores the value there."""
         key = ("<member>", id(owner), name, element)
@@ -246,7 +280,9 @@ class ValueFlow:
         seen.add(key)
         for read in self.attribute_reads.get(name, ()):
             function = self.index.scope_of(read)
-            block = self.index.parent_of(function) if isinstance(function, cst.FunctionDef) else None
+            block = (
+                self.index.parent_of(function) if isinstance(function, cst.FunctionDef) else None
+            )
             if (
                 block is not None
                 and self.index.parent_of(block) is owner
@@ -258,7 +294,14 @@ class ValueFlow:
                 # ``trainer.<name>`` elsewhere may be this value, used where smpfix does not look.
                 yield End(EndKind.ESCAPE, read)
 
-    def _holder(self, name: str, scope: Scope, element: Optional[int], depth: int, seen: set[tuple[object, ...]]) -> Iterator[End]:
+    def _holder(
+        self,
+        name: str,
+        scope: Scope,
+        element: Optional[int],
+        depth: int,
+        seen: set[tuple[object, ...]],
+    ) -> Iterator[End]:
         """Every read of ``name`` that sees its binding in ``scope``."""
         key = (name, id(scope), element)
         if key in seen:
@@ -285,10 +328,15 @@ class ValueFlow:
         every = [*params.posonly_params, *params.params, *params.kwonly_params]
         if any(p.name.value == name for p in every):
             return True
-        return any(a.where is not None and a.where.scope is scope for a in self.facts.assignments.get(name, ()))
+        return any(
+            a.where is not None and a.where.scope is scope
+            for a in self.facts.assignments.get(name, ())
+        )
 
     # -- functions ----------------------------------------------------------------------------
-    def _passed(self, call: cst.Call, arg: cst.Arg, depth: int, seen: set[tuple[object, ...]]) -> Iterator[End]:
+    def _passed(
+        self, call: cst.Call, arg: cst.Arg, depth: int, seen: set[tuple[object, ...]]
+    ) -> Iterator[End]:
         func = call.func
         function = self.facts.functions.get(func.value) if isinstance(func, cst.Name) else None
         if function is None:
@@ -300,7 +348,13 @@ class ValueFlow:
             return
         yield from self._holder(parameter, function, None, depth + 1, seen)
 
-    def _callers(self, function: cst.FunctionDef, element: Optional[int], depth: int, seen: set[tuple[object, ...]]) -> Iterator[End]:
+    def _callers(
+        self,
+        function: cst.FunctionDef,
+        element: Optional[int],
+        depth: int,
+        seen: set[tuple[object, ...]],
+    ) -> Iterator[End]:
         """What each call of ``function`` does with its result, also through a pool's futures."""
         key = ("<callers>", id(function), element)
         if key in seen:
@@ -323,10 +377,16 @@ class ValueFlow:
             for target in parent.targets:
                 if isinstance(target.target, cst.Name):
                     name = target.target.value
-                    futures.extend(read for read in self.reads.get(name, ()) if self._sees(read, scope, name))
+                    futures.extend(
+                        read for read in self.reads.get(name, ()) if self._sees(read, scope, name)
+                    )
         for future in futures:
             attribute = self.index.parent_of(future)
-            if isinstance(attribute, cst.Attribute) and attribute.value is future and attribute.attr.value == "result":
+            if (
+                isinstance(attribute, cst.Attribute)
+                and attribute.value is future
+                and attribute.attr.value == "result"
+            ):
                 call = self.index.parent_of(attribute)
                 if isinstance(call, cst.Call) and call.func is attribute:
                     yield call
@@ -335,7 +395,9 @@ class ValueFlow:
 def _is_read(node: cst.Name, index: ParentIndex) -> bool:
     """A use of a name's value (not a target, a keyword, an attribute or a definition)."""
     parent = index.parent_of(node)
-    kind = type(parent)  # exact types (none of these has subclasses): isinstance against a LibCST class is slow
+    kind = type(
+        parent
+    )  # exact types (none of these has subclasses): isinstance against a LibCST class is slow
     if kind in _VALUE_PARENTS:
         return parent.value is node  # type: ignore[union-attr]
     if kind is cst.AugAssign or kind is cst.AnnAssign:
@@ -366,7 +428,12 @@ def _submits(call: cst.Call, function: cst.FunctionDef, facts: FileFacts) -> boo
     if not (isinstance(func, cst.Attribute) and func.attr.value == "submit" and call.args):
         return False
     first = call.args[0]
-    return first.keyword is None and not first.star and isinstance(first.value, cst.Name) and facts.functions.get(first.value.value) is function
+    return (
+        first.keyword is None
+        and not first.star
+        and isinstance(first.value, cst.Name)
+        and facts.functions.get(first.value.value) is function
+    )
 
 
 def _literal_index(subscript: cst.Subscript) -> Optional[int]:

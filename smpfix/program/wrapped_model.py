@@ -24,7 +24,9 @@ from smpfix.program.local_modules import LinkedModule, LocalModules
 from smpfix.program.steps import own_nodes
 
 # Methods that return the module they are called on: `GPT(cfg).cuda()` is still a GPT.
-_SAME_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "requires_grad_"})
+_SAME_MODULE_METHODS = frozenset(
+    {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "requires_grad_"}
+)
 # Class methods that build an instance of the class they are called on (Hugging Face style).
 _ALTERNATE_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "_from_config"})
 _MAX_DEPTH = 6
@@ -53,7 +55,11 @@ class ModelClass:
 
 
 def reaching_assignments(
-    facts: FileFacts, name: str, scope: Scope, before: Optional[cst.Call] = None, before_ref: Optional[StatementRef] = None
+    facts: FileFacts,
+    name: str,
+    scope: Scope,
+    before: Optional[cst.Call] = None,
+    before_ref: Optional[StatementRef] = None,
 ) -> tuple[Assignment, ...]:
     """The assignments of ``name`` in ``scope`` that may give its value at ``before``, last first.
 
@@ -63,7 +69,9 @@ def reaching_assignments(
     search. Falls back to a module-level name assigned exactly once, for a model built at
     the top of the script and wrapped inside ``main()``.
     """
-    candidates = [a for a in facts.assignments.get(name, ()) if a.where is not None and a.where.scope is scope]
+    candidates = [
+        a for a in facts.assignments.get(name, ()) if a.where is not None and a.where.scope is scope
+    ]
     candidates = [a for a in candidates if _runs_before(facts, a, before, before_ref)]
     found: list[Assignment] = []
     for assignment in reversed(candidates):
@@ -73,14 +81,22 @@ def reaching_assignments(
     if found:
         return tuple(found)
     single = facts.single_assignment(name)
-    if single is not None and single.where is not None and isinstance(single.where.scope, cst.Module):
+    if (
+        single is not None
+        and single.where is not None
+        and isinstance(single.where.scope, cst.Module)
+    ):
         if _runs_before(facts, single, before, before_ref):
             return (single,)
     return ()
 
 
 def latest_assignment(
-    facts: FileFacts, name: str, scope: Scope, before: Optional[cst.Call] = None, before_ref: Optional[StatementRef] = None
+    facts: FileFacts,
+    name: str,
+    scope: Scope,
+    before: Optional[cst.Call] = None,
+    before_ref: Optional[StatementRef] = None,
 ) -> Optional[Assignment]:
     """The last assignment of ``name`` in ``scope`` that runs before ``before`` (or at all)."""
     found = reaching_assignments(facts, name, scope, before, before_ref)
@@ -91,7 +107,9 @@ def _top_block(scope: Scope) -> cst.CSTNode:
     return scope if isinstance(scope, cst.Module) else scope.body
 
 
-def _runs_before(facts: FileFacts, assignment: Assignment, call: Optional[cst.Call], ref: Optional[StatementRef]) -> bool:
+def _runs_before(
+    facts: FileFacts, assignment: Assignment, call: Optional[cst.Call], ref: Optional[StatementRef]
+) -> bool:
     """Source order, by the calls involved when both have one, else by place in one block."""
     calls = [node for node in iter_nodes(assignment.value) if isinstance(node, cst.Call)]
     if call is not None and calls:
@@ -124,7 +142,11 @@ def constructions(
         func = expr.func
         if isinstance(func, cst.Attribute) and func.attr.value in _SAME_MODULE_METHODS:
             return constructions(facts, func.value, scope, before, before_ref, depth + 1)
-        if isinstance(func, cst.Name) and func.value in facts.functions and func.value not in facts.classes:
+        if (
+            isinstance(func, cst.Name)
+            and func.value in facts.functions
+            and func.value not in facts.classes
+        ):
             return _built_by(facts, facts.functions[func.value], depth + 1)
         return (Construction(expr, scope),)
     found: list[Construction] = []
@@ -132,7 +154,14 @@ def constructions(
         for assignment in reaching_assignments(facts, expr.value, scope, before, before_ref):
             assert assignment.where is not None
             value_before = assignment.value if isinstance(assignment.value, cst.Call) else None
-            for built in constructions(facts, assignment.value, assignment.where.scope, value_before, assignment.where, depth + 1):
+            for built in constructions(
+                facts,
+                assignment.value,
+                assignment.where.scope,
+                value_before,
+                assignment.where,
+                depth + 1,
+            ):
                 if all(built.call is not seen.call for seen in found):
                     found.append(built)
     return tuple(found)
@@ -140,7 +169,11 @@ def constructions(
 
 def _built_by(facts: FileFacts, function: cst.FunctionDef, depth: int) -> tuple[Construction, ...]:
     """A builder function's model: its single ``return`` value, followed like any expression."""
-    returns = [node for node in own_nodes(function) if isinstance(node, cst.Return) and node.value is not None]
+    returns = [
+        node
+        for node in own_nodes(function)
+        if isinstance(node, cst.Return) and node.value is not None
+    ]
     if len(returns) != 1:
         return ()
     value = returns[0].value
@@ -148,7 +181,9 @@ def _built_by(facts: FileFacts, function: cst.FunctionDef, depth: int) -> tuple[
     return constructions(facts, value, function, None, None, depth)
 
 
-def model_class(facts: FileFacts, call: cst.Call, module: cst.Module, modules: Optional[LocalModules]) -> Optional[ModelClass]:
+def model_class(
+    facts: FileFacts, call: cst.Call, module: cst.Module, modules: Optional[LocalModules]
+) -> Optional[ModelClass]:
     """The class ``call`` instantiates: defined in this file, or in a project file it imports.
 
     ``GPT.from_pretrained(...)`` and ``GPT.from_config(...)`` build a ``GPT`` too.
@@ -156,12 +191,18 @@ def model_class(facts: FileFacts, call: cst.Call, module: cst.Module, modules: O
     func = call.func
     if isinstance(func, cst.Attribute) and func.attr.value in _ALTERNATE_CONSTRUCTORS:
         func = func.value
-    if isinstance(func, cst.Name) and func.value in facts.classes and func.value not in facts.imports.bindings:
+    if (
+        isinstance(func, cst.Name)
+        and func.value in facts.classes
+        and func.value not in facts.imports.bindings
+    ):
         return ModelClass(func.value, facts.classes[func.value], module, facts)
     return _imported_class(facts, func, modules)
 
 
-def _imported_class(facts: FileFacts, expr: cst.BaseExpression, modules: Optional[LocalModules]) -> Optional[ModelClass]:
+def _imported_class(
+    facts: FileFacts, expr: cst.BaseExpression, modules: Optional[LocalModules]
+) -> Optional[ModelClass]:
     qualified = facts.qualified_name(expr)
     if qualified is None or modules is None:
         return None
@@ -175,7 +216,9 @@ def _imported_class(facts: FileFacts, expr: cst.BaseExpression, modules: Optiona
     return ModelClass(name, node, linked.module, linked.facts, linked)
 
 
-def find_method(cls: ModelClass, name: str, modules: Optional[LocalModules], depth: int = 0) -> Optional[tuple[ModelClass, cst.FunctionDef]]:
+def find_method(
+    cls: ModelClass, name: str, modules: Optional[LocalModules], depth: int = 0
+) -> Optional[tuple[ModelClass, cst.FunctionDef]]:
     """The method ``name`` of ``cls``, or of a base class defined in the project.
 
     Bases from other libraries (``nn.Module``, ``PreTrainedModel``) end the search: what they
@@ -195,9 +238,17 @@ def find_method(cls: ModelClass, name: str, modules: Optional[LocalModules], dep
     return None
 
 
-def _base_class(cls: ModelClass, expr: cst.BaseExpression, modules: Optional[LocalModules]) -> Optional[ModelClass]:
-    if isinstance(expr, cst.Name) and expr.value in cls.facts.classes and expr.value not in cls.facts.imports.bindings:
-        return ModelClass(expr.value, cls.facts.classes[expr.value], cls.module, cls.facts, cls.linked)
+def _base_class(
+    cls: ModelClass, expr: cst.BaseExpression, modules: Optional[LocalModules]
+) -> Optional[ModelClass]:
+    if (
+        isinstance(expr, cst.Name)
+        and expr.value in cls.facts.classes
+        and expr.value not in cls.facts.imports.bindings
+    ):
+        return ModelClass(
+            expr.value, cls.facts.classes[expr.value], cls.module, cls.facts, cls.linked
+        )
     if modules is None:
         return None
     if cls.linked is not None:

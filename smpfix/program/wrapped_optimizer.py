@@ -20,7 +20,9 @@ from smpfix.program.steps import calls_by_name
 from smpfix.program.wrapped_model import latest_assignment
 
 
-def optimizer_wrap(facts: FileFacts, parents: ParentIndex, expr: cst.BaseExpression, at: cst.Call, depth: int = 0) -> Optional[Wrap]:
+def optimizer_wrap(
+    facts: FileFacts, parents: ParentIndex, expr: cst.BaseExpression, at: cst.Call, depth: int = 0
+) -> Optional[Wrap]:
     """The ``smp.DistributedOptimizer`` call whose result ``expr`` (used in ``at``) holds, if the file shows it."""
     wraps = {id(wrap.call): wrap for wrap in facts.distributed_optimizers}
     if isinstance(expr, cst.Call):
@@ -36,7 +38,9 @@ def optimizer_wrap(facts: FileFacts, parents: ParentIndex, expr: cst.BaseExpress
     return None
 
 
-def _through_parameter(facts: FileFacts, parents: ParentIndex, function: cst.FunctionDef, name: str, depth: int) -> Optional[Wrap]:
+def _through_parameter(
+    facts: FileFacts, parents: ParentIndex, function: cst.FunctionDef, name: str, depth: int
+) -> Optional[Wrap]:
     """What the callers of ``function`` pass as parameter ``name``: one wrap, when all agree."""
     found: Optional[Wrap] = None
     calls = calls_by_name(facts).get(function.name.value, ())
@@ -55,7 +59,9 @@ def wrapped_optimizer_class(facts: FileFacts, wrap: Wrap) -> Optional[str]:
     inner = wrap.argument
     if isinstance(inner, cst.Name) and wrap.where is not None:
         scope: Scope = wrap.where.scope
-        assignment = latest_assignment(facts, inner.value, scope, before=wrap.call, before_ref=wrap.where)
+        assignment = latest_assignment(
+            facts, inner.value, scope, before=wrap.call, before_ref=wrap.where
+        )
         inner = assignment.value if assignment is not None else None
     if isinstance(inner, cst.Call):
         return facts.qualified_name(inner.func)

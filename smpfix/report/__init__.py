@@ -31,7 +31,9 @@ def fix_marker_applies(finding: Finding, unsafe_fixes: bool) -> bool:
     """Whether ``--apply`` (with the current ``--unsafe-fixes``) would apply this finding's fix."""
     if finding.fix is None or not finding.fix.edits:
         return False
-    return finding.fix.applicability.value == "safe" or (unsafe_fixes and finding.fix.applicability.value == "unsafe")
+    return finding.fix.applicability.value == "safe" or (
+        unsafe_fixes and finding.fix.applicability.value == "unsafe"
+    )
 
 
 def all_findings(results: Sequence[FileResult]) -> list[Finding]:

@@ -35,14 +35,24 @@ def annotation(finding: Finding, cwd: str) -> str:
     """A notebook finding annotates the file (its line counts inside a cell) and names the cell."""
     items: list[tuple[str, object]] = [("file", relative_path(finding.path, cwd))]
     if finding.cell is None:
-        items += [("line", finding.start.line), ("col", finding.start.column), ("endLine", finding.end.line), ("endColumn", finding.end.column)]
+        items += [
+            ("line", finding.start.line),
+            ("col", finding.start.column),
+            ("endLine", finding.end.line),
+            ("endColumn", finding.end.column),
+        ]
     items.append(("title", f"{finding.code} {finding.name}"))
     message = in_cell(finding.start.line, finding.start.column, finding.cell) + finding.message
     return f"::{COMMANDS[finding.severity.value]} {_properties(items)}::{escape_data(message)}"
 
 
 def error_annotation(error: FileError, cwd: str) -> str:
-    items = [("file", relative_path(error.path, cwd)), ("line", error.line), ("col", error.column), ("title", "smpfix could not analyze this file")]
+    items = [
+        ("file", relative_path(error.path, cwd)),
+        ("line", error.line),
+        ("col", error.column),
+        ("title", "smpfix could not analyze this file"),
+    ]
     return f"::error {_properties(items)}::{escape_data(error.message)}"
 
 

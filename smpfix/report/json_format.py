@@ -20,7 +20,11 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
             "applicability": finding.fix.applicability.value,
             "message": finding.fix.description,
             "edits": [
-                {"content": edit.content, "location": _location(edit.start_pos), "end_location": _location(edit.end_pos)}
+                {
+                    "content": edit.content,
+                    "location": _location(edit.start_pos),
+                    "end_location": _location(edit.end_pos),
+                }
                 for edit in finding.fix.edits
             ],
         }
@@ -34,7 +38,10 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
         "location": _location(finding.start),
         "end_location": _location(finding.end),
         "fix": fix,
-        "job_facts": [{"feature": use.feature, "state": use.state, "source": use.source} for use in finding.job_facts],
+        "job_facts": [
+            {"feature": use.feature, "state": use.state, "source": use.source}
+            for use in finding.job_facts
+        ],
         "url": f"rules/{finding.code}.md",
         "docs": f"smpfix explain {finding.code}",
     }

@@ -13,4 +13,8 @@ from smpfix.report.json_format import finding_to_dict
 
 
 def render_json_lines(results: Sequence[FileResult]) -> str:
-    return "".join(json.dumps(finding_to_dict(f), ensure_ascii=False) + "\n" for r in results for f in r.findings)
+    return "".join(
+        json.dumps(finding_to_dict(f), ensure_ascii=False) + "\n"
+        for r in results
+        for f in r.findings
+    )

@@ -27,13 +27,22 @@ def _testcase(result: FileResult, cwd: str) -> ET.Element:
     path = _clean(relative_path(result.path, cwd))
     case = ET.Element("testcase", {"name": path, "classname": "smpfix", "file": path})
     for error in result.errors:
-        element = ET.SubElement(case, "error", {"message": _clean(error.message), "type": error.code or "analysis-error"})
+        element = ET.SubElement(
+            case,
+            "error",
+            {"message": _clean(error.message), "type": error.code or "analysis-error"},
+        )
         element.text = _clean(f"{path}:{error.line}:{error.column}: {error.message}")
     for finding in result.findings:
-        attributes = {"message": _clean(f"{finding.code} {finding.name}: {finding.message}"), "type": finding.code}
+        attributes = {
+            "message": _clean(f"{finding.code} {finding.name}: {finding.message}"),
+            "type": finding.code,
+        }
         element = ET.SubElement(case, "failure", attributes)
         where = f"cell {finding.cell}:" if finding.cell is not None else ""
-        element.text = _clean(f"{path}:{where}{finding.start.line}:{finding.start.column}: {finding.code} {finding.severity.value}: {finding.message}")
+        element.text = _clean(
+            f"{path}:{where}{finding.start.line}:{finding.start.column}: {finding.code} {finding.severity.value}: {finding.message}"
+        )
     return case
 
 
@@ -42,9 +51,16 @@ def render_junit(results: Sequence[FileResult], cwd: Optional[str] = None) -> st
     cases = [_testcase(result, cwd) for result in results]
     failures = sum(1 for result in results if result.findings and not result.errors)
     errors = sum(1 for result in results if result.errors)
-    counts = {"tests": str(len(cases)), "failures": str(failures), "errors": str(errors), "skipped": "0"}
+    counts = {
+        "tests": str(len(cases)),
+        "failures": str(failures),
+        "errors": str(errors),
+        "skipped": "0",
+    }
     suites = ET.Element("testsuites", {"name": "smpfix", **counts})
     suite = ET.SubElement(suites, "testsuite", {"name": "smpfix", **counts})
     suite.extend(cases)
     ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    )

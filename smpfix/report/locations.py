@@ -15,7 +15,9 @@ from urllib.parse import quote
 
 # A job-fact source naming a file: "pyproject.toml [tool.smpfix.job]", "launch.py line 12",
 # "launch.py:12 (estimator distribution)". The name must end in one of these suffixes.
-_SOURCE_FILE = re.compile(r"(?P<path>[^\s:\[\]()'\"]+\.(?:py|ipynb|toml|json))(?::(?P<colon_line>\d+)|\s+(?:at\s+)?line\s+(?P<word_line>\d+))?")
+_SOURCE_FILE = re.compile(
+    r"(?P<path>[^\s:\[\]()'\"]+\.(?:py|ipynb|toml|json))(?::(?P<colon_line>\d+)|\s+(?:at\s+)?line\s+(?P<word_line>\d+))?"
+)
 _TABLE = re.compile(r"\[(?P<table>[A-Za-z0-9_.\-]+)\]")
 
 

@@ -19,25 +19,42 @@ from typing import Optional
 from smpfix.plan.results import MemoryPlan, MemorySplit, PlannedConfiguration
 from smpfix.plan.verdict import Verdict
 
-_STYLES = {Verdict.FITS: "green", Verdict.TIGHT: "yellow", Verdict.DOES_NOT_FIT: "bold red", Verdict.DEPENDS: "yellow",
-           Verdict.UNKNOWN: "dim"}
+_STYLES = {
+    Verdict.FITS: "green",
+    Verdict.TIGHT: "yellow",
+    Verdict.DOES_NOT_FIT: "bold red",
+    Verdict.DEPENDS: "yellow",
+    Verdict.UNKNOWN: "dim",
+}
 
 
 def render_plan_json(configurations: Sequence[PlannedConfiguration]) -> str:
-    return json.dumps([configuration.to_json() for configuration in configurations], indent=2) + "\n"
+    return (
+        json.dumps([configuration.to_json() for configuration in configurations], indent=2) + "\n"
+    )
 
 
-def render_plan_table(configurations: Sequence[PlannedConfiguration], color: bool, width: Optional[int] = None) -> str:
+def render_plan_table(
+    configurations: Sequence[PlannedConfiguration], color: bool, width: Optional[int] = None
+) -> str:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     buffer = io.StringIO()
     width = width or max(shutil.get_terminal_size((120, 24)).columns, 80)
-    console = Console(file=buffer, force_terminal=color, no_color=not color, width=width, highlight=False,
-                      color_system="standard" if color else None)
+    console = Console(
+        file=buffer,
+        force_terminal=color,
+        no_color=not color,
+        width=width,
+        highlight=False,
+        color_system="standard" if color else None,
+    )
     if not configurations:
-        console.print("No launcher configuration found (and no job declared with --job or [tool.smpfix.job]).")
+        console.print(
+            "No launcher configuration found (and no job declared with --job or [tool.smpfix.job])."
+        )
         return buffer.getvalue()
     table = Table(title="Per-GPU memory plan (GiB, estimated)", title_justify="left")
     for name in ("configuration", "instance"):
@@ -49,9 +66,14 @@ def render_plan_table(configurations: Sequence[PlannedConfiguration], color: boo
         plan = configuration.plan
         split = plan.per_gpu
         table.add_row(
-            escape(f"{where(configuration)} -> {plan.script or '?'}"), plan.instance_type or "-", _count(plan.parameters),
-            _gib(split.model_states if split else None), _gib(split.activations if split else None),
-            _gib(split.other if split else None), _total(plan), f"[{_STYLES[plan.verdict]}]{plan.verdict.value}[/]",
+            escape(f"{where(configuration)} -> {plan.script or '?'}"),
+            plan.instance_type or "-",
+            _count(plan.parameters),
+            _gib(split.model_states if split else None),
+            _gib(split.activations if split else None),
+            _gib(split.other if split else None),
+            _total(plan),
+            f"[{_STYLES[plan.verdict]}]{plan.verdict.value}[/]",
         )
     console.print(table)
     for configuration in configurations:
@@ -61,7 +83,11 @@ def render_plan_table(configurations: Sequence[PlannedConfiguration], color: boo
 
 
 def where(configuration: PlannedConfiguration) -> str:
-    shown = os.path.relpath(configuration.filename) if os.path.isabs(configuration.filename) else configuration.filename
+    shown = (
+        os.path.relpath(configuration.filename)
+        if os.path.isabs(configuration.filename)
+        else configuration.filename
+    )
     shown = configuration.filename if shown.startswith("..") else shown
     if configuration.row is None:
         return shown

@@ -22,7 +22,9 @@ from smpfix.base.findings import Edit, FileError, FileResult, Finding, Position
 from smpfix.job.jobfacts import FEATURES
 from smpfix.report.locations import artifact_uri, directory_uri, in_cell, source_files
 
-SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+SCHEMA_URI = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
 INFORMATION_URI = "https://github.com/smpfix/smpfix"
 SRCROOT = "%SRCROOT%"
 
@@ -39,12 +41,20 @@ def _descriptor(row: dict[str, Any]) -> dict[str, Any]:
 
     code = row["code"]
     page_text = read_page(code)
-    detects = parse_page(code, page_text).sections.get("What it detects", "").strip() if page_text else ""
+    detects = (
+        parse_page(code, page_text).sections.get("What it detects", "").strip() if page_text else ""
+    )
     descriptor: dict[str, Any] = {
         "id": code,
         "name": row["name"],
-        "shortDescription": {"text": _plain(row["summary"]) or row["name"], "markdown": row["summary"] or row["name"]},
-        "fullDescription": {"text": _plain(detects or row["summary"]) or row["name"], "markdown": detects or row["summary"] or row["name"]},
+        "shortDescription": {
+            "text": _plain(row["summary"]) or row["name"],
+            "markdown": row["summary"] or row["name"],
+        },
+        "fullDescription": {
+            "text": _plain(detects or row["summary"]) or row["name"],
+            "markdown": detects or row["summary"] or row["name"],
+        },
         "defaultConfiguration": {"level": LEVELS[row["default_severity"]]},
         "helpUri": page_url(code),
         "properties": {"fix": row["fix"], "dependsOn": list(row["depends_on"])},
@@ -55,7 +65,12 @@ def _descriptor(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _region(start: Position, end: Position) -> dict[str, int]:
-    return {"startLine": start.line, "startColumn": start.column, "endLine": end.line, "endColumn": end.column}
+    return {
+        "startLine": start.line,
+        "startColumn": start.column,
+        "endLine": end.line,
+        "endColumn": end.column,
+    }
 
 
 def _artifact(path: str, cwd: str) -> dict[str, str]:
@@ -64,7 +79,10 @@ def _artifact(path: str, cwd: str) -> dict[str, str]:
 
 
 def _replacement(edit: Edit) -> dict[str, Any]:
-    return {"deletedRegion": _region(edit.start_pos, edit.end_pos), "insertedContent": {"text": edit.content}}
+    return {
+        "deletedRegion": _region(edit.start_pos, edit.end_pos),
+        "insertedContent": {"text": edit.content},
+    }
 
 
 def _related(finding: Finding, cwd: str) -> list[dict[str, Any]]:
@@ -77,7 +95,9 @@ def _related(finding: Finding, cwd: str) -> list[dict[str, Any]]:
             if found.line is not None:
                 location["region"] = {"startLine": found.line}
             message = f"{feature}: {use.state} ({use.source})"
-            related.append({"id": len(related) + 1, "physicalLocation": location, "message": {"text": message}})
+            related.append(
+                {"id": len(related) + 1, "physicalLocation": location, "message": {"text": message}}
+            )
     return related
 
 
@@ -91,7 +111,10 @@ def _result(finding: Finding, rule_index: Optional[int], cwd: str) -> dict[str, 
     result: dict[str, Any] = {
         "ruleId": finding.code,
         "level": LEVELS[finding.severity.value],
-        "message": {"text": in_cell(finding.start.line, finding.start.column, finding.cell) + finding.message},
+        "message": {
+            "text": in_cell(finding.start.line, finding.start.column, finding.cell)
+            + finding.message
+        },
         "locations": [{"physicalLocation": location}],
     }
     if rule_index is not None:
@@ -101,7 +124,10 @@ def _result(finding: Finding, rule_index: Optional[int], cwd: str) -> dict[str, 
             {
                 "description": {"text": finding.fix.description},
                 "artifactChanges": [
-                    {"artifactLocation": _artifact(finding.path, cwd), "replacements": [_replacement(e) for e in finding.fix.edits]}
+                    {
+                        "artifactLocation": _artifact(finding.path, cwd),
+                        "replacements": [_replacement(e) for e in finding.fix.edits],
+                    }
                 ],
                 "properties": {"applicability": finding.fix.applicability.value},
             }
@@ -111,9 +137,15 @@ def _result(finding: Finding, rule_index: Optional[int], cwd: str) -> dict[str, 
         result["relatedLocations"] = related
     properties: dict[str, Any] = {"name": finding.name, "severity": finding.severity.value}
     if finding.cell is not None:
-        properties["cell"] = {"cell": finding.cell, "line": finding.start.line, "column": finding.start.column}
+        properties["cell"] = {
+            "cell": finding.cell,
+            "line": finding.start.line,
+            "column": finding.start.column,
+        }
     if finding.job_facts:
-        properties["jobFacts"] = [{"feature": u.feature, "state": u.state, "source": u.source} for u in finding.job_facts]
+        properties["jobFacts"] = [
+            {"feature": u.feature, "state": u.state, "source": u.source} for u in finding.job_facts
+        ]
     result["properties"] = properties
     return result
 
@@ -123,7 +155,12 @@ def _notification(error: FileError, cwd: str) -> dict[str, Any]:
         "level": "error",
         "message": {"text": error.message},
         "locations": [
-            {"physicalLocation": {"artifactLocation": _artifact(error.path, cwd), "region": {"startLine": error.line, "startColumn": error.column}}}
+            {
+                "physicalLocation": {
+                    "artifactLocation": _artifact(error.path, cwd),
+                    "region": {"startLine": error.line, "startColumn": error.column},
+                }
+            }
         ],
     }
     if error.code is not None:
@@ -149,10 +186,17 @@ def sarif_log(results: Sequence[FileResult], cwd: Optional[str] = None) -> dict[
                 "rules": rules,
             }
         },
-        "invocations": [{"executionSuccessful": not errors, "toolExecutionNotifications": [_notification(e, cwd) for e in errors]}],
+        "invocations": [
+            {
+                "executionSuccessful": not errors,
+                "toolExecutionNotifications": [_notification(e, cwd) for e in errors],
+            }
+        ],
         "originalUriBaseIds": {SRCROOT: {"uri": directory_uri(cwd)}},
         "columnKind": "unicodeCodePoints",
-        "results": [_result(f, index.get(f.code), cwd) for result in results for f in result.findings],
+        "results": [
+            _result(f, index.get(f.code), cwd) for result in results for f in result.findings
+        ],
     }
     return {"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]}
 

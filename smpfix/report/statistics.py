@@ -33,14 +33,25 @@ def rule_counts(results: Sequence[FileResult], unsafe_fixes: bool) -> list[RuleC
             entry[0] += 1
             entry[1] += fix_marker_applies(finding, unsafe_fixes)
             names[finding.code] = finding.name
-    rows = [RuleCount(code, names[code], count, fixable) for code, (count, fixable) in counts.items()]
+    rows = [
+        RuleCount(code, names[code], count, fixable) for code, (count, fixable) in counts.items()
+    ]
     return sorted(rows, key=lambda row: (-row.count, row.code))
 
 
 def render_statistics(results: Sequence[FileResult], fmt: str, options: ReportOptions) -> str:
     rows = rule_counts(results, options.unsafe_fixes)
     if fmt == "json":
-        table = [{"code": r.code, "name": r.name, "count": r.count, "fixable": r.fixable > 0, "fixable_count": r.fixable} for r in rows]
+        table = [
+            {
+                "code": r.code,
+                "name": r.name,
+                "count": r.count,
+                "fixable": r.fixable > 0,
+                "fixable_count": r.fixable,
+            }
+            for r in rows
+        ]
         return json.dumps(table, indent=2) + "\n"
     if not rows:
         return ""
@@ -51,5 +62,7 @@ def render_statistics(results: Sequence[FileResult], fmt: str, options: ReportOp
     for row in rows:
         marker = ("[*] " if row.fixable else "[ ] ") if any_fixable else ""
         fixable = f" ({row.fixable} fixable)" if row.fixable else ""
-        lines.append(f"{row.count:>{count_width}}\t{row.code:<{code_width}}\t{marker}{row.name}{fixable}")
+        lines.append(
+            f"{row.count:>{count_width}}\t{row.code:<{code_width}}\t{marker}{row.name}{fixable}"
+        )
     return "\n".join(lines) + "\n"

@@ -15,7 +15,10 @@ def _header(finding: Finding, options: ReportOptions) -> list[tuple[str, str]]:
     """The first line as (text, style) pieces: ``path:line:col: CODE [*] severity: message``."""
     marker = " [*]" if fix_marker_applies(finding, options.unsafe_fixes) else ""
     return [
-        (f"{finding.path}:{'' if finding.cell is None else f'cell {finding.cell}:'}{finding.start.line}:{finding.start.column}:", "bold"),
+        (
+            f"{finding.path}:{'' if finding.cell is None else f'cell {finding.cell}:'}{finding.start.line}:{finding.start.column}:",
+            "bold",
+        ),
         (" ", ""),
         (f"{finding.code}{marker}", "bold red"),
         (" ", ""),
@@ -42,7 +45,11 @@ def _frame(finding: Finding, text: str) -> list[tuple[str, str]]:
             out.append((f"{' ' * start}{carets} {finding.code}\n", "bold red"))
     out.append((f"{' ' * width} |\n", "blue"))
     if finding.fix is not None:
-        safety = "" if finding.fix.applicability.value == "safe" else f" ({finding.fix.applicability.value} fix)"
+        safety = (
+            ""
+            if finding.fix.applicability.value == "safe"
+            else f" ({finding.fix.applicability.value} fix)"
+        )
         out.append((f"{' ' * width} = help: {finding.fix.description}{safety}\n", "cyan"))
     return out
 
@@ -54,7 +61,14 @@ def _emit(pieces: list[tuple[str, str]], color: bool) -> str:
     from rich.text import Text
 
     buffer = io.StringIO()
-    console = Console(file=buffer, force_terminal=True, color_system="standard", width=10_000, highlight=False, soft_wrap=True)
+    console = Console(
+        file=buffer,
+        force_terminal=True,
+        color_system="standard",
+        width=10_000,
+        highlight=False,
+        soft_wrap=True,
+    )
     rich_text = Text()
     for text, style in pieces:
         rich_text.append(text, style=style or None)
@@ -97,13 +111,25 @@ def _findings_summary(results: Sequence[FileResult], options: ReportOptions) -> 
         return f"Found {count + fixed} {noun} ({fixed} fixed, {count} remaining)."
     if not count:
         return "All checks passed!"
-    safe = sum(1 for f in findings if f.fix is not None and f.fix.edits and f.fix.applicability.value == "safe")
-    unsafe = sum(1 for f in findings if f.fix is not None and f.fix.edits and f.fix.applicability.value == "unsafe")
+    safe = sum(
+        1
+        for f in findings
+        if f.fix is not None and f.fix.edits and f.fix.applicability.value == "safe"
+    )
+    unsafe = sum(
+        1
+        for f in findings
+        if f.fix is not None and f.fix.edits and f.fix.applicability.value == "unsafe"
+    )
     noun = "problem" if count == 1 else "problems"
     parts = []
     if safe:
         parts.append(f"{safe} fixable with --apply")
     if unsafe:
-        parts.append(f"{unsafe} more with --unsafe-fixes" if not options.unsafe_fixes else f"{unsafe} more fixable with --apply --unsafe-fixes")
+        parts.append(
+            f"{unsafe} more with --unsafe-fixes"
+            if not options.unsafe_fixes
+            else f"{unsafe} more fixable with --apply --unsafe-fixes"
+        )
     detail = f" ({', '.join(parts)})" if parts else ""
     return f"Found {count} {noun}{detail}."

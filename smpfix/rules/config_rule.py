@@ -79,7 +79,9 @@ class ConfigView:
         """How this flavour writes a setting: TensorFlow knows the pipeline degree only as ``partitions``."""
         return "partitions" if key == "pipeline_parallel_degree" and self.tensorflow else key
 
-    def version_condition(self, since: Optional[Version] = None, until: Optional[Version] = None) -> str:
+    def version_condition(
+        self, since: Optional[Version] = None, until: Optional[Version] = None
+    ) -> str:
         """Words for a message about this configuration's library version (``versions.condition``)."""
         return condition(self.smp_version, since, until)
 
@@ -115,7 +117,9 @@ class ConfigView:
     @cached_property
     def _misspelled(self) -> frozenset[str]:
         assert self.parameters is not None
-        return misspelled((key for key in self.parameters.value if isinstance(key, str)), self.known_keys)
+        return misspelled(
+            (key for key in self.parameters.value if isinstance(key, str)), self.known_keys
+        )
 
     def int_value(self, key: str) -> Optional[int]:
         """An int setting's value, or None when unknown or not an int (a type rule reports that)."""
@@ -134,7 +138,12 @@ class ConfigView:
     @property
     def world(self) -> Optional[int]:
         per_host, count = self.launch("processes_per_host"), self.launch("instance_count")
-        if isinstance(per_host, int) and isinstance(count, int) and not isinstance(per_host, bool) and not isinstance(count, bool):
+        if (
+            isinstance(per_host, int)
+            and isinstance(count, int)
+            and not isinstance(per_host, bool)
+            and not isinstance(count, bool)
+        ):
             return per_host * count
         return None
 
@@ -143,7 +152,10 @@ class ConfigView:
         """How many model replicas the job has (processes ÷ (pipeline × tensor degree)), when
         smpfix knows all three and the degrees divide the processes (SMP801 reports otherwise)."""
         world = self.world
-        pp, tp = self.int_value("pipeline_parallel_degree"), self.int_value("tensor_parallel_degree")
+        pp, tp = (
+            self.int_value("pipeline_parallel_degree"),
+            self.int_value("tensor_parallel_degree"),
+        )
         if world is None or pp is None or tp is None or pp < 1 or tp < 1 or world % (pp * tp):
             return None
         return world // (pp * tp)
@@ -154,22 +166,37 @@ class ConfigView:
         from the processes, or, when the number of instances is unknown, from the processes per
         instance (more than pipeline × tensor degree: certainly; exactly as many: one replica per
         instance, several if there is more than one instance)."""
-        pp, tp = self.int_value("pipeline_parallel_degree"), self.int_value("tensor_parallel_degree")
+        pp, tp = (
+            self.int_value("pipeline_parallel_degree"),
+            self.int_value("tensor_parallel_degree"),
+        )
         replicas = self.replicas
         if replicas is not None:
             if replicas <= 1:
                 return None
-            return Replicas(f"With {self.world} processes and pipeline × tensor degree {pp} × {tp}, the job runs "
-                            f"{replicas} model replicas", True)
+            return Replicas(
+                f"With {self.world} processes and pipeline × tensor degree {pp} × {tp}, the job runs "
+                f"{replicas} model replicas",
+                True,
+            )
         per_host, count = self.launch("processes_per_host"), self.launch("instance_count")
-        if not isinstance(per_host, int) or isinstance(per_host, bool) or isinstance(count, int) or pp is None or tp is None:
+        if (
+            not isinstance(per_host, int)
+            or isinstance(per_host, bool)
+            or isinstance(count, int)
+            or pp is None
+            or tp is None
+        ):
             return None
         shape = f"With {per_host} processes per instance and pipeline × tensor degree {pp} × {tp}"
         if per_host > pp * tp:
             return Replicas(f"{shape}, every instance holds more than one model replica", True)
         if per_host == pp * tp:
-            return Replicas(f"{shape}, each instance holds one model replica, so if instance_count is above 1 the job "
-                            "runs several", False)
+            return Replicas(
+                f"{shape}, each instance holds one model replica, so if instance_count is above 1 the job "
+                "runs several",
+                False,
+            )
         return None
 
     @property
@@ -251,12 +278,24 @@ class ConfigRule(Rule):
                     continue
                 reported.add((id(anchor), problem.message))
                 message, severity = problem.message, problem.severity
-                if view.kind == "smp.init" and self.job.init_dict is InitDict.UNCERTAIN and severity is Severity.ERROR:
+                if (
+                    view.kind == "smp.init"
+                    and self.job.init_dict is InitDict.UNCERTAIN
+                    and severity is Severity.ERROR
+                ):
                     # The library may never read this dict (jobfacts, InitDict).
                     message += f" This matters only if the library reads this dict: {self.job.init_dict_reason}."
                     severity = Severity.WARNING
-                self.report(anchor, message, severity=severity, fix=_pending(problem.fix),
-                            since=problem.since, until=problem.until, version=view.smp_version, implied=problem.implied)
+                self.report(
+                    anchor,
+                    message,
+                    severity=severity,
+                    fix=_pending(problem.fix),
+                    since=problem.since,
+                    until=problem.until,
+                    version=view.smp_version,
+                    implied=problem.implied,
+                )
 
 
 def _pending(fix: Optional[ConfigFix]) -> Optional[PendingFix]:
@@ -305,21 +344,39 @@ def _views(rule: Rule) -> list[ConfigView]:
             parameters = launcher.parameters
             mp = launcher.modelparallel
             enabled = mp.get("enabled") if mp is not None else None
-            complete = parameters is not None and isinstance(parameters.value, dict) and enabled is not None and enabled.plain() is True
+            complete = (
+                parameters is not None
+                and isinstance(parameters.value, dict)
+                and enabled is not None
+                and enabled.plain() is True
+            )
             mpi = launcher.mpi
             extra = {
                 key: located
                 for key, located in (
                     ("instance_type", launcher.keyword("instance_type")),
                     ("instance_count", launcher.keyword("instance_count")),
-                    ("processes_per_host", mpi.get("processes_per_host") if mpi is not None else None),
+                    (
+                        "processes_per_host",
+                        mpi.get("processes_per_host") if mpi is not None else None,
+                    ),
                 )
                 if located is not None
             }
             # A version the user declared (--job, pyproject.toml) wins over the launcher's container.
             version = rule.job.smp_version or launcher_smp_version(launcher, "the launcher")
             flavour = launcher_flavour(launcher)
-            view = ConfigView("launcher", "the launcher", parameters, complete, launcher.call, launcher, extra, version, flavour)
+            view = ConfigView(
+                "launcher",
+                "the launcher",
+                parameters,
+                complete,
+                launcher.call,
+                launcher,
+                extra,
+                version,
+                flavour,
+            )
             if not _starts_smp_v2(rule, view):
                 views.append(view)
     if rule.job.init_dict is InitDict.IGNORED:
@@ -329,8 +386,17 @@ def _views(rule: Rule) -> list[ConfigView]:
     for call in facts.smp_init_calls:
         argument = evaluate_argument(module, facts.imports, call, rule.context.path)
         if argument is not None and isinstance(argument.value, dict):
-            views.append(ConfigView("smp.init", "the smp.init({...}) dict", argument, False, call,
-                                    smp_version=rule.job.smp_version, flavour=script_flavour))
+            views.append(
+                ConfigView(
+                    "smp.init",
+                    "the smp.init({...}) dict",
+                    argument,
+                    False,
+                    call,
+                    smp_version=rule.job.smp_version,
+                    flavour=script_flavour,
+                )
+            )
     return views
 
 

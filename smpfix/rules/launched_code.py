@@ -56,7 +56,9 @@ def launched_code(rule: Rule, view: ConfigView) -> Optional[LaunchedCode]:
     if modules is None:
         return None
     if view.kind == "smp.init":
-        return LaunchedCode("this script", (rule.facts, *_imported(modules, rule.context.path, rule.facts)))
+        return LaunchedCode(
+            "this script", (rule.facts, *_imported(modules, rule.context.path, rule.facts))
+        )
     path = view.launcher.script if view.launcher is not None else None
     found = modules.script_with_imports(path, _IMPORT_DEPTH) if path is not None else None
     if path is None or found is None:

@@ -14,7 +14,16 @@ from typing import Optional
 # Where the pages are published (SARIF's ``helpUri``, the language server's ``codeDescription``).
 PAGES_URL = "https://github.com/smpfix/smpfix/blob/main/rules"
 
-SECTIONS = ("What it detects", "Why it breaks on a cluster", "Example", "Fixed", "Fix safety", "When it applies", "Versions", "Source")
+SECTIONS = (
+    "What it detects",
+    "Why it breaks on a cluster",
+    "Example",
+    "Fixed",
+    "Fix safety",
+    "When it applies",
+    "Versions",
+    "Source",
+)
 
 
 def pages_dir() -> Path:
@@ -52,7 +61,11 @@ class Page:
     def other_files(self, section: str) -> dict[str, str]:
         """Blocks marked ``<!-- file: scripts/train.py -->``: files beside the example (the script
         a launcher starts), which it is checked together with."""
-        found = re.finditer(r"<!--\s*file:\s*(\S+)\s*-->\s*```python\n(.*?)```", self.sections.get(section, ""), re.DOTALL)
+        found = re.finditer(
+            r"<!--\s*file:\s*(\S+)\s*-->\s*```python\n(.*?)```",
+            self.sections.get(section, ""),
+            re.DOTALL,
+        )
         return {match.group(1): match.group(2) for match in found}
 
     def job_settings(self, section: str) -> dict[str, str]:
@@ -78,4 +91,7 @@ def parse_page(code: str, text: str) -> Page:
 
 
 def all_pages() -> dict[str, Page]:
-    return {path.stem: parse_page(path.stem, path.read_text(encoding="utf-8")) for path in sorted(pages_dir().glob("SMP*.md"))}
+    return {
+        path.stem: parse_page(path.stem, path.read_text(encoding="utf-8"))
+        for path in sorted(pages_dir().glob("SMP*.md"))
+    }

@@ -75,8 +75,12 @@ def _rules_in(qualified: str) -> tuple[type[Rule], ...]:
 
     importlib.import_module(qualified)
     return tuple(
-        value for value in vars(sys.modules[qualified]).values()
-        if isinstance(value, type) and issubclass(value, Rule) and value.code and value.__module__ == qualified
+        value
+        for value in vars(sys.modules[qualified]).values()
+        if isinstance(value, type)
+        and issubclass(value, Rule)
+        and value.code
+        and value.__module__ == qualified
     )
 
 
@@ -109,8 +113,10 @@ def rules_of_scope(scope: Scope, codes: Collection[str]) -> tuple[type[Rule], ..
     check ``[tool.smpfix.job]``), importing only those."""
     found = {
         rule.code: rule
-        for module in _rule_modules() if module.scope is scope and (module.code is None or module.code in codes)
-        for rule in _rules_in(module.qualified) if rule.code in codes
+        for module in _rule_modules()
+        if module.scope is scope and (module.code is None or module.code in codes)
+        for rule in _rules_in(module.qualified)
+        if rule.code in codes
     }
     return tuple(found[code] for code in sorted(found))
 
@@ -181,7 +187,9 @@ def rule_table() -> list[dict[str, Any]]:
             "since": None if rule.since is None else text(rule.since),
             "until": None if rule.until is None else text(rule.until),
             "versions": _versions(rule),
-            "finding_versions": {what: describe_range(*bounds) for what, bounds in rule.finding_ranges.items()},
+            "finding_versions": {
+                what: describe_range(*bounds) for what, bounds in rule.finding_ranges.items()
+            },
             "flavours": sorted(flavour.value for flavour in rule.flavours),
         }
         for rule in all_rules()

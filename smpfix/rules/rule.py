@@ -167,12 +167,21 @@ class Rule:
         found = self.context.memo.get("branches")
         if found is None:
             context = self.context
-            found = branches_for(context.module, context.facts, context.job, context.modules, context.path, context.importers,
-                                 self._parents)
+            found = branches_for(
+                context.module,
+                context.facts,
+                context.job,
+                context.modules,
+                context.path,
+                context.importers,
+                self._parents,
+            )
             context.memo["branches"] = found
         return found
 
-    def version_condition(self, since: Optional[Version] = None, until: Optional[Version] = None) -> str:
+    def version_condition(
+        self, since: Optional[Version] = None, until: Optional[Version] = None
+    ) -> str:
         """Words for a message about the version: "the job runs SMP 1.13 (...)" or "if ..."."""
         since = since if since is not None else self.since
         until = until if until is not None else self.until
@@ -189,14 +198,20 @@ class Rule:
             return state
         test = " ".join(self.context.code_for(guard.test).split())
         side = "true" if guard.holds else "false"
-        return FeatureState(state.feature, Tri.OFF, f"this code runs only when `{test}` is {side}, which it is not with {state.feature.title} on")
+        return FeatureState(
+            state.feature,
+            Tri.OFF,
+            f"this code runs only when `{test}` is {side}, which it is not with {state.feature.title} on",
+        )
 
     @property
     def flow(self) -> Flow:
         """Reaching definitions in this file (``smpfix.program.reaching``), built once per file."""
         found = self.context.memo.get("flow")
         if found is None:
-            found = self.context.memo["flow"] = Flow(self.context.module, self.context.facts, self._parents)
+            found = self.context.memo["flow"] = Flow(
+                self.context.module, self.context.facts, self._parents
+            )
         return found
 
     @property
@@ -205,7 +220,9 @@ class Rule:
         found = self.context.memo.get("script_numbers")
         if found is None:
             context = self.context
-            found = context.memo["script_numbers"] = ScriptNumbers(context.facts, context.job, context.module, context.modules, context.path)
+            found = context.memo["script_numbers"] = ScriptNumbers(
+                context.facts, context.job, context.module, context.modules, context.path
+            )
         return found
 
     def _parents(self) -> ParentIndex:
@@ -218,7 +235,13 @@ class Rule:
         found = self.context.memo.get("tp_replacement")
         if found is None:
             context = self.context
-            found = module_replacement(context.facts, context.module, context.path, context.modules, self.branches.conditions)
+            found = module_replacement(
+                context.facts,
+                context.module,
+                context.path,
+                context.modules,
+                self.branches.conditions,
+            )
             context.memo["tp_replacement"] = found
         return found
 

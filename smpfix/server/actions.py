@@ -33,8 +33,14 @@ def _overlaps(finding: Finding, request: types.Range) -> bool:
     return finding.start.line - 1 <= request.end.line and request.start.line <= finding.end.line - 1
 
 
-def finding_actions(uri: str, text: str, findings: Sequence[Finding], request: types.Range, lines: Lines,
-                    only: Optional[Sequence[str]]) -> list[types.CodeAction]:
+def finding_actions(
+    uri: str,
+    text: str,
+    findings: Sequence[Finding],
+    request: types.Range,
+    lines: Lines,
+    only: Optional[Sequence[str]],
+) -> list[types.CodeAction]:
     """Quick fixes and suppressions for the findings under ``request`` in one document (or
     cell): ``text`` is what their positions refer to."""
     if not wanted(types.CodeActionKind.QuickFix, only):
@@ -45,25 +51,33 @@ def finding_actions(uri: str, text: str, findings: Sequence[Finding], request: t
             continue
         shown = diagnostic(finding, lines)
         fix = finding.fix
-        if fix is not None and fix.edits and fix.applicability in (Applicability.SAFE, Applicability.UNSAFE):
+        if (
+            fix is not None
+            and fix.edits
+            and fix.applicability in (Applicability.SAFE, Applicability.UNSAFE)
+        ):
             unsafe = fix.applicability is Applicability.UNSAFE
-            actions.append(types.CodeAction(
-                title=f"{finding.code}: {fix.description}{' (unsafe fix: review the change)' if unsafe else ''}",
-                kind=types.CodeActionKind.QuickFix,
-                diagnostics=[shown],
-                is_preferred=not unsafe,
-                edit=types.WorkspaceEdit(changes={uri: text_edits(fix.edits, lines)}),
-            ))
+            actions.append(
+                types.CodeAction(
+                    title=f"{finding.code}: {fix.description}{' (unsafe fix: review the change)' if unsafe else ''}",
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[shown],
+                    is_preferred=not unsafe,
+                    edit=types.WorkspaceEdit(changes={uri: text_edits(fix.edits, lines)}),
+                )
+            )
         if finding.code == UNUSED_SUPPRESSION:
             continue  # its fix removes the stale comment; suppressing it would add another
         edit = suppression_edit(text, finding)
         if edit is not None:
-            actions.append(types.CodeAction(
-                title=f"Suppress {finding.code} on line {edit.start_pos.line}",
-                kind=types.CodeActionKind.QuickFix,
-                diagnostics=[shown],
-                edit=types.WorkspaceEdit(changes={uri: text_edits([edit], lines)}),
-            ))
+            actions.append(
+                types.CodeAction(
+                    title=f"Suppress {finding.code} on line {edit.start_pos.line}",
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[shown],
+                    edit=types.WorkspaceEdit(changes={uri: text_edits([edit], lines)}),
+                )
+            )
     return actions
 
 
@@ -74,4 +88,7 @@ def fix_all_action(data: Any, edit: Optional[types.WorkspaceEdit]) -> types.Code
 
 
 def has_safe_fix(findings: Sequence[Finding]) -> bool:
-    return any(f.fix is not None and f.fix.edits and f.fix.applicability is Applicability.SAFE for f in findings)
+    return any(
+        f.fix is not None and f.fix.edits and f.fix.applicability is Applicability.SAFE
+        for f in findings
+    )

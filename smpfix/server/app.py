@@ -58,6 +58,7 @@ _WATCHED = ("**/*.py", "**/*.ipynb", "**/pyproject.toml")
 # How long to wait for the client to answer a request before going on without its answer.
 _CLIENT_ANSWER_SECONDS = 10.0
 
+
 @dataclass
 class _Document:
     """An open document (a file, or a notebook with its cells) and its checking state."""
@@ -81,8 +82,11 @@ class SmpfixServer(LanguageServer):
             __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
             notebook_document_sync=types.NotebookDocumentSyncOptions(
-                notebook_selector=[types.NotebookDocumentFilterWithCells(
-                    notebook="*", cells=[types.NotebookCellLanguage(language="python")])],
+                notebook_selector=[
+                    types.NotebookDocumentFilterWithCells(
+                        notebook="*", cells=[types.NotebookCellLanguage(language="python")]
+                    )
+                ],
                 save=True,
             ),
         )
@@ -115,7 +119,9 @@ class SmpfixServer(LanguageServer):
 
     # -- documents ---------------------------------------------------------------------------------
 
-    def open_document(self, uri: str, notebook: bool = False, language: str = "python") -> Optional[_Document]:
+    def open_document(
+        self, uri: str, notebook: bool = False, language: str = "python"
+    ) -> Optional[_Document]:
         path = _path_of(uri, notebook)
         if not notebook and not path.endswith(".py"):
             if language != "python":
@@ -171,37 +177,58 @@ class SmpfixServer(LanguageServer):
 
     def _check(self, snapshot: Snapshot) -> Checked:
         """On the worker thread: the document's options and project, then the analysis."""
+
         def project_of(config: Config) -> Project:
             return self.launchers.project(snapshot.path, config)
 
-        return check(snapshot, resolve(snapshot.path, self.settings, self.configurations, project_of))
+        return check(
+            snapshot, resolve(snapshot.path, self.settings, self.configurations, project_of)
+        )
 
-    def publish(self, document: _Document, checked: Checked, previous: Optional[Checked] = None) -> None:
+    def publish(
+        self, document: _Document, checked: Checked, previous: Optional[Checked] = None
+    ) -> None:
         """Show ``checked``; its problems are logged when they differ from the last check's
         (a syntax error is not logged again at every keystroke)."""
         if previous is None or previous.problems != checked.problems:
             for problem in checked.problems:
-                self.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=problem))
+                self.window_log_message(
+                    types.LogMessageParams(type=types.MessageType.Warning, message=problem)
+                )
         encoding = self.workspace.position_encoding
         known = self._known_locations(checked)
         snapshot = checked.snapshot
         if not document.notebook:
             lines = Lines(snapshot.text, encoding)
-            diagnostics = [diagnostic(f, lines, self._related(f, known, snapshot.uri, lines, True)) for f in checked.findings]
+            diagnostics = [
+                diagnostic(f, lines, self._related(f, known, snapshot.uri, lines, True))
+                for f in checked.findings
+            ]
             self.text_document_publish_diagnostics(
-                types.PublishDiagnosticsParams(uri=snapshot.uri, diagnostics=diagnostics, version=snapshot.version))
+                types.PublishDiagnosticsParams(
+                    uri=snapshot.uri, diagnostics=diagnostics, version=snapshot.version
+                )
+            )
             return
         texts = {uri: text for uri, _, text in snapshot.cells}
         by_cell = checked.cell_findings()
         for uri in document.shown - set(by_cell):
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
+            )
         for uri, findings in by_cell.items():
             lines = Lines(texts[uri], encoding)
-            diagnostics = [diagnostic(f, lines, self._related(f, known, uri, lines, False)) for f in findings]
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
+            diagnostics = [
+                diagnostic(f, lines, self._related(f, known, uri, lines, False)) for f in findings
+            ]
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics)
+            )
         document.shown = set(by_cell)
 
-    def _related(self, finding: Finding, known: dict[str, types.Location], uri: str, lines: Lines, here: bool) -> list[types.DiagnosticRelatedInformation]:
+    def _related(
+        self, finding: Finding, known: dict[str, types.Location], uri: str, lines: Lines, here: bool
+    ) -> list[types.DiagnosticRelatedInformation]:
         """``here``: lines the job sources name are lines of this text (not so in a notebook,
         whose lines are counted over all its cells)."""
         capabilities = self.client_capabilities.text_document
@@ -219,10 +246,14 @@ class SmpfixServer(LanguageServer):
         project = resolved.options.project
         for link in project.launchers_of(checked.snapshot.path) if project is not None else ():
             line = 1 if link.launcher.endswith(".ipynb") else link.line
-            known[link.job.source] = line_location(from_fs_path(link.launcher) or link.launcher, line)
+            known[link.job.source] = line_location(
+                from_fs_path(link.launcher) or link.launcher, line
+            )
         config = resolved.config
         if config.path is not None and config.job:
-            known[config.job_source] = line_location(from_fs_path(str(config.path)) or str(config.path), _table_line(str(config.path)))
+            known[config.job_source] = line_location(
+                from_fs_path(str(config.path)) or str(config.path), _table_line(str(config.path))
+            )
         return known
 
     def close_document(self, uri: str) -> None:
@@ -232,7 +263,9 @@ class SmpfixServer(LanguageServer):
         if document.task is not None:
             document.task.cancel()
         for cell in document.shown if document.notebook else {uri}:
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell, diagnostics=[]))
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=cell, diagnostics=[])
+            )
 
     async def current(self, uri: str) -> Optional[tuple[_Document, Checked]]:
         """The document holding ``uri`` (a file, or a notebook cell) checked at its current
@@ -269,7 +302,9 @@ class SmpfixServer(LanguageServer):
         if "*" in changed:
             self.schedule_all()
             return
-        checked = [document.checked for document in self.documents.values() if document.checked is not None]
+        checked = [
+            document.checked for document in self.documents.values() if document.checked is not None
+        ]
         for path in changed:
             for uri in affected(checked, path):
                 if uri != except_uri:
@@ -310,26 +345,52 @@ def create() -> SmpfixServer:
         capabilities = ls.client_capabilities.workspace
         watched = capabilities.did_change_watched_files if capabilities is not None else None
         if watched is not None and watched.dynamic_registration:
-            options = types.DidChangeWatchedFilesRegistrationOptions(watchers=[types.FileSystemWatcher(glob_pattern=glob) for glob in _WATCHED])
+            options = types.DidChangeWatchedFilesRegistrationOptions(
+                watchers=[types.FileSystemWatcher(glob_pattern=glob) for glob in _WATCHED]
+            )
             try:
-                await asyncio.wait_for(ls.client_register_capability_async(types.RegistrationParams(registrations=[
-                    types.Registration(id="smpfix-watched-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options)])),
-                    _CLIENT_ANSWER_SECONDS)
+                await asyncio.wait_for(
+                    ls.client_register_capability_async(
+                        types.RegistrationParams(
+                            registrations=[
+                                types.Registration(
+                                    id="smpfix-watched-files",
+                                    method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                                    register_options=options,
+                                )
+                            ]
+                        )
+                    ),
+                    _CLIENT_ANSWER_SECONDS,
+                )
             except Exception as exc:  # the client said it could, and then could not: files on disk are read on save only
-                ls.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=f"smpfix: cannot watch files: {exc}"))
-        ls.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=f"smpfix {__version__} ready"))
+                ls.window_log_message(
+                    types.LogMessageParams(
+                        type=types.MessageType.Warning, message=f"smpfix: cannot watch files: {exc}"
+                    )
+                )
+        ls.window_log_message(
+            types.LogMessageParams(
+                type=types.MessageType.Info, message=f"smpfix {__version__} ready"
+            )
+        )
         if ls.ready is not None:
             ls.ready.set()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    async def configuration_changed(ls: SmpfixServer, params: types.DidChangeConfigurationParams) -> None:
+    async def configuration_changed(
+        ls: SmpfixServer, params: types.DidChangeConfigurationParams
+    ) -> None:
         if not await _pull_configuration(ls) and params.settings is not None:
             ls.settings = _settings(ls, params.settings)
         ls.schedule_all()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: SmpfixServer, params: types.DidOpenTextDocumentParams) -> None:
-        if ls.open_document(params.text_document.uri, language=params.text_document.language_id) is not None:
+        if (
+            ls.open_document(params.text_document.uri, language=params.text_document.language_id)
+            is not None
+        ):
             ls.schedule(params.text_document.uri, delay=0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -340,8 +401,12 @@ def create() -> SmpfixServer:
             return
         ls.schedule(uri)
         text = ls.workspace.get_text_document(uri).source
-        if ls.launchers.is_launcher(document.path) or may_be_launcher(text.encode("utf-8", "surrogatepass")):
-            ls.recheck_after(await ls.on_worker(ls.file_changed, document.path, text), except_uri=uri)
+        if ls.launchers.is_launcher(document.path) or may_be_launcher(
+            text.encode("utf-8", "surrogatepass")
+        ):
+            ls.recheck_after(
+                await ls.on_worker(ls.file_changed, document.path, text), except_uri=uri
+            )
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     async def did_save(ls: SmpfixServer, params: types.DidSaveTextDocumentParams) -> None:
@@ -390,9 +455,20 @@ def create() -> SmpfixServer:
                 changed |= await ls.on_worker(ls.file_changed, path, None)
         ls.recheck_after(changed)
 
-    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
-        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll, FIX_ALL], resolve_provider=True))
-    async def code_action(ls: SmpfixServer, params: types.CodeActionParams) -> Optional[list[types.CodeAction]]:
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(
+            code_action_kinds=[
+                types.CodeActionKind.QuickFix,
+                types.CodeActionKind.SourceFixAll,
+                FIX_ALL,
+            ],
+            resolve_provider=True,
+        ),
+    )
+    async def code_action(
+        ls: SmpfixServer, params: types.CodeActionParams
+    ) -> Optional[list[types.CodeAction]]:
         found = await ls.current(params.text_document.uri)
         if found is None:
             return None
@@ -410,7 +486,11 @@ def create() -> SmpfixServer:
         actions = finding_actions(uri, text, findings, params.range, lines, only)
         if wanted(FIX_ALL, only) and has_safe_fix(checked.findings):
             data = {"uri": document.uri, "version": snapshot.version}
-            actions.append(fix_all_action(data, None if _resolves_edits(ls) else await _fix_all_edit(ls, checked)))
+            actions.append(
+                fix_all_action(
+                    data, None if _resolves_edits(ls) else await _fix_all_edit(ls, checked)
+                )
+            )
         return actions
 
     @server.feature(types.CODE_ACTION_RESOLVE)
@@ -443,7 +523,9 @@ def create() -> SmpfixServer:
 def _settings(ls: SmpfixServer, data: Any) -> ClientSettings:
     settings, problems = ClientSettings.parse(data)
     for problem in problems:
-        ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"smpfix: {problem}"))
+        ls.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Error, message=f"smpfix: {problem}")
+        )
     return settings
 
 
@@ -453,8 +535,12 @@ async def _pull_configuration(ls: SmpfixServer) -> bool:
     if capabilities is None or not capabilities.configuration:
         return False
     try:
-        values = await asyncio.wait_for(ls.workspace_configuration_async(
-            types.ConfigurationParams(items=[types.ConfigurationItem(section="smpfix")])), _CLIENT_ANSWER_SECONDS)
+        values = await asyncio.wait_for(
+            ls.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section="smpfix")])
+            ),
+            _CLIENT_ANSWER_SECONDS,
+        )
     except Exception:  # a client that says it answers but does not (or not in time)
         return False
     if not values or values[0] is None:
@@ -474,12 +560,25 @@ async def _fix_all_edit(ls: SmpfixServer, checked: Checked) -> types.WorkspaceEd
     fixed: FixedText = await ls.on_worker(_fix_all_on_worker, ls, checked)
     snapshot = checked.snapshot
     changes: dict[str, list[types.TextEdit]] = {}
-    originals = {uri: text for uri, _, text in snapshot.cells} if snapshot.cells else {snapshot.uri: snapshot.text}
-    news = dict(fixed.cells) if snapshot.cells else ({snapshot.uri: fixed.text} if fixed.text is not None else {})
+    originals = (
+        {uri: text for uri, _, text in snapshot.cells}
+        if snapshot.cells
+        else {snapshot.uri: snapshot.text}
+    )
+    news = (
+        dict(fixed.cells)
+        if snapshot.cells
+        else ({snapshot.uri: fixed.text} if fixed.text is not None else {})
+    )
     for uri, new in news.items():
         old = originals[uri]
         start, end, replacement = changed_span(old, new)
-        changes[uri] = [types.TextEdit(range=Lines(old, ls.workspace.position_encoding).offset_range(old, start, end), new_text=replacement)]
+        changes[uri] = [
+            types.TextEdit(
+                range=Lines(old, ls.workspace.position_encoding).offset_range(old, start, end),
+                new_text=replacement,
+            )
+        ]
     return types.WorkspaceEdit(changes=changes)
 
 

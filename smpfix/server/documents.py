@@ -42,11 +42,17 @@ class Snapshot:
     def notebook_json(self) -> str:
         """The cells as an ``.ipynb`` text, in order (markdown cells keep their place)."""
         cells: list[dict[str, object]] = [
-            {"cell_type": "code" if is_code else "markdown", "metadata": {}, "source": text,
-             **({"outputs": [], "execution_count": None} if is_code else {})}
+            {
+                "cell_type": "code" if is_code else "markdown",
+                "metadata": {},
+                "source": text,
+                **({"outputs": [], "execution_count": None} if is_code else {}),
+            }
             for _, is_code, text in self.cells
         ]
-        return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+        return json.dumps(
+            {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1
+        )
 
 
 @dataclass(frozen=True)
@@ -82,15 +88,25 @@ def check(snapshot: Snapshot, resolved: Resolved) -> Checked:
     """Check ``snapshot`` with ``resolved``; never raises (a crash becomes a problem to log)."""
     problems = list(resolved.problems)
     config = resolved.config
-    if config.exclude and Excluder(list(config.exclude), config.root).matches(Path(os.path.abspath(snapshot.path))):
-        return Checked(snapshot, FileResult(snapshot.path), resolved, tuple(problems), excluded=True)
+    if config.exclude and Excluder(list(config.exclude), config.root).matches(
+        Path(os.path.abspath(snapshot.path))
+    ):
+        return Checked(
+            snapshot, FileResult(snapshot.path), resolved, tuple(problems), excluded=True
+        )
     text = snapshot.notebook_json() if snapshot.cells else snapshot.text
     try:
         result = check_text(text, snapshot.path, resolved.options)
     except RecursionError:
-        result = FileResult(snapshot.path, errors=(FileError(snapshot.path, "code is nested too deeply to analyze"),))
+        result = FileResult(
+            snapshot.path,
+            errors=(FileError(snapshot.path, "code is nested too deeply to analyze"),),
+        )
     except Exception as exc:  # the editor must keep its server whatever one document does
-        result = FileResult(snapshot.path, errors=(FileError(snapshot.path, f"internal error: {type(exc).__name__}: {exc}"),))
+        result = FileResult(
+            snapshot.path,
+            errors=(FileError(snapshot.path, f"internal error: {type(exc).__name__}: {exc}"),),
+        )
     problems.extend(_describe(error) for error in result.errors)
     return Checked(snapshot, result, resolved, tuple(problems))
 
@@ -114,7 +130,9 @@ def fix_all(snapshot: Snapshot, resolved: Resolved) -> FixedText:
     """Every safe fix applied, as ``smpfix check --apply`` would write it; nothing is written."""
     options = replace(resolved.options, apply=True)
     try:
-        result = check_text(snapshot.notebook_json() if snapshot.cells else snapshot.text, snapshot.path, options)
+        result = check_text(
+            snapshot.notebook_json() if snapshot.cells else snapshot.text, snapshot.path, options
+        )
     except Exception:  # no fix then; the diagnostics say why
         return FixedText()
     if result.new_text is None:
@@ -125,8 +143,14 @@ def fix_all(snapshot: Snapshot, resolved: Resolved) -> FixedText:
         book = notebook.parse(result.new_text)
     except notebook.NotebookError:
         return FixedText()
-    sources = {cell.index: cell.source for cell in (*book.cells, *(script.cell for script in book.scripts))}
-    changed = {uri: sources[index] for index, (uri, _, old) in enumerate(snapshot.cells) if index in sources and sources[index] != old}
+    sources = {
+        cell.index: cell.source for cell in (*book.cells, *(script.cell for script in book.scripts))
+    }
+    changed = {
+        uri: sources[index]
+        for index, (uri, _, old) in enumerate(snapshot.cells)
+        if index in sources and sources[index] != old
+    }
     return FixedText(cells=changed, applied=result.fixed_count)
 
 
@@ -148,4 +172,8 @@ def affected(checked: Sequence[Checked], path: str) -> list[str]:
     """URIs of the checked documents whose result depends on the file at ``path`` (a helper
     module they import, or a launcher's script)."""
     target = os.path.abspath(path)
-    return [item.snapshot.uri for item in checked if any(os.path.abspath(dep) == target for dep in item.result.dependencies)]
+    return [
+        item.snapshot.uri
+        for item in checked
+        if any(os.path.abspath(dep) == target for dep in item.result.dependencies)
+    ]

@@ -38,7 +38,11 @@ class _Index:
         if not self.search.named:
             return True
         base = Path(self.search.config_root)
-        return any(os.path.abspath(found) == path for pattern in self.search.named for found in base.glob(pattern))
+        return any(
+            os.path.abspath(found) == path
+            for pattern in self.search.named
+            for found in base.glob(pattern)
+        )
 
 
 class Launchers:
@@ -56,7 +60,9 @@ class Launchers:
         """The project of the document at ``path``, with the links of its launchers."""
         root = project_root(path)
         index = self._index(root, config)
-        return Project((root,)).with_links([found for links in index.links.values() for found in links])
+        return Project((root,)).with_links(
+            [found for links in index.links.values() for found in links]
+        )
 
     def update(self, path: str, text: Optional[str] = None) -> bool:
         """``path`` changed: ``text`` is its unsaved text in the editor, None to read it from

@@ -60,7 +60,9 @@ def _position_at(text: str, offset: int) -> Position:
     return Position(len(starts), offset - starts[-1] + 1)
 
 
-def diagnostic(finding: Finding, lines: Lines, related: Sequence[types.DiagnosticRelatedInformation] = ()) -> types.Diagnostic:
+def diagnostic(
+    finding: Finding, lines: Lines, related: Sequence[types.DiagnosticRelatedInformation] = ()
+) -> types.Diagnostic:
     message = finding.message
     if finding.fix is not None and finding.fix.applicability.value == "unsafe":
         message += " (an unsafe fix is available)"
@@ -76,10 +78,15 @@ def diagnostic(finding: Finding, lines: Lines, related: Sequence[types.Diagnosti
 
 
 def text_edits(edits: Sequence[Edit], lines: Lines) -> list[types.TextEdit]:
-    return [types.TextEdit(range=lines.range(edit.start_pos, edit.end_pos), new_text=edit.content) for edit in edits]
+    return [
+        types.TextEdit(range=lines.range(edit.start_pos, edit.end_pos), new_text=edit.content)
+        for edit in edits
+    ]
 
 
-def related_information(finding: Finding, known: Mapping[str, types.Location], uri: Optional[str], lines: Lines) -> list[types.DiagnosticRelatedInformation]:
+def related_information(
+    finding: Finding, known: Mapping[str, types.Location], uri: Optional[str], lines: Lines
+) -> list[types.DiagnosticRelatedInformation]:
     """Where each job setting the finding depends on was read: a launcher's estimator, the
     ``[tool.smpfix.job]`` table, the script's own ``smp.init({...})`` dict or evidence line.
 
@@ -93,16 +100,26 @@ def related_information(finding: Finding, known: Mapping[str, types.Location], u
             continue
         feature = FEATURES.get(use.feature)
         title = feature.title if feature is not None else use.feature
-        found.append(types.DiagnosticRelatedInformation(location=location, message=f"{title}: {use.state} ({use.source})"))
+        found.append(
+            types.DiagnosticRelatedInformation(
+                location=location, message=f"{title}: {use.state} ({use.source})"
+            )
+        )
     return found
 
 
-def _locate(source: str, known: Mapping[str, types.Location], uri: Optional[str], lines: Lines) -> Optional[types.Location]:
+def _locate(
+    source: str, known: Mapping[str, types.Location], uri: Optional[str], lines: Lines
+) -> Optional[types.Location]:
     for name, location in sorted(known.items(), key=lambda item: -len(item[0])):
         if name in source:
             return location
     match = _AT_LINE.search(source)
-    if uri is not None and match is not None and not source.startswith(("launcher ", "library default")):
+    if (
+        uri is not None
+        and match is not None
+        and not source.startswith(("launcher ", "library default"))
+    ):
         line = int(match.group(1))
         return types.Location(uri=uri, range=lines.range(Position(line, 1), Position(line, 1)))
     return None

@@ -42,7 +42,9 @@ class ClientSettings:
         if isinstance(data, Mapping) and isinstance(data.get("smpfix"), Mapping):
             data = data["smpfix"]
         if not isinstance(data, Mapping):
-            return cls(), [] if data is None else [f"smpfix settings must be an object, not {type(data).__name__}"]
+            return cls(), [] if data is None else [
+                f"smpfix settings must be an object, not {type(data).__name__}"
+            ]
         problems: list[str] = []
 
         def selectors(*names: str) -> Optional[tuple[str, ...]]:
@@ -115,7 +117,12 @@ class Resolved:
     problems: tuple[str, ...] = ()
 
 
-def resolve(path: str, client: ClientSettings, configurations: Configurations, project_of: Callable[[Config], Project]) -> Resolved:
+def resolve(
+    path: str,
+    client: ClientSettings,
+    configurations: Configurations,
+    project_of: Callable[[Config], Project],
+) -> Resolved:
     """The options to check ``path`` with, in the project ``project_of`` gives for its
     configuration (its root, its launchers). A broken ``pyproject.toml`` or an unknown
     selector is reported and left out (the defaults apply), so the document is still checked."""
@@ -127,13 +134,23 @@ def resolve(path: str, client: ClientSettings, configurations: Configurations, p
         config = Config()
     names = RuleNames()
     try:
-        codes = enabled(names, client.select if client.select is not None else config.select,
-                        [*config.extend_select, *client.extend_select], [*config.ignore, *client.ignore])
+        codes = enabled(
+            names,
+            client.select if client.select is not None else config.select,
+            [*config.extend_select, *client.extend_select],
+            [*config.ignore, *client.ignore],
+        )
     except SelectionError as exc:
         problems.append(f"{exc} (in the editor settings or {config.path or 'pyproject.toml'})")
         codes = enabled(names, None)
     declared = [DeclaredJob.stated(EDITOR_JOB_SOURCE, client.job)] if client.job else []
     declared.extend(config.declared_jobs())
-    options = RunOptions(select=codes, rule_names=names, declared_jobs=tuple(declared), per_file_ignores=config.per_file_ignores,
-                         root=config.root, project=project_of(config))
+    options = RunOptions(
+        select=codes,
+        rule_names=names,
+        declared_jobs=tuple(declared),
+        per_file_ignores=config.per_file_ignores,
+        root=config.root,
+        project=project_of(config),
+    )
     return Resolved(options, config, tuple(problems))

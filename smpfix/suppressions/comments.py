@@ -41,7 +41,11 @@ def _codes(text: Optional[str]) -> Optional[frozenset[str]]:
 def _comments(text: str) -> list[tuple[int, int, str]]:
     try:
         tokens = tokenize.generate_tokens(io.StringIO(text).readline)
-        return [(tok.start[0], tok.start[1] + 1, tok.string) for tok in tokens if tok.type == tokenize.COMMENT]
+        return [
+            (tok.start[0], tok.start[1] + 1, tok.string)
+            for tok in tokens
+            if tok.type == tokenize.COMMENT
+        ]
     except (tokenize.TokenError, SyntaxError, IndentationError):
         found = []
         for number, line in enumerate(text.splitlines(), start=1):
@@ -59,15 +63,21 @@ def parse(text: str) -> Mapping[int, tuple[Suppression, ...]]:
     for line, column, comment in _comments(text):
         for match in _SMPFIX.finditer(comment):
             codes = _codes(match.group("codes")) if match.group("codes") is not None else None
-            by_line.setdefault(line, []).append(Suppression(line, column + match.start(), codes, "smpfix", match.group(0)))
+            by_line.setdefault(line, []).append(
+                Suppression(line, column + match.start(), codes, "smpfix", match.group(0))
+            )
         for match in _NOQA.finditer(comment):
             codes = frozenset(c for c in _codes(match.group("codes")) or () if c.startswith("SMP"))
             if codes:
-                by_line.setdefault(line, []).append(Suppression(line, column + match.start(), codes, "noqa", match.group(0)))
+                by_line.setdefault(line, []).append(
+                    Suppression(line, column + match.start(), codes, "noqa", match.group(0))
+                )
     return {line: tuple(items) for line, items in by_line.items()}
 
 
-def find(suppressions: Mapping[int, tuple[Suppression, ...]], code: str, lines: tuple[int, ...]) -> Optional[Suppression]:
+def find(
+    suppressions: Mapping[int, tuple[Suppression, ...]], code: str, lines: tuple[int, ...]
+) -> Optional[Suppression]:
     """The suppression that silences ``code`` on any of ``lines``, if there is one."""
     for line in lines:
         for item in suppressions.get(line, ()):

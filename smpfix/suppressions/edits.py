@@ -109,7 +109,9 @@ def removal(table: LineTable, item: Suppression, codes: Optional[Iterable[str]])
     return table.edit(begin, finish + gap, "# ")
 
 
-def addition(table: LineTable, line: int, on_line: Sequence[Suppression], codes: Iterable[str]) -> Edit:
+def addition(
+    table: LineTable, line: int, on_line: Sequence[Suppression], codes: Iterable[str]
+) -> Edit:
     """The edit that makes ``line`` suppress ``codes``.
 
     An ``# smpfix: ignore[...]`` already on the line gets the codes merged into its list;

@@ -47,7 +47,9 @@ def _self_exempt(item: Suppression) -> bool:
 def _unused_codes(item: Suppression, use: SuppressionUse) -> list[str]:
     assert item.codes is not None
     return sorted(
-        code for code in item.codes if (item, code) not in use.used and (code not in use.known or code in use.ran)
+        code
+        for code in item.codes
+        if (item, code) not in use.used and (code not in use.known or code in use.ran)
     )
 
 
@@ -77,12 +79,18 @@ def _message(item: Suppression, unused: Optional[list[str]], use: SuppressionUse
     return " ".join(sentences)
 
 
-def _finding(item: Suppression, unused: Optional[list[str]], use: SuppressionUse, table: LineTable, path: str) -> Finding:
+def _finding(
+    item: Suppression, unused: Optional[list[str]], use: SuppressionUse, table: LineTable, path: str
+) -> Finding:
     whole = unused is None or set(unused) >= set(item.codes or ())
     edit = removal(table, item, None if unused is None else unused)
     fix = None
     if edit is not None:
-        description = "Remove the unused suppression comment" if whole else f"Remove {', '.join(unused or ())} from the suppression comment"
+        description = (
+            "Remove the unused suppression comment"
+            if whole
+            else f"Remove {', '.join(unused or ())} from the suppression comment"
+        )
         fix = Fix(Applicability.SAFE, description, (edit,))
     start = Position(item.line, item.column)
     return Finding(

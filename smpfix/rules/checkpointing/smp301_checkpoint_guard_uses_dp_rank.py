@@ -15,7 +15,9 @@ from smpfix.program.guards import RankGuard, early_exit_guard, rank_zero_guards
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _SMP_CHECKPOINT_CALLS = frozenset({"save", "load"})
-_MODEL_STATE_METHODS = frozenset({"state_dict", "local_state_dict", "load_state_dict", "local_optimizer_state_dict"})
+_MODEL_STATE_METHODS = frozenset(
+    {"state_dict", "local_state_dict", "load_state_dict", "local_optimizer_state_dict"}
+)
 
 
 class CheckpointGuardUsesDpRank(Rule):
@@ -53,11 +55,16 @@ class CheckpointGuardUsesDpRank(Rule):
             if self.facts.smp_member(node.func) in _SMP_CHECKPOINT_CALLS:
                 return True
             member = self.facts.smp_member(node.func) or ""
-            if member.startswith("nn.huggingface.") and ".translate_" in f".{member.rsplit('.', 1)[-1]}":
+            if (
+                member.startswith("nn.huggingface.")
+                and ".translate_" in f".{member.rsplit('.', 1)[-1]}"
+            ):
                 return True
             if self._is_state_call(node):
                 return True
-            if self.facts.qualified_name(node.func) == "torch.save" and self._saves_model_state(node):
+            if self.facts.qualified_name(node.func) == "torch.save" and self._saves_model_state(
+                node
+            ):
                 return True
         return False
 
@@ -85,7 +92,9 @@ class CheckpointGuardUsesDpRank(Rule):
 
     def _saves_model_state(self, call: cst.Call) -> bool:
         wrapped = self._wrapped_names()
-        return any(isinstance(node, cst.Name) and node.value in wrapped for node in iter_nodes(call))
+        return any(
+            isinstance(node, cst.Name) and node.value in wrapped for node in iter_nodes(call)
+        )
 
     def _fix(self, guard: RankGuard) -> Optional[PendingFix]:
         """Rewrite the rank call the guard tests, wherever it is; only that call changes."""
@@ -106,7 +115,9 @@ class CheckpointGuardUsesDpRank(Rule):
             edits.append(ReplaceNode(guard.call.func, reference.text))
         else:
             return None
-        return PendingFix(Applicability.SAFE, "Guard with `rdp_rank()` instead of `dp_rank()`", tuple(edits))
+        return PendingFix(
+            Applicability.SAFE, "Guard with `rdp_rank()` instead of `dp_rank()`", tuple(edits)
+        )
 
     def _flag(self, guard: RankGuard, test: cst.BaseExpression) -> None:
         tp = self.feature("TP", at=test)

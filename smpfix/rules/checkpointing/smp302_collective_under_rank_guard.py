@@ -80,7 +80,11 @@ class CollectiveUnderRankGuard(Rule):
     # -- what is a collective -------------------------------------------------------------------
     def _collective(self, call: cst.Call) -> Optional[Collective]:
         name = called_name(call, self.facts.imports.bindings)
-        if name not in _NAMES and name not in self.facts.step_functions and name not in self.functions:
+        if (
+            name not in _NAMES
+            and name not in self.facts.step_functions
+            and name not in self.functions
+        ):
             return None
         member = self.facts.smp_member(call.func)
         if member in _CHECKPOINT:
@@ -118,7 +122,11 @@ class CollectiveUnderRankGuard(Rule):
     # -- where it runs ----------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Name) and func.value in self.facts.functions and func.value not in self.facts.step_functions:
+        if (
+            isinstance(func, cst.Name)
+            and func.value in self.facts.functions
+            and func.value not in self.facts.step_functions
+        ):
             # A local function: whether it reaches a collective is known at the end of the file.
             caller = self._enclosing_function()
             if caller is not None and caller != func.value:
@@ -140,7 +148,10 @@ class CollectiveUnderRankGuard(Rule):
             for caller, called in self.callees.items():
                 if caller in self.functions:
                     continue
-                reached = next((self.functions[name] for name in sorted(called) if name in self.functions), None)
+                reached = next(
+                    (self.functions[name] for name in sorted(called) if name in self.functions),
+                    None,
+                )
                 if reached is not None:
                     self.functions[caller] = reached
                     grew = True
@@ -174,17 +185,30 @@ class CollectiveUnderRankGuard(Rule):
                 break
             if isinstance(node, cst.If):
                 if child is node.body:
-                    found.extend(PathGuard(guard, node, "body") for guard, _ in guards_of(node.test, self.facts))
+                    found.extend(
+                        PathGuard(guard, node, "body")
+                        for guard, _ in guards_of(node.test, self.facts)
+                    )
                 elif child is node.orelse and not isinstance(node.test, cst.BooleanOperation):
-                    found.extend(PathGuard(guard, node, "else") for guard, _ in guards_of(node.test, self.facts))
+                    found.extend(
+                        PathGuard(guard, node, "else")
+                        for guard, _ in guards_of(node.test, self.facts)
+                    )
             ref = self.facts.statements.get(node)
             if ref is not None:
-                found.extend(PathGuard(guard, exit_if, "after") for guard, exit_if in guarded_by_early_exit(ref, self.facts))
+                found.extend(
+                    PathGuard(guard, exit_if, "after")
+                    for guard, exit_if in guarded_by_early_exit(ref, self.facts)
+                )
         return found
 
     def _owned_by_smp301(self, collective: Collective, guard: PathGuard) -> bool:
         """A full ``state_dict()`` under ``dp_rank() == 0``: SMP301 reports it (fine without TP)."""
-        if collective.kind != "state_dict" or guard.guard.function != "dp_rank" or guard.branch == "else":
+        if (
+            collective.kind != "state_dict"
+            or guard.guard.function != "dp_rank"
+            or guard.branch == "else"
+        ):
             return False
         return self.feature("TP").state is not Tri.OFF
 
@@ -196,7 +220,11 @@ class CollectiveUnderRankGuard(Rule):
         for node in iter_nodes(other):
             if isinstance(node, cst.Call):
                 found = self._collective(node)
-                if found is not None and found.kind == collective.kind and found.group == collective.group:
+                if (
+                    found is not None
+                    and found.kind == collective.kind
+                    and found.group == collective.group
+                ):
                     return True
         return False
 
@@ -279,14 +307,23 @@ class CollectiveUnderRankGuard(Rule):
         rest = [c for c in conjuncts if not guards_of(c, self.facts)]
         if len(guard_if.body.body) == 1:
             if not rest:
-                return PendingFix(Applicability.SAFE, "Call it on every rank (remove the rank guard)", (UnwrapIf(guard_if),))
+                return PendingFix(
+                    Applicability.SAFE,
+                    "Call it on every rank (remove the rank guard)",
+                    (UnwrapIf(guard_if),),
+                )
             test = " and ".join(self.context.code_for(c) for c in rest)
             edits: tuple[NodeEdit, ...] = (ReplaceNode(guard_if.test, test),)
             return PendingFix(Applicability.UNSAFE, "Drop the rank test from the guard", edits)
         if not isinstance(line, cst.SimpleStatementLine):
             return None
-        moved = (DeleteStatementLines(line), InsertStatementAfter(guard_if, line, self.context.module))
-        return PendingFix(Applicability.UNSAFE, "Move the call out of the rank guard, after it", moved)
+        moved = (
+            DeleteStatementLines(line),
+            InsertStatementAfter(guard_if, line, self.context.module),
+        )
+        return PendingFix(
+            Applicability.UNSAFE, "Move the call out of the rank guard, after it", moved
+        )
 
     @staticmethod
     def _statement_of(call: cst.Call, body: cst.BaseSuite) -> Optional[cst.CSTNode]:
@@ -310,4 +347,7 @@ def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 def _has_multiline_string(node: cst.CSTNode) -> bool:
     strings = (cst.SimpleString, cst.FormattedString)
-    return any(isinstance(n, strings) and "\n" in cst.Module(body=[]).code_for_node(n) for n in iter_nodes(node))
+    return any(
+        isinstance(n, strings) and "\n" in cst.Module(body=[]).code_for_node(n)
+        for n in iter_nodes(node)
+    )

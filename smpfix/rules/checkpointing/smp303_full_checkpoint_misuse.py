@@ -31,7 +31,7 @@ def _any_on(states: Sequence[FeatureState]) -> tuple[Tri, tuple[FeatureState, ..
 
 
 def _words(state: Tri, states: Sequence[FeatureState]) -> str:
-    """"because tensor parallelism is enabled (...)" or "if A, B or C is enabled"."""
+    """ "because tensor parallelism is enabled (...)" or "if A, B or C is enabled"."""
     if state is Tri.ON:
         return "because " + " and ".join(s.condition() for s in states)
     titles = [s.feature.title for s in states]
@@ -50,7 +50,11 @@ class FullCheckpointMisuse(Rule):
     depends_on = ("TP", "OSS", "SDP", "PP")
 
     def visit_Call(self, node: cst.Call) -> None:
-        if called_name(node, self.facts.imports.bindings) not in ("save_checkpoint", "save", "state_dict"):
+        if called_name(node, self.facts.imports.bindings) not in (
+            "save_checkpoint",
+            "save",
+            "state_dict",
+        ):
             return
         member = self.facts.smp_member(node.func)
         if member == "save_checkpoint":
@@ -66,7 +70,10 @@ class FullCheckpointMisuse(Rule):
         optimizer = argument(call, "optimizer", _CHECKPOINT_OPTIMIZER)
         if partial is None or optimizer is None:
             return
-        if self.facts.literal(partial.value) is not False or self.facts.literal(optimizer.value) is None:
+        if (
+            self.facts.literal(partial.value) is not False
+            or self.facts.literal(optimizer.value) is None
+        ):
             return
         message = (
             f"`{self.context.code_for(call.func)}(..., partial=False, optimizer=...)` writes a full checkpoint, "
@@ -85,7 +92,11 @@ class FullCheckpointMisuse(Rule):
         local = self._local_state_calls(saved.value)
         if not local:
             return
-        states = [self.feature("PP", at=call), self.tp_distributed(at=call), self.feature("SDP", at=call)]
+        states = [
+            self.feature("PP", at=call),
+            self.tp_distributed(at=call),
+            self.feature("SDP", at=call),
+        ]
         if any(self._receiver(c) in self.facts.optimizer_names() for c in local):
             states.append(self.feature("OSS", at=call))
         state, deciding = _any_on(states)
@@ -99,14 +110,20 @@ class FullCheckpointMisuse(Rule):
             "with `partial=True` (one file per partition), and load it with `partial=True`."
         )
         severity = Severity.ERROR if state is Tri.ON else Severity.WARNING
-        self.report(call, message, severity=severity, fix=self._partial_fix(partial), job_facts=deciding)
+        self.report(
+            call, message, severity=severity, fix=self._partial_fix(partial), job_facts=deciding
+        )
 
     def _local_state_calls(self, expr: cst.BaseExpression, depth: int = 0) -> list[cst.Call]:
         """``x.local_state_dict()`` calls in ``expr``, also through the assignments of the names
         it uses that reach it (another branch's ``model_dict = model.local_state_dict()`` does not)."""
         found: list[cst.Call] = []
         for node in iter_nodes(expr):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "local_state_dict":
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "local_state_dict"
+            ):
                 found.append(node)
             elif isinstance(node, cst.Name) and depth < 2:
                 for assignment in self.flow.reaching(node.value, node).assignments:
@@ -133,7 +150,13 @@ class FullCheckpointMisuse(Rule):
 
     def _check_optimizer_state_dict(self, call: cst.Call) -> None:
         # Tensor parallelism splits the optimizer state only where modules are distributed.
-        state, states = _any_on([self.tp_distributed(at=call), self.feature("OSS", at=call), self.feature("SDP", at=call)])
+        state, states = _any_on(
+            [
+                self.tp_distributed(at=call),
+                self.feature("OSS", at=call),
+                self.feature("SDP", at=call),
+            ]
+        )
         if state is Tri.OFF:
             return
         name = self._receiver(call)
@@ -160,4 +183,8 @@ class FullCheckpointMisuse(Rule):
 
     @staticmethod
     def _partial_fix(partial: cst.Arg) -> PendingFix:
-        return PendingFix(Applicability.UNSAFE, "Save a partial checkpoint (`partial=True`)", (ReplaceNode(partial.value, "True"),))
+        return PendingFix(
+            Applicability.UNSAFE,
+            "Save a partial checkpoint (`partial=True`)",
+            (ReplaceNode(partial.value, "True"),),
+        )

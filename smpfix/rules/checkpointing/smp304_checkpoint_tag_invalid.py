@@ -22,7 +22,9 @@ from smpfix.program.rank_groups import cut
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
 # Environment variables that hold a process's rank under MPI or torchrun.
-_RANK_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"})
+_RANK_VARIABLES = frozenset(
+    {"RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}
+)
 
 
 class CheckpointTagInvalid(Rule):
@@ -61,11 +63,15 @@ class CheckpointTagInvalid(Rule):
             failure = "`resume_from_checkpoint` joins the tag to strings and raises TypeError"
         message = (
             f"The checkpoint tag `{spelled}` of `{callee}(...)` is a number, but {failure}, so the job dies at its "
-            f"first checkpoint. Pass a string: `tag=str({spelled})` (or an f-string such as `f\"step_{{{spelled}}}\"`, "
+            f'first checkpoint. Pass a string: `tag=str({spelled})` (or an f-string such as `f"step_{{{spelled}}}"`, '
             "the same on the save and the resume side)."
         )
-        fix = PendingFix(Applicability.SAFE, "Wrap the tag in `str(...)`", (ReplaceNode(tag, f"str({spelled})"),))
-        self.report(found.call, message, severity=Severity.ERROR, fix=fix, implied=CHECKPOINT_API_SINCE)
+        fix = PendingFix(
+            Applicability.SAFE, "Wrap the tag in `str(...)`", (ReplaceNode(tag, f"str({spelled})"),)
+        )
+        self.report(
+            found.call, message, severity=Severity.ERROR, fix=fix, implied=CHECKPOINT_API_SINCE
+        )
 
     def _check_rank(self, found: CheckpointCall, tag: cst.BaseExpression) -> None:
         functions = [term.member for term in rank_terms(tag, self.facts) if term.is_rank]
@@ -90,12 +96,14 @@ class CheckpointTagInvalid(Rule):
         condition = f" ({split.condition()})" if split.condition() else ""
         message = (
             f"The checkpoint tag `{spelled}` depends on the rank{condition}: {effect}. Use a tag that is the same on "
-            "every rank, such as the training step (`f\"step_{total_steps}\"`); the library adds the rank to file "
+            'every rank, such as the training step (`f"step_{total_steps}"`); the library adds the rank to file '
             "names itself."
         )
         severity = Severity.ERROR if split.definite else Severity.WARNING
         states = split.states if not split.definite else ()
-        self.report(found.call, message, severity=severity, job_facts=states, implied=CHECKPOINT_API_SINCE)
+        self.report(
+            found.call, message, severity=severity, job_facts=states, implied=CHECKPOINT_API_SINCE
+        )
 
 
 def _reads_rank_variable(expr: cst.BaseExpression, facts: FileFacts) -> bool:
@@ -105,7 +113,11 @@ def _reads_rank_variable(expr: cst.BaseExpression, facts: FileFacts) -> bool:
         if isinstance(node, cst.Subscript) and facts.qualified_name(node.value) == "os.environ":
             element = node.slice[0].slice if node.slice else None
             key = element.value if isinstance(element, cst.Index) else None
-        elif isinstance(node, cst.Call) and node.args and facts.qualified_name(node.func) in ("os.environ.get", "os.getenv"):
+        elif (
+            isinstance(node, cst.Call)
+            and node.args
+            and facts.qualified_name(node.func) in ("os.environ.get", "os.getenv")
+        ):
             key = node.args[0].value
         if key is not None and facts.literal(key) in _RANK_VARIABLES:
             return True

@@ -35,7 +35,9 @@ class CheckpointObjectNotWrapped(Rule):
         found = checkpoint_call(self.facts, node)
         if found is None or not found.saves:
             return
-        functions: list[cst.FunctionDef] = [n for n in self.ancestry.stack[:-1] if isinstance(n, cst.FunctionDef)]
+        functions: list[cst.FunctionDef] = [
+            n for n in self.ancestry.stack[:-1] if isinstance(n, cst.FunctionDef)
+        ]
         for parameter, flag in (("model", self._flag_model), ("optimizer", self._flag_optimizer)):
             given = found.argument(parameter)
             if given is None or given.star:
@@ -44,7 +46,11 @@ class CheckpointObjectNotWrapped(Rule):
                 flag(raw, via)
 
     def _raw_objects(
-        self, parameter: str, expr: cst.BaseExpression, functions: Sequence[cst.FunctionDef], use: cst.Call
+        self,
+        parameter: str,
+        expr: cst.BaseExpression,
+        functions: Sequence[cst.FunctionDef],
+        use: cst.Call,
     ) -> Iterator[tuple[Unwrapped, str]]:
         """The raw object ``expr`` is here, or, when ``expr`` is a parameter of the saving
         function, the raw objects its callers in this file pass for it."""
@@ -53,7 +59,11 @@ class CheckpointObjectNotWrapped(Rule):
             yield raw, ""
             return
         function = functions[-1] if functions else None
-        if not isinstance(expr, cst.Name) or function is None or expr.value not in parameter_names(function):
+        if (
+            not isinstance(expr, cst.Name)
+            or function is None
+            or expr.value not in parameter_names(function)
+        ):
             return
         parents = self.flow.index
         for call in self.calls.get(function.name.value, ()):
@@ -64,10 +74,17 @@ class CheckpointObjectNotWrapped(Rule):
             callers = [n for n in parents.ancestors(call) if isinstance(n, cst.FunctionDef)][::-1]
             raw = self._raw(parameter, passed, callers, call)
             if raw is not None:
-                yield raw, f" (through parameter `{expr.value}` of `{function.name.value}`, which saves it)"
+                yield (
+                    raw,
+                    f" (through parameter `{expr.value}` of `{function.name.value}`, which saves it)",
+                )
 
     def _raw(
-        self, parameter: str, expr: cst.BaseExpression, functions: Sequence[cst.FunctionDef], use: cst.Call
+        self,
+        parameter: str,
+        expr: cst.BaseExpression,
+        functions: Sequence[cst.FunctionDef],
+        use: cst.Call,
     ) -> Optional[Unwrapped]:
         if parameter == "model":
             return raw_module(self.flow, expr, self.models, functions, use)
@@ -92,7 +109,14 @@ class CheckpointObjectNotWrapped(Rule):
                 "saves each rank's partition."
             )
             severity = Severity.ERROR if sdp.state is Tri.OFF else Severity.WARNING
-        self.report(raw.use, message, severity=severity, fix=self._fix(raw, "model"), job_facts=(sdp,), implied=CHECKPOINT_API_SINCE)
+        self.report(
+            raw.use,
+            message,
+            severity=severity,
+            fix=self._fix(raw, "model"),
+            job_facts=(sdp,),
+            implied=CHECKPOINT_API_SINCE,
+        )
 
     def _flag_optimizer(self, raw: Unwrapped, via: str) -> None:
         states = [self.feature(key, raw.use) for key in ("FP16", "BF16", "SDP")]
@@ -113,13 +137,24 @@ class CheckpointObjectNotWrapped(Rule):
             )
             severity = Severity.WARNING
         message = f"{lead}: {why}. Pass {wrapper}."
-        self.report(raw.use, message, severity=severity, fix=self._fix(raw, "optimizer"), job_facts=tuple(on or unknown), implied=CHECKPOINT_API_SINCE)
+        self.report(
+            raw.use,
+            message,
+            severity=severity,
+            fix=self._fix(raw, "optimizer"),
+            job_facts=tuple(on or unknown),
+            implied=CHECKPOINT_API_SINCE,
+        )
 
     @staticmethod
     def _fix(raw: Unwrapped, what: str) -> Optional[PendingFix]:
         if raw.wrapped is None:
             return None
-        return PendingFix(Applicability.SAFE, f"Pass the wrapped {what} `{raw.wrapped}`", (ReplaceNode(raw.use, raw.wrapped),))
+        return PendingFix(
+            Applicability.SAFE,
+            f"Pass the wrapped {what} `{raw.wrapped}`",
+            (ReplaceNode(raw.use, raw.wrapped),),
+        )
 
 
 def _conditions(states: Sequence[FeatureState]) -> str:

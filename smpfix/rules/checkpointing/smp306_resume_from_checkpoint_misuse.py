@@ -49,9 +49,9 @@ class ResumeFromCheckpointMisuse(Rule):
         sdp = self.feature("SDP", found.call)
         if partial is False and found.value("tag") is None:
             message = (
-                "`resume_from_checkpoint(..., partial=False)` without a `tag` raises SMPValidationError (\"tag is "
-                "required to load a full checkpoint\"): only partial checkpoints are found through the `newest` file. "
-                "Pass the tag the full checkpoint was saved with, e.g. `tag=\"fullmodel.pt\"`."
+                '`resume_from_checkpoint(..., partial=False)` without a `tag` raises SMPValidationError ("tag is '
+                'required to load a full checkpoint"): only partial checkpoints are found through the `newest` file. '
+                'Pass the tag the full checkpoint was saved with, e.g. `tag="fullmodel.pt"`.'
             )
             self.report(found.call, message, severity=Severity.ERROR, implied=CHECKPOINT_API_SINCE)
         sharded = found.argument("load_sharded_optimizer_state")
@@ -60,12 +60,16 @@ class ResumeFromCheckpointMisuse(Rule):
                 f"`load_sharded_optimizer_state=` is read only under sharded data parallelism, which is off "
                 f"({sdp.source}): the argument does nothing here."
             )
-            self.report(sharded, message, severity=Severity.HINT, job_facts=(sdp,), implied=CHECKPOINT_API_SINCE)
+            self.report(
+                sharded,
+                message,
+                severity=Severity.HINT,
+                job_facts=(sdp,),
+                implied=CHECKPOINT_API_SINCE,
+            )
         translate = found.argument("translate_function")
         if translate is not None and partial is True:
-            message = (
-                "`translate_function=` is used only for full loads (`partial=False`); this partial load ignores it."
-            )
+            message = "`translate_function=` is used only for full loads (`partial=False`); this partial load ignores it."
             self.report(translate, message, severity=Severity.HINT, implied=CHECKPOINT_API_SINCE)
 
     # -- order against smp.DistributedOptimizer -----------------------------------------------
@@ -80,7 +84,11 @@ class ResumeFromCheckpointMisuse(Rule):
             later = self._wrap_after(found.call, parents)
             if later is None:
                 continue
-            wrapped = f"`{later.target} = {self.context.code_for(later.call.func)}(...)`" if later.target else "`smp.DistributedOptimizer(...)`"
+            wrapped = (
+                f"`{later.target} = {self.context.code_for(later.call.func)}(...)`"
+                if later.target
+                else "`smp.DistributedOptimizer(...)`"
+            )
             if sdp.state is Tri.ON:
                 lead = f"With sharded data parallelism on ({sdp.source})"
                 severity = Severity.ERROR
@@ -94,7 +102,14 @@ class ResumeFromCheckpointMisuse(Rule):
                 f"the sharded optimizer state can only be loaded into the wrapped optimizer: {effect}. Move the call "
                 "after the optimizer is wrapped (without sharding the load is deferred, so that order works in every job)."
             )
-            self.report(found.call, message, severity=severity, fix=self._move(found.call, later, parents), job_facts=(sdp,), implied=CHECKPOINT_API_SINCE)
+            self.report(
+                found.call,
+                message,
+                severity=severity,
+                fix=self._move(found.call, later, parents),
+                job_facts=(sdp,),
+                implied=CHECKPOINT_API_SINCE,
+            )
 
     def _wrap_after(self, call: cst.Call, parents: ParentIndex) -> Optional[Wrap]:
         """The ``smp.DistributedOptimizer`` of the same function that runs after ``call``, when
@@ -111,10 +126,16 @@ class ResumeFromCheckpointMisuse(Rule):
         """Move the resume statement to just after the wrap, when both sit in one block and
         nothing in between reads what the resume binds or rebinds what it reads."""
         statement = parents.parent_of(parents.parent_of(call) or call)
-        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1 or wrap.where is None:
+        if (
+            not isinstance(statement, cst.SimpleStatementLine)
+            or len(statement.body) != 1
+            or wrap.where is None
+        ):
             return None
         small = statement.body[0]
-        if not (isinstance(small, cst.Expr) and small.value is call) and not (isinstance(small, cst.Assign) and small.value is call):
+        if not (isinstance(small, cst.Expr) and small.value is call) and not (
+            isinstance(small, cst.Assign) and small.value is call
+        ):
             return None
         block = parents.parent_of(statement)
         body: Sequence[cst.CSTNode] = getattr(block, "body", ())
@@ -126,6 +147,12 @@ class ResumeFromCheckpointMisuse(Rule):
         for other in between:
             if binds & names_in(other) or reads & bound_names(other):
                 return None
-        edits = (DeleteStatementLines(statement), InsertStatementAfter(wrap.where.statement, statement, self.context.module))
-        return PendingFix(Applicability.UNSAFE, "Move `smp.resume_from_checkpoint` after `smp.DistributedOptimizer`", edits)
-
+        edits = (
+            DeleteStatementLines(statement),
+            InsertStatementAfter(wrap.where.statement, statement, self.context.module),
+        )
+        return PendingFix(
+            Applicability.UNSAFE,
+            "Move `smp.resume_from_checkpoint` after `smp.DistributedOptimizer`",
+            edits,
+        )

@@ -37,13 +37,19 @@ class LegacyManualCheckpointing(Rule):
         func = node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value == "local_state_dict"):
             return
-        if not (isinstance(func.value, cst.Name) and func.value.value in self.facts.optimizer_names()):
+        if not (
+            isinstance(func.value, cst.Name) and func.value.value in self.facts.optimizer_names()
+        ):
             return
         gather = argument(node, "gather_if_shard", 0)
         if gather is not None and self.facts.literal(gather.value) is False:
             return  # no gather: each rank returns its own shard
         guards = self._guards()
-        split = cut([g.function for guard in guards for g in guard.guards], "RDP_GROUP", self.job) if guards else None
+        split = (
+            cut([g.function for guard in guards for g in guard.guards], "RDP_GROUP", self.job)
+            if guards
+            else None
+        )
         oss = self.feature("OSS", node)
         if split is not None and oss.state is not Tri.OFF:
             self._flag_hang(node, guards, oss)
@@ -79,7 +85,9 @@ class LegacyManualCheckpointing(Rule):
             "`smp.save_checkpoint(path, tag, partial=True, model=model, optimizer=optimizer)` on every rank (SMP 1.10 "
             "and later), which handles sharded optimizer state."
         )
-        self.report(call, message, severity=severity, fix=self._hoist(call, guards), job_facts=(oss,))
+        self.report(
+            call, message, severity=severity, fix=self._hoist(call, guards), job_facts=(oss,)
+        )
 
     def _hoist(self, call: cst.Call, guards: Sequence[_Guard]) -> Optional[PendingFix]:
         """``x = optimizer.local_state_dict()`` directly in the body of the one guarding ``if``
@@ -89,7 +97,11 @@ class LegacyManualCheckpointing(Rule):
         if_node = guards[0].if_node
         statement, block = self.ancestry.parent(2), self.ancestry.parent(3)
         small = self.ancestry.parent(1)
-        if not (isinstance(small, cst.Assign) and small.value is call and isinstance(statement, cst.SimpleStatementLine)):
+        if not (
+            isinstance(small, cst.Assign)
+            and small.value is call
+            and isinstance(statement, cst.SimpleStatementLine)
+        ):
             return None
         if len(statement.body) != 1 or block is not if_node.body or len(if_node.body.body) < 2:
             return None
@@ -98,5 +110,12 @@ class LegacyManualCheckpointing(Rule):
         reads = names_in(statement)
         if any(reads & bound_names(other) for other in earlier):
             return None
-        edits = (DeleteStatementLines(statement), InsertStatementBefore(if_node, statement, self.context.module))
-        return PendingFix(Applicability.UNSAFE, "Call `local_state_dict()` on every rank, before the rank guard", edits)
+        edits = (
+            DeleteStatementLines(statement),
+            InsertStatementBefore(if_node, statement, self.context.module),
+        )
+        return PendingFix(
+            Applicability.UNSAFE,
+            "Call `local_state_dict()` on every rank, before the rank guard",
+            edits,
+        )

@@ -34,6 +34,7 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 _TORCH_DROP_LAST = 8
 _TF_DROP_REMAINDER = {"batch": 1, "padded_batch": 3}
 
+
 @dataclass(frozen=True)
 class _Batching:
     """A batching call that may keep a last partial batch, and how to make it drop it."""
@@ -64,7 +65,7 @@ class _LastBatch:
         return {-(-n // self.batch.value) for n in self.samples.counts}
 
     def words(self) -> str:
-        """"`datasets.MNIST(...)` holds 60000 samples (...); 60000 samples in batches of 64 leave a last batch of 32"."""
+        """ "`datasets.MNIST(...)` holds 60000 samples (...); 60000 samples in batches of 64 leave a last batch of 32"."""
         counts = " or ".join(str(n) for n in sorted(self.samples.counts))
         per_rank = " per rank" if self.samples.per_rank else ""
         sizes = " or ".join(str(size) for size in self.sizes)
@@ -84,7 +85,9 @@ class LastBatchNotDropped(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         if not self.facts.step_functions and not self._has_fit_call():
             return
-        candidates = [found for call in self.facts.call_order if (found := self._candidate(call)) is not None]
+        candidates = [
+            found for call in self.facts.call_order if (found := self._candidate(call)) is not None
+        ]
         if not candidates:
             return
         index = ParentIndex(node)
@@ -100,7 +103,10 @@ class LastBatchNotDropped(Rule):
         return self.branches.reach(node).reach is not Reach.NEVER
 
     def _has_fit_call(self) -> bool:
-        return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "fit" for c in self.facts.call_order)
+        return any(
+            isinstance(c.func, cst.Attribute) and c.func.attr.value == "fit"
+            for c in self.facts.call_order
+        )
 
     # -- candidates -------------------------------------------------------------------------
     def _candidate(self, call: cst.Call) -> Optional[_Batching]:
@@ -113,8 +119,15 @@ class LastBatchNotDropped(Rule):
         if arguments.unpacked or any(arg.star for arg in call.args):
             return None
         if isinstance(func, cst.Attribute) and func.attr.value in _TF_DROP_REMAINDER:
-            if self._is_dataset(func.value, set()) and not self._repeats_forever(func.value, call, set()):
-                return self._missing(arguments, "drop_remainder", _TF_DROP_REMAINDER[func.attr.value], tensorflow=True)
+            if self._is_dataset(func.value, set()) and not self._repeats_forever(
+                func.value, call, set()
+            ):
+                return self._missing(
+                    arguments,
+                    "drop_remainder",
+                    _TF_DROP_REMAINDER[func.attr.value],
+                    tensorflow=True,
+                )
         return None
 
     def _torch_candidate(self, arguments: CallArguments) -> Optional[_Batching]:
@@ -126,7 +139,9 @@ class LastBatchNotDropped(Rule):
             return None  # batch_size=None: the loader yields single samples, never a partial batch
         return self._missing(arguments, "drop_last", _TORCH_DROP_LAST, tensorflow=False)
 
-    def _missing(self, arguments: CallArguments, keyword: str, position: int, *, tensorflow: bool) -> Optional[_Batching]:
+    def _missing(
+        self, arguments: CallArguments, keyword: str, position: int, *, tensorflow: bool
+    ) -> Optional[_Batching]:
         """The call, when the keyword is absent or literally False; None when set or unknowable."""
         passed = arguments.passed(keyword, position)
         if passed.absent:
@@ -166,14 +181,22 @@ class LastBatchNotDropped(Rule):
         all (every rank reads the whole dataset)."""
         if self._shards_evenly(call):
             return True
-        loaders = TrainingLoaders(self.facts, index, self.context.path, modules=self.context.modules)
+        loaders = TrainingLoaders(
+            self.facts, index, self.context.path, modules=self.context.modules
+        )
         return loaders.may_be_unsharded(call) and loaders.unsharded(call)
 
     def _shards_evenly(self, call: cst.Call) -> bool:
         """A ``DistributedSampler`` pads every rank to the same length, so batch counts match."""
         arguments = call_arguments(call, self.facts)
-        sampler = arguments.passed("sampler", DATALOADER_POSITIONS["sampler"]).certain if arguments is not None else None
-        return sampler is not None and is_distributed_sampler(bound_value(sampler, self.facts), self.facts)
+        sampler = (
+            arguments.passed("sampler", DATALOADER_POSITIONS["sampler"]).certain
+            if arguments is not None
+            else None
+        )
+        return sampler is not None and is_distributed_sampler(
+            bound_value(sampler, self.facts), self.facts
+        )
 
     # -- the arithmetic ---------------------------------------------------------------------
     def _last_batch(self, batching: _Batching) -> Optional[_LastBatch]:
@@ -191,7 +214,13 @@ class LastBatchNotDropped(Rule):
             if passed is None:
                 return None
             given = passed.certain
-            batch = Resolved(1, "the DataLoader default") if passed.absent else self.script_numbers.resolve(given) if given is not None else None
+            batch = (
+                Resolved(1, "the DataLoader default")
+                if passed.absent
+                else self.script_numbers.resolve(given)
+                if given is not None
+                else None
+            )
         if samples is None or batch is None or batch.value < 1:
             return None
         return _LastBatch(samples, batch)
@@ -211,7 +240,11 @@ class LastBatchNotDropped(Rule):
             if not failing:
                 return None
             assumed = assumed or microbatches.assumed
-            source = f"; microbatches is {count}: {microbatches.how}" if microbatches.how and (assumed or mb.state is not Tri.ON) else ""
+            source = (
+                f"; microbatches is {count}: {microbatches.how}"
+                if microbatches.how and (assumed or mb.state is not Tri.ON)
+                else ""
+            )
             text = f"{last.words()}, which {count} microbatches cannot split ({failing[0]} % {count} = {failing[0] % count}{source})"
             severity = Severity.ERROR if mb.state is Tri.ON and not assumed else Severity.WARNING
         else:
@@ -239,13 +272,21 @@ class LastBatchNotDropped(Rule):
         if not args:
             return None
         last = args[-1]
-        before = args[-2].comma.whitespace_after if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
+        before = (
+            args[-2].comma.whitespace_after
+            if len(args) > 1 and isinstance(args[-2].comma, cst.Comma)
+            else None
+        )
         if len(args) == 1:
             before = batching.call.whitespace_before_args
         after = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else None
-        if isinstance(before, cst.ParenthesizedWhitespace) and isinstance(after, cst.ParenthesizedWhitespace):
+        if isinstance(before, cst.ParenthesizedWhitespace) and isinstance(
+            after, cst.ParenthesizedWhitespace
+        ):
             # One argument per line with a trailing comma: add a line in the same style.
-            indent = (index.indentation(batching.call) if before.indent else "") + before.last_line.value
+            indent = (
+                index.indentation(batching.call) if before.indent else ""
+            ) + before.last_line.value
             newline = self.context.module.default_newline
             edits = (InsertAfter(after.first_line, f"{indent}{keyword}=True,{newline}"),)
         else:
@@ -266,9 +307,13 @@ class LastBatchNotDropped(Rule):
             lead = f"`{code}(...)` keeps the last, smaller batch of every epoch"
             reach = f"its batches reach {feed}"
         if batching.explicit_false is not None:
-            kept = f"`{keyword}=False`" + (" in the dict it unpacks" if batching.explicit_false.from_dict else "")
+            kept = f"`{keyword}=False`" + (
+                " in the dict it unpacks" if batching.explicit_false.from_dict else ""
+            )
         else:
-            kept = f"no `{keyword}=True`" + (", in the call or the dict it unpacks" if batching.unpacks else "")
+            kept = f"no `{keyword}=True`" + (
+                ", in the call or the dict it unpacks" if batching.unpacks else ""
+            )
         lead = f"{lead} ({kept}) and {reach}"
         error = "" if batching.tensorflow else " (`TensorSplitError`)"
         split = (
@@ -279,7 +324,9 @@ class LastBatchNotDropped(Rule):
         last = self._last_batch(batching)
         if mb.state is Tri.OFF:
             dp = data_parallelism(self.job)
-            if dp.state is Tri.OFF or (not batching.tensorflow and self._same_batch_count(batching.call, index)):
+            if dp.state is Tri.OFF or (
+                not batching.tensorflow and self._same_batch_count(batching.call, index)
+            ):
                 return
             if last is not None and len(last.batch_counts) == 1:
                 return  # every rank holds as many samples, so runs as many batches
@@ -306,4 +353,3 @@ class LastBatchNotDropped(Rule):
             message = f"{lead}; {mb.condition()}, {split}. Pass `{keyword}=True`."
         fix = self._fix(batching, index, safe=mb.state is Tri.ON)
         self.report(batching.call, message, severity=severity, fix=fix, job_facts=job_facts)
-

@@ -90,7 +90,11 @@ class DataShardedByGlobalRank(Rule):
                 self._check_manual(node, [indices.value], "`Subset(...)`")
             return
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _SHARDING_METHODS and self.facts.qualified_name(func) is None:
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in _SHARDING_METHODS
+            and self.facts.qualified_name(func) is None
+        ):
             self._check_manual(node, [arg.value for arg in node.args], f"`.{func.attr.value}(...)`")
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
@@ -115,9 +119,16 @@ class DataShardedByGlobalRank(Rule):
     def _picks_a_part(self, node: cst.Subscript, index: cst.BaseExpression) -> bool:
         """A rank indexing a split made by a size: ``np.array_split(files, world)[rank]``."""
         terms = rank_terms(index, self.facts, modules=self.context.modules)
-        if not terms or not all(term.is_rank for term in terms) or not isinstance(node.value, cst.Call):
+        if (
+            not terms
+            or not all(term.is_rank for term in terms)
+            or not isinstance(node.value, cst.Call)
+        ):
             return False
-        return any(not term.is_rank for term in rank_terms(node.value, self.facts, modules=self.context.modules))
+        return any(
+            not term.is_rank
+            for term in rank_terms(node.value, self.facts, modules=self.context.modules)
+        )
 
     def _only_quoted_ranks(self, part: cst.BaseExpression) -> bool:
         """``name[: -len(f".pt_{smp.mp_rank()}")]``: the rank names a file whose length is
@@ -126,7 +137,11 @@ class DataShardedByGlobalRank(Rule):
             id(inner)
             for node in iter_nodes(part)
             if isinstance(node, cst.FormattedString)
-            or (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len")
+            or (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Name)
+                and node.func.value == "len"
+            )
             for inner in iter_nodes(node)
         }
         terms = rank_terms(part, self.facts, modules=self.context.modules)
@@ -141,12 +156,16 @@ class DataShardedByGlobalRank(Rule):
         if any(not term.is_rank for term in terms):
             return True
         return any(
-            isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) and not isinstance(n.right, cst.Integer)
+            isinstance(n, cst.BinaryOperation)
+            and isinstance(n.operator, cst.Modulo)
+            and not isinstance(n.right, cst.Integer)
             for n in iter_nodes(index)
         )
 
     # -- what is wrong ----------------------------------------------------------------------
-    def _judge(self, expr: cst.BaseExpression) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
+    def _judge(
+        self, expr: cst.BaseExpression
+    ) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
         """The rank terms of one shard count or index that are wrong for data here, and the
         terms a fix rewrites (every one not of the data-parallel family the job expects).
 
@@ -169,7 +188,9 @@ class DataShardedByGlobalRank(Rule):
         rewrite = [t for t in considered if t.family != self.data_job.expected_family]
         return wrong, rewrite
 
-    def _judge_all(self, parts: Sequence[cst.BaseExpression]) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
+    def _judge_all(
+        self, parts: Sequence[cst.BaseExpression]
+    ) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
         wrong: list[tuple[RankTerm, Verdict]] = []
         rewrite: list[RankTerm] = []
         for part in parts:
@@ -180,11 +201,17 @@ class DataShardedByGlobalRank(Rule):
         wrong.sort(key=lambda item: item[1].state is not Tri.ON)
         return wrong, rewrite
 
-    def _check_manual(self, node: cst.CSTNode, parts: Sequence[cst.BaseExpression], kind: str) -> None:
+    def _check_manual(
+        self, node: cst.CSTNode, parts: Sequence[cst.BaseExpression], kind: str
+    ) -> None:
         offences, rewrite = self._judge_all(parts)
         if not offences:
             return
-        if not any(term.is_rank for part in parts for term in rank_terms(part, self.facts, modules=self.context.modules)):
+        if not any(
+            term.is_rank
+            for part in parts
+            for term in rank_terms(part, self.facts, modules=self.context.modules)
+        ):
             return  # `ds[: smp.size()]` takes a prefix; a shard needs an index
         branches = self._branches()
         if any(_alternatives(branches, earlier) for earlier in self.reported_branches):
@@ -259,20 +286,33 @@ class DataShardedByGlobalRank(Rule):
         family: str,
         missing_verdict: Optional[Verdict] = None,
     ) -> None:
-        verdicts = [v for _, v in offences] + ([missing_verdict] if missing_verdict is not None else [])
+        verdicts = [v for _, v in offences] + (
+            [missing_verdict] if missing_verdict is not None else []
+        )
         verdict = either(verdicts)
         severity = Severity.ERROR if verdict.state is Tri.ON else Severity.WARNING
         expected = self.data_job.expected_family
         flavour = self.data_job.flavour
-        size, rank = (spelled(self.facts, self.context.module, f"{expected}_{kind}", flavour) for kind in ("size", "rank"))
+        size, rank = (
+            spelled(self.facts, self.context.module, f"{expected}_{kind}", flavour)
+            for kind in ("size", "rank")
+        )
         when = f"; this is wrong {verdict.when}" if verdict.when else ""
         advice = f"Shard by `{size}` and `{rank}`"
         if not self.data_job.expectation_known:
             advice += " (by `rdp_size()`/`rdp_rank()` if `prescaled_batch` is enabled)"
         message = f"{lead}: {_why(family, self.data_job.replica_peers)}{when}. {advice}."
-        self.report(node, message, severity=severity, fix=self._fix(node, rewrite, missing), job_facts=verdict.states)
+        self.report(
+            node,
+            message,
+            severity=severity,
+            fix=self._fix(node, rewrite, missing),
+            job_facts=verdict.states,
+        )
 
-    def _fix(self, node: cst.CSTNode, rewrite: Sequence[RankTerm], missing: tuple[str, ...]) -> Optional[PendingFix]:
+    def _fix(
+        self, node: cst.CSTNode, rewrite: Sequence[RankTerm], missing: tuple[str, ...]
+    ) -> Optional[PendingFix]:
         job = self.data_job
         family = job.expected_family
         module = self.context.module
@@ -302,7 +342,9 @@ class DataShardedByGlobalRank(Rule):
         else:
             safe = job.expectation_known
         applicability = Applicability.SAFE if safe else Applicability.UNSAFE
-        return PendingFix(applicability, f"Shard by `{family}_size()` and `{family}_rank()`", tuple(edits))
+        return PendingFix(
+            applicability, f"Shard by `{family}_size()` and `{family}_rank()`", tuple(edits)
+        )
 
 
 def _alternatives(first: frozenset[tuple[int, str]], second: frozenset[tuple[int, str]]) -> bool:

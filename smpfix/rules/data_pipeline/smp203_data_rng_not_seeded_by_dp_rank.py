@@ -47,8 +47,13 @@ _DATA_SEEDS = {
     "tensorflow.compat.v1.set_random_seed": ("seed", 0),
     "tensorflow.compat.v1.random.set_random_seed": ("seed", 0),
 }
-_TF_GLOBAL_SEEDS = frozenset({"tensorflow.random.set_seed", "tensorflow.compat.v1.set_random_seed",
-                              "tensorflow.compat.v1.random.set_random_seed"})
+_TF_GLOBAL_SEEDS = frozenset(
+    {
+        "tensorflow.random.set_seed",
+        "tensorflow.compat.v1.set_random_seed",
+        "tensorflow.compat.v1.random.set_random_seed",
+    }
+)
 # Seeds that also drive PyTorch's parameter initialisation (and the data RNGs above).
 _DATA_AND_INIT_SEEDS = {
     "transformers.set_seed": ("seed", 0),
@@ -65,7 +70,14 @@ _TORCH_GENERATORS = frozenset({"torch.Generator", "torch._C.Generator"})
 # The last names of everything above: calls named otherwise are not looked at further.
 _NAMES = frozenset(
     name.rsplit(".", 1)[-1]
-    for name in (*_DATA_SEEDS, *_DATA_AND_INIT_SEEDS, *_TORCH_GLOBAL_SEEDS, *DATALOADERS, *DISTRIBUTED_SAMPLERS, *RANDOM_SAMPLERS)
+    for name in (
+        *_DATA_SEEDS,
+        *_DATA_AND_INIT_SEEDS,
+        *_TORCH_GLOBAL_SEEDS,
+        *DATALOADERS,
+        *DISTRIBUTED_SAMPLERS,
+        *RANDOM_SAMPLERS,
+    )
 ) | {"manual_seed", "shuffle"}
 _RANDOM_SAMPLER_GENERATOR = 3
 # Ranks that differ between tensor-parallel peers: the seeds SMP501 recommends for initialisation.
@@ -116,14 +128,19 @@ class DataRngNotSeededByDpRank(Rule):
         # that such a seed later replaces never reaches the data pipeline.
         self.scopes: dict[cst.Call, Scope] = {}
         self.consistent_data_seeds: list[cst.Call] = []
-        self.init_seeds: list[tuple[cst.Call, SeedSite, list[tuple[RankTerm, Verdict]], list[RankTerm], Verdict]] = []
+        self.init_seeds: list[
+            tuple[cst.Call, SeedSite, list[tuple[RankTerm, Verdict]], list[RankTerm], Verdict]
+        ] = []
         # `tf.random.set_seed(1234)`: a constant global seed from which TensorFlow derives the
         # seed of every later unseeded op alike on every rank (the official scripts' way).
         self.tf_constant_seeds: list[cst.Call] = []
 
     # -- recognising seeds --------------------------------------------------------------------
     def _site(self, call: cst.Call, qualified: Optional[str]) -> Optional[SeedSite]:
-        for table, data, torch_global in ((_DATA_SEEDS, True, False), (_DATA_AND_INIT_SEEDS, True, True)):
+        for table, data, torch_global in (
+            (_DATA_SEEDS, True, False),
+            (_DATA_AND_INIT_SEEDS, True, True),
+        ):
             if qualified in table:
                 name, position = table[qualified]
                 return SeedSite(_value(argument(call, name, position)), data, torch_global)
@@ -133,7 +150,11 @@ class DataRngNotSeededByDpRank(Rule):
         if qualified in DISTRIBUTED_SAMPLERS:
             return SeedSite(_value(argument(call, "seed", SAMPLER_POSITIONS["seed"])), True, False)
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "manual_seed" and self._is_generator(func.value):
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "manual_seed"
+            and self._is_generator(func.value)
+        ):
             return SeedSite(_value(argument(call, "seed", 0)), True, False)
         return None
 
@@ -141,7 +162,9 @@ class DataRngNotSeededByDpRank(Rule):
         if isinstance(expr, cst.Name):
             assignment = self.facts.single_assignment(expr.value)
             expr = assignment.value if assignment is not None else expr
-        return isinstance(expr, cst.Call) and self.facts.qualified_name(expr.func) in _TORCH_GENERATORS
+        return (
+            isinstance(expr, cst.Call) and self.facts.qualified_name(expr.func) in _TORCH_GENERATORS
+        )
 
     def _learn_helper(self, site: SeedSite) -> None:
         """A seed taken from a parameter of the enclosing function makes that function a helper."""
@@ -150,7 +173,9 @@ class DataRngNotSeededByDpRank(Rule):
         function = self.ancestry.nearest(cst.FunctionDef)
         if not isinstance(function, cst.FunctionDef):
             return
-        positional = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        positional = [
+            p.name.value for p in (*function.params.posonly_params, *function.params.params)
+        ]
         keyword_only = [p.name.value for p in function.params.kwonly_params]
         parameter = site.seed.value
         if parameter not in positional and parameter not in keyword_only:
@@ -177,7 +202,12 @@ class DataRngNotSeededByDpRank(Rule):
             self._check_tf_shuffle(node)
             return
         site = self._site(node, qualified)
-        if qualified in _TF_GLOBAL_SEEDS and site is not None and site.seed is not None and isinstance(self.facts.literal(site.seed), int):
+        if (
+            qualified in _TF_GLOBAL_SEEDS
+            and site is not None
+            and site.seed is not None
+            and isinstance(self.facts.literal(site.seed), int)
+        ):
             self.tf_constant_seeds.append(node)
         if site is not None and site.seed is not None:
             self.scopes[node] = self._scope()
@@ -204,7 +234,9 @@ class DataRngNotSeededByDpRank(Rule):
         if site.data:
             self._flag_seed(call, site, wrong, rewrite, verdict)
 
-    def _seeds_initialisation(self, call: cst.Call, wrong: Sequence[tuple[RankTerm, Verdict]]) -> bool:
+    def _seeds_initialisation(
+        self, call: cst.Call, wrong: Sequence[tuple[RankTerm, Verdict]]
+    ) -> bool:
         """``set_seed(seed + smp.tp_rank())`` just before ``smp.DistributedModel`` in the same
         function: the per-rank initialisation seed that SMP501 asks for (the official GPT
         examples seed this way), which is a data seed only until something reseeds."""
@@ -212,7 +244,9 @@ class DataRngNotSeededByDpRank(Rule):
             return False
         scope = self.scopes.get(call)
         return any(
-            wrap.where is not None and wrap.where.scope is scope and self.facts.runs_before(call, wrap.call)
+            wrap.where is not None
+            and wrap.where.scope is scope
+            and self.facts.runs_before(call, wrap.call)
             for wrap in self.facts.distributed_models
         )
 
@@ -246,8 +280,14 @@ class DataRngNotSeededByDpRank(Rule):
             self._flag_loader(loader, seed_call, verdict)
 
     # -- judging ------------------------------------------------------------------------------
-    def _judge(self, seed: cst.BaseExpression) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
-        terms = [term for term in rank_terms(seed, self.facts, modules=self.context.modules) if term.is_rank]
+    def _judge(
+        self, seed: cst.BaseExpression
+    ) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
+        terms = [
+            term
+            for term in rank_terms(seed, self.facts, modules=self.context.modules)
+            if term.is_rank
+        ]
         if {term.family for term in terms} >= DATA_PARALLEL:
             return [], []  # `rdp_rank() if prescaled_batch else dp_rank()`
         wrong = []
@@ -269,7 +309,10 @@ class DataRngNotSeededByDpRank(Rule):
             shuffle = arguments.passed("shuffle", DATALOADER_POSITIONS["shuffle"]).certain
             if shuffle is None or self.facts.literal(shuffle) is not True:
                 return False
-            return all(arguments.passed(name, DATALOADER_POSITIONS[name]).absent for name in ("sampler", "batch_sampler", "generator"))
+            return all(
+                arguments.passed(name, DATALOADER_POSITIONS[name]).absent
+                for name in ("sampler", "batch_sampler", "generator")
+            )
         if qualified in RANDOM_SAMPLERS:
             return arguments.passed("generator", _RANDOM_SAMPLER_GENERATOR).absent
         return False
@@ -284,12 +327,24 @@ class DataRngNotSeededByDpRank(Rule):
 
     # -- reporting ----------------------------------------------------------------------------
     def _dp_rank(self) -> str:
-        return spelled(self.facts, self.context.module, f"{self.data_job.expected_family}_rank", self.data_job.flavour)
+        return spelled(
+            self.facts,
+            self.context.module,
+            f"{self.data_job.expected_family}_rank",
+            self.data_job.flavour,
+        )
 
     def _flag_seed(
-        self, call: cst.Call, site: SeedSite, wrong: Sequence[tuple[RankTerm, Verdict]], rewrite: Sequence[RankTerm], verdict: Verdict
+        self,
+        call: cst.Call,
+        site: SeedSite,
+        wrong: Sequence[tuple[RankTerm, Verdict]],
+        rewrite: Sequence[RankTerm],
+        verdict: Verdict,
     ) -> None:
-        ranks = " and ".join(dict.fromkeys(f"`{self.context.code_for(term.node)}`" for term, _ in wrong))
+        ranks = " and ".join(
+            dict.fromkeys(f"`{self.context.code_for(term.node)}`" for term, _ in wrong)
+        )
         why = (
             f"{self.data_job.replica_peers} must shuffle and augment their data identically, since each "
             f"computes the loss from its own copy of the batch, but {ranks} differs between them"
@@ -302,7 +357,9 @@ class DataRngNotSeededByDpRank(Rule):
         expected = self.data_job.expected_family
         if not (site.torch_global and expected == "rdp"):
             # With prescaled batch, rdp_rank would also make tensor-parallel slices initialise alike (SMP501).
-            edits = rewrite_terms(rewrite, expected, self.facts, self.context.module, self.data_job.flavour)
+            edits = rewrite_terms(
+                rewrite, expected, self.facts, self.context.module, self.data_job.flavour
+            )
             if edits:
                 fix = PendingFix(Applicability.UNSAFE, f"Seed with `{expected}_rank()`", edits)
         elif site.torch_global:
@@ -333,8 +390,12 @@ class DataRngNotSeededByDpRank(Rule):
         if has_star_kwargs(call):
             return
         pp = self.data_job.pp
-        severity = {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: Severity.HINT}[pp.state]
-        global_seed = next((seed for seed in self.tf_constant_seeds if self.facts.runs_before(seed, call)), None)
+        severity = {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: Severity.HINT}[
+            pp.state
+        ]
+        global_seed = next(
+            (seed for seed in self.tf_constant_seeds if self.facts.runs_before(seed, call)), None
+        )
         if pp.state is Tri.OFF:
             when = f"It only matters with pipeline parallelism, and {pp.condition()}."
         elif global_seed is not None:
@@ -356,9 +417,18 @@ class DataRngNotSeededByDpRank(Rule):
         fix = None
         module = self.context.module
         if reference is not None:
-            insertion = append_arguments(call, [f"seed={reference.text}()"], block_indentation(self.ancestry.stack, module), module)
+            insertion = append_arguments(
+                call,
+                [f"seed={reference.text}()"],
+                block_indentation(self.ancestry.stack, module),
+                module,
+            )
             if insertion is not None:
-                fix = PendingFix(Applicability.UNSAFE, "Seed the shuffle with `dp_rank()`", (*reference.edits, insertion))
+                fix = PendingFix(
+                    Applicability.UNSAFE,
+                    "Seed the shuffle with `dp_rank()`",
+                    (*reference.edits, insertion),
+                )
         self.report(call, message, severity=severity, fix=fix, job_facts=(pp,))
 
 

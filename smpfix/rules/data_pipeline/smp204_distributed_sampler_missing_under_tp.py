@@ -46,7 +46,9 @@ class DistributedSamplerMissingUnderTp(Rule):
         if tp.state is not Tri.ON or not self.loaders:
             return
         index = ParentIndex(node)
-        loaders = TrainingLoaders(self.facts, index, self.context.path, self.context.importers, self.context.modules)
+        loaders = TrainingLoaders(
+            self.facts, index, self.context.path, self.context.importers, self.context.modules
+        )
         candidates = [loader for loader in self.loaders if loaders.may_be_unsharded(loader)]
         flow: Optional[SamplerFlow] = None
         for loader in candidates:
@@ -59,7 +61,9 @@ class DistributedSamplerMissingUnderTp(Rule):
             if not self._left_out_sampler(loader, index, flow, loaders):
                 self._flag(loader, fed, tp)
 
-    def _left_out_sampler(self, loader: cst.Call, index: ParentIndex, flow: SamplerFlow, loaders: TrainingLoaders) -> bool:
+    def _left_out_sampler(
+        self, loader: cst.Call, index: ParentIndex, flow: SamplerFlow, loaders: TrainingLoaders
+    ) -> bool:
         """A ``DistributedSampler`` over the same dataset in the loader's function that shards
         nothing: SMP206 reports that mistake (one mistake, one finding)."""
         dataset = loader_dataset(loader, self.facts)
@@ -71,7 +75,11 @@ class DistributedSamplerMissingUnderTp(Rule):
         for call in self.facts.call_order:
             if is_distributed_sampler(call, self.facts) and index.scope_of(call) is scope:
                 built_over = loader_dataset(call, self.facts)
-                if built_over is not None and dataset_key(built_over, self.facts, module) == key and flow.left_out(call, loaders):
+                if (
+                    built_over is not None
+                    and dataset_key(built_over, self.facts, module) == key
+                    and flow.left_out(call, loaders)
+                ):
                     return True
         return False
 
@@ -90,4 +98,3 @@ class DistributedSamplerMissingUnderTp(Rule):
             "others never reach."
         )
         self.report(loader, message, severity=Severity.HINT, job_facts=(state,))
-

@@ -35,7 +35,9 @@ class _Workers:
 class DataloaderWorkersOnP4d(Rule):
     code = "SMP205"
     name = "dataloader-workers-on-p4d"
-    summary = "On ml.p4d instances the library requires `num_workers=0` in the PyTorch `DataLoader`."
+    summary = (
+        "On ml.p4d instances the library requires `num_workers=0` in the PyTorch `DataLoader`."
+    )
     fix_availability = FixAvailability.SAFE
     default_severity = Severity.WARNING
     runs_on_helper_modules = True
@@ -83,15 +85,27 @@ class DataloaderWorkersOnP4d(Rule):
             return _Workers(int(value), given, how, literal)
         dotted = dotted_name(given) or ""
         if dotted.count(".") == 1 and self.facts.qualified_name(given) is None:
-            found = script_argument(dotted.split(".")[1], self.facts, self.context.modules, self.context.path)
+            found = script_argument(
+                dotted.split(".")[1], self.facts, self.context.modules, self.context.path
+            )
             if found is not None and _is_count(found.value):
-                return _Workers(int(found.value), given, f" (`{dotted}` is {found.value}: {found.how})", False)
+                return _Workers(
+                    int(found.value), given, f" (`{dotted}` is {found.value}: {found.how})", False
+                )
         return None
 
     def _code(self, node: cst.CSTNode) -> str:
         return " ".join(self.context.code_for(node).split())
 
-    def _flag(self, call: cst.Call, keyword: str, workers: _Workers, instance: str, source: str, documented: bool) -> None:
+    def _flag(
+        self,
+        call: cst.Call,
+        keyword: str,
+        workers: _Workers,
+        instance: str,
+        source: str,
+        documented: bool,
+    ) -> None:
         where = "the `DataLoader`" if keyword == "num_workers" else "the Trainer's data loaders"
         if documented:
             lead = f"`{keyword}={workers.value}`{workers.how} starts worker processes for {where}, but the job runs on {instance} ({source})"
@@ -111,9 +125,14 @@ class DataloaderWorkersOnP4d(Rule):
         if not workers.literal:
             return None
         arguments = call_arguments(call, self.facts)
-        if arguments is None or (keyword == "num_workers" and any(not arguments.passed(name).absent for name in _NEEDS_WORKERS)):
+        if arguments is None or (
+            keyword == "num_workers"
+            and any(not arguments.passed(name).absent for name in _NEEDS_WORKERS)
+        ):
             return None
-        return PendingFix(Applicability.SAFE, f"Set `{keyword}=0`", (ReplaceNode(workers.node, "0"),))
+        return PendingFix(
+            Applicability.SAFE, f"Set `{keyword}=0`", (ReplaceNode(workers.node, "0"),)
+        )
 
 
 def _is_count(value: Any) -> bool:

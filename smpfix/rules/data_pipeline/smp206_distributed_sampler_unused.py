@@ -57,7 +57,9 @@ class DistributedSamplerUnused(Rule):
             return
         index = ParentIndex(node)
         flow = SamplerFlow.of(self.facts, index)
-        loaders = TrainingLoaders(self.facts, index, self.context.path, self.context.importers, self.context.modules)
+        loaders = TrainingLoaders(
+            self.facts, index, self.context.path, self.context.importers, self.context.modules
+        )
         for sampler in self.samplers:
             use = flow.left_out(sampler, loaders)
             if use is None:
@@ -66,7 +68,9 @@ class DistributedSamplerUnused(Rule):
             if found is not None:
                 self._flag(sampler, use, found[0], found[1], replicas, index)
 
-    def _left_out_of(self, sampler: cst.Call, index: ParentIndex, loaders: TrainingLoaders) -> Optional[tuple[cst.Call, str]]:
+    def _left_out_of(
+        self, sampler: cst.Call, index: ParentIndex, loaders: TrainingLoaders
+    ) -> Optional[tuple[cst.Call, str]]:
         """The unsharded loader over the sampler's dataset, in the same function, that training
         reads (and how its batches reach training)."""
         dataset = loader_dataset(sampler, self.facts)
@@ -77,9 +81,16 @@ class DistributedSamplerUnused(Rule):
         key = dataset_key(dataset, self.facts, module)
         for loader in self.loaders:
             over = loader_dataset(loader, self.facts)
-            if over is None or index.scope_of(loader) is not scope or dataset_key(over, self.facts, module) != key:
+            if (
+                over is None
+                or index.scope_of(loader) is not scope
+                or dataset_key(over, self.facts, module) != key
+            ):
                 continue
-            if not (loaders.may_be_unsharded(loader) and loaders.unsharded(loader, through_callers=False)):
+            if not (
+                loaders.may_be_unsharded(loader)
+                and loaders.unsharded(loader, through_callers=False)
+            ):
                 continue
             fed = loaders.feeds_training(loader)
             if fed is not None:
@@ -88,7 +99,13 @@ class DistributedSamplerUnused(Rule):
 
     # -- reporting ------------------------------------------------------------------------------
     def _flag(
-        self, sampler: cst.Call, use: SamplerUse, loader: cst.Call, fed: str, replicas: FeatureState, index: ParentIndex
+        self,
+        sampler: cst.Call,
+        use: SamplerUse,
+        loader: cst.Call,
+        fed: str,
+        replicas: FeatureState,
+        index: ParentIndex,
     ) -> None:
         line = self._line(loader)
         how = self._how_it_reads(loader)
@@ -135,7 +152,11 @@ class DistributedSamplerUnused(Rule):
             return None
         shuffle = arguments.passed("shuffle", DATALOADER_POSITIONS["shuffle"])
         given = arguments.passed("sampler", DATALOADER_POSITIONS["sampler"])
-        if shuffle.from_dict or given.from_dict or not arguments.passed("batch_sampler", DATALOADER_POSITIONS["batch_sampler"]).absent:
+        if (
+            shuffle.from_dict
+            or given.from_dict
+            or not arguments.passed("batch_sampler", DATALOADER_POSITIONS["batch_sampler"]).absent
+        ):
             return None
         edits: list[NodeEdit] = []
         if given.written is not None:
@@ -145,13 +166,20 @@ class DistributedSamplerUnused(Rule):
         elif shuffle.written is not None:
             if shuffle.written.keyword is None:
                 return None
-            edits += [ReplaceNode(shuffle.written.keyword, "sampler"), ReplaceNode(shuffle.written.value, name)]
+            edits += [
+                ReplaceNode(shuffle.written.keyword, "sampler"),
+                ReplaceNode(shuffle.written.value, name),
+            ]
         else:
-            insertion = append_arguments(loader, [f"sampler={name}"], index.indentation(loader), self.context.module)
+            insertion = append_arguments(
+                loader, [f"sampler={name}"], index.indentation(loader), self.context.module
+            )
             if insertion is None:
                 return None
             edits.append(insertion)
-        return PendingFix(Applicability.UNSAFE, f"Give the DataLoader `sampler={name}`", tuple(edits))
+        return PendingFix(
+            Applicability.UNSAFE, f"Give the DataLoader `sampler={name}`", tuple(edits)
+        )
 
     def _bound_name(self, sampler: cst.Call, index: ParentIndex) -> Optional[str]:
         parent = index.parent_of(sampler)
@@ -160,6 +188,10 @@ class DistributedSamplerUnused(Rule):
             if not isinstance(target, cst.Name):
                 return None
             scope = index.scope_of(parent)
-            here = [a for a in self.facts.assignments.get(target.value, ()) if a.where is not None and a.where.scope is scope]
+            here = [
+                a
+                for a in self.facts.assignments.get(target.value, ())
+                if a.where is not None and a.where.scope is scope
+            ]
             return target.value if len(here) == 1 else None
         return None

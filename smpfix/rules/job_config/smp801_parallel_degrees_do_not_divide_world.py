@@ -14,16 +14,24 @@ class ParallelDegreesDoNotDivideWorld(ConfigRule):
     name = "parallel-degrees-do-not-divide-world"
     summary = "`pipeline_parallel_degree` (TensorFlow: `partitions`) × `tensor_parallel_degree` must divide processes_per_host × instance_count."
     fix_availability = FixAvailability.NONE
+
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
         world = view.world
-        pp, tp = view.int_value("pipeline_parallel_degree"), view.int_value("tensor_parallel_degree")
+        pp, tp = (
+            view.int_value("pipeline_parallel_degree"),
+            view.int_value("tensor_parallel_degree"),
+        )
         if world is None or pp is None or tp is None or pp < 1 or tp < 1:
             return
         if world % (pp * tp) == 0:
             return
         per_host, count = view.launch("processes_per_host"), view.launch("instance_count")
-        at = view.located("tensor_parallel_degree") if tp > 1 else view.located("pipeline_parallel_degree")
+        at = (
+            view.located("tensor_parallel_degree")
+            if tp > 1
+            else view.located("pipeline_parallel_degree")
+        )
         if view.tensorflow:
             yield ConfigProblem(
                 at or view.parameters,

@@ -36,26 +36,39 @@ class BatchNotDivisibleByMicrobatches(Rule):
     code = "SMP802"
     name = "batch-not-divisible-by-microbatches"
     flavours = BOTH
-    summary = "The batch size of a loader that feeds `smp.step` must be a multiple of `microbatches`."
+    summary = (
+        "The batch size of a loader that feeds `smp.step` must be a multiple of `microbatches`."
+    )
     fix_availability = FixAvailability.NONE
     depends_on = ("MB",)
 
     def leave_Module(self, node: cst.Module) -> None:
-        candidates = [found for call in self.facts.call_order if (found := self._candidate(call)) is not None]
+        candidates = [
+            found for call in self.facts.call_order if (found := self._candidate(call)) is not None
+        ]
         if not candidates:
             return
         microbatches = self.script_numbers.microbatches()
         if microbatches is None or microbatches.value <= 1:
             return
         index = ParentIndex(node)
-        loaders, datasets = StepFeeds(self.facts, index), StepFeeds(self.facts, index, datasets=True)
+        loaders, datasets = (
+            StepFeeds(self.facts, index),
+            StepFeeds(self.facts, index, datasets=True),
+        )
         for batching in candidates:
             feed = (datasets if batching.tensorflow else loaders).feed_of(batching.call)
             if feed is None:
                 continue
-            if batching.size is not None and _is_parameter(batching.size, index.scope_of(batching.call)):
+            if batching.size is not None and _is_parameter(
+                batching.size, index.scope_of(batching.call)
+            ):
                 continue  # a parameter of the enclosing function: its callers decide
-            batch = Resolved(1, "the DataLoader default") if batching.size is None else self.script_numbers.resolve(batching.size, 0)
+            batch = (
+                Resolved(1, "the DataLoader default")
+                if batching.size is None
+                else self.script_numbers.resolve(batching.size, 0)
+            )
             if batch is None or batch.value <= 0 or batch.value % microbatches.value == 0:
                 continue
             self._flag(batching, batch, microbatches, feed)
@@ -75,13 +88,19 @@ class BatchNotDivisibleByMicrobatches(Rule):
         if any(arg.star for arg in call.args):
             return None
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _TF_BATCHING and is_tf_dataset(func.value, self.facts):
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in _TF_BATCHING
+            and is_tf_dataset(func.value, self.facts)
+        ):
             written = argument(call, "batch_size", 0)
             return _Batching(call, written.value, tensorflow=True) if written is not None else None
         return None
 
     # -- reporting ----------------------------------------------------------------------------
-    def _flag(self, batching: _Batching, batch: Resolved, microbatches: Resolved, feed: str) -> None:
+    def _flag(
+        self, batching: _Batching, batch: Resolved, microbatches: Resolved, feed: str
+    ) -> None:
         mb = microbatches.value
         remainder = batch.value % mb
         lower, upper = batch.value - remainder, batch.value - remainder + mb
@@ -112,7 +131,9 @@ class BatchNotDivisibleByMicrobatches(Rule):
             f"first step fails{error} after the instances are up.{prescaled} Use a batch size that is a multiple of "
             f"{mb} ({suggestion}), or change microbatches.{assumed}",
             severity=Severity.WARNING if assumed else Severity.ERROR,
-            job_facts=tuple(feature for feature in (self.feature("MB"),) if feature.state is Tri.ON),
+            job_facts=tuple(
+                feature for feature in (self.feature("MB"),) if feature.state is Tri.ON
+            ),
         )
 
 
@@ -123,4 +144,3 @@ def _is_parameter(expr: cst.BaseExpression, scope: cst.CSTNode) -> bool:
     every = [*params.posonly_params, *params.params, *params.kwonly_params]
     every += [star for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)]
     return any(param.name.value == expr.value for param in every)
-

@@ -39,14 +39,24 @@ class TensorParallelDegreeShape(ConfigRule):
             return
         reasons = []
         if tp & (tp - 1):
-            node = f" ({instance.name} has {instance.gpus} GPUs per node)" if instance is not None else ""
+            node = (
+                f" ({instance.name} has {instance.gpus} GPUs per node)"
+                if instance is not None
+                else ""
+            )
             reasons.append(
                 f"is not a power of two{node}: the library accepts it, but its distributed transformer layers need head "
                 "and hidden sizes divisible by the degree (otherwise tensor parallelism is silently not applied to "
                 "them), and the documented degrees are 2, 4 and 8"
             )
         per_host = view.launch("processes_per_host")
-        if isinstance(per_host, int) and not isinstance(per_host, bool) and per_host > 0 and per_host % tp and tp <= per_host:
+        if (
+            isinstance(per_host, int)
+            and not isinstance(per_host, bool)
+            and per_host > 0
+            and per_host % tp
+            and tp <= per_host
+        ):
             reasons.append(
                 f"does not divide processes_per_host {per_host}: some tensor-parallel groups would span two nodes "
                 "and exchange activations over the network"
@@ -54,16 +64,23 @@ class TensorParallelDegreeShape(ConfigRule):
         if reasons:
             yield ConfigProblem(
                 at,
-                f"tensor_parallel_degree {tp} " + "; and it ".join(reasons) + ". Use a power of two that divides the GPUs of one node.",
+                f"tensor_parallel_degree {tp} "
+                + "; and it ".join(reasons)
+                + ". Use a power of two that divides the GPUs of one node.",
                 Severity.WARNING,
             )
         strategy = view.value("placement_strategy")
         count = view.launch("instance_count")
-        if isinstance(strategy, str) and strategy in _T_NOT_RIGHTMOST and isinstance(count, int) and count > 1:
+        if (
+            isinstance(strategy, str)
+            and strategy in _T_NOT_RIGHTMOST
+            and isinstance(count, int)
+            and count > 1
+        ):
             yield ConfigProblem(
                 view.located("placement_strategy") or at,
                 f"placement_strategy {strategy!r} does not put tensor parallelism (T) rightmost, so on {count} instances "
                 "tensor-parallel peers may land on different nodes and every layer's activations cross the network. "
-                "Use \"cluster\" (DPT) so tensor-parallel ranks are neighbours within a node.",
+                'Use "cluster" (DPT) so tensor-parallel ranks are neighbours within a node.',
                 Severity.WARNING,
             )

@@ -32,12 +32,19 @@ class SdpDegreeDoesNotDivideDp(ConfigRule):
             )
             return
         world = view.world
-        pp, tp = view.int_value("pipeline_parallel_degree"), view.int_value("tensor_parallel_degree")
+        pp, tp = (
+            view.int_value("pipeline_parallel_degree"),
+            view.int_value("tensor_parallel_degree"),
+        )
         if world is None or pp is None or tp is None or pp < 1 or tp < 1 or world % (pp * tp):
             return  # unknown, or SMP801's mistake
         per_host, count = view.launch("processes_per_host"), view.launch("instance_count")
         layout = f"{per_host} per host × {count} instance{'s' if count != 1 else ''}"
-        divided = "".join(f" / {name} {value}" for name, value in (("tensor_parallel_degree", tp), ("pipeline_parallel_degree", pp)) if value > 1)
+        divided = "".join(
+            f" / {name} {value}"
+            for name, value in (("tensor_parallel_degree", tp), ("pipeline_parallel_degree", pp))
+            if value > 1
+        )
         shown = f"{world} processes{divided}; {world} = {layout}" if divided else layout
         if tp > 1:
             degree, named = world // (pp * tp), "reduced data-parallel degree"
@@ -48,7 +55,9 @@ class SdpDegreeDoesNotDivideDp(ConfigRule):
         if sdp > degree:
             wrong = f"is larger than the {named} {degree} ({shown})"
         elif degree % sdp:
-            wrong = f"does not divide the {named} {degree} ({shown}), {degree} % {sdp} = {degree % sdp}"
+            wrong = (
+                f"does not divide the {named} {degree} ({shown}), {degree} % {sdp} = {degree % sdp}"
+            )
         else:
             return
         yield ConfigProblem(

@@ -36,7 +36,12 @@ class SdpIncompatibleFeatures(ConfigRule):
             return
         pp = view.int_value("pipeline_parallel_degree")
         if pp is not None and pp > 1:
-            key = "partitions" if view.parameters is not None and view.parameters.get("pipeline_parallel_degree") is None else "pipeline_parallel_degree"
+            key = (
+                "partitions"
+                if view.parameters is not None
+                and view.parameters.get("pipeline_parallel_degree") is None
+                else "pipeline_parallel_degree"
+            )
             yield ConfigProblem(
                 view.located("pipeline_parallel_degree"),
                 f"{key} {pp} with sharded_data_parallel_degree {sdp}: sharded data parallelism cannot run with pipeline "
@@ -59,7 +64,10 @@ class SdpIncompatibleFeatures(ConfigRule):
         yield from _with_tensor_parallelism(view, sdp, tp)
 
     def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
-        sdp, tp = view.int_value("sharded_data_parallel_degree"), view.int_value("tensor_parallel_degree")
+        sdp, tp = (
+            view.int_value("sharded_data_parallel_degree"),
+            view.int_value("tensor_parallel_degree"),
+        )
         if sdp is None or tp is None or sdp <= 1 or tp <= 1:
             return
         if view.smp_version is not None and view.smp_version.before(SDP_WITH_TP_SINCE):
@@ -91,7 +99,7 @@ def _with_tensor_parallelism(view: ConfigView, sdp: int, tp: int) -> Iterator[Co
         f"tensor_parallel_degree {tp} with sharded_data_parallel_degree {sdp} needs SMP 1.15, which ships only in the "
         f"PyTorch 1.13.1 and 2.0.0 containers. {leading(view.version_condition(until=BEFORE_SDP_WITH_TP))} that older "
         "library requires tensor_parallel_degree 1 with sharded data parallelism and stops at start-up, after the "
-        "instances are up. Use framework_version \"1.13.1\" or later, or drop one of the two.",
+        'instances are up. Use framework_version "1.13.1" or later, or drop one of the two.',
         Severity.ERROR,
         until=BEFORE_SDP_WITH_TP,
         # Writing the combination targets 1.15: only a stated older version makes it a mistake.
@@ -106,9 +114,9 @@ def _with_tensor_parallelism(view: ConfigView, sdp: int, tp: int) -> Iterator[Co
     state = "is not set (default False)" if located is None else f"is {prescaled!r}"
     yield ConfigProblem(
         located or view.located("tensor_parallel_degree"),
-        f"sharded_data_parallel_degree {sdp} with tensor_parallel_degree {tp} needs `\"prescaled_batch\": True`, but "
+        f'sharded_data_parallel_degree {sdp} with tensor_parallel_degree {tp} needs `"prescaled_batch": True`, but '
         f"prescaled_batch {state}: with both, each tensor-parallel group must read one combined batch (data sharded "
         "by `smp.rdp_rank()`/`smp.rdp_size()`), which is what prescaled_batch tells the library. Set "
-        "`\"prescaled_batch\": True` and shard the data by the reduced data-parallel rank.",
+        '`"prescaled_batch": True` and shard the data by the reduced data-parallel rank.',
         Severity.ERROR,
     )

@@ -14,7 +14,7 @@ class Bf16WithoutSdp(ConfigRule):
     code = "SMP806"
     name = "bf16-without-sdp"
     flavours = ONLY_PYTORCH
-    summary = "`\"bf16\": True` works only with sharded data parallelism, and runs fast only on GPUs with bf16 support (A100, A10G, H100)."
+    summary = '`"bf16": True` works only with sharded data parallelism, and runs fast only on GPUs with bf16 support (A100, A10G, H100).'
     fix_availability = FixAvailability.NONE
 
     @classmethod
@@ -28,7 +28,7 @@ class Bf16WithoutSdp(ConfigRule):
                 at,
                 f"bf16 is True but {instance.name} has {instance.gpu_model} GPUs, which have no native bf16 support (it needs "
                 "Ampere or newer: A100, A10G, H100): the job runs, but its bf16 arithmetic is emulated and much slower "
-                "than on GPUs with bf16, on instances that are paid for by the hour. Use `\"fp16\": True` on this "
+                'than on GPUs with bf16, on instances that are paid for by the hour. Use `"fp16": True` on this '
                 "instance type, or ml.p4d.24xlarge / ml.p4de.24xlarge instances for bf16.",
                 Severity.WARNING,
             )
@@ -41,6 +41,6 @@ class Bf16WithoutSdp(ConfigRule):
             at,
             f"bf16 is True but sharded_data_parallel_degree {state}: bf16 training works only when sharded data "
             "parallelism is on (the library does not stop you, but the documented support is bf16 with sharding "
-            "only). Turn sharded data parallelism on (`\"sharded_data_parallel_degree\"` > 1) or use `\"fp16\": True`.",
+            'only). Turn sharded data parallelism on (`"sharded_data_parallel_degree"` > 1) or use `"fp16": True`.',
             Severity.WARNING,
         )

@@ -11,7 +11,11 @@ from smpfix.rules.launched_code import launched_code
 from smpfix.rules.rule import FixAvailability
 
 # The library's activation checkpointing entry points; offloading moves what they checkpoint.
-CHECKPOINTING = ("set_activation_checkpointing", "patches.checkpoint.checkpoint", "patches.checkpoint.checkpoint_sequential")
+CHECKPOINTING = (
+    "set_activation_checkpointing",
+    "patches.checkpoint.checkpoint",
+    "patches.checkpoint.checkpoint_sequential",
+)
 
 
 class OffloadActivationsPrerequisites(ConfigRule):
@@ -63,7 +67,11 @@ class OffloadActivationsPrerequisites(ConfigRule):
         it may not save memory without a pipeline."""
         with_code = list(self.check_with_code(view))
         for problem in self.check(view):
-            if not (with_code and problem.severity is Severity.HINT and _without_pipeline_or_sharding(view)):
+            if not (
+                with_code
+                and problem.severity is Severity.HINT
+                and _without_pipeline_or_sharding(view)
+            ):
                 yield problem
         yield from with_code
 

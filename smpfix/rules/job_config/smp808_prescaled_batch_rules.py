@@ -15,7 +15,7 @@ class PrescaledBatchRules(ConfigRule):
     name = "prescaled-batch-rules"
     flavours = ONLY_PYTORCH
     summary = (
-        "`prescaled_batch` requires `optimize: \"speed\"`, has no effect without tensor parallelism, and is recommended "
+        '`prescaled_batch` requires `optimize: "speed"`, has no effect without tensor parallelism, and is recommended '
         "when tensor and pipeline parallelism are combined."
     )
     fix_availability = FixAvailability.NONE
@@ -23,14 +23,17 @@ class PrescaledBatchRules(ConfigRule):
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
         prescaled = view.value("prescaled_batch")
-        tp, pp = view.int_value("tensor_parallel_degree"), view.int_value("pipeline_parallel_degree")
+        tp, pp = (
+            view.int_value("tensor_parallel_degree"),
+            view.int_value("pipeline_parallel_degree"),
+        )
         if prescaled is True:
             optimize = view.located("optimize")
             if optimize is not None and optimize.plain() == "memory":
                 yield ConfigProblem(
                     optimize,
-                    "optimize is \"memory\" with prescaled_batch True: the library accepts prescaled_batch only with "
-                    "optimize \"speed\" and stops at start-up, after the instances are up. Set `\"optimize\": \"speed\"` "
+                    'optimize is "memory" with prescaled_batch True: the library accepts prescaled_batch only with '
+                    'optimize "speed" and stops at start-up, after the instances are up. Set `"optimize": "speed"` '
                     "(the library's default) or turn prescaled_batch off.",
                     Severity.ERROR,
                 )
@@ -53,6 +56,6 @@ class PrescaledBatchRules(ConfigRule):
                 f"{'False' if located is not None else 'not set (default False)'}: with both, prescaled_batch is "
                 "recommended, so that each tensor-parallel group reads one combined batch (tp × the per-rank batch) and "
                 "the per-pipeline batch can grow for efficient pipelining without running out of memory. Set "
-                "`\"prescaled_batch\": True` and shard the data by `smp.rdp_rank()` / `smp.rdp_size()`.",
+                '`"prescaled_batch": True` and shard the data by `smp.rdp_rank()` / `smp.rdp_size()`.',
                 Severity.HINT,
             )

@@ -61,16 +61,21 @@ class SmddpBufferSize(ConfigRule):
         direct = _direct_operands(node) if joins else set()
         for join in joins.values():
             if join.right.node is not None:
-                self.report(join.right.node, _glued_message(join), severity=Severity.WARNING, fix=_space_fix(join, direct))
-        for statement, target in _strings_added_to_dicts(self):
                 self.report(
-                    statement,
-                    f"`{target}` is a dict, so adding a string to it (`{target} += \"...\"`) raises TypeError "
-                    "when the launcher runs, and the MPI flags never reach the job: they belong in the options string, "
-                    f"`{target}[\"custom_mpi_options\"]`, each flag starting with a space. Write "
-                    f"`{target}[\"custom_mpi_options\"] += \" -x NAME=VALUE\"`.",
-                    severity=Severity.ERROR,
+                    join.right.node,
+                    _glued_message(join),
+                    severity=Severity.WARNING,
+                    fix=_space_fix(join, direct),
                 )
+        for statement, target in _strings_added_to_dicts(self):
+            self.report(
+                statement,
+                f'`{target}` is a dict, so adding a string to it (`{target} += "..."`) raises TypeError '
+                "when the launcher runs, and the MPI flags never reach the job: they belong in the options string, "
+                f'`{target}["custom_mpi_options"]`, each flag starting with a space. Write '
+                f'`{target}["custom_mpi_options"] += " -x NAME=VALUE"`.',
+                severity=Severity.ERROR,
+            )
 
 
 def _strings_added_to_dicts(rule: ConfigRule) -> Iterator[tuple[cst.AugAssign, str]]:
@@ -80,7 +85,11 @@ def _strings_added_to_dicts(rule: ConfigRule) -> Iterator[tuple[cst.AugAssign, s
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for small in statement.body:
-            if not (isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign) and isinstance(small.target, cst.Name)):
+            if not (
+                isinstance(small, cst.AugAssign)
+                and isinstance(small.operator, cst.AddAssign)
+                and isinstance(small.target, cst.Name)
+            ):
                 continue
             added = rule.facts.literal(small.value)
             bound = rule.facts.single_assignment(small.target.value)
@@ -132,7 +141,7 @@ def _buffer(variable: LaunchVariable, view: ConfigView) -> Iterator[ConfigProble
             variable.at,
             f"{where} has no effect here: SMDDP AllGather collectives run only with sharded data parallelism on more "
             f"than one ml.p4d.24xlarge instance (SMP 1.13 or later, without tensor parallelism, "
-            f"ddp_dist_backend not \"nccl\"), and this job has {'; '.join(reasons)}. Remove it, or change the job.",
+            f'ddp_dist_backend not "nccl"), and this job has {"; ".join(reasons)}. Remove it, or change the job.',
             Severity.HINT,
         )
         return
@@ -176,7 +185,7 @@ def _no_effect(view: ConfigView) -> list[str]:
     if tp is not None and tp > 1:
         reasons.append(f"tensor_parallel_degree {tp} (sharding with tensor parallelism uses NCCL)")
     if view.value("ddp_dist_backend") == "nccl":
-        reasons.append("ddp_dist_backend \"nccl\"")
+        reasons.append('ddp_dist_backend "nccl"')
     version = view.smp_version
     if version is not None and version.before(SMDDP_SINCE):
         reasons.append(f"{version.describe()}, older than 1.13, which brought SMDDP collectives")

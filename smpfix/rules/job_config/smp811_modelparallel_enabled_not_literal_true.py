@@ -31,11 +31,13 @@ class ModelparallelEnabledNotLiteralTrue(ConfigRule):
             if has_parameters and misspelling_of(mp.value, "enabled", MODELPARALLEL_KEYS) is None:
                 yield ConfigProblem(
                     mp.display,
-                    "The `modelparallel` dict has no `\"enabled\": True`: the SageMaker SDK only passes the `parameters` on "
+                    'The `modelparallel` dict has no `"enabled": True`: the SageMaker SDK only passes the `parameters` on '
                     "when `enabled` is the literal `True`, so the job starts with none of them (no tensor or pipeline "
-                    "parallelism, default microbatches) and nothing reports it. Add `\"enabled\": True`.",
+                    'parallelism, default microbatches) and nothing reports it. Add `"enabled": True`.',
                     Severity.ERROR,
-                    ConfigFix(Applicability.SAFE, 'Add `"enabled": True`', add=((mp, '"enabled": True'),)),
+                    ConfigFix(
+                        Applicability.SAFE, 'Add `"enabled": True`', add=((mp, '"enabled": True'),)
+                    ),
                 )
             return
         value = enabled.plain()
@@ -57,5 +59,7 @@ class ModelparallelEnabledNotLiteralTrue(ConfigRule):
             f"`modelparallel.enabled` is {shown}, not the literal `True`: the SageMaker SDK checks `enabled is True`, so "
             "it silently drops every parameter and the job runs without model parallelism. Write `True`.",
             Severity.ERROR,
-            ConfigFix(Applicability.SAFE, "Write `True`", replace=((enabled, "True"),)) if enabled.node is not None else None,
+            ConfigFix(Applicability.SAFE, "Write `True`", replace=((enabled, "True"),))
+            if enabled.node is not None
+            else None,
         )

@@ -58,26 +58,38 @@ class UnknownConfigKey(ConfigRule):
         if launcher is None or distribution is None or not distribution.is_dict:
             return
         yield from _unknown_sdk_keys(
-            distribution.get("mpi"), MPI_KEYS, "an `mpi` option",
+            distribution.get("mpi"),
+            MPI_KEYS,
+            "an `mpi` option",
             "the SageMaker SDK reads only `enabled`, `processes_per_host` and `custom_mpi_options` from the `mpi` dict "
             "and silently drops anything else",
         )
         yield from _unknown_sdk_keys(
-            distribution.get("smdistributed"), SMDISTRIBUTED_KEYS, "an `smdistributed` strategy",
-            "the SageMaker SDK knows only `modelparallel` and `dataparallel` (a framework estimator raises \"Invalid "
-            "smdistributed strategy provided\"; a generic `Estimator` runs the job without model parallelism)",
+            distribution.get("smdistributed"),
+            SMDISTRIBUTED_KEYS,
+            "an `smdistributed` strategy",
+            'the SageMaker SDK knows only `modelparallel` and `dataparallel` (a framework estimator raises "Invalid '
+            'smdistributed strategy provided"; a generic `Estimator` runs the job without model parallelism)',
             skip=_MISSING_LEVEL_KEYS,
         )
         yield from _unknown_sdk_keys(
-            launcher.modelparallel, MODELPARALLEL_KEYS, "a `modelparallel` option",
+            launcher.modelparallel,
+            MODELPARALLEL_KEYS,
+            "a `modelparallel` option",
             "the SageMaker SDK reads only `enabled` and `parameters` from the `modelparallel` dict and silently drops "
             "anything else",
         )
 
 
-def _unknown_parameter(view: ConfigView, parameters: Located, key: str, located: Located) -> ConfigProblem:
+def _unknown_parameter(
+    view: ConfigView, parameters: Located, key: str, located: Located
+) -> ConfigProblem:
     advice = advise(key, view.known_keys)
-    where = f" (read from {os.path.basename(located.source_file)})" if located.source_file and view.kind != "job table" else ""
+    where = (
+        f" (read from {os.path.basename(located.source_file)})"
+        if located.source_file and view.kind != "job table"
+        else ""
+    )
     how = (
         "The launcher's parameters are merged into this dict, and the library checks every key"
         if view.kind == "smp.init"
@@ -101,17 +113,19 @@ def _unknown_parameter(view: ConfigView, parameters: Located, key: str, located:
         message = (
             f"`{key}` is not a configuration parameter of the model parallelism library (SMP v1) in its 1.12 schema, "
             f"the oldest published one{where}, and this job runs {old.describe()}, whose schema is not "
-            "published. If that release does not know the key either, it stops at start-up with \"Unrecognized "
-            f"config parameter {key}\", after the instances are up. {_advice_text(key, advice, parameters)}"
+            'published. If that release does not know the key either, it stops at start-up with "Unrecognized '
+            f'config parameter {key}", after the instances are up. {_advice_text(key, advice, parameters)}'
         )
     else:
         message = (
             f"`{key}` is not a configuration parameter of the model parallelism library (SMP v1){where}. {how} against "
-            f"its schema and stops at start-up with \"Unrecognized config parameter {key}\", after the instances are up. "
+            f'its schema and stops at start-up with "Unrecognized config parameter {key}", after the instances are up. '
             f"{_advice_text(key, advice, parameters)}"
         )
     severity = Severity.WARNING if old is not None else Severity.ERROR
-    return ConfigProblem(located, message.rstrip(), severity, _rename_fix(located, key, advice, parameters))
+    return ConfigProblem(
+        located, message.rstrip(), severity, _rename_fix(located, key, advice, parameters)
+    )
 
 
 def _ignored_in_tensorflow(key: str, located: Located) -> ConfigProblem:
@@ -121,8 +135,8 @@ def _ignored_in_tensorflow(key: str, located: Located) -> ConfigProblem:
     replicas, and in TensorFlow only Horovod does that."""
     if key == "ddp" and located.plain() is True:
         message = (
-            f"`ddp` {TF_IGNORED[key]}: `\"ddp\": True` does nothing here, so nothing averages the gradients of the "
-            "model replicas and each trains on its own data alone. Set `\"horovod\": True` instead, and all-reduce "
+            f'`ddp` {TF_IGNORED[key]}: `"ddp": True` does nothing here, so nothing averages the gradients of the '
+            'model replicas and each trains on its own data alone. Set `"horovod": True` instead, and all-reduce '
             "the accumulated gradients with `hvd.allreduce` after the step."
         )
         return ConfigProblem(located, message, Severity.ERROR)
@@ -134,7 +148,11 @@ def _ignored_in_tensorflow(key: str, located: Located) -> ConfigProblem:
 
 
 def _unknown_sdk_keys(
-    container: Optional[Located], known: frozenset[str], what: str, why: str, skip: frozenset[str] = frozenset()
+    container: Optional[Located],
+    known: frozenset[str],
+    what: str,
+    why: str,
+    skip: frozenset[str] = frozenset(),
 ) -> Iterator[ConfigProblem]:
     if container is None or not container.is_dict:
         return
@@ -145,22 +163,30 @@ def _unknown_sdk_keys(
         # A misspelling means the setting meant is missing from the job; an unrelated key is noise.
         severity = Severity.ERROR if advice.suggestion is not None else Severity.WARNING
         message = f"`{key}` is not {what}: {why}. {_advice_text(key, advice, container)}"
-        yield ConfigProblem(located, message.rstrip(), severity, _rename_fix(located, key, advice, container))
+        yield ConfigProblem(
+            located, message.rstrip(), severity, _rename_fix(located, key, advice, container)
+        )
 
 
 def _advice_text(key: str, advice: KeyAdvice, container: Located) -> str:
     if advice.suggestion is not None and container.get(advice.suggestion) is not None:
         if advice.explanation is not None:
-            return f"{advice.sentence(key)} `{advice.suggestion}` is set as well, so remove this one."
+            return (
+                f"{advice.sentence(key)} `{advice.suggestion}` is set as well, so remove this one."
+            )
         return f"Did you mean `{advice.suggestion}`? It is set as well, so remove one of the two."
     return advice.sentence(key)
 
 
-def _rename_fix(located: Located, key: str, advice: KeyAdvice, container: Located) -> Optional[ConfigFix]:
+def _rename_fix(
+    located: Located, key: str, advice: KeyAdvice, container: Located
+) -> Optional[ConfigFix]:
     suggestion = advice.suggestion
     if suggestion is None or container.get(suggestion) is not None:
         return None
     replacement = renamed_key(located, key, suggestion)
     if replacement is None:
         return None
-    return ConfigFix(Applicability.UNSAFE, f"Rename `{key}` to `{suggestion}`", replace=(replacement,))
+    return ConfigFix(
+        Applicability.UNSAFE, f"Rename `{key}` to `{suggestion}`", replace=(replacement,)
+    )

@@ -25,14 +25,26 @@ from smpfix.rules.rule import FixAvailability
 
 _INT_KEYS = frozenset(
     {
-        "pipeline_parallel_degree", "partitions", "tensor_parallel_degree", "sharded_data_parallel_degree",
-        "microbatches", "active_microbatches", "default_partition", "ddp_port", "sdp_reduce_bucket_size",
-        "sdp_param_persistence_threshold", "sdp_max_live_parameters", "tensor_parallel_seed",
-        "activation_loading_horizon", "task_level_activation_loading_horizon",
+        "pipeline_parallel_degree",
+        "partitions",
+        "tensor_parallel_degree",
+        "sharded_data_parallel_degree",
+        "microbatches",
+        "active_microbatches",
+        "default_partition",
+        "ddp_port",
+        "sdp_reduce_bucket_size",
+        "sdp_param_persistence_threshold",
+        "sdp_max_live_parameters",
+        "tensor_parallel_seed",
+        "activation_loading_horizon",
+        "task_level_activation_loading_horizon",
     }
 )
 _FLOAT_KEYS = frozenset({"sdp_gradient_clipping", "memory_weight"})
-_STR_KEYS = frozenset({"pipeline", "ddp_dist_backend", "placement_strategy", "optimize", "partition_file"})
+_STR_KEYS = frozenset(
+    {"pipeline", "ddp_dist_backend", "placement_strategy", "optimize", "partition_file"}
+)
 
 # The schema's types (1.12 ``config.yaml``, and the TensorFlow flavour's ``xla``); every other key is a bool.
 EXPECTED_TYPES: Mapping[str, tuple[type, ...]] = {
@@ -64,13 +76,15 @@ class ConfigValueWrongType(ConfigRule):
             yield _problem(view, key, located, value, expected[0])
 
 
-def _problem(view: ConfigView, key: str, located: Located, value: Any, wanted: type) -> ConfigProblem:
+def _problem(
+    view: ConfigView, key: str, located: Located, value: Any, wanted: type
+) -> ConfigProblem:
     found = type(value).__name__
     text = _converted(located, value, wanted)
     message = (
         f"`{key}` is {_shown(located, value)} ({found}), but the library's schema wants {_a(wanted)} here: it compares "
         f"`type(value)` and stops at start-up with \"Config parameter {key} type needs to be one of ['{wanted.__name__}']. "
-        f"Found: {found}.\", after the instances are up."
+        f'Found: {found}.", after the instances are up.'
     )
     if isinstance(value, float) and wanted is int and view.kind == "launcher":
         message += " A launcher's values reach the job as JSON, which keeps a float a float (5e8 becomes 500000000.0)."
@@ -111,7 +125,11 @@ def _converted(located: Located, value: Any, wanted: type) -> Optional[str]:
         return str(int(number)) if number == number.to_integral_value() else None
     if wanted is float:
         as_float = float(number)
-        return repr(as_float) if math.isfinite(as_float) and decimal.Decimal(as_float) == number else None
+        return (
+            repr(as_float)
+            if math.isfinite(as_float) and decimal.Decimal(as_float) == number
+            else None
+        )
     return None
 
 
@@ -151,4 +169,6 @@ def _shown(located: Located, value: Any) -> str:
 
 
 def _a(wanted: type) -> str:
-    return {int: "an int", float: "a float", bool: "a bool (True or False)", str: "a string"}[wanted]
+    return {int: "an int", float: "a float", bool: "a bool (True or False)", str: "a string"}[
+        wanted
+    ]

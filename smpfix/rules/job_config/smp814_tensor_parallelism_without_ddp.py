@@ -14,7 +14,7 @@ class TensorParallelismWithoutDdp(ConfigRule):
     code = "SMP814"
     name = "tensor-parallelism-without-ddp"
     flavours = ONLY_PYTORCH
-    summary = "`tensor_parallel_degree` > 1 requires `\"ddp\": True`; the library refuses to start otherwise."
+    summary = '`tensor_parallel_degree` > 1 requires `"ddp": True`; the library refuses to start otherwise.'
     fix_availability = FixAvailability.SAFE
 
     @classmethod
@@ -28,12 +28,16 @@ class TensorParallelismWithoutDdp(ConfigRule):
             return
         message = (
             f"tensor_parallel_degree is {tp} but `ddp` is {'not set' if ddp is None else repr(value)}: the library requires "
-            "`\"ddp\": True` with tensor parallelism and stops at start-up (\"requires ddp to be set to True\"), after the "
-            "instances are up. Set `\"ddp\": True`."
+            '`"ddp": True` with tensor parallelism and stops at start-up ("requires ddp to be set to True"), after the '
+            'instances are up. Set `"ddp": True`.'
         )
         if ddp is not None:
             fix = ConfigFix(Applicability.SAFE, 'Set `"ddp": True`', replace=((ddp, "True"),))
             yield ConfigProblem(ddp, message, Severity.ERROR, fix)
         elif view.parameters is not None:
-            fix = ConfigFix(Applicability.SAFE, 'Add `"ddp": True`', add=((view.parameters, '"ddp": True'),))
-            yield ConfigProblem(view.located("tensor_parallel_degree"), message, Severity.ERROR, fix)
+            fix = ConfigFix(
+                Applicability.SAFE, 'Add `"ddp": True`', add=((view.parameters, '"ddp": True'),)
+            )
+            yield ConfigProblem(
+                view.located("tensor_parallel_degree"), message, Severity.ERROR, fix
+            )

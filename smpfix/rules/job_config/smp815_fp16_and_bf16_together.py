@@ -26,21 +26,25 @@ class Fp16AndBf16Together(ConfigRule):
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
         bf16 = view.located("bf16")
         if bf16 is not None and bf16.plain() is True:
-            both = [key for key in ("fp16", "fp16_params") if (found := view.located(key)) is not None and found.plain() is True]
+            both = [
+                key
+                for key in ("fp16", "fp16_params")
+                if (found := view.located(key)) is not None and found.plain() is True
+            ]
             if both:
                 shown = " and ".join(f"`{key}` is True" for key in both)
                 yield ConfigProblem(
                     bf16,
                     f"`bf16` is True and {shown}: the library runs in one half-precision format, and setting bf16 "
-                    f"requires fp16 and fp16_params to be False (\"Setting config parameter bf16 to non-default value True "
-                    f"requires fp16 to be set to False\"), so the job stops at start-up after the instances are up. Keep one: "
+                    f'requires fp16 and fp16_params to be False ("Setting config parameter bf16 to non-default value True '
+                    f'requires fp16 to be set to False"), so the job stops at start-up after the instances are up. Keep one: '
                     f"bf16 (which the library supports only with sharded data parallelism) or fp16.",
                     Severity.ERROR,
                 )
         fp16_params = view.located("fp16_params")
         if fp16_params is not None:
             value = fp16_params.plain()
-            written = f"`\"fp16\": {value!r}`" if isinstance(value, bool) else "`fp16`"
+            written = f'`"fp16": {value!r}`' if isinstance(value, bool) else "`fp16`"
             # Before 1.10 the library has no `fp16` key: the advice would stop such a job.
             yield ConfigProblem(
                 fp16_params,
@@ -51,4 +55,3 @@ class Fp16AndBf16Together(ConfigRule):
                 Severity.HINT,
                 since=FP16_KEY_SINCE,
             )
-

@@ -30,12 +30,14 @@ class ActiveMicrobatchesOutOfRange(ConfigRule):
         pp = view.int_value("pipeline_parallel_degree")
         at = view.located("active_microbatches")
         active = view.int_value("active_microbatches") if at is not None else None
-        mb_shown = f"microbatches {microbatches}" + ("" if view.located("microbatches") is not None else " (the library default)")
+        mb_shown = f"microbatches {microbatches}" + (
+            "" if view.located("microbatches") is not None else " (the library default)"
+        )
         if active is not None and active < 1:
             yield ConfigProblem(
                 at,
                 f"active_microbatches {active} is less than 1: the library's lower bound is 1 and it stops at start-up "
-                "(\"cannot be less than 1\"), after the instances are up. Leave it out for the default "
+                '("cannot be less than 1"), after the instances are up. Leave it out for the default '
                 "(pipeline_parallel_degree + 2, at most microbatches) or set a value between 1 and microbatches.",
                 Severity.ERROR,
             )
@@ -43,7 +45,7 @@ class ActiveMicrobatchesOutOfRange(ConfigRule):
             yield ConfigProblem(
                 at,
                 f"active_microbatches {active} is larger than {mb_shown}: at most every microbatch of a step can be "
-                f"in flight, so the library stops at start-up (\"cannot be larger than microbatches\"), after the "
+                f'in flight, so the library stops at start-up ("cannot be larger than microbatches"), after the '
                 f"instances are up. Use at most {microbatches}, or raise microbatches.",
                 Severity.ERROR,
             )
@@ -63,11 +65,13 @@ class ActiveMicrobatchesOutOfRange(ConfigRule):
         effective = active if active is not None else _default_active(pp, microbatches)
         if effective is None or effective == microbatches:
             return
-        how = f"active_microbatches is {effective}" + ("" if active is not None else " (the default, pipeline_parallel_degree + 2)")
+        how = f"active_microbatches is {effective}" + (
+            "" if active is not None else " (the default, pipeline_parallel_degree + 2)"
+        )
         yield ConfigProblem(
             pipeline,
-            f"pipeline \"simple\" needs every microbatch active at once, but {how} and {mb_shown}: the library "
-            "silently switches to the \"interleaved\" pipeline (\"Simple pipeline is only supported when "
+            f'pipeline "simple" needs every microbatch active at once, but {how} and {mb_shown}: the library '
+            'silently switches to the "interleaved" pipeline ("Simple pipeline is only supported when '
             f"'active_microbatches' is equal to 'microbatches'\"). Set active_microbatches to {microbatches}, or "
             "drop `pipeline`.",
             Severity.HINT,

@@ -22,7 +22,7 @@ from smpfix.rules.rule import FixAvailability
 class MpiNotEnabled(ConfigRule):
     code = "SMP817"
     name = "mpi-not-enabled"
-    summary = "A modelparallel launch needs `\"mpi\": {\"enabled\": True, \"processes_per_host\": <GPUs per instance>}`."
+    summary = 'A modelparallel launch needs `"mpi": {"enabled": True, "processes_per_host": <GPUs per instance>}`.'
     fix_availability = FixAvailability.UNSAFE
 
     @classmethod
@@ -32,25 +32,35 @@ class MpiNotEnabled(ConfigRule):
             return
         mp, distribution = launcher.modelparallel, launcher.distribution
         enabled = mp.get("enabled") if mp is not None else None
-        if enabled is None or enabled.plain() is not True or distribution is None or not distribution.is_dict:
+        if (
+            enabled is None
+            or enabled.plain() is not True
+            or distribution is None
+            or not distribution.is_dict
+        ):
             return
         instance = view.instance
         per_host = f'"processes_per_host": {instance.gpus}' if instance is not None else None
-        gpus = f" ({instance.gpus}, the GPUs of one {instance.name})" if instance is not None else ""
+        gpus = (
+            f" ({instance.gpus}, the GPUs of one {instance.name})" if instance is not None else ""
+        )
         mpi = distribution.get("mpi")
         if mpi is None:
             fix = (
-                ConfigFix(Applicability.UNSAFE, 'Add `"mpi": {"enabled": True, ...}`',
-                          add=((distribution.display, f'"mpi": {{"enabled": True, {per_host}}}'),))
+                ConfigFix(
+                    Applicability.UNSAFE,
+                    'Add `"mpi": {"enabled": True, ...}`',
+                    add=((distribution.display, f'"mpi": {{"enabled": True, {per_host}}}'),),
+                )
                 if per_host is not None
                 else None
             )
             yield ConfigProblem(
                 distribution.display,
                 "Model parallelism is enabled but `distribution` has no `mpi` entry: the library runs on MPI, and the "
-                "SageMaker SDK starts the script through mpirun only when `\"mpi\": {\"enabled\": True, ...}` is given, "
+                'SageMaker SDK starts the script through mpirun only when `"mpi": {"enabled": True, ...}` is given, '
                 "so the script starts without MPI and fails when the library initializes, after the "
-                f"instances are up. Add `\"mpi\": {{\"enabled\": True, \"processes_per_host\": <GPUs per instance>}}`{gpus}.",
+                f'instances are up. Add `"mpi": {{"enabled": True, "processes_per_host": <GPUs per instance>}}`{gpus}.',
                 Severity.ERROR,
                 fix,
             )
@@ -68,19 +78,26 @@ def _check_mpi(mpi: Located, per_host: Optional[str], gpus: str) -> Iterator[Con
     not_enabled = (enabled is None and misspelling_of(mpi.value, "enabled", MPI_KEYS) is None) or (
         enabled is not None and value is not UNKNOWN and value is not True
     )
-    missing_per_host = mpi.get("processes_per_host") is None and misspelling_of(mpi.value, "processes_per_host", MPI_KEYS) is None
+    missing_per_host = (
+        mpi.get("processes_per_host") is None
+        and misspelling_of(mpi.value, "processes_per_host", MPI_KEYS) is None
+    )
     if not not_enabled and not missing_per_host:
         return
     problems, why, remedy, actions = [], [], [], []
     replace: list[tuple[Located, str]] = []
     add: list[str] = []
     if not_enabled:
-        problems.append("has no `\"enabled\": True`" if enabled is None else f"has `\"enabled\": {value!r}`, not the literal True")
+        problems.append(
+            'has no `"enabled": True`'
+            if enabled is None
+            else f'has `"enabled": {value!r}`, not the literal True'
+        )
         why.append(
             "the SageMaker SDK starts the script through mpirun only when `enabled` is set, and the library runs on MPI, "
             "so without it the job fails when the library initializes, after the instances are up"
         )
-        remedy.append("`\"enabled\": True`")
+        remedy.append('`"enabled": True`')
         if enabled is None:
             add.append('"enabled": True')
             actions.append('add `"enabled": True`')
@@ -94,7 +111,7 @@ def _check_mpi(mpi: Located, per_host: Optional[str], gpus: str) -> Iterator[Con
             "and without it the number depends on the training toolkit's version (one per GPU in recent ones, a single "
             "process in older ones), so the parallel degrees may not match the ranks that start"
         )
-        remedy.append(f"`\"processes_per_host\"` set to the GPUs per instance{gpus}")
+        remedy.append(f'`"processes_per_host"` set to the GPUs per instance{gpus}')
         if per_host is not None:
             add.append(per_host)
             actions.append(f"add `{per_host}`")
@@ -102,8 +119,12 @@ def _check_mpi(mpi: Located, per_host: Optional[str], gpus: str) -> Iterator[Con
     # (1, "true") may still work, and so may a missing processes_per_host with a recent toolkit.
     certain = not_enabled and not value
     fix = (
-        ConfigFix(Applicability.UNSAFE, _sentence(", ".join(actions)), replace=tuple(replace),
-                  add=((mpi.display, ", ".join(add)),) if add else ())
+        ConfigFix(
+            Applicability.UNSAFE,
+            _sentence(", ".join(actions)),
+            replace=tuple(replace),
+            add=((mpi.display, ", ".join(add)),) if add else (),
+        )
         if replace or add
         else None
     )
@@ -118,4 +139,3 @@ def _check_mpi(mpi: Located, per_host: Optional[str], gpus: str) -> Iterator[Con
 
 def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
-

@@ -35,7 +35,11 @@ class ProcessesPerHostVsGpus(ConfigRule):
         gpus, name = instance.gpus, instance.name
         target = value_in_entry(at)
         fix = (
-            ConfigFix(Applicability.UNSAFE, f"Set processes_per_host to {gpus}", replace=((target, str(gpus)),))
+            ConfigFix(
+                Applicability.UNSAFE,
+                f"Set processes_per_host to {gpus}",
+                replace=((target, str(gpus)),),
+            )
             if target is not None
             else None
         )
@@ -48,7 +52,9 @@ class ProcessesPerHostVsGpus(ConfigRule):
                 Severity.ERROR,
                 fix,
             )
-        elif per_host < gpus and isinstance(count, int) and not isinstance(count, bool) and count > 1:
+        elif (
+            per_host < gpus and isinstance(count, int) and not isinstance(count, bool) and count > 1
+        ):
             yield ConfigProblem(
                 at,
                 f"processes_per_host {per_host} leaves {gpus - per_host} of the {gpus} GPUs of each {name} idle on "

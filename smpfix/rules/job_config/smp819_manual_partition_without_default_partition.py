@@ -19,7 +19,7 @@ from smpfix.rules.rule import FixAvailability
 class ManualPartitionWithoutDefaultPartition(ConfigRule):
     code = "SMP819"
     name = "manual-partition-without-default-partition"
-    summary = "`\"auto_partition\": False` requires `default_partition`, which must be below `pipeline_parallel_degree`."
+    summary = '`"auto_partition": False` requires `default_partition`, which must be below `pipeline_parallel_degree`.'
     fix_availability = FixAvailability.SAFE
 
     @classmethod
@@ -37,8 +37,8 @@ def _missing_default(view: ConfigView) -> Iterator[ConfigProblem]:
         return
     written = view.located("default_partition")
     refused = (
-        "the SageMaker SDK refuses it when the job is submitted (\"default_partition must be supplied if "
-        "auto_partition is set to False!\") and the library at start-up"
+        'the SageMaker SDK refuses it when the job is submitted ("default_partition must be supplied if '
+        'auto_partition is set to False!") and the library at start-up'
         if view.launcher is not None
         else "the library refuses to start without one, after the instances are up"
     )
@@ -50,15 +50,23 @@ def _missing_default(view: ConfigView) -> Iterator[ConfigProblem]:
     )
     if written is not None:
         target = value_in_entry(written)
-        fix = ConfigFix(Applicability.SAFE, "Set `default_partition` to 0", replace=((target, "0"),)) if target is not None else None
+        fix = (
+            ConfigFix(Applicability.SAFE, "Set `default_partition` to 0", replace=((target, "0"),))
+            if target is not None
+            else None
+        )
         yield ConfigProblem(written, message, Severity.ERROR, fix)
         return
-    fix = ConfigFix(Applicability.SAFE, 'Add `"default_partition": 0`', add=((view.parameters.display, '"default_partition": 0'),))
+    fix = ConfigFix(
+        Applicability.SAFE,
+        'Add `"default_partition": 0`',
+        add=((view.parameters.display, '"default_partition": 0'),),
+    )
     yield ConfigProblem(auto, message, Severity.ERROR, fix)
 
 
 def _entry(view: ConfigView) -> str:
-    return "`default_partition = 0`" if view.kind == "job table" else "`\"default_partition\": 0`"
+    return "`default_partition = 0`" if view.kind == "job table" else '`"default_partition": 0`'
 
 
 def _partitions_note(view: ConfigView) -> str:
@@ -87,8 +95,8 @@ def _out_of_range(view: ConfigView) -> Iterator[ConfigProblem]:
         else "the pipeline stages"
     )
     sdk = (
-        " (the SageMaker SDK already refuses it when the job is submitted: \"default_partition must be less than the "
-        "number of partitions!\")"
+        ' (the SageMaker SDK already refuses it when the job is submitted: "default_partition must be less than the '
+        'number of partitions!")'
         if view.launcher is not None
         else ", after the instances are up"
     )

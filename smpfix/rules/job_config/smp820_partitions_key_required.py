@@ -47,8 +47,8 @@ class PartitionsKeyRequired(ConfigRule):
         yield ConfigProblem(
             alias,
             f"`partitions` is {a!r} but `pipeline_parallel_degree` is {d!r}: `partitions` is the older name of the same "
-            f"setting, and the library stops at start-up when the two disagree (\"Conflicting values {d!r} and {a!r} "
-            "are provided for config parameter pipeline_parallel_degree and its alias partitions\"), after the "
+            f'setting, and the library stops at start-up when the two disagree ("Conflicting values {d!r} and {a!r} '
+            'are provided for config parameter pipeline_parallel_degree and its alias partitions"), after the '
             "instances are up. Keep one of them with the degree you mean.",
             Severity.ERROR,
         )
@@ -62,7 +62,12 @@ class PartitionsKeyRequired(ConfigRule):
         mp = launcher.modelparallel
         enabled = mp.get("enabled") if mp is not None else None
         parameters = view.parameters
-        if enabled is None or enabled.plain() is not True or parameters is None or not parameters.is_dict:
+        if (
+            enabled is None
+            or enabled.plain() is not True
+            or parameters is None
+            or not parameters.is_dict
+        ):
             return
         if view.tensorflow:
             yield from _tensorflow_partitions(parameters)
@@ -90,7 +95,11 @@ class PartitionsKeyRequired(ConfigRule):
         shown = f" {value!r}" if value is not UNKNOWN else ""
         replacement = renamed_key(degree, "pipeline_parallel_degree", "partitions")
         fix = (
-            ConfigFix(Applicability.UNSAFE, "Rename `pipeline_parallel_degree` to `partitions`", replace=(replacement,))
+            ConfigFix(
+                Applicability.UNSAFE,
+                "Rename `pipeline_parallel_degree` to `partitions`",
+                replace=(replacement,),
+            )
             if replacement is not None
             else None
         )
@@ -98,7 +107,7 @@ class PartitionsKeyRequired(ConfigRule):
             degree,
             f"The pipeline degree is written as `pipeline_parallel_degree`{shown} without `partitions`: "
             + "; and ".join(reasons)
-            + ". Write it as `\"partitions\"` (the library accepts both names).",
+            + '. Write it as `"partitions"` (the library accepts both names).',
             Severity.ERROR,
             fix,
         )
@@ -109,13 +118,16 @@ def _tensorflow_partitions(parameters: Located) -> Iterator[ConfigProblem]:
 
     A ``pipeline_parallel_degree`` in its place is SMP812's finding (with the rename as a fix).
     """
-    if parameters.get("partitions") is not None or parameters.get("pipeline_parallel_degree") is not None:
+    if (
+        parameters.get("partitions") is not None
+        or parameters.get("pipeline_parallel_degree") is not None
+    ):
         return
     yield ConfigProblem(
         parameters.display,
         "This TensorFlow launcher enables model parallelism without `partitions`: the TensorFlow documentation marks "
         "`partitions` required, and the SageMaker SDK (2.199.0 and earlier) refuses to build the job "
-        "(\"'partitions' is a required parameter.\"). Add `\"partitions\": <pipeline stages>`.",
+        '("\'partitions\' is a required parameter."). Add `"partitions": <pipeline stages>`.',
         Severity.ERROR,
     )
 

@@ -33,9 +33,9 @@ class ModelparallelAndDataparallelTogether(ConfigRule):
         yield ConfigProblem(
             dataparallel,
             "`smdistributed` holds both `modelparallel` and `dataparallel`: one job runs one of the two libraries, and "
-            "the SageMaker SDK counts the keys (even `\"enabled\": False` counts), so building the estimator raises "
-            "ValueError (\"Cannot use more than 1 smdistributed strategy\"). Remove `dataparallel`; to add data "
-            "parallelism to a model-parallel job, set `\"ddp\": True` in the modelparallel `parameters` and run more "
+            'the SageMaker SDK counts the keys (even `"enabled": False` counts), so building the estimator raises '
+            'ValueError ("Cannot use more than 1 smdistributed strategy"). Remove `dataparallel`; to add data '
+            'parallelism to a model-parallel job, set `"ddp": True` in the modelparallel `parameters` and run more '
             "processes than pipeline × tensor degree.",
             Severity.ERROR,
         )

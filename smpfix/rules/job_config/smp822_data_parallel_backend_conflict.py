@@ -28,7 +28,7 @@ class DataParallelBackendConflict(ConfigRule):
     code = "SMP822"
     name = "data-parallel-backend-conflict"
     summary = (
-        "More processes than pipeline × tensor degree need `\"ddp\": True` (TensorFlow: `\"horovod\": True`); "
+        'More processes than pipeline × tensor degree need `"ddp": True` (TensorFlow: `"horovod": True`); '
         "never both, and `ddp_port`/`ddp_dist_backend` need a `ddp` key."
     )
     fix_availability = FixAvailability.SAFE
@@ -80,14 +80,22 @@ def _replicas_without_ddp(view: ConfigView, replicas: Replicas, missing: str) ->
     message = (
         f"{replicas.words}, but `ddp` {missing}: the library needs a backend to average the replicas' gradients and "
         "stops at `smp.init()` (WorkerSizeError: \"'ddp':True (for PyTorch) must be specified\"), after the instances "
-        "are up. Set `\"ddp\": True`."
+        'are up. Set `"ddp": True`.'
     )
     if located is not None:
-        fix = ConfigFix(Applicability.SAFE, 'Set `"ddp": True`', replace=((located, "True"),)) if located.node is not None else None
-        return ConfigProblem(located, message, Severity.ERROR if replicas.certain else Severity.WARNING, fix)
+        fix = (
+            ConfigFix(Applicability.SAFE, 'Set `"ddp": True`', replace=((located, "True"),))
+            if located.node is not None
+            else None
+        )
+        return ConfigProblem(
+            located, message, Severity.ERROR if replicas.certain else Severity.WARNING, fix
+        )
     assert view.parameters is not None
     at = view.located("pipeline_parallel_degree") or view.parameters.display
-    fix = ConfigFix(Applicability.SAFE, 'Add `"ddp": True`', add=((view.parameters, '"ddp": True'),))
+    fix = ConfigFix(
+        Applicability.SAFE, 'Add `"ddp": True`', add=((view.parameters, '"ddp": True'),)
+    )
     return ConfigProblem(at, message, Severity.ERROR if replicas.certain else Severity.WARNING, fix)
 
 
@@ -102,9 +110,11 @@ def _sdk_ddp_key(view: ConfigView) -> Iterator[ConfigProblem]:
             located,
             f"`{key}` is set without a `ddp` key: it configures the library's DDP, and the SageMaker SDK's validator "
             f"refuses it unless the parameters also hold `ddp` (ValueError when the job is submitted). Add "
-            "`\"ddp\": True`, or remove it.",
+            '`"ddp": True`, or remove it.',
             Severity.ERROR,
-            ConfigFix(Applicability.SAFE, 'Add `"ddp": True`', add=((view.parameters, '"ddp": True'),)),
+            ConfigFix(
+                Applicability.SAFE, 'Add `"ddp": True`', add=((view.parameters, '"ddp": True'),)
+            ),
         )
         return
 
@@ -127,7 +137,7 @@ def _tensorflow(view: ConfigView) -> Iterator[ConfigProblem]:
         view.located("horovod") or view.located("pipeline_parallel_degree") or view.parameters,
         f"With {world} processes and {pp} partitions, the job runs {replicas} model replicas, but `horovod` is not "
         "True: nothing averages the replicas' gradients, and the library (in its 1.12 source) refuses to start such a "
-        "job (WorkerSizeError: \"'horovod':True (for TensorFlow) must be specified\"). Set `\"horovod\": True` and "
+        'job (WorkerSizeError: "\'horovod\':True (for TensorFlow) must be specified"). Set `"horovod": True` and '
         "all-reduce the accumulated gradients with Horovod, or use as many processes as partitions.",
         Severity.WARNING,
     )

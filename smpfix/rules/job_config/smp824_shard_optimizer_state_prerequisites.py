@@ -31,7 +31,7 @@ class ShardOptimizerStatePrerequisites(ConfigRule):
     name = "shard-optimizer-state-prerequisites"
     flavours = ONLY_PYTORCH
     summary = (
-        "`shard_optimizer_state` needs `\"ddp\": True` and the DistributedModel's default overlapping all-reduce and "
+        '`shard_optimizer_state` needs `"ddp": True` and the DistributedModel\'s default overlapping all-reduce and '
         "bucket views, and does nothing with a single data-parallel rank."
     )
     fix_availability = FixAvailability.NONE
@@ -42,22 +42,31 @@ class ShardOptimizerStatePrerequisites(ConfigRule):
             return
         at = view.located("shard_optimizer_state")
         world, pp = view.world, view.int_value("pipeline_parallel_degree")
-        data_parallel = world // pp if world is not None and pp is not None and pp >= 1 and world % pp == 0 else None
+        data_parallel = (
+            world // pp
+            if world is not None and pp is not None and pp >= 1 and world % pp == 0
+            else None
+        )
         remedy = (
             f"With {world} processes and pipeline degree {pp} each partition has a single data-parallel rank, so there "
-            "is nothing to shard: remove `shard_optimizer_state`, or set `\"ddp\": True` and run more processes than "
+            'is nothing to shard: remove `shard_optimizer_state`, or set `"ddp": True` and run more processes than '
             "pipeline stages."
             if data_parallel == 1
-            else "Set `\"ddp\": True`."
+            else 'Set `"ddp": True`.'
         )
         ddp = view.value("ddp")
         explicit = view.located("ddp") is not None
-        if ddp is not True and ddp is not UNKNOWN and (explicit or view.kind == "launcher") and not _reported_elsewhere(view):
+        if (
+            ddp is not True
+            and ddp is not UNKNOWN
+            and (explicit or view.kind == "launcher")
+            and not _reported_elsewhere(view)
+        ):
             yield ConfigProblem(
                 at,
                 f"shard_optimizer_state is True but `ddp` is {'not set' if not explicit else repr(ddp)}: the library "
                 "shards the optimizer state through its DDP, and the first `optimizer.step()` or `zero_grad()` raises "
-                "\"Optimizer state sharding is only supported when DDP is enabled\", after the job has started. "
+                '"Optimizer state sharding is only supported when DDP is enabled", after the job has started. '
                 + remedy,
                 Severity.ERROR,
             )
@@ -79,7 +88,11 @@ class ShardOptimizerStatePrerequisites(ConfigRule):
             return
         for facts, call in code.smp_calls("DistributedModel"):
             for arg in call.args:
-                if arg.keyword is None or arg.keyword.value not in _NEEDED_TRUE or facts.literal(arg.value) is not False:
+                if (
+                    arg.keyword is None
+                    or arg.keyword.value not in _NEEDED_TRUE
+                    or facts.literal(arg.value) is not False
+                ):
                     continue
                 yield ConfigProblem(
                     view.located("shard_optimizer_state"),

@@ -24,9 +24,9 @@ class DdpDistBackendValue(ConfigRule):
     code = "SMP825"
     name = "ddp-dist-backend-value"
     flavours = ONLY_PYTORCH
-    summary = "`ddp_dist_backend` is `\"nccl\"`, or `\"auto\"` from SMP 1.13 on; anything else stops the library at start-up."
+    summary = '`ddp_dist_backend` is `"nccl"`, or `"auto"` from SMP 1.13 on; anything else stops the library at start-up.'
     fix_availability = FixAvailability.NONE
-    finding_ranges = {"\"auto\"": (None, BEFORE_AUTO)}
+    finding_ranges = {'"auto"': (None, BEFORE_AUTO)}
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
@@ -37,8 +37,8 @@ class DdpDistBackendValue(ConfigRule):
         if value == "auto":
             yield ConfigProblem(
                 located,
-                "ddp_dist_backend \"auto\" exists from SMP 1.13 on (PyTorch 1.12.1 container and later), where it is the "
-                "default; the older libraries accept only \"nccl\" and stop at start-up. Write \"nccl\", or run a "
+                'ddp_dist_backend "auto" exists from SMP 1.13 on (PyTorch 1.12.1 container and later), where it is the '
+                'default; the older libraries accept only "nccl" and stop at start-up. Write "nccl", or run a '
                 "PyTorch 1.12.1 or later container.",
                 Severity.ERROR,
                 until=BEFORE_AUTO,
@@ -49,8 +49,8 @@ class DdpDistBackendValue(ConfigRule):
         hint = f" (did you mean {value.lower()!r}?)" if value.lower() in ("auto", "nccl") else ""
         yield ConfigProblem(
             located,
-            f"ddp_dist_backend {value!r} is not a backend the library knows{hint}: it accepts \"nccl\", and from SMP 1.13 "
-            "\"auto\" (SMDDP collectives where they run, NCCL otherwise), and stops at start-up otherwise, after the "
+            f'ddp_dist_backend {value!r} is not a backend the library knows{hint}: it accepts "nccl", and from SMP 1.13 '
+            '"auto" (SMDDP collectives where they run, NCCL otherwise), and stops at start-up otherwise, after the '
             "instances are up.",
             Severity.ERROR,
         )

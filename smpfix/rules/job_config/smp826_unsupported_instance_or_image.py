@@ -79,15 +79,26 @@ def _container(launcher: Launcher) -> Optional[ConfigProblem]:
     if torch is not None:
         if pytorch_container_smp(torch.version) is not None:
             return None
-        return _no_library(launcher, torch, "PyTorch", "1.6.0 to 2.0.0 (1.8.1, 1.10.2, 1.11.0, 1.12.1, 1.13.1, 2.0.0, ...)")
+        return _no_library(
+            launcher,
+            torch,
+            "PyTorch",
+            "1.6.0 to 2.0.0 (1.8.1, 1.10.2, 1.11.0, 1.12.1, 1.13.1, 2.0.0, ...)",
+        )
     tensorflow = tensorflow_version(launcher)
     if tensorflow is not None and tensorflow_container_smp(tensorflow.version) is None:
-        return _no_library(launcher, tensorflow, "TensorFlow", "2.3.0 to 2.6.0 (2.3.1, 2.4.1, 2.5.1, 2.6.0)")
+        return _no_library(
+            launcher, tensorflow, "TensorFlow", "2.3.0 to 2.6.0 (2.3.1, 2.4.1, 2.5.1, 2.6.0)"
+        )
     return None
 
 
-def _no_library(launcher: Launcher, version: FrameworkVersion, framework: str, shipped: str) -> ConfigProblem:
-    keyword = "image_uri" if version.written == "the image_uri tag" else version.written.split("=", 1)[0]
+def _no_library(
+    launcher: Launcher, version: FrameworkVersion, framework: str, shipped: str
+) -> ConfigProblem:
+    keyword = (
+        "image_uri" if version.written == "the image_uri tag" else version.written.split("=", 1)[0]
+    )
     return ConfigProblem(
         launcher.keyword(keyword),
         f"{framework} {version.text} ({version.written}): no {framework} training container of that version ships the "

@@ -51,7 +51,8 @@ class DebuggerNotDisabled(ConfigRule):
             return  # the `**` arguments may set it where smpfix cannot read them
         local = launcher.keyword("checkpoint_local_path")
         automatic = (
-            local is not None and local.plain() is not None
+            local is not None
+            and local.plain() is not None
             and any(name in launcher.estimator.lower() for name in _AUTO_DISABLED)
         )
         caveat = (
@@ -65,7 +66,7 @@ class DebuggerNotDisabled(ConfigRule):
             "This model-parallel job checkpoints to S3 (`checkpoint_s3_uri`) with SageMaker Debugger "
             f"{'configured' if hook is not None else 'on (the default)'}: Debugger does not support the model "
             "parallelism library, and with checkpointing the job can fail with FileNotFoundError "
-            "(\".../metadata.json.sagemaker-uploading\") while checkpoints upload. Pass `debugger_hook_config=False`."
+            '(".../metadata.json.sagemaker-uploading") while checkpoints upload. Pass `debugger_hook_config=False`.'
             + caveat,
             Severity.HINT if automatic else Severity.WARNING,
             _fix(view, hook),
@@ -79,7 +80,13 @@ def _configured(hook: Located) -> bool:
     if value is UNKNOWN:
         node = hook.node
         func = node.func if isinstance(node, cst.Call) else None
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+        name = (
+            func.attr.value
+            if isinstance(func, cst.Attribute)
+            else func.value
+            if isinstance(func, cst.Name)
+            else None
+        )
         return name == "DebuggerHookConfig"
     return value is not False
 
@@ -87,8 +94,13 @@ def _configured(hook: Located) -> bool:
 def _fix(view: ConfigView, hook: Optional[Located]) -> Optional[ConfigFix]:
     assert view.launcher is not None
     if hook is None:
-        return ConfigFix(Applicability.SAFE, "Add `debugger_hook_config=False`",
-                         add=((Located(None, view.launcher.call), "debugger_hook_config=False"),))
+        return ConfigFix(
+            Applicability.SAFE,
+            "Add `debugger_hook_config=False`",
+            add=((Located(None, view.launcher.call), "debugger_hook_config=False"),),
+        )
     if hook.node is None or hook.entry is None:
         return None
-    return ConfigFix(Applicability.UNSAFE, "Set `debugger_hook_config=False`", replace=((hook, "False"),))
+    return ConfigFix(
+        Applicability.UNSAFE, "Set `debugger_hook_config=False`", replace=((hook, "False"),)
+    )

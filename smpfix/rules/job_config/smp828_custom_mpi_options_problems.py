@@ -31,7 +31,14 @@ from smpfix.rules.rule import FixAvailability
 
 # ``-mca`` parameters the training toolkit's ``MasterRunner`` passes itself (sagemaker-training-toolkit ``mpi.py``).
 TOOLKIT_MCA = frozenset(
-    {"btl_tcp_if_include", "oob_tcp_if_include", "plm_rsh_no_tree_spawn", "pml", "btl", "orte_abort_on_non_zero_status"}
+    {
+        "btl_tcp_if_include",
+        "oob_tcp_if_include",
+        "plm_rsh_no_tree_spawn",
+        "pml",
+        "btl",
+        "orte_abort_on_non_zero_status",
+    }
 )
 # Prefixes of the variables the library, SMDDP and NCCL read in every rank.
 _RANK_VARIABLES = ("SMP_", "SMDDP_", "NCCL_")
@@ -69,7 +76,7 @@ def _twice(parameter: McaParameter) -> ConfigProblem:
     return ConfigProblem(
         parameter.at,
         f"custom_mpi_options sets the Open MPI parameter `{parameter.name}` twice: mpirun refuses a parameter listed "
-        "more than once on its command line (\"The following MCA parameter has been listed multiple times\"), so the "
+        'more than once on its command line ("The following MCA parameter has been listed multiple times"), so the '
         "job fails to launch after the instances are up. Keep one `--mca` for it.",
         Severity.ERROR,
     )
@@ -80,7 +87,7 @@ def _toolkit_sets(parameter: McaParameter) -> ConfigProblem:
         parameter.at,
         f"custom_mpi_options sets the Open MPI parameter `{parameter.name}`, which the SageMaker training toolkit "
         "already passes to mpirun itself: if the container's toolkit does, mpirun refuses the parameter listed twice "
-        "(\"The following MCA parameter has been listed multiple times\") and the job fails to launch. Remove it from "
+        '("The following MCA parameter has been listed multiple times") and the job fails to launch. Remove it from '
         "custom_mpi_options.",
         Severity.WARNING,
     )
@@ -97,7 +104,11 @@ def _environment_only(view: ConfigView) -> Iterator[ConfigProblem]:
     variables = list(launch_variables(view.launcher))
     forwarded = {variable.name for variable in variables if variable.where != "`environment`"}
     for variable in variables:
-        if variable.where != "`environment`" or variable.name in forwarded or variable.name in _TOOLKIT_VARIABLES:
+        if (
+            variable.where != "`environment`"
+            or variable.name in forwarded
+            or variable.name in _TOOLKIT_VARIABLES
+        ):
             continue
         if not variable.name.startswith(_RANK_VARIABLES):
             continue

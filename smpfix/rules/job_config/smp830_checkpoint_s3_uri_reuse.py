@@ -74,7 +74,12 @@ class CheckpointS3UriReuse(ConfigRule):
         for view in config_views(self):
             launcher = view.launcher
             uri = launcher.keyword("checkpoint_s3_uri") if launcher is not None else None
-            if launcher is None or uri is None or not isinstance(uri.plain(), str) or not view.modelparallel_enabled:
+            if (
+                launcher is None
+                or uri is None
+                or not isinstance(uri.plain(), str)
+                or not view.modelparallel_enabled
+            ):
                 continue
             jobs = by_uri.setdefault(uri.plain(), [])
             if all(job.call is not launcher.call for job, _ in jobs):
@@ -91,9 +96,21 @@ class CheckpointS3UriReuse(ConfigRule):
                 running = running or started is not None
                 continue
             if running:
-                self._report(anchor, value, "another estimator earlier in this file, started with `fit(wait=False)`,")
-            elif started is not None and started.loop is not None and started.loop is self._loops.get(id(launcher.call)):
-                self._report(anchor, value, "every iteration of this loop starts a job with `fit(wait=False)`, and they all")
+                self._report(
+                    anchor,
+                    value,
+                    "another estimator earlier in this file, started with `fit(wait=False)`,",
+                )
+            elif (
+                started is not None
+                and started.loop is not None
+                and started.loop is self._loops.get(id(launcher.call))
+            ):
+                self._report(
+                    anchor,
+                    value,
+                    "every iteration of this loop starts a job with `fit(wait=False)`, and they all",
+                )
             running = running or started is not None
 
     def _started_without_waiting(self, call: cst.Call) -> Optional[_Started]:
@@ -102,7 +119,10 @@ class CheckpointS3UriReuse(ConfigRule):
             if receiver is call:
                 return started
             if isinstance(receiver, cst.Name):
-                if any(assignment.value is call for assignment in self.facts.assignments.get(receiver.value, ())):
+                if any(
+                    assignment.value is call
+                    for assignment in self.facts.assignments.get(receiver.value, ())
+                ):
                     return started
         return None
 

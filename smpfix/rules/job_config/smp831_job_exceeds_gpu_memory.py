@@ -29,7 +29,11 @@ class JobExceedsGpuMemory(ConfigRule):
             return
         from smpfix.plan.planner import declared_by, launcher_inputs, plan
 
-        found = plan(launcher_inputs(view.launcher, self.context.path, None, declared_by(self.job), self.context.modules))
+        found = plan(
+            launcher_inputs(
+                view.launcher, self.context.path, None, declared_by(self.job), self.context.modules
+            )
+        )
         if found.fits is False:
             yield ConfigProblem(None, message(found), Severity.WARNING)
 
@@ -38,13 +42,21 @@ def message(found: MemoryPlan) -> str:
     split = found.per_gpu
     assert split is not None and found.gpu_memory_gib is not None
     source = found.parameters_source.split(" (", 1)[0]
-    count = f"{found.parameters / 1e9:.1f}B" if found.parameters is not None and found.parameters >= 1e8 else f"{found.parameters:,}"
+    count = (
+        f"{found.parameters / 1e9:.1f}B"
+        if found.parameters is not None and found.parameters >= 1e8
+        else f"{found.parameters:,}"
+    )
     if split.activations is None:
-        size = (f"at least {split.total:.1f} GiB per GPU before any activation (model states {split.model_states:.1f}, "
-                f"other {split.other:.1f})")
+        size = (
+            f"at least {split.total:.1f} GiB per GPU before any activation (model states {split.model_states:.1f}, "
+            f"other {split.other:.1f})"
+        )
     else:
-        size = (f"about {split.total:.1f} GiB per GPU (model states {split.model_states:.1f}, activations "
-                f"{split.activations:.1f}, other {split.other:.1f})")
+        size = (
+            f"about {split.total:.1f} GiB per GPU (model states {split.model_states:.1f}, activations "
+            f"{split.activations:.1f}, other {split.other:.1f})"
+        )
     return (
         f"This job does not fit in GPU memory by smpfix's estimate: {size} against {found.gpu_memory_gib:.0f} GiB on "
         f"{found.instance_type} ({found.gpu}), for a model of {count} parameters ({source}). It would stop with CUDA out "
@@ -58,6 +70,8 @@ def _first_fix(found: MemoryPlan) -> str:
         return "No change of this configuration found within two steps makes it fit; use more instances or a smaller model. "
     change = found.suggestions[0]
     if change.per_gpu.activations is None:
-        return (f"Smallest change that brings the model states under the GPU: {change.change} (at least "
-                f"{change.per_gpu.total:.1f} GiB per GPU before activations). ")
+        return (
+            f"Smallest change that brings the model states under the GPU: {change.change} (at least "
+            f"{change.per_gpu.total:.1f} GiB per GPU before activations). "
+        )
     return f"Smallest change that fits: {change.change} (about {change.per_gpu.total:.1f} GiB per GPU). "

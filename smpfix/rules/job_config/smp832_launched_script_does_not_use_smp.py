@@ -39,13 +39,17 @@ class LaunchedScriptDoesNotUseSmp(ConfigRule):
             return
         modules = self.context.modules
         assert modules is not None
-        script = os.path.relpath(loading.files[0], os.path.dirname(os.path.abspath(self.context.path)))
+        script = os.path.relpath(
+            loading.files[0], os.path.dirname(os.path.abspath(self.context.path))
+        )
         others = len(loading.files) - 1
         if others:
             where = f"{script} and the {others} project module{'s' if others != 1 else ''} it imports never import"
         else:
             where = f"{script} never imports"
-        linked = [found for found in (modules.load(path) for path in loading.files) if found is not None]
+        linked = [
+            found for found in (modules.load(path) for path in loading.files) if found is not None
+        ]
         variables = torchrun_variables(linked)
         flavour = "tensorflow" if view.tensorflow else "torch"
         yield ConfigProblem(
@@ -65,14 +69,23 @@ class LaunchedScriptDoesNotUseSmp(ConfigRule):
         """What the launched script loads, when it is a project file smpfix can read."""
         modules = self.context.modules
         script = view.launcher.script if view.launcher is not None else None
-        if modules is None or script is None or not script.endswith(".py") or not modules.project.contains(script):
+        if (
+            modules is None
+            or script is None
+            or not script.endswith(".py")
+            or not modules.project.contains(script)
+        ):
             return None
         return library_loading(script, modules.for_importer(script))
 
 
 def _configured(view: ConfigView) -> str:
     """`` (tensor_parallel_degree 2)``: the degrees that ask for model parallelism."""
-    degrees = [f"{view.spelled(key)} {value}" for key in _DEGREES if (value := view.int_value(key)) is not None and value > 1]
+    degrees = [
+        f"{view.spelled(key)} {value}"
+        for key in _DEGREES
+        if (value := view.int_value(key)) is not None and value > 1
+    ]
     return f" ({', '.join(degrees)})" if degrees else ""
 
 
@@ -89,10 +102,18 @@ def _environment(variables: dict[str, bool]) -> str:
     defaulted = [name for name, raises in variables.items() if not raises]
     said = []
     if failing:
-        said.append(f"it reads {_names(failing)} with `os.environ[...]`, which raises `KeyError` at start")
+        said.append(
+            f"it reads {_names(failing)} with `os.environ[...]`, which raises `KeyError` at start"
+        )
     if defaulted:
-        said.append(f"{'and ' if failing else 'it '}reads {_names(defaulted)} with a default, which every process then takes")
-    return f" Under `mpirun`, which does not set torchrun's variables, {', '.join(said)}." if said else ""
+        said.append(
+            f"{'and ' if failing else 'it '}reads {_names(defaulted)} with a default, which every process then takes"
+        )
+    return (
+        f" Under `mpirun`, which does not set torchrun's variables, {', '.join(said)}."
+        if said
+        else ""
+    )
 
 
 def _names(names: list[str]) -> str:

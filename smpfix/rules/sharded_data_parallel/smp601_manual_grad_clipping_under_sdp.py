@@ -25,7 +25,9 @@ _TORCH_CLIPPING = {
     "torch.nn.utils.clip_grad_value_": "clip_value",
     "torch.nn.utils.clip_grad.clip_grad_value_": "clip_value",
 }
-_CALLED_NAMES = frozenset({"clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_master_grads"})
+_CALLED_NAMES = frozenset(
+    {"clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_master_grads"}
+)
 _SDP_DEGREE = "state.cfg.sharded_data_parallel_degree"
 _SDP_ON_DEGREES = (2, 4, 8, 16, 32, 64, 128, 256, 512)
 _COMPARISONS: dict[type, Callable[[Any, Any], bool]] = {
@@ -61,8 +63,16 @@ class ManualGradClippingUnderSdp(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        called = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
-        imported = isinstance(func, cst.Name) and func.value in self.facts.imports.bindings  # `as clip`
+        called = (
+            func.attr.value
+            if isinstance(func, cst.Attribute)
+            else func.value
+            if isinstance(func, cst.Name)
+            else None
+        )
+        imported = (
+            isinstance(func, cst.Name) and func.value in self.facts.imports.bindings
+        )  # `as clip`
         if called not in _CALLED_NAMES and not imported:
             return
         clipping = self._clipping(node)
@@ -81,9 +91,15 @@ class ManualGradClippingUnderSdp(Rule):
             threshold = argument(call, parameter, 1)
             code = self.context.code_for(func)
             spelled = f"`{code}(...)`"
-            if isinstance(func, cst.Name) and qualified is not None and not qualified.endswith(f".{code}"):
+            if (
+                isinstance(func, cst.Name)
+                and qualified is not None
+                and not qualified.endswith(f".{code}")
+            ):
                 spelled += f" (`{qualified}`)"  # imported under another name
-            return _Clipping(spelled, threshold.value if threshold else None, parameter == "clip_value", False)
+            return _Clipping(
+                spelled, threshold.value if threshold else None, parameter == "clip_value", False
+            )
         if (
             isinstance(func, cst.Attribute)
             and func.attr.value == "clip_master_grads"
@@ -114,7 +130,9 @@ class ManualGradClippingUnderSdp(Rule):
                 continue
             means_on = self._sdp_test(node.test)
             branch = stack[position + 1]
-            if (means_on is False and branch is node.body) or (means_on is True and branch is node.orelse):
+            if (means_on is False and branch is node.body) or (
+                means_on is True and branch is node.orelse
+            ):
                 return True
         return False
 
@@ -180,13 +198,18 @@ class ManualGradClippingUnderSdp(Rule):
         return PendingFix(Applicability.UNSAFE, description, (edit,))
 
     def _setting(self, clipping: _Clipping) -> tuple[str, Any]:
-        value = self.facts.literal(clipping.threshold) if clipping.threshold is not None else UNKNOWN
+        value = (
+            self.facts.literal(clipping.threshold) if clipping.threshold is not None else UNKNOWN
+        )
         if clipping.by_value:
             return "`sdp_gradient_clipping` to the gradient-norm threshold you want", UNKNOWN
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return f'`"sdp_gradient_clipping": {value}`', value
         if clipping.threshold is not None:
-            return f"`sdp_gradient_clipping` to the max_norm value (`{self.context.code_for(clipping.threshold)}`)", UNKNOWN
+            return (
+                f"`sdp_gradient_clipping` to the max_norm value (`{self.context.code_for(clipping.threshold)}`)",
+                UNKNOWN,
+            )
         return "`sdp_gradient_clipping` to the max_norm value", UNKNOWN
 
     def _flag(self, call: cst.Call, clipping: _Clipping, severity: Severity) -> None:
@@ -197,7 +220,9 @@ class ManualGradClippingUnderSdp(Rule):
             item = next(e for e in self.job.evidence if e.feature == "SDP")
             condition = f"; if sharded data parallelism is enabled (the script suggests it: {item.description} at line {item.line}),"
         if clipping.master_grads:
-            what = f"{clipping.spelled} clips gradients by hand{condition} it does nothing then, and"
+            what = (
+                f"{clipping.spelled} clips gradients by hand{condition} it does nothing then, and"
+            )
         else:
             what = f"{clipping.spelled} clips gradients by hand{condition} the parameters are sharded across ranks, so it does not clip by the global gradient norm, and"
         why = " the library already clips gradients itself at `optimizer.step()`, by the job's `sdp_gradient_clipping` threshold (default 1.0)."

@@ -60,12 +60,17 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         if not isinstance(func, cst.Attribute) or func.attr.value != "step":
             return False
         receiver = func.value
-        if object_kind(self.facts, receiver) == SCHEDULER or "sched" in (dotted_name(receiver) or "").lower():
+        if (
+            object_kind(self.facts, receiver) == SCHEDULER
+            or "sched" in (dotted_name(receiver) or "").lower()
+        ):
             return False
         return looks_like_optimizer(self.facts, receiver)
 
     # -- the accumulation guard -------------------------------------------------------------
-    def _guard(self, call: cst.Call) -> Optional[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
+    def _guard(
+        self, call: cst.Call
+    ) -> Optional[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
         stack = self.ancestry.stack
         scope: Scope = self.context.module
         for index in range(len(stack) - 2, -1, -1):
@@ -88,13 +93,22 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
                     return exit_test
         return None
 
-    def _early_exit_before(self, ref: StatementRef, scope: Scope) -> Optional[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
+    def _early_exit_before(
+        self, ref: StatementRef, scope: Scope
+    ) -> Optional[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
         """``if (i + 1) % k != 0: continue`` earlier in the same block."""
         for earlier in ref.block.body[: ref.index]:
-            if not isinstance(earlier, cst.If) or earlier.orelse is not None or len(earlier.body.body) != 1:
+            if (
+                not isinstance(earlier, cst.If)
+                or earlier.orelse is not None
+                or len(earlier.body.body) != 1
+            ):
                 continue
             only = earlier.body.body[0]
-            if not (isinstance(only, cst.SimpleStatementLine) and isinstance(only.body[0], (cst.Continue, cst.Return))):
+            if not (
+                isinstance(only, cst.SimpleStatementLine)
+                and isinstance(only.body[0], (cst.Continue, cst.Return))
+            ):
                 continue
             found = self._boundary_test(earlier.test, scope, negated=True)
             if found is not None:
@@ -106,7 +120,9 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
     ) -> Optional[tuple[bool, Optional[cst.BaseExpression]]]:
         """(True, k) when ``test`` holds at accumulation boundaries (or, ``negated``, between them)."""
         if isinstance(test, cst.BooleanOperation):
-            return self._boundary_test(test.left, scope, negated) or self._boundary_test(test.right, scope, negated)
+            return self._boundary_test(test.left, scope, negated) or self._boundary_test(
+                test.right, scope, negated
+            )
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             modulo = _modulo(test.expression)
             if modulo is not None and not negated:
@@ -140,7 +156,9 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
             self._counters[key] = {
                 node.target.value
                 for node in iter_nodes(scope)
-                if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) and isinstance(node.target, cst.Name)
+                if isinstance(node, cst.AugAssign)
+                and isinstance(node.operator, cst.AddAssign)
+                and isinstance(node.target, cst.Name)
             }
         return self._counters[key]
 
@@ -157,10 +175,18 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
             if has_star_kwargs(wrap.call):
                 continue
             given = argument(wrap.call, "backward_passes_per_step", _POSITION)
-            if given is not None and (accumulation.k is None or self._same(given.value, accumulation.k)):
+            if given is not None and (
+                accumulation.k is None or self._same(given.value, accumulation.k)
+            ):
                 continue
             message = self._message(accumulation, given, sdp.state.value == "on", sdp.condition())
-            self.report(wrap.call, message, severity=severity, fix=self._fix(wrap, given, accumulation.k), job_facts=(sdp,))
+            self.report(
+                wrap.call,
+                message,
+                severity=severity,
+                fix=self._fix(wrap, given, accumulation.k),
+                job_facts=(sdp,),
+            )
 
     def _same(self, given: cst.BaseExpression, k: cst.BaseExpression) -> bool:
         code = self.context.module.code_for_node
@@ -169,7 +195,9 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         left, right = self.facts.literal(given), self.facts.literal(k)
         return left is not UNKNOWN and left == right
 
-    def _message(self, accumulation: _Accumulation, given: Optional[cst.Arg], on: bool, condition: str) -> str:
+    def _message(
+        self, accumulation: _Accumulation, given: Optional[cst.Arg], on: bool, condition: str
+    ) -> str:
         code = self.context.code_for
         test = code(accumulation.test)
         test = test if len(test) <= 60 and "\n" not in test else "an accumulation condition"
@@ -189,7 +217,9 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         head = f"{lead}, and {condition}: {why}." if on else f"{lead}; {condition}, {why}."
         return f"{head} Pass `backward_passes_per_step={k.strip('`')}` to `smp.DistributedModel`."
 
-    def _fix(self, wrap: Wrap, given: Optional[cst.Arg], k: Optional[cst.BaseExpression]) -> Optional[PendingFix]:
+    def _fix(
+        self, wrap: Wrap, given: Optional[cst.Arg], k: Optional[cst.BaseExpression]
+    ) -> Optional[PendingFix]:
         """Safe to add ``k`` when it is a name or attribute already bound where the model is wrapped.
 
         Any other expression (a literal, arithmetic) is offered as unsafe, and so is replacing a
@@ -206,15 +236,25 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
             if not wrap.call.args:
                 return None
             edits = (InsertAfter(wrap.call.args[-1].value, f", backward_passes_per_step={code}"),)
-            applicability = Applicability.SAFE if dotted_name(k) is not None else Applicability.UNSAFE
+            applicability = (
+                Applicability.SAFE if dotted_name(k) is not None else Applicability.UNSAFE
+            )
         else:
             edits = (ReplaceNode(given.value, code),)
             applicability = Applicability.UNSAFE
-        return PendingFix(applicability, f"Pass `backward_passes_per_step={code}` to `smp.DistributedModel`", edits)
+        return PendingFix(
+            applicability,
+            f"Pass `backward_passes_per_step={code}` to `smp.DistributedModel`",
+            edits,
+        )
 
     def _in_scope(self, name: str, where: StatementRef) -> bool:
         """Is ``name`` bound before the wrap runs: an import, a parameter, an earlier local, a global?"""
-        if name in self.facts.imports.bindings or name in self.facts.functions or name in self.facts.classes:
+        if (
+            name in self.facts.imports.bindings
+            or name in self.facts.functions
+            or name in self.facts.classes
+        ):
             return True
         scope = where.scope
         if isinstance(scope, cst.FunctionDef):

@@ -19,13 +19,31 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 _PARAMETER_ATTRIBUTES = frozenset({"weight", "bias"})
 _PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 # Views of a parameter that still pass the parameter's storage: `self.wte.weight.t()`.
-_VIEWS = frozenset({"t", "T", "transpose", "to", "half", "float", "bfloat16", "view", "reshape", "contiguous", "type_as"})
+_VIEWS = frozenset(
+    {
+        "t",
+        "T",
+        "transpose",
+        "to",
+        "half",
+        "float",
+        "bfloat16",
+        "view",
+        "reshape",
+        "contiguous",
+        "type_as",
+    }
+)
 _MAX_DEPTH = 6
 
 
 def _methods(cls: cst.ClassDef) -> dict[str, cst.FunctionDef]:
     body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
-    return {statement.name.value: statement for statement in body if isinstance(statement, cst.FunctionDef)}
+    return {
+        statement.name.value: statement
+        for statement in body
+        if isinstance(statement, cst.FunctionDef)
+    }
 
 
 def _first_parameter(function: cst.FunctionDef) -> Optional[str]:
@@ -33,13 +51,19 @@ def _first_parameter(function: cst.FunctionDef) -> Optional[str]:
     return params[0].name.value if params else None
 
 
-def _self_assignments(function: cst.FunctionDef, self_name: str) -> Iterator[tuple[str, cst.BaseExpression]]:
+def _self_assignments(
+    function: cst.FunctionDef, self_name: str
+) -> Iterator[tuple[str, cst.BaseExpression]]:
     """``self.<attr> = value`` statements in ``function``'s body (any depth)."""
     for node in iter_nodes(function.body):
         if isinstance(node, cst.Assign):
             for target in node.targets:
                 attribute = target.target
-                if isinstance(attribute, cst.Attribute) and isinstance(attribute.value, cst.Name) and attribute.value.value == self_name:
+                if (
+                    isinstance(attribute, cst.Attribute)
+                    and isinstance(attribute.value, cst.Name)
+                    and attribute.value.value == self_name
+                ):
                     yield attribute.attr.value, node.value
 
 
@@ -84,11 +108,17 @@ class ExternalParameterNotRegistered(Rule):
             return False
         for base in cls.bases:
             qualified = self.facts.qualified_name(base.value) or ""
-            if qualified.startswith("torch.nn.") or (qualified.startswith("transformers.") and qualified.endswith("PreTrainedModel")):
+            if qualified.startswith("torch.nn.") or (
+                qualified.startswith("transformers.") and qualified.endswith("PreTrainedModel")
+            ):
                 return True
             if isinstance(base.value, cst.Name):
                 local = self.facts.classes.get(base.value.value)
-                if local is not None and local is not cls and self._is_module_class(local, depth + 1):
+                if (
+                    local is not None
+                    and local is not cls
+                    and self._is_module_class(local, depth + 1)
+                ):
                     return True
         return False
 
@@ -109,13 +139,17 @@ class ExternalParameterNotRegistered(Rule):
             found[child] = frozenset(
                 attr
                 for attr, assigned in _self_assignments(child_init, child_self)
-                if isinstance(assigned, cst.Call) and self.facts.qualified_name(assigned.func) in _PARAMETER_CLASSES
+                if isinstance(assigned, cst.Call)
+                and self.facts.qualified_name(assigned.func) in _PARAMETER_CLASSES
             )
         return found
 
     # -- where forward hands a child's parameter to someone else ------------------------------
     def _external_uses(
-        self, forward: cst.FunctionDef, self_name: str, parameter_attributes: dict[str, frozenset[str]]
+        self,
+        forward: cst.FunctionDef,
+        self_name: str,
+        parameter_attributes: dict[str, frozenset[str]],
     ) -> Iterator[tuple[cst.BaseExpression, str]]:
         for node in iter_nodes(forward.body):
             if isinstance(node, cst.Call):
@@ -138,18 +172,27 @@ class ExternalParameterNotRegistered(Rule):
         """(how the callee is spelled, the child it belongs to) for ``self.proj(...)`` and torch/F ops."""
         qualified = self.facts.qualified_name(call.func)
         if qualified is not None:
-            return (self.context.code_for(call.func), None) if qualified.startswith("torch.") else None
+            return (
+                (self.context.code_for(call.func), None) if qualified.startswith("torch.") else None
+            )
         dotted = dotted_name(call.func)
         if dotted is None or not dotted.startswith(f"{self_name}.") or dotted.count(".") < 1:
             return None
         return dotted, dotted.split(".")[1]
 
     def _owned_parameter(
-        self, value: cst.BaseExpression, self_name: str, parameter_attributes: dict[str, frozenset[str]]
+        self,
+        value: cst.BaseExpression,
+        self_name: str,
+        parameter_attributes: dict[str, frozenset[str]],
     ) -> Optional[cst.BaseExpression]:
         """``self.<child>(.<...>).<param>`` inside ``value`` (through views like ``.t()``)."""
         while True:
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _VIEWS:
+            if (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in _VIEWS
+            ):
                 value = value.func.value
             elif isinstance(value, cst.Attribute) and value.attr.value == "T":
                 value = value.value
@@ -161,7 +204,9 @@ class ExternalParameterNotRegistered(Rule):
         parts = dotted.split(".")
         if len(parts) < 3 or parts[0] != self_name:
             return None
-        if parts[-1] in _PARAMETER_ATTRIBUTES or (len(parts) == 3 and parts[2] in parameter_attributes.get(parts[1], ())):
+        if parts[-1] in _PARAMETER_ATTRIBUTES or (
+            len(parts) == 3 and parts[2] in parameter_attributes.get(parts[1], ())
+        ):
             return value
         return None
 
@@ -171,12 +216,21 @@ class ExternalParameterNotRegistered(Rule):
             self._registered = []
             for call in self.facts.call_order:
                 if self.facts.smp_member(call.func) == "register_parameter" and len(call.args) >= 2:
-                    self._registered.append("".join(self.context.code_for(call.args[1].value).split()))
+                    self._registered.append(
+                        "".join(self.context.code_for(call.args[1].value).split())
+                    )
         suffix = parts.split(".", 1)[1]
         return any(text == parts or text.endswith(f".{suffix}") for text in self._registered)
 
     # -- finding and fix -------------------------------------------------------------------
-    def _flag(self, cls: cst.ClassDef, init: Optional[cst.FunctionDef], expr: cst.BaseExpression, parts: str, receiver: str) -> None:
+    def _flag(
+        self,
+        cls: cst.ClassDef,
+        init: Optional[cst.FunctionDef],
+        expr: cst.BaseExpression,
+        parts: str,
+        receiver: str,
+    ) -> None:
         sdp = self.feature("SDP")
         severity = self.severity_when(sdp)
         if severity is None:
@@ -188,7 +242,11 @@ class ExternalParameterNotRegistered(Rule):
             "the library gathers a sharded parameter only around the module that owns it, so anywhere else it is "
             "this rank's shard, not the full tensor"
         )
-        head = f"{lead}, and {sdp.condition()}: {why}." if sdp.state.value == "on" else f"{lead}; {sdp.condition()}, {why}."
+        head = (
+            f"{lead}, and {sdp.condition()}: {why}."
+            if sdp.state.value == "on"
+            else f"{lead}; {sdp.condition()}, {why}."
+        )
         reference = smp_reference(self.facts, self.context.module, "register_parameter")
         spelled = reference.text if reference is not None else "smp.register_parameter"
         message = (
@@ -210,5 +268,12 @@ class ExternalParameterNotRegistered(Rule):
             return None
         statement = cst.parse_statement(f"{reference.text}({self_name}, {parts})\n")
         assert isinstance(statement, cst.SimpleStatementLine)
-        edits: tuple[NodeEdit, ...] = (*reference.edits, InsertStatementAfter(statements[-1], statement, self.context.module))
-        return PendingFix(Applicability.UNSAFE, f"Register `{parts}` with `register_parameter` in `__init__`", edits)
+        edits: tuple[NodeEdit, ...] = (
+            *reference.edits,
+            InsertStatementAfter(statements[-1], statement, self.context.module),
+        )
+        return PendingFix(
+            Applicability.UNSAFE,
+            f"Register `{parts}` with `register_parameter` in `__init__`",
+            edits,
+        )

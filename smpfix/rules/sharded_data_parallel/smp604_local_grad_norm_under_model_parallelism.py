@@ -17,10 +17,14 @@ from smpfix.program.steps import enclosing_step, step_bodies, step_functions
 from smpfix.program.unwrapped import raw_name
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
-_CLIP_NORM = frozenset({
-    "torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm",
-    "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm",
-})
+_CLIP_NORM = frozenset(
+    {
+        "torch.nn.utils.clip_grad_norm_",
+        "torch.nn.utils.clip_grad_norm",
+        "torch.nn.utils.clip_grad.clip_grad_norm_",
+        "torch.nn.utils.clip_grad.clip_grad_norm",
+    }
+)
 _PARAMETER_METHODS = frozenset({"parameters", "local_parameters"})
 
 
@@ -53,7 +57,9 @@ class LocalGradNormUnderModelParallelism(Rule):
         if sdp.state is Tri.ON:
             return  # SMP601: the library clips by sdp_gradient_clipping itself
         fp16, bf16 = self.feature("FP16", node), self.feature("BF16", node)
-        spelled = f"`{self.context.code_for(node.func)}({self.context.code_for(parameters.value)}, ...)`"
+        spelled = (
+            f"`{self.context.code_for(node.func)}({self.context.code_for(parameters.value)}, ...)`"
+        )
         if fp16.state is Tri.ON:
             self._flag_half_precision(node, spelled, fp16, sdp)
         elif bf16.state is Tri.ON:
@@ -65,10 +71,18 @@ class LocalGradNormUnderModelParallelism(Rule):
     def _model_parameters(self, expr: cst.BaseExpression, call: cst.Call) -> bool:
         """``model.parameters()``, ``model.local_parameters()``, ``model.get_module().parameters()``,
         ``model.module.parameters()``, or ``net.parameters()`` of the module ``model`` wraps."""
-        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _PARAMETER_METHODS):
+        if not (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in _PARAMETER_METHODS
+        ):
             return False
         receiver = expr.func.value
-        if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "get_module":
+        if (
+            isinstance(receiver, cst.Call)
+            and isinstance(receiver.func, cst.Attribute)
+            and receiver.func.attr.value == "get_module"
+        ):
             receiver = receiver.func.value
         elif isinstance(receiver, cst.Attribute) and receiver.attr.value == "module":
             receiver = receiver.value
@@ -79,9 +93,15 @@ class LocalGradNormUnderModelParallelism(Rule):
             return True
         return raw_name(self.flow, receiver, self.facts.distributed_models, call) is not None
 
-    def _flag_half_precision(self, call: cst.Call, spelled: str, precision: FeatureState, sdp: FeatureState) -> None:
+    def _flag_half_precision(
+        self, call: cst.Call, spelled: str, precision: FeatureState, sdp: FeatureState
+    ) -> None:
         fp16 = precision.feature.key == "FP16"
-        unless = "" if sdp.state is Tri.OFF else " (unless sharded data parallelism is enabled, where SMP601 applies)"
+        unless = (
+            ""
+            if sdp.state is Tri.OFF
+            else " (unless sharded data parallelism is enabled, where SMP601 applies)"
+        )
         if fp16:
             advice = "Clip the fp32 master gradients with `optimizer.clip_master_grads(max_norm)` before `optimizer.step()`."
         else:
@@ -128,7 +148,9 @@ class LocalGradNormUnderModelParallelism(Rule):
         optimizers = {
             wrap.target
             for wrap in self.facts.distributed_optimizers
-            if wrap.target and wrap.where is not None and (wrap.where.scope is scope or isinstance(wrap.where.scope, cst.Module))
+            if wrap.target
+            and wrap.where is not None
+            and (wrap.where.scope is scope or isinstance(wrap.where.scope, cst.Module))
         }
         max_norm = argument(call, "max_norm", 1)
         norm_type = argument(call, "norm_type", 2)
@@ -136,5 +158,11 @@ class LocalGradNormUnderModelParallelism(Rule):
             return None
         if norm_type is not None and self.facts.literal(norm_type.value) not in (2, 2.0):
             return None
-        replacement = f"{next(iter(optimizers))}.clip_master_grads({self.context.code_for(max_norm.value)})"
-        return PendingFix(Applicability.UNSAFE, "Clip the fp32 master gradients", (ReplaceNode(call, replacement),))
+        replacement = (
+            f"{next(iter(optimizers))}.clip_master_grads({self.context.code_for(max_norm.value)})"
+        )
+        return PendingFix(
+            Applicability.UNSAFE,
+            "Clip the fp32 master gradients",
+            (ReplaceNode(call, replacement),),
+        )

@@ -84,7 +84,9 @@ class ForwardReturnsIntermediates(Rule):
         self._check_hf_call_flags(use, reported)
 
     # -- forward returns ---------------------------------------------------------------------
-    def _check_forward(self, wrap_call: cst.Call, built: Construction, use: OutputUse, reported: set[int]) -> None:
+    def _check_forward(
+        self, wrap_call: cst.Call, built: Construction, use: OutputUse, reported: set[int]
+    ) -> None:
         cls = model_class(self.facts, built.call, self.context.module, self.context.modules)
         if cls is None:
             return
@@ -100,9 +102,20 @@ class ForwardReturnsIntermediates(Rule):
             if id(anchor) in reported:
                 continue
             reported.add(id(anchor))
-            self.report(anchor, self._forward_message(cls, owner, returned, unused, use), severity=Severity.WARNING)
+            self.report(
+                anchor,
+                self._forward_message(cls, owner, returned, unused, use),
+                severity=Severity.WARNING,
+            )
 
-    def _forward_message(self, cls: ModelClass, owner: ModelClass, returned: _Returned, unused: Sequence[_Element], use: OutputUse) -> str:
+    def _forward_message(
+        self,
+        cls: ModelClass,
+        owner: ModelClass,
+        returned: _Returned,
+        unused: Sequence[_Element],
+        use: OutputUse,
+    ) -> str:
         used = [e for e in returned.elements if e not in unused and _is_tensor_like(e.value)]
         count = sum(1 for e in returned.elements if _is_tensor_like(e.value))
         names = _join([_describe(owner, e, returned.by_key) for e in unused], "and")
@@ -131,7 +144,9 @@ class ForwardReturnsIntermediates(Rule):
         return path if relative.startswith("..") else relative
 
     # -- Hugging Face switches ---------------------------------------------------------------
-    def _check_hf_config(self, built: Construction, wrapped_name: Optional[str], use: OutputUse, reported: set[int]) -> None:
+    def _check_hf_config(
+        self, built: Construction, wrapped_name: Optional[str], use: OutputUse, reported: set[int]
+    ) -> None:
         """``GPT2Config(output_hidden_states=True)``, ``from_pretrained(..., output_attentions=True)``,
         ``config.use_cache = True`` for the model that gets wrapped."""
         call = built.call
@@ -149,7 +164,9 @@ class ForwardReturnsIntermediates(Rule):
                 if assignment is not None and assignment.where is not None:
                     config_scope = assignment.where.scope
             if isinstance(config_call, cst.Call):
-                config_is_hf = (self.facts.qualified_name(config_call.func) or "").startswith(_HF_PREFIX)
+                config_is_hf = (self.facts.qualified_name(config_call.func) or "").startswith(
+                    _HF_PREFIX
+                )
                 if model_is_hf or config_is_hf:
                     flags.extend(self._true_flags(config_call))
                     model_is_hf = True
@@ -157,7 +174,9 @@ class ForwardReturnsIntermediates(Rule):
             return
         owners = {name for name in (wrapped_name, _assigned_name(self.facts, call)) if name}
         switched_off: set[str] = set()
-        for flag, statement, value in self._flag_assignments(config_name, owners, {built.scope, config_scope}):
+        for flag, statement, value in self._flag_assignments(
+            config_name, owners, {built.scope, config_scope}
+        ):
             if literal_value(value) is True:
                 flags.append((flag, statement))
             else:
@@ -168,10 +187,16 @@ class ForwardReturnsIntermediates(Rule):
 
     def _true_flags(self, call: cst.Call) -> Iterator[tuple[str, cst.CSTNode]]:
         for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value in _HF_FLAGS and self.facts.literal(arg.value) is True:
+            if (
+                arg.keyword is not None
+                and arg.keyword.value in _HF_FLAGS
+                and self.facts.literal(arg.value) is True
+            ):
                 yield arg.keyword.value, arg
 
-    def _flag_assignments(self, config_name: Optional[str], models: set[str], scopes: set[Scope]) -> Iterator[tuple[str, cst.Assign, cst.BaseExpression]]:
+    def _flag_assignments(
+        self, config_name: Optional[str], models: set[str], scopes: set[Scope]
+    ) -> Iterator[tuple[str, cst.Assign, cst.BaseExpression]]:
         """``config.output_hidden_states = ...`` and ``model.config.use_cache = ...`` in these scopes."""
         for statement, ref in self.facts.statements.items():
             if ref.scope not in scopes or not isinstance(statement, cst.SimpleStatementLine):
@@ -199,7 +224,9 @@ class ForwardReturnsIntermediates(Rule):
             for flag, node in self._true_flags(model_call.call):
                 self._flag_switch(flag, node, use, reported, in_step=True)
 
-    def _flag_switch(self, flag: str, node: cst.CSTNode, use: OutputUse, reported: set[int], in_step: bool) -> None:
+    def _flag_switch(
+        self, flag: str, node: cst.CSTNode, use: OutputUse, reported: set[int], in_step: bool
+    ) -> None:
         output, what = _HF_FLAGS[flag]
         if output in use.keys or id(node) in reported:
             return  # the step reads it (a distillation loss on hidden states, say): it is needed
@@ -207,7 +234,11 @@ class ForwardReturnsIntermediates(Rule):
         where = "this call" if in_step else "the wrapped model"
         readers = _join([f"`{step}`" for step in use.steps], "or")
         unread = f", which {readers} never reads" if readers and not use.whole else ""
-        remedy = "set `use_cache=False`" if flag == "use_cache" else f"leave `{flag}` off (it defaults to False)"
+        remedy = (
+            "set `use_cache=False`"
+            if flag == "use_cache"
+            else f"leave `{flag}` off (it defaults to False)"
+        )
         message = (
             f"`{flag}=True` makes {where} return {what} from every forward pass{unread}: {_WHY.format(method='forward')}. "
             f"For training, {remedy}."
@@ -215,7 +246,9 @@ class ForwardReturnsIntermediates(Rule):
         self.report(node, message, severity=Severity.WARNING)
 
 
-def _training_returns(function: cst.FunctionDef, passed_on: frozenset[str] = frozenset()) -> Iterator[_Returned]:
+def _training_returns(
+    function: cst.FunctionDef, passed_on: frozenset[str] = frozenset()
+) -> Iterator[_Returned]:
     """Tuple and dict returns of ``forward`` (``call``) on its training path.
 
     Returns in branches that only run in evaluation (``if not self.training:``, the ``else``
@@ -226,7 +259,9 @@ def _training_returns(function: cst.FunctionDef, passed_on: frozenset[str] = fro
     switches = {
         param.name.value
         for param in (*function.params.params, *function.params.kwonly_params)
-        if param.default is not None and literal_value(param.default) in (False, None) and param.name.value not in passed_on
+        if param.default is not None
+        and literal_value(param.default) in (False, None)
+        and param.name.value not in passed_on
     }
     for statement in _reachable_returns(function.body, switches):
         returned = _returned(statement)
@@ -263,7 +298,12 @@ def _off_branch(test: cst.BaseExpression, switches: set[str]) -> Optional[str]:
     """Which branch of ``if test:`` training does not take: "body", "orelse" or None."""
     negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
     inner = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
-    if isinstance(inner, cst.Attribute) and inner.attr.value == "training" and isinstance(inner.value, cst.Name) and inner.value.value == "self":
+    if (
+        isinstance(inner, cst.Attribute)
+        and inner.attr.value == "training"
+        and isinstance(inner.value, cst.Name)
+        and inner.value.value == "self"
+    ):
         return "body" if negated else "orelse"
     if isinstance(inner, cst.Name) and inner.value in switches:
         return "orelse" if negated else "body"
@@ -297,7 +337,11 @@ def _returned(statement: cst.Return) -> Optional[_Returned]:
             if not isinstance(key, str):
                 return None
             elements.append(_Element(key, entry.value))
-    elif isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict":
+    elif (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Name)
+        and value.func.value == "dict"
+    ):
         by_key = True
         for arg in value.args:
             if arg.keyword is None:

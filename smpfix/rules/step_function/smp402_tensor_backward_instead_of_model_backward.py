@@ -55,7 +55,11 @@ class TensorBackwardInsteadOfModelBackward(Rule):
             return
         functions: list[cst.FunctionDef] = self.ancestry.all_of(cst.FunctionDef)  # type: ignore[assignment]
         step = enclosing_step(self.ancestry, self.bodies)
-        if receiver is not None and isinstance(receiver, cst.Name) and self.models.holds_model(receiver.value, functions):
+        if (
+            receiver is not None
+            and isinstance(receiver, cst.Name)
+            and self.models.holds_model(receiver.value, functions)
+        ):
             return
         if step is not None:
             self._flag_in_step(node, receiver, step, functions)
@@ -84,7 +88,13 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         text = self.context.code_for(call)
         return text if len(text) <= 60 and "\n" not in text else "this backward call"
 
-    def _flag_in_step(self, call: cst.Call, receiver: Optional[cst.BaseExpression], step: cst.FunctionDef, functions: Sequence[cst.FunctionDef]) -> None:
+    def _flag_in_step(
+        self,
+        call: cst.Call,
+        receiver: Optional[cst.BaseExpression],
+        step: cst.FunctionDef,
+        functions: Sequence[cst.FunctionDef],
+    ) -> None:
         names = self.models.names_in_scope(functions)
         model = sorted(names)[0] if len(names) == 1 else "model"
         lead = f"`{self._spelled(call)}` inside step function `{step.name.value}` computes gradients behind the library's back"
@@ -93,13 +103,22 @@ class TensorBackwardInsteadOfModelBackward(Rule):
             "stages and microbatches, applies the fp16 loss scale and, under sharded data parallelism, "
             "routes it through the optimizer"
         )
-        message, fix = self._message_and_fix(call, receiver, names, model, f"{lead}; {why}.", Applicability.SAFE)
+        message, fix = self._message_and_fix(
+            call, receiver, names, model, f"{lead}; {why}.", Applicability.SAFE
+        )
         self.report(call, message, severity=Severity.ERROR, fix=fix)
 
-    def _flag_outside_step(self, call: cst.Call, receiver: Optional[cst.BaseExpression], functions: Sequence[cst.FunctionDef]) -> None:
+    def _flag_outside_step(
+        self,
+        call: cst.Call,
+        receiver: Optional[cst.BaseExpression],
+        functions: Sequence[cst.FunctionDef],
+    ) -> None:
         if self.feature("PP").state is Tri.ON:
             return  # the model itself may not run outside a step then (SMP403)
-        enabled = [state for state in (self.feature("FP16"), self.feature("SDP")) if state.state is Tri.ON]
+        enabled = [
+            state for state in (self.feature("FP16"), self.feature("SDP")) if state.state is Tri.ON
+        ]
         if not enabled:
             return
         names = self.models.names_in_scope(functions)
@@ -112,9 +131,13 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         if any(state.feature.key == "FP16" for state in enabled):
             effect.append("skips the fp16 loss scaling that `model.backward` applies")
         if any(state.feature.key == "SDP" for state in enabled):
-            effect.append("bypasses the sharded optimizer that `model.backward` routes gradients through")
+            effect.append(
+                "bypasses the sharded optimizer that `model.backward` routes gradients through"
+            )
         lead = f"`{self._spelled(call)}` is a plain tensor backward on `{model}`'s loss, and {reasons}: it {' and '.join(effect)}."
-        message, fix = self._message_and_fix(call, receiver, names, model, lead, Applicability.UNSAFE)
+        message, fix = self._message_and_fix(
+            call, receiver, names, model, lead, Applicability.UNSAFE
+        )
         self.report(call, message, severity=Severity.ERROR, fix=fix, job_facts=tuple(enabled))
 
     def _scope_calls_model(self, scope: Scope, names: frozenset[str]) -> bool:
@@ -148,14 +171,20 @@ class TensorBackwardInsteadOfModelBackward(Rule):
                 None,
             )
         replacement = self._replacement(call, receiver, model)
-        suggestion = replacement[1] if replacement is not None and receiver is not None else f"{model}.backward(...)"
+        suggestion = (
+            replacement[1]
+            if replacement is not None and receiver is not None
+            else f"{model}.backward(...)"
+        )
         if len(suggestion) > 60:
             suggestion = f"{model}.backward(...)"
         message = f"{lead} Call `{suggestion}` instead."
         if replacement is None or len(names) != 1:
             return message, None
         node, text = replacement
-        return message, PendingFix(applicability, f"Call `{suggestion}` instead", (ReplaceNode(node, text),))
+        return message, PendingFix(
+            applicability, f"Call `{suggestion}` instead", (ReplaceNode(node, text),)
+        )
 
     def _is_scaler_scale(self, receiver: Optional[cst.BaseExpression]) -> bool:
         return (
@@ -164,7 +193,9 @@ class TensorBackwardInsteadOfModelBackward(Rule):
             and receiver.func.attr.value == "scale"
         )
 
-    def _replacement(self, call: cst.Call, receiver: Optional[cst.BaseExpression], model: str) -> Optional[tuple[cst.CSTNode, str]]:
+    def _replacement(
+        self, call: cst.Call, receiver: Optional[cst.BaseExpression], model: str
+    ) -> Optional[tuple[cst.CSTNode, str]]:
         """``L.backward(G)`` -> ``M.backward(L, G)``; ``torch.autograd.backward(...)`` -> ``M.backward(...)``."""
         code = self.context.module.code_for_node
         if receiver is None:
@@ -172,7 +203,9 @@ class TensorBackwardInsteadOfModelBackward(Rule):
             positional = [arg for arg in call.args if arg.keyword is None]
             if any(arg.star for arg in call.args) or len(positional) > 2:
                 return None
-            if any(arg.keyword is not None and arg.keyword.value not in allowed for arg in call.args):
+            if any(
+                arg.keyword is not None and arg.keyword.value not in allowed for arg in call.args
+            ):
                 return None
             return call.func, f"{model}.backward"
         if any(arg.star for arg in call.args) or len(call.args) > 1:
@@ -184,4 +217,3 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         if gradient is not None:
             parts.append(code(gradient.value))
         return call, f"{model}.backward({', '.join(parts)})"
-

@@ -48,25 +48,39 @@ class ForwardBackwardOutsideStep(Rule):
         in_step = enclosing_step(self.ancestry, self.bodies) is not None
         if isinstance(func, cst.Name) and func.value in self.facts.functions:
             # Only local functions can be step helpers; the branch search is for them alone.
-            where = _IN_STEP if in_step else _ALTERNATIVE if self._alternative_to_step() else _OUTSIDE
+            where = (
+                _IN_STEP if in_step else _ALTERNATIVE if self._alternative_to_step() else _OUTSIDE
+            )
             self.callers_in_step.setdefault(func.value, []).append(where)
         if in_step or not self.models.targets:
             return
         if isinstance(func, cst.Name):
             model, backward = func.value, False
-        elif isinstance(func, cst.Attribute) and func.attr.value == "backward" and isinstance(func.value, cst.Name):
+        elif (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "backward"
+            and isinstance(func.value, cst.Name)
+        ):
             model, backward = func.value.value, True
         else:
             return
         functions: tuple[cst.FunctionDef, ...] = tuple(self.ancestry.all_of(cst.FunctionDef))  # type: ignore[arg-type]
-        if not self.models.holds_model(model, functions) or self._before_wrap(node, model, functions):
+        if not self.models.holds_model(model, functions) or self._before_wrap(
+            node, model, functions
+        ):
             return
         self.candidates.append(_Candidate(node, model, backward, functions))
 
-    def _before_wrap(self, call: cst.Call, model: str, functions: tuple[cst.FunctionDef, ...]) -> bool:
+    def _before_wrap(
+        self, call: cst.Call, model: str, functions: tuple[cst.FunctionDef, ...]
+    ) -> bool:
         """``model(x)`` before ``model = smp.DistributedModel(model)`` in the same function calls the raw model."""
         scope: Scope = functions[-1] if functions else self.context.module
-        wraps = [w for w in self.facts.distributed_models if w.target == model and w.where is not None and w.where.scope is scope]
+        wraps = [
+            w
+            for w in self.facts.distributed_models
+            if w.target == model and w.where is not None and w.where.scope is scope
+        ]
         return bool(wraps) and all(self.facts.runs_before(call, w.call) for w in wraps)
 
     def _alternative_to_step(self) -> bool:
@@ -80,9 +94,13 @@ class ForwardBackwardOutsideStep(Rule):
             if not isinstance(node, cst.If) or node.orelse is None:
                 continue
             branch = stack[position + 1]
-            other = node.orelse if branch is node.body else node.body if branch is node.orelse else None
+            other = (
+                node.orelse if branch is node.body else node.body if branch is node.orelse else None
+            )
             if other is not None and any(
-                isinstance(child, cst.Call) and isinstance(child.func, cst.Name) and child.func.value in self.step_names
+                isinstance(child, cst.Call)
+                and isinstance(child.func, cst.Name)
+                and child.func.value in self.step_names
                 for child in iter_nodes(other)
             ):
                 return True

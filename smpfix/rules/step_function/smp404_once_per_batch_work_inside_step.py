@@ -48,7 +48,16 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
 _CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
 _ALLREDUCE_FUNCTIONS = frozenset({"all_reduce", "all_reduce_coalesced", "all_reduce_multigpu"})
-_HVD_ALLREDUCE = frozenset({"allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce", "grouped_allreduce_"})
+_HVD_ALLREDUCE = frozenset(
+    {
+        "allreduce",
+        "allreduce_",
+        "allreduce_async",
+        "allreduce_async_",
+        "grouped_allreduce",
+        "grouped_allreduce_",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -96,31 +105,60 @@ class OncePerBatchWorkInsideStep(Rule):
         qualified = self.facts.qualified_name(func) or ""
         last = qualified.rsplit(".", 1)[-1]
         if qualified.startswith("torch.") and last in _CLIP_FUNCTIONS:
-            return "gradient clipping", "clips each microbatch's partial gradients instead of the whole batch's"
+            return (
+                "gradient clipping",
+                "clips each microbatch's partial gradients instead of the whole batch's",
+            )
         if qualified.startswith("torch.distributed.") and last in _ALLREDUCE_FUNCTIONS:
-            return "`dist.all_reduce`", "runs a collective per microbatch, which is slow and reduces partial values"
+            return (
+                "`dist.all_reduce`",
+                "runs a collective per microbatch, which is slow and reduces partial values",
+            )
         if qualified.startswith("horovod.") and last in _HVD_ALLREDUCE:
-            return "`hvd.allreduce`", "runs a collective per microbatch, which is slow and reduces partial values"
+            return (
+                "`hvd.allreduce`",
+                "runs a collective per microbatch, which is slow and reduces partial values",
+            )
         if not isinstance(func, cst.Attribute) or qualified:
             return None
         method, receiver = func.attr.value, func.value
         spelled = dotted_name(receiver) or "..."
         if method == "zero_grad":
-            return f"`{spelled}.zero_grad()`", "wipes the gradients that the earlier microbatches accumulated"
+            return (
+                f"`{spelled}.zero_grad()`",
+                "wipes the gradients that the earlier microbatches accumulated",
+            )
         if method == "apply_gradients":
-            return f"`{spelled}.apply_gradients(...)`", "applies a weight update per microbatch, from partial gradients"
+            return (
+                f"`{spelled}.apply_gradients(...)`",
+                "applies a weight update per microbatch, from partial gradients",
+            )
         if method in ("clip_master_grads", "clip_grad_norm_", "clip_grad_value_"):
-            return "gradient clipping", "clips each microbatch's partial gradients instead of the whole batch's"
+            return (
+                "gradient clipping",
+                "clips each microbatch's partial gradients instead of the whole batch's",
+            )
         if method == "step" and looks_like_optimizer(self.facts, receiver):
             kind = object_kind(self.facts, receiver)
             if kind == SCHEDULER or (kind is None and "sched" in spelled.lower()):
-                return f"`{spelled}.step()`", "advances the learning-rate schedule once per microbatch"
+                return (
+                    f"`{spelled}.step()`",
+                    "advances the learning-rate schedule once per microbatch",
+                )
             if kind == GRAD_SCALER or (kind is None and "scaler" in spelled.lower()):
-                return f"`{spelled}.step(...)`", "updates the weights once per microbatch, from partial gradients"
-            return f"`{spelled}.step()`", "updates the weights once per microbatch, from partial gradients"
+                return (
+                    f"`{spelled}.step(...)`",
+                    "updates the weights once per microbatch, from partial gradients",
+                )
+            return (
+                f"`{spelled}.step()`",
+                "updates the weights once per microbatch, from partial gradients",
+            )
         return None
 
-    def _own_statement(self, call: cst.Call, step: cst.FunctionDef) -> Optional[cst.SimpleStatementLine]:
+    def _own_statement(
+        self, call: cst.Call, step: cst.FunctionDef
+    ) -> Optional[cst.SimpleStatementLine]:
         """The statement ``call`` makes up by itself, when it sits directly in the step's body."""
         stack = self.ancestry.stack
         index = stack.index(step)
@@ -157,7 +195,9 @@ class OncePerBatchWorkInsideStep(Rule):
                 f"{work.what} inside step function `{step_name}` runs once per microbatch, not once per batch: it "
                 f"{work.effect}. {condition} Move it to the training loop, {where} `{step_name}(...)` call."
             )
-            self.report(work.call, message, severity=severity, fix=fixes[work.step], job_facts=states)
+            self.report(
+                work.call, message, severity=severity, fix=fixes[work.step], job_facts=states
+            )
 
     def _severity(self) -> tuple[Severity, tuple[FeatureState, ...], str]:
         mb, pp = self.feature("MB"), self.feature("PP")
@@ -166,7 +206,11 @@ class OncePerBatchWorkInsideStep(Rule):
             return Severity.ERROR, on, f"Here {' and '.join(state.condition() for state in on)}."
         unknown = tuple(state for state in (mb, pp) if state.state is Tri.UNKNOWN)
         if unknown:
-            return Severity.WARNING, unknown, "This is wrong whenever the job uses more than one microbatch."
+            return (
+                Severity.WARNING,
+                unknown,
+                "This is wrong whenever the job uses more than one microbatch.",
+            )
         return (
             Severity.HINT,
             (mb, pp),
@@ -257,7 +301,9 @@ class OncePerBatchWorkInsideStep(Rule):
             return None
         moved: list[cst.SimpleStatementLine] = [s for s in statements if s is not None]
         body = list(body_statements(step_function))
-        if len(set(map(id, moved))) != len(moved) or len(moved) >= len([s for s in body if not _is_return(s)]):
+        if len(set(map(id, moved))) != len(moved) or len(moved) >= len(
+            [s for s in body if not _is_return(s)]
+        ):
             return None
         site = self._single_call_site(step_function)
         if site is None:
@@ -267,19 +313,31 @@ class OncePerBatchWorkInsideStep(Rule):
         if renames is None:
             return None
         positions = {id(statement): index for index, statement in enumerate(body)}
-        first_work = next((i for i, s in enumerate(body) if self._runs_model(s, step_function)), len(body))
+        first_work = next(
+            (i for i, s in enumerate(body) if self._runs_model(s, step_function)), len(body)
+        )
         before = [s for s in moved if positions[id(s)] < first_work]
         after = [s for s in moved if positions[id(s)] > first_work]
-        if len(before) + len(after) != len(moved) or not self._only_moved_or_return_after(body, after, moved):
+        if len(before) + len(after) != len(moved) or not self._only_moved_or_return_after(
+            body, after, moved
+        ):
             return None
         module = self.context.module
         edits: list[NodeEdit] = [DeleteStatementLines(statement) for statement in moved]
-        edits += [InsertStatementBefore(ref.statement, _renamed(s, renames), module) for s in before]
+        edits += [
+            InsertStatementBefore(ref.statement, _renamed(s, renames), module) for s in before
+        ]
         edits += [InsertStatementAfter(ref.statement, _renamed(s, renames), module) for s in after]
         callee = call.func.value if isinstance(call.func, cst.Name) else step_function.name.value
-        return PendingFix(Applicability.UNSAFE, f"Move the once-per-batch statements out of `{callee}`, around its call", tuple(edits))
+        return PendingFix(
+            Applicability.UNSAFE,
+            f"Move the once-per-batch statements out of `{callee}`, around its call",
+            tuple(edits),
+        )
 
-    def _single_call_site(self, function: cst.FunctionDef) -> Optional[tuple[cst.Call, StatementRef]]:
+    def _single_call_site(
+        self, function: cst.FunctionDef
+    ) -> Optional[tuple[cst.Call, StatementRef]]:
         names = {step.name for step in self.steps if step.function is function}
         calls = [call for name in names for call in self.calls.get(name, ())]
         if len(calls) != 1:
@@ -288,7 +346,10 @@ class OncePerBatchWorkInsideStep(Rule):
         for statement, ref in self.facts.statements.items():
             if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
                 continue
-            if isinstance(ref.block, cst.SimpleStatementSuite) or _statement_call(statement.body[0]) is not call:
+            if (
+                isinstance(ref.block, cst.SimpleStatementSuite)
+                or _statement_call(statement.body[0]) is not call
+            ):
                 continue
             if _inside(statement, function):
                 return None  # a recursive call: the statements have nowhere to go
@@ -296,20 +357,33 @@ class OncePerBatchWorkInsideStep(Rule):
         return None
 
     def _renames(
-        self, function: cst.FunctionDef, call: cst.Call, ref: StatementRef, moved: Sequence[cst.SimpleStatementLine]
+        self,
+        function: cst.FunctionDef,
+        call: cst.Call,
+        ref: StatementRef,
+        moved: Sequence[cst.SimpleStatementLine],
     ) -> Optional[Mapping[str, cst.BaseExpression]]:
         """How the moved statements' names are spelled at the call site; None if they cannot be."""
         bound = bind_arguments(function, call)
         if bound is None:
             return None
-        params = {p.name.value for p in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)}
+        params = {
+            p.name.value
+            for p in (
+                *function.params.posonly_params,
+                *function.params.params,
+                *function.params.kwonly_params,
+            )
+        }
         for star in (function.params.star_arg, function.params.star_kwarg):
             if isinstance(star, cst.Param):
                 params.add(star.name.value)
         local = bound_names(function.body) - params
         caller_bound: set[str] = set()
         if isinstance(ref.scope, cst.FunctionDef):
-            caller_bound = bound_names(ref.scope.body) | {p.name.value for p in ref.scope.params.params}
+            caller_bound = bound_names(ref.scope.body) | {
+                p.name.value for p in ref.scope.params.params
+            }
         renames: dict[str, cst.BaseExpression] = {}
         for statement in moved:
             for name in names_in(statement):
@@ -337,7 +411,11 @@ class OncePerBatchWorkInsideStep(Rule):
         return False
 
     @staticmethod
-    def _only_moved_or_return_after(body: Sequence[cst.BaseStatement], after: Sequence[cst.SimpleStatementLine], moved: Sequence[cst.SimpleStatementLine]) -> bool:
+    def _only_moved_or_return_after(
+        body: Sequence[cst.BaseStatement],
+        after: Sequence[cst.SimpleStatementLine],
+        moved: Sequence[cst.SimpleStatementLine],
+    ) -> bool:
         """After the first statement moved behind the call, only moved statements and ``return`` may follow."""
         if not after:
             return True
@@ -349,9 +427,15 @@ class OncePerBatchWorkInsideStep(Rule):
 def _statement_call(small: cst.BaseSmallStatement) -> Optional[cst.Call]:
     """The call a statement is made of: ``f(...)``, ``x = f(...)``, ``x = f(...).reduce_mean()``."""
     value: Optional[cst.BaseExpression] = None
-    if isinstance(small, (cst.Expr, cst.Assign)) or (isinstance(small, cst.AnnAssign) and small.value is not None):
+    if isinstance(small, (cst.Expr, cst.Assign)) or (
+        isinstance(small, cst.AnnAssign) and small.value is not None
+    ):
         value = small.value
-    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
+    if (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and isinstance(value.func.value, cst.Call)
+    ):
         return value.func.value
     return value if isinstance(value, cst.Call) else None
 
@@ -361,7 +445,9 @@ def _inside(node: cst.CSTNode, container: cst.CSTNode) -> bool:
 
 
 def _is_return(statement: cst.CSTNode) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and all(isinstance(s, (cst.Return, cst.Pass)) for s in statement.body)
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Return, cst.Pass)) for s in statement.body
+    )
 
 
 class _Rename(cst.CSTTransformer):
@@ -382,7 +468,9 @@ class _Rename(cst.CSTTransformer):
         return value.deep_clone() if value is not None else updated
 
 
-def _renamed(statement: cst.SimpleStatementLine, renames: Mapping[str, cst.BaseExpression]) -> cst.SimpleStatementLine:
+def _renamed(
+    statement: cst.SimpleStatementLine, renames: Mapping[str, cst.BaseExpression]
+) -> cst.SimpleStatementLine:
     kept = [line for line in statement.leading_lines if line.comment is not None]
     result = statement.with_changes(leading_lines=kept)
     if renames:

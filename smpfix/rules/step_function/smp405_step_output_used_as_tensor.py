@@ -18,17 +18,106 @@ OUTPUT = "output"  # a StepOutput: one value per microbatch
 CONTAINER = "container"  # a tuple/list/dict whose tensors are StepOutputs
 
 # What a StepOutput offers (sdk-doc, plus src-1.12 and the TensorFlow flavour).
-_STEP_OUTPUT_API = frozenset({"reduce_mean", "reduce_sum", "concat", "stack", "outputs", "map", "clear", "merge", "accumulate", "add_output"})
+_STEP_OUTPUT_API = frozenset(
+    {
+        "reduce_mean",
+        "reduce_sum",
+        "concat",
+        "stack",
+        "outputs",
+        "map",
+        "clear",
+        "merge",
+        "accumulate",
+        "add_output",
+    }
+)
 # Tensor methods whose use on a reduced value (a scalar loss or metric) is natural.
-_SCALAR_METHODS = frozenset({"item", "detach", "cpu", "cuda", "to", "float", "double", "half", "tolist", "numpy", "mean", "sum"})
+_SCALAR_METHODS = frozenset(
+    {
+        "item",
+        "detach",
+        "cpu",
+        "cuda",
+        "to",
+        "float",
+        "double",
+        "half",
+        "tolist",
+        "numpy",
+        "mean",
+        "sum",
+    }
+)
 _TENSOR_ATTRIBUTES = frozenset(
     {
-        "backward", "long", "int", "bool", "max", "min", "argmax", "argmin", "size", "shape", "dim", "ndim", "view",
-        "reshape", "squeeze", "unsqueeze", "clone", "data", "grad", "dtype", "device", "requires_grad", "numel", "norm",
-        "sqrt", "exp", "log", "pow", "abs", "softmax", "log_softmax", "topk", "sort", "eq", "ne", "gt", "lt", "ge", "le",
-        "add", "sub", "mul", "div", "t", "T", "transpose", "permute", "contiguous", "flatten", "all", "any", "isnan",
-        "clamp", "round", "type", "std", "var", "prod", "cumsum", "split", "chunk", "expand", "repeat", "masked_fill",
-        "gather", "nelement", "is_cuda",
+        "backward",
+        "long",
+        "int",
+        "bool",
+        "max",
+        "min",
+        "argmax",
+        "argmin",
+        "size",
+        "shape",
+        "dim",
+        "ndim",
+        "view",
+        "reshape",
+        "squeeze",
+        "unsqueeze",
+        "clone",
+        "data",
+        "grad",
+        "dtype",
+        "device",
+        "requires_grad",
+        "numel",
+        "norm",
+        "sqrt",
+        "exp",
+        "log",
+        "pow",
+        "abs",
+        "softmax",
+        "log_softmax",
+        "topk",
+        "sort",
+        "eq",
+        "ne",
+        "gt",
+        "lt",
+        "ge",
+        "le",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "t",
+        "T",
+        "transpose",
+        "permute",
+        "contiguous",
+        "flatten",
+        "all",
+        "any",
+        "isnan",
+        "clamp",
+        "round",
+        "type",
+        "std",
+        "var",
+        "prod",
+        "cumsum",
+        "split",
+        "chunk",
+        "expand",
+        "repeat",
+        "masked_fill",
+        "gather",
+        "nelement",
+        "is_cuda",
     }
 )
 _SCALAR_BUILTINS = frozenset({"float", "int", "round", "abs"})
@@ -63,7 +152,9 @@ class StepOutputUsedAsTensor(Rule):
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
-        self.steps: dict[str, StepFunction] = {step.name: step for step in step_functions(self.facts)}
+        self.steps: dict[str, StepFunction] = {
+            step.name: step for step in step_functions(self.facts)
+        }
         self.scopes: list[dict[str, _Binding]] = []
         self._returns_container: dict[str, bool] = {}
 
@@ -105,12 +196,16 @@ class StepOutputUsedAsTensor(Rule):
         if isinstance(node.target, cst.Name):
             self._unbind(node.target.value)
 
-    def _bind(self, target: cst.BaseExpression, kind: Optional[str], value: Optional[cst.BaseExpression]) -> None:
+    def _bind(
+        self, target: cst.BaseExpression, kind: Optional[str], value: Optional[cst.BaseExpression]
+    ) -> None:
         if isinstance(target, cst.Name):
             self._unbind(target.value)
             if kind is not None and self.scopes:
                 anchor = value if kind == OUTPUT and value is not None else None
-                self.scopes[-1][target.value] = _Binding(kind, self._step_of(value), target.value, anchor)
+                self.scopes[-1][target.value] = _Binding(
+                    kind, self._step_of(value), target.value, anchor
+                )
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 inner = element.value
@@ -118,14 +213,20 @@ class StepOutputUsedAsTensor(Rule):
                     self._unbind(inner.value)
                     if kind is not None and self.scopes:
                         # `loss, logits = train_step(...)`: each element is a StepOutput.
-                        self.scopes[-1][inner.value] = _Binding(OUTPUT, self._step_of(value), inner.value, None)
+                        self.scopes[-1][inner.value] = _Binding(
+                            OUTPUT, self._step_of(value), inner.value, None
+                        )
                 elif isinstance(inner, cst.StarredElement) and isinstance(inner.value, cst.Name):
                     self._unbind(inner.value.value)
 
     def _step_of(self, value: Optional[cst.BaseExpression]) -> str:
         """The step function a tracked value came from, for the message."""
         while value is not None:
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in self.steps:
+            if (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Name)
+                and value.func.value in self.steps
+            ):
                 return value.func.value
             if isinstance(value, cst.Name):
                 binding = self._lookup(value.value)
@@ -141,11 +242,19 @@ class StepOutputUsedAsTensor(Rule):
         if isinstance(expr, cst.Name):
             binding = self._lookup(expr.value)
             return binding.kind if binding is not None else None
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in self.steps:
+        if (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Name)
+            and expr.func.value in self.steps
+        ):
             return CONTAINER if self._step_returns_container(expr.func.value) else OUTPUT
         if isinstance(expr, cst.Subscript):
             base = self._kind(expr.value)
-            if base is None or len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+            if (
+                base is None
+                or len(expr.slice) != 1
+                or not isinstance(expr.slice[0].slice, cst.Index)
+            ):
                 return None
             key = literal_value(expr.slice[0].slice.value)
             if isinstance(key, str):
@@ -174,7 +283,11 @@ class StepOutputUsedAsTensor(Rule):
             binding.uses.append(self._use(node))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        if self._kind(node) == OUTPUT and self._name_position(node) is None and not self._is_assigned_value(node):
+        if (
+            self._kind(node) == OUTPUT
+            and self._name_position(node) is None
+            and not self._is_assigned_value(node)
+        ):
             self._direct_use(node)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -188,7 +301,11 @@ class StepOutputUsedAsTensor(Rule):
             return
         fix = None
         if use.scalar_like:
-            fix = PendingFix(Applicability.UNSAFE, "Reduce it with `.reduce_mean()` first", (InsertAfter(node, ".reduce_mean()"),))
+            fix = PendingFix(
+                Applicability.UNSAFE,
+                "Reduce it with `.reduce_mean()` first",
+                (InsertAfter(node, ".reduce_mean()"),),
+            )
         spelled = self.context.code_for(node)
         spelled = spelled if len(spelled) <= 50 and "\n" not in spelled else "this value"
         self._report(use, spelled, self._step_of(node), fix)
@@ -198,7 +315,7 @@ class StepOutputUsedAsTensor(Rule):
         return isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node
 
     def _name_position(self, node: cst.CSTNode) -> Optional[str]:
-        """"target" for an assignment target, "rebinds" for other bindings, None for a read."""
+        """ "target" for an assignment target, "rebinds" for other bindings, None for a read."""
         stack = self.ancestry.stack
         parent = stack[-2] if len(stack) > 1 else None
         if isinstance(parent, cst.Attribute) and parent.attr is node:
@@ -208,10 +325,14 @@ class StepOutputUsedAsTensor(Rule):
         if isinstance(parent, (cst.Param, cst.ImportAlias, cst.ClassDef, cst.Global, cst.Nonlocal)):
             return "rebinds"
         index, child = len(stack) - 2, node
-        while index >= 0 and isinstance(stack[index], (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
+        while index >= 0 and isinstance(
+            stack[index], (cst.Tuple, cst.List, cst.Element, cst.StarredElement)
+        ):
             child, index = stack[index], index - 1
         holder = stack[index] if index >= 0 else None
-        if isinstance(holder, cst.AssignTarget) or (isinstance(holder, cst.AnnAssign) and holder.target is child):
+        if isinstance(holder, cst.AssignTarget) or (
+            isinstance(holder, cst.AnnAssign) and holder.target is child
+        ):
             return "target"
         if isinstance(holder, (cst.For, cst.CompFor, cst.NamedExpr)) and holder.target is child:
             return "rebinds"
@@ -225,7 +346,11 @@ class StepOutputUsedAsTensor(Rule):
         grand = stack[-3] if len(stack) > 2 else None
         if isinstance(parent, cst.Attribute) and parent.value is node:
             attr = parent.attr.value
-            spelled = f"`.{attr}()`" if isinstance(grand, cst.Call) and grand.func is parent else f"`.{attr}`"
+            spelled = (
+                f"`.{attr}()`"
+                if isinstance(grand, cst.Call) and grand.func is parent
+                else f"`.{attr}`"
+            )
             if attr in _STEP_OUTPUT_API:
                 return _Use(node, None, False)
             if attr in _SCALAR_METHODS:
@@ -245,9 +370,15 @@ class StepOutputUsedAsTensor(Rule):
         elif isinstance(parent, cst.ComparisonTarget) and parent.comparator is node:
             operator = parent.operator
         if operator is not None:
-            return _Use(node, "a comparison", True) if not isinstance(operator, _NO_TENSOR_OPERATORS) else _Use(node, None, False)
+            return (
+                _Use(node, "a comparison", True)
+                if not isinstance(operator, _NO_TENSOR_OPERATORS)
+                else _Use(node, None, False)
+            )
         if isinstance(parent, cst.FormattedStringExpression) and parent.expression is node:
-            return _Use(node, "a format spec", True) if parent.format_spec else _Use(node, None, True)
+            return (
+                _Use(node, "a format spec", True) if parent.format_spec else _Use(node, None, True)
+            )
         if isinstance(parent, cst.Arg) and parent.value is node and isinstance(grand, cst.Call):
             return self._argument_use(node, grand)
         return _Use(node, None, False)
@@ -261,7 +392,11 @@ class StepOutputUsedAsTensor(Rule):
                 return _Use(node, None, True)
         if (self.facts.qualified_name(func) or "").startswith("math."):
             return _Use(node, f"`{self.context.code_for(func)}()`", True)
-        if isinstance(func, cst.Attribute) and func.attr.value == "format" and _has_format_spec(func.value):
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "format"
+            and _has_format_spec(func.value)
+        ):
             return _Use(node, "a format spec", True)
         return _Use(node, None, False)
 
@@ -301,6 +436,10 @@ def _has_format_spec(node: cst.BaseExpression) -> bool:
     if not isinstance(value, str):
         return False
     try:
-        return any(spec for _, field_name, spec, _ in string.Formatter().parse(value) if field_name is not None)
+        return any(
+            spec
+            for _, field_name, spec, _ in string.Formatter().parse(value)
+            if field_name is not None
+        )
     except ValueError:
         return False

@@ -29,8 +29,12 @@ _NOT_STEP_INPUTS = {
     DATASET: "build batches outside the step and pass their tensors",
     SAMPLER: "use the sampler in the DataLoader, outside the step, and pass the batch tensors",
 }
-_SAME_TENSOR_METHODS = frozenset({"to", "cuda", "cpu", "float", "double", "half", "long", "int", "bool", "bfloat16"})
-_FILLED = frozenset({"torch.ones", "torch.zeros", "torch.empty", "torch.rand", "torch.randn", "torch.full"})
+_SAME_TENSOR_METHODS = frozenset(
+    {"to", "cuda", "cpu", "float", "double", "half", "long", "int", "bool", "bfloat16"}
+)
+_FILLED = frozenset(
+    {"torch.ones", "torch.zeros", "torch.empty", "torch.rand", "torch.randn", "torch.full"}
+)
 _PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 
 
@@ -65,7 +69,9 @@ class StepInputNotSplittable(Rule):
             self._check_split_axes(step, axes.value, params)
         return listed
 
-    def _check_non_split_inputs(self, step: StepFunction, params: Optional[Sequence[str]]) -> Optional[frozenset[str]]:
+    def _check_non_split_inputs(
+        self, step: StepFunction, params: Optional[Sequence[str]]
+    ) -> Optional[frozenset[str]]:
         assert step.options is not None
         found = argument(step.options, "non_split_inputs")
         if found is None:
@@ -76,7 +82,11 @@ class StepInputNotSplittable(Rule):
             self._check_names(step, "non_split_inputs", elements, params)
             return self._names(elements)
         if isinstance(value, (cst.Tuple, cst.Set, cst.SimpleString, cst.ConcatenatedString)):
-            elements = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.Set)) else [value]
+            elements = (
+                [e.value for e in value.elements]
+                if isinstance(value, (cst.Tuple, cst.Set))
+                else [value]
+            )
             shape = {cst.Tuple: "a tuple", cst.Set: "a set"}.get(type(value), "a string")
             self._flag_not_a_list(step, value, shape, self._list_fix(value, elements))
             self._check_names(step, "non_split_inputs", elements, params)
@@ -98,18 +108,27 @@ class StepInputNotSplittable(Rule):
             return None
         return frozenset(values)
 
-    def _list_fix(self, value: cst.BaseExpression, elements: Sequence[cst.BaseExpression]) -> Optional[PendingFix]:
+    def _list_fix(
+        self, value: cst.BaseExpression, elements: Sequence[cst.BaseExpression]
+    ) -> Optional[PendingFix]:
         """The same names as a list literal: safe, the tuple or string form can only raise."""
         if not elements or not all(isinstance(literal_value(element), str) for element in elements):
             return None
         code = self.context.module.code_for_node
         text = f"[{', '.join(code(element) for element in elements)}]"
         # A tuple's parentheses belong to it but lie outside the span that ReplaceNode replaces.
-        parens = [ReplaceNode(paren, "") for paren in (*getattr(value, "lpar", ()), *getattr(value, "rpar", ()))]
+        parens = [
+            ReplaceNode(paren, "")
+            for paren in (*getattr(value, "lpar", ()), *getattr(value, "rpar", ()))
+        ]
         edits = (*parens, ReplaceNode(value, text))
-        return PendingFix(Applicability.SAFE, "Write `non_split_inputs` as a list of the same names", edits)
+        return PendingFix(
+            Applicability.SAFE, "Write `non_split_inputs` as a list of the same names", edits
+        )
 
-    def _flag_not_a_list(self, step: StepFunction, value: cst.BaseExpression, shape: str, fix: Optional[PendingFix]) -> None:
+    def _flag_not_a_list(
+        self, step: StepFunction, value: cst.BaseExpression, shape: str, fix: Optional[PendingFix]
+    ) -> None:
         message = (
             f"`non_split_inputs` of step function `{step.name}` is {shape}, but the library requires a list: "
             "`smp.step` raises `TypeError: Non-split inputs must be a list.` when the function is defined. "
@@ -117,20 +136,38 @@ class StepInputNotSplittable(Rule):
         )
         self.report(value, message, severity=Severity.ERROR, fix=fix)
 
-    def _check_names(self, step: StepFunction, option: str, elements: Sequence[cst.BaseExpression], params: Optional[Sequence[str]]) -> None:
+    def _check_names(
+        self,
+        step: StepFunction,
+        option: str,
+        elements: Sequence[cst.BaseExpression],
+        params: Optional[Sequence[str]],
+    ) -> None:
         for element in elements:
             name = literal_value(element)
             if name is UNKNOWN:
                 continue
             if not isinstance(name, str):
-                self._report_name(step, element, option, f"`{self.context.code_for(element)}` is not a parameter name (a string)")
+                self._report_name(
+                    step,
+                    element,
+                    option,
+                    f"`{self.context.code_for(element)}` is not a parameter name (a string)",
+                )
             elif params is not None and name not in params:
                 self._flag_missing(step, element, option, name)
 
     def _flag_missing(self, step: StepFunction, node: cst.CSTNode, option: str, name: str) -> None:
-        self._report_name(step, node, option, f"`{name}` is not a positional-or-keyword parameter of `{step.name}`")
+        self._report_name(
+            step,
+            node,
+            option,
+            f"`{name}` is not a positional-or-keyword parameter of `{step.name}`",
+        )
 
-    def _report_name(self, step: StepFunction, node: cst.CSTNode, option: str, problem: str) -> None:
+    def _report_name(
+        self, step: StepFunction, node: cst.CSTNode, option: str, problem: str
+    ) -> None:
         message = (
             f"`{option}` of step function `{step.name}` names something the library cannot match: {problem}. "
             "It compares the names with `inspect.getfullargspec(f).args` on every call and raises `ValueError` "
@@ -138,9 +175,13 @@ class StepInputNotSplittable(Rule):
         )
         self.report(node, message, severity=Severity.ERROR)
 
-    def _check_split_axes(self, step: StepFunction, value: cst.BaseExpression, params: Optional[Sequence[str]]) -> None:
+    def _check_split_axes(
+        self, step: StepFunction, value: cst.BaseExpression, params: Optional[Sequence[str]]
+    ) -> None:
         if isinstance(value, cst.Dict):
-            keys = [element.key for element in value.elements if isinstance(element, cst.DictElement)]
+            keys = [
+                element.key for element in value.elements if isinstance(element, cst.DictElement)
+            ]
             self._check_names(step, "input_split_axes", keys, params)
             return
         literal: Any = self.facts.literal(value)
@@ -153,13 +194,15 @@ class StepInputNotSplittable(Rule):
             return
         message = (
             f"`input_split_axes` of step function `{step.name}` is a {type(literal).__name__}, but the library requires "
-            "a dict from parameter name to split axis (`{\"x\": 1}`): `smp.step` raises `TypeError` when the function "
+            'a dict from parameter name to split axis (`{"x": 1}`): `smp.step` raises `TypeError` when the function '
             "is defined."
         )
         self.report(value, message, severity=Severity.ERROR)
 
     # -- what the calls pass ---------------------------------------------------------------
-    def _check_call(self, step: StepFunction, call: cst.Call, listed: Optional[frozenset[str]]) -> None:
+    def _check_call(
+        self, step: StepFunction, call: cst.Call, listed: Optional[frozenset[str]]
+    ) -> None:
         bound = bind_arguments(step.function, call) if step.function is not None else None
         for arg in call.args:
             if arg.star:
@@ -183,7 +226,7 @@ class StepInputNotSplittable(Rule):
         message = (
             f"`{spelled}` ({_article(kind)} {kind}) is passed to step function `{step.name}`: the library splits only "
             "the tensors a step receives into microbatches, so batches generated inside the step are not split or "
-            "pipelined (the developer guide: passing the DataLoader to generate the inputs inside \"does not work\"). "
+            'pipelined (the developer guide: passing the DataLoader to generate the inputs inside "does not work"). '
             f"Instead, {_NOT_STEP_INPUTS[kind]}."
         )
         self.report(value, message, severity=Severity.WARNING)
@@ -199,18 +242,28 @@ class StepInputNotSplittable(Rule):
             value = value.func.value
         if isinstance(value, cst.Name) and depth < 3:
             assignment = self.flow.reaching(value.value, value).single
-            return self._without_batch_dimension(assignment.value, depth + 1) if assignment is not None else None
+            return (
+                self._without_batch_dimension(assignment.value, depth + 1)
+                if assignment is not None
+                else None
+            )
         if not isinstance(value, cst.Call):
             return None
         qualified = self.facts.qualified_name(value.func) or ""
-        first = argument(value, "data" if qualified in ("torch.tensor", "torch.as_tensor") else "size", 0)
+        first = argument(
+            value, "data" if qualified in ("torch.tensor", "torch.as_tensor") else "size", 0
+        )
         if qualified in ("torch.tensor", "torch.as_tensor") and first is not None:
             literal = self.facts.literal(first.value)
             if isinstance(literal, (int, float)):
                 return "a scalar tensor"
         if qualified == "torch.scalar_tensor":
             return "a scalar tensor"
-        if qualified in _FILLED and first is not None and self.facts.literal(first.value) in ((), []):
+        if (
+            qualified in _FILLED
+            and first is not None
+            and self.facts.literal(first.value) in ((), [])
+        ):
             return "a zero-dimensional tensor"
         if qualified in _PARAMETERS:
             return "an `nn.Parameter`"
@@ -218,7 +271,9 @@ class StepInputNotSplittable(Rule):
             return "a `torch.arange` range, shaped by a length rather than the batch"
         return None
 
-    def _hint(self, step: StepFunction, value: cst.BaseExpression, param: str, description: str) -> None:
+    def _hint(
+        self, step: StepFunction, value: cst.BaseExpression, param: str, description: str
+    ) -> None:
         mb = self.feature("MB")
         spelled = self.context.code_for(value)
         spelled = spelled if len(spelled) <= 40 and "\n" not in spelled else "this argument"
@@ -226,9 +281,15 @@ class StepInputNotSplittable(Rule):
         message = (
             f"`{spelled}` ({description}) is passed to step function `{step.name}` as `{param}`, which is not in "
             f"`non_split_inputs`; {condition} the library splits every tensor argument along axis 0 into microbatches, "
-            f"and this one has no batch dimension. Add \"{param}\" to `non_split_inputs`."
+            f'and this one has no batch dimension. Add "{param}" to `non_split_inputs`.'
         )
-        self.report(value, message, severity=Severity.HINT, fix=self._add_name_fix(step, param), job_facts=(mb,))
+        self.report(
+            value,
+            message,
+            severity=Severity.HINT,
+            fix=self._add_name_fix(step, param),
+            job_facts=(mb,),
+        )
 
     def _add_name_fix(self, step: StepFunction, param: str) -> Optional[PendingFix]:
         """Add ``param`` to ``non_split_inputs``: unsafe, since only a person knows the tensor's shape."""
@@ -243,23 +304,33 @@ class StepInputNotSplittable(Rule):
             found = argument(step.options, "non_split_inputs")
             if found is None:
                 if step.options.args:
-                    edit = InsertAfter(step.options.args[-1].value, f", non_split_inputs=[{quoted}]")
+                    edit = InsertAfter(
+                        step.options.args[-1].value, f", non_split_inputs=[{quoted}]"
+                    )
                 else:
-                    edit = ReplaceNode(step.options, f"{code(step.options.func)}(non_split_inputs=[{quoted}])")
+                    edit = ReplaceNode(
+                        step.options, f"{code(step.options.func)}(non_split_inputs=[{quoted}])"
+                    )
             elif isinstance(found.value, cst.List):
                 elements = found.value.elements
-                edit = InsertAfter(elements[-1].value, f", {quoted}") if elements else ReplaceNode(found.value, f"[{quoted}]")
+                edit = (
+                    InsertAfter(elements[-1].value, f", {quoted}")
+                    if elements
+                    else ReplaceNode(found.value, f"[{quoted}]")
+                )
             elif literal_value(found.value) is None:
                 edit = ReplaceNode(found.value, f"[{quoted}]")
         if edit is None:
             return None
-        return PendingFix(Applicability.UNSAFE, f"Add \"{param}\" to `non_split_inputs`", (edit,))
+        return PendingFix(Applicability.UNSAFE, f'Add "{param}" to `non_split_inputs`', (edit,))
 
     def _bare_decorator(self, step: StepFunction) -> Optional[cst.BaseExpression]:
         if step.function is None or step.function.name.value != step.name:
             return None
         for decorator in step.function.decorators:
-            if not isinstance(decorator.decorator, cst.Call) and is_step_decorator(self.facts.imports, decorator.decorator):
+            if not isinstance(decorator.decorator, cst.Call) and is_step_decorator(
+                self.facts.imports, decorator.decorator
+            ):
                 return decorator.decorator
         return None
 

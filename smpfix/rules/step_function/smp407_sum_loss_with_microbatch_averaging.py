@@ -41,7 +41,11 @@ class SumLossWithMicrobatchAveraging(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "backward" and len(node.args) == 1):
+        if not (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "backward"
+            and len(node.args) == 1
+        ):
             return
         step = enclosing_step(self.ancestry, self.bodies)
         if step is None or not isinstance(func.value, cst.Name):
@@ -87,7 +91,11 @@ class SumLossWithMicrobatchAveraging(Rule):
         if len(wraps) != 1 or argument(wraps[0].call, _SETTING) is not None:
             return None
         call = wraps[0].call
-        edit = append_arguments(call, [f"{_SETTING}=False"], ParentIndex(module).indentation(call), module)
+        edit = append_arguments(
+            call, [f"{_SETTING}=False"], ParentIndex(module).indentation(call), module
+        )
         if edit is None:
             return None
-        return PendingFix(Applicability.UNSAFE, f"Pass `{_SETTING}=False` to `smp.DistributedModel`", (edit,))
+        return PendingFix(
+            Applicability.UNSAFE, f"Pass `{_SETTING}=False` to `smp.DistributedModel`", (edit,)
+        )

@@ -17,8 +17,12 @@ from smpfix.program.call_order import exclusive, runs_earlier
 from smpfix.rules.rule import Rule, RuleContext
 
 _STRATEGY = re.compile(r"^(each|contiguous|group_\d+)$")
-_TORCH_CHECKPOINT = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"})
-_SMP_CHECKPOINT = frozenset({"patches.checkpoint.checkpoint", "patches.checkpoint.checkpoint_sequential"})
+_TORCH_CHECKPOINT = frozenset(
+    {"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"}
+)
+_SMP_CHECKPOINT = frozenset(
+    {"patches.checkpoint.checkpoint", "patches.checkpoint.checkpoint_sequential"}
+)
 _SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
 _SMP_CHECKPOINT_ADVICE = (
     "Use the library's own: `smp.set_activation_checkpointing(module)` on a submodule after `smp.DistributedModel`, "
@@ -54,7 +58,10 @@ class ActivationCheckpointingApiMisuse(Rule):
             self._check_smp_checkpoint(node)
         elif self.facts.qualified_name(node.func) in _TORCH_CHECKPOINT:
             self._flag_torch_checkpoint(node)
-        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "gradient_checkpointing_enable":
+        elif (
+            isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "gradient_checkpointing_enable"
+        ):
             if not self._behind_gradient_checkpointing_flag():
                 self._flag_hugging_face(node, f"`{self.context.code_for(node.func)}()`")
         else:
@@ -63,23 +70,33 @@ class ActivationCheckpointingApiMisuse(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             attribute = target.target
-            if isinstance(attribute, cst.Attribute) and attribute.attr.value == "gradient_checkpointing":
+            if (
+                isinstance(attribute, cst.Attribute)
+                and attribute.attr.value == "gradient_checkpointing"
+            ):
                 if self.facts.literal(node.value) is True:
                     self._flag_hugging_face(node, f"`{self.context.code_for(attribute)} = True`")
 
     def _check_setting(self, call: cst.Call) -> None:
         module = argument(call, "module", 0)
-        self.settings.append(_Setting(call, dotted_name(module.value) if module is not None else None))
+        self.settings.append(
+            _Setting(call, dotted_name(module.value) if module is not None else None)
+        )
         strategy = argument(call, "strategy", 3)
         value = self.facts.literal(strategy.value) if strategy is not None else "each"
         if isinstance(value, str) and not _STRATEGY.match(value):
             message = (
-                f"`strategy={value!r}` is none of the strategies the library documents: `\"each\"`, `\"contiguous\"` "
-                "or `\"group_<n>\"` (e.g. `\"group_2\"` checkpoints every two layers together, which saves more memory "
-                "than `\"each\"`)."
+                f'`strategy={value!r}` is none of the strategies the library documents: `"each"`, `"contiguous"` '
+                'or `"group_<n>"` (e.g. `"group_2"` checkpoints every two layers together, which saves more memory '
+                'than `"each"`).'
             )
             self.report(strategy or call, message, severity=Severity.WARNING)
-        elif isinstance(value, str) and value != "each" and module is not None and self._not_sequential(module.value):
+        elif (
+            isinstance(value, str)
+            and value != "each"
+            and module is not None
+            and self._not_sequential(module.value)
+        ):
             message = (
                 f"`strategy={value!r}` groups the layers of an `nn.Sequential`, but `{self.context.code_for(module.value)}` "
                 "is not one: the library raises CheckpointingConfigError. Pass an `nn.Sequential` of the layers, or "
@@ -99,8 +116,14 @@ class ActivationCheckpointingApiMisuse(Rule):
         qualified = self.facts.qualified_name(expr.func)
         if qualified is not None:
             last = qualified.rsplit(".", 1)[-1]
-            return qualified.startswith("torch.nn.") and qualified not in _SEQUENTIAL and last[:1].isupper()
-        return isinstance(expr.func, cst.Name) and self._local_module_not_sequential(expr.func.value, 0)
+            return (
+                qualified.startswith("torch.nn.")
+                and qualified not in _SEQUENTIAL
+                and last[:1].isupper()
+            )
+        return isinstance(expr.func, cst.Name) and self._local_module_not_sequential(
+            expr.func.value, 0
+        )
 
     def _local_module_not_sequential(self, name: str, depth: int) -> bool:
         cls = self.facts.classes.get(name)
@@ -112,7 +135,9 @@ class ActivationCheckpointingApiMisuse(Rule):
                 return False
             if qualified == "torch.nn.Module":
                 continue
-            if isinstance(base.value, cst.Name) and self._local_module_not_sequential(base.value.value, depth + 1):
+            if isinstance(base.value, cst.Name) and self._local_module_not_sequential(
+                base.value.value, depth + 1
+            ):
                 continue
             return False
         return True
@@ -126,21 +151,30 @@ class ActivationCheckpointingApiMisuse(Rule):
             return
         message = (
             f"The library's `checkpoint` takes a module, but `{self.context.code_for(first.value)}` is {function}: it "
-            "raises CheckpointingError (\"... is not a Module\"). Pass the submodule itself "
+            'raises CheckpointingError ("... is not a Module"). Pass the submodule itself '
             "(`checkpoint(self.block, x)`), or put the code in an `nn.Module`."
         )
         self.report(call, message, severity=Severity.ERROR)
 
     def _plain_function(self, expr: cst.BaseExpression) -> Optional[str]:
-        """"a lambda", "a function" or "a method" when ``expr`` certainly is not a module."""
+        """ "a lambda", "a function" or "a method" when ``expr`` certainly is not a module."""
         if isinstance(expr, cst.Lambda):
             return "a lambda"
-        if isinstance(expr, cst.Name) and expr.value in self.facts.functions and expr.value not in self.facts.classes:
+        if (
+            isinstance(expr, cst.Name)
+            and expr.value in self.facts.functions
+            and expr.value not in self.facts.classes
+        ):
             return "a function"
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        if (
+            isinstance(expr, cst.Attribute)
+            and isinstance(expr.value, cst.Name)
+            and expr.value.value == "self"
+        ):
             cls = self.ancestry.nearest(cst.ClassDef)
             if isinstance(cls, cst.ClassDef) and any(
-                isinstance(s, cst.FunctionDef) and s.name.value == expr.attr.value for s in cls.body.body
+                isinstance(s, cst.FunctionDef) and s.name.value == expr.attr.value
+                for s in cls.body.body
             ):
                 return "a method"
         return None
@@ -162,7 +196,10 @@ class ActivationCheckpointingApiMisuse(Rule):
         it runs only when a configuration turns it on, which this rule reports there."""
         for node in self.ancestry.stack:
             if isinstance(node, (cst.If, cst.IfExp)):
-                if any(isinstance(n, (cst.Name, cst.Attribute)) and _names_flag(n) for n in iter_nodes(node.test)):
+                if any(
+                    isinstance(n, (cst.Name, cst.Attribute)) and _names_flag(n)
+                    for n in iter_nodes(node.test)
+                ):
                     return True
         return False
 
@@ -171,7 +208,11 @@ class ActivationCheckpointingApiMisuse(Rule):
         if not qualified.startswith("transformers."):
             return
         flag = argument(call, "gradient_checkpointing")
-        if flag is not None and self.facts.literal(flag.value) is True and "TrainingArguments" not in qualified:
+        if (
+            flag is not None
+            and self.facts.literal(flag.value) is True
+            and "TrainingArguments" not in qualified
+        ):
             self._flag_hugging_face(flag, "`gradient_checkpointing=True`")
 
     def _flag_hugging_face(self, node: cst.CSTNode, what: str) -> None:
@@ -200,7 +241,7 @@ class ActivationCheckpointingApiMisuse(Rule):
                 if self._nested(outer, inner, parents):
                     message = (
                         f"`{inner.module}` is checkpointed inside `{outer.module}`, which is checkpointed too: the "
-                        "library raises \"Checkpointing module ... inside a checkpointed module ... is not supported\" "
+                        'library raises "Checkpointing module ... inside a checkpointed module ... is not supported" '
                         "at the first step. Checkpoint one of the two."
                     )
                     self.report(inner.call, message, severity=Severity.ERROR)
@@ -215,7 +256,11 @@ class ActivationCheckpointingApiMisuse(Rule):
         """``outer.module`` is an ancestor path of ``inner.module`` naming the same object: one
         function, one binding of the root name (the same ``for`` loop, or a single assignment),
         and both calls can run in one pass."""
-        if outer.module is None or inner.module is None or not inner.module.startswith(outer.module + "."):
+        if (
+            outer.module is None
+            or inner.module is None
+            or not inner.module.startswith(outer.module + ".")
+        ):
             return False
         scope = parents.scope_of(outer.call)
         if scope is not parents.scope_of(inner.call) or exclusive(parents, outer.call, inner.call):
@@ -223,7 +268,11 @@ class ActivationCheckpointingApiMisuse(Rule):
         root = outer.module.split(".", 1)[0]
         if _loop_binding(parents, outer.call, root) is not _loop_binding(parents, inner.call, root):
             return False
-        assigned = [a for a in self.facts.assignments.get(root, ()) if a.where is not None and a.where.scope is scope]
+        assigned = [
+            a
+            for a in self.facts.assignments.get(root, ())
+            if a.where is not None and a.where.scope is scope
+        ]
         return len(assigned) <= 1
 
 
@@ -232,11 +281,19 @@ def _loop_binding(parents: ParentIndex, node: cst.CSTNode, name: str) -> Optiona
     for ancestor in parents.ancestors(node):
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
             return None
-        if isinstance(ancestor, cst.For) and any(isinstance(n, cst.Name) and n.value == name for n in iter_nodes(ancestor.target)):
+        if isinstance(ancestor, cst.For) and any(
+            isinstance(n, cst.Name) and n.value == name for n in iter_nodes(ancestor.target)
+        ):
             return ancestor
     return None
 
 
 def _names_flag(node: cst.CSTNode) -> bool:
-    name = node.attr.value if isinstance(node, cst.Attribute) else node.value if isinstance(node, cst.Name) else ""
+    name = (
+        node.attr.value
+        if isinstance(node, cst.Attribute)
+        else node.value
+        if isinstance(node, cst.Name)
+        else ""
+    )
     return "gradient_checkpointing" in name

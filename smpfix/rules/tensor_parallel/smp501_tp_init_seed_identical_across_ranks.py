@@ -38,9 +38,28 @@ _TORCH_SEEDS = frozenset(
 _OWN_RNG_SAMPLERS = DISTRIBUTED_SAMPLERS | frozenset(
     {"torch.utils.data.SequentialSampler", "torch.utils.data.sampler.SequentialSampler"}
 )
-_RANDOM_SPLITS = frozenset({"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"})
-_NO_PARENS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float, cst.UnaryOperation)
-_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.MatrixMultiply, cst.Power)
+_RANDOM_SPLITS = frozenset(
+    {"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"}
+)
+_NO_PARENS = (
+    cst.Name,
+    cst.Attribute,
+    cst.Call,
+    cst.Subscript,
+    cst.Integer,
+    cst.Float,
+    cst.UnaryOperation,
+)
+_ARITHMETIC = (
+    cst.Add,
+    cst.Subtract,
+    cst.Multiply,
+    cst.Divide,
+    cst.FloorDivide,
+    cst.Modulo,
+    cst.MatrixMultiply,
+    cst.Power,
+)
 _MAX_DEPTH = 4
 
 
@@ -87,7 +106,9 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
             seeding = self._last_on_path(index.scope_of(wrap.call), wrap.call, seedings, index, 0)
             if seeding is None or seeding.call in flagged:
                 continue
-            if any(self._per_rank(term, index.scope_of(term), bindings, 0) for term in seeding.terms):
+            if any(
+                self._per_rank(term, index.scope_of(term), bindings, 0) for term in seeding.terms
+            ):
                 continue
             flagged.add(seeding.call)
             self._flag(seeding, wrap)
@@ -130,9 +151,20 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         default = (parameter.default,) if parameter.default is not None else ()
         return _Seeding(call, (expression, *default), expression)
 
-    def _last_on_path(self, scope: Scope, point: cst.Call, seedings: list[_Seeding], index: ParentIndex, depth: int) -> Optional[_Seeding]:
+    def _last_on_path(
+        self,
+        scope: Scope,
+        point: cst.Call,
+        seedings: list[_Seeding],
+        index: ParentIndex,
+        depth: int,
+    ) -> Optional[_Seeding]:
         """The last seeding that runs before ``point`` in ``scope``, else before ``scope`` is called."""
-        before = [s for s in seedings if index.scope_of(s.call) is scope and self.facts.runs_before(s.call, point)]
+        before = [
+            s
+            for s in seedings
+            if index.scope_of(s.call) is scope and self.facts.runs_before(s.call, point)
+        ]
         if before:
             return before[-1]
         if not isinstance(scope, cst.FunctionDef) or depth >= _MAX_DEPTH:
@@ -140,7 +172,8 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         callers = [
             call
             for call in self.facts.call_order
-            if isinstance(call.func, cst.Name) and self.facts.functions.get(call.func.value) is scope
+            if isinstance(call.func, cst.Name)
+            and self.facts.functions.get(call.func.value) is scope
         ]
         for caller in callers:
             found = self._last_on_path(index.scope_of(caller), caller, seedings, index, depth + 1)
@@ -179,7 +212,13 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
             return family_of(member) in DIFFERS_ACROSS_TP
         return self.facts.qualified_name(node.func) == "torch.distributed.get_rank"
 
-    def _per_rank(self, expr: cst.BaseExpression, scope: Scope, bindings: Mapping[str, list[tuple[Scope, cst.BaseExpression]]], depth: int) -> bool:
+    def _per_rank(
+        self,
+        expr: cst.BaseExpression,
+        scope: Scope,
+        bindings: Mapping[str, list[tuple[Scope, cst.BaseExpression]]],
+        depth: int,
+    ) -> bool:
         """Does ``expr`` hold a rank term, directly or through a name bound to one in its function?"""
         if depth > _MAX_DEPTH:
             return False
@@ -190,7 +229,11 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
             name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
             for where, value in bindings.get(name, ()) if name is not None else ():
                 visible = where is scope or isinstance(where, cst.Module)
-                if visible and value is not expr and self._per_rank(value, where, bindings, depth + 1):
+                if (
+                    visible
+                    and value is not expr
+                    and self._per_rank(value, where, bindings, depth + 1)
+                ):
                     return True
         return False
 
@@ -215,7 +258,10 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
             if sampler is not None and not self._sampler_has_own_rng(sampler.value):
                 return "a `DataLoader` here takes a sampler that may draw from torch's global RNG"
         for call in self.facts.call_order:
-            if self.facts.qualified_name(call.func) in _RANDOM_SPLITS and argument(call, "generator", 2) is None:
+            if (
+                self.facts.qualified_name(call.func) in _RANDOM_SPLITS
+                and argument(call, "generator", 2) is None
+            ):
                 return "`random_split(...)` here splits with torch's global RNG (no `generator=`)"
         return None
 
@@ -242,7 +288,10 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         )
         if not parenthesized and not simple:
             code = f"({code})"
-        edits: tuple[NodeEdit, ...] = (*reference.edits, ReplaceNode(target, f"{code} + {reference.text}()"))
+        edits: tuple[NodeEdit, ...] = (
+            *reference.edits,
+            ReplaceNode(target, f"{code} + {reference.text}()"),
+        )
         return PendingFix(Applicability.UNSAFE, f"Seed with `{code} + {reference.text}()`", edits)
 
     def _spelled(self, member: str) -> str:

@@ -56,7 +56,9 @@ class MpDpSizeIdentityUnderTp(Rule):
             "`mp_size() * dp_size()` is `tp_size()` times the world size"
         )
         if tp.state.value == "on":
-            head = f"`{spelled}` multiplies `mp_size()` by `dp_size()`, and {tp.condition()}: {why}."
+            head = (
+                f"`{spelled}` multiplies `mp_size()` by `dp_size()`, and {tp.condition()}: {why}."
+            )
         else:
             head = f"`{spelled}` multiplies `mp_size()` by `dp_size()`; {tp.condition()}, {why}."
         message = (
@@ -78,4 +80,8 @@ class MpDpSizeIdentityUnderTp(Rule):
             target = factor.func if isinstance(factor, cst.Call) else factor
             text = reference.text if isinstance(factor, cst.Call) else f"{reference.text}()"
             edits.append(ReplaceNode(target, text))
-        return PendingFix(Applicability.UNSAFE, "Use `pp_size()` instead of `mp_size()` in this product", tuple(edits))
+        return PendingFix(
+            Applicability.UNSAFE,
+            "Use `pp_size()` instead of `mp_size()` in this product",
+            tuple(edits),
+        )

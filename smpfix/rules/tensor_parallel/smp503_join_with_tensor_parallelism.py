@@ -24,7 +24,11 @@ class JoinWithTensorParallelism(Rule):
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         call = node.item
-        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute) or call.func.attr.value != "join":
+        if (
+            not isinstance(call, cst.Call)
+            or not isinstance(call.func, cst.Attribute)
+            or call.func.attr.value != "join"
+        ):
             return
         receiver = call.func.value
         if not isinstance(receiver, cst.Name):
@@ -38,7 +42,7 @@ class JoinWithTensorParallelism(Rule):
             message = (
                 f"`{model}.join()` is only supported with `ddp=True`, but {ddp.condition()}: the library's "
                 "`join` wraps PyTorch DDP's uneven-input handling, which does not exist without it. Enable "
-                "`\"ddp\": True` in the modelparallel parameters, or make every rank see the same number of "
+                '`"ddp": True` in the modelparallel parameters, or make every rank see the same number of '
                 "batches (a `DistributedSampler` with `drop_last=True`) and drop the `join()`."
             )
             self.report(call, message, severity=Severity.ERROR, job_facts=(ddp,))

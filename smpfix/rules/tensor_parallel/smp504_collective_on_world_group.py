@@ -19,10 +19,21 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 # Reductions whose result a script averages, and the position of their `group` parameter.
 _REDUCTIONS = {"torch.distributed.all_reduce": 2, "torch.distributed.reduce": 3}
 # Collectives that need torch.distributed's default process group.
-_COLLECTIVES = frozenset({
-    "all_reduce", "reduce", "all_gather", "all_gather_object", "reduce_scatter", "broadcast", "broadcast_object_list",
-    "barrier", "gather", "scatter", "all_to_all",
-})
+_COLLECTIVES = frozenset(
+    {
+        "all_reduce",
+        "reduce",
+        "all_gather",
+        "all_gather_object",
+        "reduce_scatter",
+        "broadcast",
+        "broadcast_object_list",
+        "barrier",
+        "gather",
+        "scatter",
+        "all_to_all",
+    }
+)
 _GROUP_OF = {"dp_size": "get_dp_process_group", "rdp_size": "get_rdp_process_group"}
 
 
@@ -48,7 +59,12 @@ class CollectiveOnWorldGroup(Rule):
         if self._without_process_group(node, qualified):
             return
         position = _REDUCTIONS.get(qualified)
-        if position is None or not node.args or node.args[0].keyword is not None or has_star_kwargs(node):
+        if (
+            position is None
+            or not node.args
+            or node.args[0].keyword is not None
+            or has_star_kwargs(node)
+        ):
             return
         group = argument(node, "group", position)
         if group is not None and not self._world(group.value):
@@ -70,8 +86,8 @@ class CollectiveOnWorldGroup(Rule):
             return False
         message = (
             f"`{self.context.code_for(call.func)}(...)` needs torch.distributed's default process group, which the "
-            f"library creates only with `\"ddp\": True`, and ddp is off ({ddp.source}): the call raises \"Default "
-            "process group has not been initialized\". Turn on `ddp` in the modelparallel parameters, or use the "
+            f'library creates only with `"ddp": True`, and ddp is off ({ddp.source}): the call raises "Default '
+            'process group has not been initialized". Turn on `ddp` in the modelparallel parameters, or use the '
             "library's own collectives (`smp.allgather`, `smp.broadcast`, `smp.barrier`)."
         )
         self.report(call, message, severity=Severity.ERROR, job_facts=(ddp,))
@@ -79,7 +95,8 @@ class CollectiveOnWorldGroup(Rule):
 
     def _starts_process_group(self) -> bool:
         return any(
-            self.facts.qualified_name(call.func) == "torch.distributed.init_process_group" for call in self.facts.call_order
+            self.facts.qualified_name(call.func) == "torch.distributed.init_process_group"
+            for call in self.facts.call_order
         )
 
     # -- the average after a world reduction -------------------------------------------------
@@ -89,7 +106,10 @@ class CollectiveOnWorldGroup(Rule):
             return True
         if self.facts.qualified_name(expr) == "torch.distributed.group.WORLD":
             return True
-        return isinstance(expr, cst.Call) and self.facts.smp_member(expr.func) == "get_world_process_group"
+        return (
+            isinstance(expr, cst.Call)
+            and self.facts.smp_member(expr.func) == "get_world_process_group"
+        )
 
     def _average_after(self, call: cst.Call, name: str) -> Optional[_Average]:
         """The first division of ``name`` (or of a value read from it) by ``smp.dp_size()`` or
@@ -109,9 +129,17 @@ class CollectiveOnWorldGroup(Rule):
 
     def _division_by_size(self, node: cst.CSTNode, name: str) -> Optional[str]:
         divisor: Optional[cst.BaseExpression] = None
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide) and _reads(node.left, name):
+        if (
+            isinstance(node, cst.BinaryOperation)
+            and isinstance(node.operator, cst.Divide)
+            and _reads(node.left, name)
+        ):
             divisor = node.right
-        elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign) and _reads(node.target, name):
+        elif (
+            isinstance(node, cst.AugAssign)
+            and isinstance(node.operator, cst.DivideAssign)
+            and _reads(node.target, name)
+        ):
             divisor = node.value
         elif (
             isinstance(node, cst.Call)
@@ -153,7 +181,13 @@ class CollectiveOnWorldGroup(Rule):
             "`smp.size()` for a mean over all ranks."
         )
         severity = Severity.ERROR if on else Severity.WARNING
-        self.report(call, message, severity=severity, fix=self._fix(call, group, average.size), job_facts=tuple(on or unknown))
+        self.report(
+            call,
+            message,
+            severity=severity,
+            fix=self._fix(call, group, average.size),
+            job_facts=tuple(on or unknown),
+        )
 
     def _fix(self, call: cst.Call, group: Optional[cst.Arg], size: str) -> Optional[PendingFix]:
         reference = smp_reference(self.facts, self.context.module, _GROUP_OF[size])
@@ -165,7 +199,9 @@ class CollectiveOnWorldGroup(Rule):
             edits.append(ReplaceNode(group.value, value))
         else:
             module = self.context.module
-            added = append_arguments(call, [f"group={value}"], block_indentation(self.ancestry.stack, module), module)
+            added = append_arguments(
+                call, [f"group={value}"], block_indentation(self.ancestry.stack, module), module
+            )
             if added is None:
                 return None
             edits.append(added)

@@ -23,7 +23,9 @@ from smpfix.program.facts import Scope
 from smpfix.rules.rule import Rule, RuleContext
 
 _TF_CHECKPOINT = frozenset({"tensorflow.train.Checkpoint", "tensorflow.compat.v2.train.Checkpoint"})
-_TF_MANAGER = frozenset({"tensorflow.train.CheckpointManager", "tensorflow.compat.v2.train.CheckpointManager"})
+_TF_MANAGER = frozenset(
+    {"tensorflow.train.CheckpointManager", "tensorflow.compat.v2.train.CheckpointManager"}
+)
 _RESTORING = frozenset({"restore", "read"})
 _LOOPS = (cst.For, cst.While)
 
@@ -53,7 +55,10 @@ class TfCheckpointRestoreUnsupported(Rule):
         kind = self.facts.qualified_name(built.func)
         if kind in _TF_CHECKPOINT:
             self._flag_tf_restore(node, func.attr.value)
-        elif func.attr.value == "restore" and self.facts.smp_member(built.func) == "CheckpointManager":
+        elif (
+            func.attr.value == "restore"
+            and self.facts.smp_member(built.func) == "CheckpointManager"
+        ):
             self._check_early_restore(node)
 
     def _construction(self, expr: cst.BaseExpression) -> Optional[cst.Call]:
@@ -92,7 +97,9 @@ class TfCheckpointRestoreUnsupported(Rule):
         ref = self.facts.statement_of(self._statement(call))
         if ref is None or self.ancestry.nearest(*_LOOPS) is not None:
             return
-        loop = next((loop for loop in self._later_loops(ref.scope, call) if self._trains(loop)), None)
+        loop = next(
+            (loop for loop in self._later_loops(ref.scope, call) if self._trains(loop)), None
+        )
         if loop is None:
             return
         spelled = self.context.code_for(call.func)
@@ -124,7 +131,8 @@ class TfCheckpointRestoreUnsupported(Rule):
 
     def _trains(self, loop: cst.CSTNode) -> bool:
         return any(
-            isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in self.training
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Name)
+            and node.func.value in self.training
             for node in iter_nodes(loop)
         )
-

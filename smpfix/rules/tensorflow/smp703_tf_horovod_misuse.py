@@ -23,16 +23,31 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
 # Horovod calls that need Horovod started (collectives, the ranks, and the Keras callbacks).
 _NEEDS_INIT = frozenset(
-    {"allreduce", "allgather", "broadcast", "broadcast_variables", "broadcast_global_variables", "alltoall",
-     "grouped_allreduce", "join", "rank", "size", "local_rank", "local_size", "cross_rank", "cross_size",
-     "callbacks.BroadcastGlobalVariablesCallback", "callbacks.MetricAverageCallback"}
+    {
+        "allreduce",
+        "allgather",
+        "broadcast",
+        "broadcast_variables",
+        "broadcast_global_variables",
+        "alltoall",
+        "grouped_allreduce",
+        "join",
+        "rank",
+        "size",
+        "local_rank",
+        "local_size",
+        "cross_rank",
+        "cross_size",
+        "callbacks.BroadcastGlobalVariablesCallback",
+        "callbacks.MetricAverageCallback",
+    }
 )
 
 
 class TfHorovodMisuse(Rule):
     code = "SMP703"
     name = "tf-horovod-misuse"
-    summary = "With Horovod, set `\"horovod\": True` and let the library start it: no `hvd.init()`, no `hvd.DistributedOptimizer`."
+    summary = 'With Horovod, set `"horovod": True` and let the library start it: no `hvd.init()`, no `hvd.DistributedOptimizer`.'
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("HVD", "PP")
@@ -68,7 +83,13 @@ class TfHorovodMisuse(Rule):
                 "`smp.init()`, on the data-parallel group, and the documentation says not to call `hvd.init()` "
                 "directly. Delete this call."
             )
-            self.report(call, message, severity=Severity.ERROR, fix=_delete(statement, Applicability.SAFE), job_facts=(hvd,))
+            self.report(
+                call,
+                message,
+                severity=Severity.ERROR,
+                fix=_delete(statement, Applicability.SAFE),
+                job_facts=(hvd,),
+            )
             return
         if hvd.state is Tri.OFF:
             pp = self.feature("PP")
@@ -79,18 +100,24 @@ class TfHorovodMisuse(Rule):
                 f"`{spelled}()` starts Horovod over every rank, and {hvd.condition()}, so the library does not start it "
                 f"on the data-parallel group: {'with' if pp.state is Tri.ON else 'if'} pipeline parallelism "
                 f"{'on' if pp.state is Tri.ON else 'is enabled'}, `hvd.allreduce` then averages gradients across "
-                "ranks that hold different partitions of the model. Set `\"horovod\": True` in the configuration and "
+                'ranks that hold different partitions of the model. Set `"horovod": True` in the configuration and '
                 "delete this call."
             )
             self.report(call, message, severity=severity, job_facts=(hvd, pp))
             return
         message = (
-            f"`{spelled}()` starts Horovod over every rank. The documented way is `\"horovod\": True` in the "
+            f'`{spelled}()` starts Horovod over every rank. The documented way is `"horovod": True` in the '
             "configuration and no `hvd.init()`: the library then starts Horovod in `smp.init()` on the data-parallel "
             "group, so `hvd.allreduce` averages over model replicas, not over ranks holding different partitions. "
-            "Set `\"horovod\": True` and delete this call."
+            'Set `"horovod": True` and delete this call.'
         )
-        self.report(call, message, severity=Severity.WARNING, fix=_delete(statement, Applicability.UNSAFE), job_facts=(hvd,))
+        self.report(
+            call,
+            message,
+            severity=Severity.WARNING,
+            fix=_delete(statement, Applicability.UNSAFE),
+            job_facts=(hvd,),
+        )
 
     def _own_statement(self, call: cst.Call) -> Optional[cst.SimpleStatementLine]:
         """The statement ``call`` makes up alone, when its block keeps other statements."""
@@ -124,13 +151,15 @@ class TfHorovodMisuse(Rule):
         spelled = self.context.code_for(call.func)
         message = (
             f"`{spelled}` needs Horovod started, but {hvd.condition()} and the script (rightly) does not call "
-            "`hvd.init()`: the library starts Horovod, on the data-parallel group, only with `\"horovod\": True`, so "
-            "this fails when it first runs. Set `\"horovod\": True` in the configuration."
+            '`hvd.init()`: the library starts Horovod, on the data-parallel group, only with `"horovod": True`, so '
+            'this fails when it first runs. Set `"horovod": True` in the configuration.'
         )
         self.report(call, message, severity=Severity.ERROR, job_facts=(hvd,))
 
 
-def _delete(statement: Optional[cst.SimpleStatementLine], applicability: Applicability) -> Optional[PendingFix]:
+def _delete(
+    statement: Optional[cst.SimpleStatementLine], applicability: Applicability
+) -> Optional[PendingFix]:
     if statement is None:
         return None
     return PendingFix(applicability, "Delete `hvd.init()`", (DeleteStatementLines(statement),))

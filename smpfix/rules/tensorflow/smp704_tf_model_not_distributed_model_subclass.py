@@ -44,7 +44,8 @@ class TfModelNotDistributedModelSubclass(Rule):
         self.models = with_imported_models(self.facts, context.modules)
         # Instances of subclasses; `smp.DistributedModel(inputs=..., outputs=...)` itself is the functional API.
         self.model_names = frozenset(
-            wrap.target for wrap in self.models.distributed_models
+            wrap.target
+            for wrap in self.models.distributed_models
             if wrap.target and self.facts.smp_member(wrap.call.func) != "DistributedModel"
         )
         self.in_step = run_inside_steps(self.facts)
@@ -55,7 +56,11 @@ class TfModelNotDistributedModelSubclass(Rule):
         func = node.func
         if isinstance(func, cst.Name) and func.value in self.model_names:
             self._outside_step(node, func.value, "")
-        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in self.model_names:
+        elif (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value in self.model_names
+        ):
             method = func.attr.value
             if method in _CALLING_METHODS:
                 self._outside_step(node, func.value.value, method)
@@ -76,8 +81,8 @@ class TfModelNotDistributedModelSubclass(Rule):
         else:
             why = (
                 "the library builds and runs the partitioned model only while tracing an `@smp.step` function, and "
-                "raises `GraphBuildError` (\"Cannot execute smp.DistributedModel.__call__ outside a smp.step-decorated "
-                "function\")"
+                'raises `GraphBuildError` ("Cannot execute smp.DistributedModel.__call__ outside a smp.step-decorated '
+                'function")'
             )
         message = (
             f"{shown} calls the `smp.DistributedModel` outside any `@smp.step` function: {why}. Call the model inside "
@@ -87,7 +92,9 @@ class TfModelNotDistributedModelSubclass(Rule):
 
     def _in_model_class(self) -> bool:
         cls = self.ancestry.nearest(cst.ClassDef)
-        return isinstance(cls, cst.ClassDef) and cls.name.value in self.facts.distributed_model_classes
+        return (
+            isinstance(cls, cst.ClassDef) and cls.name.value in self.facts.distributed_model_classes
+        )
 
     def _fit_before_1_4(self, call: cst.Call, model: str) -> None:
         message = (
@@ -119,13 +126,21 @@ class TfModelNotDistributedModelSubclass(Rule):
                     used.setdefault(inner.func.value)
         for call in self.facts.call_order:
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "fit" and isinstance(func.value, cst.Name):
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == "fit"
+                and isinstance(func.value, cst.Name)
+            ):
                 used.setdefault(func.value.value)
         for name in used:
             if name in self.model_names:
                 continue
             built = constructed_by(self.facts, name)
-            if built is not None and self._plain_model_kind(built) is not None and id(built) not in self.reported:
+            if (
+                built is not None
+                and self._plain_model_kind(built) is not None
+                and id(built) not in self.reported
+            ):
                 self.reported.add(id(built))
                 yield name, built
 
@@ -137,13 +152,21 @@ class TfModelNotDistributedModelSubclass(Rule):
         if self.facts.smp_member(call.func) == "DistributedModel":
             return "`smp.DistributedModel` itself, built with the functional API"
         func = call.func
-        if isinstance(func, cst.Name) and func.value in self.facts.classes and func.value not in self.facts.imports.bindings:
+        if (
+            isinstance(func, cst.Name)
+            and func.value in self.facts.classes
+            and func.value not in self.facts.imports.bindings
+        ):
             if func.value in self.facts.distributed_model_classes:
                 return None
             base = keras_model_base(self.facts, self.facts.classes[func.value], self.facts.classes)
             return f"`{func.value}`, a subclass of `{base}`" if base is not None else None
         modules = self.context.modules
-        if qualified is None or modules is None or imported_model_class(self.facts, call, modules) is not None:
+        if (
+            qualified is None
+            or modules is None
+            or imported_model_class(self.facts, call, modules) is not None
+        ):
             return None
         found = modules.definition(qualified)
         if found is None or found[1] not in found[0].facts.classes:
@@ -179,7 +202,11 @@ class TfModelNotDistributedModelSubclass(Rule):
     def _module_value(self, name: str) -> Optional[cst.BaseExpression]:
         """What a module-level name is bound to, when the file binds it exactly once."""
         assignment = self.facts.single_assignment(name)
-        if assignment is None or assignment.where is None or not isinstance(assignment.where.scope, cst.Module):
+        if (
+            assignment is None
+            or assignment.where is None
+            or not isinstance(assignment.where.scope, cst.Module)
+        ):
             return None
         return assignment.value
 
@@ -187,7 +214,9 @@ class TfModelNotDistributedModelSubclass(Rule):
         value = self._module_value(name)
         return value is not None and _is_layer(self.facts, value)
 
-    def _layer_arguments(self, cls: cst.ClassDef, init: cst.FunctionDef, parameter: str) -> Iterator[cst.BaseExpression]:
+    def _layer_arguments(
+        self, cls: cst.ClassDef, init: cst.FunctionDef, parameter: str
+    ) -> Iterator[cst.BaseExpression]:
         """Layer constructions passed for ``parameter`` where the class is instantiated in this file."""
         for call in self.facts.call_order:
             if not (isinstance(call.func, cst.Name) and call.func.value == cls.name.value):
@@ -200,8 +229,8 @@ class TfModelNotDistributedModelSubclass(Rule):
         message = (
             f"This layer object is built outside `{cls.name.value}.__init__` and stored as `self.{target}`: at the first "
             "step the library builds a second copy of the model by calling the class again, and a layer shared by "
-            "both copies raises `ValueError` (\"Layers that have a build() method implemented must be created in the "
-            "__init__ methods\"). Build the layer inside `__init__` (pass its settings, not the layer)."
+            'both copies raises `ValueError` ("Layers that have a build() method implemented must be created in the '
+            '__init__ methods"). Build the layer inside `__init__` (pass its settings, not the layer).'
         )
         self.report(node, message, severity=Severity.WARNING)
 
@@ -211,12 +240,17 @@ class TfModelNotDistributedModelSubclass(Rule):
             return
         local = bound_names(call.body) | {param.name.value for param in call.params.params}
         for inner in iter_nodes(call.body):
-            if isinstance(inner, cst.Name) and inner.value not in local and self._module_variable(inner.value) and id(inner) not in self.reported:
+            if (
+                isinstance(inner, cst.Name)
+                and inner.value not in local
+                and self._module_variable(inner.value)
+                and id(inner) not in self.reported
+            ):
                 self.reported.add(id(inner))
                 message = (
                     f"`{inner.value}` is a `tf.Variable` created outside the model and read in `{cls.name.value}.call`: "
-                    "the library places only variables the model owns, and raises `GraphBuildError` (\"Any variable "
-                    "that is used in smp.DistributedModel.call function must be owned by the model\") at the first "
+                    'the library places only variables the model owns, and raises `GraphBuildError` ("Any variable '
+                    'that is used in smp.DistributedModel.call function must be owned by the model") at the first '
                     "step. Create it in `__init__` (`self.add_weight(...)` or a layer)."
                 )
                 self.report(inner, message, severity=Severity.ERROR)
@@ -239,16 +273,24 @@ def _self_assignments(function: cst.FunctionDef) -> Sequence[tuple[str, cst.Base
     for node in iter_nodes(function.body):
         if isinstance(node, cst.Assign) and len(node.targets) == 1:
             target = node.targets[0].target
-            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            if (
+                isinstance(target, cst.Attribute)
+                and isinstance(target.value, cst.Name)
+                and target.value.value == "self"
+            ):
                 found.append((target.attr.value, node.value))
     return found
 
 
 def _is_layer(facts: FileFacts, value: cst.BaseExpression) -> bool:
-    return isinstance(value, cst.Call) and (facts.qualified_name(value.func) or "").startswith(_LAYER_MODULES)
+    return isinstance(value, cst.Call) and (facts.qualified_name(value.func) or "").startswith(
+        _LAYER_MODULES
+    )
 
 
-def _argument_for(init: cst.FunctionDef, call: cst.Call, parameter: str) -> Optional[cst.BaseExpression]:
+def _argument_for(
+    init: cst.FunctionDef, call: cst.Call, parameter: str
+) -> Optional[cst.BaseExpression]:
     """The argument of ``Class(...)`` that ``__init__`` receives as ``parameter`` (``self`` is not passed)."""
     positional = [param.name.value for param in init.params.params[1:]]
     index = 0

@@ -53,7 +53,11 @@ class TfStepOutputAndApplyGradients(Rule):
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
         steps = step_functions(self.facts)
-        self.single = {step.name for step in steps if step.function is not None and not returns_container(step.function)}
+        self.single = {
+            step.name
+            for step in steps
+            if step.function is not None and not returns_container(step.function)
+        }
         self.in_step = run_inside_steps(self.facts)
         self.scopes: list[dict[str, _Output]] = [{}]
         self.reported: set[int] = set()
@@ -82,7 +86,11 @@ class TfStepOutputAndApplyGradients(Rule):
             scope[bound.value] = _Output(bound.value, step)
 
     def _step_called(self, value: cst.BaseExpression) -> Optional[str]:
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in self.facts.step_functions:
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Name)
+            and value.func.value in self.facts.step_functions
+        ):
             return value.func.value
         return None
 
@@ -130,7 +138,11 @@ class TfStepOutputAndApplyGradients(Rule):
             return "`hvd.allreduce`"
         if is_keras_metric(self.facts, call.func):
             return f"the Keras metric `{self.context.code_for(call.func)}`"
-        if method in _METRIC_METHODS and isinstance(call.func, cst.Attribute) and is_keras_metric(self.facts, call.func.value):
+        if (
+            method in _METRIC_METHODS
+            and isinstance(call.func, cst.Attribute)
+            and is_keras_metric(self.facts, call.func.value)
+        ):
             return f"the Keras metric `{self.context.code_for(call.func.value)}`"
         qualified = self.facts.qualified_name(call.func) or ""
         if qualified.startswith("tensorflow.") and qualified not in _HARMLESS_TF:
@@ -143,7 +155,12 @@ class TfStepOutputAndApplyGradients(Rule):
             return
         pairs = call.args[0].value
         gradients: Optional[cst.BaseExpression] = None
-        if isinstance(pairs, cst.Call) and isinstance(pairs.func, cst.Name) and pairs.func.value == "zip" and pairs.args:
+        if (
+            isinstance(pairs, cst.Call)
+            and isinstance(pairs.func, cst.Name)
+            and pairs.func.value == "zip"
+            and pairs.args
+        ):
             gradients = pairs.args[0].value
         output = self._output(gradients) if gradients is not None else None
         if output is None or gradients is None or id(gradients) in self.reported:

@@ -45,15 +45,22 @@ class TfXlaFlagOnStep(Rule):
             keyword = _xla_keyword(options, self.facts)
             if keyword is not None:
                 self._flag(options, keyword, "the step function", step=True)
-        training = local_calls(self.facts).reaching(self.facts.step_functions) - self.facts.step_functions
+        training = (
+            local_calls(self.facts).reaching(self.facts.step_functions) - self.facts.step_functions
+        )
         for name in sorted(training):
             function = self.facts.functions.get(name)
             for decorator in function.decorators if function is not None else ():
                 call = decorator.decorator
-                if isinstance(call, cst.Call) and self.facts.qualified_name(call.func) in _TF_FUNCTION:
+                if (
+                    isinstance(call, cst.Call)
+                    and self.facts.qualified_name(call.func) in _TF_FUNCTION
+                ):
                     keyword = _xla_keyword(call, self.facts)
                     if keyword is not None:
-                        self._flag(call, keyword, f"`{name}`, which calls a step function,", step=False)
+                        self._flag(
+                            call, keyword, f"`{name}`, which calls a step function,", step=False
+                        )
         self._check_config()
 
     def _step_options(self) -> Iterator[cst.Call]:
@@ -67,8 +74,8 @@ class TfXlaFlagOnStep(Rule):
         name = keyword.keyword.value
         if step:
             why = (
-                f"`smp.step` passes `{name}` on to `tf.function`, and the documentation warns that it \"may not work as "
-                "expected with `smp.step`, since it interferes with pipelining and model partitioning\""
+                f'`smp.step` passes `{name}` on to `tf.function`, and the documentation warns that it "may not work as '
+                'expected with `smp.step`, since it interferes with pipelining and model partitioning"'
             )
         else:
             why = (
@@ -89,10 +96,14 @@ class TfXlaFlagOnStep(Rule):
         if call is None or self.facts.init_config.get("xla") is not True:
             return
         config = argument(call, "config", 0)
-        entry = dict_entries(bound_value(config.value, self.facts)).get("xla") if config is not None else None
+        entry = (
+            dict_entries(bound_value(config.value, self.facts)).get("xla")
+            if config is not None
+            else None
+        )
         message = (
-            "`\"xla\": True` is needed only for XLA in TensorFlow 1.x; the library's documentation says \"This is not "
-            "required in TF2.x\". Under TensorFlow 2, enable XLA with `tf.config.optimizer.set_jit(True)` and leave "
+            '`"xla": True` is needed only for XLA in TensorFlow 1.x; the library\'s documentation says "This is not '
+            'required in TF2.x". Under TensorFlow 2, enable XLA with `tf.config.optimizer.set_jit(True)` and leave '
             "`xla` out."
         )
         self.report(entry if entry is not None else call, message, severity=Severity.HINT)
@@ -107,16 +118,27 @@ class TfXlaFlagOnStep(Rule):
             if insertion is None:
                 return None
             edits.append(insertion)
-        return PendingFix(Applicability.UNSAFE, "Enable XLA with `tf.config.optimizer.set_jit(True)` instead", tuple(edits))
+        return PendingFix(
+            Applicability.UNSAFE,
+            "Enable XLA with `tf.config.optimizer.set_jit(True)` instead",
+            tuple(edits),
+        )
 
     def _set_jit_before_init(self) -> Optional[InsertStatementBefore]:
         tf = self.facts.imports.local_names_for("tensorflow")
         init = next(iter(self.facts.smp_init_calls), None)
         ref = self.facts.statement_of(_statement_of(init, self.facts)) if init is not None else None
-        if not tf or ref is None or not isinstance(ref.scope, cst.Module) or not isinstance(ref.statement, cst.SimpleStatementLine):
+        if (
+            not tf
+            or ref is None
+            or not isinstance(ref.scope, cst.Module)
+            or not isinstance(ref.statement, cst.SimpleStatementLine)
+        ):
             return None
         module = self.context.module
-        statement = cst.parse_statement(f"{tf[0]}.config.optimizer.set_jit(True)\n", config=module.config_for_parsing)
+        statement = cst.parse_statement(
+            f"{tf[0]}.config.optimizer.set_jit(True)\n", config=module.config_for_parsing
+        )
         assert isinstance(statement, cst.SimpleStatementLine)
         return InsertStatementBefore(ref.statement, statement, module)
 

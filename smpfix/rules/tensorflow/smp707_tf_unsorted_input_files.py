@@ -29,17 +29,28 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
 # Listings in file-system order; the ones whose items ``sorted`` can order get the fix.
 _LISTINGS = {
-    "glob.glob": True, "glob.iglob": True, "os.listdir": True, "os.scandir": False,
-    "tensorflow.io.gfile.glob": True, "tensorflow.io.gfile.listdir": True,
-    "tensorflow.compat.v1.gfile.Glob": True, "tensorflow.compat.v1.gfile.ListDirectory": True,
-    "tensorflow.gfile.Glob": True, "tensorflow.gfile.ListDirectory": True,
+    "glob.glob": True,
+    "glob.iglob": True,
+    "os.listdir": True,
+    "os.scandir": False,
+    "tensorflow.io.gfile.glob": True,
+    "tensorflow.io.gfile.listdir": True,
+    "tensorflow.compat.v1.gfile.Glob": True,
+    "tensorflow.compat.v1.gfile.ListDirectory": True,
+    "tensorflow.gfile.Glob": True,
+    "tensorflow.gfile.ListDirectory": True,
 }
 _PATH_LISTINGS = frozenset({"glob", "rglob", "iterdir"})
 _PATH_CLASSES = ("pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath")
 # Datasets built from a list of file names (the first argument).
 _FILE_DATASETS = frozenset(
-    {"tensorflow.data.TFRecordDataset", "tensorflow.data.TextLineDataset", "tensorflow.data.FixedLengthRecordDataset",
-     "tensorflow.data.Dataset.from_tensor_slices", "tensorflow.data.Dataset.from_tensors"}
+    {
+        "tensorflow.data.TFRecordDataset",
+        "tensorflow.data.TextLineDataset",
+        "tensorflow.data.FixedLengthRecordDataset",
+        "tensorflow.data.Dataset.from_tensor_slices",
+        "tensorflow.data.Dataset.from_tensors",
+    }
 )
 _LIST_FILES = frozenset({"tensorflow.data.Dataset.list_files"})
 _MAX_DEPTH = 4
@@ -62,16 +73,25 @@ class TfUnsortedInputFiles(Rule):
         qualified = self.facts.qualified_name(node.func)
         if qualified in _LIST_FILES:
             self._check_list_files(node)
-        elif qualified in _FILE_DATASETS and node.args and not node.args[0].keyword and not node.args[0].star:
+        elif (
+            qualified in _FILE_DATASETS
+            and node.args
+            and not node.args[0].keyword
+            and not node.args[0].star
+        ):
             function = self.ancestry.nearest(cst.FunctionDef)
-            scope: Scope = function if isinstance(function, cst.FunctionDef) else self.context.module
+            scope: Scope = (
+                function if isinstance(function, cst.FunctionDef) else self.context.module
+            )
             listing = self._listing(node.args[0].value, scope, node, 0)
             if listing is not None and id(listing) not in self.reported:
                 self.reported.add(id(listing))
                 self._flag_listing(listing, node)
 
     # -- following the file names ----------------------------------------------------------------
-    def _listing(self, expr: cst.BaseExpression, scope: Scope, before: Optional[cst.Call], depth: int) -> Optional[cst.Call]:
+    def _listing(
+        self, expr: cst.BaseExpression, scope: Scope, before: Optional[cst.Call], depth: int
+    ) -> Optional[cst.Call]:
         """The unsorted directory listing ``expr`` carries, if any (None once it is sorted).
 
         Followed through names (the assignments that reach ``before`` in ``scope``), list
@@ -87,13 +107,19 @@ class TfUnsortedInputFiles(Rule):
                 return expr
             if isinstance(func, cst.Name) and func.value in ("list", "tuple") and expr.args:
                 return self._listing(expr.args[0].value, scope, before, depth + 1)
-            if isinstance(func, cst.Name) and func.value in self.facts.functions and func.value not in self.facts.classes:
+            if (
+                isinstance(func, cst.Name)
+                and func.value in self.facts.functions
+                and func.value not in self.facts.classes
+            ):
                 return self._returned_listing(self.facts.functions[func.value], depth + 1)
             return None
         if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
             return self._listing(expr.for_in.iter, scope, before, depth + 1)
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
-            return self._listing(expr.left, scope, before, depth + 1) or self._listing(expr.right, scope, before, depth + 1)
+            return self._listing(expr.left, scope, before, depth + 1) or self._listing(
+                expr.right, scope, before, depth + 1
+            )
         if isinstance(expr, cst.Name) and not self._sorted_in_place(expr.value):
             for assignment in reaching_assignments(self.facts, expr.value, scope, before):
                 value_before = assignment.value if isinstance(assignment.value, cst.Call) else None
@@ -121,7 +147,9 @@ class TfUnsortedInputFiles(Rule):
         if isinstance(receiver, cst.Name):
             assignment = self.facts.single_assignment(receiver.value)
             receiver = assignment.value if assignment is not None else receiver
-        return isinstance(receiver, cst.Call) and (self.facts.qualified_name(receiver.func) or "").startswith(_PATH_CLASSES)
+        return isinstance(receiver, cst.Call) and (
+            self.facts.qualified_name(receiver.func) or ""
+        ).startswith(_PATH_CLASSES)
 
     def _sorted_in_place(self, name: str) -> bool:
         """``files.sort()`` somewhere in the file."""
@@ -137,13 +165,21 @@ class TfUnsortedInputFiles(Rule):
     def _nodes(self) -> FeatureState:
         """More than one node: ``instance_count`` > 1 (a launcher or ``[tool.smpfix.job]`` states it)."""
         setting = self.job.settings.get("instance_count")
-        if setting is not None and isinstance(setting.value, int) and not isinstance(setting.value, bool):
-            return FeatureState(_NODES, Tri.ON if setting.value > 1 else Tri.OFF, setting.source, setting.value)
+        if (
+            setting is not None
+            and isinstance(setting.value, int)
+            and not isinstance(setting.value, bool)
+        ):
+            return FeatureState(
+                _NODES, Tri.ON if setting.value > 1 else Tri.OFF, setting.source, setting.value
+            )
         return FeatureState(_NODES, Tri.UNKNOWN, "instance_count not known")
 
     def _flag_listing(self, listing: cst.Call, dataset: cst.Call) -> None:
         nodes = self._nodes()
-        severity = {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: Severity.HINT}[nodes.state]
+        severity = {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: Severity.HINT}[
+            nodes.state
+        ]
         spelled_listing = self.context.code_for(listing.func)
         sortable = self.facts.qualified_name(listing.func) not in ("os.scandir",)
         if nodes.state is Tri.OFF:
@@ -155,12 +191,17 @@ class TfUnsortedInputFiles(Rule):
         message = (
             f"`{spelled_listing}(...)` lists files in file-system order, which can differ from node to node, and the "
             f"list feeds `{self.context.code_for(dataset.func)}`: the ranks of one model replica then read different "
-            "files, and the developer guide warns that the loss may not converge; " + when + ". Sort the file names: "
+            "files, and the developer guide warns that the loss may not converge; "
+            + when
+            + ". Sort the file names: "
             f"`sorted({spelled_listing}(...))`."
         )
         fix = None
         if sortable:
-            edits: tuple[NodeEdit, ...] = (InsertBefore(listing, "sorted("), InsertAfter(listing, ")"))
+            edits: tuple[NodeEdit, ...] = (
+                InsertBefore(listing, "sorted("),
+                InsertAfter(listing, ")"),
+            )
             fix = PendingFix(Applicability.SAFE, "Sort the file names", edits)
         self.report(listing, message, severity=severity, fix=fix, job_facts=(nodes,))
 
@@ -171,8 +212,12 @@ class TfUnsortedInputFiles(Rule):
         if shuffle is not None and self.facts.literal(shuffle.value) is not True:
             return  # shuffle=False (or a value smpfix cannot know)
         pp = DataJob.of(self.job, self.facts).pp
-        severity = {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: Severity.HINT}[pp.state]
-        dp_rank = spelled(self.facts, self.context.module, "dp_rank", DataJob.of(self.job, self.facts).flavour)
+        severity = {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: Severity.HINT}[
+            pp.state
+        ]
+        dp_rank = spelled(
+            self.facts, self.context.module, "dp_rank", DataJob.of(self.job, self.facts).flavour
+        )
         if pp.state is Tri.OFF:
             when = f"It only matters with pipeline parallelism, and {pp.condition()}."
         else:
@@ -183,10 +228,21 @@ class TfUnsortedInputFiles(Rule):
             f"must read the same files. {when} Pass `seed={dp_rank}` (or `shuffle=False`)."
         )
         fix = None
-        reference = smp_reference(self.facts, self.context.module, "dp_rank", DataJob.of(self.job, self.facts).flavour)
+        reference = smp_reference(
+            self.facts, self.context.module, "dp_rank", DataJob.of(self.job, self.facts).flavour
+        )
         module = self.context.module
         if reference is not None and call.args:
-            insertion = append_arguments(call, [f"seed={reference.text}()"], block_indentation(self.ancestry.stack, module), module)
+            insertion = append_arguments(
+                call,
+                [f"seed={reference.text}()"],
+                block_indentation(self.ancestry.stack, module),
+                module,
+            )
             if insertion is not None:
-                fix = PendingFix(Applicability.UNSAFE, "Seed `list_files` with `dp_rank()`", (*reference.edits, insertion))
+                fix = PendingFix(
+                    Applicability.UNSAFE,
+                    "Seed `list_files` with `dp_rank()`",
+                    (*reference.edits, insertion),
+                )
         self.report(call, message, severity=severity, fix=fix, job_facts=(pp,))

@@ -41,7 +41,11 @@ class TfMultipleStepFunctions(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         calls = local_calls(self.facts)
-        training = [step for step in step_functions(self.facts) if step.function is not None and self._computes_gradients(step, calls)]
+        training = [
+            step
+            for step in step_functions(self.facts)
+            if step.function is not None and self._computes_gradients(step, calls)
+        ]
         training.sort(key=lambda step: self._order(step))
         if len(training) < 2:
             return
@@ -51,20 +55,32 @@ class TfMultipleStepFunctions(Rule):
     def _order(self, step: StepFunction) -> int:
         """Where the step's ``def`` is in the file (``facts.functions`` is in source order)."""
         assert step.function is not None
-        return list(self.facts.functions).index(step.function.name.value) if step.function.name.value in self.facts.functions else 0
+        return (
+            list(self.facts.functions).index(step.function.name.value)
+            if step.function.name.value in self.facts.functions
+            else 0
+        )
 
     def _computes_gradients(self, step: StepFunction, calls: LocalCalls) -> bool:
         assert step.function is not None
         names = calls.reached_from([step.function.name.value])
-        bodies: Sequence[cst.FunctionDef] = [self.facts.functions[name] for name in sorted(names) if name in self.facts.functions]
+        bodies: Sequence[cst.FunctionDef] = [
+            self.facts.functions[name] for name in sorted(names) if name in self.facts.functions
+        ]
         for body in bodies:
             for inner in iter_nodes(body.body):
                 if not isinstance(inner, cst.Call):
                     continue
                 func = inner.func
-                if isinstance(func, cst.Attribute) and func.attr.value in _GRADIENT_METHODS and self.facts.qualified_name(func) is None:
+                if (
+                    isinstance(func, cst.Attribute)
+                    and func.attr.value in _GRADIENT_METHODS
+                    and self.facts.qualified_name(func) is None
+                ):
                     return True
-                if self.facts.qualified_name(func) in _GRADIENT_FUNCTIONS or is_gradient_tape(self.facts, func):
+                if self.facts.qualified_name(func) in _GRADIENT_FUNCTIONS or is_gradient_tape(
+                    self.facts, func
+                ):
                     return True
         return False
 

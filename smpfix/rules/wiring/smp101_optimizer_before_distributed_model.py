@@ -60,7 +60,11 @@ class OptimizerBeforeDistributedModel(Rule):
                 if where is None or not self.facts.is_optimizer_constructor(value):
                     continue
                 assert isinstance(value, cst.Call)
-                if wrap.where is None or where.scope is not wrap.where.scope or not self.facts.runs_before(value, wrap.call):
+                if (
+                    wrap.where is None
+                    or where.scope is not wrap.where.scope
+                    or not self.facts.runs_before(value, wrap.call)
+                ):
                     continue
                 if self._derives_from(value, model, where):
                     found.append(assignment)
@@ -80,7 +84,10 @@ class OptimizerBeforeDistributedModel(Rule):
             for node in iter_nodes(arg.value):
                 if not isinstance(node, cst.Name) or node.value == model or node.value in found:
                     continue
-                if any(self._mentions_parameters_of(a.value, model) for a in self.flow.reaching(node.value, node).assignments):
+                if any(
+                    self._mentions_parameters_of(a.value, model)
+                    for a in self.flow.reaching(node.value, node).assignments
+                ):
                     found.append(node.value)
         return found
 
@@ -104,7 +111,9 @@ class OptimizerBeforeDistributedModel(Rule):
         opt_ref, wrap_ref = optimizer.where, wrap.where
         assert opt_ref is not None and wrap_ref is not None
         statement = opt_ref.statement
-        if opt_ref.block is not wrap_ref.block or isinstance(opt_ref.block, cst.SimpleStatementSuite):
+        if opt_ref.block is not wrap_ref.block or isinstance(
+            opt_ref.block, cst.SimpleStatementSuite
+        ):
             return None
         if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
             return None
@@ -129,7 +138,10 @@ class OptimizerBeforeDistributedModel(Rule):
         return PendingFix(
             applicability,
             f"Create `{optimizer.target}` after the `smp.DistributedModel` call{rename}",
-            (DeleteStatementLines(statement), InsertStatementAfter(wrap_ref.statement, moved, self.context.module)),
+            (
+                DeleteStatementLines(statement),
+                InsertStatementAfter(wrap_ref.statement, moved, self.context.module),
+            ),
         )
 
     def _flag(self, wrap: Wrap, model: str, optimizer: Assignment) -> None:
@@ -147,10 +159,30 @@ class OptimizerBeforeDistributedModel(Rule):
         if replaced.state is Tri.ON:
             # The degree, when it is what turned the marking on, is the fact a reader checks.
             deciding = tp if tp.state is Tri.ON else replaced.feature_state()
-            severity, sentence, facts = Severity.ERROR, f"{lead}, and {replaced.condition()}: {why}.", (deciding,)
+            severity, sentence, facts = (
+                Severity.ERROR,
+                f"{lead}, and {replaced.condition()}: {why}.",
+                (deciding,),
+            )
         elif tp.state is Tri.ON:
-            severity, sentence, facts = Severity.WARNING, f"{lead}; {tp.condition()} and {replaced.condition()}, {why}.", (tp,)
+            severity, sentence, facts = (
+                Severity.WARNING,
+                f"{lead}; {tp.condition()} and {replaced.condition()}, {why}.",
+                (tp,),
+            )
         else:
-            severity, sentence, facts = Severity.WARNING, f"{lead}; {tp.condition()} and the program marks modules for it, {why}.", (tp,)
-        message = f"{sentence} Create the optimizer after the wrap, from the wrapped model's parameters."
-        self.report(optimizer.value, message, severity=severity, fix=self._fix(wrap, model, optimizer), job_facts=facts)
+            severity, sentence, facts = (
+                Severity.WARNING,
+                f"{lead}; {tp.condition()} and the program marks modules for it, {why}.",
+                (tp,),
+            )
+        message = (
+            f"{sentence} Create the optimizer after the wrap, from the wrapped model's parameters."
+        )
+        self.report(
+            optimizer.value,
+            message,
+            severity=severity,
+            fix=self._fix(wrap, model, optimizer),
+            job_facts=facts,
+        )

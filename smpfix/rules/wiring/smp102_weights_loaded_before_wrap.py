@@ -67,7 +67,11 @@ class WeightsLoadedBeforeWrap(Rule):
             if partial is not None and self.facts.literal(partial.value) is False:
                 self._full_resumes.append(node)
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" and member is None:
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "load_state_dict"
+            and member is None
+        ):
             line = self.ancestry.nearest(cst.SimpleStatementLine)
             scope = self.ancestry.nearest(cst.FunctionDef) or self.context.module
             self._loads.append(
@@ -90,12 +94,20 @@ class WeightsLoadedBeforeWrap(Rule):
     def _check_loads_before(self, wrap: Wrap, where: StatementRef) -> None:
         model = wrap.argument_name
         if model is None:
-            inline = pretrained_model_call(self.facts, wrap.argument) if wrap.argument is not None else None
+            inline = (
+                pretrained_model_call(self.facts, wrap.argument)
+                if wrap.argument is not None
+                else None
+            )
             if inline is not None:
                 self._flag_before(wrap, None, inline, None)
             return
         for load in self._loads:
-            if load.root == model and load.scope is where.scope and self.facts.runs_before(load.call, wrap.call):
+            if (
+                load.root == model
+                and load.scope is where.scope
+                and self.facts.runs_before(load.call, wrap.call)
+            ):
                 self._flag_before(wrap, model, load.call, load)
         assert wrap.argument is not None
         for pretrained in self._pretrained_reaching(model, wrap.argument, 0):
@@ -117,13 +129,17 @@ class WeightsLoadedBeforeWrap(Rule):
                 found.extend(self._pretrained_reaching(root.value, root, depth + 1))
         return found
 
-    def _flag_before(self, wrap: Wrap, model: Optional[str], load_node: cst.Call, load: Optional[_StateLoad]) -> None:
+    def _flag_before(
+        self, wrap: Wrap, model: Optional[str], load_node: cst.Call, load: Optional[_StateLoad]
+    ) -> None:
         replaced = self.tp_replacement()
         tp, sdp = self.feature("TP", at=load_node), self.feature("SDP", at=load_node)
         if replaced.state is Tri.OFF:
             # Nothing marks modules for tensor parallelism: the wrap keeps the loaded weights.
             return
-        if replaced.state is Tri.UNKNOWN and (tp.state is Tri.OFF or (tp.state is Tri.UNKNOWN and sdp.state is Tri.ON)):
+        if replaced.state is Tri.UNKNOWN and (
+            tp.state is Tri.OFF or (tp.state is Tri.UNKNOWN and sdp.state is Tri.ON)
+        ):
             # Without TP nothing is re-initialised; under SDP loading before the wrap is the advice.
             return
         if replaced.state is Tri.ON and sdp.state is Tri.ON and tp.state is not Tri.ON:
@@ -155,21 +171,49 @@ class WeightsLoadedBeforeWrap(Rule):
             "inherit the loaded weights, so training silently starts from random weights."
         )
         fix = self._fix(wrap, load) if load is not None else None
-        facts = (replaced.feature_state(),) if replaced.state is Tri.ON and tp.state is not Tri.ON else (tp,)
-        self.report(load_node, f"{lead}{condition}{why} {advice}", severity=severity, fix=fix, job_facts=facts)
+        facts = (
+            (replaced.feature_state(),)
+            if replaced.state is Tri.ON and tp.state is not Tri.ON
+            else (tp,)
+        )
+        self.report(
+            load_node,
+            f"{lead}{condition}{why} {advice}",
+            severity=severity,
+            fix=fix,
+            job_facts=facts,
+        )
 
     def _fix(self, wrap: Wrap, load: _StateLoad) -> Optional[PendingFix]:
         """Move ``model.load_state_dict(...)`` to just after the wrap, onto the wrapped name."""
         where = wrap.where
         line = load.line
-        if where is None or wrap.target is None or line is None or not load.direct or load.root is None:
+        if (
+            where is None
+            or wrap.target is None
+            or line is None
+            or not load.direct
+            or load.root is None
+        ):
             return None
         ref = self.facts.statement_of(line)
-        if ref is None or ref.block is not where.block or not isinstance(ref.block, (cst.Module, cst.IndentedBlock)):
+        if (
+            ref is None
+            or ref.block is not where.block
+            or not isinstance(ref.block, (cst.Module, cst.IndentedBlock))
+        ):
             return None
-        if len(line.body) != 1 or not isinstance(line.body[0], cst.Expr) or line.body[0].value is not load.call:
+        if (
+            len(line.body) != 1
+            or not isinstance(line.body[0], cst.Expr)
+            or line.body[0].value is not load.call
+        ):
             return None
-        inputs = set().union(*(names_in(arg.value) for arg in load.call.args)) if load.call.args else set()
+        inputs = (
+            set().union(*(names_in(arg.value) for arg in load.call.args))
+            if load.call.args
+            else set()
+        )
         if load.root in inputs:
             return None
         between: Sequence[cst.BaseStatement] = ref.block.body[ref.index + 1 : where.index]
@@ -184,7 +228,10 @@ class WeightsLoadedBeforeWrap(Rule):
         return PendingFix(
             Applicability.UNSAFE,
             f"Load the weights into `{wrap.target}` after `smp.DistributedModel`",
-            (DeleteStatementLines(line), InsertStatementAfter(where.statement, moved, self.context.module)),
+            (
+                DeleteStatementLines(line),
+                InsertStatementAfter(where.statement, moved, self.context.module),
+            ),
         )
 
     # -- sharded data parallelism: full checkpoints after the wrap ---------------------------
@@ -194,22 +241,35 @@ class WeightsLoadedBeforeWrap(Rule):
             # With TP on as well, weights must be loaded after the wrap (and 1.15 loads full checkpoints there).
             return
         for call in self._full_resumes:
-            self._flag_after(call, f"`{self.context.code_for(call)}` resumes from a full checkpoint", sdp)
+            self._flag_after(
+                call, f"`{self.context.code_for(call)}` resumes from a full checkpoint", sdp
+            )
         wrapped = {w.target: w for w in self.facts.distributed_models if w.target}
         for load in self._loads:
             wrap = wrapped.get(load.root or "")
-            if wrap is None or not self.facts.runs_before(wrap.call, load.call) or not load.call.args:
+            if (
+                wrap is None
+                or not self.facts.runs_before(wrap.call, load.call)
+                or not load.call.args
+            ):
                 continue
             if self._is_full_state(load.call.args[0].value, load.scope):
-                self._flag_after(load.call, f"`{self.context.code_for(load.call)}` loads a full state dict into the wrapped model", sdp)
+                self._flag_after(
+                    load.call,
+                    f"`{self.context.code_for(load.call)}` loads a full state dict into the wrapped model",
+                    sdp,
+                )
 
-    def _is_full_state(self, expr: cst.BaseExpression, scope: Optional[Scope], depth: int = 0) -> bool:
+    def _is_full_state(
+        self, expr: cst.BaseExpression, scope: Optional[Scope], depth: int = 0
+    ) -> bool:
         """A whole-model state dict: ``torch.load(...)``, ``smp.load(..., partial=False)``, ``x.state_dict()``, a translation."""
         while isinstance(expr, cst.Subscript):
             expr = expr.value
         if isinstance(expr, cst.Name) and depth < 3:
             return any(
-                self._is_full_state(a.value, scope, depth + 1) for a in self.flow.reaching(expr.value, expr).assignments
+                self._is_full_state(a.value, scope, depth + 1)
+                for a in self.flow.reaching(expr.value, expr).assignments
             )
         if not isinstance(expr, cst.Call):
             return False
@@ -230,4 +290,10 @@ class WeightsLoadedBeforeWrap(Rule):
             "before `smp.DistributedModel`, as the library's own error message advises, or resume from a partial "
             "checkpoint saved with `smp.save_checkpoint` (or move to SMP 1.15, which loads full checkpoints there)."
         )
-        self.report(node, message, severity=Severity.ERROR, job_facts=(sdp,), until=BEFORE_FULL_LOADS_UNDER_SDP)
+        self.report(
+            node,
+            message,
+            severity=Severity.ERROR,
+            job_facts=(sdp,),
+            until=BEFORE_FULL_LOADS_UNDER_SDP,
+        )

@@ -18,11 +18,24 @@ from smpfix.program.codegen import smp_reference
 from smpfix.program.facts import FileFacts, StatementRef
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
-_PARAMETER_METHODS = frozenset({"parameters", "named_parameters", "local_parameters", "local_named_parameters"})
+_PARAMETER_METHODS = frozenset(
+    {"parameters", "named_parameters", "local_parameters", "local_named_parameters"}
+)
 # Functions from these libraries never wrap an optimizer in `smp.DistributedOptimizer`; a
 # function imported from anywhere else (the user's own package) might, so passing the
 # optimizer there leaves smpfix unable to tell.
-_KNOWN_LIBRARIES = ("torch.", "transformers.", "smdistributed.", "apex.", "numpy.", "math.", "os.", "time.", "logging.", "json.")
+_KNOWN_LIBRARIES = (
+    "torch.",
+    "transformers.",
+    "smdistributed.",
+    "apex.",
+    "numpy.",
+    "math.",
+    "os.",
+    "time.",
+    "logging.",
+    "json.",
+)
 _SEVERITY_FEATURES = ("FP16", "BF16", "SDP", "OSS")
 _WHY = {
     "FP16": "the fp16 loss scaling and fp32 master weights live in that wrapper, so the loss is not scaled and updates go wrong",
@@ -76,7 +89,9 @@ class MissingDistributedOptimizer(Rule):
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
         # Only files that wrap a model have its optimizer; the TensorFlow flavour has no DistributedOptimizer.
-        return super().applies_to(facts) and bool(facts.distributed_models) and facts.imports_smp_torch
+        return (
+            super().applies_to(facts) and bool(facts.distributed_models) and facts.imports_smp_torch
+        )
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__(context)
@@ -92,17 +107,28 @@ class MissingDistributedOptimizer(Rule):
         qualified = self.facts.qualified_name(node.func)
         if qualified is not None and not qualified.startswith(_KNOWN_LIBRARIES):
             self._foreign_calls.append(node)
-        member = self.facts.smp_member(node.func) if qualified is not None and qualified.startswith("smdistributed.") else None
+        member = (
+            self.facts.smp_member(node.func)
+            if qualified is not None and qualified.startswith("smdistributed.")
+            else None
+        )
         if member == "save_checkpoint":
             found = argument(node, "optimizer", 4)
             name = dotted_name(found.value) if found is not None else None
             if name is not None:
                 self._checkpointed.add(name)
-        if (qualified is not None or isinstance(node.func, cst.Name)) and self.facts.is_optimizer_constructor(node) and not self._inside_wrapper():
+        if (
+            (qualified is not None or isinstance(node.func, cst.Name))
+            and self.facts.is_optimizer_constructor(node)
+            and not self._inside_wrapper()
+        ):
             self._optimizers.append(self._describe(node))
 
     def _inside_wrapper(self) -> bool:
-        return any(self.facts.is_smp_call(node, "DistributedOptimizer") for node in self.ancestry.stack[:-1])
+        return any(
+            self.facts.is_smp_call(node, "DistributedOptimizer")
+            for node in self.ancestry.stack[:-1]
+        )
 
     def _describe(self, node: cst.Call) -> _Optimizer:
         parent = self.ancestry.parent(1)
@@ -138,7 +164,9 @@ class MissingDistributedOptimizer(Rule):
         sources = self._parameter_sources(optimizer)
         if any(self._mentions_parameters(source, models) for source in sources):
             return True
-        return optimizer.function is not None and self._called_with_model(optimizer.function, sources, models)
+        return optimizer.function is not None and self._called_with_model(
+            optimizer.function, sources, models
+        )
 
     def _parameter_sources(self, optimizer: _Optimizer) -> list[cst.BaseExpression]:
         """The optimizer's arguments, and the values of same-function variables they read."""
@@ -147,7 +175,9 @@ class MissingDistributedOptimizer(Rule):
         for name in set().union(*(names_in(source) for source in sources)) if sources else set():
             for assignment in self.facts.assignments.get(name, ()):
                 where = assignment.where
-                if where is not None and (where.scope is scope or (scope is None and isinstance(where.scope, cst.Module))):
+                if where is not None and (
+                    where.scope is scope or (scope is None and isinstance(where.scope, cst.Module))
+                ):
                     sources.append(assignment.value)
         return sources
 
@@ -157,15 +187,25 @@ class MissingDistributedOptimizer(Rule):
             if not isinstance(node, cst.Call):
                 continue
             func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _PARAMETER_METHODS and _root_name(func.value) in models:
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in _PARAMETER_METHODS
+                and _root_name(func.value) in models
+            ):
                 return True
             if any(isinstance(a.value, cst.Name) and a.value.value in models for a in node.args):
                 return True
         return False
 
-    def _called_with_model(self, function: cst.FunctionDef, sources: list[cst.BaseExpression], models: set[str]) -> bool:
+    def _called_with_model(
+        self, function: cst.FunctionDef, sources: list[cst.BaseExpression], models: set[str]
+    ) -> bool:
         """A factory ``def make(model): return Adam(model.parameters())`` called with the wrapped model."""
-        used = {p for p in _parameter_names(function) if any(self._mentions_parameters(source, {p}) for source in sources)}
+        used = {
+            p
+            for p in _parameter_names(function)
+            if any(self._mentions_parameters(source, {p}) for source in sources)
+        }
         for call in self._calls.get(function.name.value, ()):
             bound = bind_arguments(function, call)
             if bound and any(_root_name(bound[p]) in models for p in used if p in bound):
@@ -177,7 +217,9 @@ class MissingDistributedOptimizer(Rule):
         names = {optimizer.target} if optimizer.target else set()
         factory_calls: list[cst.Call] = []
         function = optimizer.function
-        if function is not None and (optimizer.returned or self._returns_name(function, optimizer.target)):
+        if function is not None and (
+            optimizer.returned or self._returns_name(function, optimizer.target)
+        ):
             factory_calls = list(self._calls.get(function.name.value, ()))
             for assignments in self.facts.assignments.values():
                 for assignment in assignments:
@@ -189,11 +231,16 @@ class MissingDistributedOptimizer(Rule):
     def _returns_name(function: cst.FunctionDef, name: Optional[str]) -> bool:
         if name is None:
             return False
-        return any(isinstance(n, cst.Return) and n.value is not None and dotted_name(n.value) == name for n in iter_nodes(function.body))
+        return any(
+            isinstance(n, cst.Return) and n.value is not None and dotted_name(n.value) == name
+            for n in iter_nodes(function.body)
+        )
 
     def _may_be_wrapped(self, optimizer: _Optimizer) -> bool:
         names, factory_calls = self._holders(optimizer)
-        wrapped_args = [w.argument for w in self.facts.distributed_optimizers if w.argument is not None]
+        wrapped_args = [
+            w.argument for w in self.facts.distributed_optimizers if w.argument is not None
+        ]
         if any(arg is call for arg in wrapped_args for call in factory_calls):
             return True
         if any(dotted_name(arg) in names for arg in wrapped_args):
@@ -207,11 +254,17 @@ class MissingDistributedOptimizer(Rule):
         """``def wrap(opt): return smp.DistributedOptimizer(opt)`` called as ``wrap(optimizer)``."""
         for wrap in self.facts.distributed_optimizers:
             scope = wrap.where.scope if wrap.where is not None else None
-            if not isinstance(scope, cst.FunctionDef) or wrap.argument_name not in _parameter_names(scope):
+            if not isinstance(scope, cst.FunctionDef) or wrap.argument_name not in _parameter_names(
+                scope
+            ):
                 continue
             for call in self._calls.get(scope.name.value, ()):
                 bound = bind_arguments(scope, call)
-                if bound is not None and wrap.argument_name in bound and held.holds(bound[wrap.argument_name]):
+                if (
+                    bound is not None
+                    and wrap.argument_name in bound
+                    and held.holds(bound[wrap.argument_name])
+                ):
                     return True
         return False
 
@@ -221,7 +274,11 @@ class MissingDistributedOptimizer(Rule):
         enabled = [state for state in states if state.state is Tri.ON]
         names, _ = self._holders(optimizer)
         checkpointed = sorted(names & self._checkpointed)
-        shown = f"`{optimizer.target}`" if optimizer.target else f"`{self.context.code_for(optimizer.call.func)}(...)`"
+        shown = (
+            f"`{optimizer.target}`"
+            if optimizer.target
+            else f"`{self.context.code_for(optimizer.call.func)}(...)`"
+        )
         lead = f"The optimizer {shown} of the `smp.DistributedModel` is never wrapped with `smp.DistributedOptimizer`"
         reasons = [f"{state.condition()}: {_WHY[state.feature.key]}" for state in enabled]
         if checkpointed:
@@ -245,7 +302,13 @@ class MissingDistributedOptimizer(Rule):
         reference = smp_reference(self.facts, self.context.module, "DistributedOptimizer")
         wrapper = reference.text if reference is not None else "smp.DistributedOptimizer"
         message += f" Wrap it once the model is wrapped: `{held} = {wrapper}({held})`."
-        self.report(optimizer.call, message, severity=severity, fix=self._fix(optimizer), job_facts=job_facts)
+        self.report(
+            optimizer.call,
+            message,
+            severity=severity,
+            fix=self._fix(optimizer),
+            job_facts=job_facts,
+        )
 
     def _fix(self, optimizer: _Optimizer) -> Optional[PendingFix]:
         """Insert the wrap after the later of the optimizer and ``DistributedModel`` statements (same block)."""
@@ -254,7 +317,11 @@ class MissingDistributedOptimizer(Rule):
         ref = self.facts.statement_of(optimizer.line)
         if ref is None or not isinstance(ref.block, (cst.Module, cst.IndentedBlock)):
             return None
-        wraps = [w.where for w in self.facts.distributed_models if w.where is not None and w.where.block is ref.block]
+        wraps = [
+            w.where
+            for w in self.facts.distributed_models
+            if w.where is not None and w.where.block is ref.block
+        ]
         if not wraps:
             return None
         anchor: StatementRef = max([ref, wraps[0]], key=lambda r: r.index)
@@ -262,7 +329,15 @@ class MissingDistributedOptimizer(Rule):
         reference = smp_reference(self.facts, module, "DistributedOptimizer")
         if reference is None:
             return None
-        statement = cst.parse_statement(f"{optimizer.target} = {reference.text}({optimizer.target})\n", config=module.config_for_parsing)
+        statement = cst.parse_statement(
+            f"{optimizer.target} = {reference.text}({optimizer.target})\n",
+            config=module.config_for_parsing,
+        )
         assert isinstance(statement, cst.SimpleStatementLine)
-        edits: tuple[NodeEdit, ...] = (*reference.edits, InsertStatementAfter(anchor.statement, statement, module))
-        return PendingFix(Applicability.UNSAFE, f"Wrap `{optimizer.target}` with `{reference.text}`", edits)
+        edits: tuple[NodeEdit, ...] = (
+            *reference.edits,
+            InsertStatementAfter(anchor.statement, statement, module),
+        )
+        return PendingFix(
+            Applicability.UNSAFE, f"Wrap `{optimizer.target}` with `{reference.text}`", edits
+        )

@@ -66,7 +66,9 @@ def _returned_child(function: Optional[cst.FunctionDef]) -> Optional[str]:
     if function is None:
         return None
     self_name = _self_name(function)
-    returns = [n for n in iter_nodes(function.body) if isinstance(n, cst.Return) and n.value is not None]
+    returns = [
+        n for n in iter_nodes(function.body) if isinstance(n, cst.Return) and n.value is not None
+    ]
     if len(returns) != 1 or self_name is None:
         return None
     value = returns[0].value
@@ -138,19 +140,34 @@ class SharedParametersSplitAcrossPartitions(Rule):
             self._scan(child, partition, self_name, methods, placements, ties)
 
     def _assignment(
-        self, node: cst.Assign, partition: Optional[int], self_name: str, placements: dict[str, set[Optional[int]]], ties: list[_Tie]
+        self,
+        node: cst.Assign,
+        partition: Optional[int],
+        self_name: str,
+        placements: dict[str, set[Optional[int]]],
+        ties: list[_Tie],
     ) -> None:
         for target in node.targets:
             child = _child_of(target.target, self_name, 0)
-            if child is not None and isinstance(target.target, cst.Attribute) and dotted_name(target.target) == f"{self_name}.{child}":
+            if (
+                child is not None
+                and isinstance(target.target, cst.Attribute)
+                and dotted_name(target.target) == f"{self_name}.{child}"
+            ):
                 placements.setdefault(child, set()).add(partition)
             tie = _assignment_tie(node, target.target, self_name)
             if tie is not None:
                 ties.append(tie)
 
-    def _tie_call(self, call: cst.Call, self_name: str, methods: dict[str, cst.FunctionDef]) -> list[_Tie]:
+    def _tie_call(
+        self, call: cst.Call, self_name: str, methods: dict[str, cst.FunctionDef]
+    ) -> list[_Tie]:
         func = call.func
-        if isinstance(func, cst.Attribute) and dotted_name(func.value) == self_name and func.attr.value in _TIE_TRIGGERS:
+        if (
+            isinstance(func, cst.Attribute)
+            and dotted_name(func.value) == self_name
+            and func.attr.value in _TIE_TRIGGERS
+        ):
             custom = methods.get("tie_weights")
             if custom is not None:
                 inner_self = _self_name(custom) or self_name
@@ -164,7 +181,11 @@ class SharedParametersSplitAcrossPartitions(Rule):
             if func.attr.value == "tie_weights":
                 return self._embedding_tie(call, methods)
         for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value == "tie_word_embeddings" and self.facts.literal(arg.value) is True:
+            if (
+                arg.keyword is not None
+                and arg.keyword.value == "tie_word_embeddings"
+                and self.facts.literal(arg.value) is True
+            ):
                 return self._embedding_tie(arg, methods)
         return []
 

@@ -101,7 +101,7 @@ class LargeModelWithoutDelayedInit(Rule):
             name = checkpoint_name(self.facts, call)
             size = checkpoint_size(name) if name else None
             if size is not None:
-                return _Size(size, f"the checkpoint \"{name}\"")
+                return _Size(size, f'the checkpoint "{name}"')
         config = argument(call, "config", 0)
         if config is None or not self._builds_model(call):
             return None
@@ -115,12 +115,18 @@ class LargeModelWithoutDelayedInit(Rule):
         if self.facts.smp_member(func) is not None or is_config_class(self.facts, func):
             return False
         name = class_name(self.facts, func)
-        return name is not None and name[:1].isupper() and not name.endswith(("Tokenizer", "TokenizerFast", "Processor"))
+        return (
+            name is not None
+            and name[:1].isupper()
+            and not name.endswith(("Tokenizer", "TokenizerFast", "Processor"))
+        )
 
     def _config_size(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[_Size]:
         if isinstance(expr, cst.Name) and depth == 0:
             assignment = self.facts.single_assignment(expr.value)
-            return self._config_size(assignment.value, depth + 1) if assignment is not None else None
+            return (
+                self._config_size(assignment.value, depth + 1) if assignment is not None else None
+            )
         if not isinstance(expr, cst.Call):
             return None
         literal = self._literal_sizes(expr)
@@ -128,10 +134,13 @@ class LargeModelWithoutDelayedInit(Rule):
             return literal
         name = config_checkpoint_name(self.facts, expr)
         size = checkpoint_size(name) if name else None
-        return _Size(size, f"the configuration of \"{name}\"") if size is not None and name else None
+        return _Size(size, f'the configuration of "{name}"') if size is not None and name else None
 
     def _literal_sizes(self, call: cst.Call) -> Optional[_Size]:
-        is_config = is_config_class(self.facts, call.func) or config_checkpoint_name(self.facts, call) is not None
+        is_config = (
+            is_config_class(self.facts, call.func)
+            or config_checkpoint_name(self.facts, call) is not None
+        )
         if not is_config:
             return None
         found: dict[str, int] = {}
@@ -146,7 +155,10 @@ class LargeModelWithoutDelayedInit(Rule):
         if hidden is None or layers is None:
             return None
         vocab = next((found[k] for k in _VOCAB if k in found), 0)
-        return _Size(estimate(hidden, layers, vocab), f"{layers} layers of hidden size {hidden}" + (f", vocabulary {vocab}" if vocab else ""))
+        return _Size(
+            estimate(hidden, layers, vocab),
+            f"{layers} layers of hidden size {hidden}" + (f", vocabulary {vocab}" if vocab else ""),
+        )
 
     # -- where it is built -------------------------------------------------------------------
     def leave_Module(self, node: cst.Module) -> None:
@@ -158,12 +170,17 @@ class LargeModelWithoutDelayedInit(Rule):
                 surroundings.extend(self._called_in.get(candidate.function, []))
             if any(self._delays(contexts, delayed.state) for contexts in surroundings):
                 continue
-            in_model_creation = any(c.delayed_from_config for contexts in surroundings for c in contexts)
+            in_model_creation = any(
+                c.delayed_from_config for contexts in surroundings for c in contexts
+            )
             self._flag(candidate, in_model_creation)
 
     @staticmethod
     def _delays(contexts: tuple[CreationContext, ...], setting: Tri) -> bool:
-        return any(c.delayed_init is not Tri.OFF or (c.delayed_from_config and setting is Tri.ON) for c in contexts)
+        return any(
+            c.delayed_init is not Tri.OFF or (c.delayed_from_config and setting is Tri.ON)
+            for c in contexts
+        )
 
     def _flag(self, candidate: _Candidate, in_model_creation: bool) -> None:
         delayed = self.feature("DELAYED_INIT")
@@ -176,7 +193,9 @@ class LargeModelWithoutDelayedInit(Rule):
             "processes on a host), which can run out of memory"
         )
         if in_model_creation:
-            setting = delayed.condition() if delayed.state is Tri.OFF else "smpfix cannot see it set"
+            setting = (
+                delayed.condition() if delayed.state is Tri.OFF else "smpfix cannot see it set"
+            )
             lead = (
                 f"`{shown}(...)` builds a model of about {billions:.0f}B parameters ({candidate.size.how}) inside "
                 f"`smp.model_creation(...)`, which delays initialisation only when `delayed_parameter_initialization` "
@@ -202,4 +221,6 @@ class LargeModelWithoutDelayedInit(Rule):
                 "Build it inside `with smp.delay_param_initialization(enabled=True):` (or `smp.model_creation(...)` with "
                 "`delayed_parameter_initialization` on), which defers allocation until the model moves to the GPUs."
             )
-        self.report(candidate.call, f"{lead} {advice}", severity=Severity.HINT, job_facts=(delayed,))
+        self.report(
+            candidate.call, f"{lead} {advice}", severity=Severity.HINT, job_facts=(delayed,)
+        )

@@ -19,7 +19,9 @@ from smpfix.program.initialisation import imports_initialise, script_sets_manual
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
 # Members a helper module may use without being the script that initialises the library.
-_QUERIES = RANK_FUNCTIONS | SIZE_FUNCTIONS | {"is_initialized", "is_tracing", "num_microbatches", "state"}
+_QUERIES = (
+    RANK_FUNCTIONS | SIZE_FUNCTIONS | {"is_initialized", "is_tracing", "num_microbatches", "state"}
+)
 _LIBRARY = "smdistributed.modelparallel"
 
 ImportNode = Union[cst.Import, cst.ImportFrom]
@@ -41,7 +43,11 @@ def _imports_library(node: ImportNode) -> bool:
 def _is_main_guard(test: cst.BaseExpression) -> bool:
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
         return False
-    sides = {dotted_name(test.left) or literal_value(test.left), dotted_name(test.comparisons[0].comparator) or literal_value(test.comparisons[0].comparator)}
+    sides = {
+        dotted_name(test.left) or literal_value(test.left),
+        dotted_name(test.comparisons[0].comparator)
+        or literal_value(test.comparisons[0].comparator),
+    }
     return isinstance(test.comparisons[0].operator, cst.Equal) and sides == {"__name__", "__main__"}
 
 
@@ -86,7 +92,12 @@ class MissingSmpInit(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         member = self.facts.smp_member(node.func)
-        if member is not None and member != "init" and member not in _QUERIES and not member.startswith("get_"):
+        if (
+            member is not None
+            and member != "init"
+            and member not in _QUERIES
+            and not member.startswith("get_")
+        ):
             self._driver_use = self._driver_use or member
         if isinstance(node.func, cst.Name):
             self._called.add(node.func.value)
@@ -121,7 +132,10 @@ class MissingSmpInit(Rule):
         modules = self.context.modules
         if modules is None:
             return False
-        return any(linked.facts.smp_init_calls or imports_initialise(linked.facts) for linked in modules.imported_modules(self.facts))
+        return any(
+            linked.facts.smp_init_calls or imports_initialise(linked.facts)
+            for linked in modules.imported_modules(self.facts)
+        )
 
     def leave_Module(self, node: cst.Module) -> None:
         if self.facts.smp_init_calls or self._first_import is None:
@@ -137,8 +151,12 @@ class MissingSmpInit(Rule):
         # The TensorFlow flavour never initialises itself on import (its `init()` is never called for you);
         # import-time initialisation of the PyTorch flavour exists in 1.12.1 and not in 1.7 (library
         # source): a job known to run 1.7 or older never initialises by itself.
-        no_auto_init = not tensorflow and self.job.version_applies(None, LAST_WITHOUT_AUTO_INIT) is Tri.ON
-        severity = Severity.ERROR if self._manual_init or tensorflow or no_auto_init else Severity.WARNING
+        no_auto_init = (
+            not tensorflow and self.job.version_applies(None, LAST_WITHOUT_AUTO_INIT) is Tri.ON
+        )
+        severity = (
+            Severity.ERROR if self._manual_init or tensorflow or no_auto_init else Severity.WARNING
+        )
         flavour = SMP_TF if tensorflow else SMP_TORCH
         reference = smp_reference(self.facts, node, "init", flavour)
         spelled = reference.text if reference is not None else "smp.init"
@@ -163,7 +181,12 @@ class MissingSmpInit(Rule):
         )
         self.report(target, message, severity=severity, fix=self._fix(node, anchor, flavour))
 
-    def _fix(self, module: cst.Module, anchor: Optional[tuple[cst.SimpleStatementLine, ImportNode]], flavour: str) -> Optional[PendingFix]:
+    def _fix(
+        self,
+        module: cst.Module,
+        anchor: Optional[tuple[cst.SimpleStatementLine, ImportNode]],
+        flavour: str,
+    ) -> Optional[PendingFix]:
         if anchor is None:
             return None
         reference = smp_reference(self.facts, module, "init", flavour)
@@ -171,5 +194,10 @@ class MissingSmpInit(Rule):
             return None
         statement = cst.parse_statement(f"{reference.text}()\n", config=module.config_for_parsing)
         assert isinstance(statement, cst.SimpleStatementLine)
-        edits: tuple[NodeEdit, ...] = (*reference.edits, InsertStatementAfter(anchor[0], statement, module))
-        return PendingFix(Applicability.SAFE, f"Call `{reference.text}()` after the library import", edits)
+        edits: tuple[NodeEdit, ...] = (
+            *reference.edits,
+            InsertStatementAfter(anchor[0], statement, module),
+        )
+        return PendingFix(
+            Applicability.SAFE, f"Call `{reference.text}()` after the library import", edits
+        )

@@ -42,7 +42,13 @@ class CudaDeviceNotLocalRank(Rule):
     # -- device indices in device APIs -------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        spelled = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+        spelled = (
+            func.attr.value
+            if isinstance(func, cst.Attribute)
+            else func.value
+            if isinstance(func, cst.Name)
+            else None
+        )
         imported = isinstance(func, cst.Name) and func.value in self.facts.imports.bindings
         if spelled not in _DEVICE_CALL_NAMES and not imported:
             self._check_index(node, argument(node, "device"))
@@ -68,7 +74,14 @@ class CudaDeviceNotLocalRank(Rule):
         elif isinstance(first.value, cst.Integer):
             self._check_index(call, first)
 
-    def _check_index(self, call: cst.Call, arg: Optional[cst.Arg], *, set_device: bool = False, remove_literal: bool = False) -> None:
+    def _check_index(
+        self,
+        call: cst.Call,
+        arg: Optional[cst.Arg],
+        *,
+        set_device: bool = False,
+        remove_literal: bool = False,
+    ) -> None:
         if arg is None:
             return
         wrong = self._classify(arg.value)
@@ -80,11 +93,23 @@ class CudaDeviceNotLocalRank(Rule):
                 f"`{self.context.code_for(call)}` hard-codes GPU {shown}: every process on a host (one per GPU) "
                 f"uses that GPU, while the library placed this process's model on GPU `smp.local_rank()`, so "
                 f"GPU {shown} runs out of memory or tensors end up on the wrong device. "
-                + ("Use `smp.local_rank()`." if set_device else "Use the current device (`\"cuda\"`, `.cuda()`), which `smp.init()` sets to `smp.local_rank()`.")
+                + (
+                    "Use `smp.local_rank()`."
+                    if set_device
+                    else 'Use the current device (`"cuda"`, `.cuda()`), which `smp.init()` sets to `smp.local_rank()`.'
+                )
             )
-            self.report(arg.value, message, fix=self._literal_index_fix(call, arg, set_device, remove_literal))
+            self.report(
+                arg.value,
+                message,
+                fix=self._literal_index_fix(call, arg, set_device, remove_literal),
+            )
             return
-        self.report(arg.value, self._rank_message(call, arg.value, wrong), fix=self._local_rank_fix(call, arg.value, wrong))
+        self.report(
+            arg.value,
+            self._rank_message(call, arg.value, wrong),
+            fix=self._local_rank_fix(call, arg.value, wrong),
+        )
 
     def _classify(self, expr: cst.BaseExpression) -> Optional[_WrongIndex]:
         function = self.facts.smp_rank_function(expr)
@@ -101,19 +126,35 @@ class CudaDeviceNotLocalRank(Rule):
         if isinstance(expr, cst.Name) and depth == 0:
             assignment = self.facts.single_assignment(expr.value)
             return assignment is not None and self._local_rank_env(assignment.value, depth + 1)
-        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "int" and expr.args):
+        if not (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Name)
+            and expr.func.value == "int"
+            and expr.args
+        ):
             return False
         inner = expr.args[0].value
-        if isinstance(inner, cst.Subscript) and self.facts.qualified_name(inner.value) == "os.environ":
+        if (
+            isinstance(inner, cst.Subscript)
+            and self.facts.qualified_name(inner.value) == "os.environ"
+        ):
             index = inner.slice[0].slice if len(inner.slice) == 1 else None
             return isinstance(index, cst.Index) and self.facts.literal(index.value) == "LOCAL_RANK"
-        if isinstance(inner, cst.Call) and self.facts.qualified_name(inner.func) in _ENV_GETTERS and inner.args:
+        if (
+            isinstance(inner, cst.Call)
+            and self.facts.qualified_name(inner.func) in _ENV_GETTERS
+            and inner.args
+        ):
             return self.facts.literal(inner.args[0].value) == "LOCAL_RANK"
         return False
 
     def _rank_message(self, call: cst.Call, expr: cst.BaseExpression, wrong: _WrongIndex) -> str:
         shown = self.context.code_for(call)
-        source = wrong.described if isinstance(expr, cst.Call) else f"`{self.context.code_for(expr)}` ({wrong.described})"
+        source = (
+            wrong.described
+            if isinstance(expr, cst.Call)
+            else f"`{self.context.code_for(expr)}` ({wrong.described})"
+        )
         if wrong.kind == "rank":
             why = (
                 f"`{shown}` selects the GPU by {source}, which is not an index on this host: on the second "
@@ -138,15 +179,21 @@ class CudaDeviceNotLocalRank(Rule):
         parent = self.ancestry.parent(1)
         call = self.ancestry.parent(2)
         if isinstance(parent, cst.Arg) and isinstance(call, cst.Call):
-            direct = parent.keyword is None and self._is_device_api(call) or (
-                parent.keyword is not None and parent.keyword.value in _DEVICE_KEYWORDS
+            direct = (
+                parent.keyword is None
+                and self._is_device_api(call)
+                or (parent.keyword is not None and parent.keyword.value in _DEVICE_KEYWORDS)
             )
             set_device = self.facts.qualified_name(call.func) in _SET_DEVICE
             self._report_string(node, Severity.ERROR if direct else Severity.WARNING, set_device)
         elif isinstance(parent, cst.DictElement) and parent.value is node:
             # A `map_location={"cuda:1": "cuda:0"}` target is a device; its keys name saved locations.
             holder = self.ancestry.parent(3)
-            mapped = isinstance(holder, cst.Arg) and holder.keyword is not None and holder.keyword.value in _DEVICE_KEYWORDS
+            mapped = (
+                isinstance(holder, cst.Arg)
+                and holder.keyword is not None
+                and holder.keyword.value in _DEVICE_KEYWORDS
+            )
             self._report_string(node, Severity.ERROR if mapped else Severity.WARNING, False)
         elif isinstance(parent, (cst.Assign, cst.AnnAssign, cst.IfExp, cst.Param, cst.Return)):
             self._report_string(node, Severity.WARNING, False)
@@ -155,7 +202,11 @@ class CudaDeviceNotLocalRank(Rule):
         qualified = self.facts.qualified_name(call.func)
         if qualified in _SET_DEVICE or qualified == "torch.device":
             return True
-        return qualified is None and isinstance(call.func, cst.Attribute) and call.func.attr.value in ("to", "cuda")
+        return (
+            qualified is None
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in ("to", "cuda")
+        )
 
     def _report_string(self, node: cst.SimpleString, severity: Severity, set_device: bool) -> None:
         shown = node.value
@@ -165,18 +216,32 @@ class CudaDeviceNotLocalRank(Rule):
             f"{shown} {where}: every process on a host (one per GPU) would use that GPU, while the library placed "
             "this process's model on GPU `smp.local_rank()`, so that GPU runs out of memory or tensors end up on the "
             "wrong device. "
-            + ("Use `smp.local_rank()`." if set_device else "Use `\"cuda\"`, the current device, which `smp.init()` sets to `smp.local_rank()`.")
+            + (
+                "Use `smp.local_rank()`."
+                if set_device
+                else 'Use `"cuda"`, the current device, which `smp.init()` sets to `smp.local_rank()`.'
+            )
         )
         if set_device:
-            fix = self._local_rank_fix(None, node, _WrongIndex("literal", shown), applicability=Applicability.UNSAFE)
+            fix = self._local_rank_fix(
+                None, node, _WrongIndex("literal", shown), applicability=Applicability.UNSAFE
+            )
         else:
             replacement = f"{node.prefix}{node.quote}cuda{node.quote}"
-            fix = PendingFix(Applicability.UNSAFE, f"Use {replacement}, the current device", (ReplaceNode(node, replacement),))
+            fix = PendingFix(
+                Applicability.UNSAFE,
+                f"Use {replacement}, the current device",
+                (ReplaceNode(node, replacement),),
+            )
         self.report(node, message, severity=severity, fix=fix)
 
     # -- fixes -------------------------------------------------------------------------------
     def _local_rank_fix(
-        self, call: Optional[cst.Call], expr: cst.BaseExpression, wrong: _WrongIndex, applicability: Optional[Applicability] = None
+        self,
+        call: Optional[cst.Call],
+        expr: cst.BaseExpression,
+        wrong: _WrongIndex,
+        applicability: Optional[Applicability] = None,
     ) -> Optional[PendingFix]:
         reference = smp_reference(self.facts, self.context.module, "local_rank")
         if reference is None:
@@ -193,15 +258,25 @@ class CudaDeviceNotLocalRank(Rule):
         inits = self.facts.smp_init_calls
         return not inits or all(self.facts.runs_before(call, init) for init in inits)
 
-    def _literal_index_fix(self, call: cst.Call, arg: cst.Arg, set_device: bool, remove_literal: bool) -> Optional[PendingFix]:
+    def _literal_index_fix(
+        self, call: cst.Call, arg: cst.Arg, set_device: bool, remove_literal: bool
+    ) -> Optional[PendingFix]:
         if set_device:
-            return self._local_rank_fix(call, arg.value, _WrongIndex("literal", ""), applicability=Applicability.UNSAFE)
+            return self._local_rank_fix(
+                call, arg.value, _WrongIndex("literal", ""), applicability=Applicability.UNSAFE
+            )
         if remove_literal:
             remaining = [a for a in call.args if a is not arg]
             if remaining:
                 last = remaining[-1]
                 remaining[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
             shortened = self.context.code_for(call.with_changes(args=remaining))
-            return PendingFix(Applicability.UNSAFE, f"Use `{shortened}`, the current device", (ReplaceNode(call, shortened),))
+            return PendingFix(
+                Applicability.UNSAFE,
+                f"Use `{shortened}`, the current device",
+                (ReplaceNode(call, shortened),),
+            )
         value = '"cuda"'
-        return PendingFix(Applicability.UNSAFE, "Use \"cuda\", the current device", (ReplaceNode(arg.value, value),))
+        return PendingFix(
+            Applicability.UNSAFE, 'Use "cuda", the current device', (ReplaceNode(arg.value, value),)
+        )

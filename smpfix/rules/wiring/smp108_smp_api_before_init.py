@@ -31,7 +31,15 @@ _CRASHES = {
 }
 # Members that silently do nothing before initialisation; ``smp.init()`` also clears the
 # module marks they would have made.
-_NO_OPS = frozenset({"tensor_parallelism", "partition", "set_tensor_parallelism", "set_partition", "set_activation_checkpointing"})
+_NO_OPS = frozenset(
+    {
+        "tensor_parallelism",
+        "partition",
+        "set_tensor_parallelism",
+        "set_partition",
+        "set_activation_checkpointing",
+    }
+)
 # Size queries return 1 before initialisation and the library caches the answer.
 _POISONS = frozenset({"pp_size", "tp_size", "dp_size", "rdp_size", "mp_size"})
 
@@ -50,7 +58,9 @@ class SmpApiBeforeInit(Rule):
             return
         order = order_of(self.facts, node, self.context.memo)
         inits = Initialisations(self.facts, node, self.context.modules)
-        candidates = [(run, member) for run in order.runs if (member := self._member(run.call)) is not None]
+        candidates = [
+            (run, member) for run in order.runs if (member := self._member(run.call)) is not None
+        ]
         if not candidates:
             return
         # One pass each over the order: every initialisation, and the explicit smp.init() calls.
@@ -59,9 +69,15 @@ class SmpApiBeforeInit(Rule):
         mode = initialisation_mode(self.facts, self.job)
         seen: set[int] = set()
         for run, member in candidates:
-            if id(run.call) in seen or any(other.order < run.order and not other.exclusive_with(run) for other in initialising):
+            if id(run.call) in seen or any(
+                other.order < run.order and not other.exclusive_with(run) for other in initialising
+            ):
                 continue
-            later = [other for other in explicit if other.order > run.order and not other.exclusive_with(run)]
+            later = [
+                other
+                for other in explicit
+                if other.order > run.order and not other.exclusive_with(run)
+            ]
             if not later:
                 continue
             seen.add(id(run.call))
@@ -95,7 +111,10 @@ class SmpApiBeforeInit(Rule):
         lead = f"`smp.{member}` runs before `{init_code}`: it {what}."
         fix = f"Call `{init_code}` first, before any other library call (move it up, or move this code after it)."
         if mode.mode is Mode.BY_SCRIPT:
-            self.report(run.call, f"{lead} The library is initialised only by the script here ({mode.reason}). {fix}")
+            self.report(
+                run.call,
+                f"{lead} The library is initialised only by the script here ({mode.reason}). {fix}",
+            )
         elif mode.mode is Mode.ON_IMPORT:
             message = (
                 f"`smp.{member}` runs before `{init_code}`. It works only because {mode.reason}; with "

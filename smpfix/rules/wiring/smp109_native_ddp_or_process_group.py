@@ -22,10 +22,17 @@ _DDP = frozenset(
         "apex.parallel.DistributedDataParallel",
     }
 )
-_INIT_PROCESS_GROUP = frozenset({"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"})
-_IS_INITIALIZED = frozenset({"torch.distributed.is_initialized", "torch.distributed.distributed_c10d.is_initialized"})
+_INIT_PROCESS_GROUP = frozenset(
+    {
+        "torch.distributed.init_process_group",
+        "torch.distributed.distributed_c10d.init_process_group",
+    }
+)
+_IS_INITIALIZED = frozenset(
+    {"torch.distributed.is_initialized", "torch.distributed.distributed_c10d.is_initialized"}
+)
 _DDP_WHY = (
-    "the library runs data parallelism itself inside the `smp.DistributedModel` (with `\"ddp\": True`) and does not "
+    'the library runs data parallelism itself inside the `smp.DistributedModel` (with `"ddp": True`) and does not '
     "support PyTorch's wrapper around or inside it: gradients would be reduced by two mechanisms that know nothing of "
     "the model's partitions"
 )
@@ -75,39 +82,60 @@ class NativeDdpOrProcessGroup(Rule):
         if wrapped is not None and self._is_distributed_model(wrapped.value, call, where):
             message = (
                 f"`{self._name(call)}` wraps the `smp.DistributedModel`: {_DDP_WHY}. Remove the wrapper and set "
-                "`\"ddp\": True` in the modelparallel parameters."
+                '`"ddp": True` in the modelparallel parameters.'
             )
             self.report(call, message, fix=self._unwrap(call, wrapped.value))
             return
         if self._reaches_distributed_model(call, where):
             message = (
                 f"The module wrapped in `{self._name(call)}` is then given to `smp.DistributedModel`: {_DDP_WHY}. "
-                "Give `smp.DistributedModel` the plain module and set `\"ddp\": True` in the modelparallel parameters."
+                'Give `smp.DistributedModel` the plain module and set `"ddp": True` in the modelparallel parameters.'
             )
             fix = self._unwrap(call, wrapped.value) if wrapped is not None else None
             self.report(call, message, fix=fix)
 
     def _name(self, call: cst.Call) -> str:
         qualified = self.facts.qualified_name(call.func) or "DistributedDataParallel"
-        return "apex DistributedDataParallel" if qualified.startswith("apex.") else "DistributedDataParallel"
+        return (
+            "apex DistributedDataParallel"
+            if qualified.startswith("apex.")
+            else "DistributedDataParallel"
+        )
 
-    def _is_distributed_model(self, expr: cst.BaseExpression, call: cst.Call, where: Optional[StatementRef]) -> bool:
+    def _is_distributed_model(
+        self, expr: cst.BaseExpression, call: cst.Call, where: Optional[StatementRef]
+    ) -> bool:
         if self.facts.is_smp_call(expr, "DistributedModel"):
             return True
         if not isinstance(expr, cst.Name) or where is None:
             return False
-        assignment = latest_assignment(self.facts, expr.value, where.scope, before=call, before_ref=where)
-        return assignment is not None and self.facts.is_smp_call(assignment.value, "DistributedModel")
+        assignment = latest_assignment(
+            self.facts, expr.value, where.scope, before=call, before_ref=where
+        )
+        return assignment is not None and self.facts.is_smp_call(
+            assignment.value, "DistributedModel"
+        )
 
     def _reaches_distributed_model(self, call: cst.Call, where: Optional[StatementRef]) -> bool:
         for wrap in self.facts.distributed_models:
             if wrap.argument is call:
                 return True
-            if where is None or wrap.where is None or wrap.where.scope is not where.scope or wrap.argument_name is None:
+            if (
+                where is None
+                or wrap.where is None
+                or wrap.where.scope is not where.scope
+                or wrap.argument_name is None
+            ):
                 continue
             if not self.facts.runs_before(call, wrap.call):
                 continue
-            assignment = latest_assignment(self.facts, wrap.argument_name, wrap.where.scope, before=wrap.call, before_ref=wrap.where)
+            assignment = latest_assignment(
+                self.facts,
+                wrap.argument_name,
+                wrap.where.scope,
+                before=wrap.call,
+                before_ref=wrap.where,
+            )
             if assignment is not None and assignment.value is call:
                 return True
         return False
@@ -115,12 +143,14 @@ class NativeDdpOrProcessGroup(Rule):
     def _unwrap(self, call: cst.Call, inner: cst.BaseExpression) -> PendingFix:
         return PendingFix(
             Applicability.UNSAFE,
-            "Remove the DistributedDataParallel wrapper (set `\"ddp\": True` in the modelparallel parameters)",
+            'Remove the DistributedDataParallel wrapper (set `"ddp": True` in the modelparallel parameters)',
             (ReplaceNode(call, self.context.code_for(inner)),),
         )
 
     # -- init_process_group -----------------------------------------------------------------
-    def _check_process_group(self, order: ExecutionOrder, module: cst.Module, call: cst.Call) -> None:
+    def _check_process_group(
+        self, order: ExecutionOrder, module: cst.Module, call: cst.Call
+    ) -> None:
         smp_init = happens(module, lambda other: self.facts.is_smp_call(other, "init"))
         for run in order.runs_of(call):
             inits_before = order.before(run, smp_init)
@@ -135,7 +165,7 @@ class NativeDdpOrProcessGroup(Rule):
                 message = (
                     f"`torch.distributed.init_process_group` and `smp.init()` both run, and {ddp.condition()}: "
                     "`smp.init()` then creates the default process group itself, and the second initialisation "
-                    "raises RuntimeError (\"trying to initialize the default process group twice\"). Remove this call; "
+                    'raises RuntimeError ("trying to initialize the default process group twice"). Remove this call; '
                     "use `smp.get_dp_process_group()` and the other library groups for your own collectives."
                 )
                 self.report(call, message, job_facts=(ddp,))
@@ -151,7 +181,7 @@ class NativeDdpOrProcessGroup(Rule):
                         f"`torch.distributed.init_process_group` runs beside `smp.init()`: {ddp.condition()}, `smp.init()` "
                         f"creates the default process group and this second one raises RuntimeError; if not, {why}."
                     )
-                message = f"{lead} Set `\"ddp\": True` and use the library's process groups (`smp.get_dp_process_group()`)."
+                message = f'{lead} Set `"ddp": True` and use the library\'s process groups (`smp.get_dp_process_group()`).'
                 self.report(call, message, severity=Severity.WARNING, job_facts=(ddp,))
             return
 
@@ -164,7 +194,10 @@ class NativeDdpOrProcessGroup(Rule):
             test = branch.test
             negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
             inner = test.expression if isinstance(test, cst.UnaryOperation) else test
-            if isinstance(inner, cst.Call) and (self.facts.qualified_name(inner.func) or "") in _IS_INITIALIZED:
+            if (
+                isinstance(inner, cst.Call)
+                and (self.facts.qualified_name(inner.func) or "") in _IS_INITIALIZED
+            ):
                 if (side.arm == 0) == negated:
                     return True
         return False

@@ -32,17 +32,23 @@ class DistributedOptimizerBeforeModel(Rule):
             for run in order.runs_of(wrap.call):
                 if order.before(run, model_built):
                     continue
-                later = [other for other in order.after(run, model_built) if self.facts.is_smp_call(other.call, "DistributedModel")]
+                later = [
+                    other
+                    for other in order.after(run, model_built)
+                    if self.facts.is_smp_call(other.call, "DistributedModel")
+                ]
                 if later:
                     self._flag(wrap.call, wrap.where, later[0])
                     break
 
     def _flag(self, call: cst.Call, where: Optional[StatementRef], model_run: Run) -> None:
-        model_ref = next((w.where for w in self.facts.distributed_models if w.call is model_run.call), None)
+        model_ref = next(
+            (w.where for w in self.facts.distributed_models if w.call is model_run.call), None
+        )
         shown = self._shown(model_ref.statement if model_ref is not None else model_run.call)
         message = (
-            f"`smp.DistributedOptimizer` runs before `{shown}`: it raises RuntimeError (\"smp.DistributedModel call "
-            "must take place before smp.DistributedOptimizer\"), because the optimizer wrapper partitions the optimizer "
+            f'`smp.DistributedOptimizer` runs before `{shown}`: it raises RuntimeError ("smp.DistributedModel call '
+            'must take place before smp.DistributedOptimizer"), because the optimizer wrapper partitions the optimizer '
             "state by the model's partitions, which do not exist yet. Wrap the model first, then the optimizer."
         )
         self.report(call, message, fix=self._fix(call, where, model_ref))
@@ -51,10 +57,17 @@ class DistributedOptimizerBeforeModel(Rule):
         text = " ".join(self.context.code_for(node).split())
         return text if len(text) <= 60 else text[:57] + "..."
 
-    def _fix(self, call: cst.Call, where: Optional[StatementRef], model_ref: Optional[StatementRef]) -> Optional[PendingFix]:
+    def _fix(
+        self, call: cst.Call, where: Optional[StatementRef], model_ref: Optional[StatementRef]
+    ) -> Optional[PendingFix]:
         """Move ``x = smp.DistributedOptimizer(...)`` to just after the model wrap, when both sit in
         one block and nothing between reads ``x`` or rebinds what the wrap reads."""
-        if where is None or model_ref is None or where.block is not model_ref.block or where.index >= model_ref.index:
+        if (
+            where is None
+            or model_ref is None
+            or where.block is not model_ref.block
+            or where.index >= model_ref.index
+        ):
             return None
         statement = where.statement
         if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
@@ -74,5 +87,8 @@ class DistributedOptimizerBeforeModel(Rule):
         return PendingFix(
             Applicability.SAFE,
             "Wrap the optimizer right after the `smp.DistributedModel` call",
-            (DeleteStatementLines(statement), InsertStatementAfter(model_ref.statement, statement, self.context.module)),
+            (
+                DeleteStatementLines(statement),
+                InsertStatementAfter(model_ref.statement, statement, self.context.module),
+            ),
         )

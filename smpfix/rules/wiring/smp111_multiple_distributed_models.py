@@ -38,7 +38,11 @@ class MultipleDistributedModels(Rule):
         for run in wraps:
             if id(run.call) in reported:
                 continue
-            earlier = [other for other in wraps if other.order < run.order and not other.exclusive_with(run)]
+            earlier = [
+                other
+                for other in wraps
+                if other.order < run.order and not other.exclusive_with(run)
+            ]
             if run.repeated:
                 self._flag(order, node, run, None)
             elif earlier:
@@ -47,7 +51,9 @@ class MultipleDistributedModels(Rule):
                 continue
             reported.add(id(run.call))
 
-    def _flag(self, order: ExecutionOrder, module: cst.Module, run: Run, first: Optional[Run]) -> None:
+    def _flag(
+        self, order: ExecutionOrder, module: cst.Module, run: Run, first: Optional[Run]
+    ) -> None:
         if first is None:
             what = "This `smp.DistributedModel` call runs in a loop, so its second pass creates a second distributed model"
         elif first.call is run.call:
@@ -62,7 +68,9 @@ class MultipleDistributedModels(Rule):
         )
         severity = Severity.ERROR
         reset = happens(module, lambda call: self.facts.is_smp_call(call, "reset"))
-        if first is not None and any(other.order > first.order for other in order.before(run, reset)):
+        if first is not None and any(
+            other.order > first.order for other in order.before(run, reset)
+        ):
             severity = Severity.HINT
             message += (
                 " `smp.reset()` runs in between, which clears the model, but it is not a documented API and "

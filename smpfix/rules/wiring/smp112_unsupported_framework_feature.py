@@ -27,7 +27,12 @@ class _Replacement:
 
 
 _SCALERS = frozenset(
-    {"torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler", "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"}
+    {
+        "torch.cuda.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler",
+        "torch.amp.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+    }
 )
 _DROP_INS = {
     "apex.normalization.FusedLayerNorm": _Replacement("nn.FusedLayerNorm", (1, 6)),
@@ -39,7 +44,14 @@ _DROP_INS = {
     "apex.optimizers.fused_lamb.FusedLAMB": _Replacement("optimizers.FusedLAMB"),
     "apex.optimizers.fused_novograd.FusedNovoGrad": _Replacement("optimizers.FusedNovoGrad"),
 }
-_APEX_AMP = frozenset({"apex.amp.initialize", "apex.amp.scale_loss", "apex.amp.frontend.initialize", "apex.amp.handle.scale_loss"})
+_APEX_AMP = frozenset(
+    {
+        "apex.amp.initialize",
+        "apex.amp.scale_loss",
+        "apex.amp.frontend.initialize",
+        "apex.amp.handle.scale_loss",
+    }
+)
 _JIT = frozenset({"torch.jit.script", "torch.jit.trace", "torch.jit.trace_module"})
 _COMPILE = frozenset({"torch.compile"})
 
@@ -59,7 +71,9 @@ class UnsupportedFrameworkFeature(Rule):
             check = self._check_for(qualified)
             if check is None:
                 continue
-            library = library or LibraryCode(self.facts, node, ParentIndex.cached(node, self.context.memo))
+            library = library or LibraryCode(
+                self.facts, node, ParentIndex.cached(node, self.context.memo)
+            )
             if library.runs_with_library(call):
                 check(call, qualified, node)
         self._model_transforms()
@@ -80,22 +94,30 @@ class UnsupportedFrameworkFeature(Rule):
         pp = self.feature("PP")
         why = (
             "its overflow check sees only this rank's gradients, so the pipeline stages disagree on whether to skip "
-            "a step, and on a stage without local parameters it fails with \"No inf checks were recorded\""
+            'a step, and on a stage without local parameters it fails with "No inf checks were recorded"'
         )
         if pp.state is Tri.ON:
-            severity, lead = Severity.ERROR, f"`{qualified}` does not work with the model parallelism library, and {pp.condition()}: {why}"
+            severity, lead = (
+                Severity.ERROR,
+                f"`{qualified}` does not work with the model parallelism library, and {pp.condition()}: {why}",
+            )
         else:
             severity = Severity.WARNING
             lead = (
-                f"`{qualified}` does not work with the model parallelism library (API documentation: it \"currently "
+                f'`{qualified}` does not work with the model parallelism library (API documentation: it "currently '
                 f"doesn't work with the library\"); with pipeline parallelism {why}"
             )
         message = (
             f"{lead}. Use `smp.amp.GradScaler`, a subclass with the same arguments that agrees on overflow across the "
             "pipeline stages and skips the step where a stage has no parameters."
         )
-        self.report(call, message, severity=severity, fix=self._rename(call, module, _Replacement("amp.GradScaler"), "smp.amp.GradScaler"),
-                    job_facts=(pp,))
+        self.report(
+            call,
+            message,
+            severity=severity,
+            fix=self._rename(call, module, _Replacement("amp.GradScaler"), "smp.amp.GradScaler"),
+            job_facts=(pp,),
+        )
 
     def _drop_in(self, call: cst.Call, qualified: str, module: cst.Module) -> None:
         replacement = _DROP_INS[qualified]
@@ -104,14 +126,19 @@ class UnsupportedFrameworkFeature(Rule):
             f"apex's `{name}` is not supported by the model parallelism library (developer guide, unsupported "
             f"framework features); use the library's drop-in `smp.{replacement.member}`, which takes the same arguments."
         )
-        self.report(call, message, severity=Severity.WARNING, fix=self._rename(call, module, replacement, f"smp.{replacement.member}"))
+        self.report(
+            call,
+            message,
+            severity=Severity.WARNING,
+            fix=self._rename(call, module, replacement, f"smp.{replacement.member}"),
+        )
 
     def _apex_amp(self, call: cst.Call, qualified: str, module: cst.Module) -> None:
         name = qualified.rsplit(".", 1)[1]
         message = (
             f"`apex.amp.{name}` is not supported by the model parallelism library (developer guide, unsupported "
             "framework features): it patches the model and optimizer behind the library's back. For mixed precision, "
-            "set `\"fp16\": True` in the modelparallel parameters, or use `torch.cuda.amp.autocast` with `smp.amp.GradScaler`."
+            'set `"fp16": True` in the modelparallel parameters, or use `torch.cuda.amp.autocast` with `smp.amp.GradScaler`.'
         )
         self.report(call, message, severity=Severity.WARNING)
 
@@ -133,7 +160,11 @@ class UnsupportedFrameworkFeature(Rule):
         if not isinstance(expr, cst.Name):
             return False
         for wrap in self.facts.distributed_models:
-            if wrap.target != expr.value or wrap.where is None or not self.facts.runs_before(wrap.call, call):
+            if (
+                wrap.target != expr.value
+                or wrap.where is None
+                or not self.facts.runs_before(wrap.call, call)
+            ):
                 continue
             found = latest_assignment(self.facts, expr.value, wrap.where.scope, before=call)
             if found is not None and found.value is wrap.call:
@@ -145,7 +176,9 @@ class UnsupportedFrameworkFeature(Rule):
         if id(call) in seen or qualified not in _JIT | _COMPILE:
             return
         seen.add(id(call))
-        place = "the module given to `smp.DistributedModel`" if before else "the `smp.DistributedModel`"
+        place = (
+            "the module given to `smp.DistributedModel`" if before else "the `smp.DistributedModel`"
+        )
         if qualified in _JIT:
             message = (
                 f"`{qualified}` is applied to {place}: the library partitions and runs the model through its Python "
@@ -165,7 +198,9 @@ class UnsupportedFrameworkFeature(Rule):
         """``super().forward(...)`` in a ``forward`` of a module class of this file."""
         for cls in self.facts.classes.values():
             for statement in cls.body.body:
-                if not (isinstance(statement, cst.FunctionDef) and statement.name.value == "forward"):
+                if not (
+                    isinstance(statement, cst.FunctionDef) and statement.name.value == "forward"
+                ):
                     continue
                 for node in iter_nodes(statement.body):
                     if _is_super_forward(node):
@@ -184,18 +219,32 @@ class UnsupportedFrameworkFeature(Rule):
                         self.report(node, message, severity=Severity.WARNING, fix=fix)
 
     # -- fixes ------------------------------------------------------------------------------
-    def _rename(self, call: cst.Call, module: cst.Module, replacement: _Replacement, shown: str) -> Optional[PendingFix]:
+    def _rename(
+        self, call: cst.Call, module: cst.Module, replacement: _Replacement, shown: str
+    ) -> Optional[PendingFix]:
         reference = smp_reference(self.facts, module, replacement.member)
         if reference is None or ("." in replacement.member and reference.edits):
             # `from smdistributed.modelparallel.torch import X` cannot import `amp.GradScaler`.
             return None
-        safe = replacement.since is None or self.job.version_applies(replacement.since, None) is Tri.ON
+        safe = (
+            replacement.since is None or self.job.version_applies(replacement.since, None) is Tri.ON
+        )
         edits: tuple[NodeEdit, ...] = (*reference.edits, ReplaceNode(call.func, reference.text))
-        return PendingFix(Applicability.SAFE if safe else Applicability.UNSAFE, f"Use `{shown}`", edits)
+        return PendingFix(
+            Applicability.SAFE if safe else Applicability.UNSAFE, f"Use `{shown}`", edits
+        )
 
 
 def _is_super_forward(node: cst.CSTNode) -> bool:
-    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "forward"):
+    if not (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "forward"
+    ):
         return False
     receiver = node.func.value
-    return isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super"
+    return (
+        isinstance(receiver, cst.Call)
+        and isinstance(receiver.func, cst.Name)
+        and receiver.func.value == "super"
+    )

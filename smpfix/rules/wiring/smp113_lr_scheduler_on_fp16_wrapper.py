@@ -61,25 +61,40 @@ class LrSchedulerOnFp16Wrapper(Rule):
             message = (
                 f"`{scheduler}` gets `{name}`, the result of `smp.DistributedOptimizer`, and {on.condition()}: the "
                 "library then returns a mixed-precision wrapper that is not a `torch.optim.Optimizer`, so the scheduler "
-                f"raises TypeError (\"... is not an Optimizer\") when it is built. Pass the optimizer inside the wrapper, "
+                f'raises TypeError ("... is not an Optimizer") when it is built. Pass the optimizer inside the wrapper, '
                 f"`{name}.optimizer` (the fp16 guide's form: `{name}.optimizer if smp.state.cfg.fp16 else {name}`)."
             )
-            self.report(call, message, fix=self._fix(module, optimizer, "bf16" if on is bf16 else "fp16", safe=True), job_facts=(on,))
+            self.report(
+                call,
+                message,
+                fix=self._fix(module, optimizer, "bf16" if on is bf16 else "fp16", safe=True),
+                job_facts=(on,),
+            )
             return
         if fp16.state is Tri.OFF and bf16.state is Tri.OFF and sdp.state is Tri.OFF:
             return  # the wrapper is the optimizer itself then
         if sdp.state is Tri.ON:
             condition = f"{sdp.condition()}, so `smp.DistributedOptimizer` returns a sharded (DeepSpeed ZeRO) optimizer"
         else:
-            condition = "if fp16 or bf16 training is enabled, `smp.DistributedOptimizer` returns a wrapper"
+            condition = (
+                "if fp16 or bf16 training is enabled, `smp.DistributedOptimizer` returns a wrapper"
+            )
         message = (
             f"`{scheduler}` gets `{name}`, the result of `smp.DistributedOptimizer`: {condition} that is not a "
             "`torch.optim.Optimizer`, and PyTorch schedulers raise TypeError on it. The fp16 guide passes "
             f"`{name}.optimizer if smp.state.cfg.fp16 else {name}`; with fp16 and bf16 off this is the same object."
         )
-        self.report(call, message, severity=Severity.HINT, fix=self._fix(module, optimizer, None, safe=False), job_facts=(fp16, bf16, sdp))
+        self.report(
+            call,
+            message,
+            severity=Severity.HINT,
+            fix=self._fix(module, optimizer, None, safe=False),
+            job_facts=(fp16, bf16, sdp),
+        )
 
-    def _fix(self, module: cst.Module, optimizer: cst.Name, precision: Optional[str], safe: bool) -> Optional[PendingFix]:
+    def _fix(
+        self, module: cst.Module, optimizer: cst.Name, precision: Optional[str], safe: bool
+    ) -> Optional[PendingFix]:
         """``opt`` -> ``opt.optimizer if smp.state.cfg.fp16 else opt`` (the fp16 guide's form; ``bf16``
         when bf16 is on; both settings when neither is known). Identical when the setting is off."""
         reference = smp_reference(self.facts, module, "state")
@@ -88,5 +103,12 @@ class LrSchedulerOnFp16Wrapper(Rule):
         cfg = f"{reference.text}.cfg"
         test = f"{cfg}.{precision}" if precision else f"({cfg}.fp16 or {cfg}.bf16)"
         name = optimizer.value
-        edits: tuple[NodeEdit, ...] = (*reference.edits, ReplaceNode(optimizer, f"{name}.optimizer if {test} else {name}"))
-        return PendingFix(Applicability.SAFE if safe else Applicability.UNSAFE, f"Pass `{name}.optimizer` when {test}", edits)
+        edits: tuple[NodeEdit, ...] = (
+            *reference.edits,
+            ReplaceNode(optimizer, f"{name}.optimizer if {test} else {name}"),
+        )
+        return PendingFix(
+            Applicability.SAFE if safe else Applicability.UNSAFE,
+            f"Pass `{name}.optimizer` when {test}",
+            edits,
+        )

@@ -29,7 +29,9 @@ class Fp16SetupIncomplete(Rule):
 
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.distributed_models or facts.distributed_optimizers)
+        return super().applies_to(facts) and bool(
+            facts.distributed_models or facts.distributed_optimizers
+        )
 
     def leave_Module(self, node: cst.Module) -> None:
         fp16 = self.feature("FP16")
@@ -52,11 +54,16 @@ class Fp16SetupIncomplete(Rule):
         parents = ParentIndex.cached(module, self.context.memo)
         places: list[cst.CSTNode] = [construction.call for construction in built]
         if isinstance(wrap.argument, cst.Name) and wrap.where is not None:
-            for assignment in reaching_assignments(self.facts, wrap.argument.value, wrap.where.scope, wrap.call, wrap.where):
+            for assignment in reaching_assignments(
+                self.facts, wrap.argument.value, wrap.where.scope, wrap.call, wrap.where
+            ):
                 places.append(assignment.value)
         for place in places:
             stack = [*reversed(list(parents.ancestors(place))), place]
-            if any(context.member == "model_creation" for context in enclosing_contexts(self.facts, stack)):
+            if any(
+                context.member == "model_creation"
+                for context in enclosing_contexts(self.facts, stack)
+            ):
                 return True
         return False
 

@@ -66,11 +66,16 @@ class ManualDevicePlacement(Rule):
     def _holds_distributed_model(self, receiver: cst.BaseExpression, call: cst.Call) -> bool:
         if self.facts.is_smp_call(receiver, "DistributedModel"):
             return True
-        if not isinstance(receiver, cst.Name) or receiver.value not in self.facts.distributed_model_names():
+        if (
+            not isinstance(receiver, cst.Name)
+            or receiver.value not in self.facts.distributed_model_names()
+        ):
             return False
         scope = ParentIndex.cached(self.context.module, self.context.memo).scope_of(call)
         assignment = latest_assignment(self.facts, receiver.value, scope, before=call)
-        return assignment is not None and self.facts.is_smp_call(assignment.value, "DistributedModel")
+        return assignment is not None and self.facts.is_smp_call(
+            assignment.value, "DistributedModel"
+        )
 
     def _moves_to_device(self, call: cst.Call) -> bool:
         """``.cuda(...)``, or ``.to(...)`` with a device that is not a string (a string device is
@@ -105,15 +110,26 @@ class ManualDevicePlacement(Rule):
         receiver = call.func.value
         bare = isinstance(small, cst.Expr) and small.value is call
         rebinds_itself = (
-            isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1
-            and isinstance(receiver, cst.Name) and isinstance(small.targets[0].target, cst.Name)
+            isinstance(small, cst.Assign)
+            and small.value is call
+            and len(small.targets) == 1
+            and isinstance(receiver, cst.Name)
+            and isinstance(small.targets[0].target, cst.Name)
             and small.targets[0].target.value == receiver.value
         )
         if not (bare or rebinds_itself):
             return None
         device = argument(call, "device", 0)
-        safe = call.func.attr.value == "to" and device is not None and self._is_torch_device(device.value)
-        return PendingFix(Applicability.SAFE if safe else Applicability.UNSAFE, "Remove the move of the distributed model", (DeleteStatementLines(statement),))
+        safe = (
+            call.func.attr.value == "to"
+            and device is not None
+            and self._is_torch_device(device.value)
+        )
+        return PendingFix(
+            Applicability.SAFE if safe else Applicability.UNSAFE,
+            "Remove the move of the distributed model",
+            (DeleteStatementLines(statement),),
+        )
 
     def _statement_of(self, node: cst.CSTNode) -> Optional[cst.SimpleStatementLine]:
         parents = ParentIndex.cached(self.context.module, self.context.memo)
@@ -129,7 +145,11 @@ class ManualDevicePlacement(Rule):
         inits = Initialisations(self.facts, module, self.context.modules)
         set_device = lambda run: self.facts.qualified_name(run.call.func) == "torch.cuda.set_device"  # noqa: E731
         for run in order.runs_of(call):
-            if order.before(run, inits.any) or order.before(run, set_device) or not order.after(run, inits.explicit):
+            if (
+                order.before(run, inits.any)
+                or order.before(run, set_device)
+                or not order.after(run, inits.explicit)
+            ):
                 continue
             message = (
                 "`torch.cuda.synchronize()` runs before `smp.init()` and before any `torch.cuda.set_device(...)`: it "
@@ -159,11 +179,19 @@ class ManualDevicePlacement(Rule):
         child: cst.CSTNode = call
         for ancestor in parents.ancestors(call):
             if isinstance(ancestor, cst.If) and child is ancestor.body:
-                if any(guard.function in _ONE_PER_HOST for guard in rank_zero_guards(ancestor.test, self.facts)):
+                if any(
+                    guard.function in _ONE_PER_HOST
+                    for guard in rank_zero_guards(ancestor.test, self.facts)
+                ):
                     return True
             if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
-                for statement in ancestor.body[: ancestor.body.index(child)] if child in ancestor.body else ():
-                    if any(guard.function in _ONE_PER_HOST for guard in early_exit_guard(statement, self.facts)):
+                for statement in (
+                    ancestor.body[: ancestor.body.index(child)] if child in ancestor.body else ()
+                ):
+                    if any(
+                        guard.function in _ONE_PER_HOST
+                        for guard in early_exit_guard(statement, self.facts)
+                    ):
                         return True
             child = ancestor
         return False
@@ -176,8 +204,8 @@ class ManualDevicePlacement(Rule):
             return
         if self.facts.literal(device.value) == "cpu" and self.facts.literal(times.value) is True:
             message = (
-                "`trace_device=\"cpu\"` with `trace_execution_times=True`: execution times measured on the CPU say "
+                '`trace_device="cpu"` with `trace_execution_times=True`: execution times measured on the CPU say '
                 "nothing about the GPU partitions, and the library warns that this combination is not supported. "
-                "Trace on the GPU (`trace_device=\"gpu\"`) or drop `trace_execution_times`."
+                'Trace on the GPU (`trace_device="gpu"`) or drop `trace_execution_times`.'
             )
             self.report(call, message, severity=Severity.HINT)

@@ -44,7 +44,9 @@ class PartitionApiMisuse(Rule):
             if member == "set_partition":
                 order = order or order_of(self.facts, node, self.context.memo)
                 self._set_partition_order(order, call)
-            elif self.feature("PP").state is not Tri.OFF and any(ancestor in forward_like for ancestor in parents.ancestors(call)):
+            elif self.feature("PP").state is not Tri.OFF and any(
+                ancestor in forward_like for ancestor in parents.ancestors(call)
+            ):
                 message = (
                     "`smp.partition(...)` here wraps code that runs the model, not code that builds it: the context "
                     "assigns the modules *created* inside it to a partition, so it has no effect in a `forward` or a "
@@ -55,7 +57,11 @@ class PartitionApiMisuse(Rule):
     def _forward_like(self) -> frozenset[cst.FunctionDef]:
         found = set(step_bodies(step_functions(self.facts)))
         for cls in self.facts.classes.values():
-            found.update(s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "forward")
+            found.update(
+                s
+                for s in cls.body.body
+                if isinstance(s, cst.FunctionDef) and s.name.value == "forward"
+            )
         return frozenset(found)
 
     def _ignored(self, call: cst.Call, member: str) -> bool:
@@ -66,18 +72,28 @@ class PartitionApiMisuse(Rule):
         if value is not True or self.feature("PP").state is Tri.OFF:
             # With one pipeline stage every module is on partition 0 either way.
             return False
-        if self.job.init_dict is not InitDict.IGNORED and source.startswith("library default") and "auto_partition" in init_dict_keys(self.facts):
+        if (
+            self.job.init_dict is not InitDict.IGNORED
+            and source.startswith("library default")
+            and "auto_partition" in init_dict_keys(self.facts)
+        ):
             # The script's dict sets the key to a value smpfix cannot read (`not args.manual_partition`),
             # and the library may use that dict: not known. (Under a launch that initialises on
             # import, the dict is ignored and the default stands.)
             return False
-        effect = "silently does nothing" if member == "partition" else "is ignored with a warning in the log"
+        effect = (
+            "silently does nothing"
+            if member == "partition"
+            else "is ignored with a warning in the log"
+        )
         dict_ignored = ""
-        if self.job.init_dict is InitDict.IGNORED and "auto_partition" in init_dict_keys(self.facts):
+        if self.job.init_dict is InitDict.IGNORED and "auto_partition" in init_dict_keys(
+            self.facts
+        ):
             dict_ignored = f" The script's own `smp.init` dict sets `auto_partition`, but {self.job.init_dict_reason}."
         message = (
             f"`smp.{member}(...)` {effect}: `auto_partition` is True ({source}), so the library places every module "
-            f"itself.{dict_ignored} To partition by hand, set `\"auto_partition\": False` and a `\"default_partition\"` "
+            f'itself.{dict_ignored} To partition by hand, set `"auto_partition": False` and a `"default_partition"` '
             "in the launcher's modelparallel parameters."
         )
         self.report(call, message, severity=Severity.WARNING)

@@ -37,7 +37,9 @@ class OptimizerStepOnEmptyPartition(Rule):
         parents = ParentIndex.cached(node, self.context.memo)
         for call in self.facts.call_order:
             func = call.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value == "step" and not call.args):
+            if not (
+                isinstance(func, cst.Attribute) and func.attr.value == "step" and not call.args
+            ):
                 continue
             wrap = optimizer_wrap(self.facts, parents, func.value, call)
             if wrap is None or wrapped_optimizer_class(self.facts, wrap) not in _AFFECTED:
@@ -58,6 +60,8 @@ def _checks_local_parameters(node: cst.CSTNode) -> bool:
     if not isinstance(node, cst.If):
         return False
     return any(
-        isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "local_parameters"
+        isinstance(inner, cst.Call)
+        and isinstance(inner.func, cst.Attribute)
+        and inner.func.attr.value == "local_parameters"
         for inner in iter_nodes(node.test)
     )
