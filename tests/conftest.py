@@ -13,6 +13,8 @@ from typing import Optional
 
 import pytest
 
+from smpfix.program.project.parsed_file import ParsedFile, parse_file
+
 # tests/projects/ holds whole projects to check (one has its own pytest integration tests).
 collect_ignore = ["projects"]
 
@@ -114,3 +116,10 @@ def fixture_unsafe(text: str) -> bool:
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+def parsed(source: str, path: str = "train.py") -> ParsedFile:
+    """``source`` as the analysis holds a file: parsed, indexed, with its facts."""
+    file = parse_file(path, source)
+    assert file is not None, "the source does not parse"
+    return file

@@ -2,7 +2,7 @@
 
 Real scripts switch features with their own flags (``if args.shard_optimizer_state > 0:``,
 ``if args.smp > 0: ... else:``, ``if args.smp_version < 110:``, ``if args.save_full_model:``).
-``smpfix.program.branches`` decides, once for every rule, whether a finding's path runs in
+``smpfix.program.paths.branches`` decides, once for every rule, whether a finding's path runs in
 the job: never (a launcher, the configuration, the library switch or the version range rules
 it out: silent), only if a flag that is off by default is turned on (at most a hint), or
 maybe (reported as usual). ``Rule.feature(key, at=node)`` also sees a guard that excludes a

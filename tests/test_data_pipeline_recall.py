@@ -19,15 +19,15 @@ from pathlib import Path
 from typing import Optional
 
 import libcst as cst
+from conftest import parsed
 
-from smpfix.base.parents import ParentIndex
 from smpfix.engine.analysis import AnalysisOptions, analyze
 from smpfix.job.jobfacts import DeclaredJob
 from smpfix.job.project import Project
-from smpfix.program.call_arguments import call_arguments
+from smpfix.program.data.step_feeds import StepFeeds
 from smpfix.program.facts import collect
-from smpfix.program.step_feeds import StepFeeds
-from smpfix.program.value_flow import EndKind, ValueFlow
+from smpfix.program.flow.call_arguments import call_arguments
+from smpfix.program.flow.value_flow import EndKind, ValueFlow
 
 
 # -- item 9: the keys of a local **kwargs dict ------------------------------------------------------
@@ -163,10 +163,10 @@ def main(model):
 
 
 def _loaders(source: str) -> tuple[cst.Module, list[cst.Call], StepFeeds]:
-    module = cst.parse_module(source)
-    facts = collect(module)
+    file = parsed(source)
+    module, facts = file.module, file.facts
     loaders = [call for call in facts.call_order if module.code_for_node(call.func) == "DataLoader"]
-    return module, loaders, StepFeeds(facts, ParentIndex(module))
+    return module, loaders, StepFeeds(file)
 
 
 def test_loaders_are_followed_through_futures_tuples_conditionals_and_aliases() -> None:
@@ -175,10 +175,9 @@ def test_loaders_are_followed_through_futures_tuples_conditionals_and_aliases() 
 
 
 def test_value_flow_ends_of_a_returned_tuple_element() -> None:
-    module = cst.parse_module(FOLLOWED)
-    facts = collect(module)
-    index = ParentIndex(module)
-    flow = ValueFlow(facts, index)
+    file = parsed(FOLLOWED)
+    module, facts = file.module, file.facts
+    flow = ValueFlow(file)
     valid = [
         call
         for call in facts.call_order

@@ -1,4 +1,4 @@
-"""How many samples a dataset expression holds (``smpfix.program.dataset_sizes``).
+"""How many samples a dataset expression holds (``smpfix.rules.data_pipeline._dataset_sizes``).
 
 Each case binds ``probe(...)`` to the expression asked about; the answer is the set of
 possible counts, or None when the length is not knowable.
@@ -10,26 +10,26 @@ from typing import Optional
 
 import libcst as cst
 import pytest
+from conftest import parsed
 
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import DeclaredJob, JobFacts
-from smpfix.program.dataset_sizes import DatasetSizes
-from smpfix.program.facts import collect
-from smpfix.program.reaching import Flow
-from smpfix.program.script_numbers import ScriptNumbers
+from smpfix.program.flow.reaching import ReachingDefinitions
+from smpfix.program.flow.script_numbers import ScriptNumbers
+from smpfix.rules.data_pipeline._dataset_sizes import DatasetSizes
 
 TORCH = "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler, Subset, random_split\nfrom torchvision import datasets\n"
 KERAS = "import numpy as np\nimport tensorflow as tf\n"
 
 
 def _counts(source: str, job: Optional[dict] = None, loader: bool = False) -> Optional[set[int]]:
-    module = cst.parse_module(source)
-    facts = collect(module)
+    file = parsed(source)
+    module, facts = file.module, file.facts
     facts_job = JobFacts.resolve([DeclaredJob.stated("test", job)] if job else [])
     sizes = DatasetSizes(
         facts,
-        Flow(module, facts),
-        ScriptNumbers(facts, facts_job, module, None, "train.py"),
+        ReachingDefinitions.of_file(file),
+        ScriptNumbers(file, facts_job, None),
         lambda node: True,
     )
     probe = next(
@@ -119,8 +119,8 @@ def main():
     probe(data)
 """
     )
-    module = cst.parse_module(source)
-    facts = collect(module)
+    file = parsed(source)
+    module, facts = file.module, file.facts
     split = next(
         a.value
         for a in facts.assignments["data"]
@@ -128,8 +128,8 @@ def main():
     )
     sizes = DatasetSizes(
         facts,
-        Flow(module, facts),
-        ScriptNumbers(facts, JobFacts.resolve([]), module, None, "t.py"),
+        ReachingDefinitions.of_file(file),
+        ScriptNumbers(file, JobFacts.resolve([]), None),
         lambda node: node is not split,
     )
     probe = next(

@@ -1,4 +1,4 @@
-"""The calls of one expression in evaluation order (``smpfix.program.execution._calls_in``),
+"""The calls of one expression in evaluation order (``smpfix.program.order.execution._calls_in``),
 read from the tree's node index: checked against a plain recursive walk of the same
 expression, on generated expressions that nest calls in conditional expressions,
 comprehensions, lambdas and each other."""
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from smpfix.base.walker import NodeIndex, children, indexed
-from smpfix.program.execution import Side, _calls_in, execution_order
+from smpfix.program.order.execution import Side, _calls_in, execution_order
 
 _LEAVES = st.sampled_from(["a", "b", "1", "x.y", "'s'"])
 

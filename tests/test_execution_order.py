@@ -1,17 +1,22 @@
-"""The order a script's calls run in (``smpfix.program.execution``): the shared answer to "does
+"""The order a script's calls run in (``smpfix.program.order.execution``): the shared answer to "does
 this run before that, on one path?" used by SMP108-SMP111 and SMP115-SMP116."""
 
 from __future__ import annotations
 
 import libcst as cst
+from conftest import parsed
 
-from smpfix.program.execution import execution_order, functions_calling, happens, order_of
-from smpfix.program.facts import collect
+from smpfix.program.order.execution import (
+    ExecutionOrder,
+    execution_order,
+    functions_calling,
+    happens,
+)
 
 
 def _order(source: str):
-    module = cst.parse_module(source)
-    return module, order_of(collect(module), module, {})
+    file = parsed(source)
+    return file.module, ExecutionOrder.of_file(file)
 
 
 def _names(module: cst.Module, runs) -> list[str]:

@@ -26,7 +26,7 @@ def probe(code: str, rewrite: Callable[[str], str]) -> type[Rule]:
 
     class Probe(Rule):
         def visit_Assign(self, node: cst.Assign) -> None:
-            new = rewrite(self.context.code_for(node.value))
+            new = rewrite(self.program.code_for(node.value))
             self.report(
                 node.value,
                 "probe",

@@ -1,13 +1,14 @@
-"""Is the library initialised at a call (``smpfix.program.initialisation``)."""
+"""Is the library initialised at a call (``smpfix.program.order.initialisation``)."""
 
 from __future__ import annotations
 
 import libcst as cst
 import pytest
+from conftest import parsed
 
-from smpfix.program.execution import order_of
 from smpfix.program.facts import collect
-from smpfix.program.initialisation import (
+from smpfix.program.order.execution import ExecutionOrder
+from smpfix.program.order.initialisation import (
     Initialisations,
     init_dict_keys,
     initialised_before,
@@ -57,17 +58,17 @@ def test_hugging_face_training_arguments_initialise() -> None:
         "smp.rank()\n"
         "smp.init()\n"
     )
-    module = cst.parse_module(source)
-    facts = collect(module)
-    order = order_of(facts, module, {})
+    file = parsed(source)
+    module, facts = file.module, file.facts
+    order = ExecutionOrder.of_file(file)
     rank = next(run for run in order.runs if facts.smp_member(run.call.func) == "rank")
     assert initialised_before(order, rank, Initialisations(facts, module, None))
 
 
 def test_an_init_on_the_other_side_of_an_if_does_not_count() -> None:
     source = f"{_HEADER}if a:\n    smp.init()\nelse:\n    smp.rank()\n"
-    module = cst.parse_module(source)
-    facts = collect(module)
-    order = order_of(facts, module, {})
+    file = parsed(source)
+    module, facts = file.module, file.facts
+    order = ExecutionOrder.of_file(file)
     rank = next(run for run in order.runs if facts.smp_member(run.call.func) == "rank")
     assert not initialised_before(order, rank, Initialisations(facts, module, None))

@@ -1,4 +1,4 @@
-"""Does a launched script, with its project modules, load the library? (``smpfix.program.library_loading``)
+"""Does a launched script, with its project modules, load the library? (``smpfix.rules.job_config._library_loading``)
 
 The answer is OFF only when every import is known; each case writes a small project and asks
 about ``train.py``.
@@ -12,8 +12,8 @@ import pytest
 
 from smpfix.job.jobfacts import Tri
 from smpfix.job.project import Project
-from smpfix.program.library_loading import library_loading, torchrun_variables
-from smpfix.program.local_modules import LocalModules
+from smpfix.program.project.local_modules import LocalModules
+from smpfix.rules.job_config._library_loading import library_loading, torchrun_variables
 
 
 def _loading(root: Path, files: dict[str, str]) -> Tri:

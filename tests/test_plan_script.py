@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import libcst as cst
 import pytest
+from conftest import parsed
 
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.jobfacts import DeclaredJob, JobFacts
@@ -15,8 +15,6 @@ from smpfix.plan import script_setup
 from smpfix.plan.script_code import ScriptCode
 from smpfix.plan.script_model import find_model, parse_parameter_count
 from smpfix.plan.script_values import ScriptValues
-from smpfix.program.facts import collect
-from smpfix.program.local_modules import LinkedModule
 
 HEADER = """\
 import argparse
@@ -39,8 +37,7 @@ args = parser.parse_args()
 
 def code_of(body: str) -> ScriptCode:
     text = HEADER + body
-    module = cst.parse_module(text)
-    return ScriptCode("train.py", (LinkedModule("train.py", text, module, collect(module)),))
+    return ScriptCode("train.py", (parsed(text),))
 
 
 def link(hyperparameters: Optional[dict[str, Any]] = None, complete: bool = True) -> LinkedScript:
@@ -52,7 +49,7 @@ def link(hyperparameters: Optional[dict[str, Any]] = None, complete: bool = True
 
 def values_for(code: ScriptCode, *links: LinkedScript) -> ScriptValues:
     job = JobFacts.resolve([link.job for link in links])
-    return ScriptValues(code.files, links, job)
+    return ScriptValues(code.modules, links, job)
 
 
 def value(body: str, expression: str, *links: LinkedScript) -> Any:
@@ -110,7 +107,7 @@ def model(body: str, *links: LinkedScript, job: Optional[dict[str, Any]] = None)
     code = code_of(body)
     declared = [DeclaredJob("pyproject.toml [tool.smpfix.job]", job)] if job else []
     facts = JobFacts.resolve([*declared, *(link.job for link in links)])
-    return find_model(code, ScriptValues(code.files, links, facts), facts)
+    return find_model(code, ScriptValues(code.modules, links, facts), facts)
 
 
 def test_a_configuration_with_traced_sizes() -> None:

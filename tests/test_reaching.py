@@ -1,13 +1,13 @@
-"""Reaching definitions (``smpfix.program.reaching``): the assignments that can give a use its value."""
+"""Reaching definitions (``smpfix.program.flow.reaching``): the assignments that can give a use its value."""
 
 from __future__ import annotations
 
 import libcst as cst
 import pytest
+from conftest import parsed
 
 from smpfix.base.walker import iter_nodes
-from smpfix.program.facts import collect
-from smpfix.program.reaching import Flow
+from smpfix.program.flow.reaching import ReachingDefinitions
 
 SOURCE = """\
 limit = 8
@@ -41,8 +41,9 @@ def save(args, model, optimizer):
 
 
 def _reaching(tag: str) -> tuple[list[str], bool]:
-    module = cst.parse_module(SOURCE)
-    flow = Flow(module, collect(module))
+    file = parsed(SOURCE)
+    module = file.module
+    flow = ReachingDefinitions.of_file(file)
     for node in iter_nodes(module):
         if (
             isinstance(node, cst.Call)

@@ -137,7 +137,7 @@ _IMPORTED_RULES = """
 import sys
 from smpfix.api import check_source
 check_source(open(sys.argv[1]).read(), select=sys.argv[2].split(",") if len(sys.argv) > 2 else None)
-print(" ".join(sorted(name.rsplit(".", 1)[-1][:6].upper() for name in sys.modules if name.count(".") == 3 and name.startswith("smpfix.rules."))))
+print(" ".join(sorted(name.rsplit(".", 1)[-1][:6].upper() for name in sys.modules if name.count(".") == 3 and name.startswith("smpfix.rules.") and not name.rsplit(".", 1)[-1].startswith("_"))))
 """
 
 

@@ -13,8 +13,8 @@ from test_data_rules_cross_file import DATA_UNSHARDED, TRAIN
 from smpfix.engine import analysis
 from smpfix.engine.analysis import AnalysisOptions, analyze
 from smpfix.job.project import Project
-from smpfix.program import local_modules
-from smpfix.program.local_modules import ModuleStore
+from smpfix.program.project import local_modules
+from smpfix.program.project.local_modules import ModuleStore
 
 SHARDED = DATA_UNSHARDED.replace("shuffle=True,", "sampler=make_sampler(dataset),")
 
@@ -39,7 +39,7 @@ def _hints(script: Path) -> list[str]:
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """A fresh shared store, counting the helper parses and the scripts' own parses."""
     counts = {"helper": 0, "own": 0}
-    helper_parse, own_parse = local_modules._parse, analysis.parse
+    helper_parse, own_parse = local_modules.parse_file, analysis.parse
 
     def count_helper(*args: object) -> object:
         counts["helper"] += 1
@@ -52,7 +52,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     store = ModuleStore()
     monkeypatch.setattr(local_modules, "SHARED_STORE", store)
     monkeypatch.setattr(analysis, "SHARED_STORE", store)
-    monkeypatch.setattr(local_modules, "_parse", count_helper)
+    monkeypatch.setattr(local_modules, "parse_file", count_helper)
     monkeypatch.setattr(analysis, "parse", count_own)
     return counts
 

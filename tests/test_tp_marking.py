@@ -1,7 +1,7 @@
 """Tensor-parallel module rules ask whether the program marks modules, across its files.
 
 ``smp.DistributedModel`` replaces only the modules the program marked for tensor parallelism
-(``smpfix.program.tp_marking``). The marking often sits in the project's own model module
+(``smpfix.program.objects.tp_marking``). The marking often sits in the project's own model module
 (``model.py``), so the answer follows the script's imports; a model from a module outside
 the checked paths leaves it unknown. The fixture harness checks single files, so these tests
 build small projects.

@@ -10,7 +10,7 @@ of the tree, so rules build it only for files where they already have a candidat
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Callable, Optional, TypeVar, Union
+from typing import Optional, TypeVar, Union
 
 import libcst as cst
 
@@ -39,20 +39,6 @@ class ParentIndex:
             for child in children(node):
                 self._parent[child] = node
                 stack.append(child)
-
-    def derived(self, key: str, build: Callable[[], T]) -> T:
-        """``build()``, worked out once per tree while the tree stays indexed (a helper module
-        kept between analyses); ``build`` must depend on nothing but the tree."""
-        return self._index.remember(key, build) if self._index is not None else build()
-
-    @classmethod
-    def cached(cls, module: cst.Module, memo: dict[str, object]) -> ParentIndex:
-        """The index of ``module``, built once per analysis (``memo`` is the rule context's)."""
-        found = memo.get("parents")
-        if not isinstance(found, ParentIndex) or found.module is not module:
-            found = cls(module)
-            memo["parents"] = found
-        return found
 
     def parent_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         index = self._index

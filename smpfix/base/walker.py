@@ -169,9 +169,6 @@ class NodeIndex:
         self.positions: dict[int, int] = {}
         self._parents: list[int] = []
         self._by_type: dict[type, list[int]] = {}
-        # Answers that follow from this tree alone (``remember``), kept as long as the index:
-        # a helper module checked for several scripts works them out once.
-        self._derived: dict[str, Any] = {}
         order, ends, positions, parents, by_type = (
             self.order,
             self.ends,
@@ -212,13 +209,6 @@ class NodeIndex:
     def by_type(self) -> dict[type, list[int]]:
         """The positions of the nodes of each type, in order."""
         return self._by_type
-
-    def remember(self, key: str, build: Callable[[], T]) -> T:
-        """``build()``, worked out once for this tree; ``build`` must depend on the tree alone
-        (and on what follows from it, such as the file's facts)."""
-        if key not in self._derived:
-            self._derived[key] = build()
-        return self._derived[key]  # type: ignore[no-any-return]
 
     def extent(self, node: cst.CSTNode) -> Optional[tuple[int, int]]:
         """Where ``node``'s subtree lies in ``order``; None for a node of another tree."""
@@ -268,15 +258,6 @@ def active_index(root: cst.CSTNode) -> Optional[NodeIndex]:
     """The index of ``root``'s tree when it is the one being analyzed, else None."""
     trees = _TREES.get()
     return trees[0] if trees and trees[0].root is root else None
-
-
-def derived(root: cst.CSTNode, key: str, build: Callable[[], T]) -> T:
-    """``build()``, worked out once per tree while an index the analysis holds is that of
-    ``root``'s tree (``NodeIndex.remember``), else every time."""
-    for index in _TREES.get() or ():
-        if index.root is root:
-            return index.remember(key, build)
-    return build()
 
 
 def _extent(node: cst.CSTNode) -> Optional[tuple[NodeIndex, int, int]]:

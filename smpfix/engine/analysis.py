@@ -23,9 +23,11 @@ from smpfix.base.walker import Ancestry, Dispatch, NodeIndex, active_index, inde
 from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts, Role
 from smpfix.job.project import Project
 from smpfix.program.facts import FileFacts, collect
-from smpfix.program.local_modules import SHARED_STORE, LinkedModule, LocalModules
+from smpfix.program.model import Program
+from smpfix.program.project.local_modules import SHARED_STORE, LocalModules
+from smpfix.program.project.parsed_file import ParsedFile
 from smpfix.rules.registry import known_codes, rules_for
-from smpfix.rules.rule import Report, Rule, RuleContext
+from smpfix.rules.rule import Report, Rule
 from smpfix.suppressions import comments as suppression
 from smpfix.suppressions import unused as unused_suppressions
 
@@ -164,31 +166,27 @@ def analyze_module(
     text: str,
     path: str,
     options: AnalysisOptions,
-    stored: Optional[LinkedModule] = None,
+    stored: Optional[ParsedFile] = None,
 ) -> Analysis:
     # Indexed once: the facts walk and the rules walk replay the index, and the rules'
     # subtree searches are slices of it (see ``walker``).
-    with indexed(module, stored.index if stored is not None else None):
-        return _analyze_indexed(
-            module, text, path, options, stored.facts if stored is not None else None
-        )
+    with indexed(module, stored.index if stored is not None else None) as index:
+        project = options.project or Project()
+        if stored is not None:
+            file = stored
+        else:
+            try:
+                file = ParsedFile(path, text, module, collect(module), index)
+            except RecursionError:
+                return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
+            SHARED_STORE.offer(file, launched=bool(project.launchers_of(path)))
+        return _analyze_file(file, options, project)
 
 
-def _analyze_indexed(
-    module: cst.Module, text: str, path: str, options: AnalysisOptions, known: Optional[FileFacts]
-) -> Analysis:
-    try:
-        facts = known if known is not None else collect(module)
-    except RecursionError:
-        return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
-    project = options.project or Project()
-    if known is None:
-        SHARED_STORE.offer(
-            LinkedModule(path, text, module, facts, active_index(module)),
-            launched=bool(project.launchers_of(path)),
-        )
+def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) -> Analysis:
+    path, text, facts = file.path, file.text, file.facts
     declared = (*options.declared_jobs, *project.declared_for(path))
-    positions = _LazyPositions(module, text, active_index(module))
+    positions = _LazyPositions(file.module, text, file.index)
     job = (
         job_facts_for(facts, declared, positions)
         if facts.imports_smp
@@ -211,7 +209,7 @@ def _analyze_indexed(
         return Analysis(job=job, imports_smp=facts.imports_smp)
     modules = LocalModules(project, path)
     own = (
-        _run_rules(_Target(path, text, module, facts, positions), job, rule_types, modules, ())
+        _run_rules(Program(file, job, modules), positions, rule_types)
         if rule_types
         else Analysis(job=job)
     )
@@ -223,20 +221,15 @@ def _analyze_indexed(
             key=lambda f: f.sort_key,
         )
     if helper_rules and facts.imports_smp and options.project is not None:
-        script = LinkedModule(path, text, module, facts, active_index(module))
         for helper in modules.imported_modules(facts):
             if helper.facts.imports_smp:
                 continue
-            shown = _shown_like(helper.path, path)
-            target = _Target(
-                shown,
-                helper.text,
-                helper.module,
-                helper.facts,
-                _LazyPositions(helper.module, helper.text, helper.index),
-            )
+            shown = helper.renamed(_shown_like(helper.path, path))
+            helper_positions = _LazyPositions(helper.module, helper.text, helper.index)
             with indexed(helper.module, helper.index):
-                found = _run_rules(target, job, helper_rules, modules, (script,))
+                found = _run_rules(
+                    Program(shown, job, modules, (file,)), helper_positions, helper_rules
+                )
             findings.extend(_on_behalf_of(finding, path) for finding in found.findings)
             errors.extend(found.errors)
     return Analysis(
@@ -274,15 +267,6 @@ def _unused_suppressions(
     return unused_suppressions.unused_suppression_findings(text, path, by_line, use)
 
 
-@dataclass(frozen=True)
-class _Target:
-    path: str
-    text: str
-    module: cst.Module
-    facts: FileFacts
-    positions: _LazyPositions
-
-
 def _shown_like(helper: str, script: str) -> str:
     """The helper module's path written the way the script's is: relative to the working folder
     when the script was named relatively (``src/model.py`` beside ``src/train.py``)."""
@@ -309,25 +293,13 @@ def _on_behalf_of(finding: Finding, script: str) -> Finding:
 
 
 def _run_rules(
-    target: _Target,
-    job: JobFacts,
-    rule_types: Sequence[type[Rule]],
-    modules: LocalModules,
-    importers: tuple[LinkedModule, ...],
+    program: Program, positions: _LazyPositions, rule_types: Sequence[type[Rule]]
 ) -> Analysis:
-    """One walk of ``target`` with every rule; reports become findings, minus suppressed ones."""
-    path, facts = target.path, target.facts
+    """One walk of the program's file with every rule; reports become findings, minus
+    suppressed ones."""
+    path, facts, job = program.path, program.facts, program.job
     ancestry = Ancestry()
-    context = RuleContext(
-        path=path,
-        module=target.module,
-        facts=facts,
-        job=job,
-        ancestry=ancestry,
-        modules=modules,
-        importers=importers,
-    )
-    rules: list[Rule] = [rule_type(context) for rule_type in rule_types]
+    rules: list[Rule] = [rule_type(program, ancestry) for rule_type in rule_types]
     errors: list[FileError] = []
     failed: set[str] = set()
 
@@ -341,13 +313,12 @@ def _run_rules(
                 )
             )
 
-    walk(target.module, Dispatch(rules), ancestry, on_error)
+    walk(program.module, Dispatch(rules), ancestry, on_error)
     reports = [report for rule in rules if rule.code not in failed for report in rule.reports]
     if not reports:
         return Analysis(errors=tuple(errors), job=job, imports_smp=facts.imports_smp)
 
-    positions = target.positions
-    by_line = suppression.parse(target.text)
+    by_line = suppression.parse(program.file.text)
     findings: list[Finding] = []
     used: list[suppression.Suppression] = []
     used_codes: list[tuple[suppression.Suppression, str]] = []

@@ -242,7 +242,7 @@ def _read_records(path: str, raw: bytes, root: str, checked: bool) -> tuple[Laun
 
     parse: Optional[Parse] = None
     if checked:
-        from smpfix.program.local_modules import SHARED_STORE
+        from smpfix.program.project.local_modules import SHARED_STORE
 
         def parse(code: str) -> Optional[tuple[cst.Module, Optional[NodeIndex]]]:
             linked = SHARED_STORE.remember(path, code)

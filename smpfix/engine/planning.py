@@ -29,7 +29,7 @@ from smpfix.plan.planner import PlanInputs, launcher_inputs, plan
 from smpfix.plan.results import PlannedConfiguration
 from smpfix.plan.script_code import load_script
 from smpfix.program.facts import collect
-from smpfix.program.local_modules import LocalModules
+from smpfix.program.project.local_modules import LocalModules
 
 
 @dataclass(frozen=True)

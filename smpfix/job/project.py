@@ -3,7 +3,7 @@
 A launcher next to a training script configures its job; the run links them once
 (``smpfix.job.linking``) and every file's analysis asks this for its script's declared job,
 its hyperparameters, and where its sibling modules may be found
-(``smpfix.program.local_modules`` reads them).
+(``smpfix.program.project.local_modules`` reads them).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import libcst as cst
 from smpfix.base.calls import argument
 from smpfix.plan.models import ModelShape, ParameterCount
 from smpfix.program.facts import FileFacts
-from smpfix.program.local_modules import LinkedModule
+from smpfix.program.project.parsed_file import ParsedFile
 
 _MAX_DEPTH = 6
 _NO_PARAMETERS = frozenset(
@@ -103,7 +103,7 @@ class CustomModel:
 class ModelReader:
     """Counts the project's ``nn.Module`` classes by name (classes of any of ``modules``)."""
 
-    def __init__(self, modules: tuple[LinkedModule, ...]) -> None:
+    def __init__(self, modules: tuple[ParsedFile, ...]) -> None:
         self.classes: dict[str, tuple[FileFacts, cst.ClassDef]] = {}
         for linked in modules:
             for name, definition in linked.facts.classes.items():

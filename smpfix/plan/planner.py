@@ -29,7 +29,7 @@ from smpfix.plan.script_values import ScriptValues
 from smpfix.plan.setup import OPTIMIZER_STATE_BYTES, Setup, problems
 from smpfix.plan.suggestions import suggest
 from smpfix.plan.verdict import Verdict, bracket
-from smpfix.program.local_modules import LocalModules
+from smpfix.program.project.local_modules import LocalModules
 
 APPROXIMATIONS = "every approximation is listed in docs/plan.md (`smpfix plan --help`)"
 _INT_SETTINGS = (
@@ -185,7 +185,7 @@ def _merged(inputs: PlanInputs) -> tuple[JobFacts, ScriptValues]:
         declared = tuple(replace(job, complete=False) for job in declared)
     sources = [*declared, *((inputs.launcher.job,) if inputs.launcher is not None else ())]
     links = (inputs.launcher,) if inputs.launcher is not None else ()
-    files = inputs.code.files if inputs.code is not None else ()
+    files = inputs.code.modules if inputs.code is not None else ()
     if inputs.code is not None:
         init = script_setup.init_settings(
             inputs.code, ScriptValues(files, links, JobFacts.resolve(sources))

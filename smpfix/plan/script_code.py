@@ -11,35 +11,30 @@ import libcst as cst
 
 from smpfix.base.parents import ParentIndex
 from smpfix.base.positions import Positions
-from smpfix.program.facts import FileFacts
-from smpfix.program.local_modules import LinkedModule, LocalModules
+from smpfix.program.project.local_modules import LocalModules
+from smpfix.program.project.parsed_file import ParsedFile
 
 
 class ScriptCode:
     """``modules[0]`` is the script itself, ``name`` how messages show it; positions are
     computed only for what is quoted."""
 
-    def __init__(self, name: str, modules: Sequence[LinkedModule]) -> None:
+    def __init__(self, name: str, modules: Sequence[ParsedFile]) -> None:
         self.name = name
         self.modules = tuple(modules)
         self._positions: dict[str, Positions] = {}
-        self._parents: dict[str, ParentIndex] = {}
 
     @property
-    def script(self) -> Optional[LinkedModule]:
+    def script(self) -> Optional[ParsedFile]:
         return self.modules[0] if self.modules else None
 
-    @property
-    def files(self) -> tuple[FileFacts, ...]:
-        return tuple(linked.facts for linked in self.modules)
-
-    def calls(self) -> Iterator[tuple[LinkedModule, cst.Call]]:
+    def calls(self) -> Iterator[tuple[ParsedFile, cst.Call]]:
         """Every call, file by file, in source order."""
         for linked in self.modules:
             for call in linked.facts.call_order:
                 yield linked, call
 
-    def where(self, linked: LinkedModule, node: cst.CSTNode) -> str:
+    def where(self, linked: ParsedFile, node: cst.CSTNode) -> str:
         positions = self._positions.get(linked.path)
         if positions is None:
             positions = self._positions[linked.path] = Positions(
@@ -51,14 +46,11 @@ class ScriptCode:
             return os.path.basename(linked.path)
         return f"{os.path.basename(linked.path)}:{line}"
 
-    def parents(self, linked: LinkedModule) -> ParentIndex:
-        found = self._parents.get(linked.path)
-        if found is None:
-            found = self._parents[linked.path] = ParentIndex(linked.module, linked.index)
-        return found
+    def parents(self, linked: ParsedFile) -> ParentIndex:
+        return linked.parents
 
     def branches(
-        self, linked: LinkedModule, node: cst.CSTNode
+        self, linked: ParsedFile, node: cst.CSTNode
     ) -> Iterator[tuple[cst.BaseExpression, bool]]:
         """The ``if`` tests around ``node``, innermost first, each with the value it must have
         for ``node`` to run (True in the body, False in the ``else`` or an ``elif``)."""

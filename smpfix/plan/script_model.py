@@ -29,8 +29,8 @@ from smpfix.plan.models import ModelShape, ParameterCount, count_parameters, par
 from smpfix.plan.script_code import ScriptCode
 from smpfix.plan.script_setup import reachable
 from smpfix.plan.script_values import ScriptValues
-from smpfix.program.hf_models import class_name, is_config_class, pretrained_model_call
-from smpfix.program.local_modules import LinkedModule
+from smpfix.program.objects.hf_models import class_name, is_config_class, pretrained_model_call
+from smpfix.program.project.parsed_file import ParsedFile
 
 MODEL_PARAMETERS = "model_parameters"
 _ANY_SIZE_KEYWORD = frozenset().union(*(size_keywords(name) for name in CONFIG_CLASSES))
@@ -158,7 +158,7 @@ def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
 
 
 def _candidate(
-    code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call
+    code: ScriptCode, values: ScriptValues, linked: ParsedFile, call: cst.Call
 ) -> Optional[_Candidate]:
     facts = linked.facts
     name = class_name(facts, call.func)
@@ -172,7 +172,7 @@ def _candidate(
 
 
 def _configuration(
-    code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call, name: str
+    code: ScriptCode, values: ScriptValues, linked: ParsedFile, call: cst.Call, name: str
 ) -> _Candidate:
     where = f"`{name}(...)` at {code.where(linked, call)}"
     if any(arg.keyword is None for arg in call.args):
@@ -200,7 +200,7 @@ def _configuration(
 
 
 def _checkpoint(
-    code: ScriptCode, values: ScriptValues, linked: LinkedModule, call: cst.Call
+    code: ScriptCode, values: ScriptValues, linked: ParsedFile, call: cst.Call
 ) -> _Candidate:
     shown = f"`{class_name(linked.facts, call.func.value) if isinstance(call.func, cst.Attribute) else 'from_pretrained'}.from_pretrained(...)`"
     where = f"{shown} at {code.where(linked, call)}"
@@ -234,7 +234,7 @@ def _custom(
     code: ScriptCode,
     values: ScriptValues,
     reader: ModelReader,
-    linked: LinkedModule,
+    linked: ParsedFile,
     call: cst.Call,
 ) -> Optional[_Candidate]:
     """``GPT(args.vocab, args.hidden, ...)`` of a project ``nn.Module`` class, built outside

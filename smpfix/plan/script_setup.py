@@ -23,8 +23,9 @@ from smpfix.plan.models import ModelShape
 from smpfix.plan.script_code import ScriptCode
 from smpfix.plan.script_values import ScriptValues
 from smpfix.plan.setup import OPTIMIZER_STATE_BYTES
-from smpfix.program.dataloaders import bound_value, is_dataloader, loader_argument
-from smpfix.program.local_modules import LinkedModule
+from smpfix.program.data.dataloaders import is_dataloader, loader_argument
+from smpfix.program.flow.values import bound_value
+from smpfix.program.project.parsed_file import ParsedFile
 
 # The library's activation checkpointing entry points (as SMP807 reads them).
 CHECKPOINTING = (
@@ -74,7 +75,7 @@ class Reading:
 
 
 def reachable(
-    code: ScriptCode, values: ScriptValues, linked: LinkedModule, node: cst.CSTNode
+    code: ScriptCode, values: ScriptValues, linked: ParsedFile, node: cst.CSTNode
 ) -> Optional[bool]:
     """Whether the ``if`` tests around ``node`` let it run: True, False, or None when a test is unknown."""
     result: Optional[bool] = True
@@ -87,7 +88,7 @@ def reachable(
     return result
 
 
-def _library_calls(code: ScriptCode, *members: str) -> Iterator[tuple[LinkedModule, cst.Call, str]]:
+def _library_calls(code: ScriptCode, *members: str) -> Iterator[tuple[ParsedFile, cst.Call, str]]:
     for linked, call in code.calls():
         member = linked.facts.smp_member(call.func)
         if member in members:
@@ -111,7 +112,7 @@ def activation_checkpointing(code: ScriptCode, values: ScriptValues) -> tuple[Re
     return Reading(False, f"{code.name} never calls `smp.set_activation_checkpointing`"), 1
 
 
-def _strategy(values: ScriptValues, linked: LinkedModule, call: cst.Call) -> tuple[int, str]:
+def _strategy(values: ScriptValues, linked: ParsedFile, call: cst.Call) -> tuple[int, str]:
     if linked.facts.smp_member(call.func) != "set_activation_checkpointing":
         return 1, ""
     found = argument(call, "strategy", 2)
@@ -193,7 +194,7 @@ def optimizer(code: ScriptCode, values: ScriptValues) -> Reading:
     return Reading(kind, f"{found[kind]}{extra}")
 
 
-def _sgd(values: ScriptValues, linked: LinkedModule, call: cst.Call) -> str:
+def _sgd(values: ScriptValues, linked: ParsedFile, call: cst.Call) -> str:
     """SGD keeps a momentum buffer unless momentum is known to be 0 (its default)."""
     momentum = argument(call, "momentum", 2)
     if momentum is None:

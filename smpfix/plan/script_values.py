@@ -4,7 +4,7 @@ A plan reads sizes and switches the script computes from its command line:
 ``GPT2Config(n_embd=args.hidden_width)``, ``flash_attention=args.flash_attention > 0``,
 ``dtype=torch.float16``. This folds literals, names bound once, ``args.<name>`` through
 argparse (the launcher's hyperparameters overriding the defaults:
-``smpfix.program.script_arguments``), ``smp.tp_size()`` and ``smp.pp_size()`` from the job,
+``smpfix.program.flow.command_line``), ``smp.tp_size()`` and ``smp.pp_size()`` from the job,
 ``torch`` dtypes, and arithmetic, comparisons and boolean operations over those. Anything
 else is ``UNKNOWN``: nothing is executed and nothing is guessed. Each value carries, in
 words, the argparse values it rests on, for the plan's assumptions.
@@ -23,13 +23,14 @@ from smpfix.base.imports import dotted_name
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.jobfacts import JobFacts
 from smpfix.job.linking import LinkedScript
-from smpfix.program.dataloaders import bound_value
 from smpfix.program.facts import FileFacts
-from smpfix.program.script_arguments import (
+from smpfix.program.flow.command_line import (
     argument_value,
     assigned_attributes,
     command_line_arguments,
 )
+from smpfix.program.flow.values import bound_value
+from smpfix.program.project.parsed_file import ParsedFile
 
 _MAX_DEPTH = 12
 _DTYPES = {
@@ -81,12 +82,12 @@ class ScriptValues:
     """Evaluates expressions of the script a launcher starts (and the modules it imports)."""
 
     def __init__(
-        self, files: Sequence[FileFacts], launchers: Sequence[LinkedScript], job: JobFacts
+        self, files: Sequence[ParsedFile], launchers: Sequence[LinkedScript], job: JobFacts
     ) -> None:
-        self.files = tuple(files)
+        self.files = tuple(file.facts for file in files)
         self.launchers = tuple(launchers)
         self.job = job
-        self._arguments = command_line_arguments(self.files)
+        self._arguments = command_line_arguments(files)
         self._assigned = (
             set().union(*(assigned_attributes(facts) for facts in self.files))
             if self.files

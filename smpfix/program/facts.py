@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Optional, TypeVar, Union
+from functools import cached_property
+from typing import Any, Optional, TypeVar, Union
 
 import libcst as cst
 
@@ -145,16 +146,6 @@ class FileFacts:
     estimator_calls: tuple[cst.Call, ...] = ()
     # Local classes deriving (directly or through each other) from TensorFlow's ``smp.DistributedModel``.
     distributed_model_classes: frozenset[str] = field(default=frozenset())
-    # Answers that follow from these facts alone (``remember``); a copy made with ``replace``
-    # starts without them.
-    _derived: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
-
-    def remember(self, key: str, build: Callable[[], T]) -> T:
-        """``build()``, worked out once for these facts: a helper module's facts serve every
-        script of the run that imports it."""
-        if key not in self._derived:
-            self._derived[key] = build()
-        return self._derived[key]  # type: ignore[no-any-return]
 
     # -- what the file is -------------------------------------------------------------------
     @property
@@ -272,6 +263,15 @@ class FileFacts:
     def runs_before(self, first: cst.Call, second: cst.Call) -> bool:
         """Source order of two calls, which is execution order within one function body."""
         return self.call_order.get(first, -1) < self.call_order.get(second, -1)
+
+    @cached_property
+    def calls_by_name(self) -> Mapping[str, tuple[cst.Call, ...]]:
+        """Calls of plain names (``train_step(...)``, ``evaluate(...)``), grouped by the name."""
+        grouped: dict[str, list[cst.Call]] = {}
+        for call in self.call_order:
+            if isinstance(call.func, cst.Name):
+                grouped.setdefault(call.func.value, []).append(call)
+        return {name: tuple(calls) for name, calls in grouped.items()}
 
     def distributed_model_names(self) -> frozenset[str]:
         return frozenset(w.target for w in self.distributed_models if w.target)

@@ -8,14 +8,16 @@ returns. This module answers those once, in the same way for every rule.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from functools import cached_property
+from typing import Optional, Union, overload
 
 import libcst as cst
 
 from smpfix.base.walker import Ancestry, children, iter_nodes, known_subtree
 from smpfix.program.facts import FileFacts, is_step_decorator
+from smpfix.program.project.parsed_file import ParsedFile
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,37 @@ class StepFunction:
     name: str
     function: Optional[cst.FunctionDef]
     options: Optional[cst.Call]
+
+
+@dataclass(frozen=True)
+class StepFunctions(Sequence[StepFunction]):
+    """The file's step functions, in the order ``step_functions`` finds them."""
+
+    functions: tuple[StepFunction, ...]
+
+    @classmethod
+    def of_file(cls, file: ParsedFile) -> StepFunctions:
+        return cls(step_functions(file.facts))
+
+    def __iter__(self) -> Iterator[StepFunction]:
+        return iter(self.functions)
+
+    def __len__(self) -> int:
+        return len(self.functions)
+
+    @overload
+    def __getitem__(self, index: int) -> StepFunction: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[StepFunction]: ...
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[StepFunction, Sequence[StepFunction]]:
+        return self.functions[index]
+
+    @cached_property
+    def bodies(self) -> frozenset[cst.FunctionDef]:
+        """The ``def``s that run once per microbatch."""
+        return step_bodies(self.functions)
 
 
 def step_functions(facts: FileFacts) -> tuple[StepFunction, ...]:
@@ -79,15 +112,6 @@ def enclosing_step(
         if node in bodies:  # only FunctionDefs are in ``bodies``
             return node  # type: ignore[return-value]
     return None
-
-
-def calls_by_name(facts: FileFacts) -> Mapping[str, tuple[cst.Call, ...]]:
-    """Calls of plain names (``train_step(...)``, ``evaluate(...)``), grouped by the name."""
-    grouped: dict[str, list[cst.Call]] = {}
-    for call in facts.call_order:
-        if isinstance(call.func, cst.Name):
-            grouped.setdefault(call.func.value, []).append(call)
-    return {name: tuple(calls) for name, calls in grouped.items()}
 
 
 def returns_container(function: cst.FunctionDef) -> bool:

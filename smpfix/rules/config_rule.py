@@ -27,11 +27,10 @@ from smpfix.job.jobfacts import TF_FIXED, InitDict, known_keys, library_defaults
 from smpfix.job.launcher import Launcher, Located, evaluate_argument, find_launchers
 from smpfix.job.smp_v2 import launcher_v2
 from smpfix.job.versions import SmpVersion, Version, condition
+from smpfix.program.model import Program
 from smpfix.rules.launched_code import launched_code
 from smpfix.rules.rule import PendingFix, Rule
 from smpfix.rules.scope import Scope
-
-_MEMO_KEY = "config_views"
 
 
 @dataclass(frozen=True)
@@ -268,7 +267,7 @@ class ConfigRule(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         reported: set[tuple[int, str]] = set()
-        for view in config_views(self):
+        for view in config_views(self.program):
             if not self.judges(view):
                 continue
             for problem in self.problems(view):
@@ -280,11 +279,11 @@ class ConfigRule(Rule):
                 message, severity = problem.message, problem.severity
                 if (
                     view.kind == "smp.init"
-                    and self.job.init_dict is InitDict.UNCERTAIN
+                    and self.program.job.init_dict is InitDict.UNCERTAIN
                     and severity is Severity.ERROR
                 ):
                     # The library may never read this dict (jobfacts, InitDict).
-                    message += f" This matters only if the library reads this dict: {self.job.init_dict_reason}."
+                    message += f" This matters only if the library reads this dict: {self.program.job.init_dict_reason}."
                     severity = Severity.WARNING
                 self.report(
                     anchor,
@@ -327,20 +326,27 @@ def insert_entry(container: Located, text: str) -> Optional[NodeEdit]:
     return None
 
 
-def config_views(rule: Rule) -> list[ConfigView]:
+def config_views(program: Program) -> list[ConfigView]:
     """The configurations stated in this file, computed once per file for all config rules."""
-    memo = rule.context.memo
-    if _MEMO_KEY not in memo:
-        memo[_MEMO_KEY] = _views(rule)
-    views: list[ConfigView] = memo[_MEMO_KEY]
-    return views
+    return program.answer(ConfigViews).views
 
 
-def _views(rule: Rule) -> list[ConfigView]:
-    facts, module = rule.facts, rule.context.module
+@dataclass(frozen=True)
+class ConfigViews:
+    """The configurations a file states (launchers, ``smp.init`` dicts), for every config rule."""
+
+    views: list[ConfigView]
+
+    @classmethod
+    def of_program(cls, program: Program) -> ConfigViews:
+        return cls(_views(program))
+
+
+def _views(program: Program) -> list[ConfigView]:
+    facts, module, job = program.facts, program.module, program.job
     views: list[ConfigView] = []
     if facts.estimator_calls:
-        for launcher in find_launchers(module, facts.imports, rule.context.path):
+        for launcher in find_launchers(module, facts.imports, program.path):
             parameters = launcher.parameters
             mp = launcher.modelparallel
             enabled = mp.get("enabled") if mp is not None else None
@@ -364,7 +370,7 @@ def _views(rule: Rule) -> list[ConfigView]:
                 if located is not None
             }
             # A version the user declared (--job, pyproject.toml) wins over the launcher's container.
-            version = rule.job.smp_version or launcher_smp_version(launcher, "the launcher")
+            version = job.smp_version or launcher_smp_version(launcher, "the launcher")
             flavour = launcher_flavour(launcher)
             view = ConfigView(
                 "launcher",
@@ -377,14 +383,14 @@ def _views(rule: Rule) -> list[ConfigView]:
                 version,
                 flavour,
             )
-            if not _starts_smp_v2(rule, view):
+            if not _starts_smp_v2(program, view):
                 views.append(view)
-    if rule.job.init_dict is InitDict.IGNORED:
+    if job.init_dict is InitDict.IGNORED:
         # The library never reads the dict (it initialised itself on import): nothing to check.
         return views
     script_flavour = Flavour.TENSORFLOW if facts.is_tensorflow else Flavour.PYTORCH
     for call in facts.smp_init_calls:
-        argument = evaluate_argument(module, facts.imports, call, rule.context.path)
+        argument = evaluate_argument(module, facts.imports, call, program.path)
         if argument is not None and isinstance(argument.value, dict):
             views.append(
                 ConfigView(
@@ -393,19 +399,19 @@ def _views(rule: Rule) -> list[ConfigView]:
                     argument,
                     False,
                     call,
-                    smp_version=rule.job.smp_version,
+                    smp_version=job.smp_version,
                     flavour=script_flavour,
                 )
             )
     return views
 
 
-def _starts_smp_v2(rule: Rule, view: ConfigView) -> bool:
+def _starts_smp_v2(program: Program, view: ConfigView) -> bool:
     """The launcher starts SMP v2 (``smpfix.job.smp_v2``), to which no v1 rule applies: by its
     own settings, or because the script it starts (or a project module that script imports)
     imports ``torch.sagemaker``."""
     assert view.launcher is not None
     if launcher_v2(view.launcher, view.where) is not None:
         return True
-    code = launched_code(rule, view)
+    code = launched_code(program, view)
     return code is not None and any(facts.imports_smp_v2 for facts in code.files)

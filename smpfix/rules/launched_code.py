@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from smpfix.program.facts import FileFacts
-from smpfix.program.local_modules import LocalModules
+from smpfix.program.project.local_modules import LocalModules
 
 if TYPE_CHECKING:
+    from smpfix.program.model import Program
     from smpfix.rules.config_rule import ConfigView
-    from smpfix.rules.rule import Rule
 
 # How many levels of project imports below the script are read.
 _IMPORT_DEPTH = 2
@@ -50,20 +50,20 @@ class LaunchedCode:
                     yield facts, call
 
 
-def launched_code(rule: Rule, view: ConfigView) -> Optional[LaunchedCode]:
+def launched_code(program: Program, view: ConfigView) -> Optional[LaunchedCode]:
     """The code ``view`` configures, or None when smpfix cannot read it."""
-    modules = rule.context.modules
+    modules = program.modules
     if modules is None:
         return None
     if view.kind == "smp.init":
         return LaunchedCode(
-            "this script", (rule.facts, *_imported(modules, rule.context.path, rule.facts))
+            "this script", (program.facts, *_imported(modules, program.path, program.facts))
         )
     path = view.launcher.script if view.launcher is not None else None
     found = modules.script_with_imports(path, _IMPORT_DEPTH) if path is not None else None
     if path is None or found is None:
         return None
-    shown = os.path.relpath(path, os.path.dirname(os.path.abspath(rule.context.path)))
+    shown = os.path.relpath(path, os.path.dirname(os.path.abspath(program.path)))
     return LaunchedCode(shown, tuple(linked.facts for linked in found))
 
 

@@ -11,24 +11,20 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import ClassVar, Optional
 
 import libcst as cst
 
 from smpfix.base.edits import NodeEdit
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_PYTORCH, Flavour
-from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import Ancestry
-from smpfix.job.jobfacts import FeatureState, JobFacts, Tri
+from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.job.versions import SmpVersion, Version, condition
-from smpfix.program.branches import Branches, Reach, Requirement, branches_for
-from smpfix.program.conditions import Hypothesis
 from smpfix.program.facts import FileFacts
-from smpfix.program.local_modules import LinkedModule, LocalModules
-from smpfix.program.reaching import Flow
-from smpfix.program.script_numbers import ScriptNumbers
-from smpfix.program.tp_marking import Replacement, module_replacement
+from smpfix.program.model import Program
+from smpfix.program.paths.branches import Reach, Requirement
+from smpfix.program.paths.conditions import Hypothesis
 
 
 class FixAvailability(str, enum.Enum):
@@ -57,27 +53,6 @@ class Report:
     job_facts: tuple[FeatureState, ...] = field(default=())
 
 
-@dataclass(frozen=True)
-class RuleContext:
-    """What a rule may look at for the file being checked."""
-
-    path: str
-    module: cst.Module
-    facts: FileFacts
-    job: JobFacts
-    ancestry: Ancestry
-    # Sibling project files this file imports (model.py, data.py), resolved on demand.
-    modules: Optional[LocalModules] = None
-    # When a helper module is checked on behalf of the SMP scripts that import it: those scripts.
-    importers: tuple[LinkedModule, ...] = ()
-    # Results several rules of one family compute once per file (e.g. the configurations a
-    # launcher states); lives as long as this file's analysis.
-    memo: dict[str, Any] = field(default_factory=dict, compare=False)
-
-    def code_for(self, node: cst.CSTNode) -> str:
-        return self.module.code_for_node(node)
-
-
 class Rule:
     code: ClassVar[str] = ""
     name: ClassVar[str] = ""
@@ -89,7 +64,7 @@ class Rule:
     # The severity of a finding when the job is known; SARIF's ``defaultConfiguration.level``.
     default_severity: ClassVar[Severity] = Severity.ERROR
     # Rules that also check helper modules (data.py, model.py) that never import the library
-    # but are imported by a checked SMP script; ``context.importers`` then holds the scripts.
+    # but are imported by a checked SMP script; ``self.program.importers`` then holds the scripts.
     runs_on_helper_modules: ClassVar[bool] = False
     # The SMP versions the rule's advice holds for, inclusive (``smpfix.job.versions``); None
     # is no bound. Set only where the advice depends on the version beyond what the features
@@ -105,10 +80,11 @@ class Rule:
     # apply this to each configuration's flavour instead (``ConfigView.flavour``).
     flavours: ClassVar[frozenset[Flavour]] = ONLY_PYTORCH
 
-    def __init__(self, context: RuleContext) -> None:
-        self.context = context
-        self.facts = context.facts
-        self.job = context.job
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        """``program`` is the model of the file being checked; ``ancestry`` the nodes from the
+        module down to the one the shared walk is visiting."""
+        self.program = program
+        self.ancestry = ancestry
         self.reports: list[Report] = []
 
     @classmethod
@@ -139,12 +115,12 @@ class Rule:
         arrived then), which rules those out unless the version says otherwise."""
         since = since if since is not None else self.since
         until = until if until is not None else self.until
-        applies = self.job.version_applies(since, until, version, implied)
+        applies = self.program.job.version_applies(since, until, version, implied)
         if applies is Tri.OFF:
             return
         if applies is Tri.UNKNOWN:
             severity = Severity.HINT
-        verdict = self.branches.reach(node, Hypothesis(since=since, until=until))
+        verdict = self.program.branches.reach(node, Hypothesis(since=since, until=until))
         if verdict.reach is Reach.NEVER:
             # The code's own condition keeps this path from running in this job.
             return
@@ -154,30 +130,12 @@ class Rule:
         self.reports.append(Report(self.code, node, message, severity, fix, tuple(job_facts)))
 
     def _off_by_default(self, requirement: Requirement, how: Sequence[str]) -> str:
-        test = " ".join(self.context.code_for(requirement.test).split())
+        test = " ".join(self.program.code_for(requirement.test).split())
         why = f": {how[0]}" if how else ""
         return (
             f"(This code runs only when `{test}` is {'true' if requirement.holds else 'false'}, which it is not by "
             f"default{why}, and no launcher of this script among the checked paths changes it: only a hint.)"
         )
-
-    @property
-    def branches(self) -> Branches:
-        """Which branches of the file the job takes (``smpfix.program.branches``), built once per file."""
-        found = self.context.memo.get("branches")
-        if found is None:
-            context = self.context
-            found = branches_for(
-                context.module,
-                context.facts,
-                context.job,
-                context.modules,
-                context.path,
-                context.importers,
-                self._parents,
-            )
-            context.memo["branches"] = found
-        return found
 
     def version_condition(
         self, since: Optional[Version] = None, until: Optional[Version] = None
@@ -185,65 +143,24 @@ class Rule:
         """Words for a message about the version: "the job runs SMP 1.13 (...)" or "if ..."."""
         since = since if since is not None else self.since
         until = until if until is not None else self.until
-        return condition(self.job.smp_version, since, until)
+        return condition(self.program.job.smp_version, since, until)
 
     def feature(self, key: str, at: Optional[cst.CSTNode] = None) -> FeatureState:
         """The job's feature state; at ``at``, OFF when the code's own guard there cannot
         hold with the feature on (``elif`` after ``if args.shard_optimizer_state > 0:``)."""
-        state = self.job.feature(key)
+        state = self.program.job.feature(key)
         if at is None or state.state is Tri.OFF:
             return state
-        guard = self.branches.excludes(at, key)
+        guard = self.program.branches.excludes(at, key)
         if guard is None:
             return state
-        test = " ".join(self.context.code_for(guard.test).split())
+        test = " ".join(self.program.code_for(guard.test).split())
         side = "true" if guard.holds else "false"
         return FeatureState(
             state.feature,
             Tri.OFF,
             f"this code runs only when `{test}` is {side}, which it is not with {state.feature.title} on",
         )
-
-    @property
-    def flow(self) -> Flow:
-        """Reaching definitions in this file (``smpfix.program.reaching``), built once per file."""
-        found = self.context.memo.get("flow")
-        if found is None:
-            found = self.context.memo["flow"] = Flow(
-                self.context.module, self.context.facts, self._parents
-            )
-        return found
-
-    @property
-    def script_numbers(self) -> ScriptNumbers:
-        """Integers of this file: batch sizes, microbatches, group sizes (``smpfix.program.script_numbers``)."""
-        found = self.context.memo.get("script_numbers")
-        if found is None:
-            context = self.context
-            found = context.memo["script_numbers"] = ScriptNumbers(
-                context.facts, context.job, context.module, context.modules, context.path
-            )
-        return found
-
-    def _parents(self) -> ParentIndex:
-        """One parent index per file for the program questions that need one."""
-        return ParentIndex.cached(self.context.module, self.context.memo)
-
-    def tp_replacement(self) -> Replacement:
-        """Whether ``smp.DistributedModel`` replaces modules here: the program's tensor-parallel
-        marking (``smpfix.program.tp_marking``), whatever the degree; built once per file."""
-        found = self.context.memo.get("tp_replacement")
-        if found is None:
-            context = self.context
-            found = module_replacement(
-                context.facts,
-                context.module,
-                context.path,
-                context.modules,
-                self.branches.conditions,
-            )
-            context.memo["tp_replacement"] = found
-        return found
 
     def tp_distributed(self, at: Optional[cst.CSTNode] = None) -> FeatureState:
         """Tensor parallelism with distributed modules: a degree above 1 *and* marked modules.
@@ -253,7 +170,7 @@ class Rule:
         is off, ON when both are on, UNKNOWN otherwise.
         """
         degree = self.feature("TP", at)
-        replaced = self.tp_replacement()
+        replaced = self.program.tp_replacement
         if degree.state is Tri.OFF:
             return degree
         if replaced.state is Tri.OFF:
@@ -266,7 +183,3 @@ class Rule:
     def severity_when(state: FeatureState) -> Optional[Severity]:
         """For a rule that only matters when a feature is ON: error, warning, or silence."""
         return {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: None}[state.state]
-
-    @property
-    def ancestry(self) -> Ancestry:
-        return self.context.ancestry

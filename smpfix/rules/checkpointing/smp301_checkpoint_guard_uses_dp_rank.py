@@ -10,8 +10,8 @@ import libcst as cst
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability
 from smpfix.base.walker import iter_nodes
-from smpfix.program.codegen import smp_reference
-from smpfix.program.guards import RankGuard, early_exit_guard, rank_zero_guards
+from smpfix.fixes.references import smp_reference
+from smpfix.program.ranks.guards import RankGuard, early_exit_guard, rank_zero_guards
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _SMP_CHECKPOINT_CALLS = frozenset({"save", "load"})
@@ -32,7 +32,9 @@ class CheckpointGuardUsesDpRank(Rule):
         return facts.imports_smp_torch
 
     def visit_If(self, node: cst.If) -> None:
-        guards = [g for g in rank_zero_guards(node.test, self.facts) if g.function == "dp_rank"]
+        guards = [
+            g for g in rank_zero_guards(node.test, self.program.facts) if g.function == "dp_rank"
+        ]
         if guards and self._has_checkpoint_call(node.body):
             self._flag(guards[0], node.test)
 
@@ -44,7 +46,11 @@ class CheckpointGuardUsesDpRank(Rule):
 
     def _check_early_exits(self, body: Sequence[cst.BaseStatement]) -> None:
         for index, statement in enumerate(body):
-            guards = [g for g in early_exit_guard(statement, self.facts) if g.function == "dp_rank"]
+            guards = [
+                g
+                for g in early_exit_guard(statement, self.program.facts)
+                if g.function == "dp_rank"
+            ]
             if guards and any(self._has_checkpoint_call(rest) for rest in body[index + 1 :]):
                 self._flag(guards[0], statement.test)  # type: ignore[attr-defined]
 
@@ -52,9 +58,9 @@ class CheckpointGuardUsesDpRank(Rule):
         for node in iter_nodes(body):
             if not isinstance(node, cst.Call):
                 continue
-            if self.facts.smp_member(node.func) in _SMP_CHECKPOINT_CALLS:
+            if self.program.facts.smp_member(node.func) in _SMP_CHECKPOINT_CALLS:
                 return True
-            member = self.facts.smp_member(node.func) or ""
+            member = self.program.facts.smp_member(node.func) or ""
             if (
                 member.startswith("nn.huggingface.")
                 and ".translate_" in f".{member.rsplit('.', 1)[-1]}"
@@ -62,14 +68,14 @@ class CheckpointGuardUsesDpRank(Rule):
                 return True
             if self._is_state_call(node):
                 return True
-            if self.facts.qualified_name(node.func) == "torch.save" and self._saves_model_state(
-                node
-            ):
+            if self.program.facts.qualified_name(
+                node.func
+            ) == "torch.save" and self._saves_model_state(node):
                 return True
         return False
 
     def _wrapped_names(self) -> frozenset[str]:
-        return self.facts.distributed_model_names() | self.facts.optimizer_names()
+        return self.program.facts.distributed_model_names() | self.program.facts.optimizer_names()
 
     def _is_state_call(self, call: cst.Call) -> bool:
         """``model.state_dict()`` and friends on the wrapped model or optimizer.
@@ -80,7 +86,7 @@ class CheckpointGuardUsesDpRank(Rule):
         func = call.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in _MODEL_STATE_METHODS:
             return False
-        if self.facts.qualified_name(func) is not None:
+        if self.program.facts.qualified_name(func) is not None:
             return False
         wrapped = self._wrapped_names()
         if not wrapped:
@@ -100,7 +106,7 @@ class CheckpointGuardUsesDpRank(Rule):
         """Rewrite the rank call the guard tests, wherever it is; only that call changes."""
         edits: list[NodeEdit] = []
         if guard.via_variable:
-            reference = smp_reference(self.facts, self.context.module, "rdp_rank")
+            reference = smp_reference(self.program.facts, self.program.module, "rdp_rank")
             if reference is None or guard.via_helper is not None:
                 return None
             edits.extend(reference.edits)
@@ -108,7 +114,7 @@ class CheckpointGuardUsesDpRank(Rule):
         elif guard.call is not None and isinstance(guard.call.func, cst.Attribute):
             edits.append(ReplaceNode(guard.call.func.attr, "rdp_rank"))
         elif guard.call is not None:
-            reference = smp_reference(self.facts, self.context.module, "rdp_rank")
+            reference = smp_reference(self.program.facts, self.program.module, "rdp_rank")
             if reference is None:
                 return None
             edits.extend(reference.edits)
@@ -124,7 +130,7 @@ class CheckpointGuardUsesDpRank(Rule):
         severity = self.severity_when(tp)
         if severity is None:
             return
-        spelled = self.context.code_for(test)
+        spelled = self.program.code_for(test)
         why = (
             "tensor-parallel peers have different `dp_rank()` values, so only one of them enters this "
             "block and the `state_dict()` gather or partial save inside waits for the others: the job hangs"

@@ -18,12 +18,13 @@ from smpfix.base.edits import (
 )
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
-from smpfix.base.walker import iter_nodes
+from smpfix.base.walker import Ancestry, iter_nodes
+from smpfix.fixes.references import callee
 from smpfix.job.jobfacts import Tri
-from smpfix.program.data_ranks import callee
-from smpfix.program.guards import RankGuard, guarded_by_early_exit, guards_of
-from smpfix.program.rank_groups import GROUP_WORDS, Cut, cut, group_constant
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.program.ranks.guards import RankGuard, guarded_by_early_exit, guards_of
+from smpfix.program.ranks.rank_groups import GROUP_WORDS, Cut, cut, group_constant
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _CHECKPOINT = frozenset({"save_checkpoint", "resume_from_checkpoint"})
 _GROUP_BARRIERS = {
@@ -68,9 +69,11 @@ class CollectiveUnderRankGuard(Rule):
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("TP", "PP")
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        self.wrapped = self.facts.distributed_model_names() | self.facts.optimizer_names()
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        self.wrapped = (
+            self.program.facts.distributed_model_names() | self.program.facts.optimizer_names()
+        )
         # Filled during the walk, completed at the end: which local functions make a
         # collective call (directly, or through the local functions they call).
         self.functions: dict[str, Collective] = {}
@@ -79,14 +82,14 @@ class CollectiveUnderRankGuard(Rule):
 
     # -- what is a collective -------------------------------------------------------------------
     def _collective(self, call: cst.Call) -> Optional[Collective]:
-        name = called_name(call, self.facts.imports.bindings)
+        name = called_name(call, self.program.facts.imports.bindings)
         if (
             name not in _NAMES
-            and name not in self.facts.step_functions
+            and name not in self.program.facts.step_functions
             and name not in self.functions
         ):
             return None
-        member = self.facts.smp_member(call.func)
+        member = self.program.facts.smp_member(call.func)
         if member in _CHECKPOINT:
             return Collective(call, "checkpoint", "WORLD")
         if member == "barrier":
@@ -106,7 +109,7 @@ class CollectiveUnderRankGuard(Rule):
         ):
             return Collective(call, func.attr.value, "MP_GROUP")
         if isinstance(func, cst.Name):
-            if func.value in self.facts.step_functions:
+            if func.value in self.program.facts.step_functions:
                 return Collective(call, "step", "WORLD")
             inner = self.functions.get(func.value)
             if inner is not None:
@@ -117,15 +120,15 @@ class CollectiveUnderRankGuard(Rule):
         arg = argument(call, "group", position)
         if arg is None:
             return default
-        return group_constant(self.facts.smp_member(arg.value))
+        return group_constant(self.program.facts.smp_member(arg.value))
 
     # -- where it runs ----------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if (
             isinstance(func, cst.Name)
-            and func.value in self.facts.functions
-            and func.value not in self.facts.step_functions
+            and func.value in self.program.facts.functions
+            and func.value not in self.program.facts.step_functions
         ):
             # A local function: whether it reaches a collective is known at the end of the file.
             caller = self._enclosing_function()
@@ -171,7 +174,7 @@ class CollectiveUnderRankGuard(Rule):
         guards = [g for g in guards if not self._matched_in_other_branch(collective, g)]
         if not guards:
             return
-        found = cut([g.guard.function for g in guards], collective.group, self.job)
+        found = cut([g.guard.function for g in guards], collective.group, self.program.job)
         if found is None:
             return
         self._flag(collective, guards, found)
@@ -187,18 +190,18 @@ class CollectiveUnderRankGuard(Rule):
                 if child is node.body:
                     found.extend(
                         PathGuard(guard, node, "body")
-                        for guard, _ in guards_of(node.test, self.facts)
+                        for guard, _ in guards_of(node.test, self.program.facts)
                     )
                 elif child is node.orelse and not isinstance(node.test, cst.BooleanOperation):
                     found.extend(
                         PathGuard(guard, node, "else")
-                        for guard, _ in guards_of(node.test, self.facts)
+                        for guard, _ in guards_of(node.test, self.program.facts)
                     )
-            ref = self.facts.statements.get(node)
+            ref = self.program.facts.statements.get(node)
             if ref is not None:
                 found.extend(
                     PathGuard(guard, exit_if, "after")
-                    for guard, exit_if in guarded_by_early_exit(ref, self.facts)
+                    for guard, exit_if in guarded_by_early_exit(ref, self.program.facts)
                 )
         return found
 
@@ -231,9 +234,12 @@ class CollectiveUnderRankGuard(Rule):
     # -- reporting --------------------------------------------------------------------------------
     def _what(self, collective: Collective) -> str:
         call = collective.call
-        name = f"`{callee(call, self.context.module)}(...)`"
+        name = f"`{callee(call, self.program.module)}(...)`"
         kind = collective.kind
-        if kind == "checkpoint" and self.facts.smp_member(call.func) == "resume_from_checkpoint":
+        if (
+            kind == "checkpoint"
+            and self.program.facts.smp_member(call.func) == "resume_from_checkpoint"
+        ):
             return (
                 f"{name} is a collective: every rank must call it (each loads its own partition, and the ranks "
                 "wait for each other at barriers)"
@@ -258,10 +264,10 @@ class CollectiveUnderRankGuard(Rule):
         inner = collective.inner
         while inner.inner is not None:
             inner = inner.inner
-        return f"{name} reaches `{callee(inner.call, self.context.module)}(...)`, a collective over {GROUP_WORDS[inner.group]}"
+        return f"{name} reaches `{callee(inner.call, self.program.module)}(...)`, a collective over {GROUP_WORDS[inner.group]}"
 
     def _where(self, guard: PathGuard) -> str:
-        test = self.context.code_for(guard.statement.test)
+        test = self.program.code_for(guard.statement.test)
         if guard.branch == "body":
             return f"`{test}`"
         if guard.branch == "else":
@@ -298,13 +304,13 @@ class CollectiveUnderRankGuard(Rule):
         if len(statements) != 1 or guards[0].branch != "body":
             return None
         guard_if = guards[0].statement
-        if guard_if.orelse is not None or self.facts.statements.get(guard_if) is None:
+        if guard_if.orelse is not None or self.program.facts.statements.get(guard_if) is None:
             return None
         line = self._statement_of(collective.call, guard_if.body)
         if line is None or _has_multiline_string(line):
             return None
         conjuncts = _conjuncts(guard_if.test)
-        rest = [c for c in conjuncts if not guards_of(c, self.facts)]
+        rest = [c for c in conjuncts if not guards_of(c, self.program.facts)]
         if len(guard_if.body.body) == 1:
             if not rest:
                 return PendingFix(
@@ -312,14 +318,14 @@ class CollectiveUnderRankGuard(Rule):
                     "Call it on every rank (remove the rank guard)",
                     (UnwrapIf(guard_if),),
                 )
-            test = " and ".join(self.context.code_for(c) for c in rest)
+            test = " and ".join(self.program.code_for(c) for c in rest)
             edits: tuple[NodeEdit, ...] = (ReplaceNode(guard_if.test, test),)
             return PendingFix(Applicability.UNSAFE, "Drop the rank test from the guard", edits)
         if not isinstance(line, cst.SimpleStatementLine):
             return None
         moved = (
             DeleteStatementLines(line),
-            InsertStatementAfter(guard_if, line, self.context.module),
+            InsertStatementAfter(guard_if, line, self.program.module),
         )
         return PendingFix(
             Applicability.UNSAFE, "Move the call out of the rank guard, after it", moved

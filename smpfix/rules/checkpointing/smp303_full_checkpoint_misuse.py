@@ -12,7 +12,7 @@ from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import FeatureState, Tri
-from smpfix.program.checkpoint_api import CHECKPOINT_API_SINCE
+from smpfix.program.objects.checkpoint_api import CHECKPOINT_API_SINCE
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # smp.save_checkpoint(path, tag, partial=True, model=None, optimizer=None, ...)
@@ -50,13 +50,13 @@ class FullCheckpointMisuse(Rule):
     depends_on = ("TP", "OSS", "SDP", "PP")
 
     def visit_Call(self, node: cst.Call) -> None:
-        if called_name(node, self.facts.imports.bindings) not in (
+        if called_name(node, self.program.facts.imports.bindings) not in (
             "save_checkpoint",
             "save",
             "state_dict",
         ):
             return
-        member = self.facts.smp_member(node.func)
+        member = self.program.facts.smp_member(node.func)
         if member == "save_checkpoint":
             self._check_save_checkpoint(node)
         elif member == "save":
@@ -71,12 +71,12 @@ class FullCheckpointMisuse(Rule):
         if partial is None or optimizer is None:
             return
         if (
-            self.facts.literal(partial.value) is not False
-            or self.facts.literal(optimizer.value) is None
+            self.program.facts.literal(partial.value) is not False
+            or self.program.facts.literal(optimizer.value) is None
         ):
             return
         message = (
-            f"`{self.context.code_for(call.func)}(..., partial=False, optimizer=...)` writes a full checkpoint, "
+            f"`{self.program.code_for(call.func)}(..., partial=False, optimizer=...)` writes a full checkpoint, "
             "and a full checkpoint never holds the optimizer: the library skips it with only a warning, so a "
             "job resumed from it starts over with a fresh optimizer state. Save with `partial=True` to resume "
             "training; keep `partial=False` (without `optimizer`) for a final model export."
@@ -87,7 +87,11 @@ class FullCheckpointMisuse(Rule):
     def _check_save(self, call: cst.Call) -> None:
         partial = argument(call, "partial", _SAVE_PARTIAL)
         saved = argument(call, "obj", _SAVE_OBJECT)
-        if partial is None or saved is None or self.facts.literal(partial.value) is not False:
+        if (
+            partial is None
+            or saved is None
+            or self.program.facts.literal(partial.value) is not False
+        ):
             return
         local = self._local_state_calls(saved.value)
         if not local:
@@ -97,15 +101,15 @@ class FullCheckpointMisuse(Rule):
             self.tp_distributed(at=call),
             self.feature("SDP", at=call),
         ]
-        if any(self._receiver(c) in self.facts.optimizer_names() for c in local):
+        if any(self._receiver(c) in self.program.facts.optimizer_names() for c in local):
             states.append(self.feature("OSS", at=call))
         state, deciding = _any_on(states)
         if state is Tri.OFF:
             return
-        spelled = self.context.code_for(local[0].func)
+        spelled = self.program.code_for(local[0].func)
         when = _words(state, deciding)
         message = (
-            f"`{spelled}()` holds only this rank's partition {when}, but `{self.context.code_for(call.func)}(..., partial=False)` writes it to the one path every "
+            f"`{spelled}()` holds only this rank's partition {when}, but `{self.program.code_for(call.func)}(..., partial=False)` writes it to the one path every "
             "rank shares: the ranks overwrite each other and the file keeps a single partition. Save local state "
             "with `partial=True` (one file per partition), and load it with `partial=True`."
         )
@@ -126,7 +130,7 @@ class FullCheckpointMisuse(Rule):
             ):
                 found.append(node)
             elif isinstance(node, cst.Name) and depth < 2:
-                for assignment in self.flow.reaching(node.value, node).assignments:
+                for assignment in self.program.reaching.reaching(node.value, node).assignments:
                     if assignment.value is not node:
                         found.extend(self._local_state_calls(assignment.value, depth + 1))
         return found
@@ -145,7 +149,7 @@ class FullCheckpointMisuse(Rule):
             isinstance(func, cst.Attribute)
             and func.attr.value == "state_dict"
             and isinstance(func.value, cst.Name)
-            and func.value.value in self.facts.optimizer_names()
+            and func.value.value in self.program.facts.optimizer_names()
         )
 
     def _check_optimizer_state_dict(self, call: cst.Call) -> None:
@@ -174,7 +178,7 @@ class FullCheckpointMisuse(Rule):
         the ``local_state_dict`` way, which works in every release."""
         local = f"`{name}.local_state_dict()` with `smp.save(..., partial=True)`"
         checkpoint = f"`smp.save_checkpoint(path, tag, partial=True, optimizer={name})`"
-        applies = self.job.version_applies(CHECKPOINT_API_SINCE, None)
+        applies = self.program.job.version_applies(CHECKPOINT_API_SINCE, None)
         if applies is Tri.OFF:
             return f"Save {local} ({self.version_condition(since=CHECKPOINT_API_SINCE)}, before `smp.save_checkpoint`)."
         if applies is Tri.UNKNOWN:

@@ -8,18 +8,19 @@ import libcst as cst
 
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
-from smpfix.base.walker import iter_nodes
-from smpfix.program.checkpoint_api import (
+from smpfix.base.walker import Ancestry, iter_nodes
+from smpfix.program.facts import FileFacts
+from smpfix.program.flow.numeric_values import NumericValues, enclosing_scope
+from smpfix.program.model import Program
+from smpfix.program.objects.checkpoint_api import (
     CHECKPOINT_API_SINCE,
     CheckpointCall,
     checkpoint_call,
     raises_on_purpose,
 )
-from smpfix.program.data_ranks import rank_terms
-from smpfix.program.facts import FileFacts
-from smpfix.program.numeric_values import NumericValues, enclosing_scope
-from smpfix.program.rank_groups import cut
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.ranks.rank_groups import cut
+from smpfix.program.ranks.rank_terms import rank_terms
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # Environment variables that hold a process's rank under MPI or torchrun.
 _RANK_VARIABLES = frozenset(
@@ -35,12 +36,12 @@ class CheckpointTagInvalid(Rule):
     depends_on = ("PP", "TP")
     since = CHECKPOINT_API_SINCE
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        self.numbers = NumericValues(self.facts, context.module, self.flow)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        self.numbers = NumericValues(self.program.file)
 
     def visit_Call(self, node: cst.Call) -> None:
-        found = checkpoint_call(self.facts, node)
+        found = checkpoint_call(self.program.facts, node)
         if found is None or raises_on_purpose(self.ancestry.stack):
             return
         tag = found.argument("tag")
@@ -48,15 +49,15 @@ class CheckpointTagInvalid(Rule):
             return
         if found.saves and found.value("model") is None and found.value("optimizer") is None:
             return  # the library saves nothing and never looks at the tag
-        scope = enclosing_scope(self.ancestry.stack, self.context.module)
+        scope = enclosing_scope(self.ancestry.stack, self.program.module)
         if self.numbers.is_number(tag.value, scope):
             self._flag_number(found, tag.value)
         else:
             self._check_rank(found, tag.value)
 
     def _flag_number(self, found: CheckpointCall, tag: cst.BaseExpression) -> None:
-        spelled = self.context.code_for(tag)
-        callee = self.context.code_for(found.call.func)
+        spelled = self.program.code_for(tag)
+        callee = self.program.code_for(found.call.func)
         if found.saves:
             failure = "`save_checkpoint` accepts only a `str` tag and raises SMPCheckpointError on every rank"
         else:
@@ -74,15 +75,15 @@ class CheckpointTagInvalid(Rule):
         )
 
     def _check_rank(self, found: CheckpointCall, tag: cst.BaseExpression) -> None:
-        functions = [term.member for term in rank_terms(tag, self.facts) if term.is_rank]
-        if _reads_rank_variable(tag, self.facts):
+        functions = [term.member for term in rank_terms(tag, self.program.facts) if term.is_rank]
+        if _reads_rank_variable(tag, self.program.facts):
             functions.append("rank")
         if not functions:
             return
-        split = cut(functions, "WORLD", self.job)
+        split = cut(functions, "WORLD", self.program.job)
         if split is None:
             return
-        spelled = self.context.code_for(tag)
+        spelled = self.program.code_for(tag)
         if found.saves:
             effect = (
                 "`save_checkpoint` gathers the tags of all ranks and rank 0 raises SMPCheckpointError when they "

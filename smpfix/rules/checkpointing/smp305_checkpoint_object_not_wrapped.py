@@ -10,12 +10,13 @@ import libcst as cst
 from smpfix.base.call_binding import bind_arguments
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, Tri
-from smpfix.program.checkpoint_api import CHECKPOINT_API_SINCE, checkpoint_call
-from smpfix.program.model_names import DistributedModelNames, parameter_names
-from smpfix.program.steps import calls_by_name, step_functions
-from smpfix.program.unwrapped import Unwrapped, raw_module, raw_name
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.program.objects.checkpoint_api import CHECKPOINT_API_SINCE, checkpoint_call
+from smpfix.program.objects.model_names import DistributedModelNames, parameter_names
+from smpfix.program.objects.unwrapped import Unwrapped, raw_module, raw_name
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 
 class CheckpointObjectNotWrapped(Rule):
@@ -26,13 +27,13 @@ class CheckpointObjectNotWrapped(Rule):
     depends_on = ("SDP", "FP16", "BF16")
     since = CHECKPOINT_API_SINCE
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        self.models = DistributedModelNames(self.facts, step_functions(self.facts))
-        self.calls = calls_by_name(self.facts)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        self.models = DistributedModelNames(self.program.facts, self.program.steps)
+        self.calls = self.program.facts.calls_by_name
 
     def visit_Call(self, node: cst.Call) -> None:
-        found = checkpoint_call(self.facts, node)
+        found = checkpoint_call(self.program.facts, node)
         if found is None or not found.saves:
             return
         functions: list[cst.FunctionDef] = [
@@ -65,7 +66,7 @@ class CheckpointObjectNotWrapped(Rule):
             or expr.value not in parameter_names(function)
         ):
             return
-        parents = self.flow.index
+        parents = self.program.reaching.index
         for call in self.calls.get(function.name.value, ()):
             bound = bind_arguments(function, call)
             passed = bound.get(expr.value) if bound is not None else None
@@ -87,12 +88,12 @@ class CheckpointObjectNotWrapped(Rule):
         use: cst.Call,
     ) -> Optional[Unwrapped]:
         if parameter == "model":
-            return raw_module(self.flow, expr, self.models, functions, use)
-        return raw_name(self.flow, expr, self.facts.distributed_optimizers, use)
+            return raw_module(self.program.reaching, expr, self.models, functions, use)
+        return raw_name(self.program.reaching, expr, self.program.facts.distributed_optimizers, use)
 
     def _flag_model(self, raw: Unwrapped, via: str) -> None:
         sdp = self.feature("SDP", raw.use)
-        spelled = self.context.code_for(raw.use)
+        spelled = self.program.code_for(raw.use)
         wrapper = f"`{raw.wrapped}`" if raw.wrapped else "the `smp.DistributedModel`"
         lead = f"`{spelled}` is {raw.what}{via}, but `smp.save_checkpoint(model=...)` needs the `smp.DistributedModel` ({wrapper})"
         if sdp.state is Tri.ON:
@@ -124,7 +125,7 @@ class CheckpointObjectNotWrapped(Rule):
         unknown = [s for s in states if s.state is Tri.UNKNOWN]
         if not on and not unknown:
             return  # fp32 without sharding: the wrapper patches the optimizer in place, so it is the same object
-        spelled = self.context.code_for(raw.use)
+        spelled = self.program.code_for(raw.use)
         wrapper = f"`{raw.wrapped}`" if raw.wrapped else "the `smp.DistributedOptimizer`"
         lead = f"`{spelled}` is {raw.what}{via}, but `smp.save_checkpoint(optimizer=...)` needs the `smp.DistributedOptimizer` ({wrapper})"
         if on:

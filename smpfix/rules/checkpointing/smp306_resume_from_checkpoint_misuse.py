@@ -11,15 +11,17 @@ from smpfix.base.calls import bound_names, names_in
 from smpfix.base.edits import DeleteStatementLines, InsertStatementAfter
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.parents import ParentIndex
+from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import Tri
-from smpfix.program.call_order import runs_earlier
-from smpfix.program.checkpoint_api import (
+from smpfix.program.facts import Wrap
+from smpfix.program.model import Program
+from smpfix.program.objects.checkpoint_api import (
     CHECKPOINT_API_SINCE,
     CheckpointCall,
     checkpoint_call,
     raises_on_purpose,
 )
-from smpfix.program.facts import Wrap
+from smpfix.program.order.call_order import runs_earlier
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 
@@ -31,12 +33,12 @@ class ResumeFromCheckpointMisuse(Rule):
     depends_on = ("SDP",)
     since = CHECKPOINT_API_SINCE
 
-    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(context)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
         self.resumes: list[CheckpointCall] = []
 
     def visit_Call(self, node: cst.Call) -> None:
-        found = checkpoint_call(self.facts, node)
+        found = checkpoint_call(self.program.facts, node)
         if found is None or found.saves:
             return
         self.resumes.append(found)
@@ -74,9 +76,9 @@ class ResumeFromCheckpointMisuse(Rule):
 
     # -- order against smp.DistributedOptimizer -----------------------------------------------
     def leave_Module(self, node: cst.Module) -> None:
-        if not self.resumes or not self.facts.distributed_optimizers:
+        if not self.resumes or not self.program.facts.distributed_optimizers:
             return
-        parents = ParentIndex(node)
+        parents = self.program.parents
         for found in self.resumes:
             sdp = self.feature("SDP", found.call)
             if sdp.state is Tri.OFF:
@@ -85,7 +87,7 @@ class ResumeFromCheckpointMisuse(Rule):
             if later is None:
                 continue
             wrapped = (
-                f"`{later.target} = {self.context.code_for(later.call.func)}(...)`"
+                f"`{later.target} = {self.program.code_for(later.call.func)}(...)`"
                 if later.target
                 else "`smp.DistributedOptimizer(...)`"
             )
@@ -115,10 +117,10 @@ class ResumeFromCheckpointMisuse(Rule):
         """The ``smp.DistributedOptimizer`` of the same function that runs after ``call``, when
         none runs before it on the same path."""
         later: Optional[Wrap] = None
-        for wrap in self.facts.distributed_optimizers:
-            if runs_earlier(self.facts, parents, wrap.call, call):
+        for wrap in self.program.facts.distributed_optimizers:
+            if runs_earlier(self.program.facts, parents, wrap.call, call):
                 return None
-            if later is None and runs_earlier(self.facts, parents, call, wrap.call):
+            if later is None and runs_earlier(self.program.facts, parents, call, wrap.call):
                 later = wrap
         return later
 
@@ -149,7 +151,7 @@ class ResumeFromCheckpointMisuse(Rule):
                 return None
         edits = (
             DeleteStatementLines(statement),
-            InsertStatementAfter(wrap.where.statement, statement, self.context.module),
+            InsertStatementAfter(wrap.where.statement, statement, self.program.module),
         )
         return PendingFix(
             Applicability.UNSAFE,

@@ -12,8 +12,8 @@ from smpfix.base.calls import argument, bound_names, names_in
 from smpfix.base.edits import DeleteStatementLines, InsertStatementBefore
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.jobfacts import FeatureState, Tri
-from smpfix.program.guards import RankGuard, guarded_by_early_exit, rank_zero_guards
-from smpfix.program.rank_groups import cut
+from smpfix.program.ranks.guards import RankGuard, guarded_by_early_exit, rank_zero_guards
+from smpfix.program.ranks.rank_groups import cut
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 
@@ -38,15 +38,20 @@ class LegacyManualCheckpointing(Rule):
         if not (isinstance(func, cst.Attribute) and func.attr.value == "local_state_dict"):
             return
         if not (
-            isinstance(func.value, cst.Name) and func.value.value in self.facts.optimizer_names()
+            isinstance(func.value, cst.Name)
+            and func.value.value in self.program.facts.optimizer_names()
         ):
             return
         gather = argument(node, "gather_if_shard", 0)
-        if gather is not None and self.facts.literal(gather.value) is False:
+        if gather is not None and self.program.facts.literal(gather.value) is False:
             return  # no gather: each rank returns its own shard
         guards = self._guards()
         split = (
-            cut([g.function for guard in guards for g in guard.guards], "RDP_GROUP", self.job)
+            cut(
+                [g.function for guard in guards for g in guard.guards],
+                "RDP_GROUP",
+                self.program.job,
+            )
             if guards
             else None
         )
@@ -59,19 +64,19 @@ class LegacyManualCheckpointing(Rule):
         stack = self.ancestry.stack
         for position, node in enumerate(stack[:-1]):
             if isinstance(node, cst.If) and stack[position + 1] is node.body:
-                guards = rank_zero_guards(node.test, self.facts)
+                guards = rank_zero_guards(node.test, self.program.facts)
                 if guards:
                     found.append(_Guard(tuple(guards), node.test, node))
-            ref = self.facts.statement_of(node)
+            ref = self.program.facts.statement_of(node)
             if ref is not None:
-                for guard, exit_node in guarded_by_early_exit(ref, self.facts):
+                for guard, exit_node in guarded_by_early_exit(ref, self.program.facts):
                     found.append(_Guard((guard,), exit_node.test, None))
         return found
 
     def _flag_hang(self, call: cst.Call, guards: Sequence[_Guard], oss: FeatureState) -> None:
         known = oss.state is Tri.ON
-        test = " ".join(self.context.code_for(guards[-1].test).split())
-        spelled = self.context.code_for(call.func)
+        test = " ".join(self.program.code_for(guards[-1].test).split())
+        spelled = self.program.code_for(call.func)
         if known:
             lead = f"With optimizer state sharding on ({oss.source}), `{spelled}()`"
             severity = Severity.ERROR
@@ -112,7 +117,7 @@ class LegacyManualCheckpointing(Rule):
             return None
         edits = (
             DeleteStatementLines(statement),
-            InsertStatementBefore(if_node, statement, self.context.module),
+            InsertStatementBefore(if_node, statement, self.program.module),
         )
         return PendingFix(
             Applicability.UNSAFE,

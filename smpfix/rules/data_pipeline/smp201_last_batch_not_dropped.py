@@ -13,21 +13,20 @@ from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
 from smpfix.base.parents import ParentIndex
+from smpfix.job.groups import data_parallelism
 from smpfix.job.jobfacts import FeatureState, Tri
-from smpfix.program.branches import Reach
-from smpfix.program.call_arguments import CallArguments, Passed, call_arguments
-from smpfix.program.data_ranks import data_parallelism
-from smpfix.program.dataloaders import (
+from smpfix.program.data.dataloaders import (
     DATALOADER_POSITIONS,
-    bound_value,
     is_dataloader,
     is_distributed_sampler,
 )
-from smpfix.program.dataset_sizes import DatasetSizes, Samples
-from smpfix.program.script_numbers import Resolved
-from smpfix.program.step_feeds import StepFeeds
-from smpfix.program.tf_datasets import is_tf_dataset
-from smpfix.program.training_loaders import TrainingLoaders
+from smpfix.program.data.step_feeds import StepFeeds
+from smpfix.program.flow.call_arguments import CallArguments, Passed, call_arguments
+from smpfix.program.flow.script_numbers import Resolved
+from smpfix.program.flow.values import bound_value
+from smpfix.program.paths.branches import Reach
+from smpfix.program.tensorflow.datasets import is_tf_dataset
+from smpfix.rules.data_pipeline._dataset_sizes import DatasetSizes, Samples
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # Where the drop keyword sits among the positional parameters.
@@ -83,37 +82,41 @@ class LastBatchNotDropped(Rule):
     depends_on = ("MB",)
 
     def leave_Module(self, node: cst.Module) -> None:
-        if not self.facts.step_functions and not self._has_fit_call():
+        if not self.program.facts.step_functions and not self._has_fit_call():
             return
         candidates = [
-            found for call in self.facts.call_order if (found := self._candidate(call)) is not None
+            found
+            for call in self.program.facts.call_order
+            if (found := self._candidate(call)) is not None
         ]
         if not candidates:
             return
-        index = ParentIndex(node)
-        self._sizes = DatasetSizes(self.facts, self.flow, self.script_numbers, self._runs)
-        loaders = StepFeeds(self.facts, index)
-        datasets = StepFeeds(self.facts, index, datasets=True)
+        index = self.program.parents
+        self._sizes = DatasetSizes(
+            self.program.facts, self.program.reaching, self.program.numbers, self._runs
+        )
+        loaders = StepFeeds(self.program.file)
+        datasets = StepFeeds(self.program.file, datasets=True)
         for batching in candidates:
             feed = (datasets if batching.tensorflow else loaders).feed_of(batching.call)
             if feed is not None:
                 self._flag(batching, feed, index)
 
     def _runs(self, node: cst.CSTNode) -> bool:
-        return self.branches.reach(node).reach is not Reach.NEVER
+        return self.program.branches.reach(node).reach is not Reach.NEVER
 
     def _has_fit_call(self) -> bool:
         return any(
             isinstance(c.func, cst.Attribute) and c.func.attr.value == "fit"
-            for c in self.facts.call_order
+            for c in self.program.facts.call_order
         )
 
     # -- candidates -------------------------------------------------------------------------
     def _candidate(self, call: cst.Call) -> Optional[_Batching]:
-        arguments = call_arguments(call, self.facts)
+        arguments = call_arguments(call, self.program.facts)
         if arguments is None:
             return None  # `*args`, or a `**` dict smpfix cannot read, may set the keyword
-        if is_dataloader(call, self.facts):
+        if is_dataloader(call, self.program.facts):
             return self._torch_candidate(arguments)
         func = call.func
         if arguments.unpacked or any(arg.star for arg in call.args):
@@ -132,10 +135,10 @@ class LastBatchNotDropped(Rule):
 
     def _torch_candidate(self, arguments: CallArguments) -> Optional[_Batching]:
         batch_sampler = arguments.passed("batch_sampler", DATALOADER_POSITIONS["batch_sampler"])
-        if any(self.facts.literal(value) is not None for value in batch_sampler.values):
+        if any(self.program.facts.literal(value) is not None for value in batch_sampler.values):
             return None  # drop_last is the batch sampler's own setting
         batch_size = arguments.passed("batch_size", 1)
-        if any(self.facts.literal(value) is None for value in batch_size.values):
+        if any(self.program.facts.literal(value) is None for value in batch_size.values):
             return None  # batch_size=None: the loader yields single samples, never a partial batch
         return self._missing(arguments, "drop_last", _TORCH_DROP_LAST, tensorflow=False)
 
@@ -147,13 +150,13 @@ class LastBatchNotDropped(Rule):
         if passed.absent:
             return _Batching(arguments.call, keyword, None, tensorflow, bool(arguments.unpacked))
         value = passed.certain
-        if value is not None and self.facts.literal(value) is False:
+        if value is not None and self.program.facts.literal(value) is False:
             return _Batching(arguments.call, keyword, passed, tensorflow, bool(arguments.unpacked))
         return None
 
     def _is_dataset(self, expr: cst.BaseExpression, seen: set[str]) -> bool:
         """Is ``expr`` a ``tf.data`` pipeline (``tf.data.Dataset.from_tensor_slices(...).map(f)``)?"""
-        return is_tf_dataset(expr, self.facts, seen)
+        return is_tf_dataset(expr, self.program.facts, seen)
 
     def _repeats_forever(self, expr: cst.BaseExpression, batch: cst.Call, seen: set[str]) -> bool:
         """Was the pipeline ``.repeat()``-ed without a count before ``batch``? Then no remainder exists."""
@@ -165,15 +168,15 @@ class LastBatchNotDropped(Rule):
             seen.add(expr.value)
             return any(
                 isinstance(a.value, cst.Call)
-                and self.facts.runs_before(a.value, batch)
+                and self.program.facts.runs_before(a.value, batch)
                 and self._repeats_forever(a.value, batch, seen)
-                for a in self.facts.assignments.get(expr.value, ())
+                for a in self.program.facts.assignments.get(expr.value, ())
             )
         return False
 
     def _unbounded(self, repeat: cst.Call) -> bool:
         count = argument(repeat, "count", 0)
-        return count is None or self.facts.literal(count.value) in (None, -1)
+        return count is None or self.program.facts.literal(count.value) in (None, -1)
 
     def _same_batch_count(self, call: cst.Call, index: ParentIndex) -> bool:
         """Every data-parallel rank runs as many batches: the loader shards with a
@@ -181,21 +184,19 @@ class LastBatchNotDropped(Rule):
         all (every rank reads the whole dataset)."""
         if self._shards_evenly(call):
             return True
-        loaders = TrainingLoaders(
-            self.facts, index, self.context.path, modules=self.context.modules
-        )
+        loaders = self.program.training_loaders
         return loaders.may_be_unsharded(call) and loaders.unsharded(call)
 
     def _shards_evenly(self, call: cst.Call) -> bool:
         """A ``DistributedSampler`` pads every rank to the same length, so batch counts match."""
-        arguments = call_arguments(call, self.facts)
+        arguments = call_arguments(call, self.program.facts)
         sampler = (
             arguments.passed("sampler", DATALOADER_POSITIONS["sampler"]).certain
             if arguments is not None
             else None
         )
         return sampler is not None and is_distributed_sampler(
-            bound_value(sampler, self.facts), self.facts
+            bound_value(sampler, self.program.facts), self.program.facts
         )
 
     # -- the arithmetic ---------------------------------------------------------------------
@@ -206,10 +207,10 @@ class LastBatchNotDropped(Rule):
             assert isinstance(call.func, cst.Attribute)
             samples = self._sizes.samples(call.func.value)
             size = argument(call, "batch_size", 0)
-            batch = self.script_numbers.resolve(size.value) if size is not None else None
+            batch = self.program.numbers.resolve(size.value) if size is not None else None
         else:
             samples = self._sizes.loader_samples(call)
-            arguments = call_arguments(call, self.facts)
+            arguments = call_arguments(call, self.program.facts)
             passed = arguments.passed("batch_size", 1) if arguments is not None else None
             if passed is None:
                 return None
@@ -217,7 +218,7 @@ class LastBatchNotDropped(Rule):
             batch = (
                 Resolved(1, "the DataLoader default")
                 if passed.absent
-                else self.script_numbers.resolve(given)
+                else self.program.numbers.resolve(given)
                 if given is not None
                 else None
             )
@@ -230,7 +231,7 @@ class LastBatchNotDropped(Rule):
         arithmetic in words."""
         if not any(last.sizes):
             return None  # the batches come out even: no smaller last batch exists
-        microbatches = self.script_numbers.microbatches()
+        microbatches = self.program.numbers.microbatches()
         assumed = last.batch.assumed
         if microbatches is not None and microbatches.value > 1:
             count = microbatches.value
@@ -287,7 +288,7 @@ class LastBatchNotDropped(Rule):
             indent = (
                 index.indentation(batching.call) if before.indent else ""
             ) + before.last_line.value
-            newline = self.context.module.default_newline
+            newline = self.program.module.default_newline
             edits = (InsertAfter(after.first_line, f"{indent}{keyword}=True,{newline}"),)
         else:
             # After the argument's own code (parentheses included), before any trailing comma.
@@ -297,7 +298,7 @@ class LastBatchNotDropped(Rule):
     def _flag(self, batching: _Batching, feed: str, index: ParentIndex) -> None:
         mb = self.feature("MB")
         keyword = batching.keyword
-        code = self.context.code_for(batching.call.func)
+        code = self.program.code_for(batching.call.func)
         if isinstance(batching.call.func, cst.Attribute) and len(code) > 40:
             code = f".{batching.call.func.attr.value}"
         if batching.tensorflow:
@@ -323,7 +324,7 @@ class LastBatchNotDropped(Rule):
         job_facts: tuple[FeatureState, ...] = (mb,)
         last = self._last_batch(batching)
         if mb.state is Tri.OFF:
-            dp = data_parallelism(self.job)
+            dp = data_parallelism(self.program.job)
             if dp.state is Tri.OFF or (
                 not batching.tensorflow and self._same_batch_count(batching.call, index)
             ):

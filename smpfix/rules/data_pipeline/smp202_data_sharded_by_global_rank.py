@@ -11,23 +11,17 @@ from smpfix.base.calls import argument, called_name
 from smpfix.base.edits import NodeEdit
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
-from smpfix.base.walker import iter_nodes
+from smpfix.base.walker import Ancestry, iter_nodes
+from smpfix.fixes.arguments import append_arguments, block_indentation
+from smpfix.fixes.rank_rewrites import rewrite_terms
+from smpfix.fixes.references import smp_reference, spelled
+from smpfix.job.groups import DATA_PARALLEL, DataJob, RankVerdict, either
 from smpfix.job.jobfacts import Tri
-from smpfix.program.argument_edits import append_arguments, block_indentation
-from smpfix.program.call_arguments import call_arguments
-from smpfix.program.codegen import smp_reference
-from smpfix.program.data_ranks import (
-    DATA_PARALLEL,
-    DataJob,
-    RankTerm,
-    Verdict,
-    either,
-    rank_terms,
-    rewrite_terms,
-    spelled,
-)
-from smpfix.program.dataloaders import SAMPLER_POSITIONS, SUBSETS, is_distributed_sampler
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.data.dataloaders import SAMPLER_POSITIONS, SUBSETS, is_distributed_sampler
+from smpfix.program.flow.call_arguments import call_arguments
+from smpfix.program.model import Program
+from smpfix.program.ranks.rank_terms import RankTerm, rank_terms
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _SHARDING_METHODS = frozenset({"shard", "select"})
 
@@ -71,20 +65,20 @@ class DataShardedByGlobalRank(Rule):
     depends_on = ("PP", "TP", "PRESCALED")
     runs_on_helper_modules = True
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        self.data_job = DataJob.of(self.job, self.facts)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        self.data_job = DataJob.of(self.program.job, self.program.facts.is_tensorflow)
         # The branches (``if`` node, body or else) holding each manual shard reported so far.
         self.reported_branches: list[frozenset[tuple[int, str]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
-        name = called_name(node, self.facts.imports.bindings)
+        name = called_name(node, self.program.facts.imports.bindings)
         if name not in ("DistributedSampler", "Subset") and name not in _SHARDING_METHODS:
             return
-        if is_distributed_sampler(node, self.facts):
+        if is_distributed_sampler(node, self.program.facts):
             self._check_sampler(node)
             return
-        if self.facts.qualified_name(node.func) in SUBSETS:
+        if self.program.facts.qualified_name(node.func) in SUBSETS:
             indices = argument(node, "indices", 1)
             if indices is not None:
                 self._check_manual(node, [indices.value], "`Subset(...)`")
@@ -93,7 +87,7 @@ class DataShardedByGlobalRank(Rule):
         if (
             isinstance(func, cst.Attribute)
             and func.attr.value in _SHARDING_METHODS
-            and self.facts.qualified_name(func) is None
+            and self.program.facts.qualified_name(func) is None
         ):
             self._check_manual(node, [arg.value for arg in node.args], f"`.{func.attr.value}(...)`")
 
@@ -118,7 +112,7 @@ class DataShardedByGlobalRank(Rule):
 
     def _picks_a_part(self, node: cst.Subscript, index: cst.BaseExpression) -> bool:
         """A rank indexing a split made by a size: ``np.array_split(files, world)[rank]``."""
-        terms = rank_terms(index, self.facts, modules=self.context.modules)
+        terms = rank_terms(index, self.program.facts, modules=self.program.modules)
         if (
             not terms
             or not all(term.is_rank for term in terms)
@@ -127,7 +121,7 @@ class DataShardedByGlobalRank(Rule):
             return False
         return any(
             not term.is_rank
-            for term in rank_terms(node.value, self.facts, modules=self.context.modules)
+            for term in rank_terms(node.value, self.program.facts, modules=self.program.modules)
         )
 
     def _only_quoted_ranks(self, part: cst.BaseExpression) -> bool:
@@ -144,13 +138,13 @@ class DataShardedByGlobalRank(Rule):
             )
             for inner in iter_nodes(node)
         }
-        terms = rank_terms(part, self.facts, modules=self.context.modules)
+        terms = rank_terms(part, self.program.facts, modules=self.program.modules)
         return bool(terms) and all(id(term.call) in quoted for term in terms)
 
     def _picks_a_shard(self, index: cst.BaseExpression) -> bool:
         """``files[(epoch * world + rank) % len(files)]``: an index that reads a rank and either a
         size or a modulo by a length. A bare ``devices[smp.local_rank()]`` picks a device, not data."""
-        terms = rank_terms(index, self.facts, modules=self.context.modules)
+        terms = rank_terms(index, self.program.facts, modules=self.program.modules)
         if not any(term.is_rank for term in terms):
             return False
         if any(not term.is_rank for term in terms):
@@ -165,7 +159,7 @@ class DataShardedByGlobalRank(Rule):
     # -- what is wrong ----------------------------------------------------------------------
     def _judge(
         self, expr: cst.BaseExpression
-    ) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
+    ) -> tuple[list[tuple[RankTerm, RankVerdict]], list[RankTerm]]:
         """The rank terms of one shard count or index that are wrong for data here, and the
         terms a fix rewrites (every one not of the data-parallel family the job expects).
 
@@ -174,7 +168,7 @@ class DataShardedByGlobalRank(Rule):
         ``dp_*`` and ``rdp_*`` (the official ``rdp_rank() if prescaled_batch else dp_rank()``)
         is accepted.
         """
-        terms = rank_terms(expr, self.facts, modules=self.context.modules)
+        terms = rank_terms(expr, self.program.facts, modules=self.program.modules)
         families = {term.family for term in terms}
         data_parallel = families & DATA_PARALLEL
         if data_parallel == DATA_PARALLEL:
@@ -190,8 +184,8 @@ class DataShardedByGlobalRank(Rule):
 
     def _judge_all(
         self, parts: Sequence[cst.BaseExpression]
-    ) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
-        wrong: list[tuple[RankTerm, Verdict]] = []
+    ) -> tuple[list[tuple[RankTerm, RankVerdict]], list[RankTerm]]:
+        wrong: list[tuple[RankTerm, RankVerdict]] = []
         rewrite: list[RankTerm] = []
         for part in parts:
             found, terms = self._judge(part)
@@ -210,7 +204,7 @@ class DataShardedByGlobalRank(Rule):
         if not any(
             term.is_rank
             for part in parts
-            for term in rank_terms(part, self.facts, modules=self.context.modules)
+            for term in rank_terms(part, self.program.facts, modules=self.program.modules)
         ):
             return  # `ds[: smp.size()]` takes a prefix; a shard needs an index
         branches = self._branches()
@@ -237,7 +231,7 @@ class DataShardedByGlobalRank(Rule):
         if not call.args or any(arg.star == "*" for arg in call.args):
             return
         # A `**` dict smpfix cannot read may pass what the call does not spell.
-        arguments = call_arguments(call, self.facts)
+        arguments = call_arguments(call, self.program.facts)
         missing: list[str] = []
         given: list[cst.BaseExpression] = []
         for name in ("num_replicas", "rank"):
@@ -273,18 +267,18 @@ class DataShardedByGlobalRank(Rule):
 
     # -- how it is reported -----------------------------------------------------------------
     def _listing(self, terms: Sequence[RankTerm]) -> str:
-        spellings = list(dict.fromkeys(self.context.code_for(term.node) for term in terms))
+        spellings = list(dict.fromkeys(self.program.code_for(term.node) for term in terms))
         return " and ".join(f"`{s}`" for s in spellings)
 
     def _report(
         self,
         node: cst.CSTNode,
         lead: str,
-        offences: Sequence[tuple[RankTerm, Verdict]],
+        offences: Sequence[tuple[RankTerm, RankVerdict]],
         rewrite: Sequence[RankTerm],
         missing: tuple[str, ...],
         family: str,
-        missing_verdict: Optional[Verdict] = None,
+        missing_verdict: Optional[RankVerdict] = None,
     ) -> None:
         verdicts = [v for _, v in offences] + (
             [missing_verdict] if missing_verdict is not None else []
@@ -294,7 +288,7 @@ class DataShardedByGlobalRank(Rule):
         expected = self.data_job.expected_family
         flavour = self.data_job.flavour
         size, rank = (
-            spelled(self.facts, self.context.module, f"{expected}_{kind}", flavour)
+            spelled(self.program.facts, self.program.module, f"{expected}_{kind}", flavour)
             for kind in ("size", "rank")
         )
         when = f"; this is wrong {verdict.when}" if verdict.when else ""
@@ -315,10 +309,10 @@ class DataShardedByGlobalRank(Rule):
     ) -> Optional[PendingFix]:
         job = self.data_job
         family = job.expected_family
-        module = self.context.module
+        module = self.program.module
         edits: list[NodeEdit] = []
         if rewrite:
-            rewritten = rewrite_terms(rewrite, family, self.facts, module, job.flavour)
+            rewritten = rewrite_terms(rewrite, family, self.program.facts, module, job.flavour)
             if rewritten is None:
                 return None
             edits.extend(rewritten)
@@ -327,7 +321,7 @@ class DataShardedByGlobalRank(Rule):
             added = []
             for name in missing:
                 member = f"{family}_size" if name == "num_replicas" else f"{family}_rank"
-                reference = smp_reference(self.facts, module, member, job.flavour)
+                reference = smp_reference(self.program.facts, module, member, job.flavour)
                 if reference is None:
                     return None
                 edits.extend(e for e in reference.edits if e not in edits)

@@ -11,22 +11,13 @@ import libcst as cst
 from smpfix.base.calls import argument, called_name, has_star_kwargs
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
+from smpfix.base.walker import Ancestry
+from smpfix.fixes.arguments import append_arguments, block_indentation
+from smpfix.fixes.rank_rewrites import rewrite_terms
+from smpfix.fixes.references import callee, smp_reference, spelled
+from smpfix.job.groups import DATA_PARALLEL, DataJob, RankVerdict, either
 from smpfix.job.jobfacts import Tri
-from smpfix.program.argument_edits import append_arguments, block_indentation
-from smpfix.program.call_arguments import call_arguments
-from smpfix.program.codegen import smp_reference
-from smpfix.program.data_ranks import (
-    DATA_PARALLEL,
-    DataJob,
-    RankTerm,
-    Verdict,
-    callee,
-    either,
-    rank_terms,
-    rewrite_terms,
-    spelled,
-)
-from smpfix.program.dataloaders import (
+from smpfix.program.data.dataloaders import (
     DATALOADER_POSITIONS,
     DATALOADERS,
     DISTRIBUTED_SAMPLERS,
@@ -34,7 +25,10 @@ from smpfix.program.dataloaders import (
     SAMPLER_POSITIONS,
 )
 from smpfix.program.facts import Scope
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.flow.call_arguments import call_arguments
+from smpfix.program.model import Program
+from smpfix.program.ranks.rank_terms import RankTerm, rank_terms
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # Seeds of RNGs that data pipelines draw from: (parameter name, position).
 _DATA_SEEDS = {
@@ -114,14 +108,14 @@ class DataRngNotSeededByDpRank(Rule):
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("PP", "TP", "PRESCALED")
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        self.data_job = DataJob.of(self.job, self.facts)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        self.data_job = DataJob.of(self.program.job, self.program.facts.is_tensorflow)
         # Local seeding helpers (``def set_seed(seed): random.seed(seed)``) are learnt during
         # the walk and their calls judged at the end; a helper calling a helper is not followed.
         self.helpers: dict[str, SeedingHelper] = {}
         self.local_calls: list[cst.Call] = []
-        self.global_seeds: list[tuple[cst.Call, Verdict]] = []
+        self.global_seeds: list[tuple[cst.Call, RankVerdict]] = []
         self.shuffling_loaders: list[cst.Call] = []
         # The function (or module) each seeding call runs in, and the data seeds that are the
         # same on every rank of a replica: a per-rank initialisation seed (SMP501's advice)
@@ -129,7 +123,9 @@ class DataRngNotSeededByDpRank(Rule):
         self.scopes: dict[cst.Call, Scope] = {}
         self.consistent_data_seeds: list[cst.Call] = []
         self.init_seeds: list[
-            tuple[cst.Call, SeedSite, list[tuple[RankTerm, Verdict]], list[RankTerm], Verdict]
+            tuple[
+                cst.Call, SeedSite, list[tuple[RankTerm, RankVerdict]], list[RankTerm], RankVerdict
+            ]
         ] = []
         # `tf.random.set_seed(1234)`: a constant global seed from which TensorFlow derives the
         # seed of every later unseeded op alike on every rank (the official scripts' way).
@@ -160,10 +156,11 @@ class DataRngNotSeededByDpRank(Rule):
 
     def _is_generator(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Name):
-            assignment = self.facts.single_assignment(expr.value)
+            assignment = self.program.facts.single_assignment(expr.value)
             expr = assignment.value if assignment is not None else expr
         return (
-            isinstance(expr, cst.Call) and self.facts.qualified_name(expr.func) in _TORCH_GENERATORS
+            isinstance(expr, cst.Call)
+            and self.program.facts.qualified_name(expr.func) in _TORCH_GENERATORS
         )
 
     def _learn_helper(self, site: SeedSite) -> None:
@@ -188,13 +185,13 @@ class DataRngNotSeededByDpRank(Rule):
 
     # -- visiting -----------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name) and node.func.value in self.facts.functions:
+        if isinstance(node.func, cst.Name) and node.func.value in self.program.facts.functions:
             self.local_calls.append(node)
             self.scopes[node] = self._scope()
             return
-        if called_name(node, self.facts.imports.bindings) not in _NAMES:
+        if called_name(node, self.program.facts.imports.bindings) not in _NAMES:
             return
-        qualified = self.facts.qualified_name(node.func)
+        qualified = self.program.facts.qualified_name(node.func)
         if self._is_shuffling_loader(node, qualified):
             self.shuffling_loaders.append(node)
             return
@@ -206,7 +203,7 @@ class DataRngNotSeededByDpRank(Rule):
             qualified in _TF_GLOBAL_SEEDS
             and site is not None
             and site.seed is not None
-            and isinstance(self.facts.literal(site.seed), int)
+            and isinstance(self.program.facts.literal(site.seed), int)
         ):
             self.tf_constant_seeds.append(node)
         if site is not None and site.seed is not None:
@@ -216,7 +213,7 @@ class DataRngNotSeededByDpRank(Rule):
 
     def _scope(self) -> Scope:
         function = self.ancestry.nearest(cst.FunctionDef)
-        return function if isinstance(function, cst.FunctionDef) else self.context.module
+        return function if isinstance(function, cst.FunctionDef) else self.program.module
 
     def _check_site(self, call: cst.Call, site: SeedSite) -> None:
         assert site.seed is not None
@@ -235,7 +232,7 @@ class DataRngNotSeededByDpRank(Rule):
             self._flag_seed(call, site, wrong, rewrite, verdict)
 
     def _seeds_initialisation(
-        self, call: cst.Call, wrong: Sequence[tuple[RankTerm, Verdict]]
+        self, call: cst.Call, wrong: Sequence[tuple[RankTerm, RankVerdict]]
     ) -> bool:
         """``set_seed(seed + smp.tp_rank())`` just before ``smp.DistributedModel`` in the same
         function: the per-rank initialisation seed that SMP501 asks for (the official GPT
@@ -246,8 +243,8 @@ class DataRngNotSeededByDpRank(Rule):
         return any(
             wrap.where is not None
             and wrap.where.scope is scope
-            and self.facts.runs_before(call, wrap.call)
-            for wrap in self.facts.distributed_models
+            and self.program.facts.runs_before(call, wrap.call)
+            for wrap in self.program.facts.distributed_models
         )
 
     def _reseeded_after(self, call: cst.Call) -> bool:
@@ -255,7 +252,7 @@ class DataRngNotSeededByDpRank(Rule):
         or in another function (a training loop that reseeds before drawing data)."""
         scope = self.scopes.get(call)
         return any(
-            self.scopes.get(other) is not scope or self.facts.runs_before(call, other)
+            self.scopes.get(other) is not scope or self.program.facts.runs_before(call, other)
             for other in self.consistent_data_seeds
         )
 
@@ -282,10 +279,10 @@ class DataRngNotSeededByDpRank(Rule):
     # -- judging ------------------------------------------------------------------------------
     def _judge(
         self, seed: cst.BaseExpression
-    ) -> tuple[list[tuple[RankTerm, Verdict]], list[RankTerm]]:
+    ) -> tuple[list[tuple[RankTerm, RankVerdict]], list[RankTerm]]:
         terms = [
             term
-            for term in rank_terms(seed, self.facts, modules=self.context.modules)
+            for term in rank_terms(seed, self.program.facts, modules=self.program.modules)
             if term.is_rank
         ]
         if {term.family for term in terms} >= DATA_PARALLEL:
@@ -302,12 +299,12 @@ class DataRngNotSeededByDpRank(Rule):
 
     def _is_shuffling_loader(self, call: cst.Call, qualified: Optional[str]) -> bool:
         """A DataLoader or RandomSampler that shuffles with PyTorch's global RNG."""
-        arguments = call_arguments(call, self.facts) if qualified is not None else None
+        arguments = call_arguments(call, self.program.facts) if qualified is not None else None
         if arguments is None:
             return False
         if qualified in DATALOADERS:
             shuffle = arguments.passed("shuffle", DATALOADER_POSITIONS["shuffle"]).certain
-            if shuffle is None or self.facts.literal(shuffle) is not True:
+            if shuffle is None or self.program.facts.literal(shuffle) is not True:
                 return False
             return all(
                 arguments.passed(name, DATALOADER_POSITIONS[name]).absent
@@ -328,8 +325,8 @@ class DataRngNotSeededByDpRank(Rule):
     # -- reporting ----------------------------------------------------------------------------
     def _dp_rank(self) -> str:
         return spelled(
-            self.facts,
-            self.context.module,
+            self.program.facts,
+            self.program.module,
             f"{self.data_job.expected_family}_rank",
             self.data_job.flavour,
         )
@@ -338,19 +335,19 @@ class DataRngNotSeededByDpRank(Rule):
         self,
         call: cst.Call,
         site: SeedSite,
-        wrong: Sequence[tuple[RankTerm, Verdict]],
+        wrong: Sequence[tuple[RankTerm, RankVerdict]],
         rewrite: Sequence[RankTerm],
-        verdict: Verdict,
+        verdict: RankVerdict,
     ) -> None:
         ranks = " and ".join(
-            dict.fromkeys(f"`{self.context.code_for(term.node)}`" for term, _ in wrong)
+            dict.fromkeys(f"`{self.program.code_for(term.node)}`" for term, _ in wrong)
         )
         why = (
             f"{self.data_job.replica_peers} must shuffle and augment their data identically, since each "
             f"computes the loss from its own copy of the batch, but {ranks} differs between them"
         )
         message = (
-            f"`{callee(call, self.context.module)}(...)` seeds a data-pipeline RNG with {ranks}: {why}; this is wrong "
+            f"`{callee(call, self.program.module)}(...)` seeds a data-pipeline RNG with {ranks}: {why}; this is wrong "
             f"{verdict.when}. Seed it with `{self._dp_rank()}` or a constant."
         )
         fix: Optional[PendingFix] = None
@@ -358,7 +355,7 @@ class DataRngNotSeededByDpRank(Rule):
         if not (site.torch_global and expected == "rdp"):
             # With prescaled batch, rdp_rank would also make tensor-parallel slices initialise alike (SMP501).
             edits = rewrite_terms(
-                rewrite, expected, self.facts, self.context.module, self.data_job.flavour
+                rewrite, expected, self.program.facts, self.program.module, self.data_job.flavour
             )
             if edits:
                 fix = PendingFix(Applicability.UNSAFE, f"Seed with `{expected}_rank()`", edits)
@@ -369,10 +366,10 @@ class DataRngNotSeededByDpRank(Rule):
             )
         self.report(call, message, severity=_severity(verdict), fix=fix, job_facts=verdict.states)
 
-    def _flag_loader(self, loader: cst.Call, seed_call: cst.Call, verdict: Verdict) -> None:
-        seed = self.context.code_for(seed_call)
+    def _flag_loader(self, loader: cst.Call, seed_call: cst.Call, verdict: RankVerdict) -> None:
+        seed = self.program.code_for(seed_call)
         message = (
-            f"This `{callee(loader, self.context.module)}` shuffles with PyTorch's global RNG, which `{seed}` seeds "
+            f"This `{callee(loader, self.program.module)}` shuffles with PyTorch's global RNG, which `{seed}` seeds "
             f"differently on {self.data_job.replica_peers}, so they read the batches in different orders; this is "
             f"wrong {verdict.when}. "
             f"Pass `generator=torch.Generator().manual_seed(...)` seeded with a constant or `{self._dp_rank()}`."
@@ -394,7 +391,8 @@ class DataRngNotSeededByDpRank(Rule):
             pp.state
         ]
         global_seed = next(
-            (seed for seed in self.tf_constant_seeds if self.facts.runs_before(seed, call)), None
+            (seed for seed in self.tf_constant_seeds if self.program.facts.runs_before(seed, call)),
+            None,
         )
         if pp.state is Tri.OFF:
             when = f"It only matters with pipeline parallelism, and {pp.condition()}."
@@ -402,20 +400,22 @@ class DataRngNotSeededByDpRank(Rule):
             # TensorFlow derives the op's seed from the constant global seed, the same on every rank.
             severity = Severity.HINT
             when = (
-                f"`{self.context.code_for(global_seed)}` above derives its seed alike on every rank, which holds as long "
+                f"`{self.program.code_for(global_seed)}` above derives its seed alike on every rank, which holds as long "
                 "as every rank creates the same ops in the same order before it; an explicit seed does not depend on that."
             )
         else:
             when = f"This is wrong {'because ' if pp.state is Tri.ON else ''}{pp.condition()}."
         dp_rank = self._dp_rank()
         message = (
-            f"`{callee(call, self.context.module)}(...)` has no seed, so every rank shuffles in its own order, and "
+            f"`{callee(call, self.program.module)}(...)` has no seed, so every rank shuffles in its own order, and "
             f"the pipeline-parallel peers of one model replica must read the same batches. {when} "
             f"Pass `seed={dp_rank}`."
         )
-        reference = smp_reference(self.facts, self.context.module, "dp_rank", self.data_job.flavour)
+        reference = smp_reference(
+            self.program.facts, self.program.module, "dp_rank", self.data_job.flavour
+        )
         fix = None
-        module = self.context.module
+        module = self.program.module
         if reference is not None:
             insertion = append_arguments(
                 call,
@@ -436,5 +436,5 @@ def _value(arg: Optional[cst.Arg]) -> Optional[cst.BaseExpression]:
     return arg.value if arg is not None else None
 
 
-def _severity(verdict: Verdict) -> Severity:
+def _severity(verdict: RankVerdict) -> Severity:
     return Severity.ERROR if verdict.state is Tri.ON else Severity.WARNING

@@ -8,13 +8,16 @@ import libcst as cst
 
 from smpfix.base.findings import Severity
 from smpfix.base.parents import ParentIndex
+from smpfix.base.walker import Ancestry
+from smpfix.fixes.references import spelled
+from smpfix.job.groups import DataJob
 from smpfix.job.jobfacts import FeatureState, Tri
-from smpfix.program.data_ranks import DataJob, spelled
-from smpfix.program.dataloaders import is_dataloader, is_distributed_sampler
+from smpfix.program.data.dataloaders import is_dataloader, is_distributed_sampler
+from smpfix.program.data.samplers import SamplerUses
+from smpfix.program.data.training_loaders import TrainingLoaders, dataset_key, loader_dataset
 from smpfix.program.facts import FileFacts
-from smpfix.program.samplers import SamplerFlow
-from smpfix.program.training_loaders import TrainingLoaders, dataset_key, loader_dataset
-from smpfix.rules.rule import FixAvailability, Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.rules.rule import FixAvailability, Rule
 
 
 class DistributedSamplerMissingUnderTp(Rule):
@@ -33,51 +36,49 @@ class DistributedSamplerMissingUnderTp(Rule):
         """PyTorch SMP scripts only (the TensorFlow flavour has no tensor parallelism)."""
         return facts.imports_smp_torch and super().applies_to(facts)
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
         self.loaders: list[cst.Call] = []
 
     def visit_Call(self, node: cst.Call) -> None:
-        if is_dataloader(node, self.facts):
+        if is_dataloader(node, self.program.facts):
             self.loaders.append(node)
 
     def leave_Module(self, node: cst.Module) -> None:
         tp = self.feature("TP")
         if tp.state is not Tri.ON or not self.loaders:
             return
-        index = ParentIndex(node)
-        loaders = TrainingLoaders(
-            self.facts, index, self.context.path, self.context.importers, self.context.modules
-        )
+        index = self.program.parents
+        loaders = self.program.training_loaders
         candidates = [loader for loader in self.loaders if loaders.may_be_unsharded(loader)]
-        flow: Optional[SamplerFlow] = None
+        flow: Optional[SamplerUses] = None
         for loader in candidates:
             if not loaders.unsharded(loader):
                 continue
             fed = loaders.feeds_training(loader)
             if fed is None:
                 continue
-            flow = flow or SamplerFlow.of(self.facts, index)
+            flow = flow or self.program.file.answer(SamplerUses)
             if not self._left_out_sampler(loader, index, flow, loaders):
                 self._flag(loader, fed, tp)
 
     def _left_out_sampler(
-        self, loader: cst.Call, index: ParentIndex, flow: SamplerFlow, loaders: TrainingLoaders
+        self, loader: cst.Call, index: ParentIndex, flow: SamplerUses, loaders: TrainingLoaders
     ) -> bool:
         """A ``DistributedSampler`` over the same dataset in the loader's function that shards
         nothing: SMP206 reports that mistake (one mistake, one finding)."""
-        dataset = loader_dataset(loader, self.facts)
+        dataset = loader_dataset(loader, self.program.facts)
         if dataset is None:
             return False
         scope = index.scope_of(loader)
-        module = self.context.module
-        key = dataset_key(dataset, self.facts, module)
-        for call in self.facts.call_order:
-            if is_distributed_sampler(call, self.facts) and index.scope_of(call) is scope:
-                built_over = loader_dataset(call, self.facts)
+        module = self.program.module
+        key = dataset_key(dataset, self.program.facts, module)
+        for call in self.program.facts.call_order:
+            if is_distributed_sampler(call, self.program.facts) and index.scope_of(call) is scope:
+                built_over = loader_dataset(call, self.program.facts)
                 if (
                     built_over is not None
-                    and dataset_key(built_over, self.facts, module) == key
+                    and dataset_key(built_over, self.program.facts, module) == key
                     and flow.left_out(call, loaders)
                 ):
                     return True
@@ -85,10 +86,12 @@ class DistributedSamplerMissingUnderTp(Rule):
 
     # -- reporting ------------------------------------------------------------------------------
     def _flag(self, loader: cst.Call, fed: str, state: FeatureState) -> None:
-        data_job = DataJob.of(self.job, self.facts)
+        data_job = DataJob.of(self.program.job, self.program.facts.is_tensorflow)
         family = data_job.expected_family
-        module = self.context.module
-        size, rank = (spelled(self.facts, module, f"{family}_{kind}") for kind in ("size", "rank"))
+        module = self.program.module
+        size, rank = (
+            spelled(self.program.facts, module, f"{family}_{kind}") for kind in ("size", "rank")
+        )
         message = (
             f"This DataLoader feeds the training step {fed} with neither a `DistributedSampler` nor a dataset "
             f"sharded by data-parallel rank, and {state.condition()}: every rank reads the whole dataset, so the "

@@ -10,9 +10,9 @@ import libcst as cst
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.imports import dotted_name
-from smpfix.program.call_arguments import call_arguments
-from smpfix.program.dataloaders import is_dataloader
-from smpfix.program.script_arguments import script_argument
+from smpfix.program.data.dataloaders import is_dataloader
+from smpfix.program.flow.call_arguments import call_arguments
+from smpfix.program.flow.command_line import script_argument
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)
@@ -43,13 +43,13 @@ class DataloaderWorkersOnP4d(Rule):
     runs_on_helper_modules = True
 
     def leave_Module(self, node: cst.Module) -> None:
-        instance = self.job.value("instance_type")
+        instance = self.program.job.value("instance_type")
         if not isinstance(instance, str) or not instance.startswith("ml.p4d"):
             return
         documented = instance.startswith("ml.p4d.")
-        setting = self.job.settings.get("instance_type")
+        setting = self.program.job.settings.get("instance_type")
         source = setting.source if setting is not None else "the job"
-        for call in self.facts.call_order:
+        for call in self.program.facts.call_order:
             keyword, position = self._worker_argument(call)
             if keyword is None:
                 continue
@@ -59,9 +59,9 @@ class DataloaderWorkersOnP4d(Rule):
             self._flag(call, keyword, workers, instance, source, documented)
 
     def _worker_argument(self, call: cst.Call) -> tuple[Optional[str], Optional[int]]:
-        if is_dataloader(call, self.facts):
+        if is_dataloader(call, self.program.facts):
             return "num_workers", _NUM_WORKERS_POSITION
-        qualified = self.facts.qualified_name(call.func) or ""
+        qualified = self.program.facts.qualified_name(call.func) or ""
         if qualified.startswith("transformers.") and qualified.endswith(_HF_ARGUMENTS):
             return "dataloader_num_workers", None
         return None, None
@@ -69,14 +69,14 @@ class DataloaderWorkersOnP4d(Rule):
     def _workers(self, call: cst.Call, keyword: str, position: Optional[int]) -> Optional[_Workers]:
         """The worker count the call certainly receives: spelled in the call, or through a
         ``**kwargs`` dict the script builds (``kwargs.update({"num_workers": 1})``)."""
-        arguments = call_arguments(call, self.facts)
+        arguments = call_arguments(call, self.program.facts)
         passed = arguments.passed(keyword, position) if arguments is not None else None
         given = passed.certain if passed is not None else None
         if given is None:
             return None  # not passed (the default is 0), or passed only on some paths
         assert passed is not None
         literal = passed.written is not None and isinstance(given, cst.Integer)
-        value = self.facts.literal(given)
+        value = self.program.facts.literal(given)
         if _is_count(value):
             if passed.from_dict:
                 how = " (set in the `**` dict the call unpacks)"
@@ -84,10 +84,8 @@ class DataloaderWorkersOnP4d(Rule):
                 how = "" if literal else f" (`{self._code(given)}` is {value})"
             return _Workers(int(value), given, how, literal)
         dotted = dotted_name(given) or ""
-        if dotted.count(".") == 1 and self.facts.qualified_name(given) is None:
-            found = script_argument(
-                dotted.split(".")[1], self.facts, self.context.modules, self.context.path
-            )
+        if dotted.count(".") == 1 and self.program.facts.qualified_name(given) is None:
+            found = script_argument(dotted.split(".")[1], self.program.file, self.program.modules)
             if found is not None and _is_count(found.value):
                 return _Workers(
                     int(found.value), given, f" (`{dotted}` is {found.value}: {found.how})", False
@@ -95,7 +93,7 @@ class DataloaderWorkersOnP4d(Rule):
         return None
 
     def _code(self, node: cst.CSTNode) -> str:
-        return " ".join(self.context.code_for(node).split())
+        return " ".join(self.program.code_for(node).split())
 
     def _flag(
         self,
@@ -124,7 +122,7 @@ class DataloaderWorkersOnP4d(Rule):
         call also passes an argument PyTorch refuses without workers."""
         if not workers.literal:
             return None
-        arguments = call_arguments(call, self.facts)
+        arguments = call_arguments(call, self.program.facts)
         if arguments is None or (
             keyword == "num_workers"
             and any(not arguments.passed(name).absent for name in _NEEDS_WORKERS)

@@ -10,15 +10,21 @@ from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.parents import ParentIndex
 from smpfix.base.positions import Positions
+from smpfix.base.walker import Ancestry
+from smpfix.fixes.arguments import append_arguments
+from smpfix.job.groups import data_replicas
 from smpfix.job.jobfacts import FeatureState, Tri
-from smpfix.program.argument_edits import append_arguments
-from smpfix.program.call_arguments import call_arguments
-from smpfix.program.data_ranks import data_replicas
-from smpfix.program.dataloaders import DATALOADER_POSITIONS, is_dataloader, is_distributed_sampler
+from smpfix.program.data.dataloaders import (
+    DATALOADER_POSITIONS,
+    is_dataloader,
+    is_distributed_sampler,
+)
+from smpfix.program.data.samplers import SamplerUse, SamplerUses
+from smpfix.program.data.training_loaders import TrainingLoaders, dataset_key, loader_dataset
 from smpfix.program.facts import FileFacts
-from smpfix.program.samplers import SamplerFlow, SamplerUse
-from smpfix.program.training_loaders import TrainingLoaders, dataset_key, loader_dataset
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.flow.call_arguments import call_arguments
+from smpfix.program.model import Program
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 
 class DistributedSamplerUnused(Rule):
@@ -37,29 +43,27 @@ class DistributedSamplerUnused(Rule):
         """PyTorch SMP scripts (the TensorFlow flavour has no ``DistributedSampler``)."""
         return facts.imports_smp_torch and super().applies_to(facts)
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
         self.samplers: list[cst.Call] = []
         self.loaders: list[cst.Call] = []
         self.positions: Optional[Positions] = None
 
     def visit_Call(self, node: cst.Call) -> None:
-        if is_distributed_sampler(node, self.facts):
+        if is_distributed_sampler(node, self.program.facts):
             self.samplers.append(node)
-        elif is_dataloader(node, self.facts):
+        elif is_dataloader(node, self.program.facts):
             self.loaders.append(node)
 
     def leave_Module(self, node: cst.Module) -> None:
         if not self.samplers or not self.loaders:
             return
-        replicas = data_replicas(self.job)
+        replicas = data_replicas(self.program.job)
         if replicas.state is Tri.OFF:
             return
-        index = ParentIndex(node)
-        flow = SamplerFlow.of(self.facts, index)
-        loaders = TrainingLoaders(
-            self.facts, index, self.context.path, self.context.importers, self.context.modules
-        )
+        index = self.program.parents
+        flow = self.program.file.answer(SamplerUses)
+        loaders = self.program.training_loaders
         for sampler in self.samplers:
             use = flow.left_out(sampler, loaders)
             if use is None:
@@ -73,18 +77,18 @@ class DistributedSamplerUnused(Rule):
     ) -> Optional[tuple[cst.Call, str]]:
         """The unsharded loader over the sampler's dataset, in the same function, that training
         reads (and how its batches reach training)."""
-        dataset = loader_dataset(sampler, self.facts)
+        dataset = loader_dataset(sampler, self.program.facts)
         if dataset is None:
             return None
         scope = index.scope_of(sampler)
-        module = self.context.module
-        key = dataset_key(dataset, self.facts, module)
+        module = self.program.module
+        key = dataset_key(dataset, self.program.facts, module)
         for loader in self.loaders:
-            over = loader_dataset(loader, self.facts)
+            over = loader_dataset(loader, self.program.facts)
             if (
                 over is None
                 or index.scope_of(loader) is not scope
-                or dataset_key(over, self.facts, module) != key
+                or dataset_key(over, self.program.facts, module) != key
             ):
                 continue
             if not (
@@ -129,15 +133,15 @@ class DistributedSamplerUnused(Rule):
     def _line(self, node: cst.CSTNode) -> int:
         """Line numbers for the message (computed only for a file with a finding)."""
         if self.positions is None:
-            module = self.context.module
+            module = self.program.module
             self.positions = Positions(module, module.code)
         return self.positions.position(self.positions.span(node)[0]).line
 
     def _how_it_reads(self, loader: cst.Call) -> str:
-        arguments = call_arguments(loader, self.facts)
+        arguments = call_arguments(loader, self.program.facts)
         if arguments is not None:
             shuffle = arguments.passed("shuffle", DATALOADER_POSITIONS["shuffle"]).certain
-            if shuffle is not None and self.facts.literal(shuffle) is True:
+            if shuffle is not None and self.program.facts.literal(shuffle) is True:
                 return "(`shuffle=True`)"
             if not arguments.passed("sampler", DATALOADER_POSITIONS["sampler"]).absent:
                 return "(its sampler walks all of it)"
@@ -147,8 +151,8 @@ class DistributedSamplerUnused(Rule):
         """``shuffle=True`` (or a whole-dataset sampler, or nothing) -> ``sampler=<name>``; unsafe:
         each rank then reads 1/N of the data per epoch, in the sampler's order."""
         name = self._bound_name(sampler, index)
-        arguments = call_arguments(loader, self.facts)
-        if name is None or arguments is None or not self.facts.runs_before(sampler, loader):
+        arguments = call_arguments(loader, self.program.facts)
+        if name is None or arguments is None or not self.program.facts.runs_before(sampler, loader):
             return None
         shuffle = arguments.passed("shuffle", DATALOADER_POSITIONS["shuffle"])
         given = arguments.passed("sampler", DATALOADER_POSITIONS["sampler"])
@@ -172,7 +176,7 @@ class DistributedSamplerUnused(Rule):
             ]
         else:
             insertion = append_arguments(
-                loader, [f"sampler={name}"], index.indentation(loader), self.context.module
+                loader, [f"sampler={name}"], index.indentation(loader), self.program.module
             )
             if insertion is None:
                 return None
@@ -190,7 +194,7 @@ class DistributedSamplerUnused(Rule):
             scope = index.scope_of(parent)
             here = [
                 a
-                for a in self.facts.assignments.get(target.value, ())
+                for a in self.program.facts.assignments.get(target.value, ())
                 if a.where is not None and a.where.scope is scope
             ]
             return target.value if len(here) == 1 else None

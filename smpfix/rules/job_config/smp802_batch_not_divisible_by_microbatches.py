@@ -10,13 +10,12 @@ import libcst as cst
 from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import BOTH
-from smpfix.base.parents import ParentIndex
 from smpfix.job.jobfacts import Tri
-from smpfix.program.call_arguments import call_arguments
-from smpfix.program.dataloaders import DATALOADER_POSITIONS, is_dataloader
-from smpfix.program.script_numbers import Resolved
-from smpfix.program.step_feeds import StepFeeds
-from smpfix.program.tf_datasets import is_tf_dataset
+from smpfix.program.data.dataloaders import DATALOADER_POSITIONS, is_dataloader
+from smpfix.program.data.step_feeds import StepFeeds
+from smpfix.program.flow.call_arguments import call_arguments
+from smpfix.program.flow.script_numbers import Resolved
+from smpfix.program.tensorflow.datasets import is_tf_dataset
 from smpfix.rules.rule import FixAvailability, Rule
 
 _TF_BATCHING = ("batch", "padded_batch")
@@ -44,17 +43,19 @@ class BatchNotDivisibleByMicrobatches(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         candidates = [
-            found for call in self.facts.call_order if (found := self._candidate(call)) is not None
+            found
+            for call in self.program.facts.call_order
+            if (found := self._candidate(call)) is not None
         ]
         if not candidates:
             return
-        microbatches = self.script_numbers.microbatches()
+        microbatches = self.program.numbers.microbatches()
         if microbatches is None or microbatches.value <= 1:
             return
-        index = ParentIndex(node)
+        index = self.program.parents
         loaders, datasets = (
-            StepFeeds(self.facts, index),
-            StepFeeds(self.facts, index, datasets=True),
+            StepFeeds(self.program.file),
+            StepFeeds(self.program.file, datasets=True),
         )
         for batching in candidates:
             feed = (datasets if batching.tensorflow else loaders).feed_of(batching.call)
@@ -67,7 +68,7 @@ class BatchNotDivisibleByMicrobatches(Rule):
             batch = (
                 Resolved(1, "the DataLoader default")
                 if batching.size is None
-                else self.script_numbers.resolve(batching.size, 0)
+                else self.program.numbers.resolve(batching.size, 0)
             )
             if batch is None or batch.value <= 0 or batch.value % microbatches.value == 0:
                 continue
@@ -75,8 +76,8 @@ class BatchNotDivisibleByMicrobatches(Rule):
 
     # -- where batches are made ---------------------------------------------------------------
     def _candidate(self, call: cst.Call) -> Optional[_Batching]:
-        if is_dataloader(call, self.facts):
-            arguments = call_arguments(call, self.facts)
+        if is_dataloader(call, self.program.facts):
+            arguments = call_arguments(call, self.program.facts)
             if arguments is None:
                 return None  # `*args`, or a `**` dict smpfix cannot read, may set the batch size
             if not arguments.passed("batch_sampler", DATALOADER_POSITIONS["batch_sampler"]).absent:
@@ -91,7 +92,7 @@ class BatchNotDivisibleByMicrobatches(Rule):
         if (
             isinstance(func, cst.Attribute)
             and func.attr.value in _TF_BATCHING
-            and is_tf_dataset(func.value, self.facts)
+            and is_tf_dataset(func.value, self.program.facts)
         ):
             written = argument(call, "batch_size", 0)
             return _Batching(call, written.value, tensorflow=True) if written is not None else None
@@ -106,12 +107,12 @@ class BatchNotDivisibleByMicrobatches(Rule):
         lower, upper = batch.value - remainder, batch.value - remainder + mb
         suggestion = f"{upper}" if lower <= 0 else f"{lower} or {upper}"
         if batching.size is None:
-            what = f"`{self.script_numbers.code(batching.call.func)}(...)` has no batch_size, so its batches hold 1 sample"
+            what = f"`{self.program.numbers.code(batching.call.func)}(...)` has no batch_size, so its batches hold 1 sample"
         else:
             origin = f" ({batch.how})" if batch.how else ""
             what = f"This batch size is {batch.value}{origin}"
         prescaled = ""
-        state = self.job.settings.get("prescaled_batch")
+        state = self.program.job.settings.get("prescaled_batch")
         if state is not None and state.value is True:
             prescaled = (
                 " With prescaled_batch, this is the batch of a whole tensor-parallel group (tensor_parallel_degree × "

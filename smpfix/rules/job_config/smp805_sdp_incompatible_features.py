@@ -72,7 +72,7 @@ class SdpIncompatibleFeatures(ConfigRule):
             return
         if view.smp_version is not None and view.smp_version.before(SDP_WITH_TP_SINCE):
             return  # the combination itself is the finding there
-        code = launched_code(self, view)
+        code = launched_code(self.program, view)
         if code is None or code.uses_hf_trainer:
             return
         for facts, call in code.smp_calls("model_creation"):

@@ -78,7 +78,7 @@ class OffloadActivationsPrerequisites(ConfigRule):
     def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
         if view.value("offload_activations") is not True:
             return
-        code = launched_code(self, view)
+        code = launched_code(self.program, view)
         if code is None or code.uses_hf_trainer or any(code.smp_calls(*CHECKPOINTING)):
             return
         yield ConfigProblem(

@@ -51,10 +51,10 @@ class SmddpBufferSize(ConfigRule):
 
     def leave_Module(self, node: cst.Module) -> None:
         super().leave_Module(node)
-        if not self.facts.estimator_calls or not config_views(self):
+        if not self.program.facts.estimator_calls or not config_views(self.program):
             return  # no SMP v1 launcher here (an SMP v2 one gets no v1 rule)
         joins: dict[int, GluedJoin] = {}
-        for view in config_views(self):
+        for view in config_views(self.program):
             options = custom_mpi_options(view.launcher) if view.launcher is not None else None
             for join in glued_joins(options) if options is not None else ():
                 joins.setdefault(id(join.right.node), join)
@@ -81,7 +81,7 @@ class SmddpBufferSize(ConfigRule):
 def _strings_added_to_dicts(rule: ConfigRule) -> Iterator[tuple[cst.AugAssign, str]]:
     """``mpi_options += "-x ..."`` where ``mpi_options`` is bound (once) to a dict display: the
     documentation's own sample does this."""
-    for statement in rule.facts.statements:
+    for statement in rule.program.facts.statements:
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for small in statement.body:
@@ -91,10 +91,14 @@ def _strings_added_to_dicts(rule: ConfigRule) -> Iterator[tuple[cst.AugAssign, s
                 and isinstance(small.target, cst.Name)
             ):
                 continue
-            added = rule.facts.literal(small.value)
-            bound = rule.facts.single_assignment(small.target.value)
+            added = rule.program.facts.literal(small.value)
+            bound = rule.program.facts.single_assignment(small.target.value)
             flags = isinstance(added, str) and ("-x" in added or "--mca" in added)
-            if flags and bound is not None and isinstance(rule.facts.literal(bound.value), dict):
+            if (
+                flags
+                and bound is not None
+                and isinstance(rule.program.facts.literal(bound.value), dict)
+            ):
                 yield small, small.target.value
 
 

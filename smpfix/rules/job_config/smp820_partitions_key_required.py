@@ -137,7 +137,7 @@ def _hugging_face_reader(rule: ConfigRule, view: ConfigView) -> Optional[str]:
     launcher = view.launcher
     if launcher is not None and "huggingface" in launcher.estimator.lower():
         return "with the HuggingFace estimator, the transformers `Trainer`"
-    code = launched_code(rule, view)
+    code = launched_code(rule.program, view)
     if code is not None and code.uses_hf_trainer:
         return f"the launched script {code.script} uses the transformers `Trainer`, which"
     return None

@@ -83,7 +83,7 @@ class ShardOptimizerStatePrerequisites(ConfigRule):
     def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
         if view.value("shard_optimizer_state") is not True or _sharded_data_parallel(view):
             return
-        code = launched_code(self, view)
+        code = launched_code(self.program, view)
         if code is None:
             return
         for facts, call in code.smp_calls("DistributedModel"):

@@ -20,9 +20,11 @@ import libcst as cst
 
 from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
+from smpfix.base.walker import Ancestry
 from smpfix.job.launcher import Launcher, Located
+from smpfix.program.model import Program
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView, config_views
-from smpfix.rules.rule import FixAvailability, RuleContext
+from smpfix.rules.rule import FixAvailability
 
 _LOOPS = (cst.For, cst.While)
 
@@ -42,9 +44,9 @@ class CheckpointS3UriReuse(ConfigRule):
     fix_availability = FixAvailability.NONE
     default_severity = Severity.WARNING
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        self._estimators = {id(call) for call in self.facts.estimator_calls}
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        self._estimators = {id(call) for call in self.program.facts.estimator_calls}
         # The loop around each estimator call (None outside loops), by the call's id.
         self._loops: dict[int, Optional[cst.CSTNode]] = {}
         self._started: list[_Started] = []
@@ -63,7 +65,7 @@ class CheckpointS3UriReuse(ConfigRule):
         if not isinstance(func, cst.Attribute) or func.attr.value != "fit":
             return
         wait = argument(node, "wait", position=1)
-        if wait is not None and self.facts.literal(wait.value) is False:
+        if wait is not None and self.program.facts.literal(wait.value) is False:
             self._started.append(_Started(func.value, loop))
 
     def leave_Module(self, node: cst.Module) -> None:
@@ -71,7 +73,7 @@ class CheckpointS3UriReuse(ConfigRule):
         if not self._started:
             return
         by_uri: dict[str, list[tuple[Launcher, Located]]] = {}
-        for view in config_views(self):
+        for view in config_views(self.program):
             launcher = view.launcher
             uri = launcher.keyword("checkpoint_s3_uri") if launcher is not None else None
             if (
@@ -121,7 +123,7 @@ class CheckpointS3UriReuse(ConfigRule):
             if isinstance(receiver, cst.Name):
                 if any(
                     assignment.value is call
-                    for assignment in self.facts.assignments.get(receiver.value, ())
+                    for assignment in self.program.facts.assignments.get(receiver.value, ())
                 ):
                     return started
         return None

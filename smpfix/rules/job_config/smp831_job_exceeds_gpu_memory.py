@@ -31,7 +31,11 @@ class JobExceedsGpuMemory(ConfigRule):
 
         found = plan(
             launcher_inputs(
-                view.launcher, self.context.path, None, declared_by(self.job), self.context.modules
+                view.launcher,
+                self.program.path,
+                None,
+                declared_by(self.program.job),
+                self.program.modules,
             )
         )
         if found.fits is False:

@@ -8,8 +8,12 @@ from typing import Optional
 
 from smpfix.base.findings import Severity
 from smpfix.job.jobfacts import Tri
-from smpfix.program.library_loading import LibraryLoading, library_loading, torchrun_variables
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
+from smpfix.rules.job_config._library_loading import (
+    LibraryLoading,
+    library_loading,
+    torchrun_variables,
+)
 from smpfix.rules.rule import FixAvailability
 
 _DEGREES = ("pipeline_parallel_degree", "tensor_parallel_degree", "sharded_data_parallel_degree")
@@ -37,10 +41,10 @@ class LaunchedScriptDoesNotUseSmp(ConfigRule):
         loading = self._loading(view)
         if loading is None or loading.state is not Tri.OFF:
             return
-        modules = self.context.modules
+        modules = self.program.modules
         assert modules is not None
         script = os.path.relpath(
-            loading.files[0], os.path.dirname(os.path.abspath(self.context.path))
+            loading.files[0], os.path.dirname(os.path.abspath(self.program.path))
         )
         others = len(loading.files) - 1
         if others:
@@ -67,7 +71,7 @@ class LaunchedScriptDoesNotUseSmp(ConfigRule):
 
     def _loading(self, view: ConfigView) -> Optional[LibraryLoading]:
         """What the launched script loads, when it is a project file smpfix can read."""
-        modules = self.context.modules
+        modules = self.program.modules
         script = view.launcher.script if view.launcher is not None else None
         if (
             modules is None

@@ -71,7 +71,7 @@ class ManualGradClippingUnderSdp(Rule):
             else None
         )
         imported = (
-            isinstance(func, cst.Name) and func.value in self.facts.imports.bindings
+            isinstance(func, cst.Name) and func.value in self.program.facts.imports.bindings
         )  # `as clip`
         if called not in _CALLED_NAMES and not imported:
             return
@@ -85,11 +85,11 @@ class ManualGradClippingUnderSdp(Rule):
 
     def _clipping(self, call: cst.Call) -> Optional[_Clipping]:
         func = call.func
-        qualified = self.facts.qualified_name(func)
+        qualified = self.program.facts.qualified_name(func)
         if qualified in _TORCH_CLIPPING:
             parameter = _TORCH_CLIPPING[qualified]
             threshold = argument(call, parameter, 1)
-            code = self.context.code_for(func)
+            code = self.program.code_for(func)
             spelled = f"`{code}(...)`"
             if (
                 isinstance(func, cst.Name)
@@ -104,10 +104,10 @@ class ManualGradClippingUnderSdp(Rule):
             isinstance(func, cst.Attribute)
             and func.attr.value == "clip_master_grads"
             and isinstance(func.value, cst.Name)
-            and func.value.value in self.facts.optimizer_names()
+            and func.value.value in self.program.facts.optimizer_names()
         ):
             threshold = argument(call, "max_norm", 0)
-            spelled = f"`{self.context.code_for(func)}(...)`"
+            spelled = f"`{self.program.code_for(func)}(...)`"
             return _Clipping(spelled, threshold.value if threshold else None, False, True)
         return None
 
@@ -116,9 +116,9 @@ class ManualGradClippingUnderSdp(Rule):
         sdp = self.feature("SDP")
         if sdp.state is Tri.OFF:
             return None
-        if sdp.state is Tri.ON and sdp.feature.setting in self.job.settings:
+        if sdp.state is Tri.ON and sdp.feature.setting in self.program.job.settings:
             return Severity.ERROR
-        if any(item.feature == "SDP" for item in self.job.evidence):
+        if any(item.feature == "SDP" for item in self.program.job.evidence):
             return Severity.WARNING
         return None
 
@@ -154,10 +154,10 @@ class ManualGradClippingUnderSdp(Rule):
             return None
         # Evaluate the test at the degrees an SDP job can have.
         if self._is_sdp_degree(test.left):
-            bound = self.facts.literal(target.comparator)
+            bound = self.program.facts.literal(target.comparator)
             pairs = [(degree, bound) for degree in _SDP_ON_DEGREES]
         elif self._is_sdp_degree(target.comparator):
-            bound = self.facts.literal(test.left)
+            bound = self.program.facts.literal(test.left)
             pairs = [(bound, degree) for degree in _SDP_ON_DEGREES]
         else:
             return None
@@ -171,14 +171,14 @@ class ManualGradClippingUnderSdp(Rule):
         script's own setting of that name (``args.sharded_data_parallel_degree``), which the
         official examples pass both to ``smp.init`` and, as a hyperparameter, from the launcher."""
         if isinstance(expr, cst.Name):
-            assignment = self.facts.single_assignment(expr.value)
+            assignment = self.program.facts.single_assignment(expr.value)
             expr = assignment.value if assignment is not None else expr
-        if self.facts.smp_member(expr) == _SDP_DEGREE:
+        if self.program.facts.smp_member(expr) == _SDP_DEGREE:
             return True
         return (
             isinstance(expr, cst.Attribute)
             and expr.attr.value == "sharded_data_parallel_degree"
-            and self.facts.smp_member(expr) is None
+            and self.program.facts.smp_member(expr) is None
         )
 
     # -- reporting ----------------------------------------------------------------------------
@@ -199,7 +199,9 @@ class ManualGradClippingUnderSdp(Rule):
 
     def _setting(self, clipping: _Clipping) -> tuple[str, Any]:
         value = (
-            self.facts.literal(clipping.threshold) if clipping.threshold is not None else UNKNOWN
+            self.program.facts.literal(clipping.threshold)
+            if clipping.threshold is not None
+            else UNKNOWN
         )
         if clipping.by_value:
             return "`sdp_gradient_clipping` to the gradient-norm threshold you want", UNKNOWN
@@ -207,7 +209,7 @@ class ManualGradClippingUnderSdp(Rule):
             return f'`"sdp_gradient_clipping": {value}`', value
         if clipping.threshold is not None:
             return (
-                f"`sdp_gradient_clipping` to the max_norm value (`{self.context.code_for(clipping.threshold)}`)",
+                f"`sdp_gradient_clipping` to the max_norm value (`{self.program.code_for(clipping.threshold)}`)",
                 UNKNOWN,
             )
         return "`sdp_gradient_clipping` to the max_norm value", UNKNOWN
@@ -217,7 +219,7 @@ class ManualGradClippingUnderSdp(Rule):
         if severity is Severity.ERROR:
             condition = f"; {sdp.condition()}:"
         else:
-            item = next(e for e in self.job.evidence if e.feature == "SDP")
+            item = next(e for e in self.program.job.evidence if e.feature == "SDP")
             condition = f"; if sharded data parallelism is enabled (the script suggests it: {item.description} at line {item.line}),"
         if clipping.master_grads:
             what = (
@@ -229,7 +231,7 @@ class ManualGradClippingUnderSdp(Rule):
         if clipping.by_value:
             why += " The library clips by the gradient norm, not by value."
         setting, value = self._setting(clipping)
-        current = self.job.settings.get("sdp_gradient_clipping")
+        current = self.program.job.settings.get("sdp_gradient_clipping")
         if current is not None and value is not UNKNOWN and current.value == value:
             advice = f" Remove the call; `sdp_gradient_clipping` is already {current.value} ({current.source})."
             description = "Remove the manual clipping"

@@ -13,10 +13,11 @@ from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability
 from smpfix.base.imports import dotted_name
 from smpfix.base.literals import UNKNOWN
-from smpfix.base.walker import iter_nodes
+from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.program.facts import StatementRef, Wrap
-from smpfix.program.training_objects import SCHEDULER, looks_like_optimizer, object_kind
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.program.objects.training_objects import SCHEDULER, looks_like_optimizer, object_kind
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _BOUNDARY_HELPER = re.compile(r"accum|boundary", re.IGNORECASE)
 _POSITION = 5  # DistributedModel(module, trace_device, ..., overlapping_allreduce, backward_passes_per_step, ...)
@@ -39,8 +40,8 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("SDP",)
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
         self.accumulation: Optional[_Accumulation] = None
         self.order: dict[cst.CSTNode, int] = {}
         self._counters: dict[int, set[str]] = {}
@@ -61,18 +62,18 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
             return False
         receiver = func.value
         if (
-            object_kind(self.facts, receiver) == SCHEDULER
+            object_kind(self.program.facts, receiver) == SCHEDULER
             or "sched" in (dotted_name(receiver) or "").lower()
         ):
             return False
-        return looks_like_optimizer(self.facts, receiver)
+        return looks_like_optimizer(self.program.facts, receiver)
 
     # -- the accumulation guard -------------------------------------------------------------
     def _guard(
         self, call: cst.Call
     ) -> Optional[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
         stack = self.ancestry.stack
-        scope: Scope = self.context.module
+        scope: Scope = self.program.module
         for index in range(len(stack) - 2, -1, -1):
             node = stack[index]
             if isinstance(node, cst.FunctionDef):
@@ -86,7 +87,7 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
                 found = self._boundary_test(node.test, scope)
                 if found is not None:
                     return node.test, found[1]
-            ref = self.facts.statement_of(node)
+            ref = self.program.facts.statement_of(node)
             if ref is not None:
                 exit_test = self._early_exit_before(ref, scope)
                 if exit_test is not None:
@@ -171,7 +172,7 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         severity = self.severity_when(sdp)
         if severity is None:
             return
-        for wrap in self.facts.distributed_models:
+        for wrap in self.program.facts.distributed_models:
             if has_star_kwargs(wrap.call):
                 continue
             given = argument(wrap.call, "backward_passes_per_step", _POSITION)
@@ -189,16 +190,16 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
             )
 
     def _same(self, given: cst.BaseExpression, k: cst.BaseExpression) -> bool:
-        code = self.context.module.code_for_node
+        code = self.program.module.code_for_node
         if "".join(code(given).split()) == "".join(code(k).split()):
             return True
-        left, right = self.facts.literal(given), self.facts.literal(k)
+        left, right = self.program.facts.literal(given), self.program.facts.literal(k)
         return left is not UNKNOWN and left == right
 
     def _message(
         self, accumulation: _Accumulation, given: Optional[cst.Arg], on: bool, condition: str
     ) -> str:
-        code = self.context.code_for
+        code = self.program.code_for
         test = code(accumulation.test)
         test = test if len(test) <= 60 and "\n" not in test else "an accumulation condition"
         k = f"`{code(accumulation.k)}`" if accumulation.k is not None else "the accumulation count"
@@ -230,7 +231,7 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         where = wrap.where
         if not all(self._in_scope(name, where) for name in names_in(k)):
             return None
-        code = self.context.module.code_for_node(k)
+        code = self.program.module.code_for_node(k)
         edits: tuple[NodeEdit, ...]
         if given is None:
             if not wrap.call.args:
@@ -251,9 +252,9 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
     def _in_scope(self, name: str, where: StatementRef) -> bool:
         """Is ``name`` bound before the wrap runs: an import, a parameter, an earlier local, a global?"""
         if (
-            name in self.facts.imports.bindings
-            or name in self.facts.functions
-            or name in self.facts.classes
+            name in self.program.facts.imports.bindings
+            or name in self.program.facts.functions
+            or name in self.program.facts.classes
         ):
             return True
         scope = where.scope
@@ -263,7 +264,7 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
             if name in {param.name.value for param in every}:
                 return True
         wrap_order = self.order.get(where.statement, -1)
-        for assignment in self.facts.assignments.get(name, ()):
+        for assignment in self.program.facts.assignments.get(name, ()):
             ref = assignment.where
             if ref is None:
                 continue

@@ -10,11 +10,12 @@ import libcst as cst
 from smpfix.base.edits import InsertStatementAfter, NodeEdit
 from smpfix.base.findings import Applicability
 from smpfix.base.imports import dotted_name
-from smpfix.base.walker import iter_nodes
+from smpfix.base.walker import Ancestry, iter_nodes
+from smpfix.fixes.references import smp_reference
 from smpfix.job.versions import leading
-from smpfix.program.codegen import smp_reference
+from smpfix.program.model import Program
 from smpfix.program.steps import body_statements
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _PARAMETER_ATTRIBUTES = frozenset({"weight", "bias"})
 _PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
@@ -77,8 +78,8 @@ class ExternalParameterNotRegistered(Rule):
     depends_on = ("SDP",)
     runs_on_helper_modules = True
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
         self._registered: Optional[list[str]] = None
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -107,13 +108,13 @@ class ExternalParameterNotRegistered(Rule):
         if depth > _MAX_DEPTH:
             return False
         for base in cls.bases:
-            qualified = self.facts.qualified_name(base.value) or ""
+            qualified = self.program.facts.qualified_name(base.value) or ""
             if qualified.startswith("torch.nn.") or (
                 qualified.startswith("transformers.") and qualified.endswith("PreTrainedModel")
             ):
                 return True
             if isinstance(base.value, cst.Name):
-                local = self.facts.classes.get(base.value.value)
+                local = self.program.facts.classes.get(base.value.value)
                 if (
                     local is not None
                     and local is not cls
@@ -131,7 +132,7 @@ class ExternalParameterNotRegistered(Rule):
         for child, value in _self_assignments(init, self_name):
             if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
                 continue
-            cls = self.facts.classes.get(value.func.value)
+            cls = self.program.facts.classes.get(value.func.value)
             child_init = _methods(cls).get("__init__") if cls is not None else None
             child_self = _first_parameter(child_init) if child_init is not None else None
             if child_init is None or child_self is None:
@@ -140,7 +141,7 @@ class ExternalParameterNotRegistered(Rule):
                 attr
                 for attr, assigned in _self_assignments(child_init, child_self)
                 if isinstance(assigned, cst.Call)
-                and self.facts.qualified_name(assigned.func) in _PARAMETER_CLASSES
+                and self.program.facts.qualified_name(assigned.func) in _PARAMETER_CLASSES
             )
         return found
 
@@ -166,14 +167,14 @@ class ExternalParameterNotRegistered(Rule):
                 for side in (node.left, node.right):
                     expr = self._owned_parameter(side, self_name, parameter_attributes)
                     if expr is not None:
-                        yield expr, f"`{self.context.code_for(node.operator).strip()}`"
+                        yield expr, f"`{self.program.code_for(node.operator).strip()}`"
 
     def _receiver(self, call: cst.Call, self_name: str) -> Optional[tuple[str, Optional[str]]]:
         """(how the callee is spelled, the child it belongs to) for ``self.proj(...)`` and torch/F ops."""
-        qualified = self.facts.qualified_name(call.func)
+        qualified = self.program.facts.qualified_name(call.func)
         if qualified is not None:
             return (
-                (self.context.code_for(call.func), None) if qualified.startswith("torch.") else None
+                (self.program.code_for(call.func), None) if qualified.startswith("torch.") else None
             )
         dotted = dotted_name(call.func)
         if dotted is None or not dotted.startswith(f"{self_name}.") or dotted.count(".") < 1:
@@ -214,10 +215,13 @@ class ExternalParameterNotRegistered(Rule):
         """``smp.register_parameter(self, self.emb.weight)`` anywhere (or for the same path elsewhere)."""
         if self._registered is None:
             self._registered = []
-            for call in self.facts.call_order:
-                if self.facts.smp_member(call.func) == "register_parameter" and len(call.args) >= 2:
+            for call in self.program.facts.call_order:
+                if (
+                    self.program.facts.smp_member(call.func) == "register_parameter"
+                    and len(call.args) >= 2
+                ):
                     self._registered.append(
-                        "".join(self.context.code_for(call.args[1].value).split())
+                        "".join(self.program.code_for(call.args[1].value).split())
                     )
         suffix = parts.split(".", 1)[1]
         return any(text == parts or text.endswith(f".{suffix}") for text in self._registered)
@@ -247,7 +251,7 @@ class ExternalParameterNotRegistered(Rule):
             if sdp.state.value == "on"
             else f"{lead}; {sdp.condition()}, {why}."
         )
-        reference = smp_reference(self.facts, self.context.module, "register_parameter")
+        reference = smp_reference(self.program.facts, self.program.module, "register_parameter")
         spelled = reference.text if reference is not None else "smp.register_parameter"
         message = (
             f"{head} {leading(self.version_condition())} register it at the end of `__init__`: "
@@ -260,7 +264,7 @@ class ExternalParameterNotRegistered(Rule):
         if init is None:
             return None
         statements: Sequence[cst.BaseStatement] = body_statements(init)
-        reference = smp_reference(self.facts, self.context.module, "register_parameter")
+        reference = smp_reference(self.program.facts, self.program.module, "register_parameter")
         if not statements or reference is None:
             return None
         self_name = _first_parameter(init) or "self"
@@ -270,7 +274,7 @@ class ExternalParameterNotRegistered(Rule):
         assert isinstance(statement, cst.SimpleStatementLine)
         edits: tuple[NodeEdit, ...] = (
             *reference.edits,
-            InsertStatementAfter(statements[-1], statement, self.context.module),
+            InsertStatementAfter(statements[-1], statement, self.program.module),
         )
         return PendingFix(
             Applicability.UNSAFE,

@@ -9,13 +9,15 @@ import libcst as cst
 from smpfix.base.calls import argument
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
+from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.facts import FileFacts
-from smpfix.program.model_names import DistributedModelNames
-from smpfix.program.numeric_values import enclosing_scope
-from smpfix.program.steps import enclosing_step, step_bodies, step_functions
-from smpfix.program.unwrapped import raw_name
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.flow.numeric_values import enclosing_scope
+from smpfix.program.model import Program
+from smpfix.program.objects.model_names import DistributedModelNames
+from smpfix.program.objects.unwrapped import raw_name
+from smpfix.program.steps import enclosing_step, step_bodies
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _CLIP_NORM = frozenset(
     {
@@ -39,14 +41,14 @@ class LocalGradNormUnderModelParallelism(Rule):
     def applies_to(cls, facts: FileFacts) -> bool:
         return super().applies_to(facts) and bool(facts.distributed_models)
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        steps = step_functions(self.facts)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        steps = self.program.steps
         self.bodies = step_bodies(steps)
-        self.models = DistributedModelNames(self.facts, steps)
+        self.models = DistributedModelNames(self.program.facts, steps)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.facts.qualified_name(node.func) not in _CLIP_NORM:
+        if self.program.facts.qualified_name(node.func) not in _CLIP_NORM:
             return
         if enclosing_step(self.ancestry, self.bodies) is not None:
             return  # inside the step: SMP404's finding
@@ -58,7 +60,7 @@ class LocalGradNormUnderModelParallelism(Rule):
             return  # SMP601: the library clips by sdp_gradient_clipping itself
         fp16, bf16 = self.feature("FP16", node), self.feature("BF16", node)
         spelled = (
-            f"`{self.context.code_for(node.func)}({self.context.code_for(parameters.value)}, ...)`"
+            f"`{self.program.code_for(node.func)}({self.program.code_for(parameters.value)}, ...)`"
         )
         if fp16.state is Tri.ON:
             self._flag_half_precision(node, spelled, fp16, sdp)
@@ -91,7 +93,10 @@ class LocalGradNormUnderModelParallelism(Rule):
         functions: list[cst.FunctionDef] = self.ancestry.all_of(cst.FunctionDef)  # type: ignore[assignment]
         if self.models.holds_model(receiver.value, functions):
             return True
-        return raw_name(self.flow, receiver, self.facts.distributed_models, call) is not None
+        return (
+            raw_name(self.program.reaching, receiver, self.program.facts.distributed_models, call)
+            is not None
+        )
 
     def _flag_half_precision(
         self, call: cst.Call, spelled: str, precision: FeatureState, sdp: FeatureState
@@ -144,10 +149,10 @@ class LocalGradNormUnderModelParallelism(Rule):
         when the result is unused, the norm is the default 2-norm and the file has one wrapped optimizer."""
         if not isinstance(self.ancestry.parent(), cst.Expr):
             return None
-        scope = enclosing_scope(self.ancestry.stack, self.context.module)
+        scope = enclosing_scope(self.ancestry.stack, self.program.module)
         optimizers = {
             wrap.target
-            for wrap in self.facts.distributed_optimizers
+            for wrap in self.program.facts.distributed_optimizers
             if wrap.target
             and wrap.where is not None
             and (wrap.where.scope is scope or isinstance(wrap.where.scope, cst.Module))
@@ -156,10 +161,10 @@ class LocalGradNormUnderModelParallelism(Rule):
         norm_type = argument(call, "norm_type", 2)
         if len(optimizers) != 1 or max_norm is None or len(call.args) > 2 + (norm_type is not None):
             return None
-        if norm_type is not None and self.facts.literal(norm_type.value) not in (2, 2.0):
+        if norm_type is not None and self.program.facts.literal(norm_type.value) not in (2, 2.0):
             return None
         replacement = (
-            f"{next(iter(optimizers))}.clip_master_grads({self.context.code_for(max_norm.value)})"
+            f"{next(iter(optimizers))}.clip_master_grads({self.program.code_for(max_norm.value)})"
         )
         return PendingFix(
             Applicability.UNSAFE,

@@ -16,9 +16,7 @@ from smpfix.base.flavour import BOTH
 from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.base.positions import Positions
 from smpfix.program.facts import FileFacts, Scope
-from smpfix.program.model_output_use import OutputUse, output_use
-from smpfix.program.tf_models import with_imported_models
-from smpfix.program.wrapped_model import (
+from smpfix.program.objects.wrapped_model import (
     Construction,
     ModelClass,
     find_method,
@@ -26,7 +24,9 @@ from smpfix.program.wrapped_model import (
     model_class,
     wrapped_constructions,
 )
+from smpfix.program.tensorflow.models import with_imported_models
 from smpfix.rules.rule import Rule
+from smpfix.rules.step_function._model_output_use import OutputUse, output_use
 
 _WHY = (
     "`smp.DistributedModel` broadcasts every tensor `{method}` returns from the rank that computed it to all "
@@ -70,10 +70,10 @@ class ForwardReturnsIntermediates(Rule):
     runs_on_helper_modules = False
 
     def leave_Module(self, node: cst.Module) -> None:
-        if not self.facts.distributed_models and not self.facts.step_functions:
+        if not self.program.facts.distributed_models and not self.program.facts.step_functions:
             return
         # A TensorFlow model is an instance of a `smp.DistributedModel` subclass, maybe from model.py.
-        facts = with_imported_models(self.facts, self.context.modules)
+        facts = with_imported_models(self.program.facts, self.program.modules)
         use = output_use(facts)
         reported: set[int] = set()
         for wrap in facts.distributed_models:
@@ -87,10 +87,10 @@ class ForwardReturnsIntermediates(Rule):
     def _check_forward(
         self, wrap_call: cst.Call, built: Construction, use: OutputUse, reported: set[int]
     ) -> None:
-        cls = model_class(self.facts, built.call, self.context.module, self.context.modules)
+        cls = model_class(self.program.facts, built.call, self.program.module, self.program.modules)
         if cls is None:
             return
-        found = find_method(cls, self._method, self.context.modules)
+        found = find_method(cls, self._method, self.program.modules)
         if found is None:
             return
         owner, forward = found
@@ -136,10 +136,10 @@ class ForwardReturnsIntermediates(Rule):
     @property
     def _method(self) -> str:
         """The model's forward pass: ``call`` for a TensorFlow (Keras) model, ``forward`` for PyTorch."""
-        return "call" if self.facts.is_tensorflow else "forward"
+        return "call" if self.program.facts.is_tensorflow else "forward"
 
     def _relative(self, path: str) -> str:
-        here = os.path.dirname(os.path.abspath(self.context.path))
+        here = os.path.dirname(os.path.abspath(self.program.path))
         relative = os.path.relpath(os.path.abspath(path), here)
         return path if relative.startswith("..") else relative
 
@@ -150,7 +150,7 @@ class ForwardReturnsIntermediates(Rule):
         """``GPT2Config(output_hidden_states=True)``, ``from_pretrained(..., output_attentions=True)``,
         ``config.use_cache = True`` for the model that gets wrapped."""
         call = built.call
-        model_is_hf = (self.facts.qualified_name(call.func) or "").startswith(_HF_PREFIX)
+        model_is_hf = (self.program.facts.qualified_name(call.func) or "").startswith(_HF_PREFIX)
         flags: list[tuple[str, cst.CSTNode]] = list(self._true_flags(call)) if model_is_hf else []
         config_arg = argument(call, "config", None if _is_from_pretrained(call) else 0)
         config_name: Optional[str] = None
@@ -159,20 +159,20 @@ class ForwardReturnsIntermediates(Rule):
             config_call: Optional[cst.BaseExpression] = config_arg.value
             if isinstance(config_call, cst.Name):
                 config_name = config_call.value
-                assignment = latest_assignment(self.facts, config_name, built.scope, call)
+                assignment = latest_assignment(self.program.facts, config_name, built.scope, call)
                 config_call = assignment.value if assignment is not None else None
                 if assignment is not None and assignment.where is not None:
                     config_scope = assignment.where.scope
             if isinstance(config_call, cst.Call):
-                config_is_hf = (self.facts.qualified_name(config_call.func) or "").startswith(
-                    _HF_PREFIX
-                )
+                config_is_hf = (
+                    self.program.facts.qualified_name(config_call.func) or ""
+                ).startswith(_HF_PREFIX)
                 if model_is_hf or config_is_hf:
                     flags.extend(self._true_flags(config_call))
                     model_is_hf = True
         if not model_is_hf:
             return
-        owners = {name for name in (wrapped_name, _assigned_name(self.facts, call)) if name}
+        owners = {name for name in (wrapped_name, _assigned_name(self.program.facts, call)) if name}
         switched_off: set[str] = set()
         for flag, statement, value in self._flag_assignments(
             config_name, owners, {built.scope, config_scope}
@@ -190,7 +190,7 @@ class ForwardReturnsIntermediates(Rule):
             if (
                 arg.keyword is not None
                 and arg.keyword.value in _HF_FLAGS
-                and self.facts.literal(arg.value) is True
+                and self.program.facts.literal(arg.value) is True
             ):
                 yield arg.keyword.value, arg
 
@@ -198,7 +198,7 @@ class ForwardReturnsIntermediates(Rule):
         self, config_name: Optional[str], models: set[str], scopes: set[Scope]
     ) -> Iterator[tuple[str, cst.Assign, cst.BaseExpression]]:
         """``config.output_hidden_states = ...`` and ``model.config.use_cache = ...`` in these scopes."""
-        for statement, ref in self.facts.statements.items():
+        for statement, ref in self.program.facts.statements.items():
             if ref.scope not in scopes or not isinstance(statement, cst.SimpleStatementLine):
                 continue
             for small in statement.body:

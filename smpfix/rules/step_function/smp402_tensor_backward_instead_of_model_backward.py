@@ -12,12 +12,14 @@ from smpfix.base.calls import argument
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.imports import dotted_name
+from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts
-from smpfix.program.model_names import DistributedModelNames
-from smpfix.program.steps import contains_name_call, enclosing_step, step_bodies, step_functions
-from smpfix.program.training_objects import looks_like_optimizer
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.program.objects.model_names import DistributedModelNames
+from smpfix.program.objects.training_objects import looks_like_optimizer
+from smpfix.program.steps import contains_name_call, enclosing_step, step_bodies
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _UNSUPPORTED = ("retain_graph", "create_graph")
 _AUTOGRAD_BACKWARD = "torch.autograd.backward"
@@ -41,16 +43,16 @@ class TensorBackwardInsteadOfModelBackward(Rule):
     def applies_to(cls, facts: FileFacts) -> bool:
         return facts.imports_smp_torch and super().applies_to(facts)
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        steps = step_functions(self.facts)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        steps = self.program.steps
         self.bodies = step_bodies(steps)
-        self.models = DistributedModelNames(self.facts, steps)
+        self.models = DistributedModelNames(self.program.facts, steps)
         self._calls_model: dict[int, bool] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         receiver = self._tensor_receiver(node)
-        autograd = self.facts.qualified_name(node.func) == _AUTOGRAD_BACKWARD
+        autograd = self.program.facts.qualified_name(node.func) == _AUTOGRAD_BACKWARD
         if receiver is None and not autograd:
             return
         functions: list[cst.FunctionDef] = self.ancestry.all_of(cst.FunctionDef)  # type: ignore[assignment]
@@ -72,20 +74,20 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         if not isinstance(func, cst.Attribute) or func.attr.value != "backward":
             return None
         receiver = func.value
-        if self.facts.qualified_name(receiver) is not None:
+        if self.program.facts.qualified_name(receiver) is not None:
             return None
         dotted = dotted_name(receiver)
         if dotted is not None:
             last = dotted.rsplit(".", 1)[-1]
             if _MODEL_NAME.search(last) or last in self.models.targets or last == "self":
                 return None
-            if looks_like_optimizer(self.facts, receiver):
+            if looks_like_optimizer(self.program.facts, receiver):
                 return None
         return receiver
 
     # -- findings ----------------------------------------------------------------------
     def _spelled(self, call: cst.Call) -> str:
-        text = self.context.code_for(call)
+        text = self.program.code_for(call)
         return text if len(text) <= 60 and "\n" not in text else "this backward call"
 
     def _flag_in_step(
@@ -122,7 +124,7 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         if not enabled:
             return
         names = self.models.names_in_scope(functions)
-        scope: Scope = functions[-1] if functions else self.context.module
+        scope: Scope = functions[-1] if functions else self.program.module
         if not names or not self._scope_calls_model(scope, names):
             return
         model = sorted(names)[0] if len(names) == 1 else "model"
@@ -197,7 +199,7 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         self, call: cst.Call, receiver: Optional[cst.BaseExpression], model: str
     ) -> Optional[tuple[cst.CSTNode, str]]:
         """``L.backward(G)`` -> ``M.backward(L, G)``; ``torch.autograd.backward(...)`` -> ``M.backward(...)``."""
-        code = self.context.module.code_for_node
+        code = self.program.module.code_for_node
         if receiver is None:
             allowed = {"tensors", "grad_tensors"}
             positional = [arg for arg in call.args if arg.keyword is None]

@@ -8,10 +8,11 @@ from typing import Union
 import libcst as cst
 
 from smpfix.base.findings import Severity
-from smpfix.base.walker import iter_nodes
-from smpfix.program.model_names import DistributedModelNames
-from smpfix.program.steps import enclosing_step, step_bodies, step_functions
-from smpfix.rules.rule import FixAvailability, Rule, RuleContext
+from smpfix.base.walker import Ancestry, iter_nodes
+from smpfix.program.model import Program
+from smpfix.program.objects.model_names import DistributedModelNames
+from smpfix.program.steps import enclosing_step, step_bodies
+from smpfix.rules.rule import FixAvailability, Rule
 
 Scope = Union[cst.Module, cst.FunctionDef]
 _IN_STEP, _ALTERNATIVE, _OUTSIDE = "in step", "alternative to a step", "outside"
@@ -33,12 +34,12 @@ class ForwardBackwardOutsideStep(Rule):
     depends_on = ("PP",)
     satisfied_by_hf_trainer = True
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        steps = step_functions(self.facts)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        steps = self.program.steps
         self.bodies = step_bodies(steps)
         self.step_names = frozenset(step.name for step in steps)
-        self.models = DistributedModelNames(self.facts, steps)
+        self.models = DistributedModelNames(self.program.facts, steps)
         self.candidates: list[_Candidate] = []
         # For each plain function name: where each of its calls is (_IN_STEP, _ALTERNATIVE, _OUTSIDE).
         self.callers_in_step: dict[str, list[str]] = {}
@@ -46,7 +47,7 @@ class ForwardBackwardOutsideStep(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         in_step = enclosing_step(self.ancestry, self.bodies) is not None
-        if isinstance(func, cst.Name) and func.value in self.facts.functions:
+        if isinstance(func, cst.Name) and func.value in self.program.facts.functions:
             # Only local functions can be step helpers; the branch search is for them alone.
             where = (
                 _IN_STEP if in_step else _ALTERNATIVE if self._alternative_to_step() else _OUTSIDE
@@ -75,13 +76,13 @@ class ForwardBackwardOutsideStep(Rule):
         self, call: cst.Call, model: str, functions: tuple[cst.FunctionDef, ...]
     ) -> bool:
         """``model(x)`` before ``model = smp.DistributedModel(model)`` in the same function calls the raw model."""
-        scope: Scope = functions[-1] if functions else self.context.module
+        scope: Scope = functions[-1] if functions else self.program.module
         wraps = [
             w
-            for w in self.facts.distributed_models
+            for w in self.program.facts.distributed_models
             if w.target == model and w.where is not None and w.where.scope is scope
         ]
-        return bool(wraps) and all(self.facts.runs_before(call, w.call) for w in wraps)
+        return bool(wraps) and all(self.program.facts.runs_before(call, w.call) for w in wraps)
 
     def _alternative_to_step(self) -> bool:
         """The call being visited sits in one branch of an ``if`` whose other branch calls a

@@ -18,11 +18,25 @@ from smpfix.base.edits import (
 )
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.imports import dotted_name
-from smpfix.base.walker import iter_nodes
+from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.facts import StatementRef
-from smpfix.program.model_names import DistributedModelNames
-from smpfix.program.once_per_microbatch import (
+from smpfix.program.model import Program
+from smpfix.program.objects.model_names import DistributedModelNames
+from smpfix.program.objects.training_objects import (
+    GRAD_SCALER,
+    SCHEDULER,
+    looks_like_optimizer,
+    object_kind,
+)
+from smpfix.program.objects.wrapped_model import model_class, wrapped_constructions
+from smpfix.program.steps import (
+    body_statements,
+    enclosing_step,
+    step_bodies,
+)
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.step_function._once_per_microbatch import (
     BATCH_SIZE,
     MODEL_STATE,
     SEED,
@@ -30,21 +44,6 @@ from smpfix.program.once_per_microbatch import (
     StepHazards,
     batch_norm_in,
 )
-from smpfix.program.steps import (
-    body_statements,
-    calls_by_name,
-    enclosing_step,
-    step_bodies,
-    step_functions,
-)
-from smpfix.program.training_objects import (
-    GRAD_SCALER,
-    SCHEDULER,
-    looks_like_optimizer,
-    object_kind,
-)
-from smpfix.program.wrapped_model import model_class, wrapped_constructions
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
 
 _CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
 _ALLREDUCE_FUNCTIONS = frozenset({"all_reduce", "all_reduce_coalesced", "all_reduce_multigpu"})
@@ -81,12 +80,12 @@ class OncePerBatchWorkInsideStep(Rule):
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("MB", "PP")
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        self.steps = step_functions(self.facts)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        self.steps = self.program.steps
         self.bodies = step_bodies(self.steps)
-        self.calls = calls_by_name(self.facts)
-        self.models = DistributedModelNames(self.facts, self.steps, self.calls)
+        self.calls = self.program.facts.calls_by_name
+        self.models = DistributedModelNames(self.program.facts, self.steps, self.calls)
         self.found: list[_Work] = []
 
     # -- detection -----------------------------------------------------------------------
@@ -102,7 +101,7 @@ class OncePerBatchWorkInsideStep(Rule):
     def _classify(self, call: cst.Call) -> Optional[tuple[str, str]]:
         """(what the call is, what running it per microbatch does) for once-per-batch work."""
         func = call.func
-        qualified = self.facts.qualified_name(func) or ""
+        qualified = self.program.facts.qualified_name(func) or ""
         last = qualified.rsplit(".", 1)[-1]
         if qualified.startswith("torch.") and last in _CLIP_FUNCTIONS:
             return (
@@ -138,8 +137,8 @@ class OncePerBatchWorkInsideStep(Rule):
                 "gradient clipping",
                 "clips each microbatch's partial gradients instead of the whole batch's",
             )
-        if method == "step" and looks_like_optimizer(self.facts, receiver):
-            kind = object_kind(self.facts, receiver)
+        if method == "step" and looks_like_optimizer(self.program.facts, receiver):
+            kind = object_kind(self.program.facts, receiver)
             if kind == SCHEDULER or (kind is None and "sched" in spelled.lower()):
                 return (
                     f"`{spelled}.step()`",
@@ -174,7 +173,7 @@ class OncePerBatchWorkInsideStep(Rule):
     # -- reporting -----------------------------------------------------------------------
     def leave_Module(self, node: cst.Module) -> None:
         self._report_work()
-        hazards = StepHazards(self.facts, self.models)
+        hazards = StepHazards(self.program.facts, self.models)
         seen: set[int] = set()
         for step in self.steps:
             if step.function is not None and id(step.function) not in seen:
@@ -272,9 +271,11 @@ class OncePerBatchWorkInsideStep(Rule):
         mb = self.feature("MB")
         if mb.state is not Tri.ON:
             return
-        for wrap in self.facts.distributed_models:
-            for built in wrapped_constructions(self.facts, wrap):
-                cls = model_class(self.facts, built.call, self.context.module, self.context.modules)
+        for wrap in self.program.facts.distributed_models:
+            for built in wrapped_constructions(self.program.facts, wrap):
+                cls = model_class(
+                    self.program.facts, built.call, self.program.module, self.program.modules
+                )
                 layer = batch_norm_in(cls) if cls is not None else None
                 if cls is None or layer is None:
                     continue
@@ -322,7 +323,7 @@ class OncePerBatchWorkInsideStep(Rule):
             body, after, moved
         ):
             return None
-        module = self.context.module
+        module = self.program.module
         edits: list[NodeEdit] = [DeleteStatementLines(statement) for statement in moved]
         edits += [
             InsertStatementBefore(ref.statement, _renamed(s, renames), module) for s in before
@@ -343,7 +344,7 @@ class OncePerBatchWorkInsideStep(Rule):
         if len(calls) != 1:
             return None
         call = calls[0]
-        for statement, ref in self.facts.statements.items():
+        for statement, ref in self.program.facts.statements.items():
             if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
                 continue
             if (

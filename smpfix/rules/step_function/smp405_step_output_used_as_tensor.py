@@ -11,8 +11,10 @@ import libcst as cst
 from smpfix.base.edits import InsertAfter
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import literal_value
-from smpfix.program.steps import StepFunction, returns_container, step_functions
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.base.walker import Ancestry
+from smpfix.program.model import Program
+from smpfix.program.steps import StepFunction, returns_container
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 OUTPUT = "output"  # a StepOutput: one value per microbatch
 CONTAINER = "container"  # a tuple/list/dict whose tensors are StepOutputs
@@ -150,11 +152,9 @@ class StepOutputUsedAsTensor(Rule):
     fix_availability = FixAvailability.UNSAFE
     satisfied_by_hf_trainer = True
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        self.steps: dict[str, StepFunction] = {
-            step.name: step for step in step_functions(self.facts)
-        }
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        self.steps: dict[str, StepFunction] = {step.name: step for step in self.program.steps}
         self.scopes: list[dict[str, _Binding]] = []
         self._returns_container: dict[str, bool] = {}
 
@@ -306,7 +306,7 @@ class StepOutputUsedAsTensor(Rule):
                 "Reduce it with `.reduce_mean()` first",
                 (InsertAfter(node, ".reduce_mean()"),),
             )
-        spelled = self.context.code_for(node)
+        spelled = self.program.code_for(node)
         spelled = spelled if len(spelled) <= 50 and "\n" not in spelled else "this value"
         self._report(use, spelled, self._step_of(node), fix)
 
@@ -385,13 +385,13 @@ class StepOutputUsedAsTensor(Rule):
 
     def _argument_use(self, node: cst.CSTNode, call: cst.Call) -> _Use:
         func = call.func
-        if isinstance(func, cst.Name) and self.facts.qualified_name(func) is None:
+        if isinstance(func, cst.Name) and self.program.facts.qualified_name(func) is None:
             if func.value in _SCALAR_BUILTINS:
                 return _Use(node, f"`{func.value}()`", True)
             if func.value in _PRINTING_BUILTINS:
                 return _Use(node, None, True)
-        if (self.facts.qualified_name(func) or "").startswith("math."):
-            return _Use(node, f"`{self.context.code_for(func)}()`", True)
+        if (self.program.facts.qualified_name(func) or "").startswith("math."):
+            return _Use(node, f"`{self.program.code_for(func)}()`", True)
         if (
             isinstance(func, cst.Attribute)
             and func.attr.value == "format"

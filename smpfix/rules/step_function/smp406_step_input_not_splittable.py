@@ -13,11 +13,13 @@ from smpfix.base.edits import InsertAfter, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
 from smpfix.base.literals import UNKNOWN, literal_value
+from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import is_step_decorator
-from smpfix.program.steps import StepFunction, calls_by_name, positional_parameters, step_functions
-from smpfix.program.training_objects import DATALOADER, DATASET, SAMPLER, object_kind
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.program.objects.training_objects import DATALOADER, DATASET, SAMPLER, object_kind
+from smpfix.program.steps import StepFunction, positional_parameters
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # What the developer guide forbids passing: the inputs of `smp.step` must be the tensors a
 # DataLoader yields, because the step splits them into microbatches; a loader (or what builds
@@ -46,12 +48,12 @@ class StepInputNotSplittable(Rule):
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("MB",)
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        self.steps = step_functions(self.facts)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        self.steps = self.program.steps
 
     def leave_Module(self, node: cst.Module) -> None:
-        calls = calls_by_name(self.facts)
+        calls = self.program.facts.calls_by_name
         for step in self.steps:
             listed = self._check_options(step)
             for call in calls.get(step.name, ()):
@@ -91,7 +93,7 @@ class StepInputNotSplittable(Rule):
             self._flag_not_a_list(step, value, shape, self._list_fix(value, elements))
             self._check_names(step, "non_split_inputs", elements, params)
             return None
-        literal = self.facts.literal(value)
+        literal = self.program.facts.literal(value)
         if literal is None or literal is UNKNOWN:
             return frozenset() if literal is None else None
         if isinstance(literal, list):
@@ -114,7 +116,7 @@ class StepInputNotSplittable(Rule):
         """The same names as a list literal: safe, the tuple or string form can only raise."""
         if not elements or not all(isinstance(literal_value(element), str) for element in elements):
             return None
-        code = self.context.module.code_for_node
+        code = self.program.module.code_for_node
         text = f"[{', '.join(code(element) for element in elements)}]"
         # A tuple's parentheses belong to it but lie outside the span that ReplaceNode replaces.
         parens = [
@@ -152,7 +154,7 @@ class StepInputNotSplittable(Rule):
                     step,
                     element,
                     option,
-                    f"`{self.context.code_for(element)}` is not a parameter name (a string)",
+                    f"`{self.program.code_for(element)}` is not a parameter name (a string)",
                 )
             elif params is not None and name not in params:
                 self._flag_missing(step, element, option, name)
@@ -184,7 +186,7 @@ class StepInputNotSplittable(Rule):
             ]
             self._check_names(step, "input_split_axes", keys, params)
             return
-        literal: Any = self.facts.literal(value)
+        literal: Any = self.program.facts.literal(value)
         if literal is UNKNOWN or literal is None:
             return
         if isinstance(literal, dict):
@@ -207,7 +209,7 @@ class StepInputNotSplittable(Rule):
         for arg in call.args:
             if arg.star:
                 continue
-            kind = object_kind(self.facts, arg.value)
+            kind = object_kind(self.program.facts, arg.value)
             if kind in _NOT_STEP_INPUTS:
                 self._flag_object(step, arg.value, kind)
         if step.function is None or listed is None:
@@ -221,7 +223,7 @@ class StepInputNotSplittable(Rule):
                 self._hint(step, value, param, description)
 
     def _flag_object(self, step: StepFunction, value: cst.BaseExpression, kind: str) -> None:
-        spelled = self.context.code_for(value)
+        spelled = self.program.code_for(value)
         spelled = spelled if len(spelled) <= 40 and "\n" not in spelled else "this argument"
         message = (
             f"`{spelled}` ({_article(kind)} {kind}) is passed to step function `{step.name}`: the library splits only "
@@ -237,11 +239,11 @@ class StepInputNotSplittable(Rule):
             isinstance(value, cst.Call)
             and isinstance(value.func, cst.Attribute)
             and value.func.attr.value in _SAME_TENSOR_METHODS
-            and self.facts.qualified_name(value.func) is None
+            and self.program.facts.qualified_name(value.func) is None
         ):
             value = value.func.value
         if isinstance(value, cst.Name) and depth < 3:
-            assignment = self.flow.reaching(value.value, value).single
+            assignment = self.program.reaching.reaching(value.value, value).single
             return (
                 self._without_batch_dimension(assignment.value, depth + 1)
                 if assignment is not None
@@ -249,12 +251,12 @@ class StepInputNotSplittable(Rule):
             )
         if not isinstance(value, cst.Call):
             return None
-        qualified = self.facts.qualified_name(value.func) or ""
+        qualified = self.program.facts.qualified_name(value.func) or ""
         first = argument(
             value, "data" if qualified in ("torch.tensor", "torch.as_tensor") else "size", 0
         )
         if qualified in ("torch.tensor", "torch.as_tensor") and first is not None:
-            literal = self.facts.literal(first.value)
+            literal = self.program.facts.literal(first.value)
             if isinstance(literal, (int, float)):
                 return "a scalar tensor"
         if qualified == "torch.scalar_tensor":
@@ -262,7 +264,7 @@ class StepInputNotSplittable(Rule):
         if (
             qualified in _FILLED
             and first is not None
-            and self.facts.literal(first.value) in ((), [])
+            and self.program.facts.literal(first.value) in ((), [])
         ):
             return "a zero-dimensional tensor"
         if qualified in _PARAMETERS:
@@ -275,7 +277,7 @@ class StepInputNotSplittable(Rule):
         self, step: StepFunction, value: cst.BaseExpression, param: str, description: str
     ) -> None:
         mb = self.feature("MB")
-        spelled = self.context.code_for(value)
+        spelled = self.program.code_for(value)
         spelled = spelled if len(spelled) <= 40 and "\n" not in spelled else "this argument"
         condition = f"{mb.condition()}, so" if mb.state is Tri.ON else "with microbatches > 1,"
         message = (
@@ -294,7 +296,7 @@ class StepInputNotSplittable(Rule):
     def _add_name_fix(self, step: StepFunction, param: str) -> Optional[PendingFix]:
         """Add ``param`` to ``non_split_inputs``: unsafe, since only a person knows the tensor's shape."""
         quoted = f'"{param}"'
-        code = self.context.module.code_for_node
+        code = self.program.module.code_for_node
         edit: Optional[Any] = None
         if step.options is None:
             decorator = self._bare_decorator(step)
@@ -329,7 +331,7 @@ class StepInputNotSplittable(Rule):
             return None
         for decorator in step.function.decorators:
             if not isinstance(decorator.decorator, cst.Call) and is_step_decorator(
-                self.facts.imports, decorator.decorator
+                self.program.facts.imports, decorator.decorator
             ):
                 return decorator.decorator
         return None

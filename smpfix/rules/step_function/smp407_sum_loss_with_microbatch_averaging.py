@@ -8,14 +8,15 @@ import libcst as cst
 
 from smpfix.base.calls import argument, has_star_kwargs
 from smpfix.base.findings import Applicability, Severity
-from smpfix.base.parents import ParentIndex
+from smpfix.base.walker import Ancestry
+from smpfix.fixes.arguments import append_arguments
 from smpfix.job.jobfacts import Tri
-from smpfix.program.argument_edits import append_arguments
 from smpfix.program.facts import FileFacts
-from smpfix.program.loss_reduction import LossReductions
-from smpfix.program.model_names import DistributedModelNames
-from smpfix.program.steps import enclosing_step, step_bodies, step_functions
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.program.objects.model_names import DistributedModelNames
+from smpfix.program.steps import enclosing_step, step_bodies
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.step_function._loss_reduction import LossReductions
 
 _SETTING = "average_grads_across_microbatches"
 
@@ -32,11 +33,11 @@ class SumLossWithMicrobatchAveraging(Rule):
     def applies_to(cls, facts: FileFacts) -> bool:
         return super().applies_to(facts) and bool(facts.distributed_models)
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        steps = step_functions(self.facts)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        steps = self.program.steps
         self.bodies = step_bodies(steps)
-        self.models = DistributedModelNames(self.facts, steps)
+        self.models = DistributedModelNames(self.program.facts, steps)
         self.found: list[tuple[cst.Call, cst.BaseExpression]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -54,7 +55,7 @@ class SumLossWithMicrobatchAveraging(Rule):
         if not self.models.holds_model(func.value.value, functions):
             return
         loss = node.args[0].value
-        if LossReductions(self.facts, functions[-1]).summed(loss):
+        if LossReductions(self.program.facts, functions[-1]).summed(loss):
             self.found.append((node, loss))
 
     def leave_Module(self, node: cst.Module) -> None:
@@ -66,9 +67,9 @@ class SumLossWithMicrobatchAveraging(Rule):
             if mb.state is Tri.OFF:
                 continue
             severity = Severity.WARNING if mb.state is Tri.ON else Severity.HINT
-            spelled = self.context.code_for(loss)
+            spelled = self.program.code_for(loss)
             message = (
-                f"`{self.context.code_for(call.func)}({spelled})` backpropagates a loss summed over the samples, but "
+                f"`{self.program.code_for(call.func)}({spelled})` backpropagates a loss summed over the samples, but "
                 "`smp.DistributedModel` averages gradients across microbatches by default, so the gradients are "
                 f"1/microbatches of what this sum asks for ({mb.condition()}); plain SGD then takes steps that much "
                 f"smaller. Pass `{_SETTING}=False` to `smp.DistributedModel(...)`, as the API documentation asks "
@@ -78,21 +79,21 @@ class SumLossWithMicrobatchAveraging(Rule):
 
     def _averaging(self) -> bool:
         """Every ``smp.DistributedModel`` of the file averages (the setting left out or True)."""
-        for wrap in self.facts.distributed_models:
+        for wrap in self.program.facts.distributed_models:
             given = argument(wrap.call, _SETTING)
             if given is None and has_star_kwargs(wrap.call):
                 return False
-            if given is not None and self.facts.literal(given.value) is not True:
+            if given is not None and self.program.facts.literal(given.value) is not True:
                 return False
         return True
 
     def _fix(self, module: cst.Module) -> Optional[PendingFix]:
-        wraps = self.facts.distributed_models
+        wraps = self.program.facts.distributed_models
         if len(wraps) != 1 or argument(wraps[0].call, _SETTING) is not None:
             return None
         call = wraps[0].call
         edit = append_arguments(
-            call, [f"{_SETTING}=False"], ParentIndex(module).indentation(call), module
+            call, [f"{_SETTING}=False"], self.program.parents.indentation(call), module
         )
         if edit is None:
             return None

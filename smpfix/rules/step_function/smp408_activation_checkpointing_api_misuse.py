@@ -12,9 +12,10 @@ from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
 from smpfix.base.imports import dotted_name
 from smpfix.base.parents import ParentIndex
-from smpfix.base.walker import iter_nodes
-from smpfix.program.call_order import exclusive, runs_earlier
-from smpfix.rules.rule import Rule, RuleContext
+from smpfix.base.walker import Ancestry, iter_nodes
+from smpfix.program.model import Program
+from smpfix.program.order.call_order import exclusive, runs_earlier
+from smpfix.rules.rule import Rule
 
 _STRATEGY = re.compile(r"^(each|contiguous|group_\d+)$")
 _TORCH_CHECKPOINT = frozenset(
@@ -45,25 +46,25 @@ class ActivationCheckpointingApiMisuse(Rule):
     default_severity = Severity.ERROR
     runs_on_helper_modules = True
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
         self.settings: list[_Setting] = []
 
     # -- detection -----------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
-        member = self.facts.smp_member(node.func)
+        member = self.program.facts.smp_member(node.func)
         if member == "set_activation_checkpointing":
             self._check_setting(node)
         elif member in _SMP_CHECKPOINT:
             self._check_smp_checkpoint(node)
-        elif self.facts.qualified_name(node.func) in _TORCH_CHECKPOINT:
+        elif self.program.facts.qualified_name(node.func) in _TORCH_CHECKPOINT:
             self._flag_torch_checkpoint(node)
         elif (
             isinstance(node.func, cst.Attribute)
             and node.func.attr.value == "gradient_checkpointing_enable"
         ):
             if not self._behind_gradient_checkpointing_flag():
-                self._flag_hugging_face(node, f"`{self.context.code_for(node.func)}()`")
+                self._flag_hugging_face(node, f"`{self.program.code_for(node.func)}()`")
         else:
             self._check_hugging_face_config(node)
 
@@ -74,8 +75,8 @@ class ActivationCheckpointingApiMisuse(Rule):
                 isinstance(attribute, cst.Attribute)
                 and attribute.attr.value == "gradient_checkpointing"
             ):
-                if self.facts.literal(node.value) is True:
-                    self._flag_hugging_face(node, f"`{self.context.code_for(attribute)} = True`")
+                if self.program.facts.literal(node.value) is True:
+                    self._flag_hugging_face(node, f"`{self.program.code_for(attribute)} = True`")
 
     def _check_setting(self, call: cst.Call) -> None:
         module = argument(call, "module", 0)
@@ -83,7 +84,7 @@ class ActivationCheckpointingApiMisuse(Rule):
             _Setting(call, dotted_name(module.value) if module is not None else None)
         )
         strategy = argument(call, "strategy", 3)
-        value = self.facts.literal(strategy.value) if strategy is not None else "each"
+        value = self.program.facts.literal(strategy.value) if strategy is not None else "each"
         if isinstance(value, str) and not _STRATEGY.match(value):
             message = (
                 f'`strategy={value!r}` is none of the strategies the library documents: `"each"`, `"contiguous"` '
@@ -98,7 +99,7 @@ class ActivationCheckpointingApiMisuse(Rule):
             and self._not_sequential(module.value)
         ):
             message = (
-                f"`strategy={value!r}` groups the layers of an `nn.Sequential`, but `{self.context.code_for(module.value)}` "
+                f"`strategy={value!r}` groups the layers of an `nn.Sequential`, but `{self.program.code_for(module.value)}` "
                 "is not one: the library raises CheckpointingConfigError. Pass an `nn.Sequential` of the layers, or "
                 "call `smp.set_activation_checkpointing` on each layer without `strategy`."
             )
@@ -107,13 +108,13 @@ class ActivationCheckpointingApiMisuse(Rule):
     def _not_sequential(self, expr: cst.BaseExpression) -> bool:
         """The module is built visibly as something other than an ``nn.Sequential``."""
         if isinstance(expr, cst.Name):
-            built = self.facts.single_assignment(expr.value)
+            built = self.program.facts.single_assignment(expr.value)
             if built is None:
                 return False
             expr = built.value
         if not isinstance(expr, cst.Call):
             return False
-        qualified = self.facts.qualified_name(expr.func)
+        qualified = self.program.facts.qualified_name(expr.func)
         if qualified is not None:
             last = qualified.rsplit(".", 1)[-1]
             return (
@@ -126,11 +127,11 @@ class ActivationCheckpointingApiMisuse(Rule):
         )
 
     def _local_module_not_sequential(self, name: str, depth: int) -> bool:
-        cls = self.facts.classes.get(name)
+        cls = self.program.facts.classes.get(name)
         if cls is None or depth > 5 or not cls.bases:
             return False
         for base in cls.bases:
-            qualified = self.facts.qualified_name(base.value)
+            qualified = self.program.facts.qualified_name(base.value)
             if qualified in _SEQUENTIAL:
                 return False
             if qualified == "torch.nn.Module":
@@ -150,7 +151,7 @@ class ActivationCheckpointingApiMisuse(Rule):
         if function is None:
             return
         message = (
-            f"The library's `checkpoint` takes a module, but `{self.context.code_for(first.value)}` is {function}: it "
+            f"The library's `checkpoint` takes a module, but `{self.program.code_for(first.value)}` is {function}: it "
             'raises CheckpointingError ("... is not a Module"). Pass the submodule itself '
             "(`checkpoint(self.block, x)`), or put the code in an `nn.Module`."
         )
@@ -162,8 +163,8 @@ class ActivationCheckpointingApiMisuse(Rule):
             return "a lambda"
         if (
             isinstance(expr, cst.Name)
-            and expr.value in self.facts.functions
-            and expr.value not in self.facts.classes
+            and expr.value in self.program.facts.functions
+            and expr.value not in self.program.facts.classes
         ):
             return "a function"
         if (
@@ -183,7 +184,7 @@ class ActivationCheckpointingApiMisuse(Rule):
         if self._behind_gradient_checkpointing_flag():
             return
         message = (
-            f"`{self.context.code_for(call.func)}(...)` is PyTorch's activation checkpointing, which the developer guide "
+            f"`{self.program.code_for(call.func)}(...)` is PyTorch's activation checkpointing, which the developer guide "
             "says is not compatible with the library: the library schedules the forward and backward passes of each "
             "partition and microbatch itself, and recomputation it does not know of breaks that. "
             f"{_SMP_CHECKPOINT_ADVICE}"
@@ -204,13 +205,13 @@ class ActivationCheckpointingApiMisuse(Rule):
         return False
 
     def _check_hugging_face_config(self, call: cst.Call) -> None:
-        qualified = self.facts.qualified_name(call.func) or ""
+        qualified = self.program.facts.qualified_name(call.func) or ""
         if not qualified.startswith("transformers."):
             return
         flag = argument(call, "gradient_checkpointing")
         if (
             flag is not None
-            and self.facts.literal(flag.value) is True
+            and self.program.facts.literal(flag.value) is True
             and "TrainingArguments" not in qualified
         ):
             self._flag_hugging_face(flag, "`gradient_checkpointing=True`")
@@ -227,11 +228,11 @@ class ActivationCheckpointingApiMisuse(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         if not self.settings:
             return
-        parents = ParentIndex(node)
+        parents = self.program.parents
         for setting in self.settings:
             if self._before_wrap(setting.call, parents):
                 message = (
-                    f"`{self.context.code_for(setting.call.func)}(...)` runs before `smp.DistributedModel`: it raises "
+                    f"`{self.program.code_for(setting.call.func)}(...)` runs before `smp.DistributedModel`: it raises "
                     "DistributedModelNotWrappedError. Call it after the wrap, on the module as the wrapped model holds "
                     "it (`model.get_module()...`); with tensor parallelism the wrap may replace the module object."
                 )
@@ -247,10 +248,10 @@ class ActivationCheckpointingApiMisuse(Rule):
                     self.report(inner.call, message, severity=Severity.ERROR)
 
     def _before_wrap(self, call: cst.Call, parents: ParentIndex) -> bool:
-        wraps = self.facts.distributed_models
-        if any(runs_earlier(self.facts, parents, wrap.call, call) for wrap in wraps):
+        wraps = self.program.facts.distributed_models
+        if any(runs_earlier(self.program.facts, parents, wrap.call, call) for wrap in wraps):
             return False
-        return any(runs_earlier(self.facts, parents, call, wrap.call) for wrap in wraps)
+        return any(runs_earlier(self.program.facts, parents, call, wrap.call) for wrap in wraps)
 
     def _nested(self, outer: _Setting, inner: _Setting, parents: ParentIndex) -> bool:
         """``outer.module`` is an ancestor path of ``inner.module`` naming the same object: one
@@ -270,7 +271,7 @@ class ActivationCheckpointingApiMisuse(Rule):
             return False
         assigned = [
             a
-            for a in self.facts.assignments.get(root, ())
+            for a in self.program.facts.assignments.get(root, ())
             if a.where is not None and a.where.scope is scope
         ]
         return len(assigned) <= 1

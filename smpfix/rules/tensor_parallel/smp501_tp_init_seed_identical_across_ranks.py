@@ -14,15 +14,15 @@ from smpfix.base.findings import Applicability
 from smpfix.base.imports import dotted_name
 from smpfix.base.parents import ParentIndex, Scope
 from smpfix.base.walker import iter_nodes
-from smpfix.program.codegen import smp_reference
-from smpfix.program.data_ranks import DIFFERS_ACROSS_TP, family_of
-from smpfix.program.dataloaders import (
+from smpfix.fixes.references import smp_reference
+from smpfix.job.groups import DIFFERS_ACROSS_TP, family_of
+from smpfix.program.data.dataloaders import (
     DATALOADER_POSITIONS,
     DISTRIBUTED_SAMPLERS,
-    bound_value,
     is_dataloader,
 )
 from smpfix.program.facts import RANK_FUNCTIONS, FileFacts, Wrap
+from smpfix.program.flow.values import bound_value
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _TORCH_SEEDS = frozenset(
@@ -94,15 +94,18 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         return facts.imports_smp_torch
 
     def leave_Module(self, node: cst.Module) -> None:
-        if not self.facts.distributed_models or self.severity_when(self.tp_distributed()) is None:
+        if (
+            not self.program.facts.distributed_models
+            or self.severity_when(self.tp_distributed()) is None
+        ):
             return
         seedings = self._seedings()
         if not seedings:
             return
-        index = ParentIndex(node)
+        index = self.program.parents
         bindings = self._bindings(index)
         flagged: set[cst.Call] = set()
-        for wrap in self.facts.distributed_models:
+        for wrap in self.program.facts.distributed_models:
             seeding = self._last_on_path(index.scope_of(wrap.call), wrap.call, seedings, index, 0)
             if seeding is None or seeding.call in flagged:
                 continue
@@ -116,13 +119,15 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
     # -- which seed is in force ---------------------------------------------------------------
     def _seedings(self) -> list[_Seeding]:
         found = []
-        for call in self.facts.call_order:
-            if self.facts.qualified_name(call.func) in _TORCH_SEEDS:
+        for call in self.program.facts.call_order:
+            if self.program.facts.qualified_name(call.func) in _TORCH_SEEDS:
                 seed = argument(call, "seed", 0)
                 if seed is not None and not seed.star:
                     found.append(_Seeding(call, (seed.value,), seed.value))
-            elif isinstance(call.func, cst.Name) and call.func.value in self.facts.functions:
-                through = self._through_helper(call, self.facts.functions[call.func.value])
+            elif (
+                isinstance(call.func, cst.Name) and call.func.value in self.program.facts.functions
+            ):
+                through = self._through_helper(call, self.program.facts.functions[call.func.value])
                 if through is not None:
                     found.append(through)
         return found
@@ -132,7 +137,8 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         inner = [
             node
             for node in iter_nodes(helper.body)
-            if isinstance(node, cst.Call) and self.facts.qualified_name(node.func) in _TORCH_SEEDS
+            if isinstance(node, cst.Call)
+            and self.program.facts.qualified_name(node.func) in _TORCH_SEEDS
         ]
         seed = argument(inner[-1], "seed", 0) if inner else None
         if seed is None or seed.star:
@@ -163,7 +169,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         before = [
             s
             for s in seedings
-            if index.scope_of(s.call) is scope and self.facts.runs_before(s.call, point)
+            if index.scope_of(s.call) is scope and self.program.facts.runs_before(s.call, point)
         ]
         if before:
             return before[-1]
@@ -171,9 +177,9 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
             return None
         callers = [
             call
-            for call in self.facts.call_order
+            for call in self.program.facts.call_order
             if isinstance(call.func, cst.Name)
-            and self.facts.functions.get(call.func.value) is scope
+            and self.program.facts.functions.get(call.func.value) is scope
         ]
         for caller in callers:
             found = self._last_on_path(index.scope_of(caller), caller, seedings, index, depth + 1)
@@ -207,10 +213,10 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         """A rank that differs between tensor-parallel peers (catalog 1.6); ``rdp_rank`` does not."""
         if not isinstance(node, cst.Call) or node.args:
             return False
-        member = self.facts.smp_member(node.func)
+        member = self.program.facts.smp_member(node.func)
         if member in RANK_FUNCTIONS:
             return family_of(member) in DIFFERS_ACROSS_TP
-        return self.facts.qualified_name(node.func) == "torch.distributed.get_rank"
+        return self.program.facts.qualified_name(node.func) == "torch.distributed.get_rank"
 
     def _per_rank(
         self,
@@ -240,7 +246,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
     # -- can the fix be offered ---------------------------------------------------------------
     def _global_rng_data(self) -> Optional[str]:
         """Why a per-rank seed could change the data order, or None when the data path has its own RNG."""
-        loaders = [c for c in self.facts.call_order if is_dataloader(c, self.facts)]
+        loaders = [c for c in self.program.facts.call_order if is_dataloader(c, self.program.facts)]
         if not loaders:
             return "this file builds no `DataLoader`, so smpfix cannot tell whether the data order comes from this seed"
         for loader in loaders:
@@ -249,39 +255,45 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
             if has_star_kwargs(loader):
                 return "a `DataLoader` here takes `**kwargs`, which may make it shuffle with torch's global RNG"
             shuffle = argument(loader, "shuffle", DATALOADER_POSITIONS["shuffle"])
-            if shuffle is not None and self.facts.literal(shuffle.value) not in (False, None):
+            if shuffle is not None and self.program.facts.literal(shuffle.value) not in (
+                False,
+                None,
+            ):
                 return "a `DataLoader` here shuffles with torch's global RNG (no `generator=`)"
             batch_sampler = argument(loader, "batch_sampler", DATALOADER_POSITIONS["batch_sampler"])
-            if batch_sampler is not None and self.facts.literal(batch_sampler.value) is not None:
+            if (
+                batch_sampler is not None
+                and self.program.facts.literal(batch_sampler.value) is not None
+            ):
                 return "a `DataLoader` here takes a batch sampler that may draw from torch's global RNG"
             sampler = argument(loader, "sampler", DATALOADER_POSITIONS["sampler"])
             if sampler is not None and not self._sampler_has_own_rng(sampler.value):
                 return "a `DataLoader` here takes a sampler that may draw from torch's global RNG"
-        for call in self.facts.call_order:
+        for call in self.program.facts.call_order:
             if (
-                self.facts.qualified_name(call.func) in _RANDOM_SPLITS
+                self.program.facts.qualified_name(call.func) in _RANDOM_SPLITS
                 and argument(call, "generator", 2) is None
             ):
                 return "`random_split(...)` here splits with torch's global RNG (no `generator=`)"
         return None
 
     def _sampler_has_own_rng(self, value: cst.BaseExpression) -> bool:
-        if self.facts.literal(value) is None:
+        if self.program.facts.literal(value) is None:
             return True
-        value = bound_value(value, self.facts)
+        value = bound_value(value, self.program.facts)
         if not isinstance(value, cst.Call):
             return False
-        return self.facts.qualified_name(value.func) in _OWN_RNG_SAMPLERS or any(
+        return self.program.facts.qualified_name(value.func) in _OWN_RNG_SAMPLERS or any(
             arg.keyword is not None and arg.keyword.value == "generator" for arg in value.args
         )
 
     # -- reporting ----------------------------------------------------------------------------
     def _fix(self, seeding: _Seeding) -> Optional[PendingFix]:
-        reference = smp_reference(self.facts, self.context.module, "dp_rank")
+        reference = smp_reference(self.program.facts, self.program.module, "dp_rank")
         if reference is None:
             return None
         target = seeding.target
-        code = self.context.code_for(target)
+        code = self.program.code_for(target)
         parenthesized = bool(getattr(target, "lpar", ()))
         simple = isinstance(target, _NO_PARENS) or (
             isinstance(target, cst.BinaryOperation) and isinstance(target.operator, _ARITHMETIC)
@@ -295,7 +307,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         return PendingFix(Applicability.UNSAFE, f"Seed with `{code} + {reference.text}()`", edits)
 
     def _spelled(self, member: str) -> str:
-        reference = smp_reference(self.facts, self.context.module, member)
+        reference = smp_reference(self.program.facts, self.program.module, member)
         return reference.text if reference is not None else f"smp.{member}"
 
     def _flag(self, seeding: _Seeding, wrap: Wrap) -> None:
@@ -305,9 +317,9 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         severity = self.severity_when(tp)
         if severity is None:
             return
-        call = self.context.code_for(seeding.call)
-        wrapped = self.context.code_for(wrap.argument) if wrap.argument is not None else "..."
-        wrapper = self.context.code_for(wrap.call.func)
+        call = self.program.code_for(seeding.call)
+        wrapped = self.program.code_for(wrap.argument) if wrap.argument is not None else "..."
+        wrapper = self.program.code_for(wrap.call.func)
         lead = f"`{call}` is the last torch seed set before `{wrapper}({wrapped})`, and it is the same on all tensor-parallel ranks"
         why = (
             "each tensor-parallel rank initialises its slice of a distributed parameter from torch's global RNG, "

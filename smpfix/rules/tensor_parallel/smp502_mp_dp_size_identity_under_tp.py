@@ -9,7 +9,7 @@ import libcst as cst
 
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability
-from smpfix.program.codegen import smp_reference
+from smpfix.fixes.references import smp_reference
 from smpfix.program.facts import FileFacts
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
@@ -41,7 +41,7 @@ class MpDpSizeIdentityUnderTp(Rule):
         if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Multiply):
             return  # the outermost multiplication of a chain looks at all of it
         factors = list(_factors(node))
-        sizes = [self.facts.smp_rank_function(factor) for factor in factors]
+        sizes = [self.program.facts.smp_rank_function(factor) for factor in factors]
         if "mp_size" not in sizes or "dp_size" not in sizes:
             return
         tp = self.feature("TP", at=node)
@@ -49,7 +49,7 @@ class MpDpSizeIdentityUnderTp(Rule):
         if severity is None:
             return
         mp_factor = factors[sizes.index("mp_size")]
-        spelled = self.context.code_for(node)
+        spelled = self.program.code_for(node)
         spelled = spelled if len(spelled) <= 60 and "\n" not in spelled else "this product"
         why = (
             "the tensor-parallel group is part of both the model-parallel and the data-parallel group, so "
@@ -73,7 +73,7 @@ class MpDpSizeIdentityUnderTp(Rule):
         if isinstance(factor, cst.Call) and isinstance(factor.func, cst.Attribute):
             edits.append(ReplaceNode(factor.func.attr, "pp_size"))
         else:
-            reference = smp_reference(self.facts, self.context.module, "pp_size")
+            reference = smp_reference(self.program.facts, self.program.module, "pp_size")
             if reference is None:
                 return None
             edits.extend(reference.edits)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from smpfix.base.findings import Severity
+from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import Tri
-from smpfix.program.model_names import DistributedModelNames
-from smpfix.program.steps import step_functions
-from smpfix.rules.rule import FixAvailability, Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.program.objects.model_names import DistributedModelNames
+from smpfix.rules.rule import FixAvailability, Rule
 
 
 class JoinWithTensorParallelism(Rule):
@@ -18,9 +19,9 @@ class JoinWithTensorParallelism(Rule):
     fix_availability = FixAvailability.NONE
     depends_on = ("DDP", "TP")
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        self.models = DistributedModelNames(self.facts, step_functions(self.facts))
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        self.models = DistributedModelNames(self.program.facts, self.program.steps)
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         call = node.item

@@ -11,9 +11,9 @@ from smpfix.base.calls import argument, bound_names, has_star_kwargs
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.walker import iter_nodes
+from smpfix.fixes.arguments import append_arguments, block_indentation
+from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import FeatureState, Tri
-from smpfix.program.argument_edits import append_arguments, block_indentation
-from smpfix.program.codegen import smp_reference
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # Reductions whose result a script averages, and the position of their `group` parameter.
@@ -53,7 +53,7 @@ class CollectiveOnWorldGroup(Rule):
     depends_on = ("PP", "TP", "DDP")
 
     def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.facts.qualified_name(node.func) or ""
+        qualified = self.program.facts.qualified_name(node.func) or ""
         if not qualified.startswith("torch.distributed."):
             return
         if self._without_process_group(node, qualified):
@@ -85,7 +85,7 @@ class CollectiveOnWorldGroup(Rule):
         if ddp.state is not Tri.OFF or self._starts_process_group():
             return False
         message = (
-            f"`{self.context.code_for(call.func)}(...)` needs torch.distributed's default process group, which the "
+            f"`{self.program.code_for(call.func)}(...)` needs torch.distributed's default process group, which the "
             f'library creates only with `"ddp": True`, and ddp is off ({ddp.source}): the call raises "Default '
             'process group has not been initialized". Turn on `ddp` in the modelparallel parameters, or use the '
             "library's own collectives (`smp.allgather`, `smp.broadcast`, `smp.barrier`)."
@@ -95,27 +95,27 @@ class CollectiveOnWorldGroup(Rule):
 
     def _starts_process_group(self) -> bool:
         return any(
-            self.facts.qualified_name(call.func) == "torch.distributed.init_process_group"
-            for call in self.facts.call_order
+            self.program.facts.qualified_name(call.func) == "torch.distributed.init_process_group"
+            for call in self.program.facts.call_order
         )
 
     # -- the average after a world reduction -------------------------------------------------
     def _world(self, expr: cst.BaseExpression) -> bool:
         """``group=None``, ``dist.group.WORLD`` or ``smp.get_world_process_group()``."""
-        if self.facts.literal(expr) is None:
+        if self.program.facts.literal(expr) is None:
             return True
-        if self.facts.qualified_name(expr) == "torch.distributed.group.WORLD":
+        if self.program.facts.qualified_name(expr) == "torch.distributed.group.WORLD":
             return True
         return (
             isinstance(expr, cst.Call)
-            and self.facts.smp_member(expr.func) == "get_world_process_group"
+            and self.program.facts.smp_member(expr.func) == "get_world_process_group"
         )
 
     def _average_after(self, call: cst.Call, name: str) -> Optional[_Average]:
         """The first division of ``name`` (or of a value read from it) by ``smp.dp_size()`` or
         ``smp.rdp_size()`` after ``call`` in the same function."""
         statement = self.ancestry.nearest(cst.SimpleStatementLine)
-        ref = self.facts.statement_of(statement) if statement is not None else None
+        ref = self.program.facts.statement_of(statement) if statement is not None else None
         if ref is None:
             return None
         for later in ref.block.body[ref.index + 1 :]:  # type: ignore[union-attr]
@@ -151,7 +151,7 @@ class CollectiveOnWorldGroup(Rule):
             divisor = node.args[0].value
         if divisor is None:
             return None
-        size = self.facts.smp_rank_function(divisor)
+        size = self.program.facts.smp_rank_function(divisor)
         return size if size in _GROUP_OF else None
 
     def _flag(self, call: cst.Call, name: str, group: Optional[cst.Arg], average: _Average) -> None:
@@ -161,7 +161,7 @@ class CollectiveOnWorldGroup(Rule):
         unknown = [s for s in states if s.state is Tri.UNKNOWN]
         if not on and not unknown:
             return  # one pipeline stage (and, for rdp_size, no tensor parallelism): the world is the group
-        spelled = self.context.code_for(call.func)
+        spelled = self.program.code_for(call.func)
         size = f"smp.{average.size}()"
         if average.size == "dp_size":
             why = (
@@ -190,7 +190,7 @@ class CollectiveOnWorldGroup(Rule):
         )
 
     def _fix(self, call: cst.Call, group: Optional[cst.Arg], size: str) -> Optional[PendingFix]:
-        reference = smp_reference(self.facts, self.context.module, _GROUP_OF[size])
+        reference = smp_reference(self.program.facts, self.program.module, _GROUP_OF[size])
         if reference is None:
             return None
         value = f"{reference.text}()"
@@ -198,7 +198,7 @@ class CollectiveOnWorldGroup(Rule):
         if group is not None:
             edits.append(ReplaceNode(group.value, value))
         else:
-            module = self.context.module
+            module = self.program.module
             added = append_arguments(
                 call, [f"group={value}"], block_indentation(self.ancestry.stack, module), module
             )

@@ -6,9 +6,11 @@ import libcst as cst
 
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
-from smpfix.program.call_graph import innermost_function, run_inside_steps
-from smpfix.program.tf_training import is_gradient_tape
-from smpfix.rules.rule import Rule, RuleContext
+from smpfix.base.walker import Ancestry
+from smpfix.program.model import Program
+from smpfix.program.order.call_graph import innermost_function, run_inside_steps
+from smpfix.program.tensorflow.training import is_gradient_tape
+from smpfix.rules.rule import Rule
 
 
 class TfGradientTapeUnsupported(Rule):
@@ -17,14 +19,14 @@ class TfGradientTapeUnsupported(Rule):
     summary = "`tf.GradientTape` is not supported by the library; compute gradients with `optimizer.get_gradients(loss, model.trainable_variables)` inside `@smp.step`."
     flavours = ONLY_TENSORFLOW
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        self.in_step = run_inside_steps(self.facts)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        self.in_step = run_inside_steps(self.program.file)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not is_gradient_tape(self.facts, node.func):
+        if not is_gradient_tape(self.program.facts, node.func):
             return
-        spelled = self.context.code_for(node.func)
+        spelled = self.program.code_for(node.func)
         step = innermost_function(self.ancestry.stack, self.in_step)
         if step is not None:
             message = (

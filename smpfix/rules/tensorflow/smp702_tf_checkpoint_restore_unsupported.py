@@ -17,10 +17,10 @@ import libcst as cst
 
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
-from smpfix.base.walker import iter_nodes
-from smpfix.program.call_graph import local_calls
+from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.program.facts import Scope
-from smpfix.rules.rule import Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.rules.rule import Rule
 
 _TF_CHECKPOINT = frozenset({"tensorflow.train.Checkpoint", "tensorflow.compat.v2.train.Checkpoint"})
 _TF_MANAGER = frozenset(
@@ -36,13 +36,13 @@ class TfCheckpointRestoreUnsupported(Rule):
     summary = "Restore TensorFlow checkpoints with `smp.CheckpointManager`, not `tf.train.Checkpoint.restore()` or `tf.train.CheckpointManager`."
     flavours = ONLY_TENSORFLOW
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
         # Calls that train: a step function, or a local function that (indirectly) calls one.
-        self.training = local_calls(self.facts).reaching(self.facts.step_functions)
+        self.training = self.program.calls.reaching(self.program.facts.step_functions)
 
     def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.facts.qualified_name(node.func)
+        qualified = self.program.facts.qualified_name(node.func)
         if qualified in _TF_MANAGER:
             self._flag_manager(node)
             return
@@ -52,12 +52,12 @@ class TfCheckpointRestoreUnsupported(Rule):
         built = self._construction(func.value)
         if built is None:
             return
-        kind = self.facts.qualified_name(built.func)
+        kind = self.program.facts.qualified_name(built.func)
         if kind in _TF_CHECKPOINT:
             self._flag_tf_restore(node, func.attr.value)
         elif (
             func.attr.value == "restore"
-            and self.facts.smp_member(built.func) == "CheckpointManager"
+            and self.program.facts.smp_member(built.func) == "CheckpointManager"
         ):
             self._check_early_restore(node)
 
@@ -66,14 +66,14 @@ class TfCheckpointRestoreUnsupported(Rule):
         if isinstance(expr, cst.Call):
             return expr
         if isinstance(expr, cst.Name):
-            assignment = self.facts.single_assignment(expr.value)
+            assignment = self.program.facts.single_assignment(expr.value)
             if assignment is not None and isinstance(assignment.value, cst.Call):
                 return assignment.value
         return None
 
     # -- reports -------------------------------------------------------------------------------
     def _flag_tf_restore(self, call: cst.Call, method: str) -> None:
-        spelled = self.context.code_for(call.func)
+        spelled = self.program.code_for(call.func)
         message = (
             f"`{spelled}(...)` restores a `tf.train.Checkpoint` directly, which the library does not support: each "
             "rank holds only its partition of the `smp.DistributedModel`, and only `smp.CheckpointManager` saves and "
@@ -83,7 +83,7 @@ class TfCheckpointRestoreUnsupported(Rule):
         self.report(call, message, severity=Severity.ERROR)
 
     def _flag_manager(self, call: cst.Call) -> None:
-        spelled = self.context.code_for(call.func)
+        spelled = self.program.code_for(call.func)
         message = (
             f"`{spelled}(...)` manages the checkpoints of a model the library splits across ranks: every pipeline "
             "rank saves its own partition into the same directory under the same names, and a restore reads another "
@@ -94,7 +94,7 @@ class TfCheckpointRestoreUnsupported(Rule):
 
     def _check_early_restore(self, call: cst.Call) -> None:
         """``ckpt_manager.restore()`` before the training loop: before the first step call."""
-        ref = self.facts.statement_of(self._statement(call))
+        ref = self.program.facts.statement_of(self._statement(call))
         if ref is None or self.ancestry.nearest(*_LOOPS) is not None:
             return
         loop = next(
@@ -102,11 +102,11 @@ class TfCheckpointRestoreUnsupported(Rule):
         )
         if loop is None:
             return
-        spelled = self.context.code_for(call.func)
+        spelled = self.program.code_for(call.func)
         message = (
             f"`{spelled}()` runs before the training loop, so before the first step has partitioned the model: SMP "
             "1.2 and earlier must restore after the first training step, and a restore before it may hang. This "
-            f"matters {'because ' if self.job.smp_version is not None else ''}{self.version_condition(until=(1, 2))}. "
+            f"matters {'because ' if self.program.job.smp_version is not None else ''}{self.version_condition(until=(1, 2))}. "
             "Move it into the loop, after the first step call (from SMP 1.3 the library defers an early restore "
             "until the model is partitioned)."
         )
@@ -115,7 +115,7 @@ class TfCheckpointRestoreUnsupported(Rule):
     # -- where the training loop is ----------------------------------------------------------
     def _statement(self, call: cst.Call) -> cst.CSTNode:
         for node in reversed(self.ancestry.stack):
-            if self.facts.statement_of(node) is not None:
+            if self.program.facts.statement_of(node) is not None:
                 return node
         return call
 
@@ -127,7 +127,7 @@ class TfCheckpointRestoreUnsupported(Rule):
 
     def _after(self, loop: cst.CSTNode, call: cst.Call) -> bool:
         calls = [node for node in iter_nodes(loop) if isinstance(node, cst.Call)]
-        return bool(calls) and self.facts.runs_before(call, calls[0])
+        return bool(calls) and self.program.facts.runs_before(call, calls[0])
 
     def _trains(self, loop: cst.CSTNode) -> bool:
         return any(

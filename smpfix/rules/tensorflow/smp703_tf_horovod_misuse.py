@@ -17,9 +17,11 @@ import libcst as cst
 from smpfix.base.edits import DeleteStatementLines
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
+from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import Tri
-from smpfix.program.tf_training import horovod_member
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.program.tensorflow.training import horovod_member
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # Horovod calls that need Horovod started (collectives, the ranks, and the Keras callbacks).
 _NEEDS_INIT = frozenset(
@@ -52,14 +54,14 @@ class TfHorovodMisuse(Rule):
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("HVD", "PP")
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
         # Each `hvd.init()` with the statement a fix may delete (None when it is not alone there).
         self.inits: list[tuple[cst.Call, Optional[cst.SimpleStatementLine]]] = []
         self.uses: list[tuple[cst.Call, str]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
-        member = horovod_member(self.facts, node.func)
+        member = horovod_member(self.program.facts, node.func)
         if member == "init":
             self.inits.append((node, self._own_statement(node)))
         elif member == "DistributedOptimizer":
@@ -76,7 +78,7 @@ class TfHorovodMisuse(Rule):
     # -- hvd.init() --------------------------------------------------------------------------
     def _flag_init(self, call: cst.Call, statement: Optional[cst.SimpleStatementLine]) -> None:
         hvd = self.feature("HVD")
-        spelled = self.context.code_for(call.func)
+        spelled = self.program.code_for(call.func)
         if hvd.state is Tri.ON:
             message = (
                 f"`{spelled}()` starts Horovod a second time: {hvd.condition()}, so the library already starts it in "
@@ -134,7 +136,7 @@ class TfHorovodMisuse(Rule):
 
     # -- hvd.DistributedOptimizer --------------------------------------------------------------
     def _flag_optimizer(self, call: cst.Call) -> None:
-        spelled = self.context.code_for(call.func)
+        spelled = self.program.code_for(call.func)
         message = (
             f"`{spelled}(...)` all-reduces gradients inside `get_gradients`, which runs in the step function, once "
             "per microbatch and inside the pipeline: the documentation warns of poor performance or hangs. Use the "
@@ -148,7 +150,7 @@ class TfHorovodMisuse(Rule):
         hvd = self.feature("HVD")
         if hvd.state is not Tri.OFF:
             return  # on, or unknown: the script is written for `"horovod": True`, as the official one
-        spelled = self.context.code_for(call.func)
+        spelled = self.program.code_for(call.func)
         message = (
             f"`{spelled}` needs Horovod started, but {hvd.condition()} and the script (rightly) does not call "
             '`hvd.init()`: the library starts Horovod, on the data-parallel group, only with `"horovod": True`, so '

@@ -20,12 +20,13 @@ import libcst as cst
 from smpfix.base.calls import bound_names
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
-from smpfix.base.walker import iter_nodes
-from smpfix.program.call_graph import innermost_function, run_inside_steps
+from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.program.facts import FileFacts
-from smpfix.program.tf_models import imported_model_class, with_imported_models
-from smpfix.program.tf_training import KERAS_MODELS, constructed_by, keras_model_base
-from smpfix.rules.rule import Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.program.order.call_graph import innermost_function, run_inside_steps
+from smpfix.program.tensorflow.models import imported_model_class, with_imported_models
+from smpfix.program.tensorflow.training import KERAS_MODELS, constructed_by, keras_model_base
+from smpfix.rules.rule import Rule
 
 # Methods of a distributed model that call it outside a step (Keras' `predict_step` is not overridden).
 _CALLING_METHODS = frozenset({"call", "__call__", "predict", "predict_on_batch", "predict_step"})
@@ -39,16 +40,16 @@ class TfModelNotDistributedModelSubclass(Rule):
     summary = "Define the TensorFlow model by subclassing `smp.DistributedModel`, build its layers in `__init__`, and call it only inside `@smp.step`."
     flavours = ONLY_TENSORFLOW
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        self.models = with_imported_models(self.facts, context.modules)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        self.models = with_imported_models(self.program.facts, self.program.modules)
         # Instances of subclasses; `smp.DistributedModel(inputs=..., outputs=...)` itself is the functional API.
         self.model_names = frozenset(
             wrap.target
             for wrap in self.models.distributed_models
-            if wrap.target and self.facts.smp_member(wrap.call.func) != "DistributedModel"
+            if wrap.target and self.program.facts.smp_member(wrap.call.func) != "DistributedModel"
         )
-        self.in_step = run_inside_steps(self.facts)
+        self.in_step = run_inside_steps(self.program.file)
         self.reported: set[int] = set()
 
     # -- (b) the distributed model outside a step --------------------------------------------------
@@ -93,13 +94,14 @@ class TfModelNotDistributedModelSubclass(Rule):
     def _in_model_class(self) -> bool:
         cls = self.ancestry.nearest(cst.ClassDef)
         return (
-            isinstance(cls, cst.ClassDef) and cls.name.value in self.facts.distributed_model_classes
+            isinstance(cls, cst.ClassDef)
+            and cls.name.value in self.program.facts.distributed_model_classes
         )
 
     def _fit_before_1_4(self, call: cst.Call, model: str) -> None:
         message = (
             f"`{model}.fit(...)` trains a `smp.DistributedModel` with Keras' `fit`, which the library supports from "
-            f"SMP 1.4.0 (TensorFlow 2.5 containers); this matters {'because ' if self.job.smp_version else ''}"
+            f"SMP 1.4.0 (TensorFlow 2.5 containers); this matters {'because ' if self.program.job.smp_version else ''}"
             f"{self.version_condition(until=(1, 3))}. Write the training loop with an `@smp.step` function, or use "
             "a TensorFlow 2.5 or later container."
         )
@@ -109,8 +111,8 @@ class TfModelNotDistributedModelSubclass(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         for name, call in self._plain_models():
             self._flag_plain_model(name, call)
-        for cls_name in sorted(self.facts.distributed_model_classes):
-            cls = self.facts.classes[cls_name]
+        for cls_name in sorted(self.program.facts.distributed_model_classes):
+            cls = self.program.facts.classes[cls_name]
             self._check_shared_layers(cls)
             self._check_outside_variables(cls)
 
@@ -118,13 +120,13 @@ class TfModelNotDistributedModelSubclass(Rule):
         """Names called in a step function, or fitted, that hold a model the library does not distribute."""
         used: dict[str, None] = {}
         for name in sorted(self.in_step):
-            function = self.facts.functions.get(name)
+            function = self.program.facts.functions.get(name)
             if function is None:
                 continue
             for inner in iter_nodes(function.body):
                 if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name):
                     used.setdefault(inner.func.value)
-        for call in self.facts.call_order:
+        for call in self.program.facts.call_order:
             func = call.func
             if (
                 isinstance(func, cst.Attribute)
@@ -135,7 +137,7 @@ class TfModelNotDistributedModelSubclass(Rule):
         for name in used:
             if name in self.model_names:
                 continue
-            built = constructed_by(self.facts, name)
+            built = constructed_by(self.program.facts, name)
             if (
                 built is not None
                 and self._plain_model_kind(built) is not None
@@ -146,26 +148,30 @@ class TfModelNotDistributedModelSubclass(Rule):
 
     def _plain_model_kind(self, call: cst.Call) -> Optional[str]:
         """What plain model ``call`` builds (words for the message), None when it is distributed or not a model."""
-        qualified = self.facts.qualified_name(call.func)
+        qualified = self.program.facts.qualified_name(call.func)
         if qualified in KERAS_MODELS:
-            return f"a plain Keras model (`{self.context.code_for(call.func)}`)"
-        if self.facts.smp_member(call.func) == "DistributedModel":
+            return f"a plain Keras model (`{self.program.code_for(call.func)}`)"
+        if self.program.facts.smp_member(call.func) == "DistributedModel":
             return "`smp.DistributedModel` itself, built with the functional API"
         func = call.func
         if (
             isinstance(func, cst.Name)
-            and func.value in self.facts.classes
-            and func.value not in self.facts.imports.bindings
+            and func.value in self.program.facts.classes
+            and func.value not in self.program.facts.imports.bindings
         ):
-            if func.value in self.facts.distributed_model_classes:
+            if func.value in self.program.facts.distributed_model_classes:
                 return None
-            base = keras_model_base(self.facts, self.facts.classes[func.value], self.facts.classes)
+            base = keras_model_base(
+                self.program.facts,
+                self.program.facts.classes[func.value],
+                self.program.facts.classes,
+            )
             return f"`{func.value}`, a subclass of `{base}`" if base is not None else None
-        modules = self.context.modules
+        modules = self.program.modules
         if (
             qualified is None
             or modules is None
-            or imported_model_class(self.facts, call, modules) is not None
+            or imported_model_class(self.program.facts, call, modules) is not None
         ):
             return None
         found = modules.definition(qualified)
@@ -201,7 +207,7 @@ class TfModelNotDistributedModelSubclass(Rule):
 
     def _module_value(self, name: str) -> Optional[cst.BaseExpression]:
         """What a module-level name is bound to, when the file binds it exactly once."""
-        assignment = self.facts.single_assignment(name)
+        assignment = self.program.facts.single_assignment(name)
         if (
             assignment is None
             or assignment.where is None
@@ -212,17 +218,17 @@ class TfModelNotDistributedModelSubclass(Rule):
 
     def _module_layer(self, name: str) -> bool:
         value = self._module_value(name)
-        return value is not None and _is_layer(self.facts, value)
+        return value is not None and _is_layer(self.program.facts, value)
 
     def _layer_arguments(
         self, cls: cst.ClassDef, init: cst.FunctionDef, parameter: str
     ) -> Iterator[cst.BaseExpression]:
         """Layer constructions passed for ``parameter`` where the class is instantiated in this file."""
-        for call in self.facts.call_order:
+        for call in self.program.facts.call_order:
             if not (isinstance(call.func, cst.Name) and call.func.value == cls.name.value):
                 continue
             value = _argument_for(init, call, parameter)
-            if value is not None and _is_layer(self.facts, value):
+            if value is not None and _is_layer(self.program.facts, value):
                 yield value
 
     def _flag_shared_layer(self, node: cst.CSTNode, cls: cst.ClassDef, target: str) -> None:
@@ -257,7 +263,10 @@ class TfModelNotDistributedModelSubclass(Rule):
 
     def _module_variable(self, name: str) -> bool:
         value = self._module_value(name)
-        return isinstance(value, cst.Call) and self.facts.qualified_name(value.func) in _VARIABLES
+        return (
+            isinstance(value, cst.Call)
+            and self.program.facts.qualified_name(value.func) in _VARIABLES
+        )
 
 
 def _method(cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:

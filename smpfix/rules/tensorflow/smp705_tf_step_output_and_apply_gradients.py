@@ -19,11 +19,13 @@ import libcst as cst
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
-from smpfix.program.call_graph import innermost_function, run_inside_steps
+from smpfix.base.walker import Ancestry
 from smpfix.program.facts import FileFacts
-from smpfix.program.steps import returns_container, step_functions
-from smpfix.program.tf_training import STEP_OUTPUT_METHODS, horovod_member, is_keras_metric
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.program.order.call_graph import innermost_function, run_inside_steps
+from smpfix.program.steps import returns_container
+from smpfix.program.tensorflow.training import STEP_OUTPUT_METHODS, horovod_member, is_keras_metric
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _UPDATES = frozenset({"apply_gradients", "minimize"})
 _METRIC_METHODS = frozenset({"update_state"})
@@ -50,15 +52,15 @@ class TfStepOutputAndApplyGradients(Rule):
     def applies_to(cls, facts: FileFacts) -> bool:
         return super().applies_to(facts) and bool(facts.step_functions)
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
-        steps = step_functions(self.facts)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
+        steps = self.program.steps
         self.single = {
             step.name
             for step in steps
             if step.function is not None and not returns_container(step.function)
         }
-        self.in_step = run_inside_steps(self.facts)
+        self.in_step = run_inside_steps(self.program.file)
         self.scopes: list[dict[str, _Output]] = [{}]
         self.reported: set[int] = set()
 
@@ -89,7 +91,7 @@ class TfStepOutputAndApplyGradients(Rule):
         if (
             isinstance(value, cst.Call)
             and isinstance(value.func, cst.Name)
-            and value.func.value in self.facts.step_functions
+            and value.func.value in self.program.facts.step_functions
         ):
             return value.func.value
         return None
@@ -101,12 +103,16 @@ class TfStepOutputAndApplyGradients(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         method = func.attr.value if isinstance(func, cst.Attribute) else None
-        hvd = horovod_member(self.facts, func)
+        hvd = horovod_member(self.program.facts, func)
         step = innermost_function(self.ancestry.stack, self.in_step)
         if step is not None and hvd == "allreduce":
             self._flag_inside_step(node, step, "hvd.allreduce")
             return
-        if step is not None and method in _UPDATES and self.facts.qualified_name(func) is None:
+        if (
+            step is not None
+            and method in _UPDATES
+            and self.program.facts.qualified_name(func) is None
+        ):
             self._flag_inside_step(node, step, method)
             return
         if method == "apply_gradients":
@@ -136,17 +142,17 @@ class TfStepOutputAndApplyGradients(Rule):
         """What ``call`` is, when it needs tensors: a Keras metric, a ``tf`` op, an allreduce."""
         if hvd == "allreduce":
             return "`hvd.allreduce`"
-        if is_keras_metric(self.facts, call.func):
-            return f"the Keras metric `{self.context.code_for(call.func)}`"
+        if is_keras_metric(self.program.facts, call.func):
+            return f"the Keras metric `{self.program.code_for(call.func)}`"
         if (
             method in _METRIC_METHODS
             and isinstance(call.func, cst.Attribute)
-            and is_keras_metric(self.facts, call.func.value)
+            and is_keras_metric(self.program.facts, call.func.value)
         ):
-            return f"the Keras metric `{self.context.code_for(call.func.value)}`"
-        qualified = self.facts.qualified_name(call.func) or ""
+            return f"the Keras metric `{self.program.code_for(call.func.value)}`"
+        qualified = self.program.facts.qualified_name(call.func) or ""
         if qualified.startswith("tensorflow.") and qualified not in _HARMLESS_TF:
-            return f"`{self.context.code_for(call.func)}`"
+            return f"`{self.program.code_for(call.func)}`"
         return None
 
     # -- apply_gradients ---------------------------------------------------------------------------
@@ -170,7 +176,7 @@ class TfStepOutputAndApplyGradients(Rule):
         variable = "grad" if name == "g" else "g"
         message = (
             f"`{name}` is what the step function `{output.step}` returned: a list of `StepOutput`s, one value per "
-            f"microbatch for each gradient, not the gradients. `{self.context.code_for(call.func)}` needs one tensor per "
+            f"microbatch for each gradient, not the gradients. `{self.program.code_for(call.func)}` needs one tensor per "
             f"variable: combine them first, `[{variable}.accumulate() for {variable} in {name}]` (or `.reduce_mean()`)."
         )
         fix = PendingFix(
@@ -195,7 +201,7 @@ class TfStepOutputAndApplyGradients(Rule):
         self.report(node, message, severity=Severity.ERROR)
 
     def _flag_inside_step(self, call: cst.Call, step: str, what: Optional[str]) -> None:
-        spelled = self.context.code_for(call.func)
+        spelled = self.program.code_for(call.func)
         if what == "hvd.allreduce":
             message = (
                 f"`{spelled}(...)` runs inside the step function `{step}`, so once per microbatch and inside the "

@@ -21,10 +21,8 @@ from smpfix.base.edits import InsertStatementBefore, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
 from smpfix.base.literals import dict_entries
-from smpfix.program.call_graph import local_calls
-from smpfix.program.dataloaders import bound_value
 from smpfix.program.facts import FileFacts
-from smpfix.program.steps import step_functions
+from smpfix.program.flow.values import bound_value
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _XLA_KEYWORDS = ("jit_compile", "experimental_compile")
@@ -42,21 +40,22 @@ class TfXlaFlagOnStep(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         for options in self._step_options():
-            keyword = _xla_keyword(options, self.facts)
+            keyword = _xla_keyword(options, self.program.facts)
             if keyword is not None:
                 self._flag(options, keyword, "the step function", step=True)
         training = (
-            local_calls(self.facts).reaching(self.facts.step_functions) - self.facts.step_functions
+            self.program.calls.reaching(self.program.facts.step_functions)
+            - self.program.facts.step_functions
         )
         for name in sorted(training):
-            function = self.facts.functions.get(name)
+            function = self.program.facts.functions.get(name)
             for decorator in function.decorators if function is not None else ():
                 call = decorator.decorator
                 if (
                     isinstance(call, cst.Call)
-                    and self.facts.qualified_name(call.func) in _TF_FUNCTION
+                    and self.program.facts.qualified_name(call.func) in _TF_FUNCTION
                 ):
-                    keyword = _xla_keyword(call, self.facts)
+                    keyword = _xla_keyword(call, self.program.facts)
                     if keyword is not None:
                         self._flag(
                             call, keyword, f"`{name}`, which calls a step function,", step=False
@@ -64,7 +63,7 @@ class TfXlaFlagOnStep(Rule):
         self._check_config()
 
     def _step_options(self) -> Iterator[cst.Call]:
-        for step in step_functions(self.facts):
+        for step in self.program.steps:
             if step.options is not None:
                 yield step.options
 
@@ -92,12 +91,12 @@ class TfXlaFlagOnStep(Rule):
 
     def _check_config(self) -> None:
         """``"xla": True`` written in the script's ``smp.init({...})`` dict."""
-        call = self.facts.init_config_call
-        if call is None or self.facts.init_config.get("xla") is not True:
+        call = self.program.facts.init_config_call
+        if call is None or self.program.facts.init_config.get("xla") is not True:
             return
         config = argument(call, "config", 0)
         entry = (
-            dict_entries(bound_value(config.value, self.facts)).get("xla")
+            dict_entries(bound_value(config.value, self.program.facts)).get("xla")
             if config is not None
             else None
         )
@@ -112,8 +111,11 @@ class TfXlaFlagOnStep(Rule):
     def _fix(self, call: cst.Call, keyword: cst.Arg) -> Optional[PendingFix]:
         """Drop the keyword, and turn XLA on with ``set_jit`` before ``smp.init()`` (as the container
         tests do) if the file does not yet."""
-        edits: list[NodeEdit] = [ReplaceNode(call, self.context.code_for(_without(call, keyword)))]
-        if not any(self.facts.qualified_name(c.func) in _SET_JIT for c in self.facts.call_order):
+        edits: list[NodeEdit] = [ReplaceNode(call, self.program.code_for(_without(call, keyword)))]
+        if not any(
+            self.program.facts.qualified_name(c.func) in _SET_JIT
+            for c in self.program.facts.call_order
+        ):
             insertion = self._set_jit_before_init()
             if insertion is None:
                 return None
@@ -125,9 +127,13 @@ class TfXlaFlagOnStep(Rule):
         )
 
     def _set_jit_before_init(self) -> Optional[InsertStatementBefore]:
-        tf = self.facts.imports.local_names_for("tensorflow")
-        init = next(iter(self.facts.smp_init_calls), None)
-        ref = self.facts.statement_of(_statement_of(init, self.facts)) if init is not None else None
+        tf = self.program.facts.imports.local_names_for("tensorflow")
+        init = next(iter(self.program.facts.smp_init_calls), None)
+        ref = (
+            self.program.facts.statement_of(_statement_of(init, self.program.facts))
+            if init is not None
+            else None
+        )
         if (
             not tf
             or ref is None
@@ -135,7 +141,7 @@ class TfXlaFlagOnStep(Rule):
             or not isinstance(ref.statement, cst.SimpleStatementLine)
         ):
             return None
-        module = self.context.module
+        module = self.program.module
         statement = cst.parse_statement(
             f"{tf[0]}.config.optimizer.set_jit(True)\n", config=module.config_for_parsing
         )

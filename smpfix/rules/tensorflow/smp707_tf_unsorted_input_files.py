@@ -18,14 +18,15 @@ from smpfix.base.calls import argument, has_star_kwargs
 from smpfix.base.edits import InsertAfter, InsertBefore, NodeEdit
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
-from smpfix.base.walker import iter_nodes
+from smpfix.base.walker import Ancestry, iter_nodes
+from smpfix.fixes.arguments import append_arguments, block_indentation
+from smpfix.fixes.references import smp_reference, spelled
+from smpfix.job.groups import DataJob
 from smpfix.job.jobfacts import Feature, FeatureState, Tri
-from smpfix.program.argument_edits import append_arguments, block_indentation
-from smpfix.program.codegen import smp_reference
-from smpfix.program.data_ranks import DataJob, spelled
 from smpfix.program.facts import Scope
-from smpfix.program.wrapped_model import reaching_assignments
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.program.objects.wrapped_model import reaching_assignments
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # Listings in file-system order; the ones whose items ``sorted`` can order get the fix.
 _LISTINGS = {
@@ -65,12 +66,12 @@ class TfUnsortedInputFiles(Rule):
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("PP",)
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
         self.reported: set[int] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.facts.qualified_name(node.func)
+        qualified = self.program.facts.qualified_name(node.func)
         if qualified in _LIST_FILES:
             self._check_list_files(node)
         elif (
@@ -81,7 +82,7 @@ class TfUnsortedInputFiles(Rule):
         ):
             function = self.ancestry.nearest(cst.FunctionDef)
             scope: Scope = (
-                function if isinstance(function, cst.FunctionDef) else self.context.module
+                function if isinstance(function, cst.FunctionDef) else self.program.module
             )
             listing = self._listing(node.args[0].value, scope, node, 0)
             if listing is not None and id(listing) not in self.reported:
@@ -109,10 +110,10 @@ class TfUnsortedInputFiles(Rule):
                 return self._listing(expr.args[0].value, scope, before, depth + 1)
             if (
                 isinstance(func, cst.Name)
-                and func.value in self.facts.functions
-                and func.value not in self.facts.classes
+                and func.value in self.program.facts.functions
+                and func.value not in self.program.facts.classes
             ):
-                return self._returned_listing(self.facts.functions[func.value], depth + 1)
+                return self._returned_listing(self.program.facts.functions[func.value], depth + 1)
             return None
         if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
             return self._listing(expr.for_in.iter, scope, before, depth + 1)
@@ -121,7 +122,7 @@ class TfUnsortedInputFiles(Rule):
                 expr.right, scope, before, depth + 1
             )
         if isinstance(expr, cst.Name) and not self._sorted_in_place(expr.value):
-            for assignment in reaching_assignments(self.facts, expr.value, scope, before):
+            for assignment in reaching_assignments(self.program.facts, expr.value, scope, before):
                 value_before = assignment.value if isinstance(assignment.value, cst.Call) else None
                 found = self._listing(assignment.value, scope, value_before, depth + 1)
                 if found is not None:
@@ -138,17 +139,17 @@ class TfUnsortedInputFiles(Rule):
         return None
 
     def _is_listing(self, call: cst.Call) -> bool:
-        if self.facts.qualified_name(call.func) in _LISTINGS:
+        if self.program.facts.qualified_name(call.func) in _LISTINGS:
             return True
         func = call.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in _PATH_LISTINGS:
             return False
         receiver = func.value
         if isinstance(receiver, cst.Name):
-            assignment = self.facts.single_assignment(receiver.value)
+            assignment = self.program.facts.single_assignment(receiver.value)
             receiver = assignment.value if assignment is not None else receiver
         return isinstance(receiver, cst.Call) and (
-            self.facts.qualified_name(receiver.func) or ""
+            self.program.facts.qualified_name(receiver.func) or ""
         ).startswith(_PATH_CLASSES)
 
     def _sorted_in_place(self, name: str) -> bool:
@@ -158,13 +159,13 @@ class TfUnsortedInputFiles(Rule):
             and call.func.attr.value == "sort"
             and isinstance(call.func.value, cst.Name)
             and call.func.value.value == name
-            for call in self.facts.call_order
+            for call in self.program.facts.call_order
         )
 
     # -- reports -----------------------------------------------------------------------------------
     def _nodes(self) -> FeatureState:
         """More than one node: ``instance_count`` > 1 (a launcher or ``[tool.smpfix.job]`` states it)."""
-        setting = self.job.settings.get("instance_count")
+        setting = self.program.job.settings.get("instance_count")
         if (
             setting is not None
             and isinstance(setting.value, int)
@@ -180,8 +181,8 @@ class TfUnsortedInputFiles(Rule):
         severity = {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: Severity.HINT}[
             nodes.state
         ]
-        spelled_listing = self.context.code_for(listing.func)
-        sortable = self.facts.qualified_name(listing.func) not in ("os.scandir",)
+        spelled_listing = self.program.code_for(listing.func)
+        sortable = self.program.facts.qualified_name(listing.func) not in ("os.scandir",)
         if nodes.state is Tri.OFF:
             when = f"{nodes.condition()}, where the ranks usually list one file system alike, so this is a precaution"
         elif nodes.state is Tri.ON:
@@ -190,7 +191,7 @@ class TfUnsortedInputFiles(Rule):
             when = f"this breaks training {nodes.condition()}"
         message = (
             f"`{spelled_listing}(...)` lists files in file-system order, which can differ from node to node, and the "
-            f"list feeds `{self.context.code_for(dataset.func)}`: the ranks of one model replica then read different "
+            f"list feeds `{self.program.code_for(dataset.func)}`: the ranks of one model replica then read different "
             "files, and the developer guide warns that the loss may not converge; "
             + when
             + ". Sort the file names: "
@@ -209,29 +210,35 @@ class TfUnsortedInputFiles(Rule):
         if has_star_kwargs(call) or argument(call, "seed", 2) is not None:
             return
         shuffle = argument(call, "shuffle", 1)
-        if shuffle is not None and self.facts.literal(shuffle.value) is not True:
+        if shuffle is not None and self.program.facts.literal(shuffle.value) is not True:
             return  # shuffle=False (or a value smpfix cannot know)
-        pp = DataJob.of(self.job, self.facts).pp
+        pp = DataJob.of(self.program.job, self.program.facts.is_tensorflow).pp
         severity = {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: Severity.HINT}[
             pp.state
         ]
         dp_rank = spelled(
-            self.facts, self.context.module, "dp_rank", DataJob.of(self.job, self.facts).flavour
+            self.program.facts,
+            self.program.module,
+            "dp_rank",
+            DataJob.of(self.program.job, self.program.facts.is_tensorflow).flavour,
         )
         if pp.state is Tri.OFF:
             when = f"It only matters with pipeline parallelism, and {pp.condition()}."
         else:
             when = f"This is wrong {'because ' if pp.state is Tri.ON else ''}{pp.condition()}."
         message = (
-            f"`{self.context.code_for(call.func)}(...)` returns the file names in a random order of its own on every rank "
+            f"`{self.program.code_for(call.func)}(...)` returns the file names in a random order of its own on every rank "
             "(it shuffles unless given `shuffle=False` or a seed), and the pipeline-parallel peers of one model replica "
             f"must read the same files. {when} Pass `seed={dp_rank}` (or `shuffle=False`)."
         )
         fix = None
         reference = smp_reference(
-            self.facts, self.context.module, "dp_rank", DataJob.of(self.job, self.facts).flavour
+            self.program.facts,
+            self.program.module,
+            "dp_rank",
+            DataJob.of(self.program.job, self.program.facts.is_tensorflow).flavour,
         )
-        module = self.context.module
+        module = self.program.module
         if reference is not None and call.args:
             insertion = append_arguments(
                 call,

@@ -18,10 +18,10 @@ import libcst as cst
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
 from smpfix.base.walker import iter_nodes
-from smpfix.program.call_graph import LocalCalls, local_calls
 from smpfix.program.facts import FileFacts
-from smpfix.program.steps import StepFunction, step_functions
-from smpfix.program.tf_training import is_gradient_tape
+from smpfix.program.order.call_graph import LocalCalls
+from smpfix.program.steps import StepFunction
+from smpfix.program.tensorflow.training import is_gradient_tape
 from smpfix.rules.rule import Rule
 
 _GRADIENT_METHODS = frozenset({"get_gradients", "compute_gradients", "gradient"})
@@ -40,10 +40,10 @@ class TfMultipleStepFunctions(Rule):
         return super().applies_to(facts) and len(facts.step_functions) > 1
 
     def leave_Module(self, node: cst.Module) -> None:
-        calls = local_calls(self.facts)
+        calls = self.program.calls
         training = [
             step
-            for step in step_functions(self.facts)
+            for step in self.program.steps
             if step.function is not None and self._computes_gradients(step, calls)
         ]
         training.sort(key=lambda step: self._order(step))
@@ -56,8 +56,8 @@ class TfMultipleStepFunctions(Rule):
         """Where the step's ``def`` is in the file (``facts.functions`` is in source order)."""
         assert step.function is not None
         return (
-            list(self.facts.functions).index(step.function.name.value)
-            if step.function.name.value in self.facts.functions
+            list(self.program.facts.functions).index(step.function.name.value)
+            if step.function.name.value in self.program.facts.functions
             else 0
         )
 
@@ -65,7 +65,9 @@ class TfMultipleStepFunctions(Rule):
         assert step.function is not None
         names = calls.reached_from([step.function.name.value])
         bodies: Sequence[cst.FunctionDef] = [
-            self.facts.functions[name] for name in sorted(names) if name in self.facts.functions
+            self.program.facts.functions[name]
+            for name in sorted(names)
+            if name in self.program.facts.functions
         ]
         for body in bodies:
             for inner in iter_nodes(body.body):
@@ -75,12 +77,12 @@ class TfMultipleStepFunctions(Rule):
                 if (
                     isinstance(func, cst.Attribute)
                     and func.attr.value in _GRADIENT_METHODS
-                    and self.facts.qualified_name(func) is None
+                    and self.program.facts.qualified_name(func) is None
                 ):
                     return True
-                if self.facts.qualified_name(func) in _GRADIENT_FUNCTIONS or is_gradient_tape(
-                    self.facts, func
-                ):
+                if self.program.facts.qualified_name(
+                    func
+                ) in _GRADIENT_FUNCTIONS or is_gradient_tape(self.program.facts, func):
                     return True
         return False
 

@@ -44,7 +44,7 @@ class OptimizerBeforeDistributedModel(Rule):
     satisfied_by_hf_trainer = True
 
     def leave_Module(self, node: cst.Module) -> None:
-        for wrap in self.facts.distributed_models:
+        for wrap in self.program.facts.distributed_models:
             model = wrap.argument_name
             if model is None or wrap.where is None:
                 continue
@@ -53,17 +53,17 @@ class OptimizerBeforeDistributedModel(Rule):
 
     def _optimizers_before(self, wrap: Wrap, model: str) -> list[Assignment]:
         found = []
-        for assignments in self.facts.assignments.values():
+        for assignments in self.program.facts.assignments.values():
             for assignment in assignments:
                 value = assignment.value
                 where = assignment.where
-                if where is None or not self.facts.is_optimizer_constructor(value):
+                if where is None or not self.program.facts.is_optimizer_constructor(value):
                     continue
                 assert isinstance(value, cst.Call)
                 if (
                     wrap.where is None
                     or where.scope is not wrap.where.scope
-                    or not self.facts.runs_before(value, wrap.call)
+                    or not self.program.facts.runs_before(value, wrap.call)
                 ):
                     continue
                 if self._derives_from(value, model, where):
@@ -86,7 +86,7 @@ class OptimizerBeforeDistributedModel(Rule):
                     continue
                 if any(
                     self._mentions_parameters_of(a.value, model)
-                    for a in self.flow.reaching(node.value, node).assignments
+                    for a in self.program.reaching.reaching(node.value, node).assignments
                 ):
                     found.append(node.value)
         return found
@@ -140,12 +140,12 @@ class OptimizerBeforeDistributedModel(Rule):
             f"Create `{optimizer.target}` after the `smp.DistributedModel` call{rename}",
             (
                 DeleteStatementLines(statement),
-                InsertStatementAfter(wrap_ref.statement, moved, self.context.module),
+                InsertStatementAfter(wrap_ref.statement, moved, self.program.module),
             ),
         )
 
     def _flag(self, wrap: Wrap, model: str, optimizer: Assignment) -> None:
-        replaced = self.tp_replacement()
+        replaced = self.program.tp_replacement
         tp = self.feature("TP", at=optimizer.value)
         if replaced.state is Tri.OFF or (replaced.state is not Tri.ON and tp.state is Tri.OFF):
             # Nothing is replaced: the optimizer's parameters are the model's (the non-TP

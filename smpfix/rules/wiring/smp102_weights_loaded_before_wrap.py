@@ -18,11 +18,13 @@ from smpfix.base.calls import argument, bound_names, names_in
 from smpfix.base.edits import DeleteStatementLines, InsertStatementAfter
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.imports import dotted_name
+from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.job.versions import leading
 from smpfix.program.facts import Scope, StatementRef, Wrap
-from smpfix.program.hf_models import pretrained_model_call
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.program.objects.hf_models import pretrained_model_call
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 
 @dataclass(frozen=True)
@@ -54,17 +56,17 @@ class WeightsLoadedBeforeWrap(Rule):
     depends_on = ("TP", "SDP")
     finding_ranges = {"SDP full load after wrap": (None, BEFORE_FULL_LOADS_UNDER_SDP)}
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
         self._loads: list[_StateLoad] = []
         self._full_resumes: list[cst.Call] = []
 
     # -- collecting --------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
-        member = self.facts.smp_member(node.func)
+        member = self.program.facts.smp_member(node.func)
         if member == "resume_from_checkpoint":
             partial = argument(node, "partial", 2)
-            if partial is not None and self.facts.literal(partial.value) is False:
+            if partial is not None and self.program.facts.literal(partial.value) is False:
                 self._full_resumes.append(node)
         func = node.func
         if (
@@ -73,7 +75,7 @@ class WeightsLoadedBeforeWrap(Rule):
             and member is None
         ):
             line = self.ancestry.nearest(cst.SimpleStatementLine)
-            scope = self.ancestry.nearest(cst.FunctionDef) or self.context.module
+            scope = self.ancestry.nearest(cst.FunctionDef) or self.program.module
             self._loads.append(
                 _StateLoad(
                     node,
@@ -86,7 +88,7 @@ class WeightsLoadedBeforeWrap(Rule):
 
     # -- tensor parallelism: loads before the wrap -------------------------------------------
     def leave_Module(self, node: cst.Module) -> None:
-        for wrap in self.facts.distributed_models:
+        for wrap in self.program.facts.distributed_models:
             if wrap.where is not None:
                 self._check_loads_before(wrap, wrap.where)
         self._check_full_loads_after()
@@ -95,7 +97,7 @@ class WeightsLoadedBeforeWrap(Rule):
         model = wrap.argument_name
         if model is None:
             inline = (
-                pretrained_model_call(self.facts, wrap.argument)
+                pretrained_model_call(self.program.facts, wrap.argument)
                 if wrap.argument is not None
                 else None
             )
@@ -106,7 +108,7 @@ class WeightsLoadedBeforeWrap(Rule):
             if (
                 load.root == model
                 and load.scope is where.scope
-                and self.facts.runs_before(load.call, wrap.call)
+                and self.program.facts.runs_before(load.call, wrap.call)
             ):
                 self._flag_before(wrap, model, load.call, load)
         assert wrap.argument is not None
@@ -117,8 +119,8 @@ class WeightsLoadedBeforeWrap(Rule):
         """``from_pretrained(...)`` calls whose model reaches ``use`` of ``name``: through the
         assignments that reach it, and method chains on the name (``model = model.half()``)."""
         found: list[cst.Call] = []
-        for assignment in self.flow.reaching(name, use).assignments:
-            pretrained = pretrained_model_call(self.facts, assignment.value)
+        for assignment in self.program.reaching.reaching(name, use).assignments:
+            pretrained = pretrained_model_call(self.program.facts, assignment.value)
             if pretrained is not None:
                 found.append(pretrained)
                 continue
@@ -132,7 +134,7 @@ class WeightsLoadedBeforeWrap(Rule):
     def _flag_before(
         self, wrap: Wrap, model: Optional[str], load_node: cst.Call, load: Optional[_StateLoad]
     ) -> None:
-        replaced = self.tp_replacement()
+        replaced = self.program.tp_replacement
         tp, sdp = self.feature("TP", at=load_node), self.feature("SDP", at=load_node)
         if replaced.state is Tri.OFF:
             # Nothing marks modules for tensor parallelism: the wrap keeps the loaded weights.
@@ -147,7 +149,7 @@ class WeightsLoadedBeforeWrap(Rule):
         severity = Severity.ERROR if replaced.state is Tri.ON else Severity.WARNING
         named = f"`{model}`" if model is not None else "the model"
         if load is not None:
-            lead = f"`{self.context.code_for(load_node)}` loads weights into {named} before `smp.DistributedModel` wraps it"
+            lead = f"`{self.program.code_for(load_node)}` loads weights into {named} before `smp.DistributedModel` wraps it"
             advice = (
                 "Load them into the wrapped model after the wrap (`model.load_state_dict(...)` there translates "
                 "Hugging Face state dicts), or use `smp.resume_from_checkpoint(path, partial=False)` (SMP 1.10 and later)."
@@ -196,7 +198,7 @@ class WeightsLoadedBeforeWrap(Rule):
             or load.root is None
         ):
             return None
-        ref = self.facts.statement_of(line)
+        ref = self.program.facts.statement_of(line)
         if (
             ref is None
             or ref.block is not where.block
@@ -230,7 +232,7 @@ class WeightsLoadedBeforeWrap(Rule):
             f"Load the weights into `{wrap.target}` after `smp.DistributedModel`",
             (
                 DeleteStatementLines(line),
-                InsertStatementAfter(where.statement, moved, self.context.module),
+                InsertStatementAfter(where.statement, moved, self.program.module),
             ),
         )
 
@@ -242,21 +244,21 @@ class WeightsLoadedBeforeWrap(Rule):
             return
         for call in self._full_resumes:
             self._flag_after(
-                call, f"`{self.context.code_for(call)}` resumes from a full checkpoint", sdp
+                call, f"`{self.program.code_for(call)}` resumes from a full checkpoint", sdp
             )
-        wrapped = {w.target: w for w in self.facts.distributed_models if w.target}
+        wrapped = {w.target: w for w in self.program.facts.distributed_models if w.target}
         for load in self._loads:
             wrap = wrapped.get(load.root or "")
             if (
                 wrap is None
-                or not self.facts.runs_before(wrap.call, load.call)
+                or not self.program.facts.runs_before(wrap.call, load.call)
                 or not load.call.args
             ):
                 continue
             if self._is_full_state(load.call.args[0].value, load.scope):
                 self._flag_after(
                     load.call,
-                    f"`{self.context.code_for(load.call)}` loads a full state dict into the wrapped model",
+                    f"`{self.program.code_for(load.call)}` loads a full state dict into the wrapped model",
                     sdp,
                 )
 
@@ -269,15 +271,15 @@ class WeightsLoadedBeforeWrap(Rule):
         if isinstance(expr, cst.Name) and depth < 3:
             return any(
                 self._is_full_state(a.value, scope, depth + 1)
-                for a in self.flow.reaching(expr.value, expr).assignments
+                for a in self.program.reaching.reaching(expr.value, expr).assignments
             )
         if not isinstance(expr, cst.Call):
             return False
-        if self.facts.qualified_name(expr.func) == "torch.load":
+        if self.program.facts.qualified_name(expr.func) == "torch.load":
             return True
-        if self.facts.smp_member(expr.func) == "load":
+        if self.program.facts.smp_member(expr.func) == "load":
             partial = argument(expr, "partial")
-            return partial is not None and self.facts.literal(partial.value) is False
+            return partial is not None and self.program.facts.literal(partial.value) is False
         name = dotted_name(expr.func) or ""
         last = name.rsplit(".", 1)[-1]
         return last == "state_dict" or last.startswith("translate_")

@@ -12,11 +12,12 @@ from smpfix.base.calls import argument, names_in
 from smpfix.base.edits import InsertStatementAfter, NodeEdit
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.imports import dotted_name
-from smpfix.base.walker import iter_nodes
+from smpfix.base.walker import Ancestry, iter_nodes
+from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import FeatureState, Tri
-from smpfix.program.codegen import smp_reference
 from smpfix.program.facts import FileFacts, StatementRef
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _PARAMETER_METHODS = frozenset(
     {"parameters", "named_parameters", "local_parameters", "local_named_parameters"}
@@ -93,8 +94,8 @@ class MissingDistributedOptimizer(Rule):
             super().applies_to(facts) and bool(facts.distributed_models) and facts.imports_smp_torch
         )
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
         self._optimizers: list[_Optimizer] = []
         self._checkpointed: set[str] = set()
         self._calls: dict[str, list[cst.Call]] = {}
@@ -104,11 +105,11 @@ class MissingDistributedOptimizer(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Name):
             self._calls.setdefault(node.func.value, []).append(node)
-        qualified = self.facts.qualified_name(node.func)
+        qualified = self.program.facts.qualified_name(node.func)
         if qualified is not None and not qualified.startswith(_KNOWN_LIBRARIES):
             self._foreign_calls.append(node)
         member = (
-            self.facts.smp_member(node.func)
+            self.program.facts.smp_member(node.func)
             if qualified is not None and qualified.startswith("smdistributed.")
             else None
         )
@@ -119,14 +120,14 @@ class MissingDistributedOptimizer(Rule):
                 self._checkpointed.add(name)
         if (
             (qualified is not None or isinstance(node.func, cst.Name))
-            and self.facts.is_optimizer_constructor(node)
+            and self.program.facts.is_optimizer_constructor(node)
             and not self._inside_wrapper()
         ):
             self._optimizers.append(self._describe(node))
 
     def _inside_wrapper(self) -> bool:
         return any(
-            self.facts.is_smp_call(node, "DistributedOptimizer")
+            self.program.facts.is_smp_call(node, "DistributedOptimizer")
             for node in self.ancestry.stack[:-1]
         )
 
@@ -147,15 +148,15 @@ class MissingDistributedOptimizer(Rule):
 
     # -- deciding ----------------------------------------------------------------------------
     def leave_Module(self, node: cst.Module) -> None:
-        if not self.facts.distributed_models:
+        if not self.program.facts.distributed_models:
             return
         for optimizer in self._optimizers:
             if self._takes_model_parameters(optimizer) and not self._may_be_wrapped(optimizer):
                 self._flag(optimizer)
 
     def _model_names(self) -> set[str]:
-        names = {w.target for w in self.facts.distributed_models if w.target}
-        names |= {w.argument_name for w in self.facts.distributed_models if w.argument_name}
+        names = {w.target for w in self.program.facts.distributed_models if w.target}
+        names |= {w.argument_name for w in self.program.facts.distributed_models if w.argument_name}
         return names
 
     def _takes_model_parameters(self, optimizer: _Optimizer) -> bool:
@@ -173,7 +174,7 @@ class MissingDistributedOptimizer(Rule):
         sources = [arg.value for arg in optimizer.call.args]
         scope = optimizer.function
         for name in set().union(*(names_in(source) for source in sources)) if sources else set():
-            for assignment in self.facts.assignments.get(name, ()):
+            for assignment in self.program.facts.assignments.get(name, ()):
                 where = assignment.where
                 if where is not None and (
                     where.scope is scope or (scope is None and isinstance(where.scope, cst.Module))
@@ -221,7 +222,7 @@ class MissingDistributedOptimizer(Rule):
             optimizer.returned or self._returns_name(function, optimizer.target)
         ):
             factory_calls = list(self._calls.get(function.name.value, ()))
-            for assignments in self.facts.assignments.values():
+            for assignments in self.program.facts.assignments.values():
                 for assignment in assignments:
                     if any(assignment.value is call for call in factory_calls):
                         names.add(assignment.target)
@@ -239,7 +240,7 @@ class MissingDistributedOptimizer(Rule):
     def _may_be_wrapped(self, optimizer: _Optimizer) -> bool:
         names, factory_calls = self._holders(optimizer)
         wrapped_args = [
-            w.argument for w in self.facts.distributed_optimizers if w.argument is not None
+            w.argument for w in self.program.facts.distributed_optimizers if w.argument is not None
         ]
         if any(arg is call for arg in wrapped_args for call in factory_calls):
             return True
@@ -252,7 +253,7 @@ class MissingDistributedOptimizer(Rule):
 
     def _passed_to_wrapper_function(self, held: _Holders) -> bool:
         """``def wrap(opt): return smp.DistributedOptimizer(opt)`` called as ``wrap(optimizer)``."""
-        for wrap in self.facts.distributed_optimizers:
+        for wrap in self.program.facts.distributed_optimizers:
             scope = wrap.where.scope if wrap.where is not None else None
             if not isinstance(scope, cst.FunctionDef) or wrap.argument_name not in _parameter_names(
                 scope
@@ -277,7 +278,7 @@ class MissingDistributedOptimizer(Rule):
         shown = (
             f"`{optimizer.target}`"
             if optimizer.target
-            else f"`{self.context.code_for(optimizer.call.func)}(...)`"
+            else f"`{self.program.code_for(optimizer.call.func)}(...)`"
         )
         lead = f"The optimizer {shown} of the `smp.DistributedModel` is never wrapped with `smp.DistributedOptimizer`"
         reasons = [f"{state.condition()}: {_WHY[state.feature.key]}" for state in enabled]
@@ -299,7 +300,7 @@ class MissingDistributedOptimizer(Rule):
             severity = Severity.WARNING
             job_facts = [state for state in states if state.state is Tri.UNKNOWN]
         held = optimizer.target or (sorted(names)[0] if names else "optimizer")
-        reference = smp_reference(self.facts, self.context.module, "DistributedOptimizer")
+        reference = smp_reference(self.program.facts, self.program.module, "DistributedOptimizer")
         wrapper = reference.text if reference is not None else "smp.DistributedOptimizer"
         message += f" Wrap it once the model is wrapped: `{held} = {wrapper}({held})`."
         self.report(
@@ -314,19 +315,19 @@ class MissingDistributedOptimizer(Rule):
         """Insert the wrap after the later of the optimizer and ``DistributedModel`` statements (same block)."""
         if optimizer.target is None or optimizer.line is None:
             return None
-        ref = self.facts.statement_of(optimizer.line)
+        ref = self.program.facts.statement_of(optimizer.line)
         if ref is None or not isinstance(ref.block, (cst.Module, cst.IndentedBlock)):
             return None
         wraps = [
             w.where
-            for w in self.facts.distributed_models
+            for w in self.program.facts.distributed_models
             if w.where is not None and w.where.block is ref.block
         ]
         if not wraps:
             return None
         anchor: StatementRef = max([ref, wraps[0]], key=lambda r: r.index)
-        module = self.context.module
-        reference = smp_reference(self.facts, module, "DistributedOptimizer")
+        module = self.program.module
+        reference = smp_reference(self.program.facts, module, "DistributedOptimizer")
         if reference is None:
             return None
         statement = cst.parse_statement(

@@ -10,11 +10,12 @@ import libcst as cst
 from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
 from smpfix.base.imports import dotted_name
-from smpfix.base.walker import children, iter_nodes
+from smpfix.base.walker import Ancestry, children, iter_nodes
 from smpfix.job.jobfacts import Tri
-from smpfix.program.creation_contexts import contexts_of
 from smpfix.program.facts import FileFacts
-from smpfix.rules.rule import Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.program.objects.creation_contexts import contexts_of
+from smpfix.rules.rule import Rule
 
 # Calls in `__init__` that run a class's own `tie_weights` (Hugging Face models call it from these).
 _TIE_TRIGGERS = frozenset({"tie_weights", "post_init", "init_weights"})
@@ -87,8 +88,8 @@ class SharedParametersSplitAcrossPartitions(Rule):
         # Without `smp.partition`/`smp.set_partition` nothing is placed by hand.
         return super().applies_to(facts) and any(item.feature == "PP" for item in facts.evidence)
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
         self._classes: list[_ModuleClass] = []
         self._set_partition: dict[str, set[int]] = {}
 
@@ -105,12 +106,12 @@ class SharedParametersSplitAcrossPartitions(Rule):
             self._classes.append(_ModuleClass(node.name.value, placements, tuple(ties)))
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.facts.smp_member(node.func) != "set_partition":
+        if self.program.facts.smp_member(node.func) != "set_partition":
             return
         module, index = argument(node, "module", 0), argument(node, "partition", 1)
         if module is None or index is None or not isinstance(module.value, cst.Attribute):
             return
-        value = self.facts.literal(index.value)
+        value = self.program.facts.literal(index.value)
         if isinstance(value, int) and not isinstance(value, bool):
             self._set_partition.setdefault(module.value.attr.value, set()).add(value)
 
@@ -127,7 +128,7 @@ class SharedParametersSplitAcrossPartitions(Rule):
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return
         if isinstance(node, cst.With):
-            for context in contexts_of(self.facts, node):
+            for context in contexts_of(self.program.facts, node):
                 if context.member == "partition":
                     partition = context.partition
             self._scan(node.body, partition, self_name, methods, placements, ties)
@@ -184,7 +185,7 @@ class SharedParametersSplitAcrossPartitions(Rule):
             if (
                 arg.keyword is not None
                 and arg.keyword.value == "tie_word_embeddings"
-                and self.facts.literal(arg.value) is True
+                and self.program.facts.literal(arg.value) is True
             ):
                 return self._embedding_tie(arg, methods)
         return []
@@ -209,13 +210,13 @@ class SharedParametersSplitAcrossPartitions(Rule):
         return None
 
     def leave_Module(self, node: cst.Module) -> None:
-        auto = self.job.value("auto_partition")
+        auto = self.program.job.value("auto_partition")
         pp = self.feature("PP")
         if auto is True or pp.state is Tri.OFF:
             # The partition contexts are ignored with auto-partitioning, which colocates shared parameters.
             return
         severity = Severity.ERROR if auto is False else Severity.WARNING
-        setting = self.job.settings.get("auto_partition")
+        setting = self.program.job.settings.get("auto_partition")
         if auto is False:
             source = f" ({setting.source})" if setting is not None else ""
             condition = f"`auto_partition` is False{source}, so manual partitioning puts"
@@ -227,7 +228,7 @@ class SharedParametersSplitAcrossPartitions(Rule):
                 if first is None or second is None or first.partition == second.partition:
                     continue
                 message = (
-                    f"In `{cls.name}`, `{self.context.code_for(tie.node)}` makes `{tie.first}` ({first.described}) share a "
+                    f"In `{cls.name}`, `{self.program.code_for(tie.node)}` makes `{tie.first}` ({first.described}) share a "
                     f"parameter with `{tie.second}` ({second.described}); {condition} the two modules "
                     "on different pipeline stages, but a shared parameter can live on only one device. Place both "
                     "on the same partition (one `smp.partition(...)` block or `smp.set_partition` index), or let "

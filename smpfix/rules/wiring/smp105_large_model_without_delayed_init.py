@@ -10,16 +10,18 @@ import libcst as cst
 
 from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
+from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import Tri
-from smpfix.program.creation_contexts import CreationContext, contexts_of
-from smpfix.program.hf_models import (
+from smpfix.program.model import Program
+from smpfix.program.objects.creation_contexts import CreationContext, contexts_of
+from smpfix.program.objects.hf_models import (
     checkpoint_name,
     class_name,
     config_checkpoint_name,
     is_config_class,
     pretrained_model_call,
 )
-from smpfix.rules.rule import FixAvailability, Rule, RuleContext
+from smpfix.rules.rule import FixAvailability, Rule
 
 THRESHOLD = 10e9
 PROCESSES_PER_HOST = 8
@@ -72,14 +74,14 @@ class LargeModelWithoutDelayedInit(Rule):
     default_severity = Severity.HINT
     depends_on = ("DELAYED_INIT",)
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
         self._candidates: list[_Candidate] = []
         self._called_in: dict[str, list[tuple[CreationContext, ...]]] = {}
         self._open: list[tuple[CreationContext, ...]] = []
 
     def visit_With(self, node: cst.With) -> None:
-        self._open.append(tuple(contexts_of(self.facts, node)))
+        self._open.append(tuple(contexts_of(self.program.facts, node)))
 
     def leave_With(self, node: cst.With) -> None:
         self._open.pop()
@@ -97,8 +99,8 @@ class LargeModelWithoutDelayedInit(Rule):
 
     # -- how big -----------------------------------------------------------------------------
     def _model_size(self, call: cst.Call) -> Optional[_Size]:
-        if pretrained_model_call(self.facts, call) is call:
-            name = checkpoint_name(self.facts, call)
+        if pretrained_model_call(self.program.facts, call) is call:
+            name = checkpoint_name(self.program.facts, call)
             size = checkpoint_size(name) if name else None
             if size is not None:
                 return _Size(size, f'the checkpoint "{name}"')
@@ -112,9 +114,11 @@ class LargeModelWithoutDelayedInit(Rule):
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value == "from_config":
             return True
-        if self.facts.smp_member(func) is not None or is_config_class(self.facts, func):
+        if self.program.facts.smp_member(func) is not None or is_config_class(
+            self.program.facts, func
+        ):
             return False
-        name = class_name(self.facts, func)
+        name = class_name(self.program.facts, func)
         return (
             name is not None
             and name[:1].isupper()
@@ -123,7 +127,7 @@ class LargeModelWithoutDelayedInit(Rule):
 
     def _config_size(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[_Size]:
         if isinstance(expr, cst.Name) and depth == 0:
-            assignment = self.facts.single_assignment(expr.value)
+            assignment = self.program.facts.single_assignment(expr.value)
             return (
                 self._config_size(assignment.value, depth + 1) if assignment is not None else None
             )
@@ -132,14 +136,14 @@ class LargeModelWithoutDelayedInit(Rule):
         literal = self._literal_sizes(expr)
         if literal is not None:
             return literal
-        name = config_checkpoint_name(self.facts, expr)
+        name = config_checkpoint_name(self.program.facts, expr)
         size = checkpoint_size(name) if name else None
         return _Size(size, f'the configuration of "{name}"') if size is not None and name else None
 
     def _literal_sizes(self, call: cst.Call) -> Optional[_Size]:
         is_config = (
-            is_config_class(self.facts, call.func)
-            or config_checkpoint_name(self.facts, call) is not None
+            is_config_class(self.program.facts, call.func)
+            or config_checkpoint_name(self.program.facts, call) is not None
         )
         if not is_config:
             return None
@@ -147,7 +151,7 @@ class LargeModelWithoutDelayedInit(Rule):
         for arg in call.args:
             if arg.keyword is None:
                 continue
-            value = self.facts.literal(arg.value)
+            value = self.program.facts.literal(arg.value)
             if isinstance(value, int) and not isinstance(value, bool):
                 found[arg.keyword.value] = value
         hidden = next((found[k] for k in _HIDDEN if k in found), None)
@@ -185,7 +189,7 @@ class LargeModelWithoutDelayedInit(Rule):
     def _flag(self, candidate: _Candidate, in_model_creation: bool) -> None:
         delayed = self.feature("DELAYED_INIT")
         billions = candidate.size.parameters / 1e9
-        shown = self.context.code_for(candidate.call.func)
+        shown = self.program.code_for(candidate.call.func)
         host_gb = 4 * candidate.size.parameters * PROCESSES_PER_HOST / 1e9
         cost = (
             f"every process allocates and initialises all of its ~{billions:.0f}B parameters in host memory before "
@@ -202,7 +206,7 @@ class LargeModelWithoutDelayedInit(Rule):
                 f"is on, and {setting}: {cost}."
             )
             advice = "Set `delayed_parameter_initialization: True` in the job, or build it inside `smp.delay_param_initialization(enabled=True)`."
-        elif pretrained_model_call(self.facts, candidate.call) is candidate.call:
+        elif pretrained_model_call(self.program.facts, candidate.call) is candidate.call:
             lead = (
                 f"`{shown}(...)` builds a model of about {billions:.0f}B parameters ({candidate.size.how}) and its "
                 f"weights outside `smp.delay_param_initialization()`: {cost}."

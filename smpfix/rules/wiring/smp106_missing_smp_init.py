@@ -11,12 +11,14 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
 from smpfix.base.imports import SMP_TF, SMP_TORCH, dotted_name
 from smpfix.base.literals import literal_value
+from smpfix.base.walker import Ancestry
+from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import Tri
 from smpfix.job.versions import LAST_WITHOUT_AUTO_INIT
-from smpfix.program.codegen import smp_reference
 from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
-from smpfix.program.initialisation import imports_initialise, script_sets_manual_init
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule, RuleContext
+from smpfix.program.model import Program
+from smpfix.program.order.initialisation import imports_initialise, script_sets_manual_init
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # Members a helper module may use without being the script that initialises the library.
 _QUERIES = (
@@ -65,14 +67,14 @@ class MissingSmpInit(Rule):
         # Most scripts call `smp.init()`: nothing to look for there.
         return super().applies_to(facts) and not facts.smp_init_calls
 
-    def __init__(self, context: RuleContext) -> None:
-        super().__init__(context)
+    def __init__(self, program: Program, ancestry: Ancestry) -> None:
+        super().__init__(program, ancestry)
         self._top_level_imports: list[tuple[cst.SimpleStatementLine, ImportNode]] = []
         self._first_import: Optional[ImportNode] = None
         self._driver_use: Optional[str] = None
         self._called: set[str] = set()
         self._main_guard = False
-        self._manual_init = script_sets_manual_init(context.facts)
+        self._manual_init = script_sets_manual_init(self.program.facts)
 
     # -- what the file does ------------------------------------------------------------------
     def _visit_import(self, node: ImportNode) -> None:
@@ -91,7 +93,7 @@ class MissingSmpInit(Rule):
         self._visit_import(node)
 
     def visit_Call(self, node: cst.Call) -> None:
-        member = self.facts.smp_member(node.func)
+        member = self.program.facts.smp_member(node.func)
         if (
             member is not None
             and member != "init"
@@ -105,7 +107,7 @@ class MissingSmpInit(Rule):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         # TensorFlow models subclass `smp.DistributedModel`.
         for base in node.bases:
-            if self.facts.smp_member(base.value) == "DistributedModel":
+            if self.program.facts.smp_member(base.value) == "DistributedModel":
                 self._driver_use = self._driver_use or "DistributedModel"
 
     def visit_If(self, node: cst.If) -> None:
@@ -115,11 +117,11 @@ class MissingSmpInit(Rule):
     # -- the decision ------------------------------------------------------------------------
     def _entry_point(self) -> Optional[str]:
         """What shows this file is the training script (not a helper that only asks for ranks)."""
-        if self.facts.distributed_models:
+        if self.program.facts.distributed_models:
             return "DistributedModel"
-        if self.facts.distributed_optimizers:
+        if self.program.facts.distributed_optimizers:
             return "DistributedOptimizer"
-        if self.facts.step_functions & self._called:
+        if self.program.facts.step_functions & self._called:
             return "step"
         if self._main_guard and self._driver_use is not None:
             return self._driver_use
@@ -129,36 +131,37 @@ class MissingSmpInit(Rule):
         """One level into the project: a helper module the script imports (``utils.setup_smp()``)
         may call ``smp.init()`` for it, or import what initialises the library; smpfix cannot
         tell whether that helper runs, so it trusts it."""
-        modules = self.context.modules
+        modules = self.program.modules
         if modules is None:
             return False
         return any(
             linked.facts.smp_init_calls or imports_initialise(linked.facts)
-            for linked in modules.imported_modules(self.facts)
+            for linked in modules.imported_modules(self.program.facts)
         )
 
     def leave_Module(self, node: cst.Module) -> None:
-        if self.facts.smp_init_calls or self._first_import is None:
+        if self.program.facts.smp_init_calls or self._first_import is None:
             return
         used = self._entry_point()
         # Importing the Hugging Face Trainer or its arguments runs `smp.init()` (the official
         # Trainer examples rely on it).
-        if used is None or imports_initialise(self.facts) or self._initialised_by_sibling():
+        if used is None or imports_initialise(self.program.facts) or self._initialised_by_sibling():
             return
         anchor = self._top_level_imports[-1] if self._top_level_imports else None
         target: cst.CSTNode = anchor[1] if anchor is not None else self._first_import
-        tensorflow = self.facts.is_tensorflow
+        tensorflow = self.program.facts.is_tensorflow
         # The TensorFlow flavour never initialises itself on import (its `init()` is never called for you);
         # import-time initialisation of the PyTorch flavour exists in 1.12.1 and not in 1.7 (library
         # source): a job known to run 1.7 or older never initialises by itself.
         no_auto_init = (
-            not tensorflow and self.job.version_applies(None, LAST_WITHOUT_AUTO_INIT) is Tri.ON
+            not tensorflow
+            and self.program.job.version_applies(None, LAST_WITHOUT_AUTO_INIT) is Tri.ON
         )
         severity = (
             Severity.ERROR if self._manual_init or tensorflow or no_auto_init else Severity.WARNING
         )
         flavour = SMP_TF if tensorflow else SMP_TORCH
-        reference = smp_reference(self.facts, node, "init", flavour)
+        reference = smp_reference(self.program.facts, node, "init", flavour)
         spelled = reference.text if reference is not None else "smp.init"
         if tensorflow:
             why = "the TensorFlow flavour of the library never initialises itself on import, so it has no configuration"
@@ -189,7 +192,7 @@ class MissingSmpInit(Rule):
     ) -> Optional[PendingFix]:
         if anchor is None:
             return None
-        reference = smp_reference(self.facts, module, "init", flavour)
+        reference = smp_reference(self.program.facts, module, "init", flavour)
         if reference is None:
             return None
         statement = cst.parse_statement(f"{reference.text}()\n", config=module.config_for_parsing)

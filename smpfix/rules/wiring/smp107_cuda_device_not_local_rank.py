@@ -11,7 +11,7 @@ import libcst as cst
 from smpfix.base.calls import argument
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
-from smpfix.program.codegen import smp_reference
+from smpfix.fixes.references import smp_reference
 from smpfix.program.facts import RANK_FUNCTIONS
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
@@ -49,11 +49,11 @@ class CudaDeviceNotLocalRank(Rule):
             if isinstance(func, cst.Name)
             else None
         )
-        imported = isinstance(func, cst.Name) and func.value in self.facts.imports.bindings
+        imported = isinstance(func, cst.Name) and func.value in self.program.facts.imports.bindings
         if spelled not in _DEVICE_CALL_NAMES and not imported:
             self._check_index(node, argument(node, "device"))
             return
-        qualified = self.facts.qualified_name(func)
+        qualified = self.program.facts.qualified_name(func)
         if qualified in _SET_DEVICE:
             self._check_index(node, argument(node, "device", 0), set_device=True)
         elif qualified == "torch.device":
@@ -69,7 +69,7 @@ class CudaDeviceNotLocalRank(Rule):
         first = argument(call, "type", 0)
         if first is None:
             return
-        if self.facts.literal(first.value) == "cuda":
+        if self.program.facts.literal(first.value) == "cuda":
             self._check_index(call, argument(call, "index", 1), remove_literal=True)
         elif isinstance(first.value, cst.Integer):
             self._check_index(call, first)
@@ -87,10 +87,10 @@ class CudaDeviceNotLocalRank(Rule):
         wrong = self._classify(arg.value)
         if wrong is None:
             return
-        shown = self.context.code_for(arg.value)
+        shown = self.program.code_for(arg.value)
         if wrong.kind == "literal":
             message = (
-                f"`{self.context.code_for(call)}` hard-codes GPU {shown}: every process on a host (one per GPU) "
+                f"`{self.program.code_for(call)}` hard-codes GPU {shown}: every process on a host (one per GPU) "
                 f"uses that GPU, while the library placed this process's model on GPU `smp.local_rank()`, so "
                 f"GPU {shown} runs out of memory or tensors end up on the wrong device. "
                 + (
@@ -112,7 +112,7 @@ class CudaDeviceNotLocalRank(Rule):
         )
 
     def _classify(self, expr: cst.BaseExpression) -> Optional[_WrongIndex]:
-        function = self.facts.smp_rank_function(expr)
+        function = self.program.facts.smp_rank_function(expr)
         if function in RANK_FUNCTIONS and function != "local_rank":
             return _WrongIndex("rank", f"`smp.{function}()`")
         if self._local_rank_env(expr):
@@ -124,7 +124,7 @@ class CudaDeviceNotLocalRank(Rule):
     def _local_rank_env(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """``int(os.environ["LOCAL_RANK"])`` (or ``.get``/``getenv``), or a name assigned once from it."""
         if isinstance(expr, cst.Name) and depth == 0:
-            assignment = self.facts.single_assignment(expr.value)
+            assignment = self.program.facts.single_assignment(expr.value)
             return assignment is not None and self._local_rank_env(assignment.value, depth + 1)
         if not (
             isinstance(expr, cst.Call)
@@ -136,24 +136,27 @@ class CudaDeviceNotLocalRank(Rule):
         inner = expr.args[0].value
         if (
             isinstance(inner, cst.Subscript)
-            and self.facts.qualified_name(inner.value) == "os.environ"
+            and self.program.facts.qualified_name(inner.value) == "os.environ"
         ):
             index = inner.slice[0].slice if len(inner.slice) == 1 else None
-            return isinstance(index, cst.Index) and self.facts.literal(index.value) == "LOCAL_RANK"
+            return (
+                isinstance(index, cst.Index)
+                and self.program.facts.literal(index.value) == "LOCAL_RANK"
+            )
         if (
             isinstance(inner, cst.Call)
-            and self.facts.qualified_name(inner.func) in _ENV_GETTERS
+            and self.program.facts.qualified_name(inner.func) in _ENV_GETTERS
             and inner.args
         ):
-            return self.facts.literal(inner.args[0].value) == "LOCAL_RANK"
+            return self.program.facts.literal(inner.args[0].value) == "LOCAL_RANK"
         return False
 
     def _rank_message(self, call: cst.Call, expr: cst.BaseExpression, wrong: _WrongIndex) -> str:
-        shown = self.context.code_for(call)
+        shown = self.program.code_for(call)
         source = (
             wrong.described
             if isinstance(expr, cst.Call)
-            else f"`{self.context.code_for(expr)}` ({wrong.described})"
+            else f"`{self.program.code_for(expr)}` ({wrong.described})"
         )
         if wrong.kind == "rank":
             why = (
@@ -184,7 +187,7 @@ class CudaDeviceNotLocalRank(Rule):
                 and self._is_device_api(call)
                 or (parent.keyword is not None and parent.keyword.value in _DEVICE_KEYWORDS)
             )
-            set_device = self.facts.qualified_name(call.func) in _SET_DEVICE
+            set_device = self.program.facts.qualified_name(call.func) in _SET_DEVICE
             self._report_string(node, Severity.ERROR if direct else Severity.WARNING, set_device)
         elif isinstance(parent, cst.DictElement) and parent.value is node:
             # A `map_location={"cuda:1": "cuda:0"}` target is a device; its keys name saved locations.
@@ -199,7 +202,7 @@ class CudaDeviceNotLocalRank(Rule):
             self._report_string(node, Severity.WARNING, False)
 
     def _is_device_api(self, call: cst.Call) -> bool:
-        qualified = self.facts.qualified_name(call.func)
+        qualified = self.program.facts.qualified_name(call.func)
         if qualified in _SET_DEVICE or qualified == "torch.device":
             return True
         return (
@@ -243,7 +246,7 @@ class CudaDeviceNotLocalRank(Rule):
         wrong: _WrongIndex,
         applicability: Optional[Applicability] = None,
     ) -> Optional[PendingFix]:
-        reference = smp_reference(self.facts, self.context.module, "local_rank")
+        reference = smp_reference(self.program.facts, self.program.module, "local_rank")
         if reference is None:
             return None
         if applicability is None:
@@ -255,8 +258,8 @@ class CudaDeviceNotLocalRank(Rule):
         return PendingFix(applicability, f"Use `{reference.text}()`", edits)
 
     def _before_init(self, call: cst.Call) -> bool:
-        inits = self.facts.smp_init_calls
-        return not inits or all(self.facts.runs_before(call, init) for init in inits)
+        inits = self.program.facts.smp_init_calls
+        return not inits or all(self.program.facts.runs_before(call, init) for init in inits)
 
     def _literal_index_fix(
         self, call: cst.Call, arg: cst.Arg, set_device: bool, remove_literal: bool
@@ -270,7 +273,7 @@ class CudaDeviceNotLocalRank(Rule):
             if remaining:
                 last = remaining[-1]
                 remaining[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
-            shortened = self.context.code_for(call.with_changes(args=remaining))
+            shortened = self.program.code_for(call.with_changes(args=remaining))
             return PendingFix(
                 Applicability.UNSAFE,
                 f"Use `{shortened}`, the current device",

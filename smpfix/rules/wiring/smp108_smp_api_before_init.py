@@ -8,9 +8,9 @@ import libcst as cst
 
 from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
-from smpfix.program.execution import Run, order_of
 from smpfix.program.facts import RANK_FUNCTIONS, FileFacts
-from smpfix.program.initialisation import (
+from smpfix.program.order.execution import Run
+from smpfix.program.order.initialisation import (
     InitialisationMode,
     Initialisations,
     Mode,
@@ -54,10 +54,10 @@ class SmpApiBeforeInit(Rule):
         return super().applies_to(facts) and bool(facts.smp_init_calls)
 
     def leave_Module(self, node: cst.Module) -> None:
-        if imports_initialise(self.facts):
+        if imports_initialise(self.program.facts):
             return
-        order = order_of(self.facts, node, self.context.memo)
-        inits = Initialisations(self.facts, node, self.context.modules)
+        order = self.program.order
+        inits = Initialisations(self.program.facts, node, self.program.modules)
         candidates = [
             (run, member) for run in order.runs if (member := self._member(run.call)) is not None
         ]
@@ -66,7 +66,7 @@ class SmpApiBeforeInit(Rule):
         # One pass each over the order: every initialisation, and the explicit smp.init() calls.
         initialising = order.matching(inits.any)
         explicit = [run for run in initialising if inits.explicit(run)]
-        mode = initialisation_mode(self.facts, self.job)
+        mode = initialisation_mode(self.program.facts, self.program.job)
         seen: set[int] = set()
         for run, member in candidates:
             if id(run.call) in seen or any(
@@ -84,17 +84,17 @@ class SmpApiBeforeInit(Rule):
             self._flag(run, member, later[0], mode)
 
     def _member(self, call: cst.Call) -> Optional[str]:
-        member = self.facts.smp_member(call.func)
+        member = self.program.facts.smp_member(call.func)
         if member == "delay_param_initialization":
             enabled = argument(call, "enabled", 0)
-            if enabled is not None and self.facts.literal(enabled.value) is False:
+            if enabled is not None and self.program.facts.literal(enabled.value) is False:
                 return None
         if member in _CRASHES or member in _NO_OPS or member in _POISONS:
             return member
         return None
 
     def _flag(self, run: Run, member: str, init: Run, mode: InitialisationMode) -> None:
-        init_code = " ".join(self.context.code_for(init.call).split())
+        init_code = " ".join(self.program.code_for(init.call).split())
         init_code = init_code if len(init_code) <= 40 else "smp.init(...)"
         if member in _POISONS:
             what = (

@@ -10,9 +10,9 @@ from smpfix.base.calls import argument
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.jobfacts import Tri
-from smpfix.program.execution import ExecutionOrder, Run, happens, order_of
 from smpfix.program.facts import FileFacts, StatementRef
-from smpfix.program.wrapped_model import latest_assignment
+from smpfix.program.objects.wrapped_model import latest_assignment
+from smpfix.program.order.execution import ExecutionOrder, Run, happens
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _DDP = frozenset(
@@ -54,23 +54,23 @@ class NativeDdpOrProcessGroup(Rule):
         for call, where in self._calls(_DDP):
             self._check_ddp(call, where)
         for call, _ in self._calls(_INIT_PROCESS_GROUP):
-            if not self.facts.smp_init_calls:
+            if not self.program.facts.smp_init_calls:
                 return
-            order = order or order_of(self.facts, node, self.context.memo)
+            order = order or self.program.order
             self._check_process_group(order, node, call)
 
     def _calls(self, names: frozenset[str]) -> list[tuple[cst.Call, Optional[StatementRef]]]:
         found = []
-        for call in self.facts.call_order:
-            if (self.facts.qualified_name(call.func) or "") in names:
+        for call in self.program.facts.call_order:
+            if (self.program.facts.qualified_name(call.func) or "") in names:
                 found.append((call, self._where(call)))
         return found
 
     def _where(self, call: cst.Call) -> Optional[StatementRef]:
-        for wrap in self.facts.distributed_models:
+        for wrap in self.program.facts.distributed_models:
             if wrap.call is call:
                 return wrap.where
-        for assignments in self.facts.assignments.values():
+        for assignments in self.program.facts.assignments.values():
             for assignment in assignments:
                 if assignment.value is call:
                     return assignment.where
@@ -95,7 +95,7 @@ class NativeDdpOrProcessGroup(Rule):
             self.report(call, message, fix=fix)
 
     def _name(self, call: cst.Call) -> str:
-        qualified = self.facts.qualified_name(call.func) or "DistributedDataParallel"
+        qualified = self.program.facts.qualified_name(call.func) or "DistributedDataParallel"
         return (
             "apex DistributedDataParallel"
             if qualified.startswith("apex.")
@@ -105,19 +105,19 @@ class NativeDdpOrProcessGroup(Rule):
     def _is_distributed_model(
         self, expr: cst.BaseExpression, call: cst.Call, where: Optional[StatementRef]
     ) -> bool:
-        if self.facts.is_smp_call(expr, "DistributedModel"):
+        if self.program.facts.is_smp_call(expr, "DistributedModel"):
             return True
         if not isinstance(expr, cst.Name) or where is None:
             return False
         assignment = latest_assignment(
-            self.facts, expr.value, where.scope, before=call, before_ref=where
+            self.program.facts, expr.value, where.scope, before=call, before_ref=where
         )
-        return assignment is not None and self.facts.is_smp_call(
+        return assignment is not None and self.program.facts.is_smp_call(
             assignment.value, "DistributedModel"
         )
 
     def _reaches_distributed_model(self, call: cst.Call, where: Optional[StatementRef]) -> bool:
-        for wrap in self.facts.distributed_models:
+        for wrap in self.program.facts.distributed_models:
             if wrap.argument is call:
                 return True
             if (
@@ -127,10 +127,10 @@ class NativeDdpOrProcessGroup(Rule):
                 or wrap.argument_name is None
             ):
                 continue
-            if not self.facts.runs_before(call, wrap.call):
+            if not self.program.facts.runs_before(call, wrap.call):
                 continue
             assignment = latest_assignment(
-                self.facts,
+                self.program.facts,
                 wrap.argument_name,
                 wrap.where.scope,
                 before=wrap.call,
@@ -144,14 +144,14 @@ class NativeDdpOrProcessGroup(Rule):
         return PendingFix(
             Applicability.UNSAFE,
             'Remove the DistributedDataParallel wrapper (set `"ddp": True` in the modelparallel parameters)',
-            (ReplaceNode(call, self.context.code_for(inner)),),
+            (ReplaceNode(call, self.program.code_for(inner)),),
         )
 
     # -- init_process_group -----------------------------------------------------------------
     def _check_process_group(
         self, order: ExecutionOrder, module: cst.Module, call: cst.Call
     ) -> None:
-        smp_init = happens(module, lambda other: self.facts.is_smp_call(other, "init"))
+        smp_init = happens(module, lambda other: self.program.facts.is_smp_call(other, "init"))
         for run in order.runs_of(call):
             inits_before = order.before(run, smp_init)
             if not inits_before and not order.after(run, smp_init):
@@ -196,7 +196,7 @@ class NativeDdpOrProcessGroup(Rule):
             inner = test.expression if isinstance(test, cst.UnaryOperation) else test
             if (
                 isinstance(inner, cst.Call)
-                and (self.facts.qualified_name(inner.func) or "") in _IS_INITIALIZED
+                and (self.program.facts.qualified_name(inner.func) or "") in _IS_INITIALIZED
             ):
                 if (side.arm == 0) == negated:
                     return True

@@ -9,8 +9,8 @@ import libcst as cst
 from smpfix.base.calls import bound_names, names_in
 from smpfix.base.edits import DeleteStatementLines, InsertStatementAfter
 from smpfix.base.findings import Applicability
-from smpfix.program.execution import Run, happens, order_of
 from smpfix.program.facts import FileFacts, StatementRef
+from smpfix.program.order.execution import Run, happens
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 
@@ -26,16 +26,18 @@ class DistributedOptimizerBeforeModel(Rule):
         return super().applies_to(facts) and bool(facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
-        order = order_of(self.facts, node, self.context.memo)
-        model_built = happens(node, lambda call: self.facts.is_smp_call(call, "DistributedModel"))
-        for wrap in self.facts.distributed_optimizers:
+        order = self.program.order
+        model_built = happens(
+            node, lambda call: self.program.facts.is_smp_call(call, "DistributedModel")
+        )
+        for wrap in self.program.facts.distributed_optimizers:
             for run in order.runs_of(wrap.call):
                 if order.before(run, model_built):
                     continue
                 later = [
                     other
                     for other in order.after(run, model_built)
-                    if self.facts.is_smp_call(other.call, "DistributedModel")
+                    if self.program.facts.is_smp_call(other.call, "DistributedModel")
                 ]
                 if later:
                     self._flag(wrap.call, wrap.where, later[0])
@@ -43,7 +45,8 @@ class DistributedOptimizerBeforeModel(Rule):
 
     def _flag(self, call: cst.Call, where: Optional[StatementRef], model_run: Run) -> None:
         model_ref = next(
-            (w.where for w in self.facts.distributed_models if w.call is model_run.call), None
+            (w.where for w in self.program.facts.distributed_models if w.call is model_run.call),
+            None,
         )
         shown = self._shown(model_ref.statement if model_ref is not None else model_run.call)
         message = (
@@ -54,7 +57,7 @@ class DistributedOptimizerBeforeModel(Rule):
         self.report(call, message, fix=self._fix(call, where, model_ref))
 
     def _shown(self, node: cst.CSTNode) -> str:
-        text = " ".join(self.context.code_for(node).split())
+        text = " ".join(self.program.code_for(node).split())
         return text if len(text) <= 60 else text[:57] + "..."
 
     def _fix(
@@ -89,6 +92,6 @@ class DistributedOptimizerBeforeModel(Rule):
             "Wrap the optimizer right after the `smp.DistributedModel` call",
             (
                 DeleteStatementLines(statement),
-                InsertStatementAfter(model_ref.statement, statement, self.context.module),
+                InsertStatementAfter(model_ref.statement, statement, self.program.module),
             ),
         )

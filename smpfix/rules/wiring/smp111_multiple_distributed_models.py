@@ -7,8 +7,8 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.findings import Severity
-from smpfix.program.execution import ExecutionOrder, Run, happens, order_of
 from smpfix.program.facts import FileFacts
+from smpfix.program.order.execution import ExecutionOrder, Run, happens
 from smpfix.rules.rule import Rule
 
 _ERROR_SHOWN_AS = (
@@ -31,8 +31,12 @@ class MultipleDistributedModels(Rule):
         return super().applies_to(facts) and bool(facts.distributed_models)
 
     def leave_Module(self, node: cst.Module) -> None:
-        order = order_of(self.facts, node, self.context.memo)
-        wraps = [run for wrap in self.facts.distributed_models for run in order.runs_of(wrap.call)]
+        order = self.program.order
+        wraps = [
+            run
+            for wrap in self.program.facts.distributed_models
+            for run in order.runs_of(wrap.call)
+        ]
         wraps.sort(key=lambda run: run.order)
         reported: set[int] = set()
         for run in wraps:
@@ -59,7 +63,7 @@ class MultipleDistributedModels(Rule):
         elif first.call is run.call:
             what = "This `smp.DistributedModel` call runs twice in one process (its function is called again)"
         else:
-            shown = " ".join(self.context.code_for(first.call).split())
+            shown = " ".join(self.program.code_for(first.call).split())
             shown = shown if len(shown) <= 50 else shown[:47] + "..."
             what = f"A second `smp.DistributedModel` runs after `{shown}`"
         message = (
@@ -67,7 +71,7 @@ class MultipleDistributedModels(Rule):
             f"reduction all belong to it), and the second wrap {_ERROR_SHOWN_AS}. {_INSTEAD}"
         )
         severity = Severity.ERROR
-        reset = happens(module, lambda call: self.facts.is_smp_call(call, "reset"))
+        reset = happens(module, lambda call: self.program.facts.is_smp_call(call, "reset"))
         if first is not None and any(
             other.order > first.order for other in order.before(run, reset)
         ):

@@ -9,13 +9,12 @@ import libcst as cst
 
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
-from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import iter_nodes
+from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import Tri
-from smpfix.program.codegen import smp_reference
-from smpfix.program.library_code import LibraryCode
-from smpfix.program.wrapped_model import latest_assignment, wrapped_constructions
+from smpfix.program.objects.wrapped_model import latest_assignment, wrapped_constructions
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.wiring._library_code import LibraryCode
 
 
 @dataclass(frozen=True)
@@ -66,18 +65,16 @@ class UnsupportedFrameworkFeature(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         library: Optional[LibraryCode] = None
-        for call in self.facts.call_order:
-            qualified = self.facts.qualified_name(call.func) or ""
+        for call in self.program.facts.call_order:
+            qualified = self.program.facts.qualified_name(call.func) or ""
             check = self._check_for(qualified)
             if check is None:
                 continue
-            library = library or LibraryCode(
-                self.facts, node, ParentIndex.cached(node, self.context.memo)
-            )
+            library = library or LibraryCode(self.program.facts, node, self.program.parents)
             if library.runs_with_library(call):
                 check(call, qualified, node)
         self._model_transforms()
-        if self.facts.distributed_models:
+        if self.program.facts.distributed_models:
             self._super_forward()
 
     def _check_for(self, qualified: str) -> Optional[Callable[[cst.Call, str, cst.Module], None]]:
@@ -145,34 +142,36 @@ class UnsupportedFrameworkFeature(Rule):
     def _model_transforms(self) -> None:
         """TorchScript or ``torch.compile`` on the module that reaches ``smp.DistributedModel``, or on the result."""
         seen: set[int] = set()
-        for wrap in self.facts.distributed_models:
-            for built in wrapped_constructions(self.facts, wrap):
+        for wrap in self.program.facts.distributed_models:
+            for built in wrapped_constructions(self.program.facts, wrap):
                 self._transform(built.call, seen, before=True)
-        for call in self.facts.call_order:
-            qualified = self.facts.qualified_name(call.func) or ""
+        for call in self.program.facts.call_order:
+            qualified = self.program.facts.qualified_name(call.func) or ""
             if qualified not in _JIT | _COMPILE or not call.args:
                 continue
             first = call.args[0].value
-            if self.facts.is_smp_call(first, "DistributedModel") or self._holds_model(first, call):
+            if self.program.facts.is_smp_call(first, "DistributedModel") or self._holds_model(
+                first, call
+            ):
                 self._transform(call, seen, before=False)
 
     def _holds_model(self, expr: cst.BaseExpression, call: cst.Call) -> bool:
         if not isinstance(expr, cst.Name):
             return False
-        for wrap in self.facts.distributed_models:
+        for wrap in self.program.facts.distributed_models:
             if (
                 wrap.target != expr.value
                 or wrap.where is None
-                or not self.facts.runs_before(wrap.call, call)
+                or not self.program.facts.runs_before(wrap.call, call)
             ):
                 continue
-            found = latest_assignment(self.facts, expr.value, wrap.where.scope, before=call)
+            found = latest_assignment(self.program.facts, expr.value, wrap.where.scope, before=call)
             if found is not None and found.value is wrap.call:
                 return True
         return False
 
     def _transform(self, call: cst.Call, seen: set[int], before: bool) -> None:
-        qualified = self.facts.qualified_name(call.func) or ""
+        qualified = self.program.facts.qualified_name(call.func) or ""
         if id(call) in seen or qualified not in _JIT | _COMPILE:
             return
         seen.add(id(call))
@@ -196,7 +195,7 @@ class UnsupportedFrameworkFeature(Rule):
 
     def _super_forward(self) -> None:
         """``super().forward(...)`` in a ``forward`` of a module class of this file."""
-        for cls in self.facts.classes.values():
+        for cls in self.program.facts.classes.values():
             for statement in cls.body.body:
                 if not (
                     isinstance(statement, cst.FunctionDef) and statement.name.value == "forward"
@@ -222,12 +221,13 @@ class UnsupportedFrameworkFeature(Rule):
     def _rename(
         self, call: cst.Call, module: cst.Module, replacement: _Replacement, shown: str
     ) -> Optional[PendingFix]:
-        reference = smp_reference(self.facts, module, replacement.member)
+        reference = smp_reference(self.program.facts, module, replacement.member)
         if reference is None or ("." in replacement.member and reference.edits):
             # `from smdistributed.modelparallel.torch import X` cannot import `amp.GradScaler`.
             return None
         safe = (
-            replacement.since is None or self.job.version_applies(replacement.since, None) is Tri.ON
+            replacement.since is None
+            or self.program.job.version_applies(replacement.since, None) is Tri.ON
         )
         edits: tuple[NodeEdit, ...] = (*reference.edits, ReplaceNode(call.func, reference.text))
         return PendingFix(

@@ -9,11 +9,10 @@ import libcst as cst
 from smpfix.base.calls import argument
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
-from smpfix.base.parents import ParentIndex
+from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import Tri
-from smpfix.program.codegen import smp_reference
 from smpfix.program.facts import FileFacts
-from smpfix.program.wrapped_optimizer import optimizer_wrap
+from smpfix.program.objects.wrapped_optimizer import optimizer_wrap
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 # Hugging Face's schedule helpers build a ``LambdaLR`` on the optimizer they get.
@@ -34,18 +33,18 @@ class LrSchedulerOnFp16Wrapper(Rule):
         return super().applies_to(facts) and bool(facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
-        for call in self.facts.call_order:
+        for call in self.program.facts.call_order:
             if not self._is_scheduler(call):
                 continue
             given = argument(call, "optimizer", 0)
             if given is None or not isinstance(given.value, cst.Name):
                 continue
-            parents = ParentIndex.cached(node, self.context.memo)
-            if optimizer_wrap(self.facts, parents, given.value, call) is not None:
+            parents = self.program.parents
+            if optimizer_wrap(self.program.facts, parents, given.value, call) is not None:
                 self._flag(node, call, given.value)
 
     def _is_scheduler(self, call: cst.Call) -> bool:
-        qualified = self.facts.qualified_name(call.func) or ""
+        qualified = self.program.facts.qualified_name(call.func) or ""
         if qualified.startswith("torch.optim.lr_scheduler."):
             return True
         name = qualified.rsplit(".", 1)[-1]
@@ -55,7 +54,7 @@ class LrSchedulerOnFp16Wrapper(Rule):
     def _flag(self, module: cst.Module, call: cst.Call, optimizer: cst.Name) -> None:
         fp16, bf16, sdp = self.feature("FP16"), self.feature("BF16"), self.feature("SDP")
         on = next((state for state in (fp16, bf16) if state.state is Tri.ON), None)
-        scheduler = self.context.code_for(call.func)
+        scheduler = self.program.code_for(call.func)
         name = optimizer.value
         if on is not None:
             message = (
@@ -97,7 +96,7 @@ class LrSchedulerOnFp16Wrapper(Rule):
     ) -> Optional[PendingFix]:
         """``opt`` -> ``opt.optimizer if smp.state.cfg.fp16 else opt`` (the fp16 guide's form; ``bf16``
         when bf16 is on; both settings when neither is known). Identical when the setting is off."""
-        reference = smp_reference(self.facts, module, "state")
+        reference = smp_reference(self.program.facts, module, "state")
         if reference is None:
             return None
         cfg = f"{reference.text}.cfg"

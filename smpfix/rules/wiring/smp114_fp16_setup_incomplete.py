@@ -6,11 +6,10 @@ import libcst as cst
 
 from smpfix.base.calls import argument, has_star_kwargs
 from smpfix.base.findings import Severity
-from smpfix.base.parents import ParentIndex
 from smpfix.job.jobfacts import Tri
-from smpfix.program.creation_contexts import enclosing_contexts
 from smpfix.program.facts import FileFacts, Wrap
-from smpfix.program.wrapped_model import reaching_assignments, wrapped_constructions
+from smpfix.program.objects.creation_contexts import enclosing_contexts
+from smpfix.program.objects.wrapped_model import reaching_assignments, wrapped_constructions
 from smpfix.rules.rule import Rule
 
 
@@ -37,32 +36,32 @@ class Fp16SetupIncomplete(Rule):
         fp16 = self.feature("FP16")
         if fp16.state is not Tri.ON:
             return
-        for wrap in self.facts.distributed_models:
+        for wrap in self.program.facts.distributed_models:
             if not self._built_in_model_creation(node, wrap):
                 self._flag_creation(wrap)
-        for wrap in self.facts.distributed_optimizers:
+        for wrap in self.program.facts.distributed_optimizers:
             self._check_loss_scaling(wrap)
 
     def _built_in_model_creation(self, module: cst.Module, wrap: Wrap) -> bool:
         """Whether the model (or the statement naming it, or a builder call) sits in ``smp.model_creation``.
         Unknown constructions count as built there: smpfix stays quiet when it cannot see them."""
-        built = wrapped_constructions(self.facts, wrap)
+        built = wrapped_constructions(self.program.facts, wrap)
         if not built or any(_dtype_given(construction.call) for construction in built):
             # A model built with an explicit dtype (`from_config(config, torch_dtype=dtype)`) is
             # created in that dtype: what model_creation(dtype=...) would do.
             return True
-        parents = ParentIndex.cached(module, self.context.memo)
+        parents = self.program.parents
         places: list[cst.CSTNode] = [construction.call for construction in built]
         if isinstance(wrap.argument, cst.Name) and wrap.where is not None:
             for assignment in reaching_assignments(
-                self.facts, wrap.argument.value, wrap.where.scope, wrap.call, wrap.where
+                self.program.facts, wrap.argument.value, wrap.where.scope, wrap.call, wrap.where
             ):
                 places.append(assignment.value)
         for place in places:
             stack = [*reversed(list(parents.ancestors(place))), place]
             if any(
                 context.member == "model_creation"
-                for context in enclosing_contexts(self.facts, stack)
+                for context in enclosing_contexts(self.program.facts, stack)
             ):
                 return True
         return False
@@ -93,9 +92,9 @@ class Fp16SetupIncomplete(Rule):
             return
         dynamic = argument(wrap.call, "dynamic_loss_scale")
         static = argument(wrap.call, "static_loss_scale")
-        if dynamic is not None and self.facts.literal(dynamic.value) is not False:
+        if dynamic is not None and self.program.facts.literal(dynamic.value) is not False:
             return
-        if static is not None and self.facts.literal(static.value) != 1.0:
+        if static is not None and self.program.facts.literal(static.value) != 1.0:
             return
         fp16 = self.feature("FP16")
         message = (

@@ -9,11 +9,10 @@ import libcst as cst
 from smpfix.base.calls import argument
 from smpfix.base.edits import DeleteStatementLines
 from smpfix.base.findings import Applicability, Severity
-from smpfix.base.parents import ParentIndex
-from smpfix.program.execution import ExecutionOrder, order_of
-from smpfix.program.guards import early_exit_guard, rank_zero_guards
-from smpfix.program.initialisation import Initialisations
-from smpfix.program.wrapped_model import latest_assignment
+from smpfix.program.objects.wrapped_model import latest_assignment
+from smpfix.program.order.execution import ExecutionOrder, Run
+from smpfix.program.order.initialisation import Initialisations
+from smpfix.program.ranks.guards import early_exit_guard, rank_zero_guards
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _DATASET_MODULES = ("torchvision.datasets.", "torchtext.datasets.")
@@ -31,16 +30,16 @@ class ManualDevicePlacement(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         order: Optional[ExecutionOrder] = None
-        for call in self.facts.call_order:
-            qualified = self.facts.qualified_name(call.func) or ""
+        for call in self.program.facts.call_order:
+            qualified = self.program.facts.qualified_name(call.func) or ""
             if qualified.startswith(_DATASET_MODULES):
                 self._download(node, call)
             elif qualified == "torch.cuda.synchronize":
-                order = order or order_of(self.facts, node, self.context.memo)
+                order = order or self.program.order
                 self._synchronize(node, order, call)
             elif isinstance(call.func, cst.Attribute) and call.func.attr.value in ("to", "cuda"):
                 self._move(node, call)
-            elif self.facts.is_smp_call(call, "DistributedModel"):
+            elif self.program.facts.is_smp_call(call, "DistributedModel"):
                 self._tracing(call)
 
     # -- model.to(device) -------------------------------------------------------------------
@@ -49,13 +48,13 @@ class ManualDevicePlacement(Rule):
         receiver = call.func.value
         if not self._holds_distributed_model(receiver, call) or not self._moves_to_device(call):
             return
-        order = order_of(self.facts, module, self.context.memo)
+        order = self.program.order
         runs = order.runs_of(call)
-        steps = self.facts.step_functions
+        steps = self.program.facts.step_functions
         is_step = lambda run: isinstance(run.call.func, cst.Name) and run.call.func.value in steps  # noqa: E731
         if not runs or any(order.before(run, is_step) for run in runs):
             return
-        shown = self.context.code_for(call)
+        shown = self.program.code_for(call)
         message = (
             f"`{shown}` runs before the first step, so smdistributed.modelparallel ignores it: the model is "
             "partitioned at the first call of an `smp.step` function, and the library then moves each partition to "
@@ -64,16 +63,16 @@ class ManualDevicePlacement(Rule):
         self.report(call, message, severity=Severity.HINT, fix=self._delete(call))
 
     def _holds_distributed_model(self, receiver: cst.BaseExpression, call: cst.Call) -> bool:
-        if self.facts.is_smp_call(receiver, "DistributedModel"):
+        if self.program.facts.is_smp_call(receiver, "DistributedModel"):
             return True
         if (
             not isinstance(receiver, cst.Name)
-            or receiver.value not in self.facts.distributed_model_names()
+            or receiver.value not in self.program.facts.distributed_model_names()
         ):
             return False
-        scope = ParentIndex.cached(self.context.module, self.context.memo).scope_of(call)
-        assignment = latest_assignment(self.facts, receiver.value, scope, before=call)
-        return assignment is not None and self.facts.is_smp_call(
+        scope = self.program.parents.scope_of(call)
+        assignment = latest_assignment(self.program.facts, receiver.value, scope, before=call)
+        return assignment is not None and self.program.facts.is_smp_call(
             assignment.value, "DistributedModel"
         )
 
@@ -90,14 +89,17 @@ class ManualDevicePlacement(Rule):
         first = call.args[0].value
         if isinstance(first, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
             return False
-        qualified = self.facts.qualified_name(first) or ""
+        qualified = self.program.facts.qualified_name(first) or ""
         return not (qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in _DTYPES)
 
     def _is_torch_device(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Name):
-            assignment = self.facts.single_assignment(expr.value)
+            assignment = self.program.facts.single_assignment(expr.value)
             expr = assignment.value if assignment is not None else expr
-        return isinstance(expr, cst.Call) and self.facts.qualified_name(expr.func) == "torch.device"
+        return (
+            isinstance(expr, cst.Call)
+            and self.program.facts.qualified_name(expr.func) == "torch.device"
+        )
 
     def _delete(self, call: cst.Call) -> Optional[PendingFix]:
         """Delete ``model.to(device)`` / ``model = model.to(device)``: safe when the device is a
@@ -132,7 +134,7 @@ class ManualDevicePlacement(Rule):
         )
 
     def _statement_of(self, node: cst.CSTNode) -> Optional[cst.SimpleStatementLine]:
-        parents = ParentIndex.cached(self.context.module, self.context.memo)
+        parents = self.program.parents
         for ancestor in parents.ancestors(node):
             if isinstance(ancestor, cst.SimpleStatementLine):
                 return ancestor
@@ -142,8 +144,12 @@ class ManualDevicePlacement(Rule):
 
     # -- torch.cuda.synchronize() before smp.init() -----------------------------------------
     def _synchronize(self, module: cst.Module, order: ExecutionOrder, call: cst.Call) -> None:
-        inits = Initialisations(self.facts, module, self.context.modules)
-        set_device = lambda run: self.facts.qualified_name(run.call.func) == "torch.cuda.set_device"  # noqa: E731
+        inits = Initialisations(self.program.facts, module, self.program.modules)
+        facts = self.program.facts
+
+        def set_device(run: Run) -> bool:
+            return facts.qualified_name(run.call.func) == "torch.cuda.set_device"
+
         for run in order.runs_of(call):
             if (
                 order.before(run, inits.any)
@@ -162,11 +168,11 @@ class ManualDevicePlacement(Rule):
     # -- datasets downloaded by every process ------------------------------------------------
     def _download(self, module: cst.Module, call: cst.Call) -> None:
         download = argument(call, "download")
-        if download is None or self.facts.literal(download.value) is not True:
+        if download is None or self.program.facts.literal(download.value) is not True:
             return
         if self._one_process_per_host(module, call):
             return
-        name = self.context.code_for(call.func)
+        name = self.program.code_for(call.func)
         message = (
             f"`{name}(..., download=True)` runs on every process: the processes of a host download into the same "
             "folder at once and can leave corrupt files. Download on one process per host, "
@@ -175,13 +181,13 @@ class ManualDevicePlacement(Rule):
         self.report(call, message, severity=Severity.HINT)
 
     def _one_process_per_host(self, module: cst.Module, call: cst.Call) -> bool:
-        parents = ParentIndex.cached(module, self.context.memo)
+        parents = self.program.parents
         child: cst.CSTNode = call
         for ancestor in parents.ancestors(call):
             if isinstance(ancestor, cst.If) and child is ancestor.body:
                 if any(
                     guard.function in _ONE_PER_HOST
-                    for guard in rank_zero_guards(ancestor.test, self.facts)
+                    for guard in rank_zero_guards(ancestor.test, self.program.facts)
                 ):
                     return True
             if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
@@ -190,7 +196,7 @@ class ManualDevicePlacement(Rule):
                 ):
                     if any(
                         guard.function in _ONE_PER_HOST
-                        for guard in early_exit_guard(statement, self.facts)
+                        for guard in early_exit_guard(statement, self.program.facts)
                     ):
                         return True
             child = ancestor
@@ -202,7 +208,10 @@ class ManualDevicePlacement(Rule):
         times = argument(call, "trace_execution_times")
         if device is None or times is None:
             return
-        if self.facts.literal(device.value) == "cpu" and self.facts.literal(times.value) is True:
+        if (
+            self.program.facts.literal(device.value) == "cpu"
+            and self.program.facts.literal(times.value) is True
+        ):
             message = (
                 '`trace_device="cpu"` with `trace_execution_times=True`: execution times measured on the CPU say '
                 "nothing about the GPU partitions, and the library warns that this combination is not supported. "

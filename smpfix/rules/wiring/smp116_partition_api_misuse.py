@@ -8,12 +8,11 @@ import libcst as cst
 
 from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
-from smpfix.base.parents import ParentIndex
 from smpfix.job.jobfacts import InitDict, Tri
-from smpfix.program.execution import ExecutionOrder, order_of
 from smpfix.program.facts import FileFacts
-from smpfix.program.initialisation import init_dict_keys
-from smpfix.program.steps import step_bodies, step_functions
+from smpfix.program.order.execution import ExecutionOrder
+from smpfix.program.order.initialisation import init_dict_keys
+from smpfix.program.steps import step_bodies
 from smpfix.rules.rule import Rule
 
 _MEMBERS = ("partition", "set_partition")
@@ -34,15 +33,15 @@ class PartitionApiMisuse(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         order: Optional[ExecutionOrder] = None
         forward_like = self._forward_like()
-        parents = ParentIndex.cached(node, self.context.memo)
-        for call in self.facts.call_order:
-            member = self.facts.smp_member(call.func)
+        parents = self.program.parents
+        for call in self.program.facts.call_order:
+            member = self.program.facts.smp_member(call.func)
             if member not in _MEMBERS:
                 continue
             if self._ignored(call, member) or self._out_of_range(call, member):
                 continue
             if member == "set_partition":
-                order = order or order_of(self.facts, node, self.context.memo)
+                order = order or self.program.order
                 self._set_partition_order(order, call)
             elif self.feature("PP").state is not Tri.OFF and any(
                 ancestor in forward_like for ancestor in parents.ancestors(call)
@@ -55,8 +54,8 @@ class PartitionApiMisuse(Rule):
                 self.report(call, message, severity=Severity.WARNING)
 
     def _forward_like(self) -> frozenset[cst.FunctionDef]:
-        found = set(step_bodies(step_functions(self.facts)))
-        for cls in self.facts.classes.values():
+        found = set(step_bodies(self.program.steps))
+        for cls in self.program.facts.classes.values():
             found.update(
                 s
                 for s in cls.body.body
@@ -66,16 +65,16 @@ class PartitionApiMisuse(Rule):
 
     def _ignored(self, call: cst.Call, member: str) -> bool:
         """``auto_partition`` is known to be on: the call is ignored (silently, for ``smp.partition``)."""
-        value = self.job.value("auto_partition")
-        setting = self.job.settings.get("auto_partition")
+        value = self.program.job.value("auto_partition")
+        setting = self.program.job.settings.get("auto_partition")
         source = setting.source if setting is not None else "the job"
         if value is not True or self.feature("PP").state is Tri.OFF:
             # With one pipeline stage every module is on partition 0 either way.
             return False
         if (
-            self.job.init_dict is not InitDict.IGNORED
+            self.program.job.init_dict is not InitDict.IGNORED
             and source.startswith("library default")
-            and "auto_partition" in init_dict_keys(self.facts)
+            and "auto_partition" in init_dict_keys(self.program.facts)
         ):
             # The script's dict sets the key to a value smpfix cannot read (`not args.manual_partition`),
             # and the library may use that dict: not known. (Under a launch that initialises on
@@ -87,10 +86,10 @@ class PartitionApiMisuse(Rule):
             else "is ignored with a warning in the log"
         )
         dict_ignored = ""
-        if self.job.init_dict is InitDict.IGNORED and "auto_partition" in init_dict_keys(
-            self.facts
+        if self.program.job.init_dict is InitDict.IGNORED and "auto_partition" in init_dict_keys(
+            self.program.facts
         ):
-            dict_ignored = f" The script's own `smp.init` dict sets `auto_partition`, but {self.job.init_dict_reason}."
+            dict_ignored = f" The script's own `smp.init` dict sets `auto_partition`, but {self.program.job.init_dict_reason}."
         message = (
             f"`smp.{member}(...)` {effect}: `auto_partition` is True ({source}), so the library places every module "
             f'itself.{dict_ignored} To partition by hand, set `"auto_partition": False` and a `"default_partition"` '
@@ -101,13 +100,13 @@ class PartitionApiMisuse(Rule):
 
     def _out_of_range(self, call: cst.Call, member: str) -> bool:
         """A literal partition index outside ``0 .. pipeline_parallel_degree - 1`` (auto_partition off)."""
-        if self.job.value("auto_partition") is not False:
+        if self.program.job.value("auto_partition") is not False:
             return False
-        degree = self.job.value("pipeline_parallel_degree")
+        degree = self.program.job.value("pipeline_parallel_degree")
         given = argument(call, _KEYWORD[member], _POSITION[member])
         if not isinstance(degree, int) or isinstance(degree, bool) or given is None:
             return False
-        index = self.facts.literal(given.value)
+        index = self.program.facts.literal(given.value)
         if not isinstance(index, int) or isinstance(index, bool) or 0 <= index < degree:
             return False
         pp = self.feature("PP")
@@ -120,8 +119,8 @@ class PartitionApiMisuse(Rule):
 
     def _set_partition_order(self, order: ExecutionOrder, call: cst.Call) -> None:
         """``smp.set_partition`` needs the ``smp.DistributedModel`` and must come before the first step."""
-        steps = self.facts.step_functions
-        is_model = lambda run: self.facts.is_smp_call(run.call, "DistributedModel")  # noqa: E731
+        steps = self.program.facts.step_functions
+        is_model = lambda run: self.program.facts.is_smp_call(run.call, "DistributedModel")  # noqa: E731
         is_step = lambda run: isinstance(run.call.func, cst.Name) and run.call.func.value in steps  # noqa: E731
         for run in order.runs_of(call):
             if order.before(run, is_step):

@@ -5,11 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from smpfix.base.findings import Severity
-from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts
-from smpfix.program.wrapped_optimizer import optimizer_wrap, wrapped_optimizer_class
+from smpfix.program.objects.wrapped_optimizer import optimizer_wrap, wrapped_optimizer_class
 from smpfix.rules.rule import Rule
 
 # The release notes name AdaDelta; PyTorch's fix (pytorch#52944) was to Adadelta's step.
@@ -32,22 +31,25 @@ class OptimizerStepOnEmptyPartition(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         pp = self.feature("PP")
         # A historical bug: without a known 1.3 job it is not worth a word.
-        if pp.state is not Tri.ON or self.job.version_applies(self.since, self.until) is not Tri.ON:
+        if (
+            pp.state is not Tri.ON
+            or self.program.job.version_applies(self.since, self.until) is not Tri.ON
+        ):
             return
-        parents = ParentIndex.cached(node, self.context.memo)
-        for call in self.facts.call_order:
+        parents = self.program.parents
+        for call in self.program.facts.call_order:
             func = call.func
             if not (
                 isinstance(func, cst.Attribute) and func.attr.value == "step" and not call.args
             ):
                 continue
-            wrap = optimizer_wrap(self.facts, parents, func.value, call)
-            if wrap is None or wrapped_optimizer_class(self.facts, wrap) not in _AFFECTED:
+            wrap = optimizer_wrap(self.program.facts, parents, func.value, call)
+            if wrap is None or wrapped_optimizer_class(self.program.facts, wrap) not in _AFFECTED:
                 continue
             if any(_checks_local_parameters(ancestor) for ancestor in parents.ancestors(call)):
                 continue
             message = (
-                f"`{self.context.code_for(func)}()` steps an Adadelta optimizer; {pp.condition()} and "
+                f"`{self.program.code_for(func)}()` steps an Adadelta optimizer; {pp.condition()} and "
                 f"{self.version_condition()}. A known issue of SMP 1.3 is that this step crashes on a pipeline stage "
                 "that was given no parameters (a PyTorch bug, fixed later). Guard it as the release notes say: "
                 "`if len(list(model.local_parameters())) > 0: optimizer.step()`."

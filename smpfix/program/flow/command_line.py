@@ -1,0 +1,229 @@
+"""What ``args.name`` holds when a script reads it from ``argparse``: the literal
+``add_argument(..., default=...)`` value, or the launcher's hyperparameter that overrides it.
+
+SageMaker passes every estimator hyperparameter to the script as ``--key value``, so a
+launcher's ``hyperparameters={"batch-size": 12}`` replaces the default of the argument whose
+option is ``--batch-size``. The value is known only when nothing can change it unseen: one
+``add_argument`` with that destination (in the script or the project modules it imports),
+no assignment to ``args.<name>`` anywhere in the script, and every launcher of the script
+either passes a literal for the key or is known not to pass it. Anything else is unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument
+from smpfix.base.literals import UNKNOWN
+from smpfix.job.linking import LinkedScript
+from smpfix.program.facts import FileFacts
+from smpfix.program.project.local_modules import LocalModules
+from smpfix.program.project.parsed_file import ParsedFile
+
+
+@dataclass(frozen=True)
+class CommandLineArgument:
+    """One ``add_argument`` call: where its value lands and what it defaults to."""
+
+    dest: str
+    options: tuple[str, ...]
+    default: Any
+    integer: bool
+    # The ``type=`` converter by name (``"float"``, ``"str"``); None when another callable or
+    # an ``action`` decides what the value becomes.
+    converter: Optional[str] = "str"
+
+
+@dataclass(frozen=True)
+class ArgumentValue:
+    """A resolved value and how it was found, in words for a message. ``default`` says it is
+    the argparse default, which a launcher smpfix does not know of could still override."""
+
+    value: Any
+    how: str
+    default: bool = False
+
+
+def command_line_arguments(files: Iterable[ParsedFile]) -> dict[str, list[CommandLineArgument]]:
+    """Every literal ``add_argument(...)`` in ``files``, by destination."""
+    found: dict[str, list[CommandLineArgument]] = {}
+    for file in files:
+        for parsed in file.answer(ArgumentDefinitions).arguments:
+            found.setdefault(parsed.dest, []).append(parsed)
+    return found
+
+
+@dataclass(frozen=True)
+class ArgumentDefinitions:
+    """The literal ``add_argument(...)`` calls of one file, in call order (read once per tree:
+    every script importing a helper module reads its arguments)."""
+
+    arguments: tuple[CommandLineArgument, ...]
+
+    @classmethod
+    def of_file(cls, file: ParsedFile) -> ArgumentDefinitions:
+        facts = file.facts
+        return cls(
+            tuple(found for call in facts.call_order if (found := _parse(call, facts)) is not None)
+        )
+
+
+def _parse(call: cst.Call, facts: FileFacts) -> Optional[CommandLineArgument]:
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument"):
+        return None
+    options = []
+    for arg in call.args:
+        if arg.keyword is not None or arg.star:
+            break
+        value = facts.literal(arg.value)
+        if not isinstance(value, str):
+            return None
+        options.append(value)
+    if not options:
+        return None
+    dest_arg = argument(call, "dest")
+    if dest_arg is not None:
+        dest = facts.literal(dest_arg.value)
+    else:
+        dest = _default_dest(options)
+    if not isinstance(dest, str):
+        return None
+    default_arg = argument(call, "default")
+    default = facts.literal(default_arg.value) if default_arg is not None else None
+    type_arg = argument(call, "type")
+    integer = (
+        type_arg is not None
+        and isinstance(type_arg.value, cst.Name)
+        and type_arg.value.value == "int"
+    )
+    converter: Optional[str] = "str"  # argparse's default: the text itself
+    if type_arg is not None:
+        converter = (
+            type_arg.value.value
+            if isinstance(type_arg.value, cst.Name) and type_arg.value.value in _CONVERTERS
+            else None
+        )
+    if argument(call, "action") is not None:
+        converter = None
+    return CommandLineArgument(dest, tuple(options), default, integer, converter)
+
+
+def _default_dest(options: Sequence[str]) -> str:
+    """argparse's rule: the first long option, else the first short one, without dashes."""
+    if not options[0].startswith("-"):
+        return options[0]
+    long = [option for option in options if option.startswith("--")]
+    chosen = long[0] if long else options[0]
+    return chosen.lstrip("-").replace("-", "_")
+
+
+def assigned_attributes(facts: FileFacts) -> set[str]:
+    """Attribute names the script assigns (``args.batch_size = ...``): their values may change."""
+    return set(attribute_assignments(facts))
+
+
+def attribute_assignments(facts: FileFacts) -> dict[str, list[Optional[cst.BaseExpression]]]:
+    """Every assignment of an attribute (``args.fp16 = args.fp16 or args.amp``), by attribute
+    name: the value assigned, None where it is not one plain value (``+=``, an annotation
+    alone). ``self.<name> = ...`` sets an object's own attribute, never the parsed arguments."""
+    found: dict[str, list[Optional[cst.BaseExpression]]] = {}
+    for statement in facts.statements:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            targets: list[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]] = []
+            if isinstance(small, cst.Assign):
+                targets = [
+                    (target.target, small.value if len(small.targets) == 1 else None)
+                    for target in small.targets
+                ]
+            elif isinstance(small, cst.AnnAssign):
+                targets = [(small.target, small.value)]
+            elif isinstance(small, cst.AugAssign):
+                targets = [(small.target, None)]
+            for target, value in targets:
+                if isinstance(target, cst.Attribute) and not (
+                    isinstance(target.value, cst.Name) and target.value.value == "self"
+                ):
+                    found.setdefault(target.attr.value, []).append(value)
+    return found
+
+
+def argument_value(
+    dest: str,
+    arguments: Mapping[str, Sequence[CommandLineArgument]],
+    launchers: Sequence[LinkedScript],
+) -> Optional[ArgumentValue]:
+    """The value ``args.<dest>`` has at run time, or None when it cannot be known."""
+    candidates = arguments.get(dest, ())
+    if len(candidates) != 1:
+        return None
+    found = candidates[0]
+    option = next((o for o in found.options if o.startswith("--")), found.options[0])
+    default = f"the argparse default of `{option}`"
+    passed = [_passed(found, link) for link in launchers]
+    if any(value is UNKNOWN for value in passed):
+        return None
+    given = [(value, link) for value, link in zip(passed, launchers) if value is not None]
+    if given:
+        if len(given) != len(launchers) or len({str(value) for value, _ in given}) != 1:
+            return None  # launchers disagree, or some use the default
+        value, link = given[0]
+        key = next(k for k in link.hyperparameters if f"--{k}" in found.options)
+        converted = _converted(value, found)
+        if converted is UNKNOWN:
+            return None
+        shown = (
+            f" ({found.default!r})"
+            if found.default is not None and found.default is not UNKNOWN
+            else ""
+        )
+        return ArgumentValue(
+            converted,
+            f"hyperparameter {key!r} from the {link.job.source}, which overrides {default}{shown}",
+        )
+    if found.default is None or found.default is UNKNOWN:
+        return None
+    return ArgumentValue(found.default, default, default=True)
+
+
+def _passed(found: CommandLineArgument, link: LinkedScript) -> Any:
+    """What ``link`` passes for ``found``: a value, None when it passes nothing, UNKNOWN when it cannot be told."""
+    for key, value in link.hyperparameters.items():
+        if f"--{key}" in found.options:
+            return value
+    return None if link.hyperparameters_complete else UNKNOWN
+
+
+_CONVERTERS = {"int": int, "float": float, "str": str}
+
+
+def _converted(value: Any, found: CommandLineArgument) -> Any:
+    """The hyperparameter as the script sees it: argparse gets a string, which ``type=int``
+    or ``type=float`` converts; another ``type`` or an ``action`` is not followed."""
+    convert = _CONVERTERS.get(found.converter or "")
+    if convert is None:
+        return UNKNOWN
+    try:
+        return convert(str(value))
+    except ValueError:
+        return UNKNOWN
+
+
+def script_argument(
+    dest: str, file: ParsedFile, modules: Optional[LocalModules]
+) -> Optional[ArgumentValue]:
+    """``args.<dest>`` in the checked ``file``: its argparse definitions are looked for in the
+    file and the project modules it imports, its launchers among the checked project's."""
+    if dest in assigned_attributes(file.facts):
+        return None
+    files: list[ParsedFile] = [file]
+    launchers: Sequence[LinkedScript] = ()
+    if modules is not None:
+        files += modules.imported_modules(file.facts)
+        launchers = modules.project.launchers_of(file.path)
+    return argument_value(dest, command_line_arguments(files), launchers)

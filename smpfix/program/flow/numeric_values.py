@@ -1,0 +1,235 @@
+"""Is an expression a number whenever it runs? (``total_steps``, ``epoch``, ``len(files)``)
+
+Library calls that want a string (a checkpoint tag) fail when given a step counter. A value
+counts as a number only when every way it can be bound says so: a numeric literal, arithmetic
+on numbers, ``len``/``int``/``float``/``round``, a ``for`` target over ``range(...)`` (or the
+index of ``enumerate(...)``), an ``args.<name>`` read from ``add_argument(..., type=int)``
+that the script never reassigns, or a name whose reaching assignments (``ReachingDefinitions.reaching``) are
+all such values; where a ``for`` target or a parameter reaches, every binding of the name in
+its function (or, for a name the function does not bind, at module level) must be one. A parameter, a ``with``
+target or any binding smpfix cannot read makes the answer "not known to be a number".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Optional, Union
+
+import libcst as cst
+
+from smpfix.base.walker import children
+from smpfix.program.flow.command_line import (
+    CommandLineArgument,
+    assigned_attributes,
+    command_line_arguments,
+)
+from smpfix.program.flow.reaching import ReachingDefinitions
+from smpfix.program.project.parsed_file import ParsedFile
+
+Scope = Union[cst.Module, cst.FunctionDef]
+
+_ARITHMETIC = (
+    cst.Add,
+    cst.Subtract,
+    cst.Multiply,
+    cst.Divide,
+    cst.FloorDivide,
+    cst.Modulo,
+    cst.Power,
+)
+_NUMBER_BUILTINS = frozenset({"len", "int", "float", "round"})
+_NUMBER_FUNCTIONS = frozenset({"math.floor", "math.ceil", "math.trunc"})
+_MAX_DEPTH = 6
+
+# A binding of a name: the expression it takes its value from, or None when unreadable.
+_Binding = Optional[cst.BaseExpression]
+
+
+class NumericValues:
+    """Answers ``is_number(expr, scope)`` for one file; build once per rule and file."""
+
+    def __init__(self, file: ParsedFile) -> None:
+        self.file = file
+        self.facts = file.facts
+        self.module = file.module
+        self.flow = file.answer(ReachingDefinitions)
+        self._arguments: Optional[Mapping[str, Sequence[CommandLineArgument]]] = None
+        self._assigned: Optional[set[str]] = None
+
+    def is_number(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        if depth > _MAX_DEPTH:
+            return False
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return True
+        if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):
+            return self.is_number(expr.expression, scope, depth + 1)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, _ARITHMETIC):
+            return self.is_number(expr.left, scope, depth + 1) and self.is_number(
+                expr.right, scope, depth + 1
+            )
+        if isinstance(expr, cst.IfExp):
+            return self.is_number(expr.body, scope, depth + 1) and self.is_number(
+                expr.orelse, scope, depth + 1
+            )
+        if isinstance(expr, cst.Call):
+            return self._number_call(expr)
+        if isinstance(expr, cst.Attribute):
+            return self._integer_argument(expr)
+        if isinstance(expr, cst.Name):
+            reaching = self.flow.reaching(expr.value, expr)
+            if reaching.assignments and not reaching.opaque:
+                return all(
+                    a.where is not None and self.is_number(a.value, a.where.scope, depth + 1)
+                    for a in reaching.assignments
+                )
+            bindings = self._bindings(expr.value, scope)
+            return bool(bindings) and all(
+                value is not None and self.is_number(value, owner, depth + 1)
+                for value, owner in bindings
+            )
+        return False
+
+    def _number_call(self, call: cst.Call) -> bool:
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in _NUMBER_BUILTINS:
+            return (
+                func.value not in self.facts.imports.bindings
+                and func.value not in self.facts.functions
+            )
+        return self.facts.qualified_name(func) in _NUMBER_FUNCTIONS
+
+    def _integer_argument(self, expr: cst.Attribute) -> bool:
+        """``args.save_steps`` from ``add_argument("--save_steps", type=int)``, never reassigned."""
+        if not isinstance(expr.value, cst.Name) or self.facts.qualified_name(expr) is not None:
+            return False
+        if self._arguments is None:
+            self._arguments = command_line_arguments([self.file])
+            self._assigned = assigned_attributes(self.facts)
+        name = expr.attr.value
+        found = self._arguments.get(name, ())
+        return len(found) == 1 and found[0].integer and name not in (self._assigned or set())
+
+    def _bindings(self, name: str, scope: Scope) -> list[tuple[_Binding, Scope]]:
+        """Every binding of ``name`` that may give its value in ``scope``, with its scope."""
+        own = list(_bindings_in(scope, name))
+        if own or isinstance(scope, cst.Module):
+            return [(value, scope) for value in own]
+        return [(value, self.module) for value in _bindings_in(self.module, name)]
+
+
+def _bindings_in(scope: Scope, name: str) -> Iterator[_Binding]:
+    """The bindings of ``name`` in ``scope``'s own body (nested functions and classes excluded)."""
+    if isinstance(scope, cst.FunctionDef):
+        params = scope.params
+        every = (
+            *params.posonly_params,
+            *params.params,
+            *params.kwonly_params,
+            params.star_arg,
+            params.star_kwarg,
+        )
+        if any(isinstance(param, cst.Param) and param.name.value == name for param in every):
+            yield None
+    stack: list[cst.CSTNode] = (
+        [scope.body] if isinstance(scope, cst.FunctionDef) else list(scope.body)
+    )
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            if node.name.value == name:
+                yield None
+            continue
+        if isinstance(
+            node, (cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp)
+        ):
+            continue
+        yield from _binding_of(node, name)
+        stack.extend(children(node))
+
+
+def _binding_of(node: cst.CSTNode, name: str) -> Iterator[_Binding]:
+    if isinstance(node, cst.Assign):
+        for target in node.targets:
+            if _is_name(target.target, name):
+                yield node.value
+            elif _binds(target.target, name):
+                yield None
+    elif isinstance(node, (cst.AnnAssign, cst.AugAssign)) and _is_name(node.target, name):
+        if isinstance(node, cst.AugAssign):
+            yield node.value if isinstance(node.operator, _AUGMENTED_ARITHMETIC) else None
+        else:
+            yield node.value
+    elif isinstance(node, cst.For) and _binds(node.target, name):
+        yield _loop_counter(node, name)
+    elif isinstance(node, cst.NamedExpr) and _is_name(node.target, name):
+        yield node.value
+    elif (
+        isinstance(node, cst.WithItem)
+        and node.asname is not None
+        and _binds(node.asname.name, name)
+    ):
+        yield None
+    elif (
+        isinstance(node, cst.ExceptHandler)
+        and node.name is not None
+        and _binds(node.name.name, name)
+    ):
+        yield None
+    elif isinstance(node, (cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal)) and _mentions(
+        node, name
+    ):
+        yield None
+
+
+_AUGMENTED_ARITHMETIC = (
+    cst.AddAssign,
+    cst.SubtractAssign,
+    cst.MultiplyAssign,
+    cst.DivideAssign,
+    cst.FloorDivideAssign,
+    cst.ModuloAssign,
+    cst.PowerAssign,
+)
+_ONE = cst.Integer("1")
+
+
+def _loop_counter(loop: cst.For, name: str) -> _Binding:
+    """A number for ``for name in range(...)`` and ``for name, _ in enumerate(...)``."""
+    iterated = loop.iter
+    if not isinstance(iterated, cst.Call) or not isinstance(iterated.func, cst.Name):
+        return None
+    if iterated.func.value == "range" and _is_name(loop.target, name):
+        return _ONE
+    if iterated.func.value == "enumerate" and isinstance(loop.target, (cst.Tuple, cst.List)):
+        elements = loop.target.elements
+        if elements and _is_name(elements[0].value, name):
+            return _ONE
+    return None
+
+
+def _is_name(node: cst.BaseExpression, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
+
+
+def _binds(target: cst.CSTNode, name: str) -> bool:
+    if isinstance(target, cst.Name):
+        return target.value == name
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_binds(element.value, name) for element in target.elements)
+    if isinstance(target, cst.StarredElement):
+        return _binds(target.value, name)
+    return False
+
+
+def _mentions(node: cst.CSTNode, name: str) -> bool:
+    from smpfix.base.walker import iter_nodes
+
+    return any(isinstance(inner, cst.Name) and inner.value == name for inner in iter_nodes(node))
+
+
+def enclosing_scope(stack: Sequence[cst.CSTNode], module: cst.Module) -> Scope:
+    """The innermost function around the node at the end of ``stack`` (the module at top level)."""
+    for node in reversed(stack[:-1]):
+        if isinstance(node, cst.FunctionDef):
+            return node
+    return module

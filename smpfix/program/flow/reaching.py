@@ -1,0 +1,396 @@
+"""Which assignments of a name can give its value at a use: reaching definitions.
+
+``FileFacts.assignments`` lists every ``name = value`` of the file, in any function and any
+branch. A rule that resolves a name through that list mixes up values that never meet:
+
+    if args.save_full_model:
+        model_dict = model.state_dict()
+        smp.save(model_dict, path, partial=False)      # a full state dict
+    else:
+        model_dict = model.local_state_dict()           # never reaches the save above
+        smp.save(model_dict, path, partial=True)
+
+``ReachingDefinitions.reaching(name, use)`` follows the statements of the use's own function in order:
+an assignment replaces what came before, both sides of an ``if`` (or the arms of a ``try``,
+``match``, ``with``) merge, a loop body may run again with its own assignments,
+``return``/``raise`` end a path. Bindings that are not a plain ``name = value`` (a tuple or
+``for`` target, ``with ... as``, ``+=``, an import, a parameter) make the answer *opaque*: a
+value smpfix cannot read. A name the function never binds takes the module's assignments
+(the function may run after any of them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import libcst as cst
+
+from smpfix.base.calls import target_names
+from smpfix.base.parents import ParentIndex
+from smpfix.base.walker import children, subtree
+from smpfix.program.facts import Assignment, FileFacts
+from smpfix.program.project.parsed_file import ParsedFile
+
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+@dataclass(frozen=True)
+class Reaching:
+    """The plain assignments that may give the value, and whether anything else may."""
+
+    assignments: tuple[Assignment, ...]
+    opaque: bool = False
+    # The other bindings that may give the value (a tuple target's statement, a ``for``, a
+    # parameter, ...), for a question that can read some of them (``a, b = f()``).
+    others: tuple[cst.CSTNode, ...] = ()
+
+    @property
+    def single(self) -> Optional[Assignment]:
+        """The one assignment that gives the value, when nothing else can."""
+        return self.assignments[0] if len(self.assignments) == 1 and not self.opaque else None
+
+
+@dataclass(frozen=True)
+class _Opaque:
+    """A binding whose value is not a plain expression (a ``for`` target, a parameter, ...)."""
+
+    node: cst.CSTNode
+
+
+_Definition = Union[Assignment, _Opaque]
+_State = frozenset  # of _Definition
+
+
+class _Found(Exception):
+    """Raised by the walk when it reaches the use, carrying the definitions live there."""
+
+    def __init__(self, state: frozenset[_Definition]) -> None:
+        super().__init__()
+        self.state = state
+
+
+class ReachingDefinitions:
+    """Reaching definitions in one module, answered on demand and remembered."""
+
+    def __init__(self, module: cst.Module, facts: FileFacts, index: ParentIndex) -> None:
+        self.module = module
+        self.facts = facts
+        self.index = index
+        self._answers: dict[tuple[str, int], Reaching] = {}
+        self._locals: dict[int, set[str]] = {}
+
+    @classmethod
+    def of_file(cls, file: ParsedFile) -> ReachingDefinitions:
+        return cls(file.module, file.facts, file.parents)
+
+    def reaching(self, name: str, use: cst.CSTNode) -> Reaching:
+        """The definitions of ``name`` that may reach ``use`` (a node inside this module)."""
+        key = (name, id(use))
+        found = self._answers.get(key)
+        if found is None:
+            found = self._answers[key] = self._reaching(name, use)
+        return found
+
+    def _reaching(self, name: str, use: cst.CSTNode) -> Reaching:
+        scope = self.index.scope_of(use)
+        body: Sequence[cst.CSTNode] = (
+            scope.body if isinstance(scope, cst.Module) else _statements(scope.body)
+        )
+        start: frozenset[_Definition] = frozenset()
+        if isinstance(scope, cst.FunctionDef):
+            start = self._entry(name, scope)
+        walk = _Walk(self, name, use)
+        try:
+            walk.block(body, start)
+        except _Found as found:
+            return self._answer(found.state)
+        # The use was not met in order (a decorator, a default value): any binding of the scope.
+        every = [
+            a
+            for a in self.facts.assignments.get(name, ())
+            if a.where is not None and a.where.scope is scope
+        ]
+        return Reaching(tuple(every), opaque=not every)
+
+    def _entry(self, name: str, function: cst.FunctionDef) -> frozenset[_Definition]:
+        """What ``name`` holds when ``function`` starts: a parameter, or the module's value."""
+        params = function.params
+        every = [*params.posonly_params, *params.params, *params.kwonly_params]
+        every += [
+            star for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)
+        ]
+        for param in every:
+            if param.name.value == name:
+                return frozenset({_Opaque(param)})
+        local = self._locals.get(id(function))
+        if local is None:
+            local = self._locals[id(function)] = _bound_in(function)
+        if name in local:
+            return frozenset()
+        module_level = [
+            a
+            for a in self.facts.assignments.get(name, ())
+            if a.where is not None and isinstance(a.where.scope, cst.Module)
+        ]
+        return frozenset(module_level)
+
+    def _answer(self, state: Iterable[_Definition]) -> Reaching:
+        live = set(state)
+        plain = [a for every in self.facts.assignments.values() for a in every if a in live]
+        others = [d.node for d in live if isinstance(d, _Opaque)]
+        return Reaching(tuple(plain), bool(others), tuple(others))
+
+    def assignment_for(self, name: str, value: cst.BaseExpression) -> Optional[Assignment]:
+        for assignment in self.facts.assignments.get(name, ()):
+            if assignment.value is value:
+                return assignment
+        return None
+
+
+class _Walk:
+    """One walk of a function body toward one use of one name."""
+
+    def __init__(self, flow: ReachingDefinitions, name: str, use: cst.CSTNode) -> None:
+        self.flow = flow
+        self.name = name
+        self.use = use
+        self.holders = {id(node) for node in flow.index.ancestors(use)} | {id(use)}
+
+    def holds(self, node: cst.CSTNode) -> bool:
+        return id(node) in self.holders
+
+    def block(
+        self, statements: Sequence[cst.CSTNode], state: frozenset[_Definition]
+    ) -> Optional[frozenset[_Definition]]:
+        """The definitions live after ``statements`` (None: no path falls through)."""
+        current: Optional[frozenset[_Definition]] = state
+        for statement in statements:
+            if current is None:
+                return None
+            current = self.statement(statement, current)
+        return current
+
+    def statement(
+        self, node: cst.CSTNode, state: frozenset[_Definition]
+    ) -> Optional[frozenset[_Definition]]:
+        if isinstance(node, cst.SimpleStatementLine):
+            return self.simple(node, node.body, state)
+        if isinstance(node, cst.If):
+            return self.branch_if(node, state)
+        if isinstance(node, (cst.For, cst.While)):
+            return self.loop(node, state)
+        if isinstance(node, cst.Try):
+            return self.try_(node, state)
+        if isinstance(node, cst.With):
+            self.header(node, node.items, state)
+            inner = state
+            if any(
+                item.asname is not None and self.name in target_names(item.asname.name)
+                for item in node.items
+            ):
+                inner = frozenset({_Opaque(node)})
+            return self.block(_statements(node.body), inner)
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            if self.holds(node):
+                raise _Found(state)  # a decorator or a default value
+            return frozenset({_Opaque(node)}) if node.name.value == self.name else state
+        if isinstance(node, cst.Match):
+            self.header(node, [node.subject], state)
+            outs = [self.block(_statements(case.body), state) for case in node.cases]
+            return _merge([*outs, state])
+        if self.holds(node):
+            raise _Found(state)
+        return state
+
+    def header(
+        self, node: cst.CSTNode, parts: Iterable[cst.CSTNode], state: frozenset[_Definition]
+    ) -> None:
+        if self.holds(node) and any(self.holds(part) for part in parts):
+            raise _Found(state)
+
+    def simple(
+        self,
+        line: cst.CSTNode,
+        smalls: Sequence[cst.BaseSmallStatement],
+        state: frozenset[_Definition],
+    ) -> Optional[frozenset[_Definition]]:
+        for small in smalls:
+            if self.holds(small):
+                raise _Found(state)
+            if isinstance(small, (cst.Return, cst.Raise)):
+                return None
+            state = self.binding(small, state)
+        return state
+
+    def binding(
+        self, small: cst.BaseSmallStatement, state: frozenset[_Definition]
+    ) -> frozenset[_Definition]:
+        name = self.name
+        if isinstance(small, cst.Assign):
+            for target in small.targets:
+                if isinstance(target.target, cst.Name) and target.target.value == name:
+                    found = self.flow.assignment_for(name, small.value)
+                    return frozenset({found if found is not None else _Opaque(small)})
+                if name in target_names(target.target):
+                    return frozenset({_Opaque(small)})
+        elif (
+            isinstance(small, cst.AnnAssign)
+            and small.value is not None
+            and name in target_names(small.target)
+        ):
+            found = (
+                self.flow.assignment_for(name, small.value)
+                if isinstance(small.target, cst.Name)
+                else None
+            )
+            return frozenset({found if found is not None else _Opaque(small)})
+        elif isinstance(small, cst.AugAssign) and name in target_names(small.target):
+            return frozenset({_Opaque(small)})
+        elif isinstance(small, (cst.Import, cst.ImportFrom)) and name in _imported_names(small):
+            return frozenset({_Opaque(small)})
+        elif isinstance(small, cst.Del) and name in target_names(small.target):
+            return frozenset()
+        elif isinstance(small, (cst.Global, cst.Nonlocal)) and any(
+            item.name.value == name for item in small.names
+        ):
+            return state | {_Opaque(small)}
+        return state
+
+    def branch_if(
+        self, node: cst.If, state: frozenset[_Definition]
+    ) -> Optional[frozenset[_Definition]]:
+        self.header(node, [node.test], state)
+        body = self.block(_statements(node.body), state)
+        if node.orelse is None:
+            other: Optional[frozenset[_Definition]] = state
+        elif isinstance(node.orelse, cst.If):
+            other = self.branch_if(node.orelse, state)
+        else:
+            other = self.block(_statements(node.orelse.body), state)
+        return _merge([body, other])
+
+    def loop(
+        self, node: Union[cst.For, cst.While], state: frozenset[_Definition]
+    ) -> Optional[frozenset[_Definition]]:
+        header = [node.iter, node.target] if isinstance(node, cst.For) else [node.test]
+        self.header(node, header, state)
+        entry = state
+        if isinstance(node, cst.For) and self.name in target_names(node.target):
+            entry = frozenset({_Opaque(node)})
+        # The body may run again: what it assigns reaches its own start on the next pass.
+        quiet = _Walk(self.flow, self.name, _NOWHERE)
+        again = quiet.block(_statements(node.body), entry) or frozenset()
+        after_body = self.block(_statements(node.body), entry | again)
+        out = _merge([state, entry, after_body])
+        if node.orelse is not None and out is not None:
+            return self.block(_statements(node.orelse.body), out)
+        return out
+
+    def try_(
+        self, node: cst.Try, state: frozenset[_Definition]
+    ) -> Optional[frozenset[_Definition]]:
+        body = self.block(_statements(node.body), state)
+        # A handler may start anywhere in the body: after any of its assignments.
+        quiet = _Walk(self.flow, self.name, _NOWHERE)
+        anywhere = _merge([state, quiet.block(_statements(node.body), state)]) or state
+        handlers = [self.block(_statements(handler.body), anywhere) for handler in node.handlers]
+        if node.orelse is not None and body is not None:
+            body = self.block(_statements(node.orelse.body), body)
+        out = _merge([body, *handlers])
+        if node.finalbody is not None:
+            final = self.block(
+                _statements(node.finalbody.body), out if out is not None else anywhere
+            )
+            return final if out is not None else None
+        return out
+
+
+# A node that is never a use: walks that only collect what a block assigns.
+_NOWHERE = cst.Pass()
+
+
+def _merge(states: Sequence[Optional[frozenset[_Definition]]]) -> Optional[frozenset[_Definition]]:
+    live = [state for state in states if state is not None]
+    return frozenset().union(*live) if live else None
+
+
+def _statements(suite: cst.BaseSuite) -> Sequence[cst.CSTNode]:
+    if isinstance(suite, cst.IndentedBlock):
+        return suite.body
+    return (
+        [cst.SimpleStatementLine(body=suite.body)]
+        if isinstance(suite, cst.SimpleStatementSuite)
+        else []
+    )
+
+
+def _imported_names(node: Union[cst.Import, cst.ImportFrom]) -> set[str]:
+    if isinstance(node.names, cst.ImportStar):
+        return set()
+    found: set[str] = set()
+    for alias in node.names:
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            found.add(alias.asname.name.value)
+        else:
+            dotted = cst.Module(body=[]).code_for_node(alias.name)
+            found.add(dotted.split(".", 1)[0])
+    return found
+
+
+def _bound_in(function: cst.FunctionDef) -> set[str]:
+    """The names ``function``'s own body binds anywhere (its local names)."""
+    found: set[str] = set()
+    indexed = subtree(function.body)
+    if indexed is not None:
+        order, ends, position, end = indexed
+        while position < end:
+            node = order[position]
+            found |= _bound_by(node)
+            # A nested function or class binds its name here; what it binds inside is its own.
+            position = ends[position] if isinstance(node, _SCOPES) else position + 1
+        return found
+    stack: list[cst.CSTNode] = list(_statements(function.body))
+    while stack:
+        node = stack.pop()
+        found |= _bound_by(node)
+        if not isinstance(node, _SCOPES):
+            stack.extend(children(node))
+    return found
+
+
+_BINDER_TYPES = frozenset(
+    {
+        cst.Assign,
+        cst.AnnAssign,
+        cst.AugAssign,
+        cst.For,
+        cst.WithItem,
+        cst.FunctionDef,
+        cst.ClassDef,
+        cst.Import,
+        cst.ImportFrom,
+    }
+)
+_NO_NAMES: frozenset[str] = frozenset()
+
+
+def _bound_by(node: cst.CSTNode) -> AbstractSet[str]:
+    """The names one node binds in the scope it sits in."""
+    if type(node) not in _BINDER_TYPES:
+        return _NO_NAMES
+    if isinstance(node, cst.Assign):
+        return set().union(*(target_names(target.target) for target in node.targets))
+    if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+        return target_names(node.target)
+    if isinstance(node, cst.For):
+        return target_names(node.target)
+    if isinstance(node, cst.WithItem) and node.asname is not None:
+        return target_names(node.asname.name)
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        return {node.name.value}
+    if isinstance(node, (cst.Import, cst.ImportFrom)):
+        return _imported_names(node)
+    return _NO_NAMES

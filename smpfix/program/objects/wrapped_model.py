@@ -1,0 +1,258 @@
+"""What ``smp.DistributedModel(...)`` wraps: the call that built the model, and its class.
+
+Rules that look inside the user's model (its ``forward``, its Hugging Face config) start
+from a ``Wrap`` in the facts and need the construction behind it, which scripts write in a
+few ways: ``smp.DistributedModel(GPT(cfg))``; ``model = GPT(cfg)`` (often inside
+``with smp.model_creation(...):``) then ``smp.DistributedModel(model)``;
+``GPT(cfg).to(device)``; or a builder in the same file, ``def build(): return GPT(cfg)``.
+The class itself may live in the script or, imported with ``from model import GPT``, in
+another file of the checked paths (resolved through ``LocalModules``; nothing outside the
+checked paths is read). Anything else (a factory from another library, a value passed in
+from elsewhere) resolves to None: callers then stay quiet rather than guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.walker import iter_nodes
+from smpfix.program.facts import Assignment, FileFacts, Scope, StatementRef, Wrap
+from smpfix.program.project.local_modules import LocalModules
+from smpfix.program.project.parsed_file import ParsedFile
+from smpfix.program.steps import own_nodes
+
+# Methods that return the module they are called on: `GPT(cfg).cuda()` is still a GPT.
+_SAME_MODULE_METHODS = frozenset(
+    {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "requires_grad_"}
+)
+# Class methods that build an instance of the class they are called on (Hugging Face style).
+_ALTERNATE_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "_from_config"})
+_MAX_DEPTH = 6
+
+
+@dataclass(frozen=True)
+class Construction:
+    """The call that built the wrapped model, and the function (or module) it runs in."""
+
+    call: cst.Call
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class ModelClass:
+    """A class definition, in the checked file (``linked`` None) or in another project file."""
+
+    name: str
+    node: cst.ClassDef
+    module: cst.Module
+    facts: FileFacts
+    linked: Optional[ParsedFile] = None
+
+    def code_for(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+
+def reaching_assignments(
+    facts: FileFacts,
+    name: str,
+    scope: Scope,
+    before: Optional[cst.Call] = None,
+    before_ref: Optional[StatementRef] = None,
+) -> tuple[Assignment, ...]:
+    """The assignments of ``name`` in ``scope`` that may give its value at ``before``, last first.
+
+    Without flow analysis: the last assignment before that point, and earlier ones as long
+    as the later ones sit in nested blocks (``if pretrained: model = A(...)`` /
+    ``else: model = B(...)`` both reach); an assignment in the function's own body ends the
+    search. Falls back to a module-level name assigned exactly once, for a model built at
+    the top of the script and wrapped inside ``main()``.
+    """
+    candidates = [
+        a for a in facts.assignments.get(name, ()) if a.where is not None and a.where.scope is scope
+    ]
+    candidates = [a for a in candidates if _runs_before(facts, a, before, before_ref)]
+    found: list[Assignment] = []
+    for assignment in reversed(candidates):
+        found.append(assignment)
+        if assignment.where is not None and assignment.where.block is _top_block(scope):
+            break
+    if found:
+        return tuple(found)
+    single = facts.single_assignment(name)
+    if (
+        single is not None
+        and single.where is not None
+        and isinstance(single.where.scope, cst.Module)
+    ):
+        if _runs_before(facts, single, before, before_ref):
+            return (single,)
+    return ()
+
+
+def latest_assignment(
+    facts: FileFacts,
+    name: str,
+    scope: Scope,
+    before: Optional[cst.Call] = None,
+    before_ref: Optional[StatementRef] = None,
+) -> Optional[Assignment]:
+    """The last assignment of ``name`` in ``scope`` that runs before ``before`` (or at all)."""
+    found = reaching_assignments(facts, name, scope, before, before_ref)
+    return found[0] if found else None
+
+
+def _top_block(scope: Scope) -> cst.CSTNode:
+    return scope if isinstance(scope, cst.Module) else scope.body
+
+
+def _runs_before(
+    facts: FileFacts, assignment: Assignment, call: Optional[cst.Call], ref: Optional[StatementRef]
+) -> bool:
+    """Source order, by the calls involved when both have one, else by place in one block."""
+    calls = [node for node in iter_nodes(assignment.value) if isinstance(node, cst.Call)]
+    if call is not None and calls:
+        return all(node is not call for node in calls) and facts.runs_before(calls[0], call)
+    if ref is None:
+        return call is None
+    where = assignment.where
+    return where is not None and where.block is ref.block and where.index < ref.index
+
+
+def wrapped_constructions(facts: FileFacts, wrap: Wrap) -> tuple[Construction, ...]:
+    """The constructions behind ``smp.DistributedModel(<argument>)`` the file shows (maybe several)."""
+    if wrap.argument is None or wrap.where is None:
+        return ()
+    return constructions(facts, wrap.argument, wrap.where.scope, wrap.call, wrap.where)
+
+
+def constructions(
+    facts: FileFacts,
+    expr: cst.BaseExpression,
+    scope: Scope,
+    before: Optional[cst.Call] = None,
+    before_ref: Optional[StatementRef] = None,
+    depth: int = 0,
+) -> tuple[Construction, ...]:
+    """Follow names, ``.to(...)``-like calls and local builder functions to constructor calls."""
+    if depth > _MAX_DEPTH:
+        return ()
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _SAME_MODULE_METHODS:
+            return constructions(facts, func.value, scope, before, before_ref, depth + 1)
+        if (
+            isinstance(func, cst.Name)
+            and func.value in facts.functions
+            and func.value not in facts.classes
+        ):
+            return _built_by(facts, facts.functions[func.value], depth + 1)
+        return (Construction(expr, scope),)
+    found: list[Construction] = []
+    if isinstance(expr, cst.Name):
+        for assignment in reaching_assignments(facts, expr.value, scope, before, before_ref):
+            assert assignment.where is not None
+            value_before = assignment.value if isinstance(assignment.value, cst.Call) else None
+            for built in constructions(
+                facts,
+                assignment.value,
+                assignment.where.scope,
+                value_before,
+                assignment.where,
+                depth + 1,
+            ):
+                if all(built.call is not seen.call for seen in found):
+                    found.append(built)
+    return tuple(found)
+
+
+def _built_by(facts: FileFacts, function: cst.FunctionDef, depth: int) -> tuple[Construction, ...]:
+    """A builder function's model: its single ``return`` value, followed like any expression."""
+    returns = [
+        node
+        for node in own_nodes(function)
+        if isinstance(node, cst.Return) and node.value is not None
+    ]
+    if len(returns) != 1:
+        return ()
+    value = returns[0].value
+    assert value is not None
+    return constructions(facts, value, function, None, None, depth)
+
+
+def model_class(
+    facts: FileFacts, call: cst.Call, module: cst.Module, modules: Optional[LocalModules]
+) -> Optional[ModelClass]:
+    """The class ``call`` instantiates: defined in this file, or in a project file it imports.
+
+    ``GPT.from_pretrained(...)`` and ``GPT.from_config(...)`` build a ``GPT`` too.
+    """
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _ALTERNATE_CONSTRUCTORS:
+        func = func.value
+    if (
+        isinstance(func, cst.Name)
+        and func.value in facts.classes
+        and func.value not in facts.imports.bindings
+    ):
+        return ModelClass(func.value, facts.classes[func.value], module, facts)
+    return _imported_class(facts, func, modules)
+
+
+def _imported_class(
+    facts: FileFacts, expr: cst.BaseExpression, modules: Optional[LocalModules]
+) -> Optional[ModelClass]:
+    qualified = facts.qualified_name(expr)
+    if qualified is None or modules is None:
+        return None
+    found = modules.definition(qualified)
+    if found is None:
+        return None
+    linked, name = found
+    node = linked.facts.classes.get(name)
+    if node is None:
+        return None
+    return ModelClass(name, node, linked.module, linked.facts, linked)
+
+
+def find_method(
+    cls: ModelClass, name: str, modules: Optional[LocalModules], depth: int = 0
+) -> Optional[tuple[ModelClass, cst.FunctionDef]]:
+    """The method ``name`` of ``cls``, or of a base class defined in the project.
+
+    Bases from other libraries (``nn.Module``, ``PreTrainedModel``) end the search: what they
+    define is not the user's code.
+    """
+    for statement in cls.node.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return cls, statement
+    if depth >= _MAX_DEPTH:
+        return None
+    for base in cls.node.bases:
+        parent = _base_class(cls, base.value, modules)
+        if parent is not None and parent.node is not cls.node:
+            found = find_method(parent, name, modules, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _base_class(
+    cls: ModelClass, expr: cst.BaseExpression, modules: Optional[LocalModules]
+) -> Optional[ModelClass]:
+    if (
+        isinstance(expr, cst.Name)
+        and expr.value in cls.facts.classes
+        and expr.value not in cls.facts.imports.bindings
+    ):
+        return ModelClass(
+            expr.value, cls.facts.classes[expr.value], cls.module, cls.facts, cls.linked
+        )
+    if modules is None:
+        return None
+    if cls.linked is not None:
+        # The base's import is written relative to the file that holds the class.
+        modules = modules.for_importer(cls.linked.path)
+    return _imported_class(cls.facts, expr, modules)

@@ -1,0 +1,510 @@
+"""The order a training script's calls run in, from the top of the file: "does this run before
+that, on one path?", "can both run in one process?".
+
+Several rules are about order across functions: ``smp.tensor_parallelism()`` at module level
+with ``smp.init()`` inside ``main()``, ``smp.DistributedOptimizer`` in a helper called before
+the one that builds the ``smp.DistributedModel``, two ``smp.DistributedModel`` calls in the
+``train()`` and ``evaluate()`` that ``main()`` calls. Source order within one function does not
+answer these; this module replays the file as Python runs it:
+
+- the module's statements in order (a ``def`` runs nothing), with calls in evaluation order
+  (arguments before the call they are passed to);
+- a call of a function defined in the file (at module level, or nested in the function being
+  followed), of a local class (its ``__init__``), or of a step function's name, is followed
+  into its body, up to ``MAX_DEPTH`` calls deep and never recursively; a call that is not
+  followed is recorded with the function it would run (``Run.opaque``);
+- each call carries the sides of the branches it sits on (``if``/``else`` arms, ``elif``,
+  conditional expressions, ``try`` bodies and handlers, ``match`` cases), including the code
+  after ``if cond: return`` (the ``else`` side of that ``if``), and whether a loop repeats it.
+
+Two runs are *exclusive* when they sit on different sides of one branch: both cannot happen in
+one run of the script. Everything else is an over-approximation that keeps rules quiet rather
+than guessing: calls through attributes (``self.build()``), functions of other modules and
+functions passed around are not followed, and code the top of the file never reaches (a
+helper module's functions) is simply not in the order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Union
+
+import libcst as cst
+
+from smpfix.program.project.parsed_file import ParsedFile
+from smpfix.program.steps import StepFunctions
+
+MAX_DEPTH = 4
+# Calls recorded per file at most: a script whose helpers call each other in many places
+# would otherwise be replayed once per path; past this the order ends (rules see less).
+_BUDGET = 20_000
+_JUMPS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+# Code inside these does not run where it is written.
+_NOT_RUN = frozenset({cst.Lambda, cst.FunctionDef, cst.ClassDef})
+_COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
+
+Branch = Union[cst.If, cst.IfExp, cst.Try, cst.Match]
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a branch: ``arm`` 0 is an ``if`` body (or ``try`` body), 1 its ``else``;
+    ``try`` handlers and ``match`` cases are numbered from 1 and 0."""
+
+    branch: cst.CSTNode
+    arm: int
+
+
+@dataclass(frozen=True)
+class Run:
+    """One call as the script runs it.
+
+    ``sides`` are the branch sides around it, outermost first, through every followed call;
+    ``repeated`` says a loop around it (or around a call leading to it) runs it again;
+    ``through`` are the calls of local functions that led here, outermost first; ``opaque``
+    is the local function this call would run when it was not followed (too deep, recursive).
+    """
+
+    call: cst.Call
+    order: int
+    sides: tuple[Side, ...]
+    repeated: bool
+    through: tuple[cst.Call, ...] = ()
+    opaque: Optional[cst.FunctionDef] = None
+
+    def exclusive_with(self, other: Run) -> bool:
+        """Whether the two sit on different sides of one branch (never both in one run)."""
+        mine = {id(side.branch): side.arm for side in self.sides}
+        return any(mine.get(id(side.branch), side.arm) != side.arm for side in other.sides)
+
+
+@dataclass(frozen=True)
+class ExecutionOrder:
+    """Every call the top of the file reaches, in the order it runs (``Run.order``)."""
+
+    runs: tuple[Run, ...]
+    complete: bool = True
+    _by_call: dict[int, tuple[Run, ...]] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        grouped: dict[int, list[Run]] = {}
+        for run in self.runs:
+            grouped.setdefault(id(run.call), []).append(run)
+        self._by_call.update({key: tuple(value) for key, value in grouped.items()})
+
+    @classmethod
+    def of_file(cls, file: ParsedFile) -> ExecutionOrder:
+        """The order of a checked file, with step functions followed under the names callers use."""
+        steps = file.answer(StepFunctions)
+        aliases = {step.name: step.function for step in steps if step.function is not None}
+        return execution_order(file.module, aliases)
+
+    def runs_of(self, call: cst.Call) -> tuple[Run, ...]:
+        """Each time ``call`` runs (none when the top of the file never reaches it)."""
+        return self._by_call.get(id(call), ())
+
+    def matching(self, predicate: Callable[[Run], bool]) -> list[Run]:
+        return [run for run in self.runs if predicate(run)]
+
+    def before(self, run: Run, predicate: Callable[[Run], bool]) -> list[Run]:
+        """Runs that satisfy ``predicate``, happen earlier than ``run`` and can share a run with it."""
+        return [
+            other
+            for other in self.runs[: run.order]
+            if predicate(other) and not other.exclusive_with(run)
+        ]
+
+    def after(self, run: Run, predicate: Callable[[Run], bool]) -> list[Run]:
+        """Runs that satisfy ``predicate``, happen later than ``run`` and can share a run with it."""
+        return [
+            other
+            for other in self.runs[run.order + 1 :]
+            if predicate(other) and not other.exclusive_with(run)
+        ]
+
+
+def execution_order(
+    module: cst.Module, aliases: Optional[Mapping[str, cst.FunctionDef]] = None
+) -> ExecutionOrder:
+    """The file's calls in the order they run from its top. ``aliases`` names functions that
+    run under another name (``train_step = smp.step(f)``: ``train_step`` runs ``f``)."""
+    tracer = _Tracer(module, aliases or {})
+    tracer.block(module.body, (), False, (), tracer.module_functions)
+    return ExecutionOrder(tuple(tracer.runs), complete=not tracer.exhausted)
+
+
+def functions_calling(
+    module: cst.Module, predicate: Callable[[cst.Call], bool]
+) -> frozenset[cst.FunctionDef]:
+    """Module-level functions (and their nested ones) that make a call matching ``predicate``,
+    directly or through other functions of the file called by name: what an opaque run may do."""
+    functions = _all_functions(module)
+    direct = {
+        function
+        for function in functions.values()
+        if any(predicate(call) for call in _own_calls(function))
+    }
+    callers: dict[cst.FunctionDef, set[str]] = {
+        function: {
+            call.func.value for call in _own_calls(function) if isinstance(call.func, cst.Name)
+        }
+        for function in functions.values()
+    }
+    found = set(direct)
+    changed = True
+    while changed:
+        changed = False
+        for function, names in callers.items():
+            if function not in found and any(functions.get(name) in found for name in names):
+                found.add(function)
+                changed = True
+    return frozenset(found)
+
+
+def _all_functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
+    from smpfix.base.walker import iter_nodes
+
+    found: dict[str, cst.FunctionDef] = {}
+    for node in iter_nodes(module):
+        if isinstance(node, cst.FunctionDef):
+            found.setdefault(node.name.value, node)
+    return found
+
+
+def _own_calls(function: cst.FunctionDef) -> list[cst.Call]:
+    from smpfix.base.walker import children
+
+    found: list[cst.Call] = []
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            found.append(node)
+        stack.extend(
+            child for child in children(node) if not isinstance(child, (cst.ClassDef, cst.Lambda))
+        )
+    return found
+
+
+class _Tracer:
+    def __init__(self, module: cst.Module, aliases: Mapping[str, cst.FunctionDef]) -> None:
+        self.runs: list[Run] = []
+        self.exhausted = False
+        self.module_functions: dict[str, cst.FunctionDef] = {
+            s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)
+        }
+        self.module_functions.update(
+            {name: f for name, f in aliases.items() if name not in self.module_functions}
+        )
+        self.classes: dict[str, cst.ClassDef] = {
+            s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)
+        }
+        self.active: list[cst.FunctionDef] = []
+        # By ``id`` of an expression of the module (alive as long as the tracer): its calls.
+        self._planned: dict[int, tuple[_PlannedCall, ...]] = {}
+
+    # -- statements -------------------------------------------------------------------------
+    def block(
+        self,
+        statements: Sequence[cst.CSTNode],
+        sides: tuple[Side, ...],
+        repeated: bool,
+        through: tuple[cst.Call, ...],
+        functions: Mapping[str, cst.FunctionDef],
+    ) -> bool:
+        """Replay ``statements``; True when the block certainly jumps out (return, raise, ...)."""
+        local = dict(functions)
+        for statement in statements:
+            if isinstance(statement, cst.FunctionDef):
+                local[statement.name.value] = statement
+                continue
+            if isinstance(statement, cst.ClassDef):
+                continue
+            outcome = self.statement(statement, sides, repeated, through, local)
+            if outcome is True:
+                return True
+            if isinstance(outcome, Side):
+                # `if cond: return` — the rest of the block runs on the other side of that `if`.
+                sides = (*sides, outcome)
+        return False
+
+    def statement(
+        self,
+        statement: cst.CSTNode,
+        sides: tuple[Side, ...],
+        repeated: bool,
+        through: tuple[cst.Call, ...],
+        functions: Mapping[str, cst.FunctionDef],
+    ) -> Union[bool, Side]:
+        args = (repeated, through, functions)
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                self.expression(small, sides, *args)
+                if isinstance(small, _JUMPS):
+                    return True
+            return False
+        if isinstance(statement, cst.If):
+            return self.if_statement(statement, sides, *args)
+        if isinstance(statement, (cst.For, cst.While)):
+            head = statement.iter if isinstance(statement, cst.For) else statement.test
+            self.expression(
+                head,
+                sides,
+                True if isinstance(statement, cst.While) else repeated,
+                through,
+                functions,
+            )
+            self.suite(statement.body, sides, True, through, functions)
+            if statement.orelse is not None:
+                self.suite(statement.orelse.body, sides, *args)
+            return False
+        if isinstance(statement, cst.With):
+            for item in statement.items:
+                self.expression(item.item, sides, *args)
+            return self.suite(statement.body, sides, *args)
+        if isinstance(statement, cst.Try):
+            return self.try_statement(statement, sides, *args)
+        if isinstance(statement, cst.Match):
+            self.expression(statement.subject, sides, *args)
+            for number, case in enumerate(statement.cases):
+                self.suite(case.body, (*sides, Side(statement, number)), *args)
+            return False
+        return False
+
+    def suite(
+        self,
+        body: cst.BaseSuite,
+        sides: tuple[Side, ...],
+        repeated: bool,
+        through: tuple[cst.Call, ...],
+        functions: Mapping[str, cst.FunctionDef],
+    ) -> bool:
+        return self.block(_statements(body), sides, repeated, through, functions)
+
+    def if_statement(
+        self,
+        node: cst.If,
+        sides: tuple[Side, ...],
+        repeated: bool,
+        through: tuple[cst.Call, ...],
+        functions: Mapping[str, cst.FunctionDef],
+    ) -> Union[bool, Side]:
+        self.expression(node.test, sides, repeated, through, functions)
+        body_jumps = self.suite(node.body, (*sides, Side(node, 0)), repeated, through, functions)
+        other = (*sides, Side(node, 1))
+        if node.orelse is None:
+            return Side(node, 1) if body_jumps else False
+        if isinstance(node.orelse, cst.If):
+            else_jumps = self.if_statement(node.orelse, other, repeated, through, functions) is True
+        else:
+            else_jumps = self.suite(node.orelse.body, other, repeated, through, functions)
+        if body_jumps and else_jumps:
+            return True
+        if body_jumps:
+            return Side(node, 1)
+        if else_jumps:
+            return Side(node, 0)
+        return False
+
+    def try_statement(
+        self,
+        node: cst.Try,
+        sides: tuple[Side, ...],
+        repeated: bool,
+        through: tuple[cst.Call, ...],
+        functions: Mapping[str, cst.FunctionDef],
+    ) -> bool:
+        body = (*sides, Side(node, 0))
+        jumps = self.suite(node.body, body, repeated, through, functions)
+        if node.orelse is not None and not jumps:
+            self.suite(node.orelse.body, body, repeated, through, functions)
+        for number, handler in enumerate(node.handlers, start=1):
+            self.suite(handler.body, (*sides, Side(node, number)), repeated, through, functions)
+        if node.finalbody is not None:
+            return self.suite(node.finalbody.body, sides, repeated, through, functions)
+        return False
+
+    # -- expressions ------------------------------------------------------------------------
+    def expression(
+        self,
+        node: cst.CSTNode,
+        sides: tuple[Side, ...],
+        repeated: bool,
+        through: tuple[cst.Call, ...],
+        functions: Mapping[str, cst.FunctionDef],
+    ) -> None:
+        """Record the calls in ``node`` in evaluation order (arguments before their call)."""
+        for call, inner, in_comprehension in self._calls_of(node):
+            if self.exhausted:
+                return
+            self.call(
+                call,
+                (*sides, *inner) if inner else sides,
+                repeated or in_comprehension,
+                through,
+                functions,
+            )
+
+    def _calls_of(self, node: cst.CSTNode) -> tuple[_PlannedCall, ...]:
+        """``_calls_in(node)``, worked out once per expression: a function's body is replayed
+        once for every path that calls it."""
+        found = self._planned.get(id(node))
+        if found is None:
+            from smpfix.base.walker import NodeIndex, known_subtree
+
+            calls: list[_PlannedCall] = []
+            known = known_subtree(node)
+            if known is None:  # a tree the analysis holds no index of
+                index = NodeIndex(node)
+                known = index.order, index.ends, 0, len(index.order)
+            order, ends, start, end = known
+            _calls_in(order, ends, start, end, (), False, calls)
+            found = self._planned[id(node)] = tuple(calls)
+        return found
+
+    def call(
+        self,
+        node: cst.Call,
+        sides: tuple[Side, ...],
+        repeated: bool,
+        through: tuple[cst.Call, ...],
+        functions: Mapping[str, cst.FunctionDef],
+    ) -> None:
+        if len(self.runs) >= _BUDGET:
+            self.exhausted = True
+            return
+        target = self.target(node, functions)
+        follow = target is not None and len(through) < MAX_DEPTH and target not in self.active
+        self.runs.append(
+            Run(
+                node,
+                len(self.runs),
+                sides,
+                repeated,
+                through,
+                None if follow or target is None else target,
+            )
+        )
+        if not follow:
+            return
+        assert target is not None
+        self.active.append(target)
+        try:
+            body = _statements(target.body)
+            nested = {
+                **self.module_functions,
+                **{s.name.value: s for s in body if isinstance(s, cst.FunctionDef)},
+            }
+            self.block(body, sides, repeated, (*through, node), nested)
+        finally:
+            self.active.pop()
+
+    def target(
+        self, node: cst.Call, functions: Mapping[str, cst.FunctionDef]
+    ) -> Optional[cst.FunctionDef]:
+        """The local function a call runs: a function by name, or a local class's ``__init__``."""
+        if not isinstance(node.func, cst.Name):
+            return None
+        name = node.func.value
+        if name in functions:
+            return functions[name]
+        cls = self.classes.get(name)
+        if cls is not None:
+            for statement in cls.body.body:
+                if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+                    return statement
+        return None
+
+
+# A call in an expression: the sides of the conditional expressions around it (within the
+# expression) and whether a comprehension around it repeats it.
+_PlannedCall = tuple[cst.Call, tuple[Side, ...], bool]
+
+
+def _calls_in(
+    order: list[cst.CSTNode],
+    ends: list[int],
+    start: int,
+    end: int,
+    sides: tuple[Side, ...],
+    repeated: bool,
+    found: list[_PlannedCall],
+) -> None:
+    """The calls in the subtree at ``order[start:end]`` of a tree's pre-order index, in
+    evaluation order, into ``found``; code that does not run where it is written (a lambda, a
+    nested ``def``) is skipped. Read from the index rather than by asking every node for its
+    children: a call is recorded once its subtree (its arguments) has been passed, and a
+    conditional expression's three parts are read in evaluation order (test, body, orelse),
+    which is not their order in the text."""
+    pending: list[
+        tuple[int, cst.Call, bool]
+    ] = []  # calls whose subtree is not yet passed: end, call, repeated
+    comprehensions: list[int] = []  # where the comprehensions around the position end
+    position = start
+    while position < end:
+        while pending and pending[-1][0] <= position:
+            _, call, call_repeated = pending.pop()
+            found.append((call, sides, call_repeated))
+        while comprehensions and comprehensions[-1] <= position:
+            comprehensions.pop()
+        node = order[position]
+        kind = type(node)
+        if kind is cst.Call:
+            pending.append((ends[position], node, repeated or bool(comprehensions)))  # type: ignore[arg-type]
+        elif kind in _NOT_RUN:
+            position = ends[position]
+            continue
+        elif kind is cst.IfExp:
+            assert isinstance(node, cst.IfExp)
+            inner = repeated or bool(comprehensions)
+            for part, side in (
+                (node.test, sides),
+                (node.body, (*sides, Side(node, 0))),
+                (node.orelse, (*sides, Side(node, 1))),
+            ):
+                begin = _position_below(order, ends, position, part)
+                _calls_in(order, ends, begin, ends[begin], side, inner, found)
+            position = ends[position]
+            continue
+        elif kind in _COMPREHENSIONS:
+            comprehensions.append(ends[position])
+        position += 1
+    while pending:
+        _, call, call_repeated = pending.pop()
+        found.append((call, sides, call_repeated))
+
+
+def _position_below(
+    order: list[cst.CSTNode], ends: list[int], parent: int, child: cst.CSTNode
+) -> int:
+    """Where ``child``, a child of the node at ``parent``, lies in the index."""
+    position = parent + 1
+    while order[position] is not child:
+        position = ends[position]
+    return position
+
+
+def _statements(suite: cst.BaseSuite) -> Sequence[cst.CSTNode]:
+    """A suite's statements; a one-line suite (``if c: return``) as one simple statement line."""
+    if isinstance(suite, cst.SimpleStatementSuite):
+        return [cst.SimpleStatementLine(body=suite.body)]
+    return suite.body  # type: ignore[no-any-return]
+
+
+def happens(module: cst.Module, predicate: Callable[[cst.Call], bool]) -> Callable[[Run], bool]:
+    """A test of runs: the call matches ``predicate``, or it runs a local function that was not
+    followed (``Run.opaque``) and may make such a call."""
+    opaque: Optional[frozenset[cst.FunctionDef]] = None
+
+    def test(run: Run) -> bool:
+        nonlocal opaque
+        if predicate(run.call):
+            return True
+        if run.opaque is None:
+            return False
+        if opaque is None:
+            opaque = functions_calling(module, predicate)
+        return run.opaque in opaque
+
+    return test

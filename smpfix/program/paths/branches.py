@@ -1,0 +1,247 @@
+"""Which of its own branches a script takes in the job, and what its guards say about features.
+
+A finding is wrong when the code itself only reaches it with the feature it is about off:
+the ``elif`` after ``if args.shard_optimizer_state > 0:`` runs without optimizer state
+sharding, the ``else`` of ``if args.smp > 0:`` runs without the library, the body of
+``if args.smp_version < 110:`` never runs on 1.10. And a path behind an opt-in flag whose
+argparse default is off (``if args.save_full_model:``) runs only if a launcher turns it on.
+
+``Branches`` answers, for any node of one file:
+
+- ``reach(node)``: does the code around it run in this job? ``NEVER`` when a condition on its
+  path is known false (from a launcher, a configuration, or the library switch and version
+  range assumed for the question); ``OFF_BY_DEFAULT`` when it is false by an argparse
+  default that no known launcher changes; ``RUNS`` otherwise.
+- ``excludes(node, feature)``: the guard on its path that cannot hold with the feature on.
+
+The path of a node is every ``if`` (and ``x if c else y``) around it in its function, with
+the side it sits on, plus the early exits before it in each enclosing block
+(``if not args.save: return``). A function's body is on the paths of the places that use
+the function's name: it is unreachable when all of them are (a helper called only in the
+non-library branch), and reachable when any is or when the file never uses it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.parents import ParentIndex
+from smpfix.base.walker import subtree
+from smpfix.program.paths.conditions import (
+    LIBRARY_ON,
+    Conditions,
+    Hypothesis,
+    Known,
+    feature_hypotheses,
+)
+
+_MAX_CALLER_DEPTH = 4
+_JUMPS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+
+
+class Reach(enum.IntEnum):
+    """How certainly a node's code does not run; ordered from "runs" to "never"."""
+
+    RUNS = 0
+    OFF_BY_DEFAULT = 1
+    NEVER = 2
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A condition that must have the value ``holds`` for the code to run."""
+
+    test: cst.BaseExpression
+    holds: bool
+
+
+@dataclass(frozen=True)
+class ReachVerdict:
+    """A reach, with the requirement that decides it and what smpfix knew of its condition."""
+
+    reach: Reach
+    requirement: Optional[Requirement] = None
+    known: Optional[Known] = None
+
+
+_RUNS = ReachVerdict(Reach.RUNS)
+
+
+class Branches:
+    """Path questions about one module, answered with the job's ``Conditions``."""
+
+    def __init__(self, module: cst.Module, conditions: Conditions, index: ParentIndex) -> None:
+        self.module = module
+        self.conditions = conditions
+        self.index = index
+        self._uses: Optional[dict[str, list[cst.Name]]] = None
+        self._memo: dict[tuple[int, str], ReachVerdict] = {}
+        self._requirements: dict[int, list[Requirement]] = {}
+        self._certain: dict[int, bool] = {}
+
+    # -- questions ------------------------------------------------------------------------
+    def reach(self, node: cst.CSTNode, hypothesis: Hypothesis = LIBRARY_ON) -> ReachVerdict:
+        """Whether the code at ``node`` runs, with the library on and ``hypothesis`` assumed."""
+        if self._runs_whatever(node, 0):
+            return _RUNS
+        return self._verdict(node, hypothesis, 0)
+
+    def excludes(self, node: cst.CSTNode, key: str) -> Optional[Requirement]:
+        """The guard on ``node``'s path that is false whenever feature ``key`` is on, if any."""
+        if self._runs_whatever(node, 0):
+            return None
+        found: Optional[Requirement] = None
+        for hypothesis in feature_hypotheses(key):
+            verdict = self._verdict(node, hypothesis, 0)
+            if verdict.reach is not Reach.NEVER:
+                return None
+            found = found or verdict.requirement
+        return found
+
+    def requirements(self, node: cst.CSTNode) -> list[Requirement]:
+        """The conditions on ``node``'s path inside its own function, outermost last."""
+        known = self._requirements.get(id(node))
+        if known is None:
+            known = self._requirements[id(node)] = self._path_requirements(node)
+        return known
+
+    def _path_requirements(self, node: cst.CSTNode) -> list[Requirement]:
+        found: list[Requirement] = []
+        child: cst.CSTNode = node
+        for parent in self.index.ancestors(node):
+            if isinstance(parent, cst.If):
+                if child is parent.body:
+                    found.append(Requirement(parent.test, True))
+                elif child is parent.orelse:
+                    found.append(Requirement(parent.test, False))
+            elif isinstance(parent, cst.IfExp):
+                if child is parent.body:
+                    found.append(Requirement(parent.test, True))
+                elif child is parent.orelse:
+                    found.append(Requirement(parent.test, False))
+            elif isinstance(parent, (cst.IndentedBlock, cst.Module)):
+                found.extend(_early_exits(parent, child))
+            if isinstance(parent, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                break
+            child = parent
+        return found
+
+    # -- evaluation -----------------------------------------------------------------------
+    def _runs_whatever(self, node: cst.CSTNode, depth: int) -> bool:
+        """No condition decides whether ``node`` runs: none on its path in its function, and
+        the function is module code, never used by name, or used somewhere without one."""
+        if self.requirements(node):
+            return False
+        function = self.index.scope_of(node)
+        if not isinstance(function, cst.FunctionDef):
+            return True
+        known = self._certain.get(id(function))
+        if known is None:
+            self._certain[id(function)] = True  # a recursive function: decided by its other uses
+            uses = self._uses_of(function)
+            known = (
+                not uses
+                or depth >= _MAX_CALLER_DEPTH
+                or any(self._runs_whatever(use, depth + 1) for use in uses)
+            )
+            self._certain[id(function)] = known
+        return known
+
+    def _verdict(self, node: cst.CSTNode, hypothesis: Hypothesis, depth: int) -> ReachVerdict:
+        own = self._own_verdict(node, hypothesis)
+        if own.reach is Reach.NEVER:
+            return own
+        function = self.index.scope_of(node)
+        callers = (
+            self._callers_verdict(function, hypothesis, depth)
+            if isinstance(function, cst.FunctionDef)
+            else _RUNS
+        )
+        return callers if callers.reach > own.reach else own
+
+    def _own_verdict(self, node: cst.CSTNode, hypothesis: Hypothesis) -> ReachVerdict:
+        worst = _RUNS
+        for requirement in self.requirements(node):
+            known = self.conditions.truth(requirement.test, hypothesis)
+            if not known.known or known.value is requirement.holds:
+                continue
+            reach = Reach.OFF_BY_DEFAULT if known.assumed else Reach.NEVER
+            if reach > worst.reach:
+                worst = ReachVerdict(reach, requirement, known)
+                if reach is Reach.NEVER:
+                    break
+        return worst
+
+    def _callers_verdict(
+        self, function: cst.FunctionDef, hypothesis: Hypothesis, depth: int
+    ) -> ReachVerdict:
+        """The least certain verdict over the places that use ``function``'s name."""
+        key = (id(function), repr(hypothesis))
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = _RUNS  # a recursive function: assume it runs while deciding
+        uses = self._uses_of(function)
+        verdict = _RUNS
+        if uses and depth < _MAX_CALLER_DEPTH:
+            verdicts = [self._verdict(use, hypothesis, depth + 1) for use in uses]
+            verdict = min(verdicts, key=lambda found: found.reach)
+        self._memo[key] = verdict
+        return verdict
+
+    def _uses_of(self, function: cst.FunctionDef) -> list[cst.Name]:
+        """The names in the module that refer to ``function`` (calls and references), outside it."""
+        if self._uses is None:
+            self._uses = {}
+            indexed = subtree(self.module)
+            nodes = (
+                indexed[0][indexed[2] : indexed[3]] if indexed is not None else self.index.nodes()
+            )
+            for node in nodes:
+                if type(node) is cst.Name:
+                    self._uses.setdefault(node.value, []).append(node)
+        found = []
+        for use in self._uses.get(function.name.value, ()):
+            parent = self.index.parent_of(use)
+            if isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is use:
+                continue
+            if isinstance(parent, cst.Attribute) and parent.attr is use:
+                continue
+            if not _inside(self.index, use, function):
+                found.append(use)
+        return found
+
+
+def _inside(index: ParentIndex, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+    return any(ancestor is function for ancestor in index.ancestors(node))
+
+
+def _early_exits(block: cst.CSTNode, child: cst.CSTNode) -> list[Requirement]:
+    """``if test: return`` (or raise, continue, break) before ``child`` in ``block``: ``test`` is false after it."""
+    body = block.body if isinstance(block, (cst.IndentedBlock, cst.Module)) else ()
+    found: list[Requirement] = []
+    for statement in body:
+        if statement is child:
+            break
+        if (
+            isinstance(statement, cst.If)
+            and statement.orelse is None
+            and _ends_in_jump(statement.body)
+        ):
+            found.append(Requirement(statement.test, False))
+    return found
+
+
+def _ends_in_jump(block: cst.BaseSuite) -> bool:
+    statements = block.body
+    if not statements:
+        return False
+    last = statements[-1]
+    if isinstance(last, cst.SimpleStatementLine):
+        return isinstance(last.body[-1], _JUMPS)
+    if isinstance(block, cst.SimpleStatementSuite):
+        return isinstance(last, _JUMPS)
+    return False

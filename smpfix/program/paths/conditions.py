@@ -1,0 +1,449 @@
+"""What a condition in a training script evaluates to in the job smpfix knows of.
+
+Real scripts switch features with their own command-line flags and the library's state:
+``if args.shard_optimizer_state > 0:``, ``if smp.tp_size() > 1:``, ``if args.smp > 0:``,
+``if args.save_full_model:``, ``if args.smp_version < 110:``. A rule that reports code in one
+of those branches must know whether the job takes it. This module folds such a condition
+into a value, never by running code:
+
+- ``args.<dest>`` is what argparse gives it: the launcher's hyperparameter, else the
+  ``add_argument`` default (``script_arguments``). A value known only from the default is
+  *assumed*: the known launchers leave it alone, but another run may pass the flag.
+- ``smp.tp_size()``, ``smp.pp_size()``, ``smp.num_microbatches()`` and ``smp.state.cfg.<key>``
+  are the job's settings when a configuration states them.
+- literals, names bound once to literals, ``not``/``and``/``or`` and comparisons combine them.
+
+Evaluation can also run under a *hypothesis*: values assumed for the question being asked.
+"Is this branch possible with optimizer state sharding on?" assumes the setting, and every
+expression the script ties to it (the ``smp.init`` dict entry
+``"shard_optimizer_state": args.shard_optimizer_state > 0``, or an argument named like the
+setting) takes a matching value. "Is it possible when the script uses the library at all?"
+assumes the script's library switch on: an argument whose truth guards ``smp.init()`` or
+``smp.DistributedModel(...)`` (``if args.smp > 0: smp.init()``). A version range assumed for a
+rule decides comparisons of an argument named like ``smp_version`` (``110`` is 1.10).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import libcst as cst
+
+from smpfix.base.calls import argument
+from smpfix.base.literals import UNKNOWN
+from smpfix.job.groups import group_size
+from smpfix.job.jobfacts import FEATURES, KNOWN_KEYS, JobFacts
+from smpfix.job.linking import LinkedScript
+from smpfix.job.versions import Version, parse_version
+from smpfix.program.facts import FileFacts
+from smpfix.program.flow.command_line import (
+    CommandLineArgument,
+    argument_value,
+    attribute_assignments,
+)
+from smpfix.program.flow.values import bound_value
+
+_DEGREE_SETTINGS = frozenset(
+    {
+        "tensor_parallel_degree",
+        "pipeline_parallel_degree",
+        "sharded_data_parallel_degree",
+        "microbatches",
+    }
+)
+# Values a degree can take when its feature is on: a condition must fail for all of them.
+_ON_DEGREES = (2, 4, 8)
+_SIZE_QUERIES = {
+    "tp_size": "tensor_parallel_degree",
+    "pp_size": "pipeline_parallel_degree",
+    "num_microbatches": "microbatches",
+}
+# Rank-group sizes the job's launch numbers decide (``smpfix.job.groups.group_size``).
+_GROUP_QUERIES = frozenset({"size", "local_size", "dp_size", "rdp_size", "mp_size"})
+_LIBRARY_ENTRY_POINTS = frozenset({"init", "DistributedModel", "DistributedOptimizer"})
+_COMPARE: Mapping[type, Callable[[Any, Any], Any]] = {
+    cst.Equal: operator.eq,
+    cst.NotEqual: operator.ne,
+    cst.LessThan: operator.lt,
+    cst.LessThanEqual: operator.le,
+    cst.GreaterThan: operator.gt,
+    cst.GreaterThanEqual: operator.ge,
+    cst.Is: operator.is_,
+    cst.IsNot: operator.is_not,
+}
+
+
+@dataclass(frozen=True)
+class Known:
+    """A value (or ``UNKNOWN``), whether it rests on an argparse default alone, and how it was found."""
+
+    value: Any
+    assumed: bool = False
+    how: tuple[str, ...] = ()
+
+    @property
+    def known(self) -> bool:
+        return self.value is not UNKNOWN
+
+
+_UNKNOWN_VALUE = Known(UNKNOWN)
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """Values assumed while evaluating: job settings, the library in use, a version range."""
+
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    library_on: bool = True
+    since: Optional[Version] = None
+    until: Optional[Version] = None
+
+
+# The plain question: the script uses the library (its switch is on), nothing else assumed.
+LIBRARY_ON = Hypothesis()
+
+
+@dataclass(frozen=True)
+class _Link:
+    """An argument tied to a job setting: ``identity`` (``"tensor_parallel_degree": args.tp``)
+    or ``truthy`` (``"shard_optimizer_state": args.shard_optimizer_state > 0``)."""
+
+    setting: str
+    kind: str
+
+
+def feature_hypotheses(key: str) -> list[Hypothesis]:
+    """One hypothesis per value the feature's setting can take when the feature is on."""
+    setting = FEATURES[key].setting
+    values: Sequence[Any] = _ON_DEGREES if setting in _DEGREE_SETTINGS else (True,)
+    return [Hypothesis(settings={setting: value}) for value in values]
+
+
+class Conditions:
+    """Evaluates conditions of one file (and the files it imports) for one job."""
+
+    def __init__(
+        self,
+        facts: FileFacts,
+        job: JobFacts,
+        arguments: Mapping[str, Sequence[CommandLineArgument]],
+        launchers: Sequence[LinkedScript],
+        scripts: Sequence[FileFacts] = (),
+    ) -> None:
+        """``facts`` is the file whose conditions are evaluated; ``scripts`` the SMP scripts
+        that import it, when it is a helper module (their ``smp.init`` dict and library
+        switch decide what its arguments mean)."""
+        self.facts = facts
+        self.job = job
+        self.arguments = arguments
+        self.launchers = launchers
+        owners = list(scripts) or [facts]
+        self._assigned: dict[str, list[Optional[cst.BaseExpression]]] = {}
+        for owner in {id(f): f for f in [facts, *owners]}.values():
+            for name, values in attribute_assignments(owner).items():
+                self._assigned.setdefault(name, []).extend(values)
+        self._resolving: set[str] = set()
+        self._links: dict[str, _Link] = {}
+        for owner in owners:
+            self._links.update(_setting_links(owner))
+        self.switches = frozenset().union(*(_library_switches(owner) for owner in owners))
+
+    # -- public ---------------------------------------------------------------------------
+    def truth(self, expr: cst.BaseExpression, hypothesis: Hypothesis = LIBRARY_ON) -> Known:
+        """The truth value of ``expr`` (True, False or ``UNKNOWN``)."""
+        found = self.evaluate(expr, hypothesis)
+        if not found.known:
+            return found
+        try:
+            return Known(bool(found.value), found.assumed, found.how)
+        except Exception:  # a value whose truth Python cannot take
+            return _UNKNOWN_VALUE
+
+    def evaluate(
+        self, expr: cst.BaseExpression, hypothesis: Hypothesis = LIBRARY_ON, depth: int = 0
+    ) -> Known:
+        if depth > 12:
+            return _UNKNOWN_VALUE
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            inner = self.truth(expr.expression, hypothesis)
+            return Known(not inner.value, inner.assumed, inner.how) if inner.known else inner
+        if isinstance(expr, cst.BooleanOperation):
+            return self._boolean(expr, hypothesis, depth)
+        if isinstance(expr, cst.Comparison):
+            return self._comparison(expr, hypothesis, depth)
+        if isinstance(expr, cst.Call) and _is_bool_call(expr):
+            return self.truth(expr.args[0].value, hypothesis)
+        if isinstance(expr, cst.Name):
+            # ``use_inductor = args.inductor == 1`` then ``if use_inductor:``: the name means
+            # its only assignment in the file.
+            bound = self.facts.single_assignment(expr.value)
+            if bound is not None and bound.value is not expr:
+                return self.evaluate(bound.value, hypothesis, depth + 1)
+        atom = self._atom(expr, hypothesis)
+        if atom is not None:
+            return atom
+        value = self.facts.literal(expr)
+        return Known(value) if value is not UNKNOWN else _UNKNOWN_VALUE
+
+    # -- combinations ---------------------------------------------------------------------
+    def _boolean(self, expr: cst.BooleanOperation, hypothesis: Hypothesis, depth: int) -> Known:
+        left = self.truth(expr.left, hypothesis)
+        is_and = isinstance(expr.operator, cst.And)
+        if left.known and left.value is not is_and:
+            return left  # False and ... / True or ...
+        right = self.truth(expr.right, hypothesis)
+        if right.known and right.value is not is_and:
+            return right
+        if left.known and right.known:
+            return Known(is_and, left.assumed or right.assumed, left.how + right.how)
+        return _UNKNOWN_VALUE
+
+    def _comparison(self, expr: cst.Comparison, hypothesis: Hypothesis, depth: int) -> Known:
+        left_node: cst.BaseExpression = expr.left
+        assumed = False
+        how: tuple[str, ...] = ()
+        result: Any = True
+        for target in expr.comparisons:
+            compare = _COMPARE.get(type(target.operator))
+            if compare is None:
+                return _UNKNOWN_VALUE
+            version = self._version_comparison(left_node, target, hypothesis)
+            if version is not None:
+                outcome = version
+            else:
+                left = self.evaluate(left_node, hypothesis, depth + 1)
+                right = self.evaluate(target.comparator, hypothesis, depth + 1)
+                if not (left.known and right.known):
+                    return _UNKNOWN_VALUE
+                try:
+                    outcome = Known(
+                        bool(compare(left.value, right.value)),
+                        left.assumed or right.assumed,
+                        left.how + right.how,
+                    )
+                except TypeError:
+                    return _UNKNOWN_VALUE
+            if not outcome.known:
+                return _UNKNOWN_VALUE
+            assumed, how = assumed or outcome.assumed, how + outcome.how
+            result = result and outcome.value
+            left_node = target.comparator
+        return Known(result, assumed, how)
+
+    def _version_comparison(
+        self, left: cst.BaseExpression, target: cst.ComparisonTarget, hypothesis: Hypothesis
+    ) -> Optional[Known]:
+        """``args.smp_version < 110`` against the versions the hypothesis (or the job) allows."""
+        if not (
+            _names_version(left) and (hypothesis.since or hypothesis.until or self.job.smp_version)
+        ):
+            return None
+        bound = _version_literal(self.facts.literal(target.comparator))
+        if bound is None:
+            return None
+        low: Optional[Version] = hypothesis.since
+        high: Optional[Version] = hypothesis.until
+        if self.job.smp_version is not None:
+            low = high = self.job.smp_version.version
+        outcome = _range_outcome(type(target.operator), low, high, bound)
+        return (
+            Known(outcome, how=("the library version",)) if outcome is not None else _UNKNOWN_VALUE
+        )
+
+    # -- atoms ----------------------------------------------------------------------------
+    def _atom(self, expr: cst.BaseExpression, hypothesis: Hypothesis) -> Optional[Known]:
+        if isinstance(expr, cst.Call) and not expr.args:
+            member = self.facts.smp_member(expr.func)
+            if member in _SIZE_QUERIES:
+                return self._setting(_SIZE_QUERIES[member], hypothesis, f"`smp.{member}()`")
+            if member in _GROUP_QUERIES:
+                size = group_size(member, self.job, hypothesis.settings)
+                return (
+                    Known(size.value, how=(f"`smp.{member}()` is {size.value} ({size.how})",))
+                    if size
+                    else _UNKNOWN_VALUE
+                )
+            return None
+        if not isinstance(expr, cst.Attribute):
+            return None
+        member = self.facts.smp_member(expr)
+        if member is not None:
+            if member.startswith("state.cfg."):
+                return self._setting(member[len("state.cfg.") :], hypothesis, f"`smp.{member}`")
+            return None
+        if not isinstance(expr.value, cst.Name):
+            return None
+        return self._argument(expr.attr.value, hypothesis)
+
+    def _setting(self, key: str, hypothesis: Hypothesis, spelled: str) -> Known:
+        if key in hypothesis.settings:
+            return Known(hypothesis.settings[key])
+        setting = self.job.settings.get(key)
+        if setting is None:
+            return _UNKNOWN_VALUE
+        return Known(setting.value, how=(f"{spelled} is {setting.value!r} ({setting.source})",))
+
+    def _argument(self, dest: str, hypothesis: Hypothesis) -> Known:
+        link = self._links.get(dest)
+        if link is not None and link.setting in hypothesis.settings:
+            value = hypothesis.settings[link.setting]
+            return Known(value if link.kind == "identity" else int(bool(value)))
+        if hypothesis.library_on and dest in self.switches:
+            return Known(1)
+        if dest in self._assigned and dest not in self._resolving:
+            return self._reassigned(dest, hypothesis)
+        found = argument_value(dest, self.arguments, self.launchers)
+        if found is None:
+            return _UNKNOWN_VALUE
+        # A default is what the job gets unless someone passes the flag: code it keeps off is
+        # off by default, not unreachable (a launcher smpfix does not see may pass it).
+        return Known(
+            found.value, found.default, (f"`args.{dest}` is {found.value!r}, {found.how}",)
+        )
+
+    def _reassigned(self, dest: str, hypothesis: Hypothesis) -> Known:
+        """``args.fp16 = args.fp16 or args.amp``, the script's only assignment of the flag,
+        means what it computes from the parsed values. Only ``or``: false after it means false
+        before it too, so code read before the assignment is judged right as well. Any other
+        assignment may give the flag any value."""
+        values = self._assigned[dest]
+        value = values[0] if len(values) == 1 else None
+        if not (isinstance(value, cst.BooleanOperation) and isinstance(value.operator, cst.Or)):
+            return _UNKNOWN_VALUE
+        self._resolving.add(dest)
+        try:
+            return self.evaluate(value, hypothesis)
+        finally:
+            self._resolving.discard(dest)
+
+
+def _is_bool_call(call: cst.Call) -> bool:
+    return (
+        isinstance(call.func, cst.Name)
+        and call.func.value == "bool"
+        and len(call.args) == 1
+        and call.args[0].keyword is None
+    )
+
+
+def _names_version(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Attribute) and "smp_version" in expr.attr.value.lower()
+
+
+def _version_literal(value: Any) -> Optional[Version]:
+    """``110`` -> 1.10, ``"1.10"`` -> 1.10; floats are ambiguous (1.1 or 1.10) and give None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value >= 100:
+        return (value // 100, value % 100)
+    if isinstance(value, str):
+        return parse_version(value)
+    return None
+
+
+def _range_outcome(
+    kind: type, low: Optional[Version], high: Optional[Version], bound: Version
+) -> Optional[bool]:
+    """The comparison's value for every version from ``low`` to ``high`` (None: open), if one value.
+
+    ``<``/``<=`` hold less as the version grows, ``>``/``>=`` more; an open end takes the
+    value the comparison has far beyond it.
+    """
+    compare = _COMPARE[kind]
+    at_low = compare(_pad(low), _pad(bound)) if low is not None else None
+    at_high = compare(_pad(high), _pad(bound)) if high is not None else None
+    if kind in (cst.Equal, cst.NotEqual):
+        return at_low if low is not None and low == high else None
+    growing = kind in (cst.GreaterThan, cst.GreaterThanEqual)
+    beyond_high = growing if high is None else at_high
+    beyond_low = (not growing) if low is None else at_low
+    return beyond_low if beyond_low == beyond_high else None
+
+
+def _pad(version: Version) -> Version:
+    return tuple(version[:2]) + (0,) * max(0, 2 - len(version))
+
+
+def _setting_links(facts: FileFacts) -> dict[str, _Link]:
+    """Arguments tied to job settings: by the ``smp.init`` dict, or by carrying a setting's name."""
+    links: dict[str, _Link] = {}
+    for key in KNOWN_KEYS:
+        links[key] = _Link(key, "identity" if key in _DEGREE_SETTINGS else "truthy")
+    call = facts.init_config_call or (facts.smp_init_calls[0] if facts.smp_init_calls else None)
+    config = argument(call, "config", 0) if call is not None else None
+    value = bound_value(config.value, facts) if config is not None else None
+    if isinstance(value, cst.Dict):
+        for element in value.elements:
+            if not isinstance(element, cst.DictElement):
+                continue
+            key = facts.literal(element.key)
+            if isinstance(key, str) and key in KNOWN_KEYS:
+                found = _linked_argument(element.value)
+                if found is not None:
+                    links[found[0]] = _Link(key, found[1])
+    return links
+
+
+def _linked_argument(expr: cst.BaseExpression) -> Optional[tuple[str, str]]:
+    """``args.x`` (identity), ``args.x > 0``, ``args.x >= 1``, ``args.x != 0``, ``bool(args.x)`` (truthy)."""
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+        return expr.attr.value, "identity"
+    if isinstance(expr, cst.Call) and _is_bool_call(expr):
+        inner = _linked_argument(expr.args[0].value)
+        return (inner[0], "truthy") if inner is not None else None
+    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        target = expr.comparisons[0]
+        left = expr.left
+        bound = target.comparator
+        if not (
+            isinstance(left, cst.Attribute)
+            and isinstance(left.value, cst.Name)
+            and isinstance(bound, cst.Integer)
+        ):
+            return None
+        pairs = {
+            (cst.GreaterThan, "0"),
+            (cst.GreaterThanEqual, "1"),
+            (cst.NotEqual, "0"),
+            (cst.Equal, "1"),
+        }
+        if (type(target.operator), bound.value) in pairs:
+            return left.attr.value, "truthy"
+    return None
+
+
+def _library_switches(facts: FileFacts) -> frozenset[str]:
+    """Arguments whose truth guards the library's own set-up: ``if args.smp > 0: smp.init()``."""
+    found: set[str] = set()
+    for statement in facts.statements:
+        if not isinstance(statement, cst.If):
+            continue
+        dest = _positive_test(statement.test)
+        if dest is None:
+            continue
+        if any(
+            facts.smp_member(call.func) in _LIBRARY_ENTRY_POINTS
+            for call in _calls_in(statement.body.body)
+        ):
+            found.add(dest)
+    return frozenset(found)
+
+
+def _positive_test(test: cst.BaseExpression) -> Optional[str]:
+    if isinstance(test, cst.Attribute) and isinstance(test.value, cst.Name):
+        return test.attr.value
+    linked = _linked_argument(test)
+    return linked[0] if linked is not None and linked[1] == "truthy" else None
+
+
+def _calls_in(statements: Iterable[cst.CSTNode]) -> Iterable[cst.Call]:
+    """Calls in the simple statements of a block (not nested blocks)."""
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                value = getattr(small, "value", None)
+                if isinstance(value, cst.Call):
+                    yield value

@@ -1,0 +1,172 @@
+"""Which rank and size calls an expression reads: directly, through names, or through helpers.
+
+Data rules ask which rank group a dataset shard or a data RNG seed follows
+(``files[smp.rank()::smp.size()]``, ``random.seed(args.seed + get_rank())``); this finds the
+calls behind an expression, also through a name assigned once and through the project's own
+rank helpers (``utils.get_rank()``). Whether that group is right for the job is
+``smpfix.job.groups``'s question; rewriting the calls is ``smpfix.fixes.rank_rewrites``'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.walker import children
+from smpfix.job.groups import family_of
+from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
+from smpfix.program.project.local_modules import LocalModules
+from smpfix.program.steps import own_nodes
+
+# torch.distributed is initialised by SMP over every rank (with ``ddp``), so these are the
+# global rank and world size.
+_TORCH_DISTRIBUTED = {
+    "torch.distributed.get_rank": "rank",
+    "torch.distributed.get_world_size": "size",
+}
+
+
+@dataclass(frozen=True)
+class RankTerm:
+    """One rank or size call an expression depends on.
+
+    ``node`` is what stands for it in the expression: the call itself, or a variable
+    assigned from it. ``exact`` says that ``node`` *is* the bare call (directly or through a
+    variable holding just that call), so replacing ``node`` by another rank call is a
+    faithful rewrite.
+    """
+
+    member: str
+    node: cst.BaseExpression
+    call: cst.Call
+    exact: bool
+    from_library: bool
+    # Read through a helper of the project (``utils.get_rank()``), not a library call.
+    helper: bool = False
+
+    @property
+    def family(self) -> str:
+        return family_of(self.member)
+
+    @property
+    def is_rank(self) -> bool:
+        return self.member in RANK_FUNCTIONS
+
+
+def _rank_member(call: cst.Call, facts: FileFacts) -> Optional[tuple[str, bool]]:
+    if call.args:
+        return None
+    member = facts.smp_member(call.func)
+    if member in RANK_FUNCTIONS or member in SIZE_FUNCTIONS:
+        return member, True
+    qualified = facts.qualified_name(call.func)
+    if qualified in _TORCH_DISTRIBUTED:
+        return _TORCH_DISTRIBUTED[qualified], False
+    return None
+
+
+def rank_terms(
+    expr: cst.CSTNode, facts: FileFacts, depth: int = 0, modules: Optional[LocalModules] = None
+) -> list[RankTerm]:
+    """Every rank/size call ``expr`` reads, also through names assigned once in the file and
+    through rank helpers (``utils.get_rank()``, see ``helper_member``) defined in the file or in
+    a project module it imports (``modules``)."""
+    found: list[RankTerm] = []
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            member = _rank_member(node, facts)
+            if member is not None:
+                found.append(RankTerm(member[0], node, node, True, member[1]))
+                continue
+            helper = helper_member(node, facts, modules) if depth < 3 else None
+            if helper is not None:
+                # Not exact: the helper may do more than call the library (a fallback off SMP).
+                found.append(RankTerm(helper, node, node, False, False, helper=True))
+                continue
+        if isinstance(node, cst.Name) and depth < 3:
+            assignment = facts.single_assignment(node.value)
+            if assignment is not None and assignment.value is not node:
+                value = assignment.value
+                for term in rank_terms(value, facts, depth + 1, modules):
+                    exact = term.exact and term.node is value
+                    found.append(
+                        RankTerm(
+                            term.member, node, term.call, exact, term.from_library, term.helper
+                        )
+                    )
+            continue
+        if isinstance(node, cst.Attribute):
+            stack.append(node.value)
+            continue
+        if isinstance(node, cst.Arg):
+            stack.append(node.value)
+            continue
+        if isinstance(node, (cst.Lambda, cst.FunctionDef)):
+            continue
+        stack.extend(children(node))
+    return found
+
+
+def helper_member(
+    call: cst.Call, facts: FileFacts, modules: Optional[LocalModules] = None, depth: int = 0
+) -> Optional[str]:
+    """``"rank"`` for ``get_rank()``, a helper of the project whose every return is one rank
+    call (or size call) of one family, or a constant fallback for runs without SMP.
+
+    Training code wraps the rank in helpers that also work without a process group (the BERT
+    example's ``utils.get_rank()`` returns ``smp.rank()``, ``dist.get_rank()`` or ``0``); the
+    helper is found in this file or, through ``modules``, in a project module it imports.
+    """
+    if call.args or depth > 2:
+        return None
+    found = _helper_function(call, facts, modules)
+    if found is None:
+        return None
+    function, home = found
+    members: set[str] = set()
+    for node in own_nodes(function):
+        if type(node) is not cst.Return:  # exact type: isinstance against a LibCST class is slow
+            continue
+        value = node.value
+        if value is None:
+            return None
+        if isinstance(value, cst.Integer):
+            continue
+        if isinstance(value, cst.Name):
+            assignment = home.single_assignment(value.value)
+            value = assignment.value if assignment is not None else value
+        if not isinstance(value, cst.Call):
+            return None
+        member = _rank_member(value, home)
+        inner = member[0] if member is not None else helper_member(value, home, modules, depth + 1)
+        if inner is None:
+            return None
+        members.add(inner)
+    if (
+        len({family_of(m) for m in members}) != 1
+        or len({m in RANK_FUNCTIONS for m in members}) != 1
+    ):
+        return None
+    return sorted(members)[0]
+
+
+def _helper_function(
+    call: cst.Call, facts: FileFacts, modules: Optional[LocalModules]
+) -> Optional[tuple[cst.FunctionDef, FileFacts]]:
+    func = call.func
+    if isinstance(func, cst.Name) and func.value not in facts.imports.bindings:
+        function = facts.functions.get(func.value)
+        return (function, facts) if function is not None else None
+    qualified = facts.qualified_name(func)
+    if qualified is None or modules is None or qualified.startswith(("smdistributed.", "torch.")):
+        return None
+    definition = modules.definition(qualified)
+    if definition is None:
+        return None
+    linked, name = definition
+    function = linked.facts.functions.get(name)
+    return (function, linked.facts) if function is not None else None
