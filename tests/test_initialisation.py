@@ -62,7 +62,7 @@ def test_hugging_face_training_arguments_initialise() -> None:
     module, facts = file.module, file.facts
     order = ExecutionOrder.of_file(file)
     rank = next(run for run in order.runs if facts.smp_member(run.call.func) == "rank")
-    assert initialised_before(order, rank, Initialisations(facts, module, None))
+    assert initialised_before(order, rank, Initialisations(file, None))
 
 
 def test_an_init_on_the_other_side_of_an_if_does_not_count() -> None:
@@ -71,4 +71,4 @@ def test_an_init_on_the_other_side_of_an_if_does_not_count() -> None:
     module, facts = file.module, file.facts
     order = ExecutionOrder.of_file(file)
     rank = next(run for run in order.runs if facts.smp_member(run.call.func) == "rank")
-    assert not initialised_before(order, rank, Initialisations(facts, module, None))
+    assert not initialised_before(order, rank, Initialisations(file, None))

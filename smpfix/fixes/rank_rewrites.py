@@ -15,7 +15,8 @@ import libcst as cst
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.imports import SMP_TORCH
 from smpfix.fixes.references import smp_reference
-from smpfix.program.facts import RANK_FUNCTIONS, FileFacts
+from smpfix.program.facts import RANK_FUNCTIONS
+from smpfix.program.project.parsed_file import ParsedFile
 from smpfix.program.ranks.rank_terms import RankTerm
 
 
@@ -27,8 +28,7 @@ def replacement(member: str, family: str) -> str:
 def rewrite_terms(
     terms: Sequence[RankTerm],
     family: str,
-    facts: FileFacts,
-    module: cst.Module,
+    file: ParsedFile,
     flavour: str = SMP_TORCH,
 ) -> Optional[tuple[NodeEdit, ...]]:
     """Edits turning each term into the same kind of call of ``family``; None if one cannot be.
@@ -50,7 +50,7 @@ def rewrite_terms(
         ):
             edits.append(ReplaceNode(term.call.func.attr, member))
             continue
-        reference = smp_reference(facts, module, member, flavour)
+        reference = smp_reference(file, member, flavour)
         if reference is None:
             return None
         edits.extend(reference.edits)

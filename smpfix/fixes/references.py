@@ -14,7 +14,7 @@ import libcst as cst
 
 from smpfix.base.edits import InsertAfter, NodeEdit
 from smpfix.base.imports import SMP_TORCH
-from smpfix.program.facts import FileFacts
+from smpfix.program.project.parsed_file import ParsedFile
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,9 @@ def _from_imports(module: cst.Module) -> list[cst.ImportFrom]:
     return [node for node in iter_nodes(module) if isinstance(node, cst.ImportFrom)]
 
 
-def smp_reference(
-    facts: FileFacts, module: cst.Module, member: str, flavour: str = SMP_TORCH
-) -> Optional[Reference]:
-    """How to name ``flavour.member`` in this file; None when the file has no usable import."""
+def smp_reference(file: ParsedFile, member: str, flavour: str = SMP_TORCH) -> Optional[Reference]:
+    """How to name ``flavour.member`` in ``file``; None when the file has no usable import."""
+    facts, module = file.facts, file.module
     direct = facts.imports.local_names_for(f"{flavour}.{member}")
     if direct:
         return Reference(direct[0])
@@ -72,7 +71,7 @@ def callee(call: cst.Call, module: cst.Module) -> str:
     return module.code_for_node(func)
 
 
-def spelled(facts: FileFacts, module: cst.Module, member: str, flavour: str = SMP_TORCH) -> str:
-    """How a message names ``member`` in this file (``mp.dp_rank()``), ``smp.`` as a fallback."""
-    reference = smp_reference(facts, module, member, flavour)
+def spelled(file: ParsedFile, member: str, flavour: str = SMP_TORCH) -> str:
+    """How a message names ``member`` in ``file`` (``mp.dp_rank()``), ``smp.`` as a fallback."""
+    reference = smp_reference(file, member, flavour)
     return f"{reference.text}()" if reference is not None else f"smp.{member}()"

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from smpfix.program.facts import FileFacts
-from smpfix.program.project.local_modules import LocalModules
 
 if TYPE_CHECKING:
     from smpfix.program.model import Program
@@ -57,7 +56,11 @@ def launched_code(program: Program, view: ConfigView) -> Optional[LaunchedCode]:
         return None
     if view.kind == "smp.init":
         return LaunchedCode(
-            "this script", (program.facts, *_imported(modules, program.path, program.facts))
+            "this script",
+            (
+                program.facts,
+                *(linked.facts for linked in modules.imported_closure(program.file, _IMPORT_DEPTH)),
+            ),
         )
     path = view.launcher.script if view.launcher is not None else None
     found = modules.script_with_imports(path, _IMPORT_DEPTH) if path is not None else None
@@ -65,8 +68,3 @@ def launched_code(program: Program, view: ConfigView) -> Optional[LaunchedCode]:
         return None
     shown = os.path.relpath(path, os.path.dirname(os.path.abspath(program.path)))
     return LaunchedCode(shown, tuple(linked.facts for linked in found))
-
-
-def _imported(modules: LocalModules, path: str, facts: FileFacts) -> list[FileFacts]:
-    """The project modules ``path`` imports, and theirs, up to ``_IMPORT_DEPTH`` levels."""
-    return [linked.facts for linked in modules.imported_closure(path, facts, _IMPORT_DEPTH)]

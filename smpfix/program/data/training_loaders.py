@@ -72,17 +72,17 @@ def loader_dataset(loader: cst.Call, facts: FileFacts) -> Optional[cst.BaseExpre
     return arguments.passed("dataset", 0).certain if arguments is not None else None
 
 
-def dataset_key(dataset: cst.BaseExpression, facts: FileFacts, module: cst.Module) -> str:
+def dataset_key(dataset: cst.BaseExpression, file: ParsedFile) -> str:
     """What a dataset expression names, for comparing a sampler's dataset with a loader's:
     its code, after aliases (``train_set = dataset``) assigned once."""
     for _ in range(5):
         if not isinstance(dataset, cst.Name):
             break
-        assignment = facts.single_assignment(dataset.value)
+        assignment = file.facts.single_assignment(dataset.value)
         if assignment is None or not isinstance(assignment.value, cst.Name):
             break
         dataset = assignment.value
-    return module.code_for_node(dataset)
+    return file.code_for(dataset)
 
 
 class TrainingLoaders:

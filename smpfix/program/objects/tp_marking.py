@@ -176,7 +176,7 @@ def module_replacement(
             undecided.append(f"{marking.description} with `{code}`")
     if undecided:
         return Replacement(Tri.UNKNOWN, f"{undecided[0]} may be on")
-    hidden = _hidden_model(facts, modules)
+    hidden = _hidden_model(file, modules)
     if hidden is not None:
         return Replacement(Tri.UNKNOWN, f"the model comes from {hidden}, which smpfix cannot see")
     if not facts.distributed_models:
@@ -188,8 +188,9 @@ def module_replacement(
     )
 
 
-def _hidden_model(facts: FileFacts, modules: Optional[LocalModules]) -> Optional[str]:
+def _hidden_model(file: ParsedFile, modules: Optional[LocalModules]) -> Optional[str]:
     """How a wrapped model escapes smpfix (a parameter, an unknown import), or None if all are visible."""
+    facts = file.facts
     for wrap in facts.distributed_models:
         built = wrapped_constructions(facts, wrap)
         if not built:
@@ -200,14 +201,15 @@ def _hidden_model(facts: FileFacts, modules: Optional[LocalModules]) -> Optional
             )
             return f"`{argument_code}`"
         for construction in built:
-            if not _visible(facts, construction.call, modules):
+            if not _visible(file, construction.call, modules):
                 return f"`{cst.Module(body=[]).code_for_node(construction.call.func)}(...)`"
     return None
 
 
-def _visible(facts: FileFacts, call: cst.Call, modules: Optional[LocalModules]) -> bool:
+def _visible(file: ParsedFile, call: cst.Call, modules: Optional[LocalModules]) -> bool:
     """A constructor smpfix can see into, or one from a model library that never marks modules."""
-    if model_class(facts, call, cst.Module(body=[]), modules) is not None:
+    facts = file.facts
+    if model_class(file, call, modules) is not None:
         return True
     func = call.func
     if isinstance(func, cst.Attribute) and func.attr.value in (

@@ -183,12 +183,13 @@ def _built_by(facts: FileFacts, function: cst.FunctionDef, depth: int) -> tuple[
 
 
 def model_class(
-    facts: FileFacts, call: cst.Call, module: cst.Module, modules: Optional[LocalModules]
+    file: ParsedFile, call: cst.Call, modules: Optional[LocalModules]
 ) -> Optional[ModelClass]:
     """The class ``call`` instantiates: defined in this file, or in a project file it imports.
 
     ``GPT.from_pretrained(...)`` and ``GPT.from_config(...)`` build a ``GPT`` too.
     """
+    facts = file.facts
     func = call.func
     if isinstance(func, cst.Attribute) and func.attr.value in _ALTERNATE_CONSTRUCTORS:
         func = func.value
@@ -197,7 +198,7 @@ def model_class(
         and func.value in facts.classes
         and func.value not in facts.imports.bindings
     ):
-        return ModelClass(func.value, facts.classes[func.value], module, facts)
+        return ModelClass(func.value, facts.classes[func.value], file.module, facts)
     return _imported_class(facts, func, modules)
 
 

@@ -14,15 +14,16 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.call_binding import bind_arguments
-from smpfix.base.parents import ParentIndex
 from smpfix.program.facts import FileFacts, Scope, Wrap
 from smpfix.program.objects.wrapped_model import latest_assignment
+from smpfix.program.project.parsed_file import ParsedFile
 
 
 def optimizer_wrap(
-    facts: FileFacts, parents: ParentIndex, expr: cst.BaseExpression, at: cst.Call, depth: int = 0
+    file: ParsedFile, expr: cst.BaseExpression, at: cst.Call, depth: int = 0
 ) -> Optional[Wrap]:
     """The ``smp.DistributedOptimizer`` call whose result ``expr`` (used in ``at``) holds, if the file shows it."""
+    facts, parents = file.facts, file.parents
     wraps = {id(wrap.call): wrap for wrap in facts.distributed_optimizers}
     if isinstance(expr, cst.Call):
         return wraps.get(id(expr))
@@ -33,20 +34,20 @@ def optimizer_wrap(
     if assignment is not None:
         return wraps.get(id(assignment.value))
     if isinstance(scope, cst.FunctionDef) and depth < 1:
-        return _through_parameter(facts, parents, scope, expr.value, depth)
+        return _through_parameter(file, scope, expr.value, depth)
     return None
 
 
 def _through_parameter(
-    facts: FileFacts, parents: ParentIndex, function: cst.FunctionDef, name: str, depth: int
+    file: ParsedFile, function: cst.FunctionDef, name: str, depth: int
 ) -> Optional[Wrap]:
     """What the callers of ``function`` pass as parameter ``name``: one wrap, when all agree."""
     found: Optional[Wrap] = None
-    calls = facts.calls_by_name.get(function.name.value, ())
+    calls = file.facts.calls_by_name.get(function.name.value, ())
     for call in calls:
         bound = bind_arguments(function, call)
         value = bound.get(name) if bound is not None else None
-        wrap = optimizer_wrap(facts, parents, value, call, depth + 1) if value is not None else None
+        wrap = optimizer_wrap(file, value, call, depth + 1) if value is not None else None
         if wrap is None or (found is not None and wrap is not found):
             return None
         found = wrap

@@ -27,6 +27,7 @@ from smpfix.job.jobfacts import JobFacts, Tri
 from smpfix.program.facts import FileFacts
 from smpfix.program.order.execution import ExecutionOrder, Run, happens
 from smpfix.program.project.local_modules import LocalModules
+from smpfix.program.project.parsed_file import ParsedFile
 
 _TRAINING_ARGUMENTS = ("TrainingArguments", "Seq2SeqTrainingArguments")
 _ARGUMENT_PARSERS = frozenset(
@@ -131,13 +132,11 @@ def imports_initialise(facts: FileFacts) -> bool:
 class Initialisations:
     """Tests of runs: "is this an initialisation?" for one file, built once per rule."""
 
-    def __init__(
-        self, facts: FileFacts, module: cst.Module, modules: Optional[LocalModules]
-    ) -> None:
-        self.facts = facts
+    def __init__(self, file: ParsedFile, modules: Optional[LocalModules]) -> None:
+        facts = self.facts = file.facts
         self.modules = modules
         self.explicit: Callable[[Run], bool] = happens(
-            module, lambda call: facts.is_smp_call(call, "init")
+            file.module, lambda call: facts.is_smp_call(call, "init")
         )
         self._imported: dict[int, bool] = {}
 

@@ -198,11 +198,12 @@ class LocalModules:
         linked = resolver.load(path)
         if linked is None:
             return None
-        return (linked, *resolver.imported_closure(path, linked.facts, depth))
+        return (linked, *resolver.imported_closure(linked, depth))
 
-    def imported_closure(self, path: str, facts: FileFacts, depth: int = 2) -> list[ParsedFile]:
+    def imported_closure(self, file: ParsedFile, depth: int = 2) -> list[ParsedFile]:
         """The project modules ``path`` imports, and theirs, up to ``depth`` levels (``path``
         itself excluded): the code a script runs beside its own."""
+        path, facts = file.path, file.facts
         found: dict[str, Optional[ParsedFile]] = {os.path.abspath(path): None}
         frontier = [(path, facts)]
         for _ in range(depth):

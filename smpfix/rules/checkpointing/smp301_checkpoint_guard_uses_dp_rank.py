@@ -106,7 +106,7 @@ class CheckpointGuardUsesDpRank(Rule):
         """Rewrite the rank call the guard tests, wherever it is; only that call changes."""
         edits: list[NodeEdit] = []
         if guard.via_variable:
-            reference = smp_reference(self.program.facts, self.program.module, "rdp_rank")
+            reference = smp_reference(self.program.file, "rdp_rank")
             if reference is None or guard.via_helper is not None:
                 return None
             edits.extend(reference.edits)
@@ -114,7 +114,7 @@ class CheckpointGuardUsesDpRank(Rule):
         elif guard.call is not None and isinstance(guard.call.func, cst.Attribute):
             edits.append(ReplaceNode(guard.call.func.attr, "rdp_rank"))
         elif guard.call is not None:
-            reference = smp_reference(self.program.facts, self.program.module, "rdp_rank")
+            reference = smp_reference(self.program.file, "rdp_rank")
             if reference is None:
                 return None
             edits.extend(reference.edits)

@@ -288,8 +288,7 @@ class DataShardedByGlobalRank(Rule):
         expected = self.data_job.expected_family
         flavour = self.data_job.flavour
         size, rank = (
-            spelled(self.program.facts, self.program.module, f"{expected}_{kind}", flavour)
-            for kind in ("size", "rank")
+            spelled(self.program.file, f"{expected}_{kind}", flavour) for kind in ("size", "rank")
         )
         when = f"; this is wrong {verdict.when}" if verdict.when else ""
         advice = f"Shard by `{size}` and `{rank}`"
@@ -312,7 +311,7 @@ class DataShardedByGlobalRank(Rule):
         module = self.program.module
         edits: list[NodeEdit] = []
         if rewrite:
-            rewritten = rewrite_terms(rewrite, family, self.program.facts, module, job.flavour)
+            rewritten = rewrite_terms(rewrite, family, self.program.file, job.flavour)
             if rewritten is None:
                 return None
             edits.extend(rewritten)
@@ -321,7 +320,7 @@ class DataShardedByGlobalRank(Rule):
             added = []
             for name in missing:
                 member = f"{family}_size" if name == "num_replicas" else f"{family}_rank"
-                reference = smp_reference(self.program.facts, module, member, job.flavour)
+                reference = smp_reference(self.program.file, member, job.flavour)
                 if reference is None:
                     return None
                 edits.extend(e for e in reference.edits if e not in edits)

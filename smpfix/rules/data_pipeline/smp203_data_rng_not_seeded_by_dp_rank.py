@@ -325,8 +325,7 @@ class DataRngNotSeededByDpRank(Rule):
     # -- reporting ----------------------------------------------------------------------------
     def _dp_rank(self) -> str:
         return spelled(
-            self.program.facts,
-            self.program.module,
+            self.program.file,
             f"{self.data_job.expected_family}_rank",
             self.data_job.flavour,
         )
@@ -354,9 +353,7 @@ class DataRngNotSeededByDpRank(Rule):
         expected = self.data_job.expected_family
         if not (site.torch_global and expected == "rdp"):
             # With prescaled batch, rdp_rank would also make tensor-parallel slices initialise alike (SMP501).
-            edits = rewrite_terms(
-                rewrite, expected, self.program.facts, self.program.module, self.data_job.flavour
-            )
+            edits = rewrite_terms(rewrite, expected, self.program.file, self.data_job.flavour)
             if edits:
                 fix = PendingFix(Applicability.UNSAFE, f"Seed with `{expected}_rank()`", edits)
         elif site.torch_global:
@@ -411,9 +408,7 @@ class DataRngNotSeededByDpRank(Rule):
             f"the pipeline-parallel peers of one model replica must read the same batches. {when} "
             f"Pass `seed={dp_rank}`."
         )
-        reference = smp_reference(
-            self.program.facts, self.program.module, "dp_rank", self.data_job.flavour
-        )
+        reference = smp_reference(self.program.file, "dp_rank", self.data_job.flavour)
         fix = None
         module = self.program.module
         if reference is not None:

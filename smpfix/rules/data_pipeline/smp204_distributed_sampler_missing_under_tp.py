@@ -71,14 +71,13 @@ class DistributedSamplerMissingUnderTp(Rule):
         if dataset is None:
             return False
         scope = index.scope_of(loader)
-        module = self.program.module
-        key = dataset_key(dataset, self.program.facts, module)
+        key = dataset_key(dataset, self.program.file)
         for call in self.program.facts.call_order:
             if is_distributed_sampler(call, self.program.facts) and index.scope_of(call) is scope:
                 built_over = loader_dataset(call, self.program.facts)
                 if (
                     built_over is not None
-                    and dataset_key(built_over, self.program.facts, module) == key
+                    and dataset_key(built_over, self.program.file) == key
                     and flow.left_out(call, loaders)
                 ):
                     return True
@@ -88,10 +87,7 @@ class DistributedSamplerMissingUnderTp(Rule):
     def _flag(self, loader: cst.Call, fed: str, state: FeatureState) -> None:
         data_job = DataJob.of(self.program.job, self.program.facts.is_tensorflow)
         family = data_job.expected_family
-        module = self.program.module
-        size, rank = (
-            spelled(self.program.facts, module, f"{family}_{kind}") for kind in ("size", "rank")
-        )
+        size, rank = (spelled(self.program.file, f"{family}_{kind}") for kind in ("size", "rank"))
         message = (
             f"This DataLoader feeds the training step {fed} with neither a `DistributedSampler` nor a dataset "
             f"sharded by data-parallel rank, and {state.condition()}: every rank reads the whole dataset, so the "

@@ -81,14 +81,13 @@ class DistributedSamplerUnused(Rule):
         if dataset is None:
             return None
         scope = index.scope_of(sampler)
-        module = self.program.module
-        key = dataset_key(dataset, self.program.facts, module)
+        key = dataset_key(dataset, self.program.file)
         for loader in self.loaders:
             over = loader_dataset(loader, self.program.facts)
             if (
                 over is None
                 or index.scope_of(loader) is not scope
-                or dataset_key(over, self.program.facts, module) != key
+                or dataset_key(over, self.program.file) != key
             ):
                 continue
             if not (

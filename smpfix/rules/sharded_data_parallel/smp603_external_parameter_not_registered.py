@@ -251,7 +251,7 @@ class ExternalParameterNotRegistered(Rule):
             if sdp.state.value == "on"
             else f"{lead}; {sdp.condition()}, {why}."
         )
-        reference = smp_reference(self.program.facts, self.program.module, "register_parameter")
+        reference = smp_reference(self.program.file, "register_parameter")
         spelled = reference.text if reference is not None else "smp.register_parameter"
         message = (
             f"{head} {leading(self.version_condition())} register it at the end of `__init__`: "
@@ -264,7 +264,7 @@ class ExternalParameterNotRegistered(Rule):
         if init is None:
             return None
         statements: Sequence[cst.BaseStatement] = body_statements(init)
-        reference = smp_reference(self.program.facts, self.program.module, "register_parameter")
+        reference = smp_reference(self.program.file, "register_parameter")
         if not statements or reference is None:
             return None
         self_name = _first_parameter(init) or "self"

@@ -87,7 +87,7 @@ class ForwardReturnsIntermediates(Rule):
     def _check_forward(
         self, wrap_call: cst.Call, built: Construction, use: OutputUse, reported: set[int]
     ) -> None:
-        cls = model_class(self.program.facts, built.call, self.program.module, self.program.modules)
+        cls = model_class(self.program.file, built.call, self.program.modules)
         if cls is None:
             return
         found = find_method(cls, self._method, self.program.modules)

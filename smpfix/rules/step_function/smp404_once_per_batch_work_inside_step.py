@@ -273,9 +273,7 @@ class OncePerBatchWorkInsideStep(Rule):
             return
         for wrap in self.program.facts.distributed_models:
             for built in wrapped_constructions(self.program.facts, wrap):
-                cls = model_class(
-                    self.program.facts, built.call, self.program.module, self.program.modules
-                )
+                cls = model_class(self.program.file, built.call, self.program.modules)
                 layer = batch_norm_in(cls) if cls is not None else None
                 if cls is None or layer is None:
                     continue

@@ -289,7 +289,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
 
     # -- reporting ----------------------------------------------------------------------------
     def _fix(self, seeding: _Seeding) -> Optional[PendingFix]:
-        reference = smp_reference(self.program.facts, self.program.module, "dp_rank")
+        reference = smp_reference(self.program.file, "dp_rank")
         if reference is None:
             return None
         target = seeding.target
@@ -307,7 +307,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         return PendingFix(Applicability.UNSAFE, f"Seed with `{code} + {reference.text}()`", edits)
 
     def _spelled(self, member: str) -> str:
-        reference = smp_reference(self.program.facts, self.program.module, member)
+        reference = smp_reference(self.program.file, member)
         return reference.text if reference is not None else f"smp.{member}"
 
     def _flag(self, seeding: _Seeding, wrap: Wrap) -> None:

@@ -73,7 +73,7 @@ class MpDpSizeIdentityUnderTp(Rule):
         if isinstance(factor, cst.Call) and isinstance(factor.func, cst.Attribute):
             edits.append(ReplaceNode(factor.func.attr, "pp_size"))
         else:
-            reference = smp_reference(self.program.facts, self.program.module, "pp_size")
+            reference = smp_reference(self.program.file, "pp_size")
             if reference is None:
                 return None
             edits.extend(reference.edits)

@@ -190,7 +190,7 @@ class CollectiveOnWorldGroup(Rule):
         )
 
     def _fix(self, call: cst.Call, group: Optional[cst.Arg], size: str) -> Optional[PendingFix]:
-        reference = smp_reference(self.program.facts, self.program.module, _GROUP_OF[size])
+        reference = smp_reference(self.program.file, _GROUP_OF[size])
         if reference is None:
             return None
         value = f"{reference.text}()"

@@ -217,8 +217,7 @@ class TfUnsortedInputFiles(Rule):
             pp.state
         ]
         dp_rank = spelled(
-            self.program.facts,
-            self.program.module,
+            self.program.file,
             "dp_rank",
             DataJob.of(self.program.job, self.program.facts.is_tensorflow).flavour,
         )
@@ -233,8 +232,7 @@ class TfUnsortedInputFiles(Rule):
         )
         fix = None
         reference = smp_reference(
-            self.program.facts,
-            self.program.module,
+            self.program.file,
             "dp_rank",
             DataJob.of(self.program.job, self.program.facts.is_tensorflow).flavour,
         )

@@ -22,21 +22,18 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import children, iter_nodes
-from smpfix.program.facts import FileFacts
+from smpfix.program.project.parsed_file import ParsedFile
 from smpfix.program.steps import step_bodies, step_functions
 
 
 class LibraryCode:
     """Answers ``runs_with_library`` for one file; build once per rule that needs it."""
 
-    def __init__(
-        self, facts: FileFacts, module: cst.Module, parents: Optional[ParentIndex] = None
-    ) -> None:
-        self.facts = facts
-        self.module = module
-        self.parents = parents or ParentIndex(module)
+    def __init__(self, file: ParsedFile) -> None:
+        self.facts = file.facts
+        self.module = module = file.module
+        self.parents = file.parents
         self._uses: dict[int, bool] = {}
         top: list[cst.CSTNode] = [
             s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))

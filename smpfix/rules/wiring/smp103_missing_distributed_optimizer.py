@@ -300,7 +300,7 @@ class MissingDistributedOptimizer(Rule):
             severity = Severity.WARNING
             job_facts = [state for state in states if state.state is Tri.UNKNOWN]
         held = optimizer.target or (sorted(names)[0] if names else "optimizer")
-        reference = smp_reference(self.program.facts, self.program.module, "DistributedOptimizer")
+        reference = smp_reference(self.program.file, "DistributedOptimizer")
         wrapper = reference.text if reference is not None else "smp.DistributedOptimizer"
         message += f" Wrap it once the model is wrapped: `{held} = {wrapper}({held})`."
         self.report(
@@ -327,7 +327,7 @@ class MissingDistributedOptimizer(Rule):
             return None
         anchor: StatementRef = max([ref, wraps[0]], key=lambda r: r.index)
         module = self.program.module
-        reference = smp_reference(self.program.facts, module, "DistributedOptimizer")
+        reference = smp_reference(self.program.file, "DistributedOptimizer")
         if reference is None:
             return None
         statement = cst.parse_statement(

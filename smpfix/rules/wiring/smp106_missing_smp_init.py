@@ -161,7 +161,7 @@ class MissingSmpInit(Rule):
             Severity.ERROR if self._manual_init or tensorflow or no_auto_init else Severity.WARNING
         )
         flavour = SMP_TF if tensorflow else SMP_TORCH
-        reference = smp_reference(self.program.facts, node, "init", flavour)
+        reference = smp_reference(self.program.file, "init", flavour)
         spelled = reference.text if reference is not None else "smp.init"
         if tensorflow:
             why = "the TensorFlow flavour of the library never initialises itself on import, so it has no configuration"
@@ -192,7 +192,7 @@ class MissingSmpInit(Rule):
     ) -> Optional[PendingFix]:
         if anchor is None:
             return None
-        reference = smp_reference(self.program.facts, module, "init", flavour)
+        reference = smp_reference(self.program.file, "init", flavour)
         if reference is None:
             return None
         statement = cst.parse_statement(f"{reference.text}()\n", config=module.config_for_parsing)

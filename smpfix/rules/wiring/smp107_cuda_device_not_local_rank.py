@@ -246,7 +246,7 @@ class CudaDeviceNotLocalRank(Rule):
         wrong: _WrongIndex,
         applicability: Optional[Applicability] = None,
     ) -> Optional[PendingFix]:
-        reference = smp_reference(self.program.facts, self.program.module, "local_rank")
+        reference = smp_reference(self.program.file, "local_rank")
         if reference is None:
             return None
         if applicability is None:

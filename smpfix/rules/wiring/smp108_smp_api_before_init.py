@@ -57,7 +57,7 @@ class SmpApiBeforeInit(Rule):
         if imports_initialise(self.program.facts):
             return
         order = self.program.order
-        inits = Initialisations(self.program.facts, node, self.program.modules)
+        inits = Initialisations(self.program.file, self.program.modules)
         candidates = [
             (run, member) for run in order.runs if (member := self._member(run.call)) is not None
         ]

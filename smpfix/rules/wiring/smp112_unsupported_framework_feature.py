@@ -70,7 +70,7 @@ class UnsupportedFrameworkFeature(Rule):
             check = self._check_for(qualified)
             if check is None:
                 continue
-            library = library or LibraryCode(self.program.facts, node, self.program.parents)
+            library = library or LibraryCode(self.program.file)
             if library.runs_with_library(call):
                 check(call, qualified, node)
         self._model_transforms()
@@ -221,7 +221,7 @@ class UnsupportedFrameworkFeature(Rule):
     def _rename(
         self, call: cst.Call, module: cst.Module, replacement: _Replacement, shown: str
     ) -> Optional[PendingFix]:
-        reference = smp_reference(self.program.facts, module, replacement.member)
+        reference = smp_reference(self.program.file, replacement.member)
         if reference is None or ("." in replacement.member and reference.edits):
             # `from smdistributed.modelparallel.torch import X` cannot import `amp.GradScaler`.
             return None

@@ -39,8 +39,7 @@ class LrSchedulerOnFp16Wrapper(Rule):
             given = argument(call, "optimizer", 0)
             if given is None or not isinstance(given.value, cst.Name):
                 continue
-            parents = self.program.parents
-            if optimizer_wrap(self.program.facts, parents, given.value, call) is not None:
+            if optimizer_wrap(self.program.file, given.value, call) is not None:
                 self._flag(node, call, given.value)
 
     def _is_scheduler(self, call: cst.Call) -> bool:
@@ -96,7 +95,7 @@ class LrSchedulerOnFp16Wrapper(Rule):
     ) -> Optional[PendingFix]:
         """``opt`` -> ``opt.optimizer if smp.state.cfg.fp16 else opt`` (the fp16 guide's form; ``bf16``
         when bf16 is on; both settings when neither is known). Identical when the setting is off."""
-        reference = smp_reference(self.program.facts, module, "state")
+        reference = smp_reference(self.program.file, "state")
         if reference is None:
             return None
         cfg = f"{reference.text}.cfg"

@@ -144,7 +144,7 @@ class ManualDevicePlacement(Rule):
 
     # -- torch.cuda.synchronize() before smp.init() -----------------------------------------
     def _synchronize(self, module: cst.Module, order: ExecutionOrder, call: cst.Call) -> None:
-        inits = Initialisations(self.program.facts, module, self.program.modules)
+        inits = Initialisations(self.program.file, self.program.modules)
         facts = self.program.facts
 
         def set_device(run: Run) -> bool:

@@ -43,7 +43,7 @@ class OptimizerStepOnEmptyPartition(Rule):
                 isinstance(func, cst.Attribute) and func.attr.value == "step" and not call.args
             ):
                 continue
-            wrap = optimizer_wrap(self.program.facts, parents, func.value, call)
+            wrap = optimizer_wrap(self.program.file, func.value, call)
             if wrap is None or wrapped_optimizer_class(self.program.facts, wrap) not in _AFFECTED:
                 continue
             if any(_checks_local_parameters(ancestor) for ancestor in parents.ancestors(call)):
