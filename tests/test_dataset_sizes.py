@@ -14,7 +14,6 @@ from conftest import parsed
 
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import DeclaredJob, JobFacts
-from smpfix.program.flow.reaching import ReachingDefinitions
 from smpfix.program.flow.script_numbers import ScriptNumbers
 from smpfix.rules.data_pipeline._dataset_sizes import DatasetSizes
 
@@ -28,7 +27,7 @@ def _counts(source: str, job: Optional[dict] = None, loader: bool = False) -> Op
     facts_job = JobFacts.resolve([DeclaredJob.stated("test", job)] if job else [])
     sizes = DatasetSizes(
         facts,
-        ReachingDefinitions.of_file(file),
+        file.facts.names,
         ScriptNumbers(file, facts_job, None),
         lambda node: True,
     )
@@ -128,7 +127,7 @@ def main():
     )
     sizes = DatasetSizes(
         facts,
-        ReachingDefinitions.of_file(file),
+        file.facts.names,
         ScriptNumbers(file, JobFacts.resolve([]), None),
         lambda node: node is not split,
     )

@@ -59,7 +59,7 @@ def test_hugging_face_training_arguments_initialise() -> None:
         "smp.init()\n"
     )
     file = parsed(source)
-    module, facts = file.module, file.facts
+    facts = file.facts
     order = ExecutionOrder.of_file(file)
     rank = next(run for run in order.runs if facts.smp_member(run.call.func) == "rank")
     assert initialised_before(order, rank, Initialisations(file, None))
@@ -68,7 +68,7 @@ def test_hugging_face_training_arguments_initialise() -> None:
 def test_an_init_on_the_other_side_of_an_if_does_not_count() -> None:
     source = f"{_HEADER}if a:\n    smp.init()\nelse:\n    smp.rank()\n"
     file = parsed(source)
-    module, facts = file.module, file.facts
+    facts = file.facts
     order = ExecutionOrder.of_file(file)
     rank = next(run for run in order.runs if facts.smp_member(run.call.func) == "rank")
     assert not initialised_before(order, rank, Initialisations(file, None))

@@ -55,7 +55,7 @@ def values_for(code: ScriptCode, *links: LinkedScript) -> ScriptValues:
 def value(body: str, expression: str, *links: LinkedScript) -> Any:
     code = code_of(f"{body}\nRESULT = {expression}\n")
     script = code.modules[0]
-    assignment = script.facts.single_assignment("RESULT")
+    (assignment,) = script.facts.assignments["RESULT"]
     assert assignment is not None
     return values_for(code, *links).of(assignment.value, script.facts).value
 

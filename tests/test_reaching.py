@@ -1,4 +1,4 @@
-"""Reaching definitions (``smpfix.program.flow.reaching``): the assignments that can give a use its value."""
+"""Reaching definitions (``smpfix.program.names``): the assignments that can give a use its value."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import pytest
 from conftest import parsed
 
 from smpfix.base.walker import iter_nodes
-from smpfix.program.flow.reaching import ReachingDefinitions
 
 SOURCE = """\
 limit = 8
@@ -43,7 +42,7 @@ def save(args, model, optimizer):
 def _reaching(tag: str) -> tuple[list[str], bool]:
     file = parsed(SOURCE)
     module = file.module
-    flow = ReachingDefinitions.of_file(file)
+    flow = file.facts.names
     for node in iter_nodes(module):
         if (
             isinstance(node, cst.Call)

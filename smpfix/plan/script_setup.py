@@ -24,7 +24,6 @@ from smpfix.plan.script_code import ScriptCode
 from smpfix.plan.script_values import ScriptValues
 from smpfix.plan.setup import OPTIMIZER_STATE_BYTES
 from smpfix.program.data.dataloaders import is_dataloader, loader_argument
-from smpfix.program.flow.values import bound_value
 from smpfix.program.project.parsed_file import ParsedFile
 
 # The library's activation checkpointing entry points (as SMP807 reads them).
@@ -256,7 +255,7 @@ def init_settings(code: ScriptCode, values: ScriptValues) -> Optional[DeclaredJo
     config = argument(script.facts.init_config_call, "config", 0)
     if config is None:
         return None
-    written = bound_value(config.value, script.facts)
+    written = script.facts.names.value(config.value)
     if not isinstance(written, cst.Dict):
         return None
     settings: dict[str, Any] = {}

@@ -29,7 +29,6 @@ from smpfix.program.flow.command_line import (
     assigned_attributes,
     command_line_arguments,
 )
-from smpfix.program.flow.values import bound_value
 from smpfix.program.project.parsed_file import ParsedFile
 
 _MAX_DEPTH = 12
@@ -110,7 +109,7 @@ class ScriptValues:
     def of(self, expr: cst.BaseExpression, facts: FileFacts, depth: int = 0) -> Traced:
         if depth > _MAX_DEPTH:
             return _UNKNOWN
-        expr = bound_value(expr, facts)
+        expr = facts.names.value(expr)
         literal = facts.literal(expr)
         if literal is not UNKNOWN:
             return Traced(literal)

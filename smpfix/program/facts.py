@@ -27,11 +27,10 @@ from smpfix.base.imports import (
     smp_member,
 )
 from smpfix.base.literals import UNKNOWN, literal_value
-from smpfix.base.walker import Ancestry, Dispatch, walk
+from smpfix.base.parents import ParentIndex, Scope
+from smpfix.base.walker import Ancestry, Dispatch, active_index, walk
 from smpfix.job.launcher import ESTIMATORS
-
-Scope = Union[cst.Module, cst.FunctionDef]
-Block = Union[cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite]
+from smpfix.program.names import Assignment, Block, Names, StatementRef
 
 RANK_FUNCTIONS = frozenset(
     {"rank", "local_rank", "dp_rank", "rdp_rank", "mp_rank", "pp_rank", "tp_rank"}
@@ -82,16 +81,6 @@ class EvidenceNode:
 
 
 @dataclass(frozen=True)
-class StatementRef:
-    """A statement with the block that holds it, its index there, and its function."""
-
-    statement: cst.BaseStatement
-    block: Block
-    index: int
-    scope: Scope
-
-
-@dataclass(frozen=True)
 class Wrap:
     """A ``smp.DistributedModel(...)`` or ``smp.DistributedOptimizer(...)`` call.
 
@@ -111,19 +100,11 @@ class Wrap:
 
 
 @dataclass(frozen=True)
-class Assignment:
-    """``target = value`` for a single plain name, where it happens."""
-
-    target: str
-    value: cst.BaseExpression
-    where: Optional[StatementRef]
-
-
-@dataclass(frozen=True)
 class FileFacts:
     imports: ImportTable
     statements: Mapping[cst.CSTNode, StatementRef]
-    assignments: Mapping[str, tuple[Assignment, ...]]
+    # Every plain assignment, the definitions that reach a use, and the value a name holds.
+    names: Names
     functions: Mapping[str, cst.FunctionDef]
     classes: Mapping[str, cst.ClassDef]
     distributed_models: tuple[Wrap, ...]
@@ -136,10 +117,6 @@ class FileFacts:
     uses_hf_trainer: bool
     local_optimizer_classes: frozenset[str] = field(default=frozenset())
     call_order: Mapping[cst.Call, int] = field(default_factory=dict)
-    # Names also bound other than by ``name = value`` (tuple targets, ``for``, ``with ... as``,
-    # ``:=``): an assignment of such a name is not the only value it can hold. (``x += ...``
-    # keeps the assignment's value as its base, which configuration folding reads.)
-    other_bindings: frozenset[str] = frozenset()
     # The statement holding each call (None for calls outside any statement, e.g. decorators).
     call_statements: Mapping[cst.Call, Optional[StatementRef]] = field(default_factory=dict)
     # SageMaker estimator constructions (this file is a launcher when there are any).
@@ -221,23 +198,19 @@ class FileFacts:
             if member in RANK_FUNCTIONS or member in SIZE_FUNCTIONS:
                 return member
         if isinstance(node, cst.Name):
-            bound = self.single_assignment(node.value)
+            bound = self.names.assignment(node.value, node)
             if bound is not None and bound.value is not node:
                 return self.smp_rank_function(bound.value)
         return None
 
-    def single_assignment(self, name: str) -> Optional[Assignment]:
-        """The assignment of ``name`` when the file assigns it exactly once."""
-        found = self.assignments.get(name, ())
-        return found[0] if len(found) == 1 and name not in self.other_bindings else None
-
-    def resolve_name(self, name: str, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
-        """For literal folding: the value a name is bound to, when bound exactly once."""
-        assignment = self.single_assignment(name)
-        return assignment.value if assignment is not None else None
+    @property
+    def assignments(self) -> Mapping[str, tuple[Assignment, ...]]:
+        """Every plain assignment of the file by name (``names`` says which reach a use)."""
+        return self.names.assignments
 
     def literal(self, node: cst.BaseExpression) -> Any:
-        return literal_value(node, self.resolve_name)
+        """The value of ``node`` if it is a literal, through the names that hold one there."""
+        return literal_value(node, self.names.resolve)
 
     def is_optimizer_constructor(self, node: cst.CSTNode) -> bool:
         """``torch.optim.AdamW(...)``, apex/transformers/smp optimizers, or a local Optimizer subclass."""
@@ -355,7 +328,6 @@ class _Collector:
         self.withs: list[cst.With] = []
         self.ifs: list[cst.If] = []
         self.sdp_setting_reads: list[cst.Attribute] = []
-        self.other_bindings: set[str] = set()
         self.scopes: list[Scope] = []
         self.current_statement: list[StatementRef] = []
 
@@ -406,27 +378,6 @@ class _Collector:
             if isinstance(target.target, cst.Name):
                 call = node.value if isinstance(node.value, cst.Call) else None
                 self.assignments.append((target.target.value, node.value, where, call))
-            else:
-                self._bound_otherwise(target.target)
-
-    def _bound_otherwise(self, target: cst.BaseExpression) -> None:
-        if isinstance(target, cst.Name):
-            self.other_bindings.add(target.value)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._bound_otherwise(element.value)
-        elif isinstance(target, cst.StarredElement):
-            self._bound_otherwise(target.value)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._bound_otherwise(node.target)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._bound_otherwise(node.target)
-
-    def visit_WithItem(self, node: cst.WithItem) -> None:
-        if node.asname is not None:
-            self._bound_otherwise(node.asname.name)  # type: ignore[arg-type]
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if isinstance(node.target, cst.Name) and node.value is not None:
@@ -573,7 +524,11 @@ def collect(module: cst.Module) -> FileFacts:
     partial = FileFacts(
         imports=imports,
         statements=collector.statements,
-        assignments={k: tuple(v) for k, v in assignments.items()},
+        names=Names(
+            module,
+            {k: tuple(v) for k, v in assignments.items()},
+            ParentIndex(module, active_index(module)),
+        ),
         functions=collector.functions,
         classes=collector.classes,
         distributed_models=wraps("DistributedModel"),
@@ -587,7 +542,6 @@ def collect(module: cst.Module) -> FileFacts:
         local_optimizer_classes=local_optimizers,
         call_order={call: index for index, (call, _) in enumerate(collector.calls)},
         call_statements=dict(collector.calls),
-        other_bindings=frozenset(collector.other_bindings),
         estimator_calls=tuple(
             call
             for call, _ in collector.calls

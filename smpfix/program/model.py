@@ -34,8 +34,8 @@ from smpfix.job.linking import LinkedScript
 from smpfix.program.data.training_loaders import TrainingLoaders
 from smpfix.program.facts import FileFacts
 from smpfix.program.flow.command_line import command_line_arguments
-from smpfix.program.flow.reaching import ReachingDefinitions
 from smpfix.program.flow.script_numbers import ScriptNumbers
+from smpfix.program.names import Names
 from smpfix.program.objects.tp_marking import Replacement, module_replacement
 from smpfix.program.order.call_graph import LocalCalls
 from smpfix.program.order.execution import ExecutionOrder
@@ -99,9 +99,10 @@ class Program:
 
     # -- questions about the tree (kept with the parse) ---------------------------------------
     @property
-    def reaching(self) -> ReachingDefinitions:
-        """The definitions of a name that reach a use."""
-        return self.file.answer(ReachingDefinitions)
+    def names(self) -> Names:
+        """Every plain assignment, the definitions of a name that reach a use, and the value a
+        name holds there: the one resolver every question about a name's value uses."""
+        return self.file.facts.names
 
     @property
     def steps(self) -> StepFunctions:

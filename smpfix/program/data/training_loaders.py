@@ -34,7 +34,6 @@ from smpfix.program.data.step_feeds import StepFeeds
 from smpfix.program.facts import FileFacts
 from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.flow.value_flow import EndKind
-from smpfix.program.flow.values import bound_value
 from smpfix.program.project.local_modules import LocalModules
 from smpfix.program.project.parsed_file import ParsedFile
 from smpfix.program.ranks.rank_terms import rank_terms
@@ -78,7 +77,7 @@ def dataset_key(dataset: cst.BaseExpression, file: ParsedFile) -> str:
     for _ in range(5):
         if not isinstance(dataset, cst.Name):
             break
-        assignment = file.facts.single_assignment(dataset.value)
+        assignment = file.facts.names.assignment(dataset.value, dataset)
         if assignment is None or not isinstance(assignment.value, cst.Name):
             break
         dataset = assignment.value
@@ -193,7 +192,7 @@ class TrainingLoaders:
 
     def whole_dataset_sampler(self, value: cst.BaseExpression) -> bool:
         """``RandomSampler(ds)``, ``SequentialSampler(ds)`` or a ``BatchSampler`` over one."""
-        value = bound_value(value, self.facts)
+        value = self.facts.names.value(value)
         if not isinstance(value, cst.Call):
             return False
         qualified = self.facts.qualified_name(value.func)

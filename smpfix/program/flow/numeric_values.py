@@ -4,7 +4,7 @@ Library calls that want a string (a checkpoint tag) fail when given a step count
 counts as a number only when every way it can be bound says so: a numeric literal, arithmetic
 on numbers, ``len``/``int``/``float``/``round``, a ``for`` target over ``range(...)`` (or the
 index of ``enumerate(...)``), an ``args.<name>`` read from ``add_argument(..., type=int)``
-that the script never reassigns, or a name whose reaching assignments (``ReachingDefinitions.reaching``) are
+that the script never reassigns, or a name whose reaching assignments (``Names.reaching``) are
 all such values; where a ``for`` target or a parameter reaches, every binding of the name in
 its function (or, for a name the function does not bind, at module level) must be one. A parameter, a ``with``
 target or any binding smpfix cannot read makes the answer "not known to be a number".
@@ -23,7 +23,6 @@ from smpfix.program.flow.command_line import (
     assigned_attributes,
     command_line_arguments,
 )
-from smpfix.program.flow.reaching import ReachingDefinitions
 from smpfix.program.project.parsed_file import ParsedFile
 
 Scope = Union[cst.Module, cst.FunctionDef]
@@ -52,7 +51,7 @@ class NumericValues:
         self.file = file
         self.facts = file.facts
         self.module = file.module
-        self.flow = file.answer(ReachingDefinitions)
+        self.flow = file.facts.names
         self._arguments: Optional[Mapping[str, Sequence[CommandLineArgument]]] = None
         self._assigned: Optional[set[str]] = None
 

@@ -31,7 +31,6 @@ from smpfix.program.flow.command_line import (
     assigned_attributes,
     command_line_arguments,
 )
-from smpfix.program.flow.values import bound_value
 from smpfix.program.project.local_modules import LocalModules
 from smpfix.program.project.parsed_file import ParsedFile
 
@@ -76,7 +75,7 @@ class ScriptNumbers:
         if depth > _MAX_DEPTH:
             return None
         written = expr
-        expr = bound_value(expr, self.facts)
+        expr = self.facts.names.value(expr)
         value = self.facts.literal(expr)
         if is_int(value):
             return Resolved(value, "" if expr is written else f"`{self.code(written)}` = {value}")
@@ -156,7 +155,7 @@ class ScriptNumbers:
         config = argument(call, "config", 0) if call is not None else None
         if config is None:
             return None
-        entry = dict_entries(bound_value(config.value, self.facts)).get(key)
+        entry = dict_entries(self.facts.names.value(config.value)).get(key)
         return entry.value if entry is not None else None
 
     def _argument(self, dest: str) -> Optional[Resolved]:

@@ -6,7 +6,7 @@ wrapper (``smp.save_checkpoint(model=..., optimizer=...)``) and calls that only 
 partition's parameters (``clip_grad_norm_(net.parameters())``) then get the raw object.
 
 A name counts as the raw object at a use when the assignments of it that reach the use
-(``ReachingDefinitions.reaching``: in order through the function, both sides of a branch, module-level
+(``Names.reaching``: in order through the function, both sides of a branch, module-level
 values for a name the function does not bind) are the ones that reached the wrap call, and
 no parameter or unreadable binding is among them.
 ``model.module`` and ``model.get_module()`` on the wrapped model are its raw module too.
@@ -22,7 +22,7 @@ import libcst as cst
 
 from smpfix.base.imports import dotted_name
 from smpfix.program.facts import FileFacts, Wrap
-from smpfix.program.flow.reaching import ReachingDefinitions
+from smpfix.program.names import Names
 from smpfix.program.objects.model_names import DistributedModelNames
 
 
@@ -36,7 +36,6 @@ class Unwrapped:
 
 
 def _same_binding(
-    flow: ReachingDefinitions,
     facts: FileFacts,
     name: str,
     wrap: Wrap,
@@ -47,6 +46,7 @@ def _same_binding(
     definitions, and the use runs later when both are in one function)?"""
     if wrap.argument is None or wrap.where is None:
         return False
+    flow = facts.names
     if flow.index.scope_of(use) is wrap.where.scope and not facts.runs_before(wrap.call, at):
         return False
     at_wrap, at_use = flow.reaching(name, wrap.argument), flow.reaching(name, use)
@@ -55,7 +55,7 @@ def _same_binding(
     return [id(a) for a in at_wrap.assignments] == [id(a) for a in at_use.assignments]
 
 
-def _visible(flow: ReachingDefinitions, wrap: Wrap, use: cst.BaseExpression) -> Optional[str]:
+def _visible(flow: Names, wrap: Wrap, use: cst.BaseExpression) -> Optional[str]:
     """The wrap's target, if the use site sees it bound to the wrapper and nothing else."""
     if wrap.target is None:
         return None
@@ -64,7 +64,7 @@ def _visible(flow: ReachingDefinitions, wrap: Wrap, use: cst.BaseExpression) -> 
 
 
 def raw_name(
-    flow: ReachingDefinitions, expr: cst.BaseExpression, wraps: Sequence[Wrap], at: cst.Call
+    facts: FileFacts, expr: cst.BaseExpression, wraps: Sequence[Wrap], at: cst.Call
 ) -> Optional[Unwrapped]:
     """``expr`` (an argument of the call ``at``) is a name that still holds the object one of
     ``wraps`` wrapped."""
@@ -73,16 +73,16 @@ def raw_name(
     for wrap in wraps:
         if wrap.argument_name != expr.value or wrap.target in (None, expr.value):
             continue
-        if _same_binding(flow, flow.facts, expr.value, wrap, expr, at):
+        if _same_binding(facts, expr.value, wrap, expr, at):
             wrapper = dotted_name(wrap.call.func) or "the wrapper"
             return Unwrapped(
-                expr, _visible(flow, wrap, expr), f"the object that `{wrapper}(...)` wrapped"
+                expr, _visible(facts.names, wrap, expr), f"the object that `{wrapper}(...)` wrapped"
             )
     return None
 
 
 def raw_module(
-    flow: ReachingDefinitions,
+    facts: FileFacts,
     expr: cst.BaseExpression,
     models: DistributedModelNames,
     functions: Sequence[cst.FunctionDef],
@@ -90,7 +90,7 @@ def raw_module(
 ) -> Optional[Unwrapped]:
     """``expr`` is the module inside the ``smp.DistributedModel``: the name it wrapped,
     ``model.module`` or ``model.get_module()``."""
-    found = raw_name(flow, expr, flow.facts.distributed_models, at)
+    found = raw_name(facts, expr, facts.distributed_models, at)
     if found is not None:
         return found
     inner = expr

@@ -18,8 +18,8 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.base.walker import iter_nodes
-from smpfix.program.facts import Assignment, FileFacts, Scope, StatementRef, Wrap
+from smpfix.program.facts import FileFacts, Scope, Wrap
+from smpfix.program.names import Assignment
 from smpfix.program.project.local_modules import LocalModules
 from smpfix.program.project.parsed_file import ParsedFile
 from smpfix.program.steps import own_nodes
@@ -55,86 +55,28 @@ class ModelClass:
         return self.module.code_for_node(node)
 
 
-def reaching_assignments(
-    facts: FileFacts,
-    name: str,
-    scope: Scope,
-    before: Optional[cst.Call] = None,
-    before_ref: Optional[StatementRef] = None,
-) -> tuple[Assignment, ...]:
-    """The assignments of ``name`` in ``scope`` that may give its value at ``before``, last first.
-
-    Without flow analysis: the last assignment before that point, and earlier ones as long
-    as the later ones sit in nested blocks (``if pretrained: model = A(...)`` /
-    ``else: model = B(...)`` both reach); an assignment in the function's own body ends the
-    search. Falls back to a module-level name assigned exactly once, for a model built at
-    the top of the script and wrapped inside ``main()``.
-    """
-    candidates = [
-        a for a in facts.assignments.get(name, ()) if a.where is not None and a.where.scope is scope
-    ]
-    candidates = [a for a in candidates if _runs_before(facts, a, before, before_ref)]
-    found: list[Assignment] = []
-    for assignment in reversed(candidates):
-        found.append(assignment)
-        if assignment.where is not None and assignment.where.block is _top_block(scope):
-            break
-    if found:
-        return tuple(found)
-    single = facts.single_assignment(name)
-    if (
-        single is not None
-        and single.where is not None
-        and isinstance(single.where.scope, cst.Module)
-    ):
-        if _runs_before(facts, single, before, before_ref):
-            return (single,)
-    return ()
+def reaching_assignments(facts: FileFacts, use: cst.Name) -> tuple[Assignment, ...]:
+    """The plain assignments whose value the name ``use`` may hold where it stands, last first
+    (``Names.reaching``: both sides of a branch reach, a later assignment replaces an earlier
+    one, a function that never binds the name sees the module's)."""
+    return tuple(reversed(facts.names.reaching(use.value, use).assignments))
 
 
-def latest_assignment(
-    facts: FileFacts,
-    name: str,
-    scope: Scope,
-    before: Optional[cst.Call] = None,
-    before_ref: Optional[StatementRef] = None,
-) -> Optional[Assignment]:
-    """The last assignment of ``name`` in ``scope`` that runs before ``before`` (or at all)."""
-    found = reaching_assignments(facts, name, scope, before, before_ref)
+def latest_assignment(facts: FileFacts, use: cst.Name) -> Optional[Assignment]:
+    """The last plain assignment whose value the name ``use`` may hold where it stands."""
+    found = reaching_assignments(facts, use)
     return found[0] if found else None
-
-
-def _top_block(scope: Scope) -> cst.CSTNode:
-    return scope if isinstance(scope, cst.Module) else scope.body
-
-
-def _runs_before(
-    facts: FileFacts, assignment: Assignment, call: Optional[cst.Call], ref: Optional[StatementRef]
-) -> bool:
-    """Source order, by the calls involved when both have one, else by place in one block."""
-    calls = [node for node in iter_nodes(assignment.value) if isinstance(node, cst.Call)]
-    if call is not None and calls:
-        return all(node is not call for node in calls) and facts.runs_before(calls[0], call)
-    if ref is None:
-        return call is None
-    where = assignment.where
-    return where is not None and where.block is ref.block and where.index < ref.index
 
 
 def wrapped_constructions(facts: FileFacts, wrap: Wrap) -> tuple[Construction, ...]:
     """The constructions behind ``smp.DistributedModel(<argument>)`` the file shows (maybe several)."""
     if wrap.argument is None or wrap.where is None:
         return ()
-    return constructions(facts, wrap.argument, wrap.where.scope, wrap.call, wrap.where)
+    return constructions(facts, wrap.argument, wrap.where.scope)
 
 
 def constructions(
-    facts: FileFacts,
-    expr: cst.BaseExpression,
-    scope: Scope,
-    before: Optional[cst.Call] = None,
-    before_ref: Optional[StatementRef] = None,
-    depth: int = 0,
+    facts: FileFacts, expr: cst.BaseExpression, scope: Scope, depth: int = 0
 ) -> tuple[Construction, ...]:
     """Follow names, ``.to(...)``-like calls and local builder functions to constructor calls."""
     if depth > _MAX_DEPTH:
@@ -142,7 +84,7 @@ def constructions(
     if isinstance(expr, cst.Call):
         func = expr.func
         if isinstance(func, cst.Attribute) and func.attr.value in _SAME_MODULE_METHODS:
-            return constructions(facts, func.value, scope, before, before_ref, depth + 1)
+            return constructions(facts, func.value, scope, depth + 1)
         if (
             isinstance(func, cst.Name)
             and func.value in facts.functions
@@ -152,17 +94,9 @@ def constructions(
         return (Construction(expr, scope),)
     found: list[Construction] = []
     if isinstance(expr, cst.Name):
-        for assignment in reaching_assignments(facts, expr.value, scope, before, before_ref):
+        for assignment in reaching_assignments(facts, expr):
             assert assignment.where is not None
-            value_before = assignment.value if isinstance(assignment.value, cst.Call) else None
-            for built in constructions(
-                facts,
-                assignment.value,
-                assignment.where.scope,
-                value_before,
-                assignment.where,
-                depth + 1,
-            ):
+            for built in constructions(facts, assignment.value, assignment.where.scope, depth + 1):
                 if all(built.call is not seen.call for seen in found):
                     found.append(built)
     return tuple(found)
@@ -179,7 +113,7 @@ def _built_by(facts: FileFacts, function: cst.FunctionDef, depth: int) -> tuple[
         return ()
     value = returns[0].value
     assert value is not None
-    return constructions(facts, value, function, None, None, depth)
+    return constructions(facts, value, function, depth)
 
 
 def model_class(

@@ -14,7 +14,7 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.call_binding import bind_arguments
-from smpfix.program.facts import FileFacts, Scope, Wrap
+from smpfix.program.facts import FileFacts, Wrap
 from smpfix.program.objects.wrapped_model import latest_assignment
 from smpfix.program.project.parsed_file import ParsedFile
 
@@ -30,7 +30,7 @@ def optimizer_wrap(
     if not isinstance(expr, cst.Name):
         return None
     scope = parents.scope_of(at)
-    assignment = latest_assignment(facts, expr.value, scope, before=at)
+    assignment = latest_assignment(facts, expr)
     if assignment is not None:
         return wraps.get(id(assignment.value))
     if isinstance(scope, cst.FunctionDef) and depth < 1:
@@ -58,10 +58,7 @@ def wrapped_optimizer_class(facts: FileFacts, wrap: Wrap) -> Optional[str]:
     """The qualified class of the optimizer ``wrap`` wraps (``torch.optim.Adadelta``), if shown."""
     inner = wrap.argument
     if isinstance(inner, cst.Name) and wrap.where is not None:
-        scope: Scope = wrap.where.scope
-        assignment = latest_assignment(
-            facts, inner.value, scope, before=wrap.call, before_ref=wrap.where
-        )
+        assignment = latest_assignment(facts, inner)
         inner = assignment.value if assignment is not None else None
     if isinstance(inner, cst.Call):
         return facts.qualified_name(inner.func)

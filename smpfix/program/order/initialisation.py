@@ -204,7 +204,7 @@ def init_dict_keys(facts: FileFacts) -> frozenset[str]:
         given = argument(call, "config", 0)
         value = given.value if given is not None else None
         if isinstance(value, cst.Name):
-            assignment = facts.single_assignment(value.value)
+            assignment = facts.names.assignment(value.value, value)
             value = assignment.value if assignment is not None else None
         if isinstance(value, cst.Dict):
             for element in value.elements:

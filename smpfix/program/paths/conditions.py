@@ -44,7 +44,6 @@ from smpfix.program.flow.command_line import (
     argument_value,
     attribute_assignments,
 )
-from smpfix.program.flow.values import bound_value
 
 _DEGREE_SETTINGS = frozenset(
     {
@@ -179,7 +178,7 @@ class Conditions:
         if isinstance(expr, cst.Name):
             # ``use_inductor = args.inductor == 1`` then ``if use_inductor:``: the name means
             # its only assignment in the file.
-            bound = self.facts.single_assignment(expr.value)
+            bound = self.facts.names.assignment(expr.value, expr)
             if bound is not None and bound.value is not expr:
                 return self.evaluate(bound.value, hypothesis, depth + 1)
         atom = self._atom(expr, hypothesis)
@@ -374,7 +373,7 @@ def _setting_links(facts: FileFacts) -> dict[str, _Link]:
         links[key] = _Link(key, "identity" if key in _DEGREE_SETTINGS else "truthy")
     call = facts.init_config_call or (facts.smp_init_calls[0] if facts.smp_init_calls else None)
     config = argument(call, "config", 0) if call is not None else None
-    value = bound_value(config.value, facts) if config is not None else None
+    value = facts.names.value(config.value) if config is not None else None
     if isinstance(value, cst.Dict):
         for element in value.elements:
             if not isinstance(element, cst.DictElement):

@@ -6,7 +6,7 @@ module that ten scripts import is parsed once (``ModuleStore``), and so are its 
 is worked out the first time it is asked and kept with the parse, as long as the parse lives.
 
 The answers are typed and keyed by their class: a question is a class with an ``of_file``
-constructor (``ReachingDefinitions.of_file(file)``), and ``file.answer(ReachingDefinitions)``
+constructor (``Names.of_file(file)``), and ``file.answer(Names)``
 builds it once. Answers that depend on more than the tree (the job, the launchers, the scripts
 importing a helper) are not kept here but on the analysis's ``Program``.
 """

@@ -15,7 +15,8 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.literals import literal_value
-from smpfix.program.facts import FileFacts, StatementRef
+from smpfix.program.facts import FileFacts
+from smpfix.program.names import StatementRef
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def _rank_value(expr: cst.BaseExpression, facts: FileFacts, depth: int) -> Optio
         if member is not None and member.endswith("rank") and member in _RANKS:
             return RankGuard(member, expr, expr)
     if isinstance(expr, cst.Name):
-        assignment = facts.single_assignment(expr.value)
+        assignment = facts.names.assignment(expr.value, expr)
         if assignment is not None and isinstance(assignment.value, cst.Call):
             found = _rank_value(assignment.value, facts, depth)
             if found is not None:

@@ -88,7 +88,7 @@ def rank_terms(
                 found.append(RankTerm(helper, node, node, False, False, helper=True))
                 continue
         if isinstance(node, cst.Name) and depth < 3:
-            assignment = facts.single_assignment(node.value)
+            assignment = facts.names.assignment(node.value, node)
             if assignment is not None and assignment.value is not node:
                 value = assignment.value
                 for term in rank_terms(value, facts, depth + 1, modules):
@@ -137,7 +137,7 @@ def helper_member(
         if isinstance(value, cst.Integer):
             continue
         if isinstance(value, cst.Name):
-            assignment = home.single_assignment(value.value)
+            assignment = home.names.assignment(value.value, value)
             value = assignment.value if assignment is not None else value
         if not isinstance(value, cst.Call):
             return None

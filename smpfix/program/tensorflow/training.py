@@ -67,9 +67,9 @@ def is_gradient_tape(facts: FileFacts, node: cst.BaseExpression) -> bool:
     )
 
 
-def constructed_by(facts: FileFacts, name: str) -> Optional[cst.Call]:
-    """The call a name is bound to when the file binds it exactly once, to a call."""
-    assignment = facts.single_assignment(name)
+def constructed_by(facts: FileFacts, use: cst.Name) -> Optional[cst.Call]:
+    """The call the name ``use`` holds where it stands, when one assignment gives it."""
+    assignment = facts.names.assignment(use.value, use)
     if assignment is not None and isinstance(assignment.value, cst.Call):
         return assignment.value
     return None
@@ -79,7 +79,7 @@ def is_keras_metric(facts: FileFacts, node: cst.BaseExpression) -> bool:
     """A Keras metric object: a name bound once to ``tf.keras.metrics.<Metric>(...)``."""
     if not isinstance(node, cst.Name):
         return False
-    call = constructed_by(facts, node.value)
+    call = constructed_by(facts, node)
     qualified = facts.qualified_name(call.func) if call is not None else None
     return qualified is not None and qualified.startswith(
         ("tensorflow.keras.metrics.", "keras.metrics.")

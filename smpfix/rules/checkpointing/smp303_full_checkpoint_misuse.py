@@ -130,7 +130,7 @@ class FullCheckpointMisuse(Rule):
             ):
                 found.append(node)
             elif isinstance(node, cst.Name) and depth < 2:
-                for assignment in self.program.reaching.reaching(node.value, node).assignments:
+                for assignment in self.program.names.reaching(node.value, node).assignments:
                     if assignment.value is not node:
                         found.extend(self._local_state_calls(assignment.value, depth + 1))
         return found

@@ -66,7 +66,7 @@ class CheckpointObjectNotWrapped(Rule):
             or expr.value not in parameter_names(function)
         ):
             return
-        parents = self.program.reaching.index
+        parents = self.program.names.index
         for call in self.calls.get(function.name.value, ()):
             bound = bind_arguments(function, call)
             passed = bound.get(expr.value) if bound is not None else None
@@ -88,8 +88,8 @@ class CheckpointObjectNotWrapped(Rule):
         use: cst.Call,
     ) -> Optional[Unwrapped]:
         if parameter == "model":
-            return raw_module(self.program.reaching, expr, self.models, functions, use)
-        return raw_name(self.program.reaching, expr, self.program.facts.distributed_optimizers, use)
+            return raw_module(self.program.facts, expr, self.models, functions, use)
+        return raw_name(self.program.facts, expr, self.program.facts.distributed_optimizers, use)
 
     def _flag_model(self, raw: Unwrapped, via: str) -> None:
         sdp = self.feature("SDP", raw.use)

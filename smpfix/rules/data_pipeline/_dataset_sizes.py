@@ -6,7 +6,7 @@ example's 60000 training images in batches of 64 leave a last batch of 32, which
 microbatches split. The length is known from a published dataset
 (``smpfix.rules.data_pipeline._published_datasets``), carried through what keeps or sets it:
 
-- names, by the assignments that reach the use (``smpfix.program.flow.reaching``), also tuple
+- names, by the assignments that reach the use (``smpfix.program.names``), also tuple
   targets (``(x_train, y_train), (x_test, y_test) = mnist.load_data()``); an assignment on
   a path the job never takes (``if smp.dp_size() > 1:`` with one data-parallel rank) is left
   out;
@@ -47,8 +47,8 @@ from smpfix.program.data.dataloaders import (
 )
 from smpfix.program.facts import FileFacts
 from smpfix.program.flow.call_arguments import call_arguments
-from smpfix.program.flow.reaching import ReachingDefinitions
 from smpfix.program.flow.script_numbers import ScriptNumbers
+from smpfix.program.names import Names
 from smpfix.program.tensorflow.datasets import is_tf_dataset
 from smpfix.rules.data_pipeline._published_datasets import KERAS, keras_dataset, torchvision_split
 
@@ -142,7 +142,7 @@ class DatasetSizes:
     def __init__(
         self,
         facts: FileFacts,
-        flow: ReachingDefinitions,
+        flow: Names,
         numbers: ScriptNumbers,
         runs: Callable[[cst.CSTNode], bool],
     ) -> None:

@@ -23,7 +23,6 @@ from smpfix.program.data.dataloaders import (
 from smpfix.program.data.step_feeds import StepFeeds
 from smpfix.program.flow.call_arguments import CallArguments, Passed, call_arguments
 from smpfix.program.flow.script_numbers import Resolved
-from smpfix.program.flow.values import bound_value
 from smpfix.program.paths.branches import Reach
 from smpfix.program.tensorflow.datasets import is_tf_dataset
 from smpfix.rules.data_pipeline._dataset_sizes import DatasetSizes, Samples
@@ -93,7 +92,7 @@ class LastBatchNotDropped(Rule):
             return
         index = self.program.parents
         self._sizes = DatasetSizes(
-            self.program.facts, self.program.reaching, self.program.numbers, self._runs
+            self.program.facts, self.program.names, self.program.numbers, self._runs
         )
         loaders = StepFeeds(self.program.file)
         datasets = StepFeeds(self.program.file, datasets=True)
@@ -196,7 +195,7 @@ class LastBatchNotDropped(Rule):
             else None
         )
         return sampler is not None and is_distributed_sampler(
-            bound_value(sampler, self.program.facts), self.program.facts
+            self.program.facts.names.value(sampler), self.program.facts
         )
 
     # -- the arithmetic ---------------------------------------------------------------------

@@ -156,7 +156,7 @@ class DataRngNotSeededByDpRank(Rule):
 
     def _is_generator(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Name):
-            assignment = self.program.facts.single_assignment(expr.value)
+            assignment = self.program.facts.names.assignment(expr.value, expr)
             expr = assignment.value if assignment is not None else expr
         return (
             isinstance(expr, cst.Call)

@@ -92,7 +92,7 @@ def _strings_added_to_dicts(rule: ConfigRule) -> Iterator[tuple[cst.AugAssign, s
             ):
                 continue
             added = rule.program.facts.literal(small.value)
-            bound = rule.program.facts.single_assignment(small.target.value)
+            bound = rule.program.facts.names.assignment(small.target.value, small.target)
             flags = isinstance(added, str) and ("-x" in added or "--mca" in added)
             if (
                 flags

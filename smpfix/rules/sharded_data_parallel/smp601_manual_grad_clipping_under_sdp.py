@@ -171,7 +171,7 @@ class ManualGradClippingUnderSdp(Rule):
         script's own setting of that name (``args.sharded_data_parallel_degree``), which the
         official examples pass both to ``smp.init`` and, as a hyperparameter, from the launcher."""
         if isinstance(expr, cst.Name):
-            assignment = self.program.facts.single_assignment(expr.value)
+            assignment = self.program.facts.names.assignment(expr.value, expr)
             expr = assignment.value if assignment is not None else expr
         if self.program.facts.smp_member(expr) == _SDP_DEGREE:
             return True

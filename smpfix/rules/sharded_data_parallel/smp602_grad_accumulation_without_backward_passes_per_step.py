@@ -14,8 +14,9 @@ from smpfix.base.findings import Applicability
 from smpfix.base.imports import dotted_name
 from smpfix.base.literals import UNKNOWN
 from smpfix.base.walker import Ancestry, iter_nodes
-from smpfix.program.facts import StatementRef, Wrap
+from smpfix.program.facts import Wrap
 from smpfix.program.model import Program
+from smpfix.program.names import StatementRef
 from smpfix.program.objects.training_objects import SCHEDULER, looks_like_optimizer, object_kind
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 

@@ -111,7 +111,7 @@ class LossReductions:
         if self.facts.qualified_name(func) == "torch.sum" and len(call.args) == 1:
             return self._per_sample(call.args[0].value, depth + 1)
         if isinstance(func, cst.Name):
-            built = self.facts.single_assignment(func.value)
+            built = self.facts.names.assignment(func.value, func)
             return (
                 built is not None
                 and isinstance(built.value, cst.Call)

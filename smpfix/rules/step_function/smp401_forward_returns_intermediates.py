@@ -159,7 +159,7 @@ class ForwardReturnsIntermediates(Rule):
             config_call: Optional[cst.BaseExpression] = config_arg.value
             if isinstance(config_call, cst.Name):
                 config_name = config_call.value
-                assignment = latest_assignment(self.program.facts, config_name, built.scope, call)
+                assignment = latest_assignment(self.program.facts, config_call)
                 config_call = assignment.value if assignment is not None else None
                 if assignment is not None and assignment.where is not None:
                     config_scope = assignment.where.scope

@@ -20,8 +20,8 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.imports import dotted_name
 from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.job.jobfacts import FeatureState, Tri
-from smpfix.program.facts import StatementRef
 from smpfix.program.model import Program
+from smpfix.program.names import StatementRef
 from smpfix.program.objects.model_names import DistributedModelNames
 from smpfix.program.objects.training_objects import (
     GRAD_SCALER,

@@ -243,7 +243,7 @@ class StepInputNotSplittable(Rule):
         ):
             value = value.func.value
         if isinstance(value, cst.Name) and depth < 3:
-            assignment = self.program.reaching.reaching(value.value, value).single
+            assignment = self.program.names.reaching(value.value, value).single
             return (
                 self._without_batch_dimension(assignment.value, depth + 1)
                 if assignment is not None

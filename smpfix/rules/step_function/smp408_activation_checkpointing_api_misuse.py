@@ -108,7 +108,7 @@ class ActivationCheckpointingApiMisuse(Rule):
     def _not_sequential(self, expr: cst.BaseExpression) -> bool:
         """The module is built visibly as something other than an ``nn.Sequential``."""
         if isinstance(expr, cst.Name):
-            built = self.program.facts.single_assignment(expr.value)
+            built = self.program.facts.names.assignment(expr.value, expr)
             if built is None:
                 return False
             expr = built.value

@@ -22,7 +22,6 @@ from smpfix.program.data.dataloaders import (
     is_dataloader,
 )
 from smpfix.program.facts import RANK_FUNCTIONS, FileFacts, Wrap
-from smpfix.program.flow.values import bound_value
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _TORCH_SEEDS = frozenset(
@@ -280,7 +279,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
     def _sampler_has_own_rng(self, value: cst.BaseExpression) -> bool:
         if self.program.facts.literal(value) is None:
             return True
-        value = bound_value(value, self.program.facts)
+        value = self.program.facts.names.value(value)
         if not isinstance(value, cst.Call):
             return False
         return self.program.facts.qualified_name(value.func) in _OWN_RNG_SAMPLERS or any(

@@ -66,7 +66,7 @@ class TfCheckpointRestoreUnsupported(Rule):
         if isinstance(expr, cst.Call):
             return expr
         if isinstance(expr, cst.Name):
-            assignment = self.program.facts.single_assignment(expr.value)
+            assignment = self.program.facts.names.assignment(expr.value, expr)
             if assignment is not None and isinstance(assignment.value, cst.Call):
                 return assignment.value
         return None

@@ -118,14 +118,14 @@ class TfModelNotDistributedModelSubclass(Rule):
 
     def _plain_models(self) -> Iterator[tuple[str, cst.Call]]:
         """Names called in a step function, or fitted, that hold a model the library does not distribute."""
-        used: dict[str, None] = {}
+        used: dict[str, cst.Name] = {}
         for name in sorted(self.in_step):
             function = self.program.facts.functions.get(name)
             if function is None:
                 continue
             for inner in iter_nodes(function.body):
                 if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name):
-                    used.setdefault(inner.func.value)
+                    used.setdefault(inner.func.value, inner.func)
         for call in self.program.facts.call_order:
             func = call.func
             if (
@@ -133,11 +133,11 @@ class TfModelNotDistributedModelSubclass(Rule):
                 and func.attr.value == "fit"
                 and isinstance(func.value, cst.Name)
             ):
-                used.setdefault(func.value.value)
-        for name in used:
+                used.setdefault(func.value.value, func.value)
+        for name, use in used.items():
             if name in self.model_names:
                 continue
-            built = constructed_by(self.program.facts, name)
+            built = constructed_by(self.program.facts, use)
             if (
                 built is not None
                 and self._plain_model_kind(built) is not None
@@ -202,12 +202,12 @@ class TfModelNotDistributedModelSubclass(Rule):
             if value.value in params:
                 for argument in self._layer_arguments(cls, init, value.value):
                     self._flag_shared_layer(argument, cls, target)
-            elif self._module_layer(value.value):
+            elif self._module_layer(value):
                 self._flag_shared_layer(value, cls, target)
 
-    def _module_value(self, name: str) -> Optional[cst.BaseExpression]:
-        """What a module-level name is bound to, when the file binds it exactly once."""
-        assignment = self.program.facts.single_assignment(name)
+    def _module_value(self, use: cst.Name) -> Optional[cst.BaseExpression]:
+        """What the name ``use`` holds where it stands, when one module-level assignment gives it."""
+        assignment = self.program.facts.names.assignment(use.value, use)
         if (
             assignment is None
             or assignment.where is None
@@ -216,8 +216,8 @@ class TfModelNotDistributedModelSubclass(Rule):
             return None
         return assignment.value
 
-    def _module_layer(self, name: str) -> bool:
-        value = self._module_value(name)
+    def _module_layer(self, use: cst.Name) -> bool:
+        value = self._module_value(use)
         return value is not None and _is_layer(self.program.facts, value)
 
     def _layer_arguments(
@@ -249,7 +249,7 @@ class TfModelNotDistributedModelSubclass(Rule):
             if (
                 isinstance(inner, cst.Name)
                 and inner.value not in local
-                and self._module_variable(inner.value)
+                and self._module_variable(inner)
                 and id(inner) not in self.reported
             ):
                 self.reported.add(id(inner))
@@ -261,8 +261,8 @@ class TfModelNotDistributedModelSubclass(Rule):
                 )
                 self.report(inner, message, severity=Severity.ERROR)
 
-    def _module_variable(self, name: str) -> bool:
-        value = self._module_value(name)
+    def _module_variable(self, use: cst.Name) -> bool:
+        value = self._module_value(use)
         return (
             isinstance(value, cst.Call)
             and self.program.facts.qualified_name(value.func) in _VARIABLES

@@ -22,7 +22,6 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
 from smpfix.base.literals import dict_entries
 from smpfix.program.facts import FileFacts
-from smpfix.program.flow.values import bound_value
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _XLA_KEYWORDS = ("jit_compile", "experimental_compile")
@@ -96,7 +95,7 @@ class TfXlaFlagOnStep(Rule):
             return
         config = argument(call, "config", 0)
         entry = (
-            dict_entries(bound_value(config.value, self.program.facts)).get("xla")
+            dict_entries(self.program.facts.names.value(config.value)).get("xla")
             if config is not None
             else None
         )

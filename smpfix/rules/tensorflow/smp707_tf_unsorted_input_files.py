@@ -122,7 +122,7 @@ class TfUnsortedInputFiles(Rule):
                 expr.right, scope, before, depth + 1
             )
         if isinstance(expr, cst.Name) and not self._sorted_in_place(expr.value):
-            for assignment in reaching_assignments(self.program.facts, expr.value, scope, before):
+            for assignment in reaching_assignments(self.program.facts, expr):
                 value_before = assignment.value if isinstance(assignment.value, cst.Call) else None
                 found = self._listing(assignment.value, scope, value_before, depth + 1)
                 if found is not None:
@@ -146,7 +146,7 @@ class TfUnsortedInputFiles(Rule):
             return False
         receiver = func.value
         if isinstance(receiver, cst.Name):
-            assignment = self.program.facts.single_assignment(receiver.value)
+            assignment = self.program.facts.names.assignment(receiver.value, receiver)
             receiver = assignment.value if assignment is not None else receiver
         return isinstance(receiver, cst.Call) and (
             self.program.facts.qualified_name(receiver.func) or ""

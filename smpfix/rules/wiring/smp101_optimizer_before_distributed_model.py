@@ -12,7 +12,8 @@ from smpfix.base.edits import DeleteStatementLines, InsertStatementAfter
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import Tri
-from smpfix.program.facts import Assignment, StatementRef, Wrap
+from smpfix.program.facts import Wrap
+from smpfix.program.names import Assignment, StatementRef
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
@@ -86,7 +87,7 @@ class OptimizerBeforeDistributedModel(Rule):
                     continue
                 if any(
                     self._mentions_parameters_of(a.value, model)
-                    for a in self.program.reaching.reaching(node.value, node).assignments
+                    for a in self.program.names.reaching(node.value, node).assignments
                 ):
                     found.append(node.value)
         return found

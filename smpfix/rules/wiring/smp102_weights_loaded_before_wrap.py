@@ -21,8 +21,9 @@ from smpfix.base.imports import dotted_name
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.job.versions import leading
-from smpfix.program.facts import Scope, StatementRef, Wrap
+from smpfix.program.facts import Scope, Wrap
 from smpfix.program.model import Program
+from smpfix.program.names import StatementRef
 from smpfix.program.objects.hf_models import pretrained_model_call
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
@@ -119,7 +120,7 @@ class WeightsLoadedBeforeWrap(Rule):
         """``from_pretrained(...)`` calls whose model reaches ``use`` of ``name``: through the
         assignments that reach it, and method chains on the name (``model = model.half()``)."""
         found: list[cst.Call] = []
-        for assignment in self.program.reaching.reaching(name, use).assignments:
+        for assignment in self.program.names.reaching(name, use).assignments:
             pretrained = pretrained_model_call(self.program.facts, assignment.value)
             if pretrained is not None:
                 found.append(pretrained)
@@ -271,7 +272,7 @@ class WeightsLoadedBeforeWrap(Rule):
         if isinstance(expr, cst.Name) and depth < 3:
             return any(
                 self._is_full_state(a.value, scope, depth + 1)
-                for a in self.program.reaching.reaching(expr.value, expr).assignments
+                for a in self.program.names.reaching(expr.value, expr).assignments
             )
         if not isinstance(expr, cst.Call):
             return False

@@ -15,8 +15,9 @@ from smpfix.base.imports import dotted_name
 from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import FeatureState, Tri
-from smpfix.program.facts import FileFacts, StatementRef
+from smpfix.program.facts import FileFacts
 from smpfix.program.model import Program
+from smpfix.program.names import StatementRef
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _PARAMETER_METHODS = frozenset(

@@ -127,7 +127,7 @@ class LargeModelWithoutDelayedInit(Rule):
 
     def _config_size(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[_Size]:
         if isinstance(expr, cst.Name) and depth == 0:
-            assignment = self.program.facts.single_assignment(expr.value)
+            assignment = self.program.facts.names.assignment(expr.value, expr)
             return (
                 self._config_size(assignment.value, depth + 1) if assignment is not None else None
             )

@@ -124,7 +124,7 @@ class CudaDeviceNotLocalRank(Rule):
     def _local_rank_env(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """``int(os.environ["LOCAL_RANK"])`` (or ``.get``/``getenv``), or a name assigned once from it."""
         if isinstance(expr, cst.Name) and depth == 0:
-            assignment = self.program.facts.single_assignment(expr.value)
+            assignment = self.program.facts.names.assignment(expr.value, expr)
             return assignment is not None and self._local_rank_env(assignment.value, depth + 1)
         if not (
             isinstance(expr, cst.Call)

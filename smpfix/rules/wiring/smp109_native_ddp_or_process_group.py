@@ -10,7 +10,8 @@ from smpfix.base.calls import argument
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.jobfacts import Tri
-from smpfix.program.facts import FileFacts, StatementRef
+from smpfix.program.facts import FileFacts
+from smpfix.program.names import StatementRef
 from smpfix.program.objects.wrapped_model import latest_assignment
 from smpfix.program.order.execution import ExecutionOrder, Run, happens
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
@@ -109,9 +110,7 @@ class NativeDdpOrProcessGroup(Rule):
             return True
         if not isinstance(expr, cst.Name) or where is None:
             return False
-        assignment = latest_assignment(
-            self.program.facts, expr.value, where.scope, before=call, before_ref=where
-        )
+        assignment = latest_assignment(self.program.facts, expr)
         return assignment is not None and self.program.facts.is_smp_call(
             assignment.value, "DistributedModel"
         )
@@ -124,18 +123,12 @@ class NativeDdpOrProcessGroup(Rule):
                 where is None
                 or wrap.where is None
                 or wrap.where.scope is not where.scope
-                or wrap.argument_name is None
+                or not isinstance(wrap.argument, cst.Name)
             ):
                 continue
             if not self.program.facts.runs_before(call, wrap.call):
                 continue
-            assignment = latest_assignment(
-                self.program.facts,
-                wrap.argument_name,
-                wrap.where.scope,
-                before=wrap.call,
-                before_ref=wrap.where,
-            )
+            assignment = latest_assignment(self.program.facts, wrap.argument)
             if assignment is not None and assignment.value is call:
                 return True
         return False

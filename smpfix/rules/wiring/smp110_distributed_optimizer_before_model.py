@@ -9,7 +9,8 @@ import libcst as cst
 from smpfix.base.calls import bound_names, names_in
 from smpfix.base.edits import DeleteStatementLines, InsertStatementAfter
 from smpfix.base.findings import Applicability
-from smpfix.program.facts import FileFacts, StatementRef
+from smpfix.program.facts import FileFacts
+from smpfix.program.names import StatementRef
 from smpfix.program.order.execution import Run, happens
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 

@@ -165,7 +165,7 @@ class UnsupportedFrameworkFeature(Rule):
                 or not self.program.facts.runs_before(wrap.call, call)
             ):
                 continue
-            found = latest_assignment(self.program.facts, expr.value, wrap.where.scope, before=call)
+            found = latest_assignment(self.program.facts, expr)
             if found is not None and found.value is wrap.call:
                 return True
         return False

@@ -53,9 +53,7 @@ class Fp16SetupIncomplete(Rule):
         parents = self.program.parents
         places: list[cst.CSTNode] = [construction.call for construction in built]
         if isinstance(wrap.argument, cst.Name) and wrap.where is not None:
-            for assignment in reaching_assignments(
-                self.program.facts, wrap.argument.value, wrap.where.scope, wrap.call, wrap.where
-            ):
+            for assignment in reaching_assignments(self.program.facts, wrap.argument):
                 places.append(assignment.value)
         for place in places:
             stack = [*reversed(list(parents.ancestors(place))), place]

@@ -70,8 +70,7 @@ class ManualDevicePlacement(Rule):
             or receiver.value not in self.program.facts.distributed_model_names()
         ):
             return False
-        scope = self.program.parents.scope_of(call)
-        assignment = latest_assignment(self.program.facts, receiver.value, scope, before=call)
+        assignment = latest_assignment(self.program.facts, receiver)
         return assignment is not None and self.program.facts.is_smp_call(
             assignment.value, "DistributedModel"
         )
@@ -94,7 +93,7 @@ class ManualDevicePlacement(Rule):
 
     def _is_torch_device(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Name):
-            assignment = self.program.facts.single_assignment(expr.value)
+            assignment = self.program.facts.names.assignment(expr.value, expr)
             expr = assignment.value if assignment is not None else expr
         return (
             isinstance(expr, cst.Call)

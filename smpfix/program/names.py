@@ -1,7 +1,8 @@
-"""Which assignments of a name can give its value at a use: reaching definitions.
+"""Names: every plain assignment of a module, the definitions that reach a use, and from them
+the value a name holds there. The one answer to "what does this name hold here?".
 
-``FileFacts.assignments`` lists every ``name = value`` of the file, in any function and any
-branch. A rule that resolves a name through that list mixes up values that never meet:
+A list of every ``name = value`` of the file, in any function and any branch, mixes up values
+that never meet:
 
     if args.save_full_model:
         model_dict = model.state_dict()
@@ -10,18 +11,20 @@ branch. A rule that resolves a name through that list mixes up values that never
         model_dict = model.local_state_dict()           # never reaches the save above
         smp.save(model_dict, path, partial=True)
 
-``ReachingDefinitions.reaching(name, use)`` follows the statements of the use's own function in order:
-an assignment replaces what came before, both sides of an ``if`` (or the arms of a ``try``,
+``Names.reaching(name, use)`` follows the statements of the use's own function in order: an
+assignment replaces what came before, both sides of an ``if`` (or the arms of a ``try``,
 ``match``, ``with``) merge, a loop body may run again with its own assignments,
 ``return``/``raise`` end a path. Bindings that are not a plain ``name = value`` (a tuple or
 ``for`` target, ``with ... as``, ``+=``, an import, a parameter) make the answer *opaque*: a
 value smpfix cannot read. A name the function never binds takes the module's assignments
-(the function may run after any of them).
+(the function may run after any of them). ``Names.assignment(name, at)`` is the one plain
+assignment that reaches ``at`` when nothing else can: what literal folding, rank terms,
+aliases and every rule resolve a name through.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Optional, Union
@@ -29,10 +32,30 @@ from typing import Optional, Union
 import libcst as cst
 
 from smpfix.base.calls import target_names
-from smpfix.base.parents import ParentIndex
+from smpfix.base.parents import ParentIndex, Scope
 from smpfix.base.walker import children, subtree
-from smpfix.program.facts import Assignment, FileFacts
-from smpfix.program.project.parsed_file import ParsedFile
+
+Block = Union[cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite]
+
+
+@dataclass(frozen=True)
+class StatementRef:
+    """A statement with the block that holds it, its index there, and its function."""
+
+    statement: cst.BaseStatement
+    block: Block
+    index: int
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """``target = value`` for a single plain name, where it happens."""
+
+    target: str
+    value: cst.BaseExpression
+    where: Optional[StatementRef]
+
 
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
@@ -72,19 +95,55 @@ class _Found(Exception):
         self.state = state
 
 
-class ReachingDefinitions:
-    """Reaching definitions in one module, answered on demand and remembered."""
+class Names:
+    """The names of one module: every plain assignment, the definitions that reach a use, and
+    from them the value a name holds there. Answered on demand and remembered."""
 
-    def __init__(self, module: cst.Module, facts: FileFacts, index: ParentIndex) -> None:
+    def __init__(
+        self,
+        module: cst.Module,
+        assignments: Mapping[str, tuple[Assignment, ...]],
+        index: ParentIndex,
+    ) -> None:
         self.module = module
-        self.facts = facts
+        self.assignments = assignments
         self.index = index
         self._answers: dict[tuple[str, int], Reaching] = {}
         self._locals: dict[int, set[str]] = {}
 
-    @classmethod
-    def of_file(cls, file: ParsedFile) -> ReachingDefinitions:
-        return cls(file.module, file.facts, file.parents)
+    def assignment(self, name: str, at: cst.CSTNode) -> Optional[Assignment]:
+        """The one plain assignment whose value ``name`` holds at ``at`` (a node of this
+        module), when no other definition can reach there: the answer every question about a
+        name's value asks."""
+        if name not in self.assignments:
+            return None  # most names: nothing to follow
+        return self.reaching(name, at).single
+
+    def resolve(self, name: str, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
+        """The expression ``name`` holds at ``at``, when one assignment gives it (for folding
+        literals, ``smpfix.base.literals``)."""
+        found = self.assignment(name, at)
+        return found.value if found is not None else None
+
+    def value(self, expr: cst.BaseExpression) -> cst.BaseExpression:
+        """``expr``, or the value of the name it is, followed through names assigned from
+        names (``loader = train_loader``) as long as each holds one assignment's value."""
+        seen = 0
+        while isinstance(expr, cst.Name) and seen < 5:
+            assignment = self.assignment(expr.value, expr)
+            if assignment is None or assignment.value is expr:
+                break
+            expr = assignment.value
+            seen += 1
+        return expr
+
+    def in_scope(self, name: str, scope: Scope) -> tuple[Assignment, ...]:
+        """The plain assignments of ``name`` whose statement sits in ``scope`` itself."""
+        return tuple(
+            a
+            for a in self.assignments.get(name, ())
+            if a.where is not None and a.where.scope is scope
+        )
 
     def reaching(self, name: str, use: cst.CSTNode) -> Reaching:
         """The definitions of ``name`` that may reach ``use`` (a node inside this module)."""
@@ -94,8 +153,18 @@ class ReachingDefinitions:
             found = self._answers[key] = self._reaching(name, use)
         return found
 
+    def scope_of(self, use: cst.CSTNode) -> Scope:
+        """The function whose body runs ``use`` (the module at top level): a function's
+        decorators, defaults and annotations run where the ``def`` stands, not inside it."""
+        child = use
+        for ancestor in self.index.ancestors(use):
+            if type(ancestor) is cst.FunctionDef and child is ancestor.body:  # type: ignore[attr-defined]
+                return ancestor  # type: ignore[return-value]
+            child = ancestor
+        return self.module
+
     def _reaching(self, name: str, use: cst.CSTNode) -> Reaching:
-        scope = self.index.scope_of(use)
+        scope = self.scope_of(use)
         body: Sequence[cst.CSTNode] = (
             scope.body if isinstance(scope, cst.Module) else _statements(scope.body)
         )
@@ -110,7 +179,7 @@ class ReachingDefinitions:
         # The use was not met in order (a decorator, a default value): any binding of the scope.
         every = [
             a
-            for a in self.facts.assignments.get(name, ())
+            for a in self.assignments.get(name, ())
             if a.where is not None and a.where.scope is scope
         ]
         return Reaching(tuple(every), opaque=not every)
@@ -132,19 +201,19 @@ class ReachingDefinitions:
             return frozenset()
         module_level = [
             a
-            for a in self.facts.assignments.get(name, ())
+            for a in self.assignments.get(name, ())
             if a.where is not None and isinstance(a.where.scope, cst.Module)
         ]
         return frozenset(module_level)
 
     def _answer(self, state: Iterable[_Definition]) -> Reaching:
         live = set(state)
-        plain = [a for every in self.facts.assignments.values() for a in every if a in live]
+        plain = [a for every in self.assignments.values() for a in every if a in live]
         others = [d.node for d in live if isinstance(d, _Opaque)]
         return Reaching(tuple(plain), bool(others), tuple(others))
 
     def assignment_for(self, name: str, value: cst.BaseExpression) -> Optional[Assignment]:
-        for assignment in self.facts.assignments.get(name, ()):
+        for assignment in self.assignments.get(name, ()):
             if assignment.value is value:
                 return assignment
         return None
@@ -153,7 +222,7 @@ class ReachingDefinitions:
 class _Walk:
     """One walk of a function body toward one use of one name."""
 
-    def __init__(self, flow: ReachingDefinitions, name: str, use: cst.CSTNode) -> None:
+    def __init__(self, flow: Names, name: str, use: cst.CSTNode) -> None:
         self.flow = flow
         self.name = name
         self.use = use
