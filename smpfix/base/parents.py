@@ -75,12 +75,3 @@ class ParentIndex:
             b.indent if b.indent is not None else self.module.default_indent
             for b in reversed(blocks)
         )
-
-    def top_level_statement(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        """The statement of the module body that holds ``node``."""
-        previous: cst.CSTNode = node
-        for ancestor in self.ancestors(node):
-            if ancestor is self.module:
-                return previous
-            previous = ancestor
-        return None

@@ -357,7 +357,6 @@ class _Collector:
         self.sdp_setting_reads: list[cst.Attribute] = []
         self.other_bindings: set[str] = set()
         self.scopes: list[Scope] = []
-        self.current_statement: list[StatementRef] = []
 
     def _record_block(self, block: Block, body: Sequence[cst.CSTNode]) -> None:
         scope = self.scopes[-1] if self.scopes else block

@@ -36,10 +36,6 @@ def fix_marker_applies(finding: Finding, unsafe_fixes: bool) -> bool:
     )
 
 
-def all_findings(results: Sequence[FileResult]) -> list[Finding]:
-    return [finding for result in results for finding in result.findings]
-
-
 def render(results: Sequence[FileResult], fmt: str, options: ReportOptions) -> str:
     """The report in ``fmt``; with ``options.statistics``, the per-rule counts instead."""
     if options.statistics:
