@@ -10,7 +10,6 @@ from typing import Optional
 
 from smpfix.base.findings import FileResult, Finding
 
-FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github", "junit")
 # Formats a program reads: nothing else may go to their stream, and no progress bar is shown.
 MACHINE_FORMATS = frozenset({"json", "json-lines", "sarif", "github", "junit"})
 # Formats ``--statistics`` can be printed in (the table as text, or as JSON).

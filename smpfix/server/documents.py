@@ -35,10 +35,6 @@ class Snapshot:
     text: str
     cells: tuple[tuple[str, bool, str], ...] = ()
 
-    @property
-    def is_notebook(self) -> bool:
-        return bool(self.cells) or self.path.endswith(".ipynb")
-
     def notebook_json(self) -> str:
         """The cells as an ``.ipynb`` text, in order (markdown cells keep their place)."""
         cells: list[dict[str, object]] = [
@@ -65,7 +61,6 @@ class Checked:
     # Lines for the editor's log: configuration problems, files that could not be analyzed,
     # rules that crashed.
     problems: tuple[str, ...] = ()
-    excluded: bool = False
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -91,9 +86,7 @@ def check(snapshot: Snapshot, resolved: Resolved) -> Checked:
     if config.exclude and Excluder(list(config.exclude), config.root).matches(
         Path(os.path.abspath(snapshot.path))
     ):
-        return Checked(
-            snapshot, FileResult(snapshot.path), resolved, tuple(problems), excluded=True
-        )
+        return Checked(snapshot, FileResult(snapshot.path), resolved, tuple(problems))
     text = snapshot.notebook_json() if snapshot.cells else snapshot.text
     try:
         result = check_text(text, snapshot.path, resolved.options)
