@@ -16,7 +16,9 @@ import libcst as cst
 
 from smpfix.base.walker import NodeIndex, active_index, children
 
-Scope = Union[cst.Module, cst.FunctionDef]
+# The code a name is bound in: the module or a function (class bodies, lambdas and
+# comprehensions count as part of the code around them).
+CodeScope = Union[cst.Module, cst.FunctionDef]
 T = TypeVar("T")
 
 
@@ -49,7 +51,7 @@ class ParentIndex:
             return None
         return index.order[index.parents[position]]
 
-    def scope_of(self, node: cst.CSTNode) -> Scope:
+    def scope_of(self, node: cst.CSTNode) -> CodeScope:
         """The innermost function whose body holds ``node`` (the module at top level)."""
         for ancestor in self.ancestors(node):
             if isinstance(ancestor, cst.FunctionDef):

@@ -27,10 +27,10 @@ from smpfix.base.imports import (
     smp_member,
 )
 from smpfix.base.literals import UNKNOWN, literal_value
+from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry, Dispatch, walk
 from smpfix.job.launcher import ESTIMATORS
 
-Scope = Union[cst.Module, cst.FunctionDef]
 Block = Union[cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite]
 
 RANK_FUNCTIONS = frozenset(
@@ -88,7 +88,7 @@ class StatementRef:
     statement: cst.BaseStatement
     block: Block
     index: int
-    scope: Scope
+    scope: CodeScope
 
 
 @dataclass(frozen=True)
@@ -255,7 +255,7 @@ class FileFacts:
     def statement_of(self, node: cst.CSTNode) -> Optional[StatementRef]:
         return self.statements.get(node)
 
-    def scope_of_call(self, call: cst.Call) -> Optional[Scope]:
+    def scope_of_call(self, call: cst.Call) -> Optional[CodeScope]:
         """The function whose body runs ``call`` (the module at top level)."""
         where = self.call_statements.get(call)
         return where.scope if where is not None else None
@@ -356,7 +356,7 @@ class _Collector:
         self.ifs: list[cst.If] = []
         self.sdp_setting_reads: list[cst.Attribute] = []
         self.other_bindings: set[str] = set()
-        self.scopes: list[Scope] = []
+        self.scopes: list[CodeScope] = []
 
     def _record_block(self, block: Block, body: Sequence[cst.CSTNode]) -> None:
         scope = self.scopes[-1] if self.scopes else block

@@ -28,8 +28,9 @@ import libcst as cst
 
 from smpfix.base.calls import argument
 from smpfix.base.literals import literal_value
+from smpfix.base.parents import CodeScope
 from smpfix.base.walker import children
-from smpfix.program.facts import FileFacts, Scope
+from smpfix.program.facts import FileFacts
 
 # Methods that only read the dict.
 _READS = frozenset({"get", "keys", "items", "values", "copy", "__contains__", "__getitem__"})
@@ -237,7 +238,7 @@ class _History:
         self.depth = depth
         self.handled: set[int] = set()
 
-    def replay(self, scope: Scope) -> Optional[Entries]:
+    def replay(self, scope: CodeScope) -> Optional[Entries]:
         body: Union[cst.BaseSuite, list[cst.BaseStatement]] = (
             scope.body if isinstance(scope, cst.FunctionDef) else list(scope.body)
         )

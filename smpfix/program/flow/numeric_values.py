@@ -13,10 +13,11 @@ target or any binding smpfix cannot read makes the answer "not known to be a num
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Optional, Union
+from typing import Optional
 
 import libcst as cst
 
+from smpfix.base.parents import CodeScope
 from smpfix.base.walker import children
 from smpfix.program.flow.command_line import (
     CommandLineArgument,
@@ -25,8 +26,6 @@ from smpfix.program.flow.command_line import (
 )
 from smpfix.program.flow.reaching import ReachingDefinitions
 from smpfix.program.project.parsed_file import ParsedFile
-
-Scope = Union[cst.Module, cst.FunctionDef]
 
 _ARITHMETIC = (
     cst.Add,
@@ -56,7 +55,7 @@ class NumericValues:
         self._arguments: Optional[Mapping[str, Sequence[CommandLineArgument]]] = None
         self._assigned: Optional[set[str]] = None
 
-    def is_number(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+    def is_number(self, expr: cst.BaseExpression, scope: CodeScope, depth: int = 0) -> bool:
         if depth > _MAX_DEPTH:
             return False
         if isinstance(expr, (cst.Integer, cst.Float)):
@@ -109,7 +108,7 @@ class NumericValues:
         found = self._arguments.get(name, ())
         return len(found) == 1 and found[0].integer and name not in (self._assigned or set())
 
-    def _bindings(self, name: str, scope: Scope) -> list[tuple[_Binding, Scope]]:
+    def _bindings(self, name: str, scope: CodeScope) -> list[tuple[_Binding, CodeScope]]:
         """Every binding of ``name`` that may give its value in ``scope``, with its scope."""
         own = list(_bindings_in(scope, name))
         if own or isinstance(scope, cst.Module):
@@ -117,7 +116,7 @@ class NumericValues:
         return [(value, self.module) for value in _bindings_in(self.module, name)]
 
 
-def _bindings_in(scope: Scope, name: str) -> Iterator[_Binding]:
+def _bindings_in(scope: CodeScope, name: str) -> Iterator[_Binding]:
     """The bindings of ``name`` in ``scope``'s own body (nested functions and classes excluded)."""
     if isinstance(scope, cst.FunctionDef):
         params = scope.params
@@ -227,7 +226,7 @@ def _mentions(node: cst.CSTNode, name: str) -> bool:
     return any(isinstance(inner, cst.Name) and inner.value == name for inner in iter_nodes(node))
 
 
-def enclosing_scope(stack: Sequence[cst.CSTNode], module: cst.Module) -> Scope:
+def enclosing_scope(stack: Sequence[cst.CSTNode], module: cst.Module) -> CodeScope:
     """The innermost function around the node at the end of ``stack`` (the module at top level)."""
     for node in reversed(stack[:-1]):
         if isinstance(node, cst.FunctionDef):

@@ -18,8 +18,9 @@ from typing import Optional
 
 import libcst as cst
 
+from smpfix.base.parents import CodeScope
 from smpfix.base.walker import iter_nodes
-from smpfix.program.facts import Assignment, FileFacts, Scope, StatementRef, Wrap
+from smpfix.program.facts import Assignment, FileFacts, StatementRef, Wrap
 from smpfix.program.project.local_modules import LocalModules
 from smpfix.program.project.parsed_file import ParsedFile
 from smpfix.program.steps import own_nodes
@@ -38,7 +39,7 @@ class Construction:
     """The call that built the wrapped model, and the function (or module) it runs in."""
 
     call: cst.Call
-    scope: Scope
+    scope: CodeScope
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class ModelClass:
 def reaching_assignments(
     facts: FileFacts,
     name: str,
-    scope: Scope,
+    scope: CodeScope,
     before: Optional[cst.Call] = None,
     before_ref: Optional[StatementRef] = None,
 ) -> tuple[Assignment, ...]:
@@ -95,7 +96,7 @@ def reaching_assignments(
 def latest_assignment(
     facts: FileFacts,
     name: str,
-    scope: Scope,
+    scope: CodeScope,
     before: Optional[cst.Call] = None,
     before_ref: Optional[StatementRef] = None,
 ) -> Optional[Assignment]:
@@ -104,7 +105,7 @@ def latest_assignment(
     return found[0] if found else None
 
 
-def _top_block(scope: Scope) -> cst.CSTNode:
+def _top_block(scope: CodeScope) -> cst.CSTNode:
     return scope if isinstance(scope, cst.Module) else scope.body
 
 
@@ -131,7 +132,7 @@ def wrapped_constructions(facts: FileFacts, wrap: Wrap) -> tuple[Construction, .
 def constructions(
     facts: FileFacts,
     expr: cst.BaseExpression,
-    scope: Scope,
+    scope: CodeScope,
     before: Optional[cst.Call] = None,
     before_ref: Optional[StatementRef] = None,
     depth: int = 0,

@@ -14,8 +14,8 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.call_binding import bind_arguments
-from smpfix.base.parents import ParentIndex
-from smpfix.program.facts import FileFacts, Scope, Wrap
+from smpfix.base.parents import CodeScope, ParentIndex
+from smpfix.program.facts import FileFacts, Wrap
 from smpfix.program.objects.wrapped_model import latest_assignment
 
 
@@ -57,7 +57,7 @@ def wrapped_optimizer_class(facts: FileFacts, wrap: Wrap) -> Optional[str]:
     """The qualified class of the optimizer ``wrap`` wraps (``torch.optim.Adadelta``), if shown."""
     inner = wrap.argument
     if isinstance(inner, cst.Name) and wrap.where is not None:
-        scope: Scope = wrap.where.scope
+        scope: CodeScope = wrap.where.scope
         assignment = latest_assignment(
             facts, inner.value, scope, before=wrap.call, before_ref=wrap.where
         )

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 import libcst as cst
 
 from smpfix.base.findings import Severity
+from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.program.model import Program
 from smpfix.program.objects.model_names import DistributedModelNames
 from smpfix.program.steps import enclosing_step, step_bodies
 from smpfix.rules.rule import FixAvailability, Rule
 
-Scope = Union[cst.Module, cst.FunctionDef]
 _IN_STEP, _ALTERNATIVE, _OUTSIDE = "in step", "alternative to a step", "outside"
 
 
@@ -76,7 +75,7 @@ class ForwardBackwardOutsideStep(Rule):
         self, call: cst.Call, model: str, functions: tuple[cst.FunctionDef, ...]
     ) -> bool:
         """``model(x)`` before ``model = smp.DistributedModel(model)`` in the same function calls the raw model."""
-        scope: Scope = functions[-1] if functions else self.program.module
+        scope: CodeScope = functions[-1] if functions else self.program.module
         wraps = [
             w
             for w in self.program.facts.distributed_models
