@@ -21,7 +21,7 @@ from smpfix.base import notebook
 from smpfix.base.findings import FileError, FileResult, Finding
 from smpfix.engine.discovery import Excluder
 from smpfix.engine.runner import check_text
-from smpfix.server.settings import Resolved
+from smpfix.server.settings import DocumentSettings
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Checked:
 
     snapshot: Snapshot
     result: FileResult
-    resolved: Optional[Resolved] = None
+    resolved: Optional[DocumentSettings] = None
     # Lines for the editor's log: configuration problems, files that could not be analyzed,
     # rules that crashed.
     problems: tuple[str, ...] = ()
@@ -79,7 +79,7 @@ class Checked:
         return by_uri
 
 
-def check(snapshot: Snapshot, resolved: Resolved) -> Checked:
+def check(snapshot: Snapshot, resolved: DocumentSettings) -> Checked:
     """Check ``snapshot`` with ``resolved``; never raises (a crash becomes a problem to log)."""
     problems = list(resolved.problems)
     config = resolved.config
@@ -119,7 +119,7 @@ class FixedText:
     applied: int = 0
 
 
-def fix_all(snapshot: Snapshot, resolved: Resolved) -> FixedText:
+def fix_all(snapshot: Snapshot, resolved: DocumentSettings) -> FixedText:
     """Every safe fix applied, as ``smpfix check --apply`` would write it; nothing is written."""
     options = replace(resolved.options, apply=True)
     try:

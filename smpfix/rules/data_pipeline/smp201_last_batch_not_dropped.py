@@ -22,7 +22,7 @@ from smpfix.program.data.dataloaders import (
 )
 from smpfix.program.data.step_feeds import StepFeeds
 from smpfix.program.flow.call_arguments import CallArguments, Passed, call_arguments
-from smpfix.program.flow.script_numbers import Resolved
+from smpfix.program.flow.script_numbers import ResolvedNumber
 from smpfix.program.flow.values import bound_value
 from smpfix.program.paths.branches import Reach
 from smpfix.program.tensorflow.datasets import is_tf_dataset
@@ -35,7 +35,7 @@ _TF_DROP_REMAINDER = {"batch": 1, "padded_batch": 3}
 
 
 @dataclass(frozen=True)
-class _Batching:
+class _PartialBatchCall:
     """A batching call that may keep a last partial batch, and how to make it drop it."""
 
     call: cst.Call
@@ -52,7 +52,7 @@ class _LastBatch:
     """The arithmetic of the last batch, when the samples and the batch size are known."""
 
     samples: Samples
-    batch: Resolved
+    batch: ResolvedNumber
 
     @property
     def sizes(self) -> list[int]:
@@ -112,7 +112,7 @@ class LastBatchNotDropped(Rule):
         )
 
     # -- candidates -------------------------------------------------------------------------
-    def _candidate(self, call: cst.Call) -> Optional[_Batching]:
+    def _candidate(self, call: cst.Call) -> Optional[_PartialBatchCall]:
         arguments = call_arguments(call, self.program.facts)
         if arguments is None:
             return None  # `*args`, or a `**` dict smpfix cannot read, may set the keyword
@@ -133,7 +133,7 @@ class LastBatchNotDropped(Rule):
                 )
         return None
 
-    def _torch_candidate(self, arguments: CallArguments) -> Optional[_Batching]:
+    def _torch_candidate(self, arguments: CallArguments) -> Optional[_PartialBatchCall]:
         batch_sampler = arguments.passed("batch_sampler", DATALOADER_POSITIONS["batch_sampler"])
         if any(self.program.facts.literal(value) is not None for value in batch_sampler.values):
             return None  # drop_last is the batch sampler's own setting
@@ -144,14 +144,18 @@ class LastBatchNotDropped(Rule):
 
     def _missing(
         self, arguments: CallArguments, keyword: str, position: int, *, tensorflow: bool
-    ) -> Optional[_Batching]:
+    ) -> Optional[_PartialBatchCall]:
         """The call, when the keyword is absent or literally False; None when set or unknowable."""
         passed = arguments.passed(keyword, position)
         if passed.absent:
-            return _Batching(arguments.call, keyword, None, tensorflow, bool(arguments.unpacked))
+            return _PartialBatchCall(
+                arguments.call, keyword, None, tensorflow, bool(arguments.unpacked)
+            )
         value = passed.certain
         if value is not None and self.program.facts.literal(value) is False:
-            return _Batching(arguments.call, keyword, passed, tensorflow, bool(arguments.unpacked))
+            return _PartialBatchCall(
+                arguments.call, keyword, passed, tensorflow, bool(arguments.unpacked)
+            )
         return None
 
     def _is_dataset(self, expr: cst.BaseExpression, seen: set[str]) -> bool:
@@ -200,7 +204,7 @@ class LastBatchNotDropped(Rule):
         )
 
     # -- the arithmetic ---------------------------------------------------------------------
-    def _last_batch(self, batching: _Batching) -> Optional[_LastBatch]:
+    def _last_batch(self, batching: _PartialBatchCall) -> Optional[_LastBatch]:
         """How many samples one rank's loader (or dataset) holds per epoch and in what batches."""
         call = batching.call
         if batching.tensorflow:
@@ -216,7 +220,7 @@ class LastBatchNotDropped(Rule):
                 return None
             given = passed.certain
             batch = (
-                Resolved(1, "the DataLoader default")
+                ResolvedNumber(1, "the DataLoader default")
                 if passed.absent
                 else self.program.numbers.resolve(given)
                 if given is not None
@@ -260,7 +264,9 @@ class LastBatchNotDropped(Rule):
         return severity, text
 
     # -- reporting --------------------------------------------------------------------------
-    def _fix(self, batching: _Batching, index: ParentIndex, safe: bool) -> Optional[PendingFix]:
+    def _fix(
+        self, batching: _PartialBatchCall, index: ParentIndex, safe: bool
+    ) -> Optional[PendingFix]:
         keyword = batching.keyword
         applicability = Applicability.SAFE if safe else Applicability.UNSAFE
         if batching.explicit_false is not None:
@@ -295,7 +301,7 @@ class LastBatchNotDropped(Rule):
             edits = (InsertAfter(last, f", {keyword}=True"),)
         return PendingFix(applicability, f"Add `{keyword}=True`", edits)
 
-    def _flag(self, batching: _Batching, feed: str, index: ParentIndex) -> None:
+    def _flag(self, batching: _PartialBatchCall, feed: str, index: ParentIndex) -> None:
         mb = self.feature("MB")
         keyword = batching.keyword
         code = self.program.code_for(batching.call.func)
