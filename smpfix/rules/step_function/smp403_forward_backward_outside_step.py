@@ -18,7 +18,7 @@ _IN_STEP, _ALTERNATIVE, _OUTSIDE = "in step", "alternative to a step", "outside"
 
 
 @dataclass(frozen=True)
-class _Candidate:
+class _ForwardOrBackward:
     call: cst.Call
     model: str
     backward: bool
@@ -39,7 +39,7 @@ class ForwardBackwardOutsideStep(Rule):
         self.bodies = step_bodies(steps)
         self.step_names = frozenset(step.name for step in steps)
         self.models = DistributedModelNames(self.program.facts, steps)
-        self.candidates: list[_Candidate] = []
+        self.candidates: list[_ForwardOrBackward] = []
         # For each plain function name: where each of its calls is (_IN_STEP, _ALTERNATIVE, _OUTSIDE).
         self.callers_in_step: dict[str, list[str]] = {}
 
@@ -69,7 +69,7 @@ class ForwardBackwardOutsideStep(Rule):
             node, model, functions
         ):
             return
-        self.candidates.append(_Candidate(node, model, backward, functions))
+        self.candidates.append(_ForwardOrBackward(node, model, backward, functions))
 
     def _before_wrap(
         self, call: cst.Call, model: str, functions: tuple[cst.FunctionDef, ...]
@@ -121,7 +121,7 @@ class ForwardBackwardOutsideStep(Rule):
             else:
                 self._flag_forward(candidate)
 
-    def _flag_backward(self, candidate: _Candidate) -> None:
+    def _flag_backward(self, candidate: _ForwardOrBackward) -> None:
         model = candidate.model
         message = (
             f"`{model}.backward(...)` is called outside an `@smp.step` function: the library always raises "
@@ -131,7 +131,7 @@ class ForwardBackwardOutsideStep(Rule):
         )
         self.report(candidate.call, message, severity=Severity.ERROR)
 
-    def _flag_forward(self, candidate: _Candidate) -> None:
+    def _flag_forward(self, candidate: _ForwardOrBackward) -> None:
         pp = self.feature("PP", at=candidate.call)
         severity = self.severity_when(pp)
         if severity is None:
