@@ -22,7 +22,6 @@ from smpfix.plan.models import ModelShape
 from smpfix.plan.setup import Setup
 
 P4D = INSTANCE_TYPES["ml.p4d.24xlarge"]
-P4DE = INSTANCE_TYPES["ml.p4de.24xlarge"]
 V100_16GB = INSTANCE_TYPES["ml.p3.16xlarge"]
 A10G = INSTANCE_TYPES["ml.g5.48xlarge"]
 

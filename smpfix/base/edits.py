@@ -188,14 +188,6 @@ def statement_lines(positions: Positions, statement: cst.CSTNode) -> tuple[int, 
     return positions.line_span(first, last)
 
 
-def _newline_of(text: str) -> str:
-    if text.endswith("\r\n"):
-        return "\r\n"
-    if text.endswith(("\n", "\r")):
-        return text[-1]
-    return ""
-
-
 def _edit(positions: Positions, start: int, end: int, text: str) -> Edit:
     return Edit(
         start=start,

@@ -166,10 +166,3 @@ def smp_member(table: ImportTable, node: cst.BaseExpression) -> Optional[str]:
         if head in ("torch", "tensorflow") and member:
             return member
     return None
-
-
-def smp_call_member(table: ImportTable, node: cst.CSTNode) -> Optional[str]:
-    """For a call of a library function, its member name; None otherwise."""
-    if isinstance(node, cst.Call):
-        return smp_member(table, node.func)
-    return None

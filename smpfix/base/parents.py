@@ -16,7 +16,9 @@ import libcst as cst
 
 from smpfix.base.walker import NodeIndex, active_index, children
 
-Scope = Union[cst.Module, cst.FunctionDef]
+# The code a name is bound in: the module or a function (class bodies, lambdas and
+# comprehensions count as part of the code around them).
+CodeScope = Union[cst.Module, cst.FunctionDef]
 T = TypeVar("T")
 
 
@@ -49,7 +51,7 @@ class ParentIndex:
             return None
         return index.order[index.parents[position]]
 
-    def scope_of(self, node: cst.CSTNode) -> Scope:
+    def scope_of(self, node: cst.CSTNode) -> CodeScope:
         """The innermost function whose body holds ``node`` (the module at top level)."""
         for ancestor in self.ancestors(node):
             if isinstance(ancestor, cst.FunctionDef):
@@ -75,12 +77,3 @@ class ParentIndex:
             b.indent if b.indent is not None else self.module.default_indent
             for b in reversed(blocks)
         )
-
-    def top_level_statement(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        """The statement of the module body that holds ``node``."""
-        previous: cst.CSTNode = node
-        for ancestor in self.ancestors(node):
-            if ancestor is self.module:
-                return previous
-            previous = ancestor
-        return None

@@ -15,12 +15,3 @@ def may_involve_smp(raw: bytes) -> bool:
     # Non-UTF-8 encodings that are ASCII-compatible keep the marker's bytes; UTF-16 files
     # are not Python source that CPython accepts, so they are not considered here.
     return _MARKER in raw
-
-
-def file_may_involve_smp(path: str) -> bool:
-    """True when the file may be relevant, or cannot be read (the read error is reported later)."""
-    try:
-        with open(path, "rb") as handle:
-            return may_involve_smp(handle.read())
-    except OSError:
-        return True

@@ -41,7 +41,6 @@ no v1 rule applies to it.
 
 from __future__ import annotations
 
-import difflib
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -676,8 +675,3 @@ def parse_value(text: str) -> Value:
         except ValueError:
             pass
     return text
-
-
-def closest_key(key: str, flavour: Flavour = Flavour.PYTORCH) -> Optional[str]:
-    matches = difflib.get_close_matches(key, sorted(known_keys(flavour)), n=1, cutoff=0.6)
-    return matches[0] if matches else None

@@ -207,10 +207,6 @@ class SmpVersion:
             return f"{text(self.version)} or {text(self.latest)}"
         return text(self.version)
 
-    @property
-    def major(self) -> int:
-        return self.version[0]
-
     def describe(self) -> str:
         return f"SMP {self.text} ({self.source})"
 

@@ -165,7 +165,6 @@ _COUNTERS: dict[str, Callable[[ModelShape], ParameterCount]] = {
     "bert": _bert,
     "roberta": _bert,
 }
-FAMILIES = frozenset(_COUNTERS)
 
 
 def count_parameters(shape: ModelShape) -> ParameterCount:

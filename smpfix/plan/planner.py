@@ -57,7 +57,7 @@ class PlanInputs:
     code: Optional[ScriptCode] = None
 
 
-class _Unknown(Exception):
+class _UnresolvedInput(Exception):
     """A deciding input smpfix cannot resolve: the plan says why and gives no verdict."""
 
 
@@ -74,16 +74,16 @@ class _Reader:
         default (already in ``job``); without a whole configuration it is unknown, unless the
         library's default applies whatever the rest (``default``)."""
         if key in self.job.unknown:
-            raise _Unknown(
+            raise _UnresolvedInput(
                 f"{key} is set in {self.job.unknown[key]} to a value smpfix cannot resolve"
             )
         setting = self.job.settings.get(key)
         if setting is None:
             if key in LIBRARY_DEFAULTS:
-                raise _Unknown(f"{key} is not set in any configuration smpfix can read")
+                raise _UnresolvedInput(f"{key} is not set in any configuration smpfix can read")
             return default
         if not isinstance(setting.value, int) or isinstance(setting.value, bool):
-            raise _Unknown(f"{key} {setting.value!r} is not an integer ({setting.source})")
+            raise _UnresolvedInput(f"{key} {setting.value!r} is not an integer ({setting.source})")
         if setting.value != LIBRARY_DEFAULTS.get(key, default):
             self.assumptions.append(f"{key} {setting.value} ({setting.source})")
         return setting.value
@@ -159,16 +159,16 @@ def plan(inputs: PlanInputs) -> MemoryPlan:
     )
     try:
         if instance is None:
-            raise _Unknown(_instance_problem(job))
+            raise _UnresolvedInput(_instance_problem(job))
         setup = _setup(reader, instance, code, values, model)
         if model.count is None:
-            raise _Unknown(f"the model's size is unknown: {model.source}")
+            raise _UnresolvedInput(f"the model's size is unknown: {model.source}")
         found = problems(setup)
         if found:
-            raise _Unknown(
+            raise _UnresolvedInput(
                 f"the configuration is one the library refuses ({'; '.join(found)}); the configuration rules report it"
             )
-    except _Unknown as unknown:
+    except _UnresolvedInput as unknown:
         return replace(empty, reason=str(unknown), assumptions=tuple(reader.assumptions))
     return _estimated(empty, model, setup, instance, reader)
 
@@ -304,7 +304,7 @@ def _world(reader: _Reader, instance: InstanceType) -> int:
     per_host = reader.job.settings.get("processes_per_host")
     for key in ("instance_count", "processes_per_host"):
         if key in reader.job.unknown:
-            raise _Unknown(
+            raise _UnresolvedInput(
                 f"{key} is set in {reader.job.unknown[key]} to a value smpfix cannot resolve"
             )
     instances = count.value if count is not None else 1
@@ -312,7 +312,7 @@ def _world(reader: _Reader, instance: InstanceType) -> int:
     if not all(
         isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (instances, processes)
     ):
-        raise _Unknown("instance_count and processes_per_host must be positive integers")
+        raise _UnresolvedInput("instance_count and processes_per_host must be positive integers")
     shown = f"{instances} x {instance.name} ({instance.gpus} x {instance.gpu_model}), {processes} processes per instance"
     notes = [
         note

@@ -48,18 +48,18 @@ class FoundModel:
 
 
 @dataclass(frozen=True)
-class _Candidate:
+class _ModelCandidate:
     count: Optional[ParameterCount]
     shape: Optional[ModelShape]
     description: str
 
 
-def _unresolved(description: str) -> _Candidate:
-    return _Candidate(None, None, description)
+def _unresolved(description: str) -> _ModelCandidate:
+    return _ModelCandidate(None, None, description)
 
 
-def _of_shape(shape: ModelShape, description: str) -> _Candidate:
-    return _Candidate(count_parameters(shape), shape, description)
+def _of_shape(shape: ModelShape, description: str) -> _ModelCandidate:
+    return _ModelCandidate(count_parameters(shape), shape, description)
 
 
 def parse_parameter_count(value: Any) -> Optional[int]:
@@ -133,7 +133,7 @@ def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
             if (candidate := _custom(code, values, reader, linked, call)) is not None
         ]
     unresolved = [candidate.description for candidate in found if candidate.count is None]
-    resolved: dict[ParameterCount, _Candidate] = {}
+    resolved: dict[ParameterCount, _ModelCandidate] = {}
     for candidate in found:
         if candidate.count is not None:
             resolved.setdefault(candidate.count, candidate)
@@ -159,7 +159,7 @@ def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
 
 def _candidate(
     code: ScriptCode, values: ScriptValues, linked: ParsedFile, call: cst.Call
-) -> Optional[_Candidate]:
+) -> Optional[_ModelCandidate]:
     facts = linked.facts
     name = class_name(facts, call.func)
     if name is not None and name in CONFIG_CLASSES:
@@ -173,7 +173,7 @@ def _candidate(
 
 def _configuration(
     code: ScriptCode, values: ScriptValues, linked: ParsedFile, call: cst.Call, name: str
-) -> _Candidate:
+) -> _ModelCandidate:
     where = f"`{name}(...)` at {code.where(linked, call)}"
     if any(arg.keyword is None for arg in call.args):
         return _unresolved(f"{where} takes positional or ** arguments smpfix cannot read")
@@ -201,7 +201,7 @@ def _configuration(
 
 def _checkpoint(
     code: ScriptCode, values: ScriptValues, linked: ParsedFile, call: cst.Call
-) -> _Candidate:
+) -> _ModelCandidate:
     shown = f"`{class_name(linked.facts, call.func.value) if isinstance(call.func, cst.Attribute) else 'from_pretrained'}.from_pretrained(...)`"
     where = f"{shown} at {code.where(linked, call)}"
     first = next(
@@ -236,7 +236,7 @@ def _custom(
     reader: ModelReader,
     linked: ParsedFile,
     call: cst.Call,
-) -> Optional[_Candidate]:
+) -> Optional[_ModelCandidate]:
     """``GPT(args.vocab, args.hidden, ...)`` of a project ``nn.Module`` class, built outside
     any class (inside one, it is a submodule of another model)."""
     name = call.func.value if isinstance(call.func, cst.Name) else None
@@ -265,6 +265,6 @@ def _custom(
             f"{where} builds layers smpfix cannot count (only torch.nn layers and project modules are read)"
         )
     detail = f" ({'; '.join(traced)})" if traced else ""
-    return _Candidate(
+    return _ModelCandidate(
         model.count, model.shape, f"{where}, counted from its torch.nn layers{detail}"
     )

@@ -32,7 +32,7 @@ class Suggestion:
 
 
 @dataclass(frozen=True)
-class _Candidate:
+class _SetupChange:
     knob: str
     change: str
     setup: Setup
@@ -49,12 +49,12 @@ def _divisors(n: int) -> list[int]:
     return sorted({*small, *(n // k for k in small)})
 
 
-def _savers(setup: Setup) -> list[_Candidate]:
+def _savers(setup: Setup) -> list[_SetupChange]:
     """Changes that keep the parallel layout."""
     found = []
     if not setup.activation_checkpointing:
         found.append(
-            _Candidate(
+            _SetupChange(
                 "checkpointing",
                 "turn on activation checkpointing of each transformer layer "
                 "(`smp.set_activation_checkpointing`)",
@@ -62,10 +62,10 @@ def _savers(setup: Setup) -> list[_Candidate]:
             )
         )
     if not setup.oss and setup.sdp == 1 and setup.dp > 1:
-        found.append(_Candidate("oss", "turn on shard_optimizer_state", replace(setup, oss=True)))
+        found.append(_SetupChange("oss", "turn on shard_optimizer_state", replace(setup, oss=True)))
     if setup.activation_checkpointing and not setup.offload_activations:
         found.append(
-            _Candidate(
+            _SetupChange(
                 "offload", "turn on offload_activations", replace(setup, offload_activations=True)
             )
         )
@@ -73,7 +73,7 @@ def _savers(setup: Setup) -> list[_Candidate]:
         for count in _divisors(setup.batch):
             if count > setup.microbatches:
                 found.append(
-                    _Candidate(
+                    _SetupChange(
                         "microbatches",
                         f"raise microbatches to {count}",
                         replace(setup, microbatches=count),
@@ -82,7 +82,7 @@ def _savers(setup: Setup) -> list[_Candidate]:
         for smaller in sorted(_divisors(setup.batch), reverse=True):
             if smaller < setup.batch and smaller % setup.microbatches == 0:
                 found.append(
-                    _Candidate(
+                    _SetupChange(
                         "batch", f"lower the batch to {smaller}", replace(setup, batch=smaller)
                     )
                 )
@@ -103,7 +103,7 @@ def _prescaled(setup: Setup) -> tuple[Setup, str]:
     ), f" with prescaled_batch and a batch of {batch} per tensor-parallel group"
 
 
-def _parallelism(setup: Setup, gpus_per_instance: int) -> list[_Candidate]:
+def _parallelism(setup: Setup, gpus_per_instance: int) -> list[_SetupChange]:
     """More sharding, tensor parallelism or pipeline parallelism over the same GPUs."""
     found = []
     if setup.pp == 1 and not setup.oss:
@@ -112,7 +112,7 @@ def _parallelism(setup: Setup, gpus_per_instance: int) -> list[_Candidate]:
                 # Sharded data parallelism with tensor parallelism needs prescaled_batch.
                 base, how = _prescaled(setup) if setup.tp > 1 else (setup, "")
                 found.append(
-                    _Candidate(
+                    _SetupChange(
                         "sdp",
                         f"set sharded_data_parallel_degree to {degree}{how}",
                         replace(base, sdp=degree),
@@ -122,7 +122,7 @@ def _parallelism(setup: Setup, gpus_per_instance: int) -> list[_Candidate]:
     base, how = _prescaled(setup)
     while degree <= gpus_per_instance:
         found.append(
-            _Candidate(
+            _SetupChange(
                 "tp", f"raise tensor_parallel_degree to {degree}{how}", replace(base, tp=degree)
             )
         )
@@ -132,7 +132,7 @@ def _parallelism(setup: Setup, gpus_per_instance: int) -> list[_Candidate]:
             if degree > setup.pp:
                 microbatches = max(setup.microbatches, degree)
                 found.append(
-                    _Candidate(
+                    _SetupChange(
                         "pp",
                         f"raise pipeline_parallel_degree to {degree} (microbatches {microbatches})",
                         replace(setup, pp=degree, microbatches=microbatches),

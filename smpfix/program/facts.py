@@ -27,7 +27,7 @@ from smpfix.base.imports import (
     smp_member,
 )
 from smpfix.base.literals import UNKNOWN, literal_value
-from smpfix.base.parents import ParentIndex, Scope
+from smpfix.base.parents import CodeScope, ParentIndex
 from smpfix.base.walker import Ancestry, Dispatch, active_index, walk
 from smpfix.job.launcher import ESTIMATORS
 from smpfix.program.names import Assignment, Block, Names, StatementRef
@@ -228,7 +228,7 @@ class FileFacts:
     def statement_of(self, node: cst.CSTNode) -> Optional[StatementRef]:
         return self.statements.get(node)
 
-    def scope_of_call(self, call: cst.Call) -> Optional[Scope]:
+    def scope_of_call(self, call: cst.Call) -> Optional[CodeScope]:
         """The function whose body runs ``call`` (the module at top level)."""
         where = self.call_statements.get(call)
         return where.scope if where is not None else None
@@ -328,8 +328,7 @@ class _Collector:
         self.withs: list[cst.With] = []
         self.ifs: list[cst.If] = []
         self.sdp_setting_reads: list[cst.Attribute] = []
-        self.scopes: list[Scope] = []
-        self.current_statement: list[StatementRef] = []
+        self.scopes: list[CodeScope] = []
 
     def _record_block(self, block: Block, body: Sequence[cst.CSTNode]) -> None:
         scope = self.scopes[-1] if self.scopes else block

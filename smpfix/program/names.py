@@ -32,7 +32,7 @@ from typing import Optional, Union
 import libcst as cst
 
 from smpfix.base.calls import target_names
-from smpfix.base.parents import ParentIndex, Scope
+from smpfix.base.parents import CodeScope, ParentIndex
 from smpfix.base.walker import children, subtree
 
 Block = Union[cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite]
@@ -45,7 +45,7 @@ class StatementRef:
     statement: cst.BaseStatement
     block: Block
     index: int
-    scope: Scope
+    scope: CodeScope
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ class Names:
             seen += 1
         return expr
 
-    def in_scope(self, name: str, scope: Scope) -> tuple[Assignment, ...]:
+    def in_scope(self, name: str, scope: CodeScope) -> tuple[Assignment, ...]:
         """The plain assignments of ``name`` whose statement sits in ``scope`` itself."""
         return tuple(
             a
@@ -153,7 +153,7 @@ class Names:
             found = self._answers[key] = self._reaching(name, use)
         return found
 
-    def scope_of(self, use: cst.CSTNode) -> Scope:
+    def scope_of(self, use: cst.CSTNode) -> CodeScope:
         """The function whose body runs ``use`` (the module at top level): a function's
         decorators, defaults and annotations run where the ``def`` stands, not inside it."""
         child = use
@@ -177,11 +177,7 @@ class Names:
         except _Found as found:
             return self._answer(found.state)
         # The use was not met in order (a decorator, a default value): any binding of the scope.
-        every = [
-            a
-            for a in self.assignments.get(name, ())
-            if a.where is not None and a.where.scope is scope
-        ]
+        every = list(self.in_scope(name, scope))
         return Reaching(tuple(every), opaque=not every)
 
     def _entry(self, name: str, function: cst.FunctionDef) -> frozenset[_Definition]:

@@ -10,7 +10,6 @@ from typing import Optional
 
 from smpfix.base.findings import FileResult, Finding
 
-FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github", "junit")
 # Formats a program reads: nothing else may go to their stream, and no progress bar is shown.
 MACHINE_FORMATS = frozenset({"json", "json-lines", "sarif", "github", "junit"})
 # Formats ``--statistics`` can be printed in (the table as text, or as JSON).
@@ -34,10 +33,6 @@ def fix_marker_applies(finding: Finding, unsafe_fixes: bool) -> bool:
     return finding.fix.applicability.value == "safe" or (
         unsafe_fixes and finding.fix.applicability.value == "unsafe"
     )
-
-
-def all_findings(results: Sequence[FileResult]) -> list[Finding]:
-    return [finding for result in results for finding in result.findings]
 
 
 def render(results: Sequence[FileResult], fmt: str, options: ReportOptions) -> str:

@@ -49,14 +49,14 @@ def directory_uri(cwd: str) -> str:
 
 
 @dataclass(frozen=True)
-class SourceFile:
+class JobFactLocation:
     """A file a job fact came from, with the line it was read at when known."""
 
     path: str
     line: Optional[int]
 
 
-def source_files(source: str, finding_path: str, cwd: str) -> list[SourceFile]:
+def source_files(source: str, finding_path: str, cwd: str) -> list[JobFactLocation]:
     """The existing files (other than the finding's own) that a job-fact ``source`` names.
 
     Several launchers may configure one script (``launcher a.py:3, launcher b.py:9``). A name
@@ -66,7 +66,7 @@ def source_files(source: str, finding_path: str, cwd: str) -> list[SourceFile]:
     (``[tool.smpfix.job]``), else unknown.
     """
     own = os.path.abspath(os.path.join(cwd, finding_path))
-    found_files: list[SourceFile] = []
+    found_files: list[JobFactLocation] = []
     for match in _SOURCE_FILE.finditer(source):
         name = match.group("path")
         candidates = [os.path.join(cwd, name)]
@@ -81,7 +81,7 @@ def source_files(source: str, finding_path: str, cwd: str) -> list[SourceFile]:
         table = _TABLE.match(source[match.end() :].lstrip())
         if line is None and table is not None:
             line = _table_line(found, table.group("table"))
-        found_files.append(SourceFile(os.path.abspath(found), line))
+        found_files.append(JobFactLocation(os.path.abspath(found), line))
     return found_files
 
 

@@ -21,7 +21,7 @@ from smpfix.base import notebook
 from smpfix.base.findings import FileError, FileResult, Finding
 from smpfix.engine.discovery import Excluder
 from smpfix.engine.runner import check_text
-from smpfix.server.settings import Resolved
+from smpfix.server.settings import DocumentSettings
 
 
 @dataclass(frozen=True)
@@ -34,10 +34,6 @@ class Snapshot:
     version: Optional[int]
     text: str
     cells: tuple[tuple[str, bool, str], ...] = ()
-
-    @property
-    def is_notebook(self) -> bool:
-        return bool(self.cells) or self.path.endswith(".ipynb")
 
     def notebook_json(self) -> str:
         """The cells as an ``.ipynb`` text, in order (markdown cells keep their place)."""
@@ -61,11 +57,10 @@ class Checked:
 
     snapshot: Snapshot
     result: FileResult
-    resolved: Optional[Resolved] = None
+    resolved: Optional[DocumentSettings] = None
     # Lines for the editor's log: configuration problems, files that could not be analyzed,
     # rules that crashed.
     problems: tuple[str, ...] = ()
-    excluded: bool = False
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -84,16 +79,14 @@ class Checked:
         return by_uri
 
 
-def check(snapshot: Snapshot, resolved: Resolved) -> Checked:
+def check(snapshot: Snapshot, resolved: DocumentSettings) -> Checked:
     """Check ``snapshot`` with ``resolved``; never raises (a crash becomes a problem to log)."""
     problems = list(resolved.problems)
     config = resolved.config
     if config.exclude and Excluder(list(config.exclude), config.root).matches(
         Path(os.path.abspath(snapshot.path))
     ):
-        return Checked(
-            snapshot, FileResult(snapshot.path), resolved, tuple(problems), excluded=True
-        )
+        return Checked(snapshot, FileResult(snapshot.path), resolved, tuple(problems))
     text = snapshot.notebook_json() if snapshot.cells else snapshot.text
     try:
         result = check_text(text, snapshot.path, resolved.options)
@@ -126,7 +119,7 @@ class FixedText:
     applied: int = 0
 
 
-def fix_all(snapshot: Snapshot, resolved: Resolved) -> FixedText:
+def fix_all(snapshot: Snapshot, resolved: DocumentSettings) -> FixedText:
     """Every safe fix applied, as ``smpfix check --apply`` would write it; nothing is written."""
     options = replace(resolved.options, apply=True)
     try:

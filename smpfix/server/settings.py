@@ -109,7 +109,7 @@ class Configurations:
 
 
 @dataclass(frozen=True)
-class Resolved:
+class DocumentSettings:
     """A document's run options, the configuration they came from, and what went wrong."""
 
     options: RunOptions
@@ -122,7 +122,7 @@ def resolve(
     client: ClientSettings,
     configurations: Configurations,
     project_of: Callable[[Config], Project],
-) -> Resolved:
+) -> DocumentSettings:
     """The options to check ``path`` with, in the project ``project_of`` gives for its
     configuration (its root, its launchers). A broken ``pyproject.toml`` or an unknown
     selector is reported and left out (the defaults apply), so the document is still checked."""
@@ -153,4 +153,4 @@ def resolve(
         root=config.root,
         project=project_of(config),
     )
-    return Resolved(options, config, tuple(problems))
+    return DocumentSettings(options, config, tuple(problems))

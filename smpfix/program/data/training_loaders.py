@@ -210,10 +210,7 @@ class TrainingLoaders:
         parameter, or the function rebinds it."""
         if parameter not in parameter_names(function):
             return None
-        if any(
-            a.where is not None and a.where.scope is function
-            for a in self.facts.assignments.get(parameter, ())
-        ):
+        if self.facts.names.in_scope(parameter, function):
             return None
         given = []
         for node in self.index.nodes():

@@ -28,8 +28,9 @@ import libcst as cst
 
 from smpfix.base.calls import argument
 from smpfix.base.literals import literal_value
+from smpfix.base.parents import CodeScope
 from smpfix.base.walker import children
-from smpfix.program.facts import FileFacts, Scope
+from smpfix.program.facts import FileFacts
 
 # Methods that only read the dict.
 _READS = frozenset({"get", "keys", "items", "values", "copy", "__contains__", "__getitem__"})
@@ -185,9 +186,7 @@ def _name_keys(
         )
         if any(isinstance(p, cst.Param) and p.name.value == name for p in every):
             return None
-        bound_here = any(
-            a.where is not None and a.where.scope is scope for a in facts.assignments.get(name, ())
-        )
+        bound_here = bool(facts.names.in_scope(name, scope))
         if not bound_here:
             # A module-level dict read in a function: any function may have changed it.
             module = _module_of(facts)
@@ -237,7 +236,7 @@ class _History:
         self.depth = depth
         self.handled: set[int] = set()
 
-    def replay(self, scope: Scope) -> Optional[Entries]:
+    def replay(self, scope: CodeScope) -> Optional[Entries]:
         body: Union[cst.BaseSuite, list[cst.BaseStatement]] = (
             scope.body if isinstance(scope, cst.FunctionDef) else list(scope.body)
         )

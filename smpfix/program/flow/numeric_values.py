@@ -13,10 +13,11 @@ target or any binding smpfix cannot read makes the answer "not known to be a num
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Optional, Union
+from typing import Optional
 
 import libcst as cst
 
+from smpfix.base.parents import CodeScope
 from smpfix.base.walker import children
 from smpfix.program.flow.command_line import (
     CommandLineArgument,
@@ -24,8 +25,6 @@ from smpfix.program.flow.command_line import (
     command_line_arguments,
 )
 from smpfix.program.project.parsed_file import ParsedFile
-
-Scope = Union[cst.Module, cst.FunctionDef]
 
 _ARITHMETIC = (
     cst.Add,
@@ -55,7 +54,7 @@ class NumericValues:
         self._arguments: Optional[Mapping[str, Sequence[CommandLineArgument]]] = None
         self._assigned: Optional[set[str]] = None
 
-    def is_number(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+    def is_number(self, expr: cst.BaseExpression, scope: CodeScope, depth: int = 0) -> bool:
         if depth > _MAX_DEPTH:
             return False
         if isinstance(expr, (cst.Integer, cst.Float)):
@@ -108,7 +107,7 @@ class NumericValues:
         found = self._arguments.get(name, ())
         return len(found) == 1 and found[0].integer and name not in (self._assigned or set())
 
-    def _bindings(self, name: str, scope: Scope) -> list[tuple[_Binding, Scope]]:
+    def _bindings(self, name: str, scope: CodeScope) -> list[tuple[_Binding, CodeScope]]:
         """Every binding of ``name`` that may give its value in ``scope``, with its scope."""
         own = list(_bindings_in(scope, name))
         if own or isinstance(scope, cst.Module):
@@ -116,7 +115,7 @@ class NumericValues:
         return [(value, self.module) for value in _bindings_in(self.module, name)]
 
 
-def _bindings_in(scope: Scope, name: str) -> Iterator[_Binding]:
+def _bindings_in(scope: CodeScope, name: str) -> Iterator[_Binding]:
     """The bindings of ``name`` in ``scope``'s own body (nested functions and classes excluded)."""
     if isinstance(scope, cst.FunctionDef):
         params = scope.params
@@ -226,7 +225,7 @@ def _mentions(node: cst.CSTNode, name: str) -> bool:
     return any(isinstance(inner, cst.Name) and inner.value == name for inner in iter_nodes(node))
 
 
-def enclosing_scope(stack: Sequence[cst.CSTNode], module: cst.Module) -> Scope:
+def enclosing_scope(stack: Sequence[cst.CSTNode], module: cst.Module) -> CodeScope:
     """The innermost function around the node at the end of ``stack`` (the module at top level)."""
     for node in reversed(stack[:-1]):
         if isinstance(node, cst.FunctionDef):

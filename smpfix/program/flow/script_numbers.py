@@ -47,7 +47,7 @@ _WORLD_SIZES = frozenset(
 
 
 @dataclass(frozen=True)
-class Resolved:
+class ResolvedNumber:
     """A number and, in words, where it came from (empty for a literal written in place).
     ``assumed``: it rests on an argparse default and no launcher of the script is known, so
     the job may still pass another value as a hyperparameter."""
@@ -69,7 +69,7 @@ class ScriptNumbers:
         self.path = file.path
         self._arguments: Optional[dict[str, list[CommandLineArgument]]] = None
 
-    def resolve(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[Resolved]:
+    def resolve(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[ResolvedNumber]:
         """An int expression: a literal, a name bound once, ``args.x`` through argparse, a
         rank-group size (``smp.tp_size()``, ``smp.dp_size()``) from the job, and products of those."""
         if depth > _MAX_DEPTH:
@@ -78,11 +78,13 @@ class ScriptNumbers:
         expr = self.facts.names.value(expr)
         value = self.facts.literal(expr)
         if is_int(value):
-            return Resolved(value, "" if expr is written else f"`{self.code(written)}` = {value}")
+            return ResolvedNumber(
+                value, "" if expr is written else f"`{self.code(written)}` = {value}"
+            )
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
             found = self._argument(expr.attr.value)
             if found is not None:
-                return Resolved(
+                return ResolvedNumber(
                     found.value, f"`{self.code(expr)}` = {found.value}, {found.how}", found.assumed
                 )
         if isinstance(expr, cst.Call) and not expr.args:
@@ -91,10 +93,10 @@ class ScriptNumbers:
             left, right = self.resolve(expr.left, depth + 1), self.resolve(expr.right, depth + 1)
             if left is not None and right is not None:
                 how = "; ".join(part for part in (left.how, right.how) if part)
-                return Resolved(left.value * right.value, how, left.assumed or right.assumed)
+                return ResolvedNumber(left.value * right.value, how, left.assumed or right.assumed)
         return None
 
-    def microbatches(self) -> Optional[Resolved]:
+    def microbatches(self) -> Optional[ResolvedNumber]:
         """``microbatches`` from the job; an ``smp.init`` entry like ``args.microbatches`` is read
         through argparse when no other source states the value."""
         setting = self.job.settings.get("microbatches")
@@ -103,7 +105,7 @@ class ScriptNumbers:
             and is_int(setting.value)
             and not setting.source.startswith("library default")
         ):
-            return Resolved(int(setting.value), setting.source)
+            return ResolvedNumber(int(setting.value), setting.source)
         if "microbatches" in self.job.unknown:
             return None
         # Only a dict the library reads decides (jobfacts: import-time initialisation ignores it).
@@ -113,12 +115,12 @@ class ScriptNumbers:
         if written is not None:
             resolved = self.resolve(written)
             if resolved is not None:
-                return Resolved(
+                return ResolvedNumber(
                     resolved.value, f"the smp.init({{...}}) dict: {resolved.how}", resolved.assumed
                 )
             return None
         if setting is not None and is_int(setting.value):
-            return Resolved(int(setting.value), setting.source)
+            return ResolvedNumber(int(setting.value), setting.source)
         return None
 
     @property
@@ -132,19 +134,19 @@ class ScriptNumbers:
         return code if len(code) <= 40 else code[:37] + "..."
 
     # -- pieces -------------------------------------------------------------------------------
-    def _group_size(self, call: cst.Call) -> Optional[Resolved]:
+    def _group_size(self, call: cst.Call) -> Optional[ResolvedNumber]:
         member = self.facts.smp_member(call.func)
         if member in SIZE_FUNCTIONS:
             size = group_size(member, self.job)
             return (
-                Resolved(size.value, f"`smp.{member}()` = {size.value}, from {size.how}")
+                ResolvedNumber(size.value, f"`smp.{member}()` = {size.value}, from {size.how}")
                 if size is not None
                 else None
             )
         if self.facts.qualified_name(call.func) in _WORLD_SIZES:
             size = group_size("size", self.job)
             return (
-                Resolved(size.value, f"`{self.code(call)}` = {size.value}, from {size.how}")
+                ResolvedNumber(size.value, f"`{self.code(call)}` = {size.value}, from {size.how}")
                 if size is not None
                 else None
             )
@@ -158,14 +160,14 @@ class ScriptNumbers:
         entry = dict_entries(self.facts.names.value(config.value)).get(key)
         return entry.value if entry is not None else None
 
-    def _argument(self, dest: str) -> Optional[Resolved]:
+    def _argument(self, dest: str) -> Optional[ResolvedNumber]:
         if dest in assigned_attributes(self.facts):
             return None
         launchers = self.launchers
         found = argument_value(dest, self._command_line(), launchers)
         if found is None or not is_int(found.value):
             return None
-        return Resolved(int(found.value), found.how, found.default and not launchers)
+        return ResolvedNumber(int(found.value), found.how, found.default and not launchers)
 
     def _command_line(self) -> dict[str, list[CommandLineArgument]]:
         if self._arguments is None:

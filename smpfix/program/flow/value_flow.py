@@ -32,7 +32,7 @@ from typing import Callable, Optional
 import libcst as cst
 
 from smpfix.base.call_binding import argument_parameter
-from smpfix.base.parents import ParentIndex, Scope
+from smpfix.base.parents import CodeScope, ParentIndex
 from smpfix.program.facts import FileFacts
 from smpfix.program.project.parsed_file import ParsedFile
 
@@ -299,7 +299,7 @@ class ValueFlow:
     def _holder(
         self,
         name: str,
-        scope: Scope,
+        scope: CodeScope,
         element: Optional[int],
         depth: int,
         seen: set[tuple[object, ...]],
@@ -313,7 +313,7 @@ class ValueFlow:
             if self._sees(read, scope, name):
                 yield from self._from(read, element, depth, seen)
 
-    def _sees(self, node: cst.CSTNode, scope: Scope, name: str) -> bool:
+    def _sees(self, node: cst.CSTNode, scope: CodeScope, name: str) -> bool:
         """Does ``name`` at ``node`` mean the binding made in ``scope``? Also from a nested
         function (a closure), unless a function in between binds the name itself."""
         here = self.index.scope_of(node)
@@ -323,17 +323,14 @@ class ValueFlow:
             here = self.index.scope_of(here)
         return True
 
-    def _binds_locally(self, scope: Scope, name: str) -> bool:
+    def _binds_locally(self, scope: CodeScope, name: str) -> bool:
         if not isinstance(scope, cst.FunctionDef):
             return False
         params = scope.params
         every = [*params.posonly_params, *params.params, *params.kwonly_params]
         if any(p.name.value == name for p in every):
             return True
-        return any(
-            a.where is not None and a.where.scope is scope
-            for a in self.facts.assignments.get(name, ())
-        )
+        return bool(self.facts.names.in_scope(name, scope))
 
     # -- functions ----------------------------------------------------------------------------
     def _passed(

@@ -31,8 +31,8 @@ CONTEXT_MEMBERS = frozenset(
 class CreationContext:
     """One library context manager call in a ``with`` item.
 
-    ``tensor_parallelism`` and ``delayed_init`` say whether the context turns the feature on
-    (OFF when the context is about something else); ``delayed_from_config`` is True for
+    ``delayed_init`` says whether the context turns delayed initialisation on (OFF when the
+    context is about something else); ``delayed_from_config`` is True for
     ``model_creation``, whose delayed initialisation follows the job setting
     ``delayed_parameter_initialization``; ``partition`` is the literal stage index of
     ``smp.partition(i)``.
@@ -40,7 +40,6 @@ class CreationContext:
 
     call: cst.Call
     member: str
-    tensor_parallelism: Tri = Tri.OFF
     delayed_init: Tri = Tri.OFF
     delayed_from_config: bool = False
     partition: Optional[int] = None
@@ -68,16 +67,9 @@ def creation_context(facts: FileFacts, expr: cst.BaseExpression) -> Optional[Cre
     if member not in CONTEXT_MEMBERS:
         return None
     if member == "tensor_parallelism":
-        return CreationContext(
-            expr, member, tensor_parallelism=_flag(facts, expr, "enabled", 0, Tri.ON)
-        )
+        return CreationContext(expr, member)
     if member == "model_creation":
-        return CreationContext(
-            expr,
-            member,
-            tensor_parallelism=_flag(facts, expr, "tensor_parallelism", 0, Tri.OFF),
-            delayed_from_config=True,
-        )
+        return CreationContext(expr, member, delayed_from_config=True)
     if member == "delay_param_initialization":
         return CreationContext(expr, member, delayed_init=_flag(facts, expr, "enabled", 0, Tri.ON))
     index = argument(expr, "index", 0)

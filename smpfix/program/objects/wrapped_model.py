@@ -18,7 +18,8 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.program.facts import FileFacts, Scope, Wrap
+from smpfix.base.parents import CodeScope
+from smpfix.program.facts import FileFacts, Wrap
 from smpfix.program.names import Assignment
 from smpfix.program.project.local_modules import LocalModules
 from smpfix.program.project.parsed_file import ParsedFile
@@ -38,7 +39,7 @@ class Construction:
     """The call that built the wrapped model, and the function (or module) it runs in."""
 
     call: cst.Call
-    scope: Scope
+    scope: CodeScope
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def wrapped_constructions(facts: FileFacts, wrap: Wrap) -> tuple[Construction, .
 
 
 def constructions(
-    facts: FileFacts, expr: cst.BaseExpression, scope: Scope, depth: int = 0
+    facts: FileFacts, expr: cst.BaseExpression, scope: CodeScope, depth: int = 0
 ) -> tuple[Construction, ...]:
     """Follow names, ``.to(...)``-like calls and local builder functions to constructor calls."""
     if depth > _MAX_DEPTH:

@@ -44,8 +44,6 @@ _JUMPS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 _NOT_RUN = frozenset({cst.Lambda, cst.FunctionDef, cst.ClassDef})
 _COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
 
-Branch = Union[cst.If, cst.IfExp, cst.Try, cst.Match]
-
 
 @dataclass(frozen=True)
 class Side:

@@ -62,13 +62,13 @@ def group_constant(member: Optional[str]) -> Optional[str]:
 
 @dataclass(frozen=True)
 class Cut:
-    """The coordinates a guard restricts that the group's members do not share.
+    """What a guard cuts when it restricts coordinates that the group's members do not share.
 
-    ``definite`` when one of them certainly varies (a replica index, or a parallelism that
-    is on); otherwise each depends on a parallelism smpfix cannot see (``states``).
+    ``definite`` when one of those coordinates certainly varies (a replica index, or a
+    parallelism that is on); otherwise each depends on a parallelism smpfix cannot see
+    (``states``).
     """
 
-    coordinates: frozenset[str]
     definite: bool
     states: tuple[FeatureState, ...]
 
@@ -102,4 +102,4 @@ def cut(guard_functions: Iterable[str], group: str, job: JobFacts) -> Optional[C
         definite = definite or state.state is Tri.ON
     if not remaining:
         return None
-    return Cut(frozenset(remaining), definite, tuple(states))
+    return Cut(definite, tuple(states))

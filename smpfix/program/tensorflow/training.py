@@ -55,10 +55,6 @@ def horovod_member(facts: FileFacts, node: cst.BaseExpression) -> Optional[str]:
     return None
 
 
-def imports_horovod(facts: FileFacts) -> bool:
-    return any(facts.imports.imports_module(module) for module in _HOROVOD)
-
-
 def is_gradient_tape(facts: FileFacts, node: cst.BaseExpression) -> bool:
     """``tf.GradientTape`` (any import form) or Horovod's ``DistributedGradientTape``."""
     return (

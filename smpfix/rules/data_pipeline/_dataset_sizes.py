@@ -133,7 +133,7 @@ class Samples:
 
 
 # A value: samples, a tuple of values (``load_data()``, ``random_split``), or unknown.
-Value = Union[Samples, tuple["Optional[Value]", ...], None]
+SampleValue = Union[Samples, tuple["Optional[SampleValue]", ...], None]
 
 
 class DatasetSizes:
@@ -193,7 +193,7 @@ class DatasetSizes:
         return self._altered
 
     # -- one expression -------------------------------------------------------------------
-    def _value(self, expr: cst.BaseExpression, depth: int) -> Value:
+    def _value(self, expr: cst.BaseExpression, depth: int) -> SampleValue:
         if depth > _MAX_DEPTH:
             return None
         if isinstance(expr, cst.Name):
@@ -211,11 +211,11 @@ class DatasetSizes:
             return self._arithmetic(expr, depth)
         return None
 
-    def _name(self, name: cst.Name, depth: int) -> Value:
+    def _name(self, name: cst.Name, depth: int) -> SampleValue:
         if name.value in self.altered:
             return None
         reaching = self.flow.reaching(name.value, name)
-        values: list[Value] = []
+        values: list[SampleValue] = []
         for assignment in reaching.assignments:
             if self.runs(assignment.value):
                 values.append(self._value(assignment.value, depth + 1))
@@ -227,7 +227,7 @@ class DatasetSizes:
             values.append(self._unpacked(other, name.value, depth))
         return _either(values)
 
-    def _unpacked(self, statement: cst.Assign, name: str, depth: int) -> Value:
+    def _unpacked(self, statement: cst.Assign, name: str, depth: int) -> SampleValue:
         """The part of ``a, (b, c) = value`` that ``name`` takes."""
         for target in statement.targets:
             path = _path_to(target.target, name)
@@ -241,7 +241,7 @@ class DatasetSizes:
             return value
         return None
 
-    def _call(self, call: cst.Call, depth: int) -> Value:
+    def _call(self, call: cst.Call, depth: int) -> SampleValue:
         published = torchvision_split(call, self.facts)
         if published is not None:
             return Samples(
@@ -276,7 +276,7 @@ class DatasetSizes:
             return self._method(call, call.func, depth)
         return None
 
-    def _method(self, call: cst.Call, func: cst.Attribute, depth: int) -> Value:
+    def _method(self, call: cst.Call, func: cst.Attribute, depth: int) -> SampleValue:
         method = func.attr.value
         if is_tf_dataset(func.value, self.facts):
             return self._tf_method(call, method, self._value(func.value, depth + 1))
@@ -289,7 +289,7 @@ class DatasetSizes:
             return self._reshape(call, func.value, receiver)
         return None
 
-    def _reshape(self, call: cst.Call, receiver: cst.BaseExpression, array: Samples) -> Value:
+    def _reshape(self, call: cst.Call, receiver: cst.BaseExpression, array: Samples) -> SampleValue:
         """``x.reshape(-1, 28, 28, 1)`` keeps the rows when one row still holds ``row_size`` elements;
         ``x.reshape(x.shape[0], ...)`` keeps them whatever the row shape."""
         shape: Sequence[cst.BaseExpression] = [
@@ -308,7 +308,7 @@ class DatasetSizes:
             return None
         return array if math.prod(sizes) == array.row_size else None
 
-    def _subscript(self, subscript: cst.Subscript, depth: int) -> Value:
+    def _subscript(self, subscript: cst.Subscript, depth: int) -> SampleValue:
         value = self._value(subscript.value, depth + 1)
         elements = [element.slice for element in subscript.slice]
         if isinstance(value, tuple):
@@ -345,7 +345,7 @@ class DatasetSizes:
         found = self.numbers.resolve(part)
         return found.value if found is not None else False
 
-    def _arithmetic(self, operation: cst.BinaryOperation, depth: int) -> Value:
+    def _arithmetic(self, operation: cst.BinaryOperation, depth: int) -> SampleValue:
         """``x_train / 255.0``: an array and a number keep the array's rows."""
         left, right = (
             self._value(operation.left, depth + 1),
@@ -360,7 +360,7 @@ class DatasetSizes:
         return None
 
     # -- PyTorch wrappers -----------------------------------------------------------------
-    def _sequence_length(self, expr: cst.BaseExpression, depth: int) -> Value:
+    def _sequence_length(self, expr: cst.BaseExpression, depth: int) -> SampleValue:
         """The length of a literal list, ``range(...)`` or ``list(range(...))`` (``len(ds)`` read as the dataset's)."""
         if isinstance(expr, (cst.List, cst.Tuple)) and not any(
             isinstance(e, cst.StarredElement) for e in expr.elements
@@ -380,7 +380,7 @@ class DatasetSizes:
             return self._sequence_length(expr.args[0].value, depth + 1)
         return self._range(expr, depth) if expr.func.value == "range" else None
 
-    def _range(self, call: cst.Call, depth: int) -> Value:
+    def _range(self, call: cst.Call, depth: int) -> SampleValue:
         """``range(a, b, c)`` (or ``tf.data.Dataset.range``) with known bounds."""
         if len(call.args) > 3 or any(arg.keyword or arg.star for arg in call.args):
             return None
@@ -424,7 +424,7 @@ class DatasetSizes:
         found = self.numbers.resolve(expr)
         return [found.value] if found is not None else None
 
-    def _random_split(self, call: cst.Call, depth: int) -> Value:
+    def _random_split(self, call: cst.Call, depth: int) -> SampleValue:
         dataset, lengths = argument(call, "dataset", 0), argument(call, "lengths", 1)
         whole = self._value(dataset.value, depth + 1) if dataset is not None else None
         parts = self.facts.literal(lengths.value) if lengths is not None else None
@@ -443,7 +443,7 @@ class DatasetSizes:
             for i, size in enumerate(sizes)
         )
 
-    def _concat(self, call: cst.Call, depth: int) -> Value:
+    def _concat(self, call: cst.Call, depth: int) -> SampleValue:
         first = _positional(call, 0)
         if not isinstance(first, (cst.List, cst.Tuple)):
             return None
@@ -503,7 +503,7 @@ class DatasetSizes:
         return whole.then(counts, step, per_rank=True)
 
     # -- tf.data ----------------------------------------------------------------------------
-    def _tf_source(self, call: cst.Call, qualified: str, depth: int) -> Value:
+    def _tf_source(self, call: cst.Call, qualified: str, depth: int) -> SampleValue:
         method = qualified.rsplit(".", 1)[1]
         first = _positional(call, 0)
         if first is None:
@@ -525,7 +525,7 @@ class DatasetSizes:
             return counts[0].then({smallest}, f"`Dataset.zip` stops at the shortest: {smallest}")
         return None
 
-    def _components(self, expr: cst.BaseExpression, depth: int) -> list[Value]:
+    def _components(self, expr: cst.BaseExpression, depth: int) -> list[SampleValue]:
         """The tensors of ``(x, y)`` or ``{"x": x}``, each as a value."""
         if isinstance(expr, (cst.Tuple, cst.List)):
             return [self._value(element.value, depth + 1) for element in expr.elements]
@@ -538,7 +538,7 @@ class DatasetSizes:
         value = self._value(expr, depth + 1)
         return list(value) if isinstance(value, tuple) else [value]
 
-    def _tf_method(self, call: cst.Call, method: str, dataset: Value) -> Value:
+    def _tf_method(self, call: cst.Call, method: str, dataset: SampleValue) -> SampleValue:
         if not isinstance(dataset, Samples):
             return None
         if method in _SAME_COUNT:
@@ -561,7 +561,7 @@ class DatasetSizes:
             return self._shard(call, dataset)
         return None
 
-    def _shard(self, call: cst.Call, dataset: Samples) -> Value:
+    def _shard(self, call: cst.Call, dataset: Samples) -> SampleValue:
         """``.shard(k, i)`` keeps elements ``i, i + k, ...``: ``ceil((n - i) / k)``; with ``i``
         unknown, ``n // k`` on some ranks and one more on others."""
         shards, index = argument(call, "num_shards", 0), argument(call, "index", 1)
@@ -586,7 +586,7 @@ class DatasetSizes:
         return self.numbers.code(node)
 
 
-def _keras(name: str, code: str) -> Value:
+def _keras(name: str, code: str) -> SampleValue:
     train, test, row = KERAS[name]
 
     def part(count: int, split: str, row_size: int) -> Samples:
@@ -598,7 +598,7 @@ def _keras(name: str, code: str) -> Value:
     )
 
 
-def _either(values: Sequence[Value]) -> Value:
+def _either(values: Sequence[SampleValue]) -> SampleValue:
     """The value of a name that several assignments may give: every count any of them gives."""
     if not values or not all(isinstance(value, Samples) for value in values):
         return values[0] if len(values) == 1 else None
@@ -620,7 +620,7 @@ def _either(values: Sequence[Value]) -> Value:
     )
 
 
-def _any_rows(parts: Sequence[Value]) -> Value:
+def _any_rows(parts: Sequence[SampleValue]) -> SampleValue:
     """The rows of tensors that must agree (``from_tensor_slices((x, y))``): any one known."""
     known = [part for part in parts if isinstance(part, Samples)]
     if not known or len({part.counts for part in known}) != 1:

@@ -22,7 +22,7 @@ from smpfix.program.data.dataloaders import (
 )
 from smpfix.program.data.step_feeds import StepFeeds
 from smpfix.program.flow.call_arguments import CallArguments, Passed, call_arguments
-from smpfix.program.flow.script_numbers import Resolved
+from smpfix.program.flow.script_numbers import ResolvedNumber
 from smpfix.program.paths.branches import Reach
 from smpfix.program.tensorflow.datasets import is_tf_dataset
 from smpfix.rules.data_pipeline._dataset_sizes import DatasetSizes, Samples
@@ -51,7 +51,7 @@ class _LastBatch:
     """The arithmetic of the last batch, when the samples and the batch size are known."""
 
     samples: Samples
-    batch: Resolved
+    batch: ResolvedNumber
 
     @property
     def sizes(self) -> list[int]:
@@ -215,7 +215,7 @@ class LastBatchNotDropped(Rule):
                 return None
             given = passed.certain
             batch = (
-                Resolved(1, "the DataLoader default")
+                ResolvedNumber(1, "the DataLoader default")
                 if passed.absent
                 else self.program.numbers.resolve(given)
                 if given is not None

@@ -11,6 +11,7 @@ import libcst as cst
 from smpfix.base.calls import argument, called_name, has_star_kwargs
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
+from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry
 from smpfix.fixes.arguments import append_arguments, block_indentation
 from smpfix.fixes.rank_rewrites import rewrite_terms
@@ -24,7 +25,6 @@ from smpfix.program.data.dataloaders import (
     RANDOM_SAMPLERS,
     SAMPLER_POSITIONS,
 )
-from smpfix.program.facts import Scope
 from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.model import Program
 from smpfix.program.ranks.rank_terms import RankTerm, rank_terms
@@ -120,7 +120,7 @@ class DataRngNotSeededByDpRank(Rule):
         # The function (or module) each seeding call runs in, and the data seeds that are the
         # same on every rank of a replica: a per-rank initialisation seed (SMP501's advice)
         # that such a seed later replaces never reaches the data pipeline.
-        self.scopes: dict[cst.Call, Scope] = {}
+        self.scopes: dict[cst.Call, CodeScope] = {}
         self.consistent_data_seeds: list[cst.Call] = []
         self.init_seeds: list[
             tuple[
@@ -211,7 +211,7 @@ class DataRngNotSeededByDpRank(Rule):
             self._learn_helper(site)
             self._check_site(node, site)
 
-    def _scope(self) -> Scope:
+    def _scope(self) -> CodeScope:
         function = self.ancestry.nearest(cst.FunctionDef)
         return function if isinstance(function, cst.FunctionDef) else self.program.module
 

@@ -191,10 +191,6 @@ class DistributedSamplerUnused(Rule):
             if not isinstance(target, cst.Name):
                 return None
             scope = index.scope_of(parent)
-            here = [
-                a
-                for a in self.program.facts.assignments.get(target.value, ())
-                if a.where is not None and a.where.scope is scope
-            ]
+            here = list(self.program.facts.names.in_scope(target.value, scope))
             return target.value if len(here) == 1 else None
         return None

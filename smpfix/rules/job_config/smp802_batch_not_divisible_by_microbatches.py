@@ -14,7 +14,7 @@ from smpfix.job.jobfacts import Tri
 from smpfix.program.data.dataloaders import DATALOADER_POSITIONS, is_dataloader
 from smpfix.program.data.step_feeds import StepFeeds
 from smpfix.program.flow.call_arguments import call_arguments
-from smpfix.program.flow.script_numbers import Resolved
+from smpfix.program.flow.script_numbers import ResolvedNumber
 from smpfix.program.tensorflow.datasets import is_tf_dataset
 from smpfix.rules.rule import FixAvailability, Rule
 
@@ -22,7 +22,7 @@ _TF_BATCHING = ("batch", "padded_batch")
 
 
 @dataclass(frozen=True)
-class _Batching:
+class _BatchSize:
     """A batch-size value (None: the loader's default of 1) of a loader or dataset call; the
     call's own argument, or an entry of a literal dict it unpacks."""
 
@@ -66,7 +66,7 @@ class BatchNotDivisibleByMicrobatches(Rule):
             ):
                 continue  # a parameter of the enclosing function: its callers decide
             batch = (
-                Resolved(1, "the DataLoader default")
+                ResolvedNumber(1, "the DataLoader default")
                 if batching.size is None
                 else self.program.numbers.resolve(batching.size, 0)
             )
@@ -75,7 +75,7 @@ class BatchNotDivisibleByMicrobatches(Rule):
             self._flag(batching, batch, microbatches, feed)
 
     # -- where batches are made ---------------------------------------------------------------
-    def _candidate(self, call: cst.Call) -> Optional[_Batching]:
+    def _candidate(self, call: cst.Call) -> Optional[_BatchSize]:
         if is_dataloader(call, self.program.facts):
             arguments = call_arguments(call, self.program.facts)
             if arguments is None:
@@ -85,7 +85,7 @@ class BatchNotDivisibleByMicrobatches(Rule):
             size = arguments.passed("batch_size", 1)
             if not size.absent and size.certain is None:
                 return None  # set on some paths only
-            return _Batching(call, size.certain, tensorflow=False)
+            return _BatchSize(call, size.certain, tensorflow=False)
         if any(arg.star for arg in call.args):
             return None
         func = call.func
@@ -95,12 +95,12 @@ class BatchNotDivisibleByMicrobatches(Rule):
             and is_tf_dataset(func.value, self.program.facts)
         ):
             written = argument(call, "batch_size", 0)
-            return _Batching(call, written.value, tensorflow=True) if written is not None else None
+            return _BatchSize(call, written.value, tensorflow=True) if written is not None else None
         return None
 
     # -- reporting ----------------------------------------------------------------------------
     def _flag(
-        self, batching: _Batching, batch: Resolved, microbatches: Resolved, feed: str
+        self, batching: _BatchSize, batch: ResolvedNumber, microbatches: ResolvedNumber, feed: str
     ) -> None:
         mb = microbatches.value
         remainder = batch.value % mb

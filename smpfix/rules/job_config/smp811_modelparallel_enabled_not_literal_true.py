@@ -15,7 +15,6 @@ class ModelparallelEnabledNotLiteralTrue(ConfigRule):
     name = "modelparallel-enabled-not-literal-true"
     summary = "The SageMaker SDK passes the modelparallel parameters on only when `enabled` is the literal `True`."
     fix_availability = FixAvailability.SAFE
-    needs_launcher = True
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional
 
 import libcst as cst
 
@@ -13,6 +13,7 @@ from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability
 from smpfix.base.imports import dotted_name
 from smpfix.base.literals import UNKNOWN
+from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.program.facts import Wrap
 from smpfix.program.model import Program
@@ -22,7 +23,6 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 _BOUNDARY_HELPER = re.compile(r"accum|boundary", re.IGNORECASE)
 _POSITION = 5  # DistributedModel(module, trace_device, ..., overlapping_allreduce, backward_passes_per_step, ...)
-Scope = Union[cst.Module, cst.FunctionDef]
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         self, call: cst.Call
     ) -> Optional[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
         stack = self.ancestry.stack
-        scope: Scope = self.program.module
+        scope: CodeScope = self.program.module
         for index in range(len(stack) - 2, -1, -1):
             node = stack[index]
             if isinstance(node, cst.FunctionDef):
@@ -96,7 +96,7 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         return None
 
     def _early_exit_before(
-        self, ref: StatementRef, scope: Scope
+        self, ref: StatementRef, scope: CodeScope
     ) -> Optional[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
         """``if (i + 1) % k != 0: continue`` earlier in the same block."""
         for earlier in ref.block.body[: ref.index]:
@@ -118,7 +118,7 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         return None
 
     def _boundary_test(
-        self, test: cst.BaseExpression, scope: Scope, negated: bool = False
+        self, test: cst.BaseExpression, scope: CodeScope, negated: bool = False
     ) -> Optional[tuple[bool, Optional[cst.BaseExpression]]]:
         """(True, k) when ``test`` holds at accumulation boundaries (or, ``negated``, between them)."""
         if isinstance(test, cst.BooleanOperation):
@@ -151,7 +151,7 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
             return True, modulo.right  # `if i % k: continue`
         return None
 
-    def _incremented(self, scope: Scope) -> set[str]:
+    def _incremented(self, scope: CodeScope) -> set[str]:
         """Names counted up with ``n += 1`` in ``scope`` (accumulation counters)."""
         key = id(scope)
         if key not in self._counters:

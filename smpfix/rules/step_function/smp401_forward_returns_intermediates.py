@@ -14,8 +14,9 @@ from smpfix.base.calls import argument
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import BOTH
 from smpfix.base.literals import UNKNOWN, literal_value
+from smpfix.base.parents import CodeScope
 from smpfix.base.positions import Positions
-from smpfix.program.facts import FileFacts, Scope
+from smpfix.program.facts import FileFacts
 from smpfix.program.objects.wrapped_model import (
     Construction,
     ModelClass,
@@ -154,7 +155,7 @@ class ForwardReturnsIntermediates(Rule):
         flags: list[tuple[str, cst.CSTNode]] = list(self._true_flags(call)) if model_is_hf else []
         config_arg = argument(call, "config", None if _is_from_pretrained(call) else 0)
         config_name: Optional[str] = None
-        config_scope: Scope = built.scope
+        config_scope: CodeScope = built.scope
         if config_arg is not None:
             config_call: Optional[cst.BaseExpression] = config_arg.value
             if isinstance(config_call, cst.Name):
@@ -195,7 +196,7 @@ class ForwardReturnsIntermediates(Rule):
                 yield arg.keyword.value, arg
 
     def _flag_assignments(
-        self, config_name: Optional[str], models: set[str], scopes: set[Scope]
+        self, config_name: Optional[str], models: set[str], scopes: set[CodeScope]
     ) -> Iterator[tuple[str, cst.Assign, cst.BaseExpression]]:
         """``config.output_hidden_states = ...`` and ``model.config.use_cache = ...`` in these scopes."""
         for statement, ref in self.program.facts.statements.items():

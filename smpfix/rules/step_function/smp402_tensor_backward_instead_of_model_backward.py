@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Optional, Union
+from typing import Optional
 
 import libcst as cst
 
@@ -12,6 +12,7 @@ from smpfix.base.calls import argument
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.imports import dotted_name
+from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts
@@ -24,7 +25,6 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 _UNSUPPORTED = ("retain_graph", "create_graph")
 _AUTOGRAD_BACKWARD = "torch.autograd.backward"
 _MODEL_NAME = re.compile(r"(^|_)model$", re.IGNORECASE)
-Scope = Union[cst.Module, cst.FunctionDef]
 
 
 def _without_parens(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -124,7 +124,7 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         if not enabled:
             return
         names = self.models.names_in_scope(functions)
-        scope: Scope = functions[-1] if functions else self.program.module
+        scope: CodeScope = functions[-1] if functions else self.program.module
         if not names or not self._scope_calls_model(scope, names):
             return
         model = sorted(names)[0] if len(names) == 1 else "model"
@@ -142,7 +142,7 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         )
         self.report(call, message, severity=Severity.ERROR, fix=fix, job_facts=tuple(enabled))
 
-    def _scope_calls_model(self, scope: Scope, names: frozenset[str]) -> bool:
+    def _scope_calls_model(self, scope: CodeScope, names: frozenset[str]) -> bool:
         """Evidence that the loss comes from the wrapped model: the same function calls it."""
         key = id(scope)
         if key not in self._calls_model:

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 import libcst as cst
 
 from smpfix.base.findings import Severity
+from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.program.model import Program
 from smpfix.program.objects.model_names import DistributedModelNames
 from smpfix.program.steps import enclosing_step, step_bodies
 from smpfix.rules.rule import FixAvailability, Rule
 
-Scope = Union[cst.Module, cst.FunctionDef]
 _IN_STEP, _ALTERNATIVE, _OUTSIDE = "in step", "alternative to a step", "outside"
 
 
 @dataclass(frozen=True)
-class _Candidate:
+class _ForwardOrBackward:
     call: cst.Call
     model: str
     backward: bool
@@ -40,7 +39,7 @@ class ForwardBackwardOutsideStep(Rule):
         self.bodies = step_bodies(steps)
         self.step_names = frozenset(step.name for step in steps)
         self.models = DistributedModelNames(self.program.facts, steps)
-        self.candidates: list[_Candidate] = []
+        self.candidates: list[_ForwardOrBackward] = []
         # For each plain function name: where each of its calls is (_IN_STEP, _ALTERNATIVE, _OUTSIDE).
         self.callers_in_step: dict[str, list[str]] = {}
 
@@ -70,13 +69,13 @@ class ForwardBackwardOutsideStep(Rule):
             node, model, functions
         ):
             return
-        self.candidates.append(_Candidate(node, model, backward, functions))
+        self.candidates.append(_ForwardOrBackward(node, model, backward, functions))
 
     def _before_wrap(
         self, call: cst.Call, model: str, functions: tuple[cst.FunctionDef, ...]
     ) -> bool:
         """``model(x)`` before ``model = smp.DistributedModel(model)`` in the same function calls the raw model."""
-        scope: Scope = functions[-1] if functions else self.program.module
+        scope: CodeScope = functions[-1] if functions else self.program.module
         wraps = [
             w
             for w in self.program.facts.distributed_models
@@ -122,7 +121,7 @@ class ForwardBackwardOutsideStep(Rule):
             else:
                 self._flag_forward(candidate)
 
-    def _flag_backward(self, candidate: _Candidate) -> None:
+    def _flag_backward(self, candidate: _ForwardOrBackward) -> None:
         model = candidate.model
         message = (
             f"`{model}.backward(...)` is called outside an `@smp.step` function: the library always raises "
@@ -132,7 +131,7 @@ class ForwardBackwardOutsideStep(Rule):
         )
         self.report(candidate.call, message, severity=Severity.ERROR)
 
-    def _flag_forward(self, candidate: _Candidate) -> None:
+    def _flag_forward(self, candidate: _ForwardOrBackward) -> None:
         pp = self.feature("PP", at=candidate.call)
         severity = self.severity_when(pp)
         if severity is None:

@@ -449,7 +449,7 @@ def _is_return(statement: cst.CSTNode) -> bool:
     )
 
 
-class _Rename(cst.CSTTransformer):
+class _SubstituteArguments(cst.CSTTransformer):
     """Spell a moved statement's parameter names as the caller's arguments."""
 
     def __init__(self, renames: Mapping[str, cst.BaseExpression]) -> None:
@@ -473,5 +473,5 @@ def _renamed(
     kept = [line for line in statement.leading_lines if line.comment is not None]
     result = statement.with_changes(leading_lines=kept)
     if renames:
-        result = result.visit(_Rename(renames))  # type: ignore[assignment]
+        result = result.visit(_SubstituteArguments(renames))  # type: ignore[assignment]
     return result

@@ -269,11 +269,7 @@ class ActivationCheckpointingApiMisuse(Rule):
         root = outer.module.split(".", 1)[0]
         if _loop_binding(parents, outer.call, root) is not _loop_binding(parents, inner.call, root):
             return False
-        assigned = [
-            a
-            for a in self.program.facts.assignments.get(root, ())
-            if a.where is not None and a.where.scope is scope
-        ]
+        assigned = list(self.program.facts.names.in_scope(root, scope))
         return len(assigned) <= 1
 
 

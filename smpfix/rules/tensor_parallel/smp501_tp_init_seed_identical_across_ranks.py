@@ -12,7 +12,7 @@ from smpfix.base.calls import argument, has_star_kwargs, names_in
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability
 from smpfix.base.imports import dotted_name
-from smpfix.base.parents import ParentIndex, Scope
+from smpfix.base.parents import CodeScope, ParentIndex
 from smpfix.base.walker import iter_nodes
 from smpfix.fixes.references import smp_reference
 from smpfix.job.groups import DIFFERS_ACROSS_TP, family_of
@@ -158,7 +158,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
 
     def _last_on_path(
         self,
-        scope: Scope,
+        scope: CodeScope,
         point: cst.Call,
         seedings: list[_Seeding],
         index: ParentIndex,
@@ -192,9 +192,9 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
 
     # -- is the seed per rank -----------------------------------------------------------------
     @staticmethod
-    def _bindings(index: ParentIndex) -> Mapping[str, list[tuple[Scope, cst.BaseExpression]]]:
+    def _bindings(index: ParentIndex) -> Mapping[str, list[tuple[CodeScope, cst.BaseExpression]]]:
         """``seed = ...``, ``args.seed = ...``, ``seed += ...``: each with the function it is in."""
-        found: dict[str, list[tuple[Scope, cst.BaseExpression]]] = {}
+        found: dict[str, list[tuple[CodeScope, cst.BaseExpression]]] = {}
         for node in index.nodes():
             if isinstance(node, cst.Assign):
                 targets, value = [target.target for target in node.targets], node.value
@@ -220,8 +220,8 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
     def _per_rank(
         self,
         expr: cst.BaseExpression,
-        scope: Scope,
-        bindings: Mapping[str, list[tuple[Scope, cst.BaseExpression]]],
+        scope: CodeScope,
+        bindings: Mapping[str, list[tuple[CodeScope, cst.BaseExpression]]],
         depth: int,
     ) -> bool:
         """Does ``expr`` hold a rank term, directly or through a name bound to one in its function?"""

@@ -17,8 +17,8 @@ import libcst as cst
 
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
+from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry, iter_nodes
-from smpfix.program.facts import Scope
 from smpfix.program.model import Program
 from smpfix.rules.rule import Rule
 
@@ -119,7 +119,7 @@ class TfCheckpointRestoreUnsupported(Rule):
                 return node
         return call
 
-    def _later_loops(self, scope: Scope, call: cst.Call) -> Iterator[cst.CSTNode]:
+    def _later_loops(self, scope: CodeScope, call: cst.Call) -> Iterator[cst.CSTNode]:
         """Loops of the function (or module) that runs ``call``, after it in the source."""
         for node in iter_nodes(scope if isinstance(scope, cst.Module) else scope.body):
             if isinstance(node, _LOOPS) and self._after(node, call):

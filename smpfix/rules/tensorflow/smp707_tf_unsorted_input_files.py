@@ -18,12 +18,12 @@ from smpfix.base.calls import argument, has_star_kwargs
 from smpfix.base.edits import InsertAfter, InsertBefore, NodeEdit
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
+from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.fixes.arguments import append_arguments, block_indentation
 from smpfix.fixes.references import smp_reference, spelled
 from smpfix.job.groups import DataJob
 from smpfix.job.jobfacts import Feature, FeatureState, Tri
-from smpfix.program.facts import Scope
 from smpfix.program.model import Program
 from smpfix.program.objects.wrapped_model import reaching_assignments
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
@@ -81,7 +81,7 @@ class TfUnsortedInputFiles(Rule):
             and not node.args[0].star
         ):
             function = self.ancestry.nearest(cst.FunctionDef)
-            scope: Scope = (
+            scope: CodeScope = (
                 function if isinstance(function, cst.FunctionDef) else self.program.module
             )
             listing = self._listing(node.args[0].value, scope, node, 0)
@@ -91,7 +91,7 @@ class TfUnsortedInputFiles(Rule):
 
     # -- following the file names ----------------------------------------------------------------
     def _listing(
-        self, expr: cst.BaseExpression, scope: Scope, before: Optional[cst.Call], depth: int
+        self, expr: cst.BaseExpression, scope: CodeScope, before: Optional[cst.Call], depth: int
     ) -> Optional[cst.Call]:
         """The unsorted directory listing ``expr`` carries, if any (None once it is sorted).
 

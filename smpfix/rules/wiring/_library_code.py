@@ -41,10 +41,6 @@ class LibraryCode:
         self.module_level = any(self._uses_library(s) for s in top)
         self.functions = self._library_functions(top if self.module_level else [])
 
-    def uses_library(self, node: cst.CSTNode) -> bool:
-        """Whether ``node``'s code calls a library member (nested functions and classes excluded)."""
-        return self._uses_library(node)
-
     def runs_with_library(self, node: cst.CSTNode) -> bool:
         if self._in_non_library_branch(node):
             return False

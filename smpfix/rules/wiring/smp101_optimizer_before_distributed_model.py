@@ -19,7 +19,7 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 _PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
 
 
-class _Rename(cst.CSTTransformer):
+class _RenameVariable(cst.CSTTransformer):
     """Rename a variable (not attributes or keywords of the same spelling)."""
 
     def __init__(self, old: str, new: str) -> None:
@@ -133,7 +133,7 @@ class OptimizerBeforeDistributedModel(Rule):
         safe = not (inputs & redefined)
         moved = statement
         if wrap.target != model:
-            moved = statement.visit(_Rename(model, wrap.target))  # type: ignore[assignment]
+            moved = statement.visit(_RenameVariable(model, wrap.target))  # type: ignore[assignment]
         applicability = Applicability.SAFE if safe else Applicability.UNSAFE
         rename = "" if wrap.target == model else f", taking `{wrap.target}.parameters()`"
         return PendingFix(

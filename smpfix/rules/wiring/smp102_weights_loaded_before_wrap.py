@@ -18,10 +18,11 @@ from smpfix.base.calls import argument, bound_names, names_in
 from smpfix.base.edits import DeleteStatementLines, InsertStatementAfter
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.imports import dotted_name
+from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.job.versions import leading
-from smpfix.program.facts import Scope, Wrap
+from smpfix.program.facts import Wrap
 from smpfix.program.model import Program
 from smpfix.program.names import StatementRef
 from smpfix.program.objects.hf_models import pretrained_model_call
@@ -36,7 +37,7 @@ class _StateLoad:
     root: Optional[str]
     direct: bool
     line: Optional[cst.SimpleStatementLine]
-    scope: Optional[Scope]
+    scope: Optional[CodeScope]
 
 
 def _root(expr: cst.BaseExpression) -> Optional[str]:
@@ -264,7 +265,7 @@ class WeightsLoadedBeforeWrap(Rule):
                 )
 
     def _is_full_state(
-        self, expr: cst.BaseExpression, scope: Optional[Scope], depth: int = 0
+        self, expr: cst.BaseExpression, scope: Optional[CodeScope], depth: int = 0
     ) -> bool:
         """A whole-model state dict: ``torch.load(...)``, ``smp.load(..., partial=False)``, ``x.state_dict()``, a translation."""
         while isinstance(expr, cst.Subscript):

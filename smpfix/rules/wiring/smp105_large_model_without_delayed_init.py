@@ -59,7 +59,7 @@ class _Size:
 
 
 @dataclass(frozen=True)
-class _Candidate:
+class _ModelConstruction:
     call: cst.Call
     size: _Size
     function: Optional[str]
@@ -76,7 +76,7 @@ class LargeModelWithoutDelayedInit(Rule):
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)
-        self._candidates: list[_Candidate] = []
+        self._candidates: list[_ModelConstruction] = []
         self._called_in: dict[str, list[tuple[CreationContext, ...]]] = {}
         self._open: list[tuple[CreationContext, ...]] = []
 
@@ -95,7 +95,7 @@ class LargeModelWithoutDelayedInit(Rule):
         if size is not None and size.parameters >= THRESHOLD:
             function = self.ancestry.nearest(cst.FunctionDef)
             name = function.name.value if isinstance(function, cst.FunctionDef) else None
-            self._candidates.append(_Candidate(node, size, name, contexts))
+            self._candidates.append(_ModelConstruction(node, size, name, contexts))
 
     # -- how big -----------------------------------------------------------------------------
     def _model_size(self, call: cst.Call) -> Optional[_Size]:
@@ -186,7 +186,7 @@ class LargeModelWithoutDelayedInit(Rule):
             for c in contexts
         )
 
-    def _flag(self, candidate: _Candidate, in_model_creation: bool) -> None:
+    def _flag(self, candidate: _ModelConstruction, in_model_creation: bool) -> None:
         delayed = self.feature("DELAYED_INIT")
         billions = candidate.size.parameters / 1e9
         shown = self.program.code_for(candidate.call.func)
