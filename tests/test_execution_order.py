@@ -3,8 +3,13 @@ this run before that, on one path?" used by SMP108-SMP111 and SMP115-SMP116."""
 
 from __future__ import annotations
 
+import random
+
 import libcst as cst
 from conftest import parsed
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from smp_scripts import render
 
 from smpfix.program.order.execution import (
     ExecutionOrder,
@@ -12,6 +17,7 @@ from smpfix.program.order.execution import (
     functions_calling,
     happens,
 )
+from smpfix.program.order.sides import branch_sides
 
 
 def _order(source: str):
@@ -108,3 +114,103 @@ def test_before_and_after_skip_exclusive_runs() -> None:
     is_init = lambda run: module.code_for_node(run.call.func) == "smp.init"  # noqa: E731
     assert order.before(rank, is_init) == []
     assert order.after(rank, is_init) == [init_b]
+
+
+# -- one definition of "never both run" -------------------------------------------------------
+
+_BRANCHY = """
+import smdistributed.modelparallel.torch as smp
+
+
+def helper(flag):
+    if flag:
+        return smp.rank()
+    smp.barrier()
+    try:
+        smp.save({}, "a")
+    except OSError:
+        smp.save({}, "b")
+    else:
+        smp.save({}, "c")
+    finally:
+        smp.barrier()
+    value = smp.dp_rank() if flag else smp.tp_rank()
+    match flag:
+        case 1:
+            smp.init()
+        case _:
+            smp.size()
+    for item in range(3):
+        if item:
+            continue
+        smp.local_rank()
+    return value
+
+
+def main():
+    if smp.rank() == 0:
+        helper(True)
+    elif smp.dp_rank() == 0:
+        raise SystemExit(1)
+    else:
+        helper(False)
+    smp.barrier()
+
+
+main()
+"""
+
+
+def _sides_agree(source: str) -> None:
+    """Every call the trace follows sits on the sides ``branch_sides`` reads from the tree:
+    those of each call that led there, then its own."""
+    file = parsed(source)
+    order = ExecutionOrder.of_file(file)
+    assert order.runs
+    for run in order.runs:
+        expected = tuple(
+            side for call in (*run.through, run.call) for side in branch_sides(file.parents, call)
+        )
+        assert run.sides == expected, file.code_for(run.call)
+
+
+def test_the_trace_and_the_tree_agree_on_branch_sides() -> None:
+    _sides_agree(_BRANCHY)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rng=st.randoms(use_true_random=False))
+def test_the_trace_and_the_tree_agree_on_branch_sides_of_generated_scripts(
+    rng: random.Random,
+) -> None:
+    _sides_agree(render(rng).text)
+
+
+def _call(file, code: str):
+    return next(call for call in file.facts.call_order if file.code_for(call) == code)
+
+
+def test_exclusive_knows_every_kind_of_branch() -> None:
+    file = parsed(_BRANCHY)
+    order = ExecutionOrder.of_file(file)
+    pairs = {
+        ("smp.rank()", "smp.barrier()"): True,  # after `if flag: return`
+        ('smp.save({}, "a")', 'smp.save({}, "b")'): True,  # try body and handler
+        ('smp.save({}, "c")', 'smp.save({}, "b")'): True,  # try else and handler
+        ('smp.save({}, "a")', 'smp.save({}, "c")'): False,
+        ("smp.dp_rank()", "smp.tp_rank()"): True,  # a conditional expression
+        ("smp.init()", "smp.size()"): True,  # match cases
+        ("helper(True)", "helper(False)"): True,  # if and else
+    }
+    for (first, second), answer in pairs.items():
+        assert order.exclusive(_call(file, first), _call(file, second)) is answer, (first, second)
+
+
+def test_runs_before_is_source_order_without_exclusive_sides() -> None:
+    file = parsed(_BRANCHY)
+    order = ExecutionOrder.of_file(file)
+    assert order.runs_before(_call(file, 'smp.save({}, "a")'), _call(file, 'smp.save({}, "c")'))
+    assert not order.runs_before(_call(file, 'smp.save({}, "c")'), _call(file, 'smp.save({}, "a")'))
+    assert not order.runs_before(_call(file, "helper(True)"), _call(file, "helper(False)"))
+    # Across functions: the order the file is written in.
+    assert order.runs_before(_call(file, "smp.local_rank()"), _call(file, "helper(True)"))

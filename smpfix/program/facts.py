@@ -233,10 +233,6 @@ class FileFacts:
         where = self.call_statements.get(call)
         return where.scope if where is not None else None
 
-    def runs_before(self, first: cst.Call, second: cst.Call) -> bool:
-        """Source order of two calls, which is execution order within one function body."""
-        return self.call_order.get(first, -1) < self.call_order.get(second, -1)
-
     @cached_property
     def calls_by_name(self) -> Mapping[str, tuple[cst.Call, ...]]:
         """Calls of plain names (``train_step(...)``, ``evaluate(...)``), grouped by the name."""

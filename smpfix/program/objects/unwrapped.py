@@ -21,9 +21,11 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.imports import dotted_name
-from smpfix.program.facts import FileFacts, Wrap
+from smpfix.program.facts import Wrap
 from smpfix.program.names import Names
 from smpfix.program.objects.model_names import DistributedModelNames
+from smpfix.program.order.execution import ExecutionOrder
+from smpfix.program.project.parsed_file import ParsedFile
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class Unwrapped:
 
 
 def _same_binding(
-    facts: FileFacts,
+    file: ParsedFile,
     name: str,
     wrap: Wrap,
     use: cst.BaseExpression,
@@ -46,8 +48,9 @@ def _same_binding(
     definitions, and the use runs later when both are in one function)?"""
     if wrap.argument is None or wrap.where is None:
         return False
-    flow = facts.names
-    if flow.index.scope_of(use) is wrap.where.scope and not facts.runs_before(wrap.call, at):
+    flow = file.facts.names
+    order = file.answer(ExecutionOrder)
+    if flow.index.scope_of(use) is wrap.where.scope and not order.runs_before(wrap.call, at):
         return False
     at_wrap, at_use = flow.reaching(name, wrap.argument), flow.reaching(name, use)
     if not at_wrap.assignments or at_wrap.opaque or at_use.opaque:
@@ -64,7 +67,7 @@ def _visible(flow: Names, wrap: Wrap, use: cst.BaseExpression) -> Optional[str]:
 
 
 def raw_name(
-    facts: FileFacts, expr: cst.BaseExpression, wraps: Sequence[Wrap], at: cst.Call
+    file: ParsedFile, expr: cst.BaseExpression, wraps: Sequence[Wrap], at: cst.Call
 ) -> Optional[Unwrapped]:
     """``expr`` (an argument of the call ``at``) is a name that still holds the object one of
     ``wraps`` wrapped."""
@@ -73,16 +76,18 @@ def raw_name(
     for wrap in wraps:
         if wrap.argument_name != expr.value or wrap.target in (None, expr.value):
             continue
-        if _same_binding(facts, expr.value, wrap, expr, at):
+        if _same_binding(file, expr.value, wrap, expr, at):
             wrapper = dotted_name(wrap.call.func) or "the wrapper"
             return Unwrapped(
-                expr, _visible(facts.names, wrap, expr), f"the object that `{wrapper}(...)` wrapped"
+                expr,
+                _visible(file.facts.names, wrap, expr),
+                f"the object that `{wrapper}(...)` wrapped",
             )
     return None
 
 
 def raw_module(
-    facts: FileFacts,
+    file: ParsedFile,
     expr: cst.BaseExpression,
     models: DistributedModelNames,
     functions: Sequence[cst.FunctionDef],
@@ -90,7 +95,7 @@ def raw_module(
 ) -> Optional[Unwrapped]:
     """``expr`` is the module inside the ``smp.DistributedModel``: the name it wrapped,
     ``model.module`` or ``model.get_module()``."""
-    found = raw_name(facts, expr, facts.distributed_models, at)
+    found = raw_name(file, expr, file.facts.distributed_models, at)
     if found is not None:
         return found
     inner = expr

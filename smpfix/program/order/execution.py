@@ -27,11 +27,15 @@ helper module's functions) is simply not in the order.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, Optional, Union
 
 import libcst as cst
 
+from smpfix.base.parents import ParentIndex
+from smpfix.base.walker import NodeIndex
+from smpfix.program.order.sides import JUMPS, Side, branch_sides, exclusive, exit_side, jumps
 from smpfix.program.project.parsed_file import ParsedFile
 from smpfix.program.steps import StepFunctions
 
@@ -39,19 +43,9 @@ MAX_DEPTH = 4
 # Calls recorded per file at most: a script whose helpers call each other in many places
 # would otherwise be replayed once per path; past this the order ends (rules see less).
 _BUDGET = 20_000
-_JUMPS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 # Code inside these does not run where it is written.
 _NOT_RUN = frozenset({cst.Lambda, cst.FunctionDef, cst.ClassDef})
 _COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
-
-
-@dataclass(frozen=True)
-class Side:
-    """One side of a branch: ``arm`` 0 is an ``if`` body (or ``try`` body), 1 its ``else``;
-    ``try`` handlers and ``match`` cases are numbered from 1 and 0."""
-
-    branch: cst.CSTNode
-    arm: int
 
 
 @dataclass(frozen=True)
@@ -73,34 +67,76 @@ class Run:
 
     def exclusive_with(self, other: Run) -> bool:
         """Whether the two sit on different sides of one branch (never both in one run)."""
-        mine = {id(side.branch): side.arm for side in self.sides}
-        return any(mine.get(id(side.branch), side.arm) != side.arm for side in other.sides)
+        return exclusive(self.sides, other.sides)
 
 
-@dataclass(frozen=True)
 class ExecutionOrder:
-    """Every call the top of the file reaches, in the order it runs (``Run.order``)."""
+    """The order of one file's calls: every call the top of the file reaches, in the order it
+    runs (``Run.order``, followed lazily on the first question about runs), and for any two
+    calls of the file whether one can run before the other."""
 
-    runs: tuple[Run, ...]
-    complete: bool = True
-    _by_call: dict[int, tuple[Run, ...]] = field(default_factory=dict, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        grouped: dict[int, list[Run]] = {}
-        for run in self.runs:
-            grouped.setdefault(id(run.call), []).append(run)
-        self._by_call.update({key: tuple(value) for key, value in grouped.items()})
+    def __init__(
+        self,
+        module: cst.Module,
+        index: NodeIndex,
+        aliases: Optional[Mapping[str, cst.FunctionDef]] = None,
+    ) -> None:
+        """``aliases`` names functions that run under another name (``train_step =
+        smp.step(f)``: ``train_step`` runs ``f``)."""
+        self.module = module
+        self.index = index
+        self.parents = ParentIndex(module, index)
+        self.aliases = aliases or {}
 
     @classmethod
     def of_file(cls, file: ParsedFile) -> ExecutionOrder:
         """The order of a checked file, with step functions followed under the names callers use."""
         steps = file.answer(StepFunctions)
         aliases = {step.name: step.function for step in steps if step.function is not None}
-        return execution_order(file.module, aliases)
+        return cls(file.module, file.index, aliases)
+
+    @cached_property
+    def _traced(self) -> tuple[tuple[Run, ...], bool, dict[int, tuple[Run, ...]]]:
+        tracer = _Tracer(self.module, self.aliases)
+        tracer.block(self.module.body, (), False, (), tracer.module_functions)
+        grouped: dict[int, list[Run]] = {}
+        for run in tracer.runs:
+            grouped.setdefault(id(run.call), []).append(run)
+        by_call = {key: tuple(value) for key, value in grouped.items()}
+        return tuple(tracer.runs), not tracer.exhausted, by_call
+
+    @property
+    def runs(self) -> tuple[Run, ...]:
+        return self._traced[0]
+
+    @property
+    def complete(self) -> bool:
+        """False when the file's calls were too many to follow to the end."""
+        return self._traced[1]
+
+    def exclusive(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """Whether the two sit on different sides of one branch of their function (never both
+        in one run of it): ``smpfix.program.order.sides``."""
+        return exclusive(branch_sides(self.parents, first), branch_sides(self.parents, second))
+
+    def runs_before(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """Whether ``first`` can run before ``second``: it is written first and, in one
+        function, the two are not on exclusive sides of a branch. Across functions the answer
+        is the file's order, without following calls (``runs`` follows them from the top)."""
+        positions = self.index.positions
+        if positions.get(id(first), -1) >= positions.get(id(second), -1):
+            return False
+        if self.parents.scope_of(first) is not self.parents.scope_of(second):
+            return True
+        return not self.exclusive(first, second)
+
+    def same_function(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """Whether one run of one function body runs both (module code counts as one)."""
+        return self.parents.scope_of(first) is self.parents.scope_of(second)
 
     def runs_of(self, call: cst.Call) -> tuple[Run, ...]:
         """Each time ``call`` runs (none when the top of the file never reaches it)."""
-        return self._by_call.get(id(call), ())
+        return self._traced[2].get(id(call), ())
 
     def matching(self, predicate: Callable[[Run], bool]) -> list[Run]:
         return [run for run in self.runs if predicate(run)]
@@ -125,11 +161,8 @@ class ExecutionOrder:
 def execution_order(
     module: cst.Module, aliases: Optional[Mapping[str, cst.FunctionDef]] = None
 ) -> ExecutionOrder:
-    """The file's calls in the order they run from its top. ``aliases`` names functions that
-    run under another name (``train_step = smp.step(f)``: ``train_step`` runs ``f``)."""
-    tracer = _Tracer(module, aliases or {})
-    tracer.block(module.body, (), False, (), tracer.module_functions)
-    return ExecutionOrder(tuple(tracer.runs), complete=not tracer.exhausted)
+    """The order of a tree that no analysis holds (one indexed for the question)."""
+    return ExecutionOrder(module, NodeIndex(module), aliases)
 
 
 def functions_calling(
@@ -239,7 +272,7 @@ class _Tracer:
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 self.expression(small, sides, *args)
-                if isinstance(small, _JUMPS):
+                if isinstance(small, JUMPS):
                     return True
             return False
         if isinstance(statement, cst.If):
@@ -288,22 +321,18 @@ class _Tracer:
         through: tuple[cst.Call, ...],
         functions: Mapping[str, cst.FunctionDef],
     ) -> Union[bool, Side]:
+        """Replay both arms; True when both always jump out, else the side the code after the
+        ``if`` runs on when one arm does (``smpfix.program.order.sides``)."""
         self.expression(node.test, sides, repeated, through, functions)
-        body_jumps = self.suite(node.body, (*sides, Side(node, 0)), repeated, through, functions)
+        self.suite(node.body, (*sides, Side(node, 0)), repeated, through, functions)
         other = (*sides, Side(node, 1))
-        if node.orelse is None:
-            return Side(node, 1) if body_jumps else False
         if isinstance(node.orelse, cst.If):
-            else_jumps = self.if_statement(node.orelse, other, repeated, through, functions) is True
-        else:
-            else_jumps = self.suite(node.orelse.body, other, repeated, through, functions)
-        if body_jumps and else_jumps:
+            self.if_statement(node.orelse, other, repeated, through, functions)
+        elif node.orelse is not None:
+            self.suite(node.orelse.body, other, repeated, through, functions)
+        if jumps([node]):
             return True
-        if body_jumps:
-            return Side(node, 1)
-        if else_jumps:
-            return Side(node, 0)
-        return False
+        return exit_side(node) or False
 
     def try_statement(
         self,

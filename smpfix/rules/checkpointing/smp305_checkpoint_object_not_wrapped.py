@@ -88,8 +88,8 @@ class CheckpointObjectNotWrapped(Rule):
         use: cst.Call,
     ) -> Optional[Unwrapped]:
         if parameter == "model":
-            return raw_module(self.program.facts, expr, self.models, functions, use)
-        return raw_name(self.program.facts, expr, self.program.facts.distributed_optimizers, use)
+            return raw_module(self.program.file, expr, self.models, functions, use)
+        return raw_name(self.program.file, expr, self.program.facts.distributed_optimizers, use)
 
     def _flag_model(self, raw: Unwrapped, via: str) -> None:
         sdp = self.feature("SDP", raw.use)

@@ -21,7 +21,6 @@ from smpfix.program.objects.checkpoint_api import (
     checkpoint_call,
     raises_on_purpose,
 )
-from smpfix.program.order.call_order import runs_earlier
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 
@@ -117,10 +116,13 @@ class ResumeFromCheckpointMisuse(Rule):
         """The ``smp.DistributedOptimizer`` of the same function that runs after ``call``, when
         none runs before it on the same path."""
         later: Optional[Wrap] = None
+        order = self.program.order
         for wrap in self.program.facts.distributed_optimizers:
-            if runs_earlier(self.program.facts, parents, wrap.call, call):
+            if not order.same_function(wrap.call, call):
+                continue
+            if order.runs_before(wrap.call, call):
                 return None
-            if later is None and runs_earlier(self.program.facts, parents, call, wrap.call):
+            if later is None and order.runs_before(call, wrap.call):
                 later = wrap
         return later
 

@@ -167,7 +167,7 @@ class LastBatchNotDropped(Rule):
             seen.add(expr.value)
             return any(
                 isinstance(a.value, cst.Call)
-                and self.program.facts.runs_before(a.value, batch)
+                and self.program.order.runs_before(a.value, batch)
                 and self._repeats_forever(a.value, batch, seen)
                 for a in self.program.facts.assignments.get(expr.value, ())
             )

@@ -243,7 +243,7 @@ class DataRngNotSeededByDpRank(Rule):
         return any(
             wrap.where is not None
             and wrap.where.scope is scope
-            and self.program.facts.runs_before(call, wrap.call)
+            and self.program.order.runs_before(call, wrap.call)
             for wrap in self.program.facts.distributed_models
         )
 
@@ -252,7 +252,7 @@ class DataRngNotSeededByDpRank(Rule):
         or in another function (a training loop that reseeds before drawing data)."""
         scope = self.scopes.get(call)
         return any(
-            self.scopes.get(other) is not scope or self.program.facts.runs_before(call, other)
+            self.scopes.get(other) is not scope or self.program.order.runs_before(call, other)
             for other in self.consistent_data_seeds
         )
 
@@ -388,7 +388,7 @@ class DataRngNotSeededByDpRank(Rule):
             pp.state
         ]
         global_seed = next(
-            (seed for seed in self.tf_constant_seeds if self.program.facts.runs_before(seed, call)),
+            (seed for seed in self.tf_constant_seeds if self.program.order.runs_before(seed, call)),
             None,
         )
         if pp.state is Tri.OFF:

@@ -151,7 +151,7 @@ class DistributedSamplerUnused(Rule):
         each rank then reads 1/N of the data per epoch, in the sampler's order."""
         name = self._bound_name(sampler, index)
         arguments = call_arguments(loader, self.program.facts)
-        if name is None or arguments is None or not self.program.facts.runs_before(sampler, loader):
+        if name is None or arguments is None or not self.program.order.runs_before(sampler, loader):
             return None
         shuffle = arguments.passed("shuffle", DATALOADER_POSITIONS["shuffle"])
         given = arguments.passed("sampler", DATALOADER_POSITIONS["sampler"])

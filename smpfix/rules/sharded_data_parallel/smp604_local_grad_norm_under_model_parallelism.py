@@ -94,7 +94,7 @@ class LocalGradNormUnderModelParallelism(Rule):
         if self.models.holds_model(receiver.value, functions):
             return True
         return (
-            raw_name(self.program.facts, receiver, self.program.facts.distributed_models, call)
+            raw_name(self.program.file, receiver, self.program.facts.distributed_models, call)
             is not None
         )
 

@@ -81,7 +81,7 @@ class ForwardBackwardOutsideStep(Rule):
             for w in self.program.facts.distributed_models
             if w.target == model and w.where is not None and w.where.scope is scope
         ]
-        return bool(wraps) and all(self.program.facts.runs_before(call, w.call) for w in wraps)
+        return bool(wraps) and all(self.program.order.runs_before(call, w.call) for w in wraps)
 
     def _alternative_to_step(self) -> bool:
         """The call being visited sits in one branch of an ``if`` whose other branch calls a

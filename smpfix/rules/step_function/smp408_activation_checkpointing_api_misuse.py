@@ -14,7 +14,6 @@ from smpfix.base.imports import dotted_name
 from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.program.model import Program
-from smpfix.program.order.call_order import exclusive, runs_earlier
 from smpfix.rules.rule import Rule
 
 _STRATEGY = re.compile(r"^(each|contiguous|group_\d+)$")
@@ -248,10 +247,13 @@ class ActivationCheckpointingApiMisuse(Rule):
                     self.report(inner.call, message, severity=Severity.ERROR)
 
     def _before_wrap(self, call: cst.Call, parents: ParentIndex) -> bool:
-        wraps = self.program.facts.distributed_models
-        if any(runs_earlier(self.program.facts, parents, wrap.call, call) for wrap in wraps):
+        order = self.program.order
+        wraps = [
+            w for w in self.program.facts.distributed_models if order.same_function(w.call, call)
+        ]
+        if any(order.runs_before(wrap.call, call) for wrap in wraps):
             return False
-        return any(runs_earlier(self.program.facts, parents, call, wrap.call) for wrap in wraps)
+        return any(order.runs_before(call, wrap.call) for wrap in wraps)
 
     def _nested(self, outer: _Setting, inner: _Setting, parents: ParentIndex) -> bool:
         """``outer.module`` is an ancestor path of ``inner.module`` naming the same object: one
@@ -264,7 +266,9 @@ class ActivationCheckpointingApiMisuse(Rule):
         ):
             return False
         scope = parents.scope_of(outer.call)
-        if scope is not parents.scope_of(inner.call) or exclusive(parents, outer.call, inner.call):
+        if scope is not parents.scope_of(inner.call) or self.program.order.exclusive(
+            outer.call, inner.call
+        ):
             return False
         root = outer.module.split(".", 1)[0]
         if _loop_binding(parents, outer.call, root) is not _loop_binding(parents, inner.call, root):

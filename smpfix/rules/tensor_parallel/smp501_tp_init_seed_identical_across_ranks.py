@@ -168,7 +168,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         before = [
             s
             for s in seedings
-            if index.scope_of(s.call) is scope and self.program.facts.runs_before(s.call, point)
+            if index.scope_of(s.call) is scope and self.program.order.runs_before(s.call, point)
         ]
         if before:
             return before[-1]

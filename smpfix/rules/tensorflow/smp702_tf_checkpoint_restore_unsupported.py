@@ -127,7 +127,7 @@ class TfCheckpointRestoreUnsupported(Rule):
 
     def _after(self, loop: cst.CSTNode, call: cst.Call) -> bool:
         calls = [node for node in iter_nodes(loop) if isinstance(node, cst.Call)]
-        return bool(calls) and self.program.facts.runs_before(call, calls[0])
+        return bool(calls) and self.program.order.runs_before(call, calls[0])
 
     def _trains(self, loop: cst.CSTNode) -> bool:
         return any(

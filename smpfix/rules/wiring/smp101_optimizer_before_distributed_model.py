@@ -64,7 +64,7 @@ class OptimizerBeforeDistributedModel(Rule):
                 if (
                     wrap.where is None
                     or where.scope is not wrap.where.scope
-                    or not self.program.facts.runs_before(value, wrap.call)
+                    or not self.program.order.runs_before(value, wrap.call)
                 ):
                     continue
                 if self._derives_from(value, model, where):

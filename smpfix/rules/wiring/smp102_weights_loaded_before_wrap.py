@@ -110,7 +110,7 @@ class WeightsLoadedBeforeWrap(Rule):
             if (
                 load.root == model
                 and load.scope is where.scope
-                and self.program.facts.runs_before(load.call, wrap.call)
+                and self.program.order.runs_before(load.call, wrap.call)
             ):
                 self._flag_before(wrap, model, load.call, load)
         assert wrap.argument is not None
@@ -253,7 +253,7 @@ class WeightsLoadedBeforeWrap(Rule):
             wrap = wrapped.get(load.root or "")
             if (
                 wrap is None
-                or not self.program.facts.runs_before(wrap.call, load.call)
+                or not self.program.order.runs_before(wrap.call, load.call)
                 or not load.call.args
             ):
                 continue

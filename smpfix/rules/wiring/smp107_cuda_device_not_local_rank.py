@@ -259,7 +259,7 @@ class CudaDeviceNotLocalRank(Rule):
 
     def _before_init(self, call: cst.Call) -> bool:
         inits = self.program.facts.smp_init_calls
-        return not inits or all(self.program.facts.runs_before(call, init) for init in inits)
+        return not inits or all(self.program.order.runs_before(call, init) for init in inits)
 
     def _literal_index_fix(
         self, call: cst.Call, arg: cst.Arg, set_device: bool, remove_literal: bool

@@ -126,7 +126,7 @@ class NativeDdpOrProcessGroup(Rule):
                 or not isinstance(wrap.argument, cst.Name)
             ):
                 continue
-            if not self.program.facts.runs_before(call, wrap.call):
+            if not self.program.order.runs_before(call, wrap.call):
                 continue
             assignment = latest_assignment(self.program.facts, wrap.argument)
             if assignment is not None and assignment.value is call:

@@ -162,7 +162,7 @@ class UnsupportedFrameworkFeature(Rule):
             if (
                 wrap.target != expr.value
                 or wrap.where is None
-                or not self.program.facts.runs_before(wrap.call, call)
+                or not self.program.order.runs_before(wrap.call, call)
             ):
                 continue
             found = latest_assignment(self.program.facts, expr)
