@@ -1,7 +1,8 @@
-"""smpfix against its floor and its peers, on two corpora it builds itself.
+"""smpfix against its floor and its peers, on corpora it builds itself or on a folder of real code.
 
     python benchmarks/run.py                 # a few minutes on 2 cores
     python benchmarks/run.py --quick         # fewer files and repetitions, for a smoke test
+    python benchmarks/run.py --tree DIR      # only: smpfix against the parse floor on DIR, by phase
 
 Corpora (rebuilt from scratch in ``--workdir`` on every run, so they are the same for the
 same seed and the same installed packages):
@@ -13,13 +14,13 @@ same seed and the same installed packages):
   a file that mentions the library), plus the same SMP scripts;
 - ``library``: the mixed tree's library files alone (where no file passes the prefilter),
   for smpfix and Ruff only: what a tree without SMP code costs;
-- ``shared helpers``: ``--project-scripts`` generated training scripts sharing ``--project-helpers``
-  generated helper modules, 300-1,400 lines each (``benchmarks/project_tree.py``), as real
-  projects are laid out: smpfix in one process (``--workers 1``) against LibCST's parse of
-  the same files, in CPU time.
+- ``shared helpers``: a generated project shaped like the official SMP examples
+  (``benchmarks/project_tree.py``): ``--project-scripts`` training scripts of 1,000-1,500
+  lines sharing ``--project-helpers`` helper modules, and their launchers, half of them
+  notebooks. What real code costs: see "One process against the parse floor" below.
 
-Besides the corpora: ``smpfix check`` on one file (``examples/pitfalls/train_gpt.py``, in a
-copy of its folder made a project of its own), as a pre-commit hook runs it, beside
+Besides the corpora: ``smpfix check`` on one file (``examples/pytorch/pitfalls/train_gpt.py``,
+in a copy of its folder made a project of its own), as a pre-commit hook runs it, beside
 ``fixit lint`` on the same file; and ``smpfix server``'s
 re-check of a 120-line script after an edit (``benchmarks/server_latency.py``; needs
 ``smpfix[server]``).
@@ -38,8 +39,18 @@ smpfix's cold time (at least 30 s, at most ``--timeout``) and reported as a lowe
   ``fixit lint``, ``torchfix``, ``ruff check --isolated`` (Ruff's default rules).
 
 Printed: the table of medians, the ratios smpfix/floor and peer/smpfix against the targets,
-smpfix's peak memory (largest resident set of the command or any of its worker processes),
-and smpfix's time per phase (``benchmarks/phases.py``).
+and smpfix's peak memory (largest resident set of the command or any of its worker processes).
+
+One process against the parse floor (the ``shared helpers`` project, or ``--tree DIR``: any
+existing folder, such as real public SMP code you assembled; nothing is written into it):
+``smpfix check --no-cache --workers 1 .`` run from the folder, against the floor, LibCST's
+parse of every file smpfix's discovery finds there (Python files, and each notebook's code
+cells as smpfix parses them: joined, with magics masked), in one process with LibCST's
+import, and ``ast.parse`` of the same; one untimed run each, then ``--repeat`` rounds in
+which each runs once, in turn, and the medians of CPU time (user + system) and wall time.
+Target: smpfix at most 1.5 times the floor's CPU time. Then smpfix's CPU time per phase
+(``benchmarks/phases.py``: the same command, run in the same rounds with its functions
+timed; the run with the median total is shown, so its phases add up to its total).
 
 One file in a project (``--one-file-only`` runs just this): a project of ``--project-files``
 library files that never mention the library, three generated SMP scripts and three launchers
@@ -67,9 +78,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
+# The one-file example: a training script with mistakes, and its launcher.
+EXAMPLE = ROOT / "examples" / "pytorch" / "pitfalls"
 # Folders no tool checks by default (smpfix's and Ruff's default excludes), so that every
 # tool sees the same files.
 SKIPPED_DIRS = frozenset(
@@ -101,22 +114,70 @@ SKIPPED_DIRS = frozenset(
     }
 )
 
-PARSE_SCRIPT = """
-import sys
-files = open(sys.argv[2], encoding="utf-8").read().split("\\n")
+# The floor of any LibCST tool: every file the tool reads parsed once, in one process, LibCST's
+# import included. A notebook is parsed as smpfix parses it: its code cells joined, with
+# IPython magics and shell lines turned into no-op lines (smpfix.base.notebook, reimplemented
+# here so that the floor never imports smpfix), and each ``%%writefile NAME.py`` cell apart.
+PARSE_SCRIPT = r"""
+import json, re, sys
+files = open(sys.argv[2], encoding="utf-8").read().split("\n")
 if sys.argv[1] == "libcst":
     import libcst
     parse, errors = libcst.parse_module, (libcst.ParserSyntaxError, RecursionError, ValueError)
 else:
     import ast
     parse, errors = ast.parse, (SyntaxError, RecursionError, ValueError)
+MAGIC = re.compile(r"^(\s*)([%!?]|\w+\s*=\s*!)")
+PYTHON_CELL_MAGIC = re.compile(r"^%%(?:time|timeit|capture|prun)\b")
+# One-line cells IPython runs as a magic without the %: "pip install x".
+AUTOMAGIC = re.compile(r"^\s*(?:pip|conda|mamba|cd|ls|cat|cp|mv|rm|mkdir|pwd|env|set_env|store|load_ext|matplotlib|run|time|timeit)(?:\s|$)")
+
+def automagic(source):
+    if "\n" in source.strip() or not AUTOMAGIC.match(source):
+        return False
+    try:
+        compile(source, "<cell>", "exec", 0x400)
+    except SyntaxError:
+        return True
+    return False
+
+def notebook_code(text):
+    joined, scripts = [], []
+    for cell in json.loads(text).get("cells", []):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else source
+        first, _, rest = source.partition("\n")
+        if first.startswith("%%writefile"):
+            if first.split()[-1].endswith(".py"):
+                scripts.append(rest)
+            continue
+        lines = source.split("\n")
+        if (first.startswith("%%") and not PYTHON_CELL_MAGIC.match(first)) or automagic(source):
+            lines = ["pass  # " + line for line in lines]
+        else:
+            lines = [MAGIC.sub(r"\1pass  # \2", line, count=1) for line in lines]
+        code = "\n".join(lines)
+        joined.append(code if code.endswith("\n") else code + "\n")
+    return ["".join(joined), *scripts]
+
 for name in files:
-    if name:
-        with open(name, "rb") as handle:
-            data = handle.read()
+    if not name:
+        continue
+    with open(name, "rb") as handle:
+        data = handle.read()
+    try:
+        if name.endswith(".ipynb"):
+            codes = notebook_code(data.decode("utf-8"))
+        else:
+            codes = [data.decode("utf-8") if sys.argv[1] == "libcst" else data]
+    except (UnicodeDecodeError, ValueError, AttributeError):
+        continue
+    for code in codes:
         try:
-            parse(data.decode("utf-8") if sys.argv[1] == "libcst" else data)
-        except (UnicodeDecodeError, *errors):
+            parse(code)
+        except errors:
             pass
 """
 
@@ -409,6 +470,28 @@ def measure(
     return result
 
 
+def measure_alternating(
+    commands: dict[str, tuple[str, list[str]]], cwd: Path, args: argparse.Namespace
+) -> dict[str, Measurement]:
+    """Each command once untimed, then ``--repeat`` rounds in which every command runs once,
+    in turn: load that comes and goes on a shared machine weighs on all of them alike."""
+    results = {key: Measurement(name) for key, (name, _) in commands.items()}
+    names = " / ".join(name for name, _ in commands.values())
+    print(f"  {names}, {args.repeat} rounds ...", end="", flush=True, file=sys.stderr)
+    for _, command in commands.values():
+        run_once(command, cwd, args.timeout)
+    for _ in range(args.repeat):
+        for key, (_, command) in commands.items():
+            seconds, cpu, rss, timed_out = run_once(command, cwd, args.timeout)
+            result = results[key]
+            result.seconds.append(min(seconds, args.timeout))
+            result.cpu_seconds.append(cpu)
+            result.max_rss_kb = max(result.max_rss_kb, rss)
+            result.timed_out = result.timed_out or timed_out
+    print(" " + ", ".join(f"{m.shown_cpu()} CPU" for m in results.values()), file=sys.stderr)
+    return results
+
+
 def peer(name: str, peers_bin: Optional[str]) -> Optional[str]:
     for folder in [peers_bin, os.path.dirname(sys.executable)]:
         if folder and os.access(os.path.join(folder, name), os.X_OK):
@@ -505,11 +588,11 @@ NAMES = {
 def run_cold_start(work: Path, args: argparse.Namespace) -> dict[str, Measurement]:
     """One example file, cold, as a pre-commit hook checks it: smpfix against Fixit.
 
-    The example (``examples/pitfalls``: the script and its launcher) is copied into a project
-    of its own, as a user's training project holds it; checked in place it would be part of
-    this repository, whose hundreds of test fixtures the launcher search would read."""
+    The example (``examples/pytorch/pitfalls``: the script and its launcher) is copied into a
+    project of its own, as a user's training project holds it; checked in place it would be
+    part of this repository, whose hundreds of test fixtures the launcher search would read."""
     project = work / "cold_start"
-    shutil.copytree(ROOT / "examples" / "pitfalls", project)
+    shutil.copytree(EXAMPLE, project)
     (project / "pyproject.toml").write_text(
         '[project]\nname = "training"\nversion = "0"\n', encoding="utf-8"
     )
@@ -543,40 +626,78 @@ def run_cold_start(work: Path, args: argparse.Namespace) -> dict[str, Measuremen
     }
 
 
-def run_shared_helpers(
-    folder: Path, files: list[Path], work: Path, args: argparse.Namespace
-) -> dict[str, Measurement]:
-    """The project of scripts sharing helpers, in one process: smpfix's CPU time against
-    LibCST's parse of the same files."""
-    print(f"scripts sharing helpers: {len(files)} files", file=sys.stderr)
-    listing = work / "shared_helpers.files"
+def source_files(folder: Path) -> list[Path]:
+    """The files ``smpfix check`` reads in ``folder``, found by its own discovery (Python files
+    and notebooks, without hidden, tool and git-ignored folders): the floor parses the same."""
+    from smpfix.engine.discovery import Excluder, discover
+
+    return [Path(found.path) for found in discover([str(folder)], Excluder([], folder))]
+
+
+@dataclass
+class TreeResult:
+    """smpfix in one process against the LibCST parse of the same files, on one tree."""
+
+    folder: Path
+    files: dict[str, int]
+    runs: dict[str, Measurement]
+    profile: dict[str, Any]
+
+    @property
+    def ratio(self) -> Optional[float]:
+        cpu, floor = self.runs["smpfix"].median_cpu, self.runs["libcst"].median_cpu
+        return cpu / floor if cpu is not None and floor else None
+
+
+def run_tree(folder: Path, work: Path, args: argparse.Namespace) -> TreeResult:
+    """``smpfix check --workers 1`` on ``folder`` against the floor (LibCST's parse of every
+    file smpfix reads, notebooks as smpfix parses them), ``ast.parse``, and the same check
+    timed by phase (``benchmarks/phases.py``), in alternating runs."""
+    from smpfix.engine.prefilter import may_involve_smp
+
+    folder = folder.resolve()
+    files = source_files(folder)
+    listing = work / f"{folder.name}.files"
     listing.write_text("\n".join(str(p) for p in files), encoding="utf-8")
-    return {
-        "smpfix": measure(
-            "smpfix check, 1 process",
-            [
-                sys.executable,
-                "-m",
-                "smpfix",
-                "check",
-                "--exit-zero",
-                "--no-color",
-                "--no-cache",
-                "--workers",
-                "1",
-                str(folder),
-            ],
-            work,
-            args,
-            warm_up=True,
-        ),
-        "libcst": measure(
-            "LibCST parse, 1 process",
-            [sys.executable, "-c", PARSE_SCRIPT, "libcst", str(listing)],
-            work,
-            args,
-        ),
+    raws = [path.read_bytes() for path in files]
+    counts = {
+        "python": sum(1 for path in files if path.suffix == ".py"),
+        "notebooks": sum(1 for path in files if path.suffix == ".ipynb"),
+        "lines": sum(raw.count(b"\n") for raw, path in zip(raws, files) if path.suffix == ".py"),
+        "prefiltered": sum(1 for raw in raws if may_involve_smp(raw)),
     }
+    print(
+        f"{folder}: {counts['python']} Python files ({counts['lines']:,} lines), "
+        f"{counts['notebooks']} notebooks",
+        file=sys.stderr,
+    )
+    smpfix = [sys.executable, "-m", "smpfix", "check", "--exit-zero", "--no-color", "--no-cache"]
+    profiles = work / f"{folder.name}.phases"
+    profiles.unlink(missing_ok=True)
+    runs = measure_alternating(
+        {
+            "smpfix": ("smpfix check, 1 process", [*smpfix, "--workers", "1", "."]),
+            "libcst": (
+                "LibCST parse, 1 process",
+                [sys.executable, "-c", PARSE_SCRIPT, "libcst", str(listing)],
+            ),
+            "ast": (
+                "ast.parse, 1 process",
+                [sys.executable, "-c", PARSE_SCRIPT, "ast", str(listing)],
+            ),
+            "phases": (
+                "smpfix, timed by phase",
+                [sys.executable, str(ROOT / "benchmarks" / "phases.py"), ".", str(profiles)],
+            ),
+        },
+        folder,
+        args,
+    )
+    # One profile a run, the first from the untimed run: the timed run with the median
+    # total is shown, so that its phases add up to its total.
+    timed = [json.loads(line) for line in profiles.read_text(encoding="utf-8").splitlines()[1:]]
+    timed.sort(key=lambda profile: profile["total"])
+    return TreeResult(folder, counts, runs, timed[len(timed) // 2])
 
 
 def server_latency(args: argparse.Namespace) -> Optional[dict[str, float]]:
@@ -602,17 +723,6 @@ def server_latency(args: argparse.Namespace) -> Optional[dict[str, float]]:
     return json.loads(done.stdout)
 
 
-def phases(folder: Path) -> dict[str, float]:
-    output = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "phases.py"), str(folder)],
-        env=child_environment(),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return json.loads(output)
-
-
 # -- reporting ------------------------------------------------------------------------------------
 
 
@@ -632,26 +742,15 @@ def verdict(value: Optional[float], bound: float, at_most: bool, lower_bound: bo
     )
 
 
-def report_startup(
-    cold_start: dict[str, Measurement],
-    project: dict[str, Measurement],
-    server: Optional[dict[str, float]],
-) -> str:
+def report_startup(cold_start: dict[str, Measurement], server: Optional[dict[str, float]]) -> str:
     smpfix, fixit = cold_start["smpfix"], cold_start["fixit"]
-    lines = ["", "start-up and editing:"]
+    lines = ["", "", "start-up and editing:"]
     shown = f"{smpfix.median:.2f} s" if smpfix.median is not None else "-"
     ok = smpfix.median is not None and smpfix.median <= 0.7
     lines.append(
         f"  one file (train_gpt.py), wall   smpfix {shown} ({smpfix.shown_cpu()} CPU)  {'met' if ok else 'NOT MET'} (target <= 0.7 s);  fixit {fixit.shown()}"
         + (f"  (fixit/smpfix {ratio(fixit, smpfix):.1f}x)" if ratio(fixit, smpfix) else "")
     )
-    cpu, floor = project["smpfix"].median_cpu, project["libcst"].median_cpu
-    if cpu is not None and floor:
-        value = cpu / floor
-        lines.append(
-            f"  scripts sharing helpers, CPU    smpfix {cpu:.2f} s, LibCST parse {floor:.2f} s: {value:.2f}x  "
-            f"{'met' if value <= 1.6 else 'NOT MET'} (target <= 1.6x)"
-        )
     if server is None:
         lines.append("  server re-check                 n/a (pip install 'smpfix[server]')")
     else:
@@ -667,7 +766,6 @@ def report(
     smp: dict[str, Measurement],
     mixed: dict[str, Measurement],
     library: dict[str, Measurement],
-    profile: dict[str, float],
     machine: str,
 ) -> str:
     lines = [
@@ -717,15 +815,52 @@ def report(
         "",
         f"smpfix peak memory on the mixed tree: {peak:.0f} MB (largest process; target < 300 MB: {'met' if peak < 300 else 'NOT MET'})",
     ]
-    total = sum(value for key, value in profile.items() if key != "import") or 1.0
+    return "\n".join(lines)
+
+
+# What the phases did their work for (``within`` in ``benchmarks/phases.py``).
+_ON_BEHALF = {
+    "launchers": "launcher index",
+    "modules": "modules for rules",
+    "plan": "plan",
+    "plan/modules": "modules for the plan",
+    "launchers/modules": "modules for the launcher index",
+}
+
+
+def tree_report(result: TreeResult, title: str) -> str:
+    """The tree's files, smpfix against the floor (CPU time, one process), and the phases."""
+    runs, profile, files = result.runs, result.profile, result.files
+    smpfix, floor, cpython, timed = runs["smpfix"], runs["libcst"], runs["ast"], runs["phases"]
+    lines = [
+        "",
+        f"{title}: {files['python']} Python files ({files['lines']:,} lines) and "
+        f"{files['notebooks']} notebooks; {files['prefiltered']} of these files mention smdistributed",
+        f"  {'median of ' + str(len(smpfix.cpu_seconds)) + ' alternating runs':<34} {'CPU (user+sys)':>14} {'wall':>9}",
+    ]
+    for measurement in (smpfix, floor, cpython, timed):
+        lines.append(
+            f"  {measurement.name:<34} {measurement.shown_cpu():>14} {measurement.shown():>9}"
+        )
+    lines.append(f"  smpfix / LibCST parse floor, CPU {verdict(result.ratio, 1.5, at_most=True)}")
+    total = profile["total"] or 1.0
     lines += [
         "",
-        "smpfix phases on the SMP corpus (one process, seconds, share of the work after start-up):",
+        "  smpfix's phases (the timed run with the median total; CPU seconds):",
+        f"  {'phase':<11} {'CPU s':>7} {'share':>6}  of which on behalf of",
     ]
-    lines += [
-        f"  {key:<10} {value:7.3f} s {'' if key == 'import' else f'{value / total * 100:5.1f}%'}"
-        for key, value in profile.items()
-    ]
+    for phase, seconds in profile["phases"].items():
+        within = sorted(profile["within"].get(phase, {}).items(), key=lambda item: -item[1])
+        shown = ", ".join(
+            f"{_ON_BEHALF.get(context, context)} {value:.2f}"
+            for context, value in within
+            if value >= 0.005
+        )
+        lines.append(f"  {phase:<11} {seconds:7.3f} {seconds / total * 100:5.1f}%  {shown}")
+    lines.append(
+        f"  {'total':<11} {total:7.3f} 100.0%  (the command without timers: median "
+        f"{smpfix.shown_cpu()}; LibCST parse floor {floor.shown_cpu()})"
+    )
     return "\n".join(lines)
 
 
@@ -800,6 +935,13 @@ def main() -> None:
     parser.add_argument(
         "--one-file-only", action="store_true", help="Only the one-file-in-a-project measurement."
     )
+    parser.add_argument(
+        "--tree",
+        type=Path,
+        metavar="DIR",
+        help="Only measure DIR, an existing folder (real code you assembled): smpfix in one "
+        "process against the LibCST parse of the same files, and smpfix's phases.",
+    )
     args = parser.parse_args()
     if args.quick:
         args.smp_count, args.mixed_count, args.repeat, args.timeout, args.server_edits = (
@@ -810,9 +952,18 @@ def main() -> None:
             15,
         )
     random.seed(args.seed)
+    machine = f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, {platform.system()}"
 
     work = args.workdir.resolve()
     shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    if args.tree is not None:
+        tree = run_tree(args.tree, work, args)
+        print(f"machine: {machine}")
+        print(tree_report(tree, str(tree.folder)))
+        if args.json:
+            args.json.write_text(json.dumps(_tree_json(tree, machine), indent=2), encoding="utf-8")
+        return
     smp_files = build_smp(work / "smp", max(args.smp_count, 3), args.seed)
     project_scripts = build_project(work / "project", args.project_files, smp_files)
     one_file = run_one_file(work / "project", project_scripts, work, args)
@@ -823,7 +974,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from project_tree import build as build_shared_helpers
 
-    shared_files = build_shared_helpers(
+    build_shared_helpers(
         work / "shared_helpers", args.project_scripts, args.project_helpers, args.seed
     )
 
@@ -831,12 +982,15 @@ def main() -> None:
     mixed = run_corpus("mixed", work / "mixed", mixed_files, work, args)
     library = run_library(work / "mixed" / "lib", work, args)
     cold_start = run_cold_start(work, args)
-    shared = run_shared_helpers(work / "shared_helpers", shared_files, work, args)
+    shared = run_tree(work / "shared_helpers", work, args)
     server = server_latency(args)
-    profile = phases(work / "smp")
-    machine = f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, {platform.system()}"
+    print(report(smp, mixed, library, machine) + report_startup(cold_start, server))
     print(
-        report(smp, mixed, library, profile, machine) + report_startup(cold_start, shared, server)
+        tree_report(
+            shared,
+            f"a generated project ({args.project_scripts} scripts sharing {args.project_helpers} "
+            f"helper modules, their launchers; seed {args.seed})",
+        )
     )
     print()
     print(one_file_report(one_file, args.project_files))
@@ -847,15 +1001,31 @@ def main() -> None:
             ("library", library),
             ("one_file", one_file),
             ("cold_start", cold_start),
-            ("shared_helpers", shared),
         )
         raw = {label: {key: vars(m) for key, m in results.items()} for label, results in corpora}
         args.json.write_text(
             json.dumps(
-                {"machine": machine, "results": raw, "phases": profile, "server": server}, indent=2
+                {
+                    "machine": machine,
+                    "results": raw,
+                    "shared_helpers": _tree_json(shared, machine),
+                    "server": server,
+                },
+                indent=2,
             ),
             encoding="utf-8",
         )
+
+
+def _tree_json(tree: TreeResult, machine: str) -> dict[str, Any]:
+    return {
+        "machine": machine,
+        "folder": str(tree.folder),
+        "files": tree.files,
+        "results": {key: vars(m) for key, m in tree.runs.items()},
+        "ratio_cpu": tree.ratio,
+        "phases": tree.profile,
+    }
 
 
 if __name__ == "__main__":
