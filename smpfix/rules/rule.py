@@ -1,17 +1,23 @@
 """The rule base class: what a rule declares about itself and how it reports.
 
-A rule is one small module in a family folder of ``smpfix/rules/``: a subclass of ``Rule`` with its code and
-name, ``visit_<Node>``/``leave_<Node>`` methods that the shared walker calls, and calls to
+A rule is one small module in a family folder of ``smpfix/rules/``, named for the rule
+(``smp101_optimizer_before_distributed_model.py``): a subclass of ``Rule`` whose class
+attributes say, once, everything the CLI, the pages and the analysis know about it, with
+``visit_<Node>``/``leave_<Node>`` methods that the shared walker calls, and calls to
 ``self.report``. Rules never print and never write; the analysis turns reports into findings.
-Rules register themselves by being defined there (``smpfix.rules.registry`` finds them); there is no list to edit.
+Rules register themselves by being defined there (``smpfix.rules.registry`` finds them); there
+is no list to edit. ``Rule.__init_subclass__`` gives such a class its code and name from its
+module's name and its family's scope, and refuses a class whose declarations contradict each
+other, so that a mistake fails at import rather than in a test of copies.
 """
 
 from __future__ import annotations
 
 import enum
+import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Optional
+from typing import Any, ClassVar, Optional, final
 
 import libcst as cst
 
@@ -25,6 +31,8 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.model import Program
 from smpfix.program.paths.branches import Reach, Requirement
 from smpfix.program.paths.conditions import Hypothesis
+from smpfix.rules.registry import rule_module
+from smpfix.rules.scope import FileScope, family_scope
 
 
 class FixAvailability(str, enum.Enum):
@@ -54,9 +62,14 @@ class Report:
 
 
 class Rule:
+    # Given by the module's name (``smp101_optimizer_before_distributed_model.py`` -> ``SMP101``,
+    # ``optimizer-before-distributed-model``); a rule that states them must agree with it.
     code: ClassVar[str] = ""
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
+    # The files the rule can report on; its family's (``SCOPE`` in the family's ``__init__.py``)
+    # unless it declares a scope within that one. ``applies_to`` holds the rule to it.
+    scope: ClassVar[FileScope] = FileScope.SMP
     fix_availability: ClassVar[FixAvailability] = FixAvailability.NONE
     depends_on: ClassVar[tuple[str, ...]] = ()
     # Rules that the Hugging Face Trainer already satisfies are skipped in Trainer scripts.
@@ -87,13 +100,63 @@ class Rule:
         self.ancestry = ancestry
         self.reports: list[Report] = []
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Complete and check what a rule of smpfix declares, when its class is created.
+
+        A class defined in a rule module of a family folder is a rule of smpfix: it gets its
+        code and name from the module's name and, unless it declares one, its family's scope.
+        Its scope must lie within its family's (the registry imports a family's rules only for
+        files its scope admits), and its flavours within its scope's. Other subclasses (the framework's ``ConfigRule``, a
+        test's probe) are left as they are. No rule overrides ``applies_to``.
+        """
+        super().__init_subclass__(**kwargs)
+        if "applies_to" in vars(cls):
+            raise TypeError(
+                f"{cls.__module__}.{cls.__qualname__} overrides applies_to: declare its scope and "
+                "flavours, and a further condition on the file as its precondition"
+            )
+        found = rule_module(cls.__module__)
+        if found is None:
+            return
+        for attribute, given in (("code", found.code), ("name", found.rule_name)):
+            stated = vars(cls).get(attribute)
+            if stated is not None and stated != given:
+                raise TypeError(
+                    f"{cls.__module__} defines a rule whose {attribute} is {stated!r}: its module's "
+                    f"name makes it {given!r}"
+                )
+            setattr(cls, attribute, given)
+        family = family_scope(importlib.import_module(found.family_package))
+        if next(base for base in cls.__mro__ if "scope" in vars(base)) is Rule:
+            cls.scope = family
+        if not cls.scope.within(family):
+            raise TypeError(
+                f"{cls.code}'s scope, {cls.scope.value}, is not within its family's, "
+                f"{family.value}: the registry would never run it on some of the files it reports on"
+            )
+        if not cls.flavours <= cls.scope.flavours:
+            raise TypeError(f"{cls.code} declares flavours its scope ({cls.scope.value}) excludes")
+
+    @final
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        """Whether the rule runs on this file at all (default: files that import a flavour of
-        SMP v1 the rule knows)."""
+        """Whether the rule runs on this file at all: its scope admits the file (for a scope of
+        scripts, a script of one of its flavours), the Hugging Face ``Trainer`` does not
+        already satisfy it there, and its ``precondition`` holds."""
         if cls.satisfied_by_hf_trainer and facts.uses_hf_trainer:
             return False
-        return bool(facts.flavours & cls.flavours)
+        if not cls.scope.admits(facts):
+            return False
+        if cls.scope.of_scripts and not facts.flavours & cls.flavours:
+            return False
+        return cls.precondition(facts)
+
+    @classmethod
+    def precondition(cls, facts: FileFacts) -> bool:
+        """What a file in the rule's scope must also have for the rule to look at it (a
+        wrapped model, more than one step function); any such file by default. A cheap
+        test of the facts that spares a file the rule's walk, not the rule's judgement."""
+        return True
 
     def report(
         self,

@@ -21,15 +21,9 @@ _MODEL_STATE_METHODS = frozenset(
 
 
 class CheckpointGuardUsesDpRank(Rule):
-    code = "SMP301"
-    name = "checkpoint-guard-uses-dp-rank"
     summary = "Checkpoint code guarded by `smp.dp_rank() == 0` hangs under tensor parallelism; guard with `smp.rdp_rank()`."
     fix_availability = FixAvailability.SAFE
     depends_on = ("TP",)
-
-    @classmethod
-    def applies_to(cls, facts) -> bool:  # type: ignore[no-untyped-def]
-        return facts.imports_smp_torch
 
     def visit_If(self, node: cst.If) -> None:
         guards = [

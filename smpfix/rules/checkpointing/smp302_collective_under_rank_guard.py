@@ -59,8 +59,6 @@ class PathGuard:
 
 
 class CollectiveUnderRankGuard(Rule):
-    code = "SMP302"
-    name = "collective-under-rank-guard"
     flavours = BOTH
     summary = (
         "A collective (`smp.save_checkpoint`, `smp.barrier`, a full `state_dict()`, a step function, ...) "

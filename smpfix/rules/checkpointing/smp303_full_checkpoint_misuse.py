@@ -40,8 +40,6 @@ def _words(state: Tri, states: Sequence[FeatureState]) -> str:
 
 
 class FullCheckpointMisuse(Rule):
-    code = "SMP303"
-    name = "full-checkpoint-misuse"
     summary = (
         "A full checkpoint that drops state: `smp.save_checkpoint(partial=False, optimizer=...)`, a full "
         "`optimizer.state_dict()` under TP/OSS/SDP, or `local_state_dict()` saved with `smp.save(..., partial=False)`."

@@ -29,8 +29,6 @@ _RANK_VARIABLES = frozenset(
 
 
 class CheckpointTagInvalid(Rule):
-    code = "SMP304"
-    name = "checkpoint-tag-invalid"
     summary = "The `tag` of `smp.save_checkpoint`/`smp.resume_from_checkpoint` is a number (raises) or depends on the rank (hangs)."
     fix_availability = FixAvailability.SAFE
     depends_on = ("PP", "TP")

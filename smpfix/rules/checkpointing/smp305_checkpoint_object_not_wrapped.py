@@ -20,8 +20,6 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 
 class CheckpointObjectNotWrapped(Rule):
-    code = "SMP305"
-    name = "checkpoint-object-not-wrapped"
     summary = "`smp.save_checkpoint(model=..., optimizer=...)` given the module or optimizer that was wrapped, not the `smp.Distributed*` wrapper."
     fix_availability = FixAvailability.SAFE
     depends_on = ("SDP", "FP16", "BF16")

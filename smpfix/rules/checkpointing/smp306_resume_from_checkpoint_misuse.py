@@ -26,8 +26,6 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 
 class ResumeFromCheckpointMisuse(Rule):
-    code = "SMP306"
-    name = "resume-from-checkpoint-misuse"
     summary = "`smp.resume_from_checkpoint` before `smp.DistributedOptimizer` under sharded data parallelism, a full load without a tag, or arguments the load ignores."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("SDP",)

@@ -27,8 +27,6 @@ class _Guard:
 
 
 class LegacyManualCheckpointing(Rule):
-    code = "SMP307"
-    name = "legacy-manual-checkpointing"
     summary = "`optimizer.local_state_dict()` called under a rank guard: with `shard_optimizer_state` it gathers across ranks and hangs."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("OSS",)

@@ -74,8 +74,6 @@ class _LastBatch:
 
 
 class LastBatchNotDropped(Rule):
-    code = "SMP201"
-    name = "last-batch-not-dropped"
     flavours = BOTH
     summary = "A `DataLoader` without `drop_last=True` (or a `tf.data` `.batch()` without `drop_remainder=True`) feeds `smp.step`; its last, smaller batch cannot be split into microbatches."
     fix_availability = FixAvailability.SOMETIMES_SAFE

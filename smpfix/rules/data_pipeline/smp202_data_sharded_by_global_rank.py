@@ -54,8 +54,6 @@ def _why(family: str, peers: str) -> str:
 
 
 class DataShardedByGlobalRank(Rule):
-    code = "SMP202"
-    name = "data-sharded-by-global-rank"
     flavours = BOTH
     summary = (
         "Data sharded by `smp.rank()`/`smp.size()` (or `DistributedSampler`'s defaults) instead of the "

@@ -98,8 +98,6 @@ class SeedingHelper:
 
 
 class DataRngNotSeededByDpRank(Rule):
-    code = "SMP203"
-    name = "data-rng-not-seeded-by-dp-rank"
     flavours = BOTH
     summary = (
         "Data-pipeline RNGs (shuffling, augmentation) seeded by `smp.rank()`-like ranks, or a TensorFlow "

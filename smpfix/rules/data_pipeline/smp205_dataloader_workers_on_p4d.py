@@ -33,8 +33,6 @@ class _Workers:
 
 
 class DataloaderWorkersOnP4d(Rule):
-    code = "SMP205"
-    name = "dataloader-workers-on-p4d"
     summary = (
         "On ml.p4d instances the library requires `num_workers=0` in the PyTorch `DataLoader`."
     )

@@ -10,8 +10,6 @@ from smpfix.rules.rule import FixAvailability
 
 
 class ParallelDegreesDoNotDivideWorld(ConfigRule):
-    code = "SMP801"
-    name = "parallel-degrees-do-not-divide-world"
     summary = "`pipeline_parallel_degree` (TensorFlow: `partitions`) × `tensor_parallel_degree` must divide processes_per_host × instance_count."
     fix_availability = FixAvailability.NONE
 

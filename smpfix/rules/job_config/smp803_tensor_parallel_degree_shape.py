@@ -14,8 +14,6 @@ _T_NOT_RIGHTMOST = frozenset({"spread", "TPD", "TDP", "PTD", "DTP"})
 
 
 class TensorParallelDegreeShape(ConfigRule):
-    code = "SMP803"
-    name = "tensor-parallel-degree-shape"
     flavours = ONLY_PYTORCH
     summary = "`tensor_parallel_degree` should be a power of two, at most the GPUs of one node, dividing processes_per_host."
     fix_availability = FixAvailability.NONE

@@ -11,8 +11,6 @@ from smpfix.rules.rule import FixAvailability
 
 
 class SdpDegreeDoesNotDivideDp(ConfigRule):
-    code = "SMP804"
-    name = "sdp-degree-does-not-divide-dp"
     flavours = ONLY_PYTORCH
     summary = "`sharded_data_parallel_degree` must be between 1 and the data-parallel degree and divide it evenly."
     fix_availability = FixAvailability.NONE

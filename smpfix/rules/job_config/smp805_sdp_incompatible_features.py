@@ -19,8 +19,6 @@ BEFORE_SDP_WITH_TP = (1, 14)
 
 
 class SdpIncompatibleFeatures(ConfigRule):
-    code = "SMP805"
-    name = "sdp-incompatible-features"
     flavours = ONLY_PYTORCH
     summary = (
         "Sharded data parallelism cannot run with pipeline parallelism or optimizer state sharding, and with tensor "

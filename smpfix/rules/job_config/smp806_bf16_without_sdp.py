@@ -11,8 +11,6 @@ from smpfix.rules.rule import FixAvailability
 
 
 class Bf16WithoutSdp(ConfigRule):
-    code = "SMP806"
-    name = "bf16-without-sdp"
     flavours = ONLY_PYTORCH
     summary = '`"bf16": True` works only with sharded data parallelism, and runs fast only on GPUs with bf16 support (A100, A10G, H100).'
     fix_availability = FixAvailability.NONE

@@ -19,8 +19,6 @@ CHECKPOINTING = (
 
 
 class OffloadActivationsPrerequisites(ConfigRule):
-    code = "SMP807"
-    name = "offload-activations-prerequisites"
     flavours = ONLY_PYTORCH
     summary = (
         "`offload_activations` moves checkpointed activations to the CPU: it needs activation checkpointing, and with "

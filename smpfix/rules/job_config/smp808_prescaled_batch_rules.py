@@ -11,8 +11,6 @@ from smpfix.rules.rule import FixAvailability
 
 
 class PrescaledBatchRules(ConfigRule):
-    code = "SMP808"
-    name = "prescaled-batch-rules"
     flavours = ONLY_PYTORCH
     summary = (
         '`prescaled_batch` requires `optimize: "speed"`, has no effect without tensor parallelism, and is recommended '

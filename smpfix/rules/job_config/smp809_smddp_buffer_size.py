@@ -31,8 +31,6 @@ SMDDP_SINCE = (1, 13)
 
 
 class SmddpBufferSize(ConfigRule):
-    code = "SMP809"
-    name = "smddp-buffer-size"
     flavours = ONLY_PYTORCH
     summary = (
         "`SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES` / `SMDDP_AG_SORT_BUFFER_SIZE_BYTES` must be multiples of 8192, matter only "

@@ -15,8 +15,6 @@ VARIABLE = "SMP_NCCL_THROTTLE_LIMIT"
 
 
 class NcclThrottleLimit(ConfigRule):
-    code = "SMP810"
-    name = "nccl-throttle-limit"
     flavours = ONLY_PYTORCH
     summary = (
         "`SMP_NCCL_THROTTLE_LIMIT` must be an integer (default 8, ≤ 0 disables throttling), and it only affects "

@@ -11,8 +11,6 @@ from smpfix.rules.rule import FixAvailability
 
 
 class ModelparallelEnabledNotLiteralTrue(ConfigRule):
-    code = "SMP811"
-    name = "modelparallel-enabled-not-literal-true"
     summary = "The SageMaker SDK passes the modelparallel parameters on only when `enabled` is the literal `True`."
     fix_availability = FixAvailability.SAFE
     needs_launcher = True

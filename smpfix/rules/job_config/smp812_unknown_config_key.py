@@ -39,8 +39,6 @@ _MISSING_LEVEL_KEYS = frozenset({"enabled", "parameters"})
 
 
 class UnknownConfigKey(ConfigRule):
-    code = "SMP812"
-    name = "unknown-config-key"
     summary = "A `parameters`/`smp.init` key outside the library's schema, or an `mpi`/`modelparallel` key the SDK ignores."
     fix_availability = FixAvailability.UNSAFE
 

@@ -57,8 +57,6 @@ EXPECTED_TYPES: Mapping[str, tuple[type, ...]] = {
 
 
 class ConfigValueWrongType(ConfigRule):
-    code = "SMP813"
-    name = "config-value-wrong-type"
     summary = "A configuration value whose Python type the library's schema rejects (`5e8` for an int, `1` for a float)."
     fix_availability = FixAvailability.SAFE
 

@@ -11,8 +11,6 @@ from smpfix.rules.rule import FixAvailability
 
 
 class TensorParallelismWithoutDdp(ConfigRule):
-    code = "SMP814"
-    name = "tensor-parallelism-without-ddp"
     flavours = ONLY_PYTORCH
     summary = '`tensor_parallel_degree` > 1 requires `"ddp": True`; the library refuses to start otherwise.'
     fix_availability = FixAvailability.SAFE

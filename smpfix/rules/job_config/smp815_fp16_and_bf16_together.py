@@ -15,8 +15,6 @@ FP16_KEY_SINCE = (1, 10)
 
 
 class Fp16AndBf16Together(ConfigRule):
-    code = "SMP815"
-    name = "fp16-and-bf16-together"
     flavours = ONLY_PYTORCH
     summary = "`bf16` requires `fp16` (and the deprecated `fp16_params`) to be False; `fp16_params` is deprecated."
     fix_availability = FixAvailability.NONE

@@ -18,8 +18,6 @@ from smpfix.rules.rule import FixAvailability
 
 
 class ActiveMicrobatchesOutOfRange(ConfigRule):
-    code = "SMP816"
-    name = "active-microbatches-out-of-range"
     flavours = ONLY_PYTORCH
     summary = "`active_microbatches` must be between 1 and `microbatches`; it only matters with pipeline parallelism."
     fix_availability = FixAvailability.NONE

@@ -20,8 +20,6 @@ from smpfix.rules.rule import FixAvailability
 
 
 class MpiNotEnabled(ConfigRule):
-    code = "SMP817"
-    name = "mpi-not-enabled"
     summary = 'A modelparallel launch needs `"mpi": {"enabled": True, "processes_per_host": <GPUs per instance>}`.'
     fix_availability = FixAvailability.UNSAFE
 

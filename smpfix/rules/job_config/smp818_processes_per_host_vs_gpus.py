@@ -15,8 +15,6 @@ from smpfix.rules.rule import FixAvailability
 
 
 class ProcessesPerHostVsGpus(ConfigRule):
-    code = "SMP818"
-    name = "processes-per-host-vs-gpus"
     summary = "`mpi.processes_per_host` must not exceed the instance's GPUs, and should equal them on multi-node jobs."
     fix_availability = FixAvailability.UNSAFE
 

@@ -17,8 +17,6 @@ from smpfix.rules.rule import FixAvailability
 
 
 class ManualPartitionWithoutDefaultPartition(ConfigRule):
-    code = "SMP819"
-    name = "manual-partition-without-default-partition"
     summary = '`"auto_partition": False` requires `default_partition`, which must be below `pipeline_parallel_degree`.'
     fix_availability = FixAvailability.SAFE
 

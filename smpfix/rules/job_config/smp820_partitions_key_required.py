@@ -27,8 +27,6 @@ from smpfix.rules.rule import FixAvailability
 
 
 class PartitionsKeyRequired(ConfigRule):
-    code = "SMP820"
-    name = "partitions-key-required"
     summary = "Write the pipeline degree as `partitions` where the SDK, Hugging Face or TensorFlow need it, and never both names."
     fix_availability = FixAvailability.UNSAFE
 

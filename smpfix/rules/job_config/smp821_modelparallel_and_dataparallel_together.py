@@ -16,8 +16,6 @@ from smpfix.rules.rule import FixAvailability
 
 
 class ModelparallelAndDataparallelTogether(ConfigRule):
-    code = "SMP821"
-    name = "modelparallel-and-dataparallel-together"
     summary = "`smdistributed` holds one strategy: `modelparallel` and `dataparallel` together make the SDK raise ValueError."
     fix_availability = FixAvailability.NONE
 

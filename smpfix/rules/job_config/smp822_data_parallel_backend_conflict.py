@@ -25,8 +25,6 @@ _NEED_DDP_KEY = ("ddp_port", "ddp_dist_backend")
 
 
 class DataParallelBackendConflict(ConfigRule):
-    code = "SMP822"
-    name = "data-parallel-backend-conflict"
     summary = (
         'More processes than pipeline × tensor degree need `"ddp": True` (TensorFlow: `"horovod": True`); '
         "never both, and `ddp_port`/`ddp_dist_backend` need a `ddp` key."

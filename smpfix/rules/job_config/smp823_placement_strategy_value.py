@@ -21,8 +21,6 @@ ORDERS = tuple("".join(order) for order in permutations("DPT"))
 
 
 class PlacementStrategyValue(ConfigRule):
-    code = "SMP823"
-    name = "placement-strategy-value"
     summary = "`placement_strategy` is `cluster`, `spread` or an order of D, P, T; a launcher may only say `cluster` or `spread`."
     fix_availability = FixAvailability.NONE
 

@@ -27,8 +27,6 @@ _NEEDED_TRUE = ("overlapping_allreduce", "gradient_as_bucket_view")
 
 
 class ShardOptimizerStatePrerequisites(ConfigRule):
-    code = "SMP824"
-    name = "shard-optimizer-state-prerequisites"
     flavours = ONLY_PYTORCH
     summary = (
         '`shard_optimizer_state` needs `"ddp": True` and the DistributedModel\'s default overlapping all-reduce and '

@@ -21,8 +21,6 @@ BEFORE_AUTO = (1, 12)
 
 
 class DdpDistBackendValue(ConfigRule):
-    code = "SMP825"
-    name = "ddp-dist-backend-value"
     flavours = ONLY_PYTORCH
     summary = '`ddp_dist_backend` is `"nccl"`, or `"auto"` from SMP 1.13 on; anything else stops the library at start-up.'
     fix_availability = FixAvailability.NONE

@@ -28,8 +28,6 @@ SUPPORTED = tuple(name for name, instance in INSTANCE_TYPES.items() if instance.
 
 
 class UnsupportedInstanceOrImage(ConfigRule):
-    code = "SMP826"
-    name = "unsupported-instance-or-image"
     summary = "SMP v1 needs a CUDA GPU instance of the supported types and a training container that ships the library."
     fix_availability = FixAvailability.NONE
 

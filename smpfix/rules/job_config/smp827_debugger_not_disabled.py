@@ -31,8 +31,6 @@ _AUTO_DISABLED = ("pytorch", "tensorflow")
 
 
 class DebuggerNotDisabled(ConfigRule):
-    code = "SMP827"
-    name = "debugger-not-disabled"
     summary = "A model-parallel job that checkpoints to S3 should pass `debugger_hook_config=False`; Debugger does not support the library."
     fix_availability = FixAvailability.SOMETIMES_SAFE
 

@@ -48,8 +48,6 @@ _TOOLKIT_VARIABLES = frozenset({"NCCL_DEBUG", "NCCL_MIN_NRINGS", "NCCL_SOCKET_IF
 
 
 class CustomMpiOptionsProblems(ConfigRule):
-    code = "SMP828"
-    name = "custom-mpi-options-problems"
     summary = (
         "`custom_mpi_options` must not set an Open MPI parameter twice (or one the toolkit sets); pass library "
         "variables with `-x` on multi-instance jobs."

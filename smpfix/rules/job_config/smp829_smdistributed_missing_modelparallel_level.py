@@ -25,8 +25,6 @@ _FRAMEWORKS = ("PyTorch", "TensorFlow", "HuggingFace")
 
 
 class SmdistributedMissingModelparallelLevel(ConfigRule):
-    code = "SMP829"
-    name = "smdistributed-missing-modelparallel-level"
     summary = '`enabled`/`parameters` belong in `smdistributed["modelparallel"]`, not directly under `smdistributed`.'
     fix_availability = FixAvailability.SAFE
 

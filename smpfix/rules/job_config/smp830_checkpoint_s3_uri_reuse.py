@@ -38,8 +38,6 @@ class _Started:
 
 
 class CheckpointS3UriReuse(ConfigRule):
-    code = "SMP830"
-    name = "checkpoint-s3-uri-reuse"
     summary = "Jobs running at the same time should not share a `checkpoint_s3_uri`; give each its own prefix."
     fix_availability = FixAvailability.NONE
     default_severity = Severity.WARNING

@@ -11,8 +11,6 @@ from smpfix.rules.rule import FixAvailability
 
 
 class JobExceedsGpuMemory(ConfigRule):
-    code = "SMP831"
-    name = "job-exceeds-gpu-memory"
     summary = (
         "By the per-GPU memory estimate (`smpfix plan`), this launcher's job does not fit in the GPU memory of its "
         "instance type."

@@ -20,8 +20,6 @@ _DEGREES = ("pipeline_parallel_degree", "tensor_parallel_degree", "sharded_data_
 
 
 class LaunchedScriptDoesNotUseSmp(ConfigRule):
-    code = "SMP832"
-    name = "launched-script-does-not-use-smp"
     summary = (
         "The launcher enables `smdistributed.modelparallel`, but the script it starts (and the project modules it "
         "imports) never imports the library nor builds a Hugging Face `Trainer`: model parallelism does nothing."

@@ -34,8 +34,6 @@ class _Accumulation:
 
 
 class GradAccumulationWithoutBackwardPassesPerStep(Rule):
-    code = "SMP602"
-    name = "grad-accumulation-without-backward-passes-per-step"
     summary = "Under sharded data parallelism, gradient accumulation needs `backward_passes_per_step` on `smp.DistributedModel`."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("SDP",)

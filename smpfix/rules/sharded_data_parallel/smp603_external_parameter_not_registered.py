@@ -69,8 +69,6 @@ def _self_assignments(
 
 
 class ExternalParameterNotRegistered(Rule):
-    code = "SMP603"
-    name = "external-parameter-not-registered"
     summary = "Under sharded data parallelism, a parameter used outside the module that owns it must be registered with `smp.register_parameter`."
     # `smp.register_parameter` arrived in 1.13 (catalog section 8, item 5).
     since = (1, 13)

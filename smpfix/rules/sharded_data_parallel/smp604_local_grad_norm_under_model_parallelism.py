@@ -31,15 +31,13 @@ _PARAMETER_METHODS = frozenset({"parameters", "local_parameters"})
 
 
 class LocalGradNormUnderModelParallelism(Rule):
-    code = "SMP604"
-    name = "local-grad-norm-under-model-parallelism"
     summary = "`clip_grad_norm_(model.parameters())` clips by one partition's norm under pipeline/tensor parallelism, and does nothing with fp16/bf16."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("PP", "TP", "FP16", "BF16", "SDP")
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.distributed_models)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.distributed_models)
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -58,8 +58,6 @@ class _Returned:
 
 
 class ForwardReturnsIntermediates(Rule):
-    code = "SMP401"
-    name = "forward-returns-intermediates"
     flavours = BOTH
     summary = (
         "The wrapped model's `forward` (TensorFlow: `call`) returns tensors no step function uses (or Hugging Face "

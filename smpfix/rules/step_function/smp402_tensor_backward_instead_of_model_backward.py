@@ -14,7 +14,6 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.imports import dotted_name
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import Tri
-from smpfix.program.facts import FileFacts
 from smpfix.program.model import Program
 from smpfix.program.objects.model_names import DistributedModelNames
 from smpfix.program.objects.training_objects import looks_like_optimizer
@@ -32,16 +31,10 @@ def _without_parens(node: cst.BaseExpression) -> cst.BaseExpression:
 
 
 class TensorBackwardInsteadOfModelBackward(Rule):
-    code = "SMP402"
-    name = "tensor-backward-instead-of-model-backward"
     summary = "`loss.backward()` or `torch.autograd.backward` in a step function bypasses `smp.DistributedModel`; call `model.backward(loss)`."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("FP16", "SDP", "PP")
     satisfied_by_hf_trainer = True
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return facts.imports_smp_torch and super().applies_to(facts)
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

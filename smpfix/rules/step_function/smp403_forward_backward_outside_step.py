@@ -27,8 +27,6 @@ class _Candidate:
 
 
 class ForwardBackwardOutsideStep(Rule):
-    code = "SMP403"
-    name = "forward-backward-outside-step"
     summary = "The wrapped model's forward (under pipeline parallelism) and `model.backward` run only inside an `@smp.step` function."
     fix_availability = FixAvailability.NONE
     depends_on = ("PP",)

@@ -71,8 +71,6 @@ class _Work:
 
 
 class OncePerBatchWorkInsideStep(Rule):
-    code = "SMP404"
-    name = "once-per-batch-work-inside-step"
     summary = (
         "`optimizer.step()`, `zero_grad()`, scheduler steps, gradient clipping and allreduce inside `@smp.step` run once "
         "per microbatch; so do batch-size shapes, logging, counters, model attributes and seeding there."

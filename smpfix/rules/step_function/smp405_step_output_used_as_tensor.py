@@ -146,8 +146,6 @@ class _Binding:
 
 
 class StepOutputUsedAsTensor(Rule):
-    code = "SMP405"
-    name = "step-output-used-as-tensor"
     summary = "A step function returns a `StepOutput` (one value per microbatch), not a tensor; reduce it with `.reduce_mean()` or `.concat()` first."
     fix_availability = FixAvailability.UNSAFE
     satisfied_by_hf_trainer = True

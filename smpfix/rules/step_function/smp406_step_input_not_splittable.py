@@ -41,8 +41,6 @@ _PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 
 
 class StepInputNotSplittable(Rule):
-    code = "SMP406"
-    name = "step-input-not-splittable"
     flavours = BOTH
     summary = "`non_split_inputs` must be a list of the step function's parameter names; tensors without a batch dimension belong in it."
     fix_availability = FixAvailability.SOMETIMES_SAFE

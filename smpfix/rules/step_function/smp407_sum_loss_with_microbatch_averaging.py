@@ -22,16 +22,14 @@ _SETTING = "average_grads_across_microbatches"
 
 
 class SumLossWithMicrobatchAveraging(Rule):
-    code = "SMP407"
-    name = "sum-loss-with-microbatch-averaging"
     summary = "A loss summed over samples is backpropagated while `smp.DistributedModel` averages gradients across microbatches."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("MB",)
     default_severity = Severity.WARNING
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.distributed_models)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.distributed_models)
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -40,8 +40,6 @@ class _Setting:
 
 
 class ActivationCheckpointingApiMisuse(Rule):
-    code = "SMP408"
-    name = "activation-checkpointing-api-misuse"
     summary = "Activation checkpointing through `torch.utils.checkpoint` or Hugging Face, `smp.set_activation_checkpointing` before the wrap, nested or with a bad `strategy`."
     default_severity = Severity.ERROR
     runs_on_helper_modules = True

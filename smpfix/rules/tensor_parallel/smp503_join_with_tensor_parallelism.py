@@ -13,8 +13,6 @@ from smpfix.rules.rule import FixAvailability, Rule
 
 
 class JoinWithTensorParallelism(Rule):
-    code = "SMP503"
-    name = "join-with-tensor-parallelism"
     summary = "`DistributedModel.join()` needs `ddp=True`, and under tensor parallelism every rank of a TP group must still see the same number of batches."
     fix_availability = FixAvailability.NONE
     depends_on = ("DDP", "TP")

@@ -46,8 +46,6 @@ class _Average:
 
 
 class CollectiveOnWorldGroup(Rule):
-    code = "SMP504"
-    name = "collective-on-world-group"
     summary = "A `torch.distributed` reduction over all ranks divided by `smp.dp_size()`/`rdp_size()`, or any collective without ddp."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("PP", "TP", "DDP")

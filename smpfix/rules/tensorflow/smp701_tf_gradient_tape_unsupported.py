@@ -14,8 +14,6 @@ from smpfix.rules.rule import Rule
 
 
 class TfGradientTapeUnsupported(Rule):
-    code = "SMP701"
-    name = "tf-gradient-tape-unsupported"
     summary = "`tf.GradientTape` is not supported by the library; compute gradients with `optimizer.get_gradients(loss, model.trainable_variables)` inside `@smp.step`."
     flavours = ONLY_TENSORFLOW
 

@@ -31,8 +31,6 @@ _LOOPS = (cst.For, cst.While)
 
 
 class TfCheckpointRestoreUnsupported(Rule):
-    code = "SMP702"
-    name = "tf-checkpoint-restore-unsupported"
     summary = "Restore TensorFlow checkpoints with `smp.CheckpointManager`, not `tf.train.Checkpoint.restore()` or `tf.train.CheckpointManager`."
     flavours = ONLY_TENSORFLOW
 

@@ -47,8 +47,6 @@ _NEEDS_INIT = frozenset(
 
 
 class TfHorovodMisuse(Rule):
-    code = "SMP703"
-    name = "tf-horovod-misuse"
     summary = 'With Horovod, set `"horovod": True` and let the library start it: no `hvd.init()`, no `hvd.DistributedOptimizer`.'
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.SOMETIMES_SAFE

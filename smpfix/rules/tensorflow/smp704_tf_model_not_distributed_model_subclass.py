@@ -35,8 +35,6 @@ _VARIABLES = frozenset({"tensorflow.Variable"})
 
 
 class TfModelNotDistributedModelSubclass(Rule):
-    code = "SMP704"
-    name = "tf-model-not-distributed-model-subclass"
     summary = "Define the TensorFlow model by subclassing `smp.DistributedModel`, build its layers in `__init__`, and call it only inside `@smp.step`."
     flavours = ONLY_TENSORFLOW
 

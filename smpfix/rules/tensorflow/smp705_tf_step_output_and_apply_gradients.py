@@ -42,15 +42,13 @@ class _Output:
 
 
 class TfStepOutputAndApplyGradients(Rule):
-    code = "SMP705"
-    name = "tf-step-output-and-apply-gradients"
     summary = "Combine TensorFlow step outputs (`accumulate()`, `reduce_mean()`, `merge()`) before using them, and apply gradients after the step, not inside it."
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.UNSAFE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.step_functions)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.step_functions)
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

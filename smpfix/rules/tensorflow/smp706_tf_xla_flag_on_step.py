@@ -31,8 +31,6 @@ _SET_JIT = frozenset({"tensorflow.config.optimizer.set_jit"})
 
 
 class TfXlaFlagOnStep(Rule):
-    code = "SMP706"
-    name = "tf-xla-flag-on-step"
     summary = "Enable XLA with `tf.config.optimizer.set_jit(True)`, not `jit_compile`/`experimental_compile` on `smp.step` or the `tf.function` around it."
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.UNSAFE

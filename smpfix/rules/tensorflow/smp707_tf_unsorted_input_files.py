@@ -59,8 +59,6 @@ _NODES = Feature("NODES", "instance_count", "multi-node training (instance_count
 
 
 class TfUnsortedInputFiles(Rule):
-    code = "SMP707"
-    name = "tf-unsorted-input-files"
     summary = "Sort the input file names (`sorted(glob.glob(...))`) and seed `list_files`, so every rank reads the files in the same order."
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.SOMETIMES_SAFE

@@ -36,8 +36,6 @@ class _Rename(cst.CSTTransformer):
 
 
 class OptimizerBeforeDistributedModel(Rule):
-    code = "SMP101"
-    name = "optimizer-before-distributed-model"
     summary = "An optimizer built from the model's parameters before `smp.DistributedModel` wraps it holds stale parameters under tensor parallelism."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("TP",)

@@ -49,8 +49,6 @@ BEFORE_FULL_LOADS_UNDER_SDP = (1, 14)
 
 
 class WeightsLoadedBeforeWrap(Rule):
-    code = "SMP102"
-    name = "weights-loaded-before-wrap"
     summary = "Under tensor parallelism load weights after `smp.DistributedModel`; under sharded data parallelism load a full checkpoint before it."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP", "SDP")

@@ -80,19 +80,15 @@ def _parameter_names(function: cst.FunctionDef) -> list[str]:
 
 
 class MissingDistributedOptimizer(Rule):
-    code = "SMP103"
-    name = "missing-distributed-optimizer"
     summary = "The optimizer of the `smp.DistributedModel` must be wrapped with `smp.DistributedOptimizer`."
     fix_availability = FixAvailability.UNSAFE
     depends_on = _SEVERITY_FEATURES
     satisfied_by_hf_trainer = True
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        # Only files that wrap a model have its optimizer; the TensorFlow flavour has no DistributedOptimizer.
-        return (
-            super().applies_to(facts) and bool(facts.distributed_models) and facts.imports_smp_torch
-        )
+    def precondition(cls, facts: FileFacts) -> bool:
+        # Only files that wrap a model have its optimizer.
+        return bool(facts.distributed_models)
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -78,15 +78,13 @@ def _returned_child(function: Optional[cst.FunctionDef]) -> Optional[str]:
 
 
 class SharedParametersSplitAcrossPartitions(Rule):
-    code = "SMP104"
-    name = "shared-parameters-split-across-partitions"
     summary = "Modules that share a parameter (tied embeddings) must be on the same partition under manual partitioning."
     depends_on = ("PP",)
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
+    def precondition(cls, facts: FileFacts) -> bool:
         # Without `smp.partition`/`smp.set_partition` nothing is placed by hand.
-        return super().applies_to(facts) and any(item.feature == "PP" for item in facts.evidence)
+        return any(item.feature == "PP" for item in facts.evidence)
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -67,8 +67,6 @@ class _Candidate:
 
 
 class LargeModelWithoutDelayedInit(Rule):
-    code = "SMP105"
-    name = "large-model-without-delayed-init"
     summary = "A model above ~10B parameters should be built inside `smp.delay_param_initialization()` to avoid running out of host memory."
     fix_availability = FixAvailability.NONE
     default_severity = Severity.HINT

@@ -54,8 +54,6 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
 
 
 class MissingSmpInit(Rule):
-    code = "SMP106"
-    name = "missing-smp-init"
     flavours = BOTH
     summary = "A training script that uses the library must call `smp.init()` before anything else; add it after the import."
     fix_availability = FixAvailability.SAFE
@@ -63,9 +61,9 @@ class MissingSmpInit(Rule):
     satisfied_by_hf_trainer = True
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
+    def precondition(cls, facts: FileFacts) -> bool:
         # Most scripts call `smp.init()`: nothing to look for there.
-        return super().applies_to(facts) and not facts.smp_init_calls
+        return not facts.smp_init_calls
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -34,8 +34,6 @@ class _WrongIndex:
 
 
 class CudaDeviceNotLocalRank(Rule):
-    code = "SMP107"
-    name = "cuda-device-not-local-rank"
     summary = "Each process must use GPU `smp.local_rank()`; a global rank, `LOCAL_RANK` or a hard-coded `cuda:0` picks the wrong one."
     fix_availability = FixAvailability.SOMETIMES_SAFE
 

@@ -39,15 +39,13 @@ _DDP_WHY = (
 
 
 class NativeDdpOrProcessGroup(Rule):
-    code = "SMP109"
-    name = "native-ddp-or-process-group"
     summary = "PyTorch's `DistributedDataParallel` and `init_process_group` clash with the library's own data parallelism."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("DDP",)
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and facts.imports.imports_module("torch")
+    def precondition(cls, facts: FileFacts) -> bool:
+        return facts.imports.imports_module("torch")
 
     def leave_Module(self, node: cst.Module) -> None:
         order: Optional[ExecutionOrder] = None

@@ -15,15 +15,13 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule
 
 
 class DistributedOptimizerBeforeModel(Rule):
-    code = "SMP110"
-    name = "distributed-optimizer-before-model"
     summary = "`smp.DistributedOptimizer` raises RuntimeError unless an `smp.DistributedModel` was created before it."
     fix_availability = FixAvailability.SAFE
     satisfied_by_hf_trainer = True
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.distributed_optimizers)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
         order = self.program.order

@@ -22,13 +22,11 @@ _INSTEAD = (
 
 
 class MultipleDistributedModels(Rule):
-    code = "SMP111"
-    name = "multiple-distributed-models"
     summary = "Only one `smp.DistributedModel` may be created per process; a second one raises MultipleDistributedModelError."
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.distributed_models)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.distributed_models)
 
     def leave_Module(self, node: cst.Module) -> None:
         order = self.program.order

@@ -56,8 +56,6 @@ _COMPILE = frozenset({"torch.compile"})
 
 
 class UnsupportedFrameworkFeature(Rule):
-    code = "SMP112"
-    name = "unsupported-framework-feature"
     summary = "PyTorch AMP's GradScaler, apex amp and fused layers, TorchScript, `torch.compile` and `super().forward` do not work with the library."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("PP",)

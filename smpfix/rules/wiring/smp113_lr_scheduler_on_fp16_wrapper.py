@@ -20,8 +20,6 @@ _HF_SCHEDULE_MODULES = ("transformers.", "transformers.optimization.")
 
 
 class LrSchedulerOnFp16Wrapper(Rule):
-    code = "SMP113"
-    name = "lr-scheduler-on-fp16-wrapper"
     summary = "Under fp16 or bf16, PyTorch schedulers need the optimizer inside `smp.DistributedOptimizer`'s wrapper (`optimizer.optimizer`)."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("FP16", "BF16", "SDP")
@@ -29,8 +27,8 @@ class LrSchedulerOnFp16Wrapper(Rule):
     since = (1, 10)
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.distributed_optimizers)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
         for call in self.program.facts.call_order:

@@ -18,8 +18,6 @@ def _dtype_given(call: cst.Call) -> bool:
 
 
 class Fp16SetupIncomplete(Rule):
-    code = "SMP114"
-    name = "fp16-setup-incomplete"
     summary = "With fp16 on, build the model in `smp.model_creation(dtype=torch.float16)` and turn on loss scaling in `smp.DistributedOptimizer`."
     depends_on = ("FP16", "DELAYED_INIT")
     satisfied_by_hf_trainer = True
@@ -27,10 +25,8 @@ class Fp16SetupIncomplete(Rule):
     since = (1, 10)
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(
-            facts.distributed_models or facts.distributed_optimizers
-        )
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.distributed_models or facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
         fp16 = self.feature("FP16")

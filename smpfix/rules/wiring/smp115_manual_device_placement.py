@@ -22,8 +22,6 @@ _ONE_PER_HOST = frozenset({"local_rank", "rank"})
 
 
 class ManualDevicePlacement(Rule):
-    code = "SMP115"
-    name = "manual-device-placement"
     summary = "Moving the `smp.DistributedModel` before the first step is ignored; CUDA and dataset downloads before set-up misbehave."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     default_severity = Severity.HINT

@@ -21,14 +21,12 @@ _KEYWORD = {"partition": "index", "set_partition": "partition"}
 
 
 class PartitionApiMisuse(Rule):
-    code = "SMP116"
-    name = "partition-api-misuse"
     summary = "Manual partitioning needs `auto_partition: False`, an index below the pipeline degree, and `set_partition` between the wrap and the first step."
     depends_on = ("PP",)
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and any(item.feature == "PP" for item in facts.evidence)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return any(item.feature == "PP" for item in facts.evidence)
 
     def leave_Module(self, node: cst.Module) -> None:
         order: Optional[ExecutionOrder] = None

@@ -16,8 +16,6 @@ _AFFECTED = frozenset({"torch.optim.Adadelta", "torch.optim.adadelta.Adadelta"})
 
 
 class OptimizerStepOnEmptyPartition(Rule):
-    code = "SMP117"
-    name = "optimizer-step-on-empty-partition"
     summary = "SMP 1.3 (PyTorch 1.8): Adadelta's `step()` crashes on a pipeline stage with no parameters; step only where `model.local_parameters()` is not empty."
     depends_on = ("PP",)
     default_severity = Severity.WARNING
@@ -25,8 +23,8 @@ class OptimizerStepOnEmptyPartition(Rule):
     until = (1, 3)
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.distributed_optimizers)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
         pp = self.feature("PP")

@@ -32,8 +32,6 @@ class _Batching:
 
 
 class BatchNotDivisibleByMicrobatches(Rule):
-    code = "SMP802"
-    name = "batch-not-divisible-by-microbatches"
     flavours = BOTH
     summary = (
         "The batch size of a loader that feeds `smp.step` must be a multiple of `microbatches`."
