@@ -15,7 +15,7 @@ import pytest
 
 from smpfix.base.flavour import BOTH
 from smpfix.rules.registry import all_rules, rule_codes, rule_names
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 from smpfix.rules.scope import FileScope
 
 BAD = """import smdistributed.modelparallel.torch as smp
@@ -36,7 +36,7 @@ def test_codes_and_names_come_from_the_module_names_without_importing_the_rules(
 
 def _rule_class(module: str, **attributes: object) -> type[Rule]:
     """A rule class as if defined in ``module`` (never registered: the registry lists files)."""
-    body = {"__module__": module, **attributes}
+    body = {"__module__": module, "tensor_parallelism": TensorParallelism.NONE, **attributes}
     return type("Probe", (Rule,), body)
 
 
@@ -60,6 +60,7 @@ def test_a_rule_gets_its_code_name_and_family_scope_when_its_class_is_created() 
             "not within its family's",
         ),
         ("smpfix.rules.tensorflow.smp799_probe", {"flavours": BOTH}, "flavours its scope"),
+        ("smpfix.rules.wiring.smp199_probe", {"tensor_parallelism": None}, "tensor parallelism"),
         (
             "smpfix.rules.wiring.smp199_probe",
             {"applies_to": classmethod(lambda cls, facts: True)},

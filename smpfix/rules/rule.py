@@ -44,6 +44,47 @@ class FixAvailability(str, enum.Enum):
     SOMETIMES_SAFE = "safe or unsafe"
 
 
+class TensorParallelism(str, enum.Enum):
+    """How a rule depends on tensor parallelism; its page says so (issue 12).
+
+    The library replaces only the modules the program marks, whatever
+    ``tensor_parallel_degree`` says, while the rank topology (which ranks share data, a
+    checkpoint, a group) follows the degree alone, marked modules or not.
+    """
+
+    NONE = "none"
+    DEGREE = "degree"  # the rank topology
+    MARKING = "marking"  # the modules the library replaces
+    BOTH = "both"  # slices of distributed parameters: a marking and a degree above 1
+    CONFIGURED = "configured"  # configuration rules: the values as written
+
+    @property
+    def words(self) -> str:
+        """What the page's "**Tensor parallelism:** this rule ..." line says; a page may go on
+        after these words (``smpfix.rules.pages``)."""
+        return _TENSOR_PARALLELISM_WORDS[self]
+
+
+_TENSOR_PARALLELISM_WORDS = {
+    TensorParallelism.NONE: "does not depend on tensor parallelism",
+    TensorParallelism.DEGREE: (
+        "depends on the rank topology, so on `tensor_parallel_degree` alone, whether or not "
+        "modules are marked"
+    ),
+    TensorParallelism.MARKING: (
+        "depends on replaced modules: the program's tensor-parallel marking "
+        "(`smp.tensor_parallelism()`, `smp.model_creation(tensor_parallelism=...)` not literally "
+        "false, `smp.set_tensor_parallelism`, `smp.nn.Distributed*`, in the script or the project "
+        "modules it imports), not the degree"
+    ),
+    TensorParallelism.BOTH: "needs both",
+    TensorParallelism.CONFIGURED: (
+        "checks the configured values as written (`tensor_parallel_degree` where it reads it), "
+        "not the script's marking"
+    ),
+}
+
+
 @dataclass(frozen=True)
 class PendingFix:
     applicability: Applicability
@@ -70,6 +111,8 @@ class Rule:
     # The files the rule can report on; its family's (``SCOPE`` in the family's ``__init__.py``)
     # unless it declares a scope within that one. ``applies_to`` holds the rule to it.
     scope: ClassVar[FileScope] = FileScope.SMP
+    # How the rule depends on tensor parallelism: every rule of smpfix declares it, its page says it.
+    tensor_parallelism: ClassVar[TensorParallelism]
     fix_availability: ClassVar[FixAvailability] = FixAvailability.NONE
     depends_on: ClassVar[tuple[str, ...]] = ()
     # Rules that the Hugging Face Trainer already satisfies are skipped in Trainer scripts.
@@ -106,7 +149,8 @@ class Rule:
         A class defined in a rule module of a family folder is a rule of smpfix: it gets its
         code and name from the module's name and, unless it declares one, its family's scope.
         Its scope must lie within its family's (the registry imports a family's rules only for
-        files its scope admits), and its flavours within its scope's. Other subclasses (the framework's ``ConfigRule``, a
+        files its scope admits), its flavours within its scope's, and it must say how it
+        depends on tensor parallelism. Other subclasses (the framework's ``ConfigRule``, a
         test's probe) are left as they are. No rule overrides ``applies_to``.
         """
         super().__init_subclass__(**kwargs)
@@ -136,6 +180,11 @@ class Rule:
             )
         if not cls.flavours <= cls.scope.flavours:
             raise TypeError(f"{cls.code} declares flavours its scope ({cls.scope.value}) excludes")
+        if not isinstance(getattr(cls, "tensor_parallelism", None), TensorParallelism):
+            raise TypeError(
+                f"{cls.code} must declare how it depends on tensor parallelism: "
+                "tensor_parallelism = TensorParallelism.<...>"
+            )
 
     @final
     @classmethod

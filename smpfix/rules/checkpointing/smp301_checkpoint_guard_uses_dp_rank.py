@@ -12,7 +12,7 @@ from smpfix.base.findings import Applicability
 from smpfix.base.walker import iter_nodes
 from smpfix.fixes.references import smp_reference
 from smpfix.program.ranks.guards import RankGuard, early_exit_guard, rank_zero_guards
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _SMP_CHECKPOINT_CALLS = frozenset({"save", "load"})
 _MODEL_STATE_METHODS = frozenset(
@@ -24,6 +24,7 @@ class CheckpointGuardUsesDpRank(Rule):
     summary = "Checkpoint code guarded by `smp.dp_rank() == 0` hangs under tensor parallelism; guard with `smp.rdp_rank()`."
     fix_availability = FixAvailability.SAFE
     depends_on = ("TP",)
+    tensor_parallelism = TensorParallelism.DEGREE
 
     def visit_If(self, node: cst.If) -> None:
         guards = [

@@ -24,7 +24,7 @@ from smpfix.job.jobfacts import Tri
 from smpfix.program.model import Program
 from smpfix.program.ranks.guards import RankGuard, guarded_by_early_exit, guards_of
 from smpfix.program.ranks.rank_groups import GROUP_WORDS, Cut, cut, group_constant
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _CHECKPOINT = frozenset({"save_checkpoint", "resume_from_checkpoint"})
 _GROUP_BARRIERS = {
@@ -66,6 +66,7 @@ class CollectiveUnderRankGuard(Rule):
     )
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("TP", "PP")
+    tensor_parallelism = TensorParallelism.DEGREE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

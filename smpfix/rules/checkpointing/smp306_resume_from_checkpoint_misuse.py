@@ -22,7 +22,7 @@ from smpfix.program.objects.checkpoint_api import (
     raises_on_purpose,
 )
 from smpfix.program.order.call_order import runs_earlier
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 
 class ResumeFromCheckpointMisuse(Rule):
@@ -30,6 +30,7 @@ class ResumeFromCheckpointMisuse(Rule):
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("SDP",)
     since = CHECKPOINT_API_SINCE
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

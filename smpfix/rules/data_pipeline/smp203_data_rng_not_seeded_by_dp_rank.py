@@ -28,7 +28,7 @@ from smpfix.program.facts import Scope
 from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.model import Program
 from smpfix.program.ranks.rank_terms import RankTerm, rank_terms
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # Seeds of RNGs that data pipelines draw from: (parameter name, position).
 _DATA_SEEDS = {
@@ -105,6 +105,7 @@ class DataRngNotSeededByDpRank(Rule):
     )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("PP", "TP", "PRESCALED")
+    tensor_parallelism = TensorParallelism.DEGREE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

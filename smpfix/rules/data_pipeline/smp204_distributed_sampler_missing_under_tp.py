@@ -16,7 +16,7 @@ from smpfix.program.data.dataloaders import is_dataloader, is_distributed_sample
 from smpfix.program.data.samplers import SamplerUses
 from smpfix.program.data.training_loaders import TrainingLoaders, dataset_key, loader_dataset
 from smpfix.program.model import Program
-from smpfix.rules.rule import FixAvailability, Rule
+from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 
 
 class DistributedSamplerMissingUnderTp(Rule):
@@ -27,6 +27,7 @@ class DistributedSamplerMissingUnderTp(Rule):
     fix_availability = FixAvailability.NONE
     depends_on = ("TP",)
     runs_on_helper_modules = True
+    tensor_parallelism = TensorParallelism.DEGREE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

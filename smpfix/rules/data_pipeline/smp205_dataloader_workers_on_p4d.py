@@ -13,7 +13,7 @@ from smpfix.base.imports import dotted_name
 from smpfix.program.data.dataloaders import is_dataloader
 from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.flow.command_line import script_argument
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)
 _NUM_WORKERS_POSITION = 5
@@ -39,6 +39,7 @@ class DataloaderWorkersOnP4d(Rule):
     fix_availability = FixAvailability.SAFE
     default_severity = Severity.WARNING
     runs_on_helper_modules = True
+    tensor_parallelism = TensorParallelism.NONE
 
     def leave_Module(self, node: cst.Module) -> None:
         instance = self.program.job.value("instance_type")

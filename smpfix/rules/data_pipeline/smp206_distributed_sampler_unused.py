@@ -23,7 +23,7 @@ from smpfix.program.data.samplers import SamplerUse, SamplerUses
 from smpfix.program.data.training_loaders import TrainingLoaders, dataset_key, loader_dataset
 from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.model import Program
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 
 class DistributedSamplerUnused(Rule):
@@ -34,6 +34,7 @@ class DistributedSamplerUnused(Rule):
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("PP", "TP", "PRESCALED")
     runs_on_helper_modules = True
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -11,7 +11,7 @@ from smpfix.base.literals import UNKNOWN
 from smpfix.job.versions import leading
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.launched_code import launched_code
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 # Sharded data parallelism combines with tensor parallelism from SMP 1.15 on.
 SDP_WITH_TP_SINCE = (1, 15)
@@ -25,6 +25,7 @@ class SdpIncompatibleFeatures(ConfigRule):
         "parallelism it needs SMP 1.15, `prescaled_batch` and `smp.model_creation(tensor_parallelism=...)`."
     )
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
     finding_ranges = {"SDP+TP too old": (None, BEFORE_SDP_WITH_TP)}
 
     @classmethod

@@ -8,7 +8,7 @@ from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.launched_code import launched_code
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 # The library's activation checkpointing entry points; offloading moves what they checkpoint.
 CHECKPOINTING = (
@@ -25,6 +25,7 @@ class OffloadActivationsPrerequisites(ConfigRule):
         "pipeline parallelism more than one microbatch; `activation_loading_horizon` must be above 0."
     )
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -9,7 +9,7 @@ from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.launch_environment import integer, launch_variables
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 VARIABLE = "SMP_NCCL_THROTTLE_LIMIT"
 
@@ -21,6 +21,7 @@ class NcclThrottleLimit(ConfigRule):
         "tensor parallelism."
     )
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

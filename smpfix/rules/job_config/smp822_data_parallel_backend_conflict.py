@@ -19,7 +19,7 @@ from typing import Optional
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import UNKNOWN
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView, Replicas
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 _NEED_DDP_KEY = ("ddp_port", "ddp_dist_backend")
 
@@ -30,6 +30,7 @@ class DataParallelBackendConflict(ConfigRule):
         "never both, and `ddp_port`/`ddp_dist_backend` need a `ddp` key."
     )
     fix_availability = FixAvailability.SAFE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

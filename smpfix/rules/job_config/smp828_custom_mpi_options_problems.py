@@ -27,7 +27,7 @@ from smpfix.job.launch_environment import (
     mca_parameters,
 )
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 # ``-mca`` parameters the training toolkit's ``MasterRunner`` passes itself (sagemaker-training-toolkit ``mpi.py``).
 TOOLKIT_MCA = frozenset(
@@ -53,6 +53,7 @@ class CustomMpiOptionsProblems(ConfigRule):
         "variables with `-x` on multi-instance jobs."
     )
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

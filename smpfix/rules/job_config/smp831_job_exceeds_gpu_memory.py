@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from smpfix.base.findings import Severity
 from smpfix.plan.results import MemoryPlan
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class JobExceedsGpuMemory(ConfigRule):
@@ -17,6 +17,7 @@ class JobExceedsGpuMemory(ConfigRule):
     )
     fix_availability = FixAvailability.NONE
     default_severity = Severity.WARNING
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -14,7 +14,7 @@ from smpfix.rules.job_config._library_loading import (
     library_loading,
     torchrun_variables,
 )
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 _DEGREES = ("pipeline_parallel_degree", "tensor_parallel_degree", "sharded_data_parallel_degree")
 
@@ -25,6 +25,7 @@ class LaunchedScriptDoesNotUseSmp(ConfigRule):
         "imports) never imports the library nor builds a Hugging Face `Trainer`: model parallelism does nothing."
     )
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -15,7 +15,7 @@ from smpfix.fixes.references import smp_reference
 from smpfix.job.versions import leading
 from smpfix.program.model import Program
 from smpfix.program.steps import body_statements
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _PARAMETER_ATTRIBUTES = frozenset({"weight", "bias"})
 _PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
@@ -75,6 +75,7 @@ class ExternalParameterNotRegistered(Rule):
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("SDP",)
     runs_on_helper_modules = True
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -18,7 +18,7 @@ from smpfix.program.model import Program
 from smpfix.program.objects.model_names import DistributedModelNames
 from smpfix.program.objects.training_objects import looks_like_optimizer
 from smpfix.program.steps import contains_name_call, enclosing_step, step_bodies
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _UNSUPPORTED = ("retain_graph", "create_graph")
 _AUTOGRAD_BACKWARD = "torch.autograd.backward"
@@ -35,6 +35,7 @@ class TensorBackwardInsteadOfModelBackward(Rule):
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("FP16", "SDP", "PP")
     satisfied_by_hf_trainer = True
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

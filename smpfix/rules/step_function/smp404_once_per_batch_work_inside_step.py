@@ -35,7 +35,7 @@ from smpfix.program.steps import (
     enclosing_step,
     step_bodies,
 )
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.step_function._once_per_microbatch import (
     BATCH_SIZE,
     MODEL_STATE,
@@ -77,6 +77,7 @@ class OncePerBatchWorkInsideStep(Rule):
     )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("MB", "PP")
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

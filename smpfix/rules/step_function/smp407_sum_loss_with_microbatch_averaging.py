@@ -15,7 +15,7 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.model import Program
 from smpfix.program.objects.model_names import DistributedModelNames
 from smpfix.program.steps import enclosing_step, step_bodies
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.step_function._loss_reduction import LossReductions
 
 _SETTING = "average_grads_across_microbatches"
@@ -26,6 +26,7 @@ class SumLossWithMicrobatchAveraging(Rule):
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("MB",)
     default_severity = Severity.WARNING
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def precondition(cls, facts: FileFacts) -> bool:

@@ -23,7 +23,7 @@ from smpfix.program.data.dataloaders import (
 )
 from smpfix.program.facts import RANK_FUNCTIONS, Wrap
 from smpfix.program.flow.values import bound_value
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _TORCH_SEEDS = frozenset(
     {
@@ -86,6 +86,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
     summary = "Under tensor parallelism, a torch seed without a per-rank term before `smp.DistributedModel` initialises every slice of a distributed parameter identically."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP",)
+    tensor_parallelism = TensorParallelism.BOTH
 
     def leave_Module(self, node: cst.Module) -> None:
         if (

@@ -10,7 +10,7 @@ import libcst as cst
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability
 from smpfix.fixes.references import smp_reference
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 
 def _factors(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
@@ -26,6 +26,7 @@ class MpDpSizeIdentityUnderTp(Rule):
     summary = "`smp.mp_size() * smp.dp_size()` is not the world size under tensor parallelism; `pp_size() * dp_size()` is."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP",)
+    tensor_parallelism = TensorParallelism.DEGREE
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         if not isinstance(node.operator, cst.Multiply):

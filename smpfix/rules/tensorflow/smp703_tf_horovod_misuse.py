@@ -21,7 +21,7 @@ from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import Tri
 from smpfix.program.model import Program
 from smpfix.program.tensorflow.training import horovod_member
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # Horovod calls that need Horovod started (collectives, the ranks, and the Keras callbacks).
 _NEEDS_INIT = frozenset(
@@ -51,6 +51,7 @@ class TfHorovodMisuse(Rule):
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("HVD", "PP")
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

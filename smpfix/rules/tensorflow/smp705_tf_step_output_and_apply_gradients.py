@@ -25,7 +25,7 @@ from smpfix.program.model import Program
 from smpfix.program.order.call_graph import innermost_function, run_inside_steps
 from smpfix.program.steps import returns_container
 from smpfix.program.tensorflow.training import STEP_OUTPUT_METHODS, horovod_member, is_keras_metric
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _UPDATES = frozenset({"apply_gradients", "minimize"})
 _METRIC_METHODS = frozenset({"update_state"})
@@ -45,6 +45,7 @@ class TfStepOutputAndApplyGradients(Rule):
     summary = "Combine TensorFlow step outputs (`accumulate()`, `reduce_mean()`, `merge()`) before using them, and apply gradients after the step, not inside it."
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.UNSAFE
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def precondition(cls, facts: FileFacts) -> bool:

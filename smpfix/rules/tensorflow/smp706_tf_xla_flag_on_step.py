@@ -23,7 +23,7 @@ from smpfix.base.flavour import ONLY_TENSORFLOW
 from smpfix.base.literals import dict_entries
 from smpfix.program.facts import FileFacts
 from smpfix.program.flow.values import bound_value
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _XLA_KEYWORDS = ("jit_compile", "experimental_compile")
 _TF_FUNCTION = frozenset({"tensorflow.function", "tensorflow.compat.v2.function"})
@@ -35,6 +35,7 @@ class TfXlaFlagOnStep(Rule):
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.UNSAFE
     default_severity = Severity.WARNING
+    tensor_parallelism = TensorParallelism.NONE
 
     def leave_Module(self, node: cst.Module) -> None:
         for options in self._step_options():

@@ -26,7 +26,7 @@ from smpfix.job.jobfacts import Feature, FeatureState, Tri
 from smpfix.program.facts import Scope
 from smpfix.program.model import Program
 from smpfix.program.objects.wrapped_model import reaching_assignments
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # Listings in file-system order; the ones whose items ``sorted`` can order get the fix.
 _LISTINGS = {
@@ -63,6 +63,7 @@ class TfUnsortedInputFiles(Rule):
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("PP",)
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -13,7 +13,7 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import Assignment, StatementRef, Wrap
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
 
@@ -40,6 +40,7 @@ class OptimizerBeforeDistributedModel(Rule):
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("TP",)
     satisfied_by_hf_trainer = True
+    tensor_parallelism = TensorParallelism.MARKING
 
     def leave_Module(self, node: cst.Module) -> None:
         for wrap in self.program.facts.distributed_models:

@@ -24,7 +24,7 @@ from smpfix.job.versions import leading
 from smpfix.program.facts import Scope, StatementRef, Wrap
 from smpfix.program.model import Program
 from smpfix.program.objects.hf_models import pretrained_model_call
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class WeightsLoadedBeforeWrap(Rule):
     summary = "Under tensor parallelism load weights after `smp.DistributedModel`; under sharded data parallelism load a full checkpoint before it."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP", "SDP")
+    tensor_parallelism = TensorParallelism.MARKING
     finding_ranges = {"SDP full load after wrap": (None, BEFORE_FULL_LOADS_UNDER_SDP)}
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:

@@ -17,7 +17,7 @@ from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.facts import FileFacts, StatementRef
 from smpfix.program.model import Program
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _PARAMETER_METHODS = frozenset(
     {"parameters", "named_parameters", "local_parameters", "local_named_parameters"}
@@ -84,6 +84,7 @@ class MissingDistributedOptimizer(Rule):
     fix_availability = FixAvailability.UNSAFE
     depends_on = _SEVERITY_FEATURES
     satisfied_by_hf_trainer = True
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def precondition(cls, facts: FileFacts) -> bool:

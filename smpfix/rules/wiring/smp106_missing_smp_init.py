@@ -18,7 +18,7 @@ from smpfix.job.versions import LAST_WITHOUT_AUTO_INIT
 from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
 from smpfix.program.model import Program
 from smpfix.program.order.initialisation import imports_initialise, script_sets_manual_init
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # Members a helper module may use without being the script that initialises the library.
 _QUERIES = (
@@ -59,6 +59,7 @@ class MissingSmpInit(Rule):
     fix_availability = FixAvailability.SAFE
     default_severity = Severity.WARNING
     satisfied_by_hf_trainer = True
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def precondition(cls, facts: FileFacts) -> bool:

@@ -17,7 +17,7 @@ from smpfix.program.order.initialisation import (
     imports_initialise,
     initialisation_mode,
 )
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 # Members that fail before initialisation, and what happens.
 _CRASHES = {
@@ -46,6 +46,7 @@ _POISONS = frozenset({"pp_size", "tp_size", "dp_size", "rdp_size", "mp_size"})
 
 class SmpApiBeforeInit(Rule):
     summary = "Library calls before `smp.init()` fail, do nothing, or (size queries) corrupt the rank layout."
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def precondition(cls, facts: FileFacts) -> bool:

@@ -13,7 +13,7 @@ from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts, StatementRef
 from smpfix.program.objects.wrapped_model import latest_assignment
 from smpfix.program.order.execution import ExecutionOrder, Run, happens
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _DDP = frozenset(
     {
@@ -42,6 +42,7 @@ class NativeDdpOrProcessGroup(Rule):
     summary = "PyTorch's `DistributedDataParallel` and `init_process_group` clash with the library's own data parallelism."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("DDP",)
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def precondition(cls, facts: FileFacts) -> bool:

@@ -11,13 +11,14 @@ from smpfix.base.edits import DeleteStatementLines, InsertStatementAfter
 from smpfix.base.findings import Applicability
 from smpfix.program.facts import FileFacts, StatementRef
 from smpfix.program.order.execution import Run, happens
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 
 class DistributedOptimizerBeforeModel(Rule):
     summary = "`smp.DistributedOptimizer` raises RuntimeError unless an `smp.DistributedModel` was created before it."
     fix_availability = FixAvailability.SAFE
     satisfied_by_hf_trainer = True
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def precondition(cls, facts: FileFacts) -> bool:

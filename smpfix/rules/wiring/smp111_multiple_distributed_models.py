@@ -9,7 +9,7 @@ import libcst as cst
 from smpfix.base.findings import Severity
 from smpfix.program.facts import FileFacts
 from smpfix.program.order.execution import ExecutionOrder, Run, happens
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 _ERROR_SHOWN_AS = (
     "raises MultipleDistributedModelError (which in 1.12 surfaces as the puzzling "
@@ -23,6 +23,7 @@ _INSTEAD = (
 
 class MultipleDistributedModels(Rule):
     summary = "Only one `smp.DistributedModel` may be created per process; a second one raises MultipleDistributedModelError."
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def precondition(cls, facts: FileFacts) -> bool:

@@ -13,7 +13,7 @@ from smpfix.base.walker import iter_nodes
 from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import Tri
 from smpfix.program.objects.wrapped_model import latest_assignment, wrapped_constructions
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.wiring._library_code import LibraryCode
 
 
@@ -60,6 +60,7 @@ class UnsupportedFrameworkFeature(Rule):
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("PP",)
     default_severity = Severity.WARNING
+    tensor_parallelism = TensorParallelism.NONE
 
     def leave_Module(self, node: cst.Module) -> None:
         library: Optional[LibraryCode] = None

@@ -13,7 +13,7 @@ from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts
 from smpfix.program.objects.wrapped_optimizer import optimizer_wrap
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # Hugging Face's schedule helpers build a ``LambdaLR`` on the optimizer they get.
 _HF_SCHEDULE_MODULES = ("transformers.", "transformers.optimization.")
@@ -25,6 +25,7 @@ class LrSchedulerOnFp16Wrapper(Rule):
     depends_on = ("FP16", "BF16", "SDP")
     satisfied_by_hf_trainer = True
     since = (1, 10)
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def precondition(cls, facts: FileFacts) -> bool:

@@ -10,7 +10,7 @@ from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts, Wrap
 from smpfix.program.objects.creation_contexts import enclosing_contexts
 from smpfix.program.objects.wrapped_model import reaching_assignments, wrapped_constructions
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 
 def _dtype_given(call: cst.Call) -> bool:
@@ -23,6 +23,7 @@ class Fp16SetupIncomplete(Rule):
     satisfied_by_hf_trainer = True
     default_severity = Severity.HINT
     since = (1, 10)
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def precondition(cls, facts: FileFacts) -> bool:

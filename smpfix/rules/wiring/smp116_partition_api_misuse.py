@@ -13,7 +13,7 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.order.execution import ExecutionOrder
 from smpfix.program.order.initialisation import init_dict_keys
 from smpfix.program.steps import step_bodies
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 _MEMBERS = ("partition", "set_partition")
 _POSITION = {"partition": 0, "set_partition": 1}
@@ -23,6 +23,7 @@ _KEYWORD = {"partition": "index", "set_partition": "partition"}
 class PartitionApiMisuse(Rule):
     summary = "Manual partitioning needs `auto_partition: False`, an index below the pipeline degree, and `set_partition` between the wrap and the first step."
     depends_on = ("PP",)
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def precondition(cls, facts: FileFacts) -> bool:

@@ -9,7 +9,7 @@ from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts
 from smpfix.program.objects.wrapped_optimizer import optimizer_wrap, wrapped_optimizer_class
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 # The release notes name AdaDelta; PyTorch's fix (pytorch#52944) was to Adadelta's step.
 _AFFECTED = frozenset({"torch.optim.Adadelta", "torch.optim.adadelta.Adadelta"})
@@ -21,6 +21,7 @@ class OptimizerStepOnEmptyPartition(Rule):
     default_severity = Severity.WARNING
     since = (1, 3)
     until = (1, 3)
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def precondition(cls, facts: FileFacts) -> bool:
