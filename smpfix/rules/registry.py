@@ -22,11 +22,12 @@ import re
 import sys
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Optional
 
 from smpfix.job.jobfacts import FEATURES
 from smpfix.job.versions import describe_range, text
-from smpfix.rules.scope import FileScope, family_scope
+from smpfix.rules.scope import FileScope, declared_scope
 
 if TYPE_CHECKING:
     from smpfix.rules.rule import Rule
@@ -45,10 +46,6 @@ class RuleModule:
     code: str
     rule_name: str
 
-    @property
-    def family_package(self) -> str:
-        return f"{_PACKAGE}.{self.family}"
-
 
 def rule_module(qualified: str) -> Optional[RuleModule]:
     """The rule module ``qualified`` names; None for any other module (the framework's, a
@@ -61,14 +58,26 @@ def rule_module(qualified: str) -> Optional[RuleModule]:
     return RuleModule(qualified, family, match.group(1).upper(), match.group(2).replace("_", "-"))
 
 
+def _own_module(qualified: str) -> ModuleType:
+    """A family package or rule module of smpfix's own, by a name listed from its own package
+    (the one import of a module named at run time)."""
+    importlib.import_module(qualified)
+    return sys.modules[qualified]
+
+
+def family_scope(family: str) -> FileScope:
+    """The scope the family package ``smpfix.rules.<family>`` declares (importing the package
+    alone, none of its rules)."""
+    return declared_scope(_own_module(f"{_PACKAGE}.{family}"))
+
+
 @functools.cache
 def _family_scopes() -> dict[str, FileScope]:
-    """Each family folder and the scope its package declares (the package alone is imported,
-    none of its rules)."""
+    """Each family folder and its scope."""
     import smpfix.rules as package
 
     return {
-        family.name: family_scope(importlib.import_module(f"{_PACKAGE}.{family.name}"))
+        family.name: family_scope(family.name)
         for family in pkgutil.iter_modules(package.__path__)
         if family.ispkg
     }
@@ -103,10 +112,9 @@ def _rule_in(qualified: str) -> type[Rule]:
     """The rule a rule module defines (imported once): exactly one."""
     from smpfix.rules.rule import Rule
 
-    importlib.import_module(qualified)
     found = [
         value
-        for value in vars(sys.modules[qualified]).values()
+        for value in vars(_own_module(qualified)).values()
         if isinstance(value, type) and issubclass(value, Rule) and value.__module__ == qualified
     ]
     if len(found) != 1:

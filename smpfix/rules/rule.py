@@ -14,7 +14,6 @@ other, so that a mistake fails at import rather than in a test of copies.
 from __future__ import annotations
 
 import enum
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional, final
@@ -31,8 +30,8 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.model import Program
 from smpfix.program.paths.branches import Reach, Requirement
 from smpfix.program.paths.conditions import Hypothesis
-from smpfix.rules.registry import rule_module
-from smpfix.rules.scope import FileScope, family_scope
+from smpfix.rules.registry import family_scope, rule_module
+from smpfix.rules.scope import FileScope
 
 
 class FixAvailability(str, enum.Enum):
@@ -170,7 +169,7 @@ class Rule:
                     f"name makes it {given!r}"
                 )
             setattr(cls, attribute, given)
-        family = family_scope(importlib.import_module(found.family_package))
+        family = family_scope(found.family)
         if next(base for base in cls.__mro__ if "scope" in vars(base)) is Rule:
             cls.scope = family
         if not cls.scope.within(family):

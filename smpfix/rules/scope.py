@@ -68,7 +68,7 @@ class FileScope(str, enum.Enum):
         return BOTH
 
 
-def family_scope(family: ModuleType) -> FileScope:
+def declared_scope(family: ModuleType) -> FileScope:
     """The scope a family package declares (``SCOPE`` in its ``__init__.py``)."""
     scope = getattr(family, "SCOPE", None)
     if not isinstance(scope, FileScope):
