@@ -20,7 +20,7 @@ import os
 import pkgutil
 import re
 import sys
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Optional
@@ -174,38 +174,6 @@ def rule_codes() -> tuple[str, ...]:
 def rule_names() -> dict[str, str]:
     """Rule code -> rule name, sorted by code, read from the rule modules' names."""
     return {module.code: module.rule_name for module in sorted(_rule_modules(), key=_code)}
-
-
-class RuleNames(Mapping[str, str]):
-    """Rule code -> rule name, where asking for the codes does not import the rules.
-
-    Iteration, ``len`` and ``in`` use :func:`rule_codes`; looking up a name imports the rules
-    once (per instance, which is also what a worker process receives).
-    """
-
-    def __init__(self) -> None:
-        self._codes = rule_codes()
-        self._names: Optional[dict[str, str]] = None
-
-    def _loaded(self) -> dict[str, str]:
-        if self._names is None:
-            self._names = rule_names()
-        return self._names
-
-    def codes(self) -> tuple[str, ...]:
-        return self._codes
-
-    def __getitem__(self, code: str) -> str:
-        return self._loaded()[code]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.codes())
-
-    def __len__(self) -> int:
-        return len(self.codes())
-
-    def __contains__(self, code: object) -> bool:
-        return code in self.codes()
 
 
 def rule_table() -> list[dict[str, Any]]:
