@@ -32,9 +32,9 @@ def _options(
     select: Optional[Iterable[str]], job: Optional[Mapping[str, Value]], roots: Sequence[str] = ()
 ) -> AnalysisOptions:
     from smpfix.engine.selection import enabled
-    from smpfix.rules.registry import RuleNames
+    from smpfix.rules.registry import rule_names
 
-    codes = enabled(RuleNames(), list(select) if select is not None else None)
+    codes = enabled(rule_names(), list(select) if select is not None else None)
     declared = (DeclaredJob.stated("job given to the API", dict(job)),) if job else ()
     project = Project(tuple(os.path.abspath(root) for root in roots)) if roots else None
     return AnalysisOptions(select=codes, declared_jobs=declared, project=project)

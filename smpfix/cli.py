@@ -239,7 +239,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     from smpfix.engine.selection import SelectionError, enabled
     from smpfix.job.project import Project
     from smpfix.report import ReportOptions
-    from smpfix.rules.registry import RuleNames
+    from smpfix.rules.registry import rule_names
 
     collect_rarely()
     stdin_name = opts["stdin_filename"]
@@ -249,7 +249,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         cli_job = _cli_job(opts["job_settings"])
     except ConfigError as exc:
         return _usage_error(str(exc))
-    names = RuleNames()
+    names = rule_names()
     try:
         codes = enabled(
             names,

@@ -21,7 +21,7 @@ from smpfix.engine.discovery import DiscoveredFile
 from smpfix.engine.runner import RunOptions, run
 from smpfix.job.jobfacts import DeclaredJob
 from smpfix.job.project import Project
-from smpfix.rules.registry import RuleNames
+from smpfix.rules.registry import rule_names
 
 BAD = """import smdistributed.modelparallel.torch as smp
 import torch
@@ -43,7 +43,7 @@ model = smp.DistributedModel(GPT())
 
 
 def _options(root: Path, **changes: object) -> RunOptions:
-    names = RuleNames()
+    names = rule_names()
     settings: dict = {
         "select": frozenset(names),
         "rule_names": names,

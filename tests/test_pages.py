@@ -9,25 +9,39 @@ import pytest
 
 from smpfix.api import check_source, fix_source
 from smpfix.job.jobfacts import parse_value
-from smpfix.job.versions import range_in_words
-from smpfix.rules.pages import SECTIONS, all_pages, read_page
+from smpfix.rules.pages import SECTIONS, all_pages, page_sources, read_page, render_page
 from smpfix.rules.registry import all_rules
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 
 RULES = {rule.code: rule for rule in all_rules()}
+SOURCES = page_sources()
 PAGES = all_pages()
 
 
 def test_every_rule_has_a_page_and_every_page_a_rule() -> None:
-    assert set(PAGES) == set(RULES)
+    assert set(SOURCES) == set(RULES)
 
 
 @pytest.mark.parametrize("code", sorted(RULES))
 def test_page_has_every_section(code: str) -> None:
+    headings = re.findall(r"^## (.+)$", SOURCES[code], re.MULTILINE)
+    assert headings == list(SECTIONS), f"{code}.md's sections must be {list(SECTIONS)}"
     page = PAGES[code]
-    assert page.title == f"{code} {RULES[code].name}"
     missing = [section for section in SECTIONS if not page.sections.get(section, "").strip()]
     assert not missing, f"{code}.md lacks sections {missing}"
+
+
+_GENERATED = re.compile(
+    r"^(\*\*Tensor parallelism:\*\* this rule|All SMP v1 versions\.|SMP [\d.]+ (and later|and earlier|to [\d.]+)\.)",
+    re.MULTILINE,
+)
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_page_source_leaves_to_the_rule_what_the_rule_declares(code: str) -> None:
+    """The title, the range in words and the tensor-parallelism line come from the class."""
+    found = _GENERATED.search(SOURCES[code])
+    assert found is None, f"{code}.md repeats {found.group(0)!r}: the rule's class says it"
 
 
 @pytest.mark.parametrize("code", sorted(RULES))
@@ -64,17 +78,29 @@ def test_explain_reads_the_page_from_the_installation() -> None:
     assert read_page("SMP101") is not None and read_page("SMP101").startswith("# SMP101")
 
 
-@pytest.mark.parametrize("code", sorted(RULES))
-def test_page_states_the_rules_version_range(code: str) -> None:
-    rule = RULES[code]
-    first = PAGES[code].sections["Versions"].strip()
-    assert first.startswith(range_in_words(rule.since, rule.until)), (
-        f"{code}.md's Versions must start with the rule's range"
+class _Probe(Rule):
+    code, name, since, until = "SMP998", "probe", (1, 10), None
+    tensor_parallelism = TensorParallelism.DEGREE
+
+
+def test_a_page_is_rendered_with_what_its_rule_declares() -> None:
+    source = (
+        "## When it applies\nPyTorch scripts.\n\n## Versions\nThe API arrived then.\n\n"
+        "## Source\nThe docs.\n"
     )
-
-
-@pytest.mark.parametrize("code", sorted(RULES))
-def test_page_says_how_the_rule_depends_on_tensor_parallelism(code: str) -> None:
-    """Each rule is one of: replaced modules (the program's marking), rank topology (the
-    degree), both, or neither; its page says which (issue 12)."""
-    assert "**Tensor parallelism:** this rule " in PAGES[code].sections["When it applies"], code
+    assert render_page(_Probe, source) == (
+        "# SMP998 probe\n\n## When it applies\nPyTorch scripts.\n\n"
+        "**Tensor parallelism:** this rule depends on the rank topology, so on "
+        "`tensor_parallel_degree` alone, whether or not modules are marked.\n\n"
+        "## Versions\nSMP 1.10 and later. The API arrived then.\n\n## Source\nThe docs.\n"
+    )
+    goes_on = source.replace(
+        "PyTorch scripts.\n", "PyTorch scripts.\n\n<!-- tensor parallelism --> (a tag).\n"
+    ).replace("The API arrived then.\n", "")
+    rendered = render_page(_Probe, goes_on)
+    assert (
+        "whether or not modules are marked (a tag).\n\n## Versions\nSMP 1.10 and later.\n\n"
+        in rendered
+    )
+    with pytest.raises(ValueError, match="title comes from the rule"):
+        render_page(_Probe, "# SMP998 probe\n\n" + source)

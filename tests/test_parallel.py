@@ -11,7 +11,7 @@ from smp_scripts import corpus
 from smpfix.engine import runner
 from smpfix.engine.discovery import DiscoveredFile
 from smpfix.engine.runner import RunOptions, run
-from smpfix.rules.registry import RuleNames
+from smpfix.rules.registry import rule_names
 
 
 def _write_corpus(folder: Path, count: int) -> list[Path]:
@@ -57,7 +57,7 @@ def test_pool_only_when_it_pays(
             return [work(job) for job in jobs]
 
     monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", Pool)
-    names = RuleNames()
+    names = rule_names()
     options = RunOptions(select=frozenset(names), rule_names=names, root=tmp_path, jobs=2)
     results = list(run([DiscoveredFile(str(p), explicit=True) for p in reversed(paths)], options))
     assert [r.path for r in results] == sorted(str(p) for p in paths)

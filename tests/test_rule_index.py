@@ -1,8 +1,8 @@
 """Rule codes known without importing the rules, and a start-up that never needs LibCST.
 
 ``smpfix check`` on a tree where no file mentions the library (or where every such file has
-a cached result) must not import LibCST or the rules; it learns the rule codes from the
-rule modules' names, which this file holds to their classes.
+a cached result) must not import LibCST or the rules; it learns the rule codes and names
+from the rule modules' names, which give the classes theirs when they are created.
 """
 
 from __future__ import annotations
@@ -11,8 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from smpfix.engine.selection import enabled
-from smpfix.rules.registry import RuleNames, all_rules, rule_codes, rule_names
+import pytest
+
+from smpfix.base.flavour import BOTH
+from smpfix.rules.registry import all_rules, rule_codes, rule_names
+from smpfix.rules.rule import Rule, TensorParallelism
+from smpfix.rules.scope import FileScope
 
 BAD = """import smdistributed.modelparallel.torch as smp
 import torch
@@ -24,27 +28,51 @@ model = smp.DistributedModel(model)
 """
 
 
-def test_every_rule_module_is_named_for_its_rule() -> None:
-    for rule in all_rules():
-        module = rule.__module__.rsplit(".", 1)[-1]
-        assert module.startswith(rule.code.lower() + "_"), (
-            f"{rule.__module__} defines {rule.code}: name the module {rule.code.lower()}_<name>.py"
-        )
+def test_codes_and_names_come_from_the_module_names_without_importing_the_rules() -> None:
     assert rule_codes() == tuple(rule.code for rule in all_rules())
+    assert rule_names() == {rule.code: rule.name for rule in all_rules()}
+    assert rule_names()["SMP101"] == "optimizer-before-distributed-model"
 
 
-def test_lazy_names_select_like_the_loaded_ones() -> None:
-    lazy, loaded = RuleNames(), rule_names()
-    assert list(lazy) == sorted(loaded) and len(lazy) == len(loaded) and "SMP101" in lazy
-    for selectors in (
-        ["ALL"],
-        ["SMP1"],
-        ["SMP101", "smp3"],
-        ["optimizer-before-distributed-model"],
-    ):
-        assert enabled(lazy, selectors, [], ["SMP301"]) == enabled(
-            loaded, selectors, [], ["SMP301"]
-        )
+def _rule_class(module: str, **attributes: object) -> type[Rule]:
+    """A rule class as if defined in ``module`` (never registered: the registry lists files)."""
+    body = {"__module__": module, "tensor_parallelism": TensorParallelism.NONE, **attributes}
+    return type("Probe", (Rule,), body)
+
+
+def test_a_rule_gets_its_code_name_and_family_scope_when_its_class_is_created() -> None:
+    rule = _rule_class("smpfix.rules.tensor_parallel.smp599_probe_rule")
+    assert (rule.code, rule.name, rule.scope) == ("SMP599", "probe-rule", FileScope.PYTORCH)
+    assert _rule_class("smpfix.rules.comments.smp999_probe", code="SMP999").code == "SMP999"
+    outside = _rule_class("tests.probes", code="SMP998", name="probe")
+    assert (outside.code, outside.scope) == ("SMP998", FileScope.SMP)
+
+
+@pytest.mark.parametrize(
+    "module, attributes, complaint",
+    [
+        ("smpfix.rules.wiring.smp199_probe", {"code": "SMP198"}, "its module's name makes it"),
+        ("smpfix.rules.wiring.smp199_probe", {"name": "other-name"}, "its module's name makes it"),
+        # A script rule among the configuration rules would never run on a script.
+        (
+            "smpfix.rules.job_config.smp899_probe",
+            {"scope": FileScope.SMP},
+            "not within its family's",
+        ),
+        ("smpfix.rules.tensorflow.smp799_probe", {"flavours": BOTH}, "flavours its scope"),
+        ("smpfix.rules.wiring.smp199_probe", {"tensor_parallelism": None}, "tensor parallelism"),
+        (
+            "smpfix.rules.wiring.smp199_probe",
+            {"applies_to": classmethod(lambda cls, facts: True)},
+            "overrides applies_to",
+        ),
+    ],
+)
+def test_a_rule_whose_declarations_contradict_each_other_is_refused(
+    module: str, attributes: dict[str, object], complaint: str
+) -> None:
+    with pytest.raises(TypeError, match=complaint):
+        _rule_class(module, **attributes)
 
 
 _PROBE = """
@@ -76,6 +104,10 @@ def test_tree_without_the_library_never_imports_libcst(tmp_path: Path) -> None:
         _probe("check", "--select", "SMP1", "--ignore", "SMP101", ".", cwd=tmp_path)
         == "NO-LIBCST 0"
     )
+    assert (
+        _probe("check", "--select", "optimizer-before-distributed-model", ".", cwd=tmp_path)
+        == "NO-LIBCST 0"
+    )
     assert _probe("check", "--select", "NOPE1", ".", cwd=tmp_path).endswith(" 2")
 
 
@@ -103,41 +135,24 @@ def _sample_facts() -> list[tuple[str, object]]:
     return found
 
 
-def test_every_rule_stays_inside_its_scope() -> None:
-    """A file's analysis imports and runs only the rules whose scope admits the file, so a
-    rule that would apply outside its scope would silently never run there."""
-    from smpfix.rules.registry import _rule_modules
-
-    family_of = {module.code: module for module in _rule_modules()}
+def test_a_scope_within_another_admits_no_file_the_other_does_not() -> None:
+    """The registry imports a family's rules only for files the family's scope admits, and a
+    rule's scope lies within its family's: so no rule is kept from a file it applies to."""
     samples = _sample_facts()
     assert len(samples) > 100
-    for rule in all_rules():
-        module = family_of[rule.code]
-        for name, facts in samples:
-            if rule.applies_to(facts):
-                assert module.scope.admits(facts), (
-                    f"{rule.code} applies to {name}, outside its scope {module.scope.name} ({module.scope.value}; "
-                    f"its family {module.family!r}): give it its own entry in RULE_SCOPES in smpfix/rules/scope.py, "
-                    "or make its applies_to stricter"
-                )
-
-
-def test_every_family_has_a_scope() -> None:
-    from smpfix.rules.registry import _rule_modules
-    from smpfix.rules.scope import FAMILY_SCOPES
-
-    families = {module.family for module in _rule_modules()}
-    missing = sorted(families - set(FAMILY_SCOPES))
-    assert not missing, (
-        f"add the rule families {missing} to FAMILY_SCOPES in smpfix/rules/scope.py (which files they can report on)"
-    )
+    for inner in FileScope:
+        for outer in FileScope:
+            if not inner.within(outer):
+                continue
+            for name, facts in samples:
+                assert not inner.admits(facts) or outer.admits(facts), (inner, outer, name)
 
 
 _IMPORTED_RULES = """
 import sys
 from smpfix.api import check_source
 check_source(open(sys.argv[1]).read(), select=sys.argv[2].split(",") if len(sys.argv) > 2 else None)
-print(" ".join(sorted(name.rsplit(".", 1)[-1][:6].upper() for name in sys.modules if name.count(".") == 3 and name.startswith("smpfix.rules.") and not name.rsplit(".", 1)[-1].startswith("_"))))
+print(" ".join(sorted(name.split(".")[2] + "." + name.rsplit(".", 1)[-1][:6].upper() for name in sys.modules if name.count(".") == 3 and name.startswith("smpfix.rules.") and not name.rsplit(".", 1)[-1].startswith("_"))))
 """
 
 
@@ -146,6 +161,7 @@ def test_a_file_imports_only_the_rules_that_can_apply_to_it(tmp_path: Path) -> N
     script.write_text(BAD, encoding="utf-8")
 
     def imported(*select: str) -> set[str]:
+        """The rule modules imported, as ``family.CODE``."""
         done = subprocess.run(
             [sys.executable, "-c", _IMPORTED_RULES, str(script), *select],
             capture_output=True,
@@ -155,24 +171,27 @@ def test_a_file_imports_only_the_rules_that_can_apply_to_it(tmp_path: Path) -> N
         )
         return set(done.stdout.split())
 
-    everything = imported()
-    assert "SMP101" in everything and "SMP900" in everything
-    # Neither a launcher nor an smp.init dict: no configuration rule is imported.
-    from smpfix.rules.scope import RULE_SCOPES
+    def codes(modules: set[str]) -> set[str]:
+        return {module.split(".")[1] for module in modules}
 
-    assert not any(code.startswith("SMP8") and code not in RULE_SCOPES for code in everything)
-    assert imported("SMP101,SMP2") == {
+    everything = imported()
+    assert {"SMP101", "SMP802", "SMP900"} <= codes(everything)
+    # Neither a launcher nor an smp.init dict: no configuration rule is imported.
+    assert not any(module.startswith("job_config.") for module in everything)
+    assert codes(imported("SMP101,SMP2")) == {
         "SMP101",
-        *(code for code in rule_codes() or () if code.startswith("SMP2")),
+        *(code for code in rule_codes() if code.startswith("SMP2")),
     }
     # The PyTorch flavour: no TensorFlow rule; the TensorFlow flavour: no tensor or sharded data parallelism.
-    assert not any(code.startswith("SMP7") for code in everything)
+    assert not any(module.startswith("tensorflow.") for module in everything)
     script.write_text(
         "import smdistributed.modelparallel.tensorflow as smp\nsmp.init()\n", encoding="utf-8"
     )
     tensorflow = imported()
-    assert any(code.startswith("SMP7") for code in tensorflow)
-    assert not any(code.startswith(("SMP5", "SMP6")) for code in tensorflow)
+    assert any(module.startswith("tensorflow.") for module in tensorflow)
+    assert not any(
+        module.startswith(("tensor_parallel.", "sharded_data_parallel.")) for module in tensorflow
+    )
     launcher = 'import smdistributed.modelparallel.torch as smp\nsmp.init({"microbatches": 3, "pipeline_parallel_degree": 2})\n'
     script.write_text(launcher, encoding="utf-8")
-    assert "SMP801" in imported()
+    assert "job_config.SMP801" in imported()

@@ -26,7 +26,7 @@ from smpfix.program.facts import FileFacts, collect
 from smpfix.program.model import Program
 from smpfix.program.project.local_modules import SHARED_STORE, LocalModules
 from smpfix.program.project.parsed_file import ParsedFile
-from smpfix.rules.registry import known_codes, rules_for
+from smpfix.rules.registry import rule_codes, rules_for
 from smpfix.rules.rule import Report, Rule
 from smpfix.suppressions import comments as suppression
 from smpfix.suppressions import unused as unused_suppressions
@@ -260,7 +260,7 @@ def _unused_suppressions(
     use = unused_suppressions.suppression_use(
         own.used_codes,
         ran=[rule.code for rule in ran if rule.code not in failed],
-        known=known_codes(),
+        known=rule_codes(),
         enabled=select - failed,
         imports_smp=facts.imports_smp,
     )

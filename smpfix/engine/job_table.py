@@ -22,7 +22,7 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
     from smpfix.job.launcher import Located
     from smpfix.rules.config_rule import ConfigRule, ConfigView
     from smpfix.rules.registry import rules_of_scope
-    from smpfix.rules.scope import Scope
+    from smpfix.rules.scope import FileScope
 
     path = str(config.path)
     text = config.path.read_text(encoding="utf-8")
@@ -46,7 +46,7 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
     )
     findings: list[Finding] = []
     errors: list[FileError] = []
-    for rule in rules_of_scope(Scope.CONFIGURATION, select):
+    for rule in rules_of_scope(FileScope.CONFIGURATION, select):
         if not issubclass(rule, ConfigRule) or not rule.judges(view):
             continue
         try:

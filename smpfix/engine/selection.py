@@ -22,8 +22,7 @@ class SelectionError(Exception):
 def expand(selectors: Iterable[str], rules: Mapping[str, str]) -> frozenset[str]:
     """Codes matched by ``selectors``; ``rules`` maps code -> name.
 
-    Codes and prefixes are matched against the codes alone; the names are read only for a
-    selector that is not one, so that ``rules`` may load them lazily (``RuleNames``).
+    Codes and prefixes are matched against the codes alone, names against the names.
     """
     chosen: set[str] = set()
     by_name: dict[str, str] | None = None

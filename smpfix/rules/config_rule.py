@@ -30,7 +30,7 @@ from smpfix.job.versions import SmpVersion, Version, condition
 from smpfix.program.model import Program
 from smpfix.rules.launched_code import launched_code
 from smpfix.rules.rule import PendingFix, Rule
-from smpfix.rules.scope import Scope
+from smpfix.rules.scope import FileScope
 
 
 @dataclass(frozen=True)
@@ -239,10 +239,7 @@ class ConfigRule(Rule):
     """
 
     flavours = BOTH
-
-    @classmethod
-    def applies_to(cls, facts: Any) -> bool:
-        return Scope.CONFIGURATION.admits(facts)
+    scope = FileScope.CONFIGURATION
 
     @classmethod
     def judges(cls, view: ConfigView) -> bool:

@@ -2,6 +2,18 @@
 
 In a wheel the pages are shipped as ``smpfix/_pages``; in a source checkout or an editable
 install they are read from the repository's ``rules/`` folder beside the package.
+
+A page's source holds what only prose can say; what the rule's class declares is added when
+the page is rendered (``read_page``, which ``smpfix explain``, SARIF's rule help and the
+tests read), so it is never written twice:
+
+- the title, ``# SMP206 distributed-sampler-unused``, from the rule's code and name;
+- the first sentence of "Versions", the rule's range in words (``range_in_words``), which the
+  source's own text in that section follows;
+- the last paragraph of "When it applies", ``**Tensor parallelism:** this rule`` and the
+  words of its ``tensor_parallelism``, ending with a full stop; or, where the source says
+  ``<!-- tensor parallelism -->``, those words in its place, followed by the source's own
+  words: ``<!-- tensor parallelism --> (pipeline partitions).``
 """
 
 from __future__ import annotations
@@ -9,9 +21,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-# Where the pages are published (SARIF's ``helpUri``, the language server's ``codeDescription``).
+from smpfix.job.versions import range_in_words
+from smpfix.rules.registry import rule_of
+
+if TYPE_CHECKING:
+    from smpfix.rules.rule import Rule
+
+# Where the pages are published (SARIF's ``helpUri``, the language server's ``codeDescription``):
+# their sources, which lack the parts the rules declare.
 PAGES_URL = "https://github.com/smpfix/smpfix/blob/main/rules"
 
 SECTIONS = (
@@ -40,11 +59,61 @@ def page_url(code: str) -> str:
     return f"{PAGES_URL}/{code}.md"
 
 
-def read_page(code: str) -> Optional[str]:
+def page_source(code: str) -> Optional[str]:
+    """The page as written, without what the rule's class declares (None if it is missing)."""
     try:
         return page_path(code).read_text(encoding="utf-8")
     except OSError:
         return None
+
+
+def read_page(code: str) -> Optional[str]:
+    """The page of the rule ``code`` as ``smpfix explain`` prints it; None when there is no such
+    rule or its page is missing."""
+    rule = rule_of(code)
+    source = page_source(code)
+    return render_page(rule, source) if rule is not None and source is not None else None
+
+
+# Where a page's own words go on after the tensor-parallelism words of its rule.
+TENSOR_PARALLELISM_GOES_ON = "<!-- tensor parallelism -->"
+
+
+def render_page(rule: type[Rule], source: str) -> str:
+    """The page: the source with the title, the range in words and the tensor-parallelism
+    line of ``rule`` added."""
+    rendered = f"# {rule.code} {rule.name}\n\n"
+    for heading, body in _sections(source):
+        if heading == "When it applies":
+            body = _with_tensor_parallelism(body, rule)
+        elif heading == "Versions":
+            words = range_in_words(rule.since, rule.until)
+            body = f"{words} {body}" if body.strip() else f"{words}\n{body}"
+        rendered += f"## {heading}\n{body}"
+    return rendered
+
+
+def _with_tensor_parallelism(body: str, rule: type[Rule]) -> str:
+    line = f"**Tensor parallelism:** this rule {rule.tensor_parallelism.words}"
+    if TENSOR_PARALLELISM_GOES_ON in body:
+        return body.replace(TENSOR_PARALLELISM_GOES_ON, line, 1)
+    return f"{body.rstrip()}\n\n{line}.\n\n"
+
+
+def _sections(source: str) -> list[tuple[str, str]]:
+    """The sections of a page source, in order: heading and text (up to the next heading)."""
+    found: list[tuple[str, str]] = []
+    for line in source.splitlines(keepends=True):
+        if line.startswith("## "):
+            found.append((line[3:].strip(), ""))
+        elif found:
+            found[-1] = (found[-1][0], found[-1][1] + line)
+        elif line.strip():
+            raise ValueError(
+                f"a page source starts with its first section, not {line.strip()!r} "
+                "(the title comes from the rule)"
+            )
+    return found
 
 
 @dataclass(frozen=True)
@@ -77,6 +146,7 @@ class Page:
 
 
 def parse_page(code: str, text: str) -> Page:
+    """A rendered page's title and sections."""
     lines = text.splitlines(keepends=True)
     title = lines[0].lstrip("# ").strip() if lines else code
     sections: dict[str, str] = {}
@@ -90,8 +160,18 @@ def parse_page(code: str, text: str) -> Page:
     return Page(code=code, title=title, sections=sections)
 
 
-def all_pages() -> dict[str, Page]:
+def page_sources() -> dict[str, str]:
+    """Every page as written, by code."""
     return {
-        path.stem: parse_page(path.stem, path.read_text(encoding="utf-8"))
-        for path in sorted(pages_dir().glob("SMP*.md"))
+        path.stem: path.read_text(encoding="utf-8") for path in sorted(pages_dir().glob("SMP*.md"))
     }
+
+
+def all_pages() -> dict[str, Page]:
+    """Every rule's page, rendered and parsed, by code (rules without a page are left out)."""
+    pages = {}
+    for code, source in page_sources().items():
+        rule = rule_of(code)
+        if rule is not None:
+            pages[code] = parse_page(code, render_page(rule, source))
+    return pages

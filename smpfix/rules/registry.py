@@ -1,14 +1,15 @@
 """Where the rules are, and their metadata for the CLI (codes, names, fix safety, job dependencies).
 
 Rules live one module each in the family folders of ``smpfix/rules/`` (``wiring/``,
-``data_pipeline/``, ...); the framework modules beside those folders are not rules.
-Resolving ``--select``/``--ignore`` needs the rule codes, but importing the rules imports
-LibCST (about a quarter of a second), which a run over a tree without SMP code never needs.
-Every rule module is named for its rule (``smp101_optimizer_before_distributed_model.py``
-defines ``SMP101``; ``tests/test_rule_index.py`` holds every module to that), so the codes
-come from a listing of the family folders; the rule classes, and their names, are imported
-only when a selector is a rule name or a rule actually runs. A file's analysis imports only
-the rules it enables whose family can apply to the file (``smpfix.rules.scope``).
+``data_pipeline/``, ...); the framework modules beside those folders are not rules, and
+neither are a family's helper modules (``_dataset_sizes.py``). Resolving ``--select``/``--ignore``
+needs the rule codes and names, but importing the rules imports LibCST (about a quarter of a
+second), which a run over a tree without SMP code never needs. A rule module's name is its
+rule's code and name (``smp101_optimizer_before_distributed_model.py`` defines ``SMP101``,
+``optimizer-before-distributed-model``; ``Rule.__init_subclass__`` gives the class both), so
+they come from a listing of the family folders; the rule classes are imported only when a
+rule actually runs or its other metadata is asked for. A file's analysis imports only the
+rules it enables whose family's scope admits the file (``smpfix.rules.scope``).
 """
 
 from __future__ import annotations
@@ -19,69 +20,106 @@ import os
 import pkgutil
 import re
 import sys
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Optional
 
 from smpfix.job.jobfacts import FEATURES
 from smpfix.job.versions import describe_range, text
-from smpfix.rules.scope import Scope, scope_of
+from smpfix.rules.scope import FileScope, declared_scope
 
 if TYPE_CHECKING:
     from smpfix.rules.rule import Rule
 
-_RULE_MODULE = re.compile(r"^(smp\d+)_\w+$")
+_PACKAGE = "smpfix.rules"
+_RULE_MODULE = re.compile(r"^(smp\d+)_(\w+)$")
 
 
 @dataclass(frozen=True)
-class _RuleModule:
-    """A module in a family folder, ``smpfix.rules.<family>.<name>``: the code its name
-    promises (``smp101_...`` -> ``SMP101``; None for another name) and its scope."""
+class RuleModule:
+    """A rule module, ``smpfix.rules.<family>.smpNNN_<words>``, and what its name says: the
+    rule's code (``SMPNNN``) and name (the words, hyphenated)."""
 
     qualified: str
     family: str
-    name: str
-    code: Optional[str]
-    scope: Scope
+    code: str
+    rule_name: str
 
-    @classmethod
-    def of(cls, package: str, family: str, name: str) -> _RuleModule:
-        match = _RULE_MODULE.match(name)
-        code = match.group(1).upper() if match is not None else None
-        return cls(f"{package}.{family}.{name}", family, name, code, scope_of(code or "", family))
+
+def rule_module(qualified: str) -> Optional[RuleModule]:
+    """The rule module ``qualified`` names; None for any other module (the framework's, a
+    family's helpers, a test's)."""
+    package, _, rest = qualified.rpartition(".")
+    parent, _, family = package.rpartition(".")
+    match = _RULE_MODULE.match(rest)
+    if parent != _PACKAGE or match is None:
+        return None
+    return RuleModule(qualified, family, match.group(1).upper(), match.group(2).replace("_", "-"))
+
+
+def _own_module(qualified: str) -> ModuleType:
+    """A family package or rule module of smpfix's own, by a name listed from its own package
+    (the one import of a module named at run time)."""
+    importlib.import_module(qualified)
+    return sys.modules[qualified]
+
+
+def family_scope(family: str) -> FileScope:
+    """The scope the family package ``smpfix.rules.<family>`` declares (importing the package
+    alone, none of its rules)."""
+    return declared_scope(_own_module(f"{_PACKAGE}.{family}"))
 
 
 @functools.cache
-def _rule_modules() -> tuple[_RuleModule, ...]:
-    """Every module in the family folders (listed once per process: listing costs more than
-    a file's analysis spends asking for its rules)."""
+def _family_scopes() -> dict[str, FileScope]:
+    """Each family folder and its scope."""
+    import smpfix.rules as package
+
+    return {
+        family.name: family_scope(family.name)
+        for family in pkgutil.iter_modules(package.__path__)
+        if family.ispkg
+    }
+
+
+@functools.cache
+def _rule_modules() -> tuple[RuleModule, ...]:
+    """Every rule module in the family folders (listed once per process: listing costs more
+    than a file's analysis spends asking for its rules). Any other module there must be a
+    helper, named with a leading underscore."""
     import smpfix.rules as package
 
     found = []
-    for family in pkgutil.iter_modules(package.__path__):
-        if not family.ispkg:
-            continue
-        path = [os.path.join(folder, family.name) for folder in package.__path__]
+    for family in _family_scopes():
+        path = [os.path.join(folder, family) for folder in package.__path__]
         for module in pkgutil.iter_modules(path):
-            if not module.name.startswith("_"):
-                found.append(_RuleModule.of(package.__name__, family.name, module.name))
+            if module.name.startswith("_"):
+                continue
+            qualified = f"{_PACKAGE}.{family}.{module.name}"
+            listed = rule_module(qualified)
+            if listed is None:
+                raise TypeError(
+                    f"{qualified}: a module in a rule family's folder is a rule, named "
+                    "smp<number>_<rule_name>.py, or a helper, named _<name>.py"
+                )
+            found.append(listed)
     return tuple(found)
 
 
 @functools.cache
-def _rules_in(qualified: str) -> tuple[type[Rule], ...]:
-    """The rules a module defines (imported once)."""
+def _rule_in(qualified: str) -> type[Rule]:
+    """The rule a rule module defines (imported once): exactly one."""
     from smpfix.rules.rule import Rule
 
-    importlib.import_module(qualified)
-    return tuple(
+    found = [
         value
-        for value in vars(sys.modules[qualified]).values()
-        if isinstance(value, type)
-        and issubclass(value, Rule)
-        and value.code
-        and value.__module__ == qualified
-    )
+        for value in vars(_own_module(qualified)).values()
+        if isinstance(value, type) and issubclass(value, Rule) and value.__module__ == qualified
+    ]
+    if len(found) != 1:
+        raise TypeError(f"{qualified} must define one rule (a subclass of Rule), not {len(found)}")
+    return found[0]
 
 
 def all_rules() -> tuple[type[Rule], ...]:
@@ -90,89 +128,52 @@ def all_rules() -> tuple[type[Rule], ...]:
     Subclasses defined elsewhere (a test's probe rule) are not rules of smpfix; they run only
     when passed in ``AnalysisOptions.extra_rules``.
     """
-    found = {rule.code: rule for module in _rule_modules() for rule in _rules_in(module.qualified)}
-    return tuple(found[code] for code in sorted(found))
+    return tuple(_rule_in(module.qualified) for module in sorted(_rule_modules(), key=_code))
+
+
+def _code(module: RuleModule) -> str:
+    return module.code
+
+
+def rule_of(code: str) -> Optional[type[Rule]]:
+    """The rule with this code, importing its module alone; None for an unknown code."""
+    for module in _rule_modules():
+        if module.code == code:
+            return _rule_in(module.qualified)
+    return None
 
 
 def rules_for(codes: Collection[str], facts: Any) -> tuple[type[Rule], ...]:
     """The rules among ``codes`` whose family's scope admits a file with ``facts``, sorted by
-    code; only their modules are imported (a module named for no code is always imported)."""
-    found: dict[str, type[Rule]] = {}
-    for module in _rule_modules():
-        code = module.code
-        if (code is not None and code not in codes) or not module.scope.admits(facts):
-            continue
-        for rule in _rules_in(module.qualified):
-            if rule.code in codes:
-                found[rule.code] = rule
-    return tuple(found[code] for code in sorted(found))
+    code; only their modules are imported."""
+    scopes = _family_scopes()
+    return tuple(
+        _rule_in(module.qualified)
+        for module in sorted(_rule_modules(), key=_code)
+        if module.code in codes and scopes[module.family].admits(facts)
+    )
 
 
-def rules_of_scope(scope: Scope, codes: Collection[str]) -> tuple[type[Rule], ...]:
-    """The rules among ``codes`` in the families of ``scope`` (the configuration rules, to
-    check ``[tool.smpfix.job]``), importing only those."""
-    found = {
-        rule.code: rule
-        for module in _rule_modules()
-        if module.scope is scope and (module.code is None or module.code in codes)
-        for rule in _rules_in(module.qualified)
-        if rule.code in codes
-    }
-    return tuple(found[code] for code in sorted(found))
+def rules_of_scope(scope: FileScope, codes: Collection[str]) -> tuple[type[Rule], ...]:
+    """The rules among ``codes`` whose scope is ``scope`` (the configuration rules, to check
+    ``[tool.smpfix.job]``), importing only those of the families that can hold such rules."""
+    scopes = _family_scopes()
+    found = (
+        _rule_in(module.qualified)
+        for module in sorted(_rule_modules(), key=_code)
+        if module.code in codes and scope.within(scopes[module.family])
+    )
+    return tuple(rule for rule in found if rule.scope is scope)
 
 
-def rule_codes() -> Optional[tuple[str, ...]]:
-    """Every rule code, sorted, read from the rule modules' names without importing them.
-
-    None when some module in a family folder does not follow the naming (the caller then
-    imports the rules to learn their codes).
-    """
-    codes = [module.code for module in _rule_modules()]
-    if any(code is None for code in codes):
-        return None
-    return tuple(sorted(code for code in codes if code is not None))
-
-
-def known_codes() -> tuple[str, ...]:
-    """Every rule code, importing the rules only when some module's name does not give its code."""
-    codes = rule_codes()
-    return codes if codes is not None else tuple(rule.code for rule in all_rules())
+def rule_codes() -> tuple[str, ...]:
+    """Every rule code, sorted, read from the rule modules' names without importing them."""
+    return tuple(sorted(module.code for module in _rule_modules()))
 
 
 def rule_names() -> dict[str, str]:
-    return {rule.code: rule.name for rule in all_rules()}
-
-
-class RuleNames(Mapping[str, str]):
-    """Rule code -> rule name, where asking for the codes does not import the rules.
-
-    Iteration, ``len`` and ``in`` use :func:`rule_codes`; looking up a name imports the rules
-    once (per instance, which is also what a worker process receives).
-    """
-
-    def __init__(self) -> None:
-        self._codes = rule_codes()
-        self._names: Optional[dict[str, str]] = None
-
-    def _loaded(self) -> dict[str, str]:
-        if self._names is None:
-            self._names = rule_names()
-        return self._names
-
-    def codes(self) -> tuple[str, ...]:
-        return self._codes if self._codes is not None else tuple(self._loaded())
-
-    def __getitem__(self, code: str) -> str:
-        return self._loaded()[code]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.codes())
-
-    def __len__(self) -> int:
-        return len(self.codes())
-
-    def __contains__(self, code: object) -> bool:
-        return code in self.codes()
+    """Rule code -> rule name, sorted by code, read from the rule modules' names."""
+    return {module.code: module.rule_name for module in sorted(_rule_modules(), key=_code)}
 
 
 def rule_table() -> list[dict[str, Any]]:

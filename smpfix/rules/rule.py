@@ -1,9 +1,14 @@
 """The rule base class: what a rule declares about itself and how it reports.
 
-A rule is one small module in a family folder of ``smpfix/rules/``: a subclass of ``Rule`` with its code and
-name, ``visit_<Node>``/``leave_<Node>`` methods that the shared walker calls, and calls to
+A rule is one small module in a family folder of ``smpfix/rules/``, named for the rule
+(``smp101_optimizer_before_distributed_model.py``): a subclass of ``Rule`` whose class
+attributes say, once, everything the CLI, the pages and the analysis know about it, with
+``visit_<Node>``/``leave_<Node>`` methods that the shared walker calls, and calls to
 ``self.report``. Rules never print and never write; the analysis turns reports into findings.
-Rules register themselves by being defined there (``smpfix.rules.registry`` finds them); there is no list to edit.
+Rules register themselves by being defined there (``smpfix.rules.registry`` finds them); there
+is no list to edit. ``Rule.__init_subclass__`` gives such a class its code and name from its
+module's name and its family's scope, and refuses a class whose declarations contradict each
+other, so that a mistake fails at import rather than in a test of copies.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Optional
+from typing import Any, ClassVar, Optional, final
 
 import libcst as cst
 
@@ -25,6 +30,8 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.model import Program
 from smpfix.program.paths.branches import Reach, Requirement
 from smpfix.program.paths.conditions import Hypothesis
+from smpfix.rules.registry import family_scope, rule_module
+from smpfix.rules.scope import FileScope
 
 
 class FixAvailability(str, enum.Enum):
@@ -34,6 +41,47 @@ class FixAvailability(str, enum.Enum):
     SAFE = "safe"
     UNSAFE = "unsafe"
     SOMETIMES_SAFE = "safe or unsafe"
+
+
+class TensorParallelism(str, enum.Enum):
+    """How a rule depends on tensor parallelism; its page says so (issue 12).
+
+    The library replaces only the modules the program marks, whatever
+    ``tensor_parallel_degree`` says, while the rank topology (which ranks share data, a
+    checkpoint, a group) follows the degree alone, marked modules or not.
+    """
+
+    NONE = "none"
+    DEGREE = "degree"  # the rank topology
+    MARKING = "marking"  # the modules the library replaces
+    BOTH = "both"  # slices of distributed parameters: a marking and a degree above 1
+    CONFIGURED = "configured"  # configuration rules: the values as written
+
+    @property
+    def words(self) -> str:
+        """What the page's "**Tensor parallelism:** this rule ..." line says; a page may go on
+        after these words (``smpfix.rules.pages``)."""
+        return _TENSOR_PARALLELISM_WORDS[self]
+
+
+_TENSOR_PARALLELISM_WORDS = {
+    TensorParallelism.NONE: "does not depend on tensor parallelism",
+    TensorParallelism.DEGREE: (
+        "depends on the rank topology, so on `tensor_parallel_degree` alone, whether or not "
+        "modules are marked"
+    ),
+    TensorParallelism.MARKING: (
+        "depends on replaced modules: the program's tensor-parallel marking "
+        "(`smp.tensor_parallelism()`, `smp.model_creation(tensor_parallelism=...)` not literally "
+        "false, `smp.set_tensor_parallelism`, `smp.nn.Distributed*`, in the script or the project "
+        "modules it imports), not the degree"
+    ),
+    TensorParallelism.BOTH: "needs both",
+    TensorParallelism.CONFIGURED: (
+        "checks the configured values as written (`tensor_parallel_degree` where it reads it), "
+        "not the script's marking"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -54,9 +102,16 @@ class Report:
 
 
 class Rule:
+    # Given by the module's name (``smp101_optimizer_before_distributed_model.py`` -> ``SMP101``,
+    # ``optimizer-before-distributed-model``); a rule that states them must agree with it.
     code: ClassVar[str] = ""
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
+    # The files the rule can report on; its family's (``SCOPE`` in the family's ``__init__.py``)
+    # unless it declares a scope within that one. ``applies_to`` holds the rule to it.
+    scope: ClassVar[FileScope] = FileScope.SMP
+    # How the rule depends on tensor parallelism: every rule of smpfix declares it, its page says it.
+    tensor_parallelism: ClassVar[TensorParallelism]
     fix_availability: ClassVar[FixAvailability] = FixAvailability.NONE
     depends_on: ClassVar[tuple[str, ...]] = ()
     # Rules that the Hugging Face Trainer already satisfies are skipped in Trainer scripts.
@@ -87,13 +142,69 @@ class Rule:
         self.ancestry = ancestry
         self.reports: list[Report] = []
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Complete and check what a rule of smpfix declares, when its class is created.
+
+        A class defined in a rule module of a family folder is a rule of smpfix: it gets its
+        code and name from the module's name and, unless it declares one, its family's scope.
+        Its scope must lie within its family's (the registry imports a family's rules only for
+        files its scope admits), its flavours within its scope's, and it must say how it
+        depends on tensor parallelism. Other subclasses (the framework's ``ConfigRule``, a
+        test's probe) are left as they are. No rule overrides ``applies_to``.
+        """
+        super().__init_subclass__(**kwargs)
+        if "applies_to" in vars(cls):
+            raise TypeError(
+                f"{cls.__module__}.{cls.__qualname__} overrides applies_to: declare its scope and "
+                "flavours, and a further condition on the file as its precondition"
+            )
+        found = rule_module(cls.__module__)
+        if found is None:
+            return
+        for attribute, given in (("code", found.code), ("name", found.rule_name)):
+            stated = vars(cls).get(attribute)
+            if stated is not None and stated != given:
+                raise TypeError(
+                    f"{cls.__module__} defines a rule whose {attribute} is {stated!r}: its module's "
+                    f"name makes it {given!r}"
+                )
+            setattr(cls, attribute, given)
+        family = family_scope(found.family)
+        if next(base for base in cls.__mro__ if "scope" in vars(base)) is Rule:
+            cls.scope = family
+        if not cls.scope.within(family):
+            raise TypeError(
+                f"{cls.code}'s scope, {cls.scope.value}, is not within its family's, "
+                f"{family.value}: the registry would never run it on some of the files it reports on"
+            )
+        if not cls.flavours <= cls.scope.flavours:
+            raise TypeError(f"{cls.code} declares flavours its scope ({cls.scope.value}) excludes")
+        if not isinstance(getattr(cls, "tensor_parallelism", None), TensorParallelism):
+            raise TypeError(
+                f"{cls.code} must declare how it depends on tensor parallelism: "
+                "tensor_parallelism = TensorParallelism.<...>"
+            )
+
+    @final
     @classmethod
     def applies_to(cls, facts: FileFacts) -> bool:
-        """Whether the rule runs on this file at all (default: files that import a flavour of
-        SMP v1 the rule knows)."""
+        """Whether the rule runs on this file at all: its scope admits the file (for a scope of
+        scripts, a script of one of its flavours), the Hugging Face ``Trainer`` does not
+        already satisfy it there, and its ``precondition`` holds."""
         if cls.satisfied_by_hf_trainer and facts.uses_hf_trainer:
             return False
-        return bool(facts.flavours & cls.flavours)
+        if not cls.scope.admits(facts):
+            return False
+        if cls.scope.of_scripts and not facts.flavours & cls.flavours:
+            return False
+        return cls.precondition(facts)
+
+    @classmethod
+    def precondition(cls, facts: FileFacts) -> bool:
+        """What a file in the rule's scope must also have for the rule to look at it (a
+        wrapped model, more than one step function); any such file by default. A cheap
+        test of the facts that spares a file the rule's walk, not the rule's judgement."""
+        return True
 
     def report(
         self,

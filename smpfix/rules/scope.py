@@ -1,14 +1,15 @@
-"""Which files a rule family can report on, known without importing its rules.
+"""Which files a rule, or a whole rule family, can report on, known without importing its rules.
 
 Importing a rule module costs about a millisecond (and its family's helpers more), which a
 one-file pre-commit run pays for every rule. Every rule of a family needs the same kind of
 file: one that imports the library (either flavour), the PyTorch flavour (tensor and
 sharded data parallelism exist only there), the TensorFlow flavour, one that states a
-configuration (a launcher or an ``smp.init({...})`` dict), or any file at all. The registry keeps that scope per family folder (and for the
-few rules that differ from their family, per rule), so a file's analysis imports only the
-rules it can run; the analysis applies the same scope whether or
-not a rule happens to be imported already, so results never depend on import order.
-``tests/test_rule_index.py`` holds every rule's ``applies_to`` to its family's scope.
+configuration (a launcher or an ``smp.init({...})`` dict), or any file at all. Each family
+package declares that scope in its ``__init__.py`` (``SCOPE = FileScope.SMP``), which the
+registry reads without importing the rule modules, so a file's analysis imports only the
+rules it can run. A rule's own ``scope`` (``Rule.scope``, its family's unless it declares a
+narrower one) must lie within its family's: ``Rule.__init_subclass__`` refuses the class
+otherwise, so the family's scope is a necessary condition of every rule in it.
 
 Nothing here imports LibCST: the registry, which the command line loads at start-up, uses it.
 """
@@ -16,13 +17,14 @@ Nothing here imports LibCST: the registry, which the command line loads at start
 from __future__ import annotations
 
 import enum
+from types import ModuleType
 from typing import Any
 
-from smpfix.base.flavour import Flavour
+from smpfix.base.flavour import BOTH, ONLY_PYTORCH, ONLY_TENSORFLOW, Flavour
 
 
-class Scope(str, enum.Enum):
-    """The files a family's rules may apply to (a necessary condition; ``applies_to`` decides)."""
+class FileScope(str, enum.Enum):
+    """The files a rule, or a family's rules, may apply to (a necessary condition)."""
 
     ANY = "any file"
     SMP = "files that import the library (either flavour)"
@@ -32,40 +34,46 @@ class Scope(str, enum.Enum):
 
     def admits(self, facts: Any) -> bool:
         """Whether a file with these facts (``program.facts.FileFacts``) is in the scope."""
-        if self is Scope.ANY:
+        if self is FileScope.ANY:
             return True
-        if self is Scope.SMP:
+        if self is FileScope.SMP:
             return bool(facts.imports_smp)
-        if self is Scope.PYTORCH:
+        if self is FileScope.PYTORCH:
             return Flavour.PYTORCH in facts.flavours
-        if self is Scope.TENSORFLOW:
+        if self is FileScope.TENSORFLOW:
             return Flavour.TENSORFLOW in facts.flavours
         return bool(facts.estimator_calls) or facts.init_config_call is not None
 
+    def within(self, other: FileScope) -> bool:
+        """Whether every file this scope admits, ``other`` admits too."""
+        return (
+            self is other
+            or other is FileScope.ANY
+            or (other is FileScope.SMP and self in (FileScope.PYTORCH, FileScope.TENSORFLOW))
+        )
 
-# Family folder -> scope. A family not listed here is imported for every file (``ANY``): a new
-# family works at once, and is pruned once it is listed.
-FAMILY_SCOPES: dict[str, Scope] = {
-    "wiring": Scope.SMP,
-    "data_pipeline": Scope.SMP,
-    "checkpointing": Scope.SMP,
-    "step_function": Scope.SMP,
-    "tensor_parallel": Scope.PYTORCH,
-    "sharded_data_parallel": Scope.PYTORCH,
-    "tensorflow": Scope.TENSORFLOW,
-    "job_config": Scope.CONFIGURATION,
-    "comments": Scope.ANY,
-}
+    @property
+    def of_scripts(self) -> bool:
+        """Scripts that import the library: a rule of such a scope runs on the scripts of its
+        flavours (a configuration rule judges each configuration's flavour instead)."""
+        return self in (FileScope.SMP, FileScope.PYTORCH, FileScope.TENSORFLOW)
+
+    @property
+    def flavours(self) -> frozenset[Flavour]:
+        """The flavours a rule of this scope may declare."""
+        if self is FileScope.PYTORCH:
+            return ONLY_PYTORCH
+        if self is FileScope.TENSORFLOW:
+            return ONLY_TENSORFLOW
+        return BOTH
 
 
-# The few rules whose scope differs from their family's (a script rule among the configuration
-# rules). ``tests/test_rule_index.py`` says when a rule needs an entry here.
-RULE_SCOPES: dict[str, Scope] = {
-    "SMP802": Scope.SMP,  # the batch size of a loader in the script against microbatches
-}
-
-
-def scope_of(code: str, family: str) -> Scope:
-    """A rule's scope: its own entry in ``RULE_SCOPES``, else its family's (``ANY`` when the
-    family is not listed)."""
-    return RULE_SCOPES.get(code) or FAMILY_SCOPES.get(family, Scope.ANY)
+def declared_scope(family: ModuleType) -> FileScope:
+    """The scope a family package declares (``SCOPE`` in its ``__init__.py``)."""
+    scope = getattr(family, "SCOPE", None)
+    if not isinstance(scope, FileScope):
+        raise TypeError(
+            f"the rule family {family.__name__} must declare the files its rules can report on: "
+            "SCOPE = FileScope.<...> (smpfix.rules.scope) in its __init__.py"
+        )
+    return scope

@@ -21,7 +21,7 @@ from smpfix.engine.runner import RunOptions
 from smpfix.engine.selection import SelectionError, enabled
 from smpfix.job.jobfacts import DeclaredJob, Value
 from smpfix.job.project import Project
-from smpfix.rules.registry import RuleNames
+from smpfix.rules.registry import rule_names
 
 EDITOR_JOB_SOURCE = "editor settings (smpfix.job)"
 
@@ -132,7 +132,7 @@ def resolve(
     except ConfigError as exc:
         problems.append(str(exc))
         config = Config()
-    names = RuleNames()
+    names = rule_names()
     try:
         codes = enabled(
             names,

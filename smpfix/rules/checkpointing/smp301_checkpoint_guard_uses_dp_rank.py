@@ -12,7 +12,7 @@ from smpfix.base.findings import Applicability
 from smpfix.base.walker import iter_nodes
 from smpfix.fixes.references import smp_reference
 from smpfix.program.ranks.guards import RankGuard, early_exit_guard, rank_zero_guards
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _SMP_CHECKPOINT_CALLS = frozenset({"save", "load"})
 _MODEL_STATE_METHODS = frozenset(
@@ -21,15 +21,10 @@ _MODEL_STATE_METHODS = frozenset(
 
 
 class CheckpointGuardUsesDpRank(Rule):
-    code = "SMP301"
-    name = "checkpoint-guard-uses-dp-rank"
     summary = "Checkpoint code guarded by `smp.dp_rank() == 0` hangs under tensor parallelism; guard with `smp.rdp_rank()`."
     fix_availability = FixAvailability.SAFE
     depends_on = ("TP",)
-
-    @classmethod
-    def applies_to(cls, facts) -> bool:  # type: ignore[no-untyped-def]
-        return facts.imports_smp_torch
+    tensor_parallelism = TensorParallelism.DEGREE
 
     def visit_If(self, node: cst.If) -> None:
         guards = [

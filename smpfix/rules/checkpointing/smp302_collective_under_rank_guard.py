@@ -24,7 +24,7 @@ from smpfix.job.jobfacts import Tri
 from smpfix.program.model import Program
 from smpfix.program.ranks.guards import RankGuard, guarded_by_early_exit, guards_of
 from smpfix.program.ranks.rank_groups import GROUP_WORDS, Cut, cut, group_constant
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _CHECKPOINT = frozenset({"save_checkpoint", "resume_from_checkpoint"})
 _GROUP_BARRIERS = {
@@ -59,8 +59,6 @@ class PathGuard:
 
 
 class CollectiveUnderRankGuard(Rule):
-    code = "SMP302"
-    name = "collective-under-rank-guard"
     flavours = BOTH
     summary = (
         "A collective (`smp.save_checkpoint`, `smp.barrier`, a full `state_dict()`, a step function, ...) "
@@ -68,6 +66,7 @@ class CollectiveUnderRankGuard(Rule):
     )
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("TP", "PP")
+    tensor_parallelism = TensorParallelism.DEGREE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -13,7 +13,7 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.objects.checkpoint_api import CHECKPOINT_API_SINCE
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # smp.save_checkpoint(path, tag, partial=True, model=None, optimizer=None, ...)
 _CHECKPOINT_PARTIAL, _CHECKPOINT_OPTIMIZER = 2, 4
@@ -40,14 +40,13 @@ def _words(state: Tri, states: Sequence[FeatureState]) -> str:
 
 
 class FullCheckpointMisuse(Rule):
-    code = "SMP303"
-    name = "full-checkpoint-misuse"
     summary = (
         "A full checkpoint that drops state: `smp.save_checkpoint(partial=False, optimizer=...)`, a full "
         "`optimizer.state_dict()` under TP/OSS/SDP, or `local_state_dict()` saved with `smp.save(..., partial=False)`."
     )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP", "OSS", "SDP", "PP")
+    tensor_parallelism = TensorParallelism.BOTH
 
     def visit_Call(self, node: cst.Call) -> None:
         if called_name(node, self.program.facts.imports.bindings) not in (

@@ -20,7 +20,7 @@ from smpfix.program.objects.checkpoint_api import (
 )
 from smpfix.program.ranks.rank_groups import cut
 from smpfix.program.ranks.rank_terms import rank_terms
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # Environment variables that hold a process's rank under MPI or torchrun.
 _RANK_VARIABLES = frozenset(
@@ -29,12 +29,11 @@ _RANK_VARIABLES = frozenset(
 
 
 class CheckpointTagInvalid(Rule):
-    code = "SMP304"
-    name = "checkpoint-tag-invalid"
     summary = "The `tag` of `smp.save_checkpoint`/`smp.resume_from_checkpoint` is a number (raises) or depends on the rank (hangs)."
     fix_availability = FixAvailability.SAFE
     depends_on = ("PP", "TP")
     since = CHECKPOINT_API_SINCE
+    tensor_parallelism = TensorParallelism.DEGREE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

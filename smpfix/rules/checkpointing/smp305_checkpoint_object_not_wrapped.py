@@ -16,16 +16,15 @@ from smpfix.program.model import Program
 from smpfix.program.objects.checkpoint_api import CHECKPOINT_API_SINCE, checkpoint_call
 from smpfix.program.objects.model_names import DistributedModelNames, parameter_names
 from smpfix.program.objects.unwrapped import Unwrapped, raw_module, raw_name
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 
 class CheckpointObjectNotWrapped(Rule):
-    code = "SMP305"
-    name = "checkpoint-object-not-wrapped"
     summary = "`smp.save_checkpoint(model=..., optimizer=...)` given the module or optimizer that was wrapped, not the `smp.Distributed*` wrapper."
     fix_availability = FixAvailability.SAFE
     depends_on = ("SDP", "FP16", "BF16")
     since = CHECKPOINT_API_SINCE
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -21,16 +21,15 @@ from smpfix.program.objects.checkpoint_api import (
     checkpoint_call,
     raises_on_purpose,
 )
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 
 class ResumeFromCheckpointMisuse(Rule):
-    code = "SMP306"
-    name = "resume-from-checkpoint-misuse"
     summary = "`smp.resume_from_checkpoint` before `smp.DistributedOptimizer` under sharded data parallelism, a full load without a tag, or arguments the load ignores."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("SDP",)
     since = CHECKPOINT_API_SINCE
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

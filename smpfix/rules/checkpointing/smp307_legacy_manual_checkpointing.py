@@ -14,7 +14,7 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.ranks.guards import RankGuard, guarded_by_early_exit, rank_zero_guards
 from smpfix.program.ranks.rank_groups import cut
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 
 @dataclass(frozen=True)
@@ -27,11 +27,10 @@ class _Guard:
 
 
 class LegacyManualCheckpointing(Rule):
-    code = "SMP307"
-    name = "legacy-manual-checkpointing"
     summary = "`optimizer.local_state_dict()` called under a rank guard: with `shard_optimizer_state` it gathers across ranks and hangs."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("OSS",)
+    tensor_parallelism = TensorParallelism.NONE
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

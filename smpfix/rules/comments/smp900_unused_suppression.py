@@ -10,8 +10,7 @@ The class gives the rule its code, name and page like any other, so ``smpfix rul
 from __future__ import annotations
 
 from smpfix.base.findings import Severity
-from smpfix.program.facts import FileFacts
-from smpfix.rules.rule import FixAvailability, Rule
+from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 from smpfix.suppressions.unused import CODE, NAME
 
 
@@ -21,8 +20,4 @@ class UnusedSuppression(Rule):
     summary = "A `# smpfix: ignore[...]` or `# noqa: SMPxxx` comment suppresses nothing; remove the stale code."
     fix_availability = FixAvailability.SAFE
     default_severity = Severity.HINT
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        """Every file: launcher code that never imports the library has suppressions too."""
-        return True
+    tensor_parallelism = TensorParallelism.NONE

@@ -26,7 +26,7 @@ from smpfix.program.flow.script_numbers import ResolvedNumber
 from smpfix.program.paths.branches import Reach
 from smpfix.program.tensorflow.datasets import is_tf_dataset
 from smpfix.rules.data_pipeline._dataset_sizes import DatasetSizes, Samples
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # Where the drop keyword sits among the positional parameters.
 _TORCH_DROP_LAST = 8
@@ -73,12 +73,11 @@ class _LastBatch:
 
 
 class LastBatchNotDropped(Rule):
-    code = "SMP201"
-    name = "last-batch-not-dropped"
     flavours = BOTH
     summary = "A `DataLoader` without `drop_last=True` (or a `tf.data` `.batch()` without `drop_remainder=True`) feeds `smp.step`; its last, smaller batch cannot be split into microbatches."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("MB",)
+    tensor_parallelism = TensorParallelism.NONE
 
     def leave_Module(self, node: cst.Module) -> None:
         if not self.program.facts.step_functions and not self._has_fit_call():

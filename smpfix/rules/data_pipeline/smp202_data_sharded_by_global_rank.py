@@ -21,7 +21,7 @@ from smpfix.program.data.dataloaders import SAMPLER_POSITIONS, SUBSETS, is_distr
 from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.model import Program
 from smpfix.program.ranks.rank_terms import RankTerm, rank_terms
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _SHARDING_METHODS = frozenset({"shard", "select"})
 
@@ -54,8 +54,6 @@ def _why(family: str, peers: str) -> str:
 
 
 class DataShardedByGlobalRank(Rule):
-    code = "SMP202"
-    name = "data-sharded-by-global-rank"
     flavours = BOTH
     summary = (
         "Data sharded by `smp.rank()`/`smp.size()` (or `DistributedSampler`'s defaults) instead of the "
@@ -64,6 +62,7 @@ class DataShardedByGlobalRank(Rule):
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("PP", "TP", "PRESCALED")
     runs_on_helper_modules = True
+    tensor_parallelism = TensorParallelism.DEGREE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

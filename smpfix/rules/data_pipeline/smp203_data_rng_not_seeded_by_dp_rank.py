@@ -28,7 +28,7 @@ from smpfix.program.data.dataloaders import (
 from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.model import Program
 from smpfix.program.ranks.rank_terms import RankTerm, rank_terms
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # Seeds of RNGs that data pipelines draw from: (parameter name, position).
 _DATA_SEEDS = {
@@ -98,8 +98,6 @@ class SeedingHelper:
 
 
 class DataRngNotSeededByDpRank(Rule):
-    code = "SMP203"
-    name = "data-rng-not-seeded-by-dp-rank"
     flavours = BOTH
     summary = (
         "Data-pipeline RNGs (shuffling, augmentation) seeded by `smp.rank()`-like ranks, or a TensorFlow "
@@ -107,6 +105,7 @@ class DataRngNotSeededByDpRank(Rule):
     )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("PP", "TP", "PRESCALED")
+    tensor_parallelism = TensorParallelism.DEGREE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

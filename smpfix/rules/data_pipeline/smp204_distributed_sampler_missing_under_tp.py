@@ -15,14 +15,11 @@ from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.data.dataloaders import is_dataloader, is_distributed_sampler
 from smpfix.program.data.samplers import SamplerUses
 from smpfix.program.data.training_loaders import TrainingLoaders, dataset_key, loader_dataset
-from smpfix.program.facts import FileFacts
 from smpfix.program.model import Program
-from smpfix.rules.rule import FixAvailability, Rule
+from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 
 
 class DistributedSamplerMissingUnderTp(Rule):
-    code = "SMP204"
-    name = "distributed-sampler-missing-under-tp"
     summary = (
         "Under tensor parallelism a training DataLoader should use a `DistributedSampler` over the "
         "data-parallel ranks (strongly recommended by the library)."
@@ -30,11 +27,7 @@ class DistributedSamplerMissingUnderTp(Rule):
     fix_availability = FixAvailability.NONE
     depends_on = ("TP",)
     runs_on_helper_modules = True
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        """PyTorch SMP scripts only (the TensorFlow flavour has no tensor parallelism)."""
-        return facts.imports_smp_torch and super().applies_to(facts)
+    tensor_parallelism = TensorParallelism.DEGREE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -13,7 +13,7 @@ from smpfix.base.imports import dotted_name
 from smpfix.program.data.dataloaders import is_dataloader
 from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.flow.command_line import script_argument
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)
 _NUM_WORKERS_POSITION = 5
@@ -33,14 +33,13 @@ class _Workers:
 
 
 class DataloaderWorkersOnP4d(Rule):
-    code = "SMP205"
-    name = "dataloader-workers-on-p4d"
     summary = (
         "On ml.p4d instances the library requires `num_workers=0` in the PyTorch `DataLoader`."
     )
     fix_availability = FixAvailability.SAFE
     default_severity = Severity.WARNING
     runs_on_helper_modules = True
+    tensor_parallelism = TensorParallelism.NONE
 
     def leave_Module(self, node: cst.Module) -> None:
         instance = self.program.job.value("instance_type")

@@ -21,15 +21,12 @@ from smpfix.program.data.dataloaders import (
 )
 from smpfix.program.data.samplers import SamplerUse, SamplerUses
 from smpfix.program.data.training_loaders import TrainingLoaders, dataset_key, loader_dataset
-from smpfix.program.facts import FileFacts
 from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.model import Program
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 
 class DistributedSamplerUnused(Rule):
-    code = "SMP206"
-    name = "distributed-sampler-unused"
     summary = (
         "A `DistributedSampler` is built but the DataLoader that training iterates does not use it (often "
         "`shuffle=True` instead): every data-parallel replica trains on the whole dataset."
@@ -37,11 +34,7 @@ class DistributedSamplerUnused(Rule):
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("PP", "TP", "PRESCALED")
     runs_on_helper_modules = True
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        """PyTorch SMP scripts (the TensorFlow flavour has no ``DistributedSampler``)."""
-        return facts.imports_smp_torch and super().applies_to(facts)
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -6,14 +6,13 @@ from collections.abc import Iterator
 
 from smpfix.base.findings import Severity
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class ParallelDegreesDoNotDivideWorld(ConfigRule):
-    code = "SMP801"
-    name = "parallel-degrees-do-not-divide-world"
     summary = "`pipeline_parallel_degree` (TensorFlow: `partitions`) × `tensor_parallel_degree` must divide processes_per_host × instance_count."
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -7,18 +7,17 @@ from collections.abc import Iterator
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 # Placement strategies that do not put T rightmost, so tensor-parallel peers are not neighbours.
 _T_NOT_RIGHTMOST = frozenset({"spread", "TPD", "TDP", "PTD", "DTP"})
 
 
 class TensorParallelDegreeShape(ConfigRule):
-    code = "SMP803"
-    name = "tensor-parallel-degree-shape"
     flavours = ONLY_PYTORCH
     summary = "`tensor_parallel_degree` should be a power of two, at most the GPUs of one node, dividing processes_per_host."
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

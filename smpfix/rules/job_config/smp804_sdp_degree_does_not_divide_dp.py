@@ -7,15 +7,14 @@ from collections.abc import Iterator
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class SdpDegreeDoesNotDivideDp(ConfigRule):
-    code = "SMP804"
-    name = "sdp-degree-does-not-divide-dp"
     flavours = ONLY_PYTORCH
     summary = "`sharded_data_parallel_degree` must be between 1 and the data-parallel degree and divide it evenly."
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

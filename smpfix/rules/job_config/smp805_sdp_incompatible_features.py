@@ -11,7 +11,7 @@ from smpfix.base.literals import UNKNOWN
 from smpfix.job.versions import leading
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.launched_code import launched_code
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 # Sharded data parallelism combines with tensor parallelism from SMP 1.15 on.
 SDP_WITH_TP_SINCE = (1, 15)
@@ -19,14 +19,13 @@ BEFORE_SDP_WITH_TP = (1, 14)
 
 
 class SdpIncompatibleFeatures(ConfigRule):
-    code = "SMP805"
-    name = "sdp-incompatible-features"
     flavours = ONLY_PYTORCH
     summary = (
         "Sharded data parallelism cannot run with pipeline parallelism or optimizer state sharding, and with tensor "
         "parallelism it needs SMP 1.15, `prescaled_batch` and `smp.model_creation(tensor_parallelism=...)`."
     )
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
     finding_ranges = {"SDP+TP too old": (None, BEFORE_SDP_WITH_TP)}
 
     @classmethod

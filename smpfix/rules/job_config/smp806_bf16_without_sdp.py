@@ -7,15 +7,14 @@ from collections.abc import Iterator
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class Bf16WithoutSdp(ConfigRule):
-    code = "SMP806"
-    name = "bf16-without-sdp"
     flavours = ONLY_PYTORCH
     summary = '`"bf16": True` works only with sharded data parallelism, and runs fast only on GPUs with bf16 support (A100, A10G, H100).'
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

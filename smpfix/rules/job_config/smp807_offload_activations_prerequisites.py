@@ -8,7 +8,7 @@ from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.launched_code import launched_code
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 # The library's activation checkpointing entry points; offloading moves what they checkpoint.
 CHECKPOINTING = (
@@ -19,14 +19,13 @@ CHECKPOINTING = (
 
 
 class OffloadActivationsPrerequisites(ConfigRule):
-    code = "SMP807"
-    name = "offload-activations-prerequisites"
     flavours = ONLY_PYTORCH
     summary = (
         "`offload_activations` moves checkpointed activations to the CPU: it needs activation checkpointing, and with "
         "pipeline parallelism more than one microbatch; `activation_loading_horizon` must be above 0."
     )
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -7,18 +7,17 @@ from collections.abc import Iterator
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class PrescaledBatchRules(ConfigRule):
-    code = "SMP808"
-    name = "prescaled-batch-rules"
     flavours = ONLY_PYTORCH
     summary = (
         '`prescaled_batch` requires `optimize: "speed"`, has no effect without tensor parallelism, and is recommended '
         "when tensor and pipeline parallelism are combined."
     )
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

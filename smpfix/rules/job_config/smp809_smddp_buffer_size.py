@@ -21,7 +21,7 @@ from smpfix.job.launch_environment import (
     launch_variables,
 )
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView, config_views
-from smpfix.rules.rule import FixAvailability, PendingFix
+from smpfix.rules.rule import FixAvailability, PendingFix, TensorParallelism
 
 BUFFER_VARIABLES = ("SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES", "SMDDP_AG_SORT_BUFFER_SIZE_BYTES")
 _GRANULE = 8192
@@ -31,14 +31,13 @@ SMDDP_SINCE = (1, 13)
 
 
 class SmddpBufferSize(ConfigRule):
-    code = "SMP809"
-    name = "smddp-buffer-size"
     flavours = ONLY_PYTORCH
     summary = (
         "`SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES` / `SMDDP_AG_SORT_BUFFER_SIZE_BYTES` must be multiples of 8192, matter only "
         "where SMDDP collectives run, and `-x` flags added to `custom_mpi_options` need a separating space."
     )
     fix_availability = FixAvailability.SAFE
+    tensor_parallelism = TensorParallelism.CONFIGURED
     finding_ranges = {"buffer sizes": (SMDDP_SINCE, None)}
 
     @classmethod

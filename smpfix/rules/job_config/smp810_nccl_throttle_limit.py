@@ -9,20 +9,19 @@ from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.launch_environment import integer, launch_variables
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 VARIABLE = "SMP_NCCL_THROTTLE_LIMIT"
 
 
 class NcclThrottleLimit(ConfigRule):
-    code = "SMP810"
-    name = "nccl-throttle-limit"
     flavours = ONLY_PYTORCH
     summary = (
         "`SMP_NCCL_THROTTLE_LIMIT` must be an integer (default 8, ≤ 0 disables throttling), and it only affects "
         "tensor parallelism."
     )
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -7,14 +7,13 @@ from collections.abc import Iterator
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.config_keys import MODELPARALLEL_KEYS, misspelling_of
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class ModelparallelEnabledNotLiteralTrue(ConfigRule):
-    code = "SMP811"
-    name = "modelparallel-enabled-not-literal-true"
     summary = "The SageMaker SDK passes the modelparallel parameters on only when `enabled` is the literal `True`."
     fix_availability = FixAvailability.SAFE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

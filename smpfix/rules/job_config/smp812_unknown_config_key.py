@@ -31,7 +31,7 @@ from smpfix.job.config_keys import (
 )
 from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 # ``"smdistributed": {"enabled": True, "parameters": {...}}`` lacks the ``modelparallel`` level
 # (catalog C30, a rule of its own), which is a different mistake from a misspelled strategy.
@@ -39,10 +39,9 @@ _MISSING_LEVEL_KEYS = frozenset({"enabled", "parameters"})
 
 
 class UnknownConfigKey(ConfigRule):
-    code = "SMP812"
-    name = "unknown-config-key"
     summary = "A `parameters`/`smp.init` key outside the library's schema, or an `mpi`/`modelparallel` key the SDK ignores."
     fix_availability = FixAvailability.UNSAFE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

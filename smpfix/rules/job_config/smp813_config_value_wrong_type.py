@@ -21,7 +21,7 @@ from smpfix.job.config_entries import value_in_entry
 from smpfix.job.jobfacts import KNOWN_KEYS, TF_KNOWN_KEYS
 from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 _INT_KEYS = frozenset(
     {
@@ -57,10 +57,9 @@ EXPECTED_TYPES: Mapping[str, tuple[type, ...]] = {
 
 
 class ConfigValueWrongType(ConfigRule):
-    code = "SMP813"
-    name = "config-value-wrong-type"
     summary = "A configuration value whose Python type the library's schema rejects (`5e8` for an int, `1` for a float)."
     fix_availability = FixAvailability.SAFE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

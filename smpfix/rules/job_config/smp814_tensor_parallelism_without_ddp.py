@@ -7,15 +7,14 @@ from collections.abc import Iterator
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class TensorParallelismWithoutDdp(ConfigRule):
-    code = "SMP814"
-    name = "tensor-parallelism-without-ddp"
     flavours = ONLY_PYTORCH
     summary = '`tensor_parallel_degree` > 1 requires `"ddp": True`; the library refuses to start otherwise.'
     fix_availability = FixAvailability.SAFE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -8,18 +8,17 @@ from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.job.versions import leading
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 # The release that added the `fp16` key and deprecated `fp16_params`.
 FP16_KEY_SINCE = (1, 10)
 
 
 class Fp16AndBf16Together(ConfigRule):
-    code = "SMP815"
-    name = "fp16-and-bf16-together"
     flavours = ONLY_PYTORCH
     summary = "`bf16` requires `fp16` (and the deprecated `fp16_params`) to be False; `fp16_params` is deprecated."
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
     finding_ranges = {"fp16_params": (FP16_KEY_SINCE, None)}
 
     @classmethod

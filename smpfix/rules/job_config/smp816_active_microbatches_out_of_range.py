@@ -14,15 +14,14 @@ from typing import Optional
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class ActiveMicrobatchesOutOfRange(ConfigRule):
-    code = "SMP816"
-    name = "active-microbatches-out-of-range"
     flavours = ONLY_PYTORCH
     summary = "`active_microbatches` must be between 1 and `microbatches`; it only matters with pipeline parallelism."
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -16,14 +16,13 @@ from smpfix.base.literals import UNKNOWN
 from smpfix.job.config_keys import MPI_KEYS, misspelling_of
 from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class MpiNotEnabled(ConfigRule):
-    code = "SMP817"
-    name = "mpi-not-enabled"
     summary = 'A modelparallel launch needs `"mpi": {"enabled": True, "processes_per_host": <GPUs per instance>}`.'
     fix_availability = FixAvailability.UNSAFE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -11,14 +11,13 @@ from collections.abc import Iterator
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.config_entries import value_in_entry
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class ProcessesPerHostVsGpus(ConfigRule):
-    code = "SMP818"
-    name = "processes-per-host-vs-gpus"
     summary = "`mpi.processes_per_host` must not exceed the instance's GPUs, and should equal them on multi-node jobs."
     fix_availability = FixAvailability.UNSAFE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

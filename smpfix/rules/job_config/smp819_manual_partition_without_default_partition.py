@@ -13,14 +13,13 @@ from collections.abc import Iterator
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.config_entries import value_in_entry
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class ManualPartitionWithoutDefaultPartition(ConfigRule):
-    code = "SMP819"
-    name = "manual-partition-without-default-partition"
     summary = '`"auto_partition": False` requires `default_partition`, which must be below `pipeline_parallel_degree`.'
     fix_availability = FixAvailability.SAFE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

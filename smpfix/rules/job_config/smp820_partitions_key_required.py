@@ -23,14 +23,13 @@ from smpfix.job.config_entries import renamed_key
 from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.launched_code import launched_code
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class PartitionsKeyRequired(ConfigRule):
-    code = "SMP820"
-    name = "partitions-key-required"
     summary = "Write the pipeline degree as `partitions` where the SDK, Hugging Face or TensorFlow need it, and never both names."
     fix_availability = FixAvailability.UNSAFE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -12,14 +12,13 @@ from collections.abc import Iterator
 
 from smpfix.base.findings import Severity
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class ModelparallelAndDataparallelTogether(ConfigRule):
-    code = "SMP821"
-    name = "modelparallel-and-dataparallel-together"
     summary = "`smdistributed` holds one strategy: `modelparallel` and `dataparallel` together make the SDK raise ValueError."
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -19,19 +19,18 @@ from typing import Optional
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import UNKNOWN
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView, Replicas
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 _NEED_DDP_KEY = ("ddp_port", "ddp_dist_backend")
 
 
 class DataParallelBackendConflict(ConfigRule):
-    code = "SMP822"
-    name = "data-parallel-backend-conflict"
     summary = (
         'More processes than pipeline × tensor degree need `"ddp": True` (TensorFlow: `"horovod": True`); '
         "never both, and `ddp_port`/`ddp_dist_backend` need a `ddp` key."
     )
     fix_availability = FixAvailability.SAFE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -14,17 +14,16 @@ from itertools import permutations
 
 from smpfix.base.findings import Severity
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 NAMED = ("cluster", "spread")
 ORDERS = tuple("".join(order) for order in permutations("DPT"))
 
 
 class PlacementStrategyValue(ConfigRule):
-    code = "SMP823"
-    name = "placement-strategy-value"
     summary = "`placement_strategy` is `cluster`, `spread` or an order of D, P, T; a launcher may only say `cluster` or `spread`."
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

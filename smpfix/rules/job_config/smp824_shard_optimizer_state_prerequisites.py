@@ -20,21 +20,20 @@ from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.base.literals import UNKNOWN
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.launched_code import launched_code
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 # ``smp.DistributedModel`` keywords that optimizer state sharding needs True (both default True).
 _NEEDED_TRUE = ("overlapping_allreduce", "gradient_as_bucket_view")
 
 
 class ShardOptimizerStatePrerequisites(ConfigRule):
-    code = "SMP824"
-    name = "shard-optimizer-state-prerequisites"
     flavours = ONLY_PYTORCH
     summary = (
         '`shard_optimizer_state` needs `"ddp": True` and the DistributedModel\'s default overlapping all-reduce and '
         "bucket views, and does nothing with a single data-parallel rank."
     )
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

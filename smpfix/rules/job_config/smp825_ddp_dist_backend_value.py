@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 # The release that brought ``"auto"`` (with the SMDDP collectives); the 1.12 schema knows only "nccl".
 AUTO_SINCE = (1, 13)
@@ -21,11 +21,10 @@ BEFORE_AUTO = (1, 12)
 
 
 class DdpDistBackendValue(ConfigRule):
-    code = "SMP825"
-    name = "ddp-dist-backend-value"
     flavours = ONLY_PYTORCH
     summary = '`ddp_dist_backend` is `"nccl"`, or `"auto"` from SMP 1.13 on; anything else stops the library at start-up.'
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.NONE
     finding_ranges = {'"auto"': (None, BEFORE_AUTO)}
 
     @classmethod

@@ -19,7 +19,7 @@ from smpfix.job.instances import INSTANCE_TYPES
 from smpfix.job.launcher import Launcher
 from smpfix.job.versions import pytorch_container_smp, tensorflow_container_smp
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 # SageMaker instance families without a CUDA GPU (general purpose, compute, memory, burstable,
 # Trainium, Inferentia).
@@ -28,10 +28,9 @@ SUPPORTED = tuple(name for name, instance in INSTANCE_TYPES.items() if instance.
 
 
 class UnsupportedInstanceOrImage(ConfigRule):
-    code = "SMP826"
-    name = "unsupported-instance-or-image"
     summary = "SMP v1 needs a CUDA GPU instance of the supported types and a training container that ships the library."
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -24,17 +24,16 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 # The frameworks whose estimators the SDK disables Debugger for when checkpointing is complete.
 _AUTO_DISABLED = ("pytorch", "tensorflow")
 
 
 class DebuggerNotDisabled(ConfigRule):
-    code = "SMP827"
-    name = "debugger-not-disabled"
     summary = "A model-parallel job that checkpoints to S3 should pass `debugger_hook_config=False`; Debugger does not support the library."
     fix_availability = FixAvailability.SOMETIMES_SAFE
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -27,7 +27,7 @@ from smpfix.job.launch_environment import (
     mca_parameters,
 )
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 # ``-mca`` parameters the training toolkit's ``MasterRunner`` passes itself (sagemaker-training-toolkit ``mpi.py``).
 TOOLKIT_MCA = frozenset(
@@ -48,13 +48,12 @@ _TOOLKIT_VARIABLES = frozenset({"NCCL_DEBUG", "NCCL_MIN_NRINGS", "NCCL_SOCKET_IF
 
 
 class CustomMpiOptionsProblems(ConfigRule):
-    code = "SMP828"
-    name = "custom-mpi-options-problems"
     summary = (
         "`custom_mpi_options` must not set an Open MPI parameter twice (or one the toolkit sets); pass library "
         "variables with `-x` on multi-instance jobs."
     )
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -17,7 +17,7 @@ import libcst as cst
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 # Keys of the ``modelparallel`` dict; written directly under ``smdistributed`` they lack a level.
 _LEVEL_KEYS = ("enabled", "parameters")
@@ -25,10 +25,9 @@ _FRAMEWORKS = ("PyTorch", "TensorFlow", "HuggingFace")
 
 
 class SmdistributedMissingModelparallelLevel(ConfigRule):
-    code = "SMP829"
-    name = "smdistributed-missing-modelparallel-level"
     summary = '`enabled`/`parameters` belong in `smdistributed["modelparallel"]`, not directly under `smdistributed`.'
     fix_availability = FixAvailability.SAFE
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

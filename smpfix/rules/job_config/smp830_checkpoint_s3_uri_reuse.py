@@ -24,7 +24,7 @@ from smpfix.base.walker import Ancestry
 from smpfix.job.launcher import Launcher, Located
 from smpfix.program.model import Program
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView, config_views
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 _LOOPS = (cst.For, cst.While)
 
@@ -38,11 +38,10 @@ class _Started:
 
 
 class CheckpointS3UriReuse(ConfigRule):
-    code = "SMP830"
-    name = "checkpoint-s3-uri-reuse"
     summary = "Jobs running at the same time should not share a `checkpoint_s3_uri`; give each its own prefix."
     fix_availability = FixAvailability.NONE
     default_severity = Severity.WARNING
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

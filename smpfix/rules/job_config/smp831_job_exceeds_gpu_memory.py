@@ -7,18 +7,17 @@ from collections.abc import Iterator
 from smpfix.base.findings import Severity
 from smpfix.plan.results import MemoryPlan
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class JobExceedsGpuMemory(ConfigRule):
-    code = "SMP831"
-    name = "job-exceeds-gpu-memory"
     summary = (
         "By the per-GPU memory estimate (`smpfix plan`), this launcher's job does not fit in the GPU memory of its "
         "instance type."
     )
     fix_availability = FixAvailability.NONE
     default_severity = Severity.WARNING
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -14,19 +14,18 @@ from smpfix.rules.job_config._library_loading import (
     library_loading,
     torchrun_variables,
 )
-from smpfix.rules.rule import FixAvailability
+from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 _DEGREES = ("pipeline_parallel_degree", "tensor_parallel_degree", "sharded_data_parallel_degree")
 
 
 class LaunchedScriptDoesNotUseSmp(ConfigRule):
-    code = "SMP832"
-    name = "launched-script-does-not-use-smp"
     summary = (
         "The launcher enables `smdistributed.modelparallel`, but the script it starts (and the project modules it "
         "imports) never imports the library nor builds a Hugging Face `Trainer`: model parallelism does nothing."
     )
     fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:

@@ -13,8 +13,7 @@ from smpfix.base.edits import DeleteStatementLines, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.jobfacts import Tri
-from smpfix.program.facts import FileFacts
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # The torch clipping utilities and the parameter that holds their threshold (position 1).
 _TORCH_CLIPPING = {
@@ -51,15 +50,10 @@ class _Clipping:
 
 
 class ManualGradClippingUnderSdp(Rule):
-    code = "SMP601"
-    name = "manual-grad-clipping-under-sdp"
     summary = "Gradients clipped by hand (`clip_grad_norm_`, `clip_master_grads`) under sharded data parallelism, which clips them itself by `sdp_gradient_clipping`."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("SDP",)
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return facts.imports_smp_torch
+    tensor_parallelism = TensorParallelism.NONE
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

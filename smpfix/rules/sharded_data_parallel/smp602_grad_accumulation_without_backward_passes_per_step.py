@@ -19,7 +19,7 @@ from smpfix.program.facts import Wrap
 from smpfix.program.model import Program
 from smpfix.program.names import StatementRef
 from smpfix.program.objects.training_objects import SCHEDULER, looks_like_optimizer, object_kind
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _BOUNDARY_HELPER = re.compile(r"accum|boundary", re.IGNORECASE)
 _POSITION = 5  # DistributedModel(module, trace_device, ..., overlapping_allreduce, backward_passes_per_step, ...)
@@ -35,11 +35,10 @@ class _Accumulation:
 
 
 class GradAccumulationWithoutBackwardPassesPerStep(Rule):
-    code = "SMP602"
-    name = "grad-accumulation-without-backward-passes-per-step"
     summary = "Under sharded data parallelism, gradient accumulation needs `backward_passes_per_step` on `smp.DistributedModel`."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("SDP",)
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -15,7 +15,7 @@ from smpfix.fixes.references import smp_reference
 from smpfix.job.versions import leading
 from smpfix.program.model import Program
 from smpfix.program.steps import body_statements
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _PARAMETER_ATTRIBUTES = frozenset({"weight", "bias"})
 _PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
@@ -69,14 +69,13 @@ def _self_assignments(
 
 
 class ExternalParameterNotRegistered(Rule):
-    code = "SMP603"
-    name = "external-parameter-not-registered"
     summary = "Under sharded data parallelism, a parameter used outside the module that owns it must be registered with `smp.register_parameter`."
     # `smp.register_parameter` arrived in 1.13 (catalog section 8, item 5).
     since = (1, 13)
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("SDP",)
     runs_on_helper_modules = True
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -17,7 +17,7 @@ from smpfix.program.model import Program
 from smpfix.program.objects.model_names import DistributedModelNames
 from smpfix.program.objects.unwrapped import raw_name
 from smpfix.program.steps import enclosing_step, step_bodies
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _CLIP_NORM = frozenset(
     {
@@ -31,15 +31,14 @@ _PARAMETER_METHODS = frozenset({"parameters", "local_parameters"})
 
 
 class LocalGradNormUnderModelParallelism(Rule):
-    code = "SMP604"
-    name = "local-grad-norm-under-model-parallelism"
     summary = "`clip_grad_norm_(model.parameters())` clips by one partition's norm under pipeline/tensor parallelism, and does nothing with fp16/bf16."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("PP", "TP", "FP16", "BF16", "SDP")
+    tensor_parallelism = TensorParallelism.BOTH
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.distributed_models)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.distributed_models)
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

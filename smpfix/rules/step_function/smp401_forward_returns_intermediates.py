@@ -26,7 +26,7 @@ from smpfix.program.objects.wrapped_model import (
     wrapped_constructions,
 )
 from smpfix.program.tensorflow.models import with_imported_models
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 from smpfix.rules.step_function._model_output_use import OutputUse, output_use
 
 _WHY = (
@@ -59,8 +59,6 @@ class _Returned:
 
 
 class ForwardReturnsIntermediates(Rule):
-    code = "SMP401"
-    name = "forward-returns-intermediates"
     flavours = BOTH
     summary = (
         "The wrapped model's `forward` (TensorFlow: `call`) returns tensors no step function uses (or Hugging Face "
@@ -69,6 +67,7 @@ class ForwardReturnsIntermediates(Rule):
     depends_on = ()
     # The model class in model.py is followed from the script, and reported on the wrap there.
     runs_on_helper_modules = False
+    tensor_parallelism = TensorParallelism.NONE
 
     def leave_Module(self, node: cst.Module) -> None:
         if not self.program.facts.distributed_models and not self.program.facts.step_functions:

@@ -15,12 +15,11 @@ from smpfix.base.imports import dotted_name
 from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import Tri
-from smpfix.program.facts import FileFacts
 from smpfix.program.model import Program
 from smpfix.program.objects.model_names import DistributedModelNames
 from smpfix.program.objects.training_objects import looks_like_optimizer
 from smpfix.program.steps import contains_name_call, enclosing_step, step_bodies
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _UNSUPPORTED = ("retain_graph", "create_graph")
 _AUTOGRAD_BACKWARD = "torch.autograd.backward"
@@ -32,16 +31,11 @@ def _without_parens(node: cst.BaseExpression) -> cst.BaseExpression:
 
 
 class TensorBackwardInsteadOfModelBackward(Rule):
-    code = "SMP402"
-    name = "tensor-backward-instead-of-model-backward"
     summary = "`loss.backward()` or `torch.autograd.backward` in a step function bypasses `smp.DistributedModel`; call `model.backward(loss)`."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("FP16", "SDP", "PP")
     satisfied_by_hf_trainer = True
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return facts.imports_smp_torch and super().applies_to(facts)
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -12,7 +12,7 @@ from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.program.model import Program
 from smpfix.program.objects.model_names import DistributedModelNames
 from smpfix.program.steps import enclosing_step, step_bodies
-from smpfix.rules.rule import FixAvailability, Rule
+from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 
 _IN_STEP, _ALTERNATIVE, _OUTSIDE = "in step", "alternative to a step", "outside"
 
@@ -26,12 +26,11 @@ class _ForwardOrBackward:
 
 
 class ForwardBackwardOutsideStep(Rule):
-    code = "SMP403"
-    name = "forward-backward-outside-step"
     summary = "The wrapped model's forward (under pipeline parallelism) and `model.backward` run only inside an `@smp.step` function."
     fix_availability = FixAvailability.NONE
     depends_on = ("PP",)
     satisfied_by_hf_trainer = True
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -35,7 +35,7 @@ from smpfix.program.steps import (
     enclosing_step,
     step_bodies,
 )
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.step_function._once_per_microbatch import (
     BATCH_SIZE,
     MODEL_STATE,
@@ -71,14 +71,13 @@ class _Work:
 
 
 class OncePerBatchWorkInsideStep(Rule):
-    code = "SMP404"
-    name = "once-per-batch-work-inside-step"
     summary = (
         "`optimizer.step()`, `zero_grad()`, scheduler steps, gradient clipping and allreduce inside `@smp.step` run once "
         "per microbatch; so do batch-size shapes, logging, counters, model attributes and seeding there."
     )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("MB", "PP")
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -14,7 +14,7 @@ from smpfix.base.literals import literal_value
 from smpfix.base.walker import Ancestry
 from smpfix.program.model import Program
 from smpfix.program.steps import StepFunction, returns_container
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 OUTPUT = "output"  # a StepOutput: one value per microbatch
 CONTAINER = "container"  # a tuple/list/dict whose tensors are StepOutputs
@@ -146,11 +146,10 @@ class _Binding:
 
 
 class StepOutputUsedAsTensor(Rule):
-    code = "SMP405"
-    name = "step-output-used-as-tensor"
     summary = "A step function returns a `StepOutput` (one value per microbatch), not a tensor; reduce it with `.reduce_mean()` or `.concat()` first."
     fix_availability = FixAvailability.UNSAFE
     satisfied_by_hf_trainer = True
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

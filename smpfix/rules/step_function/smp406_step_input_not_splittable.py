@@ -19,7 +19,7 @@ from smpfix.program.facts import is_step_decorator
 from smpfix.program.model import Program
 from smpfix.program.objects.training_objects import DATALOADER, DATASET, SAMPLER, object_kind
 from smpfix.program.steps import StepFunction, positional_parameters
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # What the developer guide forbids passing: the inputs of `smp.step` must be the tensors a
 # DataLoader yields, because the step splits them into microbatches; a loader (or what builds
@@ -41,12 +41,11 @@ _PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 
 
 class StepInputNotSplittable(Rule):
-    code = "SMP406"
-    name = "step-input-not-splittable"
     flavours = BOTH
     summary = "`non_split_inputs` must be a list of the step function's parameter names; tensors without a batch dimension belong in it."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("MB",)
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

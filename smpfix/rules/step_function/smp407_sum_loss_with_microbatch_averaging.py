@@ -15,23 +15,22 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.model import Program
 from smpfix.program.objects.model_names import DistributedModelNames
 from smpfix.program.steps import enclosing_step, step_bodies
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.step_function._loss_reduction import LossReductions
 
 _SETTING = "average_grads_across_microbatches"
 
 
 class SumLossWithMicrobatchAveraging(Rule):
-    code = "SMP407"
-    name = "sum-loss-with-microbatch-averaging"
     summary = "A loss summed over samples is backpropagated while `smp.DistributedModel` averages gradients across microbatches."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("MB",)
     default_severity = Severity.WARNING
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.distributed_models)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.distributed_models)
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -14,7 +14,7 @@ from smpfix.base.imports import dotted_name
 from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.program.model import Program
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 _STRATEGY = re.compile(r"^(each|contiguous|group_\d+)$")
 _TORCH_CHECKPOINT = frozenset(
@@ -39,11 +39,10 @@ class _Setting:
 
 
 class ActivationCheckpointingApiMisuse(Rule):
-    code = "SMP408"
-    name = "activation-checkpointing-api-misuse"
     summary = "Activation checkpointing through `torch.utils.checkpoint` or Hugging Face, `smp.set_activation_checkpointing` before the wrap, nested or with a bad `strategy`."
     default_severity = Severity.ERROR
     runs_on_helper_modules = True
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -21,8 +21,8 @@ from smpfix.program.data.dataloaders import (
     DISTRIBUTED_SAMPLERS,
     is_dataloader,
 )
-from smpfix.program.facts import RANK_FUNCTIONS, FileFacts, Wrap
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.program.facts import RANK_FUNCTIONS, Wrap
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _TORCH_SEEDS = frozenset(
     {
@@ -82,15 +82,10 @@ def _parameters(function: cst.FunctionDef) -> list[cst.Param]:
 
 
 class TpInitSeedIdenticalAcrossRanks(Rule):
-    code = "SMP501"
-    name = "tp-init-seed-identical-across-ranks"
     summary = "Under tensor parallelism, a torch seed without a per-rank term before `smp.DistributedModel` initialises every slice of a distributed parameter identically."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP",)
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return facts.imports_smp_torch
+    tensor_parallelism = TensorParallelism.BOTH
 
     def leave_Module(self, node: cst.Module) -> None:
         if (

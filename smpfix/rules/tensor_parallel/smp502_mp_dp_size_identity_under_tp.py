@@ -10,8 +10,7 @@ import libcst as cst
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability
 from smpfix.fixes.references import smp_reference
-from smpfix.program.facts import FileFacts
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 
 def _factors(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
@@ -24,15 +23,10 @@ def _factors(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
 
 
 class MpDpSizeIdentityUnderTp(Rule):
-    code = "SMP502"
-    name = "mp-dp-size-identity-under-tp"
     summary = "`smp.mp_size() * smp.dp_size()` is not the world size under tensor parallelism; `pp_size() * dp_size()` is."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP",)
-
-    @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return facts.imports_smp_torch and super().applies_to(facts)
+    tensor_parallelism = TensorParallelism.DEGREE
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         if not isinstance(node.operator, cst.Multiply):

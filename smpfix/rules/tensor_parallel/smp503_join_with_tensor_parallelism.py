@@ -9,15 +9,14 @@ from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import Tri
 from smpfix.program.model import Program
 from smpfix.program.objects.model_names import DistributedModelNames
-from smpfix.rules.rule import FixAvailability, Rule
+from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 
 
 class JoinWithTensorParallelism(Rule):
-    code = "SMP503"
-    name = "join-with-tensor-parallelism"
     summary = "`DistributedModel.join()` needs `ddp=True`, and under tensor parallelism every rank of a TP group must still see the same number of batches."
     fix_availability = FixAvailability.NONE
     depends_on = ("DDP", "TP")
+    tensor_parallelism = TensorParallelism.DEGREE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

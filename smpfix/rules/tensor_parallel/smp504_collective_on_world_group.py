@@ -14,7 +14,7 @@ from smpfix.base.walker import iter_nodes
 from smpfix.fixes.arguments import append_arguments, block_indentation
 from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import FeatureState, Tri
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # Reductions whose result a script averages, and the position of their `group` parameter.
 _REDUCTIONS = {"torch.distributed.all_reduce": 2, "torch.distributed.reduce": 3}
@@ -46,11 +46,10 @@ class _Average:
 
 
 class CollectiveOnWorldGroup(Rule):
-    code = "SMP504"
-    name = "collective-on-world-group"
     summary = "A `torch.distributed` reduction over all ranks divided by `smp.dp_size()`/`rdp_size()`, or any collective without ddp."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("PP", "TP", "DDP")
+    tensor_parallelism = TensorParallelism.DEGREE
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.program.facts.qualified_name(node.func) or ""

@@ -10,14 +10,13 @@ from smpfix.base.walker import Ancestry
 from smpfix.program.model import Program
 from smpfix.program.order.call_graph import innermost_function, run_inside_steps
 from smpfix.program.tensorflow.training import is_gradient_tape
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 
 class TfGradientTapeUnsupported(Rule):
-    code = "SMP701"
-    name = "tf-gradient-tape-unsupported"
     summary = "`tf.GradientTape` is not supported by the library; compute gradients with `optimizer.get_gradients(loss, model.trainable_variables)` inside `@smp.step`."
     flavours = ONLY_TENSORFLOW
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

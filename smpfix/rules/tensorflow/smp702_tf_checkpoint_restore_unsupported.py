@@ -20,7 +20,7 @@ from smpfix.base.flavour import ONLY_TENSORFLOW
 from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.program.model import Program
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 _TF_CHECKPOINT = frozenset({"tensorflow.train.Checkpoint", "tensorflow.compat.v2.train.Checkpoint"})
 _TF_MANAGER = frozenset(
@@ -31,10 +31,9 @@ _LOOPS = (cst.For, cst.While)
 
 
 class TfCheckpointRestoreUnsupported(Rule):
-    code = "SMP702"
-    name = "tf-checkpoint-restore-unsupported"
     summary = "Restore TensorFlow checkpoints with `smp.CheckpointManager`, not `tf.train.Checkpoint.restore()` or `tf.train.CheckpointManager`."
     flavours = ONLY_TENSORFLOW
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -21,7 +21,7 @@ from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import Tri
 from smpfix.program.model import Program
 from smpfix.program.tensorflow.training import horovod_member
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # Horovod calls that need Horovod started (collectives, the ranks, and the Keras callbacks).
 _NEEDS_INIT = frozenset(
@@ -47,12 +47,11 @@ _NEEDS_INIT = frozenset(
 
 
 class TfHorovodMisuse(Rule):
-    code = "SMP703"
-    name = "tf-horovod-misuse"
     summary = 'With Horovod, set `"horovod": True` and let the library start it: no `hvd.init()`, no `hvd.DistributedOptimizer`.'
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("HVD", "PP")
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -26,7 +26,7 @@ from smpfix.program.model import Program
 from smpfix.program.order.call_graph import innermost_function, run_inside_steps
 from smpfix.program.tensorflow.models import imported_model_class, with_imported_models
 from smpfix.program.tensorflow.training import KERAS_MODELS, constructed_by, keras_model_base
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 # Methods of a distributed model that call it outside a step (Keras' `predict_step` is not overridden).
 _CALLING_METHODS = frozenset({"call", "__call__", "predict", "predict_on_batch", "predict_step"})
@@ -35,10 +35,9 @@ _VARIABLES = frozenset({"tensorflow.Variable"})
 
 
 class TfModelNotDistributedModelSubclass(Rule):
-    code = "SMP704"
-    name = "tf-model-not-distributed-model-subclass"
     summary = "Define the TensorFlow model by subclassing `smp.DistributedModel`, build its layers in `__init__`, and call it only inside `@smp.step`."
     flavours = ONLY_TENSORFLOW
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

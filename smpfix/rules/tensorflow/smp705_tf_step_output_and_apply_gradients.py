@@ -25,7 +25,7 @@ from smpfix.program.model import Program
 from smpfix.program.order.call_graph import innermost_function, run_inside_steps
 from smpfix.program.steps import returns_container
 from smpfix.program.tensorflow.training import STEP_OUTPUT_METHODS, horovod_member, is_keras_metric
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _UPDATES = frozenset({"apply_gradients", "minimize"})
 _METRIC_METHODS = frozenset({"update_state"})
@@ -42,15 +42,14 @@ class _Output:
 
 
 class TfStepOutputAndApplyGradients(Rule):
-    code = "SMP705"
-    name = "tf-step-output-and-apply-gradients"
     summary = "Combine TensorFlow step outputs (`accumulate()`, `reduce_mean()`, `merge()`) before using them, and apply gradients after the step, not inside it."
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.UNSAFE
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.step_functions)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.step_functions)
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

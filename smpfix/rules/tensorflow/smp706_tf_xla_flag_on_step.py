@@ -22,7 +22,7 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
 from smpfix.base.literals import dict_entries
 from smpfix.program.facts import FileFacts
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _XLA_KEYWORDS = ("jit_compile", "experimental_compile")
 _TF_FUNCTION = frozenset({"tensorflow.function", "tensorflow.compat.v2.function"})
@@ -30,12 +30,11 @@ _SET_JIT = frozenset({"tensorflow.config.optimizer.set_jit"})
 
 
 class TfXlaFlagOnStep(Rule):
-    code = "SMP706"
-    name = "tf-xla-flag-on-step"
     summary = "Enable XLA with `tf.config.optimizer.set_jit(True)`, not `jit_compile`/`experimental_compile` on `smp.step` or the `tf.function` around it."
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.UNSAFE
     default_severity = Severity.WARNING
+    tensor_parallelism = TensorParallelism.NONE
 
     def leave_Module(self, node: cst.Module) -> None:
         for options in self._step_options():

@@ -26,7 +26,7 @@ from smpfix.job.groups import DataJob
 from smpfix.job.jobfacts import Feature, FeatureState, Tri
 from smpfix.program.model import Program
 from smpfix.program.objects.wrapped_model import reaching_assignments
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # Listings in file-system order; the ones whose items ``sorted`` can order get the fix.
 _LISTINGS = {
@@ -59,12 +59,11 @@ _NODES = Feature("NODES", "instance_count", "multi-node training (instance_count
 
 
 class TfUnsortedInputFiles(Rule):
-    code = "SMP707"
-    name = "tf-unsorted-input-files"
     summary = "Sort the input file names (`sorted(glob.glob(...))`) and seed `list_files`, so every rank reads the files in the same order."
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("PP",)
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

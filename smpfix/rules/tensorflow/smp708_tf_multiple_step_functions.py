@@ -22,22 +22,21 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.order.call_graph import LocalCalls
 from smpfix.program.steps import StepFunction
 from smpfix.program.tensorflow.training import is_gradient_tape
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 _GRADIENT_METHODS = frozenset({"get_gradients", "compute_gradients", "gradient"})
 _GRADIENT_FUNCTIONS = frozenset({"tensorflow.gradients"})
 
 
 class TfMultipleStepFunctions(Rule):
-    code = "SMP708"
-    name = "tf-multiple-step-functions"
     summary = "More than one TensorFlow `smp.step` function computes gradients; the documented pattern is one training step (and optionally an evaluation step)."
     flavours = ONLY_TENSORFLOW
     default_severity = Severity.HINT
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and len(facts.step_functions) > 1
+    def precondition(cls, facts: FileFacts) -> bool:
+        return len(facts.step_functions) > 1
 
     def leave_Module(self, node: cst.Module) -> None:
         calls = self.program.calls

@@ -1,3 +1,8 @@
 """SMP1xx: wiring the model and optimizer (DistributedModel, DistributedOptimizer, init order, devices).
 
 Rule modules import the rule framework (smpfix.rules.rule), program, job and base; never each other."""
+
+from smpfix.rules.scope import FileScope
+
+# The files its rules can report on, read by the registry before it imports any of them.
+SCOPE = FileScope.SMP

@@ -14,7 +14,7 @@ from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import Wrap
 from smpfix.program.names import Assignment, StatementRef
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
 
@@ -37,12 +37,11 @@ class _RenameVariable(cst.CSTTransformer):
 
 
 class OptimizerBeforeDistributedModel(Rule):
-    code = "SMP101"
-    name = "optimizer-before-distributed-model"
     summary = "An optimizer built from the model's parameters before `smp.DistributedModel` wraps it holds stale parameters under tensor parallelism."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("TP",)
     satisfied_by_hf_trainer = True
+    tensor_parallelism = TensorParallelism.MARKING
 
     def leave_Module(self, node: cst.Module) -> None:
         for wrap in self.program.facts.distributed_models:

@@ -26,7 +26,7 @@ from smpfix.program.facts import Wrap
 from smpfix.program.model import Program
 from smpfix.program.names import StatementRef
 from smpfix.program.objects.hf_models import pretrained_model_call
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,10 @@ BEFORE_FULL_LOADS_UNDER_SDP = (1, 14)
 
 
 class WeightsLoadedBeforeWrap(Rule):
-    code = "SMP102"
-    name = "weights-loaded-before-wrap"
     summary = "Under tensor parallelism load weights after `smp.DistributedModel`; under sharded data parallelism load a full checkpoint before it."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP", "SDP")
+    tensor_parallelism = TensorParallelism.MARKING
     finding_ranges = {"SDP full load after wrap": (None, BEFORE_FULL_LOADS_UNDER_SDP)}
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:

@@ -18,7 +18,7 @@ from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.facts import FileFacts
 from smpfix.program.model import Program
 from smpfix.program.names import StatementRef
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _PARAMETER_METHODS = frozenset(
     {"parameters", "named_parameters", "local_parameters", "local_named_parameters"}
@@ -81,19 +81,16 @@ def _parameter_names(function: cst.FunctionDef) -> list[str]:
 
 
 class MissingDistributedOptimizer(Rule):
-    code = "SMP103"
-    name = "missing-distributed-optimizer"
     summary = "The optimizer of the `smp.DistributedModel` must be wrapped with `smp.DistributedOptimizer`."
     fix_availability = FixAvailability.UNSAFE
     depends_on = _SEVERITY_FEATURES
     satisfied_by_hf_trainer = True
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        # Only files that wrap a model have its optimizer; the TensorFlow flavour has no DistributedOptimizer.
-        return (
-            super().applies_to(facts) and bool(facts.distributed_models) and facts.imports_smp_torch
-        )
+    def precondition(cls, facts: FileFacts) -> bool:
+        # Only files that wrap a model have its optimizer.
+        return bool(facts.distributed_models)
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -15,7 +15,7 @@ from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts
 from smpfix.program.model import Program
 from smpfix.program.objects.creation_contexts import contexts_of
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 # Calls in `__init__` that run a class's own `tie_weights` (Hugging Face models call it from these).
 _TIE_TRIGGERS = frozenset({"tie_weights", "post_init", "init_weights"})
@@ -78,15 +78,14 @@ def _returned_child(function: Optional[cst.FunctionDef]) -> Optional[str]:
 
 
 class SharedParametersSplitAcrossPartitions(Rule):
-    code = "SMP104"
-    name = "shared-parameters-split-across-partitions"
     summary = "Modules that share a parameter (tied embeddings) must be on the same partition under manual partitioning."
     depends_on = ("PP",)
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
+    def precondition(cls, facts: FileFacts) -> bool:
         # Without `smp.partition`/`smp.set_partition` nothing is placed by hand.
-        return super().applies_to(facts) and any(item.feature == "PP" for item in facts.evidence)
+        return any(item.feature == "PP" for item in facts.evidence)
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -21,7 +21,7 @@ from smpfix.program.objects.hf_models import (
     is_config_class,
     pretrained_model_call,
 )
-from smpfix.rules.rule import FixAvailability, Rule
+from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 
 THRESHOLD = 10e9
 PROCESSES_PER_HOST = 8
@@ -67,12 +67,11 @@ class _ModelConstruction:
 
 
 class LargeModelWithoutDelayedInit(Rule):
-    code = "SMP105"
-    name = "large-model-without-delayed-init"
     summary = "A model above ~10B parameters should be built inside `smp.delay_param_initialization()` to avoid running out of host memory."
     fix_availability = FixAvailability.NONE
     default_severity = Severity.HINT
     depends_on = ("DELAYED_INIT",)
+    tensor_parallelism = TensorParallelism.NONE
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

@@ -18,7 +18,7 @@ from smpfix.job.versions import LAST_WITHOUT_AUTO_INIT
 from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
 from smpfix.program.model import Program
 from smpfix.program.order.initialisation import imports_initialise, script_sets_manual_init
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # Members a helper module may use without being the script that initialises the library.
 _QUERIES = (
@@ -54,18 +54,17 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
 
 
 class MissingSmpInit(Rule):
-    code = "SMP106"
-    name = "missing-smp-init"
     flavours = BOTH
     summary = "A training script that uses the library must call `smp.init()` before anything else; add it after the import."
     fix_availability = FixAvailability.SAFE
     default_severity = Severity.WARNING
     satisfied_by_hf_trainer = True
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
+    def precondition(cls, facts: FileFacts) -> bool:
         # Most scripts call `smp.init()`: nothing to look for there.
-        return super().applies_to(facts) and not facts.smp_init_calls
+        return not facts.smp_init_calls
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)

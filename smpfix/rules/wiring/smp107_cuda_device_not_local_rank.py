@@ -13,7 +13,7 @@ from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.fixes.references import smp_reference
 from smpfix.program.facts import RANK_FUNCTIONS
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _CUDA_INDEX = re.compile(r"cuda:\d+")
 # Calls whose argument is a device *index*: "cuda" without one is an error there.
@@ -34,10 +34,9 @@ class _WrongIndex:
 
 
 class CudaDeviceNotLocalRank(Rule):
-    code = "SMP107"
-    name = "cuda-device-not-local-rank"
     summary = "Each process must use GPU `smp.local_rank()`; a global rank, `LOCAL_RANK` or a hard-coded `cuda:0` picks the wrong one."
     fix_availability = FixAvailability.SOMETIMES_SAFE
+    tensor_parallelism = TensorParallelism.NONE
 
     # -- device indices in device APIs -------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:

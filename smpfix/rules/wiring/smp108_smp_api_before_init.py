@@ -17,7 +17,7 @@ from smpfix.program.order.initialisation import (
     imports_initialise,
     initialisation_mode,
 )
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 # Members that fail before initialisation, and what happens.
 _CRASHES = {
@@ -45,13 +45,12 @@ _POISONS = frozenset({"pp_size", "tp_size", "dp_size", "rdp_size", "mp_size"})
 
 
 class SmpApiBeforeInit(Rule):
-    code = "SMP108"
-    name = "smp-api-before-init"
     summary = "Library calls before `smp.init()` fail, do nothing, or (size queries) corrupt the rank layout."
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.smp_init_calls)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.smp_init_calls)
 
     def leave_Module(self, node: cst.Module) -> None:
         if imports_initialise(self.program.facts):

@@ -14,7 +14,7 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.names import StatementRef
 from smpfix.program.objects.wrapped_model import latest_assignment
 from smpfix.program.order.execution import ExecutionOrder, Run, happens
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _DDP = frozenset(
     {
@@ -40,15 +40,14 @@ _DDP_WHY = (
 
 
 class NativeDdpOrProcessGroup(Rule):
-    code = "SMP109"
-    name = "native-ddp-or-process-group"
     summary = "PyTorch's `DistributedDataParallel` and `init_process_group` clash with the library's own data parallelism."
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("DDP",)
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and facts.imports.imports_module("torch")
+    def precondition(cls, facts: FileFacts) -> bool:
+        return facts.imports.imports_module("torch")
 
     def leave_Module(self, node: cst.Module) -> None:
         order: Optional[ExecutionOrder] = None

@@ -12,19 +12,18 @@ from smpfix.base.findings import Applicability
 from smpfix.program.facts import FileFacts
 from smpfix.program.names import StatementRef
 from smpfix.program.order.execution import Run, happens
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 
 class DistributedOptimizerBeforeModel(Rule):
-    code = "SMP110"
-    name = "distributed-optimizer-before-model"
     summary = "`smp.DistributedOptimizer` raises RuntimeError unless an `smp.DistributedModel` was created before it."
     fix_availability = FixAvailability.SAFE
     satisfied_by_hf_trainer = True
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.distributed_optimizers)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
         order = self.program.order

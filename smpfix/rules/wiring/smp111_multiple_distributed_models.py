@@ -9,7 +9,7 @@ import libcst as cst
 from smpfix.base.findings import Severity
 from smpfix.program.facts import FileFacts
 from smpfix.program.order.execution import ExecutionOrder, Run, happens
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 _ERROR_SHOWN_AS = (
     "raises MultipleDistributedModelError (which in 1.12 surfaces as the puzzling "
@@ -22,13 +22,12 @@ _INSTEAD = (
 
 
 class MultipleDistributedModels(Rule):
-    code = "SMP111"
-    name = "multiple-distributed-models"
     summary = "Only one `smp.DistributedModel` may be created per process; a second one raises MultipleDistributedModelError."
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.distributed_models)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.distributed_models)
 
     def leave_Module(self, node: cst.Module) -> None:
         order = self.program.order

@@ -13,7 +13,7 @@ from smpfix.base.walker import iter_nodes
 from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import Tri
 from smpfix.program.objects.wrapped_model import latest_assignment, wrapped_constructions
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.wiring._library_code import LibraryCode
 
 
@@ -56,12 +56,11 @@ _COMPILE = frozenset({"torch.compile"})
 
 
 class UnsupportedFrameworkFeature(Rule):
-    code = "SMP112"
-    name = "unsupported-framework-feature"
     summary = "PyTorch AMP's GradScaler, apex amp and fused layers, TorchScript, `torch.compile` and `super().forward` do not work with the library."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("PP",)
     default_severity = Severity.WARNING
+    tensor_parallelism = TensorParallelism.NONE
 
     def leave_Module(self, node: cst.Module) -> None:
         library: Optional[LibraryCode] = None

@@ -13,24 +13,23 @@ from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts
 from smpfix.program.objects.wrapped_optimizer import optimizer_wrap
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # Hugging Face's schedule helpers build a ``LambdaLR`` on the optimizer they get.
 _HF_SCHEDULE_MODULES = ("transformers.", "transformers.optimization.")
 
 
 class LrSchedulerOnFp16Wrapper(Rule):
-    code = "SMP113"
-    name = "lr-scheduler-on-fp16-wrapper"
     summary = "Under fp16 or bf16, PyTorch schedulers need the optimizer inside `smp.DistributedOptimizer`'s wrapper (`optimizer.optimizer`)."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("FP16", "BF16", "SDP")
     satisfied_by_hf_trainer = True
     since = (1, 10)
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.distributed_optimizers)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
         for call in self.program.facts.call_order:

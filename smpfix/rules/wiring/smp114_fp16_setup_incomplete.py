@@ -10,7 +10,7 @@ from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts, Wrap
 from smpfix.program.objects.creation_contexts import enclosing_contexts
 from smpfix.program.objects.wrapped_model import reaching_assignments, wrapped_constructions
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 
 def _dtype_given(call: cst.Call) -> bool:
@@ -18,19 +18,16 @@ def _dtype_given(call: cst.Call) -> bool:
 
 
 class Fp16SetupIncomplete(Rule):
-    code = "SMP114"
-    name = "fp16-setup-incomplete"
     summary = "With fp16 on, build the model in `smp.model_creation(dtype=torch.float16)` and turn on loss scaling in `smp.DistributedOptimizer`."
     depends_on = ("FP16", "DELAYED_INIT")
     satisfied_by_hf_trainer = True
     default_severity = Severity.HINT
     since = (1, 10)
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(
-            facts.distributed_models or facts.distributed_optimizers
-        )
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.distributed_models or facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
         fp16 = self.feature("FP16")

@@ -13,7 +13,7 @@ from smpfix.program.objects.wrapped_model import latest_assignment
 from smpfix.program.order.execution import ExecutionOrder, Run
 from smpfix.program.order.initialisation import Initialisations
 from smpfix.program.ranks.guards import early_exit_guard, rank_zero_guards
-from smpfix.rules.rule import FixAvailability, PendingFix, Rule
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _DATASET_MODULES = ("torchvision.datasets.", "torchtext.datasets.")
 _DTYPES = frozenset({"float16", "half", "bfloat16", "float32", "float", "float64", "double"})
@@ -22,11 +22,10 @@ _ONE_PER_HOST = frozenset({"local_rank", "rank"})
 
 
 class ManualDevicePlacement(Rule):
-    code = "SMP115"
-    name = "manual-device-placement"
     summary = "Moving the `smp.DistributedModel` before the first step is ignored; CUDA and dataset downloads before set-up misbehave."
     fix_availability = FixAvailability.SOMETIMES_SAFE
     default_severity = Severity.HINT
+    tensor_parallelism = TensorParallelism.NONE
 
     def leave_Module(self, node: cst.Module) -> None:
         order: Optional[ExecutionOrder] = None

@@ -13,7 +13,7 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.order.execution import ExecutionOrder
 from smpfix.program.order.initialisation import init_dict_keys
 from smpfix.program.steps import step_bodies
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 _MEMBERS = ("partition", "set_partition")
 _POSITION = {"partition": 0, "set_partition": 1}
@@ -21,14 +21,13 @@ _KEYWORD = {"partition": "index", "set_partition": "partition"}
 
 
 class PartitionApiMisuse(Rule):
-    code = "SMP116"
-    name = "partition-api-misuse"
     summary = "Manual partitioning needs `auto_partition: False`, an index below the pipeline degree, and `set_partition` between the wrap and the first step."
     depends_on = ("PP",)
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and any(item.feature == "PP" for item in facts.evidence)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return any(item.feature == "PP" for item in facts.evidence)
 
     def leave_Module(self, node: cst.Module) -> None:
         order: Optional[ExecutionOrder] = None

@@ -9,24 +9,23 @@ from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts
 from smpfix.program.objects.wrapped_optimizer import optimizer_wrap, wrapped_optimizer_class
-from smpfix.rules.rule import Rule
+from smpfix.rules.rule import Rule, TensorParallelism
 
 # The release notes name AdaDelta; PyTorch's fix (pytorch#52944) was to Adadelta's step.
 _AFFECTED = frozenset({"torch.optim.Adadelta", "torch.optim.adadelta.Adadelta"})
 
 
 class OptimizerStepOnEmptyPartition(Rule):
-    code = "SMP117"
-    name = "optimizer-step-on-empty-partition"
     summary = "SMP 1.3 (PyTorch 1.8): Adadelta's `step()` crashes on a pipeline stage with no parameters; step only where `model.local_parameters()` is not empty."
     depends_on = ("PP",)
     default_severity = Severity.WARNING
     since = (1, 3)
     until = (1, 3)
+    tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
-    def applies_to(cls, facts: FileFacts) -> bool:
-        return super().applies_to(facts) and bool(facts.distributed_optimizers)
+    def precondition(cls, facts: FileFacts) -> bool:
+        return bool(facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
         pp = self.feature("PP")

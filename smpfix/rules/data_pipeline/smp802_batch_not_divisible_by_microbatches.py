@@ -16,7 +16,7 @@ from smpfix.program.data.step_feeds import StepFeeds
 from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.flow.script_numbers import ResolvedNumber
 from smpfix.program.tensorflow.datasets import is_tf_dataset
-from smpfix.rules.rule import FixAvailability, Rule
+from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 
 _TF_BATCHING = ("batch", "padded_batch")
 
@@ -32,14 +32,13 @@ class _BatchSize:
 
 
 class BatchNotDivisibleByMicrobatches(Rule):
-    code = "SMP802"
-    name = "batch-not-divisible-by-microbatches"
     flavours = BOTH
     summary = (
         "The batch size of a loader that feeds `smp.step` must be a multiple of `microbatches`."
     )
     fix_availability = FixAvailability.NONE
     depends_on = ("MB",)
+    tensor_parallelism = TensorParallelism.CONFIGURED
 
     def leave_Module(self, node: cst.Module) -> None:
         candidates = [
