@@ -242,6 +242,33 @@ class FileFacts:
                 grouped.setdefault(call.func.value, []).append(call)
         return {name: tuple(calls) for name, calls in grouped.items()}
 
+    @cached_property
+    def attribute_assignments(self) -> Mapping[str, list[Optional[cst.BaseExpression]]]:
+        """Every assignment of an attribute (``args.fp16 = args.fp16 or args.amp``), by attribute
+        name: the value assigned, None where it is not one plain value (``+=``, an annotation
+        alone). ``self.<name> = ...`` sets an object's own attribute, never the parsed arguments."""
+        found: dict[str, list[Optional[cst.BaseExpression]]] = {}
+        for statement in self.statements:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                targets: list[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]] = []
+                if isinstance(small, cst.Assign):
+                    targets = [
+                        (target.target, small.value if len(small.targets) == 1 else None)
+                        for target in small.targets
+                    ]
+                elif isinstance(small, cst.AnnAssign):
+                    targets = [(small.target, small.value)]
+                elif isinstance(small, cst.AugAssign):
+                    targets = [(small.target, None)]
+                for target, value in targets:
+                    if isinstance(target, cst.Attribute) and not (
+                        isinstance(target.value, cst.Name) and target.value.value == "self"
+                    ):
+                        found.setdefault(target.attr.value, []).append(value)
+        return found
+
     def distributed_model_names(self) -> frozenset[str]:
         return frozenset(w.target for w in self.distributed_models if w.target)
 

@@ -68,28 +68,17 @@ class Program:
         """``modules`` resolves the file's imports of other project files (None for a lone
         text); ``importers`` are the scripts a helper module is checked for."""
         self.file = file
+        # The file's own parts, read as often as every rule asks (plain attributes, not properties).
+        self.path: str = file.path
+        self.module: cst.Module = file.module
+        self.facts: FileFacts = file.facts
+        self.index: NodeIndex = file.index
         self.job = job
         self.modules = modules
         self.importers = importers
         self._answers: dict[type, Any] = {}
 
     # -- the file --------------------------------------------------------------------------
-    @property
-    def path(self) -> str:
-        return self.file.path
-
-    @property
-    def module(self) -> cst.Module:
-        return self.file.module
-
-    @property
-    def facts(self) -> FileFacts:
-        return self.file.facts
-
-    @property
-    def index(self) -> NodeIndex:
-        return self.file.index
-
     @property
     def parents(self) -> ParentIndex:
         return self.file.parents

@@ -175,7 +175,7 @@ class Names:
         try:
             walk.block(body, start)
         except _Found as found:
-            return self._answer(found.state)
+            return self._answer(name, found.state)
         # The use was not met in order (a decorator, a default value): any binding of the scope.
         every = list(self.in_scope(name, scope))
         return Reaching(tuple(every), opaque=not every)
@@ -202,9 +202,9 @@ class Names:
         ]
         return frozenset(module_level)
 
-    def _answer(self, state: Iterable[_Definition]) -> Reaching:
+    def _answer(self, name: str, state: Iterable[_Definition]) -> Reaching:
         live = set(state)
-        plain = [a for every in self.assignments.values() for a in every if a in live]
+        plain = [a for a in self.assignments.get(name, ()) if a in live]
         others = [d.node for d in live if isinstance(d, _Opaque)]
         return Reaching(tuple(plain), bool(others), tuple(others))
 

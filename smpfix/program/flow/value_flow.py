@@ -98,23 +98,22 @@ class NameUses:
 
     @classmethod
     def of_file(cls, file: ParsedFile) -> NameUses:
+        """Read from the node index's lists of names, calls and attributes (each in source
+        order), without visiting the other nodes."""
         index = file.parents
         uses = cls({}, {}, {})
-        # Exact types: these LibCST classes have no subclasses, and ``isinstance`` on them goes
-        # through ``ABCMeta``.
-        for node in index.nodes():
-            if type(node) is cst.Name:
-                if _is_read(node, index):
-                    uses.reads.setdefault(node.value, []).append(node)
-            elif type(node) is cst.Call:
-                called = _called_name(node)
-                if called is not None:
-                    uses.calls_of.setdefault(called, []).append(node)
-            elif type(node) is cst.Attribute:
-                if type(node.value) is cst.Name and not isinstance(
-                    index.parent_of(node), cst.AssignTarget
-                ):
-                    uses.attribute_reads.setdefault(node.attr.value, []).append(node)
+        for node in file.nodes_of(cst.Name):
+            if _is_read(node, index):  # type: ignore[arg-type]
+                uses.reads.setdefault(node.value, []).append(node)  # type: ignore[attr-defined, arg-type]
+        for node in file.nodes_of(cst.Call):
+            called = _called_name(node)  # type: ignore[arg-type]
+            if called is not None:
+                uses.calls_of.setdefault(called, []).append(node)  # type: ignore[arg-type]
+        for node in file.nodes_of(cst.Attribute):
+            # Exact types: these LibCST classes have no subclasses, and ``isinstance`` on them
+            # goes through ``ABCMeta``.
+            if type(node.value) is cst.Name and type(index.parent_of(node)) is not cst.AssignTarget:  # type: ignore[attr-defined]
+                uses.attribute_reads.setdefault(node.attr.value, []).append(node)  # type: ignore[attr-defined, arg-type]
         return uses
 
 

@@ -171,16 +171,11 @@ def functions_calling(
     """Module-level functions (and their nested ones) that make a call matching ``predicate``,
     directly or through other functions of the file called by name: what an opaque run may do."""
     functions = _all_functions(module)
-    direct = {
-        function
-        for function in functions.values()
-        if any(predicate(call) for call in _own_calls(function))
-    }
+    calls = {function: _own_calls(function) for function in functions.values()}
+    direct = {function for function, own in calls.items() if any(predicate(c) for c in own)}
     callers: dict[cst.FunctionDef, set[str]] = {
-        function: {
-            call.func.value for call in _own_calls(function) if isinstance(call.func, cst.Name)
-        }
-        for function in functions.values()
+        function: {call.func.value for call in own if isinstance(call.func, cst.Name)}
+        for function, own in calls.items()
     }
     found = set(direct)
     changed = True
@@ -204,17 +199,25 @@ def _all_functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
 
 
 def _own_calls(function: cst.FunctionDef) -> list[cst.Call]:
-    from smpfix.base.walker import children
+    """The calls in ``function``'s body, its nested functions' included, not those of the
+    classes and lambdas it defines; read from the tree's node index."""
+    from smpfix.base.walker import known_subtree
 
+    known = known_subtree(function.body)
+    if known is None:  # a tree no analysis holds an index of
+        index = NodeIndex(function.body)
+        known = index.order, index.ends, 0, len(index.order)
+    order, ends, position, end = known
     found: list[cst.Call] = []
-    stack: list[cst.CSTNode] = [function.body]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Call):
-            found.append(node)
-        stack.extend(
-            child for child in children(node) if not isinstance(child, (cst.ClassDef, cst.Lambda))
-        )
+    while position < end:
+        node = order[position]
+        kind = type(node)
+        if kind is cst.ClassDef or kind is cst.Lambda:
+            position = ends[position]
+            continue
+        if kind is cst.Call:
+            found.append(node)  # type: ignore[arg-type]
+        position += 1
     return found
 
 

@@ -42,7 +42,6 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.flow.command_line import (
     CommandLineArgument,
     argument_value,
-    attribute_assignments,
 )
 
 _DEGREE_SETTINGS = frozenset(
@@ -142,7 +141,7 @@ class Conditions:
         owners = list(scripts) or [facts]
         self._assigned: dict[str, list[Optional[cst.BaseExpression]]] = {}
         for owner in {id(f): f for f in [facts, *owners]}.values():
-            for name, values in attribute_assignments(owner).items():
+            for name, values in owner.attribute_assignments.items():
                 self._assigned.setdefault(name, []).extend(values)
         self._resolving: set[str] = set()
         self._links: dict[str, _Link] = {}

@@ -67,6 +67,15 @@ class ParsedFile:
         """Every node's parent and enclosing function, from the node index."""
         return ParentIndex(self.module, self.index)
 
+    def nodes_of(self, *kinds: type) -> list[cst.CSTNode]:
+        """The nodes of exactly these types (LibCST node classes), in source order: read from
+        the node index built in the one traversal of the tree, not by walking it again."""
+        order, by_type = self.index.order, self.index.by_type()
+        positions = [position for kind in kinds for position in by_type.get(kind, ())]
+        if len(kinds) > 1:
+            positions.sort()
+        return [order[position] for position in positions]
+
     def renamed(self, path: str) -> ParsedFile:
         """The same parse, and its answers, under another spelling of its path."""
         return self if path == self.path else replace(self, path=path)

@@ -97,7 +97,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         if not seedings:
             return
         index = self.program.parents
-        bindings = self._bindings(index)
+        bindings = self._bindings()
         flagged: set[cst.Call] = set()
         for wrap in self.program.facts.distributed_models:
             seeding = self._last_on_path(index.scope_of(wrap.call), wrap.call, seedings, index, 0)
@@ -186,15 +186,15 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         return None
 
     # -- is the seed per rank -----------------------------------------------------------------
-    @staticmethod
-    def _bindings(index: ParentIndex) -> Mapping[str, list[tuple[CodeScope, cst.BaseExpression]]]:
+    def _bindings(self) -> Mapping[str, list[tuple[CodeScope, cst.BaseExpression]]]:
         """``seed = ...``, ``args.seed = ...``, ``seed += ...``: each with the function it is in."""
+        index = self.program.parents
         found: dict[str, list[tuple[CodeScope, cst.BaseExpression]]] = {}
-        for node in index.nodes():
-            if isinstance(node, cst.Assign):
-                targets, value = [target.target for target in node.targets], node.value
-            elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and node.value is not None:
-                targets, value = [node.target], node.value
+        for node in self.program.file.nodes_of(cst.Assign, cst.AugAssign, cst.AnnAssign):
+            if type(node) is cst.Assign:
+                targets, value = [target.target for target in node.targets], node.value  # type: ignore[attr-defined]
+            elif node.value is not None:  # type: ignore[attr-defined]
+                targets, value = [node.target], node.value  # type: ignore[attr-defined]
             else:
                 continue
             for target in targets:
