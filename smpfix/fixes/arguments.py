@@ -19,7 +19,7 @@ def block_indentation(ancestors: Sequence[cst.CSTNode], module: cst.Module) -> s
     return "".join(
         node.indent if node.indent is not None else module.default_indent
         for node in ancestors
-        if isinstance(node, cst.IndentedBlock)
+        if type(node) is cst.IndentedBlock
     )
 
 
@@ -37,15 +37,13 @@ def append_arguments(
     last = args[-1]
     before = (
         args[-2].comma.whitespace_after
-        if len(args) > 1 and isinstance(args[-2].comma, cst.Comma)
+        if len(args) > 1 and type(args[-2].comma) is cst.Comma
         else None
     )
     if len(args) == 1:
         before = call.whitespace_before_args
-    after = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else None
-    if isinstance(before, cst.ParenthesizedWhitespace) and isinstance(
-        after, cst.ParenthesizedWhitespace
-    ):
+    after = last.comma.whitespace_after if type(last.comma) is cst.Comma else None
+    if type(before) is cst.ParenthesizedWhitespace and type(after) is cst.ParenthesizedWhitespace:
         indent = (indentation if before.indent else "") + before.last_line.value
         newline = module.default_newline
         return InsertAfter(

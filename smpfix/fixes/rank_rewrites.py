@@ -43,11 +43,7 @@ def rewrite_terms(
         member = replacement(term.member, family)
         if not term.exact:
             return None
-        if (
-            term.node is term.call
-            and term.from_library
-            and isinstance(term.call.func, cst.Attribute)
-        ):
+        if term.node is term.call and term.from_library and type(term.call.func) is cst.Attribute:
             edits.append(ReplaceNode(term.call.func.attr, member))
             continue
         reference = smp_reference(file, member, flavour)

@@ -28,7 +28,7 @@ class Reference:
 def _from_imports(module: cst.Module) -> list[cst.ImportFrom]:
     from smpfix.base.walker import iter_nodes
 
-    return [node for node in iter_nodes(module) if isinstance(node, cst.ImportFrom)]
+    return [node for node in iter_nodes(module) if type(node) is cst.ImportFrom]
 
 
 def smp_reference(file: ParsedFile, member: str, flavour: str = SMP_TORCH) -> Optional[Reference]:
@@ -66,7 +66,7 @@ def smp_reference(file: ParsedFile, member: str, flavour: str = SMP_TORCH) -> Op
 def callee(call: cst.Call, module: cst.Module) -> str:
     """How a message names what ``call`` calls: ``random.seed``, or ``.shuffle`` on a chain."""
     func = call.func
-    if isinstance(func, cst.Attribute) and not isinstance(func.value, (cst.Name, cst.Attribute)):
+    if type(func) is cst.Attribute and not isinstance(func.value, (cst.Name, cst.Attribute)):
         return f".{func.attr.value}"
     return module.code_for_node(func)
 

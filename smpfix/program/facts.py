@@ -96,7 +96,7 @@ class Wrap:
 
     @property
     def argument_name(self) -> Optional[str]:
-        return self.argument.value if isinstance(self.argument, cst.Name) else None
+        return self.argument.value if type(self.argument) is cst.Name else None
 
 
 @dataclass(frozen=True)
@@ -189,15 +189,15 @@ class FileFacts:
 
     def is_smp_call(self, node: cst.CSTNode, *members: str) -> bool:
         """Is ``node`` a call of one of the library's ``members`` (through any import form)?"""
-        return isinstance(node, cst.Call) and self.smp_member(node.func) in members
+        return type(node) is cst.Call and self.smp_member(node.func) in members
 
     def smp_rank_function(self, node: cst.CSTNode) -> Optional[str]:
         """``"dp_rank"`` for ``smp.dp_rank()``; also resolves a name assigned once from such a call."""
-        if isinstance(node, cst.Call) and not node.args:
+        if type(node) is cst.Call and not node.args:
             member = self.smp_member(node.func)
             if member in RANK_FUNCTIONS or member in SIZE_FUNCTIONS:
                 return member
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             bound = self.names.assignment(node.value, node)
             if bound is not None and bound.value is not node:
                 return self.smp_rank_function(bound.value)
@@ -214,9 +214,9 @@ class FileFacts:
 
     def is_optimizer_constructor(self, node: cst.CSTNode) -> bool:
         """``torch.optim.AdamW(...)``, apex/transformers/smp optimizers, or a local Optimizer subclass."""
-        if not isinstance(node, cst.Call):
+        if type(node) is not cst.Call:
             return False
-        if isinstance(node.func, cst.Name) and node.func.value in self.local_optimizer_classes:
+        if type(node.func) is cst.Name and node.func.value in self.local_optimizer_classes:
             return True
         qualified = self.qualified_name(node.func)
         if qualified is None:
@@ -238,7 +238,7 @@ class FileFacts:
         """Calls of plain names (``train_step(...)``, ``evaluate(...)``), grouped by the name."""
         grouped: dict[str, list[cst.Call]] = {}
         for call in self.call_order:
-            if isinstance(call.func, cst.Name):
+            if type(call.func) is cst.Name:
                 grouped.setdefault(call.func.value, []).append(call)
         return {name: tuple(calls) for name, calls in grouped.items()}
 
@@ -249,22 +249,22 @@ class FileFacts:
         alone). ``self.<name> = ...`` sets an object's own attribute, never the parsed arguments."""
         found: dict[str, list[Optional[cst.BaseExpression]]] = {}
         for statement in self.statements:
-            if not isinstance(statement, cst.SimpleStatementLine):
+            if type(statement) is not cst.SimpleStatementLine:
                 continue
             for small in statement.body:
                 targets: list[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]] = []
-                if isinstance(small, cst.Assign):
+                if type(small) is cst.Assign:
                     targets = [
                         (target.target, small.value if len(small.targets) == 1 else None)
                         for target in small.targets
                     ]
-                elif isinstance(small, cst.AnnAssign):
+                elif type(small) is cst.AnnAssign:
                     targets = [(small.target, small.value)]
-                elif isinstance(small, cst.AugAssign):
+                elif type(small) is cst.AugAssign:
                     targets = [(small.target, None)]
                 for target, value in targets:
-                    if isinstance(target, cst.Attribute) and not (
-                        isinstance(target.value, cst.Name) and target.value.value == "self"
+                    if type(target) is cst.Attribute and not (
+                        type(target.value) is cst.Name and target.value.value == "self"
                     ):
                         found.setdefault(target.attr.value, []).append(value)
         return found
@@ -295,7 +295,7 @@ def _uses_hf_trainer(imports: ImportTable, collector: _Collector) -> bool:
     for call, _ in collector.calls:
         if (imports.qualified_name(call.func) or "") in trainers:
             return True
-        if isinstance(call.func, cst.Name) and call.func.value in local:
+        if type(call.func) is cst.Name and call.func.value in local:
             return True
     return False
 
@@ -319,7 +319,7 @@ def _distributed_model_classes(
                     and smp_member(imports, base.value) == "DistributedModel"
                 )
                 local = (
-                    isinstance(base.value, cst.Name)
+                    type(base.value) is cst.Name
                     and base.value.value in found
                     and base.value.value not in imports.bindings
                 )
@@ -331,7 +331,7 @@ def _distributed_model_classes(
 
 
 def is_step_decorator(imports: ImportTable, decorator: cst.BaseExpression) -> bool:
-    target = decorator.func if isinstance(decorator, cst.Call) else decorator
+    target = decorator.func if type(decorator) is cst.Call else decorator
     return smp_member(imports, target) == "step"
 
 
@@ -397,13 +397,13 @@ class _Collector:
     def visit_Assign(self, node: cst.Assign) -> None:
         where = self._enclosing_statement()
         for target in node.targets:
-            if isinstance(target.target, cst.Name):
-                call = node.value if isinstance(node.value, cst.Call) else None
+            if type(target.target) is cst.Name:
+                call = node.value if type(node.value) is cst.Call else None
                 self.assignments.append((target.target.value, node.value, where, call))
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if isinstance(node.target, cst.Name) and node.value is not None:
-            call = node.value if isinstance(node.value, cst.Call) else None
+        if type(node.target) is cst.Name and node.value is not None:
+            call = node.value if type(node.value) is cst.Call else None
             self.assignments.append(
                 (node.target.value, node.value, self._enclosing_statement(), call)
             )
@@ -425,10 +425,7 @@ def _evidence(imports: ImportTable, collector: _Collector) -> Iterator[EvidenceN
     for with_node in collector.withs:
         for item in with_node.items:
             call = item.item
-            if (
-                isinstance(call, cst.Call)
-                and smp_member(imports, call.func) == "tensor_parallelism"
-            ):
+            if type(call) is cst.Call and smp_member(imports, call.func) == "tensor_parallelism":
                 enabled = _keyword(call, "enabled", 0)
                 if enabled is None or literal_value(enabled) is True:
                     yield EvidenceNode("TP", "`with smp.tensor_parallelism()`", call)
@@ -451,11 +448,11 @@ def _evidence(imports: ImportTable, collector: _Collector) -> Iterator[EvidenceN
     for if_node in collector.ifs:
         test = if_node.test
         if (
-            isinstance(test, cst.Comparison)
-            and isinstance(test.left, cst.Call)
+            type(test) is cst.Comparison
+            and type(test.left) is cst.Call
             and smp_member(imports, test.left.func) == "tp_size"
             and len(test.comparisons) == 1
-            and isinstance(test.comparisons[0].operator, cst.GreaterThan)
+            and type(test.comparisons[0].operator) is cst.GreaterThan
             and literal_value(test.comparisons[0].comparator) == 1
         ):
             # A script written to run both ways: tensor-parallel-aware, not proof that it is on.
@@ -509,7 +506,7 @@ def collect(module: cst.Module) -> FileFacts:
             func = call.func
             if (
                 member == "DistributedModel"
-                and isinstance(func, cst.Name)
+                and type(func) is cst.Name
                 and func.value in model_classes
             ):
                 found.append(Wrap(call, targets.get(id(call)), call, where))
@@ -537,7 +534,7 @@ def collect(module: cst.Module) -> FileFacts:
             func = call.func
             if smp_member(imports, func) == "step" and call.args and not call.args[0].keyword:
                 step_functions.add(name)
-            elif isinstance(func, cst.Call) and smp_member(imports, func.func) == "step":
+            elif type(func) is cst.Call and smp_member(imports, func.func) == "step":
                 step_functions.add(name)
 
     init_calls = tuple(

@@ -129,7 +129,7 @@ class Names:
         """``expr``, or the value of the name it is, followed through names assigned from
         names (``loader = train_loader``) as long as each holds one assignment's value."""
         seen = 0
-        while isinstance(expr, cst.Name) and seen < 5:
+        while type(expr) is cst.Name and seen < 5:
             assignment = self.assignment(expr.value, expr)
             if assignment is None or assignment.value is expr:
                 break
@@ -169,7 +169,7 @@ class Names:
             scope.body if isinstance(scope, cst.Module) else _statements(scope.body)
         )
         start: frozenset[_Definition] = frozenset()
-        if isinstance(scope, cst.FunctionDef):
+        if type(scope) is cst.FunctionDef:
             start = self._entry(name, scope)
         walk = _Walk(self, name, use)
         try:
@@ -184,9 +184,7 @@ class Names:
         """What ``name`` holds when ``function`` starts: a parameter, or the module's value."""
         params = function.params
         every = [*params.posonly_params, *params.params, *params.kwonly_params]
-        every += [
-            star for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)
-        ]
+        every += [star for star in (params.star_arg, params.star_kwarg) if type(star) is cst.Param]
         for param in every:
             if param.name.value == name:
                 return frozenset({_Opaque(param)})
@@ -198,7 +196,7 @@ class Names:
         module_level = [
             a
             for a in self.assignments.get(name, ())
-            if a.where is not None and isinstance(a.where.scope, cst.Module)
+            if a.where is not None and type(a.where.scope) is cst.Module
         ]
         return frozenset(module_level)
 
@@ -241,15 +239,15 @@ class _Walk:
     def statement(
         self, node: cst.CSTNode, state: frozenset[_Definition]
     ) -> Optional[frozenset[_Definition]]:
-        if isinstance(node, cst.SimpleStatementLine):
+        if type(node) is cst.SimpleStatementLine:
             return self.simple(node, node.body, state)
-        if isinstance(node, cst.If):
+        if type(node) is cst.If:
             return self.branch_if(node, state)
         if isinstance(node, (cst.For, cst.While)):
             return self.loop(node, state)
-        if isinstance(node, cst.Try):
+        if type(node) is cst.Try:
             return self.try_(node, state)
-        if isinstance(node, cst.With):
+        if type(node) is cst.With:
             self.header(node, node.items, state)
             inner = state
             if any(
@@ -262,7 +260,7 @@ class _Walk:
             if self.holds(node):
                 raise _Found(state)  # a decorator or a default value
             return frozenset({_Opaque(node)}) if node.name.value == self.name else state
-        if isinstance(node, cst.Match):
+        if type(node) is cst.Match:
             self.header(node, [node.subject], state)
             outs = [self.block(_statements(case.body), state) for case in node.cases]
             return _merge([*outs, state])
@@ -294,29 +292,29 @@ class _Walk:
         self, small: cst.BaseSmallStatement, state: frozenset[_Definition]
     ) -> frozenset[_Definition]:
         name = self.name
-        if isinstance(small, cst.Assign):
+        if type(small) is cst.Assign:
             for target in small.targets:
-                if isinstance(target.target, cst.Name) and target.target.value == name:
+                if type(target.target) is cst.Name and target.target.value == name:
                     found = self.flow.assignment_for(name, small.value)
                     return frozenset({found if found is not None else _Opaque(small)})
                 if name in target_names(target.target):
                     return frozenset({_Opaque(small)})
         elif (
-            isinstance(small, cst.AnnAssign)
+            type(small) is cst.AnnAssign
             and small.value is not None
             and name in target_names(small.target)
         ):
             found = (
                 self.flow.assignment_for(name, small.value)
-                if isinstance(small.target, cst.Name)
+                if type(small.target) is cst.Name
                 else None
             )
             return frozenset({found if found is not None else _Opaque(small)})
-        elif isinstance(small, cst.AugAssign) and name in target_names(small.target):
+        elif type(small) is cst.AugAssign and name in target_names(small.target):
             return frozenset({_Opaque(small)})
         elif isinstance(small, (cst.Import, cst.ImportFrom)) and name in _imported_names(small):
             return frozenset({_Opaque(small)})
-        elif isinstance(small, cst.Del) and name in target_names(small.target):
+        elif type(small) is cst.Del and name in target_names(small.target):
             return frozenset()
         elif isinstance(small, (cst.Global, cst.Nonlocal)) and any(
             item.name.value == name for item in small.names
@@ -331,7 +329,7 @@ class _Walk:
         body = self.block(_statements(node.body), state)
         if node.orelse is None:
             other: Optional[frozenset[_Definition]] = state
-        elif isinstance(node.orelse, cst.If):
+        elif type(node.orelse) is cst.If:
             other = self.branch_if(node.orelse, state)
         else:
             other = self.block(_statements(node.orelse.body), state)
@@ -343,7 +341,7 @@ class _Walk:
         header = [node.iter, node.target] if isinstance(node, cst.For) else [node.test]
         self.header(node, header, state)
         entry = state
-        if isinstance(node, cst.For) and self.name in target_names(node.target):
+        if type(node) is cst.For and self.name in target_names(node.target):
             entry = frozenset({_Opaque(node)})
         # The body may run again: what it assigns reaches its own start on the next pass.
         quiet = _Walk(self.flow, self.name, _NOWHERE)
@@ -383,11 +381,11 @@ def _merge(states: Sequence[Optional[frozenset[_Definition]]]) -> Optional[froze
 
 
 def _statements(suite: cst.BaseSuite) -> Sequence[cst.CSTNode]:
-    if isinstance(suite, cst.IndentedBlock):
+    if type(suite) is cst.IndentedBlock:
         return suite.body
     return (
         [cst.SimpleStatementLine(body=suite.body)]
-        if isinstance(suite, cst.SimpleStatementSuite)
+        if type(suite) is cst.SimpleStatementSuite
         else []
     )
 
@@ -397,7 +395,7 @@ def _imported_names(node: Union[cst.Import, cst.ImportFrom]) -> set[str]:
         return set()
     found: set[str] = set()
     for alias in node.names:
-        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        if alias.asname is not None and type(alias.asname.name) is cst.Name:
             found.add(alias.asname.name.value)
         else:
             dotted = cst.Module(body=[]).code_for_node(alias.name)
@@ -446,13 +444,13 @@ def _bound_by(node: cst.CSTNode) -> AbstractSet[str]:
     """The names one node binds in the scope it sits in."""
     if type(node) not in _BINDER_TYPES:
         return _NO_NAMES
-    if isinstance(node, cst.Assign):
+    if type(node) is cst.Assign:
         return set().union(*(target_names(target.target) for target in node.targets))
     if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
         return target_names(node.target)
-    if isinstance(node, cst.For):
+    if type(node) is cst.For:
         return target_names(node.target)
-    if isinstance(node, cst.WithItem) and node.asname is not None:
+    if type(node) is cst.WithItem and node.asname is not None:
         return target_names(node.asname.name)
     if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
         return {node.name.value}

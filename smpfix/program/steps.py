@@ -71,20 +71,20 @@ def step_functions(facts: FileFacts) -> tuple[StepFunction, ...]:
     for name, function in facts.functions.items():
         for decorator in function.decorators:
             if is_step_decorator(facts.imports, decorator.decorator):
-                options = decorator.decorator if isinstance(decorator.decorator, cst.Call) else None
+                options = decorator.decorator if type(decorator.decorator) is cst.Call else None
                 found.append(StepFunction(name, function, options))
                 break
     for name, assignments in facts.assignments.items():
         for assignment in assignments:
             value = assignment.value
-            if not isinstance(value, cst.Call):
+            if type(value) is not cst.Call:
                 continue
             if facts.smp_member(value.func) == "step" and value.args and not value.args[0].keyword:
                 # `train_step = smp.step(f)` or `smp.step(f, non_split_inputs=[...])`
                 wrapped = value.args[0].value
                 options = value if len(value.args) > 1 else None
             elif (
-                isinstance(value.func, cst.Call)
+                type(value.func) is cst.Call
                 and facts.smp_member(value.func.func) == "step"
                 and value.args
             ):
@@ -93,7 +93,7 @@ def step_functions(facts: FileFacts) -> tuple[StepFunction, ...]:
                 options = value.func
             else:
                 continue
-            defined = facts.functions.get(wrapped.value) if isinstance(wrapped, cst.Name) else None
+            defined = facts.functions.get(wrapped.value) if type(wrapped) is cst.Name else None
             found.append(StepFunction(name, defined, options))
     return tuple(found)
 
@@ -121,7 +121,7 @@ def returns_container(function: cst.FunctionDef) -> bool:
     call's result is a plain container and ``out[0]``/``out["loss"]`` are the StepOutputs;
     a function returning one tensor gives a ``StepOutput`` whose ``[i]`` is a microbatch.
     """
-    values = [node.value for node in own_nodes(function) if isinstance(node, cst.Return)]
+    values = [node.value for node in own_nodes(function) if type(node) is cst.Return]
     return bool(values) and all(
         isinstance(value, (cst.Tuple, cst.List, cst.Dict)) for value in values
     )
@@ -162,7 +162,7 @@ def positional_parameters(function: cst.FunctionDef) -> tuple[str, ...]:
 
 def body_statements(function: cst.FunctionDef) -> Sequence[cst.BaseStatement]:
     body = function.body
-    if isinstance(body, cst.IndentedBlock):
+    if type(body) is cst.IndentedBlock:
         return body.body
     return ()
 
@@ -170,10 +170,10 @@ def body_statements(function: cst.FunctionDef) -> Sequence[cst.BaseStatement]:
 def contains_name_call(node: cst.CSTNode, names: frozenset[str]) -> bool:
     """Whether ``node`` calls one of ``names`` (``model(x)``) or a method on it (``model.backward``)."""
     for inner in iter_nodes(node):
-        if isinstance(inner, cst.Call):
+        if type(inner) is cst.Call:
             func = inner.func
-            if isinstance(func, cst.Attribute):
+            if type(func) is cst.Attribute:
                 func = func.value
-            if isinstance(func, cst.Name) and func.value in names:
+            if type(func) is cst.Name and func.value in names:
                 return True
     return False

@@ -314,11 +314,11 @@ def insert_entry(container: Located, text: str) -> Optional[NodeEdit]:
     """An edit adding ``"key": value`` text to the dict display ``container`` was written as,
     or ``keyword=value`` text to the call it was written as (an estimator's keywords)."""
     node = container.node
-    if isinstance(node, cst.Dict):
+    if type(node) is cst.Dict:
         if not node.elements:
             return ReplaceNode(node, "{" + text + "}")
         return InsertAfter(node.elements[-1], f", {text}")
-    if isinstance(node, cst.Call) and node.args:
+    if type(node) is cst.Call and node.args:
         return InsertAfter(node.args[-1], f", {text}")
     return None
 

@@ -48,11 +48,11 @@ SAMPLER_POSITIONS = {"dataset": 0, "num_replicas": 1, "rank": 2, "shuffle": 3, "
 
 
 def is_dataloader(node: cst.CSTNode, facts: FileFacts) -> bool:
-    return isinstance(node, cst.Call) and facts.qualified_name(node.func) in DATALOADERS
+    return type(node) is cst.Call and facts.qualified_name(node.func) in DATALOADERS
 
 
 def is_distributed_sampler(node: cst.CSTNode, facts: FileFacts) -> bool:
-    return isinstance(node, cst.Call) and facts.qualified_name(node.func) in DISTRIBUTED_SAMPLERS
+    return type(node) is cst.Call and facts.qualified_name(node.func) in DISTRIBUTED_SAMPLERS
 
 
 def loader_argument(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:

@@ -62,7 +62,7 @@ class SamplerUses:
             if end.kind is EndKind.METHOD:
                 continue
             if end.kind is EndKind.ARGUMENT:
-                assert isinstance(end.node, cst.Call) and end.arg is not None
+                assert type(end.node) is cst.Call and end.arg is not None
                 if self._given_to_loader(end.node, end.arg):
                     loaders.append(end.node)
                     continue
@@ -99,7 +99,7 @@ class SamplerUses:
     def _reader(self, call: cst.Call) -> bool:
         func = call.func
         return (
-            isinstance(func, cst.Name)
+            type(func) is cst.Name
             and func.value in _READERS
             and func.value not in self.facts.imports.bindings
         )

@@ -35,7 +35,7 @@ _SIZE_ATTRIBUTES = frozenset({"size", "shape"})
 
 def _binding(node: cst.CSTNode) -> tuple[set[str], Optional[cst.BaseExpression]]:
     """(names bound, expression they come from) for a node that binds names."""
-    if isinstance(node, cst.Assign):
+    if type(node) is cst.Assign:
         names: set[str] = set()
         for target in node.targets:
             names |= target_names(target.target)
@@ -44,9 +44,9 @@ def _binding(node: cst.CSTNode) -> tuple[set[str], Optional[cst.BaseExpression]]
         return target_names(node.target), node.value
     if isinstance(node, (cst.For, cst.CompFor)):
         return target_names(node.target), node.iter
-    if isinstance(node, cst.NamedExpr):
+    if type(node) is cst.NamedExpr:
         return target_names(node.target), node.value
-    if isinstance(node, cst.WithItem) and node.asname is not None:
+    if type(node) is cst.WithItem and node.asname is not None:
         return target_names(node.asname.name), node.item  # type: ignore[arg-type]
     return set(), None
 
@@ -56,7 +56,7 @@ def _ends_with_skip(body: cst.BaseSuite) -> bool:
     if not statements:
         return False
     last = statements[-1]
-    if isinstance(last, cst.SimpleStatementLine):
+    if type(last) is cst.SimpleStatementLine:
         return isinstance(last.body[-1], (cst.Continue, cst.Break))
     return isinstance(last, (cst.Continue, cst.Break))
 
@@ -96,19 +96,19 @@ class StepFeeds:
 
     def _feed_at(self, end: End) -> Optional[str]:
         if end.kind is EndKind.LOOP:
-            assert isinstance(end.node, cst.For)
+            assert type(end.node) is cst.For
             return self.loop_feed(end.node)
         if end.kind is not EndKind.ARGUMENT:
             return None
         call, arg = end.node, end.arg
-        assert isinstance(call, cst.Call) and arg is not None
+        assert type(call) is cst.Call and arg is not None
         func = call.func
-        if self.datasets and isinstance(func, cst.Attribute) and func.attr.value == "fit":
+        if self.datasets and type(func) is cst.Attribute and func.attr.value == "fit":
             first = call.args[0] is arg and arg.keyword is None and not arg.star
             if first or (arg.keyword is not None and arg.keyword.value == "x"):
                 return f"`{self.index.module.code_for_node(func)}`"
         if (
-            isinstance(func, cst.Name)
+            type(func) is cst.Name
             and func.value == "next"
             and func.value not in self.facts.imports.bindings
         ):
@@ -125,7 +125,7 @@ class StepFeeds:
     def _is_wrapper(self, call: cst.Call) -> bool:
         func = call.func
         if (
-            isinstance(func, cst.Name)
+            type(func) is cst.Name
             and func.value in _WRAPPERS
             and func.value not in self.facts.imports.bindings
         ):
@@ -138,11 +138,11 @@ class StepFeeds:
     def _next_feed(self, call: cst.Call) -> Optional[str]:
         """``batch = next(iterator)``: the batch is used in the loop (or function) that advances it."""
         parent = self.index.parent_of(call)
-        if isinstance(parent, cst.Arg):
+        if type(parent) is cst.Arg:
             consumer = self.index.parent_of(parent)
-            step = self._step_name(consumer) if isinstance(consumer, cst.Call) else None
+            step = self._step_name(consumer) if type(consumer) is cst.Call else None
             return f"`{step}`" if step is not None else None
-        if not isinstance(parent, cst.Assign) or parent.value is not call:
+        if type(parent) is not cst.Assign or parent.value is not call:
             return None
         data: set[str] = set()
         for target in parent.targets:
@@ -172,7 +172,7 @@ class StepFeeds:
         if self._skips_partial_batches(body, data):
             return None
         for node in body:
-            if not isinstance(node, cst.Call) or not any(
+            if type(node) is not cst.Call or not any(
                 names_in(arg.value) & data for arg in node.args
             ):
                 continue
@@ -186,20 +186,20 @@ class StepFeeds:
 
     def _step_name(self, call: cst.Call) -> Optional[str]:
         func = call.func
-        if isinstance(func, cst.Name) and func.value in self.steps:
+        if type(func) is cst.Name and func.value in self.steps:
             return func.value
-        if isinstance(func, cst.Attribute) and func.attr.value in self.steps:
+        if type(func) is cst.Attribute and func.attr.value in self.steps:
             return func.attr.value
         return None
 
     def _through_helper(self, call: cst.Call) -> Optional[str]:
-        if not isinstance(call.func, cst.Name):
+        if type(call.func) is not cst.Name:
             return None
         helper = self.facts.functions.get(call.func.value)
         if helper is None:
             return None
         for node in iter_nodes(helper.body):
-            if isinstance(node, cst.Call):
+            if type(node) is cst.Call:
                 step = self._step_name(node)
                 if step is not None:
                     return f"`{step}` (through `{helper.name.value}`)"
@@ -209,21 +209,14 @@ class StepFeeds:
     def _skips_partial_batches(body: Sequence[cst.CSTNode], data: set[str]) -> bool:
         """``if x.size(0) % smp.num_microbatches(): continue`` and similar size checks."""
         for node in body:
-            if not isinstance(node, cst.If) or not _ends_with_skip(node.body):
+            if type(node) is not cst.If or not _ends_with_skip(node.body):
                 continue
             test = iter_nodes(node.test)
-            if any(
-                isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
-                for n in test
-            ):
+            if any(type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo for n in test):
                 return True
             sizes = any(
-                (isinstance(n, cst.Attribute) and n.attr.value in _SIZE_ATTRIBUTES)
-                or (
-                    isinstance(n, cst.Call)
-                    and isinstance(n.func, cst.Name)
-                    and n.func.value == "len"
-                )
+                (type(n) is cst.Attribute and n.attr.value in _SIZE_ATTRIBUTES)
+                or (type(n) is cst.Call and type(n.func) is cst.Name and n.func.value == "len")
                 for n in test
             )
             if sizes and names_in(node.test) & data:

@@ -56,8 +56,8 @@ def training_steps(facts: FileFacts) -> frozenset[str]:
         for step in steps
         if step.function is not None
         and any(
-            isinstance(n, cst.Call)
-            and isinstance(n.func, cst.Attribute)
+            type(n) is cst.Call
+            and type(n.func) is cst.Attribute
             and n.func.attr.value == "backward"
             for n in iter_nodes(step.function.body)
         )
@@ -75,10 +75,10 @@ def dataset_key(dataset: cst.BaseExpression, file: ParsedFile) -> str:
     """What a dataset expression names, for comparing a sampler's dataset with a loader's:
     its code, after aliases (``train_set = dataset``) assigned once."""
     for _ in range(5):
-        if not isinstance(dataset, cst.Name):
+        if type(dataset) is not cst.Name:
             break
         assignment = file.facts.names.assignment(dataset.value, dataset)
-        if assignment is None or not isinstance(assignment.value, cst.Name):
+        if assignment is None or type(assignment.value) is not cst.Name:
             break
         dataset = assignment.value
     return file.code_for(dataset)
@@ -116,7 +116,7 @@ class TrainingLoaders:
         """For a helper module checked on behalf of scripts: does a script train on what one
         of its functions returns (``loader = data.make_loader(args)``)?"""
         function = self.index.scope_of(loader)
-        if not isinstance(function, cst.FunctionDef) or not _returns(function, loader, self.index):
+        if type(function) is not cst.FunctionDef or not _returns(function, loader, self.index):
             return None
         module_name = os.path.splitext(os.path.basename(self.path))[0]
         wanted = (module_name, function.name.value)
@@ -146,9 +146,9 @@ class TrainingLoaders:
             if end.kind is EndKind.ESCAPE:
                 return True
             if end.kind is EndKind.ARGUMENT:
-                func = end.node.func if isinstance(end.node, cst.Call) else None
+                func = end.node.func if type(end.node) is cst.Call else None
                 if not (
-                    isinstance(func, cst.Name)
+                    type(func) is cst.Name
                     and func.value in _READERS
                     and func.value not in self.facts.imports.bindings
                 ):
@@ -179,11 +179,7 @@ class TrainingLoaders:
         if dataset is None:
             return False
         function = self.index.scope_of(loader)
-        if (
-            through_callers
-            and isinstance(dataset, cst.Name)
-            and isinstance(function, cst.FunctionDef)
-        ):
+        if through_callers and type(dataset) is cst.Name and type(function) is cst.FunctionDef:
             given = self._arguments_for(function, dataset.value)
             if given is not None:
                 # `def make_loader(ds): return DataLoader(ds)`: judged by what its callers pass.
@@ -193,7 +189,7 @@ class TrainingLoaders:
     def whole_dataset_sampler(self, value: cst.BaseExpression) -> bool:
         """``RandomSampler(ds)``, ``SequentialSampler(ds)`` or a ``BatchSampler`` over one."""
         value = self.facts.names.value(value)
-        if not isinstance(value, cst.Call):
+        if type(value) is not cst.Call:
             return False
         qualified = self.facts.qualified_name(value.func)
         if qualified in WHOLE_DATASET_SAMPLERS:
@@ -215,8 +211,8 @@ class TrainingLoaders:
         given = []
         for node in self.index.nodes():
             if (
-                isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Name)
+                type(node) is cst.Call
+                and type(node.func) is cst.Name
                 and node.func.value == function.name.value
             ):
                 bound = bind_arguments(function, node)
@@ -231,7 +227,7 @@ class TrainingLoaders:
         built where smpfix cannot see?"""
         if depth > 3:
             return unseen_is_sharded
-        if isinstance(dataset, cst.Name):
+        if type(dataset) is cst.Name:
             assignments = self.facts.assignments.get(dataset.value, ())
             if not assignments:
                 # Imported, or reached through another name that is a parameter: built where
@@ -250,15 +246,15 @@ class TrainingLoaders:
             if _splits(node):
                 return True
             if (
-                isinstance(node, cst.Name)
+                type(node) is cst.Name
                 and node is not dataset
                 and node.value in self.facts.assignments
             ):
                 if any(self._reads_rank(a.value) for a in self.facts.assignments[node.value]):
                     return True
             if (
-                isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Name)
+                type(node) is cst.Call
+                and type(node.func) is cst.Name
                 and node.func.value in self.facts.classes
             ):
                 if self._class_uses_ranks(self.facts.classes[node.func.value]):
@@ -270,7 +266,7 @@ class TrainingLoaders:
 
     def _class_uses_ranks(self, cls: cst.ClassDef) -> bool:
         """A dataset class that reads a rank itself shards (or at least knows its rank)."""
-        return any(isinstance(n, cst.Call) and self._reads_rank(n) for n in iter_nodes(cls.body))
+        return any(type(n) is cst.Call and self._reads_rank(n) for n in iter_nodes(cls.body))
 
 
 class LoaderTree:
@@ -305,12 +301,12 @@ class LoaderTree:
 def _splits(node: cst.CSTNode) -> bool:
     """``ds.shard(n, i)``, ``files[i::n]``: a part of the data, whatever decides which part."""
     if (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
+        type(node) is cst.Call
+        and type(node.func) is cst.Attribute
         and node.func.attr.value == "shard"
     ):
         return True
-    return isinstance(node, cst.Slice) and node.step is not None
+    return type(node) is cst.Slice and node.step is not None
 
 
 def parameter_names(function: cst.FunctionDef) -> set[str]:
@@ -321,12 +317,12 @@ def parameter_names(function: cst.FunctionDef) -> set[str]:
 def _returns(function: cst.FunctionDef, loader: cst.Call, index: ParentIndex) -> bool:
     """Does ``function`` return ``loader`` (directly, or the name it is bound to)?"""
     parent = index.parent_of(loader)
-    if isinstance(parent, cst.Return):
+    if type(parent) is cst.Return:
         return True
-    if not isinstance(parent, cst.Assign) or parent.value is not loader:
+    if type(parent) is not cst.Assign or parent.value is not loader:
         return False
-    names = {t.target.value for t in parent.targets if isinstance(t.target, cst.Name)}
+    names = {t.target.value for t in parent.targets if type(t.target) is cst.Name}
     return any(
-        isinstance(n, cst.Return) and isinstance(n.value, cst.Name) and n.value.value in names
+        type(n) is cst.Return and type(n.value) is cst.Name and n.value.value in names
         for n in iter_nodes(function.body)
     )

@@ -119,7 +119,7 @@ def _dict_keys(
     """The keys ``expr`` holds where ``call`` runs: a literal, or a name followed to the call."""
     if depth > 4:
         return None
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         return _name_keys(expr.value, call, facts, depth)
     return _literal_keys(expr, call, facts, depth)
 
@@ -130,27 +130,27 @@ def _literal_keys(
     """``{"k": v, **base}``, ``dict(base, k=v)``, and ``a if cond else b`` over those (each
     key then as either branch has it); None for anything else."""
     entries: Entries = {}
-    if isinstance(expr, cst.IfExp):
+    if type(expr) is cst.IfExp:
         body = _dict_keys(expr.body, call, facts, depth + 1)
         orelse = _dict_keys(expr.orelse, call, facts, depth + 1)
         return _merge(body, orelse) if body is not None and orelse is not None else None
-    if isinstance(expr, cst.Dict):
+    if type(expr) is cst.Dict:
         for element in expr.elements:
-            if isinstance(element, cst.StarredDictElement):
+            if type(element) is cst.StarredDictElement:
                 merged = _dict_keys(element.value, call, facts, depth + 1)
                 if merged is None:
                     return None
                 entries.update(merged)
                 continue
-            assert isinstance(element, cst.DictElement)
+            assert type(element) is cst.DictElement
             key = literal_value(element.key)
             if not isinstance(key, str):
                 return None
             entries[key] = Passed((element.value,), False)
         return entries
     if (
-        isinstance(expr, cst.Call)
-        and isinstance(expr.func, cst.Name)
+        type(expr) is cst.Call
+        and type(expr.func) is cst.Name
         and expr.func.value == "dict"
         and "dict" not in facts.imports.bindings
     ):
@@ -175,7 +175,7 @@ def _name_keys(
     scope = facts.scope_of_call(call) if call is not None else None
     if scope is None:
         return None
-    if isinstance(scope, cst.FunctionDef):
+    if type(scope) is cst.FunctionDef:
         params = scope.params
         every = (
             *params.posonly_params,
@@ -184,7 +184,7 @@ def _name_keys(
             params.star_arg,
             params.star_kwarg,
         )
-        if any(isinstance(p, cst.Param) and p.name.value == name for p in every):
+        if any(type(p) is cst.Param and p.name.value == name for p in every):
             return None
         bound_here = bool(facts.names.in_scope(name, scope))
         if not bound_here:
@@ -198,15 +198,15 @@ def _name_keys(
 
 def _module_of(facts: FileFacts) -> Optional[cst.Module]:
     return next(
-        (ref.scope for ref in facts.statements.values() if isinstance(ref.scope, cst.Module)), None
+        (ref.scope for ref in facts.statements.values() if type(ref.scope) is cst.Module), None
     )
 
 
 def _only_unpacked_in_functions(module: cst.Module, name: str) -> bool:
     """Inside functions, is ``name`` only ever unpacked (``f(**name)``)?"""
     for node, parent, nested in _walk(list(module.body), into_nested=True):
-        if nested and isinstance(node, cst.Name) and node.value == name:
-            if not (isinstance(parent, cst.Arg) and parent.star == "**" and parent.value is node):
+        if nested and type(node) is cst.Name and node.value == name:
+            if not (type(parent) is cst.Arg and parent.star == "**" and parent.value is node):
                 return False
     return True
 
@@ -275,16 +275,16 @@ class _History:
             )
             found: Optional[_Event] = None
             for target in targets:
-                if isinstance(target, cst.Name) and target.value == name:
+                if type(target) is cst.Name and target.value == name:
                     self.handled.add(id(target))
                     value = node.value
                     entries = (
                         None
-                        if value is None or isinstance(node, cst.AugAssign)
+                        if value is None or type(node) is cst.AugAssign
                         else _literal_keys(value, self.call, self.facts, self.depth + 1)
                     )
                     found = _Event(reset=True, entries=entries) if entries is not None else _UNKNOWN
-                elif isinstance(target, cst.Subscript) and _is_name(target.value, name):
+                elif type(target) is cst.Subscript and _is_name(target.value, name):
                     self.handled.add(id(target.value))
                     key = _subscript_key(target)
                     value = node.value
@@ -294,21 +294,21 @@ class _History:
                         else _UNKNOWN
                     )
             return found
-        if isinstance(node, cst.Del):
+        if type(node) is cst.Del:
             deleted = node.target
-            if isinstance(deleted, cst.Subscript) and _is_name(deleted.value, name):
+            if type(deleted) is cst.Subscript and _is_name(deleted.value, name):
                 self.handled.add(id(deleted.value))
                 key = _subscript_key(deleted)
                 return _Event(removed=(key,)) if key is not None else _UNKNOWN
             return None
         if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
             and _is_name(node.func.value, name)
         ):
             self.handled.add(id(node.func.value))
             return self._method(node, node.func.attr.value)
-        if isinstance(node, cst.Name) and node.value == name and id(node) not in self.handled:
+        if type(node) is cst.Name and node.value == name and id(node) not in self.handled:
             return None if _is_read(node, parent) else _UNKNOWN
         return None
 
@@ -368,11 +368,11 @@ def _merge(first: Entries, second: Entries) -> Entries:
 
 
 def _is_name(expr: cst.BaseExpression, name: str) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == name
+    return type(expr) is cst.Name and expr.value == name
 
 
 def _subscript_key(target: cst.Subscript) -> Optional[str]:
-    if len(target.slice) != 1 or not isinstance(target.slice[0].slice, cst.Index):
+    if len(target.slice) != 1 or type(target.slice[0].slice) is not cst.Index:
         return None
     key = literal_value(target.slice[0].slice.value)
     return key if isinstance(key, str) else None
@@ -380,9 +380,9 @@ def _subscript_key(target: cst.Subscript) -> Optional[str]:
 
 def _is_read(node: cst.Name, parent: Optional[cst.CSTNode]) -> bool:
     """Uses of the dict that cannot change it: ``f(**d)``, ``d["k"]``, ``"k" in d``, ``len(d)``."""
-    if isinstance(parent, cst.Arg):
+    if type(parent) is cst.Arg:
         return parent.star == "**"
-    if isinstance(parent, cst.Subscript):
+    if type(parent) is cst.Subscript:
         return parent.value is node
     return isinstance(parent, (cst.ComparisonTarget, cst.FormattedStringExpression))
 

@@ -73,7 +73,7 @@ class ArgumentDefinitions:
 
 
 def _parse(call: cst.Call, facts: FileFacts) -> Optional[CommandLineArgument]:
-    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument"):
+    if not (type(call.func) is cst.Attribute and call.func.attr.value == "add_argument"):
         return None
     options = []
     for arg in call.args:
@@ -96,15 +96,13 @@ def _parse(call: cst.Call, facts: FileFacts) -> Optional[CommandLineArgument]:
     default = facts.literal(default_arg.value) if default_arg is not None else None
     type_arg = argument(call, "type")
     integer = (
-        type_arg is not None
-        and isinstance(type_arg.value, cst.Name)
-        and type_arg.value.value == "int"
+        type_arg is not None and type(type_arg.value) is cst.Name and type_arg.value.value == "int"
     )
     converter: Optional[str] = "str"  # argparse's default: the text itself
     if type_arg is not None:
         converter = (
             type_arg.value.value
-            if isinstance(type_arg.value, cst.Name) and type_arg.value.value in _CONVERTERS
+            if type(type_arg.value) is cst.Name and type_arg.value.value in _CONVERTERS
             else None
         )
     if argument(call, "action") is not None:

@@ -59,21 +59,21 @@ class NumericValues:
             return False
         if isinstance(expr, (cst.Integer, cst.Float)):
             return True
-        if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):
+        if type(expr) is cst.UnaryOperation and type(expr.operator) is not cst.Not:
             return self.is_number(expr.expression, scope, depth + 1)
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, _ARITHMETIC):
+        if type(expr) is cst.BinaryOperation and isinstance(expr.operator, _ARITHMETIC):
             return self.is_number(expr.left, scope, depth + 1) and self.is_number(
                 expr.right, scope, depth + 1
             )
-        if isinstance(expr, cst.IfExp):
+        if type(expr) is cst.IfExp:
             return self.is_number(expr.body, scope, depth + 1) and self.is_number(
                 expr.orelse, scope, depth + 1
             )
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return self._number_call(expr)
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             return self._integer_argument(expr)
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             reaching = self.flow.reaching(expr.value, expr)
             if reaching.assignments and not reaching.opaque:
                 return all(
@@ -89,7 +89,7 @@ class NumericValues:
 
     def _number_call(self, call: cst.Call) -> bool:
         func = call.func
-        if isinstance(func, cst.Name) and func.value in _NUMBER_BUILTINS:
+        if type(func) is cst.Name and func.value in _NUMBER_BUILTINS:
             return (
                 func.value not in self.facts.imports.bindings
                 and func.value not in self.facts.functions
@@ -98,7 +98,7 @@ class NumericValues:
 
     def _integer_argument(self, expr: cst.Attribute) -> bool:
         """``args.save_steps`` from ``add_argument("--save_steps", type=int)``, never reassigned."""
-        if not isinstance(expr.value, cst.Name) or self.facts.qualified_name(expr) is not None:
+        if type(expr.value) is not cst.Name or self.facts.qualified_name(expr) is not None:
             return False
         if self._arguments is None:
             self._arguments = command_line_arguments([self.file])
@@ -110,14 +110,14 @@ class NumericValues:
     def _bindings(self, name: str, scope: CodeScope) -> list[tuple[_Binding, CodeScope]]:
         """Every binding of ``name`` that may give its value in ``scope``, with its scope."""
         own = list(_bindings_in(scope, name))
-        if own or isinstance(scope, cst.Module):
+        if own or type(scope) is cst.Module:
             return [(value, scope) for value in own]
         return [(value, self.module) for value in _bindings_in(self.module, name)]
 
 
 def _bindings_in(scope: CodeScope, name: str) -> Iterator[_Binding]:
     """The bindings of ``name`` in ``scope``'s own body (nested functions and classes excluded)."""
-    if isinstance(scope, cst.FunctionDef):
+    if type(scope) is cst.FunctionDef:
         params = scope.params
         every = (
             *params.posonly_params,
@@ -146,32 +146,24 @@ def _bindings_in(scope: CodeScope, name: str) -> Iterator[_Binding]:
 
 
 def _binding_of(node: cst.CSTNode, name: str) -> Iterator[_Binding]:
-    if isinstance(node, cst.Assign):
+    if type(node) is cst.Assign:
         for target in node.targets:
             if _is_name(target.target, name):
                 yield node.value
             elif _binds(target.target, name):
                 yield None
     elif isinstance(node, (cst.AnnAssign, cst.AugAssign)) and _is_name(node.target, name):
-        if isinstance(node, cst.AugAssign):
+        if type(node) is cst.AugAssign:
             yield node.value if isinstance(node.operator, _AUGMENTED_ARITHMETIC) else None
         else:
             yield node.value
-    elif isinstance(node, cst.For) and _binds(node.target, name):
+    elif type(node) is cst.For and _binds(node.target, name):
         yield _loop_counter(node, name)
-    elif isinstance(node, cst.NamedExpr) and _is_name(node.target, name):
+    elif type(node) is cst.NamedExpr and _is_name(node.target, name):
         yield node.value
-    elif (
-        isinstance(node, cst.WithItem)
-        and node.asname is not None
-        and _binds(node.asname.name, name)
-    ):
+    elif type(node) is cst.WithItem and node.asname is not None and _binds(node.asname.name, name):
         yield None
-    elif (
-        isinstance(node, cst.ExceptHandler)
-        and node.name is not None
-        and _binds(node.name.name, name)
-    ):
+    elif type(node) is cst.ExceptHandler and node.name is not None and _binds(node.name.name, name):
         yield None
     elif isinstance(node, (cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal)) and _mentions(
         node, name
@@ -194,7 +186,7 @@ _ONE = cst.Integer("1")
 def _loop_counter(loop: cst.For, name: str) -> _Binding:
     """A number for ``for name in range(...)`` and ``for name, _ in enumerate(...)``."""
     iterated = loop.iter
-    if not isinstance(iterated, cst.Call) or not isinstance(iterated.func, cst.Name):
+    if type(iterated) is not cst.Call or type(iterated.func) is not cst.Name:
         return None
     if iterated.func.value == "range" and _is_name(loop.target, name):
         return _ONE
@@ -206,15 +198,15 @@ def _loop_counter(loop: cst.For, name: str) -> _Binding:
 
 
 def _is_name(node: cst.BaseExpression, name: str) -> bool:
-    return isinstance(node, cst.Name) and node.value == name
+    return type(node) is cst.Name and node.value == name
 
 
 def _binds(target: cst.CSTNode, name: str) -> bool:
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return target.value == name
     if isinstance(target, (cst.Tuple, cst.List)):
         return any(_binds(element.value, name) for element in target.elements)
-    if isinstance(target, cst.StarredElement):
+    if type(target) is cst.StarredElement:
         return _binds(target.value, name)
     return False
 
@@ -222,12 +214,12 @@ def _binds(target: cst.CSTNode, name: str) -> bool:
 def _mentions(node: cst.CSTNode, name: str) -> bool:
     from smpfix.base.walker import iter_nodes
 
-    return any(isinstance(inner, cst.Name) and inner.value == name for inner in iter_nodes(node))
+    return any(type(inner) is cst.Name and inner.value == name for inner in iter_nodes(node))
 
 
 def enclosing_scope(stack: Sequence[cst.CSTNode], module: cst.Module) -> CodeScope:
     """The innermost function around the node at the end of ``stack`` (the module at top level)."""
     for node in reversed(stack[:-1]):
-        if isinstance(node, cst.FunctionDef):
+        if type(node) is cst.FunctionDef:
             return node
     return module

@@ -81,15 +81,15 @@ class ScriptNumbers:
             return ResolvedNumber(
                 value, "" if expr is written else f"`{self.code(written)}` = {value}"
             )
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+        if type(expr) is cst.Attribute and type(expr.value) is cst.Name:
             found = self._argument(expr.attr.value)
             if found is not None:
                 return ResolvedNumber(
                     found.value, f"`{self.code(expr)}` = {found.value}, {found.how}", found.assumed
                 )
-        if isinstance(expr, cst.Call) and not expr.args:
+        if type(expr) is cst.Call and not expr.args:
             return self._group_size(expr)
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Multiply:
             left, right = self.resolve(expr.left, depth + 1), self.resolve(expr.right, depth + 1)
             if left is not None and right is not None:
                 how = "; ".join(part for part in (left.how, right.how) if part)

@@ -120,13 +120,13 @@ class NameUses:
 def _called_name(call: cst.Call) -> Optional[str]:
     """The name of the file's function ``call`` may run: ``name(...)``, ``x.submit(name, ...)``."""
     func = call.func
-    if isinstance(func, cst.Name):
+    if type(func) is cst.Name:
         return func.value
     if (
-        isinstance(func, cst.Attribute)
+        type(func) is cst.Attribute
         and func.attr.value == "submit"
         and call.args
-        and isinstance(call.args[0].value, cst.Name)
+        and type(call.args[0].value) is cst.Name
     ):
         return call.args[0].value.value
     return None
@@ -160,7 +160,7 @@ class ValueFlow:
             return
         top, element = self._climb(node, element)
         parent = self.index.parent_of(top)
-        if isinstance(parent, cst.For) and parent.iter is top:
+        if type(parent) is cst.For and parent.iter is top:
             yield End(EndKind.LOOP, parent) if element is None else End(EndKind.ESCAPE, parent)
         elif isinstance(parent, (cst.Assign, cst.AnnAssign, cst.NamedExpr)) and parent.value is top:
             targets = (
@@ -170,23 +170,23 @@ class ValueFlow:
             )
             for target in targets:
                 yield from self._into_target(target, parent, element, depth, seen)
-        elif isinstance(parent, cst.Return):
+        elif type(parent) is cst.Return:
             function = self.index.scope_of(parent)
-            if isinstance(function, cst.FunctionDef):
+            if type(function) is cst.FunctionDef:
                 yield from self._callers(function, element, depth, seen)
             else:
                 yield End(EndKind.ESCAPE, parent)
-        elif isinstance(parent, cst.Arg):
+        elif type(parent) is cst.Arg:
             call = self.index.parent_of(parent)
-            if isinstance(call, cst.Call) and element is None:
+            if type(call) is cst.Call and element is None:
                 yield from self._passed(call, parent, depth, seen)
             else:
                 yield End(EndKind.ESCAPE, parent)
-        elif isinstance(parent, cst.Attribute) and parent.value is top:
+        elif type(parent) is cst.Attribute and parent.value is top:
             call = self.index.parent_of(parent)
-            if isinstance(call, cst.Call) and call.func is parent:
+            if type(call) is cst.Call and call.func is parent:
                 yield End(EndKind.METHOD, call)
-        elif isinstance(parent, cst.Subscript) and parent.value is top and element is not None:
+        elif type(parent) is cst.Subscript and parent.value is top and element is not None:
             if _literal_index(parent) == element:
                 yield from self._from(parent, None, depth, seen)
         elif parent is not None and not isinstance(parent, _READS):
@@ -200,23 +200,23 @@ class ValueFlow:
         top = node
         while True:
             parent = self.index.parent_of(top)
-            if isinstance(parent, cst.IfExp) and top is not parent.test:
+            if type(parent) is cst.IfExp and top is not parent.test:
                 top = parent
-            elif isinstance(parent, cst.BooleanOperation):
+            elif type(parent) is cst.BooleanOperation:
                 top = parent
-            elif isinstance(parent, cst.Arg) and element is None and not parent.star:
+            elif type(parent) is cst.Arg and element is None and not parent.star:
                 call = self.index.parent_of(parent)
-                if not (isinstance(call, cst.Call) and self.carries(call, parent)):
+                if not (type(call) is cst.Call and self.carries(call, parent)):
                     return top, element
                 top = call
-            elif isinstance(parent, cst.Attribute) and parent.value is top and element is None:
+            elif type(parent) is cst.Attribute and parent.value is top and element is None:
                 call = self.index.parent_of(parent)
                 if not (
-                    isinstance(call, cst.Call) and call.func is parent and self.carries(call, None)
+                    type(call) is cst.Call and call.func is parent and self.carries(call, None)
                 ):
                     return top, element
                 top = call
-            elif isinstance(parent, cst.Element) and element is None:
+            elif type(parent) is cst.Element and element is None:
                 holder = self.index.parent_of(parent)
                 if not isinstance(holder, (cst.Tuple, cst.List)):
                     return top, element
@@ -235,10 +235,10 @@ class ValueFlow:
         seen: set[tuple[object, ...]],
     ) -> Iterator[End]:
         scope = self.index.scope_of(statement)
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             yield from self._holder(target.value, scope, element, depth, seen)
         elif (
-            isinstance(target, cst.Attribute)
+            type(target) is cst.Attribute
             and (owner := self._method_of(statement, target)) is not None
         ):
             yield from self._members(owner, target.attr.value, element, depth, seen)
@@ -248,7 +248,7 @@ class ValueFlow:
             and element < len(target.elements)
         ):
             inner = target.elements[element].value
-            if isinstance(inner, cst.Name):
+            if type(inner) is cst.Name:
                 yield from self._holder(inner.value, scope, None, depth, seen)
             else:
                 yield End(EndKind.ESCAPE, target)
@@ -258,13 +258,13 @@ class ValueFlow:
     def _method_of(self, statement: cst.CSTNode, target: cst.Attribute) -> Optional[cst.ClassDef]:
         """The class whose method assigns ``self.<name> = ...`` (``self``: its first parameter)."""
         function = self.index.scope_of(statement)
-        if not isinstance(function, cst.FunctionDef) or not isinstance(target.value, cst.Name):
+        if type(function) is not cst.FunctionDef or type(target.value) is not cst.Name:
             return None
         if _first_parameter(function) != target.value.value:
             return None
         block = self.index.parent_of(function)
         owner = self.index.parent_of(block) if block is not None else None
-        return owner if isinstance(owner, cst.ClassDef) else None
+        return owner if type(owner) is cst.ClassDef else None
 
     def _members(
         self,
@@ -281,13 +281,11 @@ class ValueFlow:
         seen.add(key)
         for read in self.attribute_reads.get(name, ()):
             function = self.index.scope_of(read)
-            block = (
-                self.index.parent_of(function) if isinstance(function, cst.FunctionDef) else None
-            )
+            block = self.index.parent_of(function) if type(function) is cst.FunctionDef else None
             if (
                 block is not None
                 and self.index.parent_of(block) is owner
-                and isinstance(read.value, cst.Name)
+                and type(read.value) is cst.Name
                 and _first_parameter(function) == read.value.value  # type: ignore[arg-type]
             ):
                 yield from self._from(read, element, depth + 1, seen)
@@ -317,13 +315,13 @@ class ValueFlow:
         function (a closure), unless a function in between binds the name itself."""
         here = self.index.scope_of(node)
         while here is not scope:
-            if isinstance(here, cst.Module) or self._binds_locally(here, name):
+            if type(here) is cst.Module or self._binds_locally(here, name):
                 return False
             here = self.index.scope_of(here)
         return True
 
     def _binds_locally(self, scope: CodeScope, name: str) -> bool:
-        if not isinstance(scope, cst.FunctionDef):
+        if type(scope) is not cst.FunctionDef:
             return False
         params = scope.params
         every = [*params.posonly_params, *params.params, *params.kwonly_params]
@@ -336,7 +334,7 @@ class ValueFlow:
         self, call: cst.Call, arg: cst.Arg, depth: int, seen: set[tuple[object, ...]]
     ) -> Iterator[End]:
         func = call.func
-        function = self.facts.functions.get(func.value) if isinstance(func, cst.Name) else None
+        function = self.facts.functions.get(func.value) if type(func) is cst.Name else None
         if function is None:
             yield End(EndKind.ARGUMENT, call, arg)
             return
@@ -360,7 +358,7 @@ class ValueFlow:
         seen.add(key)
         for call in self.calls_of.get(function.name.value, ()):
             func = call.func
-            if isinstance(func, cst.Name) and self.facts.functions.get(func.value) is function:
+            if type(func) is cst.Name and self.facts.functions.get(func.value) is function:
                 yield from self._from(call, element, depth + 1, seen)
             elif _submits(call, function, self.facts):
                 for result in self._results(call):
@@ -370,10 +368,10 @@ class ValueFlow:
         """The ``.result()`` calls of the future ``submit`` returns."""
         parent = self.index.parent_of(submit)
         futures: list[cst.CSTNode] = [submit]
-        if isinstance(parent, cst.Assign) and parent.value is submit:
+        if type(parent) is cst.Assign and parent.value is submit:
             scope = self.index.scope_of(parent)
             for target in parent.targets:
-                if isinstance(target.target, cst.Name):
+                if type(target.target) is cst.Name:
                     name = target.target.value
                     futures.extend(
                         read for read in self.reads.get(name, ()) if self._sees(read, scope, name)
@@ -381,12 +379,12 @@ class ValueFlow:
         for future in futures:
             attribute = self.index.parent_of(future)
             if (
-                isinstance(attribute, cst.Attribute)
+                type(attribute) is cst.Attribute
                 and attribute.value is future
                 and attribute.attr.value == "result"
             ):
                 call = self.index.parent_of(attribute)
-                if isinstance(call, cst.Call) and call.func is attribute:
+                if type(call) is cst.Call and call.func is attribute:
                     yield call
 
 
@@ -423,19 +421,19 @@ def _first_parameter(function: cst.FunctionDef) -> Optional[str]:
 def _submits(call: cst.Call, function: cst.FunctionDef, facts: FileFacts) -> bool:
     """``executor.submit(function, ...)``: the future's result is what ``function`` returns."""
     func = call.func
-    if not (isinstance(func, cst.Attribute) and func.attr.value == "submit" and call.args):
+    if not (type(func) is cst.Attribute and func.attr.value == "submit" and call.args):
         return False
     first = call.args[0]
     return (
         first.keyword is None
         and not first.star
-        and isinstance(first.value, cst.Name)
+        and type(first.value) is cst.Name
         and facts.functions.get(first.value.value) is function
     )
 
 
 def _literal_index(subscript: cst.Subscript) -> Optional[int]:
-    if len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index):
+    if len(subscript.slice) != 1 or type(subscript.slice[0].slice) is not cst.Index:
         return None
     value = subscript.slice[0].slice.value
-    return int(value.value) if isinstance(value, cst.Integer) else None
+    return int(value.value) if type(value) is cst.Integer else None

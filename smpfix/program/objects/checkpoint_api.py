@@ -86,7 +86,7 @@ class CheckpointCall:
 
 def checkpoint_call(facts: FileFacts, node: cst.CSTNode) -> Optional[CheckpointCall]:
     """``node`` as a checkpoint API call, resolved through the file's imports; None otherwise."""
-    if not isinstance(node, cst.Call):
+    if type(node) is not cst.Call:
         return None
     member = facts.smp_member(node.func)
     if member in _PARAMETERS:
@@ -104,18 +104,18 @@ def raises_on_purpose(stack: Sequence[cst.CSTNode]) -> bool:
     library's checkpoint errors by name: code that calls the API wrongly to see it fail (the
     library's own tests do), not a mistake."""
     for position, node in enumerate(stack[:-1]):
-        if isinstance(node, cst.Try) and stack[position + 1] is node.body:
+        if type(node) is cst.Try and stack[position + 1] is node.body:
             for handler in node.handlers:
                 caught = handler.type
                 names = (
                     caught.elements
-                    if isinstance(caught, cst.Tuple)
+                    if type(caught) is cst.Tuple
                     else [caught]
                     if caught is not None
                     else []
                 )
                 for name in names:
-                    value = name.value if isinstance(name, cst.Element) else name
+                    value = name.value if type(name) is cst.Element else name
                     spelled = dotted_name(value) if isinstance(value, cst.BaseExpression) else None
                     if spelled is not None and spelled.rsplit(".", 1)[-1] in _CHECKPOINT_ERRORS:
                         return True

@@ -61,7 +61,7 @@ def _flag(
 
 def creation_context(facts: FileFacts, expr: cst.BaseExpression) -> Optional[CreationContext]:
     """The context ``expr`` (a ``with`` item) sets up, or None when it is not one of the library's."""
-    if not isinstance(expr, cst.Call):
+    if type(expr) is not cst.Call:
         return None
     member = facts.smp_member(expr.func)
     if member not in CONTEXT_MEMBERS:
@@ -91,7 +91,7 @@ def enclosing_contexts(facts: FileFacts, stack: Sequence[cst.CSTNode]) -> Iterat
     """Contexts whose ``with`` body holds the innermost node of ``stack`` (an ancestor chain), outermost first."""
     for position, node in enumerate(stack):
         if (
-            isinstance(node, cst.With)
+            type(node) is cst.With
             and position + 1 < len(stack)
             and stack[position + 1] is node.body
         ):

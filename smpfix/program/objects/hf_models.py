@@ -46,7 +46,7 @@ def pretrained_model_call(facts: FileFacts, expr: cst.BaseExpression) -> Optiona
     tokenizers and processors, and for anything that is not such a chain.
     """
     current: cst.BaseExpression = expr
-    while isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute):
+    while type(current) is cst.Call and type(current.func) is cst.Attribute:
         if current.func.attr.value == "from_pretrained":
             name = class_name(facts, current.func.value)
             if name is None or name.endswith(_NOT_MODELS):
@@ -68,8 +68,8 @@ def checkpoint_name(facts: FileFacts, call: cst.Call) -> Optional[str]:
 def config_checkpoint_name(facts: FileFacts, expr: cst.BaseExpression) -> Optional[str]:
     """For ``AutoConfig.from_pretrained("name")``: the name; None for anything else."""
     if (
-        isinstance(expr, cst.Call)
-        and isinstance(expr.func, cst.Attribute)
+        type(expr) is cst.Call
+        and type(expr.func) is cst.Attribute
         and expr.func.attr.value == "from_pretrained"
         and is_config_class(facts, expr.func.value)
     ):

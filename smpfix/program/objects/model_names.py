@@ -27,7 +27,7 @@ def parameter_names(function: cst.FunctionDef) -> frozenset[str]:
         for param in (*params.posonly_params, *params.params, *params.kwonly_params)
     ]
     for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
+        if type(star) is cst.Param:
             names.append(star.name.value)
     return frozenset(names)
 
@@ -50,7 +50,7 @@ class DistributedModelNames:
             if wrap.target is None:
                 continue
             scope = wrap.where.scope if wrap.where is not None else None
-            if isinstance(scope, cst.FunctionDef):
+            if type(scope) is cst.FunctionDef:
                 self.local_targets.setdefault(scope, set()).add(wrap.target)
             else:
                 self.module_targets.add(wrap.target)
@@ -80,7 +80,7 @@ class DistributedModelNames:
         for call in self.calls_of(function):
             bound = bind_arguments(function, call)
             for param, value in (bound or {}).items():
-                if isinstance(value, cst.Name) and value.value in self.targets:
+                if type(value) is cst.Name and value.value in self.targets:
                     found.add(param)
         result = frozenset(found)
         self._parameters[function] = result

@@ -212,15 +212,13 @@ def _visible(file: ParsedFile, call: cst.Call, modules: Optional[LocalModules]) 
     if model_class(file, call, modules) is not None:
         return True
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in (
+    if type(func) is cst.Attribute and func.attr.value in (
         "from_pretrained",
         "from_config",
         "_from_config",
     ):
         func = func.value
-    if isinstance(func, cst.Name) and (
-        func.value in facts.functions or func.value in facts.classes
-    ):
+    if type(func) is cst.Name and (func.value in facts.functions or func.value in facts.classes):
         return True
     qualified = facts.qualified_name(func)
     if qualified is None:

@@ -56,7 +56,7 @@ _OPTIMIZER_WORDS = re.compile(
 
 
 def _constructor_kind(facts: FileFacts, value: cst.BaseExpression) -> Optional[str]:
-    if not isinstance(value, cst.Call):
+    if type(value) is not cst.Call:
         return None
     if (
         facts.is_optimizer_constructor(value)
@@ -74,7 +74,7 @@ def _constructor_kind(facts: FileFacts, value: cst.BaseExpression) -> Optional[s
         return DATASET
     if qualified in _GRAD_SCALERS:
         return GRAD_SCALER
-    if isinstance(value.func, cst.Name) and _is_local_dataset_class(facts, value.func.value):
+    if type(value.func) is cst.Name and _is_local_dataset_class(facts, value.func.value):
         return DATASET
     return None
 
@@ -87,7 +87,7 @@ def _is_local_dataset_class(facts: FileFacts, name: str, depth: int = 0) -> bool
         qualified = facts.qualified_name(base.value)
         if qualified in _TORCH_DATASET_BASES:
             return True
-        if isinstance(base.value, cst.Name) and _is_local_dataset_class(
+        if type(base.value) is cst.Name and _is_local_dataset_class(
             facts, base.value.value, depth + 1
         ):
             return True
@@ -102,7 +102,7 @@ def object_kind(facts: FileFacts, expr: cst.BaseExpression) -> Optional[str]:
     direct = _constructor_kind(facts, expr)
     if direct is not None:
         return direct
-    if not isinstance(expr, cst.Name):
+    if type(expr) is not cst.Name:
         return None
     if expr.value in facts.optimizer_names():
         return OPTIMIZER

@@ -71,7 +71,7 @@ def raw_name(
 ) -> Optional[Unwrapped]:
     """``expr`` (an argument of the call ``at``) is a name that still holds the object one of
     ``wraps`` wrapped."""
-    if not isinstance(expr, cst.Name):
+    if type(expr) is not cst.Name:
         return None
     for wrap in wraps:
         if wrap.argument_name != expr.value or wrap.target in (None, expr.value):
@@ -100,16 +100,16 @@ def raw_module(
         return found
     inner = expr
     if (
-        isinstance(inner, cst.Call)
+        type(inner) is cst.Call
         and not inner.args
-        and isinstance(inner.func, cst.Attribute)
+        and type(inner.func) is cst.Attribute
         and inner.func.attr.value == "get_module"
     ):
         inner = inner.func
-    elif not (isinstance(inner, cst.Attribute) and inner.attr.value == "module"):
+    elif not (type(inner) is cst.Attribute and inner.attr.value == "module"):
         return None
-    assert isinstance(inner, cst.Attribute)
+    assert type(inner) is cst.Attribute
     receiver = inner.value
-    if isinstance(receiver, cst.Name) and models.holds_model(receiver.value, functions):
+    if type(receiver) is cst.Name and models.holds_model(receiver.value, functions):
         return Unwrapped(expr, receiver.value, "the module inside the `smp.DistributedModel`")
     return None

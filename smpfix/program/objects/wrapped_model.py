@@ -82,19 +82,19 @@ def constructions(
     """Follow names, ``.to(...)``-like calls and local builder functions to constructor calls."""
     if depth > _MAX_DEPTH:
         return ()
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         func = expr.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _SAME_MODULE_METHODS:
+        if type(func) is cst.Attribute and func.attr.value in _SAME_MODULE_METHODS:
             return constructions(facts, func.value, scope, depth + 1)
         if (
-            isinstance(func, cst.Name)
+            type(func) is cst.Name
             and func.value in facts.functions
             and func.value not in facts.classes
         ):
             return _built_by(facts, facts.functions[func.value], depth + 1)
         return (Construction(expr, scope),)
     found: list[Construction] = []
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         for assignment in reaching_assignments(facts, expr):
             assert assignment.where is not None
             for built in constructions(facts, assignment.value, assignment.where.scope, depth + 1):
@@ -106,9 +106,7 @@ def constructions(
 def _built_by(facts: FileFacts, function: cst.FunctionDef, depth: int) -> tuple[Construction, ...]:
     """A builder function's model: its single ``return`` value, followed like any expression."""
     returns = [
-        node
-        for node in own_nodes(function)
-        if isinstance(node, cst.Return) and node.value is not None
+        node for node in own_nodes(function) if type(node) is cst.Return and node.value is not None
     ]
     if len(returns) != 1:
         return ()
@@ -126,10 +124,10 @@ def model_class(
     """
     facts = file.facts
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in _ALTERNATE_CONSTRUCTORS:
+    if type(func) is cst.Attribute and func.attr.value in _ALTERNATE_CONSTRUCTORS:
         func = func.value
     if (
-        isinstance(func, cst.Name)
+        type(func) is cst.Name
         and func.value in facts.classes
         and func.value not in facts.imports.bindings
     ):
@@ -162,7 +160,7 @@ def find_method(
     define is not the user's code.
     """
     for statement in cls.node.body.body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+        if type(statement) is cst.FunctionDef and statement.name.value == name:
             return cls, statement
     if depth >= _MAX_DEPTH:
         return None
@@ -179,7 +177,7 @@ def _base_class(
     cls: ModelClass, expr: cst.BaseExpression, modules: Optional[LocalModules]
 ) -> Optional[ModelClass]:
     if (
-        isinstance(expr, cst.Name)
+        type(expr) is cst.Name
         and expr.value in cls.facts.classes
         and expr.value not in cls.facts.imports.bindings
     ):

@@ -25,15 +25,15 @@ def optimizer_wrap(
     """The ``smp.DistributedOptimizer`` call whose result ``expr`` (used in ``at``) holds, if the file shows it."""
     facts, parents = file.facts, file.parents
     wraps = {id(wrap.call): wrap for wrap in facts.distributed_optimizers}
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         return wraps.get(id(expr))
-    if not isinstance(expr, cst.Name):
+    if type(expr) is not cst.Name:
         return None
     scope = parents.scope_of(at)
     assignment = latest_assignment(facts, expr)
     if assignment is not None:
         return wraps.get(id(assignment.value))
-    if isinstance(scope, cst.FunctionDef) and depth < 1:
+    if type(scope) is cst.FunctionDef and depth < 1:
         return _through_parameter(file, scope, expr.value, depth)
     return None
 
@@ -57,9 +57,9 @@ def _through_parameter(
 def wrapped_optimizer_class(facts: FileFacts, wrap: Wrap) -> Optional[str]:
     """The qualified class of the optimizer ``wrap`` wraps (``torch.optim.Adadelta``), if shown."""
     inner = wrap.argument
-    if isinstance(inner, cst.Name) and wrap.where is not None:
+    if type(inner) is cst.Name and wrap.where is not None:
         assignment = latest_assignment(facts, inner)
         inner = assignment.value if assignment is not None else None
-    if isinstance(inner, cst.Call):
+    if type(inner) is cst.Call:
         return facts.qualified_name(inner.func)
     return None

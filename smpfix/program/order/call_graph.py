@@ -60,7 +60,7 @@ def _called_names(function: cst.FunctionDef) -> set[str]:
     return {
         node.func.value
         for node in iter_nodes(function.body)
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name)
+        if type(node) is cst.Call and type(node.func) is cst.Name
     }
 
 
@@ -74,6 +74,6 @@ def run_inside_steps(file: ParsedFile) -> frozenset[str]:
 def innermost_function(stack: Sequence[cst.CSTNode], names: frozenset[str]) -> Optional[str]:
     """The name of the innermost ``def`` on ``stack`` (an ancestry) that is one of ``names``."""
     for node in reversed(stack):
-        if isinstance(node, cst.FunctionDef) and node.name.value in names:
+        if type(node) is cst.FunctionDef and node.name.value in names:
             return node.name.value
     return None

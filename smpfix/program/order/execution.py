@@ -174,7 +174,7 @@ def functions_calling(
     calls = {function: _own_calls(function) for function in functions.values()}
     direct = {function for function, own in calls.items() if any(predicate(c) for c in own)}
     callers: dict[cst.FunctionDef, set[str]] = {
-        function: {call.func.value for call in own if isinstance(call.func, cst.Name)}
+        function: {call.func.value for call in own if type(call.func) is cst.Name}
         for function, own in calls.items()
     }
     found = set(direct)
@@ -193,7 +193,7 @@ def _all_functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
 
     found: dict[str, cst.FunctionDef] = {}
     for node in iter_nodes(module):
-        if isinstance(node, cst.FunctionDef):
+        if type(node) is cst.FunctionDef:
             found.setdefault(node.name.value, node)
     return found
 
@@ -226,13 +226,13 @@ class _Tracer:
         self.runs: list[Run] = []
         self.exhausted = False
         self.module_functions: dict[str, cst.FunctionDef] = {
-            s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)
+            s.name.value: s for s in module.body if type(s) is cst.FunctionDef
         }
         self.module_functions.update(
             {name: f for name, f in aliases.items() if name not in self.module_functions}
         )
         self.classes: dict[str, cst.ClassDef] = {
-            s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)
+            s.name.value: s for s in module.body if type(s) is cst.ClassDef
         }
         self.active: list[cst.FunctionDef] = []
         # By ``id`` of an expression of the module (alive as long as the tracer): its calls.
@@ -250,10 +250,10 @@ class _Tracer:
         """Replay ``statements``; True when the block certainly jumps out (return, raise, ...)."""
         local = dict(functions)
         for statement in statements:
-            if isinstance(statement, cst.FunctionDef):
+            if type(statement) is cst.FunctionDef:
                 local[statement.name.value] = statement
                 continue
-            if isinstance(statement, cst.ClassDef):
+            if type(statement) is cst.ClassDef:
                 continue
             outcome = self.statement(statement, sides, repeated, through, local)
             if outcome is True:
@@ -272,7 +272,7 @@ class _Tracer:
         functions: Mapping[str, cst.FunctionDef],
     ) -> Union[bool, Side]:
         args = (repeated, through, functions)
-        if isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is cst.SimpleStatementLine:
             for small in statement.body:
                 self.expression(small, sides, *args)
                 if isinstance(small, JUMPS):
@@ -285,7 +285,7 @@ class _Tracer:
             self.expression(
                 head,
                 sides,
-                True if isinstance(statement, cst.While) else repeated,
+                True if type(statement) is cst.While else repeated,
                 through,
                 functions,
             )
@@ -293,13 +293,13 @@ class _Tracer:
             if statement.orelse is not None:
                 self.suite(statement.orelse.body, sides, *args)
             return False
-        if isinstance(statement, cst.With):
+        if type(statement) is cst.With:
             for item in statement.items:
                 self.expression(item.item, sides, *args)
             return self.suite(statement.body, sides, *args)
-        if isinstance(statement, cst.Try):
+        if type(statement) is cst.Try:
             return self.try_statement(statement, sides, *args)
-        if isinstance(statement, cst.Match):
+        if type(statement) is cst.Match:
             self.expression(statement.subject, sides, *args)
             for number, case in enumerate(statement.cases):
                 self.suite(case.body, (*sides, Side(statement, number)), *args)
@@ -329,7 +329,7 @@ class _Tracer:
         self.expression(node.test, sides, repeated, through, functions)
         self.suite(node.body, (*sides, Side(node, 0)), repeated, through, functions)
         other = (*sides, Side(node, 1))
-        if isinstance(node.orelse, cst.If):
+        if type(node.orelse) is cst.If:
             self.if_statement(node.orelse, other, repeated, through, functions)
         elif node.orelse is not None:
             self.suite(node.orelse.body, other, repeated, through, functions)
@@ -424,7 +424,7 @@ class _Tracer:
             body = _statements(target.body)
             nested = {
                 **self.module_functions,
-                **{s.name.value: s for s in body if isinstance(s, cst.FunctionDef)},
+                **{s.name.value: s for s in body if type(s) is cst.FunctionDef},
             }
             self.block(body, sides, repeated, (*through, node), nested)
         finally:
@@ -434,7 +434,7 @@ class _Tracer:
         self, node: cst.Call, functions: Mapping[str, cst.FunctionDef]
     ) -> Optional[cst.FunctionDef]:
         """The local function a call runs: a function by name, or a local class's ``__init__``."""
-        if not isinstance(node.func, cst.Name):
+        if type(node.func) is not cst.Name:
             return None
         name = node.func.value
         if name in functions:
@@ -442,7 +442,7 @@ class _Tracer:
         cls = self.classes.get(name)
         if cls is not None:
             for statement in cls.body.body:
-                if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+                if type(statement) is cst.FunctionDef and statement.name.value == "__init__":
                     return statement
         return None
 
@@ -486,7 +486,7 @@ def _calls_in(
             position = ends[position]
             continue
         elif kind is cst.IfExp:
-            assert isinstance(node, cst.IfExp)
+            assert type(node) is cst.IfExp
             inner = repeated or bool(comprehensions)
             for part, side in (
                 (node.test, sides),
@@ -517,7 +517,7 @@ def _position_below(
 
 def _statements(suite: cst.BaseSuite) -> Sequence[cst.CSTNode]:
     """A suite's statements; a one-line suite (``if c: return``) as one simple statement line."""
-    if isinstance(suite, cst.SimpleStatementSuite):
+    if type(suite) is cst.SimpleStatementSuite:
         return [cst.SimpleStatementLine(body=suite.body)]
     return suite.body  # type: ignore[no-any-return]
 

@@ -82,10 +82,10 @@ def initialisation_mode(facts: FileFacts, job: JobFacts) -> InitialisationMode:
 def script_sets_manual_init(facts: FileFacts) -> bool:
     """``os.environ["SMP_MANUAL_INIT"] = "1"`` (or ``setdefault``/``putenv``) in the script."""
     for statement in facts.statements:
-        if not isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is not cst.SimpleStatementLine:
             continue
         for small in statement.body:
-            if isinstance(small, cst.Assign):
+            if type(small) is cst.Assign:
                 for target in small.targets:
                     key = _environ_key(facts, target.target)
                     if key is not None and _manual_init(facts, key, small.value):
@@ -93,7 +93,7 @@ def script_sets_manual_init(facts: FileFacts) -> bool:
     for call in facts.call_order:
         func = call.func
         if (
-            isinstance(func, cst.Attribute)
+            type(func) is cst.Attribute
             and func.attr.value in ("setdefault", "putenv")
             and len(call.args) >= 2
         ):
@@ -105,12 +105,12 @@ def script_sets_manual_init(facts: FileFacts) -> bool:
 
 def _environ_key(facts: FileFacts, target: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     if (
-        isinstance(target, cst.Subscript)
+        type(target) is cst.Subscript
         and facts.qualified_name(target.value) == "os.environ"
         and len(target.slice) == 1
     ):
         index = target.slice[0].slice
-        if isinstance(index, cst.Index):
+        if type(index) is cst.Index:
             return index.value
     return None
 
@@ -151,7 +151,7 @@ class Initialisations:
             return True
         func = call.func
         return (
-            isinstance(func, cst.Attribute)
+            type(func) is cst.Attribute
             and func.attr.value in _ARGUMENT_PARSERS
             and self._uses_training_arguments()
         )
@@ -203,12 +203,12 @@ def init_dict_keys(facts: FileFacts) -> frozenset[str]:
     for call in facts.smp_init_calls:
         given = argument(call, "config", 0)
         value = given.value if given is not None else None
-        if isinstance(value, cst.Name):
+        if type(value) is cst.Name:
             assignment = facts.names.assignment(value.value, value)
             value = assignment.value if assignment is not None else None
-        if isinstance(value, cst.Dict):
+        if type(value) is cst.Dict:
             for element in value.elements:
-                if isinstance(element, cst.DictElement):
+                if type(element) is cst.DictElement:
                     key = facts.literal(element.key)
                     if isinstance(key, str):
                         keys.add(key)

@@ -104,7 +104,7 @@ def exit_side(node: cst.If) -> Optional[Side]:
     body = jumps(_statements(node.body))
     if node.orelse is None:
         other = False
-    elif isinstance(node.orelse, cst.If):
+    elif type(node.orelse) is cst.If:
         other = _if_jumps(node.orelse)
     else:
         other = jumps(_statements(node.orelse.body))
@@ -139,14 +139,14 @@ def _if_jumps(node: cst.If) -> bool:
     """Both arms of ``node`` always jump out."""
     if node.orelse is None or not jumps(_statements(node.body)):
         return False
-    if isinstance(node.orelse, cst.If):
+    if type(node.orelse) is cst.If:
         return _if_jumps(node.orelse)
     return jumps(_statements(node.orelse.body))
 
 
 def _statements(suite: cst.BaseSuite) -> Sequence[cst.CSTNode]:
-    if isinstance(suite, cst.IndentedBlock):
+    if type(suite) is cst.IndentedBlock:
         return suite.body
-    if isinstance(suite, cst.SimpleStatementSuite):
+    if type(suite) is cst.SimpleStatementSuite:
         return [cst.SimpleStatementLine(body=suite.body)]
     return []

@@ -113,12 +113,12 @@ class Branches:
         found: list[Requirement] = []
         child: cst.CSTNode = node
         for parent in self.index.ancestors(node):
-            if isinstance(parent, cst.If):
+            if type(parent) is cst.If:
                 if child is parent.body:
                     found.append(Requirement(parent.test, True))
                 elif child is parent.orelse:
                     found.append(Requirement(parent.test, False))
-            elif isinstance(parent, cst.IfExp):
+            elif type(parent) is cst.IfExp:
                 if child is parent.body:
                     found.append(Requirement(parent.test, True))
                 elif child is parent.orelse:
@@ -137,7 +137,7 @@ class Branches:
         if self.requirements(node):
             return False
         function = self.index.scope_of(node)
-        if not isinstance(function, cst.FunctionDef):
+        if type(function) is not cst.FunctionDef:
             return True
         known = self._certain.get(id(function))
         if known is None:
@@ -158,7 +158,7 @@ class Branches:
         function = self.index.scope_of(node)
         callers = (
             self._callers_verdict(function, hypothesis, depth)
-            if isinstance(function, cst.FunctionDef)
+            if type(function) is cst.FunctionDef
             else _RUNS
         )
         return callers if callers.reach > own.reach else own
@@ -208,7 +208,7 @@ class Branches:
             parent = self.index.parent_of(use)
             if isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is use:
                 continue
-            if isinstance(parent, cst.Attribute) and parent.attr is use:
+            if type(parent) is cst.Attribute and parent.attr is use:
                 continue
             if not _inside(self.index, use, function):
                 found.append(use)
@@ -226,11 +226,7 @@ def _early_exits(block: cst.CSTNode, child: cst.CSTNode) -> list[Requirement]:
     for statement in body:
         if statement is child:
             break
-        if (
-            isinstance(statement, cst.If)
-            and statement.orelse is None
-            and _ends_in_jump(statement.body)
-        ):
+        if type(statement) is cst.If and statement.orelse is None and _ends_in_jump(statement.body):
             found.append(Requirement(statement.test, False))
     return found
 
@@ -240,8 +236,8 @@ def _ends_in_jump(block: cst.BaseSuite) -> bool:
     if not statements:
         return False
     last = statements[-1]
-    if isinstance(last, cst.SimpleStatementLine):
+    if type(last) is cst.SimpleStatementLine:
         return isinstance(last.body[-1], _JUMPS)
-    if isinstance(block, cst.SimpleStatementSuite):
+    if type(block) is cst.SimpleStatementSuite:
         return isinstance(last, _JUMPS)
     return False

@@ -165,16 +165,16 @@ class Conditions:
     ) -> Known:
         if depth > 12:
             return _UNKNOWN_VALUE
-        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
             inner = self.truth(expr.expression, hypothesis)
             return Known(not inner.value, inner.assumed, inner.how) if inner.known else inner
-        if isinstance(expr, cst.BooleanOperation):
+        if type(expr) is cst.BooleanOperation:
             return self._boolean(expr, hypothesis, depth)
-        if isinstance(expr, cst.Comparison):
+        if type(expr) is cst.Comparison:
             return self._comparison(expr, hypothesis, depth)
-        if isinstance(expr, cst.Call) and _is_bool_call(expr):
+        if type(expr) is cst.Call and _is_bool_call(expr):
             return self.truth(expr.args[0].value, hypothesis)
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             # ``use_inductor = args.inductor == 1`` then ``if use_inductor:``: the name means
             # its only assignment in the file.
             bound = self.facts.names.assignment(expr.value, expr)
@@ -189,7 +189,7 @@ class Conditions:
     # -- combinations ---------------------------------------------------------------------
     def _boolean(self, expr: cst.BooleanOperation, hypothesis: Hypothesis, depth: int) -> Known:
         left = self.truth(expr.left, hypothesis)
-        is_and = isinstance(expr.operator, cst.And)
+        is_and = type(expr.operator) is cst.And
         if left.known and left.value is not is_and:
             return left  # False and ... / True or ...
         right = self.truth(expr.right, hypothesis)
@@ -253,7 +253,7 @@ class Conditions:
 
     # -- atoms ----------------------------------------------------------------------------
     def _atom(self, expr: cst.BaseExpression, hypothesis: Hypothesis) -> Optional[Known]:
-        if isinstance(expr, cst.Call) and not expr.args:
+        if type(expr) is cst.Call and not expr.args:
             member = self.facts.smp_member(expr.func)
             if member in _SIZE_QUERIES:
                 return self._setting(_SIZE_QUERIES[member], hypothesis, f"`smp.{member}()`")
@@ -265,14 +265,14 @@ class Conditions:
                     else _UNKNOWN_VALUE
                 )
             return None
-        if not isinstance(expr, cst.Attribute):
+        if type(expr) is not cst.Attribute:
             return None
         member = self.facts.smp_member(expr)
         if member is not None:
             if member.startswith("state.cfg."):
                 return self._setting(member[len("state.cfg.") :], hypothesis, f"`smp.{member}`")
             return None
-        if not isinstance(expr.value, cst.Name):
+        if type(expr.value) is not cst.Name:
             return None
         return self._argument(expr.attr.value, hypothesis)
 
@@ -309,7 +309,7 @@ class Conditions:
         assignment may give the flag any value."""
         values = self._assigned[dest]
         value = values[0] if len(values) == 1 else None
-        if not (isinstance(value, cst.BooleanOperation) and isinstance(value.operator, cst.Or)):
+        if not (type(value) is cst.BooleanOperation and type(value.operator) is cst.Or):
             return _UNKNOWN_VALUE
         self._resolving.add(dest)
         try:
@@ -320,7 +320,7 @@ class Conditions:
 
 def _is_bool_call(call: cst.Call) -> bool:
     return (
-        isinstance(call.func, cst.Name)
+        type(call.func) is cst.Name
         and call.func.value == "bool"
         and len(call.args) == 1
         and call.args[0].keyword is None
@@ -328,7 +328,7 @@ def _is_bool_call(call: cst.Call) -> bool:
 
 
 def _names_version(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Attribute) and "smp_version" in expr.attr.value.lower()
+    return type(expr) is cst.Attribute and "smp_version" in expr.attr.value.lower()
 
 
 def _version_literal(value: Any) -> Optional[Version]:
@@ -373,9 +373,9 @@ def _setting_links(facts: FileFacts) -> dict[str, _Link]:
     call = facts.init_config_call or (facts.smp_init_calls[0] if facts.smp_init_calls else None)
     config = argument(call, "config", 0) if call is not None else None
     value = facts.names.value(config.value) if config is not None else None
-    if isinstance(value, cst.Dict):
+    if type(value) is cst.Dict:
         for element in value.elements:
-            if not isinstance(element, cst.DictElement):
+            if type(element) is not cst.DictElement:
                 continue
             key = facts.literal(element.key)
             if isinstance(key, str) and key in KNOWN_KEYS:
@@ -387,19 +387,19 @@ def _setting_links(facts: FileFacts) -> dict[str, _Link]:
 
 def _linked_argument(expr: cst.BaseExpression) -> Optional[tuple[str, str]]:
     """``args.x`` (identity), ``args.x > 0``, ``args.x >= 1``, ``args.x != 0``, ``bool(args.x)`` (truthy)."""
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+    if type(expr) is cst.Attribute and type(expr.value) is cst.Name:
         return expr.attr.value, "identity"
-    if isinstance(expr, cst.Call) and _is_bool_call(expr):
+    if type(expr) is cst.Call and _is_bool_call(expr):
         inner = _linked_argument(expr.args[0].value)
         return (inner[0], "truthy") if inner is not None else None
-    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+    if type(expr) is cst.Comparison and len(expr.comparisons) == 1:
         target = expr.comparisons[0]
         left = expr.left
         bound = target.comparator
         if not (
-            isinstance(left, cst.Attribute)
-            and isinstance(left.value, cst.Name)
-            and isinstance(bound, cst.Integer)
+            type(left) is cst.Attribute
+            and type(left.value) is cst.Name
+            and type(bound) is cst.Integer
         ):
             return None
         pairs = {
@@ -417,7 +417,7 @@ def _library_switches(facts: FileFacts) -> frozenset[str]:
     """Arguments whose truth guards the library's own set-up: ``if args.smp > 0: smp.init()``."""
     found: set[str] = set()
     for statement in facts.statements:
-        if not isinstance(statement, cst.If):
+        if type(statement) is not cst.If:
             continue
         dest = _positive_test(statement.test)
         if dest is None:
@@ -431,7 +431,7 @@ def _library_switches(facts: FileFacts) -> frozenset[str]:
 
 
 def _positive_test(test: cst.BaseExpression) -> Optional[str]:
-    if isinstance(test, cst.Attribute) and isinstance(test.value, cst.Name):
+    if type(test) is cst.Attribute and type(test.value) is cst.Name:
         return test.attr.value
     linked = _linked_argument(test)
     return linked[0] if linked is not None and linked[1] == "truthy" else None
@@ -440,8 +440,8 @@ def _positive_test(test: cst.BaseExpression) -> Optional[str]:
 def _calls_in(statements: Iterable[cst.CSTNode]) -> Iterable[cst.Call]:
     """Calls in the simple statements of a block (not nested blocks)."""
     for statement in statements:
-        if isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is cst.SimpleStatementLine:
             for small in statement.body:
                 value = getattr(small, "value", None)
-                if isinstance(value, cst.Call):
+                if type(value) is cst.Call:
                     yield value

@@ -39,13 +39,13 @@ def _rank_test(
     expr: cst.BaseExpression, facts: FileFacts, depth: int = 0
 ) -> Optional[tuple[RankGuard, bool]]:
     """(guard, True if the condition holds on rank 0 only) for one comparison-like test."""
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+    if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
         found = _rank_value(expr.expression, facts, depth)
         if found is not None:
             return found, True
         inner = _rank_test(expr.expression, facts, depth)
         return (inner[0], not inner[1]) if inner is not None else None
-    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+    if type(expr) is cst.Comparison and len(expr.comparisons) == 1:
         target = expr.comparisons[0]
         sides = [(expr.left, target.comparator), (target.comparator, expr.left)]
         for rank_side, other in sides:
@@ -58,7 +58,7 @@ def _rank_test(
                 return found, True
             if isinstance(target.operator, (cst.NotEqual, cst.IsNot, cst.GreaterThan)):
                 return found, False
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and depth < 2:
+    if type(expr) is cst.Call and type(expr.func) is cst.Name and depth < 2:
         helper = facts.functions.get(expr.func.value)
         if helper is not None:
             returned = _single_return(helper)
@@ -73,13 +73,13 @@ def _rank_test(
 
 
 def _rank_value(expr: cst.BaseExpression, facts: FileFacts, depth: int) -> Optional[RankGuard]:
-    if isinstance(expr, cst.Call) and not expr.args:
+    if type(expr) is cst.Call and not expr.args:
         member = facts.smp_member(expr.func)
         if member is not None and member.endswith("rank") and member in _RANKS:
             return RankGuard(member, expr, expr)
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         assignment = facts.names.assignment(expr.value, expr)
-        if assignment is not None and isinstance(assignment.value, cst.Call):
+        if assignment is not None and type(assignment.value) is cst.Call:
             found = _rank_value(assignment.value, facts, depth)
             if found is not None:
                 return RankGuard(found.function, expr, found.call, via_variable=True)
@@ -91,31 +91,29 @@ _RANKS = frozenset({"rank", "local_rank", "dp_rank", "rdp_rank", "mp_rank", "pp_
 
 def _single_return(function: cst.FunctionDef) -> Optional[cst.BaseExpression]:
     body = function.body
-    statements = body.body if isinstance(body, cst.IndentedBlock) else body.body
+    statements = body.body if type(body) is cst.IndentedBlock else body.body
     real = [s for s in statements if not _is_docstring(s)]
     if len(real) != 1:
         return None
     only = real[0]
-    small = (
-        only.body[0] if isinstance(only, cst.SimpleStatementLine) and len(only.body) == 1 else only
-    )
-    if isinstance(small, cst.Return) and small.value is not None:
+    small = only.body[0] if type(only) is cst.SimpleStatementLine and len(only.body) == 1 else only
+    if type(small) is cst.Return and small.value is not None:
         return small.value
     return None
 
 
 def _is_docstring(statement: cst.CSTNode) -> bool:
     return (
-        isinstance(statement, cst.SimpleStatementLine)
+        type(statement) is cst.SimpleStatementLine
         and len(statement.body) == 1
-        and isinstance(statement.body[0], cst.Expr)
+        and type(statement.body[0]) is cst.Expr
         and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
     )
 
 
 def guards_of(test: cst.BaseExpression, facts: FileFacts) -> list[tuple[RankGuard, bool]]:
     """Every rank test that must hold for ``test`` to be true (the conjuncts of an ``and``)."""
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
         return guards_of(test.left, facts) + guards_of(test.right, facts)
     found = _rank_test(test, facts)
     return [found] if found is not None else []
@@ -128,15 +126,13 @@ def rank_zero_guards(test: cst.BaseExpression, facts: FileFacts) -> list[RankGua
 
 def early_exit_guard(statement: cst.CSTNode, facts: FileFacts) -> list[RankGuard]:
     """For ``if smp.dp_rank() != 0: return`` (or ``continue``): the guards of what follows."""
-    if not isinstance(statement, cst.If) or statement.orelse is not None:
+    if type(statement) is not cst.If or statement.orelse is not None:
         return []
     body = statement.body.body
     if len(body) != 1:
         return []
     only = body[0]
-    small = (
-        only.body[0] if isinstance(only, cst.SimpleStatementLine) and len(only.body) == 1 else None
-    )
+    small = only.body[0] if type(only) is cst.SimpleStatementLine and len(only.body) == 1 else None
     if not isinstance(small, (cst.Return, cst.Continue)):
         return []
     test = statement.test

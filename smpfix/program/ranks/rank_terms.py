@@ -77,7 +77,7 @@ def rank_terms(
     stack: list[cst.CSTNode] = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             member = _rank_member(node, facts)
             if member is not None:
                 found.append(RankTerm(member[0], node, node, True, member[1]))
@@ -87,7 +87,7 @@ def rank_terms(
                 # Not exact: the helper may do more than call the library (a fallback off SMP).
                 found.append(RankTerm(helper, node, node, False, False, helper=True))
                 continue
-        if isinstance(node, cst.Name) and depth < 3:
+        if type(node) is cst.Name and depth < 3:
             assignment = facts.names.assignment(node.value, node)
             if assignment is not None and assignment.value is not node:
                 value = assignment.value
@@ -99,10 +99,10 @@ def rank_terms(
                         )
                     )
             continue
-        if isinstance(node, cst.Attribute):
+        if type(node) is cst.Attribute:
             stack.append(node.value)
             continue
-        if isinstance(node, cst.Arg):
+        if type(node) is cst.Arg:
             stack.append(node.value)
             continue
         if isinstance(node, (cst.Lambda, cst.FunctionDef)):
@@ -134,12 +134,12 @@ def helper_member(
         value = node.value
         if value is None:
             return None
-        if isinstance(value, cst.Integer):
+        if type(value) is cst.Integer:
             continue
-        if isinstance(value, cst.Name):
+        if type(value) is cst.Name:
             assignment = home.names.assignment(value.value, value)
             value = assignment.value if assignment is not None else value
-        if not isinstance(value, cst.Call):
+        if type(value) is not cst.Call:
             return None
         member = _rank_member(value, home)
         inner = member[0] if member is not None else helper_member(value, home, modules, depth + 1)
@@ -158,7 +158,7 @@ def _helper_function(
     call: cst.Call, facts: FileFacts, modules: Optional[LocalModules]
 ) -> Optional[tuple[cst.FunctionDef, FileFacts]]:
     func = call.func
-    if isinstance(func, cst.Name) and func.value not in facts.imports.bindings:
+    if type(func) is cst.Name and func.value not in facts.imports.bindings:
         function = facts.functions.get(func.value)
         return (function, facts) if function is not None else None
     qualified = facts.qualified_name(func)

@@ -19,12 +19,12 @@ def is_tf_dataset(
     expr: cst.BaseExpression, facts: FileFacts, seen: Optional[set[str]] = None
 ) -> bool:
     seen = set() if seen is None else seen
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         qualified = facts.qualified_name(expr.func) or ""
         if qualified.startswith("tensorflow.data.") or qualified == "tensorflow_datasets.load":
             return True
-        return isinstance(expr.func, cst.Attribute) and is_tf_dataset(expr.func.value, facts, seen)
-    if isinstance(expr, cst.Name) and expr.value not in seen:
+        return type(expr.func) is cst.Attribute and is_tf_dataset(expr.func.value, facts, seen)
+    if type(expr) is cst.Name and expr.value not in seen:
         seen.add(expr.value)
         return any(
             is_tf_dataset(a.value, facts, seen) for a in facts.assignments.get(expr.value, ())

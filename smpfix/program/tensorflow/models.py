@@ -27,7 +27,7 @@ def with_imported_models(facts: FileFacts, modules: Optional[LocalModules]) -> F
     for name, assignments in facts.assignments.items():
         for assignment in assignments:
             call = assignment.value
-            if not isinstance(call, cst.Call) or id(call) in known:
+            if type(call) is not cst.Call or id(call) in known:
                 continue
             if imported_model_class(facts, call, modules) is not None:
                 extra.append(Wrap(call, name, call, assignment.where))

@@ -66,14 +66,14 @@ def is_gradient_tape(facts: FileFacts, node: cst.BaseExpression) -> bool:
 def constructed_by(facts: FileFacts, use: cst.Name) -> Optional[cst.Call]:
     """The call the name ``use`` holds where it stands, when one assignment gives it."""
     assignment = facts.names.assignment(use.value, use)
-    if assignment is not None and isinstance(assignment.value, cst.Call):
+    if assignment is not None and type(assignment.value) is cst.Call:
         return assignment.value
     return None
 
 
 def is_keras_metric(facts: FileFacts, node: cst.BaseExpression) -> bool:
     """A Keras metric object: a name bound once to ``tf.keras.metrics.<Metric>(...)``."""
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return False
     call = constructed_by(facts, node)
     qualified = facts.qualified_name(call.func) if call is not None else None
@@ -93,7 +93,7 @@ def keras_model_base(
         if qualified in KERAS_MODELS:
             return qualified
         if (
-            isinstance(base.value, cst.Name)
+            type(base.value) is cst.Name
             and base.value.value in classes
             and base.value.value not in facts.imports.bindings
         ):

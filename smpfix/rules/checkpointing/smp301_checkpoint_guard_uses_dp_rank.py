@@ -51,7 +51,7 @@ class CheckpointGuardUsesDpRank(Rule):
 
     def _has_checkpoint_call(self, body: cst.CSTNode) -> bool:
         for node in iter_nodes(body):
-            if not isinstance(node, cst.Call):
+            if type(node) is not cst.Call:
                 continue
             if self.program.facts.smp_member(node.func) in _SMP_CHECKPOINT_CALLS:
                 return True
@@ -79,7 +79,7 @@ class CheckpointGuardUsesDpRank(Rule):
         receiver, since it cannot tell the wrapped model from others.
         """
         func = call.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in _MODEL_STATE_METHODS:
+        if type(func) is not cst.Attribute or func.attr.value not in _MODEL_STATE_METHODS:
             return False
         if self.program.facts.qualified_name(func) is not None:
             return False
@@ -89,13 +89,11 @@ class CheckpointGuardUsesDpRank(Rule):
         root = func.value
         while isinstance(root, (cst.Attribute, cst.Call, cst.Subscript)):
             root = root.func if isinstance(root, cst.Call) else root.value
-        return isinstance(root, cst.Name) and root.value in wrapped
+        return type(root) is cst.Name and root.value in wrapped
 
     def _saves_model_state(self, call: cst.Call) -> bool:
         wrapped = self._wrapped_names()
-        return any(
-            isinstance(node, cst.Name) and node.value in wrapped for node in iter_nodes(call)
-        )
+        return any(type(node) is cst.Name and node.value in wrapped for node in iter_nodes(call))
 
     def _fix(self, guard: RankGuard) -> Optional[PendingFix]:
         """Rewrite the rank call the guard tests, wherever it is; only that call changes."""
@@ -106,7 +104,7 @@ class CheckpointGuardUsesDpRank(Rule):
                 return None
             edits.extend(reference.edits)
             edits.append(ReplaceNode(guard.node, f"{reference.text}()"))
-        elif guard.call is not None and isinstance(guard.call.func, cst.Attribute):
+        elif guard.call is not None and type(guard.call.func) is cst.Attribute:
             edits.append(ReplaceNode(guard.call.func.attr, "rdp_rank"))
         elif guard.call is not None:
             reference = smp_reference(self.program.file, "rdp_rank")

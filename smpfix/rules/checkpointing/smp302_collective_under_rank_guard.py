@@ -101,13 +101,13 @@ class CollectiveUnderRankGuard(Rule):
             return Collective(call, "allgather", group) if group is not None else None
         func = call.func
         if (
-            isinstance(func, cst.Attribute)
+            type(func) is cst.Attribute
             and func.attr.value in _GATHERING_METHODS
-            and isinstance(func.value, cst.Name)
+            and type(func.value) is cst.Name
             and func.value.value in self.wrapped
         ):
             return Collective(call, func.attr.value, "MP_GROUP")
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             if func.value in self.program.facts.step_functions:
                 return Collective(call, "step", "WORLD")
             inner = self.functions.get(func.value)
@@ -125,7 +125,7 @@ class CollectiveUnderRankGuard(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if (
-            isinstance(func, cst.Name)
+            type(func) is cst.Name
             and func.value in self.program.facts.functions
             and func.value not in self.program.facts.step_functions
         ):
@@ -166,7 +166,7 @@ class CollectiveUnderRankGuard(Rule):
 
     def _enclosing_function(self) -> Optional[str]:
         function = self.ancestry.nearest(cst.FunctionDef)
-        return function.name.value if isinstance(function, cst.FunctionDef) else None
+        return function.name.value if type(function) is cst.FunctionDef else None
 
     def _check(self, collective: Collective, path: list[PathGuard]) -> None:
         guards = [g for g in path if not self._owned_by_smp301(collective, g)]
@@ -185,13 +185,13 @@ class CollectiveUnderRankGuard(Rule):
             node, child = stack[index], stack[index + 1]
             if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 break
-            if isinstance(node, cst.If):
+            if type(node) is cst.If:
                 if child is node.body:
                     found.extend(
                         PathGuard(guard, node, "body")
                         for guard, _ in guards_of(node.test, self.program.facts)
                     )
-                elif child is node.orelse and not isinstance(node.test, cst.BooleanOperation):
+                elif child is node.orelse and type(node.test) is not cst.BooleanOperation:
                     found.extend(
                         PathGuard(guard, node, "else")
                         for guard, _ in guards_of(node.test, self.program.facts)
@@ -220,7 +220,7 @@ class CollectiveUnderRankGuard(Rule):
             return False
         other = guard.statement.orelse if guard.branch == "body" else guard.statement.body
         for node in iter_nodes(other):
-            if isinstance(node, cst.Call):
+            if type(node) is cst.Call:
                 found = self._collective(node)
                 if (
                     found is not None
@@ -320,7 +320,7 @@ class CollectiveUnderRankGuard(Rule):
             test = " and ".join(self.program.code_for(c) for c in rest)
             edits: tuple[NodeEdit, ...] = (ReplaceNode(guard_if.test, test),)
             return PendingFix(Applicability.UNSAFE, "Drop the rank test from the guard", edits)
-        if not isinstance(line, cst.SimpleStatementLine):
+        if type(line) is not cst.SimpleStatementLine:
             return None
         moved = (
             DeleteStatementLines(line),
@@ -333,11 +333,11 @@ class CollectiveUnderRankGuard(Rule):
     @staticmethod
     def _statement_of(call: cst.Call, body: cst.BaseSuite) -> Optional[cst.CSTNode]:
         """The body statement that is exactly ``call`` (or ``x = call``)."""
-        if isinstance(body, cst.SimpleStatementSuite):
+        if type(body) is cst.SimpleStatementSuite:
             only = body.body[0] if len(body.body) == 1 else None
             return only if isinstance(only, (cst.Expr, cst.Assign)) and only.value is call else None
         for statement in body.body:
-            if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+            if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1:
                 small = statement.body[0]
                 if isinstance(small, (cst.Expr, cst.Assign)) and small.value is call:
                     return statement
@@ -345,7 +345,7 @@ class CollectiveUnderRankGuard(Rule):
 
 
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
         return _conjuncts(test.left) + _conjuncts(test.right)
     return [test]
 

@@ -123,12 +123,12 @@ class FullCheckpointMisuse(Rule):
         found: list[cst.Call] = []
         for node in iter_nodes(expr):
             if (
-                isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Attribute)
+                type(node) is cst.Call
+                and type(node.func) is cst.Attribute
                 and node.func.attr.value == "local_state_dict"
             ):
                 found.append(node)
-            elif isinstance(node, cst.Name) and depth < 2:
+            elif type(node) is cst.Name and depth < 2:
                 for assignment in self.program.names.reaching(node.value, node).assignments:
                     if assignment.value is not node:
                         found.extend(self._local_state_calls(assignment.value, depth + 1))
@@ -137,7 +137,7 @@ class FullCheckpointMisuse(Rule):
     @staticmethod
     def _receiver(call: cst.Call) -> Optional[str]:
         func = call.func
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        if type(func) is cst.Attribute and type(func.value) is cst.Name:
             return func.value.value
         return None
 
@@ -145,9 +145,9 @@ class FullCheckpointMisuse(Rule):
     def _is_optimizer_state_dict(self, call: cst.Call) -> bool:
         func = call.func
         return (
-            isinstance(func, cst.Attribute)
+            type(func) is cst.Attribute
             and func.attr.value == "state_dict"
-            and isinstance(func.value, cst.Name)
+            and type(func.value) is cst.Name
             and func.value.value in self.program.facts.optimizer_names()
         )
 

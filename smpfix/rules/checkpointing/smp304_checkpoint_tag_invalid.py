@@ -110,11 +110,11 @@ def _reads_rank_variable(expr: cst.BaseExpression, facts: FileFacts) -> bool:
     """``os.environ["RANK"]``, ``os.environ.get("LOCAL_RANK")`` or ``os.getenv("RANK")`` in ``expr``."""
     for node in iter_nodes(expr):
         key: Optional[cst.BaseExpression] = None
-        if isinstance(node, cst.Subscript) and facts.qualified_name(node.value) == "os.environ":
+        if type(node) is cst.Subscript and facts.qualified_name(node.value) == "os.environ":
             element = node.slice[0].slice if node.slice else None
-            key = element.value if isinstance(element, cst.Index) else None
+            key = element.value if type(element) is cst.Index else None
         elif (
-            isinstance(node, cst.Call)
+            type(node) is cst.Call
             and node.args
             and facts.qualified_name(node.func) in ("os.environ.get", "os.getenv")
         ):

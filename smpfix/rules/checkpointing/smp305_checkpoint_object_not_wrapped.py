@@ -36,7 +36,7 @@ class CheckpointObjectNotWrapped(Rule):
         if found is None or not found.saves:
             return
         functions: list[cst.FunctionDef] = [
-            n for n in self.ancestry.stack[:-1] if isinstance(n, cst.FunctionDef)
+            n for n in self.ancestry.stack[:-1] if type(n) is cst.FunctionDef
         ]
         for parameter, flag in (("model", self._flag_model), ("optimizer", self._flag_optimizer)):
             given = found.argument(parameter)
@@ -60,7 +60,7 @@ class CheckpointObjectNotWrapped(Rule):
             return
         function = functions[-1] if functions else None
         if (
-            not isinstance(expr, cst.Name)
+            type(expr) is not cst.Name
             or function is None
             or expr.value not in parameter_names(function)
         ):
@@ -71,7 +71,7 @@ class CheckpointObjectNotWrapped(Rule):
             passed = bound.get(expr.value) if bound is not None else None
             if passed is None:
                 continue
-            callers = [n for n in parents.ancestors(call) if isinstance(n, cst.FunctionDef)][::-1]
+            callers = [n for n in parents.ancestors(call) if type(n) is cst.FunctionDef][::-1]
             raw = self._raw(parameter, passed, callers, call)
             if raw is not None:
                 yield (

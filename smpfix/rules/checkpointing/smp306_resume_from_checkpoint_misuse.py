@@ -130,14 +130,14 @@ class ResumeFromCheckpointMisuse(Rule):
         nothing in between reads what the resume binds or rebinds what it reads."""
         statement = parents.parent_of(parents.parent_of(call) or call)
         if (
-            not isinstance(statement, cst.SimpleStatementLine)
+            type(statement) is not cst.SimpleStatementLine
             or len(statement.body) != 1
             or wrap.where is None
         ):
             return None
         small = statement.body[0]
-        if not (isinstance(small, cst.Expr) and small.value is call) and not (
-            isinstance(small, cst.Assign) and small.value is call
+        if not (type(small) is cst.Expr and small.value is call) and not (
+            type(small) is cst.Assign and small.value is call
         ):
             return None
         block = parents.parent_of(statement)

@@ -34,10 +34,10 @@ class LegacyManualCheckpointing(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "local_state_dict"):
+        if not (type(func) is cst.Attribute and func.attr.value == "local_state_dict"):
             return
         if not (
-            isinstance(func.value, cst.Name)
+            type(func.value) is cst.Name
             and func.value.value in self.program.facts.optimizer_names()
         ):
             return
@@ -62,7 +62,7 @@ class LegacyManualCheckpointing(Rule):
         found: list[_Guard] = []
         stack = self.ancestry.stack
         for position, node in enumerate(stack[:-1]):
-            if isinstance(node, cst.If) and stack[position + 1] is node.body:
+            if type(node) is cst.If and stack[position + 1] is node.body:
                 guards = rank_zero_guards(node.test, self.program.facts)
                 if guards:
                     found.append(_Guard(tuple(guards), node.test, node))
@@ -102,9 +102,9 @@ class LegacyManualCheckpointing(Rule):
         statement, block = self.ancestry.parent(2), self.ancestry.parent(3)
         small = self.ancestry.parent(1)
         if not (
-            isinstance(small, cst.Assign)
+            type(small) is cst.Assign
             and small.value is call
-            and isinstance(statement, cst.SimpleStatementLine)
+            and type(statement) is cst.SimpleStatementLine
         ):
             return None
         if len(statement.body) != 1 or block is not if_node.body or len(if_node.body.body) < 2:

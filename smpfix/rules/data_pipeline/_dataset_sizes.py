@@ -180,13 +180,13 @@ class DatasetSizes:
             found: set[str] = set()
             for node in iter_nodes(self.flow.module):
                 targets: list[cst.BaseExpression] = []
-                if isinstance(node, cst.Assign):
+                if type(node) is cst.Assign:
                     targets = [target.target for target in node.targets]
                 elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
                     targets = [node.target]
                 for target in targets:
                     while isinstance(target, (cst.Attribute, cst.Subscript)):
-                        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+                        if type(target) is cst.Attribute and type(target.value) is cst.Name:
                             found.add(target.value.value)
                         target = target.value
             self._altered = frozenset(found)
@@ -196,18 +196,18 @@ class DatasetSizes:
     def _value(self, expr: cst.BaseExpression, depth: int) -> SampleValue:
         if depth > _MAX_DEPTH:
             return None
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             return self._name(expr, depth)
-        if isinstance(expr, cst.Tuple):
+        if type(expr) is cst.Tuple:
             return tuple(
-                self._value(element.value, depth + 1) if isinstance(element, cst.Element) else None
+                self._value(element.value, depth + 1) if type(element) is cst.Element else None
                 for element in expr.elements
             )
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return self._call(expr, depth)
-        if isinstance(expr, cst.Subscript):
+        if type(expr) is cst.Subscript:
             return self._subscript(expr, depth)
-        if isinstance(expr, cst.BinaryOperation):
+        if type(expr) is cst.BinaryOperation:
             return self._arithmetic(expr, depth)
         return None
 
@@ -222,7 +222,7 @@ class DatasetSizes:
         for other in reaching.others:
             if not self.runs(other):
                 continue
-            if not isinstance(other, cst.Assign):
+            if type(other) is not cst.Assign:
                 return None
             values.append(self._unpacked(other, name.value, depth))
         return _either(values)
@@ -272,7 +272,7 @@ class DatasetSizes:
             return self._concat(call, depth)
         if qualified.startswith("tensorflow.data."):
             return self._tf_source(call, qualified, depth)
-        if isinstance(call.func, cst.Attribute):
+        if type(call.func) is cst.Attribute:
             return self._method(call, call.func, depth)
         return None
 
@@ -314,7 +314,7 @@ class DatasetSizes:
         if isinstance(value, tuple):
             index = (
                 self.facts.literal(elements[0].value)
-                if len(elements) == 1 and isinstance(elements[0], cst.Index)
+                if len(elements) == 1 and type(elements[0]) is cst.Index
                 else None
             )
             return (
@@ -326,9 +326,9 @@ class DatasetSizes:
             return None
         first, rest = elements[0], elements[1:]
         shaped = value if all(_keeps_row(e) for e in rest) else replace(value, row_size=None)
-        if isinstance(first, cst.Index) and isinstance(first.value, cst.Ellipsis):
+        if type(first) is cst.Index and type(first.value) is cst.Ellipsis:
             return shaped
-        if not isinstance(first, cst.Slice):
+        if type(first) is not cst.Slice:
             return None
         if first.lower is None and first.upper is None and first.step is None:
             return shaped
@@ -363,18 +363,18 @@ class DatasetSizes:
     def _sequence_length(self, expr: cst.BaseExpression, depth: int) -> SampleValue:
         """The length of a literal list, ``range(...)`` or ``list(range(...))`` (``len(ds)`` read as the dataset's)."""
         if isinstance(expr, (cst.List, cst.Tuple)) and not any(
-            isinstance(e, cst.StarredElement) for e in expr.elements
+            type(e) is cst.StarredElement for e in expr.elements
         ):
             count = len(expr.elements)
             return Samples(frozenset({count}), (f"the subset's {count} indices",))
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             found = self.flow.reaching(expr.value, expr).single
             return (
                 self._sequence_length(found.value, depth + 1)
                 if found is not None and depth < _MAX_DEPTH
                 else None
             )
-        if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Name) or not expr.args:
+        if type(expr) is not cst.Call or type(expr.func) is not cst.Name or not expr.args:
             return None
         if expr.func.value in ("list", "tuple") and len(expr.args) == 1:
             return self._sequence_length(expr.args[0].value, depth + 1)
@@ -399,17 +399,15 @@ class DatasetSizes:
         if depth > _MAX_DEPTH:
             return None
         if (
-            isinstance(expr, cst.Call)
-            and isinstance(expr.func, cst.Name)
+            type(expr) is cst.Call
+            and type(expr.func) is cst.Name
             and expr.func.value == "len"
             and len(expr.args) == 1
         ):
             inner = self.samples(expr.args[0].value)
             return sorted(inner.counts) if inner is not None else None
-        combine = (
-            _OPERATORS.get(type(expr.operator)) if isinstance(expr, cst.BinaryOperation) else None
-        )
-        if isinstance(expr, cst.BinaryOperation) and combine is not None:
+        combine = _OPERATORS.get(type(expr.operator)) if type(expr) is cst.BinaryOperation else None
+        if type(expr) is cst.BinaryOperation and combine is not None:
             left, right = (
                 self._integers(expr.left, depth + 1),
                 self._integers(expr.right, depth + 1),
@@ -417,7 +415,7 @@ class DatasetSizes:
             if (
                 left is None
                 or right is None
-                or (isinstance(expr.operator, cst.FloorDivide) and 0 in right)
+                or (type(expr.operator) is cst.FloorDivide and 0 in right)
             ):
                 return None
             return sorted({combine(a, b) for a in left for b in right})
@@ -457,12 +455,12 @@ class DatasetSizes:
         return Samples(frozenset({total}), (*how, f"`ConcatDataset` joins them: {total} samples"))
 
     def _sampler(self, expr: cst.BaseExpression) -> Optional[Samples]:
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             found = self.flow.reaching(expr.value, expr).single
             if found is None or not self.runs(found.value):
                 return None
             expr = found.value
-        if not isinstance(expr, cst.Call):
+        if type(expr) is not cst.Call:
             return None
         dataset = argument(
             expr, "data_source" if not is_distributed_sampler(expr, self.facts) else "dataset", 0
@@ -529,11 +527,11 @@ class DatasetSizes:
         """The tensors of ``(x, y)`` or ``{"x": x}``, each as a value."""
         if isinstance(expr, (cst.Tuple, cst.List)):
             return [self._value(element.value, depth + 1) for element in expr.elements]
-        if isinstance(expr, cst.Dict):
+        if type(expr) is cst.Dict:
             return [
                 self._value(element.value, depth + 1)
                 for element in expr.elements
-                if isinstance(element, cst.DictElement)
+                if type(element) is cst.DictElement
             ]
         value = self._value(expr, depth + 1)
         return list(value) if isinstance(value, tuple) else [value]
@@ -644,11 +642,11 @@ def _split_lengths(total: int, parts: Sequence[object]) -> Optional[list[int]]:
 
 
 def _path_to(target: cst.BaseExpression, name: str) -> Optional[tuple[int, ...]]:
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return () if target.value == name else None
     if isinstance(target, (cst.Tuple, cst.List)):
         for index, element in enumerate(target.elements):
-            if isinstance(element, cst.StarredElement):
+            if type(element) is cst.StarredElement:
                 return None
             inner = _path_to(element.value, name)
             if inner is not None:
@@ -663,34 +661,32 @@ def _positional(call: cst.Call, position: int) -> Optional[cst.BaseExpression]:
 
 def _keeps_row(element: cst.BaseSlice) -> bool:
     """``None``/``tf.newaxis``, ``:`` and ``...`` keep what one row holds."""
-    if isinstance(element, cst.Slice):
+    if type(element) is cst.Slice:
         return element.lower is None and element.upper is None and element.step is None
     value = element.value  # type: ignore[attr-defined]
-    if isinstance(value, (cst.Ellipsis,)) or (
-        isinstance(value, cst.Name) and value.value == "None"
-    ):
+    if isinstance(value, (cst.Ellipsis,)) or (type(value) is cst.Name and value.value == "None"):
         return True
-    return isinstance(value, cst.Attribute) and value.attr.value == "newaxis"
+    return type(value) is cst.Attribute and value.attr.value == "newaxis"
 
 
 def _is_row_count(expr: cst.BaseExpression, array: cst.BaseExpression) -> bool:
     """``x.shape[0]`` (or ``len(x)``) of the array being reshaped, as its first dimension."""
     if (
-        isinstance(expr, cst.Call)
-        and isinstance(expr.func, cst.Name)
+        type(expr) is cst.Call
+        and type(expr.func) is cst.Name
         and expr.func.value == "len"
         and len(expr.args) == 1
     ):
         return expr.args[0].value.deep_equals(array)
     if (
-        isinstance(expr, cst.Subscript)
-        and isinstance(expr.value, cst.Attribute)
+        type(expr) is cst.Subscript
+        and type(expr.value) is cst.Attribute
         and expr.value.attr.value == "shape"
     ):
         index = expr.slice[0].slice if len(expr.slice) == 1 else None
         return (
-            isinstance(index, cst.Index)
-            and isinstance(index.value, cst.Integer)
+            type(index) is cst.Index
+            and type(index.value) is cst.Integer
             and index.value.value == "0"
             and expr.value.value.deep_equals(array)
         )

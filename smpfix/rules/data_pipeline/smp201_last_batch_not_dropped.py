@@ -105,7 +105,7 @@ class LastBatchNotDropped(Rule):
 
     def _has_fit_call(self) -> bool:
         return any(
-            isinstance(c.func, cst.Attribute) and c.func.attr.value == "fit"
+            type(c.func) is cst.Attribute and c.func.attr.value == "fit"
             for c in self.program.facts.call_order
         )
 
@@ -119,7 +119,7 @@ class LastBatchNotDropped(Rule):
         func = call.func
         if arguments.unpacked or any(arg.star for arg in call.args):
             return None
-        if isinstance(func, cst.Attribute) and func.attr.value in _TF_DROP_REMAINDER:
+        if type(func) is cst.Attribute and func.attr.value in _TF_DROP_REMAINDER:
             if self._is_dataset(func.value, set()) and not self._repeats_forever(
                 func.value, call, set()
             ):
@@ -158,14 +158,14 @@ class LastBatchNotDropped(Rule):
 
     def _repeats_forever(self, expr: cst.BaseExpression, batch: cst.Call, seen: set[str]) -> bool:
         """Was the pipeline ``.repeat()``-ed without a count before ``batch``? Then no remainder exists."""
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if type(expr) is cst.Call and type(expr.func) is cst.Attribute:
             if expr.func.attr.value == "repeat" and self._unbounded(expr):
                 return True
             return self._repeats_forever(expr.func.value, batch, seen)
-        if isinstance(expr, cst.Name) and expr.value not in seen:
+        if type(expr) is cst.Name and expr.value not in seen:
             seen.add(expr.value)
             return any(
-                isinstance(a.value, cst.Call)
+                type(a.value) is cst.Call
                 and self.program.order.runs_before(a.value, batch)
                 and self._repeats_forever(a.value, batch, seen)
                 for a in self.program.facts.assignments.get(expr.value, ())
@@ -202,7 +202,7 @@ class LastBatchNotDropped(Rule):
         """How many samples one rank's loader (or dataset) holds per epoch and in what batches."""
         call = batching.call
         if batching.tensorflow:
-            assert isinstance(call.func, cst.Attribute)
+            assert type(call.func) is cst.Attribute
             samples = self._sizes.samples(call.func.value)
             size = argument(call, "batch_size", 0)
             batch = self.program.numbers.resolve(size.value) if size is not None else None
@@ -273,14 +273,15 @@ class LastBatchNotDropped(Rule):
         last = args[-1]
         before = (
             args[-2].comma.whitespace_after
-            if len(args) > 1 and isinstance(args[-2].comma, cst.Comma)
+            if len(args) > 1 and type(args[-2].comma) is cst.Comma
             else None
         )
         if len(args) == 1:
             before = batching.call.whitespace_before_args
-        after = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else None
-        if isinstance(before, cst.ParenthesizedWhitespace) and isinstance(
-            after, cst.ParenthesizedWhitespace
+        after = last.comma.whitespace_after if type(last.comma) is cst.Comma else None
+        if (
+            type(before) is cst.ParenthesizedWhitespace
+            and type(after) is cst.ParenthesizedWhitespace
         ):
             # One argument per line with a trailing comma: add a line in the same style.
             indent = (
@@ -297,7 +298,7 @@ class LastBatchNotDropped(Rule):
         mb = self.feature("MB")
         keyword = batching.keyword
         code = self.program.code_for(batching.call.func)
-        if isinstance(batching.call.func, cst.Attribute) and len(code) > 40:
+        if type(batching.call.func) is cst.Attribute and len(code) > 40:
             code = f".{batching.call.func.attr.value}"
         if batching.tensorflow:
             lead = f"`{code}(...)` keeps the last, smaller batch of the dataset"

@@ -84,7 +84,7 @@ class DataShardedByGlobalRank(Rule):
             return
         func = node.func
         if (
-            isinstance(func, cst.Attribute)
+            type(func) is cst.Attribute
             and func.attr.value in _SHARDING_METHODS
             and self.program.facts.qualified_name(func) is None
         ):
@@ -94,14 +94,14 @@ class DataShardedByGlobalRank(Rule):
         parts = [
             part
             for element in node.slice
-            if isinstance(element.slice, cst.Slice)
+            if type(element.slice) is cst.Slice
             for part in (element.slice.lower, element.slice.upper, element.slice.step)
             if part is not None and not self._only_quoted_ranks(part)
         ]
         if parts:
             self._check_manual(node, parts, "slice")
             return
-        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        if len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
             index = node.slice[0].slice.value
             if self._picks_a_shard(index):
                 self._check_manual(node, [index], "index")
@@ -112,11 +112,7 @@ class DataShardedByGlobalRank(Rule):
     def _picks_a_part(self, node: cst.Subscript, index: cst.BaseExpression) -> bool:
         """A rank indexing a split made by a size: ``np.array_split(files, world)[rank]``."""
         terms = rank_terms(index, self.program.facts, modules=self.program.modules)
-        if (
-            not terms
-            or not all(term.is_rank for term in terms)
-            or not isinstance(node.value, cst.Call)
-        ):
+        if not terms or not all(term.is_rank for term in terms) or type(node.value) is not cst.Call:
             return False
         return any(
             not term.is_rank
@@ -129,12 +125,8 @@ class DataShardedByGlobalRank(Rule):
         quoted = {
             id(inner)
             for node in iter_nodes(part)
-            if isinstance(node, cst.FormattedString)
-            or (
-                isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Name)
-                and node.func.value == "len"
-            )
+            if type(node) is cst.FormattedString
+            or (type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "len")
             for inner in iter_nodes(node)
         }
         terms = rank_terms(part, self.program.facts, modules=self.program.modules)
@@ -149,9 +141,9 @@ class DataShardedByGlobalRank(Rule):
         if any(not term.is_rank for term in terms):
             return True
         return any(
-            isinstance(n, cst.BinaryOperation)
-            and isinstance(n.operator, cst.Modulo)
-            and not isinstance(n.right, cst.Integer)
+            type(n) is cst.BinaryOperation
+            and type(n.operator) is cst.Modulo
+            and type(n.right) is not cst.Integer
             for n in iter_nodes(index)
         )
 
@@ -222,7 +214,7 @@ class DataShardedByGlobalRank(Rule):
         stack = self.ancestry.stack
         found = set()
         for parent, child in zip(stack, stack[1:]):
-            if isinstance(parent, cst.If) and child is not parent.test:
+            if type(parent) is cst.If and child is not parent.test:
                 found.add((id(parent), "body" if child is parent.body else "else"))
         return frozenset(found)
 
@@ -315,7 +307,7 @@ class DataShardedByGlobalRank(Rule):
                 return None
             edits.extend(rewritten)
         if missing:
-            assert isinstance(node, cst.Call)
+            assert type(node) is cst.Call
             added = []
             for name in missing:
                 member = f"{family}_size" if name == "num_replicas" else f"{family}_rank"

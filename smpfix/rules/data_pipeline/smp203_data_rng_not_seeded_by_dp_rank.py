@@ -146,7 +146,7 @@ class DataRngNotSeededByDpRank(Rule):
             return SeedSite(_value(argument(call, "seed", SAMPLER_POSITIONS["seed"])), True, False)
         func = call.func
         if (
-            isinstance(func, cst.Attribute)
+            type(func) is cst.Attribute
             and func.attr.value == "manual_seed"
             and self._is_generator(func.value)
         ):
@@ -154,20 +154,20 @@ class DataRngNotSeededByDpRank(Rule):
         return None
 
     def _is_generator(self, expr: cst.BaseExpression) -> bool:
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             assignment = self.program.facts.names.assignment(expr.value, expr)
             expr = assignment.value if assignment is not None else expr
         return (
-            isinstance(expr, cst.Call)
+            type(expr) is cst.Call
             and self.program.facts.qualified_name(expr.func) in _TORCH_GENERATORS
         )
 
     def _learn_helper(self, site: SeedSite) -> None:
         """A seed taken from a parameter of the enclosing function makes that function a helper."""
-        if not isinstance(site.seed, cst.Name):
+        if type(site.seed) is not cst.Name:
             return
         function = self.ancestry.nearest(cst.FunctionDef)
-        if not isinstance(function, cst.FunctionDef):
+        if type(function) is not cst.FunctionDef:
             return
         positional = [
             p.name.value for p in (*function.params.posonly_params, *function.params.params)
@@ -184,7 +184,7 @@ class DataRngNotSeededByDpRank(Rule):
 
     # -- visiting -----------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name) and node.func.value in self.program.facts.functions:
+        if type(node.func) is cst.Name and node.func.value in self.program.facts.functions:
             self.local_calls.append(node)
             self.scopes[node] = self._scope()
             return
@@ -212,7 +212,7 @@ class DataRngNotSeededByDpRank(Rule):
 
     def _scope(self) -> CodeScope:
         function = self.ancestry.nearest(cst.FunctionDef)
-        return function if isinstance(function, cst.FunctionDef) else self.program.module
+        return function if type(function) is cst.FunctionDef else self.program.module
 
     def _check_site(self, call: cst.Call, site: SeedSite) -> None:
         assert site.seed is not None
@@ -257,7 +257,7 @@ class DataRngNotSeededByDpRank(Rule):
 
     def leave_Module(self, node: cst.Module) -> None:
         for call in self.local_calls:
-            assert isinstance(call.func, cst.Name)
+            assert type(call.func) is cst.Name
             helper = self.helpers.get(call.func.value)
             if helper is not None:
                 seed = _value(argument(call, helper.parameter, helper.position))
@@ -316,7 +316,7 @@ class DataRngNotSeededByDpRank(Rule):
     def _is_tf_shuffle(self, call: cst.Call) -> bool:
         func = call.func
         return (
-            isinstance(func, cst.Attribute)
+            type(func) is cst.Attribute
             and func.attr.value == "shuffle"
             and argument(call, "buffer_size", 0) is not None
         )

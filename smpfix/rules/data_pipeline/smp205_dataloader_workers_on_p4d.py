@@ -74,7 +74,7 @@ class DataloaderWorkersOnP4d(Rule):
         if given is None:
             return None  # not passed (the default is 0), or passed only on some paths
         assert passed is not None
-        literal = passed.written is not None and isinstance(given, cst.Integer)
+        literal = passed.written is not None and type(given) is cst.Integer
         value = self.program.facts.literal(given)
         if _is_count(value):
             if passed.from_dict:

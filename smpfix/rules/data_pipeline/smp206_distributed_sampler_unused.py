@@ -179,9 +179,9 @@ class DistributedSamplerUnused(Rule):
 
     def _bound_name(self, sampler: cst.Call, index: ParentIndex) -> Optional[str]:
         parent = index.parent_of(sampler)
-        if isinstance(parent, cst.Assign) and parent.value is sampler and len(parent.targets) == 1:
+        if type(parent) is cst.Assign and parent.value is sampler and len(parent.targets) == 1:
             target = parent.targets[0].target
-            if not isinstance(target, cst.Name):
+            if type(target) is not cst.Name:
                 return None
             scope = index.scope_of(parent)
             here = list(self.program.facts.names.in_scope(target.value, scope))

@@ -89,7 +89,7 @@ class BatchNotDivisibleByMicrobatches(Rule):
             return None
         func = call.func
         if (
-            isinstance(func, cst.Attribute)
+            type(func) is cst.Attribute
             and func.attr.value in _TF_BATCHING
             and is_tf_dataset(func.value, self.program.facts)
         ):
@@ -138,9 +138,9 @@ class BatchNotDivisibleByMicrobatches(Rule):
 
 
 def _is_parameter(expr: cst.BaseExpression, scope: cst.CSTNode) -> bool:
-    if not isinstance(expr, cst.Name) or not isinstance(scope, cst.FunctionDef):
+    if type(expr) is not cst.Name or type(scope) is not cst.FunctionDef:
         return False
     params = scope.params
     every = [*params.posonly_params, *params.params, *params.kwonly_params]
-    every += [star for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)]
+    every += [star for star in (params.star_arg, params.star_kwarg) if type(star) is cst.Param]
     return any(param.name.value == expr.value for param in every)

@@ -267,15 +267,15 @@ def torchrun_variables(files: Sequence[ParsedFile]) -> dict[str, bool]:
         facts = linked.facts
         for node in iter_nodes(linked.module):
             key: Optional[cst.BaseExpression] = None
-            raises = isinstance(node, cst.Subscript)
+            raises = type(node) is cst.Subscript
             if (
-                isinstance(node, cst.Subscript)
+                type(node) is cst.Subscript
                 and facts.qualified_name(node.value) == "os.environ"
                 and len(node.slice) == 1
             ):
                 index = node.slice[0].slice
-                key = index.value if isinstance(index, cst.Index) else None
-            elif isinstance(node, cst.Call) and node.args and _reads_environment(node, facts):
+                key = index.value if type(index) is cst.Index else None
+            elif type(node) is cst.Call and node.args and _reads_environment(node, facts):
                 key = node.args[0].value
             value = facts.literal(key) if key is not None else None
             if isinstance(value, str) and value in TORCHRUN_VARIABLES:
@@ -288,7 +288,7 @@ def _reads_environment(call: cst.Call, facts: FileFacts) -> bool:
     if facts.qualified_name(func) == "os.getenv":
         return True
     return (
-        isinstance(func, cst.Attribute)
+        type(func) is cst.Attribute
         and func.attr.value == "get"
         and facts.qualified_name(func.value) == "os.environ"
     )
@@ -298,10 +298,10 @@ def _imports(module: cst.Module) -> Iterator[str]:
     """Every module name an import anywhere in ``module`` may load: ``a.b`` for ``import a.b``;
     ``pkg.x`` (which may be a submodule) for ``from pkg import x``; dots kept for relative imports."""
     for node in iter_nodes(module):
-        if isinstance(node, cst.Import):
+        if type(node) is cst.Import:
             for alias in node.names:
                 yield _dotted(alias.name)
-        elif isinstance(node, cst.ImportFrom):
+        elif type(node) is cst.ImportFrom:
             base = "." * len(node.relative) + (
                 _dotted(node.module) if node.module is not None else ""
             )
@@ -338,11 +338,11 @@ def _never_loads(imported: str) -> bool:
 def _runs_other_code(module: cst.Module, facts: FileFacts) -> Optional[str]:
     for call in facts.call_order:
         func = call.func
-        local = isinstance(func, cst.Name) and (
+        local = type(func) is cst.Name and (
             func.value in facts.functions or func.value in facts.classes
         )
         qualified = facts.qualified_name(func) or (
-            func.value if isinstance(func, cst.Name) and not local else ""
+            func.value if type(func) is cst.Name and not local else ""
         )
         if (
             qualified in _LOADERS

@@ -81,13 +81,13 @@ def _strings_added_to_dicts(rule: ConfigRule) -> Iterator[tuple[cst.AugAssign, s
     """``mpi_options += "-x ..."`` where ``mpi_options`` is bound (once) to a dict display: the
     documentation's own sample does this."""
     for statement in rule.program.facts.statements:
-        if not isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is not cst.SimpleStatementLine:
             continue
         for small in statement.body:
             if not (
-                isinstance(small, cst.AugAssign)
-                and isinstance(small.operator, cst.AddAssign)
-                and isinstance(small.target, cst.Name)
+                type(small) is cst.AugAssign
+                and type(small.operator) is cst.AddAssign
+                and type(small.target) is cst.Name
             ):
                 continue
             added = rule.program.facts.literal(small.value)
@@ -116,7 +116,7 @@ def _space_fix(join: GluedJoin, direct: set[int]) -> Optional[PendingFix]:
     """Insert a space at the start of the right-hand literal, when it is a plain string literal
     written in the ``+`` or ``+=`` itself (one bound to a name may be used elsewhere too)."""
     node = join.right.node
-    if not isinstance(node, cst.SimpleString) or id(node) not in direct:
+    if type(node) is not cst.SimpleString or id(node) not in direct:
         return None
     text = f"{node.prefix}{node.quote} {node.raw_value}{node.quote}"
     return PendingFix(Applicability.SAFE, "Insert the missing space", (ReplaceNode(node, text),))
@@ -126,9 +126,9 @@ def _direct_operands(module: cst.Module) -> set[int]:
     """The expressions written as operands of a ``+`` or as the value of a ``+=``."""
     found: set[int] = set()
     for child in iter_nodes(module):
-        if isinstance(child, cst.BinaryOperation) and isinstance(child.operator, cst.Add):
+        if type(child) is cst.BinaryOperation and type(child.operator) is cst.Add:
             found.update((id(child.left), id(child.right)))
-        elif isinstance(child, cst.AugAssign) and isinstance(child.operator, cst.AddAssign):
+        elif type(child) is cst.AugAssign and type(child.operator) is cst.AddAssign:
             found.add(id(child.value))
     return found
 

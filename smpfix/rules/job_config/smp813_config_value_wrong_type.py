@@ -153,7 +153,7 @@ def _exact(located: Located, value: Any) -> Optional[decimal.Decimal]:
 def _number_text(node: Optional[cst.CSTNode]) -> Optional[str]:
     if isinstance(node, (cst.Integer, cst.Float)):
         return node.value
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
         inner = _number_text(node.expression)
         return f"-{inner}" if inner is not None else None
     return None
@@ -162,7 +162,7 @@ def _number_text(node: Optional[cst.CSTNode]) -> Optional[str]:
 def _shown(located: Located, value: Any) -> str:
     """The value as it was written (``5e8``, ``'7'``), else its repr."""
     node = located.node
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         return node.value
     return _number_text(node) or repr(value)
 

@@ -78,12 +78,12 @@ def _configured(hook: Located) -> bool:
     value = hook.plain()
     if value is UNKNOWN:
         node = hook.node
-        func = node.func if isinstance(node, cst.Call) else None
+        func = node.func if type(node) is cst.Call else None
         name = (
             func.attr.value
-            if isinstance(func, cst.Attribute)
+            if type(func) is cst.Attribute
             else func.value
-            if isinstance(func, cst.Name)
+            if type(func) is cst.Name
             else None
         )
         return name == "DebuggerHookConfig"

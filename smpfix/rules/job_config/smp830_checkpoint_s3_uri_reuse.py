@@ -61,7 +61,7 @@ class CheckpointS3UriReuse(ConfigRule):
             self._loops[id(node)] = loop
             return
         func = node.func
-        if not isinstance(func, cst.Attribute) or func.attr.value != "fit":
+        if type(func) is not cst.Attribute or func.attr.value != "fit":
             return
         wait = argument(node, "wait", position=1)
         if wait is not None and self.program.facts.literal(wait.value) is False:
@@ -119,7 +119,7 @@ class CheckpointS3UriReuse(ConfigRule):
             receiver = started.receiver
             if receiver is call:
                 return started
-            if isinstance(receiver, cst.Name):
+            if type(receiver) is cst.Name:
                 if any(
                     assignment.value is call
                     for assignment in self.program.facts.assignments.get(receiver.value, ())

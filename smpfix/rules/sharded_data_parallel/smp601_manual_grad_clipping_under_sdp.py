@@ -59,13 +59,13 @@ class ManualGradClippingUnderSdp(Rule):
         func = node.func
         called = (
             func.attr.value
-            if isinstance(func, cst.Attribute)
+            if type(func) is cst.Attribute
             else func.value
-            if isinstance(func, cst.Name)
+            if type(func) is cst.Name
             else None
         )
         imported = (
-            isinstance(func, cst.Name) and func.value in self.program.facts.imports.bindings
+            type(func) is cst.Name and func.value in self.program.facts.imports.bindings
         )  # `as clip`
         if called not in _CALLED_NAMES and not imported:
             return
@@ -86,7 +86,7 @@ class ManualGradClippingUnderSdp(Rule):
             code = self.program.code_for(func)
             spelled = f"`{code}(...)`"
             if (
-                isinstance(func, cst.Name)
+                type(func) is cst.Name
                 and qualified is not None
                 and not qualified.endswith(f".{code}")
             ):
@@ -95,9 +95,9 @@ class ManualGradClippingUnderSdp(Rule):
                 spelled, threshold.value if threshold else None, parameter == "clip_value", False
             )
         if (
-            isinstance(func, cst.Attribute)
+            type(func) is cst.Attribute
             and func.attr.value == "clip_master_grads"
-            and isinstance(func.value, cst.Name)
+            and type(func.value) is cst.Name
             and func.value.value in self.program.facts.optimizer_names()
         ):
             threshold = argument(call, "max_norm", 0)
@@ -120,7 +120,7 @@ class ManualGradClippingUnderSdp(Rule):
     def _sdp_off_on_this_path(self) -> bool:
         stack = self.ancestry.stack
         for position, node in enumerate(stack[:-1]):
-            if not isinstance(node, cst.If):
+            if type(node) is not cst.If:
                 continue
             means_on = self._sdp_test(node.test)
             branch = stack[position + 1]
@@ -137,10 +137,10 @@ class ManualGradClippingUnderSdp(Rule):
         ``if degree < 1:`` of a script that clips only without SDP); True means its ``else``
         never does.
         """
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
             inner = self._sdp_test(test.expression)
             return None if inner is None else not inner
-        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        if type(test) is not cst.Comparison or len(test.comparisons) != 1:
             return None
         target = test.comparisons[0]
         compare = _COMPARISONS.get(type(target.operator))
@@ -164,13 +164,13 @@ class ManualGradClippingUnderSdp(Rule):
         """``smp.state.cfg.sharded_data_parallel_degree`` (or a name bound to it once), or the
         script's own setting of that name (``args.sharded_data_parallel_degree``), which the
         official examples pass both to ``smp.init`` and, as a hyperparameter, from the launcher."""
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             assignment = self.program.facts.names.assignment(expr.value, expr)
             expr = assignment.value if assignment is not None else expr
         if self.program.facts.smp_member(expr) == _SDP_DEGREE:
             return True
         return (
-            isinstance(expr, cst.Attribute)
+            type(expr) is cst.Attribute
             and expr.attr.value == "sharded_data_parallel_degree"
             and self.program.facts.smp_member(expr) is None
         )
@@ -179,13 +179,13 @@ class ManualGradClippingUnderSdp(Rule):
     def _fix(self, call: cst.Call, description: str) -> Optional[PendingFix]:
         """Remove the call when it is a statement of its own (its value unused)."""
         expression, statement, block = (self.ancestry.parent(level) for level in (1, 2, 3))
-        if not isinstance(expression, cst.Expr) or expression.value is not call:
+        if type(expression) is not cst.Expr or expression.value is not call:
             return None
         edit: NodeEdit
-        if isinstance(statement, cst.SimpleStatementSuite) and len(statement.body) == 1:
+        if type(statement) is cst.SimpleStatementSuite and len(statement.body) == 1:
             edit = ReplaceNode(expression, "pass")
-        elif isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
-            alone = isinstance(block, cst.IndentedBlock) and len(block.body) == 1
+        elif type(statement) is cst.SimpleStatementLine and len(statement.body) == 1:
+            alone = type(block) is cst.IndentedBlock and len(block.body) == 1
             edit = ReplaceNode(expression, "pass") if alone else DeleteStatementLines(statement)
         else:
             return None
@@ -234,7 +234,7 @@ class ManualGradClippingUnderSdp(Rule):
             description = f"Remove the manual clipping; set {setting} in the job"
         fix = self._fix(call, description)
         if fix is None:
-            used = not isinstance(self.ancestry.parent(), cst.Expr)
+            used = type(self.ancestry.parent()) is not cst.Expr
             reason = "its result is used" if used else "it shares its line with other statements"
             advice += f" Not removed automatically: {reason}."
         self.report(call, what + why + advice, severity=severity, fix=fix, job_facts=(sdp,))

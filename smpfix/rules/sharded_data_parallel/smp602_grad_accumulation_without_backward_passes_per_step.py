@@ -58,7 +58,7 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
 
     def _is_optimizer_step(self, call: cst.Call) -> bool:
         func = call.func
-        if not isinstance(func, cst.Attribute) or func.attr.value != "step":
+        if type(func) is not cst.Attribute or func.attr.value != "step":
             return False
         receiver = func.value
         if (
@@ -76,14 +76,14 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         scope: CodeScope = self.program.module
         for index in range(len(stack) - 2, -1, -1):
             node = stack[index]
-            if isinstance(node, cst.FunctionDef):
+            if type(node) is cst.FunctionDef:
                 scope = node
                 break
         for index in range(len(stack) - 2, -1, -1):
             node = stack[index]
-            if isinstance(node, cst.FunctionDef):
+            if type(node) is cst.FunctionDef:
                 break
-            if isinstance(node, cst.If) and stack[index + 1] is node.body:
+            if type(node) is cst.If and stack[index + 1] is node.body:
                 found = self._boundary_test(node.test, scope)
                 if found is not None:
                     return node.test, found[1]
@@ -100,14 +100,14 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         """``if (i + 1) % k != 0: continue`` earlier in the same block."""
         for earlier in ref.block.body[: ref.index]:
             if (
-                not isinstance(earlier, cst.If)
+                type(earlier) is not cst.If
                 or earlier.orelse is not None
                 or len(earlier.body.body) != 1
             ):
                 continue
             only = earlier.body.body[0]
             if not (
-                isinstance(only, cst.SimpleStatementLine)
+                type(only) is cst.SimpleStatementLine
                 and isinstance(only.body[0], (cst.Continue, cst.Return))
             ):
                 continue
@@ -120,16 +120,16 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         self, test: cst.BaseExpression, scope: CodeScope, negated: bool = False
     ) -> Optional[tuple[bool, Optional[cst.BaseExpression]]]:
         """(True, k) when ``test`` holds at accumulation boundaries (or, ``negated``, between them)."""
-        if isinstance(test, cst.BooleanOperation):
+        if type(test) is cst.BooleanOperation:
             return self._boundary_test(test.left, scope, negated) or self._boundary_test(
                 test.right, scope, negated
             )
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
             modulo = _modulo(test.expression)
             if modulo is not None and not negated:
                 return True, modulo.right
             return None
-        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        if type(test) is cst.Comparison and len(test.comparisons) == 1:
             operator = test.comparisons[0].operator
             wanted = cst.NotEqual if negated else cst.Equal
             for side in (test.left, test.comparisons[0].comparator):
@@ -138,10 +138,10 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
                     return True, modulo.right
             if not negated and isinstance(operator, (cst.Equal, cst.GreaterThanEqual)):
                 counter, limit = test.left, test.comparisons[0].comparator
-                if isinstance(counter, cst.Name) and counter.value in self._incremented(scope):
+                if type(counter) is cst.Name and counter.value in self._incremented(scope):
                     return True, limit
             return None
-        if isinstance(test, cst.Call) and not negated:
+        if type(test) is cst.Call and not negated:
             name = dotted_name(test.func) or ""
             if _BOUNDARY_HELPER.search(name.rsplit(".", 1)[-1]):
                 return True, None
@@ -157,9 +157,9 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
             self._counters[key] = {
                 node.target.value
                 for node in iter_nodes(scope)
-                if isinstance(node, cst.AugAssign)
-                and isinstance(node.operator, cst.AddAssign)
-                and isinstance(node.target, cst.Name)
+                if type(node) is cst.AugAssign
+                and type(node.operator) is cst.AddAssign
+                and type(node.target) is cst.Name
             }
         return self._counters[key]
 
@@ -258,7 +258,7 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         ):
             return True
         scope = where.scope
-        if isinstance(scope, cst.FunctionDef):
+        if type(scope) is cst.FunctionDef:
             params = scope.params
             every = (*params.posonly_params, *params.params, *params.kwonly_params)
             if name in {param.name.value for param in every}:
@@ -270,12 +270,12 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
                 continue
             if ref.scope is scope and self.order.get(ref.statement, len(self.order)) < wrap_order:
                 return True
-            if isinstance(ref.scope, cst.Module) and isinstance(scope, cst.FunctionDef):
+            if type(ref.scope) is cst.Module and type(scope) is cst.FunctionDef:
                 return True
         return False
 
 
 def _modulo(node: cst.BaseExpression) -> Optional[cst.BinaryOperation]:
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+    if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo:
         return node
     return None

@@ -39,11 +39,9 @@ _MAX_DEPTH = 6
 
 
 def _methods(cls: cst.ClassDef) -> dict[str, cst.FunctionDef]:
-    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    body = cls.body.body if type(cls.body) is cst.IndentedBlock else ()
     return {
-        statement.name.value: statement
-        for statement in body
-        if isinstance(statement, cst.FunctionDef)
+        statement.name.value: statement for statement in body if type(statement) is cst.FunctionDef
     }
 
 
@@ -57,12 +55,12 @@ def _self_assignments(
 ) -> Iterator[tuple[str, cst.BaseExpression]]:
     """``self.<attr> = value`` statements in ``function``'s body (any depth)."""
     for node in iter_nodes(function.body):
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             for target in node.targets:
                 attribute = target.target
                 if (
-                    isinstance(attribute, cst.Attribute)
-                    and isinstance(attribute.value, cst.Name)
+                    type(attribute) is cst.Attribute
+                    and type(attribute.value) is cst.Name
                     and attribute.value.value == self_name
                 ):
                     yield attribute.attr.value, node.value
@@ -112,7 +110,7 @@ class ExternalParameterNotRegistered(Rule):
                 qualified.startswith("transformers.") and qualified.endswith("PreTrainedModel")
             ):
                 return True
-            if isinstance(base.value, cst.Name):
+            if type(base.value) is cst.Name:
                 local = self.program.facts.classes.get(base.value.value)
                 if (
                     local is not None
@@ -129,7 +127,7 @@ class ExternalParameterNotRegistered(Rule):
         if self_name is None:
             return found
         for child, value in _self_assignments(init, self_name):
-            if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+            if not (type(value) is cst.Call and type(value.func) is cst.Name):
                 continue
             cls = self.program.facts.classes.get(value.func.value)
             child_init = _methods(cls).get("__init__") if cls is not None else None
@@ -139,7 +137,7 @@ class ExternalParameterNotRegistered(Rule):
             found[child] = frozenset(
                 attr
                 for attr, assigned in _self_assignments(child_init, child_self)
-                if isinstance(assigned, cst.Call)
+                if type(assigned) is cst.Call
                 and self.program.facts.qualified_name(assigned.func) in _PARAMETER_CLASSES
             )
         return found
@@ -152,7 +150,7 @@ class ExternalParameterNotRegistered(Rule):
         parameter_attributes: dict[str, frozenset[str]],
     ) -> Iterator[tuple[cst.BaseExpression, str]]:
         for node in iter_nodes(forward.body):
-            if isinstance(node, cst.Call):
+            if type(node) is cst.Call:
                 receiver = self._receiver(node, self_name)
                 if receiver is None:
                     continue
@@ -161,7 +159,7 @@ class ExternalParameterNotRegistered(Rule):
                     expr = self._owned_parameter(arg.value, self_name, parameter_attributes)
                     if expr is not None and (dotted_name(expr) or "").split(".")[1] != child:
                         yield expr, spelled
-            elif isinstance(node, cst.BinaryOperation):
+            elif type(node) is cst.BinaryOperation:
                 # `h @ self.wte.weight.T` is a torch op written as an operator.
                 for side in (node.left, node.right):
                     expr = self._owned_parameter(side, self_name, parameter_attributes)
@@ -189,12 +187,12 @@ class ExternalParameterNotRegistered(Rule):
         """``self.<child>(.<...>).<param>`` inside ``value`` (through views like ``.t()``)."""
         while True:
             if (
-                isinstance(value, cst.Call)
-                and isinstance(value.func, cst.Attribute)
+                type(value) is cst.Call
+                and type(value.func) is cst.Attribute
                 and value.func.attr.value in _VIEWS
             ):
                 value = value.func.value
-            elif isinstance(value, cst.Attribute) and value.attr.value == "T":
+            elif type(value) is cst.Attribute and value.attr.value == "T":
                 value = value.value
             else:
                 break
@@ -270,7 +268,7 @@ class ExternalParameterNotRegistered(Rule):
         if parts.split(".", 1)[0] != self_name:
             return None
         statement = cst.parse_statement(f"{reference.text}({self_name}, {parts})\n")
-        assert isinstance(statement, cst.SimpleStatementLine)
+        assert type(statement) is cst.SimpleStatementLine
         edits: tuple[NodeEdit, ...] = (
             *reference.edits,
             InsertStatementAfter(statements[-1], statement, self.program.module),

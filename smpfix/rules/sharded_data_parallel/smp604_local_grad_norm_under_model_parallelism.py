@@ -73,21 +73,21 @@ class LocalGradNormUnderModelParallelism(Rule):
         """``model.parameters()``, ``model.local_parameters()``, ``model.get_module().parameters()``,
         ``model.module.parameters()``, or ``net.parameters()`` of the module ``model`` wraps."""
         if not (
-            isinstance(expr, cst.Call)
-            and isinstance(expr.func, cst.Attribute)
+            type(expr) is cst.Call
+            and type(expr.func) is cst.Attribute
             and expr.func.attr.value in _PARAMETER_METHODS
         ):
             return False
         receiver = expr.func.value
         if (
-            isinstance(receiver, cst.Call)
-            and isinstance(receiver.func, cst.Attribute)
+            type(receiver) is cst.Call
+            and type(receiver.func) is cst.Attribute
             and receiver.func.attr.value == "get_module"
         ):
             receiver = receiver.func.value
-        elif isinstance(receiver, cst.Attribute) and receiver.attr.value == "module":
+        elif type(receiver) is cst.Attribute and receiver.attr.value == "module":
             receiver = receiver.value
-        if not isinstance(receiver, cst.Name):
+        if type(receiver) is not cst.Name:
             return False
         functions: list[cst.FunctionDef] = self.ancestry.all_of(cst.FunctionDef)  # type: ignore[assignment]
         if self.models.holds_model(receiver.value, functions):
@@ -146,7 +146,7 @@ class LocalGradNormUnderModelParallelism(Rule):
     def _master_grads_fix(self, call: cst.Call) -> Optional[PendingFix]:
         """``torch.nn.utils.clip_grad_norm_(model.parameters(), m)`` -> ``optimizer.clip_master_grads(m)``
         when the result is unused, the norm is the default 2-norm and the file has one wrapped optimizer."""
-        if not isinstance(self.ancestry.parent(), cst.Expr):
+        if type(self.ancestry.parent()) is not cst.Expr:
             return None
         scope = enclosing_scope(self.ancestry.stack, self.program.module)
         optimizers = {
@@ -154,7 +154,7 @@ class LocalGradNormUnderModelParallelism(Rule):
             for wrap in self.program.facts.distributed_optimizers
             if wrap.target
             and wrap.where is not None
-            and (wrap.where.scope is scope or isinstance(wrap.where.scope, cst.Module))
+            and (wrap.where.scope is scope or type(wrap.where.scope) is cst.Module)
         }
         max_norm = argument(call, "max_norm", 1)
         norm_type = argument(call, "norm_type", 2)

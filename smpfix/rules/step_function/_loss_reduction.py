@@ -44,14 +44,14 @@ def _reduction(call: cst.Call, facts: FileFacts) -> Optional[str]:
 
 
 def _reads(expr: cst.BaseExpression, name: str) -> bool:
-    return any(isinstance(node, cst.Name) and node.value == name for node in iter_nodes(expr))
+    return any(type(node) is cst.Name and node.value == name for node in iter_nodes(expr))
 
 
 def _adds_to(expr: cst.BaseExpression, name: str) -> bool:
     """``loss + aux`` or ``aux - loss + reg`` for ``name`` ``loss``: still a sum of it."""
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         return expr.value == name
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
+    if type(expr) is cst.BinaryOperation and isinstance(expr.operator, (cst.Add, cst.Subtract)):
         return _adds_to(expr.left, name) or _adds_to(expr.right, name)
     return False
 
@@ -63,25 +63,23 @@ class LossReductions:
         self.facts = facts
         self.assignments: dict[str, list[cst.CSTNode]] = {}
         for node in own_nodes(function):
-            if isinstance(node, cst.Assign):
+            if type(node) is cst.Assign:
                 for target in node.targets:
-                    if isinstance(target.target, cst.Name):
+                    if type(target.target) is cst.Name:
                         self.assignments.setdefault(target.target.value, []).append(node.value)
-            elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(
-                node.target, cst.Name
-            ):
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and type(node.target) is cst.Name:
                 self.assignments.setdefault(node.target.value, []).append(node)
 
     def summed(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         if depth > _MAX_DEPTH:
             return False
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return self._summed_call(expr, depth)
-        if isinstance(expr, cst.BinaryOperation):
+        if type(expr) is cst.BinaryOperation:
             if isinstance(expr.operator, (cst.Add, cst.Subtract)):
                 return self.summed(expr.left, depth + 1) or self.summed(expr.right, depth + 1)
             return False
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             values = self.assignments.get(expr.value, [])
             updates = [
                 v for v in values if isinstance(v, cst.BaseExpression) and _reads(v, expr.value)
@@ -95,9 +93,9 @@ class LossReductions:
         return False
 
     def _summed_binding(self, value: cst.CSTNode, depth: int) -> bool:
-        if isinstance(value, cst.AugAssign):
+        if type(value) is cst.AugAssign:
             return isinstance(value.operator, (cst.AddAssign, cst.SubtractAssign))
-        if isinstance(value, cst.AnnAssign):
+        if type(value) is cst.AnnAssign:
             return value.value is not None and self.summed(value.value, depth)
         assert isinstance(value, cst.BaseExpression)
         return self.summed(value, depth)
@@ -106,15 +104,15 @@ class LossReductions:
         if _reduction(call, self.facts) == "sum":
             return True
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "sum" and not call.args:
+        if type(func) is cst.Attribute and func.attr.value == "sum" and not call.args:
             return self._per_sample(func.value, depth + 1)
         if self.facts.qualified_name(func) == "torch.sum" and len(call.args) == 1:
             return self._per_sample(call.args[0].value, depth + 1)
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             built = self.facts.names.assignment(func.value, func)
             return (
                 built is not None
-                and isinstance(built.value, cst.Call)
+                and type(built.value) is cst.Call
                 and _reduction(built.value, self.facts) == "sum"
             )
         return False
@@ -124,9 +122,9 @@ class LossReductions:
         if depth > _MAX_DEPTH:
             return False
         for node in iter_nodes(expr):
-            if isinstance(node, cst.Call) and _reduction(node, self.facts) == "none":
+            if type(node) is cst.Call and _reduction(node, self.facts) == "none":
                 return True
-            if isinstance(node, cst.Name):
+            if type(node) is cst.Name:
                 for value in self.assignments.get(node.value, []):
                     if isinstance(value, cst.BaseExpression) and self._per_sample(value, depth + 1):
                         return True

@@ -97,11 +97,7 @@ def output_use(facts: FileFacts) -> OutputUse:
             continue
         body = _StepBody(step.function, facts)
         for node in body.nodes:
-            if (
-                isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Name)
-                and node.func.value in names
-            ):
+            if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in names:
                 use.calls.append(ModelCall(node, step.name))
                 body.classify(node, use, depth=0)
     return use.freeze()
@@ -180,13 +176,13 @@ class _StepBody:
     def classify(self, value: cst.BaseExpression, use: _Accumulator, depth: int) -> None:
         """Record how the expression ``value`` (the model call, or a name holding it) is used."""
         parent = self.holders.get(id(value))
-        if isinstance(parent, cst.Subscript):
+        if type(parent) is cst.Subscript:
             self._subscript(parent, use)
-        elif isinstance(parent, cst.Attribute):
+        elif type(parent) is cst.Attribute:
             self._attribute(parent, use)
-        elif isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        elif type(parent) is cst.Assign and len(parent.targets) == 1:
             self._assigned(parent.targets[0].target, use, depth)
-        elif isinstance(parent, cst.AnnAssign):
+        elif type(parent) is cst.AnnAssign:
             self._assigned(parent.target, use, depth)
         else:
             use.whole = True
@@ -196,7 +192,7 @@ class _StepBody:
             use.whole = True
             return
         item = node.slice[0].slice
-        if isinstance(item, cst.Index):
+        if type(item) is cst.Index:
             key = self.facts.literal(item.value)
             if isinstance(key, bool):
                 use.whole = True
@@ -207,7 +203,7 @@ class _StepBody:
             else:
                 use.whole = True
             return
-        if not isinstance(item, cst.Slice) or item.step is not None:
+        if type(item) is not cst.Slice or item.step is not None:
             use.whole = True
             return
         lower, upper = self._bound(item.lower), self._bound(item.upper)
@@ -225,7 +221,7 @@ class _StepBody:
 
     def _attribute(self, node: cst.Attribute, use: _Accumulator) -> None:
         parent = self.holders.get(id(node))
-        if isinstance(parent, cst.Call):
+        if type(parent) is cst.Call:
             key = (
                 self.facts.literal(parent.args[0].value)
                 if node.attr.value == "get" and parent.args
@@ -239,7 +235,7 @@ class _StepBody:
         use.keys.add(node.attr.value)
 
     def _assigned(self, target: _Target, use: _Accumulator, depth: int) -> None:
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             if depth >= self._MAX_DEPTH:
                 use.whole = True
                 return
@@ -251,15 +247,15 @@ class _StepBody:
             use.whole = True  # `self.out = model(x)`: stored somewhere this cannot follow
 
     def _unpacked(self, elements: Sequence[cst.BaseElement], use: _Accumulator) -> None:
-        star = next((i for i, e in enumerate(elements) if isinstance(e, cst.StarredElement)), None)
+        star = next((i for i, e in enumerate(elements) if type(e) is cst.StarredElement), None)
         use.unpack_shapes.add((len(elements) - (1 if star is not None else 0), star is not None))
         after = len(elements) - star - 1 if star is not None else 0
         for index, element in enumerate(elements):
             position = index if star is None or index < star else index - len(elements)
-            if isinstance(element, cst.StarredElement):
-                if not isinstance(element.value, cst.Name) or self.is_read(element.value.value):
+            if type(element) is cst.StarredElement:
+                if type(element.value) is not cst.Name or self.is_read(element.value.value):
                     use.ranges.add((index, -after or None))
-            elif not isinstance(element.value, cst.Name) or self.is_read(element.value.value):
+            elif type(element.value) is not cst.Name or self.is_read(element.value.value):
                 use.indices.add(position)
 
 
@@ -290,22 +286,22 @@ def _bound_name_ids(node: cst.CSTNode) -> list[int]:
     found: list[int] = []
 
     def mark(target: Optional[cst.CSTNode]) -> None:
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             found.append(id(target))
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 mark(element.value)
-        elif isinstance(target, cst.StarredElement):
+        elif type(target) is cst.StarredElement:
             mark(target.value)
 
-    if isinstance(node, cst.Assign):
+    if type(node) is cst.Assign:
         for target in node.targets:
             mark(target.target)
     elif isinstance(node, (cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.Del)):
         mark(node.target)
-    elif isinstance(node, cst.WithItem):
+    elif type(node) is cst.WithItem:
         mark(node.asname.name if node.asname is not None else None)
-    elif isinstance(node, cst.ExceptHandler):
+    elif type(node) is cst.ExceptHandler:
         mark(node.name.name if node.name is not None else None)
     elif isinstance(node, (cst.Param, cst.FunctionDef, cst.ClassDef)):
         found.append(id(node.name))

@@ -119,9 +119,9 @@ class StepHazards:
     def _classify(
         self, node: cst.CSTNode, step: cst.FunctionDef, local: set[str], declared: set[str]
     ) -> Iterator[StepHazard]:
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             yield from self._call(node, local)
-        elif isinstance(node, cst.AugAssign):
+        elif type(node) is cst.AugAssign:
             root = _root(node.target)
             if (
                 isinstance(node.target, (cst.Attribute, cst.Subscript))
@@ -131,9 +131,9 @@ class StepHazards:
                 yield StepHazard(
                     node, SIDE_EFFECT, f"`{_code(node.target)} {_code(node.operator).strip()} ...`"
                 )
-            elif isinstance(node.target, cst.Name) and node.target.value in declared:
+            elif type(node.target) is cst.Name and node.target.value in declared:
                 yield StepHazard(node, SIDE_EFFECT, f"the global `{node.target.value}`")
-        elif isinstance(node, cst.Assign):
+        elif type(node) is cst.Assign:
             for target in node.targets:
                 yield from self._assignment(node, target.target, step, declared)
 
@@ -144,9 +144,9 @@ class StepHazards:
         step: cst.FunctionDef,
         declared: set[str],
     ) -> Iterator[StepHazard]:
-        if isinstance(target, cst.Name) and target.value in declared:
+        if type(target) is cst.Name and target.value in declared:
             yield StepHazard(node, SIDE_EFFECT, f"the global `{target.value}`")
-        elif isinstance(target, cst.Attribute):
+        elif type(target) is cst.Attribute:
             holder = _model_holder(target.value)
             if holder is not None and self.models.holds_model(holder, [step]):
                 yield StepHazard(node, MODEL_STATE, f"`{_code(target)} = ...`")
@@ -158,7 +158,7 @@ class StepHazards:
             yield StepHazard(call, SEED, f"`{_code(func)}(...)`")
             return
         if qualified in _SHAPE_FUNCTIONS or (
-            isinstance(func, cst.Attribute) and func.attr.value in _SHAPE_METHODS and not qualified
+            type(func) is cst.Attribute and func.attr.value in _SHAPE_METHODS and not qualified
         ):
             size = self._batch_size_argument(call)
             if size is not None:
@@ -168,9 +168,9 @@ class StepHazards:
             yield StepHazard(call, SIDE_EFFECT, f"`{_code(func)}(...)`")
             return
         if (
-            isinstance(func, cst.Attribute)
+            type(func) is cst.Attribute
             and func.attr.value in ("append", "extend")
-            and isinstance(func.value, cst.Name)
+            and type(func.value) is cst.Name
         ):
             if func.value.value not in local:
                 yield StepHazard(call, SIDE_EFFECT, f"`{_code(func)}(...)`")
@@ -185,14 +185,14 @@ class StepHazards:
 
     def _logs(self, call: cst.Call, qualified: str) -> bool:
         func = call.func
-        if isinstance(func, cst.Name) and func.value in _BUILTIN_EFFECTS:
+        if type(func) is cst.Name and func.value in _BUILTIN_EFFECTS:
             return (
                 func.value not in self.facts.imports.bindings
                 and func.value not in self.facts.functions
             )
         if qualified.startswith(_LOGGING_CALLS):
             return True
-        if isinstance(func, cst.Attribute) and not qualified:
+        if type(func) is cst.Attribute and not qualified:
             receiver = dotted_name(func.value) or ""
             last = receiver.rsplit(".", 1)[-1]
             if func.attr.value in _LOGGER_METHODS and _LOGGER_NAME.search(last):
@@ -208,15 +208,15 @@ def _body_nodes(step: cst.FunctionDef, facts: FileFacts) -> Iterator[cst.CSTNode
         node = stack.pop()
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
-        if isinstance(node, cst.If) and _tests_tracing(node.test, facts):
+        if type(node) is cst.If and _tests_tracing(node.test, facts):
             continue
         yield node
         stack.extend(children(node))
 
 
 def _tests_tracing(test: cst.BaseExpression, facts: FileFacts) -> bool:
-    inner = test.expression if isinstance(test, cst.UnaryOperation) else test
-    return isinstance(inner, cst.Call) and facts.smp_member(inner.func) == "is_tracing"
+    inner = test.expression if type(test) is cst.UnaryOperation else test
+    return type(inner) is cst.Call and facts.smp_member(inner.func) == "is_tracing"
 
 
 def _globals(step: cst.FunctionDef) -> set[str]:
@@ -230,19 +230,19 @@ def _globals(step: cst.FunctionDef) -> set[str]:
 def _root(expr: cst.BaseExpression) -> Optional[str]:
     while isinstance(expr, (cst.Attribute, cst.Subscript)):
         expr = expr.value
-    return expr.value if isinstance(expr, cst.Name) else None
+    return expr.value if type(expr) is cst.Name else None
 
 
 def _model_holder(expr: cst.BaseExpression) -> Optional[str]:
     """``model`` in ``model``, ``model.module``, ``model.module.encoder``, ``model.get_module()``."""
     while True:
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             return expr.value
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             expr = expr.value
         elif (
-            isinstance(expr, cst.Call)
-            and isinstance(expr.func, cst.Attribute)
+            type(expr) is cst.Call
+            and type(expr.func) is cst.Attribute
             and expr.func.attr.value == "get_module"
         ):
             expr = expr.func.value
@@ -261,14 +261,14 @@ def batch_norm_in(cls: ModelClass, depth: int = 0) -> Optional[str]:
     """``"nn.BatchNorm2d"`` when the model class (or a class of the same file it builds, two
     levels deep) creates a batch-norm layer."""
     for node in iter_nodes(cls.node):
-        if not isinstance(node, cst.Call):
+        if type(node) is not cst.Call:
             continue
         qualified = cls.facts.qualified_name(node.func)
         if qualified in _BATCH_NORMS:
             return f"nn.{qualified.rsplit('.', 1)[-1]}"
         if (
             depth < 2
-            and isinstance(node.func, cst.Name)
+            and type(node.func) is cst.Name
             and node.func.value in cls.facts.classes
             and node.func.value != cls.name
         ):

@@ -157,13 +157,13 @@ class ForwardReturnsIntermediates(Rule):
         config_scope: CodeScope = built.scope
         if config_arg is not None:
             config_call: Optional[cst.BaseExpression] = config_arg.value
-            if isinstance(config_call, cst.Name):
+            if type(config_call) is cst.Name:
                 config_name = config_call.value
                 assignment = latest_assignment(self.program.facts, config_call)
                 config_call = assignment.value if assignment is not None else None
                 if assignment is not None and assignment.where is not None:
                     config_scope = assignment.where.scope
-            if isinstance(config_call, cst.Call):
+            if type(config_call) is cst.Call:
                 config_is_hf = (
                     self.program.facts.qualified_name(config_call.func) or ""
                 ).startswith(_HF_PREFIX)
@@ -199,21 +199,21 @@ class ForwardReturnsIntermediates(Rule):
     ) -> Iterator[tuple[str, cst.Assign, cst.BaseExpression]]:
         """``config.output_hidden_states = ...`` and ``model.config.use_cache = ...`` in these scopes."""
         for statement, ref in self.program.facts.statements.items():
-            if ref.scope not in scopes or not isinstance(statement, cst.SimpleStatementLine):
+            if ref.scope not in scopes or type(statement) is not cst.SimpleStatementLine:
                 continue
             for small in statement.body:
-                if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+                if type(small) is not cst.Assign or len(small.targets) != 1:
                     continue
                 target = small.targets[0].target
-                if not isinstance(target, cst.Attribute) or target.attr.value not in _HF_FLAGS:
+                if type(target) is not cst.Attribute or target.attr.value not in _HF_FLAGS:
                     continue
                 holder = target.value
-                if isinstance(holder, cst.Name) and holder.value == config_name:
+                if type(holder) is cst.Name and holder.value == config_name:
                     yield target.attr.value, small, small.value
                 elif (
-                    isinstance(holder, cst.Attribute)
+                    type(holder) is cst.Attribute
                     and holder.attr.value == "config"
-                    and isinstance(holder.value, cst.Name)
+                    and type(holder.value) is cst.Name
                     and holder.value.value in models
                 ):
                     yield target.attr.value, small, small.value
@@ -272,11 +272,11 @@ def _training_returns(
 def _reachable_returns(block: cst.BaseSuite, switches: set[str]) -> Iterator[cst.Return]:
     statements: Sequence[cst.CSTNode] = block.body
     for statement in statements:
-        if isinstance(statement, cst.Return):
+        if type(statement) is cst.Return:
             yield statement
-        elif isinstance(statement, cst.SimpleStatementLine):
-            yield from (small for small in statement.body if isinstance(small, cst.Return))
-        elif isinstance(statement, cst.If):
+        elif type(statement) is cst.SimpleStatementLine:
+            yield from (small for small in statement.body if type(small) is cst.Return)
+        elif type(statement) is cst.If:
             yield from _if_returns(statement, switches)
         elif isinstance(statement, (cst.For, cst.While, cst.With, cst.Try, cst.TryStar)):
             for suite in _suites(statement):
@@ -288,7 +288,7 @@ def _if_returns(node: cst.If, switches: set[str]) -> Iterator[cst.Return]:
     if skipped != "body":
         yield from _reachable_returns(node.body, switches)
     if node.orelse is not None and skipped != "orelse":
-        if isinstance(node.orelse, cst.If):
+        if type(node.orelse) is cst.If:
             yield from _if_returns(node.orelse, switches)
         else:
             yield from _reachable_returns(node.orelse.body, switches)
@@ -296,16 +296,16 @@ def _if_returns(node: cst.If, switches: set[str]) -> Iterator[cst.Return]:
 
 def _off_branch(test: cst.BaseExpression, switches: set[str]) -> Optional[str]:
     """Which branch of ``if test:`` training does not take: "body", "orelse" or None."""
-    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
-    inner = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
+    negated = type(test) is cst.UnaryOperation and type(test.operator) is cst.Not
+    inner = test.expression if type(test) is cst.UnaryOperation and negated else test
     if (
-        isinstance(inner, cst.Attribute)
+        type(inner) is cst.Attribute
         and inner.attr.value == "training"
-        and isinstance(inner.value, cst.Name)
+        and type(inner.value) is cst.Name
         and inner.value.value == "self"
     ):
         return "body" if negated else "orelse"
-    if isinstance(inner, cst.Name) and inner.value in switches:
+    if type(inner) is cst.Name and inner.value in switches:
         return "orelse" if negated else "body"
     return None
 
@@ -327,21 +327,17 @@ def _returned(statement: cst.Return) -> Optional[_Returned]:
     by_key = False
     if isinstance(value, (cst.Tuple, cst.List)):
         for index, item in enumerate(value.elements):
-            if isinstance(item, cst.StarredElement):
+            if type(item) is cst.StarredElement:
                 return None
             elements.append(_Element(index, item.value))
-    elif isinstance(value, cst.Dict):
+    elif type(value) is cst.Dict:
         by_key = True
         for entry in value.elements:
-            key = literal_value(entry.key) if isinstance(entry, cst.DictElement) else UNKNOWN
+            key = literal_value(entry.key) if type(entry) is cst.DictElement else UNKNOWN
             if not isinstance(key, str):
                 return None
             elements.append(_Element(key, entry.value))
-    elif (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Name)
-        and value.func.value == "dict"
-    ):
+    elif type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "dict":
         by_key = True
         for arg in value.args:
             if arg.keyword is None:
@@ -411,7 +407,7 @@ def _join(items: Sequence[str], word: str) -> str:
 
 
 def _is_from_pretrained(call: cst.Call) -> bool:
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_pretrained"
+    return type(call.func) is cst.Attribute and call.func.attr.value == "from_pretrained"
 
 
 def _assigned_name(facts: FileFacts, call: cst.Call) -> Optional[str]:

@@ -53,7 +53,7 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         step = enclosing_step(self.ancestry, self.bodies)
         if (
             receiver is not None
-            and isinstance(receiver, cst.Name)
+            and type(receiver) is cst.Name
             and self.models.holds_model(receiver.value, functions)
         ):
             return
@@ -65,7 +65,7 @@ class TensorBackwardInsteadOfModelBackward(Rule):
     def _tensor_receiver(self, call: cst.Call) -> Optional[cst.BaseExpression]:
         """``X`` in ``X.backward(...)`` when ``X`` may be a tensor (not a module, model or optimizer)."""
         func = call.func
-        if not isinstance(func, cst.Attribute) or func.attr.value != "backward":
+        if type(func) is not cst.Attribute or func.attr.value != "backward":
             return None
         receiver = func.value
         if self.program.facts.qualified_name(receiver) is not None:
@@ -184,8 +184,8 @@ class TensorBackwardInsteadOfModelBackward(Rule):
 
     def _is_scaler_scale(self, receiver: Optional[cst.BaseExpression]) -> bool:
         return (
-            isinstance(receiver, cst.Call)
-            and isinstance(receiver.func, cst.Attribute)
+            type(receiver) is cst.Call
+            and type(receiver.func) is cst.Attribute
             and receiver.func.attr.value == "scale"
         )
 

@@ -45,7 +45,7 @@ class ForwardBackwardOutsideStep(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         in_step = enclosing_step(self.ancestry, self.bodies) is not None
-        if isinstance(func, cst.Name) and func.value in self.program.facts.functions:
+        if type(func) is cst.Name and func.value in self.program.facts.functions:
             # Only local functions can be step helpers; the branch search is for them alone.
             where = (
                 _IN_STEP if in_step else _ALTERNATIVE if self._alternative_to_step() else _OUTSIDE
@@ -53,12 +53,12 @@ class ForwardBackwardOutsideStep(Rule):
             self.callers_in_step.setdefault(func.value, []).append(where)
         if in_step or not self.models.targets:
             return
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             model, backward = func.value, False
         elif (
-            isinstance(func, cst.Attribute)
+            type(func) is cst.Attribute
             and func.attr.value == "backward"
-            and isinstance(func.value, cst.Name)
+            and type(func.value) is cst.Name
         ):
             model, backward = func.value.value, True
         else:
@@ -90,15 +90,15 @@ class ForwardBackwardOutsideStep(Rule):
             return False
         stack = self.ancestry.stack
         for position, node in enumerate(stack[:-1]):
-            if not isinstance(node, cst.If) or node.orelse is None:
+            if type(node) is not cst.If or node.orelse is None:
                 continue
             branch = stack[position + 1]
             other = (
                 node.orelse if branch is node.body else node.body if branch is node.orelse else None
             )
             if other is not None and any(
-                isinstance(child, cst.Call)
-                and isinstance(child.func, cst.Name)
+                type(child) is cst.Call
+                and type(child.func) is cst.Name
                 and child.func.value in self.step_names
                 for child in iter_nodes(other)
             ):

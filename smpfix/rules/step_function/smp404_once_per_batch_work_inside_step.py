@@ -117,7 +117,7 @@ class OncePerBatchWorkInsideStep(Rule):
                 "`hvd.allreduce`",
                 "runs a collective per microbatch, which is slow and reduces partial values",
             )
-        if not isinstance(func, cst.Attribute) or qualified:
+        if type(func) is not cst.Attribute or qualified:
             return None
         method, receiver = func.attr.value, func.value
         spelled = dotted_name(receiver) or "..."
@@ -160,12 +160,12 @@ class OncePerBatchWorkInsideStep(Rule):
         """The statement ``call`` makes up by itself, when it sits directly in the step's body."""
         stack = self.ancestry.stack
         index = stack.index(step)
-        if len(stack) < index + 5 or not isinstance(stack[index + 1], cst.IndentedBlock):
+        if len(stack) < index + 5 or type(stack[index + 1]) is not cst.IndentedBlock:
             return None
         statement, small = stack[index + 2], stack[index + 3]
-        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
             return None
-        if not isinstance(small, cst.Expr) or small.value is not call:
+        if type(small) is not cst.Expr or small.value is not call:
             return None
         return statement
 
@@ -326,7 +326,7 @@ class OncePerBatchWorkInsideStep(Rule):
             InsertStatementBefore(ref.statement, _renamed(s, renames), module) for s in before
         ]
         edits += [InsertStatementAfter(ref.statement, _renamed(s, renames), module) for s in after]
-        callee = call.func.value if isinstance(call.func, cst.Name) else step_function.name.value
+        callee = call.func.value if type(call.func) is cst.Name else step_function.name.value
         return PendingFix(
             Applicability.UNSAFE,
             f"Move the once-per-batch statements out of `{callee}`, around its call",
@@ -342,10 +342,10 @@ class OncePerBatchWorkInsideStep(Rule):
             return None
         call = calls[0]
         for statement, ref in self.program.facts.statements.items():
-            if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
                 continue
             if (
-                isinstance(ref.block, cst.SimpleStatementSuite)
+                type(ref.block) is cst.SimpleStatementSuite
                 or _statement_call(statement.body[0]) is not call
             ):
                 continue
@@ -374,11 +374,11 @@ class OncePerBatchWorkInsideStep(Rule):
             )
         }
         for star in (function.params.star_arg, function.params.star_kwarg):
-            if isinstance(star, cst.Param):
+            if type(star) is cst.Param:
                 params.add(star.name.value)
         local = bound_names(function.body) - params
         caller_bound: set[str] = set()
-        if isinstance(ref.scope, cst.FunctionDef):
+        if type(ref.scope) is cst.FunctionDef:
             caller_bound = bound_names(ref.scope.body) | {
                 p.name.value for p in ref.scope.params.params
             }
@@ -399,12 +399,12 @@ class OncePerBatchWorkInsideStep(Rule):
     def _runs_model(self, statement: cst.CSTNode, function: cst.FunctionDef) -> bool:
         """Does the statement run the model's forward or a backward pass?"""
         for node in iter_nodes(statement):
-            if not isinstance(node, cst.Call):
+            if type(node) is not cst.Call:
                 continue
             func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            if type(func) is cst.Attribute and func.attr.value == "backward":
                 return True
-            if isinstance(func, cst.Name) and self.models.holds_model(func.value, [function]):
+            if type(func) is cst.Name and self.models.holds_model(func.value, [function]):
                 return True
         return False
 
@@ -426,16 +426,16 @@ def _statement_call(small: cst.BaseSmallStatement) -> Optional[cst.Call]:
     """The call a statement is made of: ``f(...)``, ``x = f(...)``, ``x = f(...).reduce_mean()``."""
     value: Optional[cst.BaseExpression] = None
     if isinstance(small, (cst.Expr, cst.Assign)) or (
-        isinstance(small, cst.AnnAssign) and small.value is not None
+        type(small) is cst.AnnAssign and small.value is not None
     ):
         value = small.value
     if (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Attribute)
-        and isinstance(value.func.value, cst.Call)
+        type(value) is cst.Call
+        and type(value.func) is cst.Attribute
+        and type(value.func.value) is cst.Call
     ):
         return value.func.value
-    return value if isinstance(value, cst.Call) else None
+    return value if type(value) is cst.Call else None
 
 
 def _inside(node: cst.CSTNode, container: cst.CSTNode) -> bool:
@@ -443,7 +443,7 @@ def _inside(node: cst.CSTNode, container: cst.CSTNode) -> bool:
 
 
 def _is_return(statement: cst.CSTNode) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and all(
+    return type(statement) is cst.SimpleStatementLine and all(
         isinstance(s, (cst.Return, cst.Pass)) for s in statement.body
     )
 

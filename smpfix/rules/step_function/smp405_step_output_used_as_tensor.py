@@ -192,13 +192,13 @@ class StepOutputUsedAsTensor(Rule):
             self._bind(node.target, self._kind(node.value), node.value)
 
     def leave_AugAssign(self, node: cst.AugAssign) -> None:
-        if isinstance(node.target, cst.Name):
+        if type(node.target) is cst.Name:
             self._unbind(node.target.value)
 
     def _bind(
         self, target: cst.BaseExpression, kind: Optional[str], value: Optional[cst.BaseExpression]
     ) -> None:
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             self._unbind(target.value)
             if kind is not None and self.scopes:
                 anchor = value if kind == OUTPUT and value is not None else None
@@ -208,29 +208,29 @@ class StepOutputUsedAsTensor(Rule):
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 inner = element.value
-                if isinstance(inner, cst.Name):
+                if type(inner) is cst.Name:
                     self._unbind(inner.value)
                     if kind is not None and self.scopes:
                         # `loss, logits = train_step(...)`: each element is a StepOutput.
                         self.scopes[-1][inner.value] = _Binding(
                             OUTPUT, self._step_of(value), inner.value, None
                         )
-                elif isinstance(inner, cst.StarredElement) and isinstance(inner.value, cst.Name):
+                elif type(inner) is cst.StarredElement and type(inner.value) is cst.Name:
                     self._unbind(inner.value.value)
 
     def _step_of(self, value: Optional[cst.BaseExpression]) -> str:
         """The step function a tracked value came from, for the message."""
         while value is not None:
             if (
-                isinstance(value, cst.Call)
-                and isinstance(value.func, cst.Name)
+                type(value) is cst.Call
+                and type(value.func) is cst.Name
                 and value.func.value in self.steps
             ):
                 return value.func.value
-            if isinstance(value, cst.Name):
+            if type(value) is cst.Name:
                 binding = self._lookup(value.value)
                 return binding.step if binding is not None else "the step function"
-            value = value.value if isinstance(value, cst.Subscript) else None
+            value = value.value if type(value) is cst.Subscript else None
         return "the step function"
 
     def _lookup(self, name: str) -> Optional[_Binding]:
@@ -238,22 +238,14 @@ class StepOutputUsedAsTensor(Rule):
 
     # -- what an expression holds ------------------------------------------------------------
     def _kind(self, expr: cst.BaseExpression) -> Optional[str]:
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             binding = self._lookup(expr.value)
             return binding.kind if binding is not None else None
-        if (
-            isinstance(expr, cst.Call)
-            and isinstance(expr.func, cst.Name)
-            and expr.func.value in self.steps
-        ):
+        if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value in self.steps:
             return CONTAINER if self._step_returns_container(expr.func.value) else OUTPUT
-        if isinstance(expr, cst.Subscript):
+        if type(expr) is cst.Subscript:
             base = self._kind(expr.value)
-            if (
-                base is None
-                or len(expr.slice) != 1
-                or not isinstance(expr.slice[0].slice, cst.Index)
-            ):
+            if base is None or len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index:
                 return None
             key = literal_value(expr.slice[0].slice.value)
             if isinstance(key, str):
@@ -317,9 +309,9 @@ class StepOutputUsedAsTensor(Rule):
         """ "target" for an assignment target, "rebinds" for other bindings, None for a read."""
         stack = self.ancestry.stack
         parent = stack[-2] if len(stack) > 1 else None
-        if isinstance(parent, cst.Attribute) and parent.attr is node:
+        if type(parent) is cst.Attribute and parent.attr is node:
             return "target"  # `x.loss` names an attribute, not the variable
-        if isinstance(parent, cst.Arg) and parent.keyword is node:
+        if type(parent) is cst.Arg and parent.keyword is node:
             return "target"
         if isinstance(parent, (cst.Param, cst.ImportAlias, cst.ClassDef, cst.Global, cst.Nonlocal)):
             return "rebinds"
@@ -329,8 +321,8 @@ class StepOutputUsedAsTensor(Rule):
         ):
             child, index = stack[index], index - 1
         holder = stack[index] if index >= 0 else None
-        if isinstance(holder, cst.AssignTarget) or (
-            isinstance(holder, cst.AnnAssign) and holder.target is child
+        if type(holder) is cst.AssignTarget or (
+            type(holder) is cst.AnnAssign and holder.target is child
         ):
             return "target"
         if isinstance(holder, (cst.For, cst.CompFor, cst.NamedExpr)) and holder.target is child:
@@ -343,12 +335,10 @@ class StepOutputUsedAsTensor(Rule):
         stack = self.ancestry.stack
         parent = stack[-2] if len(stack) > 1 else None
         grand = stack[-3] if len(stack) > 2 else None
-        if isinstance(parent, cst.Attribute) and parent.value is node:
+        if type(parent) is cst.Attribute and parent.value is node:
             attr = parent.attr.value
             spelled = (
-                f"`.{attr}()`"
-                if isinstance(grand, cst.Call) and grand.func is parent
-                else f"`.{attr}`"
+                f"`.{attr}()`" if type(grand) is cst.Call and grand.func is parent else f"`.{attr}`"
             )
             if attr in _STEP_OUTPUT_API:
                 return _Use(node, None, False)
@@ -357,16 +347,16 @@ class StepOutputUsedAsTensor(Rule):
             if attr in _TENSOR_ATTRIBUTES:
                 return _Use(node, spelled, False)
             return _Use(node, None, False)
-        if isinstance(parent, cst.BinaryOperation):
-            return _Use(node, "arithmetic", not isinstance(parent.operator, cst.MatrixMultiply))
-        if isinstance(parent, cst.UnaryOperation) and not isinstance(parent.operator, cst.Not):
+        if type(parent) is cst.BinaryOperation:
+            return _Use(node, "arithmetic", type(parent.operator) is not cst.MatrixMultiply)
+        if type(parent) is cst.UnaryOperation and type(parent.operator) is not cst.Not:
             return _Use(node, "arithmetic", True)
-        if isinstance(parent, cst.AugAssign):
+        if type(parent) is cst.AugAssign:
             return _Use(node, "arithmetic", True)
         operator = None
-        if isinstance(parent, cst.Comparison) and parent.left is node:
+        if type(parent) is cst.Comparison and parent.left is node:
             operator = parent.comparisons[0].operator
-        elif isinstance(parent, cst.ComparisonTarget) and parent.comparator is node:
+        elif type(parent) is cst.ComparisonTarget and parent.comparator is node:
             operator = parent.operator
         if operator is not None:
             return (
@@ -374,17 +364,17 @@ class StepOutputUsedAsTensor(Rule):
                 if not isinstance(operator, _NO_TENSOR_OPERATORS)
                 else _Use(node, None, False)
             )
-        if isinstance(parent, cst.FormattedStringExpression) and parent.expression is node:
+        if type(parent) is cst.FormattedStringExpression and parent.expression is node:
             return (
                 _Use(node, "a format spec", True) if parent.format_spec else _Use(node, None, True)
             )
-        if isinstance(parent, cst.Arg) and parent.value is node and isinstance(grand, cst.Call):
+        if type(parent) is cst.Arg and parent.value is node and type(grand) is cst.Call:
             return self._argument_use(node, grand)
         return _Use(node, None, False)
 
     def _argument_use(self, node: cst.CSTNode, call: cst.Call) -> _Use:
         func = call.func
-        if isinstance(func, cst.Name) and self.program.facts.qualified_name(func) is None:
+        if type(func) is cst.Name and self.program.facts.qualified_name(func) is None:
             if func.value in _SCALAR_BUILTINS:
                 return _Use(node, f"`{func.value}()`", True)
             if func.value in _PRINTING_BUILTINS:
@@ -392,7 +382,7 @@ class StepOutputUsedAsTensor(Rule):
         if (self.program.facts.qualified_name(func) or "").startswith("math."):
             return _Use(node, f"`{self.program.code_for(func)}()`", True)
         if (
-            isinstance(func, cst.Attribute)
+            type(func) is cst.Attribute
             and func.attr.value == "format"
             and _has_format_spec(func.value)
         ):

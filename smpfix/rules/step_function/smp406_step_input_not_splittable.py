@@ -78,7 +78,7 @@ class StepInputNotSplittable(Rule):
         if found is None:
             return frozenset()
         value = found.value
-        if isinstance(value, cst.List):
+        if type(value) is cst.List:
             elements = [element.value for element in value.elements]
             self._check_names(step, "non_split_inputs", elements, params)
             return self._names(elements)
@@ -179,10 +179,8 @@ class StepInputNotSplittable(Rule):
     def _check_split_axes(
         self, step: StepFunction, value: cst.BaseExpression, params: Optional[Sequence[str]]
     ) -> None:
-        if isinstance(value, cst.Dict):
-            keys = [
-                element.key for element in value.elements if isinstance(element, cst.DictElement)
-            ]
+        if type(value) is cst.Dict:
+            keys = [element.key for element in value.elements if type(element) is cst.DictElement]
             self._check_names(step, "input_split_axes", keys, params)
             return
         literal: Any = self.program.facts.literal(value)
@@ -235,20 +233,20 @@ class StepInputNotSplittable(Rule):
     def _without_batch_dimension(self, value: cst.BaseExpression, depth: int = 0) -> Optional[str]:
         """How ``value`` was built, when that is a tensor with no batch dimension."""
         while (
-            isinstance(value, cst.Call)
-            and isinstance(value.func, cst.Attribute)
+            type(value) is cst.Call
+            and type(value.func) is cst.Attribute
             and value.func.attr.value in _SAME_TENSOR_METHODS
             and self.program.facts.qualified_name(value.func) is None
         ):
             value = value.func.value
-        if isinstance(value, cst.Name) and depth < 3:
+        if type(value) is cst.Name and depth < 3:
             assignment = self.program.names.reaching(value.value, value).single
             return (
                 self._without_batch_dimension(assignment.value, depth + 1)
                 if assignment is not None
                 else None
             )
-        if not isinstance(value, cst.Call):
+        if type(value) is not cst.Call:
             return None
         qualified = self.program.facts.qualified_name(value.func) or ""
         first = argument(
@@ -312,7 +310,7 @@ class StepInputNotSplittable(Rule):
                     edit = ReplaceNode(
                         step.options, f"{code(step.options.func)}(non_split_inputs=[{quoted}])"
                     )
-            elif isinstance(found.value, cst.List):
+            elif type(found.value) is cst.List:
                 elements = found.value.elements
                 edit = (
                     InsertAfter(elements[-1].value, f", {quoted}")
@@ -329,7 +327,7 @@ class StepInputNotSplittable(Rule):
         if step.function is None or step.function.name.value != step.name:
             return None
         for decorator in step.function.decorators:
-            if not isinstance(decorator.decorator, cst.Call) and is_step_decorator(
+            if type(decorator.decorator) is not cst.Call and is_step_decorator(
                 self.program.facts.imports, decorator.decorator
             ):
                 return decorator.decorator

@@ -42,13 +42,11 @@ class SumLossWithMicrobatchAveraging(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if not (
-            isinstance(func, cst.Attribute)
-            and func.attr.value == "backward"
-            and len(node.args) == 1
+            type(func) is cst.Attribute and func.attr.value == "backward" and len(node.args) == 1
         ):
             return
         step = enclosing_step(self.ancestry, self.bodies)
-        if step is None or not isinstance(func.value, cst.Name):
+        if step is None or type(func.value) is not cst.Name:
             return
         functions: list[cst.FunctionDef] = self.ancestry.all_of(cst.FunctionDef)  # type: ignore[assignment]
         if not self.models.holds_model(func.value.value, functions):

@@ -58,7 +58,7 @@ class ActivationCheckpointingApiMisuse(Rule):
         elif self.program.facts.qualified_name(node.func) in _TORCH_CHECKPOINT:
             self._flag_torch_checkpoint(node)
         elif (
-            isinstance(node.func, cst.Attribute)
+            type(node.func) is cst.Attribute
             and node.func.attr.value == "gradient_checkpointing_enable"
         ):
             if not self._behind_gradient_checkpointing_flag():
@@ -70,7 +70,7 @@ class ActivationCheckpointingApiMisuse(Rule):
         for target in node.targets:
             attribute = target.target
             if (
-                isinstance(attribute, cst.Attribute)
+                type(attribute) is cst.Attribute
                 and attribute.attr.value == "gradient_checkpointing"
             ):
                 if self.program.facts.literal(node.value) is True:
@@ -105,12 +105,12 @@ class ActivationCheckpointingApiMisuse(Rule):
 
     def _not_sequential(self, expr: cst.BaseExpression) -> bool:
         """The module is built visibly as something other than an ``nn.Sequential``."""
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             built = self.program.facts.names.assignment(expr.value, expr)
             if built is None:
                 return False
             expr = built.value
-        if not isinstance(expr, cst.Call):
+        if type(expr) is not cst.Call:
             return False
         qualified = self.program.facts.qualified_name(expr.func)
         if qualified is not None:
@@ -120,9 +120,7 @@ class ActivationCheckpointingApiMisuse(Rule):
                 and qualified not in _SEQUENTIAL
                 and last[:1].isupper()
             )
-        return isinstance(expr.func, cst.Name) and self._local_module_not_sequential(
-            expr.func.value, 0
-        )
+        return type(expr.func) is cst.Name and self._local_module_not_sequential(expr.func.value, 0)
 
     def _local_module_not_sequential(self, name: str, depth: int) -> bool:
         cls = self.program.facts.classes.get(name)
@@ -134,7 +132,7 @@ class ActivationCheckpointingApiMisuse(Rule):
                 return False
             if qualified == "torch.nn.Module":
                 continue
-            if isinstance(base.value, cst.Name) and self._local_module_not_sequential(
+            if type(base.value) is cst.Name and self._local_module_not_sequential(
                 base.value.value, depth + 1
             ):
                 continue
@@ -157,22 +155,22 @@ class ActivationCheckpointingApiMisuse(Rule):
 
     def _plain_function(self, expr: cst.BaseExpression) -> Optional[str]:
         """ "a lambda", "a function" or "a method" when ``expr`` certainly is not a module."""
-        if isinstance(expr, cst.Lambda):
+        if type(expr) is cst.Lambda:
             return "a lambda"
         if (
-            isinstance(expr, cst.Name)
+            type(expr) is cst.Name
             and expr.value in self.program.facts.functions
             and expr.value not in self.program.facts.classes
         ):
             return "a function"
         if (
-            isinstance(expr, cst.Attribute)
-            and isinstance(expr.value, cst.Name)
+            type(expr) is cst.Attribute
+            and type(expr.value) is cst.Name
             and expr.value.value == "self"
         ):
             cls = self.ancestry.nearest(cst.ClassDef)
-            if isinstance(cls, cst.ClassDef) and any(
-                isinstance(s, cst.FunctionDef) and s.name.value == expr.attr.value
+            if type(cls) is cst.ClassDef and any(
+                type(s) is cst.FunctionDef and s.name.value == expr.attr.value
                 for s in cls.body.body
             ):
                 return "a method"
@@ -281,8 +279,8 @@ def _loop_binding(parents: ParentIndex, node: cst.CSTNode, name: str) -> Optiona
     for ancestor in parents.ancestors(node):
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
             return None
-        if isinstance(ancestor, cst.For) and any(
-            isinstance(n, cst.Name) and n.value == name for n in iter_nodes(ancestor.target)
+        if type(ancestor) is cst.For and any(
+            type(n) is cst.Name and n.value == name for n in iter_nodes(ancestor.target)
         ):
             return ancestor
     return None
@@ -291,9 +289,9 @@ def _loop_binding(parents: ParentIndex, node: cst.CSTNode, name: str) -> Optiona
 def _names_flag(node: cst.CSTNode) -> bool:
     name = (
         node.attr.value
-        if isinstance(node, cst.Attribute)
+        if type(node) is cst.Attribute
         else node.value
-        if isinstance(node, cst.Name)
+        if type(node) is cst.Name
         else ""
     )
     return "gradient_checkpointing" in name

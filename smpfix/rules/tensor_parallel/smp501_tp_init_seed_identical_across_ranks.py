@@ -118,9 +118,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
                 seed = argument(call, "seed", 0)
                 if seed is not None and not seed.star:
                     found.append(_Seeding(call, (seed.value,), seed.value))
-            elif (
-                isinstance(call.func, cst.Name) and call.func.value in self.program.facts.functions
-            ):
+            elif type(call.func) is cst.Name and call.func.value in self.program.facts.functions:
                 through = self._through_helper(call, self.program.facts.functions[call.func.value])
                 if through is not None:
                     found.append(through)
@@ -131,7 +129,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         inner = [
             node
             for node in iter_nodes(helper.body)
-            if isinstance(node, cst.Call)
+            if type(node) is cst.Call
             and self.program.facts.qualified_name(node.func) in _TORCH_SEEDS
         ]
         seed = argument(inner[-1], "seed", 0) if inner else None
@@ -167,12 +165,12 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         ]
         if before:
             return before[-1]
-        if not isinstance(scope, cst.FunctionDef) or depth >= _MAX_DEPTH:
+        if type(scope) is not cst.FunctionDef or depth >= _MAX_DEPTH:
             return None
         callers = [
             call
             for call in self.program.facts.call_order
-            if isinstance(call.func, cst.Name)
+            if type(call.func) is cst.Name
             and self.program.facts.functions.get(call.func.value) is scope
         ]
         for caller in callers:
@@ -205,7 +203,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
 
     def _rank_call(self, node: cst.CSTNode) -> bool:
         """A rank that differs between tensor-parallel peers (catalog 1.6); ``rdp_rank`` does not."""
-        if not isinstance(node, cst.Call) or node.args:
+        if type(node) is not cst.Call or node.args:
             return False
         member = self.program.facts.smp_member(node.func)
         if member in RANK_FUNCTIONS:
@@ -228,7 +226,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         for node in nodes:
             name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
             for where, value in bindings.get(name, ()) if name is not None else ():
-                visible = where is scope or isinstance(where, cst.Module)
+                visible = where is scope or type(where) is cst.Module
                 if (
                     visible
                     and value is not expr
@@ -275,7 +273,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         if self.program.facts.literal(value) is None:
             return True
         value = self.program.facts.names.value(value)
-        if not isinstance(value, cst.Call):
+        if type(value) is not cst.Call:
             return False
         return self.program.facts.qualified_name(value.func) in _OWN_RNG_SAMPLERS or any(
             arg.keyword is not None and arg.keyword.value == "generator" for arg in value.args
@@ -290,7 +288,7 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         code = self.program.code_for(target)
         parenthesized = bool(getattr(target, "lpar", ()))
         simple = isinstance(target, _NO_PARENS) or (
-            isinstance(target, cst.BinaryOperation) and isinstance(target.operator, _ARITHMETIC)
+            type(target) is cst.BinaryOperation and isinstance(target.operator, _ARITHMETIC)
         )
         if not parenthesized and not simple:
             code = f"({code})"

@@ -15,7 +15,7 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParalleli
 
 def _factors(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
     """The operands of a chain of multiplications, ``a * (b * c)`` -> a, b, c."""
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+    if type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply:
         yield from _factors(node.left)
         yield from _factors(node.right)
     else:
@@ -29,10 +29,10 @@ class MpDpSizeIdentityUnderTp(Rule):
     tensor_parallelism = TensorParallelism.DEGREE
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if not isinstance(node.operator, cst.Multiply):
+        if type(node.operator) is not cst.Multiply:
             return
         parent = self.ancestry.parent()
-        if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Multiply):
+        if type(parent) is cst.BinaryOperation and type(parent.operator) is cst.Multiply:
             return  # the outermost multiplication of a chain looks at all of it
         factors = list(_factors(node))
         sizes = [self.program.facts.smp_rank_function(factor) for factor in factors]
@@ -64,15 +64,15 @@ class MpDpSizeIdentityUnderTp(Rule):
     def _fix(self, factor: cst.BaseExpression) -> Optional[PendingFix]:
         """``mp_size`` -> ``pp_size`` in this product only; unsafe, since the intent decides."""
         edits: list[NodeEdit] = []
-        if isinstance(factor, cst.Call) and isinstance(factor.func, cst.Attribute):
+        if type(factor) is cst.Call and type(factor.func) is cst.Attribute:
             edits.append(ReplaceNode(factor.func.attr, "pp_size"))
         else:
             reference = smp_reference(self.program.file, "pp_size")
             if reference is None:
                 return None
             edits.extend(reference.edits)
-            target = factor.func if isinstance(factor, cst.Call) else factor
-            text = reference.text if isinstance(factor, cst.Call) else f"{reference.text}()"
+            target = factor.func if type(factor) is cst.Call else factor
+            text = reference.text if type(factor) is cst.Call else f"{reference.text}()"
             edits.append(ReplaceNode(target, text))
         return PendingFix(
             Applicability.UNSAFE,

@@ -25,13 +25,13 @@ class JoinWithTensorParallelism(Rule):
     def visit_WithItem(self, node: cst.WithItem) -> None:
         call = node.item
         if (
-            not isinstance(call, cst.Call)
-            or not isinstance(call.func, cst.Attribute)
+            type(call) is not cst.Call
+            or type(call.func) is not cst.Attribute
             or call.func.attr.value != "join"
         ):
             return
         receiver = call.func.value
-        if not isinstance(receiver, cst.Name):
+        if type(receiver) is not cst.Name:
             return
         functions: list[cst.FunctionDef] = self.ancestry.all_of(cst.FunctionDef)  # type: ignore[assignment]
         if not self.models.holds_model(receiver.value, functions):

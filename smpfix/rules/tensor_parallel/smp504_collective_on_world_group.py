@@ -69,7 +69,7 @@ class CollectiveOnWorldGroup(Rule):
         if group is not None and not self._world(group.value):
             return
         tensor = node.args[0].value
-        if not isinstance(tensor, cst.Name):
+        if type(tensor) is not cst.Name:
             return
         average = self._average_after(node, tensor.value)
         if average is not None:
@@ -106,7 +106,7 @@ class CollectiveOnWorldGroup(Rule):
         if self.program.facts.qualified_name(expr) == "torch.distributed.group.WORLD":
             return True
         return (
-            isinstance(expr, cst.Call)
+            type(expr) is cst.Call
             and self.program.facts.smp_member(expr.func) == "get_world_process_group"
         )
 
@@ -129,20 +129,20 @@ class CollectiveOnWorldGroup(Rule):
     def _division_by_size(self, node: cst.CSTNode, name: str) -> Optional[str]:
         divisor: Optional[cst.BaseExpression] = None
         if (
-            isinstance(node, cst.BinaryOperation)
-            and isinstance(node.operator, cst.Divide)
+            type(node) is cst.BinaryOperation
+            and type(node.operator) is cst.Divide
             and _reads(node.left, name)
         ):
             divisor = node.right
         elif (
-            isinstance(node, cst.AugAssign)
-            and isinstance(node.operator, cst.DivideAssign)
+            type(node) is cst.AugAssign
+            and type(node.operator) is cst.DivideAssign
             and _reads(node.target, name)
         ):
             divisor = node.value
         elif (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
             and node.func.attr.value in ("div", "div_")
             and _reads(node.func.value, name)
             and node.args
@@ -211,13 +211,13 @@ def _reads(expr: cst.CSTNode, name: str) -> bool:
     """``name`` itself, or a value read from it (``loss.item()``, ``loss[0]``)."""
     current = expr
     while True:
-        if isinstance(current, cst.Name):
+        if type(current) is cst.Name:
             return current.value == name
-        if isinstance(current, cst.Attribute):
+        if type(current) is cst.Attribute:
             current = current.value
-        elif isinstance(current, cst.Call):
+        elif type(current) is cst.Call:
             current = current.func
-        elif isinstance(current, cst.Subscript):
+        elif type(current) is cst.Subscript:
             current = current.value
         else:
             return False

@@ -46,7 +46,7 @@ class TfCheckpointRestoreUnsupported(Rule):
             self._flag_manager(node)
             return
         func = node.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in _RESTORING:
+        if type(func) is not cst.Attribute or func.attr.value not in _RESTORING:
             return
         built = self._construction(func.value)
         if built is None:
@@ -62,11 +62,11 @@ class TfCheckpointRestoreUnsupported(Rule):
 
     def _construction(self, expr: cst.BaseExpression) -> Optional[cst.Call]:
         """The call that built the object ``expr`` names (``ckpt`` bound once to ``tf.train.Checkpoint(...)``)."""
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return expr
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             assignment = self.program.facts.names.assignment(expr.value, expr)
-            if assignment is not None and isinstance(assignment.value, cst.Call):
+            if assignment is not None and type(assignment.value) is cst.Call:
                 return assignment.value
         return None
 
@@ -125,13 +125,13 @@ class TfCheckpointRestoreUnsupported(Rule):
                 yield node
 
     def _after(self, loop: cst.CSTNode, call: cst.Call) -> bool:
-        calls = [node for node in iter_nodes(loop) if isinstance(node, cst.Call)]
+        calls = [node for node in iter_nodes(loop) if type(node) is cst.Call]
         return bool(calls) and self.program.order.runs_before(call, calls[0])
 
     def _trains(self, loop: cst.CSTNode) -> bool:
         return any(
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Name)
+            type(node) is cst.Call
+            and type(node.func) is cst.Name
             and node.func.value in self.training
             for node in iter_nodes(loop)
         )

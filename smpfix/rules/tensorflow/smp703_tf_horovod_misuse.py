@@ -124,10 +124,10 @@ class TfHorovodMisuse(Rule):
         """The statement ``call`` makes up alone, when its block keeps other statements."""
         statement = self.ancestry.parent(2)
         block = self.ancestry.parent(3)
-        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
             return None
         small = statement.body[0]
-        if not isinstance(small, cst.Expr) or small.value is not call:
+        if type(small) is not cst.Expr or small.value is not call:
             return None
         if not isinstance(block, (cst.IndentedBlock, cst.Module)) or len(block.body) < 2:
             return None

@@ -54,11 +54,11 @@ class TfModelNotDistributedModelSubclass(Rule):
     # -- (b) the distributed model outside a step --------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Name) and func.value in self.model_names:
+        if type(func) is cst.Name and func.value in self.model_names:
             self._outside_step(node, func.value, "")
         elif (
-            isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Name)
+            type(func) is cst.Attribute
+            and type(func.value) is cst.Name
             and func.value.value in self.model_names
         ):
             method = func.attr.value
@@ -93,7 +93,7 @@ class TfModelNotDistributedModelSubclass(Rule):
     def _in_model_class(self) -> bool:
         cls = self.ancestry.nearest(cst.ClassDef)
         return (
-            isinstance(cls, cst.ClassDef)
+            type(cls) is cst.ClassDef
             and cls.name.value in self.program.facts.distributed_model_classes
         )
 
@@ -123,14 +123,14 @@ class TfModelNotDistributedModelSubclass(Rule):
             if function is None:
                 continue
             for inner in iter_nodes(function.body):
-                if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name):
+                if type(inner) is cst.Call and type(inner.func) is cst.Name:
                     used.setdefault(inner.func.value, inner.func)
         for call in self.program.facts.call_order:
             func = call.func
             if (
-                isinstance(func, cst.Attribute)
+                type(func) is cst.Attribute
                 and func.attr.value == "fit"
-                and isinstance(func.value, cst.Name)
+                and type(func.value) is cst.Name
             ):
                 used.setdefault(func.value.value, func.value)
         for name, use in used.items():
@@ -154,7 +154,7 @@ class TfModelNotDistributedModelSubclass(Rule):
             return "`smp.DistributedModel` itself, built with the functional API"
         func = call.func
         if (
-            isinstance(func, cst.Name)
+            type(func) is cst.Name
             and func.value in self.program.facts.classes
             and func.value not in self.program.facts.imports.bindings
         ):
@@ -196,7 +196,7 @@ class TfModelNotDistributedModelSubclass(Rule):
             return
         params = {param.name.value for param in init.params.params[1:]}
         for target, value in _self_assignments(init):
-            if not isinstance(value, cst.Name):
+            if type(value) is not cst.Name:
                 continue
             if value.value in params:
                 for argument in self._layer_arguments(cls, init, value.value):
@@ -210,7 +210,7 @@ class TfModelNotDistributedModelSubclass(Rule):
         if (
             assignment is None
             or assignment.where is None
-            or not isinstance(assignment.where.scope, cst.Module)
+            or type(assignment.where.scope) is not cst.Module
         ):
             return None
         return assignment.value
@@ -224,7 +224,7 @@ class TfModelNotDistributedModelSubclass(Rule):
     ) -> Iterator[cst.BaseExpression]:
         """Layer constructions passed for ``parameter`` where the class is instantiated in this file."""
         for call in self.program.facts.call_order:
-            if not (isinstance(call.func, cst.Name) and call.func.value == cls.name.value):
+            if not (type(call.func) is cst.Name and call.func.value == cls.name.value):
                 continue
             value = _argument_for(init, call, parameter)
             if value is not None and _is_layer(self.program.facts, value):
@@ -246,7 +246,7 @@ class TfModelNotDistributedModelSubclass(Rule):
         local = bound_names(call.body) | {param.name.value for param in call.params.params}
         for inner in iter_nodes(call.body):
             if (
-                isinstance(inner, cst.Name)
+                type(inner) is cst.Name
                 and inner.value not in local
                 and self._module_variable(inner)
                 and id(inner) not in self.reported
@@ -263,14 +263,13 @@ class TfModelNotDistributedModelSubclass(Rule):
     def _module_variable(self, use: cst.Name) -> bool:
         value = self._module_value(use)
         return (
-            isinstance(value, cst.Call)
-            and self.program.facts.qualified_name(value.func) in _VARIABLES
+            type(value) is cst.Call and self.program.facts.qualified_name(value.func) in _VARIABLES
         )
 
 
 def _method(cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
     for statement in cls.body.body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+        if type(statement) is cst.FunctionDef and statement.name.value == name:
             return statement
     return None
 
@@ -279,11 +278,11 @@ def _self_assignments(function: cst.FunctionDef) -> Sequence[tuple[str, cst.Base
     """``self.<attr> = value`` statements of ``function``."""
     found = []
     for node in iter_nodes(function.body):
-        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        if type(node) is cst.Assign and len(node.targets) == 1:
             target = node.targets[0].target
             if (
-                isinstance(target, cst.Attribute)
-                and isinstance(target.value, cst.Name)
+                type(target) is cst.Attribute
+                and type(target.value) is cst.Name
                 and target.value.value == "self"
             ):
                 found.append((target.attr.value, node.value))
@@ -291,7 +290,7 @@ def _self_assignments(function: cst.FunctionDef) -> Sequence[tuple[str, cst.Base
 
 
 def _is_layer(facts: FileFacts, value: cst.BaseExpression) -> bool:
-    return isinstance(value, cst.Call) and (facts.qualified_name(value.func) or "").startswith(
+    return type(value) is cst.Call and (facts.qualified_name(value.func) or "").startswith(
         _LAYER_MODULES
     )
 

@@ -81,27 +81,27 @@ class TfStepOutputAndApplyGradients(Rule):
         bound = node.targets[0].target
         if isinstance(bound, (cst.Tuple, cst.List)):
             for element in bound.elements:
-                if isinstance(element.value, cst.Name):
+                if type(element.value) is cst.Name:
                     scope[element.value.value] = _Output(element.value.value, step)
-        elif isinstance(bound, cst.Name) and step in self.single:
+        elif type(bound) is cst.Name and step in self.single:
             scope[bound.value] = _Output(bound.value, step)
 
     def _step_called(self, value: cst.BaseExpression) -> Optional[str]:
         if (
-            isinstance(value, cst.Call)
-            and isinstance(value.func, cst.Name)
+            type(value) is cst.Call
+            and type(value.func) is cst.Name
             and value.func.value in self.program.facts.step_functions
         ):
             return value.func.value
         return None
 
     def _output(self, node: cst.BaseExpression) -> Optional[_Output]:
-        return self.scopes[-1].get(node.value) if isinstance(node, cst.Name) else None
+        return self.scopes[-1].get(node.value) if type(node) is cst.Name else None
 
     # -- uses ------------------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        method = func.attr.value if type(func) is cst.Attribute else None
         hvd = horovod_member(self.program.facts, func)
         step = innermost_function(self.ancestry.stack, self.in_step)
         if step is not None and hvd == "allreduce":
@@ -145,7 +145,7 @@ class TfStepOutputAndApplyGradients(Rule):
             return f"the Keras metric `{self.program.code_for(call.func)}`"
         if (
             method in _METRIC_METHODS
-            and isinstance(call.func, cst.Attribute)
+            and type(call.func) is cst.Attribute
             and is_keras_metric(self.program.facts, call.func.value)
         ):
             return f"the Keras metric `{self.program.code_for(call.func.value)}`"
@@ -161,8 +161,8 @@ class TfStepOutputAndApplyGradients(Rule):
         pairs = call.args[0].value
         gradients: Optional[cst.BaseExpression] = None
         if (
-            isinstance(pairs, cst.Call)
-            and isinstance(pairs.func, cst.Name)
+            type(pairs) is cst.Call
+            and type(pairs.func) is cst.Name
             and pairs.func.value == "zip"
             and pairs.args
         ):
@@ -219,10 +219,10 @@ class TfStepOutputAndApplyGradients(Rule):
 
 
 def _names(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return [target.value]
     if isinstance(target, (cst.Tuple, cst.List)):
         return [name for element in target.elements for name in _names(element.value)]
-    if isinstance(target, cst.StarredElement):
+    if type(target) is cst.StarredElement:
         return _names(target.value)
     return []

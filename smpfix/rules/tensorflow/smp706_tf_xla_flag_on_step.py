@@ -50,7 +50,7 @@ class TfXlaFlagOnStep(Rule):
             for decorator in function.decorators if function is not None else ():
                 call = decorator.decorator
                 if (
-                    isinstance(call, cst.Call)
+                    type(call) is cst.Call
                     and self.program.facts.qualified_name(call.func) in _TF_FUNCTION
                 ):
                     keyword = _xla_keyword(call, self.program.facts)
@@ -135,15 +135,15 @@ class TfXlaFlagOnStep(Rule):
         if (
             not tf
             or ref is None
-            or not isinstance(ref.scope, cst.Module)
-            or not isinstance(ref.statement, cst.SimpleStatementLine)
+            or type(ref.scope) is not cst.Module
+            or type(ref.statement) is not cst.SimpleStatementLine
         ):
             return None
         module = self.program.module
         statement = cst.parse_statement(
             f"{tf[0]}.config.optimizer.set_jit(True)\n", config=module.config_for_parsing
         )
-        assert isinstance(statement, cst.SimpleStatementLine)
+        assert type(statement) is cst.SimpleStatementLine
         return InsertStatementBefore(ref.statement, statement, module)
 
 
@@ -166,8 +166,8 @@ def _without(call: cst.Call, keyword: cst.Arg) -> cst.Call:
 def _statement_of(call: cst.Call, facts: FileFacts) -> cst.CSTNode:
     """The statement holding ``call`` among the facts' statements (``smp.init()`` is one by itself)."""
     for statement in facts.statements:
-        if isinstance(statement, cst.SimpleStatementLine) and any(
-            isinstance(small, cst.Expr) and small.value is call for small in statement.body
+        if type(statement) is cst.SimpleStatementLine and any(
+            type(small) is cst.Expr and small.value is call for small in statement.body
         ):
             return statement
     return call

@@ -81,7 +81,7 @@ class TfUnsortedInputFiles(Rule):
         ):
             function = self.ancestry.nearest(cst.FunctionDef)
             scope: CodeScope = (
-                function if isinstance(function, cst.FunctionDef) else self.program.module
+                function if type(function) is cst.FunctionDef else self.program.module
             )
             listing = self._listing(node.args[0].value, scope, node, 0)
             if listing is not None and id(listing) not in self.reported:
@@ -99,16 +99,16 @@ class TfUnsortedInputFiles(Rule):
         """
         if depth > _MAX_DEPTH:
             return None
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             func = expr.func
-            if isinstance(func, cst.Name) and func.value == "sorted":
+            if type(func) is cst.Name and func.value == "sorted":
                 return None
             if self._is_listing(expr):
                 return expr
-            if isinstance(func, cst.Name) and func.value in ("list", "tuple") and expr.args:
+            if type(func) is cst.Name and func.value in ("list", "tuple") and expr.args:
                 return self._listing(expr.args[0].value, scope, before, depth + 1)
             if (
-                isinstance(func, cst.Name)
+                type(func) is cst.Name
                 and func.value in self.program.facts.functions
                 and func.value not in self.program.facts.classes
             ):
@@ -116,13 +116,13 @@ class TfUnsortedInputFiles(Rule):
             return None
         if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
             return self._listing(expr.for_in.iter, scope, before, depth + 1)
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Add:
             return self._listing(expr.left, scope, before, depth + 1) or self._listing(
                 expr.right, scope, before, depth + 1
             )
-        if isinstance(expr, cst.Name) and not self._sorted_in_place(expr.value):
+        if type(expr) is cst.Name and not self._sorted_in_place(expr.value):
             for assignment in reaching_assignments(self.program.facts, expr):
-                value_before = assignment.value if isinstance(assignment.value, cst.Call) else None
+                value_before = assignment.value if type(assignment.value) is cst.Call else None
                 found = self._listing(assignment.value, scope, value_before, depth + 1)
                 if found is not None:
                     return found
@@ -131,7 +131,7 @@ class TfUnsortedInputFiles(Rule):
     def _returned_listing(self, function: cst.FunctionDef, depth: int) -> Optional[cst.Call]:
         """The listing a local function returns (``return glob.glob(...)``)."""
         for node in iter_nodes(function.body):
-            if isinstance(node, cst.Return) and node.value is not None:
+            if type(node) is cst.Return and node.value is not None:
                 found = self._listing(node.value, function, None, depth)
                 if found is not None:
                     return found
@@ -141,22 +141,22 @@ class TfUnsortedInputFiles(Rule):
         if self.program.facts.qualified_name(call.func) in _LISTINGS:
             return True
         func = call.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in _PATH_LISTINGS:
+        if type(func) is not cst.Attribute or func.attr.value not in _PATH_LISTINGS:
             return False
         receiver = func.value
-        if isinstance(receiver, cst.Name):
+        if type(receiver) is cst.Name:
             assignment = self.program.facts.names.assignment(receiver.value, receiver)
             receiver = assignment.value if assignment is not None else receiver
-        return isinstance(receiver, cst.Call) and (
+        return type(receiver) is cst.Call and (
             self.program.facts.qualified_name(receiver.func) or ""
         ).startswith(_PATH_CLASSES)
 
     def _sorted_in_place(self, name: str) -> bool:
         """``files.sort()`` somewhere in the file."""
         return any(
-            isinstance(call.func, cst.Attribute)
+            type(call.func) is cst.Attribute
             and call.func.attr.value == "sort"
-            and isinstance(call.func.value, cst.Name)
+            and type(call.func.value) is cst.Name
             and call.func.value.value == name
             for call in self.program.facts.call_order
         )

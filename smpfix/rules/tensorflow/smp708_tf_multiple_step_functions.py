@@ -70,11 +70,11 @@ class TfMultipleStepFunctions(Rule):
         ]
         for body in bodies:
             for inner in iter_nodes(body.body):
-                if not isinstance(inner, cst.Call):
+                if type(inner) is not cst.Call:
                     continue
                 func = inner.func
                 if (
-                    isinstance(func, cst.Attribute)
+                    type(func) is cst.Attribute
                     and func.attr.value in _GRADIENT_METHODS
                     and self.program.facts.qualified_name(func) is None
                 ):

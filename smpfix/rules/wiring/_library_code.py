@@ -56,27 +56,27 @@ class LibraryCode:
             known = self._uses[id(node)] = any(
                 self.facts.smp_member(child.func) is not None
                 for child in _own_nodes(node)
-                if isinstance(child, cst.Call)
+                if type(child) is cst.Call
             ) or any(
                 self.facts.smp_member(child) is not None
                 for child in _own_nodes(node)
-                if isinstance(child, cst.Attribute)
+                if type(child) is cst.Attribute
             )
         return known
 
     def _function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         for ancestor in self.parents.ancestors(node):
-            if isinstance(ancestor, cst.FunctionDef):
+            if type(ancestor) is cst.FunctionDef:
                 return ancestor
         return None
 
     def _in_non_library_branch(self, node: cst.CSTNode) -> bool:
         child: cst.CSTNode = node
         for ancestor in self.parents.ancestors(node):
-            if isinstance(ancestor, cst.FunctionDef):
+            if type(ancestor) is cst.FunctionDef:
                 return False
             if (
-                isinstance(ancestor, cst.If)
+                type(ancestor) is cst.If
                 and ancestor.orelse is not None
                 and (child is ancestor.body or child is ancestor.orelse)
             ):
@@ -89,33 +89,33 @@ class LibraryCode:
     def _library_functions(self, top: list[cst.CSTNode]) -> frozenset[cst.FunctionDef]:
         """Functions that use the library, run a step, or are called (by name, or as a class
         being built) from such functions or from module-level code that uses the library."""
-        functions = [node for node in iter_nodes(self.module) if isinstance(node, cst.FunctionDef)]
+        functions = [node for node in iter_nodes(self.module) if type(node) is cst.FunctionDef]
         by_name: dict[str, list[cst.FunctionDef]] = {}
         for function in functions:
             by_name.setdefault(function.name.value, []).append(function)
         for name, cls in self.facts.classes.items():
             # Building an instance runs the class's code: its methods run with whoever builds it.
             by_name.setdefault(name, []).extend(
-                s for s in cls.body.body if isinstance(s, cst.FunctionDef)
+                s for s in cls.body.body if type(s) is cst.FunctionDef
             )
         found = set(step_bodies(step_functions(self.facts)))
         found.update(function for function in functions if self._uses_library(function.body))
         for statement in top:
             for call in _own_nodes(statement):
-                if isinstance(call, cst.Call) and isinstance(call.func, cst.Name):
+                if type(call) is cst.Call and type(call.func) is cst.Name:
                     found.update(by_name.get(call.func.value, ()))
         pending = list(found)
         while pending:
             current = pending.pop()
             for call in _own_nodes(current.body):
-                if isinstance(call, cst.Call) and isinstance(call.func, cst.Name):
+                if type(call) is cst.Call and type(call.func) is cst.Name:
                     for callee in by_name.get(call.func.value, ()):
                         if callee not in found:
                             found.add(callee)
                             pending.append(callee)
             # Functions nested in library code run with it too.
             for nested in iter_nodes(current.body):
-                if isinstance(nested, cst.FunctionDef) and nested not in found:
+                if type(nested) is cst.FunctionDef and nested not in found:
                     found.add(nested)
                     pending.append(nested)
         return frozenset(found)

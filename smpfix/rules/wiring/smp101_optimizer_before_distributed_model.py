@@ -59,7 +59,7 @@ class OptimizerBeforeDistributedModel(Rule):
                 where = assignment.where
                 if where is None or not self.program.facts.is_optimizer_constructor(value):
                     continue
-                assert isinstance(value, cst.Call)
+                assert type(value) is cst.Call
                 if (
                     wrap.where is None
                     or where.scope is not wrap.where.scope
@@ -82,7 +82,7 @@ class OptimizerBeforeDistributedModel(Rule):
         found = []
         for arg in call.args:
             for node in iter_nodes(arg.value):
-                if not isinstance(node, cst.Name) or node.value == model or node.value in found:
+                if type(node) is not cst.Name or node.value == model or node.value in found:
                     continue
                 if any(
                     self._mentions_parameters_of(a.value, model)
@@ -94,15 +94,15 @@ class OptimizerBeforeDistributedModel(Rule):
     @staticmethod
     def _mentions_parameters_of(expr: cst.CSTNode, model: str) -> bool:
         for node in iter_nodes(expr):
-            if isinstance(node, cst.Call):
+            if type(node) is cst.Call:
                 func = node.func
-                if isinstance(func, cst.Attribute) and func.attr.value in _PARAMETER_METHODS:
+                if type(func) is cst.Attribute and func.attr.value in _PARAMETER_METHODS:
                     root = func.value
-                    while isinstance(root, cst.Attribute):
+                    while type(root) is cst.Attribute:
                         root = root.value
-                    if isinstance(root, cst.Name) and root.value == model:
+                    if type(root) is cst.Name and root.value == model:
                         return True
-                if any(isinstance(a.value, cst.Name) and a.value.value == model for a in node.args):
+                if any(type(a.value) is cst.Name and a.value.value == model for a in node.args):
                     return True
         return False
 
@@ -111,15 +111,13 @@ class OptimizerBeforeDistributedModel(Rule):
         opt_ref, wrap_ref = optimizer.where, wrap.where
         assert opt_ref is not None and wrap_ref is not None
         statement = opt_ref.statement
-        if opt_ref.block is not wrap_ref.block or isinstance(
-            opt_ref.block, cst.SimpleStatementSuite
-        ):
+        if opt_ref.block is not wrap_ref.block or type(opt_ref.block) is cst.SimpleStatementSuite:
             return None
-        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
             return None
         if wrap.target is None:
             return None
-        assert isinstance(optimizer.value, cst.Call)
+        assert type(optimizer.value) is cst.Call
         if self._via_variables(optimizer.value, model, opt_ref):
             # Parameter groups computed before the wrap stay stale; moving one line is not a fix.
             return None

@@ -43,7 +43,7 @@ class _StateLoad:
 def _root(expr: cst.BaseExpression) -> Optional[str]:
     while isinstance(expr, (cst.Attribute, cst.Call, cst.Subscript)):
         expr = expr.func if isinstance(expr, cst.Call) else expr.value
-    return expr.value if isinstance(expr, cst.Name) else None
+    return expr.value if type(expr) is cst.Name else None
 
 
 # SMP 1.15 loads full checkpoints into a model sharded by sharded data parallelism.
@@ -70,19 +70,15 @@ class WeightsLoadedBeforeWrap(Rule):
             if partial is not None and self.program.facts.literal(partial.value) is False:
                 self._full_resumes.append(node)
         func = node.func
-        if (
-            isinstance(func, cst.Attribute)
-            and func.attr.value == "load_state_dict"
-            and member is None
-        ):
+        if type(func) is cst.Attribute and func.attr.value == "load_state_dict" and member is None:
             line = self.ancestry.nearest(cst.SimpleStatementLine)
             scope = self.ancestry.nearest(cst.FunctionDef) or self.program.module
             self._loads.append(
                 _StateLoad(
                     node,
                     _root(func.value),
-                    isinstance(func.value, cst.Name),
-                    line if isinstance(line, cst.SimpleStatementLine) else None,
+                    type(func.value) is cst.Name,
+                    line if type(line) is cst.SimpleStatementLine else None,
                     scope if isinstance(scope, (cst.FunctionDef, cst.Module)) else None,
                 )
             )
@@ -126,9 +122,9 @@ class WeightsLoadedBeforeWrap(Rule):
                 found.append(pretrained)
                 continue
             root = assignment.value
-            while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute):
+            while type(root) is cst.Call and type(root.func) is cst.Attribute:
                 root = root.func.value
-            if isinstance(root, cst.Name) and root is not assignment.value and depth < 4:
+            if type(root) is cst.Name and root is not assignment.value and depth < 4:
                 found.extend(self._pretrained_reaching(root.value, root, depth + 1))
         return found
 
@@ -208,7 +204,7 @@ class WeightsLoadedBeforeWrap(Rule):
             return None
         if (
             len(line.body) != 1
-            or not isinstance(line.body[0], cst.Expr)
+            or type(line.body[0]) is not cst.Expr
             or line.body[0].value is not load.call
         ):
             return None
@@ -225,7 +221,7 @@ class WeightsLoadedBeforeWrap(Rule):
             # Moving the load past a new value of what it reads would load something else.
             return None
         func = load.call.func
-        assert isinstance(func, cst.Attribute)
+        assert type(func) is cst.Attribute
         renamed = load.call.with_changes(func=func.with_changes(value=cst.Name(wrap.target)))
         moved = line.with_changes(body=[line.body[0].with_changes(value=renamed)])
         return PendingFix(
@@ -267,14 +263,14 @@ class WeightsLoadedBeforeWrap(Rule):
         self, expr: cst.BaseExpression, scope: Optional[CodeScope], depth: int = 0
     ) -> bool:
         """A whole-model state dict: ``torch.load(...)``, ``smp.load(..., partial=False)``, ``x.state_dict()``, a translation."""
-        while isinstance(expr, cst.Subscript):
+        while type(expr) is cst.Subscript:
             expr = expr.value
-        if isinstance(expr, cst.Name) and depth < 3:
+        if type(expr) is cst.Name and depth < 3:
             return any(
                 self._is_full_state(a.value, scope, depth + 1)
                 for a in self.program.names.reaching(expr.value, expr).assignments
             )
-        if not isinstance(expr, cst.Call):
+        if type(expr) is not cst.Call:
             return False
         if self.program.facts.qualified_name(expr.func) == "torch.load":
             return True

@@ -72,7 +72,7 @@ class _Holders:
 def _root_name(expr: cst.BaseExpression) -> Optional[str]:
     while isinstance(expr, (cst.Attribute, cst.Call, cst.Subscript)):
         expr = expr.func if isinstance(expr, cst.Call) else expr.value
-    return expr.value if isinstance(expr, cst.Name) else None
+    return expr.value if type(expr) is cst.Name else None
 
 
 def _parameter_names(function: cst.FunctionDef) -> list[str]:
@@ -101,7 +101,7 @@ class MissingDistributedOptimizer(Rule):
 
     # -- collecting --------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name):
+        if type(node.func) is cst.Name:
             self._calls.setdefault(node.func.value, []).append(node)
         qualified = self.program.facts.qualified_name(node.func)
         if qualified is not None and not qualified.startswith(_KNOWN_LIBRARIES):
@@ -117,7 +117,7 @@ class MissingDistributedOptimizer(Rule):
             if name is not None:
                 self._checkpointed.add(name)
         if (
-            (qualified is not None or isinstance(node.func, cst.Name))
+            (qualified is not None or type(node.func) is cst.Name)
             and self.program.facts.is_optimizer_constructor(node)
             and not self._inside_wrapper()
         ):
@@ -132,16 +132,16 @@ class MissingDistributedOptimizer(Rule):
     def _describe(self, node: cst.Call) -> _Optimizer:
         parent = self.ancestry.parent(1)
         target = None
-        if isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
+        if type(parent) is cst.Assign and parent.value is node and len(parent.targets) == 1:
             target = dotted_name(parent.targets[0].target)
         line = self.ancestry.nearest(cst.SimpleStatementLine)
         function = self.ancestry.nearest(cst.FunctionDef)
         return _Optimizer(
             node,
             target,
-            line if isinstance(line, cst.SimpleStatementLine) else None,
-            function if isinstance(function, cst.FunctionDef) else None,
-            isinstance(parent, cst.Return),
+            line if type(line) is cst.SimpleStatementLine else None,
+            function if type(function) is cst.FunctionDef else None,
+            type(parent) is cst.Return,
         )
 
     # -- deciding ----------------------------------------------------------------------------
@@ -175,7 +175,7 @@ class MissingDistributedOptimizer(Rule):
             for assignment in self.program.facts.assignments.get(name, ()):
                 where = assignment.where
                 if where is not None and (
-                    where.scope is scope or (scope is None and isinstance(where.scope, cst.Module))
+                    where.scope is scope or (scope is None and type(where.scope) is cst.Module)
                 ):
                     sources.append(assignment.value)
         return sources
@@ -183,16 +183,16 @@ class MissingDistributedOptimizer(Rule):
     @staticmethod
     def _mentions_parameters(expr: cst.CSTNode, models: set[str]) -> bool:
         for node in iter_nodes(expr):
-            if not isinstance(node, cst.Call):
+            if type(node) is not cst.Call:
                 continue
             func = node.func
             if (
-                isinstance(func, cst.Attribute)
+                type(func) is cst.Attribute
                 and func.attr.value in _PARAMETER_METHODS
                 and _root_name(func.value) in models
             ):
                 return True
-            if any(isinstance(a.value, cst.Name) and a.value.value in models for a in node.args):
+            if any(type(a.value) is cst.Name and a.value.value in models for a in node.args):
                 return True
         return False
 
@@ -231,7 +231,7 @@ class MissingDistributedOptimizer(Rule):
         if name is None:
             return False
         return any(
-            isinstance(n, cst.Return) and n.value is not None and dotted_name(n.value) == name
+            type(n) is cst.Return and n.value is not None and dotted_name(n.value) == name
             for n in iter_nodes(function.body)
         )
 
@@ -253,7 +253,7 @@ class MissingDistributedOptimizer(Rule):
         """``def wrap(opt): return smp.DistributedOptimizer(opt)`` called as ``wrap(optimizer)``."""
         for wrap in self.program.facts.distributed_optimizers:
             scope = wrap.where.scope if wrap.where is not None else None
-            if not isinstance(scope, cst.FunctionDef) or wrap.argument_name not in _parameter_names(
+            if type(scope) is not cst.FunctionDef or wrap.argument_name not in _parameter_names(
                 scope
             ):
                 continue
@@ -332,7 +332,7 @@ class MissingDistributedOptimizer(Rule):
             f"{optimizer.target} = {reference.text}({optimizer.target})\n",
             config=module.config_for_parsing,
         )
-        assert isinstance(statement, cst.SimpleStatementLine)
+        assert type(statement) is cst.SimpleStatementLine
         edits: tuple[NodeEdit, ...] = (
             *reference.edits,
             InsertStatementAfter(anchor.statement, statement, module),

@@ -44,8 +44,8 @@ class _ModuleClass:
 
 
 def _methods(cls: cst.ClassDef) -> dict[str, cst.FunctionDef]:
-    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
-    return {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
+    body = cls.body.body if type(cls.body) is cst.IndentedBlock else ()
+    return {s.name.value: s for s in body if type(s) is cst.FunctionDef}
 
 
 def _self_name(function: cst.FunctionDef) -> Optional[str]:
@@ -68,7 +68,7 @@ def _returned_child(function: Optional[cst.FunctionDef]) -> Optional[str]:
         return None
     self_name = _self_name(function)
     returns = [
-        n for n in iter_nodes(function.body) if isinstance(n, cst.Return) and n.value is not None
+        n for n in iter_nodes(function.body) if type(n) is cst.Return and n.value is not None
     ]
     if len(returns) != 1 or self_name is None:
         return None
@@ -108,7 +108,7 @@ class SharedParametersSplitAcrossPartitions(Rule):
         if self.program.facts.smp_member(node.func) != "set_partition":
             return
         module, index = argument(node, "module", 0), argument(node, "partition", 1)
-        if module is None or index is None or not isinstance(module.value, cst.Attribute):
+        if module is None or index is None or type(module.value) is not cst.Attribute:
             return
         value = self.program.facts.literal(index.value)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -126,15 +126,15 @@ class SharedParametersSplitAcrossPartitions(Rule):
     ) -> None:
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return
-        if isinstance(node, cst.With):
+        if type(node) is cst.With:
             for context in contexts_of(self.program.facts, node):
                 if context.member == "partition":
                     partition = context.partition
             self._scan(node.body, partition, self_name, methods, placements, ties)
             return
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             self._assignment(node, partition, self_name, placements, ties)
-        elif isinstance(node, cst.Call):
+        elif type(node) is cst.Call:
             ties.extend(self._tie_call(node, self_name, methods))
         for child in children(node):
             self._scan(child, partition, self_name, methods, placements, ties)
@@ -151,7 +151,7 @@ class SharedParametersSplitAcrossPartitions(Rule):
             child = _child_of(target.target, self_name, 0)
             if (
                 child is not None
-                and isinstance(target.target, cst.Attribute)
+                and type(target.target) is cst.Attribute
                 and dotted_name(target.target) == f"{self_name}.{child}"
             ):
                 placements.setdefault(child, set()).add(partition)
@@ -164,7 +164,7 @@ class SharedParametersSplitAcrossPartitions(Rule):
     ) -> list[_Tie]:
         func = call.func
         if (
-            isinstance(func, cst.Attribute)
+            type(func) is cst.Attribute
             and dotted_name(func.value) == self_name
             and func.attr.value in _TIE_TRIGGERS
         ):
@@ -174,7 +174,7 @@ class SharedParametersSplitAcrossPartitions(Rule):
                 return [
                     tie
                     for n in iter_nodes(custom.body)
-                    if isinstance(n, cst.Assign)
+                    if type(n) is cst.Assign
                     for target in n.targets
                     if (tie := _assignment_tie(n, target.target, inner_self)) is not None
                 ]

@@ -88,12 +88,12 @@ class LargeModelWithoutDelayedInit(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         # The `with` items count as surrounding their own calls too; they build no model.
         contexts = tuple(c for opened in self._open for c in opened)
-        if isinstance(node.func, cst.Name) and contexts:
+        if type(node.func) is cst.Name and contexts:
             self._called_in.setdefault(node.func.value, []).append(contexts)
         size = self._model_size(node)
         if size is not None and size.parameters >= THRESHOLD:
             function = self.ancestry.nearest(cst.FunctionDef)
-            name = function.name.value if isinstance(function, cst.FunctionDef) else None
+            name = function.name.value if type(function) is cst.FunctionDef else None
             self._candidates.append(_ModelConstruction(node, size, name, contexts))
 
     # -- how big -----------------------------------------------------------------------------
@@ -111,7 +111,7 @@ class LargeModelWithoutDelayedInit(Rule):
     def _builds_model(self, call: cst.Call) -> bool:
         """``Model.from_config(cfg)``, ``GPT2LMHeadModel(cfg)``, a local ``GPT(cfg)``; not configs or helpers."""
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "from_config":
+        if type(func) is cst.Attribute and func.attr.value == "from_config":
             return True
         if self.program.facts.smp_member(func) is not None or is_config_class(
             self.program.facts, func
@@ -125,12 +125,12 @@ class LargeModelWithoutDelayedInit(Rule):
         )
 
     def _config_size(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[_Size]:
-        if isinstance(expr, cst.Name) and depth == 0:
+        if type(expr) is cst.Name and depth == 0:
             assignment = self.program.facts.names.assignment(expr.value, expr)
             return (
                 self._config_size(assignment.value, depth + 1) if assignment is not None else None
             )
-        if not isinstance(expr, cst.Call):
+        if type(expr) is not cst.Call:
             return None
         literal = self._literal_sizes(expr)
         if literal is not None:

@@ -43,14 +43,14 @@ def _imports_library(node: ImportNode) -> bool:
 
 
 def _is_main_guard(test: cst.BaseExpression) -> bool:
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
         return False
     sides = {
         dotted_name(test.left) or literal_value(test.left),
         dotted_name(test.comparisons[0].comparator)
         or literal_value(test.comparisons[0].comparator),
     }
-    return isinstance(test.comparisons[0].operator, cst.Equal) and sides == {"__name__", "__main__"}
+    return type(test.comparisons[0].operator) is cst.Equal and sides == {"__name__", "__main__"}
 
 
 class MissingSmpInit(Rule):
@@ -82,7 +82,7 @@ class MissingSmpInit(Rule):
         if self._first_import is None:
             self._first_import = node
         line, module = self.ancestry.parent(1), self.ancestry.parent(2)
-        if isinstance(line, cst.SimpleStatementLine) and isinstance(module, cst.Module):
+        if type(line) is cst.SimpleStatementLine and type(module) is cst.Module:
             self._top_level_imports.append((line, node))
 
     def visit_Import(self, node: cst.Import) -> None:
@@ -100,7 +100,7 @@ class MissingSmpInit(Rule):
             and not member.startswith("get_")
         ):
             self._driver_use = self._driver_use or member
-        if isinstance(node.func, cst.Name):
+        if type(node.func) is cst.Name:
             self._called.add(node.func.value)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -110,7 +110,7 @@ class MissingSmpInit(Rule):
                 self._driver_use = self._driver_use or "DistributedModel"
 
     def visit_If(self, node: cst.If) -> None:
-        if isinstance(self.ancestry.parent(1), cst.Module) and _is_main_guard(node.test):
+        if type(self.ancestry.parent(1)) is cst.Module and _is_main_guard(node.test):
             self._main_guard = True
 
     # -- the decision ------------------------------------------------------------------------
@@ -195,7 +195,7 @@ class MissingSmpInit(Rule):
         if reference is None:
             return None
         statement = cst.parse_statement(f"{reference.text}()\n", config=module.config_for_parsing)
-        assert isinstance(statement, cst.SimpleStatementLine)
+        assert type(statement) is cst.SimpleStatementLine
         edits: tuple[NodeEdit, ...] = (
             *reference.edits,
             InsertStatementAfter(anchor[0], statement, module),

@@ -43,12 +43,12 @@ class CudaDeviceNotLocalRank(Rule):
         func = node.func
         spelled = (
             func.attr.value
-            if isinstance(func, cst.Attribute)
+            if type(func) is cst.Attribute
             else func.value
-            if isinstance(func, cst.Name)
+            if type(func) is cst.Name
             else None
         )
-        imported = isinstance(func, cst.Name) and func.value in self.program.facts.imports.bindings
+        imported = type(func) is cst.Name and func.value in self.program.facts.imports.bindings
         if spelled not in _DEVICE_CALL_NAMES and not imported:
             self._check_index(node, argument(node, "device"))
             return
@@ -57,9 +57,9 @@ class CudaDeviceNotLocalRank(Rule):
             self._check_index(node, argument(node, "device", 0), set_device=True)
         elif qualified == "torch.device":
             self._check_torch_device(node)
-        elif qualified is None and isinstance(func, cst.Attribute) and func.attr.value == "cuda":
+        elif qualified is None and type(func) is cst.Attribute and func.attr.value == "cuda":
             self._check_index(node, argument(node, "device", 0), remove_literal=True)
-        elif qualified is None and isinstance(func, cst.Attribute) and func.attr.value == "to":
+        elif qualified is None and type(func) is cst.Attribute and func.attr.value == "to":
             self._check_index(node, argument(node, "device", 0))
         else:
             self._check_index(node, argument(node, "device"))
@@ -70,7 +70,7 @@ class CudaDeviceNotLocalRank(Rule):
             return
         if self.program.facts.literal(first.value) == "cuda":
             self._check_index(call, argument(call, "index", 1), remove_literal=True)
-        elif isinstance(first.value, cst.Integer):
+        elif type(first.value) is cst.Integer:
             self._check_index(call, first)
 
     def _check_index(
@@ -116,34 +116,33 @@ class CudaDeviceNotLocalRank(Rule):
             return _WrongIndex("rank", f"`smp.{function}()`")
         if self._local_rank_env(expr):
             return _WrongIndex("env", "the `LOCAL_RANK` environment variable")
-        if isinstance(expr, cst.Integer):
+        if type(expr) is cst.Integer:
             return _WrongIndex("literal", expr.value)
         return None
 
     def _local_rank_env(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """``int(os.environ["LOCAL_RANK"])`` (or ``.get``/``getenv``), or a name assigned once from it."""
-        if isinstance(expr, cst.Name) and depth == 0:
+        if type(expr) is cst.Name and depth == 0:
             assignment = self.program.facts.names.assignment(expr.value, expr)
             return assignment is not None and self._local_rank_env(assignment.value, depth + 1)
         if not (
-            isinstance(expr, cst.Call)
-            and isinstance(expr.func, cst.Name)
+            type(expr) is cst.Call
+            and type(expr.func) is cst.Name
             and expr.func.value == "int"
             and expr.args
         ):
             return False
         inner = expr.args[0].value
         if (
-            isinstance(inner, cst.Subscript)
+            type(inner) is cst.Subscript
             and self.program.facts.qualified_name(inner.value) == "os.environ"
         ):
             index = inner.slice[0].slice if len(inner.slice) == 1 else None
             return (
-                isinstance(index, cst.Index)
-                and self.program.facts.literal(index.value) == "LOCAL_RANK"
+                type(index) is cst.Index and self.program.facts.literal(index.value) == "LOCAL_RANK"
             )
         if (
-            isinstance(inner, cst.Call)
+            type(inner) is cst.Call
             and self.program.facts.qualified_name(inner.func) in _ENV_GETTERS
             and inner.args
         ):
@@ -154,7 +153,7 @@ class CudaDeviceNotLocalRank(Rule):
         shown = self.program.code_for(call)
         source = (
             wrong.described
-            if isinstance(expr, cst.Call)
+            if type(expr) is cst.Call
             else f"`{self.program.code_for(expr)}` ({wrong.described})"
         )
         if wrong.kind == "rank":
@@ -180,7 +179,7 @@ class CudaDeviceNotLocalRank(Rule):
             return
         parent = self.ancestry.parent(1)
         call = self.ancestry.parent(2)
-        if isinstance(parent, cst.Arg) and isinstance(call, cst.Call):
+        if type(parent) is cst.Arg and type(call) is cst.Call:
             direct = (
                 parent.keyword is None
                 and self._is_device_api(call)
@@ -188,11 +187,11 @@ class CudaDeviceNotLocalRank(Rule):
             )
             set_device = self.program.facts.qualified_name(call.func) in _SET_DEVICE
             self._report_string(node, Severity.ERROR if direct else Severity.WARNING, set_device)
-        elif isinstance(parent, cst.DictElement) and parent.value is node:
+        elif type(parent) is cst.DictElement and parent.value is node:
             # A `map_location={"cuda:1": "cuda:0"}` target is a device; its keys name saved locations.
             holder = self.ancestry.parent(3)
             mapped = (
-                isinstance(holder, cst.Arg)
+                type(holder) is cst.Arg
                 and holder.keyword is not None
                 and holder.keyword.value in _DEVICE_KEYWORDS
             )
@@ -206,7 +205,7 @@ class CudaDeviceNotLocalRank(Rule):
             return True
         return (
             qualified is None
-            and isinstance(call.func, cst.Attribute)
+            and type(call.func) is cst.Attribute
             and call.func.attr.value in ("to", "cuda")
         )
 

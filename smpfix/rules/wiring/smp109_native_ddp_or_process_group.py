@@ -107,7 +107,7 @@ class NativeDdpOrProcessGroup(Rule):
     ) -> bool:
         if self.program.facts.is_smp_call(expr, "DistributedModel"):
             return True
-        if not isinstance(expr, cst.Name) or where is None:
+        if type(expr) is not cst.Name or where is None:
             return False
         assignment = latest_assignment(self.program.facts, expr)
         return assignment is not None and self.program.facts.is_smp_call(
@@ -122,7 +122,7 @@ class NativeDdpOrProcessGroup(Rule):
                 where is None
                 or wrap.where is None
                 or wrap.where.scope is not where.scope
-                or not isinstance(wrap.argument, cst.Name)
+                or type(wrap.argument) is not cst.Name
             ):
                 continue
             if not self.program.order.runs_before(call, wrap.call):
@@ -181,13 +181,13 @@ class NativeDdpOrProcessGroup(Rule):
         """Inside ``if not torch.distributed.is_initialized():``."""
         for side in run.sides:
             branch = side.branch
-            if not isinstance(branch, cst.If):
+            if type(branch) is not cst.If:
                 continue
             test = branch.test
-            negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
-            inner = test.expression if isinstance(test, cst.UnaryOperation) else test
+            negated = type(test) is cst.UnaryOperation and type(test.operator) is cst.Not
+            inner = test.expression if type(test) is cst.UnaryOperation else test
             if (
-                isinstance(inner, cst.Call)
+                type(inner) is cst.Call
                 and (self.program.facts.qualified_name(inner.func) or "") in _IS_INITIALIZED
             ):
                 if (side.arm == 0) == negated:

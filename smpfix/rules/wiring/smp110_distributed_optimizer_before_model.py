@@ -73,13 +73,13 @@ class DistributedOptimizerBeforeModel(Rule):
         ):
             return None
         statement = where.statement
-        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
             return None
         small = statement.body[0]
-        if not isinstance(small, cst.Assign) or small.value is not call or len(small.targets) != 1:
+        if type(small) is not cst.Assign or small.value is not call or len(small.targets) != 1:
             return None
         target = small.targets[0].target
-        if not isinstance(target, cst.Name):
+        if type(target) is not cst.Name:
             return None
         between = list(where.block.body[where.index + 1 : model_ref.index + 1])  # type: ignore[union-attr]
         if any(target.value in names_in(other) for other in between):

@@ -155,7 +155,7 @@ class UnsupportedFrameworkFeature(Rule):
                 self._transform(call, seen, before=False)
 
     def _holds_model(self, expr: cst.BaseExpression, call: cst.Call) -> bool:
-        if not isinstance(expr, cst.Name):
+        if type(expr) is not cst.Name:
             return False
         for wrap in self.program.facts.distributed_models:
             if (
@@ -196,13 +196,11 @@ class UnsupportedFrameworkFeature(Rule):
         """``super().forward(...)`` in a ``forward`` of a module class of this file."""
         for cls in self.program.facts.classes.values():
             for statement in cls.body.body:
-                if not (
-                    isinstance(statement, cst.FunctionDef) and statement.name.value == "forward"
-                ):
+                if not (type(statement) is cst.FunctionDef and statement.name.value == "forward"):
                     continue
                 for node in iter_nodes(statement.body):
                     if _is_super_forward(node):
-                        assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                        assert type(node) is cst.Call and type(node.func) is cst.Attribute
                         message = (
                             "`super().forward(...)` inside a module's `forward`: the library replaces the `forward` of "
                             "the modules it wraps, so this call can come back to the patched method and raise "
@@ -236,14 +234,14 @@ class UnsupportedFrameworkFeature(Rule):
 
 def _is_super_forward(node: cst.CSTNode) -> bool:
     if not (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
+        type(node) is cst.Call
+        and type(node.func) is cst.Attribute
         and node.func.attr.value == "forward"
     ):
         return False
     receiver = node.func.value
     return (
-        isinstance(receiver, cst.Call)
-        and isinstance(receiver.func, cst.Name)
+        type(receiver) is cst.Call
+        and type(receiver.func) is cst.Name
         and receiver.func.value == "super"
     )

@@ -36,7 +36,7 @@ class LrSchedulerOnFp16Wrapper(Rule):
             if not self._is_scheduler(call):
                 continue
             given = argument(call, "optimizer", 0)
-            if given is None or not isinstance(given.value, cst.Name):
+            if given is None or type(given.value) is not cst.Name:
                 continue
             if optimizer_wrap(self.program.file, given.value, call) is not None:
                 self._flag(node, call, given.value)

@@ -49,7 +49,7 @@ class Fp16SetupIncomplete(Rule):
             return True
         parents = self.program.parents
         places: list[cst.CSTNode] = [construction.call for construction in built]
-        if isinstance(wrap.argument, cst.Name) and wrap.where is not None:
+        if type(wrap.argument) is cst.Name and wrap.where is not None:
             for assignment in reaching_assignments(self.program.facts, wrap.argument):
                 places.append(assignment.value)
         for place in places:

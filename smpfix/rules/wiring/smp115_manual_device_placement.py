@@ -36,21 +36,21 @@ class ManualDevicePlacement(Rule):
             elif qualified == "torch.cuda.synchronize":
                 order = order or self.program.order
                 self._synchronize(node, order, call)
-            elif isinstance(call.func, cst.Attribute) and call.func.attr.value in ("to", "cuda"):
+            elif type(call.func) is cst.Attribute and call.func.attr.value in ("to", "cuda"):
                 self._move(node, call)
             elif self.program.facts.is_smp_call(call, "DistributedModel"):
                 self._tracing(call)
 
     # -- model.to(device) -------------------------------------------------------------------
     def _move(self, module: cst.Module, call: cst.Call) -> None:
-        assert isinstance(call.func, cst.Attribute)
+        assert type(call.func) is cst.Attribute
         receiver = call.func.value
         if not self._holds_distributed_model(receiver, call) or not self._moves_to_device(call):
             return
         order = self.program.order
         runs = order.runs_of(call)
         steps = self.program.facts.step_functions
-        is_step = lambda run: isinstance(run.call.func, cst.Name) and run.call.func.value in steps  # noqa: E731
+        is_step = lambda run: type(run.call.func) is cst.Name and run.call.func.value in steps  # noqa: E731
         if not runs or any(order.before(run, is_step) for run in runs):
             return
         shown = self.program.code_for(call)
@@ -65,7 +65,7 @@ class ManualDevicePlacement(Rule):
         if self.program.facts.is_smp_call(receiver, "DistributedModel"):
             return True
         if (
-            not isinstance(receiver, cst.Name)
+            type(receiver) is not cst.Name
             or receiver.value not in self.program.facts.distributed_model_names()
         ):
             return False
@@ -77,7 +77,7 @@ class ManualDevicePlacement(Rule):
     def _moves_to_device(self, call: cst.Call) -> bool:
         """``.cuda(...)``, or ``.to(...)`` with a device that is not a string (a string device is
         not recognised by the library's patched ``to`` and does move the model)."""
-        assert isinstance(call.func, cst.Attribute)
+        assert type(call.func) is cst.Attribute
         if call.func.attr.value == "cuda":
             return True
         if argument(call, "device") is not None:
@@ -91,30 +91,30 @@ class ManualDevicePlacement(Rule):
         return not (qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in _DTYPES)
 
     def _is_torch_device(self, expr: cst.BaseExpression) -> bool:
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             assignment = self.program.facts.names.assignment(expr.value, expr)
             expr = assignment.value if assignment is not None else expr
         return (
-            isinstance(expr, cst.Call)
+            type(expr) is cst.Call
             and self.program.facts.qualified_name(expr.func) == "torch.device"
         )
 
     def _delete(self, call: cst.Call) -> Optional[PendingFix]:
         """Delete ``model.to(device)`` / ``model = model.to(device)``: safe when the device is a
         ``torch.device`` (the library ignores exactly that), unsafe otherwise."""
-        assert isinstance(call.func, cst.Attribute)
+        assert type(call.func) is cst.Attribute
         statement = self._statement_of(call)
         if statement is None or len(statement.body) != 1:
             return None
         small = statement.body[0]
         receiver = call.func.value
-        bare = isinstance(small, cst.Expr) and small.value is call
+        bare = type(small) is cst.Expr and small.value is call
         rebinds_itself = (
-            isinstance(small, cst.Assign)
+            type(small) is cst.Assign
             and small.value is call
             and len(small.targets) == 1
-            and isinstance(receiver, cst.Name)
-            and isinstance(small.targets[0].target, cst.Name)
+            and type(receiver) is cst.Name
+            and type(small.targets[0].target) is cst.Name
             and small.targets[0].target.value == receiver.value
         )
         if not (bare or rebinds_itself):
@@ -134,7 +134,7 @@ class ManualDevicePlacement(Rule):
     def _statement_of(self, node: cst.CSTNode) -> Optional[cst.SimpleStatementLine]:
         parents = self.program.parents
         for ancestor in parents.ancestors(node):
-            if isinstance(ancestor, cst.SimpleStatementLine):
+            if type(ancestor) is cst.SimpleStatementLine:
                 return ancestor
             if isinstance(ancestor, cst.BaseCompoundStatement):
                 return None
@@ -182,7 +182,7 @@ class ManualDevicePlacement(Rule):
         parents = self.program.parents
         child: cst.CSTNode = call
         for ancestor in parents.ancestors(call):
-            if isinstance(ancestor, cst.If) and child is ancestor.body:
+            if type(ancestor) is cst.If and child is ancestor.body:
                 if any(
                     guard.function in _ONE_PER_HOST
                     for guard in rank_zero_guards(ancestor.test, self.program.facts)

@@ -56,9 +56,7 @@ class PartitionApiMisuse(Rule):
         found = set(step_bodies(self.program.steps))
         for cls in self.program.facts.classes.values():
             found.update(
-                s
-                for s in cls.body.body
-                if isinstance(s, cst.FunctionDef) and s.name.value == "forward"
+                s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"
             )
         return frozenset(found)
 
@@ -120,7 +118,7 @@ class PartitionApiMisuse(Rule):
         """``smp.set_partition`` needs the ``smp.DistributedModel`` and must come before the first step."""
         steps = self.program.facts.step_functions
         is_model = lambda run: self.program.facts.is_smp_call(run.call, "DistributedModel")  # noqa: E731
-        is_step = lambda run: isinstance(run.call.func, cst.Name) and run.call.func.value in steps  # noqa: E731
+        is_step = lambda run: type(run.call.func) is cst.Name and run.call.func.value in steps  # noqa: E731
         for run in order.runs_of(call):
             if order.before(run, is_step):
                 message = (

@@ -38,9 +38,7 @@ class OptimizerStepOnEmptyPartition(Rule):
         parents = self.program.parents
         for call in self.program.facts.call_order:
             func = call.func
-            if not (
-                isinstance(func, cst.Attribute) and func.attr.value == "step" and not call.args
-            ):
+            if not (type(func) is cst.Attribute and func.attr.value == "step" and not call.args):
                 continue
             wrap = optimizer_wrap(self.program.file, func.value, call)
             if wrap is None or wrapped_optimizer_class(self.program.facts, wrap) not in _AFFECTED:
@@ -58,11 +56,11 @@ class OptimizerStepOnEmptyPartition(Rule):
 
 def _checks_local_parameters(node: cst.CSTNode) -> bool:
     """An ``if`` whose test calls ``local_parameters()`` (the documented guard, however written)."""
-    if not isinstance(node, cst.If):
+    if type(node) is not cst.If:
         return False
     return any(
-        isinstance(inner, cst.Call)
-        and isinstance(inner.func, cst.Attribute)
+        type(inner) is cst.Call
+        and type(inner.func) is cst.Attribute
         and inner.func.attr.value == "local_parameters"
         for inner in iter_nodes(node.test)
     )
