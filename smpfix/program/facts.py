@@ -9,7 +9,7 @@ and which constructs show a feature in use. Rules ask these; none of them matche
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Optional, TypeVar, Union
@@ -28,9 +28,9 @@ from smpfix.base.imports import (
 )
 from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.base.parents import CodeScope, ParentIndex
-from smpfix.base.walker import Ancestry, Dispatch, active_index, walk
+from smpfix.base.walker import NodeIndex, active_index
 from smpfix.job.launcher import ESTIMATORS
-from smpfix.program.names import Assignment, Block, Names, StatementRef
+from smpfix.program.names import Assignment, Names, StatementRef
 
 RANK_FUNCTIONS = frozenset(
     {"rank", "local_rank", "dp_rank", "rdp_rank", "mp_rank", "pp_rank", "tp_rank"}
@@ -336,89 +336,90 @@ def is_step_decorator(imports: ImportTable, decorator: cst.BaseExpression) -> bo
 
 
 class _Collector:
-    """Walks once, recording raw candidates; ``FileFacts`` is built after imports are known."""
+    """The raw candidates of one file, read from its node index (the one traversal of the
+    tree): each kind of node the facts need is a list of the index, in source order, so no
+    walk replays the tree; ``FileFacts`` is built from these once imports are known."""
 
-    def __init__(self, ancestry: Ancestry) -> None:
-        self.ancestry = ancestry
-        self.imports: list[Union[cst.Import, cst.ImportFrom]] = []
+    def __init__(self, index: NodeIndex) -> None:
+        order, parents, by_type = index.order, index.parents, index.by_type()
+
+        def nodes(*kinds: type) -> list[Any]:
+            found = [position for kind in kinds for position in by_type.get(kind, ())]
+            if len(kinds) > 1:
+                found.sort()
+            return [order[position] for position in found]
+
         self.statements: dict[cst.CSTNode, StatementRef] = {}
-        self.calls: list[tuple[cst.Call, Optional[StatementRef]]] = []
+        # By position: the statement each node of a block's body is (its ``StatementRef``).
+        refs: dict[int, StatementRef] = {}
+        for position in sorted(
+            p
+            for kind in (cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite)
+            for p in by_type.get(kind, ())
+        ):
+            block = order[position]
+            scope = _scope_at(order, parents, position)
+            for number, statement in enumerate(block.body):  # type: ignore[attr-defined]
+                ref = StatementRef(statement, block, number, scope)  # type: ignore[arg-type]
+                self.statements[statement] = ref
+                refs[id(statement)] = ref
+
+        def statement_of(position: int) -> Optional[StatementRef]:
+            while position >= 0:
+                found = refs.get(id(order[position]))
+                if found is not None:
+                    return found
+                position = parents[position]
+            return None
+
+        positions = index.positions
+        self.calls: list[tuple[cst.Call, Optional[StatementRef]]] = [
+            (order[position], statement_of(position))  # type: ignore[misc]
+            for position in by_type.get(cst.Call, ())
+        ]
         self.assignments: list[
             tuple[str, cst.BaseExpression, Optional[StatementRef], Optional[cst.Call]]
         ] = []
+        for node in nodes(cst.Assign, cst.AnnAssign):
+            where = statement_of(positions[id(node)])
+            value = node.value
+            if type(node) is cst.Assign:
+                targets = [target.target for target in node.targets]
+            elif value is not None:
+                targets = [node.target]
+            else:
+                continue
+            call = value if type(value) is cst.Call else None
+            for target in targets:
+                if type(target) is cst.Name:
+                    self.assignments.append((target.value, value, where, call))
         self.functions: dict[str, cst.FunctionDef] = {}
+        for function in nodes(cst.FunctionDef):
+            self.functions.setdefault(function.name.value, function)
         self.classes: dict[str, cst.ClassDef] = {}
-        self.withs: list[cst.With] = []
-        self.ifs: list[cst.If] = []
-        self.sdp_setting_reads: list[cst.Attribute] = []
-        self.scopes: list[CodeScope] = []
+        for cls in nodes(cst.ClassDef):
+            self.classes.setdefault(cls.name.value, cls)
+        self.imports: list[Union[cst.Import, cst.ImportFrom]] = nodes(cst.Import, cst.ImportFrom)
+        self.withs: list[cst.With] = nodes(cst.With)
+        self.ifs: list[cst.If] = nodes(cst.If)
+        # A name test first: there is one attribute node in every few of the file.
+        self.sdp_setting_reads: list[cst.Attribute] = [
+            node
+            for node in nodes(cst.Attribute)
+            if node.attr.value == "sharded_data_parallel_degree"
+            or node.attr.value.startswith("sdp_")
+        ]
 
-    def _record_block(self, block: Block, body: Sequence[cst.CSTNode]) -> None:
-        scope = self.scopes[-1] if self.scopes else block
-        for index, statement in enumerate(body):
-            self.statements[statement] = StatementRef(statement, block, index, scope)  # type: ignore[arg-type]
 
-    def visit_Module(self, node: cst.Module) -> None:
-        self.scopes.append(node)
-        self._record_block(node, node.body)
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self._record_block(node, node.body)
-
-    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
-        self._record_block(node, node.body)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.functions.setdefault(node.name.value, node)
-        self.scopes.append(node)
-
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.scopes.pop()
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.classes.setdefault(node.name.value, node)
-
-    def visit_Import(self, node: cst.Import) -> None:
-        self.imports.append(node)
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        self.imports.append(node)
-
-    def _enclosing_statement(self) -> Optional[StatementRef]:
-        for node in reversed(self.ancestry.stack):
-            ref = self.statements.get(node)
-            if ref is not None:
-                return ref
-        return None
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.calls.append((node, self._enclosing_statement()))
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        where = self._enclosing_statement()
-        for target in node.targets:
-            if type(target.target) is cst.Name:
-                call = node.value if type(node.value) is cst.Call else None
-                self.assignments.append((target.target.value, node.value, where, call))
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if type(node.target) is cst.Name and node.value is not None:
-            call = node.value if type(node.value) is cst.Call else None
-            self.assignments.append(
-                (node.target.value, node.value, self._enclosing_statement(), call)
-            )
-
-    def visit_With(self, node: cst.With) -> None:
-        self.withs.append(node)
-
-    def visit_If(self, node: cst.If) -> None:
-        self.ifs.append(node)
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        # A name test first: this runs on every attribute of the file.
-        name = node.attr.value
-        if name == "sharded_data_parallel_degree" or name.startswith("sdp_"):
-            self.sdp_setting_reads.append(node)
+def _scope_at(order: list[cst.CSTNode], parents: list[int], position: int) -> CodeScope:
+    """The innermost function holding the node at ``position`` (the module at top level)."""
+    position = parents[position]
+    while position >= 0:
+        node = order[position]
+        if type(node) is cst.FunctionDef:
+            return node
+        position = parents[position]
+    return order[0]  # type: ignore[return-value]
 
 
 def _evidence(imports: ImportTable, collector: _Collector) -> Iterator[EvidenceNode]:
@@ -473,14 +474,10 @@ def _keyword(
 
 
 def collect(module: cst.Module) -> FileFacts:
-    """Walk ``module`` once and build its facts."""
-    ancestry = Ancestry()
-    collector = _Collector(ancestry)
-
-    def crash(handler: Any, exc: BaseException) -> None:
-        raise exc
-
-    walk(module, Dispatch([collector]), ancestry, crash)
+    """The facts of ``module``, from its node index (the one the analysis holds, else one
+    built for the question)."""
+    index = active_index(module) or NodeIndex(module)
+    collector = _Collector(index)
     imports = ImportTable.from_statements(collector.imports)
 
     assignments: dict[str, list[Assignment]] = {}
@@ -546,7 +543,7 @@ def collect(module: cst.Module) -> FileFacts:
         names=Names(
             module,
             {k: tuple(v) for k, v in assignments.items()},
-            ParentIndex(module, active_index(module)),
+            ParentIndex(module, index),
         ),
         functions=collector.functions,
         classes=collector.classes,
