@@ -58,6 +58,7 @@ class Assignment:
 
 
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_SCOPE_TYPES = frozenset(_SCOPES)
 
 
 @dataclass(frozen=True)
@@ -409,11 +410,14 @@ def _bound_in(function: cst.FunctionDef) -> set[str]:
     indexed = subtree(function.body)
     if indexed is not None:
         order, ends, position, end = indexed
+        binders, scopes = _BINDER_TYPES, _SCOPE_TYPES
         while position < end:
             node = order[position]
-            found |= _bound_by(node)
+            kind = type(node)
+            if kind in binders:
+                found |= _bound_by(node)
             # A nested function or class binds its name here; what it binds inside is its own.
-            position = ends[position] if isinstance(node, _SCOPES) else position + 1
+            position = ends[position] if kind in scopes else position + 1
         return found
     stack: list[cst.CSTNode] = list(_statements(function.body))
     while stack:

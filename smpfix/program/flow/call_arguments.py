@@ -43,8 +43,8 @@ _CONDITIONAL_FIELDS: Mapping[type, tuple[str, ...]] = {
     cst.IfExp: ("body", "orelse"),
     cst.BooleanOperation: ("right",),
 }
-_LOOPS = (cst.For, cst.While)
-_NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_LOOPS = frozenset({cst.For, cst.While})
+_NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 
 
 @dataclass(frozen=True)
@@ -399,7 +399,7 @@ def _walk(
     while stack:
         node, parent, nested = stack.pop()
         yield node, parent, nested
-        inner = nested or isinstance(node, _NESTED_SCOPES)
+        inner = nested or type(node) in _NESTED_SCOPES
         if inner and not into_nested:
             continue
         stack.extend((child, node, inner) for child in reversed(children(node)))
@@ -418,7 +418,7 @@ def _walk_conditions(
     while stack:
         node, parent, conditions, loops = stack.pop()
         yield node, parent, conditions, loops
-        if isinstance(node, _NESTED_SCOPES):
+        if type(node) in _NESTED_SCOPES:
             continue
         fields = _CONDITIONAL_FIELDS.get(type(node), ())
         conditional = [getattr(node, f) for f in fields]
@@ -432,7 +432,7 @@ def _walk_conditions(
             child_conditions = conditions | {id(child)} if inside else conditions
             child_loops = (
                 loops | {id(child)}
-                if inside and isinstance(node, _LOOPS) and child is node.body
+                if inside and type(node) in _LOOPS and child is node.body  # type: ignore[attr-defined]
                 else loops
             )
             items.append((child, node, child_conditions, child_loops))

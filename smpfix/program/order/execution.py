@@ -97,7 +97,7 @@ class ExecutionOrder:
 
     @cached_property
     def _traced(self) -> tuple[tuple[Run, ...], bool, dict[int, tuple[Run, ...]]]:
-        tracer = _Tracer(self.module, self.aliases)
+        tracer = _Tracer(self.module, self.aliases, self.index)
         tracer.block(self.module.body, (), False, (), tracer.module_functions)
         grouped: dict[int, list[Run]] = {}
         for run in tracer.runs:
@@ -222,7 +222,10 @@ def _own_calls(function: cst.FunctionDef) -> list[cst.Call]:
 
 
 class _Tracer:
-    def __init__(self, module: cst.Module, aliases: Mapping[str, cst.FunctionDef]) -> None:
+    def __init__(
+        self, module: cst.Module, aliases: Mapping[str, cst.FunctionDef], index: NodeIndex
+    ) -> None:
+        self.index = index
         self.runs: list[Run] = []
         self.exhausted = False
         self.module_functions: dict[str, cst.FunctionDef] = {
@@ -381,14 +384,14 @@ class _Tracer:
         once for every path that calls it."""
         found = self._planned.get(id(node))
         if found is None:
-            from smpfix.base.walker import NodeIndex, known_subtree
-
             calls: list[_PlannedCall] = []
-            known = known_subtree(node)
-            if known is None:  # a tree the analysis holds no index of
+            extent = self.index.extent(node)
+            if extent is None:  # a node of another tree (an alias's function elsewhere)
                 index = NodeIndex(node)
-                known = index.order, index.ends, 0, len(index.order)
-            order, ends, start, end = known
+                order, ends, start, end = index.order, index.ends, 0, len(index.order)
+            else:
+                order, ends = self.index.order, self.index.ends
+                start, end = extent
             _calls_in(order, ends, start, end, (), False, calls)
             found = self._planned[id(node)] = tuple(calls)
         return found
