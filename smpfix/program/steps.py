@@ -109,8 +109,9 @@ def enclosing_step(
     if not bodies:
         return None
     for node in reversed(ancestry.stack):
-        if node in bodies:  # only FunctionDefs are in ``bodies``
-            return node  # type: ignore[return-value]
+        # The exact type first: a node's hash is a Python call, and most nodes are no ``def``.
+        if type(node) is cst.FunctionDef and node in bodies:
+            return node
     return None
 
 

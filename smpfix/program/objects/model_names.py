@@ -17,7 +17,8 @@ import libcst as cst
 from smpfix.base.call_binding import bind_arguments
 from smpfix.base.calls import bound_names
 from smpfix.program.facts import FileFacts
-from smpfix.program.steps import StepFunction
+from smpfix.program.project.parsed_file import ParsedFile
+from smpfix.program.steps import StepFunction, StepFunctions
 
 
 def parameter_names(function: cst.FunctionDef) -> frozenset[str]:
@@ -33,7 +34,12 @@ def parameter_names(function: cst.FunctionDef) -> frozenset[str]:
 
 
 class DistributedModelNames:
-    """Answers "is this name the wrapped model here?" for one file; build once per rule."""
+    """Answers "is this name the wrapped model here?" for one file, worked out once per tree
+    (``ParsedFile.answer``) for every rule that asks."""
+
+    @classmethod
+    def of_file(cls, file: ParsedFile) -> DistributedModelNames:
+        return cls(file.facts, file.answer(StepFunctions))
 
     def __init__(
         self,

@@ -28,7 +28,7 @@ class CheckpointObjectNotWrapped(Rule):
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)
-        self.models = DistributedModelNames(self.program.facts, self.program.steps)
+        self.models = self.program.file.answer(DistributedModelNames)
         self.calls = self.program.facts.calls_by_name
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -44,7 +44,7 @@ class LocalGradNormUnderModelParallelism(Rule):
         super().__init__(program, ancestry)
         steps = self.program.steps
         self.bodies = step_bodies(steps)
-        self.models = DistributedModelNames(self.program.facts, steps)
+        self.models = self.program.file.answer(DistributedModelNames)
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.program.facts.qualified_name(node.func) not in _CLIP_NORM:

@@ -41,7 +41,7 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         super().__init__(program, ancestry)
         steps = self.program.steps
         self.bodies = step_bodies(steps)
-        self.models = DistributedModelNames(self.program.facts, steps)
+        self.models = self.program.file.answer(DistributedModelNames)
         self._calls_model: dict[int, bool] = {}
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -37,7 +37,7 @@ class ForwardBackwardOutsideStep(Rule):
         steps = self.program.steps
         self.bodies = step_bodies(steps)
         self.step_names = frozenset(step.name for step in steps)
-        self.models = DistributedModelNames(self.program.facts, steps)
+        self.models = self.program.file.answer(DistributedModelNames)
         self.candidates: list[_ForwardOrBackward] = []
         # For each plain function name: where each of its calls is (_IN_STEP, _ALTERNATIVE, _OUTSIDE).
         self.callers_in_step: dict[str, list[str]] = {}

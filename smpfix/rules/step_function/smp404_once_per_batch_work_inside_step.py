@@ -84,7 +84,7 @@ class OncePerBatchWorkInsideStep(Rule):
         self.steps = self.program.steps
         self.bodies = step_bodies(self.steps)
         self.calls = self.program.facts.calls_by_name
-        self.models = DistributedModelNames(self.program.facts, self.steps, self.calls)
+        self.models = self.program.file.answer(DistributedModelNames)
         self.found: list[_Work] = []
 
     # -- detection -----------------------------------------------------------------------

@@ -36,7 +36,7 @@ class SumLossWithMicrobatchAveraging(Rule):
         super().__init__(program, ancestry)
         steps = self.program.steps
         self.bodies = step_bodies(steps)
-        self.models = DistributedModelNames(self.program.facts, steps)
+        self.models = self.program.file.answer(DistributedModelNames)
         self.found: list[tuple[cst.Call, cst.BaseExpression]] = []
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -20,7 +20,7 @@ class JoinWithTensorParallelism(Rule):
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)
-        self.models = DistributedModelNames(self.program.facts, self.program.steps)
+        self.models = self.program.file.answer(DistributedModelNames)
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         call = node.item
