@@ -102,9 +102,12 @@ class NameUses:
         order), without visiting the other nodes."""
         index = file.parents
         uses = cls({}, {}, {})
-        for node in file.nodes_of(cst.Name):
-            if _is_read(node, index):  # type: ignore[arg-type]
-                uses.reads.setdefault(node.value, []).append(node)  # type: ignore[attr-defined, arg-type]
+        tree = file.index
+        order, parents = tree.order, tree.parents
+        for position in tree.by_type().get(cst.Name, ()):
+            name: cst.Name = order[position]  # type: ignore[assignment]
+            if _is_read(name, index, order[parents[position]]):
+                uses.reads.setdefault(name.value, []).append(name)
         for node in file.nodes_of(cst.Call):
             called = _called_name(node)  # type: ignore[arg-type]
             if called is not None:
@@ -388,9 +391,11 @@ class ValueFlow:
                     yield call
 
 
-def _is_read(node: cst.Name, index: ParentIndex) -> bool:
-    """A use of a name's value (not a target, a keyword, an attribute or a definition)."""
-    parent = index.parent_of(node)
+def _is_read(node: cst.Name, index: ParentIndex, parent: Optional[cst.CSTNode] = None) -> bool:
+    """A use of a name's value (not a target, a keyword, an attribute or a definition);
+    ``parent`` is the node's parent when the caller knows it."""
+    if parent is None:
+        parent = index.parent_of(node)
     kind = type(
         parent
     )  # exact types (none of these has subclasses): isinstance against a LibCST class is slow
@@ -404,13 +409,19 @@ def _is_read(node: cst.Name, index: ParentIndex) -> bool:
         return parent.iter is node  # type: ignore[union-attr]
     if kind in _NOT_READ_PARENTS:
         return False
-    while isinstance(parent, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
-        child, parent = parent, index.parent_of(parent)
-        if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is child:
+    while type(parent) in _UNPACKED:
+        child, parent = parent, index.parent_of(parent)  # type: ignore[arg-type]
+        kind = type(parent)
+        if (kind is cst.For or kind is cst.CompFor) and parent.target is child:  # type: ignore[union-attr]
             return False
-        if isinstance(parent, (cst.AssignTarget, cst.AsName, cst.Del)):
+        if kind in _UNPACKING_TARGETS:
             return False
     return True
+
+
+# A name inside these is read unless they sit in a target (``a, b = ...``, ``for a, b in``).
+_UNPACKED = frozenset({cst.Element, cst.StarredElement, cst.Tuple, cst.List})
+_UNPACKING_TARGETS = frozenset({cst.AssignTarget, cst.AsName, cst.Del})
 
 
 def _first_parameter(function: cst.FunctionDef) -> Optional[str]:
