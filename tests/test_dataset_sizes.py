@@ -23,11 +23,10 @@ KERAS = "import numpy as np\nimport tensorflow as tf\n"
 
 def _counts(source: str, job: Optional[dict] = None, loader: bool = False) -> Optional[set[int]]:
     file = parsed(source)
-    module, facts = file.module, file.facts
+    module = file.module
     facts_job = JobFacts.resolve([DeclaredJob.stated("test", job)] if job else [])
     sizes = DatasetSizes(
-        facts,
-        file.facts.names,
+        file,
         ScriptNumbers(file, facts_job, None),
         lambda node: True,
     )
@@ -126,8 +125,7 @@ def main():
         if isinstance(a.value, cst.Call) and "Split" in module.code_for_node(a.value)
     )
     sizes = DatasetSizes(
-        facts,
-        file.facts.names,
+        file,
         ScriptNumbers(file, JobFacts.resolve([]), None),
         lambda node: node is not split,
     )

@@ -36,7 +36,6 @@ from typing import Optional, Union
 import libcst as cst
 
 from smpfix.base.calls import argument
-from smpfix.base.walker import iter_nodes
 from smpfix.job.groups import group_size
 from smpfix.program.data.dataloaders import (
     DATALOADER_POSITIONS,
@@ -48,7 +47,7 @@ from smpfix.program.data.dataloaders import (
 from smpfix.program.facts import FileFacts
 from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.flow.script_numbers import ScriptNumbers
-from smpfix.program.names import Names
+from smpfix.program.project.parsed_file import ParsedFile
 from smpfix.program.tensorflow.datasets import is_tf_dataset
 from smpfix.rules.data_pipeline._published_datasets import KERAS, keras_dataset, torchvision_split
 
@@ -140,15 +139,12 @@ class DatasetSizes:
     """Answers ``samples(expr)`` and ``loader_samples(call)`` for one file."""
 
     def __init__(
-        self,
-        facts: FileFacts,
-        flow: Names,
-        numbers: ScriptNumbers,
-        runs: Callable[[cst.CSTNode], bool],
+        self, file: ParsedFile, numbers: ScriptNumbers, runs: Callable[[cst.CSTNode], bool]
     ) -> None:
         """``runs(node)`` is False when the job never runs ``node`` (its branch is ruled out)."""
-        self.facts = facts
-        self.flow = flow
+        self.file = file
+        self.facts = file.facts
+        self.flow = file.facts.names
         self.numbers = numbers
         self.runs = runs
         self._altered: Optional[frozenset[str]] = None
@@ -178,7 +174,7 @@ class DatasetSizes:
         dataset object changed in place may hold any number of samples."""
         if self._altered is None:
             found: set[str] = set()
-            for node in iter_nodes(self.flow.module):
+            for node in self.file.nodes_of(cst.Assign, cst.AugAssign, cst.AnnAssign):
                 targets: list[cst.BaseExpression] = []
                 if type(node) is cst.Assign:
                     targets = [target.target for target in node.targets]

@@ -90,9 +90,7 @@ class LastBatchNotDropped(Rule):
         if not candidates:
             return
         index = self.program.parents
-        self._sizes = DatasetSizes(
-            self.program.facts, self.program.names, self.program.numbers, self._runs
-        )
+        self._sizes = DatasetSizes(self.program.file, self.program.numbers, self._runs)
         loaders = StepFeeds(self.program.file)
         datasets = StepFeeds(self.program.file, datasets=True)
         for batching in candidates:
