@@ -184,18 +184,20 @@ class Part:
 # Optimizer-first order (SMP101) and the correct order: both define `model` and `optimizer`.
 # The model is marked for tensor parallelism: only then does the wrap replace modules.
 _WRAP_BAD = Part(
-    "{I}with {smp}.tensor_parallelism():\n{I}{I}model = {cls}()\n"
-    "{I}optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)\n"
-    "{I}model = {smp}.DistributedModel(model)\n{I}optimizer = {smp}.DistributedOptimizer(optimizer)\n",
+    "{I}with {smp}.tensor_parallelism():\n{I}{I}model = {cls}()\n{I}optimizer ="
+    " torch.optim.AdamW(model.parameters(), lr=args.lr)\n{I}model ="
+    " {smp}.DistributedModel(model)\n{I}optimizer = {smp}.DistributedOptimizer(optimizer)\n",
     "SMP101",
 )
 _WRAP_GOOD = Part(
-    "{I}with {smp}.tensor_parallelism():\n{I}{I}model = {cls}()\n{I}model = {smp}.DistributedModel(model)\n"
-    "{I}optimizer = {smp}.DistributedOptimizer(torch.optim.AdamW(model.parameters(), lr=args.lr))\n"
+    "{I}with {smp}.tensor_parallelism():\n{I}{I}model = {cls}()\n{I}model ="
+    " {smp}.DistributedModel(model)\n{I}optimizer ="
+    " {smp}.DistributedOptimizer(torch.optim.AdamW(model.parameters(), lr=args.lr))\n"
 )
 _SAVE_BAD = Part(
     "{I}if {smp}.dp_rank() == 0:  {comment}\n"
-    '{I}{I}{smp}.save(model.local_state_dict(), os.path.join(args.out, "model.pt"), partial=True)\n',
+    '{I}{I}{smp}.save(model.local_state_dict(), os.path.join(args.out, "model.pt"),'
+    " partial=True)\n",
     "SMP301",
 )
 _SAVE_GOOD = Part(
@@ -212,9 +214,10 @@ _LOOP = Part(
 )
 # Sharded by data-parallel rank, as the library recommends under tensor parallelism (SMP204).
 _DATA = Part(
-    "{I}dataset = make_dataset(args)\n"
-    "{I}sampler = torch.utils.data.distributed.DistributedSampler(dataset, num_replicas={smp}.dp_size(), rank={smp}.dp_rank())\n"
-    "{I}loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, drop_last=True)\n"
+    "{I}dataset = make_dataset(args)\n{I}sampler ="
+    " torch.utils.data.distributed.DistributedSampler(dataset, num_replicas={smp}.dp_size(),"
+    " rank={smp}.dp_rank())\n{I}loader = DataLoader(dataset, batch_size=args.batch_size,"
+    " sampler=sampler, drop_last=True)\n"
 )
 
 PITFALL_PARTS = {"SMP101": (_WRAP_BAD, _WRAP_GOOD), "SMP301": (_SAVE_BAD, _SAVE_GOOD)}

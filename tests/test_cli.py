@@ -194,7 +194,8 @@ def test_config_select_ignore_per_file_ignores_and_job(tmp_path: Path) -> None:
     write(
         tmp_path,
         "pyproject.toml",
-        '[tool.smpfix]\nignore = ["SMP101"]\nper-file-ignores = { "legacy/*" = ["ALL"] }\n\n[tool.smpfix.job]\ntensor_parallel_degree = 1\n',
+        '[tool.smpfix]\nignore = ["SMP101"]\nper-file-ignores = { "legacy/*" = ["ALL"]'
+        " }\n\n[tool.smpfix.job]\ntensor_parallel_degree = 1\n",
     )
     write(tmp_path, "train.py", BAD)
     write(tmp_path, "legacy/old.py", BAD)
@@ -245,7 +246,8 @@ def test_suppression_comments(tmp_path: Path) -> None:
 def test_suppression_on_first_line_of_a_multiline_statement(tmp_path: Path) -> None:
     text = BAD.replace(
         "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)\n",
-        "optimizer = torch.optim.AdamW(  # smpfix: ignore[SMP101]\n    model.parameters(),\n    lr=1e-4,\n)\n",
+        "optimizer = torch.optim.AdamW(  # smpfix: ignore[SMP101]\n    model.parameters(),\n   "
+        " lr=1e-4,\n)\n",
     )
     path = write(tmp_path, "train.py", text)
     data = json.loads(run_cli("check", "--format", "json", str(path)).stdout)
@@ -284,7 +286,10 @@ def test_missing_path_is_an_error(tmp_path: Path) -> None:
 
 
 def test_files_without_the_library_are_untouched_by_apply(tmp_path: Path) -> None:
-    text = "import torch\n\n\nif torch.distributed.get_rank() == 0:\n    torch.save(model.state_dict(), 'm.pt')\r\n"
+    text = (
+        "import torch\n\n\nif torch.distributed.get_rank() == 0:\n   "
+        " torch.save(model.state_dict(), 'm.pt')\r\n"
+    )
     path = tmp_path / "plain.py"
     path.write_bytes(text.encode())
     assert run_cli("--apply", str(path)).code == 0

@@ -43,8 +43,8 @@ def test_unknown_job_table_key_is_a_usage_error_with_smp812s_advice(tmp_path: Pa
     result = run_cli("check", "--select", "SMP812", ".", cwd=tmp_path)
     assert result.code == 2
     assert (
-        "unknown job setting 'sharded_data_parallelism_degree' (did you mean 'sharded_data_parallel_degree'?)"
-        in result.stderr
+        "unknown job setting 'sharded_data_parallelism_degree' (did you mean"
+        " 'sharded_data_parallel_degree'?)" in result.stderr
     )
     write(tmp_path, "pyproject.toml", "[tool.smpfix.job]\ndeterministic_server = true\n")
     result = run_cli("check", "--ignore", "SMP812", ".", cwd=tmp_path)
@@ -59,8 +59,8 @@ def test_job_table_values_are_checked_at_their_lines(tmp_path: Path) -> None:
     write(
         tmp_path,
         "pyproject.toml",
-        "[tool.smpfix.job]\nsharded_data_parallel_degree = 8\nsdp_reduce_bucket_size = 5e8\nbf16 = true\nfp16 = true\n"
-        "auto_partition = false\n",
+        "[tool.smpfix.job]\nsharded_data_parallel_degree = 8\nsdp_reduce_bucket_size = 5e8\nbf16 ="
+        " true\nfp16 = true\nauto_partition = false\n",
     )
     found = findings("--select", "SMP812,SMP813,SMP815,SMP819", ".", cwd=tmp_path)
     at = {(Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in found}
@@ -120,7 +120,8 @@ def test_every_schema_key_has_a_type_and_the_explained_keys_are_unknown() -> Non
 def _launcher(key: str, value: str) -> str:
     return (
         "from sagemaker.pytorch import PyTorch\n\n"
-        f'PyTorch(entry_point="t.py", distribution={{"smdistributed": {{"modelparallel": {{"enabled": True, '
+        f'PyTorch(entry_point="t.py", distribution={{"smdistributed": {{"modelparallel":'
+        f' {{"enabled": True, '
         f'"parameters": {{"{key}": {value}}}}}}}}})\n'
     )
 

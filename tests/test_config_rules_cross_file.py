@@ -127,7 +127,8 @@ def test_default_is_used_when_the_launcher_passes_no_batch_size(workdir: Path) -
 def _init_dict_script() -> str:
     return TRAIN.replace(
         'parser.add_argument("--batch-size", type=int, default=32)\n',
-        'parser.add_argument("--batch-size", type=int, default=32)\nparser.add_argument("--microbatches", type=int, default=4)\n',
+        'parser.add_argument("--batch-size", type=int,'
+        ' default=32)\nparser.add_argument("--microbatches", type=int, default=4)\n',
     ).replace(
         "smp.init()", 'smp.init({"microbatches": args.microbatches, "pipeline_parallel_degree": 2})'
     )
@@ -145,8 +146,8 @@ def test_microbatches_from_the_init_dict_through_hyperparameters(workdir: Path) 
     assert [(f.start.line, f.severity.value) for f in found] == [(22, "error")]
     assert "32 % 6 = 2" in found[0].message
     assert (
-        "the smp.init({...}) dict: `args.microbatches` = 6, hyperparameter 'microbatches' from the launcher"
-        in found[0].message
+        "the smp.init({...}) dict: `args.microbatches` = 6, hyperparameter 'microbatches' from the"
+        " launcher" in found[0].message
     )
 
 
@@ -233,7 +234,10 @@ def test_cli_end_to_end_and_script_alone(workdir: Path) -> None:
 OFFLOAD = (
     '{"pipeline_parallel_degree": 2, "microbatches": 4, "offload_activations": True, "ddp": True}'
 )
-SDP_TP = '{"sharded_data_parallel_degree": 2, "tensor_parallel_degree": 8, "prescaled_batch": True, "ddp": True}'
+SDP_TP = (
+    '{"sharded_data_parallel_degree": 2, "tensor_parallel_degree": 8, "prescaled_batch": True,'
+    ' "ddp": True}'
+)
 
 CHECKPOINTING_HELPER = """\
 import smdistributed.modelparallel.torch as smp
@@ -389,7 +393,10 @@ def test_job_table_is_checked_by_the_configuration_rules(workdir: Path) -> None:
 
 def test_job_table_states_ddp_for_the_backend_rules(workdir: Path) -> None:
     """A table that leaves `ddp` out declares only what smpfix needs; one that writes it False is checked."""
-    table = "[tool.smpfix.job]\ninstance_count = 2\nprocesses_per_host = 8\npipeline_parallel_degree = 2\n"
+    table = (
+        "[tool.smpfix.job]\ninstance_count = 2\nprocesses_per_host = 8\npipeline_parallel_degree"
+        " = 2\n"
+    )
     (workdir / "train.py").write_text(
         "import smdistributed.modelparallel.torch as smp\nsmp.init()\n", encoding="utf-8"
     )

@@ -106,7 +106,10 @@ def main():
 
 
 def test_dicts_smpfix_cannot_follow_are_unknown() -> None:
-    aliased = "def main():\n    kwargs = {}\n    other = kwargs\n    other['drop_last'] = False\n    DataLoader(ds, **kwargs)\n"
+    aliased = (
+        "def main():\n    kwargs = {}\n    other = kwargs\n    other['drop_last'] = False\n   "
+        " DataLoader(ds, **kwargs)\n"
+    )
     passed_on = (
         "def main():\n    kwargs = {}\n    configure(kwargs)\n    DataLoader(ds, **kwargs)\n"
     )
@@ -119,7 +122,10 @@ def test_dicts_smpfix_cannot_follow_are_unknown() -> None:
 
 def test_a_module_level_dict_is_read_unless_a_function_changes_it() -> None:
     read = "DEFAULTS = {'drop_last': True}\ndef main():\n    DataLoader(ds, **DEFAULTS)\n"
-    changed = "DEFAULTS = {'drop_last': True}\ndef tweak():\n    DEFAULTS['drop_last'] = False\ndef main():\n    DataLoader(ds, **DEFAULTS)\n"
+    changed = (
+        "DEFAULTS = {'drop_last': True}\ndef tweak():\n    DEFAULTS['drop_last'] = False\ndef"
+        " main():\n    DataLoader(ds, **DEFAULTS)\n"
+    )
     assert _passed(read, "drop_last") == (["True"], False)
     assert _passed(changed, "drop_last") is None
 

@@ -17,7 +17,10 @@ from smpfix.job.jobfacts import DeclaredJob, JobFacts
 from smpfix.program.flow.script_numbers import ScriptNumbers
 from smpfix.rules.data_pipeline._dataset_sizes import DatasetSizes
 
-TORCH = "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler, Subset, random_split\nfrom torchvision import datasets\n"
+TORCH = (
+    "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler, Subset,"
+    " random_split\nfrom torchvision import datasets\n"
+)
 KERAS = "import numpy as np\nimport tensorflow as tf\n"
 
 
@@ -155,7 +158,10 @@ def main():
         ("a, b = random_split(datasets.STL10(root), [0.3331, 0.6669])\nprobe(a)", {1666}),
         ("train, val = random_split(datasets.MNIST(root), [50000, 5000])\nprobe(val)", None),
         (
-            "probe(torch.utils.data.ConcatDataset([datasets.MNIST(r), datasets.MNIST(r, train=False)]))",
+            (
+                "probe(torch.utils.data.ConcatDataset([datasets.MNIST(r), datasets.MNIST(r,"
+                " train=False)]))"
+            ),
             {70000},
         ),
     ],
@@ -174,27 +180,42 @@ def test_torch_subsets_and_splits(code: str, expected: Optional[set[int]]) -> No
             {60000},
         ),
         (
-            "d = datasets.CIFAR10(root)\ns = DistributedSampler(d, num_replicas=8, rank=r)\nprobe(DataLoader(d, sampler=s))",
+            (
+                "d = datasets.CIFAR10(root)\ns = DistributedSampler(d, num_replicas=8,"
+                " rank=r)\nprobe(DataLoader(d, sampler=s))"
+            ),
             None,
             {6250},
         ),
         (
-            "d = datasets.MNIST(root, train=False)\ns = DistributedSampler(d, num_replicas=3, rank=r)\nprobe(DataLoader(d, sampler=s))",
+            (
+                "d = datasets.MNIST(root, train=False)\ns = DistributedSampler(d, num_replicas=3,"
+                " rank=r)\nprobe(DataLoader(d, sampler=s))"
+            ),
             None,
             {3334},
         ),
         (
-            "d = datasets.MNIST(root, train=False)\nprobe(DataLoader(d, sampler=DistributedSampler(d, 3, r, drop_last=True)))",
+            (
+                "d = datasets.MNIST(root, train=False)\nprobe(DataLoader(d,"
+                " sampler=DistributedSampler(d, 3, r, drop_last=True)))"
+            ),
             None,
             {3333},
         ),
         (
-            "d = datasets.MNIST(root)\ns = DistributedSampler(d, num_replicas=smp.dp_size(), rank=smp.dp_rank())\nprobe(DataLoader(d, sampler=s))",
+            (
+                "d = datasets.MNIST(root)\ns = DistributedSampler(d, num_replicas=smp.dp_size(),"
+                " rank=smp.dp_rank())\nprobe(DataLoader(d, sampler=s))"
+            ),
             {"instance_count": 2, "processes_per_host": 8, "pipeline_parallel_degree": 2},
             {7500},
         ),
         (
-            "d = datasets.MNIST(root)\ns = DistributedSampler(d, num_replicas=smp.dp_size(), rank=smp.dp_rank())\nprobe(DataLoader(d, sampler=s))",
+            (
+                "d = datasets.MNIST(root)\ns = DistributedSampler(d, num_replicas=smp.dp_size(),"
+                " rank=smp.dp_rank())\nprobe(DataLoader(d, sampler=s))"
+            ),
             None,
             None,
         ),
@@ -209,12 +230,18 @@ def test_torch_subsets_and_splits(code: str, expected: Optional[set[int]]) -> No
             None,
         ),
         (
-            "d = datasets.MNIST(root)\nprobe(DataLoader(d, sampler=torch.utils.data.RandomSampler(d)))",
+            (
+                "d = datasets.MNIST(root)\nprobe(DataLoader(d,"
+                " sampler=torch.utils.data.RandomSampler(d)))"
+            ),
             None,
             {60000},
         ),
         (
-            "d = datasets.MNIST(root)\nprobe(DataLoader(d, sampler=torch.utils.data.RandomSampler(d, True, 100)))",
+            (
+                "d = datasets.MNIST(root)\nprobe(DataLoader(d,"
+                " sampler=torch.utils.data.RandomSampler(d, True, 100)))"
+            ),
             None,
             None,
         ),
@@ -232,11 +259,17 @@ def test_what_one_rank_s_loader_walks(
     ("code", "expected"),
     [
         (
-            "(x_train, y_train), (x_test, y_test) = tf.keras.datasets.mnist.load_data()\nprobe(x_train)",
+            (
+                "(x_train, y_train), (x_test, y_test) ="
+                " tf.keras.datasets.mnist.load_data()\nprobe(x_train)"
+            ),
             {60000},
         ),
         (
-            "(x_train, y_train), (x_test, y_test) = tf.keras.datasets.cifar10.load_data()\nprobe(y_test)",
+            (
+                "(x_train, y_train), (x_test, y_test) ="
+                " tf.keras.datasets.cifar10.load_data()\nprobe(y_test)"
+            ),
             {10000},
         ),
         (
@@ -245,7 +278,10 @@ def test_what_one_rank_s_loader_walks(
         ),
         ("probe(tf.keras.datasets.mnist.load_data()[0][1])", {60000}),
         (
-            "(x, y), _ = tf.keras.datasets.mnist.load_data()\nx, y = x / 255.0, y\nx = x[..., tf.newaxis]\nprobe(x)",
+            (
+                "(x, y), _ = tf.keras.datasets.mnist.load_data()\nx, y = x / 255.0, y\nx = x[...,"
+                " tf.newaxis]\nprobe(x)"
+            ),
             {60000},
         ),
         ("(x, y), _ = tf.keras.datasets.mnist.load_data()\nprobe(x[:1000])", {1000}),
@@ -253,7 +289,10 @@ def test_what_one_rank_s_loader_walks(
         ("(x, y), _ = tf.keras.datasets.mnist.load_data()\nprobe(x[::7])", {8572}),
         ("(x, y), _ = tf.keras.datasets.mnist.load_data()\nprobe(x[0])", None),
         (
-            "(x, y), _ = tf.keras.datasets.mnist.load_data()\nprobe(x.reshape(-1, 28, 28, 1).astype('float32'))",
+            (
+                "(x, y), _ = tf.keras.datasets.mnist.load_data()\nprobe(x.reshape(-1, 28, 28,"
+                " 1).astype('float32'))"
+            ),
             {60000},
         ),
         ("(x, y), _ = tf.keras.datasets.mnist.load_data()\nprobe(x.reshape(-1, 14, 14))", None),
@@ -274,7 +313,10 @@ def test_keras_arrays(code: str, expected: Optional[set[int]]) -> None:
     ("code", "job", "expected"),
     [
         (
-            "probe(tf.data.Dataset.from_tensor_slices((x, y)).shuffle(10000, seed=1).map(f).prefetch(2))",
+            (
+                "probe(tf.data.Dataset.from_tensor_slices((x, y)).shuffle(10000,"
+                " seed=1).map(f).prefetch(2))"
+            ),
             None,
             {60000},
         ),
@@ -314,17 +356,16 @@ def test_keras_arrays(code: str, expected: Optional[set[int]]) -> None:
 )
 def test_tf_data_pipelines(code: str, job: Optional[dict], expected: Optional[set[int]]) -> None:
     source = (
-        KERAS
-        + "import smdistributed.modelparallel.tensorflow as smp\n(x, y), _ = tf.keras.datasets.mnist.load_data()\n"
-        + code
+        KERAS + "import smdistributed.modelparallel.tensorflow as smp\n(x, y), _ ="
+        " tf.keras.datasets.mnist.load_data()\n" + code
     )
     assert _counts(source, job) == expected
 
 
 def test_a_dataset_changed_in_place_is_unknown() -> None:
     source = (
-        TORCH
-        + "train_set = datasets.MNIST(root)\ntrain_set.data = train_set.data[:1000]\nprobe(train_set)\n"
+        TORCH + "train_set = datasets.MNIST(root)\ntrain_set.data ="
+        " train_set.data[:1000]\nprobe(train_set)\n"
     )
     assert _counts(source) is None
     targets = (

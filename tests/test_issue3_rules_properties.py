@@ -159,7 +159,7 @@ def render_alias(case: Case, alias: str) -> str:
 
 def render_from(case: Case, local_names: list[str], renamed: list[bool]) -> str:
     names = {
-        member: (local if rename else member)
+        member: local if rename else member
         for member, local, rename in zip(case.members, local_names, renamed)
     }
     imported = ", ".join(

@@ -120,7 +120,7 @@ if smp.dp_rank() == 0:
 
 
 def launcher(tp: int, source_dir: str = "code", microbatches: int = 2) -> str:
-    return f'''from sagemaker.pytorch import PyTorch
+    return f"""from sagemaker.pytorch import PyTorch
 
 PyTorch(
     entry_point="train.py",
@@ -129,7 +129,7 @@ PyTorch(
     distribution={{"smdistributed": {{"modelparallel": {{"enabled": True, "parameters": {{
         "tensor_parallel_degree": {tp}, "microbatches": {microbatches}, "ddp": True}}}}}}}},
 ).fit()
-'''
+"""
 
 
 UNSET = "not set in any known source"
@@ -157,8 +157,8 @@ def test_launchers_that_disagree_are_named_in_show_job(tmp_path: Path) -> None:
     )
     shown = run_cli("check", "--show-job", "--no-cache", "code/train.py", cwd=root).stdout
     assert (
-        "microbatches unknown: launcher jobs/large.py:3, launcher jobs/small.py:3 set it to different values"
-        in shown
+        "microbatches unknown: launcher jobs/large.py:3, launcher jobs/small.py:3 set it to"
+        " different values" in shown
     )
     assert (
         "tensor_parallel_degree = 4  (launcher jobs/large.py:3, launcher jobs/small.py:3)" in shown

@@ -23,7 +23,7 @@ if smp.dp_rank() == 0:
 
 
 def launcher(tp: int, entry: str = "train.py", source_dir: str = "code") -> str:
-    return f'''import sagemaker
+    return f"""import sagemaker
 from sagemaker.pytorch import PyTorch
 
 smp_options = {{"enabled": True, "parameters": {{"microbatches": 4, "ddp": True}}}}
@@ -40,7 +40,7 @@ estimator = PyTorch(
     distribution={{"smdistributed": {{"modelparallel": smp_options}}, "mpi": mpi_options}},
 )
 estimator.fit()
-'''
+"""
 
 
 def tree(tmp_path: Path, tp: int) -> Path:
@@ -258,7 +258,9 @@ def test_time_magic_cell_of_a_notebook_launcher_is_python(tmp_path: Path) -> Non
     cells = [
         ["%%time\n", "import os\n", "from sagemaker.pytorch import PyTorch\n"],
         [
-            'PyTorch(entry_point="train.py", source_dir=os.getcwd(), distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4, "ddp": True}}}, "mpi": {"enabled": True}})\n'
+            'PyTorch(entry_point="train.py", source_dir=os.getcwd(), distribution={"smdistributed":'
+            ' {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4,'
+            ' "ddp": True}}}, "mpi": {"enabled": True}})\n'
         ],
     ]
     notebook = {
@@ -303,15 +305,24 @@ PATH_FORMS = {
         ["/repo/jobs/code/train.py", "/repo/code/train.py"],
     ),
     "os.path.dirname(__file__)": (
-        'PyTorch(entry_point="train.py", source_dir=os.path.join(os.path.dirname(__file__), "..", "src"))',
+        (
+            'PyTorch(entry_point="train.py", source_dir=os.path.join(os.path.dirname(__file__),'
+            ' "..", "src"))'
+        ),
         ["/repo/src/train.py"],
     ),
     "os.path.abspath(__file__) and a constant": (
-        'HERE = os.path.dirname(os.path.abspath(__file__))\nPyTorch(entry_point="train.py", source_dir=HERE)',
+        (
+            'HERE = os.path.dirname(os.path.abspath(__file__))\nPyTorch(entry_point="train.py",'
+            " source_dir=HERE)"
+        ),
         ["/repo/jobs/train.py"],
     ),
     "pathlib": (
-        'ROOT = Path(__file__).resolve().parents[1]\nPyTorch(entry_point="train.py", source_dir=str(ROOT / "src" / "gpt"))',
+        (
+            'ROOT = Path(__file__).resolve().parents[1]\nPyTorch(entry_point="train.py",'
+            ' source_dir=str(ROOT / "src" / "gpt"))'
+        ),
         ["/repo/src/gpt/train.py"],
     ),
     "Path.cwd() and .parent": (
@@ -345,12 +356,18 @@ def test_script_paths_built_the_way_launchers_build_them(form: str) -> None:
 
 
 def test_a_notebook_has_no_file() -> None:
-    text = 'import os\nfrom sagemaker.pytorch import PyTorch\nPyTorch(entry_point="t.py", source_dir=os.path.dirname(__file__))\n'
+    text = (
+        'import os\nfrom sagemaker.pytorch import PyTorch\nPyTorch(entry_point="t.py",'
+        " source_dir=os.path.dirname(__file__))\n"
+    )
     assert scripts(text, path="/repo/nb/launch.ipynb") == [[]]
 
 
 def test_os_path_must_be_the_standard_library() -> None:
-    text = 'from mylib import path as os_path\nfrom sagemaker.pytorch import PyTorch\nPyTorch(entry_point="t.py", source_dir=os_path.join("a", "b"))\n'
+    text = (
+        "from mylib import path as os_path\nfrom sagemaker.pytorch import"
+        ' PyTorch\nPyTorch(entry_point="t.py", source_dir=os_path.join("a", "b"))\n'
+    )
     assert scripts(text) == [[]]  # an unknown source_dir: the script could be anywhere
 
 
@@ -400,7 +417,10 @@ DISTRIBUTION = {"smdistributed": {"modelparallel": {"enabled": True, "parameters
     ],
 )
 def test_hugging_face_and_tensorflow_estimators(call: str, entry: str) -> None:
-    text = f"from sagemaker.huggingface import HuggingFace\nfrom sagemaker.tensorflow import TensorFlow\n{call}\n"
+    text = (
+        "from sagemaker.huggingface import HuggingFace\nfrom sagemaker.tensorflow import"
+        f" TensorFlow\n{call}\n"
+    )
     assert scripts(text) == [[f"/repo/jobs/code/{entry}", f"/repo/code/{entry}"]]
 
 

@@ -29,7 +29,10 @@ def _loading(root: Path, files: dict[str, str]) -> Tri:
     [
         (
             {
-                "train.py": "import os\nimport torch\nimport numpy as np\nfrom torch.utils.data import DataLoader\n"
+                "train.py": (
+                    "import os\nimport torch\nimport numpy as np\nfrom torch.utils.data import"
+                    " DataLoader\n"
+                )
             },
             Tri.OFF,
         ),
@@ -63,7 +66,9 @@ def _loading(root: Path, files: dict[str, str]) -> Tri:
         ({"train.py": "from mylib.train import main\n"}, Tri.UNKNOWN),
         (
             {
-                "train.py": "import transformers\nmodel = transformers.AutoModel.from_pretrained('gpt2')\n"
+                "train.py": (
+                    "import transformers\nmodel = transformers.AutoModel.from_pretrained('gpt2')\n"
+                )
             },
             Tri.UNKNOWN,
         ),
@@ -97,8 +102,8 @@ def test_a_script_that_is_not_there_is_unknown(tmp_path: Path) -> None:
 
 def test_torchrun_variables_and_whether_reading_them_fails(tmp_path: Path) -> None:
     source = (
-        "import os\nlocal_rank = int(os.environ['LOCAL_RANK'])\nrank = int(os.environ.get('RANK', 0))\n"
-        "world = os.getenv('WORLD_SIZE')\nhome = os.environ['HOME']\n"
+        "import os\nlocal_rank = int(os.environ['LOCAL_RANK'])\nrank = int(os.environ.get('RANK',"
+        " 0))\nworld = os.getenv('WORLD_SIZE')\nhome = os.environ['HOME']\n"
     )
     (tmp_path / "train.py").write_text(source, encoding="utf-8")
     modules = LocalModules(Project((str(tmp_path),)), str(tmp_path / "train.py"))

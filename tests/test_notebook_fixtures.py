@@ -46,26 +46,28 @@ def to_cells(text: str) -> list[tuple[int, str]]:
 
 def notebook_of(cells: list[tuple[int, str]]) -> str:
     data = {
-        "cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# launcher\n"]}]
-        + [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "metadata": {},
-                "outputs": [],
-                "source": ["%env AWS_DEFAULT_REGION=us-west-2\n"],
-            }
-        ]
-        + [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "metadata": {},
-                "outputs": [],
-                "source": cell.splitlines(keepends=True),
-            }
-            for _, cell in cells
-        ],
+        "cells": (
+            [{"cell_type": "markdown", "metadata": {}, "source": ["# launcher\n"]}]
+            + [
+                {
+                    "cell_type": "code",
+                    "execution_count": None,
+                    "metadata": {},
+                    "outputs": [],
+                    "source": ["%env AWS_DEFAULT_REGION=us-west-2\n"],
+                }
+            ]
+            + [
+                {
+                    "cell_type": "code",
+                    "execution_count": None,
+                    "metadata": {},
+                    "outputs": [],
+                    "source": cell.splitlines(keepends=True),
+                }
+                for _, cell in cells
+            ]
+        ),
         "metadata": {},
         "nbformat": 4,
         "nbformat_minor": 5,

@@ -194,7 +194,10 @@ def test_a_cell_that_is_not_python_is_skipped_and_the_others_are_checked(tmp_pat
         ("code", "pip install -q transformers"),
         (
             "code",
-            "%%time\nimport smdistributed.modelparallel.torch as smp\nsmp.init()\nmodel = smp.DistributedModel(build())\n",
+            (
+                "%%time\nimport smdistributed.modelparallel.torch as smp\nsmp.init()\nmodel ="
+                " smp.DistributedModel(build())\n"
+            ),
         ),
         ("code", "import os\npip install x\n"),
         (
@@ -210,7 +213,8 @@ def test_a_cell_that_is_not_python_is_skipped_and_the_others_are_checked(tmp_pat
     result = run_cli("check", "--format", "concise", "-q", str(path))
     assert result.code == 2
     assert result.stderr.splitlines() == [
-        f"{path}:cell 3:2:5: error: syntax error: invalid syntax; this cell is skipped, the others are checked"
+        f"{path}:cell 3:2:5: error: syntax error: invalid syntax; this cell is skipped, the others"
+        " are checked"
     ]
     assert f"{path}:cell 4:1:4: SMP301" in result.stdout
     # --apply fixes the other cells and leaves the broken one exactly as it was.

@@ -221,9 +221,10 @@ def test_github_annotations(tmp_path: Path) -> None:
     smp101 = json_findings(tree)[1]
     assert smp101["code"] == "SMP101"
     start, end = smp101["location"], smp101["end_location"]
-    assert by_code["SMP101"] == (
-        f"::error file=train.py,line={start['row']},col={start['column']},endLine={end['row']},endColumn={end['column']},"
-        f"title=SMP101 optimizer-before-distributed-model::{smp101['message']}"
+    assert (
+        by_code["SMP101"] == "::error"
+        f" file=train.py,line={start['row']},col={start['column']},endLine={end['row']},endColumn={end['column']},title=SMP101"
+        f" optimizer-before-distributed-model::{smp101['message']}"
     )
     assert by_code["SMP301"].startswith("::error file=train.py,line=9,col=4,")
     assert by_code["SMP900"].startswith("::notice file=stale.py,line=5,")

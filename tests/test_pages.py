@@ -32,7 +32,8 @@ def test_page_has_every_section(code: str) -> None:
 
 
 _GENERATED = re.compile(
-    r"^(\*\*Tensor parallelism:\*\* this rule|All SMP v1 versions\.|SMP [\d.]+ (and later|and earlier|to [\d.]+)\.)",
+    r"^(\*\*Tensor parallelism:\*\* this rule|All SMP v1 versions\.|SMP [\d.]+ (and later|and"
+    r" earlier|to [\d.]+)\.)",
     re.MULTILINE,
 )
 
@@ -88,8 +89,8 @@ def test_a_page_is_rendered_with_what_its_rule_declares() -> None:
         "## When it applies\nPyTorch scripts.\n\n## Versions\nThe API arrived then.\n\n"
         "## Source\nThe docs.\n"
     )
-    assert render_page(_Probe, source) == (
-        "# SMP998 probe\n\n## When it applies\nPyTorch scripts.\n\n"
+    assert (
+        render_page(_Probe, source) == "# SMP998 probe\n\n## When it applies\nPyTorch scripts.\n\n"
         "**Tensor parallelism:** this rule depends on the rank topology, so on "
         "`tensor_parallel_degree` alone, whether or not modules are marked.\n\n"
         "## Versions\nSMP 1.10 and later. The API arrived then.\n\n## Source\nThe docs.\n"

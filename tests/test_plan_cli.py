@@ -333,11 +333,15 @@ def test_a_notebook_launcher(tmp_path: Path) -> None:
     cells = (
         "from sagemaker.pytorch import PyTorch\n",
         f"hyperparameters = {hyper!r}\nhyperparameters['tensor_parallel_degree'] = 8\n",
-        "smp_estimator = PyTorch(\n    entry_point='gpt_train.py',\n    instance_type='ml.p4d.24xlarge',\n    instance_count=2,\n"
-        "    hyperparameters=hyperparameters,\n    distribution={'smdistributed': {'modelparallel': {'enabled': True, 'parameters': {\n"
-        "        'tensor_parallel_degree': hyperparameters['tensor_parallel_degree'], 'ddp': True,\n"
-        "        'shard_optimizer_state': True, 'prescaled_batch': True}}},\n"
-        "        'mpi': {'enabled': True, 'processes_per_host': 8}},\n)\n",
+        (
+            "smp_estimator = PyTorch(\n    entry_point='gpt_train.py',\n   "
+            " instance_type='ml.p4d.24xlarge',\n    instance_count=2,\n   "
+            " hyperparameters=hyperparameters,\n    distribution={'smdistributed':"
+            " {'modelparallel': {'enabled': True, 'parameters': {\n       "
+            " 'tensor_parallel_degree': hyperparameters['tensor_parallel_degree'], 'ddp': True,\n  "
+            "      'shard_optimizer_state': True, 'prescaled_batch': True}}},\n        'mpi':"
+            " {'enabled': True, 'processes_per_host': 8}},\n)\n"
+        ),
     )
     (tmp_path / "launch.ipynb").write_text(notebook(*cells), encoding="utf-8")
     code, found = plans(tmp_path)
@@ -368,9 +372,11 @@ def test_smp831_reports_at_the_estimator_call_across_files(tmp_path: Path) -> No
 
 def test_unknown_stays_unknown(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(
-        "import smdistributed.modelparallel.torch as smp\nfrom transformers import AutoModelForCausalLM\n"
-        "import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--model')\nargs = parser.parse_args()\n"
-        "smp.init()\nmodel = smp.DistributedModel(AutoModelForCausalLM.from_pretrained(args.model))\n",
+        "import smdistributed.modelparallel.torch as smp\nfrom transformers import"
+        " AutoModelForCausalLM\nimport argparse\nparser ="
+        " argparse.ArgumentParser()\nparser.add_argument('--model')\nargs ="
+        " parser.parse_args()\nsmp.init()\nmodel ="
+        " smp.DistributedModel(AutoModelForCausalLM.from_pretrained(args.model))\n",
         encoding="utf-8",
     )
     (tmp_path / "launch.py").write_text(
@@ -391,8 +397,9 @@ def test_unknown_stays_unknown(tmp_path: Path) -> None:
 def test_a_declared_job_plans_scripts_no_launcher_starts(tmp_path: Path) -> None:
     shutil.copy(PROJECTS / "neox_train.py", tmp_path / "train.py")
     (tmp_path / "pyproject.toml").write_text(
-        "[tool.smpfix.job]\ninstance_type = 'ml.p4d.24xlarge'\ninstance_count = 2\nprocesses_per_host = 8\n"
-        "sharded_data_parallel_degree = 16\nbf16 = true\nmodel_parameters = '20B'\n",
+        "[tool.smpfix.job]\ninstance_type = 'ml.p4d.24xlarge'\ninstance_count ="
+        " 2\nprocesses_per_host = 8\nsharded_data_parallel_degree = 16\nbf16 ="
+        " true\nmodel_parameters = '20B'\n",
         encoding="utf-8",
     )
     code, found = plans(tmp_path)

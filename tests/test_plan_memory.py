@@ -267,7 +267,10 @@ def test_no_suggestion_for_a_job_that_fits() -> None:
 
 def calibration_table() -> str:
     rows = [
-        "| configuration | parameters | model states | activations | rest | total GiB | share of 40 GiB | catalog reading |",
+        (
+            "| configuration | parameters | model states | activations | rest | total GiB | share"
+            " of 40 GiB | catalog reading |"
+        ),
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for group in (REFERENCES, WEAKER):
@@ -275,9 +278,10 @@ def calibration_table() -> str:
             found, catalog = run(name, group), run(name, group, False)
             acts = found.activations.total if found.activations is not None else 0.0
             rows.append(
-                f"| {name} | {found.parameters / 1e9:.2f}B | {found.model_states.total / GIB:.1f} | {acts / GIB:.1f} | "
-                f"{found.buffers / GIB:.1f} | {found.total / GIB:.1f} | {found.share:.0%} ({verdict_of(found).value}) | "
-                f"{catalog.total / GIB:.1f} ({catalog.share:.0%}) |"
+                f"| {name} | {found.parameters / 1e9:.2f}B | {found.model_states.total / GIB:.1f} |"
+                f" {acts / GIB:.1f} | {found.buffers / GIB:.1f} | {found.total / GIB:.1f} |"
+                f" {found.share:.0%} ({verdict_of(found).value}) | {catalog.total / GIB:.1f}"
+                f" ({catalog.share:.0%}) |"
             )
     return "\n".join(rows)
 

@@ -130,15 +130,20 @@ def test_a_known_checkpoint_and_an_unknown_one() -> None:
 
 def test_tokenizers_are_not_models_and_a_config_and_its_model_agree() -> None:
     body = (
-        "from transformers import AutoTokenizer\ntokenizer = AutoTokenizer.from_pretrained('bert-base-uncased')\n"
-        "config = AutoConfig.from_pretrained('gpt2')\nmodel = AutoModelForCausalLM.from_pretrained('gpt2')\n"
+        "from transformers import AutoTokenizer\ntokenizer ="
+        " AutoTokenizer.from_pretrained('bert-base-uncased')\nconfig ="
+        " AutoConfig.from_pretrained('gpt2')\nmodel ="
+        " AutoModelForCausalLM.from_pretrained('gpt2')\n"
     )
     found = model(body)
     assert found.count is not None and found.count.total == 124_439_808
 
 
 def test_a_model_built_in_a_branch_that_does_not_run_does_not_count() -> None:
-    body = "if args.fp16 > 0:\n    model = AutoModelForCausalLM.from_pretrained(unknown_name)\nconfig = GPT2Config()\n"
+    body = (
+        "if args.fp16 > 0:\n    model = AutoModelForCausalLM.from_pretrained(unknown_name)\nconfig"
+        " = GPT2Config()\n"
+    )
     found = model(body)
     assert found.count is not None and found.count.total == 124_439_808
     assert (
@@ -213,12 +218,16 @@ def flash(body: str, *links: LinkedScript, gpu: bool = True) -> Any:
 
 
 def test_flash_attention_needs_the_distributed_transformer_and_the_gpu() -> None:
-    with_tp = "with smp.model_creation(tensor_parallelism=True, flash_attention=args.fp16 > 0):\n    model = build()\n"
+    with_tp = (
+        "with smp.model_creation(tensor_parallelism=True, flash_attention=args.fp16 > 0):\n   "
+        " model = build()\n"
+    )
     assert flash(with_tp, link({"fp16": 1})) is True
     assert flash(with_tp, link({"fp16": 1}), gpu=False) is False
     assert (
         flash(
-            "with smp.model_creation(tensor_parallelism=False, flash_attention=True):\n    model = build()\n"
+            "with smp.model_creation(tensor_parallelism=False, flash_attention=True):\n    model ="
+            " build()\n"
         )
         is False
     )
@@ -227,7 +236,8 @@ def test_flash_attention_needs_the_distributed_transformer_and_the_gpu() -> None
     )  # default not documented
     assert (
         flash(
-            "with smp.model_creation(tensor_parallelism=True, flash_attention=x):\n    model = build()\n"
+            "with smp.model_creation(tensor_parallelism=True, flash_attention=x):\n    model ="
+            " build()\n"
         )
         is None
     )
@@ -236,10 +246,10 @@ def test_flash_attention_needs_the_distributed_transformer_and_the_gpu() -> None
 
 def test_dtype_optimizer_sequence_and_batch() -> None:
     code = code_of(
-        "parser.add_argument('--max_context_width', type=int, default=512)\n"
-        "parser.add_argument('--train_batch_size', type=int, default=8)\n"
-        "with smp.model_creation(dtype=torch.bfloat16 if args.fp16 == 0 else torch.float16):\n    model = build()\n"
-        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"
+        "parser.add_argument('--max_context_width', type=int,"
+        " default=512)\nparser.add_argument('--train_batch_size', type=int, default=8)\nwith"
+        " smp.model_creation(dtype=torch.bfloat16 if args.fp16 == 0 else torch.float16):\n    model"
+        " = build()\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"
     )
     values = values_for(code, link({"train_batch_size": 16}))
     assert script_setup.model_dtype(code, values).value == "bf16"

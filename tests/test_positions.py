@@ -15,7 +15,13 @@ from smpfix.base.walker import indexed, iter_nodes
 ROOT = Path(__file__).resolve().parent.parent
 
 ODD = {
-    "decorators_and_comments.py": "import os\n\n# a comment\n@decorator(\n    1)\n# between\n@other\nasync def f(x):\n    '''doc'''\n    if x: return 1\n    elif x > 2:\n        pass\n    else: y = 2\n    try: import z\n    except ImportError: z = None\n    finally:\n        pass\n    for a in b: pass\n    else:\n        # note\n        while c:\n            with d as e, f: g(); h()\n\n\nclass K: x = 1\n",
+    "decorators_and_comments.py": (
+        "import os\n\n# a comment\n@decorator(\n    1)\n# between\n@other\nasync def f(x):\n   "
+        " '''doc'''\n    if x: return 1\n    elif x > 2:\n        pass\n    else: y = 2\n    try:"
+        " import z\n    except ImportError: z = None\n    finally:\n        pass\n    for a in b:"
+        " pass\n    else:\n        # note\n        while c:\n            with d as e, f: g();"
+        " h()\n\n\nclass K: x = 1\n"
+    ),
     "crlf_and_tabs.py": "def f():\r\n\tif x:\r\n\t\treturn smp.dp_rank()\r\n\treturn 0\r\n",
     "match.py": "match x:\n    case 1:\n        y = 2\n    case _:\n        pass\nz = 3\n",
     "form_feed.py": "def f():\n    y = 0\n\x0c    if x:\n        pass\n    return 1\n",

@@ -84,9 +84,10 @@ def test_findings_are_exactly_the_marked_ones(project: Path) -> None:
     marked, reported = _marked(project), _reported(project)
     noise = sorted(reported - marked)
     missed = sorted(marked - reported)
-    assert (noise, missed) == ([], []), (
-        f"reported but not marked: {noise}\nmarked but not reported: {missed}"
-    )
+    assert (noise, missed) == (
+        [],
+        [],
+    ), f"reported but not marked: {noise}\nmarked but not reported: {missed}"
 
 
 def test_there_are_realistic_projects() -> None:

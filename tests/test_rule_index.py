@@ -192,6 +192,9 @@ def test_a_file_imports_only_the_rules_that_can_apply_to_it(tmp_path: Path) -> N
     assert not any(
         module.startswith(("tensor_parallel.", "sharded_data_parallel.")) for module in tensorflow
     )
-    launcher = 'import smdistributed.modelparallel.torch as smp\nsmp.init({"microbatches": 3, "pipeline_parallel_degree": 2})\n'
+    launcher = (
+        'import smdistributed.modelparallel.torch as smp\nsmp.init({"microbatches": 3,'
+        ' "pipeline_parallel_degree": 2})\n'
+    )
     script.write_text(launcher, encoding="utf-8")
     assert "job_config.SMP801" in imported()

@@ -64,9 +64,9 @@ def _bad_files() -> dict[str, bytes]:
         # Python 3.14 allows template strings to be concatenated; LibCST 1.x cannot build it.
         "newer_python_template_strings.py": marker + b'x = t"{a}" t"{b}"\n',
         "undecodable.py": marker + b"name = '\xff\xfe caf\xe9'\n",
-        "wrong_declared_encoding.py": b"# -*- coding: ascii -*-\n"
-        + marker
-        + "x = 'café'\n".encode(),
+        "wrong_declared_encoding.py": (
+            b"# -*- coding: ascii -*-\n" + marker + "x = 'café'\n".encode()
+        ),
         "unknown_encoding.py": b"# -*- coding: klingon -*-\n" + marker,
         "nul_bytes.py": marker + b"x = 1\x00\n",
         "binary.py": binary[:1000] + b"smdistributed" + binary[1000:],
@@ -78,11 +78,12 @@ def _bad_files() -> dict[str, bytes]:
         "inconsistent_tabs.py": marker + b"if x:\n\tif y:\n        pass\n",
         # LibCST drops these characters, so its offsets would be off and a fix would land on
         # the wrong characters (``smp.dp_rank()`` became ``smprdp_rankk()``).
-        "form_feed_in_indentation.py": SCRIPT.replace(
-            "    if smp", "    y = 0\n\x0c    if smp"
-        ).encode(),
-        "generated_10mb.py": marker
-        + b"".join(b"value_%07d = %d\n" % (i, i) for i in range(10 * 1024 * 1024 // 22)),
+        "form_feed_in_indentation.py": (
+            SCRIPT.replace("    if smp", "    y = 0\n\x0c    if smp").encode()
+        ),
+        "generated_10mb.py": (
+            marker + b"".join(b"value_%07d = %d\n" % (i, i) for i in range(10 * 1024 * 1024 // 22))
+        ),
         "malformed.ipynb": b'{"cells": [{"cell_type": "code", "source": "import smdistributed"',
         "not_a_notebook.ipynb": b'["smdistributed"]',
         "deep.ipynb": b'{"smdistributed": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
@@ -98,23 +99,25 @@ def _odd_but_fine() -> dict[str, bytes]:
         "generated_10mb_unrelated.py": b"".join(
             b"value_%07d = %d\n" % (i, i) for i in range(10 * 1024 * 1024 // 22)
         ),
-        "odd_cells.ipynb": json.dumps(
-            {
-                "cells": [
-                    {"cell_type": "code", "source": 42},
-                    {"cell_type": 7, "source": "import smdistributed"},
-                    "not a cell",
-                    {
-                        "cell_type": "code",
-                        "source": ["import smdistributed.modelparallel.torch as smp\n", None],
-                    },
-                    {"cell_type": "markdown", "source": "smdistributed"},
-                ],
-                "metadata": {},
-                "nbformat": 4,
-                "nbformat_minor": 5,
-            }
-        ).encode(),
+        "odd_cells.ipynb": (
+            json.dumps(
+                {
+                    "cells": [
+                        {"cell_type": "code", "source": 42},
+                        {"cell_type": 7, "source": "import smdistributed"},
+                        "not a cell",
+                        {
+                            "cell_type": "code",
+                            "source": ["import smdistributed.modelparallel.torch as smp\n", None],
+                        },
+                        {"cell_type": "markdown", "source": "smdistributed"},
+                    ],
+                    "metadata": {},
+                    "nbformat": 4,
+                    "nbformat_minor": 5,
+                }
+            ).encode()
+        ),
     }
 
 
@@ -126,15 +129,17 @@ def _good_files() -> dict[str, bytes]:
         "latin1.py": latin1.encode("latin-1"),
         "bom.py": codecs.BOM_UTF8 + SCRIPT.encode(),
         "crlf.py": SCRIPT.replace("\n", "\r\n").encode(),
-        "mixed_newlines.py": "".join(
-            line + ("\r\n" if i % 2 else "\n") for i, line in enumerate(SCRIPT.splitlines())
-        ).encode(),
+        "mixed_newlines.py": (
+            "".join(
+                line + ("\r\n" if i % 2 else "\n") for i, line in enumerate(SCRIPT.splitlines())
+            ).encode()
+        ),
         "tabs.py": SCRIPT.replace("        ", "\t\t").replace("    ", "\t").encode(),
         # LibCST drops the continuation line, but the statement the fix edits is generated on
         # its own and matched with the text, so the fix lands on the right characters.
-        "continuation_in_indentation.py": SCRIPT.replace(
-            "    if smp", "    x = 1\n\\\n    if smp"
-        ).encode(),
+        "continuation_in_indentation.py": (
+            SCRIPT.replace("    if smp", "    x = 1\n\\\n    if smp").encode()
+        ),
     }
 
 
@@ -307,9 +312,9 @@ def test_deep_launchers_do_not_stop_the_run(tmp_path: Path) -> None:
     """Launchers are read before any script is checked (their job settings reach the scripts
     they start); one the linker cannot read is checked, and reported, like any other file."""
     launch = (
-        "from sagemaker.pytorch import PyTorch\n{deep}\nestimator = PyTorch(entry_point='train.py', distribution="
-        "{{'smdistributed': {{'modelparallel': {{'enabled': True, 'parameters': {{'tensor_parallel_degree': 4}}}}}}, "
-        "'mpi': {{'enabled': True}}}})\n"
+        "from sagemaker.pytorch import PyTorch\n{deep}\nestimator = PyTorch(entry_point='train.py',"
+        " distribution={{'smdistributed': {{'modelparallel': {{'enabled': True, 'parameters':"
+        " {{'tensor_parallel_degree': 4}}}}}}, 'mpi': {{'enabled': True}}}})\n"
     )
     (tmp_path / "launch_deep.py").write_text(launch.format(deep="y = " + " + ".join(["a"] * 900)))
     (tmp_path / "launch_too_deep.py").write_text(
@@ -319,7 +324,8 @@ def test_deep_launchers_do_not_stop_the_run(tmp_path: Path) -> None:
     result = run_cli("--no-cache", "--format", "concise", str(tmp_path))
     assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
     assert [line for line in result.stderr.splitlines() if ": error: " in line] == [
-        f"{tmp_path / 'launch_too_deep.py'}:2:205: error: too many nested parentheses (more than 200; Python itself refuses this)"
+        f"{tmp_path / 'launch_too_deep.py'}:2:205: error: too many nested parentheses (more than"
+        " 200; Python itself refuses this)"
     ]
     assert f"{tmp_path / 'train.py'}:" in result.stdout
 

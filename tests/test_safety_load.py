@@ -33,7 +33,8 @@ def _unrelated_module(rng: random.Random, index: int) -> str:
             f"    value_{k} = arg * {rng.randint(1, 99)} + {k}" for k in range(rng.randint(1, 6))
         )
         functions.append(
-            f'def function_{index}_{number}(arg):\n    """Helper {number}."""\n{body}\n    return arg\n'
+            f'def function_{index}_{number}(arg):\n    """Helper {number}."""\n{body}\n    return'
+            " arg\n"
         )
     return f'"""Module {index}."""\nimport math\nimport os\n\n\n' + "\n\n".join(functions)
 
@@ -84,8 +85,9 @@ def test_five_thousand_files_bounded_memory_no_descriptor_leak(tmp_path: Path) -
     own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     worker_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(
-        f"\nload: {FILES} files, {analyzed} with findings; peak memory: main process {own_peak:.0f} MiB, "
-        f"largest worker {worker_peak:.0f} MiB; resident after the second run {after_second / 2**20:.0f} MiB"
+        f"\nload: {FILES} files, {analyzed} with findings; peak memory: main process {own_peak:.0f}"
+        f" MiB, largest worker {worker_peak:.0f} MiB; resident after the second run"
+        f" {after_second / 2**20:.0f} MiB"
     )
     assert analyzed >= SMP_SCRIPTS // 2
     assert after <= before, f"file descriptors leaked: {before} open before, {after} after"

@@ -37,9 +37,9 @@ def test_scripts_helpers_notebooks_and_launchers_are_never_executed(tmp_path: Pa
     (project / "mypackage" / "__init__.py").write_text(_with_side_effect("", sentinels["package"]))
     (project / "launch.py").write_text(
         _with_side_effect(
-            "from sagemaker.pytorch import PyTorch\n"
-            "estimator = PyTorch(entry_point='train.py', distribution={'smdistributed': {'modelparallel': "
-            "{'enabled': True, 'parameters': {'tensor_parallel_degree': 4}}}, 'mpi': {'enabled': True}})\n",
+            "from sagemaker.pytorch import PyTorch\nestimator = PyTorch(entry_point='train.py',"
+            " distribution={'smdistributed': {'modelparallel': {'enabled': True, 'parameters':"
+            " {'tensor_parallel_degree': 4}}}, 'mpi': {'enabled': True}})\n",
             sentinels["launcher"],
         )
     )
@@ -50,8 +50,8 @@ def test_scripts_helpers_notebooks_and_launchers_are_never_executed(tmp_path: Pa
                 "metadata": {},
                 "execution_count": None,
                 "outputs": [],
-                "source": _with_side_effect(SCRIPT, sentinels["notebook"]).splitlines(
-                    keepends=True
+                "source": (
+                    _with_side_effect(SCRIPT, sentinels["notebook"]).splitlines(keepends=True)
                 ),
             }
         ],
@@ -105,7 +105,10 @@ MALICIOUS_CONFIGS = {
     ),
     "code_as_a_key": ("[tool.smpfix]\n\"__import__('os').system('touch {sentinel}')\" = 1\n", 2),
     "code_in_a_job_value": (
-        "[tool.smpfix.job]\ntensor_parallel_degree = \"__import__('os').system('touch {sentinel}')\"\n",
+        (
+            "[tool.smpfix.job]\ntensor_parallel_degree = \"__import__('os').system('touch"
+            " {sentinel}')\"\n"
+        ),
         None,
     ),
     "code_in_an_exclude_pattern": (

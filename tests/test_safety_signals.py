@@ -126,7 +126,8 @@ def test_sigkill_at_random_moments_leaves_each_file_original_or_fixed(tmp_path: 
         proc.stderr.close()  # type: ignore[union-attr]
         done = forms.check_whole()
         print(
-            f"trial {trial}: {done} of {len(originals)} files fixed, temporary files left: {len(_temporaries(tmp_path))}"
+            f"trial {trial}: {done} of {len(originals)} files fixed, temporary files left:"
+            f" {len(_temporaries(tmp_path))}"
         )
         discovered = {
             Path(found.path) for found in discover([str(tmp_path)], Excluder([], tmp_path))

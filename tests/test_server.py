@@ -335,7 +335,8 @@ async def test_bad_documents_never_stop_the_server(tmp_path: Path) -> None:
     command = [sys.executable, "-c", _CRASHING_RULE]
     wrong_order = (
         SCRIPT.replace(
-            "optimizer = smp.DistributedOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-4))\n",
+            "optimizer = smp.DistributedOptimizer(torch.optim.AdamW(model.parameters(),"
+            " lr=1e-4))\n",
             "",
         )
         + "opt = torch.optim.AdamW(net.parameters())\nnet = smp.DistributedModel(net)\n"
@@ -379,9 +380,11 @@ async def test_notebook_cells_get_their_own_diagnostics(tmp_path: Path) -> None:
                     version=1,
                     cells=[
                         types.NotebookCell(
-                            kind=types.NotebookCellKind.Markup
-                            if index == 1
-                            else types.NotebookCellKind.Code,
+                            kind=(
+                                types.NotebookCellKind.Markup
+                                if index == 1
+                                else types.NotebookCellKind.Code
+                            ),
                             document=uri,
                         )
                         for index, uri in enumerate(uris)
@@ -443,7 +446,10 @@ async def test_shutdown_and_exit_end_the_process(tmp_path: Path) -> None:
 
 
 def test_without_the_extra_the_command_says_what_to_install() -> None:
-    hide = "import sys; sys.modules['pygls'] = None; from smpfix.cli import main; sys.argv = ['smpfix', 'server']; main()"
+    hide = (
+        "import sys; sys.modules['pygls'] = None; from smpfix.cli import main; sys.argv ="
+        " ['smpfix', 'server']; main()"
+    )
     done = subprocess.run(
         [sys.executable, "-c", hide],
         capture_output=True,

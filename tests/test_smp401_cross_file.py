@@ -123,7 +123,8 @@ def test_forward_inherited_from_a_base_in_a_third_file(workdir: Path) -> None:
         workdir, model="from layers import Backbone\n\n\nclass GPT(Backbone):\n    pass\n"
     )
     (root / "layers.py").write_text(
-        "class Backbone:\n    def forward(self, x):\n        h = self.body(x)\n        return self.head(h), h, self.maps(h)\n",
+        "class Backbone:\n    def forward(self, x):\n        h = self.body(x)\n        return"
+        " self.head(h), h, self.maps(h)\n",
         encoding="utf-8",
     )
     findings = _analyze(root)

@@ -52,11 +52,14 @@ estimator = PyTorch(
 
 
 V2_DISTRIBUTION = (
-    '{"torch_distributed": {"enabled": True}, '
-    '"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"hybrid_shard_degree": 8, "tensor_parallel_degree": 2}}}}'
+    '{"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {"enabled": True,'
+    ' "parameters": {"hybrid_shard_degree": 8, "tensor_parallel_degree": 2}}}}'
 )
 # Looks like v1 and breaks v1 rules (tensor parallelism without ddp, no mpi): only the script says v2.
-V1_LOOKING = '{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4}}}}'
+V1_LOOKING = (
+    '{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree":'
+    " 4}}}}"
+)
 
 
 def check(root: Path, *args: str) -> list[tuple[str, str]]:
@@ -78,8 +81,9 @@ def test_a_v2_launcher_and_the_scripts_it_starts_get_no_v1_rule(tmp_path: Path) 
     assert "SMP v2: `torch_distributed` is enabled in launcher" in shown.stdout + shown.stderr
     # The same script under a v1 launcher gets its findings, so the silence above is the v2 rule.
     v1 = launcher(
-        '{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4, "ddp": True}}}, '
-        '"mpi": {"enabled": True, "processes_per_host": 8}}',
+        '{"smdistributed": {"modelparallel": {"enabled": True, "parameters":'
+        ' {"tensor_parallel_degree": 4, "ddp": True}}}, "mpi": {"enabled": True,'
+        ' "processes_per_host": 8}}',
         framework="1.13.1",
     )
     (root / "launch.py").write_text(v1, encoding="utf-8")
@@ -108,18 +112,24 @@ def test_a_script_that_imports_torch_sagemaker_makes_its_launcher_v2(tmp_path: P
 def test_each_launcher_sign_of_v2(tmp_path: Path) -> None:
     cases = {
         "torch_distributed": launcher(
-            '{"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {"enabled": True}}}'
+            '{"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel":'
+            ' {"enabled": True}}}'
         ),
         "container": launcher(
-            '{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 2}}}}',
+            '{"smdistributed": {"modelparallel": {"enabled": True, "parameters":'
+            ' {"tensor_parallel_degree": 2}}}}',
             "2.0.1",
         ),
         "image": launcher(
             V1_LOOKING,
-            extra='\n    image_uri="658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.2.0-gpu-py310-cu121",',
+            extra=(
+                "\n   "
+                ' image_uri="658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.2.0-gpu-py310-cu121",'
+            ),
         ),
         "key": launcher(
-            '{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"sm_activation_offloading": True}}}}',
+            '{"smdistributed": {"modelparallel": {"enabled": True, "parameters":'
+            ' {"sm_activation_offloading": True}}}}',
             "1.13.1",
         ),
     }
@@ -133,7 +143,8 @@ def test_each_launcher_sign_of_v2(tmp_path: Path) -> None:
         [linked] = link([(str(tmp_path / "v1.py"), text)])
         assert JobFacts.resolve([linked.job]).smp_v2 is None, framework
     disabled = launcher(
-        '{"torch_distributed": {"enabled": False}, "smdistributed": {"modelparallel": {"enabled": True}}}',
+        '{"torch_distributed": {"enabled": False}, "smdistributed": {"modelparallel": {"enabled":'
+        " True}}}",
         "1.13.1",
     )
     [linked] = link([(str(tmp_path / "off.py"), disabled)])

@@ -169,7 +169,8 @@ def test_smp900_through_the_cli(tmp_path: Path) -> None:
         == 0
     )
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.smpfix]\nper-file-ignores = { "train.py" = ["SMP101", "SMP301"] }\n[tool.smpfix.job]\ntensor_parallel_degree = 1\n',
+        '[tool.smpfix]\nper-file-ignores = { "train.py" = ["SMP101", "SMP301"]'
+        " }\n[tool.smpfix.job]\ntensor_parallel_degree = 1\n",
         encoding="utf-8",
     )
     assert (

@@ -104,7 +104,8 @@ def test_flavour_and_distributed_models_of_a_tensorflow_script() -> None:
     assert v1.is_tensorflow and v1.tensorflow_v1_only
     torch = collect(
         cst.parse_module(
-            "import smdistributed.modelparallel.torch as smp\nclass Net(smp.DistributedModel):\n    pass\nNet()\n"
+            "import smdistributed.modelparallel.torch as smp\nclass Net(smp.DistributedModel):\n   "
+            " pass\nNet()\n"
         )
     )
     assert torch.flavours == {Flavour.PYTORCH} and torch.distributed_model_classes == frozenset()
@@ -141,11 +142,11 @@ def test_a_tensorflow_launcher_declares_the_flavour_and_keeps_tensorflow_keys(
 ) -> None:
     launcher = tmp_path / "launch.py"
     launcher.write_text(
-        "from sagemaker.tensorflow import TensorFlow\n"
-        'TensorFlow(entry_point="train.py", framework_version="2.4.1", instance_count=1,\n'
-        '           distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {\n'
-        '               "partitions": 2, "horovod": True, "xla": False, "tensor_parallel_degree": 2}}},\n'
-        '               "mpi": {"enabled": True, "processes_per_host": 4}})\n',
+        'from sagemaker.tensorflow import TensorFlow\nTensorFlow(entry_point="train.py",'
+        ' framework_version="2.4.1", instance_count=1,\n           distribution={"smdistributed":'
+        ' {"modelparallel": {"enabled": True, "parameters": {\n               "partitions": 2,'
+        ' "horovod": True, "xla": False, "tensor_parallel_degree": 2}}},\n               "mpi":'
+        ' {"enabled": True, "processes_per_host": 4}})\n',
         encoding="utf-8",
     )
     (linked,) = link([(str(launcher), launcher.read_text(encoding="utf-8"))])
@@ -178,24 +179,30 @@ def test_a_tensorflow_smp_init_dict_is_checked_against_tensorflow_keys() -> None
 
 
 def test_tensorflow_values_are_typed_and_pytorch_keys_left_to_smp812() -> None:
-    text = 'import smdistributed.modelparallel.tensorflow as smp\nsmp.init({"xla": 1, "partitions": "2", "fp16": 1})\n'
+    text = (
+        'import smdistributed.modelparallel.tensorflow as smp\nsmp.init({"xla": 1, "partitions":'
+        ' "2", "fp16": 1})\n'
+    )
     findings = check_source(text, "train.py", select=["SMP813"])
     assert sorted(f.message.split("`")[1] for f in findings) == ["partitions", "xla"]
 
 
 def test_a_pytorch_smp_init_dict_rejects_the_tensorflow_key() -> None:
-    text = 'import smdistributed.modelparallel.torch as smp\nsmp.init({"partitions": 2, "xla": False})\n'
+    text = (
+        'import smdistributed.modelparallel.torch as smp\nsmp.init({"partitions": 2, "xla":'
+        " False})\n"
+    )
     (finding,) = check_source(text, "train.py", select=["SMP812"])
     assert "TensorFlow flavour" in finding.message
 
 
 def test_a_tensorflow_launcher_without_partitions_and_with_pytorch_keys(tmp_path: Path) -> None:
     (tmp_path / "launch.py").write_text(
-        "from sagemaker.tensorflow import TensorFlow\n"
-        'TensorFlow(entry_point="train.py", framework_version="2.3.1", instance_type="ml.p3.16xlarge", instance_count=1,\n'
-        '           distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {\n'
-        '               "pipeline_parallel_degree": 2, "microbatches": 2, "ddp": True}}},\n'
-        '               "mpi": {"enabled": True, "processes_per_host": 8}})\n',
+        'from sagemaker.tensorflow import TensorFlow\nTensorFlow(entry_point="train.py",'
+        ' framework_version="2.3.1", instance_type="ml.p3.16xlarge", instance_count=1,\n          '
+        ' distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {\n     '
+        '          "pipeline_parallel_degree": 2, "microbatches": 2, "ddp": True}}},\n             '
+        '  "mpi": {"enabled": True, "processes_per_host": 8}})\n',
         encoding="utf-8",
     )
     result = run_cli(
@@ -214,7 +221,8 @@ def test_a_tensorflow_launcher_without_partitions_and_with_pytorch_keys(tmp_path
 
 def test_a_tensorflow_job_table(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.smpfix.job]\nframework = "tensorflow"\npartitions = 2\nxla = true\ntensor_parallel_degree = 2\n',
+        '[tool.smpfix.job]\nframework = "tensorflow"\npartitions = 2\nxla ='
+        " true\ntensor_parallel_degree = 2\n",
         encoding="utf-8",
     )
     (tmp_path / "train.py").write_text(

@@ -132,7 +132,8 @@ class FileFacts:
     @property
     def imports_smp_torch(self) -> bool:
         """The PyTorch flavour (also reached through ``import smdistributed.modelparallel``);
-        rules about tensor parallelism or ``DistributedOptimizer`` need it, TensorFlow has neither."""
+        rules about tensor parallelism or ``DistributedOptimizer`` need it, TensorFlow has neither.
+        """
         return self.imports.imports_module(SMP_TORCH) or any(
             value == "smdistributed.modelparallel" for value in self.imports.bindings.values()
         )

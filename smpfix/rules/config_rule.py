@@ -174,8 +174,8 @@ class ConfigView:
             if replicas <= 1:
                 return None
             return Replicas(
-                f"With {self.world} processes and pipeline × tensor degree {pp} × {tp}, the job runs "
-                f"{replicas} model replicas",
+                f"With {self.world} processes and pipeline × tensor degree {pp} × {tp}, the job"
+                f" runs {replicas} model replicas",
                 True,
             )
         per_host, count = self.launch("processes_per_host"), self.launch("instance_count")
@@ -192,8 +192,8 @@ class ConfigView:
             return Replicas(f"{shape}, every instance holds more than one model replica", True)
         if per_host == pp * tp:
             return Replicas(
-                f"{shape}, each instance holds one model replica, so if instance_count is above 1 the job "
-                "runs several",
+                f"{shape}, each instance holds one model replica, so if instance_count is above 1"
+                " the job runs several",
                 False,
             )
         return None
@@ -280,7 +280,10 @@ class ConfigRule(Rule):
                     and severity is Severity.ERROR
                 ):
                     # The library may never read this dict (jobfacts, InitDict).
-                    message += f" This matters only if the library reads this dict: {self.program.job.init_dict_reason}."
+                    message += (
+                        " This matters only if the library reads this dict:"
+                        f" {self.program.job.init_dict_reason}."
+                    )
                     severity = Severity.WARNING
                 self.report(
                     anchor,

@@ -165,8 +165,8 @@ class Rule:
             stated = vars(cls).get(attribute)
             if stated is not None and stated != given:
                 raise TypeError(
-                    f"{cls.__module__} defines a rule whose {attribute} is {stated!r}: its module's "
-                    f"name makes it {given!r}"
+                    f"{cls.__module__} defines a rule whose {attribute} is {stated!r}: its module's"
+                    f" name makes it {given!r}"
                 )
             setattr(cls, attribute, given)
         family = family_scope(found.family)
@@ -174,8 +174,9 @@ class Rule:
             cls.scope = family
         if not cls.scope.within(family):
             raise TypeError(
-                f"{cls.code}'s scope, {cls.scope.value}, is not within its family's, "
-                f"{family.value}: the registry would never run it on some of the files it reports on"
+                f"{cls.code}'s scope, {cls.scope.value}, is not within its family's,"
+                f" {family.value}: the registry would never run it on some of the files it"
+                " reports on"
             )
         if not cls.flavours <= cls.scope.flavours:
             raise TypeError(f"{cls.code} declares flavours its scope ({cls.scope.value}) excludes")
@@ -237,15 +238,19 @@ class Rule:
             return
         if verdict.reach is Reach.OFF_BY_DEFAULT and verdict.requirement is not None:
             severity = Severity.HINT
-            message = f"{message} {self._off_by_default(verdict.requirement, verdict.known.how if verdict.known else ())}"
+            message = (
+                f"{message}"
+                f" {self._off_by_default(verdict.requirement, verdict.known.how if verdict.known else ())}"
+            )
         self.reports.append(Report(self.code, node, message, severity, fix, tuple(job_facts)))
 
     def _off_by_default(self, requirement: Requirement, how: Sequence[str]) -> str:
         test = " ".join(self.program.code_for(requirement.test).split())
         why = f": {how[0]}" if how else ""
         return (
-            f"(This code runs only when `{test}` is {'true' if requirement.holds else 'false'}, which it is not by "
-            f"default{why}, and no launcher of this script among the checked paths changes it: only a hint.)"
+            f"(This code runs only when `{test}` is {'true' if requirement.holds else 'false'},"
+            f" which it is not by default{why}, and no launcher of this script among the checked"
+            " paths changes it: only a hint.)"
         )
 
     def version_condition(
@@ -270,7 +275,8 @@ class Rule:
         return FeatureState(
             state.feature,
             Tri.OFF,
-            f"this code runs only when `{test}` is {side}, which it is not with {state.feature.title} on",
+            f"this code runs only when `{test}` is {side}, which it is not with"
+            f" {state.feature.title} on",
         )
 
     def tp_distributed(self, at: Optional[cst.CSTNode] = None) -> FeatureState:

@@ -71,7 +71,8 @@ class ScriptNumbers:
 
     def resolve(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[ResolvedNumber]:
         """An int expression: a literal, a name bound once, ``args.x`` through argparse, a
-        rank-group size (``smp.tp_size()``, ``smp.dp_size()``) from the job, and products of those."""
+        rank-group size (``smp.tp_size()``, ``smp.dp_size()``) from the job, and products of those.
+        """
         if depth > _MAX_DEPTH:
             return None
         written = expr

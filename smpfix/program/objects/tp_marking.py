@@ -183,8 +183,9 @@ def module_replacement(
         return Replacement(Tri.UNKNOWN, "this file does not build the model it trains")
     return Replacement(
         Tri.OFF,
-        "nothing in this script or the project modules it imports calls `smp.tensor_parallelism`, "
-        "`smp.model_creation(tensor_parallelism=...)`, `smp.set_tensor_parallelism` or `smp.nn.Distributed*`",
+        "nothing in this script or the project modules it imports calls `smp.tensor_parallelism`,"
+        " `smp.model_creation(tensor_parallelism=...)`, `smp.set_tensor_parallelism` or"
+        " `smp.nn.Distributed*`",
     )
 
 

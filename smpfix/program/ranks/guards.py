@@ -66,9 +66,10 @@ def _rank_test(
                 inner = _rank_test(returned, facts, depth + 1)
                 if inner is not None:
                     guard, positive = inner
-                    return RankGuard(
-                        guard.function, expr, guard.call, guard.via_variable, helper
-                    ), positive
+                    return (
+                        RankGuard(guard.function, expr, guard.call, guard.via_variable, helper),
+                        positive,
+                    )
     return None
 
 

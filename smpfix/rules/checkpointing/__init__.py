@@ -1,6 +1,7 @@
 """SMP3xx: checkpointing and saving (rank guards, collectives, full and partial checkpoints).
 
-Rule modules import the rule framework (smpfix.rules.rule), program, job and base; never each other."""
+Rule modules import the rule framework (smpfix.rules.rule), program, job and base; never each other.
+"""
 
 from smpfix.rules.scope import FileScope
 

@@ -21,7 +21,10 @@ _MODEL_STATE_METHODS = frozenset(
 
 
 class CheckpointGuardUsesDpRank(Rule):
-    summary = "Checkpoint code guarded by `smp.dp_rank() == 0` hangs under tensor parallelism; guard with `smp.rdp_rank()`."
+    summary = (
+        "Checkpoint code guarded by `smp.dp_rank() == 0` hangs under tensor parallelism; guard with"
+        " `smp.rdp_rank()`."
+    )
     fix_availability = FixAvailability.SAFE
     depends_on = ("TP",)
     tensor_parallelism = TensorParallelism.DEGREE
@@ -125,12 +128,16 @@ class CheckpointGuardUsesDpRank(Rule):
             return
         spelled = self.program.code_for(test)
         why = (
-            "tensor-parallel peers have different `dp_rank()` values, so only one of them enters this "
-            "block and the `state_dict()` gather or partial save inside waits for the others: the job hangs"
+            "tensor-parallel peers have different `dp_rank()` values, so only one of them enters"
+            " this block and the `state_dict()` gather or partial save inside waits for the others:"
+            " the job hangs"
         )
         if tp.state.value == "on":
             head = f"Checkpoint code is guarded by `{spelled}`, but {tp.condition()}: {why}."
         else:
             head = f"Checkpoint code is guarded by `{spelled}`; {tp.condition()}, {why}."
-        message = f"{head} Guard it with `rdp_rank() == 0`, which equals `dp_rank()` when tensor parallelism is off."
+        message = (
+            f"{head} Guard it with `rdp_rank() == 0`, which equals `dp_rank()` when tensor"
+            " parallelism is off."
+        )
         self.report(test, message, severity=severity, fix=self._fix(guard), job_facts=(tp,))

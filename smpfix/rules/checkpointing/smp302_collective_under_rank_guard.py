@@ -61,8 +61,8 @@ class PathGuard:
 class CollectiveUnderRankGuard(Rule):
     flavours = BOTH
     summary = (
-        "A collective (`smp.save_checkpoint`, `smp.barrier`, a full `state_dict()`, a step function, ...) "
-        "reached only under a rank guard deadlocks the ranks left out."
+        "A collective (`smp.save_checkpoint`, `smp.barrier`, a full `state_dict()`, a step"
+        " function, ...) reached only under a rank guard deadlocks the ranks left out."
     )
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("TP", "PP")
@@ -240,13 +240,14 @@ class CollectiveUnderRankGuard(Rule):
             and self.program.facts.smp_member(call.func) == "resume_from_checkpoint"
         ):
             return (
-                f"{name} is a collective: every rank must call it (each loads its own partition, and the ranks "
-                "wait for each other at barriers)"
+                f"{name} is a collective: every rank must call it (each loads its own partition,"
+                " and the ranks wait for each other at barriers)"
             )
         if kind == "checkpoint":
             return (
-                f"{name} is a collective: every rank must call it (it gathers the checkpoint tag from all ranks "
-                "and waits at barriers), and it picks the ranks that write by itself"
+                f"{name} is a collective: every rank must call it (it gathers the checkpoint tag"
+                " from all ranks and waits at barriers), and it picks the ranks that write by"
+                " itself"
             )
         if kind == "barrier":
             return f"{name} waits for {GROUP_WORDS[collective.group]}"
@@ -254,16 +255,22 @@ class CollectiveUnderRankGuard(Rule):
             return f"{name} gathers from {GROUP_WORDS[collective.group]}"
         if kind in _GATHERING_METHODS:
             return (
-                f"{name} on the wrapped object gathers its partitions from the tensor- and pipeline-parallel peers "
-                "of the model replica"
+                f"{name} on the wrapped object gathers its partitions from the tensor- and"
+                " pipeline-parallel peers of the model replica"
             )
         if kind == "step":
-            return f"{name} is an `smp.step` function: it runs the pipeline and the gradient allreduce with the other ranks"
+            return (
+                f"{name} is an `smp.step` function: it runs the pipeline and the gradient allreduce"
+                " with the other ranks"
+            )
         assert collective.inner is not None
         inner = collective.inner
         while inner.inner is not None:
             inner = inner.inner
-        return f"{name} reaches `{callee(inner.call, self.program.module)}(...)`, a collective over {GROUP_WORDS[inner.group]}"
+        return (
+            f"{name} reaches `{callee(inner.call, self.program.module)}(...)`, a collective over"
+            f" {GROUP_WORDS[inner.group]}"
+        )
 
     def _where(self, guard: PathGuard) -> str:
         test = self.program.code_for(guard.statement.test)
@@ -276,14 +283,23 @@ class CollectiveUnderRankGuard(Rule):
     def _flag(self, collective: Collective, guards: Sequence[PathGuard], found: Cut) -> None:
         where = " and ".join(dict.fromkeys(self._where(g) for g in guards))
         condition = found.condition()
-        consequence = "the ranks the guard leaves out never reach it, so the ranks inside wait for them and the job hangs"
+        consequence = (
+            "the ranks the guard leaves out never reach it, so the ranks inside wait for them and"
+            " the job hangs"
+        )
         if condition:
             consequence += f" ({condition})"
         if collective.kind in _GATHERING_METHODS:
-            advice = "Call it where `rdp_rank() == 0` (every rank of one model replica), or on every rank."
+            advice = (
+                "Call it where `rdp_rank() == 0` (every rank of one model replica), or on every"
+                " rank."
+            )
         else:
             advice = "Call it on every rank, outside the guard."
-        message = f"{self._what(collective)}, but here it only runs where {where}: {consequence}. {advice}"
+        message = (
+            f"{self._what(collective)}, but here it only runs where {where}: {consequence}."
+            f" {advice}"
+        )
         if collective.kind == "checkpoint":
             severity = Severity.ERROR
         else:

@@ -41,8 +41,9 @@ def _words(state: Tri, states: Sequence[FeatureState]) -> str:
 
 class FullCheckpointMisuse(Rule):
     summary = (
-        "A full checkpoint that drops state: `smp.save_checkpoint(partial=False, optimizer=...)`, a full "
-        "`optimizer.state_dict()` under TP/OSS/SDP, or `local_state_dict()` saved with `smp.save(..., partial=False)`."
+        "A full checkpoint that drops state: `smp.save_checkpoint(partial=False, optimizer=...)`, a"
+        " full `optimizer.state_dict()` under TP/OSS/SDP, or `local_state_dict()` saved with"
+        " `smp.save(..., partial=False)`."
     )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP", "OSS", "SDP", "PP")
@@ -75,10 +76,11 @@ class FullCheckpointMisuse(Rule):
         ):
             return
         message = (
-            f"`{self.program.code_for(call.func)}(..., partial=False, optimizer=...)` writes a full checkpoint, "
-            "and a full checkpoint never holds the optimizer: the library skips it with only a warning, so a "
-            "job resumed from it starts over with a fresh optimizer state. Save with `partial=True` to resume "
-            "training; keep `partial=False` (without `optimizer`) for a final model export."
+            f"`{self.program.code_for(call.func)}(..., partial=False, optimizer=...)` writes a full"
+            " checkpoint, and a full checkpoint never holds the optimizer: the library skips it"
+            " with only a warning, so a job resumed from it starts over with a fresh optimizer"
+            " state. Save with `partial=True` to resume training; keep `partial=False` (without"
+            " `optimizer`) for a final model export."
         )
         self.report(call, message, severity=Severity.ERROR, fix=self._partial_fix(partial))
 
@@ -108,9 +110,11 @@ class FullCheckpointMisuse(Rule):
         spelled = self.program.code_for(local[0].func)
         when = _words(state, deciding)
         message = (
-            f"`{spelled}()` holds only this rank's partition {when}, but `{self.program.code_for(call.func)}(..., partial=False)` writes it to the one path every "
-            "rank shares: the ranks overwrite each other and the file keeps a single partition. Save local state "
-            "with `partial=True` (one file per partition), and load it with `partial=True`."
+            f"`{spelled}()` holds only this rank's partition {when}, but"
+            f" `{self.program.code_for(call.func)}(..., partial=False)` writes it to the one path"
+            " every rank shares: the ranks overwrite each other and the file keeps a single"
+            " partition. Save local state with `partial=True` (one file per partition), and load"
+            " it with `partial=True`."
         )
         severity = Severity.ERROR if state is Tri.ON else Severity.WARNING
         self.report(
@@ -119,7 +123,8 @@ class FullCheckpointMisuse(Rule):
 
     def _local_state_calls(self, expr: cst.BaseExpression, depth: int = 0) -> list[cst.Call]:
         """``x.local_state_dict()`` calls in ``expr``, also through the assignments of the names
-        it uses that reach it (another branch's ``model_dict = model.local_state_dict()`` does not)."""
+        it uses that reach it (another branch's ``model_dict = model.local_state_dict()`` does not).
+        """
         found: list[cst.Call] = []
         for node in iter_nodes(expr):
             if (
@@ -165,9 +170,9 @@ class FullCheckpointMisuse(Rule):
         name = self._receiver(call)
         when = _words(state, states)
         message = (
-            f"`{name}.state_dict()` asks the `smp.DistributedOptimizer` for the full optimizer state, which the "
-            f"library does not support {when}: "
-            f"the optimizer state is split across ranks and cannot be saved whole. {self._partial_save_advice(name)}"
+            f"`{name}.state_dict()` asks the `smp.DistributedOptimizer` for the full optimizer"
+            f" state, which the library does not support {when}: the optimizer state is split"
+            f" across ranks and cannot be saved whole. {self._partial_save_advice(name)}"
         )
         severity = Severity.ERROR if state is Tri.ON else Severity.WARNING
         self.report(call, message, severity=severity, job_facts=states)
@@ -179,7 +184,10 @@ class FullCheckpointMisuse(Rule):
         checkpoint = f"`smp.save_checkpoint(path, tag, partial=True, optimizer={name})`"
         applies = self.program.job.version_applies(CHECKPOINT_API_SINCE, None)
         if applies is Tri.OFF:
-            return f"Save {local} ({self.version_condition(since=CHECKPOINT_API_SINCE)}, before `smp.save_checkpoint`)."
+            return (
+                f"Save {local} ({self.version_condition(since=CHECKPOINT_API_SINCE)}, before"
+                " `smp.save_checkpoint`)."
+            )
         if applies is Tri.UNKNOWN:
             return f"Save it with {checkpoint} (SMP 1.10 and later), or {local}."
         return f"Save it with {checkpoint}, or {local}."

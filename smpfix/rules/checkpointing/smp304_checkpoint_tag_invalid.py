@@ -29,7 +29,10 @@ _RANK_VARIABLES = frozenset(
 
 
 class CheckpointTagInvalid(Rule):
-    summary = "The `tag` of `smp.save_checkpoint`/`smp.resume_from_checkpoint` is a number (raises) or depends on the rank (hangs)."
+    summary = (
+        "The `tag` of `smp.save_checkpoint`/`smp.resume_from_checkpoint` is a number (raises) or"
+        " depends on the rank (hangs)."
+    )
     fix_availability = FixAvailability.SAFE
     depends_on = ("PP", "TP")
     since = CHECKPOINT_API_SINCE
@@ -58,12 +61,17 @@ class CheckpointTagInvalid(Rule):
         spelled = self.program.code_for(tag)
         callee = self.program.code_for(found.call.func)
         if found.saves:
-            failure = "`save_checkpoint` accepts only a `str` tag and raises SMPCheckpointError on every rank"
+            failure = (
+                "`save_checkpoint` accepts only a `str` tag and raises SMPCheckpointError on every"
+                " rank"
+            )
         else:
             failure = "`resume_from_checkpoint` joins the tag to strings and raises TypeError"
         message = (
-            f"The checkpoint tag `{spelled}` of `{callee}(...)` is a number, but {failure}, so the job dies at its "
-            f'first checkpoint. Pass a string: `tag=str({spelled})` (or an f-string such as `f"step_{{{spelled}}}"`, '
+            f"The checkpoint tag `{spelled}` of `{callee}(...)` is a number, but {failure}, so the"
+            " job dies at its "
+            f"first checkpoint. Pass a string: `tag=str({spelled})` (or an f-string such as"
+            f' `f"step_{{{spelled}}}"`, '
             "the same on the save and the resume side)."
         )
         fix = PendingFix(
@@ -85,19 +93,20 @@ class CheckpointTagInvalid(Rule):
         spelled = self.program.code_for(tag)
         if found.saves:
             effect = (
-                "`save_checkpoint` gathers the tags of all ranks and rank 0 raises SMPCheckpointError when they "
-                "differ, while every other rank waits in the barrier that follows: the job hangs"
+                "`save_checkpoint` gathers the tags of all ranks and rank 0 raises"
+                " SMPCheckpointError when they differ, while every other rank waits in the barrier"
+                " that follows: the job hangs"
             )
         else:
             effect = (
-                "each rank looks for a different checkpoint, and a checkpoint written by `save_checkpoint` has one "
-                "tag for all ranks, so most ranks find nothing to load"
+                "each rank looks for a different checkpoint, and a checkpoint written by"
+                " `save_checkpoint` has one tag for all ranks, so most ranks find nothing to load"
             )
         condition = f" ({split.condition()})" if split.condition() else ""
         message = (
-            f"The checkpoint tag `{spelled}` depends on the rank{condition}: {effect}. Use a tag that is the same on "
-            'every rank, such as the training step (`f"step_{total_steps}"`); the library adds the rank to file '
-            "names itself."
+            f"The checkpoint tag `{spelled}` depends on the rank{condition}: {effect}. Use a tag"
+            " that is the same on every rank, such as the training step"
+            ' (`f"step_{total_steps}"`); the library adds the rank to file names itself.'
         )
         severity = Severity.ERROR if split.definite else Severity.WARNING
         states = split.states if not split.definite else ()

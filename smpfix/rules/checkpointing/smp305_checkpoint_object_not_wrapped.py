@@ -20,7 +20,10 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParalleli
 
 
 class CheckpointObjectNotWrapped(Rule):
-    summary = "`smp.save_checkpoint(model=..., optimizer=...)` given the module or optimizer that was wrapped, not the `smp.Distributed*` wrapper."
+    summary = (
+        "`smp.save_checkpoint(model=..., optimizer=...)` given the module or optimizer that was"
+        " wrapped, not the `smp.Distributed*` wrapper."
+    )
     fix_availability = FixAvailability.SAFE
     depends_on = ("SDP", "FP16", "BF16")
     since = CHECKPOINT_API_SINCE
@@ -76,7 +79,10 @@ class CheckpointObjectNotWrapped(Rule):
             if raw is not None:
                 yield (
                     raw,
-                    f" (through parameter `{expr.value}` of `{function.name.value}`, which saves it)",
+                    (
+                        f" (through parameter `{expr.value}` of `{function.name.value}`, which"
+                        " saves it)"
+                    ),
                 )
 
     def _raw(
@@ -94,19 +100,22 @@ class CheckpointObjectNotWrapped(Rule):
         sdp = self.feature("SDP", raw.use)
         spelled = self.program.code_for(raw.use)
         wrapper = f"`{raw.wrapped}`" if raw.wrapped else "the `smp.DistributedModel`"
-        lead = f"`{spelled}` is {raw.what}{via}, but `smp.save_checkpoint(model=...)` needs the `smp.DistributedModel` ({wrapper})"
+        lead = (
+            f"`{spelled}` is {raw.what}{via}, but `smp.save_checkpoint(model=...)` needs the"
+            f" `smp.DistributedModel` ({wrapper})"
+        )
         if sdp.state is Tri.ON:
             message = (
-                f"{lead}. With sharded data parallelism on ({sdp.source}) the library ignores this argument and saves "
-                "the wrapped model it knows, so this works; without it the call raises SMPValidationError. Pass "
-                f"{wrapper}."
+                f"{lead}. With sharded data parallelism on ({sdp.source}) the library ignores this"
+                " argument and saves the wrapped model it knows, so this works; without it the"
+                f" call raises SMPValidationError. Pass {wrapper}."
             )
             severity = Severity.HINT
         else:
             when = "" if sdp.state is Tri.OFF else " unless sharded data parallelism is enabled"
             message = (
-                f"{lead}: it raises SMPValidationError{when}, at the job's first checkpoint. Pass {wrapper}, which "
-                "saves each rank's partition."
+                f"{lead}: it raises SMPValidationError{when}, at the job's first checkpoint. Pass"
+                f" {wrapper}, which saves each rank's partition."
             )
             severity = Severity.ERROR if sdp.state is Tri.OFF else Severity.WARNING
         self.report(
@@ -126,14 +135,21 @@ class CheckpointObjectNotWrapped(Rule):
             return  # fp32 without sharding: the wrapper patches the optimizer in place, so it is the same object
         spelled = self.program.code_for(raw.use)
         wrapper = f"`{raw.wrapped}`" if raw.wrapped else "the `smp.DistributedOptimizer`"
-        lead = f"`{spelled}` is {raw.what}{via}, but `smp.save_checkpoint(optimizer=...)` needs the `smp.DistributedOptimizer` ({wrapper})"
+        lead = (
+            f"`{spelled}` is {raw.what}{via}, but `smp.save_checkpoint(optimizer=...)` needs the"
+            f" `smp.DistributedOptimizer` ({wrapper})"
+        )
         if on:
-            why = f"{_conditions(on)}, so the wrapper is a different object and the call raises at the job's first checkpoint"
+            why = (
+                f"{_conditions(on)}, so the wrapper is a different object and the call raises at"
+                " the job's first checkpoint"
+            )
             severity = Severity.ERROR
         else:
             why = (
-                f"the call raises {_titles(unknown)}, where the wrapper is a different object (in fp32 without "
-                "sharding the library patches the optimizer in place and both names work)"
+                f"the call raises {_titles(unknown)}, where the wrapper is a different object (in"
+                " fp32 without sharding the library patches the optimizer in place and both names"
+                " work)"
             )
             severity = Severity.WARNING
         message = f"{lead}: {why}. Pass {wrapper}."

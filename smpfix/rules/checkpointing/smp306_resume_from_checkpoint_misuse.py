@@ -25,7 +25,10 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParalleli
 
 
 class ResumeFromCheckpointMisuse(Rule):
-    summary = "`smp.resume_from_checkpoint` before `smp.DistributedOptimizer` under sharded data parallelism, a full load without a tag, or arguments the load ignores."
+    summary = (
+        "`smp.resume_from_checkpoint` before `smp.DistributedOptimizer` under sharded data"
+        " parallelism, a full load without a tag, or arguments the load ignores."
+    )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("SDP",)
     since = CHECKPOINT_API_SINCE
@@ -49,16 +52,17 @@ class ResumeFromCheckpointMisuse(Rule):
         sdp = self.feature("SDP", found.call)
         if partial is False and found.value("tag") is None:
             message = (
-                '`resume_from_checkpoint(..., partial=False)` without a `tag` raises SMPValidationError ("tag is '
-                'required to load a full checkpoint"): only partial checkpoints are found through the `newest` file. '
-                'Pass the tag the full checkpoint was saved with, e.g. `tag="fullmodel.pt"`.'
+                "`resume_from_checkpoint(..., partial=False)` without a `tag` raises"
+                ' SMPValidationError ("tag is required to load a full checkpoint"): only partial'
+                " checkpoints are found through the `newest` file. Pass the tag the full checkpoint"
+                ' was saved with, e.g. `tag="fullmodel.pt"`.'
             )
             self.report(found.call, message, severity=Severity.ERROR, implied=CHECKPOINT_API_SINCE)
         sharded = found.argument("load_sharded_optimizer_state")
         if sharded is not None and sdp.state is Tri.OFF:
             message = (
-                f"`load_sharded_optimizer_state=` is read only under sharded data parallelism, which is off "
-                f"({sdp.source}): the argument does nothing here."
+                "`load_sharded_optimizer_state=` is read only under sharded data parallelism,"
+                f" which is off ({sdp.source}): the argument does nothing here."
             )
             self.report(
                 sharded,
@@ -69,7 +73,10 @@ class ResumeFromCheckpointMisuse(Rule):
             )
         translate = found.argument("translate_function")
         if translate is not None and partial is True:
-            message = "`translate_function=` is used only for full loads (`partial=False`); this partial load ignores it."
+            message = (
+                "`translate_function=` is used only for full loads (`partial=False`); this partial"
+                " load ignores it."
+            )
             self.report(translate, message, severity=Severity.HINT, implied=CHECKPOINT_API_SINCE)
 
     # -- order against smp.DistributedOptimizer -----------------------------------------------
@@ -98,9 +105,10 @@ class ResumeFromCheckpointMisuse(Rule):
                 severity = Severity.WARNING
                 effect = "it raises SMPValidationError there"
             message = (
-                f"{lead}, `smp.resume_from_checkpoint` must run after {wrapped}, because "
-                f"the sharded optimizer state can only be loaded into the wrapped optimizer: {effect}. Move the call "
-                "after the optimizer is wrapped (without sharding the load is deferred, so that order works in every job)."
+                f"{lead}, `smp.resume_from_checkpoint` must run after {wrapped}, because the"
+                f" sharded optimizer state can only be loaded into the wrapped optimizer: {effect}."
+                " Move the call after the optimizer is wrapped (without sharding the load is"
+                " deferred, so that order works in every job)."
             )
             self.report(
                 found.call,

@@ -27,7 +27,10 @@ class _Guard:
 
 
 class LegacyManualCheckpointing(Rule):
-    summary = "`optimizer.local_state_dict()` called under a rank guard: with `shard_optimizer_state` it gathers across ranks and hangs."
+    summary = (
+        "`optimizer.local_state_dict()` called under a rank guard: with `shard_optimizer_state` it"
+        " gathers across ranks and hangs."
+    )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("OSS",)
     tensor_parallelism = TensorParallelism.NONE
@@ -83,11 +86,12 @@ class LegacyManualCheckpointing(Rule):
             lead = f"If `shard_optimizer_state` is enabled, `{spelled}()`"
             severity = Severity.HINT
         message = (
-            f"{lead} gathers the optimizer state from every rank of its reduced-data-parallel group, but under "
-            f"`if {test}:` only some of those ranks call it, and they wait for the others forever: the job hangs at "
-            "its first checkpoint. Call it on every rank and keep only the file write under the guard, or save with "
-            "`smp.save_checkpoint(path, tag, partial=True, model=model, optimizer=optimizer)` on every rank (SMP 1.10 "
-            "and later), which handles sharded optimizer state."
+            f"{lead} gathers the optimizer state from every rank of its reduced-data-parallel"
+            f" group, but under `if {test}:` only some of those ranks call it, and they wait for"
+            " the others forever: the job hangs at its first checkpoint. Call it on every rank and"
+            " keep only the file write under the guard, or save with `smp.save_checkpoint(path,"
+            " tag, partial=True, model=model, optimizer=optimizer)` on every rank (SMP 1.10 and"
+            " later), which handles sharded optimizer state."
         )
         self.report(
             call, message, severity=severity, fix=self._hoist(call, guards), job_facts=(oss,)

@@ -1,6 +1,7 @@
 """SMP9xx: smpfix's own comments (suppressions that suppress nothing).
 
-Rule modules import the rule framework (smpfix.rules.rule), suppressions and base; never each other."""
+Rule modules import the rule framework (smpfix.rules.rule), suppressions and base; never each other.
+"""
 
 from smpfix.rules.scope import FileScope
 

@@ -17,7 +17,10 @@ from smpfix.suppressions.unused import CODE, NAME
 class UnusedSuppression(Rule):
     code = CODE
     name = NAME
-    summary = "A `# smpfix: ignore[...]` or `# noqa: SMPxxx` comment suppresses nothing; remove the stale code."
+    summary = (
+        "A `# smpfix: ignore[...]` or `# noqa: SMPxxx` comment suppresses nothing; remove the stale"
+        " code."
+    )
     fix_availability = FixAvailability.SAFE
     default_severity = Severity.HINT
     tensor_parallelism = TensorParallelism.NONE

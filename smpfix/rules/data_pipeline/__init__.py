@@ -4,7 +4,8 @@ SMP802 (a loader's batch against ``microbatches``) keeps its configuration-rule 
 scripts, so it lives with the script rules: the configuration rules' folder is imported only for
 files that state a configuration.
 
-Rule modules import the rule framework (smpfix.rules.rule), program, job and base; never each other."""
+Rule modules import the rule framework (smpfix.rules.rule), program, job and base; never each other.
+"""
 
 from smpfix.rules.scope import FileScope
 

@@ -490,10 +490,16 @@ class DatasetSizes:
             return None
         if dropping:
             counts = {n // replicas for n in whole.counts}
-            step = f"a `DistributedSampler` over {replicas} replicas ({how}) with `drop_last=True` gives every rank {_counts(counts)}"
+            step = (
+                f"a `DistributedSampler` over {replicas} replicas ({how}) with `drop_last=True`"
+                f" gives every rank {_counts(counts)}"
+            )
         else:
             counts = {-(-n // replicas) for n in whole.counts}
-            step = f"a `DistributedSampler` over {replicas} replicas ({how}) pads every rank to {_counts(counts)}"
+            step = (
+                f"a `DistributedSampler` over {replicas} replicas ({how}) pads every rank to"
+                f" {_counts(counts)}"
+            )
         return whole.then(counts, step, per_rank=True)
 
     # -- tf.data ----------------------------------------------------------------------------

@@ -69,12 +69,19 @@ class _LastBatch:
         sizes = " or ".join(str(size) for size in self.sizes)
         batch = f" ({self.batch.how})" if self.batch.how else ""
         how = "; ".join(self.samples.how)
-        return f"{how}; {counts} samples{per_rank} in batches of {self.batch.value}{batch} leave a last batch of {sizes}"
+        return (
+            f"{how}; {counts} samples{per_rank} in batches of {self.batch.value}{batch} leave a"
+            f" last batch of {sizes}"
+        )
 
 
 class LastBatchNotDropped(Rule):
     flavours = BOTH
-    summary = "A `DataLoader` without `drop_last=True` (or a `tf.data` `.batch()` without `drop_remainder=True`) feeds `smp.step`; its last, smaller batch cannot be split into microbatches."
+    summary = (
+        "A `DataLoader` without `drop_last=True` (or a `tf.data` `.batch()` without"
+        " `drop_remainder=True`) feeds `smp.step`; its last, smaller batch cannot be split into"
+        " microbatches."
+    )
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("MB",)
     tensor_parallelism = TensorParallelism.NONE
@@ -242,7 +249,10 @@ class LastBatchNotDropped(Rule):
                 if microbatches.how and (assumed or mb.state is not Tri.ON)
                 else ""
             )
-            text = f"{last.words()}, which {count} microbatches cannot split ({failing[0]} % {count} = {failing[0] % count}{source})"
+            text = (
+                f"{last.words()}, which {count} microbatches cannot split ({failing[0]} % {count} ="
+                f" {failing[0] % count}{source})"
+            )
             severity = Severity.ERROR if mb.state is Tri.ON and not assumed else Severity.WARNING
         else:
             common = math.gcd(last.batch.value, *last.sizes)
@@ -250,8 +260,8 @@ class LastBatchNotDropped(Rule):
             severity = Severity.WARNING
         if assumed:
             text += (
-                " (no launcher of this script is among the checked paths: if the job passes other values as "
-                "hyperparameters, check those)"
+                " (no launcher of this script is among the checked paths: if the job passes other"
+                " values as hyperparameters, check those)"
             )
         return severity, text
 
@@ -315,8 +325,9 @@ class LastBatchNotDropped(Rule):
         lead = f"{lead} ({kept}) and {reach}"
         error = "" if batching.tensorflow else " (`TensorSplitError`)"
         split = (
-            "`smp.step` splits every batch into `microbatches` equal parts, so a last batch whose size is "
-            f"not a multiple of the microbatch count fails to split{error} at the end of an epoch"
+            "`smp.step` splits every batch into `microbatches` equal parts, so a last batch whose"
+            f" size is not a multiple of the microbatch count fails to split{error} at the end of"
+            " an epoch"
         )
         job_facts: tuple[FeatureState, ...] = (mb,)
         last = self._last_batch(batching)
@@ -331,10 +342,11 @@ class LastBatchNotDropped(Rule):
             severity = Severity.HINT
             so = ", so" if dp.state is Tri.ON else ","
             message = (
-                f"{lead}; {mb.condition()}, so the split cannot fail, but {dp.condition()}{so} ranks whose data "
-                "shards differ in size run different numbers of batches and the gradient allreduce of the extra "
-                "step waits forever. Give every data-parallel rank the same number of batches: equal shards "
-                f"(a `DistributedSampler`) and `{keyword}=True`."
+                f"{lead}; {mb.condition()}, so the split cannot fail, but {dp.condition()}{so}"
+                " ranks whose data shards differ in size run different numbers of batches and the"
+                " gradient allreduce of the extra step waits forever. Give every data-parallel"
+                " rank the same number of batches: equal shards (a `DistributedSampler`) and"
+                f" `{keyword}=True`."
             )
             job_facts = (mb, dp)
         elif last is not None:
@@ -342,7 +354,10 @@ class LastBatchNotDropped(Rule):
             if verdict is None:
                 return  # the arithmetic says every last batch splits
             severity, arithmetic = verdict
-            message = f"{lead}; {mb.condition()}: {arithmetic}. {split[0].upper()}{split[1:]}. Pass `{keyword}=True`."
+            message = (
+                f"{lead}; {mb.condition()}: {arithmetic}. {split[0].upper()}{split[1:]}. Pass"
+                f" `{keyword}=True`."
+            )
         elif mb.state is Tri.ON:
             severity = Severity.ERROR
             message = f"{lead}; {mb.condition()}: {split}. Pass `{keyword}=True`."

@@ -27,20 +27,21 @@ _SHARDING_METHODS = frozenset({"shard", "select"})
 
 _WHY = {
     "global": (
-        "{peers} must read the same samples, because each computes the loss from its own labels, but global "
-        "ranks hand each of them a different shard"
+        "{peers} must read the same samples, because each computes the loss from its own labels,"
+        " but global ranks hand each of them a different shard"
     ),
     "local": (
-        "local ranks repeat on every node, so every node reads the same shards (the rest of the data is "
-        "never read) while the peers of one model replica read different ones"
+        "local ranks repeat on every node, so every node reads the same shards (the rest of the"
+        " data is never read) while the peers of one model replica read different ones"
     ),
     "dp": (
         "with prescaled batch the whole tensor-parallel group must read the same batch, and "
         "tensor-parallel peers have different `dp_rank()` values"
     ),
     "rdp": (
-        "without prescaled batch each tensor-parallel rank reads its own part of the batch, and "
-        "`rdp_rank()` is the same across a tensor-parallel group, so its ranks read the same samples"
+        "without prescaled batch each tensor-parallel rank reads its own part of the batch, and"
+        " `rdp_rank()` is the same across a tensor-parallel group, so its ranks read the same"
+        " samples"
     ),
 }
 
@@ -48,16 +49,16 @@ _WHY = {
 def _why(family: str, peers: str) -> str:
     return _WHY.get(
         family,
-        f"`{family}_rank()` numbers the ranks inside one model replica, not the replicas, so every replica "
-        "reads the same shards while the peers of one replica read different ones",
+        f"`{family}_rank()` numbers the ranks inside one model replica, not the replicas, so every"
+        " replica reads the same shards while the peers of one replica read different ones",
     ).format(peers=peers)
 
 
 class DataShardedByGlobalRank(Rule):
     flavours = BOTH
     summary = (
-        "Data sharded by `smp.rank()`/`smp.size()` (or `DistributedSampler`'s defaults) instead of the "
-        "data-parallel rank feeds the ranks of one model replica different samples."
+        "Data sharded by `smp.rank()`/`smp.size()` (or `DistributedSampler`'s defaults) instead of"
+        " the data-parallel rank feeds the ranks of one model replica different samples."
     )
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("PP", "TP", "PRESCALED")
@@ -134,7 +135,8 @@ class DataShardedByGlobalRank(Rule):
 
     def _picks_a_shard(self, index: cst.BaseExpression) -> bool:
         """``files[(epoch * world + rank) % len(files)]``: an index that reads a rank and either a
-        size or a modulo by a length. A bare ``devices[smp.local_rank()]`` picks a device, not data."""
+        size or a modulo by a length. A bare ``devices[smp.local_rank()]`` picks a device, not data.
+        """
         terms = rank_terms(index, self.program.facts, modules=self.program.modules)
         if not any(term.is_rank for term in terms):
             return False
@@ -246,8 +248,9 @@ class DataShardedByGlobalRank(Rule):
         if missing:
             absent = " and ".join(f"`{m}`" for m in missing)
             lead = (
-                f"`DistributedSampler` without {absent} shards by global rank (SMP starts torch.distributed "
-                "over every rank, so the defaults are the world size and the global rank)"
+                f"`DistributedSampler` without {absent} shards by global rank (SMP starts"
+                " torch.distributed over every rank, so the defaults are the world size and the"
+                " global rank)"
             )
             family = "global"
         else:

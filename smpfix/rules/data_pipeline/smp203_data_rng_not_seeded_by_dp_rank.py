@@ -100,8 +100,8 @@ class SeedingHelper:
 class DataRngNotSeededByDpRank(Rule):
     flavours = BOTH
     summary = (
-        "Data-pipeline RNGs (shuffling, augmentation) seeded by `smp.rank()`-like ranks, or a TensorFlow "
-        "shuffle without a seed, give the ranks of one model replica different data."
+        "Data-pipeline RNGs (shuffling, augmentation) seeded by `smp.rank()`-like ranks, or a"
+        " TensorFlow shuffle without a seed, give the ranks of one model replica different data."
     )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("PP", "TP", "PRESCALED")
@@ -341,12 +341,13 @@ class DataRngNotSeededByDpRank(Rule):
             dict.fromkeys(f"`{self.program.code_for(term.node)}`" for term, _ in wrong)
         )
         why = (
-            f"{self.data_job.replica_peers} must shuffle and augment their data identically, since each "
-            f"computes the loss from its own copy of the batch, but {ranks} differs between them"
+            f"{self.data_job.replica_peers} must shuffle and augment their data identically, since"
+            f" each computes the loss from its own copy of the batch, but {ranks} differs between"
+            " them"
         )
         message = (
-            f"`{callee(call, self.program.module)}(...)` seeds a data-pipeline RNG with {ranks}: {why}; this is wrong "
-            f"{verdict.when}. Seed it with `{self._dp_rank()}` or a constant."
+            f"`{callee(call, self.program.module)}(...)` seeds a data-pipeline RNG with {ranks}:"
+            f" {why}; this is wrong {verdict.when}. Seed it with `{self._dp_rank()}` or a constant."
         )
         fix: Optional[PendingFix] = None
         expected = self.data_job.expected_family
@@ -357,18 +358,20 @@ class DataRngNotSeededByDpRank(Rule):
                 fix = PendingFix(Applicability.UNSAFE, f"Seed with `{expected}_rank()`", edits)
         elif site.torch_global:
             message += (
-                " This call also seeds parameter initialisation, which under tensor parallelism must differ "
-                "between tensor-parallel ranks: seed the data pipeline with its own generator instead."
+                " This call also seeds parameter initialisation, which under tensor parallelism"
+                " must differ between tensor-parallel ranks: seed the data pipeline with its own"
+                " generator instead."
             )
         self.report(call, message, severity=_severity(verdict), fix=fix, job_facts=verdict.states)
 
     def _flag_loader(self, loader: cst.Call, seed_call: cst.Call, verdict: RankVerdict) -> None:
         seed = self.program.code_for(seed_call)
         message = (
-            f"This `{callee(loader, self.program.module)}` shuffles with PyTorch's global RNG, which `{seed}` seeds "
-            f"differently on {self.data_job.replica_peers}, so they read the batches in different orders; this is "
-            f"wrong {verdict.when}. "
-            f"Pass `generator=torch.Generator().manual_seed(...)` seeded with a constant or `{self._dp_rank()}`."
+            f"This `{callee(loader, self.program.module)}` shuffles with PyTorch's global RNG,"
+            f" which `{seed}` seeds differently on {self.data_job.replica_peers}, so they read the"
+            f" batches in different orders; this is wrong {verdict.when}. Pass"
+            " `generator=torch.Generator().manual_seed(...)` seeded with a constant or"
+            f" `{self._dp_rank()}`."
         )
         self.report(loader, message, severity=_severity(verdict), job_facts=verdict.states)
 
@@ -396,16 +399,17 @@ class DataRngNotSeededByDpRank(Rule):
             # TensorFlow derives the op's seed from the constant global seed, the same on every rank.
             severity = Severity.HINT
             when = (
-                f"`{self.program.code_for(global_seed)}` above derives its seed alike on every rank, which holds as long "
-                "as every rank creates the same ops in the same order before it; an explicit seed does not depend on that."
+                f"`{self.program.code_for(global_seed)}` above derives its seed alike on every"
+                " rank, which holds as long as every rank creates the same ops in the same order"
+                " before it; an explicit seed does not depend on that."
             )
         else:
             when = f"This is wrong {'because ' if pp.state is Tri.ON else ''}{pp.condition()}."
         dp_rank = self._dp_rank()
         message = (
-            f"`{callee(call, self.program.module)}(...)` has no seed, so every rank shuffles in its own order, and "
-            f"the pipeline-parallel peers of one model replica must read the same batches. {when} "
-            f"Pass `seed={dp_rank}`."
+            f"`{callee(call, self.program.module)}(...)` has no seed, so every rank shuffles in its"
+            " own order, and the pipeline-parallel peers of one model replica must read the same"
+            f" batches. {when} Pass `seed={dp_rank}`."
         )
         reference = smp_reference(self.program.file, "dp_rank", self.data_job.flavour)
         fix = None

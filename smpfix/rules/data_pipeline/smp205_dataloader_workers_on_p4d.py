@@ -105,12 +105,24 @@ class DataloaderWorkersOnP4d(Rule):
     ) -> None:
         where = "the `DataLoader`" if keyword == "num_workers" else "the Trainer's data loaders"
         if documented:
-            lead = f"`{keyword}={workers.value}`{workers.how} starts worker processes for {where}, but the job runs on {instance} ({source})"
-            why = "the developer guide says that on ml.p4d instances you must set the data loader's `num_workers=0` for the model parallelism library"
+            lead = (
+                f"`{keyword}={workers.value}`{workers.how} starts worker processes for {where}, but"
+                f" the job runs on {instance} ({source})"
+            )
+            why = (
+                "the developer guide says that on ml.p4d instances you must set the data loader's"
+                " `num_workers=0` for the model parallelism library"
+            )
             severity = Severity.WARNING
         else:
-            lead = f"`{keyword}={workers.value}`{workers.how} starts worker processes for {where} on {instance} ({source})"
-            why = "the developer guide requires `num_workers=0` on ml.p4d instances; ml.p4de is the same hardware with more memory, so the requirement likely holds there too"
+            lead = (
+                f"`{keyword}={workers.value}`{workers.how} starts worker processes for {where} on"
+                f" {instance} ({source})"
+            )
+            why = (
+                "the developer guide requires `num_workers=0` on ml.p4d instances; ml.p4de is the"
+                " same hardware with more memory, so the requirement likely holds there too"
+            )
             severity = Severity.HINT
         message = f"{lead}: {why}. Set `{keyword}=0`."
         self.report(workers.node, message, severity=severity, fix=self._fix(call, keyword, workers))

@@ -28,8 +28,8 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParalleli
 
 class DistributedSamplerUnused(Rule):
     summary = (
-        "A `DistributedSampler` is built but the DataLoader that training iterates does not use it (often "
-        "`shuffle=True` instead): every data-parallel replica trains on the whole dataset."
+        "A `DistributedSampler` is built but the DataLoader that training iterates does not use it"
+        " (often `shuffle=True` instead): every data-parallel replica trains on the whole dataset."
     )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("PP", "TP", "PRESCALED")
@@ -107,16 +107,20 @@ class DistributedSamplerUnused(Rule):
         how = self._how_it_reads(loader)
         if use.loaders:
             given = ", ".join(f"line {self._line(other)}" for other in use.loaders)
-            went = f"it goes to the DataLoader at {given}, which no training step reads, while the DataLoader at line {line}"
+            went = (
+                f"it goes to the DataLoader at {given}, which no training step reads, while the"
+                f" DataLoader at line {line}"
+            )
         else:
             went = f"it is never given to a DataLoader, and the DataLoader at line {line}"
         so = ", so" if replicas.state is Tri.ON else ","
         message = (
-            f"This `DistributedSampler` shards nothing: {went} {how} reads the whole dataset and feeds {fed}. "
-            f"Every rank then iterates every sample: {replicas.condition()}{so} the replicas train on the same "
-            "samples and an epoch takes as many steps as on one replica. Pass the sampler to that DataLoader "
-            "(`sampler=...` in place of `shuffle=True`: PyTorch rejects both, and the sampler shuffles) and call "
-            "`sampler.set_epoch(epoch)` every epoch."
+            f"This `DistributedSampler` shards nothing: {went} {how} reads the whole dataset and"
+            f" feeds {fed}. Every rank then iterates every sample: {replicas.condition()}{so} the"
+            " replicas train on the same samples and an epoch takes as many steps as on one"
+            " replica. Pass the sampler to that DataLoader (`sampler=...` in place of"
+            " `shuffle=True`: PyTorch rejects both, and the sampler shuffles) and call"
+            " `sampler.set_epoch(epoch)` every epoch."
         )
         severity = Severity.ERROR if replicas.state is Tri.ON else Severity.WARNING
         fix = None if use.loaders else self._fix(sampler, loader, index)

@@ -106,7 +106,10 @@ class BatchNotDivisibleByMicrobatches(Rule):
         lower, upper = batch.value - remainder, batch.value - remainder + mb
         suggestion = f"{upper}" if lower <= 0 else f"{lower} or {upper}"
         if batching.size is None:
-            what = f"`{self.program.numbers.code(batching.call.func)}(...)` has no batch_size, so its batches hold 1 sample"
+            what = (
+                f"`{self.program.numbers.code(batching.call.func)}(...)` has no batch_size, so its"
+                " batches hold 1 sample"
+            )
         else:
             origin = f" ({batch.how})" if batch.how else ""
             what = f"This batch size is {batch.value}{origin}"
@@ -114,22 +117,24 @@ class BatchNotDivisibleByMicrobatches(Rule):
         state = self.program.job.settings.get("prescaled_batch")
         if state is not None and state.value is True:
             prescaled = (
-                " With prescaled_batch, this is the batch of a whole tensor-parallel group (tensor_parallel_degree × "
-                "the per-rank batch), and it is this batch that is split."
+                " With prescaled_batch, this is the batch of a whole tensor-parallel group"
+                " (tensor_parallel_degree × the per-rank batch), and it is this batch that is"
+                " split."
             )
         error = "" if batching.tensorflow else " (TensorSplitError)"
         assumed = ""
         if batch.assumed or microbatches.assumed:
             assumed = (
-                " (No launcher of this script is among the checked paths: if the job passes other values as "
-                "hyperparameters, check those.)"
+                " (No launcher of this script is among the checked paths: if the job passes other"
+                " values as hyperparameters, check those.)"
             )
         self.report(
             batching.size if batching.size is not None else batching.call.func,
-            f"{what}, and microbatches is {mb} ({microbatches.how}): {batch.value} % {mb} = {remainder}. The batches reach "
-            f"{feed}, and `smp.step` splits every batch into {mb} equal microbatches along its first dimension, so the "
-            f"first step fails{error} after the instances are up.{prescaled} Use a batch size that is a multiple of "
-            f"{mb} ({suggestion}), or change microbatches.{assumed}",
+            f"{what}, and microbatches is {mb} ({microbatches.how}): {batch.value} % {mb} ="
+            f" {remainder}. The batches reach {feed}, and `smp.step` splits every batch into {mb}"
+            f" equal microbatches along its first dimension, so the first step fails{error} after"
+            f" the instances are up.{prescaled} Use a batch size that is a multiple of {mb}"
+            f" ({suggestion}), or change microbatches.{assumed}",
             severity=Severity.WARNING if assumed else Severity.ERROR,
             job_facts=tuple(
                 feature for feature in (self.feature("MB"),) if feature.state is Tri.ON

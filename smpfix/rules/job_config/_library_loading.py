@@ -261,7 +261,8 @@ def library_loading(script: str, modules: LocalModules) -> LibraryLoading:
 def torchrun_variables(files: Sequence[ParsedFile]) -> dict[str, bool]:
     """The torchrun variables the code reads from the environment, each with whether a read
     fails when it is unset (``os.environ["LOCAL_RANK"]``) rather than taking a default
-    (``os.environ.get("RANK")``, ``os.getenv("WORLD_SIZE")``); in the order of ``TORCHRUN_VARIABLES``."""
+    (``os.environ.get("RANK")``, ``os.getenv("WORLD_SIZE")``); in the order of ``TORCHRUN_VARIABLES``.
+    """
     found: dict[str, bool] = {}
     for linked in files:
         facts = linked.facts
@@ -296,7 +297,8 @@ def _reads_environment(call: cst.Call, facts: FileFacts) -> bool:
 
 def _imports(module: cst.Module) -> Iterator[str]:
     """Every module name an import anywhere in ``module`` may load: ``a.b`` for ``import a.b``;
-    ``pkg.x`` (which may be a submodule) for ``from pkg import x``; dots kept for relative imports."""
+    ``pkg.x`` (which may be a submodule) for ``from pkg import x``; dots kept for relative imports.
+    """
     for node in iter_nodes(module):
         if type(node) is cst.Import:
             for alias in node.names:

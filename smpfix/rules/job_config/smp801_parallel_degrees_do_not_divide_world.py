@@ -10,7 +10,10 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class ParallelDegreesDoNotDivideWorld(ConfigRule):
-    summary = "`pipeline_parallel_degree` (TensorFlow: `partitions`) × `tensor_parallel_degree` must divide processes_per_host × instance_count."
+    summary = (
+        "`pipeline_parallel_degree` (TensorFlow: `partitions`) × `tensor_parallel_degree` must"
+        " divide processes_per_host × instance_count."
+    )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.CONFIGURED
 
@@ -34,18 +37,20 @@ class ParallelDegreesDoNotDivideWorld(ConfigRule):
         if view.tensorflow:
             yield ConfigProblem(
                 at or view.parameters,
-                f"partitions {pp} does not divide the {world} processes ({per_host} per host × {count} instances): "
-                f"every model replica needs {pp} whole processes (the number of replicas is the processes divided by "
-                f"the partitions), so the library cannot lay out the ranks and the job fails at start-up after the "
-                f"instances are up. Choose a number of partitions that divides {world}.",
+                f"partitions {pp} does not divide the {world} processes ({per_host} per host ×"
+                f" {count} instances): every model replica needs {pp} whole processes (the number"
+                " of replicas is the processes divided by the partitions), so the library cannot"
+                " lay out the ranks and the job fails at start-up after the instances are up."
+                f" Choose a number of partitions that divides {world}.",
                 Severity.ERROR,
             )
             return
         yield ConfigProblem(
             at or view.parameters,
-            f"pipeline_parallel_degree {pp} × tensor_parallel_degree {tp} = {pp * tp} does not divide the "
-            f"{world} processes ({per_host} per host × {count} instances): every model replica needs "
-            f"pp × tp whole processes, so the library cannot lay out the ranks and the job fails at start-up "
-            f"after the instances are up. Choose degrees whose product divides {world}.",
+            f"pipeline_parallel_degree {pp} × tensor_parallel_degree {tp} = {pp * tp} does not"
+            f" divide the {world} processes ({per_host} per host × {count} instances): every model"
+            " replica needs pp × tp whole processes, so the library cannot lay out the ranks and"
+            " the job fails at start-up after the instances are up. Choose degrees whose product"
+            f" divides {world}.",
             Severity.ERROR,
         )

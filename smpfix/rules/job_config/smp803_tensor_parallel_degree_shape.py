@@ -15,7 +15,10 @@ _T_NOT_RIGHTMOST = frozenset({"spread", "TPD", "TDP", "PTD", "DTP"})
 
 class TensorParallelDegreeShape(ConfigRule):
     flavours = ONLY_PYTORCH
-    summary = "`tensor_parallel_degree` should be a power of two, at most the GPUs of one node, dividing processes_per_host."
+    summary = (
+        "`tensor_parallel_degree` should be a power of two, at most the GPUs of one node, dividing"
+        " processes_per_host."
+    )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.CONFIGURED
 
@@ -29,10 +32,11 @@ class TensorParallelDegreeShape(ConfigRule):
         if instance is not None and tp > instance.gpus:
             yield ConfigProblem(
                 at,
-                f"tensor_parallel_degree {tp} is larger than the {instance.gpus} GPUs of one {instance.name}: every "
-                "tensor-parallel layer would exchange activations across the network on each forward and backward "
-                f"pass, which is far slower than NVLink inside a node. Use at most {instance.gpus} and scale with "
-                "pipeline or data parallelism across nodes.",
+                f"tensor_parallel_degree {tp} is larger than the {instance.gpus} GPUs of one"
+                f" {instance.name}: every tensor-parallel layer would exchange activations across"
+                " the network on each forward and backward pass, which is far slower than NVLink"
+                f" inside a node. Use at most {instance.gpus} and scale with pipeline or data"
+                " parallelism across nodes.",
                 Severity.ERROR,
             )
             return
@@ -44,9 +48,10 @@ class TensorParallelDegreeShape(ConfigRule):
                 else ""
             )
             reasons.append(
-                f"is not a power of two{node}: the library accepts it, but its distributed transformer layers need head "
-                "and hidden sizes divisible by the degree (otherwise tensor parallelism is silently not applied to "
-                "them), and the documented degrees are 2, 4 and 8"
+                f"is not a power of two{node}: the library accepts it, but its distributed"
+                " transformer layers need head and hidden sizes divisible by the degree (otherwise"
+                " tensor parallelism is silently not applied to them), and the documented degrees"
+                " are 2, 4 and 8"
             )
         per_host = view.launch("processes_per_host")
         if (
@@ -57,8 +62,8 @@ class TensorParallelDegreeShape(ConfigRule):
             and tp <= per_host
         ):
             reasons.append(
-                f"does not divide processes_per_host {per_host}: some tensor-parallel groups would span two nodes "
-                "and exchange activations over the network"
+                f"does not divide processes_per_host {per_host}: some tensor-parallel groups would"
+                " span two nodes and exchange activations over the network"
             )
         if reasons:
             yield ConfigProblem(
@@ -78,8 +83,9 @@ class TensorParallelDegreeShape(ConfigRule):
         ):
             yield ConfigProblem(
                 view.located("placement_strategy") or at,
-                f"placement_strategy {strategy!r} does not put tensor parallelism (T) rightmost, so on {count} instances "
-                "tensor-parallel peers may land on different nodes and every layer's activations cross the network. "
-                'Use "cluster" (DPT) so tensor-parallel ranks are neighbours within a node.',
+                f"placement_strategy {strategy!r} does not put tensor parallelism (T) rightmost, so"
+                f" on {count} instances tensor-parallel peers may land on different nodes and every"
+                ' layer\'s activations cross the network. Use "cluster" (DPT) so tensor-parallel'
+                " ranks are neighbours within a node.",
                 Severity.WARNING,
             )

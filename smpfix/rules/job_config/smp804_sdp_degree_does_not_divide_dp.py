@@ -12,7 +12,10 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 class SdpDegreeDoesNotDivideDp(ConfigRule):
     flavours = ONLY_PYTORCH
-    summary = "`sharded_data_parallel_degree` must be between 1 and the data-parallel degree and divide it evenly."
+    summary = (
+        "`sharded_data_parallel_degree` must be between 1 and the data-parallel degree and divide"
+        " it evenly."
+    )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.CONFIGURED
 
@@ -25,8 +28,9 @@ class SdpDegreeDoesNotDivideDp(ConfigRule):
         if sdp < 1:
             yield ConfigProblem(
                 at,
-                f"sharded_data_parallel_degree {sdp} is not a degree: it must be between 1 (sharding off) and the "
-                "data-parallel degree. Use 1 to turn sharded data parallelism off, or a divisor of the data-parallel degree.",
+                f"sharded_data_parallel_degree {sdp} is not a degree: it must be between 1"
+                " (sharding off) and the data-parallel degree. Use 1 to turn sharded data"
+                " parallelism off, or a divisor of the data-parallel degree.",
                 Severity.ERROR,
             )
             return
@@ -47,10 +51,16 @@ class SdpDegreeDoesNotDivideDp(ConfigRule):
         shown = f"{world} processes{divided}; {world} = {layout}" if divided else layout
         if tp > 1:
             degree, named = world // (pp * tp), "reduced data-parallel degree"
-            why = "with tensor parallelism each sharding group lives inside a reduced data-parallel group"
+            why = (
+                "with tensor parallelism each sharding group lives inside a reduced data-parallel"
+                " group"
+            )
         else:
             degree, named = world // pp, "data-parallel degree"
-            why = "the training state is sharded over groups of that many data-parallel ranks, which must tile them exactly"
+            why = (
+                "the training state is sharded over groups of that many data-parallel ranks, which"
+                " must tile them exactly"
+            )
         if sdp > degree:
             wrong = f"is larger than the {named} {degree} ({shown})"
         elif degree % sdp:
@@ -61,9 +71,9 @@ class SdpDegreeDoesNotDivideDp(ConfigRule):
             return
         yield ConfigProblem(
             at,
-            f"sharded_data_parallel_degree {sdp} {wrong}: {why}, so the library cannot form the sharding groups and "
-            f"the job fails at start-up after the instances are up. Choose one of {_divisors(degree)}, or change the "
-            "instance count so that the degree divides.",
+            f"sharded_data_parallel_degree {sdp} {wrong}: {why}, so the library cannot form the"
+            " sharding groups and the job fails at start-up after the instances are up. Choose one"
+            f" of {_divisors(degree)}, or change the instance count so that the degree divides.",
             Severity.ERROR,
         )
 

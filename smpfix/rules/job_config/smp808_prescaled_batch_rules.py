@@ -13,8 +13,8 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 class PrescaledBatchRules(ConfigRule):
     flavours = ONLY_PYTORCH
     summary = (
-        '`prescaled_batch` requires `optimize: "speed"`, has no effect without tensor parallelism, and is recommended '
-        "when tensor and pipeline parallelism are combined."
+        '`prescaled_batch` requires `optimize: "speed"`, has no effect without tensor parallelism,'
+        " and is recommended when tensor and pipeline parallelism are combined."
     )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.CONFIGURED
@@ -31,9 +31,10 @@ class PrescaledBatchRules(ConfigRule):
             if optimize is not None and optimize.plain() == "memory":
                 yield ConfigProblem(
                     optimize,
-                    'optimize is "memory" with prescaled_batch True: the library accepts prescaled_batch only with '
-                    'optimize "speed" and stops at start-up, after the instances are up. Set `"optimize": "speed"` '
-                    "(the library's default) or turn prescaled_batch off.",
+                    'optimize is "memory" with prescaled_batch True: the library accepts'
+                    ' prescaled_batch only with optimize "speed" and stops at start-up, after the'
+                    ' instances are up. Set `"optimize": "speed"` (the library\'s default) or turn'
+                    " prescaled_batch off.",
                     Severity.ERROR,
                 )
             if tp == 1:
@@ -41,9 +42,10 @@ class PrescaledBatchRules(ConfigRule):
                 shown = "is not set (default 1)" if located is None else "is 1"
                 yield ConfigProblem(
                     view.located("prescaled_batch"),
-                    f"prescaled_batch is True but tensor_parallel_degree {shown}: prescaled_batch only tells the library "
-                    "that the ranks of a tensor-parallel group read the same batch, so without tensor parallelism it has "
-                    "no effect. Remove it, or check that tensor parallelism was meant to be on.",
+                    f"prescaled_batch is True but tensor_parallel_degree {shown}: prescaled_batch"
+                    " only tells the library that the ranks of a tensor-parallel group read the"
+                    " same batch, so without tensor parallelism it has no effect. Remove it, or"
+                    " check that tensor parallelism was meant to be on.",
                     Severity.HINT,
                 )
             return
@@ -51,10 +53,12 @@ class PrescaledBatchRules(ConfigRule):
             located = view.located("prescaled_batch")
             yield ConfigProblem(
                 located or view.located("tensor_parallel_degree"),
-                f"tensor_parallel_degree {tp} with pipeline_parallel_degree {pp} and prescaled_batch "
-                f"{'False' if located is not None else 'not set (default False)'}: with both, prescaled_batch is "
-                "recommended, so that each tensor-parallel group reads one combined batch (tp × the per-rank batch) and "
-                "the per-pipeline batch can grow for efficient pipelining without running out of memory. Set "
-                '`"prescaled_batch": True` and shard the data by `smp.rdp_rank()` / `smp.rdp_size()`.',
+                f"tensor_parallel_degree {tp} with pipeline_parallel_degree {pp} and"
+                f" prescaled_batch {'False' if located is not None else 'not set (default False)'}:"
+                " with both, prescaled_batch is recommended, so that each tensor-parallel group"
+                " reads one combined batch (tp × the per-rank batch) and the per-pipeline batch"
+                " can grow for efficient pipelining without running out of memory. Set"
+                ' `"prescaled_batch": True` and shard the data by `smp.rdp_rank()` /'
+                " `smp.rdp_size()`.",
                 Severity.HINT,
             )

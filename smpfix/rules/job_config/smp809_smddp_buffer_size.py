@@ -33,8 +33,9 @@ SMDDP_SINCE = (1, 13)
 class SmddpBufferSize(ConfigRule):
     flavours = ONLY_PYTORCH
     summary = (
-        "`SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES` / `SMDDP_AG_SORT_BUFFER_SIZE_BYTES` must be multiples of 8192, matter only "
-        "where SMDDP collectives run, and `-x` flags added to `custom_mpi_options` need a separating space."
+        "`SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES` / `SMDDP_AG_SORT_BUFFER_SIZE_BYTES` must be multiples"
+        " of 8192, matter only where SMDDP collectives run, and `-x` flags added to"
+        " `custom_mpi_options` need a separating space."
     )
     fix_availability = FixAvailability.SAFE
     tensor_parallelism = TensorParallelism.CONFIGURED
@@ -69,10 +70,11 @@ class SmddpBufferSize(ConfigRule):
         for statement, target in _strings_added_to_dicts(self):
             self.report(
                 statement,
-                f'`{target}` is a dict, so adding a string to it (`{target} += "..."`) raises TypeError '
-                "when the launcher runs, and the MPI flags never reach the job: they belong in the options string, "
-                f'`{target}["custom_mpi_options"]`, each flag starting with a space. Write '
-                f'`{target}["custom_mpi_options"] += " -x NAME=VALUE"`.',
+                f'`{target}` is a dict, so adding a string to it (`{target} += "..."`) raises'
+                " TypeError when the launcher runs, and the MPI flags never reach the job: they"
+                f' belong in the options string, `{target}["custom_mpi_options"]`, each flag'
+                f' starting with a space. Write `{target}["custom_mpi_options"] += " -x'
+                ' NAME=VALUE"`.',
                 severity=Severity.ERROR,
             )
 
@@ -105,10 +107,11 @@ def _glued_message(join: GluedJoin) -> str:
     before, after = str(join.left.plain()), str(join.right.plain())
     glued = f"{before[-12:]}{after[:12]}".replace("\n", " ")
     return (
-        f"This piece of custom_mpi_options starts with {after.split()[0]!r} but is joined to the previous piece without a "
-        f"space, giving '…{glued}…': the SageMaker toolkit splits the options on whitespace, so mpirun receives one "
-        "mangled token (the previous value runs into the flag) and the variable is not set, or the job fails to "
-        "launch. Start the piece with a space."
+        f"This piece of custom_mpi_options starts with {after.split()[0]!r} but is joined to the"
+        f" previous piece without a space, giving '…{glued}…': the SageMaker toolkit splits the"
+        " options on whitespace, so mpirun receives one mangled token (the previous value runs"
+        " into the flag) and the variable is not set, or the job fails to launch. Start the piece"
+        " with a space."
     )
 
 
@@ -142,9 +145,11 @@ def _buffer(variable: LaunchVariable, view: ConfigView) -> Iterator[ConfigProble
         # Where SMDDP collectives cannot run, the value does not matter: that is the one finding.
         yield ConfigProblem(
             variable.at,
-            f"{where} has no effect here: SMDDP AllGather collectives run only with sharded data parallelism on more "
+            f"{where} has no effect here: SMDDP AllGather collectives run only with sharded data"
+            " parallelism on more "
             f"than one ml.p4d.24xlarge instance (SMP 1.13 or later, without tensor parallelism, "
-            f'ddp_dist_backend not "nccl"), and this job has {"; ".join(reasons)}. Remove it, or change the job.',
+            f'ddp_dist_backend not "nccl"), and this job has {"; ".join(reasons)}. Remove it, or'
+            " change the job.",
             Severity.HINT,
         )
         return
@@ -152,8 +157,10 @@ def _buffer(variable: LaunchVariable, view: ConfigView) -> Iterator[ConfigProble
     if size is None:
         yield ConfigProblem(
             variable.at,
-            f"{where} is {variable.value!r}, not a whole number of bytes: SMDDP accepts multiples of 8192 (the default "
-            f"is {16 * 1024 * 1024 if 'SCRATCH' in variable.name else 128 * 1024 * 1024}). Write the size in bytes.",
+            f"{where} is {variable.value!r}, not a whole number of bytes: SMDDP accepts multiples"
+            " of 8192 (the default is"
+            f" {16 * 1024 * 1024 if 'SCRATCH' in variable.name else 128 * 1024 * 1024}). Write the"
+            " size in bytes.",
             Severity.ERROR,
             since=SMDDP_SINCE,
             implied=SMDDP_SINCE,
@@ -164,8 +171,9 @@ def _buffer(variable: LaunchVariable, view: ConfigView) -> Iterator[ConfigProble
         nearest = f"{upper}" if lower <= 0 else f"{lower} or {upper}"
         yield ConfigProblem(
             variable.at,
-            f"{where} is {size}, which is not a multiple of 8192 ({size} = {size // _GRANULE} × 8192 + "
-            f"{size % _GRANULE}): SMDDP accepts only multiples of 8192 for its AllGather buffers. Use {nearest}.",
+            f"{where} is {size}, which is not a multiple of 8192 ({size} = {size // _GRANULE} ×"
+            f" 8192 + {size % _GRANULE}): SMDDP accepts only multiples of 8192 for its AllGather"
+            f" buffers. Use {nearest}.",
             Severity.ERROR,
             since=SMDDP_SINCE,
             implied=SMDDP_SINCE,

@@ -17,8 +17,8 @@ VARIABLE = "SMP_NCCL_THROTTLE_LIMIT"
 class NcclThrottleLimit(ConfigRule):
     flavours = ONLY_PYTORCH
     summary = (
-        "`SMP_NCCL_THROTTLE_LIMIT` must be an integer (default 8, ≤ 0 disables throttling), and it only affects "
-        "tensor parallelism."
+        "`SMP_NCCL_THROTTLE_LIMIT` must be an integer (default 8, ≤ 0 disables throttling), and it"
+        " only affects tensor parallelism."
     )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.CONFIGURED
@@ -35,9 +35,10 @@ class NcclThrottleLimit(ConfigRule):
             if limit is None:
                 yield ConfigProblem(
                     variable.at,
-                    f"{where} is {variable.value!r}, which is not an integer: the library reads it with `int(...)` when "
-                    "it initializes, so every rank crashes at start-up, after the instances are up. Write an integer: "
-                    "the default is 8, lower values save memory under tensor parallelism, -1 disables throttling.",
+                    f"{where} is {variable.value!r}, which is not an integer: the library reads it"
+                    " with `int(...)` when it initializes, so every rank crashes at start-up,"
+                    " after the instances are up. Write an integer: the default is 8, lower values"
+                    " save memory under tensor parallelism, -1 disables throttling.",
                     Severity.ERROR,
                 )
                 continue
@@ -47,7 +48,8 @@ class NcclThrottleLimit(ConfigRule):
                 shown = "is not set (default 1)" if located is None else f"is {tp}"
                 yield ConfigProblem(
                     variable.at,
-                    f"{where} has no effect: it limits the concurrent NCCL calls of tensor parallelism, and "
-                    f"tensor_parallel_degree {shown}. Remove it, or check that tensor parallelism was meant to be on.",
+                    f"{where} has no effect: it limits the concurrent NCCL calls of tensor"
+                    f" parallelism, and tensor_parallel_degree {shown}. Remove it, or check that"
+                    " tensor parallelism was meant to be on.",
                     Severity.HINT,
                 )

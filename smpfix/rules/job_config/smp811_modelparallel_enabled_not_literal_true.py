@@ -11,7 +11,10 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class ModelparallelEnabledNotLiteralTrue(ConfigRule):
-    summary = "The SageMaker SDK passes the modelparallel parameters on only when `enabled` is the literal `True`."
+    summary = (
+        "The SageMaker SDK passes the modelparallel parameters on only when `enabled` is the"
+        " literal `True`."
+    )
     fix_availability = FixAvailability.SAFE
     tensor_parallelism = TensorParallelism.CONFIGURED
 
@@ -29,9 +32,10 @@ class ModelparallelEnabledNotLiteralTrue(ConfigRule):
             if has_parameters and misspelling_of(mp.value, "enabled", MODELPARALLEL_KEYS) is None:
                 yield ConfigProblem(
                     mp.display,
-                    'The `modelparallel` dict has no `"enabled": True`: the SageMaker SDK only passes the `parameters` on '
-                    "when `enabled` is the literal `True`, so the job starts with none of them (no tensor or pipeline "
-                    'parallelism, default microbatches) and nothing reports it. Add `"enabled": True`.',
+                    'The `modelparallel` dict has no `"enabled": True`: the SageMaker SDK only'
+                    " passes the `parameters` on when `enabled` is the literal `True`, so the job"
+                    " starts with none of them (no tensor or pipeline parallelism, default"
+                    ' microbatches) and nothing reports it. Add `"enabled": True`.',
                     Severity.ERROR,
                     ConfigFix(
                         Applicability.SAFE, 'Add `"enabled": True`', add=((mp, '"enabled": True'),)
@@ -46,18 +50,22 @@ class ModelparallelEnabledNotLiteralTrue(ConfigRule):
         if unknown:
             yield ConfigProblem(
                 enabled,
-                "`modelparallel.enabled` is not a literal: the SageMaker SDK passes the `parameters` on only when it is "
-                "exactly `True` (`is True`), so anything else (a string, 1, a variable holding one) silently drops every "
-                "model-parallel setting. Write `True`.",
+                "`modelparallel.enabled` is not a literal: the SageMaker SDK passes the"
+                " `parameters` on only when it is exactly `True` (`is True`), so anything else (a"
+                " string, 1, a variable holding one) silently drops every model-parallel setting."
+                " Write `True`.",
                 Severity.WARNING,
             )
             return
         yield ConfigProblem(
             enabled,
-            f"`modelparallel.enabled` is {shown}, not the literal `True`: the SageMaker SDK checks `enabled is True`, so "
-            "it silently drops every parameter and the job runs without model parallelism. Write `True`.",
+            f"`modelparallel.enabled` is {shown}, not the literal `True`: the SageMaker SDK checks"
+            " `enabled is True`, so it silently drops every parameter and the job runs without"
+            " model parallelism. Write `True`.",
             Severity.ERROR,
-            ConfigFix(Applicability.SAFE, "Write `True`", replace=((enabled, "True"),))
-            if enabled.node is not None
-            else None,
+            (
+                ConfigFix(Applicability.SAFE, "Write `True`", replace=((enabled, "True"),))
+                if enabled.node is not None
+                else None
+            ),
         )

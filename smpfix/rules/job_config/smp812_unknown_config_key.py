@@ -39,7 +39,10 @@ _MISSING_LEVEL_KEYS = frozenset({"enabled", "parameters"})
 
 
 class UnknownConfigKey(ConfigRule):
-    summary = "A `parameters`/`smp.init` key outside the library's schema, or an `mpi`/`modelparallel` key the SDK ignores."
+    summary = (
+        "A `parameters`/`smp.init` key outside the library's schema, or an `mpi`/`modelparallel`"
+        " key the SDK ignores."
+    )
     fix_availability = FixAvailability.UNSAFE
     tensor_parallelism = TensorParallelism.CONFIGURED
 
@@ -60,23 +63,24 @@ class UnknownConfigKey(ConfigRule):
             distribution.get("mpi"),
             MPI_KEYS,
             "an `mpi` option",
-            "the SageMaker SDK reads only `enabled`, `processes_per_host` and `custom_mpi_options` from the `mpi` dict "
-            "and silently drops anything else",
+            "the SageMaker SDK reads only `enabled`, `processes_per_host` and `custom_mpi_options`"
+            " from the `mpi` dict and silently drops anything else",
         )
         yield from _unknown_sdk_keys(
             distribution.get("smdistributed"),
             SMDISTRIBUTED_KEYS,
             "an `smdistributed` strategy",
-            'the SageMaker SDK knows only `modelparallel` and `dataparallel` (a framework estimator raises "Invalid '
-            'smdistributed strategy provided"; a generic `Estimator` runs the job without model parallelism)',
+            "the SageMaker SDK knows only `modelparallel` and `dataparallel` (a framework estimator"
+            ' raises "Invalid smdistributed strategy provided"; a generic `Estimator` runs the job'
+            " without model parallelism)",
             skip=_MISSING_LEVEL_KEYS,
         )
         yield from _unknown_sdk_keys(
             launcher.modelparallel,
             MODELPARALLEL_KEYS,
             "a `modelparallel` option",
-            "the SageMaker SDK reads only `enabled` and `parameters` from the `modelparallel` dict and silently drops "
-            "anything else",
+            "the SageMaker SDK reads only `enabled` and `parameters` from the `modelparallel` dict"
+            " and silently drops anything else",
         )
 
 
@@ -101,24 +105,34 @@ def _unknown_parameter(
     if view.tensorflow:
         # No schema of the TensorFlow releases (1.0-1.4.0) is published: say what is known.
         message = (
-            f"`{key}` is not a configuration parameter of the TensorFlow flavour of the model parallelism library "
-            f"(SMP v1){where}. {how} against its schema and refuses unknown keys at start-up, after the instances "
-            f"are up. {_advice_text(key, advice, parameters)}"
+            f"`{key}` is not a configuration parameter of the TensorFlow flavour of the model"
+            f" parallelism library (SMP v1){where}. {how} against its schema and refuses unknown"
+            " keys at start-up, after the instances are up."
+            f" {_advice_text(key, advice, parameters)}"
         )
         if old is not None:
-            message = f"{message.rstrip()} (This job runs {old.describe()}, whose schema is not published.)"
+            message = (
+                f"{message.rstrip()} (This job runs {old.describe()}, whose schema is not"
+                " published.)"
+            )
     elif old is not None:
         # The job's release predates the oldest published schema: the key may have existed there.
         message = (
-            f"`{key}` is not a configuration parameter of the model parallelism library (SMP v1) in its 1.12 schema, "
-            f"the oldest published one{where}, and this job runs {old.describe()}, whose schema is not "
-            'published. If that release does not know the key either, it stops at start-up with "Unrecognized '
-            f'config parameter {key}", after the instances are up. {_advice_text(key, advice, parameters)}'
+            f"`{key}` is not a configuration parameter of the model parallelism library (SMP v1) in"
+            " its 1.12 schema, "
+            f"the oldest published one{where}, and this job runs {old.describe()}, whose schema is"
+            " not "
+            "published. If that release does not know the key either, it stops at start-up with"
+            ' "Unrecognized '
+            f'config parameter {key}", after the instances are up.'
+            f" {_advice_text(key, advice, parameters)}"
         )
     else:
         message = (
-            f"`{key}` is not a configuration parameter of the model parallelism library (SMP v1){where}. {how} against "
-            f'its schema and stops at start-up with "Unrecognized config parameter {key}", after the instances are up. '
+            f"`{key}` is not a configuration parameter of the model parallelism library (SMP"
+            f" v1){where}. {how} against "
+            f'its schema and stops at start-up with "Unrecognized config parameter {key}", after'
+            " the instances are up. "
             f"{_advice_text(key, advice, parameters)}"
         )
     severity = Severity.WARNING if old is not None else Severity.ERROR
@@ -134,14 +148,15 @@ def _ignored_in_tensorflow(key: str, located: Located) -> ConfigProblem:
     replicas, and in TensorFlow only Horovod does that."""
     if key == "ddp" and located.plain() is True:
         message = (
-            f'`ddp` {TF_IGNORED[key]}: `"ddp": True` does nothing here, so nothing averages the gradients of the '
-            'model replicas and each trains on its own data alone. Set `"horovod": True` instead, and all-reduce '
-            "the accumulated gradients with `hvd.allreduce` after the step."
+            f'`ddp` {TF_IGNORED[key]}: `"ddp": True` does nothing here, so nothing averages the'
+            " gradients of the model replicas and each trains on its own data alone. Set"
+            ' `"horovod": True` instead, and all-reduce the accumulated gradients with'
+            " `hvd.allreduce` after the step."
         )
         return ConfigProblem(located, message, Severity.ERROR)
     message = (
-        f"`{key}` {TF_IGNORED[key]}: in this TensorFlow configuration it changes nothing, so whatever it was meant to "
-        "set is not set. Remove it."
+        f"`{key}` {TF_IGNORED[key]}: in this TensorFlow configuration it changes nothing, so"
+        " whatever it was meant to set is not set. Remove it."
     )
     return ConfigProblem(located, message, Severity.WARNING)
 

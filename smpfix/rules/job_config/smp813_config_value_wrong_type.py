@@ -57,7 +57,10 @@ EXPECTED_TYPES: Mapping[str, tuple[type, ...]] = {
 
 
 class ConfigValueWrongType(ConfigRule):
-    summary = "A configuration value whose Python type the library's schema rejects (`5e8` for an int, `1` for a float)."
+    summary = (
+        "A configuration value whose Python type the library's schema rejects (`5e8` for an int,"
+        " `1` for a float)."
+    )
     fix_availability = FixAvailability.SAFE
     tensor_parallelism = TensorParallelism.CONFIGURED
 
@@ -81,12 +84,17 @@ def _problem(
     found = type(value).__name__
     text = _converted(located, value, wanted)
     message = (
-        f"`{key}` is {_shown(located, value)} ({found}), but the library's schema wants {_a(wanted)} here: it compares "
-        f"`type(value)` and stops at start-up with \"Config parameter {key} type needs to be one of ['{wanted.__name__}']. "
+        f"`{key}` is {_shown(located, value)} ({found}), but the library's schema wants"
+        f" {_a(wanted)} here: it compares "
+        f'`type(value)` and stops at start-up with "Config parameter {key} type needs to be one of'
+        f" ['{wanted.__name__}']. "
         f'Found: {found}.", after the instances are up.'
     )
     if isinstance(value, float) and wanted is int and view.kind == "launcher":
-        message += " A launcher's values reach the job as JSON, which keeps a float a float (5e8 becomes 500000000.0)."
+        message += (
+            " A launcher's values reach the job as JSON, which keeps a float a float (5e8 becomes"
+            " 500000000.0)."
+        )
     if text is not None:
         message += f" Write `{text}`."
     elif isinstance(value, bool) and wanted in (int, float):
@@ -104,7 +112,7 @@ def _problem(
     if view.schema_unpublished and view.smp_version is not None:
         # The job's release predates the oldest published schema, whose types these are.
         message += (
-            f" (These are the types of the 1.12 schema, the oldest published one; this job runs "
+            " (These are the types of the 1.12 schema, the oldest published one; this job runs "
             f"{view.smp_version.describe()}, whose schema is not published.)"
         )
         return ConfigProblem(located, message, Severity.WARNING, fix)

@@ -12,7 +12,10 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 class TensorParallelismWithoutDdp(ConfigRule):
     flavours = ONLY_PYTORCH
-    summary = '`tensor_parallel_degree` > 1 requires `"ddp": True`; the library refuses to start otherwise.'
+    summary = (
+        '`tensor_parallel_degree` > 1 requires `"ddp": True`; the library refuses to start'
+        " otherwise."
+    )
     fix_availability = FixAvailability.SAFE
     tensor_parallelism = TensorParallelism.CONFIGURED
 
@@ -26,9 +29,10 @@ class TensorParallelismWithoutDdp(ConfigRule):
         if value is True or type(value).__name__ == "_Unknown":
             return
         message = (
-            f"tensor_parallel_degree is {tp} but `ddp` is {'not set' if ddp is None else repr(value)}: the library requires "
-            '`"ddp": True` with tensor parallelism and stops at start-up ("requires ddp to be set to True"), after the '
-            'instances are up. Set `"ddp": True`.'
+            f"tensor_parallel_degree is {tp} but `ddp` is"
+            f' {"not set" if ddp is None else repr(value)}: the library requires `"ddp": True`'
+            ' with tensor parallelism and stops at start-up ("requires ddp to be set to True"),'
+            ' after the instances are up. Set `"ddp": True`.'
         )
         if ddp is not None:
             fix = ConfigFix(Applicability.SAFE, 'Set `"ddp": True`', replace=((ddp, "True"),))

@@ -16,7 +16,10 @@ FP16_KEY_SINCE = (1, 10)
 
 class Fp16AndBf16Together(ConfigRule):
     flavours = ONLY_PYTORCH
-    summary = "`bf16` requires `fp16` (and the deprecated `fp16_params`) to be False; `fp16_params` is deprecated."
+    summary = (
+        "`bf16` requires `fp16` (and the deprecated `fp16_params`) to be False; `fp16_params` is"
+        " deprecated."
+    )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.CONFIGURED
     finding_ranges = {"fp16_params": (FP16_KEY_SINCE, None)}
@@ -34,10 +37,14 @@ class Fp16AndBf16Together(ConfigRule):
                 shown = " and ".join(f"`{key}` is True" for key in both)
                 yield ConfigProblem(
                     bf16,
-                    f"`bf16` is True and {shown}: the library runs in one half-precision format, and setting bf16 "
-                    f'requires fp16 and fp16_params to be False ("Setting config parameter bf16 to non-default value True '
-                    f'requires fp16 to be set to False"), so the job stops at start-up after the instances are up. Keep one: '
-                    f"bf16 (which the library supports only with sharded data parallelism) or fp16.",
+                    f"`bf16` is True and {shown}: the library runs in one half-precision format,"
+                    " and setting bf16 "
+                    f'requires fp16 and fp16_params to be False ("Setting config parameter bf16 to'
+                    f" non-default value True "
+                    f'requires fp16 to be set to False"), so the job stops at start-up after the'
+                    f" instances are up. Keep one: "
+                    f"bf16 (which the library supports only with sharded data parallelism) or"
+                    f" fp16.",
                     Severity.ERROR,
                 )
         fp16_params = view.located("fp16_params")
@@ -47,10 +54,11 @@ class Fp16AndBf16Together(ConfigRule):
             # Before 1.10 the library has no `fp16` key: the advice would stop such a job.
             yield ConfigProblem(
                 fp16_params,
-                "`fp16_params` is deprecated from SMP 1.10, which replaced it with `fp16` (the library's schema names "
-                "`fp16` as the replacement and logs a deprecation warning at start-up; the fp16 training guide uses "
-                f"`fp16`). {leading(view.version_condition(FP16_KEY_SINCE))} write {written} instead (releases "
-                "before 1.10 know only `fp16_params`).",
+                "`fp16_params` is deprecated from SMP 1.10, which replaced it with `fp16` (the"
+                " library's schema names `fp16` as the replacement and logs a deprecation warning"
+                " at start-up; the fp16 training guide uses `fp16`)."
+                f" {leading(view.version_condition(FP16_KEY_SINCE))} write {written} instead"
+                " (releases before 1.10 know only `fp16_params`).",
                 Severity.HINT,
                 since=FP16_KEY_SINCE,
             )

@@ -19,7 +19,10 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 class ActiveMicrobatchesOutOfRange(ConfigRule):
     flavours = ONLY_PYTORCH
-    summary = "`active_microbatches` must be between 1 and `microbatches`; it only matters with pipeline parallelism."
+    summary = (
+        "`active_microbatches` must be between 1 and `microbatches`; it only matters with pipeline"
+        " parallelism."
+    )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.CONFIGURED
 
@@ -35,25 +38,28 @@ class ActiveMicrobatchesOutOfRange(ConfigRule):
         if active is not None and active < 1:
             yield ConfigProblem(
                 at,
-                f"active_microbatches {active} is less than 1: the library's lower bound is 1 and it stops at start-up "
-                '("cannot be less than 1"), after the instances are up. Leave it out for the default '
-                "(pipeline_parallel_degree + 2, at most microbatches) or set a value between 1 and microbatches.",
+                f"active_microbatches {active} is less than 1: the library's lower bound is 1 and"
+                ' it stops at start-up ("cannot be less than 1"), after the instances are up.'
+                " Leave it out for the default (pipeline_parallel_degree + 2, at most"
+                " microbatches) or set a value between 1 and microbatches.",
                 Severity.ERROR,
             )
         elif active is not None and microbatches is not None and active > microbatches:
             yield ConfigProblem(
                 at,
-                f"active_microbatches {active} is larger than {mb_shown}: at most every microbatch of a step can be "
-                f'in flight, so the library stops at start-up ("cannot be larger than microbatches"), after the '
+                f"active_microbatches {active} is larger than {mb_shown}: at most every microbatch"
+                " of a step can be "
+                f'in flight, so the library stops at start-up ("cannot be larger than'
+                f' microbatches"), after the '
                 f"instances are up. Use at most {microbatches}, or raise microbatches.",
                 Severity.ERROR,
             )
         elif active is not None and pp == 1:
             yield ConfigProblem(
                 at,
-                f"active_microbatches {active} is set, but pipeline_parallel_degree is 1: it caps how many microbatches "
-                "are in flight across pipeline stages, so without pipeline parallelism it has no effect. Remove it, or "
-                "set pipeline_parallel_degree.",
+                f"active_microbatches {active} is set, but pipeline_parallel_degree is 1: it caps"
+                " how many microbatches are in flight across pipeline stages, so without pipeline"
+                " parallelism it has no effect. Remove it, or set pipeline_parallel_degree.",
                 Severity.HINT,
             )
         pipeline = view.located("pipeline")
@@ -69,9 +75,12 @@ class ActiveMicrobatchesOutOfRange(ConfigRule):
         )
         yield ConfigProblem(
             pipeline,
-            f'pipeline "simple" needs every microbatch active at once, but {how} and {mb_shown}: the library '
-            'silently switches to the "interleaved" pipeline ("Simple pipeline is only supported when '
-            f"'active_microbatches' is equal to 'microbatches'\"). Set active_microbatches to {microbatches}, or "
+            f'pipeline "simple" needs every microbatch active at once, but {how} and {mb_shown}:'
+            " the library "
+            'silently switches to the "interleaved" pipeline ("Simple pipeline is only supported'
+            " when "
+            "'active_microbatches' is equal to 'microbatches'\"). Set active_microbatches to"
+            f" {microbatches}, or "
             "drop `pipeline`.",
             Severity.HINT,
         )

@@ -20,7 +20,10 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class MpiNotEnabled(ConfigRule):
-    summary = 'A modelparallel launch needs `"mpi": {"enabled": True, "processes_per_host": <GPUs per instance>}`.'
+    summary = (
+        'A modelparallel launch needs `"mpi": {"enabled": True, "processes_per_host": <GPUs per'
+        " instance>}`."
+    )
     fix_availability = FixAvailability.UNSAFE
     tensor_parallelism = TensorParallelism.CONFIGURED
 
@@ -56,10 +59,11 @@ class MpiNotEnabled(ConfigRule):
             )
             yield ConfigProblem(
                 distribution.display,
-                "Model parallelism is enabled but `distribution` has no `mpi` entry: the library runs on MPI, and the "
-                'SageMaker SDK starts the script through mpirun only when `"mpi": {"enabled": True, ...}` is given, '
-                "so the script starts without MPI and fails when the library initializes, after the "
-                f'instances are up. Add `"mpi": {{"enabled": True, "processes_per_host": <GPUs per instance>}}`{gpus}.',
+                "Model parallelism is enabled but `distribution` has no `mpi` entry: the library"
+                " runs on MPI, and the SageMaker SDK starts the script through mpirun only when"
+                ' `"mpi": {"enabled": True, ...}` is given, so the script starts without MPI and'
+                ' fails when the library initializes, after the instances are up. Add `"mpi":'
+                f' {{"enabled": True, "processes_per_host": <GPUs per instance>}}`{gpus}.',
                 Severity.ERROR,
                 fix,
             )
@@ -93,8 +97,9 @@ def _check_mpi(mpi: Located, per_host: Optional[str], gpus: str) -> Iterator[Con
             else f'has `"enabled": {value!r}`, not the literal True'
         )
         why.append(
-            "the SageMaker SDK starts the script through mpirun only when `enabled` is set, and the library runs on MPI, "
-            "so without it the job fails when the library initializes, after the instances are up"
+            "the SageMaker SDK starts the script through mpirun only when `enabled` is set, and the"
+            " library runs on MPI, so without it the job fails when the library initializes, after"
+            " the instances are up"
         )
         remedy.append('`"enabled": True`')
         if enabled is None:
@@ -106,9 +111,10 @@ def _check_mpi(mpi: Located, per_host: Optional[str], gpus: str) -> Iterator[Con
     if missing_per_host:
         problems.append("has no `processes_per_host`")
         why.append(
-            "the documentation marks `processes_per_host` as required: it is how many ranks start on each instance, "
-            "and without it the number depends on the training toolkit's version (one per GPU in recent ones, a single "
-            "process in older ones), so the parallel degrees may not match the ranks that start"
+            "the documentation marks `processes_per_host` as required: it is how many ranks start"
+            " on each instance, and without it the number depends on the training toolkit's version"
+            " (one per GPU in recent ones, a single process in older ones), so the parallel degrees"
+            " may not match the ranks that start"
         )
         remedy.append(f'`"processes_per_host"` set to the GPUs per instance{gpus}')
         if per_host is not None:
@@ -129,8 +135,8 @@ def _check_mpi(mpi: Located, per_host: Optional[str], gpus: str) -> Iterator[Con
     )
     yield ConfigProblem(
         enabled if replace else mpi.display,
-        f"Model parallelism is enabled but the `mpi` dict {' and '.join(problems)}: {'; and '.join(why)}. "
-        f"Write {' and '.join(remedy)}.",
+        f"Model parallelism is enabled but the `mpi` dict {' and '.join(problems)}:"
+        f" {'; and '.join(why)}. Write {' and '.join(remedy)}.",
         Severity.ERROR if certain else Severity.WARNING,
         fix,
     )

@@ -15,7 +15,10 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class ProcessesPerHostVsGpus(ConfigRule):
-    summary = "`mpi.processes_per_host` must not exceed the instance's GPUs, and should equal them on multi-node jobs."
+    summary = (
+        "`mpi.processes_per_host` must not exceed the instance's GPUs, and should equal them on"
+        " multi-node jobs."
+    )
     fix_availability = FixAvailability.UNSAFE
     tensor_parallelism = TensorParallelism.CONFIGURED
 
@@ -45,9 +48,10 @@ class ProcessesPerHostVsGpus(ConfigRule):
         if per_host > gpus:
             yield ConfigProblem(
                 at,
-                f"processes_per_host {per_host} is more than the {gpus} GPUs of one {name}: each rank needs a GPU of its "
-                f"own (`smp.init` sets the device to `smp.local_rank()`), so ranks {gpus} and up find no GPU and the job "
-                f"fails at start-up, after the instances are up. Use {gpus}.",
+                f"processes_per_host {per_host} is more than the {gpus} GPUs of one {name}: each"
+                " rank needs a GPU of its own (`smp.init` sets the device to `smp.local_rank()`),"
+                f" so ranks {gpus} and up find no GPU and the job fails at start-up, after the"
+                f" instances are up. Use {gpus}.",
                 Severity.ERROR,
                 fix,
             )
@@ -56,10 +60,11 @@ class ProcessesPerHostVsGpus(ConfigRule):
         ):
             yield ConfigProblem(
                 at,
-                f"processes_per_host {per_host} leaves {gpus - per_host} of the {gpus} GPUs of each {name} idle on "
-                f"{count} instances: the documentation reports that multi-node jobs which do not use all GPUs can crash "
-                f"with a network timeout, and the idle GPUs are paid for anyway. Use {gpus}, and check that the parallel "
-                "degrees still divide the new number of processes.",
+                f"processes_per_host {per_host} leaves {gpus - per_host} of the {gpus} GPUs of each"
+                f" {name} idle on {count} instances: the documentation reports that multi-node jobs"
+                " which do not use all GPUs can crash with a network timeout, and the idle GPUs"
+                f" are paid for anyway. Use {gpus}, and check that the parallel degrees still"
+                " divide the new number of processes.",
                 Severity.WARNING,
                 fix,
             )

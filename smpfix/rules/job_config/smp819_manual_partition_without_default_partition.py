@@ -17,7 +17,10 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class ManualPartitionWithoutDefaultPartition(ConfigRule):
-    summary = '`"auto_partition": False` requires `default_partition`, which must be below `pipeline_parallel_degree`.'
+    summary = (
+        '`"auto_partition": False` requires `default_partition`, which must be below'
+        " `pipeline_parallel_degree`."
+    )
     fix_availability = FixAvailability.SAFE
     tensor_parallelism = TensorParallelism.CONFIGURED
 
@@ -36,15 +39,16 @@ def _missing_default(view: ConfigView) -> Iterator[ConfigProblem]:
         return
     written = view.located("default_partition")
     refused = (
-        'the SageMaker SDK refuses it when the job is submitted ("default_partition must be supplied if '
-        'auto_partition is set to False!") and the library at start-up'
+        'the SageMaker SDK refuses it when the job is submitted ("default_partition must be'
+        ' supplied if auto_partition is set to False!") and the library at start-up'
         if view.launcher is not None
         else "the library refuses to start without one, after the instances are up"
     )
     message = (
-        f"`auto_partition` is False but `default_partition` is {'None' if written is not None else 'not set'}: with "
-        "manual partitioning, every module not placed with `smp.partition(i)` goes to the default partition, and "
-        f"{refused}. Add {_entry(view)} (the first pipeline stage, the value the documentation lists)."
+        "`auto_partition` is False but `default_partition` is"
+        f" {'None' if written is not None else 'not set'}: with manual partitioning, every module"
+        f" not placed with `smp.partition(i)` goes to the default partition, and {refused}. Add"
+        f" {_entry(view)} (the first pipeline stage, the value the documentation lists)."
         + _partitions_note(view)
     )
     if written is not None:
@@ -88,20 +92,21 @@ def _out_of_range(view: ConfigView) -> Iterator[ConfigProblem]:
         return
     stated = view.located("pipeline_parallel_degree") is not None
     stages = (
-        f"the {pp} pipeline stage{'s' if pp != 1 else ''} (0..{pp - 1}) of pipeline_parallel_degree {pp}"
-        + ("" if stated else ", the library default")
+        f"the {pp} pipeline stage{'s' if pp != 1 else ''} (0..{pp - 1}) of pipeline_parallel_degree"
+        f" {pp}" + ("" if stated else ", the library default")
         if pp is not None and pp >= 1
         else "the pipeline stages"
     )
     sdk = (
-        ' (the SageMaker SDK already refuses it when the job is submitted: "default_partition must be less than the '
-        'number of partitions!")'
+        ' (the SageMaker SDK already refuses it when the job is submitted: "default_partition must'
+        ' be less than the number of partitions!")'
         if view.launcher is not None
         else ", after the instances are up"
     )
     yield ConfigProblem(
         at,
-        f"default_partition {default} is not one of {stages}: the library requires 0 <= default_partition <= "
-        f"pipeline_parallel_degree - 1 and stops at start-up{sdk}. Use a stage index, usually 0.",
+        f"default_partition {default} is not one of {stages}: the library requires 0 <="
+        f" default_partition <= pipeline_parallel_degree - 1 and stops at start-up{sdk}. Use a"
+        " stage index, usually 0.",
         Severity.ERROR,
     )

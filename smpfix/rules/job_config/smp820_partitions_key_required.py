@@ -27,7 +27,10 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class PartitionsKeyRequired(ConfigRule):
-    summary = "Write the pipeline degree as `partitions` where the SDK, Hugging Face or TensorFlow need it, and never both names."
+    summary = (
+        "Write the pipeline degree as `partitions` where the SDK, Hugging Face or TensorFlow need"
+        " it, and never both names."
+    )
     fix_availability = FixAvailability.UNSAFE
     tensor_parallelism = TensorParallelism.CONFIGURED
 
@@ -45,9 +48,12 @@ class PartitionsKeyRequired(ConfigRule):
             return
         yield ConfigProblem(
             alias,
-            f"`partitions` is {a!r} but `pipeline_parallel_degree` is {d!r}: `partitions` is the older name of the same "
-            f'setting, and the library stops at start-up when the two disagree ("Conflicting values {d!r} and {a!r} '
-            'are provided for config parameter pipeline_parallel_degree and its alias partitions"), after the '
+            f"`partitions` is {a!r} but `pipeline_parallel_degree` is {d!r}: `partitions` is the"
+            " older name of the same "
+            'setting, and the library stops at start-up when the two disagree ("Conflicting values'
+            f" {d!r} and {a!r} "
+            'are provided for config parameter pipeline_parallel_degree and its alias partitions"),'
+            " after the "
             "instances are up. Keep one of them with the degree you mean.",
             Severity.ERROR,
         )
@@ -77,16 +83,17 @@ class PartitionsKeyRequired(ConfigRule):
         reasons = []
         if parameters.get("default_partition") is not None:
             reasons.append(
-                "the SageMaker SDK's validator needs `partitions` there, so submitting the job fails: SDK 2.199.0 and "
-                "older require it in every configuration (\"'partitions' is a required parameter.\"), later ones compare "
-                "`default_partition` with `config[\"partitions\"]` (`KeyError: 'partitions'`)"
+                "the SageMaker SDK's validator needs `partitions` there, so submitting the job"
+                " fails: SDK 2.199.0 and older require it in every configuration (\"'partitions' is"
+                ' a required parameter."), later ones compare `default_partition` with'
+                " `config[\"partitions\"]` (`KeyError: 'partitions'`)"
             )
         hugging_face = _hugging_face_reader(self, view)
         if hugging_face is not None:
             reasons.append(
-                f"{hugging_face} turns model parallelism on only when the key `partitions` is in the parameters "
-                "(`is_sagemaker_mp_enabled()`), so it silently trains without the library: no pipeline or tensor "
-                "parallelism, and the model may not fit"
+                f"{hugging_face} turns model parallelism on only when the key `partitions` is in"
+                " the parameters (`is_sagemaker_mp_enabled()`), so it silently trains without the"
+                " library: no pipeline or tensor parallelism, and the model may not fit"
             )
         if not reasons:
             return
@@ -104,7 +111,8 @@ class PartitionsKeyRequired(ConfigRule):
         )
         yield ConfigProblem(
             degree,
-            f"The pipeline degree is written as `pipeline_parallel_degree`{shown} without `partitions`: "
+            f"The pipeline degree is written as `pipeline_parallel_degree`{shown} without"
+            " `partitions`: "
             + "; and ".join(reasons)
             + '. Write it as `"partitions"` (the library accepts both names).',
             Severity.ERROR,
@@ -124,9 +132,10 @@ def _tensorflow_partitions(parameters: Located) -> Iterator[ConfigProblem]:
         return
     yield ConfigProblem(
         parameters.display,
-        "This TensorFlow launcher enables model parallelism without `partitions`: the TensorFlow documentation marks "
-        "`partitions` required, and the SageMaker SDK (2.199.0 and earlier) refuses to build the job "
-        '("\'partitions\' is a required parameter."). Add `"partitions": <pipeline stages>`.',
+        "This TensorFlow launcher enables model parallelism without `partitions`: the TensorFlow"
+        " documentation marks `partitions` required, and the SageMaker SDK (2.199.0 and earlier)"
+        ' refuses to build the job ("\'partitions\' is a required parameter."). Add `"partitions":'
+        " <pipeline stages>`.",
         Severity.ERROR,
     )
 

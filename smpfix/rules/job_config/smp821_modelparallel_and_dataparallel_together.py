@@ -16,7 +16,10 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 
 class ModelparallelAndDataparallelTogether(ConfigRule):
-    summary = "`smdistributed` holds one strategy: `modelparallel` and `dataparallel` together make the SDK raise ValueError."
+    summary = (
+        "`smdistributed` holds one strategy: `modelparallel` and `dataparallel` together make the"
+        " SDK raise ValueError."
+    )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.NONE
 
@@ -31,10 +34,11 @@ class ModelparallelAndDataparallelTogether(ConfigRule):
             return
         yield ConfigProblem(
             dataparallel,
-            "`smdistributed` holds both `modelparallel` and `dataparallel`: one job runs one of the two libraries, and "
-            'the SageMaker SDK counts the keys (even `"enabled": False` counts), so building the estimator raises '
-            'ValueError ("Cannot use more than 1 smdistributed strategy"). Remove `dataparallel`; to add data '
-            'parallelism to a model-parallel job, set `"ddp": True` in the modelparallel `parameters` and run more '
-            "processes than pipeline × tensor degree.",
+            "`smdistributed` holds both `modelparallel` and `dataparallel`: one job runs one of the"
+            ' two libraries, and the SageMaker SDK counts the keys (even `"enabled": False`'
+            ' counts), so building the estimator raises ValueError ("Cannot use more than 1'
+            ' smdistributed strategy"). Remove `dataparallel`; to add data parallelism to a'
+            ' model-parallel job, set `"ddp": True` in the modelparallel `parameters` and run more'
+            " processes than pipeline × tensor degree.",
             Severity.ERROR,
         )

@@ -26,8 +26,8 @@ _NEED_DDP_KEY = ("ddp_port", "ddp_dist_backend")
 
 class DataParallelBackendConflict(ConfigRule):
     summary = (
-        'More processes than pipeline × tensor degree need `"ddp": True` (TensorFlow: `"horovod": True`); '
-        "never both, and `ddp_port`/`ddp_dist_backend` need a `ddp` key."
+        'More processes than pipeline × tensor degree need `"ddp": True` (TensorFlow: `"horovod":'
+        " True`); never both, and `ddp_port`/`ddp_dist_backend` need a `ddp` key."
     )
     fix_availability = FixAvailability.SAFE
     tensor_parallelism = TensorParallelism.CONFIGURED
@@ -43,9 +43,10 @@ class DataParallelBackendConflict(ConfigRule):
         if ddp is True and horovod is True:
             yield ConfigProblem(
                 view.located("horovod"),
-                "`ddp` and `horovod` are both True: they are two backends for the same job (averaging the gradients of "
-                "the model replicas), and PyTorch uses DDP; the SageMaker SDK refuses the pair (\"'ddp' and 'horovod' "
-                "cannot be simultaneously enabled\") and so does the library's schema. Remove `horovod`.",
+                "`ddp` and `horovod` are both True: they are two backends for the same job"
+                " (averaging the gradients of the model replicas), and PyTorch uses DDP; the"
+                " SageMaker SDK refuses the pair (\"'ddp' and 'horovod' cannot be simultaneously"
+                " enabled\") and so does the library's schema. Remove `horovod`.",
                 Severity.ERROR,
             )
             return
@@ -77,9 +78,9 @@ def _missing_ddp(view: ConfigView) -> Optional[str]:
 def _replicas_without_ddp(view: ConfigView, replicas: Replicas, missing: str) -> ConfigProblem:
     located = view.located("ddp")
     message = (
-        f"{replicas.words}, but `ddp` {missing}: the library needs a backend to average the replicas' gradients and "
-        "stops at `smp.init()` (WorkerSizeError: \"'ddp':True (for PyTorch) must be specified\"), after the instances "
-        'are up. Set `"ddp": True`.'
+        f"{replicas.words}, but `ddp` {missing}: the library needs a backend to average the"
+        " replicas' gradients and stops at `smp.init()` (WorkerSizeError: \"'ddp':True (for"
+        ' PyTorch) must be specified"), after the instances are up. Set `"ddp": True`.'
     )
     if located is not None:
         fix = (
@@ -107,9 +108,9 @@ def _sdk_ddp_key(view: ConfigView) -> Iterator[ConfigProblem]:
             continue
         yield ConfigProblem(
             located,
-            f"`{key}` is set without a `ddp` key: it configures the library's DDP, and the SageMaker SDK's validator "
-            f"refuses it unless the parameters also hold `ddp` (ValueError when the job is submitted). Add "
-            '`"ddp": True`, or remove it.',
+            f"`{key}` is set without a `ddp` key: it configures the library's DDP, and the"
+            " SageMaker SDK's validator refuses it unless the parameters also hold `ddp`"
+            ' (ValueError when the job is submitted). Add `"ddp": True`, or remove it.',
             Severity.ERROR,
             ConfigFix(
                 Applicability.SAFE, 'Add `"ddp": True`', add=((view.parameters, '"ddp": True'),)
@@ -134,9 +135,10 @@ def _tensorflow(view: ConfigView) -> Iterator[ConfigProblem]:
     pp, world = view.int_value("pipeline_parallel_degree"), view.world
     yield ConfigProblem(
         view.located("horovod") or view.located("pipeline_parallel_degree") or view.parameters,
-        f"With {world} processes and {pp} partitions, the job runs {replicas} model replicas, but `horovod` is not "
-        "True: nothing averages the replicas' gradients, and the library (in its 1.12 source) refuses to start such a "
-        'job (WorkerSizeError: "\'horovod\':True (for TensorFlow) must be specified"). Set `"horovod": True` and '
-        "all-reduce the accumulated gradients with Horovod, or use as many processes as partitions.",
+        f"With {world} processes and {pp} partitions, the job runs {replicas} model replicas, but"
+        " `horovod` is not True: nothing averages the replicas' gradients, and the library (in"
+        " its 1.12 source) refuses to start such a job (WorkerSizeError: \"'horovod':True (for"
+        ' TensorFlow) must be specified"). Set `"horovod": True` and all-reduce the accumulated'
+        " gradients with Horovod, or use as many processes as partitions.",
         Severity.WARNING,
     )

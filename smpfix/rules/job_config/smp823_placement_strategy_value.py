@@ -21,7 +21,10 @@ ORDERS = tuple("".join(order) for order in permutations("DPT"))
 
 
 class PlacementStrategyValue(ConfigRule):
-    summary = "`placement_strategy` is `cluster`, `spread` or an order of D, P, T; a launcher may only say `cluster` or `spread`."
+    summary = (
+        "`placement_strategy` is `cluster`, `spread` or an order of D, P, T; a launcher may only"
+        " say `cluster` or `spread`."
+    )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.NONE
 
@@ -34,28 +37,31 @@ class PlacementStrategyValue(ConfigRule):
         if value not in ORDERS:
             yield ConfigProblem(
                 located,
-                f'placement_strategy {value!r} is not a value the library knows: it accepts "cluster" (the default, '
-                f'the same as "DPT"), "spread" ("TPD") or another order of D, P and T written in capitals'
-                f"{_suggestion(value)}, and stops at start-up otherwise, after the instances are up.",
+                f"placement_strategy {value!r} is not a value the library knows: it accepts"
+                ' "cluster" (the default, the same as "DPT"), "spread" ("TPD") or another order of'
+                f" D, P and T written in capitals{_suggestion(value)}, and stops at start-up"
+                " otherwise, after the instances are up.",
                 Severity.ERROR,
             )
             return
         if view.launcher is not None:
             yield ConfigProblem(
                 located,
-                f"placement_strategy {value!r} is a documented order of D, P and T, but the SageMaker SDK's validator "
-                'accepts only "cluster" and "spread" in a launcher, so submitting the job raises ValueError. Use '
-                '"cluster" (DPT) or "spread" (TPD); another order can only be set in the script\'s '
-                "`smp.init({...})` dict, which the library reads only when the launcher's `environment` sets "
-                "`SMP_MANUAL_INIT=1` (from the 1.12 era it initializes itself on import and ignores that dict).",
+                f"placement_strategy {value!r} is a documented order of D, P and T, but the"
+                ' SageMaker SDK\'s validator accepts only "cluster" and "spread" in a launcher, so'
+                ' submitting the job raises ValueError. Use "cluster" (DPT) or "spread" (TPD);'
+                " another order can only be set in the script's `smp.init({...})` dict, which"
+                " the library reads only when the launcher's `environment` sets"
+                " `SMP_MANUAL_INIT=1` (from the 1.12 era it initializes itself on import and"
+                " ignores that dict).",
                 Severity.ERROR,
             )
         elif view.tensorflow:
             yield ConfigProblem(
                 located,
-                f'placement_strategy {value!r}: the TensorFlow flavour\'s documentation lists only "cluster" and '
-                '"spread"; the orders of D, P and T came with tensor parallelism (PyTorch, SMP 1.6). Use "cluster" '
-                'or "spread".',
+                f"placement_strategy {value!r}: the TensorFlow flavour's documentation lists only"
+                ' "cluster" and "spread"; the orders of D, P and T came with tensor parallelism'
+                ' (PyTorch, SMP 1.6). Use "cluster" or "spread".',
                 Severity.WARNING,
             )
 

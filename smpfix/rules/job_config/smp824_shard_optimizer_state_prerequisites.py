@@ -29,8 +29,9 @@ _NEEDED_TRUE = ("overlapping_allreduce", "gradient_as_bucket_view")
 class ShardOptimizerStatePrerequisites(ConfigRule):
     flavours = ONLY_PYTORCH
     summary = (
-        '`shard_optimizer_state` needs `"ddp": True` and the DistributedModel\'s default overlapping all-reduce and '
-        "bucket views, and does nothing with a single data-parallel rank."
+        '`shard_optimizer_state` needs `"ddp": True` and the DistributedModel\'s default'
+        " overlapping all-reduce and bucket views, and does nothing with a single data-parallel"
+        " rank."
     )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.CONFIGURED
@@ -47,9 +48,9 @@ class ShardOptimizerStatePrerequisites(ConfigRule):
             else None
         )
         remedy = (
-            f"With {world} processes and pipeline degree {pp} each partition has a single data-parallel rank, so there "
-            'is nothing to shard: remove `shard_optimizer_state`, or set `"ddp": True` and run more processes than '
-            "pipeline stages."
+            f"With {world} processes and pipeline degree {pp} each partition has a single"
+            " data-parallel rank, so there is nothing to shard: remove `shard_optimizer_state`, or"
+            ' set `"ddp": True` and run more processes than pipeline stages.'
             if data_parallel == 1
             else 'Set `"ddp": True`.'
         )
@@ -63,19 +64,21 @@ class ShardOptimizerStatePrerequisites(ConfigRule):
         ):
             yield ConfigProblem(
                 at,
-                f"shard_optimizer_state is True but `ddp` is {'not set' if not explicit else repr(ddp)}: the library "
-                "shards the optimizer state through its DDP, and the first `optimizer.step()` or `zero_grad()` raises "
-                '"Optimizer state sharding is only supported when DDP is enabled", after the job has started. '
-                + remedy,
+                "shard_optimizer_state is True but `ddp` is"
+                f" {'not set' if not explicit else repr(ddp)}: the library shards the optimizer"
+                " state through its DDP, and the first `optimizer.step()` or `zero_grad()` raises"
+                ' "Optimizer state sharding is only supported when DDP is enabled", after the'
+                " job has started. " + remedy,
                 Severity.ERROR,
             )
             return
         if data_parallel == 1 and ddp is True:
             yield ConfigProblem(
                 at,
-                f"shard_optimizer_state has no effect here: with {world} processes and pipeline degree {pp} each model "
-                "partition has a single data-parallel rank, and the state is sharded across the data-parallel ranks "
-                "that hold the same parameters. Remove it, or run more processes than pipeline stages.",
+                f"shard_optimizer_state has no effect here: with {world} processes and pipeline"
+                f" degree {pp} each model partition has a single data-parallel rank, and the state"
+                " is sharded across the data-parallel ranks that hold the same parameters. Remove"
+                " it, or run more processes than pipeline stages.",
                 Severity.HINT,
             )
 
@@ -95,12 +98,14 @@ class ShardOptimizerStatePrerequisites(ConfigRule):
                     continue
                 yield ConfigProblem(
                     view.located("shard_optimizer_state"),
-                    f"shard_optimizer_state is True but {code.script} builds `smp.DistributedModel(..., "
-                    f"{arg.keyword.value}=False)`: optimizer state sharding needs the library's "
-                    f"{'overlapping all-reduce' if arg.keyword.value == 'overlapping_allreduce' else 'gradient bucket views'}"
-                    ", and the library refuses the combination (SMPInvalidArgumentError or ValueError) when the model is "
-                    f"wrapped or at the first step, after the instances are up. Drop `{arg.keyword.value}=False` (the "
-                    "default is True) or turn optimizer state sharding off.",
+                    f"shard_optimizer_state is True but {code.script} builds"
+                    f" `smp.DistributedModel(..., {arg.keyword.value}=False)`: optimizer state"
+                    " sharding needs the library's"
+                    f" {'overlapping all-reduce' if arg.keyword.value == 'overlapping_allreduce' else 'gradient bucket views'},"
+                    " and the library refuses the combination (SMPInvalidArgumentError or"
+                    " ValueError) when the model is wrapped or at the first step, after the"
+                    f" instances are up. Drop `{arg.keyword.value}=False` (the default is True) or"
+                    " turn optimizer state sharding off.",
                     Severity.ERROR,
                 )
 

@@ -22,7 +22,10 @@ BEFORE_AUTO = (1, 12)
 
 class DdpDistBackendValue(ConfigRule):
     flavours = ONLY_PYTORCH
-    summary = '`ddp_dist_backend` is `"nccl"`, or `"auto"` from SMP 1.13 on; anything else stops the library at start-up.'
+    summary = (
+        '`ddp_dist_backend` is `"nccl"`, or `"auto"` from SMP 1.13 on; anything else stops the'
+        " library at start-up."
+    )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.NONE
     finding_ranges = {'"auto"': (None, BEFORE_AUTO)}
@@ -36,9 +39,9 @@ class DdpDistBackendValue(ConfigRule):
         if value == "auto":
             yield ConfigProblem(
                 located,
-                'ddp_dist_backend "auto" exists from SMP 1.13 on (PyTorch 1.12.1 container and later), where it is the '
-                'default; the older libraries accept only "nccl" and stop at start-up. Write "nccl", or run a '
-                "PyTorch 1.12.1 or later container.",
+                'ddp_dist_backend "auto" exists from SMP 1.13 on (PyTorch 1.12.1 container and'
+                ' later), where it is the default; the older libraries accept only "nccl" and stop'
+                ' at start-up. Write "nccl", or run a PyTorch 1.12.1 or later container.',
                 Severity.ERROR,
                 until=BEFORE_AUTO,
                 # Writing "auto" targets the release that has it: with the version unknown, say nothing.
@@ -48,8 +51,8 @@ class DdpDistBackendValue(ConfigRule):
         hint = f" (did you mean {value.lower()!r}?)" if value.lower() in ("auto", "nccl") else ""
         yield ConfigProblem(
             located,
-            f'ddp_dist_backend {value!r} is not a backend the library knows{hint}: it accepts "nccl", and from SMP 1.13 '
-            '"auto" (SMDDP collectives where they run, NCCL otherwise), and stops at start-up otherwise, after the '
-            "instances are up.",
+            f"ddp_dist_backend {value!r} is not a backend the library knows{hint}: it accepts"
+            ' "nccl", and from SMP 1.13 "auto" (SMDDP collectives where they run, NCCL otherwise),'
+            " and stops at start-up otherwise, after the instances are up.",
             Severity.ERROR,
         )

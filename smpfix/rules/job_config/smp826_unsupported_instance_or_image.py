@@ -28,7 +28,10 @@ SUPPORTED = tuple(name for name, instance in INSTANCE_TYPES.items() if instance.
 
 
 class UnsupportedInstanceOrImage(ConfigRule):
-    summary = "SMP v1 needs a CUDA GPU instance of the supported types and a training container that ships the library."
+    summary = (
+        "SMP v1 needs a CUDA GPU instance of the supported types and a training container that"
+        " ships the library."
+    )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.NONE
 
@@ -54,9 +57,10 @@ def _instance(view: ConfigView) -> Iterator[ConfigProblem]:
     if name.startswith(_NO_CUDA) and name not in INSTANCE_TYPES:
         yield ConfigProblem(
             located,
-            f"instance_type {name!r} has no CUDA GPU: the model parallelism library runs one process per GPU and "
-            "`smp.init()` sets each rank's CUDA device, so the job fails at start-up, after the instances are up. "
-            f"Use a GPU instance the library supports ({supported}).",
+            f"instance_type {name!r} has no CUDA GPU: the model parallelism library runs one"
+            " process per GPU and `smp.init()` sets each rank's CUDA device, so the job fails at"
+            " start-up, after the instances are up. Use a GPU instance the library supports"
+            f" ({supported}).",
             Severity.ERROR,
         )
         return
@@ -65,9 +69,10 @@ def _instance(view: ConfigView) -> Iterator[ConfigProblem]:
         return
     yield ConfigProblem(
         located,
-        f"instance_type {name!r} ({instance.gpus} × {instance.gpu_model}) is not one the model parallelism library "
-        f"supports: the developer guide lists {supported}. The job may fail, or run without the tested set-up (the "
-        "library's kernels, EFA networking); use a supported type.",
+        f"instance_type {name!r} ({instance.gpus} × {instance.gpu_model}) is not one the model"
+        f" parallelism library supports: the developer guide lists {supported}. The job may fail,"
+        " or run without the tested set-up (the library's kernels, EFA networking); use a"
+        " supported type.",
         Severity.WARNING,
     )
 
@@ -100,8 +105,9 @@ def _no_library(
     )
     return ConfigProblem(
         launcher.keyword(keyword),
-        f"{framework} {version.text} ({version.written}): no {framework} training container of that version ships the "
-        f"model parallelism library (SMP v1 shipped in the {framework} containers {shipped}), so the script cannot "
-        "import `smdistributed.modelparallel` and the job fails at start-up. Use a container version that ships it.",
+        f"{framework} {version.text} ({version.written}): no {framework} training container of that"
+        f" version ships the model parallelism library (SMP v1 shipped in the {framework}"
+        f" containers {shipped}), so the script cannot import `smdistributed.modelparallel` and the"
+        " job fails at start-up. Use a container version that ships it.",
         Severity.WARNING,
     )

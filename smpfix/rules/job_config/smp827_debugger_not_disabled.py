@@ -31,7 +31,10 @@ _AUTO_DISABLED = ("pytorch", "tensorflow")
 
 
 class DebuggerNotDisabled(ConfigRule):
-    summary = "A model-parallel job that checkpoints to S3 should pass `debugger_hook_config=False`; Debugger does not support the library."
+    summary = (
+        "A model-parallel job that checkpoints to S3 should pass `debugger_hook_config=False`;"
+        " Debugger does not support the library."
+    )
     fix_availability = FixAvailability.SOMETIMES_SAFE
     tensor_parallelism = TensorParallelism.NONE
 
@@ -55,18 +58,18 @@ class DebuggerNotDisabled(ConfigRule):
             and any(name in launcher.estimator.lower() for name in _AUTO_DISABLED)
         )
         caveat = (
-            " Recent SageMaker SDKs turn Debugger off for a distributed job that also sets `checkpoint_local_path`; "
-            "older ones do not."
+            " Recent SageMaker SDKs turn Debugger off for a distributed job that also sets"
+            " `checkpoint_local_path`; older ones do not."
             if automatic
             else ""
         )
         yield ConfigProblem(
             hook if hook is not None else checkpoint,
-            "This model-parallel job checkpoints to S3 (`checkpoint_s3_uri`) with SageMaker Debugger "
-            f"{'configured' if hook is not None else 'on (the default)'}: Debugger does not support the model "
-            "parallelism library, and with checkpointing the job can fail with FileNotFoundError "
-            '(".../metadata.json.sagemaker-uploading") while checkpoints upload. Pass `debugger_hook_config=False`.'
-            + caveat,
+            "This model-parallel job checkpoints to S3 (`checkpoint_s3_uri`) with SageMaker"
+            f" Debugger {'configured' if hook is not None else 'on (the default)'}: Debugger does"
+            " not support the model parallelism library, and with checkpointing the job can fail"
+            ' with FileNotFoundError (".../metadata.json.sagemaker-uploading") while checkpoints'
+            " upload. Pass `debugger_hook_config=False`." + caveat,
             Severity.HINT if automatic else Severity.WARNING,
             _fix(view, hook),
         )

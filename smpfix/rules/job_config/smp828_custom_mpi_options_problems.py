@@ -49,8 +49,8 @@ _TOOLKIT_VARIABLES = frozenset({"NCCL_DEBUG", "NCCL_MIN_NRINGS", "NCCL_SOCKET_IF
 
 class CustomMpiOptionsProblems(ConfigRule):
     summary = (
-        "`custom_mpi_options` must not set an Open MPI parameter twice (or one the toolkit sets); pass library "
-        "variables with `-x` on multi-instance jobs."
+        "`custom_mpi_options` must not set an Open MPI parameter twice (or one the toolkit sets);"
+        " pass library variables with `-x` on multi-instance jobs."
     )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.NONE
@@ -74,9 +74,10 @@ class CustomMpiOptionsProblems(ConfigRule):
 def _twice(parameter: McaParameter) -> ConfigProblem:
     return ConfigProblem(
         parameter.at,
-        f"custom_mpi_options sets the Open MPI parameter `{parameter.name}` twice: mpirun refuses a parameter listed "
-        'more than once on its command line ("The following MCA parameter has been listed multiple times"), so the '
-        "job fails to launch after the instances are up. Keep one `--mca` for it.",
+        f"custom_mpi_options sets the Open MPI parameter `{parameter.name}` twice: mpirun refuses a"
+        ' parameter listed more than once on its command line ("The following MCA parameter has'
+        ' been listed multiple times"), so the job fails to launch after the instances are up.'
+        " Keep one `--mca` for it.",
         Severity.ERROR,
     )
 
@@ -84,10 +85,10 @@ def _twice(parameter: McaParameter) -> ConfigProblem:
 def _toolkit_sets(parameter: McaParameter) -> ConfigProblem:
     return ConfigProblem(
         parameter.at,
-        f"custom_mpi_options sets the Open MPI parameter `{parameter.name}`, which the SageMaker training toolkit "
-        "already passes to mpirun itself: if the container's toolkit does, mpirun refuses the parameter listed twice "
-        '("The following MCA parameter has been listed multiple times") and the job fails to launch. Remove it from '
-        "custom_mpi_options.",
+        f"custom_mpi_options sets the Open MPI parameter `{parameter.name}`, which the SageMaker"
+        " training toolkit already passes to mpirun itself: if the container's toolkit does,"
+        ' mpirun refuses the parameter listed twice ("The following MCA parameter has been listed'
+        ' multiple times") and the job fails to launch. Remove it from custom_mpi_options.',
         Severity.WARNING,
     )
 
@@ -113,9 +114,9 @@ def _environment_only(view: ConfigView) -> Iterator[ConfigProblem]:
             continue
         yield ConfigProblem(
             variable.at,
-            f"{variable.name} is set only in `environment`, and this job runs on {count} instances: mpirun starts the "
-            "ranks of the other instances over SSH, and the SageMaker training toolkit forwards only its own variables "
-            "to them, so they may not see it. Pass it in `custom_mpi_options` as `-x "
-            f"{variable.name}=<value>`, as the official examples do.",
+            f"{variable.name} is set only in `environment`, and this job runs on {count} instances:"
+            " mpirun starts the ranks of the other instances over SSH, and the SageMaker training"
+            " toolkit forwards only its own variables to them, so they may not see it. Pass it in"
+            f" `custom_mpi_options` as `-x {variable.name}=<value>`, as the official examples do.",
             Severity.HINT,
         )

@@ -25,7 +25,10 @@ _FRAMEWORKS = ("PyTorch", "TensorFlow", "HuggingFace")
 
 
 class SmdistributedMissingModelparallelLevel(ConfigRule):
-    summary = '`enabled`/`parameters` belong in `smdistributed["modelparallel"]`, not directly under `smdistributed`.'
+    summary = (
+        '`enabled`/`parameters` belong in `smdistributed["modelparallel"]`, not directly under'
+        " `smdistributed`."
+    )
     fix_availability = FixAvailability.SAFE
     tensor_parallelism = TensorParallelism.NONE
 
@@ -41,15 +44,18 @@ class SmdistributedMissingModelparallelLevel(ConfigRule):
             return
         framework = launcher.estimator.rsplit(".", 1)[-1] in _FRAMEWORKS
         consequence = (
-            'the estimator raises ValueError when it is built ("Invalid smdistributed strategy provided: '
-            f'{misplaced[0]}")'
+            'the estimator raises ValueError when it is built ("Invalid smdistributed strategy'
+            f' provided: {misplaced[0]}")'
             if framework
-            else "the SDK finds no `modelparallel` dict, so the job starts without the library and none of the "
-            "parameters apply"
+            else (
+                "the SDK finds no `modelparallel` dict, so the job starts without the library and"
+                " none of the parameters apply"
+            )
         )
         yield ConfigProblem(
             smdistributed.display,
-            f"{' and '.join(f'`{key}`' for key in misplaced)} sit directly under `smdistributed`: the SageMaker SDK "
+            f"{' and '.join(f'`{key}`' for key in misplaced)} sit directly under `smdistributed`:"
+            " the SageMaker SDK "
             f'reads them from `smdistributed["modelparallel"]`, and {consequence}. Wrap them: '
             '`"smdistributed": {"modelparallel": {"enabled": True, "parameters": {...}}}`.',
             Severity.ERROR,

@@ -38,7 +38,10 @@ class _Started:
 
 
 class CheckpointS3UriReuse(ConfigRule):
-    summary = "Jobs running at the same time should not share a `checkpoint_s3_uri`; give each its own prefix."
+    summary = (
+        "Jobs running at the same time should not share a `checkpoint_s3_uri`; give each its own"
+        " prefix."
+    )
     fix_availability = FixAvailability.NONE
     default_severity = Severity.WARNING
     tensor_parallelism = TensorParallelism.NONE
@@ -110,7 +113,8 @@ class CheckpointS3UriReuse(ConfigRule):
                 self._report(
                     anchor,
                     value,
-                    "every iteration of this loop starts a job with `fit(wait=False)`, and they all",
+                    "every iteration of this loop starts a job with `fit(wait=False)`, and"
+                    " they all",
                 )
             running = running or started is not None
 
@@ -130,10 +134,11 @@ class CheckpointS3UriReuse(ConfigRule):
     def _report(self, anchor: cst.CSTNode, value: str, who: str) -> None:
         self.report(
             anchor,
-            f"checkpoint_s3_uri {value!r} is shared: {who} use it while running at the same time. SageMaker downloads "
-            "what is under the URI when a job starts and uploads checkpoints there, so concurrent jobs read and "
-            "overwrite each other's checkpoints, and checkpoint loading slows (model-parallel troubleshooting guide). "
-            "Give each job its own prefix (for example with the job name or a timestamp); reuse a URI only to resume a "
-            "finished job.",
+            f"checkpoint_s3_uri {value!r} is shared: {who} use it while running at the same time."
+            " SageMaker downloads what is under the URI when a job starts and uploads checkpoints"
+            " there, so concurrent jobs read and overwrite each other's checkpoints, and"
+            " checkpoint loading slows (model-parallel troubleshooting guide). Give each job its"
+            " own prefix (for example with the job name or a timestamp); reuse a URI only to"
+            " resume a finished job.",
             severity=Severity.WARNING,
         )

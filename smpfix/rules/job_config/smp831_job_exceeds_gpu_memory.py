@@ -12,8 +12,8 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 
 class JobExceedsGpuMemory(ConfigRule):
     summary = (
-        "By the per-GPU memory estimate (`smpfix plan`), this launcher's job does not fit in the GPU memory of its "
-        "instance type."
+        "By the per-GPU memory estimate (`smpfix plan`), this launcher's job does not fit in the"
+        " GPU memory of its instance type."
     )
     fix_availability = FixAvailability.NONE
     default_severity = Severity.WARNING
@@ -52,29 +52,36 @@ def message(found: MemoryPlan) -> str:
     )
     if split.activations is None:
         size = (
-            f"at least {split.total:.1f} GiB per GPU before any activation (model states {split.model_states:.1f}, "
-            f"other {split.other:.1f})"
+            f"at least {split.total:.1f} GiB per GPU before any activation (model states"
+            f" {split.model_states:.1f}, other {split.other:.1f})"
         )
     else:
         size = (
-            f"about {split.total:.1f} GiB per GPU (model states {split.model_states:.1f}, activations "
-            f"{split.activations:.1f}, other {split.other:.1f})"
+            f"about {split.total:.1f} GiB per GPU (model states {split.model_states:.1f},"
+            f" activations {split.activations:.1f}, other {split.other:.1f})"
         )
     return (
-        f"This job does not fit in GPU memory by smpfix's estimate: {size} against {found.gpu_memory_gib:.0f} GiB on "
-        f"{found.instance_type} ({found.gpu}), for a model of {count} parameters ({source}). It would stop with CUDA out "
-        f"of memory in its first steps, after every instance has started. {_first_fix(found)}It is an estimate: "
-        "`smpfix plan` shows the assumptions behind it."
+        f"This job does not fit in GPU memory by smpfix's estimate: {size} against"
+        f" {found.gpu_memory_gib:.0f} GiB on {found.instance_type} ({found.gpu}), for a model of"
+        f" {count} parameters ({source}). It would stop with CUDA out of memory in its first steps,"
+        f" after every instance has started. {_first_fix(found)}It is an estimate: `smpfix plan`"
+        " shows the assumptions behind it."
     )
 
 
 def _first_fix(found: MemoryPlan) -> str:
     if not found.suggestions:
-        return "No change of this configuration found within two steps makes it fit; use more instances or a smaller model. "
+        return (
+            "No change of this configuration found within two steps makes it fit; use more"
+            " instances or a smaller model. "
+        )
     change = found.suggestions[0]
     if change.per_gpu.activations is None:
         return (
-            f"Smallest change that brings the model states under the GPU: {change.change} (at least "
-            f"{change.per_gpu.total:.1f} GiB per GPU before activations). "
+            f"Smallest change that brings the model states under the GPU: {change.change} (at least"
+            f" {change.per_gpu.total:.1f} GiB per GPU before activations). "
         )
-    return f"Smallest change that fits: {change.change} (about {change.per_gpu.total:.1f} GiB per GPU). "
+    return (
+        f"Smallest change that fits: {change.change} (about {change.per_gpu.total:.1f} GiB per"
+        " GPU). "
+    )

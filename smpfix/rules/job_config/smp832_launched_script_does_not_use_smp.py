@@ -21,8 +21,9 @@ _DEGREES = ("pipeline_parallel_degree", "tensor_parallel_degree", "sharded_data_
 
 class LaunchedScriptDoesNotUseSmp(ConfigRule):
     summary = (
-        "The launcher enables `smdistributed.modelparallel`, but the script it starts (and the project modules it "
-        "imports) never imports the library nor builds a Hugging Face `Trainer`: model parallelism does nothing."
+        "The launcher enables `smdistributed.modelparallel`, but the script it starts (and the"
+        " project modules it imports) never imports the library nor builds a Hugging Face"
+        " `Trainer`: model parallelism does nothing."
     )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.CONFIGURED
@@ -47,7 +48,10 @@ class LaunchedScriptDoesNotUseSmp(ConfigRule):
         )
         others = len(loading.files) - 1
         if others:
-            where = f"{script} and the {others} project module{'s' if others != 1 else ''} it imports never import"
+            where = (
+                f"{script} and the {others} project module{'s' if others != 1 else ''} it imports"
+                " never import"
+            )
         else:
             where = f"{script} never imports"
         linked = [
@@ -57,14 +61,16 @@ class LaunchedScriptDoesNotUseSmp(ConfigRule):
         flavour = "tensorflow" if view.tensorflow else "torch"
         yield ConfigProblem(
             enabled,
-            f"This launcher enables the model parallelism library{_configured(view)}, but {where} "
-            f"`smdistributed.modelparallel`, and no Hugging Face `Trainer` (which drives the library itself) is built: "
-            f"SageMaker starts the script with `mpirun`{_processes(view)}, and nothing in it initialises the library, so "
-            f"the model-parallel configuration does nothing and every process trains the model exactly as the script "
-            f"wrote it.{_environment(variables)} Adapt the script to the library (`import smdistributed.modelparallel."
-            f"{flavour} as smp`, `smp.init()`, `smp.DistributedModel`, `@smp.step`), or launch it the way it is "
-            "written: remove the `smdistributed` block and start a torchrun script with "
-            '`distribution={"torch_distributed": {"enabled": True}}`.',
+            f"This launcher enables the model parallelism library{_configured(view)}, but {where}"
+            " `smdistributed.modelparallel`, and no Hugging Face `Trainer` (which drives the"
+            " library itself) is built: SageMaker starts the script with"
+            f" `mpirun`{_processes(view)}, and nothing in it initialises the library, so the"
+            " model-parallel configuration does nothing and every process trains the model exactly"
+            f" as the script wrote it.{_environment(variables)} Adapt the script to the library"
+            f" (`import smdistributed.modelparallel.{flavour} as smp`, `smp.init()`,"
+            " `smp.DistributedModel`, `@smp.step`), or launch it the way it is written: remove the"
+            " `smdistributed` block and start a torchrun script with"
+            ' `distribution={"torch_distributed": {"enabled": True}}`.',
             Severity.ERROR,
         )
 
@@ -95,7 +101,10 @@ def _configured(view: ConfigView) -> str:
 def _processes(view: ConfigView) -> str:
     per_host, hosts = view.launch("processes_per_host"), view.launch("instance_count")
     if isinstance(per_host, int) and isinstance(hosts, int) and not isinstance(per_host, bool):
-        return f" as {per_host * hosts} processes ({per_host} per instance on {hosts} instance{'s' if hosts != 1 else ''})"
+        return (
+            f" as {per_host * hosts} processes ({per_host} per instance on {hosts}"
+            f" instance{'s' if hosts != 1 else ''})"
+        )
     return " as one process per GPU"
 
 
@@ -110,7 +119,8 @@ def _environment(variables: dict[str, bool]) -> str:
         )
     if defaulted:
         said.append(
-            f"{'and ' if failing else 'it '}reads {_names(defaulted)} with a default, which every process then takes"
+            f"{'and ' if failing else 'it '}reads {_names(defaulted)} with a default, which every"
+            " process then takes"
         )
     return (
         f" Under `mpirun`, which does not set torchrun's variables, {', '.join(said)}."

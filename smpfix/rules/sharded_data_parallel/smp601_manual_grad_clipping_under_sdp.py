@@ -50,7 +50,10 @@ class _Clipping:
 
 
 class ManualGradClippingUnderSdp(Rule):
-    summary = "Gradients clipped by hand (`clip_grad_norm_`, `clip_master_grads`) under sharded data parallelism, which clips them itself by `sdp_gradient_clipping`."
+    summary = (
+        "Gradients clipped by hand (`clip_grad_norm_`, `clip_master_grads`) under sharded data"
+        " parallelism, which clips them itself by `sdp_gradient_clipping`."
+    )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("SDP",)
     tensor_parallelism = TensorParallelism.NONE
@@ -203,7 +206,10 @@ class ManualGradClippingUnderSdp(Rule):
             return f'`"sdp_gradient_clipping": {value}`', value
         if clipping.threshold is not None:
             return (
-                f"`sdp_gradient_clipping` to the max_norm value (`{self.program.code_for(clipping.threshold)}`)",
+                (
+                    "`sdp_gradient_clipping` to the max_norm value"
+                    f" (`{self.program.code_for(clipping.threshold)}`)"
+                ),
                 UNKNOWN,
             )
         return "`sdp_gradient_clipping` to the max_norm value", UNKNOWN
@@ -214,20 +220,32 @@ class ManualGradClippingUnderSdp(Rule):
             condition = f"; {sdp.condition()}:"
         else:
             item = next(e for e in self.program.job.evidence if e.feature == "SDP")
-            condition = f"; if sharded data parallelism is enabled (the script suggests it: {item.description} at line {item.line}),"
+            condition = (
+                "; if sharded data parallelism is enabled (the script suggests it:"
+                f" {item.description} at line {item.line}),"
+            )
         if clipping.master_grads:
             what = (
                 f"{clipping.spelled} clips gradients by hand{condition} it does nothing then, and"
             )
         else:
-            what = f"{clipping.spelled} clips gradients by hand{condition} the parameters are sharded across ranks, so it does not clip by the global gradient norm, and"
-        why = " the library already clips gradients itself at `optimizer.step()`, by the job's `sdp_gradient_clipping` threshold (default 1.0)."
+            what = (
+                f"{clipping.spelled} clips gradients by hand{condition} the parameters are sharded"
+                " across ranks, so it does not clip by the global gradient norm, and"
+            )
+        why = (
+            " the library already clips gradients itself at `optimizer.step()`, by the job's"
+            " `sdp_gradient_clipping` threshold (default 1.0)."
+        )
         if clipping.by_value:
             why += " The library clips by the gradient norm, not by value."
         setting, value = self._setting(clipping)
         current = self.program.job.settings.get("sdp_gradient_clipping")
         if current is not None and value is not UNKNOWN and current.value == value:
-            advice = f" Remove the call; `sdp_gradient_clipping` is already {current.value} ({current.source})."
+            advice = (
+                f" Remove the call; `sdp_gradient_clipping` is already {current.value}"
+                f" ({current.source})."
+            )
             description = "Remove the manual clipping"
         else:
             advice = f" Remove the call and set {setting} in the job's modelparallel parameters."

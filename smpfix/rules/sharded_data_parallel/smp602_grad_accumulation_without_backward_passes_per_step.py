@@ -35,7 +35,10 @@ class _Accumulation:
 
 
 class GradAccumulationWithoutBackwardPassesPerStep(Rule):
-    summary = "Under sharded data parallelism, gradient accumulation needs `backward_passes_per_step` on `smp.DistributedModel`."
+    summary = (
+        "Under sharded data parallelism, gradient accumulation needs `backward_passes_per_step` on"
+        " `smp.DistributedModel`."
+    )
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("SDP",)
     tensor_parallelism = TensorParallelism.NONE
@@ -205,15 +208,19 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         k = f"`{code(accumulation.k)}`" if accumulation.k is not None else "the accumulation count"
         step = code(accumulation.step_call)
         if given is None:
-            lead = f"Gradients are accumulated (`{step}` runs only when `{test}`), but `smp.DistributedModel(...)` does not set `backward_passes_per_step`"
+            lead = (
+                f"Gradients are accumulated (`{step}` runs only when `{test}`), but"
+                " `smp.DistributedModel(...)` does not set `backward_passes_per_step`"
+            )
         else:
             lead = (
-                f"Gradients are accumulated over {k} backward passes (`{step}` runs only when `{test}`), but "
-                f"`smp.DistributedModel(...)` sets `backward_passes_per_step={code(given.value)}`"
+                f"Gradients are accumulated over {k} backward passes (`{step}` runs only when"
+                f" `{test}`), but `smp.DistributedModel(...)` sets"
+                f" `backward_passes_per_step={code(given.value)}`"
             )
         why = (
-            "the library then takes every backward pass for an accumulation boundary and reduces the gradients "
-            "across the replication group each time instead of once at the boundary"
+            "the library then takes every backward pass for an accumulation boundary and reduces"
+            " the gradients across the replication group each time instead of once at the boundary"
         )
         head = f"{lead}, and {condition}: {why}." if on else f"{lead}; {condition}, {why}."
         return f"{head} Pass `backward_passes_per_step={k.strip('`')}` to `smp.DistributedModel`."

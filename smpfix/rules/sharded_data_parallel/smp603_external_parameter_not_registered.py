@@ -67,7 +67,10 @@ def _self_assignments(
 
 
 class ExternalParameterNotRegistered(Rule):
-    summary = "Under sharded data parallelism, a parameter used outside the module that owns it must be registered with `smp.register_parameter`."
+    summary = (
+        "Under sharded data parallelism, a parameter used outside the module that owns it must be"
+        " registered with `smp.register_parameter`."
+    )
     # `smp.register_parameter` arrived in 1.13 (catalog section 8, item 5).
     since = (1, 13)
     fix_availability = FixAvailability.UNSAFE
@@ -238,10 +241,13 @@ class ExternalParameterNotRegistered(Rule):
             return
         owner = parts.rsplit(".", 1)[0]
         where = f"the operator {receiver}" if receiver.startswith("`") else f"`{receiver}(...)`"
-        lead = f"`{cls.name.value}.forward` passes `{parts}`, a parameter owned by `{owner}`, to {where}"
+        lead = (
+            f"`{cls.name.value}.forward` passes `{parts}`, a parameter owned by `{owner}`, to"
+            f" {where}"
+        )
         why = (
-            "the library gathers a sharded parameter only around the module that owns it, so anywhere else it is "
-            "this rank's shard, not the full tensor"
+            "the library gathers a sharded parameter only around the module that owns it, so"
+            " anywhere else it is this rank's shard, not the full tensor"
         )
         head = (
             f"{lead}, and {sdp.condition()}: {why}."
@@ -251,8 +257,9 @@ class ExternalParameterNotRegistered(Rule):
         reference = smp_reference(self.program.file, "register_parameter")
         spelled = reference.text if reference is not None else "smp.register_parameter"
         message = (
-            f"{head} {leading(self.version_condition())} register it at the end of `__init__`: "
-            f"`{spelled}(self, {parts})` (the API arrived in 1.13; 1.11 and 1.12 have no way to register it)."
+            f"{head} {leading(self.version_condition())} register it at the end of `__init__`:"
+            f" `{spelled}(self, {parts})` (the API arrived in 1.13; 1.11 and 1.12 have no way to"
+            " register it)."
         )
         self.report(expr, message, severity=severity, fix=self._fix(init, parts), job_facts=(sdp,))
 

@@ -31,7 +31,10 @@ _PARAMETER_METHODS = frozenset({"parameters", "local_parameters"})
 
 
 class LocalGradNormUnderModelParallelism(Rule):
-    summary = "`clip_grad_norm_(model.parameters())` clips by one partition's norm under pipeline/tensor parallelism, and does nothing with fp16/bf16."
+    summary = (
+        "`clip_grad_norm_(model.parameters())` clips by one partition's norm under pipeline/tensor"
+        " parallelism, and does nothing with fp16/bf16."
+    )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("PP", "TP", "FP16", "BF16", "SDP")
     tensor_parallelism = TensorParallelism.BOTH
@@ -107,17 +110,21 @@ class LocalGradNormUnderModelParallelism(Rule):
             else " (unless sharded data parallelism is enabled, where SMP601 applies)"
         )
         if fp16:
-            advice = "Clip the fp32 master gradients with `optimizer.clip_master_grads(max_norm)` before `optimizer.step()`."
+            advice = (
+                "Clip the fp32 master gradients with `optimizer.clip_master_grads(max_norm)` before"
+                " `optimizer.step()`."
+            )
         else:
             advice = (
-                "The library offers no bf16 clipping outside sharded data parallelism (`clip_master_grads` returns "
-                "without clipping under bf16 in 1.12): drop the call, or clip with sharded data parallelism's "
-                "`sdp_gradient_clipping`."
+                "The library offers no bf16 clipping outside sharded data parallelism"
+                " (`clip_master_grads` returns without clipping under bf16 in 1.12): drop the call,"
+                " or clip with sharded data parallelism's `sdp_gradient_clipping`."
             )
         message = (
-            f"{spelled} clips the model's half-precision gradients, but with {precision.condition()} the library has "
-            "already copied them to the fp32 master gradients at the end of the step call, and `optimizer.step()` "
-            f"updates from those: the clipping has no effect{unless}. {advice}"
+            f"{spelled} clips the model's half-precision gradients, but with"
+            f" {precision.condition()} the library has already copied them to the fp32 master"
+            " gradients at the end of the step call, and `optimizer.step()` updates from those:"
+            f" the clipping has no effect{unless}. {advice}"
         )
         severity = Severity.ERROR if fp16 and sdp.state is Tri.OFF else Severity.WARNING
         fix = self._master_grads_fix(call) if fp16 else None
@@ -136,16 +143,18 @@ class LocalGradNormUnderModelParallelism(Rule):
             condition = "if " + " or ".join(s.feature.title for s in unknown) + " is enabled"
             severity = Severity.HINT
         message = (
-            f"{spelled} computes the gradient norm of this rank's partition only, {condition}: each rank holds and "
-            "sees gradients of its own pipeline stage or tensor slice, so every partition clips by a different factor "
-            "and the update is not the globally clipped one. Gather the norms across the model-parallel group (the "
-            "developer guide's advice), or use fp16 with `optimizer.clip_master_grads(max_norm)`, which does."
+            f"{spelled} computes the gradient norm of this rank's partition only, {condition}: each"
+            " rank holds and sees gradients of its own pipeline stage or tensor slice, so every"
+            " partition clips by a different factor and the update is not the globally clipped"
+            " one. Gather the norms across the model-parallel group (the developer guide's"
+            " advice), or use fp16 with `optimizer.clip_master_grads(max_norm)`, which does."
         )
         self.report(call, message, severity=severity, job_facts=tuple(on or unknown))
 
     def _master_grads_fix(self, call: cst.Call) -> Optional[PendingFix]:
         """``torch.nn.utils.clip_grad_norm_(model.parameters(), m)`` -> ``optimizer.clip_master_grads(m)``
-        when the result is unused, the norm is the default 2-norm and the file has one wrapped optimizer."""
+        when the result is unused, the norm is the default 2-norm and the file has one wrapped optimizer.
+        """
         if type(self.ancestry.parent()) is not cst.Expr:
             return None
         scope = enclosing_scope(self.ancestry.stack, self.program.module)

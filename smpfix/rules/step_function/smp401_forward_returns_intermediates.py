@@ -30,8 +30,8 @@ from smpfix.rules.rule import Rule, TensorParallelism
 from smpfix.rules.step_function._model_output_use import OutputUse, output_use
 
 _WHY = (
-    "`smp.DistributedModel` broadcasts every tensor `{method}` returns from the rank that computed it to all "
-    "other ranks, so each one costs communication and memory on every step"
+    "`smp.DistributedModel` broadcasts every tensor `{method}` returns from the rank that computed"
+    " it to all other ranks, so each one costs communication and memory on every step"
 )
 # Hugging Face switches that add outputs, and the output each one adds.
 _HF_FLAGS = {
@@ -61,8 +61,9 @@ class _Returned:
 class ForwardReturnsIntermediates(Rule):
     flavours = BOTH
     summary = (
-        "The wrapped model's `forward` (TensorFlow: `call`) returns tensors no step function uses (or Hugging Face "
-        "`output_hidden_states`/`output_attentions`/`use_cache` is on); each is broadcast to all ranks."
+        "The wrapped model's `forward` (TensorFlow: `call`) returns tensors no step function uses"
+        " (or Hugging Face `output_hidden_states`/`output_attentions`/`use_cache` is on); each is"
+        " broadcast to all ranks."
     )
     depends_on = ()
     # The model class in model.py is followed from the script, and reported on the wrap there.
@@ -128,7 +129,10 @@ class ForwardReturnsIntermediates(Rule):
         lead = f"{method} returns {count} tensors, but {names} {verb} never used by {steps}"
         if owner.linked is not None:
             place = f"{self._relative(owner.linked.path)}, line {_line(owner, returned.statement)}"
-            lead = f"`{cls.name}`, wrapped here, returns {count} tensors from `{owner.name}.{name}` ({place}), but {names} {verb} never used by {steps}"
+            lead = (
+                f"`{cls.name}`, wrapped here, returns {count} tensors from `{owner.name}.{name}`"
+                f" ({place}), but {names} {verb} never used by {steps}"
+            )
         keep = _join([f"`{_quote(owner, e.value)}`" for e in used], "and")
         who = "the step functions use" if len(use.steps) > 1 else "the step function uses"
         return f"{lead}: {_WHY.format(method=name)}. Return only what {who} ({keep}) from `{name}`."
@@ -240,8 +244,8 @@ class ForwardReturnsIntermediates(Rule):
             else f"leave `{flag}` off (it defaults to False)"
         )
         message = (
-            f"`{flag}=True` makes {where} return {what} from every forward pass{unread}: {_WHY.format(method='forward')}. "
-            f"For training, {remedy}."
+            f"`{flag}=True` makes {where} return {what} from every forward pass{unread}:"
+            f" {_WHY.format(method='forward')}. For training, {remedy}."
         )
         self.report(node, message, severity=Severity.WARNING)
 

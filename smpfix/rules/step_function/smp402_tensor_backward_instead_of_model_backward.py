@@ -31,7 +31,10 @@ def _without_parens(node: cst.BaseExpression) -> cst.BaseExpression:
 
 
 class TensorBackwardInsteadOfModelBackward(Rule):
-    summary = "`loss.backward()` or `torch.autograd.backward` in a step function bypasses `smp.DistributedModel`; call `model.backward(loss)`."
+    summary = (
+        "`loss.backward()` or `torch.autograd.backward` in a step function bypasses"
+        " `smp.DistributedModel`; call `model.backward(loss)`."
+    )
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("FP16", "SDP", "PP")
     satisfied_by_hf_trainer = True
@@ -93,11 +96,14 @@ class TensorBackwardInsteadOfModelBackward(Rule):
     ) -> None:
         names = self.models.names_in_scope(functions)
         model = sorted(names)[0] if len(names) == 1 else "model"
-        lead = f"`{self._spelled(call)}` inside step function `{step.name.value}` computes gradients behind the library's back"
+        lead = (
+            f"`{self._spelled(call)}` inside step function `{step.name.value}` computes gradients"
+            " behind the library's back"
+        )
         why = (
-            "`smp.DistributedModel` must run the backward pass itself: it schedules it across pipeline "
-            "stages and microbatches, applies the fp16 loss scale and, under sharded data parallelism, "
-            "routes it through the optimizer"
+            "`smp.DistributedModel` must run the backward pass itself: it schedules it across"
+            " pipeline stages and microbatches, applies the fp16 loss scale and, under sharded data"
+            " parallelism, routes it through the optimizer"
         )
         message, fix = self._message_and_fix(
             call, receiver, names, model, f"{lead}; {why}.", Applicability.SAFE
@@ -130,7 +136,10 @@ class TensorBackwardInsteadOfModelBackward(Rule):
             effect.append(
                 "bypasses the sharded optimizer that `model.backward` routes gradients through"
             )
-        lead = f"`{self._spelled(call)}` is a plain tensor backward on `{model}`'s loss, and {reasons}: it {' and '.join(effect)}."
+        lead = (
+            f"`{self._spelled(call)}` is a plain tensor backward on `{model}`'s loss, and"
+            f" {reasons}: it {' and '.join(effect)}."
+        )
         message, fix = self._message_and_fix(
             call, receiver, names, model, lead, Applicability.UNSAFE
         )
@@ -156,14 +165,19 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         if unsupported:
             spelled = " and ".join(f"`{name}`" for name in unsupported)
             return (
-                f"{lead} `{model}.backward(...)` replaces it but does not support {spelled}: restructure the "
-                "step so that a single backward pass suffices.",
+                (
+                    f"{lead} `{model}.backward(...)` replaces it but does not support {spelled}:"
+                    " restructure the step so that a single backward pass suffices."
+                ),
                 None,
             )
         if self._is_scaler_scale(receiver):
             return (
-                f"{lead} With a loss scaler, use `smp.amp.GradScaler` and call `{model}.backward(scaler.scale(loss))`; "
-                "a `torch.cuda.amp.GradScaler` does not work with the library.",
+                (
+                    f"{lead} With a loss scaler, use `smp.amp.GradScaler` and call"
+                    f" `{model}.backward(scaler.scale(loss))`; a `torch.cuda.amp.GradScaler` does"
+                    " not work with the library."
+                ),
                 None,
             )
         replacement = self._replacement(call, receiver, model)

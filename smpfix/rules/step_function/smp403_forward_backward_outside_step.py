@@ -26,7 +26,10 @@ class _ForwardOrBackward:
 
 
 class ForwardBackwardOutsideStep(Rule):
-    summary = "The wrapped model's forward (under pipeline parallelism) and `model.backward` run only inside an `@smp.step` function."
+    summary = (
+        "The wrapped model's forward (under pipeline parallelism) and `model.backward` run only"
+        " inside an `@smp.step` function."
+    )
     fix_availability = FixAvailability.NONE
     depends_on = ("PP",)
     satisfied_by_hf_trainer = True
@@ -123,10 +126,11 @@ class ForwardBackwardOutsideStep(Rule):
     def _flag_backward(self, candidate: _ForwardOrBackward) -> None:
         model = candidate.model
         message = (
-            f"`{model}.backward(...)` is called outside an `@smp.step` function: the library always raises "
-            "`BwdExecutionNotInStepFnError` there, because the backward pass is scheduled per microbatch by the "
-            f"step. Move the forward pass and `{model}.backward(loss)` into an `@smp.step` function, return the "
-            "loss, and call that function from the training loop."
+            f"`{model}.backward(...)` is called outside an `@smp.step` function: the library always"
+            " raises `BwdExecutionNotInStepFnError` there, because the backward pass is scheduled"
+            f" per microbatch by the step. Move the forward pass and `{model}.backward(loss)` into"
+            " an `@smp.step` function, return the loss, and call that function from the training"
+            " loop."
         )
         self.report(candidate.call, message, severity=Severity.ERROR)
 
@@ -138,15 +142,16 @@ class ForwardBackwardOutsideStep(Rule):
         model = candidate.model
         lead = f"The wrapped model `{model}` is called outside an `@smp.step` function"
         why = (
-            "the library raises `FwdExecutionNotInStepFnError`, because pipeline stages can only run the forward "
-            "pass inside a step, which splits the batch into microbatches and pipelines them"
+            "the library raises `FwdExecutionNotInStepFnError`, because pipeline stages can only"
+            " run the forward pass inside a step, which splits the batch into microbatches and"
+            " pipelines them"
         )
         if pp.state.value == "on":
             head = f"{lead}, and {pp.condition()}: {why}."
         else:
             head = f"{lead}; {pp.condition()}, {why}."
         message = (
-            f"{head} Put the forward pass (and `{model}.backward(loss)`) in an `@smp.step` function and call it "
-            "from the loop; evaluation needs its own step function too."
+            f"{head} Put the forward pass (and `{model}.backward(loss)`) in an `@smp.step` function"
+            " and call it from the loop; evaluation needs its own step function too."
         )
         self.report(candidate.call, message, severity=severity, job_facts=(pp,))

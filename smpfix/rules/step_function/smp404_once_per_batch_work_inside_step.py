@@ -72,8 +72,9 @@ class _Work:
 
 class OncePerBatchWorkInsideStep(Rule):
     summary = (
-        "`optimizer.step()`, `zero_grad()`, scheduler steps, gradient clipping and allreduce inside `@smp.step` run once "
-        "per microbatch; so do batch-size shapes, logging, counters, model attributes and seeding there."
+        "`optimizer.step()`, `zero_grad()`, scheduler steps, gradient clipping and allreduce inside"
+        " `@smp.step` run once per microbatch; so do batch-size shapes, logging, counters, model"
+        " attributes and seeding there."
     )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("MB", "PP")
@@ -190,8 +191,9 @@ class OncePerBatchWorkInsideStep(Rule):
             step_name = work.step.name.value
             where = "before the" if work.what.endswith(".zero_grad()`") else "after the"
             message = (
-                f"{work.what} inside step function `{step_name}` runs once per microbatch, not once per batch: it "
-                f"{work.effect}. {condition} Move it to the training loop, {where} `{step_name}(...)` call."
+                f"{work.what} inside step function `{step_name}` runs once per microbatch, not once"
+                f" per batch: it {work.effect}. {condition} Move it to the training loop, {where}"
+                f" `{step_name}(...)` call."
             )
             self.report(
                 work.call, message, severity=severity, fix=fixes[work.step], job_facts=states
@@ -212,7 +214,10 @@ class OncePerBatchWorkInsideStep(Rule):
         return (
             Severity.HINT,
             (mb, pp),
-            "With one microbatch and no pipeline it runs once, but the library documents that it belongs outside the step.",
+            (
+                "With one microbatch and no pipeline it runs once, but the library documents that"
+                " it belongs outside the step."
+            ),
         )
 
     def _report_hazard(self, hazard: StepHazard, step: cst.FunctionDef) -> None:
@@ -224,34 +229,37 @@ class OncePerBatchWorkInsideStep(Rule):
             severity = self.severity_when(mb)
             states: tuple[FeatureState, ...] = (mb,)
             message = (
-                f"{hazard.what} uses the DataLoader's batch size as a shape, but the body {runs} and sees "
-                f"batch_size / microbatches rows ({mb.condition()}): the shape is wrong for every microbatch. Use "
-                "the tensor's own size (`x.size(0)`, or `-1` in `view`)."
+                f"{hazard.what} uses the DataLoader's batch size as a shape, but the body {runs}"
+                f" and sees batch_size / microbatches rows ({mb.condition()}): the shape is wrong"
+                " for every microbatch. Use the tensor's own size (`x.size(0)`, or `-1` in"
+                " `view`)."
             )
         elif hazard.kind == MODEL_STATE:
             severity = self._model_state_severity(mb, pp)
             states = (pp, mb)
             message = (
-                f"{hazard.what} sets state on the model inside step function `{name}`: the body runs only on the "
-                "first pipeline stage, once per microbatch, so the modules of the other stages never see the value "
-                f"({pp.condition()}). Set it before the `{name}(...)` call; the developer guide says modules must not "
-                "depend on state modified inside `smp.step`."
+                f"{hazard.what} sets state on the model inside step function `{name}`: the body"
+                " runs only on the first pipeline stage, once per microbatch, so the modules of"
+                f" the other stages never see the value ({pp.condition()}). Set it before the"
+                f" `{name}(...)` call; the developer guide says modules must not depend on state"
+                " modified inside `smp.step`."
             )
         elif hazard.kind == SEED:
             severity = Severity.HINT if mb.state is Tri.ON else None
             states = (mb,)
             message = (
-                f"{hazard.what} {runs}: every microbatch restarts the same random stream, so dropout masks and other "
-                f"random draws repeat across the microbatches of a batch ({mb.condition()}). Seed once, before the "
-                "training loop."
+                f"{hazard.what} {runs}: every microbatch restarts the same random stream, so"
+                " dropout masks and other random draws repeat across the microbatches of a batch"
+                f" ({mb.condition()}). Seed once, before the training loop."
             )
         else:
             severity = Severity.HINT if Tri.ON in (mb.state, pp.state) else None
             states = tuple(state for state in (mb, pp) if state.state is Tri.ON)
             message = (
-                f"{hazard.what} {runs}, only on the first pipeline stage, and once more while the library traces the "
-                f"first call ({' and '.join(state.condition() for state in states)}): it logs or counts that many "
-                f"times per batch. Do it on what `{name}(...)` returns, after the call."
+                f"{hazard.what} {runs}, only on the first pipeline stage, and once more while the"
+                " library traces the first call"
+                f" ({' and '.join(state.condition() for state in states)}): it logs or counts that"
+                f" many times per batch. Do it on what `{name}(...)` returns, after the call."
             )
         if severity is not None:
             self.report(hazard.node, message, severity=severity, job_facts=states)
@@ -277,10 +285,11 @@ class OncePerBatchWorkInsideStep(Rule):
                 if cls is None or layer is None:
                     continue
                 message = (
-                    f"The model `{cls.name}` has `{layer}` layers, and {mb.condition()}: the step runs each "
-                    "microbatch through the model separately, so batch statistics come from batch_size / microbatches "
-                    "samples and the running statistics update once per microbatch. Check that this is what the "
-                    "recipe wants (a larger batch, or `nn.GroupNorm`/`nn.LayerNorm`, avoid it)."
+                    f"The model `{cls.name}` has `{layer}` layers, and {mb.condition()}: the step"
+                    " runs each microbatch through the model separately, so batch statistics come"
+                    " from batch_size / microbatches samples and the running statistics update"
+                    " once per microbatch. Check that this is what the recipe wants (a larger"
+                    " batch, or `nn.GroupNorm`/`nn.LayerNorm`, avoid it)."
                 )
                 self.report(wrap.call, message, severity=Severity.HINT, job_facts=(mb,))
                 break

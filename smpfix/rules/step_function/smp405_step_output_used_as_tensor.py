@@ -146,7 +146,10 @@ class _Binding:
 
 
 class StepOutputUsedAsTensor(Rule):
-    summary = "A step function returns a `StepOutput` (one value per microbatch), not a tensor; reduce it with `.reduce_mean()` or `.concat()` first."
+    summary = (
+        "A step function returns a `StepOutput` (one value per microbatch), not a tensor; reduce it"
+        " with `.reduce_mean()` or `.concat()` first."
+    )
     fix_availability = FixAvailability.UNSAFE
     satisfied_by_hf_trainer = True
     tensor_parallelism = TensorParallelism.NONE
@@ -409,11 +412,14 @@ class StepOutputUsedAsTensor(Rule):
         advice = (
             "Combine the microbatches first: `.reduce_mean()` for a loss or a metric"
             if use.scalar_like
-            else "Combine the microbatches first: `.concat()` for batch-shaped outputs such as logits, `.reduce_mean()` for a loss"
+            else (
+                "Combine the microbatches first: `.concat()` for batch-shaped outputs such as"
+                " logits, `.reduce_mean()` for a loss"
+            )
         )
         message = (
-            f"`{spelled}` is a `StepOutput` (what {source} returns: one value per microbatch), not a tensor, "
-            f"so {use.what} does not work on it. {advice}."
+            f"`{spelled}` is a `StepOutput` (what {source} returns: one value per microbatch), not"
+            f" a tensor, so {use.what} does not work on it. {advice}."
         )
         assert isinstance(use.node, cst.CSTNode)
         self.report(use.node, message, severity=Severity.ERROR, fix=fix)

@@ -42,7 +42,10 @@ _PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 
 class StepInputNotSplittable(Rule):
     flavours = BOTH
-    summary = "`non_split_inputs` must be a list of the step function's parameter names; tensors without a batch dimension belong in it."
+    summary = (
+        "`non_split_inputs` must be a list of the step function's parameter names; tensors without"
+        " a batch dimension belong in it."
+    )
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("MB",)
     tensor_parallelism = TensorParallelism.NONE
@@ -131,9 +134,9 @@ class StepInputNotSplittable(Rule):
         self, step: StepFunction, value: cst.BaseExpression, shape: str, fix: Optional[PendingFix]
     ) -> None:
         message = (
-            f"`non_split_inputs` of step function `{step.name}` is {shape}, but the library requires a list: "
-            "`smp.step` raises `TypeError: Non-split inputs must be a list.` when the function is defined. "
-            "Write the same names as a list."
+            f"`non_split_inputs` of step function `{step.name}` is {shape}, but the library"
+            " requires a list: `smp.step` raises `TypeError: Non-split inputs must be a list.`"
+            " when the function is defined. Write the same names as a list."
         )
         self.report(value, message, severity=Severity.ERROR, fix=fix)
 
@@ -170,9 +173,10 @@ class StepInputNotSplittable(Rule):
         self, step: StepFunction, node: cst.CSTNode, option: str, problem: str
     ) -> None:
         message = (
-            f"`{option}` of step function `{step.name}` names something the library cannot match: {problem}. "
-            "It compares the names with `inspect.getfullargspec(f).args` on every call and raises `ValueError` "
-            "(keyword-only parameters and `**kwargs` do not count). Name the function's own parameters."
+            f"`{option}` of step function `{step.name}` names something the library cannot match:"
+            f" {problem}. It compares the names with `inspect.getfullargspec(f).args` on every call"
+            " and raises `ValueError` (keyword-only parameters and `**kwargs` do not count). Name"
+            " the function's own parameters."
         )
         self.report(node, message, severity=Severity.ERROR)
 
@@ -192,9 +196,9 @@ class StepInputNotSplittable(Rule):
                     self._flag_missing(step, value, "input_split_axes", str(name))
             return
         message = (
-            f"`input_split_axes` of step function `{step.name}` is a {type(literal).__name__}, but the library requires "
-            'a dict from parameter name to split axis (`{"x": 1}`): `smp.step` raises `TypeError` when the function '
-            "is defined."
+            f"`input_split_axes` of step function `{step.name}` is a {type(literal).__name__}, but"
+            ' the library requires a dict from parameter name to split axis (`{"x": 1}`):'
+            " `smp.step` raises `TypeError` when the function is defined."
         )
         self.report(value, message, severity=Severity.ERROR)
 
@@ -223,10 +227,11 @@ class StepInputNotSplittable(Rule):
         spelled = self.program.code_for(value)
         spelled = spelled if len(spelled) <= 40 and "\n" not in spelled else "this argument"
         message = (
-            f"`{spelled}` ({_article(kind)} {kind}) is passed to step function `{step.name}`: the library splits only "
-            "the tensors a step receives into microbatches, so batches generated inside the step are not split or "
-            'pipelined (the developer guide: passing the DataLoader to generate the inputs inside "does not work"). '
-            f"Instead, {_NOT_STEP_INPUTS[kind]}."
+            f"`{spelled}` ({_article(kind)} {kind}) is passed to step function `{step.name}`: the"
+            " library splits only the tensors a step receives into microbatches, so batches"
+            " generated inside the step are not split or pipelined (the developer guide: passing"
+            ' the DataLoader to generate the inputs inside "does not work"). Instead,'
+            f" {_NOT_STEP_INPUTS[kind]}."
         )
         self.report(value, message, severity=Severity.WARNING)
 
@@ -278,8 +283,10 @@ class StepInputNotSplittable(Rule):
         spelled = spelled if len(spelled) <= 40 and "\n" not in spelled else "this argument"
         condition = f"{mb.condition()}, so" if mb.state is Tri.ON else "with microbatches > 1,"
         message = (
-            f"`{spelled}` ({description}) is passed to step function `{step.name}` as `{param}`, which is not in "
-            f"`non_split_inputs`; {condition} the library splits every tensor argument along axis 0 into microbatches, "
+            f"`{spelled}` ({description}) is passed to step function `{step.name}` as `{param}`,"
+            " which is not in "
+            f"`non_split_inputs`; {condition} the library splits every tensor argument along axis 0"
+            " into microbatches, "
             f'and this one has no batch dimension. Add "{param}" to `non_split_inputs`.'
         )
         self.report(

@@ -22,7 +22,10 @@ _SETTING = "average_grads_across_microbatches"
 
 
 class SumLossWithMicrobatchAveraging(Rule):
-    summary = "A loss summed over samples is backpropagated while `smp.DistributedModel` averages gradients across microbatches."
+    summary = (
+        "A loss summed over samples is backpropagated while `smp.DistributedModel` averages"
+        " gradients across microbatches."
+    )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("MB",)
     default_severity = Severity.WARNING
@@ -66,11 +69,12 @@ class SumLossWithMicrobatchAveraging(Rule):
             severity = Severity.WARNING if mb.state is Tri.ON else Severity.HINT
             spelled = self.program.code_for(loss)
             message = (
-                f"`{self.program.code_for(call.func)}({spelled})` backpropagates a loss summed over the samples, but "
-                "`smp.DistributedModel` averages gradients across microbatches by default, so the gradients are "
-                f"1/microbatches of what this sum asks for ({mb.condition()}); plain SGD then takes steps that much "
-                f"smaller. Pass `{_SETTING}=False` to `smp.DistributedModel(...)`, as the API documentation asks "
-                "for a loss that is not divided by the batch size, or use a mean loss."
+                f"`{self.program.code_for(call.func)}({spelled})` backpropagates a loss summed over"
+                " the samples, but `smp.DistributedModel` averages gradients across microbatches"
+                " by default, so the gradients are 1/microbatches of what this sum asks for"
+                f" ({mb.condition()}); plain SGD then takes steps that much smaller. Pass"
+                f" `{_SETTING}=False` to `smp.DistributedModel(...)`, as the API documentation asks"
+                " for a loss that is not divided by the batch size, or use a mean loss."
             )
             self.report(call, message, severity=severity, fix=fix, job_facts=(mb,))
 

@@ -25,8 +25,9 @@ _SMP_CHECKPOINT = frozenset(
 )
 _SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
 _SMP_CHECKPOINT_ADVICE = (
-    "Use the library's own: `smp.set_activation_checkpointing(module)` on a submodule after `smp.DistributedModel`, "
-    "or `from smdistributed.modelparallel.torch.patches.checkpoint import checkpoint` inside `forward`."
+    "Use the library's own: `smp.set_activation_checkpointing(module)` on a submodule after"
+    " `smp.DistributedModel`, or `from smdistributed.modelparallel.torch.patches.checkpoint import"
+    " checkpoint` inside `forward`."
 )
 
 
@@ -39,7 +40,10 @@ class _Setting:
 
 
 class ActivationCheckpointingApiMisuse(Rule):
-    summary = "Activation checkpointing through `torch.utils.checkpoint` or Hugging Face, `smp.set_activation_checkpointing` before the wrap, nested or with a bad `strategy`."
+    summary = (
+        "Activation checkpointing through `torch.utils.checkpoint` or Hugging Face,"
+        " `smp.set_activation_checkpointing` before the wrap, nested or with a bad `strategy`."
+    )
     default_severity = Severity.ERROR
     runs_on_helper_modules = True
     tensor_parallelism = TensorParallelism.NONE
@@ -85,9 +89,9 @@ class ActivationCheckpointingApiMisuse(Rule):
         value = self.program.facts.literal(strategy.value) if strategy is not None else "each"
         if isinstance(value, str) and not _STRATEGY.match(value):
             message = (
-                f'`strategy={value!r}` is none of the strategies the library documents: `"each"`, `"contiguous"` '
-                'or `"group_<n>"` (e.g. `"group_2"` checkpoints every two layers together, which saves more memory '
-                'than `"each"`).'
+                f'`strategy={value!r}` is none of the strategies the library documents: `"each"`,'
+                ' `"contiguous"` or `"group_<n>"` (e.g. `"group_2"` checkpoints every two layers'
+                ' together, which saves more memory than `"each"`).'
             )
             self.report(strategy or call, message, severity=Severity.WARNING)
         elif (
@@ -97,9 +101,10 @@ class ActivationCheckpointingApiMisuse(Rule):
             and self._not_sequential(module.value)
         ):
             message = (
-                f"`strategy={value!r}` groups the layers of an `nn.Sequential`, but `{self.program.code_for(module.value)}` "
-                "is not one: the library raises CheckpointingConfigError. Pass an `nn.Sequential` of the layers, or "
-                "call `smp.set_activation_checkpointing` on each layer without `strategy`."
+                f"`strategy={value!r}` groups the layers of an `nn.Sequential`, but"
+                f" `{self.program.code_for(module.value)}` is not one: the library raises"
+                " CheckpointingConfigError. Pass an `nn.Sequential` of the layers, or call"
+                " `smp.set_activation_checkpointing` on each layer without `strategy`."
             )
             self.report(strategy or call, message, severity=Severity.ERROR)
 
@@ -147,9 +152,10 @@ class ActivationCheckpointingApiMisuse(Rule):
         if function is None:
             return
         message = (
-            f"The library's `checkpoint` takes a module, but `{self.program.code_for(first.value)}` is {function}: it "
-            'raises CheckpointingError ("... is not a Module"). Pass the submodule itself '
-            "(`checkpoint(self.block, x)`), or put the code in an `nn.Module`."
+            "The library's `checkpoint` takes a module, but"
+            f" `{self.program.code_for(first.value)}` is {function}: it raises CheckpointingError"
+            ' ("... is not a Module"). Pass the submodule itself (`checkpoint(self.block, x)`), or'
+            " put the code in an `nn.Module`."
         )
         self.report(call, message, severity=Severity.ERROR)
 
@@ -180,10 +186,10 @@ class ActivationCheckpointingApiMisuse(Rule):
         if self._behind_gradient_checkpointing_flag():
             return
         message = (
-            f"`{self.program.code_for(call.func)}(...)` is PyTorch's activation checkpointing, which the developer guide "
-            "says is not compatible with the library: the library schedules the forward and backward passes of each "
-            "partition and microbatch itself, and recomputation it does not know of breaks that. "
-            f"{_SMP_CHECKPOINT_ADVICE}"
+            f"`{self.program.code_for(call.func)}(...)` is PyTorch's activation checkpointing,"
+            " which the developer guide says is not compatible with the library: the library"
+            " schedules the forward and backward passes of each partition and microbatch itself,"
+            f" and recomputation it does not know of breaks that. {_SMP_CHECKPOINT_ADVICE}"
         )
         self.report(call, message, severity=Severity.WARNING)
 
@@ -214,9 +220,9 @@ class ActivationCheckpointingApiMisuse(Rule):
 
     def _flag_hugging_face(self, node: cst.CSTNode, what: str) -> None:
         message = (
-            f"{what} turns on Hugging Face gradient checkpointing, which runs `torch.utils.checkpoint` inside the "
-            "model: the developer guide says PyTorch's native checkpointing is not compatible with the library. "
-            f"{_SMP_CHECKPOINT_ADVICE}"
+            f"{what} turns on Hugging Face gradient checkpointing, which runs"
+            " `torch.utils.checkpoint` inside the model: the developer guide says PyTorch's native"
+            f" checkpointing is not compatible with the library. {_SMP_CHECKPOINT_ADVICE}"
         )
         self.report(node, message, severity=Severity.WARNING)
 
@@ -228,18 +234,21 @@ class ActivationCheckpointingApiMisuse(Rule):
         for setting in self.settings:
             if self._before_wrap(setting.call, parents):
                 message = (
-                    f"`{self.program.code_for(setting.call.func)}(...)` runs before `smp.DistributedModel`: it raises "
-                    "DistributedModelNotWrappedError. Call it after the wrap, on the module as the wrapped model holds "
-                    "it (`model.get_module()...`); with tensor parallelism the wrap may replace the module object."
+                    f"`{self.program.code_for(setting.call.func)}(...)` runs before"
+                    " `smp.DistributedModel`: it raises DistributedModelNotWrappedError. Call it"
+                    " after the wrap, on the module as the wrapped model holds it"
+                    " (`model.get_module()...`); with tensor parallelism the wrap may replace the"
+                    " module object."
                 )
                 self.report(setting.call, message, severity=Severity.ERROR)
         for outer in self.settings:
             for inner in self.settings:
                 if self._nested(outer, inner, parents):
                     message = (
-                        f"`{inner.module}` is checkpointed inside `{outer.module}`, which is checkpointed too: the "
-                        'library raises "Checkpointing module ... inside a checkpointed module ... is not supported" '
-                        "at the first step. Checkpoint one of the two."
+                        f"`{inner.module}` is checkpointed inside `{outer.module}`, which is"
+                        ' checkpointed too: the library raises "Checkpointing module ... inside a'
+                        ' checkpointed module ... is not supported" at the first step. Checkpoint'
+                        " one of the two."
                     )
                     self.report(inner.call, message, severity=Severity.ERROR)
 

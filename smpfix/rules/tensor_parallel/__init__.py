@@ -1,6 +1,7 @@
 """SMP5xx: randomness, initialization and rank identities under tensor parallelism.
 
-Rule modules import the rule framework (smpfix.rules.rule), program, job and base; never each other."""
+Rule modules import the rule framework (smpfix.rules.rule), program, job and base; never each other.
+"""
 
 from smpfix.rules.scope import FileScope
 

@@ -82,7 +82,10 @@ def _parameters(function: cst.FunctionDef) -> list[cst.Param]:
 
 
 class TpInitSeedIdenticalAcrossRanks(Rule):
-    summary = "Under tensor parallelism, a torch seed without a per-rank term before `smp.DistributedModel` initialises every slice of a distributed parameter identically."
+    summary = (
+        "Under tensor parallelism, a torch seed without a per-rank term before"
+        " `smp.DistributedModel` initialises every slice of a distributed parameter identically."
+    )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP",)
     tensor_parallelism = TensorParallelism.BOTH
@@ -240,12 +243,18 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         """Why a per-rank seed could change the data order, or None when the data path has its own RNG."""
         loaders = [c for c in self.program.facts.call_order if is_dataloader(c, self.program.facts)]
         if not loaders:
-            return "this file builds no `DataLoader`, so smpfix cannot tell whether the data order comes from this seed"
+            return (
+                "this file builds no `DataLoader`, so smpfix cannot tell whether the data order"
+                " comes from this seed"
+            )
         for loader in loaders:
             if argument(loader, "generator", DATALOADER_POSITIONS["generator"]) is not None:
                 continue
             if has_star_kwargs(loader):
-                return "a `DataLoader` here takes `**kwargs`, which may make it shuffle with torch's global RNG"
+                return (
+                    "a `DataLoader` here takes `**kwargs`, which may make it shuffle with torch's"
+                    " global RNG"
+                )
             shuffle = argument(loader, "shuffle", DATALOADER_POSITIONS["shuffle"])
             if shuffle is not None and self.program.facts.literal(shuffle.value) not in (
                 False,
@@ -257,7 +266,10 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
                 batch_sampler is not None
                 and self.program.facts.literal(batch_sampler.value) is not None
             ):
-                return "a `DataLoader` here takes a batch sampler that may draw from torch's global RNG"
+                return (
+                    "a `DataLoader` here takes a batch sampler that may draw from torch's"
+                    " global RNG"
+                )
             sampler = argument(loader, "sampler", DATALOADER_POSITIONS["sampler"])
             if sampler is not None and not self._sampler_has_own_rng(sampler.value):
                 return "a `DataLoader` here takes a sampler that may draw from torch's global RNG"
@@ -312,10 +324,14 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         call = self.program.code_for(seeding.call)
         wrapped = self.program.code_for(wrap.argument) if wrap.argument is not None else "..."
         wrapper = self.program.code_for(wrap.call.func)
-        lead = f"`{call}` is the last torch seed set before `{wrapper}({wrapped})`, and it is the same on all tensor-parallel ranks"
+        lead = (
+            f"`{call}` is the last torch seed set before `{wrapper}({wrapped})`, and it is the same"
+            " on all tensor-parallel ranks"
+        )
         why = (
-            "each tensor-parallel rank initialises its slice of a distributed parameter from torch's global RNG, "
-            "so the same seed makes every slice identical, which hurts convergence"
+            "each tensor-parallel rank initialises its slice of a distributed parameter from"
+            " torch's global RNG, so the same seed makes every slice identical, which hurts"
+            " convergence"
         )
         if tp.state.value == "on":
             head = f"{lead}; {tp.condition()}: {why}."
@@ -329,8 +345,9 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
             fix = self._fix(seeding)
         else:
             advice += (
-                f" Not fixed automatically: {blocker}; with `prescaled_batch`, tensor-parallel peers must read the "
-                "same batches, and a per-rank seed would make them differ. Give the data pipeline its own "
-                "`generator=torch.Generator().manual_seed(seed)` first."
+                f" Not fixed automatically: {blocker}; with `prescaled_batch`, tensor-parallel"
+                " peers must read the same batches, and a per-rank seed would make them differ."
+                " Give the data pipeline its own `generator=torch.Generator().manual_seed(seed)`"
+                " first."
             )
         self.report(seeding.call, head + advice, severity=severity, fix=fix, job_facts=(tp,))

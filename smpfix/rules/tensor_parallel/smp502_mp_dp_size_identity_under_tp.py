@@ -23,7 +23,10 @@ def _factors(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
 
 
 class MpDpSizeIdentityUnderTp(Rule):
-    summary = "`smp.mp_size() * smp.dp_size()` is not the world size under tensor parallelism; `pp_size() * dp_size()` is."
+    summary = (
+        "`smp.mp_size() * smp.dp_size()` is not the world size under tensor parallelism; `pp_size()"
+        " * dp_size()` is."
+    )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP",)
     tensor_parallelism = TensorParallelism.DEGREE
@@ -46,8 +49,8 @@ class MpDpSizeIdentityUnderTp(Rule):
         spelled = self.program.code_for(node)
         spelled = spelled if len(spelled) <= 60 and "\n" not in spelled else "this product"
         why = (
-            "the tensor-parallel group is part of both the model-parallel and the data-parallel group, so "
-            "`mp_size() * dp_size()` is `tp_size()` times the world size"
+            "the tensor-parallel group is part of both the model-parallel and the data-parallel"
+            " group, so `mp_size() * dp_size()` is `tp_size()` times the world size"
         )
         if tp.state.value == "on":
             head = (

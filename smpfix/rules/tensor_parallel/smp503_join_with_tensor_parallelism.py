@@ -13,7 +13,10 @@ from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 
 
 class JoinWithTensorParallelism(Rule):
-    summary = "`DistributedModel.join()` needs `ddp=True`, and under tensor parallelism every rank of a TP group must still see the same number of batches."
+    summary = (
+        "`DistributedModel.join()` needs `ddp=True`, and under tensor parallelism every rank of a"
+        " TP group must still see the same number of batches."
+    )
     fix_availability = FixAvailability.NONE
     depends_on = ("DDP", "TP")
     tensor_parallelism = TensorParallelism.DEGREE
@@ -40,17 +43,19 @@ class JoinWithTensorParallelism(Rule):
         ddp, tp = self.feature("DDP", at=call), self.feature("TP", at=call)
         if ddp.state is Tri.OFF:
             message = (
-                f"`{model}.join()` is only supported with `ddp=True`, but {ddp.condition()}: the library's "
-                "`join` wraps PyTorch DDP's uneven-input handling, which does not exist without it. Enable "
-                '`"ddp": True` in the modelparallel parameters, or make every rank see the same number of '
-                "batches (a `DistributedSampler` with `drop_last=True`) and drop the `join()`."
+                f"`{model}.join()` is only supported with `ddp=True`, but {ddp.condition()}: the"
+                " library's `join` wraps PyTorch DDP's uneven-input handling, which does not exist"
+                ' without it. Enable `"ddp": True` in the modelparallel parameters, or make'
+                " every rank see the same number of batches (a `DistributedSampler` with"
+                " `drop_last=True`) and drop the `join()`."
             )
             self.report(call, message, severity=Severity.ERROR, job_facts=(ddp,))
         elif tp.state is Tri.ON:
             message = (
-                f"`{model}.join()` lets data-parallel ranks run different numbers of batches, but {tp.condition()}: "
-                "the ranks of one tensor-parallel group run collectives together in every layer, so if one of them "
-                "runs out of batches first the others hang. Make the ranks of each tensor-parallel group see the same "
-                "number of batches, e.g. with a `DistributedSampler` and `drop_last=True`."
+                f"`{model}.join()` lets data-parallel ranks run different numbers of batches, but"
+                f" {tp.condition()}: the ranks of one tensor-parallel group run collectives"
+                " together in every layer, so if one of them runs out of batches first the others"
+                " hang. Make the ranks of each tensor-parallel group see the same number of"
+                " batches, e.g. with a `DistributedSampler` and `drop_last=True`."
             )
             self.report(call, message, severity=Severity.WARNING, job_facts=(tp,))

@@ -46,7 +46,10 @@ class _Average:
 
 
 class CollectiveOnWorldGroup(Rule):
-    summary = "A `torch.distributed` reduction over all ranks divided by `smp.dp_size()`/`rdp_size()`, or any collective without ddp."
+    summary = (
+        "A `torch.distributed` reduction over all ranks divided by `smp.dp_size()`/`rdp_size()`, or"
+        " any collective without ddp."
+    )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("PP", "TP", "DDP")
     tensor_parallelism = TensorParallelism.DEGREE
@@ -84,9 +87,12 @@ class CollectiveOnWorldGroup(Rule):
         if ddp.state is not Tri.OFF or self._starts_process_group():
             return False
         message = (
-            f"`{self.program.code_for(call.func)}(...)` needs torch.distributed's default process group, which the "
-            f'library creates only with `"ddp": True`, and ddp is off ({ddp.source}): the call raises "Default '
-            'process group has not been initialized". Turn on `ddp` in the modelparallel parameters, or use the '
+            f"`{self.program.code_for(call.func)}(...)` needs torch.distributed's default process"
+            " group, which the "
+            f'library creates only with `"ddp": True`, and ddp is off ({ddp.source}): the call'
+            ' raises "Default '
+            'process group has not been initialized". Turn on `ddp` in the modelparallel'
+            " parameters, or use the "
             "library's own collectives (`smp.allgather`, `smp.broadcast`, `smp.barrier`)."
         )
         self.report(call, message, severity=Severity.ERROR, job_facts=(ddp,))
@@ -164,20 +170,20 @@ class CollectiveOnWorldGroup(Rule):
         size = f"smp.{average.size}()"
         if average.size == "dp_size":
             why = (
-                "every pipeline stage holds a copy of a value returned from the step, so the sum over all ranks "
-                "counts each data-parallel replica `pp_size` times"
+                "every pipeline stage holds a copy of a value returned from the step, so the sum"
+                " over all ranks counts each data-parallel replica `pp_size` times"
             )
         else:
             why = (
-                "the sum over all ranks counts every pipeline stage's copy and every tensor-parallel rank, while "
-                "`rdp_size()` counts only the model replicas"
+                "the sum over all ranks counts every pipeline stage's copy and every"
+                " tensor-parallel rank, while `rdp_size()` counts only the model replicas"
             )
         condition = _condition(on, unknown)
         message = (
-            f"`{spelled}({name})` sums `{name}` over all ranks, but the result is divided by `{size}`: {why}, and the "
-            f"mean comes out too large {condition}. Reduce over the matching group, "
-            f"`group=smp.{_GROUP_OF[average.size]}()` (as the official GPT-2 example does), or divide by "
-            "`smp.size()` for a mean over all ranks."
+            f"`{spelled}({name})` sums `{name}` over all ranks, but the result is divided by"
+            f" `{size}`: {why}, and the mean comes out too large {condition}. Reduce over the"
+            f" matching group, `group=smp.{_GROUP_OF[average.size]}()` (as the official GPT-2"
+            " example does), or divide by `smp.size()` for a mean over all ranks."
         )
         severity = Severity.ERROR if on else Severity.WARNING
         self.report(

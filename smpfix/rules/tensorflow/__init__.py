@@ -1,6 +1,7 @@
 """SMP7xx: TensorFlow scripts (gradient tape, checkpoints, Horovod, the model class, step outputs, XLA, input files).
 
-Rule modules import the rule framework (smpfix.rules.rule), program, job and base; never each other."""
+Rule modules import the rule framework (smpfix.rules.rule), program, job and base; never each other.
+"""
 
 from smpfix.rules.scope import FileScope
 

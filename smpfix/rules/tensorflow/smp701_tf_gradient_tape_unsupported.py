@@ -14,7 +14,10 @@ from smpfix.rules.rule import Rule, TensorParallelism
 
 
 class TfGradientTapeUnsupported(Rule):
-    summary = "`tf.GradientTape` is not supported by the library; compute gradients with `optimizer.get_gradients(loss, model.trainable_variables)` inside `@smp.step`."
+    summary = (
+        "`tf.GradientTape` is not supported by the library; compute gradients with"
+        " `optimizer.get_gradients(loss, model.trainable_variables)` inside `@smp.step`."
+    )
     flavours = ONLY_TENSORFLOW
     tensor_parallelism = TensorParallelism.NONE
 
@@ -29,18 +32,20 @@ class TfGradientTapeUnsupported(Rule):
         step = innermost_function(self.ancestry.stack, self.in_step)
         if step is not None:
             message = (
-                f"`{spelled}()` records gradients inside the step function `{step}`: the library does not support "
-                "`tf.GradientTape`, because `smp.step` traces the function into a partitioned, pipelined graph "
-                "whose backward pass the library builds itself, so the tape's gradients miss the other "
-                "partitions' work. Compute them with `optimizer.get_gradients(loss, model.trainable_variables)` "
-                "inside the step, and apply them after it."
+                f"`{spelled}()` records gradients inside the step function `{step}`: the library"
+                " does not support `tf.GradientTape`, because `smp.step` traces the function into"
+                " a partitioned, pipelined graph whose backward pass the library builds itself, so"
+                " the tape's gradients miss the other partitions' work. Compute them with"
+                " `optimizer.get_gradients(loss, model.trainable_variables)` inside the step, and"
+                " apply them after it."
             )
             self.report(node, message, severity=Severity.ERROR)
             return
         message = (
-            f"`{spelled}()` in a script that uses the TensorFlow flavour of the library: the library does not "
-            "support `tf.GradientTape`, and a tape cannot see the gradients of a `smp.DistributedModel` split "
-            "across ranks. Compute gradients with `optimizer.get_gradients(loss, model.trainable_variables)` "
-            "inside an `@smp.step` function."
+            f"`{spelled}()` in a script that uses the TensorFlow flavour of the library: the"
+            " library does not support `tf.GradientTape`, and a tape cannot see the gradients of a"
+            " `smp.DistributedModel` split across ranks. Compute gradients with"
+            " `optimizer.get_gradients(loss, model.trainable_variables)` inside an `@smp.step`"
+            " function."
         )
         self.report(node, message, severity=Severity.WARNING)

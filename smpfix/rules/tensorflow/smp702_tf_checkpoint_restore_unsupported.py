@@ -31,7 +31,10 @@ _LOOPS = (cst.For, cst.While)
 
 
 class TfCheckpointRestoreUnsupported(Rule):
-    summary = "Restore TensorFlow checkpoints with `smp.CheckpointManager`, not `tf.train.Checkpoint.restore()` or `tf.train.CheckpointManager`."
+    summary = (
+        "Restore TensorFlow checkpoints with `smp.CheckpointManager`, not"
+        " `tf.train.Checkpoint.restore()` or `tf.train.CheckpointManager`."
+    )
     flavours = ONLY_TENSORFLOW
     tensor_parallelism = TensorParallelism.NONE
 
@@ -74,20 +77,23 @@ class TfCheckpointRestoreUnsupported(Rule):
     def _flag_tf_restore(self, call: cst.Call, method: str) -> None:
         spelled = self.program.code_for(call.func)
         message = (
-            f"`{spelled}(...)` restores a `tf.train.Checkpoint` directly, which the library does not support: each "
-            "rank holds only its partition of the `smp.DistributedModel`, and only `smp.CheckpointManager` saves and "
-            "restores one checkpoint per partition (`mp_rank_<i>` directories). Wrap the checkpoint in "
-            "`smp.CheckpointManager(checkpoint, directory)` and call its `restore()` inside the training loop."
+            f"`{spelled}(...)` restores a `tf.train.Checkpoint` directly, which the library does"
+            " not support: each rank holds only its partition of the `smp.DistributedModel`, and"
+            " only `smp.CheckpointManager` saves and restores one checkpoint per partition"
+            " (`mp_rank_<i>` directories). Wrap the checkpoint in"
+            " `smp.CheckpointManager(checkpoint, directory)` and call its `restore()` inside the"
+            " training loop."
         )
         self.report(call, message, severity=Severity.ERROR)
 
     def _flag_manager(self, call: cst.Call) -> None:
         spelled = self.program.code_for(call.func)
         message = (
-            f"`{spelled}(...)` manages the checkpoints of a model the library splits across ranks: every pipeline "
-            "rank saves its own partition into the same directory under the same names, and a restore reads another "
-            "rank's variables. Use `smp.CheckpointManager(checkpoint, directory)`, which keeps one subdirectory per "
-            "partition (same arguments)."
+            f"`{spelled}(...)` manages the checkpoints of a model the library splits across ranks:"
+            " every pipeline rank saves its own partition into the same directory under the same"
+            " names, and a restore reads another rank's variables. Use"
+            " `smp.CheckpointManager(checkpoint, directory)`, which keeps one subdirectory per"
+            " partition (same arguments)."
         )
         self.report(call, message, severity=Severity.WARNING)
 
@@ -103,11 +109,12 @@ class TfCheckpointRestoreUnsupported(Rule):
             return
         spelled = self.program.code_for(call.func)
         message = (
-            f"`{spelled}()` runs before the training loop, so before the first step has partitioned the model: SMP "
-            "1.2 and earlier must restore after the first training step, and a restore before it may hang. This "
-            f"matters {'because ' if self.program.job.smp_version is not None else ''}{self.version_condition(until=(1, 2))}. "
-            "Move it into the loop, after the first step call (from SMP 1.3 the library defers an early restore "
-            "until the model is partitioned)."
+            f"`{spelled}()` runs before the training loop, so before the first step has partitioned"
+            " the model: SMP 1.2 and earlier must restore after the first training step, and a"
+            " restore before it may hang. This matters"
+            f" {'because ' if self.program.job.smp_version is not None else ''}{self.version_condition(until=(1, 2))}."
+            " Move it into the loop, after the first step call (from SMP 1.3 the library defers an"
+            " early restore until the model is partitioned)."
         )
         self.report(call, message, severity=Severity.ERROR, until=(1, 2))
 

@@ -47,7 +47,10 @@ _NEEDS_INIT = frozenset(
 
 
 class TfHorovodMisuse(Rule):
-    summary = 'With Horovod, set `"horovod": True` and let the library start it: no `hvd.init()`, no `hvd.DistributedOptimizer`.'
+    summary = (
+        'With Horovod, set `"horovod": True` and let the library start it: no `hvd.init()`, no'
+        " `hvd.DistributedOptimizer`."
+    )
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("HVD", "PP")
@@ -80,9 +83,9 @@ class TfHorovodMisuse(Rule):
         spelled = self.program.code_for(call.func)
         if hvd.state is Tri.ON:
             message = (
-                f"`{spelled}()` starts Horovod a second time: {hvd.condition()}, so the library already starts it in "
-                "`smp.init()`, on the data-parallel group, and the documentation says not to call `hvd.init()` "
-                "directly. Delete this call."
+                f"`{spelled}()` starts Horovod a second time: {hvd.condition()}, so the library"
+                " already starts it in `smp.init()`, on the data-parallel group, and the"
+                " documentation says not to call `hvd.init()` directly. Delete this call."
             )
             self.report(
                 call,
@@ -98,19 +101,21 @@ class TfHorovodMisuse(Rule):
             if severity is None:
                 return  # one partition: every rank is its own replica, and Horovod's world is the data-parallel group
             message = (
-                f"`{spelled}()` starts Horovod over every rank, and {hvd.condition()}, so the library does not start it "
-                f"on the data-parallel group: {'with' if pp.state is Tri.ON else 'if'} pipeline parallelism "
-                f"{'on' if pp.state is Tri.ON else 'is enabled'}, `hvd.allreduce` then averages gradients across "
-                'ranks that hold different partitions of the model. Set `"horovod": True` in the configuration and '
-                "delete this call."
+                f"`{spelled}()` starts Horovod over every rank, and {hvd.condition()}, so the"
+                " library does not start it on the data-parallel group:"
+                f" {'with' if pp.state is Tri.ON else 'if'} pipeline parallelism"
+                f" {'on' if pp.state is Tri.ON else 'is enabled'}, `hvd.allreduce` then averages"
+                " gradients across ranks that hold different partitions of the model. Set"
+                ' `"horovod": True` in the configuration and delete this call.'
             )
             self.report(call, message, severity=severity, job_facts=(hvd, pp))
             return
         message = (
-            f'`{spelled}()` starts Horovod over every rank. The documented way is `"horovod": True` in the '
-            "configuration and no `hvd.init()`: the library then starts Horovod in `smp.init()` on the data-parallel "
-            "group, so `hvd.allreduce` averages over model replicas, not over ranks holding different partitions. "
-            'Set `"horovod": True` and delete this call.'
+            f'`{spelled}()` starts Horovod over every rank. The documented way is `"horovod": True`'
+            " in the configuration and no `hvd.init()`: the library then starts Horovod in"
+            " `smp.init()` on the data-parallel group, so `hvd.allreduce` averages over model"
+            ' replicas, not over ranks holding different partitions. Set `"horovod": True` and'
+            " delete this call."
         )
         self.report(
             call,
@@ -137,10 +142,10 @@ class TfHorovodMisuse(Rule):
     def _flag_optimizer(self, call: cst.Call) -> None:
         spelled = self.program.code_for(call.func)
         message = (
-            f"`{spelled}(...)` all-reduces gradients inside `get_gradients`, which runs in the step function, once "
-            "per microbatch and inside the pipeline: the documentation warns of poor performance or hangs. Use the "
-            "plain optimizer, and all-reduce the combined gradients after the step: "
-            "`[hvd.allreduce(g.accumulate()) for g in gradients]`."
+            f"`{spelled}(...)` all-reduces gradients inside `get_gradients`, which runs in the step"
+            " function, once per microbatch and inside the pipeline: the documentation warns of"
+            " poor performance or hangs. Use the plain optimizer, and all-reduce the combined"
+            " gradients after the step: `[hvd.allreduce(g.accumulate()) for g in gradients]`."
         )
         self.report(call, message, severity=Severity.WARNING)
 
@@ -151,9 +156,10 @@ class TfHorovodMisuse(Rule):
             return  # on, or unknown: the script is written for `"horovod": True`, as the official one
         spelled = self.program.code_for(call.func)
         message = (
-            f"`{spelled}` needs Horovod started, but {hvd.condition()} and the script (rightly) does not call "
-            '`hvd.init()`: the library starts Horovod, on the data-parallel group, only with `"horovod": True`, so '
-            'this fails when it first runs. Set `"horovod": True` in the configuration.'
+            f"`{spelled}` needs Horovod started, but {hvd.condition()} and the script (rightly)"
+            " does not call `hvd.init()`: the library starts Horovod, on the data-parallel group,"
+            ' only with `"horovod": True`, so this fails when it first runs. Set `"horovod": True`'
+            " in the configuration."
         )
         self.report(call, message, severity=Severity.ERROR, job_facts=(hvd,))
 

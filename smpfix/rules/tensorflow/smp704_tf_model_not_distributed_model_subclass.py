@@ -35,7 +35,10 @@ _VARIABLES = frozenset({"tensorflow.Variable"})
 
 
 class TfModelNotDistributedModelSubclass(Rule):
-    summary = "Define the TensorFlow model by subclassing `smp.DistributedModel`, build its layers in `__init__`, and call it only inside `@smp.step`."
+    summary = (
+        "Define the TensorFlow model by subclassing `smp.DistributedModel`, build its layers in"
+        " `__init__`, and call it only inside `@smp.step`."
+    )
     flavours = ONLY_TENSORFLOW
     tensor_parallelism = TensorParallelism.NONE
 
@@ -75,18 +78,19 @@ class TfModelNotDistributedModelSubclass(Rule):
         shown = f"`{model}.{method}(...)`" if method else f"`{model}(...)`"
         if method.startswith("predict"):
             why = (
-                "Keras' `predict` calls the model through `predict_step`, which the library does not override, so "
-                "the model runs outside a step and raises `GraphBuildError`"
+                "Keras' `predict` calls the model through `predict_step`, which the library does"
+                " not override, so the model runs outside a step and raises `GraphBuildError`"
             )
         else:
             why = (
-                "the library builds and runs the partitioned model only while tracing an `@smp.step` function, and "
-                'raises `GraphBuildError` ("Cannot execute smp.DistributedModel.__call__ outside a smp.step-decorated '
-                'function")'
+                "the library builds and runs the partitioned model only while tracing an"
+                ' `@smp.step` function, and raises `GraphBuildError` ("Cannot execute'
+                ' smp.DistributedModel.__call__ outside a smp.step-decorated function")'
             )
         message = (
-            f"{shown} calls the `smp.DistributedModel` outside any `@smp.step` function: {why}. Call the model inside "
-            "a step function (an evaluation step may take `input_signature`), and use its combined outputs after it."
+            f"{shown} calls the `smp.DistributedModel` outside any `@smp.step` function: {why}."
+            " Call the model inside a step function (an evaluation step may take"
+            " `input_signature`), and use its combined outputs after it."
         )
         self.report(call, message, severity=Severity.ERROR)
 
@@ -99,10 +103,11 @@ class TfModelNotDistributedModelSubclass(Rule):
 
     def _fit_before_1_4(self, call: cst.Call, model: str) -> None:
         message = (
-            f"`{model}.fit(...)` trains a `smp.DistributedModel` with Keras' `fit`, which the library supports from "
-            f"SMP 1.4.0 (TensorFlow 2.5 containers); this matters {'because ' if self.program.job.smp_version else ''}"
-            f"{self.version_condition(until=(1, 3))}. Write the training loop with an `@smp.step` function, or use "
-            "a TensorFlow 2.5 or later container."
+            f"`{model}.fit(...)` trains a `smp.DistributedModel` with Keras' `fit`, which the"
+            " library supports from SMP 1.4.0 (TensorFlow 2.5 containers); this matters"
+            f" {'because ' if self.program.job.smp_version else ''}{self.version_condition(until=(1, 3))}."
+            " Write the training loop with an `@smp.step` function, or use a TensorFlow 2.5 or"
+            " later container."
         )
         self.report(call, message, severity=Severity.ERROR, until=(1, 3))
 
@@ -183,10 +188,11 @@ class TfModelNotDistributedModelSubclass(Rule):
     def _flag_plain_model(self, name: str, call: cst.Call) -> None:
         kind = self._plain_model_kind(call)
         message = (
-            f"`{name}` is {kind}, and it is what the training code runs: the library partitions only a model defined "
-            "by subclassing `smp.DistributedModel` (a Keras `Model`), with its layers built in `__init__`, so this "
-            "one is never split across ranks. Define `class MyModel(smp.DistributedModel)` with the layers in "
-            "`__init__` and the forward pass in `call`."
+            f"`{name}` is {kind}, and it is what the training code runs: the library partitions"
+            " only a model defined by subclassing `smp.DistributedModel` (a Keras `Model`), with"
+            " its layers built in `__init__`, so this one is never split across ranks. Define"
+            " `class MyModel(smp.DistributedModel)` with the layers in `__init__` and the forward"
+            " pass in `call`."
         )
         self.report(call, message, severity=Severity.ERROR)
 
@@ -232,10 +238,11 @@ class TfModelNotDistributedModelSubclass(Rule):
 
     def _flag_shared_layer(self, node: cst.CSTNode, cls: cst.ClassDef, target: str) -> None:
         message = (
-            f"This layer object is built outside `{cls.name.value}.__init__` and stored as `self.{target}`: at the first "
-            "step the library builds a second copy of the model by calling the class again, and a layer shared by "
-            'both copies raises `ValueError` ("Layers that have a build() method implemented must be created in the '
-            '__init__ methods"). Build the layer inside `__init__` (pass its settings, not the layer).'
+            f"This layer object is built outside `{cls.name.value}.__init__` and stored as"
+            f" `self.{target}`: at the first step the library builds a second copy of the model by"
+            " calling the class again, and a layer shared by both copies raises `ValueError`"
+            ' ("Layers that have a build() method implemented must be created in the __init__'
+            ' methods"). Build the layer inside `__init__` (pass its settings, not the layer).'
         )
         self.report(node, message, severity=Severity.WARNING)
 
@@ -253,10 +260,11 @@ class TfModelNotDistributedModelSubclass(Rule):
             ):
                 self.reported.add(id(inner))
                 message = (
-                    f"`{inner.value}` is a `tf.Variable` created outside the model and read in `{cls.name.value}.call`: "
-                    'the library places only variables the model owns, and raises `GraphBuildError` ("Any variable '
-                    'that is used in smp.DistributedModel.call function must be owned by the model") at the first '
-                    "step. Create it in `__init__` (`self.add_weight(...)` or a layer)."
+                    f"`{inner.value}` is a `tf.Variable` created outside the model and read in"
+                    f" `{cls.name.value}.call`: the library places only variables the model owns,"
+                    ' and raises `GraphBuildError` ("Any variable that is used in'
+                    ' smp.DistributedModel.call function must be owned by the model") at the first'
+                    " step. Create it in `__init__` (`self.add_weight(...)` or a layer)."
                 )
                 self.report(inner, message, severity=Severity.ERROR)
 

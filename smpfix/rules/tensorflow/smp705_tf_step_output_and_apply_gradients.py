@@ -42,7 +42,10 @@ class _Output:
 
 
 class TfStepOutputAndApplyGradients(Rule):
-    summary = "Combine TensorFlow step outputs (`accumulate()`, `reduce_mean()`, `merge()`) before using them, and apply gradients after the step, not inside it."
+    summary = (
+        "Combine TensorFlow step outputs (`accumulate()`, `reduce_mean()`, `merge()`) before using"
+        " them, and apply gradients after the step, not inside it."
+    )
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.UNSAFE
     tensor_parallelism = TensorParallelism.NONE
@@ -174,9 +177,10 @@ class TfStepOutputAndApplyGradients(Rule):
         name = output.name
         variable = "grad" if name == "g" else "g"
         message = (
-            f"`{name}` is what the step function `{output.step}` returned: a list of `StepOutput`s, one value per "
-            f"microbatch for each gradient, not the gradients. `{self.program.code_for(call.func)}` needs one tensor per "
-            f"variable: combine them first, `[{variable}.accumulate() for {variable} in {name}]` (or `.reduce_mean()`)."
+            f"`{name}` is what the step function `{output.step}` returned: a list of `StepOutput`s,"
+            " one value per microbatch for each gradient, not the gradients."
+            f" `{self.program.code_for(call.func)}` needs one tensor per variable: combine them"
+            f" first, `[{variable}.accumulate() for {variable} in {name}]` (or `.reduce_mean()`)."
         )
         fix = PendingFix(
             Applicability.UNSAFE,
@@ -192,10 +196,10 @@ class TfStepOutputAndApplyGradients(Rule):
         self.reported.add(id(node))
         name = output.name
         message = (
-            f"`{name}` is what the step function `{output.step}` returned, a `StepOutput` holding one value per "
-            f"microbatch, not a tensor, and {what} uses it as a tensor. Combine it first: `{name}.reduce_mean()` for a "
-            f"loss or other scalar, `{name}.merge()` for batch-shaped outputs such as predictions, "
-            f"`{name}.accumulate()` for gradients."
+            f"`{name}` is what the step function `{output.step}` returned, a `StepOutput` holding"
+            f" one value per microbatch, not a tensor, and {what} uses it as a tensor. Combine it"
+            f" first: `{name}.reduce_mean()` for a loss or other scalar, `{name}.merge()` for"
+            f" batch-shaped outputs such as predictions, `{name}.accumulate()` for gradients."
         )
         self.report(node, message, severity=Severity.ERROR)
 
@@ -203,17 +207,19 @@ class TfStepOutputAndApplyGradients(Rule):
         spelled = self.program.code_for(call.func)
         if what == "hvd.allreduce":
             message = (
-                f"`{spelled}(...)` runs inside the step function `{step}`, so once per microbatch and inside the "
-                "pipeline: a collective per microbatch, on partial values. All-reduce the combined gradients after "
-                "the step: `[hvd.allreduce(g.accumulate()) for g in gradients]`."
+                f"`{spelled}(...)` runs inside the step function `{step}`, so once per microbatch"
+                " and inside the pipeline: a collective per microbatch, on partial values."
+                " All-reduce the combined gradients after the step:"
+                " `[hvd.allreduce(g.accumulate()) for g in gradients]`."
             )
             self.report(call, message, severity=Severity.WARNING)
             return
         message = (
-            f"`{spelled}(...)` updates the weights inside the step function `{step}`, which runs once per microbatch: "
-            "each update uses one microbatch's partial gradients, and the documentation says to apply gradients to "
-            "what the step returns. Return the gradients from the step (`optimizer.get_gradients(loss, "
-            "model.trainable_variables)`) and apply `[g.accumulate() for g in gradients]` after it."
+            f"`{spelled}(...)` updates the weights inside the step function `{step}`, which runs"
+            " once per microbatch: each update uses one microbatch's partial gradients, and the"
+            " documentation says to apply gradients to what the step returns. Return the gradients"
+            " from the step (`optimizer.get_gradients(loss, model.trainable_variables)`) and apply"
+            " `[g.accumulate() for g in gradients]` after it."
         )
         self.report(call, message, severity=Severity.ERROR)
 

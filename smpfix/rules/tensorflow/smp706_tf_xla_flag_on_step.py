@@ -30,7 +30,10 @@ _SET_JIT = frozenset({"tensorflow.config.optimizer.set_jit"})
 
 
 class TfXlaFlagOnStep(Rule):
-    summary = "Enable XLA with `tf.config.optimizer.set_jit(True)`, not `jit_compile`/`experimental_compile` on `smp.step` or the `tf.function` around it."
+    summary = (
+        "Enable XLA with `tf.config.optimizer.set_jit(True)`, not"
+        " `jit_compile`/`experimental_compile` on `smp.step` or the `tf.function` around it."
+    )
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.UNSAFE
     default_severity = Severity.WARNING
@@ -71,19 +74,20 @@ class TfXlaFlagOnStep(Rule):
         name = keyword.keyword.value
         if step:
             why = (
-                f'`smp.step` passes `{name}` on to `tf.function`, and the documentation warns that it "may not work as '
-                'expected with `smp.step`, since it interferes with pipelining and model partitioning"'
+                f"`smp.step` passes `{name}` on to `tf.function`, and the documentation warns that"
+                ' it "may not work as expected with `smp.step`, since it interferes with'
+                ' pipelining and model partitioning"'
             )
         else:
             why = (
-                f"`{name}` compiles {what.rstrip(',')} whole, the step inside it included, across the microbatches the "
-                "library pipelines; the documentation warns that XLA compilation this way interferes with pipelining "
-                "and model partitioning"
+                f"`{name}` compiles {what.rstrip(',')} whole, the step inside it included, across"
+                " the microbatches the library pipelines; the documentation warns that XLA"
+                " compilation this way interferes with pipelining and model partitioning"
             )
         message = (
-            f"`{name}=True` asks XLA to compile {what} this way: {why}. Enable XLA with "
-            "`tf.config.optimizer.set_jit(True)` before `smp.init()` instead, which the library keeps from fusing "
-            "across microbatches."
+            f"`{name}=True` asks XLA to compile {what} this way: {why}. Enable XLA with"
+            " `tf.config.optimizer.set_jit(True)` before `smp.init()` instead, which the library"
+            " keeps from fusing across microbatches."
         )
         self.report(keyword, message, severity=Severity.WARNING, fix=self._fix(call, keyword))
 
@@ -99,9 +103,9 @@ class TfXlaFlagOnStep(Rule):
             else None
         )
         message = (
-            '`"xla": True` is needed only for XLA in TensorFlow 1.x; the library\'s documentation says "This is not '
-            'required in TF2.x". Under TensorFlow 2, enable XLA with `tf.config.optimizer.set_jit(True)` and leave '
-            "`xla` out."
+            '`"xla": True` is needed only for XLA in TensorFlow 1.x; the library\'s documentation'
+            ' says "This is not required in TF2.x". Under TensorFlow 2, enable XLA with'
+            " `tf.config.optimizer.set_jit(True)` and leave `xla` out."
         )
         self.report(entry if entry is not None else call, message, severity=Severity.HINT)
 

@@ -59,7 +59,10 @@ _NODES = Feature("NODES", "instance_count", "multi-node training (instance_count
 
 
 class TfUnsortedInputFiles(Rule):
-    summary = "Sort the input file names (`sorted(glob.glob(...))`) and seed `list_files`, so every rank reads the files in the same order."
+    summary = (
+        "Sort the input file names (`sorted(glob.glob(...))`) and seed `list_files`, so every rank"
+        " reads the files in the same order."
+    )
     flavours = ONLY_TENSORFLOW
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("PP",)
@@ -183,18 +186,21 @@ class TfUnsortedInputFiles(Rule):
         spelled_listing = self.program.code_for(listing.func)
         sortable = self.program.facts.qualified_name(listing.func) not in ("os.scandir",)
         if nodes.state is Tri.OFF:
-            when = f"{nodes.condition()}, where the ranks usually list one file system alike, so this is a precaution"
+            when = (
+                f"{nodes.condition()}, where the ranks usually list one file system alike, so this"
+                " is a precaution"
+            )
         elif nodes.state is Tri.ON:
             when = f"this breaks training because {nodes.condition()}"
         else:
             when = f"this breaks training {nodes.condition()}"
         message = (
-            f"`{spelled_listing}(...)` lists files in file-system order, which can differ from node to node, and the "
-            f"list feeds `{self.program.code_for(dataset.func)}`: the ranks of one model replica then read different "
-            "files, and the developer guide warns that the loss may not converge; "
+            f"`{spelled_listing}(...)` lists files in file-system order, which can differ from node"
+            f" to node, and the list feeds `{self.program.code_for(dataset.func)}`: the ranks of"
+            " one model replica then read different files, and the developer guide warns that the"
+            " loss may not converge; "
             + when
-            + ". Sort the file names: "
-            f"`sorted({spelled_listing}(...))`."
+            + f". Sort the file names: `sorted({spelled_listing}(...))`."
         )
         fix = None
         if sortable:
@@ -225,9 +231,10 @@ class TfUnsortedInputFiles(Rule):
         else:
             when = f"This is wrong {'because ' if pp.state is Tri.ON else ''}{pp.condition()}."
         message = (
-            f"`{self.program.code_for(call.func)}(...)` returns the file names in a random order of its own on every rank "
-            "(it shuffles unless given `shuffle=False` or a seed), and the pipeline-parallel peers of one model replica "
-            f"must read the same files. {when} Pass `seed={dp_rank}` (or `shuffle=False`)."
+            f"`{self.program.code_for(call.func)}(...)` returns the file names in a random order of"
+            " its own on every rank (it shuffles unless given `shuffle=False` or a seed), and the"
+            f" pipeline-parallel peers of one model replica must read the same files. {when} Pass"
+            f" `seed={dp_rank}` (or `shuffle=False`)."
         )
         fix = None
         reference = smp_reference(

@@ -29,7 +29,10 @@ _GRADIENT_FUNCTIONS = frozenset({"tensorflow.gradients"})
 
 
 class TfMultipleStepFunctions(Rule):
-    summary = "More than one TensorFlow `smp.step` function computes gradients; the documented pattern is one training step (and optionally an evaluation step)."
+    summary = (
+        "More than one TensorFlow `smp.step` function computes gradients; the documented pattern is"
+        " one training step (and optionally an evaluation step)."
+    )
     flavours = ONLY_TENSORFLOW
     default_severity = Severity.HINT
     tensor_parallelism = TensorParallelism.NONE
@@ -88,11 +91,12 @@ class TfMultipleStepFunctions(Rule):
     def _flag(self, step: StepFunction, first: StepFunction) -> None:
         assert step.function is not None
         message = (
-            f"`{step.name}` is a second step function that computes gradients (so does `{first.name}`). Several "
-            "step functions are supported, and the official examples pair one training step with an evaluation "
-            "step, but none shows two training steps; the catalog's claim that the library refuses a second step "
-            "function rests on a check the published library never calls, so this is only a hint. If both train "
-            "the same model, consider one training step whose differences are arguments (`non_split_inputs` for "
-            "flags)."
+            f"`{step.name}` is a second step function that computes gradients (so does"
+            f" `{first.name}`). Several step functions are supported, and the official examples"
+            " pair one training step with an evaluation step, but none shows two training steps;"
+            " the catalog's claim that the library refuses a second step function rests on a check"
+            " the published library never calls, so this is only a hint. If both train the same"
+            " model, consider one training step whose differences are arguments"
+            " (`non_split_inputs` for flags)."
         )
         self.report(step.function.name, message, severity=Severity.HINT)

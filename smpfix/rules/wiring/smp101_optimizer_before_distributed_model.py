@@ -37,7 +37,10 @@ class _RenameVariable(cst.CSTTransformer):
 
 
 class OptimizerBeforeDistributedModel(Rule):
-    summary = "An optimizer built from the model's parameters before `smp.DistributedModel` wraps it holds stale parameters under tensor parallelism."
+    summary = (
+        "An optimizer built from the model's parameters before `smp.DistributedModel` wraps it"
+        " holds stale parameters under tensor parallelism."
+    )
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("TP",)
     satisfied_by_hf_trainer = True
@@ -150,10 +153,14 @@ class OptimizerBeforeDistributedModel(Rule):
             # examples in the docs build the optimizer first on purpose).
             return
         why = (
-            "`smp.DistributedModel` replaces the marked modules with tensor-parallel ones, so this optimizer would "
-            "hold parameters that are no longer in the model (smp.DistributedOptimizer raises, or they never train)"
+            "`smp.DistributedModel` replaces the marked modules with tensor-parallel ones, so this"
+            " optimizer would hold parameters that are no longer in the model"
+            " (smp.DistributedOptimizer raises, or they never train)"
         )
-        lead = f"Optimizer `{optimizer.target}` is built from `{model}`'s parameters before `smp.DistributedModel({model})`"
+        lead = (
+            f"Optimizer `{optimizer.target}` is built from `{model}`'s parameters before"
+            f" `smp.DistributedModel({model})`"
+        )
         if replaced.state is Tri.ON:
             # The degree, when it is what turned the marking on, is the fact a reader checks.
             deciding = tp if tp.state is Tri.ON else replaced.feature_state()

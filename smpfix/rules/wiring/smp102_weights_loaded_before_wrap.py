@@ -51,7 +51,10 @@ BEFORE_FULL_LOADS_UNDER_SDP = (1, 14)
 
 
 class WeightsLoadedBeforeWrap(Rule):
-    summary = "Under tensor parallelism load weights after `smp.DistributedModel`; under sharded data parallelism load a full checkpoint before it."
+    summary = (
+        "Under tensor parallelism load weights after `smp.DistributedModel`; under sharded data"
+        " parallelism load a full checkpoint before it."
+    )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP", "SDP")
     tensor_parallelism = TensorParallelism.MARKING
@@ -146,18 +149,26 @@ class WeightsLoadedBeforeWrap(Rule):
         severity = Severity.ERROR if replaced.state is Tri.ON else Severity.WARNING
         named = f"`{model}`" if model is not None else "the model"
         if load is not None:
-            lead = f"`{self.program.code_for(load_node)}` loads weights into {named} before `smp.DistributedModel` wraps it"
+            lead = (
+                f"`{self.program.code_for(load_node)}` loads weights into {named} before"
+                " `smp.DistributedModel` wraps it"
+            )
             advice = (
-                "Load them into the wrapped model after the wrap (`model.load_state_dict(...)` there translates "
-                "Hugging Face state dicts), or use `smp.resume_from_checkpoint(path, partial=False)` (SMP 1.10 and later)."
+                "Load them into the wrapped model after the wrap (`model.load_state_dict(...)`"
+                " there translates Hugging Face state dicts), or use"
+                " `smp.resume_from_checkpoint(path, partial=False)` (SMP 1.10 and later)."
             )
         else:
             subject = f"`{model}`" if model is not None else "The model"
-            lead = f"{subject} is built with `from_pretrained(...)`, weights included, before `smp.DistributedModel` wraps it"
+            lead = (
+                f"{subject} is built with `from_pretrained(...)`, weights included, before"
+                " `smp.DistributedModel` wraps it"
+            )
             advice = (
-                "Build it with `from_config(...)` under `smp.tensor_parallelism()`, wrap it, then load the weights "
-                "into the wrapped model (`model.load_state_dict(...)`, which translates Hugging Face state dicts) or "
-                "use `smp.resume_from_checkpoint(path, partial=False)` (SMP 1.10 and later)."
+                "Build it with `from_config(...)` under `smp.tensor_parallelism()`, wrap it, then"
+                " load the weights into the wrapped model (`model.load_state_dict(...)`, which"
+                " translates Hugging Face state dicts) or use `smp.resume_from_checkpoint(path,"
+                " partial=False)` (SMP 1.10 and later)."
             )
         if replaced.state is Tri.ON:
             condition = f", and {replaced.condition()}:"
@@ -166,8 +177,9 @@ class WeightsLoadedBeforeWrap(Rule):
         else:
             condition = f"; {tp.condition()} and the program marks the model's modules for it,"
         why = (
-            " the wrap replaces its layers with tensor-parallel modules that are initialised afresh and do not "
-            "inherit the loaded weights, so training silently starts from random weights."
+            " the wrap replaces its layers with tensor-parallel modules that are initialised afresh"
+            " and do not inherit the loaded weights, so training silently starts from random"
+            " weights."
         )
         fix = self._fix(wrap, load) if load is not None else None
         facts = (
@@ -255,7 +267,8 @@ class WeightsLoadedBeforeWrap(Rule):
             if self._is_full_state(load.call.args[0].value, load.scope):
                 self._flag_after(
                     load.call,
-                    f"`{self.program.code_for(load.call)}` loads a full state dict into the wrapped model",
+                    f"`{self.program.code_for(load.call)}` loads a full state dict into the wrapped"
+                    " model",
                     sdp,
                 )
 
@@ -283,11 +296,13 @@ class WeightsLoadedBeforeWrap(Rule):
 
     def _flag_after(self, node: cst.Call, lead: str, sdp: FeatureState) -> None:
         message = (
-            f"{lead}, and {sdp.condition()}. {leading(self.version_condition(until=BEFORE_FULL_LOADS_UNDER_SDP))} the "
-            "library shards the wrapped model's parameters and, before 1.15, accepts only partial checkpoints there "
-            "(SMPValidationError in 1.12). Load the full state dict into the original model with `load_state_dict` "
-            "before `smp.DistributedModel`, as the library's own error message advises, or resume from a partial "
-            "checkpoint saved with `smp.save_checkpoint` (or move to SMP 1.15, which loads full checkpoints there)."
+            f"{lead}, and {sdp.condition()}."
+            f" {leading(self.version_condition(until=BEFORE_FULL_LOADS_UNDER_SDP))} the library"
+            " shards the wrapped model's parameters and, before 1.15, accepts only partial"
+            " checkpoints there (SMPValidationError in 1.12). Load the full state dict into the"
+            " original model with `load_state_dict` before `smp.DistributedModel`, as the"
+            " library's own error message advises, or resume from a partial checkpoint saved with"
+            " `smp.save_checkpoint` (or move to SMP 1.15, which loads full checkpoints there)."
         )
         self.report(
             node,

@@ -40,8 +40,14 @@ _KNOWN_LIBRARIES = (
 )
 _SEVERITY_FEATURES = ("FP16", "BF16", "SDP", "OSS")
 _WHY = {
-    "FP16": "the fp16 loss scaling and fp32 master weights live in that wrapper, so the loss is not scaled and updates go wrong",
-    "BF16": "the bf16 master weights live in that wrapper, so updates are applied to low-precision weights",
+    "FP16": (
+        "the fp16 loss scaling and fp32 master weights live in that wrapper, so the loss is not"
+        " scaled and updates go wrong"
+    ),
+    "BF16": (
+        "the bf16 master weights live in that wrapper, so updates are applied to low-precision"
+        " weights"
+    ),
     "SDP": "the sharded optimizer lives in that wrapper, and `model.backward` fails without it",
     "OSS": "optimizer state sharding happens in that wrapper, and the first step fails without it",
 }
@@ -81,7 +87,10 @@ def _parameter_names(function: cst.FunctionDef) -> list[str]:
 
 
 class MissingDistributedOptimizer(Rule):
-    summary = "The optimizer of the `smp.DistributedModel` must be wrapped with `smp.DistributedOptimizer`."
+    summary = (
+        "The optimizer of the `smp.DistributedModel` must be wrapped with"
+        " `smp.DistributedOptimizer`."
+    )
     fix_availability = FixAvailability.UNSAFE
     depends_on = _SEVERITY_FEATURES
     satisfied_by_hf_trainer = True
@@ -278,12 +287,15 @@ class MissingDistributedOptimizer(Rule):
             if optimizer.target
             else f"`{self.program.code_for(optimizer.call.func)}(...)`"
         )
-        lead = f"The optimizer {shown} of the `smp.DistributedModel` is never wrapped with `smp.DistributedOptimizer`"
+        lead = (
+            f"The optimizer {shown} of the `smp.DistributedModel` is never wrapped with"
+            " `smp.DistributedOptimizer`"
+        )
         reasons = [f"{state.condition()}: {_WHY[state.feature.key]}" for state in enabled]
         if checkpointed:
             reasons.append(
-                f"`smp.save_checkpoint(..., optimizer={checkpointed[0]})` rejects an optimizer that is not a "
-                "`smp.DistributedOptimizer` (SMPValidationError)"
+                f"`smp.save_checkpoint(..., optimizer={checkpointed[0]})` rejects an optimizer that"
+                " is not a `smp.DistributedOptimizer` (SMPValidationError)"
             )
         if reasons:
             message = f"{lead}, and " + "; ".join(reasons) + "."
@@ -291,9 +303,9 @@ class MissingDistributedOptimizer(Rule):
             job_facts: list[FeatureState] = enabled
         else:
             message = (
-                f"{lead}: saving and loading its state with `smp.save_checkpoint`, fp16 and bf16 training, sharded "
-                "data parallelism and optimizer state sharding all work through that wrapper, and without it they "
-                "fail or silently train wrong."
+                f"{lead}: saving and loading its state with `smp.save_checkpoint`, fp16 and bf16"
+                " training, sharded data parallelism and optimizer state sharding all work through"
+                " that wrapper, and without it they fail or silently train wrong."
             )
             severity = Severity.WARNING
             job_facts = [state for state in states if state.state is Tri.UNKNOWN]

@@ -78,7 +78,10 @@ def _returned_child(function: Optional[cst.FunctionDef]) -> Optional[str]:
 
 
 class SharedParametersSplitAcrossPartitions(Rule):
-    summary = "Modules that share a parameter (tied embeddings) must be on the same partition under manual partitioning."
+    summary = (
+        "Modules that share a parameter (tied embeddings) must be on the same partition under"
+        " manual partitioning."
+    )
     depends_on = ("PP",)
     tensor_parallelism = TensorParallelism.NONE
 
@@ -227,11 +230,12 @@ class SharedParametersSplitAcrossPartitions(Rule):
                 if first is None or second is None or first.partition == second.partition:
                     continue
                 message = (
-                    f"In `{cls.name}`, `{self.program.code_for(tie.node)}` makes `{tie.first}` ({first.described}) share a "
-                    f"parameter with `{tie.second}` ({second.described}); {condition} the two modules "
-                    "on different pipeline stages, but a shared parameter can live on only one device. Place both "
-                    "on the same partition (one `smp.partition(...)` block or `smp.set_partition` index), or let "
-                    "auto-partitioning colocate them."
+                    f"In `{cls.name}`, `{self.program.code_for(tie.node)}` makes `{tie.first}`"
+                    f" ({first.described}) share a parameter with `{tie.second}`"
+                    f" ({second.described}); {condition} the two modules on different pipeline"
+                    " stages, but a shared parameter can live on only one device. Place both on"
+                    " the same partition (one `smp.partition(...)` block or `smp.set_partition`"
+                    " index), or let auto-partitioning colocate them."
                 )
                 self.report(tie.node, message, severity=severity, job_facts=(pp,))
 

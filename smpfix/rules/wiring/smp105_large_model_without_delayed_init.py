@@ -67,7 +67,10 @@ class _ModelConstruction:
 
 
 class LargeModelWithoutDelayedInit(Rule):
-    summary = "A model above ~10B parameters should be built inside `smp.delay_param_initialization()` to avoid running out of host memory."
+    summary = (
+        "A model above ~10B parameters should be built inside `smp.delay_param_initialization()` to"
+        " avoid running out of host memory."
+    )
     fix_availability = FixAvailability.NONE
     default_severity = Severity.HINT
     depends_on = ("DELAYED_INIT",)
@@ -191,38 +194,46 @@ class LargeModelWithoutDelayedInit(Rule):
         shown = self.program.code_for(candidate.call.func)
         host_gb = 4 * candidate.size.parameters * PROCESSES_PER_HOST / 1e9
         cost = (
-            f"every process allocates and initialises all of its ~{billions:.0f}B parameters in host memory before "
-            f"`smp.DistributedModel` partitions them (about {host_gb:,.0f} GB in fp32 for {PROCESSES_PER_HOST} "
-            "processes on a host), which can run out of memory"
+            f"every process allocates and initialises all of its ~{billions:.0f}B parameters in"
+            f" host memory before `smp.DistributedModel` partitions them (about {host_gb:,.0f} GB"
+            f" in fp32 for {PROCESSES_PER_HOST} processes on a host), which can run out of memory"
         )
         if in_model_creation:
             setting = (
                 delayed.condition() if delayed.state is Tri.OFF else "smpfix cannot see it set"
             )
             lead = (
-                f"`{shown}(...)` builds a model of about {billions:.0f}B parameters ({candidate.size.how}) inside "
-                f"`smp.model_creation(...)`, which delays initialisation only when `delayed_parameter_initialization` "
-                f"is on, and {setting}: {cost}."
-            )
-            advice = "Set `delayed_parameter_initialization: True` in the job, or build it inside `smp.delay_param_initialization(enabled=True)`."
-        elif pretrained_model_call(self.program.facts, candidate.call) is candidate.call:
-            lead = (
-                f"`{shown}(...)` builds a model of about {billions:.0f}B parameters ({candidate.size.how}) and its "
-                f"weights outside `smp.delay_param_initialization()`: {cost}."
+                f"`{shown}(...)` builds a model of about {billions:.0f}B parameters"
+                f" ({candidate.size.how}) inside `smp.model_creation(...)`, which delays"
+                " initialisation only when `delayed_parameter_initialization` is on, and"
+                f" {setting}: {cost}."
             )
             advice = (
-                "Build it with `from_config(...)` inside `with smp.delay_param_initialization(enabled=True):`, which "
-                "defers allocation until the model moves to the GPUs, and load the weights into the wrapped model "
-                "(`model.load_state_dict(...)` after the wrap, or `smp.resume_from_checkpoint(path, partial=False)` from SMP 1.10)."
+                "Set `delayed_parameter_initialization: True` in the job, or build it inside"
+                " `smp.delay_param_initialization(enabled=True)`."
+            )
+        elif pretrained_model_call(self.program.facts, candidate.call) is candidate.call:
+            lead = (
+                f"`{shown}(...)` builds a model of about {billions:.0f}B parameters"
+                f" ({candidate.size.how}) and its weights outside"
+                f" `smp.delay_param_initialization()`: {cost}."
+            )
+            advice = (
+                "Build it with `from_config(...)` inside `with"
+                " smp.delay_param_initialization(enabled=True):`, which defers allocation until the"
+                " model moves to the GPUs, and load the weights into the wrapped model"
+                " (`model.load_state_dict(...)` after the wrap, or"
+                " `smp.resume_from_checkpoint(path, partial=False)` from SMP 1.10)."
             )
         else:
             lead = (
-                f"`{shown}(...)` builds a model of about {billions:.0f}B parameters ({candidate.size.how}) outside "
-                f"`smp.delay_param_initialization()`: {cost}."
+                f"`{shown}(...)` builds a model of about {billions:.0f}B parameters"
+                f" ({candidate.size.how}) outside `smp.delay_param_initialization()`: {cost}."
             )
             advice = (
-                "Build it inside `with smp.delay_param_initialization(enabled=True):` (or `smp.model_creation(...)` with "
-                "`delayed_parameter_initialization` on), which defers allocation until the model moves to the GPUs."
+                "Build it inside `with smp.delay_param_initialization(enabled=True):` (or"
+                " `smp.model_creation(...)` with `delayed_parameter_initialization` on), which"
+                " defers allocation until the model moves to the GPUs."
             )
         self.report(
             candidate.call, f"{lead} {advice}", severity=Severity.HINT, job_facts=(delayed,)

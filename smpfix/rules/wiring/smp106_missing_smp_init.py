@@ -55,7 +55,10 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
 
 class MissingSmpInit(Rule):
     flavours = BOTH
-    summary = "A training script that uses the library must call `smp.init()` before anything else; add it after the import."
+    summary = (
+        "A training script that uses the library must call `smp.init()` before anything else; add"
+        " it after the import."
+    )
     fix_availability = FixAvailability.SAFE
     default_severity = Severity.WARNING
     satisfied_by_hf_trainer = True
@@ -163,23 +166,30 @@ class MissingSmpInit(Rule):
         reference = smp_reference(self.program.file, "init", flavour)
         spelled = reference.text if reference is not None else "smp.init"
         if tensorflow:
-            why = "the TensorFlow flavour of the library never initialises itself on import, so it has no configuration"
+            why = (
+                "the TensorFlow flavour of the library never initialises itself on import, so it"
+                " has no configuration"
+            )
         elif self._manual_init:
-            why = "this script sets SMP_MANUAL_INIT=1, so the library does not initialise itself on import"
+            why = (
+                "this script sets SMP_MANUAL_INIT=1, so the library does not initialise itself on"
+                " import"
+            )
         elif no_auto_init:
             why = (
-                f"{self.version_condition(until=LAST_WITHOUT_AUTO_INIT)}, and releases up to 1.7 never initialise "
-                "themselves on import, so the library has no configuration"
+                f"{self.version_condition(until=LAST_WITHOUT_AUTO_INIT)}, and releases up to 1.7"
+                " never initialise themselves on import, so the library has no configuration"
             )
         else:
             why = (
-                "only inside a SageMaker MPI launch, and only in later releases (1.12 does, 1.7 does not), does "
-                "importing the library initialise it; anywhere else, or with SMP_MANUAL_INIT=1, the library has no "
-                "configuration"
+                "only inside a SageMaker MPI launch, and only in later releases (1.12 does, 1.7"
+                " does not), does importing the library initialise it; anywhere else, or with"
+                " SMP_MANUAL_INIT=1, the library has no configuration"
             )
         message = (
-            f"This training script uses `smp.{used}` but never calls `{spelled}()`: {why}, and the first "
-            f"library call fails. Call `{spelled}()` right after the import, before any other library call."
+            f"This training script uses `smp.{used}` but never calls `{spelled}()`: {why}, and the"
+            f" first library call fails. Call `{spelled}()` right after the import, before any"
+            " other library call."
         )
         self.report(target, message, severity=severity, fix=self._fix(node, anchor, flavour))
 

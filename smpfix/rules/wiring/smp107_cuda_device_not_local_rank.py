@@ -34,7 +34,10 @@ class _WrongIndex:
 
 
 class CudaDeviceNotLocalRank(Rule):
-    summary = "Each process must use GPU `smp.local_rank()`; a global rank, `LOCAL_RANK` or a hard-coded `cuda:0` picks the wrong one."
+    summary = (
+        "Each process must use GPU `smp.local_rank()`; a global rank, `LOCAL_RANK` or a hard-coded"
+        " `cuda:0` picks the wrong one."
+    )
     fix_availability = FixAvailability.SOMETIMES_SAFE
     tensor_parallelism = TensorParallelism.NONE
 
@@ -89,13 +92,17 @@ class CudaDeviceNotLocalRank(Rule):
         shown = self.program.code_for(arg.value)
         if wrong.kind == "literal":
             message = (
-                f"`{self.program.code_for(call)}` hard-codes GPU {shown}: every process on a host (one per GPU) "
-                f"uses that GPU, while the library placed this process's model on GPU `smp.local_rank()`, so "
-                f"GPU {shown} runs out of memory or tensors end up on the wrong device. "
+                f"`{self.program.code_for(call)}` hard-codes GPU {shown}: every process on a host"
+                " (one per GPU) uses that GPU, while the library placed this process's model on"
+                f" GPU `smp.local_rank()`, so GPU {shown} runs out of memory or tensors end up on"
+                " the wrong device. "
                 + (
                     "Use `smp.local_rank()`."
                     if set_device
-                    else 'Use the current device (`"cuda"`, `.cuda()`), which `smp.init()` sets to `smp.local_rank()`.'
+                    else (
+                        'Use the current device (`"cuda"`, `.cuda()`), which `smp.init()` sets to'
+                        " `smp.local_rank()`."
+                    )
                 )
             )
             self.report(
@@ -158,15 +165,17 @@ class CudaDeviceNotLocalRank(Rule):
         )
         if wrong.kind == "rank":
             why = (
-                f"`{shown}` selects the GPU by {source}, which is not an index on this host: on the second "
-                "node of an 8-GPU cluster `smp.rank()` is 8 or more, and the data, pipeline and tensor parallel ranks "
-                "repeat across hosts, so processes pick a missing GPU or share one"
+                f"`{shown}` selects the GPU by {source}, which is not an index on this host: on the"
+                " second node of an 8-GPU cluster `smp.rank()` is 8 or more, and the data,"
+                " pipeline and tensor parallel ranks repeat across hosts, so processes pick a"
+                " missing GPU or share one"
             )
         else:
             why = (
-                f"`{shown}` selects the GPU from {source}, which torchrun sets but the MPI launcher that "
-                "SageMaker uses for the library does not (Open MPI exports OMPI_COMM_WORLD_LOCAL_RANK), so this "
-                "raises KeyError or falls back to one GPU for every process"
+                f"`{shown}` selects the GPU from {source}, which torchrun sets but the MPI launcher"
+                " that SageMaker uses for the library does not (Open MPI exports"
+                " OMPI_COMM_WORLD_LOCAL_RANK), so this raises KeyError or falls back to one GPU"
+                " for every process"
             )
         return f"{why}. Use `smp.local_rank()`, the index of this process's GPU on its host."
 
@@ -214,13 +223,16 @@ class CudaDeviceNotLocalRank(Rule):
         stored = severity is Severity.WARNING
         where = "is stored as a device" if stored else "hard-codes a GPU"
         message = (
-            f"{shown} {where}: every process on a host (one per GPU) would use that GPU, while the library placed "
-            "this process's model on GPU `smp.local_rank()`, so that GPU runs out of memory or tensors end up on the "
-            "wrong device. "
+            f"{shown} {where}: every process on a host (one per GPU) would use that GPU, while the"
+            " library placed this process's model on GPU `smp.local_rank()`, so that GPU runs out"
+            " of memory or tensors end up on the wrong device. "
             + (
                 "Use `smp.local_rank()`."
                 if set_device
-                else 'Use `"cuda"`, the current device, which `smp.init()` sets to `smp.local_rank()`.'
+                else (
+                    'Use `"cuda"`, the current device, which `smp.init()` sets to'
+                    " `smp.local_rank()`."
+                )
             )
         )
         if set_device:

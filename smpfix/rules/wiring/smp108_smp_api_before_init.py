@@ -21,10 +21,18 @@ from smpfix.rules.rule import Rule, TensorParallelism
 
 # Members that fail before initialisation, and what happens.
 _CRASHES = {
-    "DistributedModel": "reads the library's configuration, which does not exist yet (AttributeError)",
-    "model_creation": "reads the library's configuration, which does not exist yet (AttributeError)",
-    "delay_param_initialization": "reads the library's configuration, which does not exist yet (AttributeError)",
-    "resume_from_checkpoint": "reads the library's configuration, which does not exist yet (AttributeError)",
+    "DistributedModel": (
+        "reads the library's configuration, which does not exist yet (AttributeError)"
+    ),
+    "model_creation": (
+        "reads the library's configuration, which does not exist yet (AttributeError)"
+    ),
+    "delay_param_initialization": (
+        "reads the library's configuration, which does not exist yet (AttributeError)"
+    ),
+    "resume_from_checkpoint": (
+        "reads the library's configuration, which does not exist yet (AttributeError)"
+    ),
     "save_checkpoint": "reads the library's state, which does not exist yet",
     "DistributedOptimizer": "finds no `smp.DistributedModel` and raises RuntimeError",
     **{member: "raises NotInitializedError" for member in (*RANK_FUNCTIONS, "size", "local_size")},
@@ -45,7 +53,10 @@ _POISONS = frozenset({"pp_size", "tp_size", "dp_size", "rdp_size", "mp_size"})
 
 
 class SmpApiBeforeInit(Rule):
-    summary = "Library calls before `smp.init()` fail, do nothing, or (size queries) corrupt the rank layout."
+    summary = (
+        "Library calls before `smp.init()` fail, do nothing, or (size queries) corrupt the rank"
+        " layout."
+    )
     tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
@@ -97,18 +108,22 @@ class SmpApiBeforeInit(Rule):
         init_code = init_code if len(init_code) <= 40 else "smp.init(...)"
         if member in _POISONS:
             what = (
-                f"returns 1 before initialisation, and the library caches that answer for the life of the process: "
-                f"`{init_code}` then lays out the ranks with it, so ranks, groups and the worker-count check are wrong"
+                "returns 1 before initialisation, and the library caches that answer for the life"
+                f" of the process: `{init_code}` then lays out the ranks with it, so ranks, groups"
+                " and the worker-count check are wrong"
             )
         elif member in _NO_OPS:
             what = (
-                "does nothing before initialisation (and `smp.init()` clears the module marks made before it), so "
-                "the model is built without it"
+                "does nothing before initialisation (and `smp.init()` clears the module marks made"
+                " before it), so the model is built without it"
             )
         else:
             what = _CRASHES[member]
         lead = f"`smp.{member}` runs before `{init_code}`: it {what}."
-        fix = f"Call `{init_code}` first, before any other library call (move it up, or move this code after it)."
+        fix = (
+            f"Call `{init_code}` first, before any other library call (move it up, or move this"
+            " code after it)."
+        )
         if mode.mode is Mode.BY_SCRIPT:
             self.report(
                 run.call,
@@ -116,13 +131,14 @@ class SmpApiBeforeInit(Rule):
             )
         elif mode.mode is Mode.ON_IMPORT:
             message = (
-                f"`smp.{member}` runs before `{init_code}`. It works only because {mode.reason}; with "
-                f"SMP_MANUAL_INIT=1 or outside that launch it {what}. {fix}"
+                f"`smp.{member}` runs before `{init_code}`. It works only because {mode.reason};"
+                f" with SMP_MANUAL_INIT=1 or outside that launch it {what}. {fix}"
             )
             self.report(run.call, message, severity=Severity.HINT)
         else:
             message = (
-                f"`smp.{member}` runs before `{init_code}`: unless the library initialised itself on import (SMP 1.12 "
-                f"and later under SageMaker's MPI launcher, without SMP_MANUAL_INIT=1), it {what}. {fix}"
+                f"`smp.{member}` runs before `{init_code}`: unless the library initialised itself"
+                " on import (SMP 1.12 and later under SageMaker's MPI launcher, without"
+                f" SMP_MANUAL_INIT=1), it {what}. {fix}"
             )
             self.report(run.call, message, severity=Severity.WARNING)

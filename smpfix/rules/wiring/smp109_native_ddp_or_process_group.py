@@ -33,14 +33,17 @@ _IS_INITIALIZED = frozenset(
     {"torch.distributed.is_initialized", "torch.distributed.distributed_c10d.is_initialized"}
 )
 _DDP_WHY = (
-    'the library runs data parallelism itself inside the `smp.DistributedModel` (with `"ddp": True`) and does not '
-    "support PyTorch's wrapper around or inside it: gradients would be reduced by two mechanisms that know nothing of "
-    "the model's partitions"
+    'the library runs data parallelism itself inside the `smp.DistributedModel` (with `"ddp":'
+    " True`) and does not support PyTorch's wrapper around or inside it: gradients would be reduced"
+    " by two mechanisms that know nothing of the model's partitions"
 )
 
 
 class NativeDdpOrProcessGroup(Rule):
-    summary = "PyTorch's `DistributedDataParallel` and `init_process_group` clash with the library's own data parallelism."
+    summary = (
+        "PyTorch's `DistributedDataParallel` and `init_process_group` clash with the library's own"
+        " data parallelism."
+    )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("DDP",)
     tensor_parallelism = TensorParallelism.NONE
@@ -81,15 +84,16 @@ class NativeDdpOrProcessGroup(Rule):
         wrapped = argument(call, "module", 0)
         if wrapped is not None and self._is_distributed_model(wrapped.value, call, where):
             message = (
-                f"`{self._name(call)}` wraps the `smp.DistributedModel`: {_DDP_WHY}. Remove the wrapper and set "
-                '`"ddp": True` in the modelparallel parameters.'
+                f"`{self._name(call)}` wraps the `smp.DistributedModel`: {_DDP_WHY}. Remove the"
+                ' wrapper and set `"ddp": True` in the modelparallel parameters.'
             )
             self.report(call, message, fix=self._unwrap(call, wrapped.value))
             return
         if self._reaches_distributed_model(call, where):
             message = (
-                f"The module wrapped in `{self._name(call)}` is then given to `smp.DistributedModel`: {_DDP_WHY}. "
-                'Give `smp.DistributedModel` the plain module and set `"ddp": True` in the modelparallel parameters.'
+                f"The module wrapped in `{self._name(call)}` is then given to"
+                f" `smp.DistributedModel`: {_DDP_WHY}. Give `smp.DistributedModel` the plain module"
+                ' and set `"ddp": True` in the modelparallel parameters.'
             )
             fix = self._unwrap(call, wrapped.value) if wrapped is not None else None
             self.report(call, message, fix=fix)
@@ -135,7 +139,8 @@ class NativeDdpOrProcessGroup(Rule):
     def _unwrap(self, call: cst.Call, inner: cst.BaseExpression) -> PendingFix:
         return PendingFix(
             Applicability.UNSAFE,
-            'Remove the DistributedDataParallel wrapper (set `"ddp": True` in the modelparallel parameters)',
+            'Remove the DistributedDataParallel wrapper (set `"ddp": True` in the modelparallel'
+            " parameters)",
             (ReplaceNode(call, self.program.code_for(inner)),),
         )
 
@@ -155,25 +160,34 @@ class NativeDdpOrProcessGroup(Rule):
             explicit = all(argument(call, key) is not None for key in ("rank", "world_size"))
             if ddp.state is Tri.ON:
                 message = (
-                    f"`torch.distributed.init_process_group` and `smp.init()` both run, and {ddp.condition()}: "
-                    "`smp.init()` then creates the default process group itself, and the second initialisation "
-                    'raises RuntimeError ("trying to initialize the default process group twice"). Remove this call; '
-                    "use `smp.get_dp_process_group()` and the other library groups for your own collectives."
+                    "`torch.distributed.init_process_group` and `smp.init()` both run, and"
+                    f" {ddp.condition()}: `smp.init()` then creates the default process group"
+                    ' itself, and the second initialisation raises RuntimeError ("trying to'
+                    ' initialize the default process group twice"). Remove this call; use'
+                    " `smp.get_dp_process_group()` and the other library groups for your own"
+                    " collectives."
                 )
                 self.report(call, message, job_facts=(ddp,))
             elif not explicit:
                 why = (
-                    "SageMaker's MPI launcher sets no `RANK`, `WORLD_SIZE` or `MASTER_ADDR`, so the default `env://` "
-                    "initialisation fails"
+                    "SageMaker's MPI launcher sets no `RANK`, `WORLD_SIZE` or `MASTER_ADDR`, so the"
+                    " default `env://` initialisation fails"
                 )
                 if ddp.state is Tri.OFF:
-                    lead = f"`torch.distributed.init_process_group` runs in a script that uses the library ({ddp.condition()}): {why}."
+                    lead = (
+                        "`torch.distributed.init_process_group` runs in a script that uses the"
+                        f" library ({ddp.condition()}): {why}."
+                    )
                 else:
                     lead = (
-                        f"`torch.distributed.init_process_group` runs beside `smp.init()`: {ddp.condition()}, `smp.init()` "
-                        f"creates the default process group and this second one raises RuntimeError; if not, {why}."
+                        "`torch.distributed.init_process_group` runs beside `smp.init()`:"
+                        f" {ddp.condition()}, `smp.init()` creates the default process group and"
+                        f" this second one raises RuntimeError; if not, {why}."
                     )
-                message = f'{lead} Set `"ddp": True` and use the library\'s process groups (`smp.get_dp_process_group()`).'
+                message = (
+                    f'{lead} Set `"ddp": True` and use the library\'s process groups'
+                    " (`smp.get_dp_process_group()`)."
+                )
                 self.report(call, message, severity=Severity.WARNING, job_facts=(ddp,))
             return
 

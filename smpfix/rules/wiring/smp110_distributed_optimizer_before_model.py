@@ -16,7 +16,10 @@ from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParalleli
 
 
 class DistributedOptimizerBeforeModel(Rule):
-    summary = "`smp.DistributedOptimizer` raises RuntimeError unless an `smp.DistributedModel` was created before it."
+    summary = (
+        "`smp.DistributedOptimizer` raises RuntimeError unless an `smp.DistributedModel` was"
+        " created before it."
+    )
     fix_availability = FixAvailability.SAFE
     satisfied_by_hf_trainer = True
     tensor_parallelism = TensorParallelism.NONE
@@ -50,9 +53,10 @@ class DistributedOptimizerBeforeModel(Rule):
         )
         shown = self._shown(model_ref.statement if model_ref is not None else model_run.call)
         message = (
-            f'`smp.DistributedOptimizer` runs before `{shown}`: it raises RuntimeError ("smp.DistributedModel call '
-            'must take place before smp.DistributedOptimizer"), because the optimizer wrapper partitions the optimizer '
-            "state by the model's partitions, which do not exist yet. Wrap the model first, then the optimizer."
+            f"`smp.DistributedOptimizer` runs before `{shown}`: it raises RuntimeError"
+            ' ("smp.DistributedModel call must take place before smp.DistributedOptimizer"),'
+            " because the optimizer wrapper partitions the optimizer state by the model's"
+            " partitions, which do not exist yet. Wrap the model first, then the optimizer."
         )
         self.report(call, message, fix=self._fix(call, where, model_ref))
 

@@ -16,13 +16,16 @@ _ERROR_SHOWN_AS = (
     "`TypeError: __str__ returned non-string`)"
 )
 _INSTEAD = (
-    "Wrap a single `nn.Module` that holds every network you train (a GAN's generator and discriminator, a "
-    "teacher and a student) and call `smp.DistributedModel` once."
+    "Wrap a single `nn.Module` that holds every network you train (a GAN's generator and"
+    " discriminator, a teacher and a student) and call `smp.DistributedModel` once."
 )
 
 
 class MultipleDistributedModels(Rule):
-    summary = "Only one `smp.DistributedModel` may be created per process; a second one raises MultipleDistributedModelError."
+    summary = (
+        "Only one `smp.DistributedModel` may be created per process; a second one raises"
+        " MultipleDistributedModelError."
+    )
     tensor_parallelism = TensorParallelism.NONE
 
     @classmethod
@@ -58,16 +61,23 @@ class MultipleDistributedModels(Rule):
         self, order: ExecutionOrder, module: cst.Module, run: Run, first: Optional[Run]
     ) -> None:
         if first is None:
-            what = "This `smp.DistributedModel` call runs in a loop, so its second pass creates a second distributed model"
+            what = (
+                "This `smp.DistributedModel` call runs in a loop, so its second pass creates a"
+                " second distributed model"
+            )
         elif first.call is run.call:
-            what = "This `smp.DistributedModel` call runs twice in one process (its function is called again)"
+            what = (
+                "This `smp.DistributedModel` call runs twice in one process (its function is called"
+                " again)"
+            )
         else:
             shown = " ".join(self.program.code_for(first.call).split())
             shown = shown if len(shown) <= 50 else shown[:47] + "..."
             what = f"A second `smp.DistributedModel` runs after `{shown}`"
         message = (
-            f"{what}: the library keeps one model per process (the pipeline schedule, partitioning and gradient "
-            f"reduction all belong to it), and the second wrap {_ERROR_SHOWN_AS}. {_INSTEAD}"
+            f"{what}: the library keeps one model per process (the pipeline schedule, partitioning"
+            f" and gradient reduction all belong to it), and the second wrap {_ERROR_SHOWN_AS}."
+            f" {_INSTEAD}"
         )
         severity = Severity.ERROR
         reset = happens(module, lambda call: self.program.facts.is_smp_call(call, "reset"))
@@ -76,7 +86,7 @@ class MultipleDistributedModels(Rule):
         ):
             severity = Severity.HINT
             message += (
-                " `smp.reset()` runs in between, which clears the model, but it is not a documented API and "
-                "its behaviour may change: check this on a small job first."
+                " `smp.reset()` runs in between, which clears the model, but it is not a documented"
+                " API and its behaviour may change: check this on a small job first."
             )
         self.report(run.call, message, severity=severity)

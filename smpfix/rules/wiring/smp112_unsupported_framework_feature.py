@@ -56,7 +56,10 @@ _COMPILE = frozenset({"torch.compile"})
 
 
 class UnsupportedFrameworkFeature(Rule):
-    summary = "PyTorch AMP's GradScaler, apex amp and fused layers, TorchScript, `torch.compile` and `super().forward` do not work with the library."
+    summary = (
+        "PyTorch AMP's GradScaler, apex amp and fused layers, TorchScript, `torch.compile` and"
+        " `super().forward` do not work with the library."
+    )
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("PP",)
     default_severity = Severity.WARNING
@@ -89,23 +92,29 @@ class UnsupportedFrameworkFeature(Rule):
     def _scaler(self, call: cst.Call, qualified: str, module: cst.Module) -> None:
         pp = self.feature("PP")
         why = (
-            "its overflow check sees only this rank's gradients, so the pipeline stages disagree on whether to skip "
-            'a step, and on a stage without local parameters it fails with "No inf checks were recorded"'
+            "its overflow check sees only this rank's gradients, so the pipeline stages disagree"
+            ' on whether to skip a step, and on a stage without local parameters it fails with "No'
+            ' inf checks were recorded"'
         )
         if pp.state is Tri.ON:
             severity, lead = (
                 Severity.ERROR,
-                f"`{qualified}` does not work with the model parallelism library, and {pp.condition()}: {why}",
+                (
+                    f"`{qualified}` does not work with the model parallelism library, and"
+                    f" {pp.condition()}: {why}"
+                ),
             )
         else:
             severity = Severity.WARNING
             lead = (
-                f'`{qualified}` does not work with the model parallelism library (API documentation: it "currently '
+                f"`{qualified}` does not work with the model parallelism library (API"
+                ' documentation: it "currently '
                 f"doesn't work with the library\"); with pipeline parallelism {why}"
             )
         message = (
-            f"{lead}. Use `smp.amp.GradScaler`, a subclass with the same arguments that agrees on overflow across the "
-            "pipeline stages and skips the step where a stage has no parameters."
+            f"{lead}. Use `smp.amp.GradScaler`, a subclass with the same arguments that agrees on"
+            " overflow across the pipeline stages and skips the step where a stage has no"
+            " parameters."
         )
         self.report(
             call,
@@ -119,8 +128,9 @@ class UnsupportedFrameworkFeature(Rule):
         replacement = _DROP_INS[qualified]
         name = qualified.rsplit(".", 1)[1]
         message = (
-            f"apex's `{name}` is not supported by the model parallelism library (developer guide, unsupported "
-            f"framework features); use the library's drop-in `smp.{replacement.member}`, which takes the same arguments."
+            f"apex's `{name}` is not supported by the model parallelism library (developer guide,"
+            " unsupported framework features); use the library's drop-in"
+            f" `smp.{replacement.member}`, which takes the same arguments."
         )
         self.report(
             call,
@@ -132,9 +142,10 @@ class UnsupportedFrameworkFeature(Rule):
     def _apex_amp(self, call: cst.Call, qualified: str, module: cst.Module) -> None:
         name = qualified.rsplit(".", 1)[1]
         message = (
-            f"`apex.amp.{name}` is not supported by the model parallelism library (developer guide, unsupported "
-            "framework features): it patches the model and optimizer behind the library's back. For mixed precision, "
-            'set `"fp16": True` in the modelparallel parameters, or use `torch.cuda.amp.autocast` with `smp.amp.GradScaler`.'
+            f"`apex.amp.{name}` is not supported by the model parallelism library (developer guide,"
+            " unsupported framework features): it patches the model and optimizer behind the"
+            ' library\'s back. For mixed precision, set `"fp16": True` in the modelparallel'
+            " parameters, or use `torch.cuda.amp.autocast` with `smp.amp.GradScaler`."
         )
         self.report(call, message, severity=Severity.WARNING)
 
@@ -179,16 +190,18 @@ class UnsupportedFrameworkFeature(Rule):
         )
         if qualified in _JIT:
             message = (
-                f"`{qualified}` is applied to {place}: the library partitions and runs the model through its Python "
-                "modules (it traces them and patches their `forward`), which a TorchScript module does not have "
-                "(developer guide, unsupported framework features). Wrap the plain `nn.Module`."
+                f"`{qualified}` is applied to {place}: the library partitions and runs the model"
+                " through its Python modules (it traces them and patches their `forward`), which a"
+                " TorchScript module does not have (developer guide, unsupported framework"
+                " features). Wrap the plain `nn.Module`."
             )
             self.report(call, message)
             return
         message = (
-            f"`torch.compile` is applied to {place}; the library does not support `torch.compile` (release notes of "
-            "SMP 1.15, the PyTorch 2.0 release): the compiled wrapper hides the modules the library partitions and "
-            "patches. Wrap the plain `nn.Module` and leave compilation out."
+            f"`torch.compile` is applied to {place}; the library does not support `torch.compile`"
+            " (release notes of SMP 1.15, the PyTorch 2.0 release): the compiled wrapper hides the"
+            " modules the library partitions and patches. Wrap the plain `nn.Module` and leave"
+            " compilation out."
         )
         self.report(call, message, severity=Severity.WARNING)
 
@@ -202,10 +215,11 @@ class UnsupportedFrameworkFeature(Rule):
                     if _is_super_forward(node):
                         assert type(node) is cst.Call and type(node.func) is cst.Attribute
                         message = (
-                            "`super().forward(...)` inside a module's `forward`: the library replaces the `forward` of "
-                            "the modules it wraps, so this call can come back to the patched method and raise "
-                            "RecursionError (troubleshooting guide). Call `super()._orig_forward(...)`, the original "
-                            "method the library keeps."
+                            "`super().forward(...)` inside a module's `forward`: the library"
+                            " replaces the `forward` of the modules it wraps, so this call can come"
+                            " back to the patched method and raise RecursionError (troubleshooting"
+                            " guide). Call `super()._orig_forward(...)`, the original method the"
+                            " library keeps."
                         )
                         fix = PendingFix(
                             Applicability.UNSAFE,

@@ -20,7 +20,10 @@ _HF_SCHEDULE_MODULES = ("transformers.", "transformers.optimization.")
 
 
 class LrSchedulerOnFp16Wrapper(Rule):
-    summary = "Under fp16 or bf16, PyTorch schedulers need the optimizer inside `smp.DistributedOptimizer`'s wrapper (`optimizer.optimizer`)."
+    summary = (
+        "Under fp16 or bf16, PyTorch schedulers need the optimizer inside"
+        " `smp.DistributedOptimizer`'s wrapper (`optimizer.optimizer`)."
+    )
     fix_availability = FixAvailability.SOMETIMES_SAFE
     depends_on = ("FP16", "BF16", "SDP")
     satisfied_by_hf_trainer = True
@@ -56,10 +59,14 @@ class LrSchedulerOnFp16Wrapper(Rule):
         name = optimizer.value
         if on is not None:
             message = (
-                f"`{scheduler}` gets `{name}`, the result of `smp.DistributedOptimizer`, and {on.condition()}: the "
-                "library then returns a mixed-precision wrapper that is not a `torch.optim.Optimizer`, so the scheduler "
-                f'raises TypeError ("... is not an Optimizer") when it is built. Pass the optimizer inside the wrapper, '
-                f"`{name}.optimizer` (the fp16 guide's form: `{name}.optimizer if smp.state.cfg.fp16 else {name}`)."
+                f"`{scheduler}` gets `{name}`, the result of `smp.DistributedOptimizer`, and"
+                f" {on.condition()}: the "
+                "library then returns a mixed-precision wrapper that is not a"
+                " `torch.optim.Optimizer`, so the scheduler "
+                f'raises TypeError ("... is not an Optimizer") when it is built. Pass the optimizer'
+                f" inside the wrapper, "
+                f"`{name}.optimizer` (the fp16 guide's form: `{name}.optimizer if"
+                f" smp.state.cfg.fp16 else {name}`)."
             )
             self.report(
                 call,
@@ -71,15 +78,19 @@ class LrSchedulerOnFp16Wrapper(Rule):
         if fp16.state is Tri.OFF and bf16.state is Tri.OFF and sdp.state is Tri.OFF:
             return  # the wrapper is the optimizer itself then
         if sdp.state is Tri.ON:
-            condition = f"{sdp.condition()}, so `smp.DistributedOptimizer` returns a sharded (DeepSpeed ZeRO) optimizer"
+            condition = (
+                f"{sdp.condition()}, so `smp.DistributedOptimizer` returns a sharded (DeepSpeed"
+                " ZeRO) optimizer"
+            )
         else:
             condition = (
                 "if fp16 or bf16 training is enabled, `smp.DistributedOptimizer` returns a wrapper"
             )
         message = (
-            f"`{scheduler}` gets `{name}`, the result of `smp.DistributedOptimizer`: {condition} that is not a "
-            "`torch.optim.Optimizer`, and PyTorch schedulers raise TypeError on it. The fp16 guide passes "
-            f"`{name}.optimizer if smp.state.cfg.fp16 else {name}`; with fp16 and bf16 off this is the same object."
+            f"`{scheduler}` gets `{name}`, the result of `smp.DistributedOptimizer`: {condition}"
+            " that is not a `torch.optim.Optimizer`, and PyTorch schedulers raise TypeError on it."
+            f" The fp16 guide passes `{name}.optimizer if smp.state.cfg.fp16 else {name}`; with"
+            " fp16 and bf16 off this is the same object."
         )
         self.report(
             call,

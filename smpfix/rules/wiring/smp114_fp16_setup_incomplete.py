@@ -18,7 +18,10 @@ def _dtype_given(call: cst.Call) -> bool:
 
 
 class Fp16SetupIncomplete(Rule):
-    summary = "With fp16 on, build the model in `smp.model_creation(dtype=torch.float16)` and turn on loss scaling in `smp.DistributedOptimizer`."
+    summary = (
+        "With fp16 on, build the model in `smp.model_creation(dtype=torch.float16)` and turn on"
+        " loss scaling in `smp.DistributedOptimizer`."
+    )
     depends_on = ("FP16", "DELAYED_INIT")
     satisfied_by_hf_trainer = True
     default_severity = Severity.HINT
@@ -65,20 +68,22 @@ class Fp16SetupIncomplete(Rule):
         delayed = self.feature("DELAYED_INIT")
         fp16 = self.feature("FP16")
         lead = (
-            f"`fp16` is enabled ({fp16.source}), but the model given to `smp.DistributedModel` is not built inside "
-            "`with smp.model_creation(dtype=torch.float16, ...)`, as the fp16 guide says"
+            f"`fp16` is enabled ({fp16.source}), but the model given to `smp.DistributedModel` is"
+            " not built inside `with smp.model_creation(dtype=torch.float16, ...)`, as the fp16"
+            " guide says"
         )
         if delayed.state is Tri.ON:
             message = (
-                f"{lead}, and {delayed.condition()}: the parameters must then be created in fp16 to be initialised "
-                "later. Build the model inside `with smp.model_creation(dtype=torch.float16):`."
+                f"{lead}, and {delayed.condition()}: the parameters must then be created in fp16 to"
+                " be initialised later. Build the model inside `with"
+                " smp.model_creation(dtype=torch.float16):`."
             )
             self.report(wrap.call, message, severity=Severity.WARNING, job_facts=(fp16, delayed))
             return
         message = (
-            f"{lead}. The library still casts it to fp16 when it wraps it, so training is correct, but the whole "
-            "model is first built in fp32 on every process (twice the CPU memory and time). Build it inside "
-            "`with smp.model_creation(dtype=torch.float16):`."
+            f"{lead}. The library still casts it to fp16 when it wraps it, so training is correct,"
+            " but the whole model is first built in fp32 on every process (twice the CPU memory"
+            " and time). Build it inside `with smp.model_creation(dtype=torch.float16):`."
         )
         self.report(wrap.call, message, severity=Severity.HINT, job_facts=(fp16,))
 
@@ -93,8 +98,9 @@ class Fp16SetupIncomplete(Rule):
             return
         fp16 = self.feature("FP16")
         message = (
-            f"`fp16` is enabled ({fp16.source}), and `smp.DistributedOptimizer` keeps its default "
-            "static loss scale of 1.0, which lets small fp16 gradients underflow to zero. The fp16 guide recommends "
-            "dynamic loss scaling: `smp.DistributedOptimizer(optimizer, static_loss_scale=None, dynamic_loss_scale=True)`."
+            f"`fp16` is enabled ({fp16.source}), and `smp.DistributedOptimizer` keeps its default"
+            " static loss scale of 1.0, which lets small fp16 gradients underflow to zero. The"
+            " fp16 guide recommends dynamic loss scaling: `smp.DistributedOptimizer(optimizer,"
+            " static_loss_scale=None, dynamic_loss_scale=True)`."
         )
         self.report(wrap.call, message, severity=Severity.HINT, job_facts=(fp16,))

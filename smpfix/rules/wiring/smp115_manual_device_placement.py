@@ -22,7 +22,10 @@ _ONE_PER_HOST = frozenset({"local_rank", "rank"})
 
 
 class ManualDevicePlacement(Rule):
-    summary = "Moving the `smp.DistributedModel` before the first step is ignored; CUDA and dataset downloads before set-up misbehave."
+    summary = (
+        "Moving the `smp.DistributedModel` before the first step is ignored; CUDA and dataset"
+        " downloads before set-up misbehave."
+    )
     fix_availability = FixAvailability.SOMETIMES_SAFE
     default_severity = Severity.HINT
     tensor_parallelism = TensorParallelism.NONE
@@ -55,9 +58,10 @@ class ManualDevicePlacement(Rule):
             return
         shown = self.program.code_for(call)
         message = (
-            f"`{shown}` runs before the first step, so smdistributed.modelparallel ignores it: the model is "
-            "partitioned at the first call of an `smp.step` function, and the library then moves each partition to "
-            "its own GPU (`smp.local_rank()`). Remove the call (moving inputs with `.to(device)` is still needed)."
+            f"`{shown}` runs before the first step, so smdistributed.modelparallel ignores it: the"
+            " model is partitioned at the first call of an `smp.step` function, and the library"
+            " then moves each partition to its own GPU (`smp.local_rank()`). Remove the call"
+            " (moving inputs with `.to(device)` is still needed)."
         )
         self.report(call, message, severity=Severity.HINT, fix=self._delete(call))
 
@@ -156,9 +160,10 @@ class ManualDevicePlacement(Rule):
             ):
                 continue
             message = (
-                "`torch.cuda.synchronize()` runs before `smp.init()` and before any `torch.cuda.set_device(...)`: it "
-                "creates a CUDA context on GPU 0 in every process of the host, which takes memory on that GPU for the "
-                "whole job. Call it after `smp.init()` (which selects `smp.local_rank()`'s GPU), or set the device first."
+                "`torch.cuda.synchronize()` runs before `smp.init()` and before any"
+                " `torch.cuda.set_device(...)`: it creates a CUDA context on GPU 0 in every process"
+                " of the host, which takes memory on that GPU for the whole job. Call it after"
+                " `smp.init()` (which selects `smp.local_rank()`'s GPU), or set the device first."
             )
             self.report(call, message, severity=Severity.HINT)
             return
@@ -172,9 +177,10 @@ class ManualDevicePlacement(Rule):
             return
         name = self.program.code_for(call.func)
         message = (
-            f"`{name}(..., download=True)` runs on every process: the processes of a host download into the same "
-            "folder at once and can leave corrupt files. Download on one process per host, "
-            "`if smp.local_rank() == 0:`, then `smp.barrier()`, then build the dataset with `download=False`."
+            f"`{name}(..., download=True)` runs on every process: the processes of a host download"
+            " into the same folder at once and can leave corrupt files. Download on one process"
+            " per host, `if smp.local_rank() == 0:`, then `smp.barrier()`, then build the dataset"
+            " with `download=False`."
         )
         self.report(call, message, severity=Severity.HINT)
 
@@ -211,8 +217,9 @@ class ManualDevicePlacement(Rule):
             and self.program.facts.literal(times.value) is True
         ):
             message = (
-                '`trace_device="cpu"` with `trace_execution_times=True`: execution times measured on the CPU say '
-                "nothing about the GPU partitions, and the library warns that this combination is not supported. "
-                'Trace on the GPU (`trace_device="gpu"`) or drop `trace_execution_times`.'
+                '`trace_device="cpu"` with `trace_execution_times=True`: execution times measured'
+                " on the CPU say nothing about the GPU partitions, and the library warns that this"
+                ' combination is not supported. Trace on the GPU (`trace_device="gpu"`) or drop'
+                " `trace_execution_times`."
             )
             self.report(call, message, severity=Severity.HINT)

@@ -21,7 +21,10 @@ _KEYWORD = {"partition": "index", "set_partition": "partition"}
 
 
 class PartitionApiMisuse(Rule):
-    summary = "Manual partitioning needs `auto_partition: False`, an index below the pipeline degree, and `set_partition` between the wrap and the first step."
+    summary = (
+        "Manual partitioning needs `auto_partition: False`, an index below the pipeline degree, and"
+        " `set_partition` between the wrap and the first step."
+    )
     depends_on = ("PP",)
     tensor_parallelism = TensorParallelism.NONE
 
@@ -46,9 +49,10 @@ class PartitionApiMisuse(Rule):
                 ancestor in forward_like for ancestor in parents.ancestors(call)
             ):
                 message = (
-                    "`smp.partition(...)` here wraps code that runs the model, not code that builds it: the context "
-                    "assigns the modules *created* inside it to a partition, so it has no effect in a `forward` or a "
-                    "step function. Put it around the construction of the submodules (in `__init__`)."
+                    "`smp.partition(...)` here wraps code that runs the model, not code that builds"
+                    " it: the context assigns the modules *created* inside it to a partition, so it"
+                    " has no effect in a `forward` or a step function. Put it around the"
+                    " construction of the submodules (in `__init__`)."
                 )
                 self.report(call, message, severity=Severity.WARNING)
 
@@ -86,10 +90,15 @@ class PartitionApiMisuse(Rule):
         if self.program.job.init_dict is InitDict.IGNORED and "auto_partition" in init_dict_keys(
             self.program.facts
         ):
-            dict_ignored = f" The script's own `smp.init` dict sets `auto_partition`, but {self.program.job.init_dict_reason}."
+            dict_ignored = (
+                " The script's own `smp.init` dict sets `auto_partition`, but"
+                f" {self.program.job.init_dict_reason}."
+            )
         message = (
-            f"`smp.{member}(...)` {effect}: `auto_partition` is True ({source}), so the library places every module "
-            f'itself.{dict_ignored} To partition by hand, set `"auto_partition": False` and a `"default_partition"` '
+            f"`smp.{member}(...)` {effect}: `auto_partition` is True ({source}), so the library"
+            " places every module "
+            f'itself.{dict_ignored} To partition by hand, set `"auto_partition": False` and a'
+            ' `"default_partition"` '
             "in the launcher's modelparallel parameters."
         )
         self.report(call, message, severity=Severity.WARNING)
@@ -108,8 +117,9 @@ class PartitionApiMisuse(Rule):
             return False
         pp = self.feature("PP")
         message = (
-            f"Partition {index} does not exist: the pipeline has {degree} partitions ({pp.source}), numbered 0 to "
-            f"{degree - 1}, and `smp.{member}` raises InvalidPartitionIDError. Use an index below {degree}."
+            f"Partition {index} does not exist: the pipeline has {degree} partitions ({pp.source}),"
+            f" numbered 0 to {degree - 1}, and `smp.{member}` raises InvalidPartitionIDError. Use"
+            f" an index below {degree}."
         )
         self.report(call, message, job_facts=(pp,))
         return True
@@ -122,17 +132,19 @@ class PartitionApiMisuse(Rule):
         for run in order.runs_of(call):
             if order.before(run, is_step):
                 message = (
-                    "`smp.set_partition(...)` runs after a step function has run: the model was partitioned at the "
-                    "first step, and the library raises StepFunctionCalledError. Call it between `smp.DistributedModel` "
-                    "and the first step."
+                    "`smp.set_partition(...)` runs after a step function has run: the model was"
+                    " partitioned at the first step, and the library raises"
+                    " StepFunctionCalledError. Call it between `smp.DistributedModel` and the first"
+                    " step."
                 )
                 self.report(call, message)
                 return
             if not order.before(run, is_model) and order.after(run, is_model):
                 message = (
-                    "`smp.set_partition(...)` runs before `smp.DistributedModel`: it records the partition on the "
-                    "library's model, which does not exist yet, and fails with AttributeError. Call it after the wrap "
-                    "(or use `with smp.partition(i):` around the submodule's construction)."
+                    "`smp.set_partition(...)` runs before `smp.DistributedModel`: it records the"
+                    " partition on the library's model, which does not exist yet, and fails with"
+                    " AttributeError. Call it after the wrap (or use `with smp.partition(i):`"
+                    " around the submodule's construction)."
                 )
                 self.report(call, message)
                 return

@@ -16,7 +16,10 @@ _AFFECTED = frozenset({"torch.optim.Adadelta", "torch.optim.adadelta.Adadelta"})
 
 
 class OptimizerStepOnEmptyPartition(Rule):
-    summary = "SMP 1.3 (PyTorch 1.8): Adadelta's `step()` crashes on a pipeline stage with no parameters; step only where `model.local_parameters()` is not empty."
+    summary = (
+        "SMP 1.3 (PyTorch 1.8): Adadelta's `step()` crashes on a pipeline stage with no parameters;"
+        " step only where `model.local_parameters()` is not empty."
+    )
     depends_on = ("PP",)
     default_severity = Severity.WARNING
     since = (1, 3)
@@ -46,10 +49,11 @@ class OptimizerStepOnEmptyPartition(Rule):
             if any(_checks_local_parameters(ancestor) for ancestor in parents.ancestors(call)):
                 continue
             message = (
-                f"`{self.program.code_for(func)}()` steps an Adadelta optimizer; {pp.condition()} and "
-                f"{self.version_condition()}. A known issue of SMP 1.3 is that this step crashes on a pipeline stage "
-                "that was given no parameters (a PyTorch bug, fixed later). Guard it as the release notes say: "
-                "`if len(list(model.local_parameters())) > 0: optimizer.step()`."
+                f"`{self.program.code_for(func)}()` steps an Adadelta optimizer; {pp.condition()}"
+                f" and {self.version_condition()}. A known issue of SMP 1.3 is that this step"
+                " crashes on a pipeline stage that was given no parameters (a PyTorch bug, fixed"
+                " later). Guard it as the release notes say: `if"
+                " len(list(model.local_parameters())) > 0: optimizer.step()`."
             )
             self.report(call, message, severity=Severity.WARNING, job_facts=(pp,))
 
