@@ -341,33 +341,30 @@ def _source_spans(text: str) -> dict[int, tuple[int, int]]:
         return {}
 
 
+_DECODER = json.JSONDecoder()
+_WHITESPACE = re.compile(r"[ \t\r\n]*")
+
+
 class _Scanner:
-    """Just enough of a JSON reader to know where values start and end."""
+    """Just enough of a JSON reader to know where values start and end (in a text that
+    ``json.loads`` accepted): the values around the cells' sources, such as outputs, are
+    stepped over by the C decoder."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
 
     def _skip(self) -> None:
-        while self.pos < len(self.text) and self.text[self.pos] in " \t\r\n":
-            self.pos += 1
+        self.pos = _WHITESPACE.match(self.text, self.pos).end()  # type: ignore[union-attr]
 
     def _string(self) -> str:
-        start = self.pos
-        decoder = json.JSONDecoder()
-        value, self.pos = decoder.raw_decode(self.text, start)
+        value, self.pos = _DECODER.raw_decode(self.text, self.pos)
         return str(value)
 
     def _value(self) -> tuple[int, int]:
         self._skip()
         start = self.pos
-        char = self.text[self.pos]
-        if char == "{":
-            self._object(lambda key, span: None)
-        elif char == "[":
-            self._array(lambda index, span: None)
-        else:
-            _, self.pos = json.JSONDecoder().raw_decode(self.text, self.pos)
+        _, self.pos = _DECODER.raw_decode(self.text, start)
         return start, self.pos
 
     def _object(self, on_member: Any) -> None:
