@@ -96,11 +96,9 @@ class ImportTable:
     @classmethod
     def of_module(cls, module: cst.Module) -> ImportTable:
         """The table of every import statement in ``module``, wherever it is (as the facts build it)."""
-        from smpfix.base.walker import iter_nodes
+        from smpfix.base.walker import nodes_of_type
 
-        return cls.from_statements(
-            node for node in iter_nodes(module) if isinstance(node, (cst.Import, cst.ImportFrom))
-        )
+        return cls.from_statements(nodes_of_type(module, cst.Import, cst.ImportFrom))
 
     def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:
         """The qualified name ``node`` refers to, or None when it is not an imported name.

@@ -16,6 +16,7 @@ traversal would give.
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -315,6 +316,24 @@ def iter_nodes(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
             below.reverse()
             stack.extend(below)
     return out
+
+
+def nodes_of_type(node: cst.CSTNode, *types: type[T]) -> list[T]:
+    """The nodes of exactly ``types`` (LibCST's concrete node classes, which have no
+    subclasses) below ``node`` (inclusive), pre-order: with an index, read from its nodes by
+    type rather than by testing every node of the subtree."""
+    known = _known_extent(node)
+    if known is None:
+        return [found for found in iter_nodes(node) if type(found) in types]  # type: ignore[misc]
+    index, start, end = known
+    by_type = index.by_type()
+    positions: list[int] = []
+    for node_type in types:
+        of_type = by_type.get(node_type, [])
+        positions.extend(of_type[bisect_left(of_type, start) : bisect_left(of_type, end)])
+    if len(types) > 1:
+        positions.sort()
+    return [index.order[position] for position in positions]  # type: ignore[misc]
 
 
 Handler = Callable[[Any], Any]
