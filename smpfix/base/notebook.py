@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Optional
 
 from smpfix.base import cpython
@@ -240,11 +241,20 @@ def syntax_error(code: str) -> Optional[tuple[str, int, int]]:
     """CPython's reason, line and column when ``code`` (a cell) does not parse; None when it
     does. ``ast.parse`` only parses (top-level ``await``, which IPython allows, parses too)."""
     try:
+        return _parse_verdict(code)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return (str(exc) or type(exc).__name__, 1, 1)
+
+
+@lru_cache(maxsize=64)
+def _parse_verdict(code: str) -> Optional[tuple[str, int, int]]:
+    """``syntax_error`` for a syntax error or none, remembered: a run reads a launcher
+    notebook's code twice, to link its estimators and to check it (an exception is not
+    remembered)."""
+    try:
         cpython.parse(code)
     except SyntaxError as exc:
         return (exc.msg or "invalid syntax", exc.lineno or 1, exc.offset or 1)
-    except (ValueError, RecursionError, MemoryError) as exc:
-        return (str(exc) or type(exc).__name__, 1, 1)
     return None
 
 
