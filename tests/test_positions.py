@@ -19,6 +19,9 @@ ODD = {
     "crlf_and_tabs.py": "def f():\r\n\tif x:\r\n\t\treturn smp.dp_rank()\r\n\treturn 0\r\n",
     "match.py": "match x:\n    case 1:\n        y = 2\n    case _:\n        pass\nz = 3\n",
     "form_feed.py": "def f():\n    y = 0\n\x0c    if x:\n        pass\n    return 1\n",
+    # The same statement in several places: located through a unique statement around it,
+    # else (twice at the top level) through CPython's lines.
+    "repeated.py": "if a:\n    for c in m:\n        smp.checkpoint(c)\nelse:\n    for c in m:\n        smp.checkpoint(c)\nx = 1\nx = 1\ndef f():\n    x = 1\n    return None\ndef g():\n    x = 1\n    return None\n",
 }
 
 
