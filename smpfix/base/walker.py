@@ -179,6 +179,7 @@ class NodeIndex:
         )
         opened = [-1]  # the positions of the nodes entered and not yet left (-1: above the root)
         stack: list[Any] = [root]
+        getters, is_node = _GETTERS, _IS_NODE.get
         while stack:
             item = stack.pop()
             if type(item) is int:
@@ -188,19 +189,37 @@ class NodeIndex:
             index = len(order)
             positions[id(item)] = index
             order.append(item)
-            ends.append(0)
             parents.append(opened[-1])
-            opened.append(index)
-            known = by_type.get(type(item))
+            node_type = type(item)
+            known = by_type.get(node_type)
             if known is None:
-                by_type[type(item)] = [index]
+                by_type[node_type] = [index]
             else:
                 known.append(index)
+            # ``children`` inlined (it runs for every node of every tree), and a node without
+            # children closed at once.
+            getter = getters.get(node_type) or _getter(node_type)
+            if getter is _no_fields:
+                ends.append(index + 1)
+                continue
+            below: list[Any] = []
+            for value in getter(item):
+                flag = is_node(type(value))
+                if flag or (flag is None and _is_node(type(value))):
+                    below.append(value)
+                elif isinstance(value, (tuple, list)):
+                    for child in value:
+                        flag = is_node(type(child))
+                        if flag or (flag is None and _is_node(type(child))):
+                            below.append(child)
+            if not below:
+                ends.append(index + 1)
+                continue
+            ends.append(0)
+            opened.append(index)
             stack.append(index)
-            below = children(item)
-            if below:
-                below.reverse()
-                stack.extend(below)
+            below.reverse()
+            stack.extend(below)
 
     @property
     def parents(self) -> list[int]:
