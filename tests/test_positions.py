@@ -58,6 +58,27 @@ def test_every_node_is_where_the_whole_module_puts_it(name: str, text: str) -> N
         assert local._whole is None, "every node was located through its statement"
 
 
+@pytest.mark.parametrize(
+    ("name", "text"), _texts(), ids=lambda value: value if value.endswith(".py") else ""
+)
+def test_comment_lines_are_found_in_their_located_statements(name: str, text: str) -> None:
+    """The comment and blank lines above a statement, which the index leaves out (a fix
+    deletes them with it), once the statement is located: without generating the module
+    when the text is one LibCST reproduces."""
+    module = cst.parse_module(text)
+    whole = Positions(module, text)
+    with indexed(module) as index:
+        local = Positions(module, text, index)
+        statements = [node for node in iter_nodes(module) if isinstance(node, cst.BaseStatement)]
+        for statement in statements:
+            local.span(statement)
+        for statement in statements:
+            for line in getattr(statement, "leading_lines", ()):
+                assert local.span(line) == whole.span(line), (name, whole.span(line))
+    if local._reproduced:
+        assert local._whole is None
+
+
 def test_statements_are_matched_with_the_lines_python_gives() -> None:
     module = cst.parse_module(ODD["decorators_and_comments.py"])
     lines = statement_lines(module, ODD["decorators_and_comments.py"])

@@ -152,6 +152,14 @@ class Positions:
             found = piece.find(node)
             if found is not None:
                 return found
+        elif self._reproduced and self._index is not None:
+            # A node the index leaves out (a comment line above a statement, which a fix
+            # deletes with it) is in the code of the statement it belongs to, once that is
+            # located; with the text reproduced, its offsets there are the text's.
+            for located in self._pieces.values():
+                found = located.find(node) if located is not None else None
+                if found is not None:
+                    return found
         if self._whole is None:
             self._whole = _Recorded.of(self.module, self.module, text=self.text)
         found = self._whole.find(node)
