@@ -121,7 +121,11 @@ class ImportTable:
         return found
 
     def smp_member(self, node: cst.BaseExpression) -> Optional[str]:
-        """``smp_member(self, node)``, remembered like ``qualified_name``."""
+        """The library member ``node`` names (``"DistributedModel"``, ``"nn.DistributedLinear"``),
+        remembered like ``qualified_name``.
+
+        Both the PyTorch and the TensorFlow flavour count. None when ``node`` is not the library.
+        """
         known = self._members.get(id(node))
         if known is not None and known[0] is node:
             return known[1]
@@ -170,12 +174,9 @@ class ImportTable:
         )
 
 
-def smp_member(table: ImportTable, node: cst.BaseExpression) -> Optional[str]:
-    """The library member ``node`` names (``"DistributedModel"``, ``"nn.DistributedLinear"``).
-
-    Both the PyTorch and the TensorFlow flavour count. None when ``node`` is not the library.
-    """
-    return table.smp_member(node)
+# ``smp_member(table, node)``: the method itself, without a call around it (rules ask it
+# hundreds of thousands of times per project).
+smp_member = ImportTable.smp_member
 
 
 def _smp_member(qualified: Optional[str]) -> Optional[str]:
