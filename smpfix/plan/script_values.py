@@ -12,6 +12,7 @@ words, the argparse values it rests on, for the plan's assumptions.
 
 from __future__ import annotations
 
+import copy
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -94,6 +95,14 @@ class ScriptValues:
             if self.files
             else set()
         )
+
+    def with_job(self, job: JobFacts) -> ScriptValues:
+        """The same script under another job: its argparse arguments and assigned attributes
+        are read once (they do not depend on the job), its answers are worked out again."""
+        values = copy.copy(self)
+        values.job = job
+        values._known = {}
+        return values
 
     def argument(self, dest: str) -> Traced:
         """``args.<dest>``: the launcher's hyperparameter, else the argparse default."""
