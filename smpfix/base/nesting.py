@@ -27,6 +27,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import accumulate
 from typing import Optional
 
@@ -97,8 +98,12 @@ class _Level:
         self.lambdas = 0
 
 
+@lru_cache(maxsize=16)
 def refusal(text: str) -> Optional[TooDeep]:
-    """Why LibCST must not parse ``text`` (too large or too deeply nested), or None."""
+    """Why LibCST must not parse ``text`` (too large or too deeply nested), or None.
+
+    Remembered for the last few texts: a launcher that is checked too is asked about when
+    its estimators are read and again when it is parsed for its check."""
     if len(text) > MAX_CHARACTERS:
         size = f"{len(text) / 1_000_000:.1f} million characters"
         return TooDeep(
