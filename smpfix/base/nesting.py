@@ -98,6 +98,40 @@ class _Level:
         self.lambdas = 0
 
 
+class _Indentation:
+    """The indentation levels open at a statement, each with the ``elif`` chain written at
+    it so far (each ``elif`` is nested in the previous ``if``)."""
+
+    __slots__ = ("levels", "elifs")
+
+    def __init__(self) -> None:
+        self.levels: list[list[int]] = [[0, 0]]  # per level: width, elif chain length
+        self.elifs = 0  # the sum of the elif chains over ``levels``
+
+    @property
+    def depth(self) -> int:
+        return len(self.levels) + self.elifs
+
+    def start(self, width: int, word: str) -> bool:
+        """A statement starts at column ``width`` with the keyword or name ``word`` (empty
+        for another token); whether the nesting grew."""
+        levels = self.levels
+        grew = False
+        while len(levels) > 1 and levels[-1][0] > width:
+            self.elifs -= levels.pop()[1]
+        if levels[-1][0] < width:
+            levels.append([width, 0])
+            grew = True
+        if word == "elif":
+            levels[-1][1] += 1
+            self.elifs += 1
+            grew = True
+        elif word != "else":
+            self.elifs -= levels[-1][1]
+            levels[-1][1] = 0
+        return grew
+
+
 @lru_cache(maxsize=16)
 def refusal(text: str) -> Optional[TooDeep]:
     """Why LibCST must not parse ``text`` (too large or too deeply nested), or None.
@@ -125,8 +159,7 @@ def _scan(text: str) -> Optional[TooDeep]:
     """The measure itself, token by token, with where it first goes over a bound."""
     levels = [_Level()]
     chained = 0  # the sum of chain + lambdas over ``levels``
-    indents: list[list[int]] = [[0, 0]]  # per indentation level: width, elif chain length
-    elifs = 0  # the sum of the elif chains over ``indents``
+    indentation = _Indentation()
     line, line_start = 1, 0
     statement_start = True
     for match in _TOKEN.finditer(text):
@@ -153,20 +186,8 @@ def _scan(text: str) -> Optional[TooDeep]:
         grew = False
         if statement_start and kind != "semicolon":
             statement_start = False
-            width = len(text[line_start : match.start()].expandtabs())
-            while len(indents) > 1 and indents[-1][0] > width:
-                elifs -= indents.pop()[1]
-            if indents[-1][0] < width:
-                indents.append([width, 0])
-                grew = True
             word = match.group() if kind == "name" else ""
-            if word == "elif":
-                indents[-1][1] += 1
-                elifs += 1
-                grew = True
-            elif word != "else":
-                elifs -= indents[-1][1]
-                indents[-1][1] = 0
+            grew = indentation.start(len(text[line_start : match.start()].expandtabs()), word)
             if kind == "name" and word not in _CHAINING_WORDS:
                 kind = "plain"
         if kind == "open":
@@ -205,7 +226,7 @@ def _scan(text: str) -> Optional[TooDeep]:
             top.chain += braces
             chained += braces
             grew = True
-        if grew and len(levels) + chained + len(indents) + elifs > MAX_NESTING:
+        if grew and len(levels) + chained + indentation.depth > MAX_NESTING:
             return _refuse(
                 f"code is nested too deeply to analyze safely (more than {MAX_NESTING} levels in one statement)",
                 line,
