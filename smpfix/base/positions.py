@@ -132,7 +132,7 @@ class Positions:
         self._pieces: dict[int, Optional[_Recorded]] = {}
         self._once: dict[int, Optional[_Recorded]] = {}  # ``_placed_once``'s answers
         # Whether LibCST writes every statement back exactly as the text has it.
-        self._reproduced = _UNREPRODUCED.search(text) is None
+        self._reproduced = _reproduced(text)
 
     @property
     def mismatch(self) -> Optional[int]:
@@ -286,6 +286,17 @@ class Positions:
             return None
         base = self.line_starts[first - 1]
         return base if self.text.startswith(code, base) else None
+
+
+def _reproduced(text: str) -> bool:
+    """Whether ``text`` has none of what LibCST may write back differently (``_UNREPRODUCED``):
+    substring tests first, the regular expression (a test at every line) only for a text
+    with a backslash at the end of a line."""
+    if "\f" in text or "\r" in text:
+        return False
+    if "\\\n" not in text and not text.endswith("\\"):
+        return True
+    return _UNREPRODUCED.search(text) is None
 
 
 def _line_starts(text: str) -> list[int]:
