@@ -275,6 +275,8 @@ def mask(code: str) -> str:
         return "\n".join(f"{_MAGIC_MARK}{line}" for line in lines)
     if _is_automagic(code):
         return "\n".join(f"{_MAGIC_MARK}{line}" if line.strip() else line for line in lines)
+    if "%" not in code and "!" not in code and "?" not in code:
+        return code  # no line can be a magic or a shell line (most cells)
     masked = []
     for line in lines:
         match = _MAGIC.match(line)
