@@ -15,6 +15,7 @@ bind is too long or too capitalized for the alias the property tests generate
 
 from __future__ import annotations
 
+import keyword
 import random
 import string
 from dataclasses import dataclass
@@ -228,10 +229,15 @@ class Script:
 
 
 def _identifier(rng: random.Random) -> str:
-    head = rng.choice(string.ascii_lowercase)
-    return head + "".join(
-        rng.choice(string.ascii_lowercase + "_") for _ in range(rng.randint(1, 8))
-    )
+    """A lowercase name that is not a keyword (``as``, ``if``: the script would not parse);
+    a keyword is drawn again, so every other draw is the one it always was."""
+    while True:
+        head = rng.choice(string.ascii_lowercase)
+        name = head + "".join(
+            rng.choice(string.ascii_lowercase + "_") for _ in range(rng.randint(1, 8))
+        )
+        if not keyword.iskeyword(name):
+            return name
 
 
 def _comment(rng: random.Random) -> str:
