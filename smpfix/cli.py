@@ -350,10 +350,10 @@ def _declared_jobs(cli_job: dict[str, Any], config: Any) -> list[Any]:
 
 def _cache_dir(root: Path, no_cache: bool, explicit: Optional[str]) -> Optional[Path]:
     """``--cache-dir``, else ``.smpfix_cache`` in the project root; None with ``--no-cache``."""
-    from smpfix.engine.cache import CACHE_DIR_NAME
-
     if no_cache:
         return None
+    from smpfix.engine.cache import CACHE_DIR_NAME  # not imported by a run without a cache
+
     return Path(explicit) if explicit else root / CACHE_DIR_NAME
 
 

@@ -232,7 +232,8 @@ class Script:
 
 
 def _identifier(rng: random.Random) -> str:
-    """A lowercase name that is not a keyword (``as``, ``if``, ``in`` cannot be an alias)."""
+    """A lowercase name that is not a keyword (``as``, ``if``: the script would not parse);
+    a keyword is drawn again, so every other draw is the one it always was."""
     while True:
         head = rng.choice(string.ascii_lowercase)
         name = head + "".join(

@@ -25,6 +25,9 @@ ODD = {
     "crlf_and_tabs.py": "def f():\r\n\tif x:\r\n\t\treturn smp.dp_rank()\r\n\treturn 0\r\n",
     "match.py": "match x:\n    case 1:\n        y = 2\n    case _:\n        pass\nz = 3\n",
     "form_feed.py": "def f():\n    y = 0\n\x0c    if x:\n        pass\n    return 1\n",
+    # The same statement in several places: located through a unique statement around it,
+    # else (twice at the top level) through CPython's lines.
+    "repeated.py": "if a:\n    for c in m:\n        smp.checkpoint(c)\nelse:\n    for c in m:\n        smp.checkpoint(c)\nx = 1\nx = 1\ndef f():\n    x = 1\n    return None\ndef g():\n    x = 1\n    return None\n",
 }
 
 
@@ -59,6 +62,27 @@ def test_every_node_is_where_the_whole_module_puts_it(name: str, text: str) -> N
         assert local.mismatch is None
     if name not in ("match.py", "form_feed.py"):
         assert local._whole is None, "every node was located through its statement"
+
+
+@pytest.mark.parametrize(
+    ("name", "text"), _texts(), ids=lambda value: value if value.endswith(".py") else ""
+)
+def test_comment_lines_are_found_in_their_located_statements(name: str, text: str) -> None:
+    """The comment and blank lines above a statement, which the index leaves out (a fix
+    deletes them with it), once the statement is located: without generating the module
+    when the text is one LibCST reproduces."""
+    module = cst.parse_module(text)
+    whole = Positions(module, text)
+    with indexed(module) as index:
+        local = Positions(module, text, index)
+        statements = [node for node in iter_nodes(module) if isinstance(node, cst.BaseStatement)]
+        for statement in statements:
+            local.span(statement)
+        for statement in statements:
+            for line in getattr(statement, "leading_lines", ()):
+                assert local.span(line) == whole.span(line), (name, whole.span(line))
+    if local._reproduced:
+        assert local._whole is None
 
 
 def test_statements_are_matched_with_the_lines_python_gives() -> None:

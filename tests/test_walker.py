@@ -102,3 +102,22 @@ def test_parents_from_the_index_match_a_fresh_walk() -> None:
             assert from_index.parent_of(node) is fresh.parent_of(node)
             assert from_index.scope_of(node) is fresh.scope_of(node)
             assert from_index.indentation(node) == fresh.indentation(node)
+
+
+def test_nodes_of_a_type_from_the_index_match_a_search() -> None:
+    kinds = [(cst.Call,), (cst.Import, cst.ImportFrom), (cst.Name, cst.Attribute, cst.If)]
+    for module in _modules()[:8]:
+        subtrees = [module, *walker.nodes_of_type(module, cst.FunctionDef, cst.If)[:5]]
+        searched = [
+            [node for node in walker.iter_nodes(root) if type(node) in types]
+            for root in subtrees
+            for types in kinds
+        ]
+        with indexed(module):
+            from_index = [
+                walker.nodes_of_type(root, *types) for root in subtrees for types in kinds
+            ]
+        assert [list(map(id, nodes)) for nodes in from_index] == [
+            list(map(id, nodes)) for nodes in searched
+        ]
+        assert any(searched)

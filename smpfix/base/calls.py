@@ -74,14 +74,15 @@ def names_in(node: cst.CSTNode) -> set[str]:
 def target_names(target: cst.BaseExpression) -> set[str]:
     """Names bound by an assignment or loop target (``x``, ``(x, y)``, ``[x, *rest]``);
     attributes and subscripts bind none."""
-    if isinstance(target, cst.Name):
+    # Exact node types (LibCST's have no subclasses): faster than ABCMeta's isinstance.
+    if type(target) is cst.Name:
         return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) is cst.Tuple or type(target) is cst.List:
         found: set[str] = set()
         for element in target.elements:
             found |= target_names(element.value)
         return found
-    if isinstance(target, cst.StarredElement):
+    if type(target) is cst.StarredElement:
         return target_names(target.value)
     return set()
 
@@ -131,9 +132,9 @@ def called_name(call: cst.Call, bindings: Mapping[str, str]) -> Optional[str]:
     the callee is not a name or an attribute (``f()()``, ``fs[0]()``).
     """
     func = call.func
-    if isinstance(func, cst.Attribute):
+    if type(func) is cst.Attribute:  # exact node types: faster than ABCMeta's isinstance
         return func.attr.value
-    if isinstance(func, cst.Name):
+    if type(func) is cst.Name:
         bound = bindings.get(func.value)
         return bound.rsplit(".", 1)[-1] if bound is not None else func.value
     return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Optional, Union
 
 import libcst as cst
@@ -54,6 +55,11 @@ class ImportTable:
     _resolved: dict[int, tuple[cst.CSTNode, Optional[str]]] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
+    # The same for ``smp_member``, and ``imports_module``'s answers by prefix.
+    _members: dict[int, tuple[cst.CSTNode, Optional[str]]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
+    _modules: dict[str, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @classmethod
     def from_statements(
@@ -96,11 +102,9 @@ class ImportTable:
     @classmethod
     def of_module(cls, module: cst.Module) -> ImportTable:
         """The table of every import statement in ``module``, wherever it is (as the facts build it)."""
-        from smpfix.base.walker import iter_nodes
+        from smpfix.base.walker import nodes_of_type
 
-        return cls.from_statements(
-            node for node in iter_nodes(module) if isinstance(node, (cst.Import, cst.ImportFrom))
-        )
+        return cls.from_statements(nodes_of_type(module, cst.Import, cst.ImportFrom))
 
     def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:
         """The qualified name ``node`` refers to, or None when it is not an imported name.
@@ -116,6 +120,19 @@ class ImportTable:
         self._resolved[id(node)] = (node, found)
         return found
 
+    def smp_member(self, node: cst.BaseExpression) -> Optional[str]:
+        """The library member ``node`` names (``"DistributedModel"``, ``"nn.DistributedLinear"``),
+        remembered like ``qualified_name``.
+
+        Both the PyTorch and the TensorFlow flavour count. None when ``node`` is not the library.
+        """
+        known = self._members.get(id(node))
+        if known is not None and known[0] is node:
+            return known[1]
+        member = _smp_member(self.qualified_name(node))
+        self._members[id(node)] = (node, member)
+        return member
+
     def _qualify(self, node: cst.BaseExpression) -> Optional[str]:
         dotted = dotted_name(node)
         if dotted is None:
@@ -128,15 +145,25 @@ class ImportTable:
             if bound is not None:
                 rest = parts[cut:]
                 return ".".join([bound, *rest])
+        starred = self._starred_library
+        return f"{starred}.{dotted}" if starred else None
+
+    @cached_property
+    def _starred_library(self) -> str:
+        """The library module of the first ``from smdistributed... import *``, or ""."""
         for key, module in self.bindings.items():
             if key.startswith("*") and module in (SMP_TORCH, SMP_TF):
-                return f"{module}.{dotted}"
-        return None
+                return module
+        return ""
 
     def imports_module(self, prefix: str) -> bool:
-        return any(
-            value == prefix or value.startswith(prefix + ".") for value in self.bindings.values()
-        )
+        known = self._modules.get(prefix)
+        if known is None:
+            known = self._modules[prefix] = any(
+                value == prefix or value.startswith(prefix + ".")
+                for value in self.bindings.values()
+            )
+        return known
 
     def local_names_for(self, qualified: str) -> list[str]:
         """Local names bound to exactly ``qualified`` (used to write new code the file's way)."""
@@ -147,12 +174,12 @@ class ImportTable:
         )
 
 
-def smp_member(table: ImportTable, node: cst.BaseExpression) -> Optional[str]:
-    """The library member ``node`` names (``"DistributedModel"``, ``"nn.DistributedLinear"``).
+# ``smp_member(table, node)``: the method itself, without a call around it (rules ask it
+# hundreds of thousands of times per project).
+smp_member = ImportTable.smp_member
 
-    Both the PyTorch and the TensorFlow flavour count. None when ``node`` is not the library.
-    """
-    qualified = table.qualified_name(node)
+
+def _smp_member(qualified: Optional[str]) -> Optional[str]:
     if qualified is None:
         return None
     for module in (SMP_TORCH, SMP_TF):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Optional
 
 from smpfix.base import cpython
@@ -240,11 +241,20 @@ def syntax_error(code: str) -> Optional[tuple[str, int, int]]:
     """CPython's reason, line and column when ``code`` (a cell) does not parse; None when it
     does. ``ast.parse`` only parses (top-level ``await``, which IPython allows, parses too)."""
     try:
+        return _parse_verdict(code)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return (str(exc) or type(exc).__name__, 1, 1)
+
+
+@lru_cache(maxsize=64)
+def _parse_verdict(code: str) -> Optional[tuple[str, int, int]]:
+    """``syntax_error`` for a syntax error or none, remembered: a run reads a launcher
+    notebook's code twice, to link its estimators and to check it (an exception is not
+    remembered)."""
+    try:
         cpython.parse(code)
     except SyntaxError as exc:
         return (exc.msg or "invalid syntax", exc.lineno or 1, exc.offset or 1)
-    except (ValueError, RecursionError, MemoryError) as exc:
-        return (str(exc) or type(exc).__name__, 1, 1)
     return None
 
 
@@ -265,6 +275,8 @@ def mask(code: str) -> str:
         return "\n".join(f"{_MAGIC_MARK}{line}" for line in lines)
     if _is_automagic(code):
         return "\n".join(f"{_MAGIC_MARK}{line}" if line.strip() else line for line in lines)
+    if "%" not in code and "!" not in code and "?" not in code:
+        return code  # no line can be a magic or a shell line (most cells)
     masked = []
     for line in lines:
         match = _MAGIC.match(line)
@@ -341,33 +353,30 @@ def _source_spans(text: str) -> dict[int, tuple[int, int]]:
         return {}
 
 
+_DECODER = json.JSONDecoder()
+_WHITESPACE = re.compile(r"[ \t\r\n]*")
+
+
 class _Scanner:
-    """Just enough of a JSON reader to know where values start and end."""
+    """Just enough of a JSON reader to know where values start and end (in a text that
+    ``json.loads`` accepted): the values around the cells' sources, such as outputs, are
+    stepped over by the C decoder."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
 
     def _skip(self) -> None:
-        while self.pos < len(self.text) and self.text[self.pos] in " \t\r\n":
-            self.pos += 1
+        self.pos = _WHITESPACE.match(self.text, self.pos).end()  # type: ignore[union-attr]
 
     def _string(self) -> str:
-        start = self.pos
-        decoder = json.JSONDecoder()
-        value, self.pos = decoder.raw_decode(self.text, start)
+        value, self.pos = _DECODER.raw_decode(self.text, self.pos)
         return str(value)
 
     def _value(self) -> tuple[int, int]:
         self._skip()
         start = self.pos
-        char = self.text[self.pos]
-        if char == "{":
-            self._object(lambda key, span: None)
-        elif char == "[":
-            self._array(lambda index, span: None)
-        else:
-            _, self.pos = json.JSONDecoder().raw_decode(self.text, self.pos)
+        _, self.pos = _DECODER.raw_decode(self.text, start)
         return start, self.pos
 
     def _object(self, on_member: Any) -> None:

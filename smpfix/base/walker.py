@@ -16,6 +16,7 @@ traversal would give.
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -178,6 +179,7 @@ class NodeIndex:
         )
         opened = [-1]  # the positions of the nodes entered and not yet left (-1: above the root)
         stack: list[Any] = [root]
+        getters, is_node = _GETTERS, _IS_NODE.get
         while stack:
             item = stack.pop()
             if type(item) is int:
@@ -187,19 +189,37 @@ class NodeIndex:
             index = len(order)
             positions[id(item)] = index
             order.append(item)
-            ends.append(0)
             parents.append(opened[-1])
-            opened.append(index)
-            known = by_type.get(type(item))
+            node_type = type(item)
+            known = by_type.get(node_type)
             if known is None:
-                by_type[type(item)] = [index]
+                by_type[node_type] = [index]
             else:
                 known.append(index)
+            # ``children`` inlined (it runs for every node of every tree), and a node without
+            # children closed at once.
+            getter = getters.get(node_type) or _getter(node_type)
+            if getter is _no_fields:
+                ends.append(index + 1)
+                continue
+            below: list[Any] = []
+            for value in getter(item):
+                flag = is_node(type(value))
+                if flag or (flag is None and _is_node(type(value))):
+                    below.append(value)
+                elif isinstance(value, (tuple, list)):
+                    for child in value:
+                        flag = is_node(type(child))
+                        if flag or (flag is None and _is_node(type(child))):
+                            below.append(child)
+            if not below:
+                ends.append(index + 1)
+                continue
+            ends.append(0)
+            opened.append(index)
             stack.append(index)
-            below = children(item)
-            if below:
-                below.reverse()
-                stack.extend(below)
+            below.reverse()
+            stack.extend(below)
 
     @property
     def parents(self) -> list[int]:
@@ -315,6 +335,24 @@ def iter_nodes(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
             below.reverse()
             stack.extend(below)
     return out
+
+
+def nodes_of_type(node: cst.CSTNode, *types: type[T]) -> list[T]:
+    """The nodes of exactly ``types`` (LibCST's concrete node classes, which have no
+    subclasses) below ``node`` (inclusive), pre-order: with an index, read from its nodes by
+    type rather than by testing every node of the subtree."""
+    known = _known_extent(node)
+    if known is None:
+        return [found for found in iter_nodes(node) if type(found) in types]  # type: ignore[misc]
+    index, start, end = known
+    by_type = index.by_type()
+    positions: list[int] = []
+    for node_type in types:
+        of_type = by_type.get(node_type, [])
+        positions.extend(of_type[bisect_left(of_type, start) : bisect_left(of_type, end)])
+    if len(types) > 1:
+        positions.sort()
+    return [index.order[position] for position in positions]  # type: ignore[misc]
 
 
 Handler = Callable[[Any], Any]

@@ -14,9 +14,10 @@ import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 SOURCE_SUFFIXES = (".py", ".ipynb")
 DEFAULT_EXCLUDED_DIRS = frozenset(
@@ -62,6 +63,14 @@ def _load_gitignore(folder: Path) -> Optional[pathspec.PathSpec]:
         lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
+    return _gitignore_spec(lines)
+
+
+def _gitignore_spec(lines: Iterable[str]) -> pathspec.PathSpec:
+    """Patterns in ``.gitignore`` syntax, compiled. ``pathspec`` is imported only then: it
+    costs about 20 ms, and a tree without ``.gitignore`` or ``exclude`` never needs it."""
+    import pathspec
+
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
@@ -95,7 +104,7 @@ class Excluder:
 
     def __init__(self, patterns: Sequence[str], root: Path) -> None:
         self.root = root.absolute()
-        self.spec = pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
+        self.spec = _gitignore_spec(patterns) if patterns else None
 
     def matches(self, path: Path, is_dir: bool = False) -> bool:
         if self.spec is None:

@@ -101,16 +101,18 @@ def script_candidates(entry: str, source_dir: Any, working_dirs: Sequence[str]) 
 def path_value(node: cst.BaseExpression, evaluate: Evaluate, imports: ImportTable) -> Optional[Any]:
     """The string a path expression builds, UNKNOWN when a part is unknown, None when ``node``
     is not one of the path forms (the caller then evaluates it otherwise)."""
-    if isinstance(node, cst.Call):
+    # Exact node types (LibCST's have no subclasses): isinstance goes through ABCMeta, and
+    # a launcher's replay asks this about every call it evaluates.
+    if type(node) is cst.Call:
         return _call(node, evaluate, imports)
-    if isinstance(node, cst.FormattedString):
+    if type(node) is cst.FormattedString:
         return _formatted(node, evaluate)
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+    if type(node) is cst.BinaryOperation and type(node.operator) is cst.Divide:
         left, right = evaluate(node.left), evaluate(node.right)
         if isinstance(left, str) and isinstance(right, str):
             return join(left, right)
         return None if _numbers(left, right) else UNKNOWN
-    if isinstance(node, cst.Attribute) and node.attr.value in ("parent", "name"):
+    if type(node) is cst.Attribute and node.attr.value in ("parent", "name"):
         inner = _inner(node.value, evaluate, imports)
         if inner is None:
             return None
@@ -118,8 +120,8 @@ def path_value(node: cst.BaseExpression, evaluate: Evaluate, imports: ImportTabl
             return UNKNOWN
         return dirname(inner) if node.attr.value == "parent" else os.path.basename(inner)
     if (
-        isinstance(node, cst.Subscript)
-        and isinstance(node.value, cst.Attribute)
+        type(node) is cst.Subscript
+        and type(node.value) is cst.Attribute
         and node.value.attr.value == "parents"
     ):
         return _parents(node, evaluate, imports)
@@ -163,9 +165,9 @@ def _parents(node: cst.Subscript, evaluate: Evaluate, imports: ImportTable) -> O
 
 def _call(node: cst.Call, evaluate: Evaluate, imports: ImportTable) -> Optional[Any]:
     qualified = imports.qualified_name(node.func)
-    if qualified is None and isinstance(node.func, cst.Name) and node.func.value == "str":
+    if qualified is None and type(node.func) is cst.Name and node.func.value == "str":
         qualified = "str"
-    if qualified is None and isinstance(node.func, cst.Attribute):
+    if qualified is None and type(node.func) is cst.Attribute:
         return _method(node, evaluate, imports)
     if qualified in _CWD_CALLS:
         return CWD if not node.args else UNKNOWN

@@ -18,7 +18,7 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import libcst as cst
 
@@ -211,127 +211,156 @@ class _Names(dict[str, Located]):
 # Expressions that may build a path (``os.path.join(...)``, ``Path(...) / "x"``, ``f"{ROOT}/x"``).
 _PATH_FORMS = (cst.Call, cst.FormattedString, cst.BinaryOperation, cst.Attribute, cst.Subscript)
 
+# Node types are tested exactly throughout (``type(node) is cst.Name``): LibCST's node classes
+# have no subclasses, and ``isinstance`` against them goes through ``ABCMeta``, a large part
+# of a replay's time.
+
 
 def _is_parents(node: cst.Subscript) -> bool:
-    return isinstance(node.value, cst.Attribute) and node.value.attr.value == "parents"
+    return type(node.value) is cst.Attribute and node.value.attr.value == "parents"
 
 
 def _located(node: cst.BaseExpression, env: _Names, entry: Optional[cst.CSTNode] = None) -> Located:
-    """Evaluate a literal expression, reading names from ``env``."""
-    if isinstance(node, cst.Name) and node.value in env:
-        found = env[node.value]
-        return Located(
-            found.value,
-            found.node,
-            found.entry if entry is None else entry,
-            found.source_file,
-            found.pieces,
-        )
-    if isinstance(node, cst.Dict):
-        items: dict[str, Located] = {}
-        for element in node.elements:
-            if isinstance(element, cst.StarredDictElement):
-                merged = _located(element.value, env)
-                if not isinstance(merged.value, dict):
-                    return Located(UNKNOWN, node, entry)
-                items.update(merged.value)
-                continue
-            assert isinstance(element, cst.DictElement)
-            key = literal_value(element.key)
-            if not isinstance(key, str):
-                return Located(UNKNOWN, node, entry)
-            items[key] = _located(element.value, env, element)
-        return Located(items, node, entry)
-    if (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Name)
-        and node.func.value == "dict"
-        and node.func.value not in env
-    ):
-        items = {}
-        for arg in node.args:
-            if arg.keyword is not None:
-                items[arg.keyword.value] = _located(arg.value, env, arg)
-            elif arg.star in ("", "**"):
-                merged = _located(arg.value, env)
-                if not isinstance(merged.value, dict):
-                    return Located(UNKNOWN, node, entry)
-                items.update(merged.value)
-            else:
-                return Located(UNKNOWN, node, entry)
-        return Located(items, node, entry)
-    if isinstance(node, (cst.List, cst.Tuple)):
-        values = []
-        for item in node.elements:
-            if isinstance(item, cst.StarredElement):
-                return Located(UNKNOWN, node, entry)
-            values.append(_located(item.value, env))
-        return Located(values, node, entry)
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
-        left_located, right_located = _located(node.left, env), _located(node.right, env)
-        left, right = left_located.plain(), right_located.plain()
-        if isinstance(left, str) and isinstance(right, str):
-            return Located(
-                left + right,
-                node,
-                entry,
-                pieces=_string_pieces(left_located) + _string_pieces(right_located),
-            )
-        return Located(UNKNOWN, node, entry)
-    if isinstance(node, cst.Subscript) and not _is_parents(node):
-        found = _subscript_value(node, env)
-        if found.value is UNKNOWN:
-            return Located(UNKNOWN, node, entry)
-        return Located(
-            found.value,
-            found.node,
-            found.entry if entry is None else entry,
-            found.source_file,
-            found.pieces,
-        )
-    if isinstance(node, (cst.Comparison, cst.UnaryOperation, cst.BooleanOperation, cst.IfExp)):
-        derived = _derived(node, env, entry)
-        if derived is not None:
-            return derived
-    if isinstance(node, _PATH_FORMS):
+    """Evaluate a literal expression, reading names from ``env``: a display, a name bound
+    earlier, a subscript or an operation over those (``_FORMS``), else a path, else a literal."""
+    form = _FORMS.get(type(node))
+    found = form(node, env, entry) if form is not None else None
+    if found is not None:
+        return found
+    if type(node) in _PATH_FORMS:
         path = launch_paths.path_value(
             node, lambda inner: _located(inner, env).plain(), env.imports
         )
         if path is not None:
             return Located(path, node, entry)
-    if isinstance(node, cst.Name) and node.value not in ("True", "False", "None"):
+    if type(node) is cst.Name and node.value not in ("True", "False", "None"):
         return Located(UNKNOWN, node, entry)
     return Located(literal_value(node), node, entry)
 
 
-def _derived(
-    node: cst.BaseExpression, env: _Names, entry: Optional[cst.CSTNode]
-) -> Optional[Located]:
-    """``hp["fp16"] > 0``, ``not flag``, ``a and b``, ``x if c else y`` over known values.
+def _rebound(found: Located, entry: Optional[cst.CSTNode]) -> Located:
+    """A value read from elsewhere (a name, a subscript), pointing at ``entry`` when given."""
+    return Located(
+        found.value,
+        found.node,
+        found.entry if entry is None else entry,
+        found.source_file,
+        found.pieces,
+    )
 
-    Launcher notebooks build the parameters from a hyperparameters dict this way
-    (``"prescaled_batch": hp["prescaled_batch"] > 0``); anything not known stays UNKNOWN.
-    None means "not one of these forms" (``-1`` is left to ``literal_value``).
-    """
-    if isinstance(node, cst.IfExp):
-        test = _truth(_located(node.test, env))
-        if test is None:
+
+def _name(node: cst.Name, env: _Names, entry: Optional[cst.CSTNode]) -> Optional[Located]:
+    return _rebound(env[node.value], entry) if node.value in env else None
+
+
+def _dict_display(node: cst.Dict, env: _Names, entry: Optional[cst.CSTNode]) -> Located:
+    items: dict[str, Located] = {}
+    for element in node.elements:
+        if type(element) is cst.StarredDictElement:
+            merged = _located(element.value, env)
+            if not isinstance(merged.value, dict):
+                return Located(UNKNOWN, node, entry)
+            items.update(merged.value)
+            continue
+        assert type(element) is cst.DictElement
+        key = literal_value(element.key)
+        if not isinstance(key, str):
             return Located(UNKNOWN, node, entry)
-        return _located(node.body if test else node.orelse, env, entry)
-    if isinstance(node, cst.UnaryOperation):
-        if not isinstance(node.operator, cst.Not):
-            return None
-        inner = _truth(_located(node.expression, env))
-        return Located(UNKNOWN if inner is None else not inner, node, entry)
-    if isinstance(node, cst.BooleanOperation):
-        left = _located(node.left, env)
-        truth = _truth(left)
-        if truth is None:
+        items[key] = _located(element.value, env, element)
+    return Located(items, node, entry)
+
+
+def _dict_call(node: cst.Call, env: _Names, entry: Optional[cst.CSTNode]) -> Optional[Located]:
+    """``dict(a=1, **other)``, when ``dict`` is the builtin; None for any other call."""
+    func = node.func
+    if type(func) is not cst.Name or func.value != "dict" or func.value in env:
+        return None
+    items: dict[str, Located] = {}
+    for arg in node.args:
+        if arg.keyword is not None:
+            items[arg.keyword.value] = _located(arg.value, env, arg)
+        elif arg.star in ("", "**"):
+            merged = _located(arg.value, env)
+            if not isinstance(merged.value, dict):
+                return Located(UNKNOWN, node, entry)
+            items.update(merged.value)
+        else:
             return Located(UNKNOWN, node, entry)
-        is_and = isinstance(node.operator, cst.And)
-        chosen = _located(node.right, env) if truth == is_and else left
-        return Located(chosen.value, node, entry)
-    assert isinstance(node, cst.Comparison)
+    return Located(items, node, entry)
+
+
+def _sequence(
+    node: Union[cst.List, cst.Tuple], env: _Names, entry: Optional[cst.CSTNode]
+) -> Located:
+    values = []
+    for item in node.elements:
+        if type(item) is cst.StarredElement:
+            return Located(UNKNOWN, node, entry)
+        values.append(_located(item.value, env))
+    return Located(values, node, entry)
+
+
+def _joined(
+    node: cst.BinaryOperation, env: _Names, entry: Optional[cst.CSTNode]
+) -> Optional[Located]:
+    """``a + b`` over two known strings, with the literals joined; None for other operators."""
+    if type(node.operator) is not cst.Add:
+        return None
+    left_located, right_located = _located(node.left, env), _located(node.right, env)
+    left, right = left_located.plain(), right_located.plain()
+    if isinstance(left, str) and isinstance(right, str):
+        return Located(
+            left + right,
+            node,
+            entry,
+            pieces=_string_pieces(left_located) + _string_pieces(right_located),
+        )
+    return Located(UNKNOWN, node, entry)
+
+
+def _subscript(node: cst.Subscript, env: _Names, entry: Optional[cst.CSTNode]) -> Optional[Located]:
+    """``config["parameters"]`` of a known dict; None for ``path.parents[1]``, a path."""
+    if _is_parents(node):
+        return None
+    found = _subscript_value(node, env)
+    if found.value is UNKNOWN:
+        return Located(UNKNOWN, node, entry)
+    return _rebound(found, entry)
+
+
+# ``hp["fp16"] > 0``, ``not flag``, ``a and b``, ``x if c else y`` over known values: launcher
+# notebooks build the parameters from a hyperparameters dict this way
+# (``"prescaled_batch": hp["prescaled_batch"] > 0``); anything not known stays UNKNOWN.
+
+
+def _conditional(node: cst.IfExp, env: _Names, entry: Optional[cst.CSTNode]) -> Located:
+    test = _truth(_located(node.test, env))
+    if test is None:
+        return Located(UNKNOWN, node, entry)
+    return _located(node.body if test else node.orelse, env, entry)
+
+
+def _negation(
+    node: cst.UnaryOperation, env: _Names, entry: Optional[cst.CSTNode]
+) -> Optional[Located]:
+    """``not x``; None for ``-1``, left to ``literal_value``."""
+    if type(node.operator) is not cst.Not:
+        return None
+    inner = _truth(_located(node.expression, env))
+    return Located(UNKNOWN if inner is None else not inner, node, entry)
+
+
+def _boolean(node: cst.BooleanOperation, env: _Names, entry: Optional[cst.CSTNode]) -> Located:
+    left = _located(node.left, env)
+    truth = _truth(left)
+    if truth is None:
+        return Located(UNKNOWN, node, entry)
+    is_and = type(node.operator) is cst.And
+    chosen = _located(node.right, env) if truth == is_and else left
+    return Located(chosen.value, node, entry)
+
+
+def _comparison(node: cst.Comparison, env: _Names, entry: Optional[cst.CSTNode]) -> Located:
     left_value = _located(node.left, env).plain()
     result = True
     for target in node.comparisons:
@@ -344,6 +373,21 @@ def _derived(
         result = result and compared
         left_value = right_value
     return Located(result, node, entry)
+
+
+_FORMS: Mapping[type, Callable[[Any, _Names, Optional[cst.CSTNode]], Optional[Located]]] = {
+    cst.Name: _name,
+    cst.Dict: _dict_display,
+    cst.Call: _dict_call,
+    cst.List: _sequence,
+    cst.Tuple: _sequence,
+    cst.BinaryOperation: _joined,
+    cst.Subscript: _subscript,
+    cst.Comparison: _comparison,
+    cst.UnaryOperation: _negation,
+    cst.BooleanOperation: _boolean,
+    cst.IfExp: _conditional,
+}
 
 
 def _unknowable(value: Any) -> bool:
@@ -397,19 +441,19 @@ def _string_pieces(located: Located) -> tuple[Located, ...]:
 
 def _assign_path(env: _Names, target: cst.BaseExpression, value: Located) -> None:
     """``name = v``, ``name["a"]["b"] = v``: update ``env`` (copy-on-write, values are frozen)."""
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         env[target.value] = value
         return
     keys: list[Any] = []
     current: cst.BaseExpression = target
     while (
-        isinstance(current, cst.Subscript)
+        type(current) is cst.Subscript
         and len(current.slice) == 1
-        and isinstance(current.slice[0].slice, cst.Index)
+        and type(current.slice[0].slice) is cst.Index
     ):
         keys.append(_located(current.slice[0].slice.value, env).plain())
         current = current.value
-    if not isinstance(current, cst.Name) or current.value not in env:
+    if type(current) is not cst.Name or current.value not in env:
         return
     keys.reverse()
     if any(not isinstance(key, str) for key in keys):
@@ -435,21 +479,21 @@ def _set_in(container: Located, keys: list[str], value: Located) -> Located:
 def _update(env: _Names, call: cst.Call) -> None:
     """``name.update({...})`` / ``name["k"].update(...)`` before use."""
     func = call.func
-    if not isinstance(func, cst.Attribute) or func.attr.value != "update":
+    if type(func) is not cst.Attribute or func.attr.value != "update":
         return
     target = func.value
-    current = _located(target, env) if not isinstance(target, cst.Subscript) else None
-    if isinstance(target, cst.Subscript):
+    current = _located(target, env) if type(target) is not cst.Subscript else None
+    if type(target) is cst.Subscript:
         base: cst.BaseExpression = target
         keys = []
         while (
-            isinstance(base, cst.Subscript)
+            type(base) is cst.Subscript
             and len(base.slice) == 1
-            and isinstance(base.slice[0].slice, cst.Index)
+            and type(base.slice[0].slice) is cst.Index
         ):
             keys.append(_located(base.slice[0].slice.value, env).plain())
             base = base.value
-        if not isinstance(base, cst.Name) or base.value not in env:
+        if type(base) is not cst.Name or base.value not in env:
             return
         keys.reverse()
         current = env[base.value].path(*keys) if all(isinstance(k, str) for k in keys) else None
@@ -458,7 +502,7 @@ def _update(env: _Names, call: cst.Call) -> None:
         merged = _merge_update(current, call, env)
         env[base.value] = _set_in(env[base.value], keys, merged)
         return
-    if isinstance(target, cst.Name) and target.value in env and current is not None:
+    if type(target) is cst.Name and target.value in env and current is not None:
         env[target.value] = _merge_update(current, call, env)
 
 
@@ -487,7 +531,7 @@ class _Bind:
 
 def _block(statement: Any) -> Any:
     block = statement.body
-    return block.body if isinstance(block, cst.IndentedBlock) else block.body
+    return block.body if type(block) is cst.IndentedBlock else block.body
 
 
 def _statements(body: Any, env: _Names, functions: list[cst.FunctionDef]) -> Iterator[Any]:
@@ -501,25 +545,20 @@ def _statements(body: Any, env: _Names, functions: list[cst.FunctionDef]) -> Ite
     are known is unrolled, yielding a ``_Bind`` for ``k`` and ``v`` before each iteration.
     """
     for statement in body:
-        if isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is cst.SimpleStatementLine:
             yield from statement.body
-        elif isinstance(statement, cst.If):
+        elif type(statement) is cst.If:
             yield from _branch(statement, env, functions)
-        elif (
-            isinstance(statement, cst.For)
-            and (iterations := _items_loop(statement, env)) is not None
-        ):
+        elif type(statement) is cst.For and (iterations := _items_loop(statement, env)) is not None:
             for bindings in iterations:
                 yield from bindings
                 yield from _statements(_block(statement), env, functions)
-        elif isinstance(statement, (cst.With, cst.Try, cst.For, cst.While)):
+        elif type(statement) in (cst.With, cst.Try, cst.For, cst.While):
             yield from _statements(_block(statement), env, functions)
-        elif isinstance(statement, cst.FunctionDef):
+        elif type(statement) is cst.FunctionDef:
             functions.append(statement)
-        elif isinstance(statement, cst.ClassDef):
-            functions.extend(
-                item for item in _block(statement) if isinstance(item, cst.FunctionDef)
-            )
+        elif type(statement) is cst.ClassDef:
+            functions.extend(item for item in _block(statement) if type(item) is cst.FunctionDef)
 
 
 def _branch(statement: cst.If, env: _Names, functions: list[cst.FunctionDef]) -> Iterator[Any]:
@@ -538,15 +577,15 @@ def _branch(statement: cst.If, env: _Names, functions: list[cst.FunctionDef]) ->
 def _items_loop(statement: cst.For, env: _Names) -> Optional[list[tuple[_Bind, _Bind]]]:
     """The bindings of each iteration of ``for k, v in d.items():`` when ``d`` is a known dict."""
     target, iterable = statement.target, statement.iter
-    if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
+    if not (type(target) is cst.Tuple and len(target.elements) == 2):
         return None
     names = [element.value for element in target.elements]
-    if not all(isinstance(name, cst.Name) for name in names):
+    if not all(type(name) is cst.Name for name in names):
         return None
     if not (
-        isinstance(iterable, cst.Call)
+        type(iterable) is cst.Call
         and not iterable.args
-        and isinstance(iterable.func, cst.Attribute)
+        and type(iterable.func) is cst.Attribute
         and iterable.func.attr.value == "items"
     ):
         return None
@@ -585,18 +624,18 @@ def _replay_body(body: Any, env: _Names, on_call: Callable[[cst.Call, _Names], N
             continue
         for call in _calls_in(node):
             on_call(call, env)
-            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "update":
+            if type(call.func) is cst.Attribute and call.func.attr.value == "update":
                 _update(env, call)
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             value = _located(node.value, env)
             for target in node.targets:
                 _assign_path(env, target.target, value)
-        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+        elif type(node) is cst.AnnAssign and node.value is not None:
             _assign_path(env, node.target, _located(node.value, env))
-        elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
+        elif type(node) is cst.AugAssign and type(node.operator) is cst.AddAssign:
             current = (
                 _located(node.target, env)
-                if isinstance(node.target, cst.Name)
+                if type(node.target) is cst.Name
                 else _subscript_value(node.target, env)
             )
             added_located = _located(node.value, env)
@@ -617,7 +656,7 @@ def _replay_body(body: Any, env: _Names, on_call: Callable[[cst.Call, _Names], N
 def _parameters(params: cst.Parameters) -> list[cst.Param]:
     found = [*params.posonly_params, *params.params, *params.kwonly_params]
     for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
+        if type(star) is cst.Param:
             found.append(star)
     return found
 
@@ -660,13 +699,13 @@ def _subscript_value(target: cst.BaseExpression, env: _Names) -> Located:
     keys = []
     base = target
     while (
-        isinstance(base, cst.Subscript)
+        type(base) is cst.Subscript
         and len(base.slice) == 1
-        and isinstance(base.slice[0].slice, cst.Index)
+        and type(base.slice[0].slice) is cst.Index
     ):
         keys.append(_located(base.slice[0].slice.value, env).plain())
         base = base.value
-    if isinstance(base, cst.Name) and base.value in env and all(isinstance(k, str) for k in keys):
+    if type(base) is cst.Name and base.value in env and all(isinstance(k, str) for k in keys):
         found = env[base.value].path(*reversed(keys))
         if found is not None:
             return found
@@ -674,9 +713,9 @@ def _subscript_value(target: cst.BaseExpression, env: _Names) -> Located:
 
 
 def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
-    from smpfix.base.walker import iter_nodes
+    from smpfix.base.walker import nodes_of_type
 
-    return [child for child in iter_nodes(node) if isinstance(child, cst.Call)]
+    return nodes_of_type(node, cst.Call)
 
 
 def _launcher(call: cst.Call, qualified: str, env: _Names, path: str) -> Launcher:

@@ -181,7 +181,7 @@ def read_launcher(
     from smpfix.base import nesting
     from smpfix.base.imports import ImportTable
     from smpfix.base.positions import Positions
-    from smpfix.base.walker import NodeIndex
+    from smpfix.base.walker import NodeIndex, indexed
     from smpfix.job.launcher import find_launchers
 
     code = text
@@ -198,11 +198,14 @@ def read_launcher(
     if parsed is None:
         return []
     module, index = parsed
-    launchers = find_launchers(module, ImportTable.of_module(module), path)
+    # The replay searches each statement for calls: with the tree indexed, a slice of it.
+    index = index if index is not None else NodeIndex(module)
+    with indexed(module, index):
+        launchers = find_launchers(module, ImportTable.of_module(module), path)
     if not launchers:
         return []
     # Through the node index, each call is located by generating its statement alone.
-    positions = Positions(module, code, index if index is not None else NodeIndex(module))
+    positions = Positions(module, code, index)
     root = root if root is not None else project_root(path)
     records = [
         launch_record(

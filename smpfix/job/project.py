@@ -23,6 +23,11 @@ class Project:
 
     roots: tuple[str, ...] = ()
     links: Mapping[str, tuple[LinkedScript, ...]] = field(default_factory=dict)
+    # ``search_dirs`` by importer: asked for every import of every analysis, and each answer
+    # costs a system call per root.
+    _search_dirs: dict[str, tuple[str, ...]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     @classmethod
     def of(cls, paths: tuple[str, ...]) -> Project:
@@ -88,10 +93,15 @@ class Project:
 
     def search_dirs(self, importer: str) -> list[str]:
         """Where ``import x`` in ``importer`` may find ``x.py``: its folder, then the roots."""
-        folders = [os.path.dirname(os.path.abspath(importer))]
-        folders += [root if os.path.isdir(root) else os.path.dirname(root) for root in self.roots]
-        seen: list[str] = []
-        for folder in folders:
-            if folder not in seen:
-                seen.append(folder)
-        return seen
+        known = self._search_dirs.get(importer)
+        if known is None:
+            folders = [os.path.dirname(os.path.abspath(importer))]
+            folders += [
+                root if os.path.isdir(root) else os.path.dirname(root) for root in self.roots
+            ]
+            seen: list[str] = []
+            for folder in folders:
+                if folder not in seen:
+                    seen.append(folder)
+            known = self._search_dirs[importer] = tuple(seen)
+        return list(known)

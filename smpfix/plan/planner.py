@@ -185,14 +185,14 @@ def _merged(inputs: PlanInputs) -> tuple[JobFacts, ScriptValues]:
         declared = tuple(replace(job, complete=False) for job in declared)
     sources = [*declared, *((inputs.launcher.job,) if inputs.launcher is not None else ())]
     links = (inputs.launcher,) if inputs.launcher is not None else ()
-    files = inputs.code.modules if inputs.code is not None else ()
-    if inputs.code is not None:
-        init = script_setup.init_settings(
-            inputs.code, ScriptValues(files, links, JobFacts.resolve(sources))
-        )
-        sources += [init] if init is not None else []
+    if inputs.code is None:
+        job = JobFacts.resolve(sources)
+        return job, ScriptValues((), links, job)
+    values = ScriptValues(inputs.code.modules, links, JobFacts.resolve(sources))
+    init = script_setup.init_settings(inputs.code, values)
+    sources += [init] if init is not None else []
     job = JobFacts.resolve(sources)
-    return job, ScriptValues(files, links, job)
+    return job, values.with_job(job)  # the script read once for both
 
 
 def _instance_problem(job: JobFacts) -> str:

@@ -57,7 +57,7 @@ class ScriptCode:
         parents = self.parents(linked)
         previous: cst.CSTNode = node
         for ancestor in parents.ancestors(node):
-            if isinstance(ancestor, cst.If):
+            if type(ancestor) is cst.If:  # exact: faster than ABCMeta's isinstance
                 if previous is ancestor.body:
                     yield ancestor.test, True
                 elif previous is ancestor.orelse:

@@ -98,11 +98,12 @@ def activation_checkpointing(code: ScriptCode, values: ScriptValues) -> tuple[Re
     """On, off or unknown, and the layers per checkpoint (1 for ``strategy="each"``)."""
     unknown: Optional[str] = None
     for linked, call, member in _library_calls(code, *CHECKPOINTING):
-        where = f"`smp.{member.rsplit('.', 1)[-1]}(...)` at {code.where(linked, call)}"
         runs = reachable(code, values, linked, call)
+        if runs is False or (runs is None and unknown is not None):
+            continue  # its place is quoted only when it decides (it is located on demand)
+        where = f"`smp.{member.rsplit('.', 1)[-1]}(...)` at {code.where(linked, call)}"
         if runs is None:
-            unknown = unknown or f"{where} runs only under a condition smpfix cannot resolve"
-        if not runs:
+            unknown = f"{where} runs only under a condition smpfix cannot resolve"
             continue
         group, strategy = _strategy(values, linked, call)
         return Reading(True, f"{where}{strategy}"), group
@@ -182,7 +183,8 @@ def optimizer(code: ScriptCode, values: ScriptValues) -> Reading:
         kind = _OPTIMIZERS.get(qualified.rsplit(".", 1)[-1].lower(), "adam")
         if kind == "sgd":
             kind = _sgd(values, linked, call)
-        found.setdefault(kind, f"`{qualified.rsplit('.', 1)[-1]}` at {code.where(linked, call)}")
+        if kind not in found:  # the first constructor of each kind is quoted
+            found[kind] = f"`{qualified.rsplit('.', 1)[-1]}` at {code.where(linked, call)}"
     if not found:
         return Reading(
             "adam",

@@ -12,6 +12,7 @@ words, the argparse values it rests on, for the plan's assumptions.
 
 from __future__ import annotations
 
+import copy
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -87,11 +88,20 @@ class ScriptValues:
         self.launchers = tuple(launchers)
         self.job = job
         self._arguments = command_line_arguments(files)
+        self._known: dict[int, tuple[cst.BaseExpression, FileFacts, Traced]] = {}
         self._assigned = (
             set().union(*(assigned_attributes(facts) for facts in self.files))
             if self.files
             else set()
         )
+
+    def with_job(self, job: JobFacts) -> ScriptValues:
+        """The same script under another job: its argparse arguments and assigned attributes
+        are read once (they do not depend on the job), its answers are worked out again."""
+        values = copy.copy(self)
+        values.job = job
+        values._known = {}
+        return values
 
     def argument(self, dest: str) -> Traced:
         """``args.<dest>``: the launcher's hyperparameter, else the argparse default."""
@@ -107,26 +117,39 @@ class ScriptValues:
         return dest in self._arguments
 
     def of(self, expr: cst.BaseExpression, facts: FileFacts, depth: int = 0) -> Traced:
+        """What ``expr`` evaluates to. A plan asks about the same expressions again and
+        again (each ``if`` test around each call), so answers at the top are remembered."""
+        if depth:
+            return self._of(expr, facts, depth)
+        known = self._known.get(id(expr))
+        if known is not None and known[0] is expr and known[1] is facts:
+            return known[2]
+        found = self._of(expr, facts, 0)
+        self._known[id(expr)] = (expr, facts, found)  # the node kept alive: its id stays its own
+        return found
+
+    def _of(self, expr: cst.BaseExpression, facts: FileFacts, depth: int) -> Traced:
         if depth > _MAX_DEPTH:
             return _UNKNOWN
         expr = facts.names.value(expr)
         literal = facts.literal(expr)
         if literal is not UNKNOWN:
             return Traced(literal)
-        if isinstance(expr, cst.Attribute):
+        # Exact node types (LibCST's have no subclasses): isinstance goes through ABCMeta.
+        if type(expr) is cst.Attribute:
             return self._attribute(expr, facts)
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return self._call(expr, facts, depth)
-        if isinstance(expr, cst.UnaryOperation):
+        if type(expr) is cst.UnaryOperation:
             inner = self.of(expr.expression, facts, depth + 1)
             if not inner.known:
                 return _UNKNOWN
-            if isinstance(expr.operator, cst.Not):
+            if type(expr.operator) is cst.Not:
                 return Traced(not inner.value, inner.how)
             return self._apply(
-                operator.neg if isinstance(expr.operator, cst.Minus) else operator.pos, (inner,)
+                operator.neg if type(expr.operator) is cst.Minus else operator.pos, (inner,)
             )
-        if isinstance(expr, cst.BinaryOperation):
+        if type(expr) is cst.BinaryOperation:
             function = _ARITHMETIC.get(type(expr.operator))
             if function is None:
                 return _UNKNOWN
@@ -134,17 +157,17 @@ class ScriptValues:
                 function,
                 (self.of(expr.left, facts, depth + 1), self.of(expr.right, facts, depth + 1)),
             )
-        if isinstance(expr, cst.Comparison):
+        if type(expr) is cst.Comparison:
             return self._comparison(expr, facts, depth)
-        if isinstance(expr, cst.BooleanOperation):
+        if type(expr) is cst.BooleanOperation:
             left = self.of(expr.left, facts, depth + 1)
             if not left.known:
                 return _UNKNOWN
-            if bool(left.value) == isinstance(expr.operator, cst.And):
+            if bool(left.value) == (type(expr.operator) is cst.And):
                 right = self.of(expr.right, facts, depth + 1)
                 return Traced(right.value, left.how + right.how) if right.known else _UNKNOWN
             return left
-        if isinstance(expr, cst.IfExp):
+        if type(expr) is cst.IfExp:
             test = self.of(expr.test, facts, depth + 1)
             if not test.known:
                 return _UNKNOWN

@@ -1,8 +1,9 @@
 """Suppression comments: ``# smpfix: ignore[SMP101]``, bare ``# smpfix: ignore``, ``# noqa: SMP101``.
 
 Comments are found with Python's tokenizer, so a ``#`` inside a string is never taken for
-one; files that mention neither ``smpfix`` nor ``noqa`` skip the tokenizer entirely. A bare
-``# noqa`` belongs to other linters and does not silence smpfix: its codes must be named.
+one; a file with no ``# smpfix: ignore`` and no ``# noqa:`` naming an SMP code anywhere in its
+text skips the tokenizer entirely. A bare ``# noqa`` belongs to other linters and does not
+silence smpfix: its codes must be named.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from typing import Optional
 
 _SMPFIX = re.compile(r"#\s*smpfix:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
 _NOQA = re.compile(r"#\s*noqa:\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*)", re.IGNORECASE)
+# What a suppression needs somewhere in the text (a match in a comment is one in the text):
+# most files that say ``noqa`` name other linters' codes only, and skip the tokenizer.
+_POSSIBLE = re.compile(r"#\s*(?:smpfix:\s*ignore|noqa:[\s,A-Z0-9]*SMP)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ def _comments(text: str) -> list[tuple[int, int, str]]:
 def parse(text: str) -> Mapping[int, tuple[Suppression, ...]]:
     """Suppressions by line number."""
     if "smpfix" not in text and "noqa" not in text and "NOQA" not in text:
+        return {}
+    if _POSSIBLE.search(text) is None:
         return {}
     by_line: dict[int, list[Suppression]] = {}
     for line, column, comment in _comments(text):
