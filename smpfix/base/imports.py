@@ -129,7 +129,7 @@ class ImportTable:
         known = self._members.get(id(node))
         if known is not None and known[0] is node:
             return known[1]
-        member = _smp_member(self.qualified_name(node))
+        member = library_member(self.qualified_name(node))
         self._members[id(node)] = (node, member)
         return member
 
@@ -179,7 +179,8 @@ class ImportTable:
 smp_member = ImportTable.smp_member
 
 
-def _smp_member(qualified: Optional[str]) -> Optional[str]:
+def library_member(qualified: Optional[str]) -> Optional[str]:
+    """The library member a qualified name is (``"init"``), or None when it is not the library."""
     if qualified is None:
         return None
     for module in (SMP_TORCH, SMP_TF):

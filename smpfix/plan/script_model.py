@@ -114,23 +114,21 @@ def find_model(
 def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
     """Hugging Face configurations and checkpoints first; the project's own ``nn.Module``
     models only when there are none (a wrapper module may hold a Hugging Face model). Calls
-    under an ``if`` known not to run (``if args.fine_tune > 0:`` with the default 0) do not count."""
-    calls = [
-        (linked, call)
-        for linked, call in code.calls()
-        if reachable(code, values, linked, call) is not False
-    ]
+    under an ``if`` known not to run (``if args.fine_tune > 0:`` with the default 0) do not count;
+    the ``if`` tests are read only around a call that builds a model, the rare one."""
     found = [
         candidate
-        for linked, call in calls
+        for linked, call in code.calls()
         if (candidate := _candidate(code, values, linked, call)) is not None
+        and reachable(code, values, linked, call) is not False
     ]
     if not found:
         reader = ModelReader(code.modules)
         found = [
             candidate
-            for linked, call in calls
+            for linked, call in code.calls()
             if (candidate := _custom(code, values, reader, linked, call)) is not None
+            and reachable(code, values, linked, call) is not False
         ]
     unresolved = [candidate.description for candidate in found if candidate.count is None]
     resolved: dict[ParameterCount, _ModelCandidate] = {}

@@ -88,9 +88,10 @@ def reachable(
 
 
 def _library_calls(code: ScriptCode, *members: str) -> Iterator[tuple[ParsedFile, cst.Call, str]]:
-    for linked, call in code.calls():
-        member = linked.facts.smp_member(call.func)
-        if member in members:
+    for linked in code.modules:
+        for call in linked.facts.library_calls(*members):
+            member = linked.facts.smp_member(call.func)
+            assert member is not None
             yield linked, call, member
 
 

@@ -9,7 +9,7 @@ and which constructs show a feature in use. Rules ask these; none of them matche
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Optional, TypeVar, Union
@@ -24,6 +24,7 @@ from smpfix.base.imports import (
     SMP_V2,
     ImportTable,
     dotted_name,
+    library_member,
     smp_member,
 )
 from smpfix.base.literals import UNKNOWN, literal_value
@@ -242,6 +243,43 @@ class FileFacts:
             if type(call.func) is cst.Name:
                 grouped.setdefault(call.func.value, []).append(call)
         return {name: tuple(calls) for name, calls in grouped.items()}
+
+    @cached_property
+    def calls_by_qualified_name(self) -> Mapping[str, tuple[cst.Call, ...]]:
+        """Calls of imported names (``torch.manual_seed(...)``, ``smp.init()``), grouped by the
+        qualified name, in source order: a rule looking for a few callees reads their calls
+        instead of resolving every call of the file again."""
+        grouped: dict[str, list[cst.Call]] = {}
+        qualify = self.imports.qualified_name
+        for call in self.call_order:
+            qualified = qualify(call.func)
+            if qualified is not None:
+                grouped.setdefault(qualified, []).append(call)
+        return {name: tuple(calls) for name, calls in grouped.items()}
+
+    @cached_property
+    def _library_calls(self) -> Mapping[str, tuple[cst.Call, ...]]:
+        grouped: dict[str, list[cst.Call]] = {}
+        for qualified, calls in self.calls_by_qualified_name.items():
+            member = library_member(qualified)
+            if member is not None:
+                grouped.setdefault(member, []).extend(calls)
+        return {member: tuple(calls) for member, calls in grouped.items()}
+
+    def calls_of(self, *qualified_names: str) -> list[cst.Call]:
+        """The calls of these imported names (``"torch.manual_seed"``), in source order."""
+        return self._in_order(self.calls_by_qualified_name, qualified_names)
+
+    def library_calls(self, *members: str) -> list[cst.Call]:
+        """The calls of these library members (``"tensor_parallelism"``), in source order."""
+        return self._in_order(self._library_calls, members)
+
+    def _in_order(
+        self, grouped: Mapping[str, tuple[cst.Call, ...]], keys: Iterable[str]
+    ) -> list[cst.Call]:
+        found = [call for key in keys for call in grouped.get(key, ())]
+        found.sort(key=self.call_order.__getitem__)
+        return found
 
     @cached_property
     def attribute_assignments(self) -> Mapping[str, list[Optional[cst.BaseExpression]]]:

@@ -44,9 +44,8 @@ class LaunchedCode:
     def smp_calls(self, *members: str) -> Iterator[tuple[FileFacts, cst.Call]]:
         """Calls of the library's ``members`` (``"set_activation_checkpointing"``) in any of the files."""
         for facts in self.files:
-            for call in facts.call_order:
-                if facts.smp_member(call.func) in members:
-                    yield facts, call
+            for call in facts.library_calls(*members):
+                yield facts, call
 
 
 def launched_code(program: Program, view: ConfigView) -> Optional[LaunchedCode]:

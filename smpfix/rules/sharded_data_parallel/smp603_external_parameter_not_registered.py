@@ -215,11 +215,8 @@ class ExternalParameterNotRegistered(Rule):
         """``smp.register_parameter(self, self.emb.weight)`` anywhere (or for the same path elsewhere)."""
         if self._registered is None:
             self._registered = []
-            for call in self.program.facts.call_order:
-                if (
-                    self.program.facts.smp_member(call.func) == "register_parameter"
-                    and len(call.args) >= 2
-                ):
+            for call in self.program.facts.library_calls("register_parameter"):
+                if len(call.args) >= 2:
                     self._registered.append(
                         "".join(self.program.code_for(call.args[1].value).split())
                     )

@@ -91,12 +91,11 @@ class StepHazard:
 def loader_batch_sizes(facts: FileFacts) -> frozenset[str]:
     """The ``batch_size`` expressions (names, ``args.batch_size``) the file's DataLoaders use."""
     found: set[str] = set()
-    for call in facts.call_order:
-        if facts.qualified_name(call.func) in DATALOADERS:
-            size = argument(call, "batch_size", 1)
-            spelled = dotted_name(size.value) if size is not None else None
-            if spelled is not None:
-                found.add(spelled)
+    for call in facts.calls_of(*DATALOADERS):
+        size = argument(call, "batch_size", 1)
+        spelled = dotted_name(size.value) if size is not None else None
+        if spelled is not None:
+            found.add(spelled)
     return frozenset(found)
 
 

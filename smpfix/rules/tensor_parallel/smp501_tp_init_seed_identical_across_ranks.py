@@ -273,11 +273,8 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
             sampler = argument(loader, "sampler", DATALOADER_POSITIONS["sampler"])
             if sampler is not None and not self._sampler_has_own_rng(sampler.value):
                 return "a `DataLoader` here takes a sampler that may draw from torch's global RNG"
-        for call in self.program.facts.call_order:
-            if (
-                self.program.facts.qualified_name(call.func) in _RANDOM_SPLITS
-                and argument(call, "generator", 2) is None
-            ):
+        for call in self.program.facts.calls_of(*_RANDOM_SPLITS):
+            if argument(call, "generator", 2) is None:
                 return "`random_split(...)` here splits with torch's global RNG (no `generator=`)"
         return None
 

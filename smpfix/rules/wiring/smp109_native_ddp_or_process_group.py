@@ -63,11 +63,7 @@ class NativeDdpOrProcessGroup(Rule):
             self._check_process_group(order, node, call)
 
     def _calls(self, names: frozenset[str]) -> list[tuple[cst.Call, Optional[StatementRef]]]:
-        found = []
-        for call in self.program.facts.call_order:
-            if (self.program.facts.qualified_name(call.func) or "") in names:
-                found.append((call, self._where(call)))
-        return found
+        return [(call, self._where(call)) for call in self.program.facts.calls_of(*names)]
 
     def _where(self, call: cst.Call) -> Optional[StatementRef]:
         for wrap in self.program.facts.distributed_models:

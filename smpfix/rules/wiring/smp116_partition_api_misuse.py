@@ -36,10 +36,9 @@ class PartitionApiMisuse(Rule):
         order: Optional[ExecutionOrder] = None
         forward_like = self._forward_like()
         parents = self.program.parents
-        for call in self.program.facts.call_order:
+        for call in self.program.facts.library_calls(*_MEMBERS):
             member = self.program.facts.smp_member(call.func)
-            if member not in _MEMBERS:
-                continue
+            assert member is not None
             if self._ignored(call, member) or self._out_of_range(call, member):
                 continue
             if member == "set_partition":
