@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Optional
+from typing import Optional, Union
 
 import libcst as cst
 
@@ -89,38 +89,37 @@ def target_names(target: cst.BaseExpression) -> set[str]:
 
 def bound_names(statement: cst.CSTNode) -> set[str]:
     """Names a statement (re)binds: assignment targets, loop and ``with`` targets, defs, imports."""
-    from smpfix.base.walker import is_subclass, iter_nodes
+    from smpfix.base.walker import nodes_of_type
 
     bound: set[str] = set()
-    for node in iter_nodes(statement):
-        if not is_subclass(type(node), _BINDERS):
-            continue
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
+    for node in nodes_of_type(statement, *_BINDERS):
+        kind = type(node)
+        if kind is cst.Assign:
+            for target in node.targets:  # type: ignore[attr-defined]
                 bound.update(target_names(target.target))
-        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-            bound.update(target_names(node.target))
-        elif isinstance(node, (cst.For, cst.CompFor)):
-            bound.update(target_names(node.target))
-        elif isinstance(node, cst.WithItem) and node.asname is not None:
-            bound.update(target_names(node.asname.name))
-        elif isinstance(node, cst.NamedExpr):
-            bound.update(target_names(node.target))
-        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            bound.add(node.name.value)
-        elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(
-            node.names, cst.ImportStar
-        ):
-            for alias in node.names:
-                if alias.asname is not None:
-                    bound.update(target_names(alias.asname.name))  # type: ignore[arg-type]
-                else:
-                    name = alias.name
-                    while isinstance(name, cst.Attribute):
-                        name = name.value  # type: ignore[assignment]
-                    if isinstance(name, cst.Name):
-                        bound.add(name.value)
+        elif kind is cst.WithItem:
+            if node.asname is not None:  # type: ignore[attr-defined]
+                bound.update(target_names(node.asname.name))  # type: ignore[attr-defined]
+        elif kind is cst.FunctionDef or kind is cst.ClassDef:
+            bound.add(node.name.value)  # type: ignore[attr-defined]
+        elif kind is cst.Import or kind is cst.ImportFrom:
+            if type(node.names) is not cst.ImportStar:  # type: ignore[attr-defined]
+                _bound_by_import(node, bound)  # type: ignore[arg-type]
+        else:  # AnnAssign, AugAssign, For, CompFor, NamedExpr
+            bound.update(target_names(node.target))  # type: ignore[attr-defined]
     return bound
+
+
+def _bound_by_import(node: Union[cst.Import, cst.ImportFrom], bound: set[str]) -> None:
+    for alias in node.names:  # type: ignore[union-attr]
+        if alias.asname is not None:
+            bound.update(target_names(alias.asname.name))  # type: ignore[arg-type]
+        else:
+            name = alias.name
+            while type(name) is cst.Attribute:
+                name = name.value  # type: ignore[assignment]
+            if type(name) is cst.Name:
+                bound.add(name.value)
 
 
 def called_name(call: cst.Call, bindings: Mapping[str, str]) -> Optional[str]:

@@ -17,6 +17,7 @@ import libcst as cst
 
 from smpfix.base.walker import Ancestry, children, iter_nodes, known_subtree
 from smpfix.program.facts import FileFacts, is_step_decorator
+from smpfix.program.names import StatementRef
 from smpfix.program.project.parsed_file import ParsedFile
 
 
@@ -103,15 +104,34 @@ def step_bodies(steps: Sequence[StepFunction]) -> frozenset[cst.FunctionDef]:
 
 
 def enclosing_step(
-    ancestry: Ancestry, bodies: frozenset[cst.FunctionDef]
+    ancestry: Ancestry, bodies: frozenset[cst.FunctionDef], facts: Optional[FileFacts] = None
 ) -> Optional[cst.FunctionDef]:
-    """The step body the node being visited sits in, lexically (nested ``def``s count)."""
+    """The step body the node being visited sits in, lexically (nested ``def``s count).
+
+    For a call of the file with ``facts``, the functions around it are read up the chain of
+    statements (a call's statement, the function holding it, that function's own statement...)
+    instead of the whole ancestry: rules ask this of every call."""
     if not bodies:
         return None
-    for node in reversed(ancestry.stack):
+    node = ancestry.stack[-1] if ancestry.stack else None
+    where = (
+        facts.call_statements.get(node) if facts is not None and type(node) is cst.Call else None
+    )
+    if where is not None and facts is not None:
+        statement = where.statement
+        if type(statement) is cst.FunctionDef and statement in bodies:  # in its header
+            return statement
+        scope: Optional[StatementRef] = where
+        while scope is not None and type(scope.scope) is cst.FunctionDef:
+            if scope.scope in bodies:
+                return scope.scope
+            scope = facts.statement_of(scope.scope)
+        if scope is not None:
+            return None
+    for ancestor in reversed(ancestry.stack):
         # The exact type first: a node's hash is a Python call, and most nodes are no ``def``.
-        if type(node) is cst.FunctionDef and node in bodies:
-            return node
+        if type(ancestor) is cst.FunctionDef and ancestor in bodies:
+            return ancestor
     return None
 
 

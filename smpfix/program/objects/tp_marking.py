@@ -31,6 +31,7 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.calls import argument
+from smpfix.base.imports import library_member
 from smpfix.job.jobfacts import FEATURES, FeatureState, Tri
 from smpfix.program.facts import FileFacts
 from smpfix.program.objects.wrapped_model import model_class, wrapped_constructions
@@ -124,13 +125,28 @@ class DistributedModuleUse:
 
 
 def _distributed_module(file: ParsedFile) -> Optional[tuple[cst.CSTNode, str]]:
-    # The name test first, over the index's lists of names and attributes: nearly none passes.
+    imports = file.facts.imports
+    if not imports.imports_module("smdistributed.modelparallel"):
+        return None
+    # A plain name is the library's module only when an import binds it (``DistributedLinear``
+    # itself, not an alias); attributes are tested by their last word first, over the index's
+    # list: nearly none passes.
+    names = {
+        local
+        for local, qualified in imports.bindings.items()
+        if _distributed_word(local)
+        and (library_member(qualified) or "").startswith("nn.Distributed")
+    }
     order, by_type = file.index.order, file.index.by_type()
-    candidates = [
-        position
-        for position in by_type.get(cst.Name, ())
-        if _distributed_word(order[position].value)  # type: ignore[attr-defined]
-    ]
+    candidates = (
+        [
+            position
+            for position in by_type.get(cst.Name, ())
+            if order[position].value in names  # type: ignore[attr-defined]
+        ]
+        if names
+        else []
+    )
     candidates.extend(
         position
         for position in by_type.get(cst.Attribute, ())

@@ -52,7 +52,7 @@ class LocalGradNormUnderModelParallelism(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.program.facts.qualified_name(node.func) not in _CLIP_NORM:
             return
-        if enclosing_step(self.ancestry, self.bodies) is not None:
+        if enclosing_step(self.ancestry, self.bodies, self.program.facts) is not None:
             return  # inside the step: SMP404's finding
         parameters = argument(node, "parameters", 0)
         if parameters is None or not self._model_parameters(parameters.value, node):

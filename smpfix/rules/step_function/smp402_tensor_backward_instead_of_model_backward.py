@@ -53,7 +53,7 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         if receiver is None and not autograd:
             return
         functions: list[cst.FunctionDef] = self.ancestry.all_of(cst.FunctionDef)  # type: ignore[assignment]
-        step = enclosing_step(self.ancestry, self.bodies)
+        step = enclosing_step(self.ancestry, self.bodies, self.program.facts)
         if (
             receiver is not None
             and type(receiver) is cst.Name

@@ -47,7 +47,7 @@ class ForwardBackwardOutsideStep(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        in_step = enclosing_step(self.ancestry, self.bodies) is not None
+        in_step = enclosing_step(self.ancestry, self.bodies, self.program.facts) is not None
         if type(func) is cst.Name and func.value in self.program.facts.functions:
             # Only local functions can be step helpers; the branch search is for them alone.
             where = (

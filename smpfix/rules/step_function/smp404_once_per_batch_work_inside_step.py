@@ -90,7 +90,7 @@ class OncePerBatchWorkInsideStep(Rule):
 
     # -- detection -----------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
-        step = enclosing_step(self.ancestry, self.bodies)
+        step = enclosing_step(self.ancestry, self.bodies, self.program.facts)
         if step is None:
             return
         kind = self._classify(node)

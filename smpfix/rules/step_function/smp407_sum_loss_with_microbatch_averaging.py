@@ -48,7 +48,7 @@ class SumLossWithMicrobatchAveraging(Rule):
             type(func) is cst.Attribute and func.attr.value == "backward" and len(node.args) == 1
         ):
             return
-        step = enclosing_step(self.ancestry, self.bodies)
+        step = enclosing_step(self.ancestry, self.bodies, self.program.facts)
         if step is None or type(func.value) is not cst.Name:
             return
         functions: list[cst.FunctionDef] = self.ancestry.all_of(cst.FunctionDef)  # type: ignore[assignment]
