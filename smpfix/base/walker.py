@@ -129,7 +129,9 @@ def is_subclass(node_type: type, types: tuple[type, ...]) -> bool:
 def _is_node(value_type: type) -> bool:
     known = _IS_NODE.get(value_type)
     if known is None:
-        known = _IS_NODE[value_type] = issubclass(value_type, cst.CSTNode)
+        # The class's own ancestry rather than ``issubclass``, which goes through ABCMeta
+        # (and, for a type that is no node, through every one of LibCST's node classes).
+        known = _IS_NODE[value_type] = cst.CSTNode in value_type.__mro__
     return known
 
 

@@ -64,7 +64,9 @@ class DistributedModelNames:
         for step in steps:
             if step.function is not None:
                 self.step_names.setdefault(step.function, set()).add(step.name)
+        self._wrapped_names = self.module_targets.union(*self.local_targets.values())
         self._parameters: dict[cst.FunctionDef, frozenset[str]] = {}
+        self._parameter_names: dict[cst.FunctionDef, frozenset[str]] = {}
         self._bound: dict[cst.FunctionDef, frozenset[str]] = {}
 
     def caller_names(self, function: cst.FunctionDef) -> set[str]:
@@ -95,14 +97,24 @@ class DistributedModelNames:
     def _bound_in(self, function: cst.FunctionDef) -> frozenset[str]:
         cached = self._bound.get(function)
         if cached is None:
-            cached = frozenset(bound_names(function.body)) | parameter_names(function)
+            cached = frozenset(bound_names(function.body)) | self._parameters_of(function)
             self._bound[function] = cached
         return cached
 
+    def _parameters_of(self, function: cst.FunctionDef) -> frozenset[str]:
+        known = self._parameter_names.get(function)
+        if known is None:
+            known = self._parameter_names[function] = parameter_names(function)
+        return known
+
     def holds_model(self, name: str, functions: Sequence[cst.FunctionDef]) -> bool:
         """Is ``name`` the wrapped model inside ``functions`` (outermost first, innermost last)?"""
+        if name not in self._wrapped_names and not any(
+            name in self._parameters_of(function) for function in functions
+        ):
+            return False  # most names called (``print``, ``len``) are neither
         for function in reversed(functions):
-            if name in parameter_names(function):
+            if name in self._parameters_of(function):
                 return name in self.parameters_receiving_model(function)
             if name in self.local_targets.get(function, ()):
                 return True

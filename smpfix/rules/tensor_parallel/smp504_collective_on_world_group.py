@@ -83,8 +83,10 @@ class CollectiveOnWorldGroup(Rule):
         """A collective when the job has ``ddp`` off and the script starts no process group."""
         if qualified.rsplit(".", 1)[-1] not in _COLLECTIVES:
             return False
+        if self._starts_process_group():
+            return False
         ddp = self.feature("DDP", call)
-        if ddp.state is not Tri.OFF or self._starts_process_group():
+        if ddp.state is not Tri.OFF:
             return False
         message = (
             f"`{self.program.code_for(call.func)}(...)` needs torch.distributed's default process"
@@ -99,10 +101,7 @@ class CollectiveOnWorldGroup(Rule):
         return True
 
     def _starts_process_group(self) -> bool:
-        return any(
-            self.program.facts.qualified_name(call.func) == "torch.distributed.init_process_group"
-            for call in self.program.facts.call_order
-        )
+        return bool(self.program.facts.calls_of("torch.distributed.init_process_group"))
 
     # -- the average after a world reduction -------------------------------------------------
     def _world(self, expr: cst.BaseExpression) -> bool:

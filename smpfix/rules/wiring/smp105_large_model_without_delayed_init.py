@@ -101,7 +101,12 @@ class LargeModelWithoutDelayedInit(Rule):
 
     # -- how big -----------------------------------------------------------------------------
     def _model_size(self, call: cst.Call) -> Optional[_Size]:
-        if pretrained_model_call(self.program.facts, call) is call:
+        func = call.func
+        if (
+            type(func) is cst.Attribute
+            and func.attr.value == "from_pretrained"
+            and pretrained_model_call(self.program.facts, call) is call
+        ):
             name = checkpoint_name(self.program.facts, call)
             size = checkpoint_size(name) if name else None
             if size is not None:
@@ -116,16 +121,14 @@ class LargeModelWithoutDelayedInit(Rule):
         func = call.func
         if type(func) is cst.Attribute and func.attr.value == "from_config":
             return True
-        if self.program.facts.smp_member(func) is not None or is_config_class(
-            self.program.facts, func
+        name = class_name(self.program.facts, func)
+        if (
+            name is None
+            or not name[:1].isupper()
+            or name.endswith(("Config", "Tokenizer", "TokenizerFast", "Processor"))
         ):
             return False
-        name = class_name(self.program.facts, func)
-        return (
-            name is not None
-            and name[:1].isupper()
-            and not name.endswith(("Tokenizer", "TokenizerFast", "Processor"))
-        )
+        return self.program.facts.smp_member(func) is None
 
     def _config_size(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[_Size]:
         if type(expr) is cst.Name and depth == 0:
