@@ -111,6 +111,29 @@ def find_model(
     return FoundModel(count, found.shape, f"{source}; layer shape from {found.source}")
 
 
+@dataclass(frozen=True)
+class ModelCalls:
+    """The calls of one file that may build a model, in source order: Hugging Face
+    configurations and ``from_pretrained`` calls (``library``), and calls of a plain name,
+    which may be a project's own model class (``by_name``). Read once per tree: every
+    launcher that starts a script, or imports a shared helper, plans over the same calls."""
+
+    library: tuple[cst.Call, ...]
+    by_name: tuple[cst.Call, ...]
+
+    @classmethod
+    def of_file(cls, file: ParsedFile) -> ModelCalls:
+        facts = file.facts
+        library = tuple(
+            call
+            for call in facts.call_order
+            if class_name(facts, call.func) in CONFIG_CLASSES
+            or (type(call.func) is cst.Attribute and call.func.attr.value == "from_pretrained")
+        )
+        by_name = tuple(call for call in facts.call_order if type(call.func) is cst.Name)
+        return cls(library, by_name)
+
+
 def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
     """Hugging Face configurations and checkpoints first; the project's own ``nn.Module``
     models only when there are none (a wrapper module may hold a Hugging Face model). Calls
@@ -118,7 +141,8 @@ def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
     the ``if`` tests are read only around a call that builds a model, the rare one."""
     found = [
         candidate
-        for linked, call in code.calls()
+        for linked in code.modules
+        for call in linked.answer(ModelCalls).library
         if (candidate := _candidate(code, values, linked, call)) is not None
         and reachable(code, values, linked, call) is not False
     ]
@@ -126,7 +150,8 @@ def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
         reader = ModelReader(code.modules)
         found = [
             candidate
-            for linked, call in code.calls()
+            for linked in code.modules
+            for call in linked.answer(ModelCalls).by_name
             if (candidate := _custom(code, values, reader, linked, call)) is not None
             and reachable(code, values, linked, call) is not False
         ]

@@ -177,15 +177,14 @@ def model_dtype(code: ScriptCode, values: ScriptValues) -> Reading:
 def optimizer(code: ScriptCode, values: ScriptValues) -> Reading:
     """The optimizer whose state the job keeps; Adam (the largest common state) when unclear."""
     found: dict[str, str] = {}
-    for linked, call in code.calls():
-        if not linked.facts.is_optimizer_constructor(call):
-            continue
-        qualified = linked.facts.qualified_name(call.func) or ""
-        kind = _OPTIMIZERS.get(qualified.rsplit(".", 1)[-1].lower(), "adam")
-        if kind == "sgd":
-            kind = _sgd(values, linked, call)
-        if kind not in found:  # the first constructor of each kind is quoted
-            found[kind] = f"`{qualified.rsplit('.', 1)[-1]}` at {code.where(linked, call)}"
+    for linked in code.modules:
+        for call in linked.facts.optimizer_constructions:
+            qualified = linked.facts.qualified_name(call.func) or ""
+            kind = _OPTIMIZERS.get(qualified.rsplit(".", 1)[-1].lower(), "adam")
+            if kind == "sgd":
+                kind = _sgd(values, linked, call)
+            if kind not in found:  # the first constructor of each kind is quoted
+                found[kind] = f"`{qualified.rsplit('.', 1)[-1]}` at {code.where(linked, call)}"
     if not found:
         return Reading(
             "adam",

@@ -290,6 +290,11 @@ class FileFacts:
         return found
 
     @cached_property
+    def optimizer_constructions(self) -> tuple[cst.Call, ...]:
+        """The calls that construct an optimizer (``is_optimizer_constructor``), in source order."""
+        return tuple(call for call in self.call_order if self.is_optimizer_constructor(call))
+
+    @cached_property
     def attribute_assignments(self) -> Mapping[str, list[Optional[cst.BaseExpression]]]:
         """Every assignment of an attribute (``args.fp16 = args.fp16 or args.amp``), by attribute
         name: the value assigned, None where it is not one plain value (``+=``, an annotation
