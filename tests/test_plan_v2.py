@@ -215,6 +215,8 @@ LAUNCHERS: dict[str, tuple[int, dict[str, Any], dict[str, Any]]] = {
     "llama2_70b_on_one_instance": (1, {"hybrid_shard_degree": 8}, {**V2_70B}),
     "llama2_70b_unknown_degree": (32, {"hybrid_shard_degree": "HSD"}, {**V2_70B}),
     "llama2_70b_sharded_over_16": (8, {"hybrid_shard_degree": 16}, {**V2_70B}),
+    "default_degree_hybrid_shard": (32, {}, {**V2_70B}),
+    "default_degree_full_shard": (32, {}, {**V2_70B, "sharding_strategy": "full_shard"}),
 }
 
 
@@ -279,6 +281,20 @@ def test_the_first_v2_change_is_the_cheapest_that_fits() -> None:
         "train in bf16 with FSDP's `MixedPrecision(param_dtype=torch.bfloat16)`",
         "lower the batch per tensor-parallel group to 2",
     ]
+
+
+def test_hybrid_shard_degree_0_follows_the_script_s_fsdp_strategy(
+    v2_plans: dict[str, dict[str, Any]],
+) -> None:
+    """Without hybrid_shard_degree (0) and tensor parallelism, the script's FSDP strategy
+    decides: the example's ``hybrid_shard`` shards over 8 GPUs, ``full_shard`` over all 256."""
+    hybrid = "\n".join(v2_plans["default_degree_hybrid_shard"]["assumptions"])
+    assert "sharding strategy HYBRID_SHARD: the FSDP wrap at llama_v2_train.py" in hybrid
+    assert "sharded over 8 GPU(s)" in hybrid
+    assert v2_plans["default_degree_hybrid_shard"]["fits"] is False
+    full = "\n".join(v2_plans["default_degree_full_shard"]["assumptions"])
+    assert "sharded over 256 GPU(s)" in full
+    assert v2_plans["default_degree_full_shard"]["fits"] is True
 
 
 def test_an_unknown_v2_degree_gives_no_verdict(v2_plans: dict[str, dict[str, Any]]) -> None:

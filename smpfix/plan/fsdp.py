@@ -122,7 +122,8 @@ def problems(setup: FsdpSetup) -> tuple[str, ...]:
         found.append("tensor_parallel_degree does not divide the process count")
     elif setup.shard > setup.world // setup.tp or (setup.world // setup.tp) % setup.shard:
         found.append(
-            "hybrid_shard_degree does not divide the process count over tensor_parallel_degree"
+            "hybrid_shard_degree is above, or does not divide, the process count over"
+            " tensor_parallel_degree"
         )
     if setup.cp > setup.shard:
         found.append("context_parallel_degree is above hybrid_shard_degree")
