@@ -196,12 +196,19 @@ estimator = PyTorch(
 """
 
 
+# As the official notebooks do, every launcher states sm_activation_offloading, which the
+# script tests (``tsm.state.sm_activation_offloading``); its default is True.
+NO_OFFLOADING = {"sm_activation_offloading": False}
 LAUNCHERS: dict[str, tuple[int, dict[str, Any], dict[str, Any]]] = {
-    "llama2_7b": (1, {"hybrid_shard_degree": 8}, {"train_batch_size": 4}),
-    "llama2_70b": (32, {"hybrid_shard_degree": 256}, {**V2_70B, "train_batch_size": 2}),
+    "llama2_7b": (1, {"hybrid_shard_degree": 8, **NO_OFFLOADING}, {"train_batch_size": 4}),
+    "llama2_70b": (
+        32,
+        {"hybrid_shard_degree": 256, **NO_OFFLOADING},
+        {**V2_70B, "train_batch_size": 2},
+    ),
     "llama_175b": (
         64,
-        {"hybrid_shard_degree": 128, "tensor_parallel_degree": 4},
+        {"hybrid_shard_degree": 128, "tensor_parallel_degree": 4, "sm_activation_offloading": True},
         {
             "hidden_width": 12288,
             "num_layers": 96,
@@ -209,14 +216,22 @@ LAUNCHERS: dict[str, tuple[int, dict[str, Any], dict[str, Any]]] = {
             "num_key_value_heads": 96,
             "llama_intermediate_size": 32768,
             "train_batch_size": 6,
-            "offload_activations": 1,
         },
     ),
-    "llama2_70b_on_one_instance": (1, {"hybrid_shard_degree": 8}, {**V2_70B}),
-    "llama2_70b_unknown_degree": (32, {"hybrid_shard_degree": "HSD"}, {**V2_70B}),
-    "llama2_70b_sharded_over_16": (8, {"hybrid_shard_degree": 16}, {**V2_70B}),
-    "default_degree_hybrid_shard": (32, {}, {**V2_70B}),
-    "default_degree_full_shard": (32, {}, {**V2_70B, "sharding_strategy": "full_shard"}),
+    "llama2_70b_on_one_instance": (1, {"hybrid_shard_degree": 8, **NO_OFFLOADING}, {**V2_70B}),
+    "llama2_70b_unknown_degree": (
+        32,
+        {"hybrid_shard_degree": "HSD", **NO_OFFLOADING},
+        {**V2_70B},
+    ),
+    "llama2_70b_sharded_over_16": (8, {"hybrid_shard_degree": 16, **NO_OFFLOADING}, {**V2_70B}),
+    "default_degree_hybrid_shard": (32, {**NO_OFFLOADING}, {**V2_70B}),
+    "default_degree_full_shard": (
+        32,
+        {**NO_OFFLOADING},
+        {**V2_70B, "sharding_strategy": "full_shard"},
+    ),
+    "offloading_by_default": (32, {"hybrid_shard_degree": 256}, {**V2_70B}),
 }
 
 
@@ -251,6 +266,22 @@ def test_a_v2_launcher_reads_the_script_as_fsdp(v2_plans: dict[str, dict[str, An
     assert "smp.model_creation" not in assumptions  # nothing of v1
     assert any(
         line.startswith("offload activations on") for line in v2_plans["llama_175b"]["assumptions"]
+    )
+
+
+def test_the_script_s_tsm_state_reads_the_v2_settings(
+    v2_plans: dict[str, dict[str, Any]],
+) -> None:
+    """``if tsm.state.sm_activation_offloading > 0:`` holds when the launcher sets it, and when
+    it leaves it out (the v2 reference page's default is True); not when it is False."""
+    for name in ("llama_175b", "offloading_by_default"):
+        assert any(
+            line.startswith("offload activations on: `offload_wrapper(...)`")
+            for line in v2_plans[name]["assumptions"]
+        ), name
+    assert any(
+        line.startswith("offload activations off: `offload_wrapper(...)` at llama_v2_train.py")
+        for line in v2_plans["llama2_70b"]["assumptions"]
     )
 
 

@@ -10,7 +10,8 @@ Settings, highest precedence first: ``--job`` and ``[tool.smpfix.job]``, the lau
 v1 job facts leave out), then the defaults of the v2 reference page ("SMP v2 core feature
 configuration parameters"): ``hybrid_shard_degree`` 0, ``tensor_parallel_degree``,
 ``context_parallel_degree`` and ``expert_parallel_degree`` 1, ``activation_loading_horizon``
-2. The script gives the model, the sequence length and the batch as for v1
+2, ``sm_activation_offloading`` True; the script's ``tsm.state.<setting>`` reads them
+(``ScriptValues.with_v2_state``). The script gives the model, the sequence length and the batch as for v1
 (``script_setup``), and FSDP's sharding strategy and mixed precision, activation
 checkpointing and offloading through PyTorch's APIs (``script_fsdp``). The script's
 ``tsm.init`` dictionary is not read. Flash attention is never assumed: which attention
@@ -44,12 +45,13 @@ APPROXIMATIONS = (
     " (`smpfix plan --help`)"
 )
 # The v2 reference page's defaults of the settings the plan reads.
-V2_DEFAULTS: Mapping[str, int] = {
+V2_DEFAULTS: Mapping[str, Any] = {
     "hybrid_shard_degree": 0,
     "tensor_parallel_degree": 1,
     "context_parallel_degree": 1,
     "expert_parallel_degree": 1,
     "activation_loading_horizon": 2,
+    "sm_activation_offloading": True,
 }
 # Switches the plan may leave unresolved, as ``FsdpSetup`` fields, with their two values.
 _SWITCHES: Mapping[str, tuple[Any, Any]] = {
@@ -97,6 +99,17 @@ class _Settings:
         if source:
             self.assumptions.append(f"{key} {value} ({source})")
         return value
+
+    def state(self) -> dict[str, tuple[Any, str]]:
+        """What ``tsm.state`` holds of the settings that resolve: ``{key: (value, source)}``."""
+        found = {}
+        for key in V2_DEFAULTS:
+            try:
+                value, source = self._value(key)
+            except _Unresolved:
+                continue
+            found[key] = (value, source or "the SMP v2 default")
+        return found
 
     def _value(self, key: str) -> tuple[Any, str]:
         setting = self.job.settings.get(key)
@@ -219,6 +232,7 @@ def _setup(
         zero2=strategy_name in ("SHARD_GRAD_OP", "_HYBRID_SHARD_ZERO2"),
         activation_loading_horizon=horizon,
     )
+    values = values.with_v2_state(settings.state())
     if code is None:
         notes.append("the launched script is not among the checked files: activations unknown")
         unresolved += ["activation_checkpointing", "offload_activations", "precision"]

@@ -26,7 +26,6 @@ parser.add_argument("--num_key_value_heads", type=int, default=32)
 parser.add_argument("--llama_intermediate_size", type=int, default=11008)
 parser.add_argument("--bf16", type=int, default=1)
 parser.add_argument("--activation_checkpointing", type=int, default=1)
-parser.add_argument("--offload_activations", type=int, default=0)
 parser.add_argument("--sharding_strategy", type=str, default="hybrid_shard")
 args = parser.parse_args()
 
@@ -58,6 +57,6 @@ model = FSDP(
 )
 if args.activation_checkpointing > 0:
     apply_activation_checkpointing(model, checkpoint_wrapper_fn=checkpoint_wrapper)
-if args.offload_activations > 0:
+if tsm.state.sm_activation_offloading > 0:
     model = offload_wrapper(model)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
