@@ -14,6 +14,11 @@ without any code to parse:
   attention, precision and optimizer, each traced to argparse defaults and the launcher's
   hyperparameters. ``planner`` puts the two together; ``results`` is what it returns.
 
+An SMP v2 job (``torch.sagemaker``, PyTorch FSDP) is another library with its own memory model:
+``planner`` hands it to ``planner_fsdp``, which estimates it with ``fsdp`` (and
+``suggestions_fsdp``) from what ``script_fsdp`` reads in the script; SMP v1's model is never
+applied to it.
+
 Every approximation is stated in ``docs/plan.md``. The layer sits between the rules (SMP831
 uses it) and the program facts it reads; it never reports findings and never prints.
 """

@@ -22,6 +22,7 @@ from smpfix.job.launcher import Launcher
 from smpfix.job.linking import LinkedScript, declared_job, linked_script
 from smpfix.plan import script_setup
 from smpfix.plan.memory import GIB
+from smpfix.plan.planner_fsdp import LauncherParameters, launcher_parameters, plan_v2
 from smpfix.plan.results import MemoryPlan, MemorySplit, PlannedChange
 from smpfix.plan.script_code import ScriptCode, load_script
 from smpfix.plan.script_model import FoundModel, find_model
@@ -55,6 +56,7 @@ class PlanInputs:
     declared: tuple[DeclaredJob, ...] = ()
     launcher: Optional[LinkedScript] = None
     code: Optional[ScriptCode] = None
+    parameters: Optional[LauncherParameters] = None  # as written, for an SMP v2 job
 
 
 class _UnresolvedInput(Exception):
@@ -128,10 +130,12 @@ def launcher_inputs(
             tuple(declared),
             LinkedScript("", job, {}, os.path.abspath(path), line or 0, False),
             None,
+            launcher_parameters(launcher, job.source),
         )
+    parameters = launcher_parameters(launcher, link.job.source)
     shown = os.path.relpath(link.script, os.path.dirname(os.path.abspath(path)))
     code = load_script(modules, link.script, shown) if modules is not None else None
-    return PlanInputs(tuple(declared), link, code)
+    return PlanInputs(tuple(declared), link, code, parameters)
 
 
 def plan(inputs: PlanInputs) -> MemoryPlan:
@@ -157,6 +161,13 @@ def plan(inputs: PlanInputs) -> MemoryPlan:
         Verdict.UNKNOWN,
         "",
     )
+    smp_v2 = _smp_v2(job, code)
+    if smp_v2 is not None:
+        if instance is None:
+            return replace(empty, reason=_instance_problem(job))
+        return plan_v2(
+            empty, replace(job, smp_v2=smp_v2), inputs.parameters, code, values, instance, model
+        )
     try:
         if instance is None:
             raise _UnresolvedInput(_instance_problem(job))
@@ -171,6 +182,15 @@ def plan(inputs: PlanInputs) -> MemoryPlan:
     except _UnresolvedInput as unknown:
         return replace(empty, reason=str(unknown), assumptions=tuple(reader.assumptions))
     return _estimated(empty, model, setup, instance, reader)
+
+
+def _smp_v2(job: JobFacts, code: Optional[ScriptCode]) -> Optional[str]:
+    """Why the job runs SMP v2 (``smpfix.job.smp_v2``), or None: a launcher or stated job says
+    so, or the launched script imports ``torch.sagemaker`` (as ``engine.analysis`` decides it)."""
+    script = code.script if code is not None else None
+    if job.smp_v2 is None and script is not None and script.facts.imports_smp_v2:
+        return f"{code.name if code is not None else 'the script'} imports torch.sagemaker"
+    return job.smp_v2
 
 
 def _merged(inputs: PlanInputs) -> tuple[JobFacts, ScriptValues]:

@@ -4,8 +4,9 @@ A plan reads sizes and switches the script computes from its command line:
 ``GPT2Config(n_embd=args.hidden_width)``, ``flash_attention=args.flash_attention > 0``,
 ``dtype=torch.float16``. This folds literals, names bound once, ``args.<name>`` through
 argparse (the launcher's hyperparameters overriding the defaults:
-``smpfix.program.flow.command_line``), ``smp.tp_size()`` and ``smp.pp_size()`` from the job,
-``torch`` dtypes, and arithmetic, comparisons and boolean operations over those. Anything
+``smpfix.program.flow.command_line``), ``smp.tp_size()`` and ``smp.pp_size()`` from the job, SMP v2's ``tsm.state.<setting>`` from
+the v2 settings a v2 plan gives (``with_v2_state``; the official v2 example tests
+``tsm.state.sm_activation_offloading``), ``torch`` dtypes, and arithmetic, comparisons and boolean operations over those. Anything
 else is ``UNKNOWN``: nothing is executed and nothing is guessed. Each value carries, in
 words, the argparse values it rests on, for the plan's assumptions.
 """
@@ -40,6 +41,7 @@ _DTYPES = {
     "float32": "fp32",
     "float": "fp32",
 }
+_V2_STATE = "torch.sagemaker.state."
 _SIZE_SETTINGS = {"tp_size": "tensor_parallel_degree", "pp_size": "pipeline_parallel_degree"}
 _ARITHMETIC: Mapping[type, Callable[[Any, Any], Any]] = {
     cst.Add: operator.add,
@@ -87,6 +89,8 @@ class ScriptValues:
         self.files = tuple(file.facts for file in files)
         self.launchers = tuple(launchers)
         self.job = job
+        # ``torch.sagemaker.state.<key>``: the SMP v2 settings, for a v2 plan only.
+        self._v2_state: Mapping[str, Traced] = {}
         self._arguments = command_line_arguments(files)
         self._known: dict[int, tuple[cst.BaseExpression, FileFacts, Traced]] = {}
         self._assigned = (
@@ -100,6 +104,17 @@ class ScriptValues:
         are read once (they do not depend on the job), its answers are worked out again."""
         values = copy.copy(self)
         values.job = job
+        values._known = {}
+        return values
+
+    def with_v2_state(self, state: Mapping[str, tuple[Any, str]]) -> ScriptValues:
+        """The same script where ``tsm.state.<key>`` is the SMP v2 setting ``key``: its value
+        and, in words, where it comes from (the settings SMP v2 initialises its state from)."""
+        values = copy.copy(self)
+        values._v2_state = {
+            key: Traced(value, (f"`tsm.state.{key}` = {value!r} ({source})",))
+            for key, (value, source) in state.items()
+        }
         values._known = {}
         return values
 
@@ -179,6 +194,8 @@ class ScriptValues:
         qualified = facts.qualified_name(expr) or ""
         if qualified.startswith("torch.") and qualified[6:] in _DTYPES:
             return Traced(_DTYPES[qualified[6:]])
+        if qualified.startswith(_V2_STATE):
+            return self._v2_state.get(qualified[len(_V2_STATE) :], _UNKNOWN)
         if isinstance(expr.value, cst.Name) and facts.qualified_name(expr.value) is None:
             return self.argument(expr.attr.value)  # args.name: an argparse namespace
         return _UNKNOWN

@@ -64,15 +64,20 @@ class Bracket:
 
     @property
     def verdict(self) -> Verdict:
-        worst = verdict_of(self.worst)
-        if worst is not Verdict.UNKNOWN and worst is not Verdict.DOES_NOT_FIT:
-            return worst
-        best = verdict_of(self.best)
-        if best is Verdict.DOES_NOT_FIT:
-            return Verdict.DOES_NOT_FIT
-        if worst is Verdict.DOES_NOT_FIT and best is not Verdict.UNKNOWN:
-            return Verdict.DEPENDS
-        return Verdict.UNKNOWN
+        return combined(self.best, self.worst)
+
+
+def combined(best: Estimate, worst: Estimate) -> Verdict:
+    """The verdict over the lightest and heaviest estimates of a job (see the module docstring)."""
+    heaviest = verdict_of(worst)
+    if heaviest is not Verdict.UNKNOWN and heaviest is not Verdict.DOES_NOT_FIT:
+        return heaviest
+    lightest = verdict_of(best)
+    if lightest is Verdict.DOES_NOT_FIT:
+        return Verdict.DOES_NOT_FIT
+    if heaviest is Verdict.DOES_NOT_FIT and lightest is not Verdict.UNKNOWN:
+        return Verdict.DEPENDS
+    return Verdict.UNKNOWN
 
 
 def bracket(
