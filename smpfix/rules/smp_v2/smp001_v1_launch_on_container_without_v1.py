@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Optional
 
 from smpfix.base.findings import Severity
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView, launcher_views
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.scope import FileScope, Library
-from smpfix.rules.smp_v2._mixups import image, modelparallel_enabled, mpirun, script_libraries
+from smpfix.rules.smp_v2._config import V1_ONLY_KEYS
+from smpfix.rules.smp_v2._mixups import (
+    ScriptLibraries,
+    image,
+    modelparallel_enabled,
+    mpirun,
+    script_libraries,
+    torchrun,
+)
 
 
 class V1LaunchOnContainerWithoutV1(ConfigRule):
     summary = (
-        "The launcher starts SMP v1 (`mpi` with `smdistributed.modelparallel`, no"
-        " `torch_distributed`) with PyTorch 2.0.1 or later or the SMP v2 image: no SMP v1 exists"
-        " there, and the job fails when the script imports it."
+        "The launcher starts SMP v1 (`mpi` with `smdistributed.modelparallel`, v1 keys, or a v1"
+        " script; no `torch_distributed`) with PyTorch 2.0.1 or later or the SMP v2 image: no"
+        " SMP v1 exists there, and the job fails when the script imports it."
     )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.NONE
@@ -31,7 +40,7 @@ class V1LaunchOnContainerWithoutV1(ConfigRule):
 
     def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
         launcher = view.launcher
-        if launcher is None or not modelparallel_enabled(launcher) or mpirun(launcher) is None:
+        if launcher is None or not modelparallel_enabled(launcher) or torchrun(launcher):
             return
         container = image(launcher)
         if container.has_v1 is not False:
@@ -39,6 +48,9 @@ class V1LaunchOnContainerWithoutV1(ConfigRule):
         libraries = script_libraries(self.program, view)
         if libraries is not None and libraries.v2 and not libraries.v1:
             return  # the script is SMP v2's: SMP002 says how to launch it
+        sign = self._v1_sign(view, libraries)
+        if sign is None:
+            return
         at = launcher.keyword("image_uri") if container.framework is None else None
         at = at or launcher.keyword("framework_version") or launcher.keyword("image_uri")
         if container.smp_v2:
@@ -52,11 +64,28 @@ class V1LaunchOnContainerWithoutV1(ConfigRule):
             )
         yield ConfigProblem(
             at or view.parameters,
-            "This launcher starts SMP v1 (`mpi` with `smdistributed.modelparallel` and no"
-            f" `torch_distributed`: the script runs under mpirun) in {where}. The job starts"
-            " and fails when the script imports `smdistributed.modelparallel`. To stay on SMP v1,"
+            f"This launcher starts SMP v1 ({sign}, and no `torch_distributed`) in {where}. The job"
+            " starts and fails when the script imports `smdistributed.modelparallel`. To stay on SMP v1,"
             ' set `framework_version="2.0.0"` (or 1.13.1) and `py_version="py310"`; to move to'
             ' SMP v2, replace `mpi` with `"torch_distributed": {"enabled": True}`, keep only SMP'
             " v2 keys in `parameters`, and port the script to `torch.sagemaker`.",
             Severity.ERROR,
         )
+
+    @staticmethod
+    def _v1_sign(view: ConfigView, libraries: Optional[ScriptLibraries]) -> Optional[str]:
+        """What says the launcher means SMP v1: mpirun, a key only SMP v1 has, or the script."""
+        assert view.launcher is not None
+        if mpirun(view.launcher) is not None:
+            return "`mpi` with `smdistributed.modelparallel`: the script runs under mpirun"
+        parameters = view.parameters
+        keys = (
+            sorted(key for key in parameters.value if key in V1_ONLY_KEYS)
+            if parameters is not None and parameters.is_dict
+            else []
+        )
+        if keys:
+            return f"`{keys[0]}` in its parameters is a setting of SMP v1 alone"
+        if libraries is not None and libraries.v1:
+            return f"{libraries.script} imports `smdistributed.modelparallel`"
+        return None

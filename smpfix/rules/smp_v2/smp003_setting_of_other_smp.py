@@ -36,10 +36,12 @@ class SettingOfOtherSmp(V2ConfigRule):
         if parameters is None or not parameters.is_dict:
             return
         launcher = view.launcher
-        if launcher is not None and mpirun(launcher) is not None:
+        if launcher is not None and not image(launcher).smp_v2:
+            # Not an SMP v2 image: a v1 launch where v1 exists (its v2 keys are wrong here),
+            # else SMP001 (v1 where v1 does not exist) or SMP002 (a v2 script) speaks.
             container = image(launcher)
-            if container.has_v1 is False:
-                return  # a v1 launch where v1 does not exist: SMP001
+            if mpirun(launcher) is None or container.has_v1 is False:
+                return
             for key, located in parameters.value.items():
                 if key in V2_KEYS:
                     yield ConfigProblem(

@@ -20,7 +20,7 @@ hybrid_shard_degree = 4
 smp_parameters = {
     "tensor_parallel_degree": tensor_parallel_degree,
     "hybrid_shard_degree": hybrid_shard_degree,
-    "sm_activation_offloading": True,
+    "sm_activation_offloading": True,  # expect: SMP014 warning
     "activation_loading_horizn": 4,  # expect: SMP010 error
     "microbatches": 4,  # expect: SMP003 error
     "ddp": True,  # expect: SMP003 error
