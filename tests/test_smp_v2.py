@@ -206,3 +206,19 @@ def test_a_stated_job_accepts_v2_settings(tmp_path: Path) -> None:
     )
     assert check(root, "--job", "expert_parallel_degree=2") == [("train.py", "SMP021")]
     assert check(root, "--job", "expert_parallel_degree=1") == []
+
+
+def test_one_mix_up_is_one_finding(tmp_path: Path) -> None:
+    """A v1 launch on a container without SMP v1 is SMP001's alone: not also SMP002 (the
+    library the image holds) nor SMP003 (the v1 keys it carries)."""
+    v1_on_v2_image = launcher(
+        '{"smdistributed": {"modelparallel": {"enabled": True, "parameters":'
+        ' {"tensor_parallel_degree": 4, "ddp": True}}}, "mpi": {"enabled": True,'
+        ' "processes_per_host": 8}}',
+        extra=(
+            "\n   "
+            ' image_uri="658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.2.0-gpu-py310-cu121",'
+        ),
+    )
+    root = write(tmp_path, {"launch.py": v1_on_v2_image, "train.py": V1_SCRIPT})
+    assert check(root, "--select", "SMP0") == [("launch.py", "SMP001")]

@@ -162,8 +162,6 @@ def describe_range(since: Optional[Version], until: Optional[Version]) -> str:
         return "all"
     if until is None and since == FIRST_V2:
         return "2.x"
-    if since is not None and since == until:
-        return text(since)
     if until is None:
         assert since is not None
         return f"{text(since)}+"
@@ -178,8 +176,6 @@ def range_in_words(since: Optional[Version], until: Optional[Version]) -> str:
         return "All SMP v1 versions."
     if until is None and since == FIRST_V2:
         return "Every SMP v2 release (2.0 and later)."
-    if since is not None and since == until:
-        return f"SMP {text(since)} only."
     if until is None:
         assert since is not None
         return f"SMP {text(since)} and later."

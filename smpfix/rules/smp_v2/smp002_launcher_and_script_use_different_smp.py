@@ -8,7 +8,13 @@ from smpfix.base.findings import Severity
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView, launcher_views
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.scope import FileScope, Library
-from smpfix.rules.smp_v2._mixups import image, modelparallel_enabled, script_libraries, torchrun
+from smpfix.rules.smp_v2._mixups import (
+    image,
+    modelparallel_enabled,
+    mpirun,
+    script_libraries,
+    torchrun,
+)
 
 
 class LauncherAndScriptUseDifferentSmp(ConfigRule):
@@ -38,7 +44,7 @@ class LauncherAndScriptUseDifferentSmp(ConfigRule):
             return  # neither (SMP832's), or both (SMP004 reports the script)
         container = image(launcher)
         script = libraries.script
-        if libraries.v1 and container.smp_v2:
+        if libraries.v1 and container.smp_v2 and mpirun(launcher) is None:
             started = torchrun(launcher)
             removed = (
                 " SMP v2 has no TensorFlow flavour: the TensorFlow library ends with SMP v1."

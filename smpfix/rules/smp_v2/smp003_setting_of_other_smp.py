@@ -36,8 +36,8 @@ class SettingOfOtherSmp(V2ConfigRule):
         if parameters is None or not parameters.is_dict:
             return
         launcher = view.launcher
-        if launcher is not None and not image(launcher).smp_v2:
-            # Not an SMP v2 image: a v1 launch where v1 exists (its v2 keys are wrong here),
+        if launcher is not None and (mpirun(launcher) is not None or not image(launcher).smp_v2):
+            # Not an SMP v2 launch: a v1 launch where v1 exists (its v2 keys are wrong here),
             # else SMP001 (v1 where v1 does not exist) or SMP002 (a v2 script) speaks.
             container = image(launcher)
             if mpirun(launcher) is None or container.has_v1 is False:
