@@ -508,7 +508,9 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
         )
         if result.job.get("smp_v2"):
             click.echo(
-                f"  library      SMP v2: {result.job['smp_v2']}; no SMP v1 rule applies", err=err
+                f"  library      SMP v2: {result.job['smp_v2']}; the SMP v2 rules (SMP0xx) apply,"
+                " no SMP v1 rule",
+                err=err,
             )
         init_dict = result.job.get("init_dict")
         if init_dict:

@@ -1,4 +1,6 @@
-"""SMP v2 jobs get no SMP v1 rule and no v1 fix: not the launcher, not the scripts it starts.
+"""SMP v2 jobs get no SMP v1 rule and no v1 fix: not the launcher, not the scripts it starts;
+they get the SMP v2 family (SMP0xx), and a launcher of one library starting a script of the
+other is an error (SMP002).
 
 A job is SMP v2 when its launcher enables ``torch_distributed``, names a PyTorch container of
 2.0.1 or later (or the SMP v2 image) with a ``modelparallel`` block, sets a v2-only key, or
@@ -76,7 +78,8 @@ def write(root: Path, files: dict[str, str]) -> Path:
 
 def test_a_v2_launcher_and_the_scripts_it_starts_get_no_v1_rule(tmp_path: Path) -> None:
     root = write(tmp_path, {"launch.py": launcher(V2_DISTRIBUTION), "train.py": V1_SCRIPT})
-    assert check(root) == []
+    # The v1 script under a v2 launcher is a mix-up (SMP002), and gets no v1 rule.
+    assert check(root) == [("launch.py", "SMP002")]
     shown = run_cli("check", "--show-job", "--no-cache", "--exit-zero", ".", cwd=root)
     assert "SMP v2: `torch_distributed` is enabled in launcher" in shown.stdout + shown.stderr
     # The same script under a v1 launcher gets its findings, so the silence above is the v2 rule.
@@ -102,7 +105,9 @@ def test_a_script_that_imports_torch_sagemaker_makes_its_launcher_v2(tmp_path: P
     root = write(
         tmp_path, {"launch.py": launcher(V1_LOOKING, framework="2.0.0"), "train.py": V2_SCRIPT}
     )
-    assert check(root) == []
+    # No v1 rule; but without `torch_distributed` the SDK picks the PyTorch 2.0.0 image, which
+    # has no SMP v2: the mix-up is SMP002's.
+    assert check(root) == [("launch.py", "SMP002")]
     # The same launcher starting a v1 script is a v1 launcher on PyTorch 2.0.0 (SMP 1.15).
     (root / "train.py").write_text(V1_SCRIPT, encoding="utf-8")
     codes = {code for name, code in check(root) if name == "launch.py"}
@@ -164,3 +169,56 @@ def test_a_stated_v2_job(tmp_path: Path) -> None:
     assert (
         check(root) == []
     )  # the script, and the job table (tensor_parallel_degree 6 is v1's SMP803)
+
+
+def test_each_library_gets_its_own_family(tmp_path: Path) -> None:
+    """A v2 script under a known degree gets SMP v2 findings and no v1 finding; the same
+    script as v1 gets v1 findings and no SMP0xx finding beyond the mix-ups."""
+    v2_script = V2_SCRIPT.replace("FSDP(tsm.transform(build_model()))", "FSDP(build_model())")
+    root = write(tmp_path, {"launch.py": launcher(V2_DISTRIBUTION), "train.py": v2_script})
+    assert check(root) == [("train.py", "SMP021")]
+    (root / "train.py").write_text(V2_SCRIPT, encoding="utf-8")
+    assert check(root) == []
+
+
+def test_rules_lists_the_v2_family_with_its_versions() -> None:
+    result = run_cli("rules", "--format", "json")
+    assert result.code == 0, result.stderr
+    rows = {row["code"]: row for row in json.loads(result.stdout)}
+    v2 = [code for code in rows if code.startswith("SMP0")]
+    assert {"SMP001", "SMP002", "SMP003", "SMP004", "SMP010", "SMP020"} <= set(v2)
+    assert all(rows[code]["versions"] in ("2.x", "1.x, 2.x") for code in v2)
+    assert rows["SMP010"]["versions"] == "2.x" and rows["SMP001"]["versions"] == "1.x, 2.x"
+
+
+def test_show_job_shows_a_v2_scripts_settings(tmp_path: Path) -> None:
+    root = write(tmp_path, {"launch.py": launcher(V2_DISTRIBUTION), "train.py": V2_SCRIPT})
+    shown = run_cli("check", "--show-job", "--no-cache", "--exit-zero", "train.py", cwd=root)
+    text = shown.stdout + shown.stderr
+    assert "train.py: job facts" in text
+    assert "hybrid_shard_degree = 8  (launcher launch.py" in text
+    assert "the SMP v2 rules (SMP0xx) apply" in text
+
+
+def test_a_stated_job_accepts_v2_settings(tmp_path: Path) -> None:
+    root = write(
+        tmp_path, {"train.py": V2_SCRIPT.replace("tsm.transform(build_model())", "build_model()")}
+    )
+    assert check(root, "--job", "expert_parallel_degree=2") == [("train.py", "SMP021")]
+    assert check(root, "--job", "expert_parallel_degree=1") == []
+
+
+def test_one_mix_up_is_one_finding(tmp_path: Path) -> None:
+    """A v1 launch on a container without SMP v1 is SMP001's alone: not also SMP002 (the
+    library the image holds) nor SMP003 (the v1 keys it carries)."""
+    v1_on_v2_image = launcher(
+        '{"smdistributed": {"modelparallel": {"enabled": True, "parameters":'
+        ' {"tensor_parallel_degree": 4, "ddp": True}}}, "mpi": {"enabled": True,'
+        ' "processes_per_host": 8}}',
+        extra=(
+            "\n   "
+            ' image_uri="658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.2.0-gpu-py310-cu121",'
+        ),
+    )
+    root = write(tmp_path, {"launch.py": v1_on_v2_image, "train.py": V1_SCRIPT})
+    assert check(root, "--select", "SMP0") == [("launch.py", "SMP001")]

@@ -115,7 +115,10 @@ def _python_syntax_error(text: str) -> Optional[tuple[str, int, int]]:
 
 
 def job_facts_for(
-    facts: FileFacts, declared: Sequence[DeclaredJob], positions: _LazyPositions
+    facts: FileFacts,
+    declared: Sequence[DeclaredJob],
+    positions: _LazyPositions,
+    script_v2: Optional[str] = None,
 ) -> JobFacts:
     sources = list(declared)
     if facts.init_config_call is not None and facts.init_config:
@@ -137,7 +140,9 @@ def job_facts_for(
         )
         for item in facts.evidence
     ]
-    return JobFacts.resolve(sources, evidence, Flavour.TENSORFLOW if facts.is_tensorflow else None)
+    return JobFacts.resolve(
+        sources, evidence, Flavour.TENSORFLOW if facts.is_tensorflow else None, script_v2
+    )
 
 
 def analyze(text: str, path: str, options: AnalysisOptions) -> Analysis:
@@ -187,26 +192,26 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
     path, text, facts = file.path, file.text, file.facts
     declared = (*options.declared_jobs, *project.declared_for(path))
     positions = _LazyPositions(file.module, text, file.index)
+    script_v2 = "this file imports torch.sagemaker" if facts.imports_smp_v2 else None
+    # Whether ``--show-job`` shows this file's job: it imports SMP v1 or SMP v2.
+    imports_either = facts.imports_smp or facts.imports_smp_v2
     job = (
-        job_facts_for(facts, declared, positions)
+        job_facts_for(facts, declared, positions, script_v2)
         if facts.imports_smp
-        else JobFacts.resolve(declared)
+        else JobFacts.resolve(declared, script_v2=script_v2)
     )
-    if job.smp_v2 is None and facts.imports_smp_v2:
-        job = replace(job, smp_v2="this file imports torch.sagemaker")
-    # Every rule is an SMP v1 rule: none applies to an SMP v2 job or script (``smpfix.job.smp_v2``).
-    if job.smp_v2 is None:
-        selected = [
-            *rules_for(options.select, facts),
-            *(rule for rule in options.extra_rules if rule.code in options.select),
-        ]
-        rule_types = [rule for rule in selected if rule.applies_to(facts)]
-    else:
-        rule_types = []
+    # Each job gets its library's rules: an SMP v2 job or script no v1 rule, an SMP v1 one no
+    # v2 rule; the rules about mixing the two up check both (``smpfix.job.smp_v2``).
+    selected = [
+        *rules_for(options.select, facts),
+        *(rule for rule in options.extra_rules if rule.code in options.select),
+    ]
+    v2_job = job.smp_v2 is not None
+    rule_types = [rule for rule in selected if rule.runs_on(v2_job) and rule.applies_to(facts)]
     checks_unused = any(rule.code == unused_suppressions.CODE for rule in rule_types)
     rule_types = [rule for rule in rule_types if rule.code != unused_suppressions.CODE]
     if not rule_types and not checks_unused:
-        return Analysis(job=job, imports_smp=facts.imports_smp)
+        return Analysis(job=job, imports_smp=imports_either)
     modules = LocalModules(project, path)
     own = (
         _run_rules(Program(file, job, modules), positions, rule_types)
@@ -236,7 +241,7 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
         tuple(findings),
         tuple(errors),
         job,
-        facts.imports_smp,
+        imports_either,
         own.used_suppressions,
         own.suppressions,
         own.used_codes,

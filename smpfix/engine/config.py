@@ -20,6 +20,7 @@ from smpfix.job.jobfacts import (
     LAUNCH_KEYS,
     SMPFIX_KEYS,
     TF_KNOWN_KEYS,
+    V2_KNOWN_KEYS,
     DeclaredJob,
     Value,
     framework_flavour,
@@ -99,6 +100,7 @@ def validate_job(table: Mapping[str, Any], where: str) -> dict[str, Value]:
         if (
             key not in KNOWN_KEYS
             and key not in TF_KNOWN_KEYS
+            and key not in V2_KNOWN_KEYS
             and key not in LAUNCH_KEYS
             and key not in SMPFIX_KEYS
         ):

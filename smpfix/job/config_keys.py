@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from smpfix.job.jobfacts import KNOWN_KEYS, TF_KNOWN_KEYS, normalize_key
+from smpfix.job.versions import V2_ONLY_KEYS
 
 # The oldest library release whose configuration schema is published (the 1.12.1 wheel's
 # ``config.yaml``, which ``KNOWN_KEYS`` and the value types follow). Older releases' schemas are
@@ -40,19 +41,8 @@ _SMP_V2 = (
     "(`smdistributed.modelparallel`) has no such setting"
 )
 
-# Settings of SMP v2 (``torch.sagemaker``) that SMP v1 does not have: a configuration with one of
-# them is an SMP v2 configuration (``smpfix.job.smp_v2``).
-V2_KEYS = frozenset(
-    {
-        "hybrid_shard_degree",
-        "sm_activation_offloading",
-        "fsdp_cache_flush_warnings",
-        "allow_empty_shards",
-        "context_parallel_degree",
-        "expert_parallel_degree",
-        "random_seed",
-    }
-)
+# Settings of SMP v2 (``torch.sagemaker``) that SMP v1 does not have (``versions.V2_ONLY_KEYS``).
+V2_KEYS = V2_ONLY_KEYS
 
 # Keys people write into SMP v1 parameters that are not typos of a v1 key (catalog C04, §9 row 9).
 EXPLAINED: Mapping[str, str] = {

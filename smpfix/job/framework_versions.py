@@ -19,6 +19,8 @@ from smpfix.job.launcher import Launcher
 from smpfix.job.versions import SmpVersion, pytorch_job_version, tensorflow_job_version
 
 _IMAGE_TAG = re.compile(r"pytorch-training:(\d+)\.(\d+)(?:\.(\d+))?")
+# The SMP v2 image, tagged with its PyTorch version (release notes: ``smdistributed-modelparallel:2.4.1-gpu-py311-cu121``).
+_SMP_V2_IMAGE_TAG = re.compile(r"smdistributed-modelparallel:(\d+)\.(\d+)(?:\.(\d+))?")
 _TF_IMAGE_TAG = re.compile(r"tensorflow-training:(\d+)\.(\d+)(?:\.(\d+))?")
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 
@@ -49,7 +51,7 @@ def pytorch_version(launcher: Launcher) -> Optional[FrameworkVersion]:
             return FrameworkVersion(_parts(match), f"{keyword}={framework!r}")
     image = launcher.literal("image_uri")
     if isinstance(image, str):
-        match = _IMAGE_TAG.search(image)
+        match = _IMAGE_TAG.search(image) or _SMP_V2_IMAGE_TAG.search(image)
         if match:
             return FrameworkVersion(_parts(match), "the image_uri tag")
     return None

@@ -49,6 +49,7 @@ from typing import Any, Optional, Union
 from smpfix.base.flavour import Flavour
 from smpfix.job.versions import (
     FEATURE_SINCE,
+    FIRST_V2,
     FIRST_WITH_AUTO_INIT,
     LAST_WITHOUT_AUTO_INIT,
     SmpVersion,
@@ -57,6 +58,7 @@ from smpfix.job.versions import (
     explicit_version,
     pytorch_job_version,
     range_applies,
+    smp_v2_job_version,
     stated_v2,
     tensorflow_job_version,
 )
@@ -180,6 +182,34 @@ TF_FIXED: Mapping[str, Value] = {
     "ddp": False,
 }
 
+# SMP v2's configuration (``torch.sagemaker``): the nine parameters of its reference page
+# ("SMP v2 core feature configuration parameters"), the same nine the SageMaker SDK's typed
+# ``sagemaker.modules.distributed.SMP`` accepts, and the documented defaults (``random_seed``
+# has none).
+V2_KNOWN_KEYS: frozenset[str] = frozenset(
+    {
+        "hybrid_shard_degree",
+        "sm_activation_offloading",
+        "activation_loading_horizon",
+        "fsdp_cache_flush_warnings",
+        "allow_empty_shards",
+        "tensor_parallel_degree",
+        "context_parallel_degree",
+        "expert_parallel_degree",
+        "random_seed",
+    }
+)
+V2_LIBRARY_DEFAULTS: Mapping[str, Value] = {
+    "hybrid_shard_degree": 0,
+    "sm_activation_offloading": True,
+    "activation_loading_horizon": 2,
+    "fsdp_cache_flush_warnings": True,
+    "allow_empty_shards": False,
+    "tensor_parallel_degree": 1,
+    "context_parallel_degree": 1,
+    "expert_parallel_degree": 1,
+}
+
 # Settings of the launch rather than of the library, which a launcher states and
 # ``[tool.smpfix.job]`` may declare: the instance type and count, processes per host, the
 # container's framework (``pytorch`` unless a TensorFlow estimator says ``tensorflow``) and
@@ -252,6 +282,8 @@ _DEGREE_SETTINGS = {
     "pipeline_parallel_degree",
     "sharded_data_parallel_degree",
     "microbatches",
+    "context_parallel_degree",
+    "expert_parallel_degree",
 }
 
 FEATURES: Mapping[str, Feature] = {
@@ -271,8 +303,15 @@ FEATURES: Mapping[str, Feature] = {
         ),
         Feature("HVD", "horovod", 'Horovod data parallelism (`"horovod": True`)'),
         Feature("XLA", "xla", "the `xla` setting"),
+        Feature("CP", "context_parallel_degree", "context parallelism"),
+        Feature("EP", "expert_parallel_degree", "expert parallelism"),
+        Feature("SM_OFFLOAD", "sm_activation_offloading", "SMP activation offloading"),
     )
 }
+# The features of an SMP v2 job (what ``--show-job`` lists for one).
+_V2_FEATURES = ("TP", "CP", "EP", "SM_OFFLOAD")
+# The first SMP v2 release with a feature (release notes): a v2 job with it on runs at least this.
+V2_FEATURE_SINCE: Mapping[str, Version] = {"EP": (2, 3), "CP": (2, 5)}
 
 # What the TensorFlow flavour does not have: off whatever a configuration says.
 _PYTORCH_ONLY_FEATURES = frozenset(
@@ -280,8 +319,10 @@ _PYTORCH_ONLY_FEATURES = frozenset(
 )
 # The features a flavour's jobs can have (what ``--show-job`` lists).
 _FEATURES_OF: Mapping[Flavour, tuple[str, ...]] = {
-    Flavour.PYTORCH: tuple(key for key in FEATURES if key != "XLA"),
-    Flavour.TENSORFLOW: tuple(key for key in FEATURES if key not in _PYTORCH_ONLY_FEATURES),
+    Flavour.PYTORCH: tuple(key for key in FEATURES if key not in ("XLA", *_V2_FEATURES[1:])),
+    Flavour.TENSORFLOW: tuple(
+        key for key in FEATURES if key not in _PYTORCH_ONLY_FEATURES and key not in _V2_FEATURES
+    ),
 }
 
 
@@ -402,21 +443,25 @@ class JobFacts:
         declared: Sequence[DeclaredJob],
         evidence: Sequence[Evidence] = (),
         flavour: Optional[Flavour] = None,
+        script_v2: Optional[str] = None,
     ) -> JobFacts:
         """Merge sources given highest precedence first; see the module docstring.
 
         ``flavour`` is the script's (a TensorFlow script runs the TensorFlow library whatever
         a launcher says); without it, the first source that declares a ``framework`` decides.
+        ``script_v2`` says why the script itself is SMP v2 (it imports ``torch.sagemaker``),
+        which makes the job SMP v2 when no source says so: its settings then take SMP v2's
+        defaults and its version SMP v2's containers.
         """
         if flavour is None:
             stated = (framework_flavour(job.settings.get("framework")) for job in declared)
             flavour = next((found for found in stated if found is not None), Flavour.PYTORCH)
         others = [job for job in declared if job.role is not Role.INIT_DICT]
         dicts = [job for job in declared if job.role is Role.INIT_DICT]
-        smp_v2 = _smp_v2(declared)
-        base = cls._merge(others, evidence, flavour)
+        smp_v2 = _smp_v2(declared) or script_v2
+        base = cls._merge(others, evidence, flavour, smp_v2 is not None)
         on_import, why = base.initialises_on_import(others)
-        if not dicts:
+        if not dicts or smp_v2 is not None:
             return replace(base, smp_v2=smp_v2, on_import=on_import, on_import_reason=why)
         use, reason = base.init_dict_use(others)
         if use is InitDict.IGNORED:
@@ -487,7 +532,11 @@ class JobFacts:
 
     @classmethod
     def _merge(
-        cls, declared: Sequence[DeclaredJob], evidence: Sequence[Evidence], flavour: Flavour
+        cls,
+        declared: Sequence[DeclaredJob],
+        evidence: Sequence[Evidence],
+        flavour: Flavour,
+        v2: bool = False,
     ) -> JobFacts:
         settings: dict[str, Setting] = {}
         unknown: dict[str, str] = {}
@@ -507,7 +556,8 @@ class JobFacts:
             if job.complete and complete_source is None:
                 complete_source = job.source
         if complete_source is not None:
-            for key, value in library_defaults(flavour).items():
+            defaults = V2_LIBRARY_DEFAULTS if v2 else library_defaults(flavour)
+            for key, value in defaults.items():
                 if key not in unknown:
                     settings.setdefault(
                         key, Setting(key, value, f"library default; not set in {complete_source}")
@@ -517,7 +567,7 @@ class JobFacts:
             evidence=tuple(evidence),
             unknown=unknown,
             conflicting=frozenset(conflicting),
-            smp_version=_smp_version(declared, flavour),
+            smp_version=_smp_version(declared, flavour, v2),
             flavour=flavour,
         )
 
@@ -554,9 +604,12 @@ class JobFacts:
         return f"set in {source} to a value smpfix cannot resolve"
 
     def version_floor(self) -> Optional[tuple[Version, str]]:
-        """The oldest library version the job can run, implied by the features it has on."""
+        """The oldest library version the job can run, implied by the features it has on (an
+        SMP v2 job runs SMP 2.0 at least, and later with the features that came later)."""
         floor: Optional[tuple[Version, str]] = None
-        for key, since in FEATURE_SINCE.items():
+        if self.smp_v2 is not None:
+            floor = (FIRST_V2, f"the job runs SMP v2 ({self.smp_v2})")
+        for key, since in (V2_FEATURE_SINCE if self.smp_v2 is not None else FEATURE_SINCE).items():
             state = self.feature(key)
             if state.state is Tri.ON and (floor is None or since > floor[0]):
                 floor = (since, f"{state.feature.title} is enabled ({state.source})")
@@ -615,7 +668,7 @@ class JobFacts:
             "unknown": {key: self.why_unknown(key) for key in sorted(self.unknown)},
             "features": {
                 key: {"state": state.state.value, "source": state.source}
-                for key in _FEATURES_OF[self.flavour]
+                for key in (_V2_FEATURES if self.smp_v2 is not None else _FEATURES_OF[self.flavour])
                 for state in [self.feature(key)]
             },
             "evidence": [
@@ -638,7 +691,7 @@ def _smp_v2(declared: Sequence[DeclaredJob]) -> Optional[str]:
 
 
 def _smp_version(
-    declared: Sequence[DeclaredJob], flavour: Flavour = Flavour.PYTORCH
+    declared: Sequence[DeclaredJob], flavour: Flavour = Flavour.PYTORCH, v2: bool = False
 ) -> Optional[SmpVersion]:
     """The library version from the highest-precedence source that states one.
 
@@ -652,7 +705,9 @@ def _smp_version(
         elif "framework_version" in job.settings:
             framework = framework_flavour(job.settings.get("framework")) or flavour
             read = (
-                tensorflow_job_version if framework is Flavour.TENSORFLOW else pytorch_job_version
+                tensorflow_job_version
+                if framework is Flavour.TENSORFLOW
+                else (smp_v2_job_version if v2 else pytorch_job_version)
             )
             found = read(job.settings["framework_version"], job.source)
         else:

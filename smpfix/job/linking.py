@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from smpfix.base.flavour import Flavour
 from smpfix.job.config_keys import misspelled
-from smpfix.job.jobfacts import DeclaredJob, Role, known_keys, normalize_key
+from smpfix.job.jobfacts import V2_KNOWN_KEYS, DeclaredJob, Role, known_keys, normalize_key
 from smpfix.job.project_root import project_root
 
 if TYPE_CHECKING:
@@ -61,7 +61,9 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
     from smpfix.job.smp_v2 import launcher_v2
 
     flavour = launcher_flavour(launcher)
-    known = known_keys(flavour)
+    smp_v2 = launcher_v2(launcher, source)
+    # An SMP v2 launcher's parameters are v2's keys (``hybrid_shard_degree``, ...).
+    known = V2_KNOWN_KEYS if smp_v2 is not None else known_keys(flavour)
     settings: dict[str, Any] = {}
     unknown: set[str] = set()
     parameters = launcher.parameters
@@ -109,7 +111,7 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
         unknown=frozenset(unknown),
         role=Role.LAUNCHER,
         manual_init=sets_manual_init(launcher),
-        smp_v2=launcher_v2(launcher, source),
+        smp_v2=smp_v2,
     )
 
 

@@ -17,6 +17,7 @@ starts SMP v2 when any of these holds:
 
 A stated job (``--job``, ``[tool.smpfix.job]``) is v2 when it names ``smp_version`` 2 or later,
 or a PyTorch ``framework_version`` of 2.0.1 or later (``versions.stated_v2``).
+
 """
 
 from __future__ import annotations

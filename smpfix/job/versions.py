@@ -85,6 +85,22 @@ LAST_WITHOUT_AUTO_INIT: Version = (1, 7)
 # The first PyTorch container with SMP v2 (``smpfix.job.smp_v2``); SMP v1 ended with 1.15 in
 # the 2.0.0 container.
 FIRST_V2_PYTORCH: Version = (2, 0, 1)
+# The first SMP v2 release: a rule of the SMP v2 family holds from here (``since``), which
+# ``smpfix rules`` shows as "2.x".
+FIRST_V2: Version = (2, 0)
+
+# The PyTorch version of an SMP v2 container (``framework_version``, the tag of the
+# ``smdistributed-modelparallel`` image) -> the SMP v2 releases it shipped, oldest and newest:
+# the library's release notes name each release's container, and the SageMaker SDK's
+# ``pytorch-smp.json`` resolves a ``framework_version`` to the newest (2.2.0 to SMP 2.3.1).
+_SMP_V2_CONTAINERS: Mapping[Version, tuple[Version, Version]] = {
+    (2, 0, 1): ((2, 0, 0), (2, 0, 0)),
+    (2, 1, 2): ((2, 1, 0), (2, 1, 0)),
+    (2, 2, 0): ((2, 2, 0), (2, 3, 1)),
+    (2, 3, 1): ((2, 4, 0), (2, 5, 0)),
+    (2, 4, 1): ((2, 6, 0), (2, 7, 0)),
+    (2, 5, 1): ((2, 8, 0), (2, 8, 0)),
+}
 
 _VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?\s*$")
 
@@ -123,6 +139,11 @@ def tensorflow_container_smp(framework: Version) -> Optional[tuple[Version, Vers
     return _container_smp(_TENSORFLOW_CONTAINERS, framework)
 
 
+def smp_v2_container(framework: Version) -> Optional[tuple[Version, Version]]:
+    """The oldest and newest SMP v2 releases in the SMP v2 container of PyTorch ``framework``."""
+    return _container_smp(_SMP_V2_CONTAINERS, framework)
+
+
 def compare(version: Version, bound: Version) -> int:
     """-1, 0 or 1, comparing only as many parts as ``bound`` has (1.3.2 equals the bound 1.3)."""
     head = version[: len(bound)] + (0,) * max(0, len(bound) - len(version))
@@ -139,6 +160,8 @@ def describe_range(since: Optional[Version], until: Optional[Version]) -> str:
     """How ``smpfix rules`` and the pages name a rule's range: ``1.10+``, ``<=1.3``, ``1.6-1.14``, ``all``."""
     if since is None and until is None:
         return "all"
+    if until is None and since == FIRST_V2:
+        return "2.x"
     if until is None:
         assert since is not None
         return f"{text(since)}+"
@@ -151,6 +174,8 @@ def range_in_words(since: Optional[Version], until: Optional[Version]) -> str:
     """The first sentence of a rule page's "Versions" section: ``SMP 1.10 and later.``"""
     if since is None and until is None:
         return "All SMP v1 versions."
+    if until is None and since == FIRST_V2:
+        return "Every SMP v2 release (2.0 and later)."
     if until is None:
         assert since is not None
         return f"SMP {text(since)} and later."
@@ -248,6 +273,15 @@ def pytorch_job_version(value: object, source: str) -> Optional[SmpVersion]:
     return SmpVersion(smp[0], f"PyTorch {value} container, {source}", smp[1])
 
 
+def smp_v2_job_version(value: object, source: str) -> Optional[SmpVersion]:
+    """The SMP v2 releases in the SMP v2 container a ``framework_version`` setting names."""
+    framework = parse_version(value)
+    smp = smp_v2_container(framework) if framework is not None else None
+    if smp is None:
+        return None
+    return SmpVersion(smp[0], f"SMP v2 container for PyTorch {value}, {source}", smp[1])
+
+
 def tensorflow_job_version(value: object, source: str) -> Optional[SmpVersion]:
     """The releases in the TensorFlow container a TensorFlow launcher's ``framework_version`` names."""
     framework = parse_version(value)
@@ -257,9 +291,25 @@ def tensorflow_job_version(value: object, source: str) -> Optional[SmpVersion]:
     return SmpVersion(smp[0], f"TensorFlow {value} container, {source}", smp[1])
 
 
+# Settings of SMP v2 (``torch.sagemaker``) that SMP v1 does not have: a configuration or a
+# stated job with one of them is an SMP v2 one (``smpfix.job.smp_v2``, ``stated_v2``).
+V2_ONLY_KEYS = frozenset(
+    {
+        "hybrid_shard_degree",
+        "sm_activation_offloading",
+        "fsdp_cache_flush_warnings",
+        "allow_empty_shards",
+        "context_parallel_degree",
+        "expert_parallel_degree",
+        "random_seed",
+    }
+)
+
+
 def stated_v2(settings: Mapping[str, object], source: str) -> Optional[str]:
     """Why a stated job (``--job``, ``[tool.smpfix.job]``) is SMP v2, or None: it names
-    ``smp_version`` 2 or later, or a PyTorch ``framework_version`` of 2.0.1 or later."""
+    ``smp_version`` 2 or later, a PyTorch ``framework_version`` of 2.0.1 or later, or a setting
+    only SMP v2 has."""
     version = parse_version(settings.get("smp_version"))
     if version is not None and version[0] >= 2:
         return f"smp_version {settings['smp_version']} ({source})"
@@ -270,4 +320,7 @@ def stated_v2(settings: Mapping[str, object], source: str) -> Optional[str]:
         and compare(framework, FIRST_V2_PYTORCH) >= 0
     ):
         return f"framework_version {settings['framework_version']} ({source}) is a PyTorch container with SMP v2"
+    found = sorted(key for key in settings if key in V2_ONLY_KEYS)
+    if found:
+        return f"{found[0]} ({source}) is a setting of SMP v2"
     return None

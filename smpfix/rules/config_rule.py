@@ -23,7 +23,15 @@ from smpfix.base.literals import UNKNOWN
 from smpfix.job.config_keys import OLDEST_PUBLISHED_SCHEMA, misspelled
 from smpfix.job.framework_versions import launcher_flavour, launcher_smp_version
 from smpfix.job.instances import InstanceType, lookup
-from smpfix.job.jobfacts import TF_FIXED, InitDict, known_keys, library_defaults, normalize_key
+from smpfix.job.jobfacts import (
+    TF_FIXED,
+    V2_KNOWN_KEYS,
+    V2_LIBRARY_DEFAULTS,
+    InitDict,
+    known_keys,
+    library_defaults,
+    normalize_key,
+)
 from smpfix.job.launcher import Launcher, Located, evaluate_argument, find_launchers
 from smpfix.job.smp_v2 import launcher_v2
 from smpfix.job.versions import SmpVersion, Version, condition
@@ -65,14 +73,23 @@ class ConfigView:
     # launcher's, a TensorFlow script's ``smp.init`` dict, or a job table saying
     # ``framework = "tensorflow"``.
     flavour: Flavour = Flavour.PYTORCH
+    # An SMP v2 configuration (a launcher that starts SMP v2, a ``tsm.init`` dict), judged
+    # against SMP v2's schema and defaults by the SMP v2 family alone (``config_views`` holds
+    # the SMP v1 ones).
+    v2: bool = False
 
     @property
     def tensorflow(self) -> bool:
-        return self.flavour is Flavour.TENSORFLOW
+        return self.flavour is Flavour.TENSORFLOW and not self.v2
 
     @property
     def known_keys(self) -> frozenset[str]:
-        return known_keys(self.flavour)
+        return V2_KNOWN_KEYS if self.v2 else known_keys(self.flavour)
+
+    @property
+    def defaults(self) -> Mapping[str, Any]:
+        """What the library uses for a key a complete configuration leaves out."""
+        return V2_LIBRARY_DEFAULTS if self.v2 else library_defaults(self.flavour)
 
     def spelled(self, key: str) -> str:
         """How this flavour writes a setting: TensorFlow knows the pipeline degree only as ``partitions``."""
@@ -111,7 +128,7 @@ class ConfigView:
             return UNKNOWN
         if normalize_key(key) in self._misspelled:
             return UNKNOWN
-        return library_defaults(self.flavour).get(key, None) if self.complete else UNKNOWN
+        return self.defaults.get(key, None) if self.complete else UNKNOWN
 
     @cached_property
     def _misspelled(self) -> frozenset[str]:
@@ -262,9 +279,14 @@ class ConfigRule(Rule):
         yield from self.check(view)
         yield from self.check_with_code(view)
 
+    def views(self) -> list[ConfigView]:
+        """The configurations the rule looks at: this file's SMP v1 ones (the SMP v2 family
+        looks at SMP v2's)."""
+        return config_views(self.program)
+
     def leave_Module(self, node: cst.Module) -> None:
         reported: set[tuple[int, str]] = set()
-        for view in config_views(self.program):
+        for view in self.views():
             if not self.judges(view):
                 continue
             for problem in self.problems(view):
@@ -344,47 +366,11 @@ class ConfigViews:
 
 def _views(program: Program) -> list[ConfigView]:
     facts, module, job = program.facts, program.module, program.job
-    views: list[ConfigView] = []
-    if facts.estimator_calls:
-        for launcher in find_launchers(module, facts.imports, program.path):
-            parameters = launcher.parameters
-            mp = launcher.modelparallel
-            enabled = mp.get("enabled") if mp is not None else None
-            complete = (
-                parameters is not None
-                and isinstance(parameters.value, dict)
-                and enabled is not None
-                and enabled.plain() is True
-            )
-            mpi = launcher.mpi
-            extra = {
-                key: located
-                for key, located in (
-                    ("instance_type", launcher.keyword("instance_type")),
-                    ("instance_count", launcher.keyword("instance_count")),
-                    (
-                        "processes_per_host",
-                        mpi.get("processes_per_host") if mpi is not None else None,
-                    ),
-                )
-                if located is not None
-            }
-            # A version the user declared (--job, pyproject.toml) wins over the launcher's container.
-            version = job.smp_version or launcher_smp_version(launcher, "the launcher")
-            flavour = launcher_flavour(launcher)
-            view = ConfigView(
-                "launcher",
-                "the launcher",
-                parameters,
-                complete,
-                launcher.call,
-                launcher,
-                extra,
-                version,
-                flavour,
-            )
-            if not _starts_smp_v2(program, view):
-                views.append(view)
+    views: list[ConfigView] = [
+        view
+        for view in launcher_views(program)
+        if not starts_smp_v2(program, view)  # SMP v2's: the SMP v2 family checks them
+    ]
     if job.init_dict is InitDict.IGNORED:
         # The library never reads the dict (it initialised itself on import): nothing to check.
         return views
@@ -406,7 +392,70 @@ def _views(program: Program) -> list[ConfigView]:
     return views
 
 
-def _starts_smp_v2(program: Program, view: ConfigView) -> bool:
+def launcher_views(program: Program) -> list[ConfigView]:
+    """A view of each estimator call of this file, as SMP v1 would read it (``v2`` False);
+    computed once per file for both libraries' rules."""
+    return program.answer(LauncherViews).views
+
+
+@dataclass(frozen=True)
+class LauncherViews:
+    """The estimator calls of a file, as configurations (``launcher_views``)."""
+
+    views: list[ConfigView]
+
+    @classmethod
+    def of_program(cls, program: Program) -> LauncherViews:
+        return cls(_launcher_views(program))
+
+
+def _launcher_views(program: Program) -> list[ConfigView]:
+    facts, module, job = program.facts, program.module, program.job
+    views: list[ConfigView] = []
+    if not facts.estimator_calls:
+        return views
+    for launcher in find_launchers(module, facts.imports, program.path):
+        parameters = launcher.parameters
+        mp = launcher.modelparallel
+        enabled = mp.get("enabled") if mp is not None else None
+        complete = (
+            parameters is not None
+            and isinstance(parameters.value, dict)
+            and enabled is not None
+            and enabled.plain() is True
+        )
+        mpi = launcher.mpi
+        extra = {
+            key: located
+            for key, located in (
+                ("instance_type", launcher.keyword("instance_type")),
+                ("instance_count", launcher.keyword("instance_count")),
+                (
+                    "processes_per_host",
+                    mpi.get("processes_per_host") if mpi is not None else None,
+                ),
+            )
+            if located is not None
+        }
+        # A version the user declared (--job, pyproject.toml) wins over the launcher's container.
+        version = job.smp_version or launcher_smp_version(launcher, "the launcher")
+        views.append(
+            ConfigView(
+                "launcher",
+                "the launcher",
+                parameters,
+                complete,
+                launcher.call,
+                launcher,
+                extra,
+                version,
+                launcher_flavour(launcher),
+            )
+        )
+    return views
+
+
+def starts_smp_v2(program: Program, view: ConfigView) -> bool:
     """The launcher starts SMP v2 (``smpfix.job.smp_v2``), to which no v1 rule applies: by its
     own settings, or because the script it starts (or a project module that script imports)
     imports ``torch.sagemaker``."""

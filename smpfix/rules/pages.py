@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Optional
 
 from smpfix.job.versions import range_in_words
 from smpfix.rules.registry import rule_of
+from smpfix.rules.scope import Library
 
 if TYPE_CHECKING:
     from smpfix.rules.rule import Rule
@@ -87,7 +88,11 @@ def render_page(rule: type[Rule], source: str) -> str:
         if heading == "When it applies":
             body = _with_tensor_parallelism(body, rule)
         elif heading == "Versions":
-            words = range_in_words(rule.since, rule.until)
+            words = (
+                "Every release of SMP v1 and of SMP v2."
+                if rule.library is Library.EITHER and rule.since is None and rule.until is None
+                else range_in_words(rule.since, rule.until)
+            )
             body = f"{words} {body}" if body.strip() else f"{words}\n{body}"
         rendered += f"## {heading}\n{body}"
     return rendered

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from smpfix.job.jobfacts import FEATURES
 from smpfix.job.versions import describe_range, text
-from smpfix.rules.scope import FileScope, declared_scope
+from smpfix.rules.scope import FileScope, Library, declared_scope
 
 if TYPE_CHECKING:
     from smpfix.rules.rule import Rule
@@ -199,7 +199,8 @@ def rule_table() -> list[dict[str, Any]]:
 
 def _versions(rule: type[Rule]) -> str:
     """``all``, ``1.13+``, or with the narrower ranges of some findings: ``all; fp16_params 1.10+``."""
-    parts = [describe_range(rule.since, rule.until)]
+    both = rule.library is Library.EITHER and rule.since is None and rule.until is None
+    parts = ["1.x, 2.x" if both else describe_range(rule.since, rule.until)]
     parts += [f"{what} {describe_range(*bounds)}" for what, bounds in rule.finding_ranges.items()]
     return "; ".join(parts)
 

@@ -31,7 +31,7 @@ from smpfix.program.model import Program
 from smpfix.program.paths.branches import Reach, Requirement
 from smpfix.program.paths.conditions import Hypothesis
 from smpfix.rules.registry import family_scope, rule_module
-from smpfix.rules.scope import FileScope
+from smpfix.rules.scope import FileScope, Library
 
 
 class FixAvailability(str, enum.Enum):
@@ -134,6 +134,9 @@ class Rule:
     # TensorFlow script and the other way round (``FileFacts.flavours``). Configuration rules
     # apply this to each configuration's flavour instead (``ConfigView.flavour``).
     flavours: ClassVar[frozenset[Flavour]] = ONLY_PYTORCH
+    # The library whose jobs the rule checks: SMP v1 unless it says otherwise (the SMP v2
+    # family, ``smpfix/rules/smp_v2/``); the analysis routes each job to its library's rules.
+    library: ClassVar[Library] = Library.V1
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         """``program`` is the model of the file being checked; ``ancestry`` the nodes from the
@@ -199,6 +202,13 @@ class Rule:
         if cls.scope.of_scripts and not facts.flavours & cls.flavours:
             return False
         return cls.precondition(facts)
+
+    @classmethod
+    def runs_on(cls, v2_job: bool) -> bool:
+        """Whether the rule runs on a file whose job is SMP v2 (``v2_job``) or SMP v1: a rule
+        of its library's jobs only. The SMP v2 family's configuration rules run on any file and
+        judge each configuration by its own library instead (a launcher file is no job)."""
+        return cls.library.checks(v2_job)
 
     @classmethod
     def precondition(cls, facts: FileFacts) -> bool:

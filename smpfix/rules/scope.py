@@ -23,6 +23,20 @@ from typing import Any
 from smpfix.base.flavour import BOTH, ONLY_PYTORCH, ONLY_TENSORFLOW, Flavour
 
 
+class Library(str, enum.Enum):
+    """Which library's jobs a rule checks: SMP v1 (``smdistributed.modelparallel``), SMP v2
+    (``torch.sagemaker``), or either (the rules about mixing the two up). The analysis runs a
+    rule on a job of its library only (``smpfix.job.smp_v2`` decides a job's library)."""
+
+    V1 = "SMP v1"
+    V2 = "SMP v2"
+    EITHER = "SMP v1 or v2"
+
+    def checks(self, v2_job: bool) -> bool:
+        """Whether a rule of this library runs on a job of SMP v2 (``v2_job``) or v1."""
+        return self is Library.EITHER or (self is Library.V2) == v2_job
+
+
 class FileScope(str, enum.Enum):
     """The files a rule, or a family's rules, may apply to (a necessary condition)."""
 
@@ -31,6 +45,10 @@ class FileScope(str, enum.Enum):
     PYTORCH = "files that import the PyTorch flavour"
     TENSORFLOW = "files that import the TensorFlow flavour"
     CONFIGURATION = "files that state a configuration (a launcher, or an smp.init({...}) dict)"
+    SMP_V2 = "files that import SMP v2 (torch.sagemaker)"
+    EITHER_LIBRARY = (
+        "files that import SMP v1 or v2, or state a configuration (a launcher, an init dict)"
+    )
 
     def admits(self, facts: Any) -> bool:
         """Whether a file with these facts (``program.facts.FileFacts``) is in the scope."""
@@ -42,7 +60,12 @@ class FileScope(str, enum.Enum):
             return Flavour.PYTORCH in facts.flavours
         if self is FileScope.TENSORFLOW:
             return Flavour.TENSORFLOW in facts.flavours
-        return bool(facts.estimator_calls) or facts.init_config_call is not None
+        if self is FileScope.SMP_V2:
+            return bool(facts.imports_smp_v2)
+        configuration = bool(facts.estimator_calls) or facts.init_config_call is not None
+        if self is FileScope.EITHER_LIBRARY:
+            return configuration or bool(facts.imports_smp) or bool(facts.imports_smp_v2)
+        return configuration
 
     def within(self, other: FileScope) -> bool:
         """Whether every file this scope admits, ``other`` admits too."""
@@ -50,6 +73,7 @@ class FileScope(str, enum.Enum):
             self is other
             or other is FileScope.ANY
             or (other is FileScope.SMP and self in (FileScope.PYTORCH, FileScope.TENSORFLOW))
+            or (other is FileScope.EITHER_LIBRARY and self is not FileScope.ANY)
         )
 
     @property
@@ -60,8 +84,8 @@ class FileScope(str, enum.Enum):
 
     @property
     def flavours(self) -> frozenset[Flavour]:
-        """The flavours a rule of this scope may declare."""
-        if self is FileScope.PYTORCH:
+        """The flavours a rule of this scope may declare (SMP v2 has PyTorch alone)."""
+        if self in (FileScope.PYTORCH, FileScope.SMP_V2):
             return ONLY_PYTORCH
         if self is FileScope.TENSORFLOW:
             return ONLY_TENSORFLOW

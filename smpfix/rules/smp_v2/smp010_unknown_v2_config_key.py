@@ -1,0 +1,51 @@
+"""SMP010: a key SMP v2's configuration does not have."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from smpfix.base.findings import Severity
+from smpfix.job.config_keys import advise
+from smpfix.job.jobfacts import V2_KNOWN_KEYS
+from smpfix.rules.config_rule import ConfigProblem, ConfigView
+from smpfix.rules.rule import FixAvailability, TensorParallelism
+from smpfix.rules.smp_v2._config import V1_ONLY_KEYS, V2ConfigRule
+
+
+class UnknownV2ConfigKey(V2ConfigRule):
+    summary = (
+        "A key that is none of SMP v2's nine configuration parameters (a typo, or a setting of"
+        " something else); the SageMaker SDK passes v2 parameters through unchecked."
+    )
+    fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
+
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        parameters = view.parameters
+        if parameters is None or not parameters.is_dict:
+            return
+        for key, located in parameters.value.items():
+            if key in V2_KNOWN_KEYS or key in V1_ONLY_KEYS:
+                continue  # SMP003 explains SMP v1's keys
+            suggestion = advise(key, V2_KNOWN_KEYS).suggestion
+            meant = (
+                f" Did you mean `{suggestion}`?"
+                if suggestion is not None
+                else " Its keys are `hybrid_shard_degree`, `sm_activation_offloading`,"
+                " `activation_loading_horizon`, `fsdp_cache_flush_warnings`,"
+                " `allow_empty_shards`, `tensor_parallel_degree`, `context_parallel_degree`,"
+                " `expert_parallel_degree` and `random_seed`."
+            )
+            unchecked = (
+                ", and the SageMaker SDK passes SMP v2 parameters through unchecked"
+                if view.launcher is not None
+                else ""
+            )
+            yield ConfigProblem(
+                located,
+                f"SMP v2 has no configuration key `{key}` in {view.where}{unchecked}: the setting"
+                " meant never reaches the library, or the library refuses it when the job"
+                f" starts.{meant}",
+                Severity.ERROR,
+            )

@@ -1,0 +1,94 @@
+"""SMP012: SMP v2 degrees that the job's GPUs cannot hold."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Optional
+
+from smpfix.base.findings import Severity
+from smpfix.rules.config_rule import ConfigProblem, ConfigView
+from smpfix.rules.rule import FixAvailability, TensorParallelism
+from smpfix.rules.smp_v2._config import V2ConfigRule
+
+
+class V2DegreesDoNotFitCluster(V2ConfigRule):
+    summary = (
+        "An SMP v2 degree larger than the job's GPUs allow: a tensor, context or expert parallel"
+        " degree above the world size, a `hybrid_shard_degree` above the GPUs left per tensor"
+        " parallel rank, a `context_parallel_degree` that does not divide the GPUs or is above"
+        " `hybrid_shard_degree`."
+    )
+    fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.CONFIGURED
+
+    @classmethod
+    def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
+        world = _world(view)
+        tp = view.int_value("tensor_parallel_degree")
+        if world is not None:
+            for key in (
+                "tensor_parallel_degree",
+                "context_parallel_degree",
+                "expert_parallel_degree",
+            ):
+                degree = view.int_value(key)
+                if degree is not None and degree > world:
+                    yield ConfigProblem(
+                        view.located(key),
+                        f"`{key}` is {degree}, but the job has {_gpus(view, world)}: SMP v2"
+                        " takes a degree between 1 and the world size, so the job fails when"
+                        f" SMP builds its process groups. Lower `{key}` to {world} or less, or"
+                        " raise `instance_count`.",
+                        Severity.ERROR,
+                    )
+        context = view.int_value("context_parallel_degree")
+        if world is not None and context is not None and 1 < context <= world and world % context:
+            yield ConfigProblem(
+                view.located("context_parallel_degree"),
+                f"`context_parallel_degree` is {context}, which does not divide the job's"
+                f" {_gpus(view, world)}: SMP v2 asks for a degree that evenly divides the number"
+                " of GPUs in the cluster (the context parallelism page), or it cannot split every"
+                " sequence over equal groups. Use a divisor of"
+                f" {world}.",
+                Severity.ERROR,
+            )
+        shard = view.int_value("hybrid_shard_degree")
+        if world is not None and shard is not None and tp is not None and 1 <= tp <= world:
+            most = world // tp
+            if shard > most:
+                per = f" over tensor parallel degree {tp}" if tp > 1 else ""
+                yield ConfigProblem(
+                    view.located("hybrid_shard_degree"),
+                    f"`hybrid_shard_degree` is {shard}, but the job has {_gpus(view, world)}"
+                    f"{per}, so FSDP can shard over {most} at most (SMP v2 takes 0 to the world"
+                    " size, and with tensor parallelism each tensor parallel rank shards over"
+                    f" the world size divided by the degree). Use {most} or less, or 0 to let"
+                    " SMP choose the largest.",
+                    Severity.ERROR,
+                )
+        if shard is not None and shard >= 1 and context is not None and context > shard:
+            yield ConfigProblem(
+                view.located("context_parallel_degree"),
+                f"`context_parallel_degree` is {context}, above `hybrid_shard_degree` {shard}:"
+                " SMP v2 requires `context_parallel_degree` <= `hybrid_shard_degree` (the SMP v2"
+                " reference). Raise `hybrid_shard_degree` or lower the context parallel degree.",
+                Severity.ERROR,
+            )
+
+
+def _world(view: ConfigView) -> Optional[int]:
+    """The GPUs of the job: torchrun starts one process per GPU of each instance."""
+    instance, count = view.instance, view.launch("instance_count")
+    if instance is None or not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        return None
+    return instance.gpus * count
+
+
+def _gpus(view: ConfigView, world: int) -> str:
+    instance = view.instance
+    assert instance is not None
+    count = world // instance.gpus
+    return (
+        f"{world} GPUs ({count} {instance.name} instance{'s' if count != 1 else ''}"
+        f" with {instance.gpus} each)"
+    )

@@ -1,0 +1,80 @@
+"""SMP023: ``torch.nn.utils.clip_grad_norm_`` over the parameters of an FSDP-sharded model."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from smpfix.base.findings import Severity
+from smpfix.job.versions import FIRST_V2
+from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
+from smpfix.rules.scope import FileScope, Library
+from smpfix.rules.smp_v2._script import FSDP, first_argument, keyword
+
+_CLIP = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm_"})
+_NO_SHARD = "torch.distributed.fsdp.ShardingStrategy.NO_SHARD"
+
+
+class LocalGradNormUnderFsdp(Rule):
+    summary = (
+        "`torch.nn.utils.clip_grad_norm_` over an FSDP model's parameters computes each rank's"
+        " norm of its own shard, so every rank clips by a different, too small norm."
+    )
+    fix_availability = FixAvailability.NONE
+    tensor_parallelism = TensorParallelism.NONE
+    library = Library.V2
+    scope = FileScope.SMP_V2
+    since = FIRST_V2
+
+    def leave_Module(self, node: cst.Module) -> None:
+        facts = self.program.facts
+        for call in facts.call_order:
+            if facts.qualified_name(call.func) not in _CLIP:
+                continue
+            wrap = self._fsdp_model(first_argument(call), call)
+            if wrap is None:
+                continue
+            strategy = keyword(wrap, "sharding_strategy")
+            if strategy is not None and facts.qualified_name(strategy.value) == _NO_SHARD:
+                continue
+            shard = self.program.job.value("hybrid_shard_degree")
+            if shard == 1:
+                continue  # SMP v2 falls back to NO_SHARD
+            known = isinstance(shard, int) and not isinstance(shard, bool)
+            self.report(
+                call,
+                "`torch.nn.utils.clip_grad_norm_` sees only the parameter shards this rank holds"
+                " after the FSDP wrap, so it computes a local norm: every rank clips by a"
+                " different, too small norm, and the replicas' weights drift apart."
+                + (
+                    ""
+                    if known
+                    else " (Unless the job sets `hybrid_shard_degree` 1, which smpfix cannot see.)"
+                )
+                + " Clip with the sharded model's own method, `model.clip_grad_norm_(max_norm)`"
+                " on the root FSDP module, or SMP v2's"
+                " `torch.sagemaker.grad_norm.clip_grad_norm_(model, max_norm)`.",
+                severity=Severity.ERROR if known else Severity.WARNING,
+            )
+
+    def _fsdp_model(
+        self, argument: Optional[cst.BaseExpression], at: cst.Call
+    ) -> Optional[cst.Call]:
+        """The FSDP wrap whose parameters ``argument`` (``model.parameters()``) passes."""
+        if (
+            type(argument) is not cst.Call
+            or type(argument.func) is not cst.Attribute
+            or argument.func.attr.value != "parameters"
+            or type(argument.func.value) is not cst.Name
+        ):
+            return None
+        name = argument.func.value.value
+        facts = self.program.facts
+        values = [a.value for a in self.program.names.reaching(name, at).assignments]
+        wraps = [
+            value
+            for value in values
+            if type(value) is cst.Call and facts.qualified_name(value.func) in FSDP
+        ]
+        return wraps[0] if wraps and len(wraps) == len(values) else None
