@@ -73,9 +73,11 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
             launcher.modelparallel.get("enabled") if launcher.modelparallel is not None else None
         )
         complete = enabled is not None and enabled.plain() is True
-        # A misspelled key (SMP812) leaves the setting it meant unknown, not at its default.
+        # A misspelled key (SMP812) leaves the setting it meant unknown, not at its default;
+        # a key of SMP v1 in an SMP v2 launcher is no misspelling of a v2 key (SMP003).
         written = {normalize_key(key) for key in parameters.value if isinstance(key, str)}
-        unknown.update(misspelled(written, known) - written)
+        candidates = written - known_keys(flavour) if smp_v2 is not None else written
+        unknown.update(misspelled(candidates, known) - written)
         for key, located in parameters.value.items():
             value = located.plain()
             if key not in known:
