@@ -579,6 +579,7 @@ def plan(
     Exit codes: 0 when nothing is known not to fit, 1 when a configuration does not fit, 2 on
     a usage error.
     """
+    from smpfix.base.safe_read import limit_for, refusal
     from smpfix.engine.config import ConfigError, resolve
     from smpfix.engine.discovery import Excluder, discover
     from smpfix.engine.planning import plan_files
@@ -599,6 +600,10 @@ def plan(
             paths, Excluder([*config.exclude, *exclude], config.root), config.respect_gitignore
         )
     )
+    for task in tasks:  # a FIFO or a device named on the command line is skipped, and said so
+        refused = refusal(task.path, limit_for(task.path))
+        if refused is not None:
+            click.echo(f"{task.path}: error: {refused}", err=True)
     planned = plan_files(
         tasks,
         Project.of(tuple(paths)),

@@ -9,6 +9,7 @@ real ``/dev/zero`` is only ever linked to, never written.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ SCRIPT = (
 PARAMETERS = b'{"tensor_parallel_degree": 4, "pipeline_parallel_degree": 1}'
 
 
-def launcher(parameters: str) -> str:
+def launcher(parameters: object) -> str:
     return (
         "from sagemaker.pytorch import PyTorch\n"
         "estimator = PyTorch(entry_point='train.py', instance_type='ml.p4d.24xlarge',"
@@ -139,3 +140,144 @@ def test_checking_a_sibling_reads_no_named_device(tmp_path: Path) -> None:
     result = run_cli("--no-cache", "--format", "concise", str(root / "train.py"), timeout=HANG)
     assert result.code == 1 and "Traceback" not in result.stderr, result.stderr
     assert "SMP301 [*] warning: " in result.stdout, result.stdout
+
+
+# -- the project root is never a folder too wide to walk -------------------------------------
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A home folder of its own, with a project beside a loose script, and the working folder
+    elsewhere (as a hook run from another repository has it)."""
+    from smpfix.job import project_root as roots
+
+    folder = tmp_path / "home"
+    (folder / "repo").mkdir(parents=True)
+    (folder / "repo" / ".git").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.setenv("HOME", str(folder))
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    roots._too_wide.cache_clear()
+    roots._root_of.cache_clear()
+    yield folder
+    roots._too_wide.cache_clear()
+    roots._root_of.cache_clear()
+
+
+def test_a_loose_file_in_the_home_folder_is_a_project_by_itself(home: Path) -> None:
+    from smpfix.job.project_root import is_too_wide, project_folder, project_root
+
+    assert is_too_wide(str(home)) and is_too_wide(os.sep)
+    assert project_root(str(home / "train.py")) == str(home / "train.py")
+    assert project_folder(project_root(str(home / "train.py"))) == str(home)
+    assert project_root(str(home / "repo" / "train.py")) == str(home / "repo")
+
+
+def test_a_name_at_the_filesystem_root_is_a_project_by_itself(home: Path) -> None:
+    from smpfix.job.project_root import project_root
+
+    assert project_root(os.path.join(os.sep, "train.py")) == os.path.join(os.sep, "train.py")
+
+
+def test_a_scratch_file_in_the_temporary_files_root_is_a_project_by_itself(home: Path) -> None:
+    import tempfile
+
+    from smpfix.job.project_root import is_too_wide, project_root
+
+    scratch = os.path.join(tempfile.gettempdir(), "scratch.py")
+    assert is_too_wide(tempfile.gettempdir())
+    assert project_root(scratch) == scratch
+
+
+def test_checking_a_script_in_home_walks_nothing_else_of_home(home: Path) -> None:
+    """A launcher elsewhere in ``~`` that would configure ``~/train.py`` is not found: the
+    home folder is not walked (with ``~`` walked, the launcher's degree makes SMP301 an error)."""
+    (home / "train.py").write_text(SCRIPT)
+    (home / "jobs").mkdir()
+    (home / "jobs" / "launch.py").write_text(
+        launcher("smp.json").replace("'train.py'", "'../train.py'")
+    )
+    (home / "jobs" / "smp.json").write_bytes(PARAMETERS)
+    result = run_cli(
+        "--no-cache", "--format", "concise", str(home / "train.py"), env={"HOME": str(home)}
+    )
+    assert result.code == 1 and "SMP301 [*] warning: " in result.stdout, result.stdout
+
+
+# -- FIFOs and devices named on the command line ---------------------------------------------
+
+
+def test_a_fifo_or_device_named_on_the_command_line_is_skipped_with_one_line(
+    tmp_path: Path,
+) -> None:
+    """pre-commit names files; a FIFO among them used to hang the run before any report."""
+    root = project(tmp_path)
+    os.mkfifo(root / "fifo.py")
+    (root / "zero.py").symlink_to("/dev/zero")
+    named = [str(root / name) for name in ("fifo.py", "zero.py", "train.py")]
+    result = run_cli("--no-cache", "--format", "concise", *named, timeout=HANG)
+    assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
+    assert error_lines(result.stderr) == [
+        f"{root / 'fifo.py'}:1:1: error: not read: it is a FIFO, not a regular file",
+        f"{root / 'zero.py'}:1:1: error: not read: it is a device, not a regular file",
+    ]
+    assert f"{root / 'train.py'}:9:8: SMP301" in result.stdout
+
+
+def test_plan_skips_a_named_fifo_with_one_line(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    os.mkfifo(root / "fifo.py")
+    (root / "launch.py").write_text(launcher({"tensor_parallel_degree": 4}))
+    result = run_cli("plan", str(root / "fifo.py"), str(root / "launch.py"), timeout=HANG)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert error_lines(result.stderr) == [
+        f"{root / 'fifo.py'}: error: not read: it is a FIFO, not a regular file"
+    ]
+    assert "launch.py" in result.stdout
+
+
+def test_a_source_over_the_byte_cap_is_refused_unread(tmp_path: Path) -> None:
+    from smpfix.base.safe_read import SOURCE_LIMIT
+
+    big = tmp_path / "big.py"
+    with open(big, "wb") as handle:
+        handle.write(HEADER.encode())
+        handle.truncate(SOURCE_LIMIT + 1)
+    result = run_cli("--no-cache", "--format", "concise", str(big))
+    assert result.code == 2 and error_lines(result.stderr) == [
+        f"{big}:1:1: error: not read: it is larger than 8 MB"
+    ]
+
+
+# -- configuration errors are one line and exit 2 --------------------------------------------
+
+
+def test_a_pyproject_that_is_not_utf8_is_a_configuration_error(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (root / "pyproject.toml").write_bytes(b'[tool.smpfix]\nselect = ["SMP1"]  # caf\xe9\n')
+    result = run_cli("--no-cache", str(root / "train.py"))
+    assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip() == (
+        f"smpfix: error: {root / 'pyproject.toml'}: cannot read: not UTF-8 (byte 39);"
+        " TOML files are UTF-8"
+    )
+
+
+@pytest.mark.parametrize("value", ["1e400", "-inf", "nan", "1" + "0" * 5000])
+@pytest.mark.parametrize("command", ["check", "plan"])
+def test_a_job_number_out_of_range_is_a_usage_error(
+    tmp_path: Path, command: str, value: str
+) -> None:
+    root = project(tmp_path)
+    result = run_cli(command, "--job", f"model_parameters={value}", str(root / "train.py"))
+    assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip() == (
+        "smpfix: error: --job: job setting 'model_parameters' must be a finite number below 1e30"
+    )
+
+
+def test_a_job_number_out_of_range_in_pyproject(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (root / "pyproject.toml").write_text("[tool.smpfix.job]\nmodel_parameters = inf\n")
+    result = run_cli("--no-cache", str(root / "train.py"))
+    assert result.code == 2 and "must be a finite number below 1e30" in result.stderr

@@ -93,6 +93,18 @@ def read_regular(path: str, limit: int, inside: Optional[str] = None) -> bytes:
     return data
 
 
+def refusal(path: str, limit: int) -> Optional[str]:
+    """Why ``read_regular`` would refuse ``path`` (without opening it), or None when it would
+    try: for a front end that reports what it skips before others read the files."""
+    try:
+        _require_regular(os.stat(path), limit)
+    except RefusedFile as refused:
+        return refused.message
+    except OSError:
+        return None
+    return None
+
+
 def is_inside(path: str, folder: str) -> bool:
     """Whether ``path``, links followed, lies at or under ``folder`` (links followed too)."""
     target, top = os.path.realpath(path), os.path.realpath(folder)

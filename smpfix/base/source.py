@@ -18,6 +18,8 @@ import tokenize
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from smpfix.base.safe_read import RefusedFile, limit_for, read_regular
+
 
 class SourceError(Exception):
     """A file that cannot be turned into text; the message is the user-facing reason."""
@@ -67,21 +69,27 @@ def decode(path: str, raw: bytes) -> SourceFile:
 
 
 def read_bytes(path: str) -> Optional[bytes]:
-    """A file's bytes, or None when it cannot be read (whoever needs the reason reads it again)."""
+    """A file's bytes, or None when it cannot or must not be read (a FIFO, a device, a file
+    over the cap of ``smpfix.base.safe_read``); whoever needs the reason reads it again."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        return read_regular(path, limit_for(path))
     except OSError:
         return None
 
 
-def read(path: str) -> SourceFile:
+def read_raw(path: str) -> bytes:
+    """A source file's bytes; ``SourceError`` with the one-line reason when it cannot or must
+    not be read."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        return read_regular(path, limit_for(path))
+    except RefusedFile as exc:
+        raise SourceError(exc.message) from None
     except OSError as exc:
         raise SourceError(f"cannot read: {exc.strerror or exc}") from None
-    return decode(path, raw)
+
+
+def read(path: str) -> SourceFile:
+    return decode(path, read_raw(path))
 
 
 class ConcurrentModification(SourceError):

@@ -119,12 +119,9 @@ def check_text(text: str, path: str, options: RunOptions) -> FileResult:
 def check_file(task: DiscoveredFile, options: RunOptions) -> FileResult:
     """One file from path to result, writing fixes with ``apply``."""
     try:
-        with open(task.path, "rb") as handle:
-            raw = handle.read()
-    except OSError as exc:
-        return FileResult(
-            task.path, errors=(FileError(task.path, f"cannot read: {exc.strerror or exc}"),)
-        )
+        raw = source.read_raw(task.path)
+    except source.SourceError as exc:
+        return FileResult(task.path, errors=(FileError(task.path, exc.message),))
     return check_bytes(task, raw, options)
 
 

@@ -26,7 +26,7 @@ from smpfix.base.imports import ImportTable
 from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.base.safe_read import JSON_LIMIT, RefusedFile, read_regular
 from smpfix.job import launch_paths
-from smpfix.job.project_root import project_root
+from smpfix.job.project_root import project_folder, project_root
 
 ESTIMATORS = frozenset(
     {
@@ -186,7 +186,7 @@ class Launcher:
         if not isinstance(entry, str):
             return []
         folder = os.path.dirname(os.path.abspath(self.path))
-        root = root if root is not None else project_root(self.path)
+        root = project_folder(root if root is not None else project_root(self.path))
         working_dirs = [folder] if root == folder else [folder, root]
         return launch_paths.script_candidates(entry, self.literal("source_dir"), working_dirs)
 
@@ -768,7 +768,9 @@ def _json_parameters(written: Located, launcher_path: str) -> Optional[Located]:
     """
     candidate = _json_path(str(written.value), launcher_path)
     try:
-        raw = read_regular(candidate, JSON_LIMIT, inside=project_root(launcher_path))
+        raw = read_regular(
+            candidate, JSON_LIMIT, inside=project_folder(project_root(launcher_path))
+        )
     except RefusedFile:
         raise
     except OSError:
