@@ -281,3 +281,27 @@ def test_a_job_number_out_of_range_in_pyproject(tmp_path: Path) -> None:
     (root / "pyproject.toml").write_text("[tool.smpfix.job]\nmodel_parameters = inf\n")
     result = run_cli("--no-cache", str(root / "train.py"))
     assert result.code == 2 and "must be a finite number below 1e30" in result.stderr
+
+
+# -- python -m smpfix imports nothing from the folder it is run in ----------------------------
+
+
+@pytest.mark.parametrize("module", ["click", "libcst", "json"])
+def test_python_m_smpfix_never_imports_from_the_current_folder(tmp_path: Path, module: str) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / f"{module}.py").write_text(
+        "import pathlib\npathlib.Path('ran').write_text('ran')\nraise SystemExit(99)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "smpfix", "check", "--no-cache", "--format", "concise", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert not (tmp_path / "ran").exists(), done.stderr
+    assert done.returncode == 1 and "train.py:9:8: SMP301" in done.stdout, done.stderr
