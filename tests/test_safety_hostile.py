@@ -79,7 +79,7 @@ def test_a_file_over_the_cap_is_refused_unread(tmp_path: Path) -> None:
     big = tmp_path / "big.json"
     with open(big, "wb") as handle:
         handle.truncate(JSON_LIMIT + 1)  # sparse: costs nothing on disk
-    with pytest.raises(RefusedFile, match="larger than 10 MB"):
+    with pytest.raises(RefusedFile, match="too large"):
         read_regular(str(big), JSON_LIMIT)
 
 
@@ -113,7 +113,7 @@ def test_a_launcher_naming_a_fifo_gets_one_line_and_the_run_goes_on(tmp_path: Pa
     [
         ("/dev/zero", "it is a device, not a regular file"),
         ("../outside.json", "it is outside the project"),
-        ("big.json", "it is larger than 10 MB"),
+        ("big.json", "it is too large (over 10 MB)"),
     ],
 )
 def test_a_launcher_naming_what_is_not_a_small_project_file(
@@ -169,7 +169,8 @@ def test_a_loose_file_in_the_home_folder_is_a_project_by_itself(home: Path) -> N
 
     assert is_too_wide(str(home)) and is_too_wide(os.sep)
     assert project_root(str(home / "train.py")) == str(home / "train.py")
-    assert project_folder(project_root(str(home / "train.py"))) == str(home)
+    loose = str(home / "train.py")
+    assert project_folder(project_root(loose), loose) == str(home)
     assert project_root(str(home / "repo" / "train.py")) == str(home / "repo")
 
 
@@ -245,7 +246,7 @@ def test_a_source_over_the_byte_cap_is_refused_unread(tmp_path: Path) -> None:
         handle.truncate(SOURCE_LIMIT + 1)
     result = run_cli("--no-cache", "--format", "concise", str(big))
     assert result.code == 2 and error_lines(result.stderr) == [
-        f"{big}:1:1: error: not read: it is larger than 8 MB"
+        f"{big}:1:1: error: not read: it is too large (over 8 MB)"
     ]
 
 
