@@ -306,3 +306,108 @@ def test_python_m_smpfix_never_imports_from_the_current_folder(tmp_path: Path, m
     )
     assert not (tmp_path / "ran").exists(), done.stderr
     assert done.returncode == 1 and "train.py:9:8: SMP301" in done.stdout, done.stderr
+
+
+# -- -o never replaces what the path names ----------------------------------------------------
+
+
+def device(path: Path, major: int, minor: int) -> Path:
+    """A private copy of a character device (1,3 is null, 1,7 is full), made in the test's
+    folder so that nothing can happen to the real /dev; skipped where mknod is not allowed."""
+    import stat
+
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    except (PermissionError, AttributeError):
+        pytest.skip("making a device node needs root")
+    return path
+
+
+def test_a_report_to_a_character_device_is_written_into_it(tmp_path: Path) -> None:
+    import stat
+
+    root = project(tmp_path)
+    null = device(tmp_path / "null", 1, 3)
+    result = run_cli("--no-cache", "-o", str(null), str(root / "train.py"))
+    assert result.code == 1, result.stderr
+    assert stat.S_ISCHR(os.stat(null).st_mode)  # still the device, not a file with the report
+
+
+def test_a_report_to_a_full_device_is_a_one_line_error(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    full = device(tmp_path / "full", 1, 7)
+    result = run_cli("--no-cache", "-o", str(full), str(root / "train.py"))
+    assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"smpfix: error: cannot write {full}: No space left on device" in result.stderr
+
+
+def test_a_report_through_a_link_keeps_the_link(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (tmp_path / "report.txt").write_text("old")
+    (tmp_path / "latest").symlink_to(tmp_path / "report.txt")
+    result = run_cli("--no-cache", "-o", str(tmp_path / "latest"), str(root / "train.py"))
+    assert result.code == 1, result.stderr
+    assert (tmp_path / "latest").is_symlink()
+    assert "SMP301" in (tmp_path / "report.txt").read_text()
+
+
+def test_a_report_to_a_fifo_is_written_into_it_or_refused_without_a_reader(
+    tmp_path: Path,
+) -> None:
+    import stat
+    import threading
+
+    root = project(tmp_path)
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    result = run_cli("--no-cache", "-o", str(fifo), str(root / "train.py"), timeout=HANG)
+    assert result.code == 2 and "cannot write" in result.stderr, result.stderr  # nobody reads
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    for _ in range(20):  # until the reader has opened its end (ENXIO before: exit 2)
+        result = run_cli("--no-cache", "-o", str(fifo), str(root / "train.py"), timeout=HANG)
+        if result.code == 1:
+            break
+    reader.join(HANG)
+    assert result.code == 1, result.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and b"SMP301" in received[0]
+
+
+def test_a_new_report_gets_the_mode_the_umask_gives(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    report = tmp_path / "report.txt"
+    result = run_cli("--no-cache", "-o", str(report), str(root / "train.py"))
+    assert result.code == 1, result.stderr
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert report.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_an_existing_report_keeps_its_mode(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    report = tmp_path / "report.txt"
+    report.write_text("old")
+    report.chmod(0o640)
+    assert run_cli("--no-cache", "-o", str(report), str(root / "train.py")).code == 1
+    assert report.stat().st_mode & 0o777 == 0o640 and "SMP301" in report.read_text()
+
+
+@pytest.mark.parametrize("named", ["train.py", "link_to_train.py"])
+def test_a_report_never_replaces_a_checked_file(tmp_path: Path, named: str) -> None:
+    root = project(tmp_path)
+    (root / "link_to_train.py").symlink_to(root / "train.py")
+    result = run_cli("--no-cache", "-o", str(root / named), str(root / "train.py"))
+    assert result.code == 2, result.stderr
+    assert result.stderr.strip() == (
+        f"smpfix: error: cannot write {root / named}: it is one of the checked files; the report"
+        " would replace it"
+    )
+    assert (root / "train.py").read_text() == SCRIPT
+
+
+def test_a_report_never_replaces_a_file_found_in_a_checked_folder(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    result = run_cli("--no-cache", "-o", str(root / "train.py"), str(root))
+    assert result.code == 2 and "one of the checked files" in result.stderr
+    assert (root / "train.py").read_text() == SCRIPT

@@ -179,11 +179,6 @@ def _remove_stale_temporaries(folder: str, name: str) -> None:
             pass
 
 
-def write_text_atomic(path: str, text: str) -> None:
-    """Write an output file (a report) atomically; used by ``--output-file``."""
-    write_bytes_atomic(path, text.encode("utf-8"))
-
-
 def write_bytes_atomic(
     path: Union[str, os.PathLike[str]], data: bytes, prefix: str = ".smpfix-"
 ) -> None:
