@@ -236,9 +236,7 @@ _CHECKED_OUTPUT = "cannot write {}: it is one of the checked files; the report w
 
 def _same_file(output: str, checked: str) -> bool:
     """Whether the report path ``output`` names the checked file ``checked`` (links followed)."""
-    return os.path.normcase(os.path.realpath(output)) == os.path.normcase(
-        os.path.realpath(checked)
-    )
+    return os.path.normcase(os.path.realpath(output)) == os.path.normcase(os.path.realpath(checked))
 
 
 def _check(paths: Sequence[str], **opts: Any) -> int:

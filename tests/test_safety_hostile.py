@@ -411,3 +411,51 @@ def test_a_report_never_replaces_a_file_found_in_a_checked_folder(tmp_path: Path
     result = run_cli("--no-cache", "-o", str(root / "train.py"), str(root))
     assert result.code == 2 and "one of the checked files" in result.stderr
     assert (root / "train.py").read_text() == SCRIPT
+
+
+# -- --apply never overwrites an edit saved while it writes -----------------------------------
+
+EDIT = SCRIPT + "# saved in the editor meanwhile\n"
+
+
+def save_in_place(path: Path) -> None:
+    with open(path, "r+b") as handle:  # the same file, rewritten (same inode)
+        handle.write(EDIT.encode())
+
+
+def save_by_rename(path: Path) -> None:
+    (path.parent / "editor.tmp").write_text(EDIT)  # what editors do: a new file renamed over
+    os.replace(path.parent / "editor.tmp", path)
+
+
+@pytest.mark.parametrize("save", [save_in_place, save_by_rename])
+def test_an_edit_saved_just_before_the_rename_is_kept_and_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, save: object
+) -> None:
+    """The editor's save lands after every check smpfix makes before its rename (at the
+    moment the rename starts): the old check, a comparison of bytes, could not see it."""
+    from smpfix.api import fix_source
+    from smpfix.base import source
+
+    path = tmp_path / "train.py"
+    path.write_text(SCRIPT)
+    read = source.read(str(path))
+    fixed_text = fix_source(SCRIPT, "train.py", job={"tensor_parallel_degree": 4}).text
+    saved: list[bool] = []
+
+    def renaming(real):  # type: ignore[no-untyped-def]
+        def rename(*args, **kwargs):  # type: ignore[no-untyped-def]
+            if not saved:
+                saved.append(True)
+                save(path)  # type: ignore[operator]
+            return real(*args, **kwargs)
+
+        return rename
+
+    monkeypatch.setattr(os, "replace", renaming(os.replace))
+    if hasattr(source, "_exchange"):
+        monkeypatch.setattr(source, "_exchange", renaming(source._exchange))
+    with pytest.raises(source.ConcurrentModification):
+        source.write_atomic(read, fixed_text)
+    assert saved and path.read_text() == EDIT
+    assert [name for name in os.listdir(tmp_path) if name.startswith(".smpfix-")] == []
