@@ -459,3 +459,85 @@ def test_an_edit_saved_just_before_the_rename_is_kept_and_reported(
         source.write_atomic(read, fixed_text)
     assert saved and path.read_text() == EDIT
     assert [name for name in os.listdir(tmp_path) if name.startswith(".smpfix-")] == []
+
+
+# -- notebooks: line endings kept per cell, work linear in cells ------------------------------
+
+
+def notebook_of(cells: list[str], newline: str = "\n") -> str:
+    import json
+
+    book = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": source.splitlines(keepends=True),
+            }
+            for source in cells
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    return json.dumps(book, indent=1).replace("\n", newline) + newline
+
+
+GUARDED = "if smp.dp_rank() == 0:\n    smp.save(model.local_state_dict(), 'p{}', partial=True)\n"
+NOTEBOOK_HEADER = HEADER + "smp.init()\nmodel = smp.DistributedModel(build_model())\n"
+
+
+def test_a_crlf_notebook_keeps_crlf_in_the_edited_cell(tmp_path: Path) -> None:
+    text = notebook_of([NOTEBOOK_HEADER, GUARDED.format(0), "x = 1\n"], newline="\r\n")
+    path = tmp_path / "train.ipynb"
+    path.write_bytes(text.encode())
+    result = run_cli("--no-cache", "--apply", "--job", "tensor_parallel_degree=4", str(path))
+    assert result.code == 0, result.stderr
+    written = path.read_bytes()
+    assert b"rdp_rank()" in written
+    assert written.count(b"\n") == written.count(b"\r\n")  # no bare LF anywhere
+
+
+def test_an_lf_notebook_stays_lf(tmp_path: Path) -> None:
+    text = notebook_of([NOTEBOOK_HEADER, GUARDED.format(0)])
+    path = tmp_path / "train.ipynb"
+    path.write_text(text)
+    result = run_cli("--no-cache", "--apply", "--job", "tensor_parallel_degree=4", str(path))
+    assert result.code == 0 and b"\r" not in path.read_bytes(), result.stderr
+
+
+def test_placing_findings_in_cells_is_linear_in_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted, not timed: the joined text of the cells is built a few times per notebook,
+    not once per finding, and each statement is asked once whether it is an early exit."""
+    from smpfix.engine import notebook_analysis
+    from smpfix.engine.runner import RunOptions, check_text
+    from smpfix.job.jobfacts import DeclaredJob
+    from smpfix.program.paths import branches
+    from smpfix.rules.registry import rule_names
+
+    cells = 300
+    text = notebook_of([NOTEBOOK_HEADER, *(GUARDED.format(i) for i in range(cells))])
+    calls = {"joined": 0, "exit": 0}
+    joined, ends_in_jump = notebook_analysis._Unit.joined, branches._ends_in_jump
+
+    def counted_joined(self):  # type: ignore[no-untyped-def]
+        calls["joined"] += 1
+        return joined(self)
+
+    def counted_exit(block):  # type: ignore[no-untyped-def]
+        calls["exit"] += 1
+        return ends_in_jump(block)
+
+    monkeypatch.setattr(notebook_analysis._Unit, "joined", counted_joined)
+    monkeypatch.setattr(branches, "_ends_in_jump", counted_exit)
+    names = rule_names()
+    options = RunOptions(
+        select=frozenset(names),
+        rule_names=names,
+        declared_jobs=(DeclaredJob("test", {"tensor_parallel_degree": 4}),),
+    )
+    result = check_text(text, "train.ipynb", options)
+    assert len([f for f in result.findings if f.code == "SMP301"]) == cells
+    assert calls["joined"] < 10 and calls["exit"] <= 2 * cells, calls
