@@ -541,3 +541,33 @@ def test_placing_findings_in_cells_is_linear_in_cells(monkeypatch: pytest.Monkey
     result = check_text(text, "train.ipynb", options)
     assert len([f for f in result.findings if f.code == "SMP301"]) == cells
     assert calls["joined"] < 10 and calls["exit"] <= 2 * cells, calls
+
+
+# -- UTF-16 and UTF-32 sources are reported, never passed in silence --------------------------
+
+
+@pytest.mark.parametrize(
+    ("encoding", "name"),
+    [("utf-16", "UTF-16"), ("utf-16-be", "UTF-16"), ("utf-32", "UTF-32"), ("utf-32-be", "UTF-32")],
+)
+def test_a_wide_source_with_a_bom_is_reported_not_checked(
+    tmp_path: Path, encoding: str, name: str
+) -> None:
+    import codecs
+
+    boms = {"utf-16-be": codecs.BOM_UTF16_BE, "utf-32-be": codecs.BOM_UTF32_BE}
+    path = tmp_path / "train.py"
+    path.write_bytes(boms.get(encoding, b"") + SCRIPT.encode(encoding))
+    result = run_cli("--no-cache", "--format", "concise", str(path))
+    assert result.code == 2 and "All checks passed" not in result.stdout, result.stdout
+    assert error_lines(result.stderr) == [
+        f"{path}:1:1: error: not checked: the file is {name} text (it starts with a {name} byte"
+        " order mark); Python reads source as UTF-8 or an ASCII-compatible encoding"
+    ]
+
+
+def test_a_wide_file_without_the_library_is_skipped_like_any_other(tmp_path: Path) -> None:
+    path = tmp_path / "notes.py"
+    path.write_bytes("x = 1\n".encode("utf-16"))
+    result = run_cli("--no-cache", "--format", "concise", str(path))
+    assert result.code == 0, result.stderr

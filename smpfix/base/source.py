@@ -47,8 +47,23 @@ class SourceFile:
         return (codecs.BOM_UTF8 + data) if self.bom else data
 
 
+# UTF-32 first: its little-endian mark starts with UTF-16's.
+_WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"),
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+)
+
+
 def decode(path: str, raw: bytes) -> SourceFile:
     """Decode ``raw`` as Python source does: BOM, then PEP 263 declaration, then UTF-8."""
+    for mark, name in _WIDE_BOMS:
+        if raw.startswith(mark):
+            raise SourceError(
+                f"not checked: the file is {name} text (it starts with a {name} byte order mark);"
+                " Python reads source as UTF-8 or an ASCII-compatible encoding"
+            )
     if b"\x00" in raw:
         raise SourceError("file contains NUL bytes; it is not Python source")
     try:
