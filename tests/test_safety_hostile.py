@@ -571,3 +571,27 @@ def test_a_wide_file_without_the_library_is_skipped_like_any_other(tmp_path: Pat
     path.write_bytes("x = 1\n".encode("utf-16"))
     result = run_cli("--no-cache", "--format", "concise", str(path))
     assert result.code == 0, result.stderr
+
+
+# -- memory: a bound on tokens, not characters -----------------------------------------------
+
+
+def test_a_file_of_too_many_tokens_is_refused_before_parsing() -> None:
+    """Under the character limit, but LibCST would hold about 2 KB for each of its tokens
+    (a 2 MB one-line list took 4.3 GB); refused before the parser sees it."""
+    from smpfix.base.nesting import MAX_CHARACTERS, MAX_TOKENS
+    from smpfix.engine.analysis import AnalysisOptions, analyze
+
+    text = HEADER + "x = [" + ",".join(["0"] * (MAX_TOKENS // 2 + 1)) + "]\n"
+    assert len(text) < MAX_CHARACTERS
+    result = analyze(text, "generated.py", AnalysisOptions(select=frozenset({"SMP301"})))
+    assert [error.message for error in result.errors] == [
+        f"file is too large to analyze ({MAX_TOKENS + 15:,} tokens; the limit is"
+        f" {MAX_TOKENS:,}); exclude it if it is generated"
+    ]
+
+
+def test_tokens_are_counted_as_python_reads_them() -> None:
+    from smpfix.base.nesting import token_count
+
+    assert token_count("x = 'a long string, one token' + f(y)  # a comment\n") == 10
