@@ -43,8 +43,14 @@ class Completed:
 
 
 def run_cli(
-    *args: str, cwd: Optional[Path] = None, stdin: Optional[str] = None, env: Optional[dict] = None
+    *args: str,
+    cwd: Optional[Path] = None,
+    stdin: Optional[str] = None,
+    env: Optional[dict] = None,
+    timeout: float = 300,
 ) -> Completed:
+    """The installed command's exit code and output; ``timeout`` ends a run that hangs (a test
+    of something that used to hang fails instead of blocking the suite)."""
     environment = {**os.environ, "NO_COLOR": "1", **(env or {})}
     proc = subprocess.run(
         [*smpfix_command(), *args],
@@ -52,7 +58,7 @@ def run_cli(
         input=stdin.encode("utf-8") if stdin is not None else None,
         capture_output=True,
         env=environment,
-        timeout=300,
+        timeout=timeout,
     )
     return Completed(
         proc.returncode,

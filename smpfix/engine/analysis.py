@@ -26,6 +26,7 @@ from smpfix.program.facts import FileFacts, collect
 from smpfix.program.model import Program
 from smpfix.program.project.local_modules import SHARED_STORE, LocalModules
 from smpfix.program.project.parsed_file import ParsedFile
+from smpfix.rules.config_rule import FileLaunchers
 from smpfix.rules.registry import rule_codes, rules_for
 from smpfix.rules.rule import Report, Rule
 from smpfix.suppressions import comments as suppression
@@ -219,7 +220,7 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
         else Analysis(job=job)
     )
     helper_rules = [rule for rule in rule_types if rule.runs_on_helper_modules]
-    findings, errors = list(own.findings), list(own.errors)
+    findings, errors = list(own.findings), [*own.errors, *_refused_parameters(file, positions)]
     if checks_unused:
         findings = sorted(
             [*findings, *_unused_suppressions(text, path, own, rule_types, options.select, facts)],
@@ -247,6 +248,19 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
         own.used_codes,
         dependencies=modules.consulted(),
     )
+
+
+def _refused_parameters(file: ParsedFile, positions: _LazyPositions) -> list[FileError]:
+    """A launcher's parameters file that was not read (a FIFO, a device, outside the
+    project, too large): one line at the estimator call; its values count as unknown."""
+    if not file.facts.estimator_calls:
+        return []
+    errors = []
+    for launcher in file.answer(FileLaunchers).launchers:
+        if launcher.parameters_refusal is not None:
+            at = positions.get().position(positions.get().span(launcher.call)[0])
+            errors.append(FileError(file.path, launcher.parameters_refusal, at.line, at.column))
+    return errors
 
 
 def _unused_suppressions(

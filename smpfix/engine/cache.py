@@ -42,6 +42,7 @@ from typing import Any, Optional, Union
 
 from smpfix import __version__
 from smpfix.base.findings import FileResult
+from smpfix.base.safe_read import NOTEBOOK_LIMIT, read_regular
 
 CACHE_DIR_NAME = ".smpfix_cache"
 FORMAT = "v1"
@@ -60,10 +61,10 @@ def _hash(*parts: bytes) -> str:
 
 
 def file_digest(path: str) -> Optional[str]:
-    """The hash of a file's bytes; None when it is missing or unreadable."""
+    """The hash of a file's bytes; None when it is missing, unreadable or refused (a FIFO, a
+    device or a file over the largest cap: the analysis did not read it either)."""
     try:
-        with open(path, "rb") as handle:
-            return _hash(handle.read())
+        return _hash(read_regular(path, NOTEBOOK_LIMIT))
     except OSError:
         return None
 

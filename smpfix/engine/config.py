@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from smpfix.base.safe_read import CONFIGURATION_LIMIT, RefusedFile, read_regular
 from smpfix.job.config_keys import advise
 from smpfix.job.jobfacts import (
     KNOWN_KEYS,
@@ -94,6 +95,18 @@ def _strings(value: Any, key: str, where: Path) -> tuple[str, ...]:
     return tuple(value)
 
 
+# Larger than any count, size or degree of a real job (1e30 parameters, bytes, GPUs), small
+# enough that the arithmetic of the plan never overflows a float.
+_LARGEST = 1e30
+
+
+def _out_of_range(value: Value) -> bool:
+    """``1e400`` is read as infinity, ``nan`` as not a number; neither is a setting."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return not abs(value) < _LARGEST  # also true for nan
+
+
 def validate_job(table: Mapping[str, Any], where: str) -> dict[str, Value]:
     job: dict[str, Value] = {}
     for key, value in table.items():
@@ -115,6 +128,8 @@ def validate_job(table: Mapping[str, Any], where: str) -> dict[str, Value]:
             raise ConfigError(f"{where}: unknown job setting {key!r}{suggestion}")
         if not isinstance(value, (bool, int, float, str)):
             raise ConfigError(f"{where}: job setting {key!r} must be a boolean, number or string")
+        if _out_of_range(value):
+            raise ConfigError(f"{where}: job setting {key!r} must be a finite number below 1e30")
         if key == "framework" and framework_flavour(value) is None:
             raise ConfigError(
                 f'{where}: job setting \'framework\' must be "pytorch" or "tensorflow", not {value!r}'
@@ -130,10 +145,15 @@ def validate_job(table: Mapping[str, Any], where: str) -> dict[str, Value]:
 def load(path: Path) -> Config:
     """Read ``[tool.smpfix]`` from ``path``; a file without the table gives the defaults."""
     try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+        data = _read_toml(path)
+    except RefusedFile as exc:
+        raise ConfigError(f"{path}: {exc.message}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: cannot read: not UTF-8 (byte {exc.start + 1}); TOML files are UTF-8"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     except (RecursionError, MemoryError):
@@ -192,6 +212,12 @@ def load(path: Path) -> Config:
     )
 
 
+def _read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file's table; a FIFO, a device or a file over 10 MB is refused, not read."""
+    raw = read_regular(str(path), CONFIGURATION_LIMIT)
+    return tomllib.loads(raw.decode("utf-8"))
+
+
 def find(paths: Sequence[str]) -> Optional[Path]:
     """The nearest ``pyproject.toml`` with a ``[tool.smpfix]`` table at or above ``paths``."""
     existing = [os.path.abspath(p) for p in paths if p != "-" and os.path.exists(p)]
@@ -202,10 +228,9 @@ def find(paths: Sequence[str]) -> Optional[Path]:
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
             try:
-                with open(candidate, "rb") as handle:
-                    data = tomllib.load(handle)
-            except (OSError, tomllib.TOMLDecodeError, RecursionError, MemoryError):
-                return candidate
+                data = _read_toml(candidate)
+            except (OSError, ValueError, RecursionError, MemoryError):
+                return candidate  # ``load`` reports what is wrong with it
             tool = data.get("tool", {})
             if not isinstance(tool, dict) or "smpfix" in tool:
                 return candidate

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from smpfix.base.safe_read import CONFIGURATION_LIMIT, read_regular
+
 if TYPE_CHECKING:
     import pathspec
 
@@ -60,9 +62,10 @@ def _is_hidden(name: str) -> bool:
 def _load_gitignore(folder: Path) -> Optional[pathspec.PathSpec]:
     ignore_file = folder / ".gitignore"
     try:
-        lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        raw = read_regular(str(ignore_file), CONFIGURATION_LIMIT)
+    except OSError:  # absent, unreadable, or not a small regular file
         return None
+    lines = raw.decode("utf-8", errors="replace").splitlines()
     return _gitignore_spec(lines)
 
 

@@ -71,12 +71,8 @@ def plan_files(
 
 def _parsed(tasks: Iterable[DiscoveredFile]) -> Iterator[tuple[_Parsed, bytes]]:
     for task in tasks:
-        try:
-            with open(task.path, "rb") as handle:
-                raw = handle.read()
-        except OSError:
-            continue
-        if not may_involve_smp(raw):
+        raw = source.read_bytes(task.path)  # never a FIFO or a device: it could block the plan
+        if raw is None or not may_involve_smp(raw):
             continue
         try:
             text = source.decode(task.path, raw).text

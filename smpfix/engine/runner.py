@@ -119,12 +119,9 @@ def check_text(text: str, path: str, options: RunOptions) -> FileResult:
 def check_file(task: DiscoveredFile, options: RunOptions) -> FileResult:
     """One file from path to result, writing fixes with ``apply``."""
     try:
-        with open(task.path, "rb") as handle:
-            raw = handle.read()
-    except OSError as exc:
-        return FileResult(
-            task.path, errors=(FileError(task.path, f"cannot read: {exc.strerror or exc}"),)
-        )
+        raw = source.read_raw(task.path)
+    except source.SourceError as exc:
+        return FileResult(task.path, errors=(FileError(task.path, exc.message),))
     return check_bytes(task, raw, options)
 
 
@@ -340,7 +337,11 @@ def run(
     relevant: list[tuple[DiscoveredFile, Optional[bytes]]] = []
     for task in tasks:
         raw = source.read_bytes(task.path)
-        if raw is not None and not prefilter.may_involve_smp(raw):
+        if (
+            not prefilter.may_involve_smp(raw)
+            if raw is not None
+            else not prefilter.file_may_involve_smp(task.path)
+        ):
             results.append(FileResult(task.path))
             notify(results[-1])
         else:

@@ -24,8 +24,9 @@ import libcst as cst
 
 from smpfix.base.imports import ImportTable
 from smpfix.base.literals import UNKNOWN, literal_value
+from smpfix.base.safe_read import JSON_LIMIT, RefusedFile, read_regular
 from smpfix.job import launch_paths
-from smpfix.job.project_root import project_root
+from smpfix.job.project_root import project_folder, project_root
 
 ESTIMATORS = frozenset(
     {
@@ -130,6 +131,9 @@ class Launcher:
     estimator: str
     keywords: Mapping[str, Located] = field(default_factory=dict)
     path: str = ""
+    # Why the JSON file ``parameters`` names was not read (``smpfix.base.safe_read``): a FIFO,
+    # a device, a file outside the project or over the cap. None when it was read or is absent.
+    parameters_refusal: Optional[str] = None
 
     def keyword(self, name: str) -> Optional[Located]:
         return self.keywords.get(name)
@@ -182,7 +186,7 @@ class Launcher:
         if not isinstance(entry, str):
             return []
         folder = os.path.dirname(os.path.abspath(self.path))
-        root = root if root is not None else project_root(self.path)
+        root = project_folder(root if root is not None else project_root(self.path), self.path)
         working_dirs = [folder] if root == folder else [folder, root]
         return launch_paths.script_candidates(entry, self.literal("source_dir"), working_dirs)
 
@@ -742,25 +746,38 @@ def _launcher(call: cst.Call, qualified: str, env: _Names, path: str) -> Launche
         keywords[name] = _located(arg.value, env, arg)
     launcher = Launcher(call, qualified, keywords, path)
     parameters = launcher.parameters
+    refusal = None
     if parameters is not None and isinstance(parameters.value, str):
-        loaded = _json_parameters(parameters, path)
+        try:
+            loaded = _json_parameters(parameters, path)
+        except RefusedFile as refused:
+            loaded, refusal = None, f"parameters file {parameters.value!r}: {refused.message}"
         if loaded is not None:
             keywords["distribution"] = _set_in(
                 keywords["distribution"], ["smdistributed", "modelparallel", "parameters"], loaded
             )
-    return Launcher(call, qualified, keywords, path)
+    return Launcher(call, qualified, keywords, path, refusal)
 
 
 def _json_parameters(written: Located, launcher_path: str) -> Optional[Located]:
     """``"parameters": "smp_config.json"``: the file's values, when it exists next to the launcher.
 
     Findings about a value from the file point at the ``"parameters"`` entry that names it.
+    Only a regular file inside the launcher's project, of at most ``JSON_LIMIT`` bytes, is
+    read (``RefusedFile`` otherwise): a launcher may name ``/dev/zero`` or a FIFO.
     """
     candidate = _json_path(str(written.value), launcher_path)
     try:
-        with open(candidate, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
+        raw = read_regular(
+            candidate, JSON_LIMIT, inside=project_folder(project_root(launcher_path), launcher_path)
+        )
+    except RefusedFile:
+        raise
+    except OSError:
+        return None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None

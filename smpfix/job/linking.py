@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from smpfix.base.flavour import Flavour
 from smpfix.job.config_keys import misspelled
 from smpfix.job.jobfacts import V2_KNOWN_KEYS, DeclaredJob, Role, known_keys, normalize_key
-from smpfix.job.project_root import project_root
+from smpfix.job.project_root import project_folder, project_root
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -163,7 +163,7 @@ class LaunchRecord:
 def shown_path(path: str, root: str) -> str:
     """A launcher as job-fact sources name it: relative to its project root, so that the
     source reads the same from any working directory (absolute when outside the root)."""
-    shown = os.path.relpath(path, root)
+    shown = os.path.relpath(path, project_folder(root, path))
     return os.path.abspath(path) if shown.startswith("..") else shown
 
 

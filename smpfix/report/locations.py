@@ -13,6 +13,8 @@ from pathlib import Path, PurePosixPath
 from typing import Optional
 from urllib.parse import quote
 
+from smpfix.base.safe_read import CONFIGURATION_LIMIT, read_regular
+
 # A job-fact source naming a file: "pyproject.toml [tool.smpfix.job]", "launch.py line 12",
 # "launch.py:12 (estimator distribution)". The name must end in one of these suffixes.
 _SOURCE_FILE = re.compile(
@@ -86,13 +88,14 @@ def source_files(source: str, finding_path: str, cwd: str) -> list[JobFactLocati
 
 
 def _table_line(path: str, table: str) -> Optional[int]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if line.strip().replace(" ", "") == f"[{table}]":
-                    return number
+    try:  # a regular file of a sane size only: the path comes from what a job source says
+        text = read_regular(path, CONFIGURATION_LIMIT).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # as open() reads
+    for number, line in enumerate(lines, start=1):
+        if line.strip().replace(" ", "") == f"[{table}]":
+            return number
     return None
 
 

@@ -36,6 +36,7 @@ from smpfix.job.launcher import Launcher, Located, evaluate_argument, find_launc
 from smpfix.job.smp_v2 import launcher_v2
 from smpfix.job.versions import SmpVersion, Version, condition
 from smpfix.program.model import Program
+from smpfix.program.project.parsed_file import ParsedFile
 from smpfix.rules.launched_code import launched_code
 from smpfix.rules.rule import PendingFix, Rule
 from smpfix.rules.scope import FileScope
@@ -364,8 +365,22 @@ class ConfigViews:
         return cls(_views(program))
 
 
+@dataclass(frozen=True)
+class FileLaunchers:
+    """The estimator constructions of a file, resolved once per tree for the config rules and
+    for the engine, which reports a parameters file it refused to read."""
+
+    launchers: list[Launcher]
+
+    @classmethod
+    def of_file(cls, file: ParsedFile) -> FileLaunchers:
+        if not file.facts.estimator_calls:
+            return cls([])
+        return cls(find_launchers(file.module, file.facts.imports, file.path))
+
+
 def _views(program: Program) -> list[ConfigView]:
-    facts, module, job = program.facts, program.module, program.job
+    facts, job = program.facts, program.job
     views: list[ConfigView] = [
         view
         for view in launcher_views(program)
@@ -376,7 +391,7 @@ def _views(program: Program) -> list[ConfigView]:
         return views
     script_flavour = Flavour.TENSORFLOW if facts.is_tensorflow else Flavour.PYTORCH
     for call in facts.smp_init_calls:
-        argument = evaluate_argument(module, facts.imports, call, program.path)
+        argument = evaluate_argument(program.module, facts.imports, call, program.path)
         if argument is not None and isinstance(argument.value, dict):
             views.append(
                 ConfigView(
@@ -410,11 +425,11 @@ class LauncherViews:
 
 
 def _launcher_views(program: Program) -> list[ConfigView]:
-    facts, module, job = program.facts, program.module, program.job
+    facts, job = program.facts, program.job
     views: list[ConfigView] = []
     if not facts.estimator_calls:
         return views
-    for launcher in find_launchers(module, facts.imports, program.path):
+    for launcher in program.file.answer(FileLaunchers).launchers:
         parameters = launcher.parameters
         mp = launcher.modelparallel
         enabled = mp.get("enabled") if mp is not None else None
