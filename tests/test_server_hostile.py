@@ -147,6 +147,18 @@ async def test_closing_a_document_gives_up_its_check(tmp_path: Path) -> None:
         assert codes(found) == ["SMP301"]
 
 
+async def test_a_check_that_never_ends_is_given_up(tmp_path: Path) -> None:
+    limit = "\nfrom smpfix.server import analysis as limits\n\nlimits.CHECK_SECONDS = 2.0\n"
+    env = {**patched(tmp_path, _HOOK + limit), "SMPFIX_TEST_STALLED": str(tmp_path / "stalled")}
+    async with session(tmp_path, {"job": TP}, env=env) as client:
+        stalled = open_file(client, tmp_path / "stall.py", SCRIPT + STALL)
+        other = open_file(client, tmp_path / "train.py", SCRIPT)
+        found = await diagnostics(client, other, lambda found: bool(found), timeout=BOUND)
+        assert codes(found) == ["SMP301"]
+        assert "stall.py: not analyzed within 2 s (not checked)" in logged(client)
+        assert await diagnostics(client, stalled) == []
+
+
 async def test_an_analysis_process_that_dies_is_reported_and_replaced(tmp_path: Path) -> None:
     async with session(tmp_path, {"job": TP}, env=hooked(tmp_path)) as client:
         uri = open_file(client, tmp_path / "train.py", SCRIPT + DIE)

@@ -10,17 +10,20 @@ A job is given up (the process killed, and started again for the next job) when:
 
 - nobody wants its result any more (its document changed or closed, the request was
   cancelled) and it has run for ``STALE_GRACE_SECONDS`` (a quick job is let finish: a new
-  process costs its start and its caches);
-- it has run for its limit (``CHECK_SECONDS`` for a check): ``AnalysisFailed`` says so;
+  process starts with empty caches);
+- it has run for ``CHECK_SECONDS``: ``AnalysisFailed`` says so;
 - the server ends (``stop``): at once, whatever runs.
 
 A job nobody wants any more by the time its turn comes is not sent at all. A process that
 dies (killed for memory, crashed in native code) fails its job with ``AnalysisFailed``; the
 next job starts a new one.
 
-The process is started with its own interpreter and a boot line that takes the current
-folder off ``sys.path`` before anything is imported (as ``python -P`` does), so that no
-module of the user's project can shadow one smpfix imports.
+Analysis processes are forked, already warm, by one process the server starts once
+(``worker.main``): starting an interpreter from the server, whose threads it stalls, held up
+pings for a quarter of a second on a busy machine. That process runs its own interpreter
+with a boot line that takes the current folder off ``sys.path`` before anything is imported
+(as ``python -P`` does), so that no module of the user's project can shadow one smpfix
+imports.
 """
 
 from __future__ import annotations
@@ -248,7 +251,7 @@ class Analysis:
             self._process = _Process(asyncio.get_running_loop(), self._spawner)
 
     async def run(
-        self, job: Job, wanted: Callable[[], bool] = lambda: True, limit: float = CHECK_SECONDS
+        self, job: Job, wanted: Callable[[], bool] = lambda: True, limit: Optional[float] = None
     ) -> Any:
         """``job``'s result. Raises ``Stale`` when ``wanted()`` turned false and the job was
         given up, ``AnalysisFailed`` when it could not finish. Cancelling the caller cancels
@@ -256,7 +259,7 @@ class Analysis:
         self.start()
         assert self._queue is not None
         result: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Queued(job, wanted, limit, result))
+        self._queue.put_nowait(_Queued(job, wanted, limit or CHECK_SECONDS, result))
         return await result
 
     def stop(self) -> None:

@@ -37,7 +37,7 @@ from smpfix.server.settings import ClientSettings, Configurations, DocumentSetti
 # an 8 MiB stack); the jobs run on a thread with room to spare.
 _STACK_BYTES = 64 * 1024 * 1024
 # The analysis yields the processor to the server (and to the editor) when both want it.
-_NICENESS = 10
+_NICENESS = 5
 _PARENT_POLL_SECONDS = 0.5
 
 
