@@ -231,6 +231,14 @@ def _usage_error(message: str) -> int:
     return EXIT_ERROR
 
 
+_CHECKED_OUTPUT = "cannot write {}: it is one of the checked files; the report would replace it"
+
+
+def _same_file(output: str, checked: str) -> bool:
+    """Whether the report path ``output`` names the checked file ``checked`` (links followed)."""
+    return os.path.normcase(os.path.realpath(output)) == os.path.normcase(os.path.realpath(checked))
+
+
 def _check(paths: Sequence[str], **opts: Any) -> int:
     from smpfix.engine.config import ConfigError, resolve
     from smpfix.engine.discovery import DiscoveredFile, Excluder, discover
@@ -290,6 +298,10 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         output_file=opts.get("output_file"),
     )
 
+    output_file = opts.get("output_file")
+    if output_file is not None and list(paths) == ["-"] and stdin_name is not None:
+        if _same_file(output_file, stdin_name):
+            return _usage_error(_CHECKED_OUTPUT.format(output_file))
     if list(paths) == ["-"]:
         return _check_stdin(
             stdin_name or "-", options, report_options, fmt, opts["quiet"], opts["exit_zero"]
@@ -303,6 +315,8 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
             [p for p in paths if p not in missing and p != "-"], excluder, config.respect_gitignore
         )
     )
+    if output_file is not None and any(_same_file(output_file, task.path) for task in tasks):
+        return _usage_error(_CHECKED_OUTPUT.format(output_file))
     from smpfix.engine.progress import progress_bar, wanted
     from smpfix.report import MACHINE_FORMATS
 
@@ -452,7 +466,7 @@ def _finish(
     exit_zero: bool,
     stream_err: bool = False,
 ) -> int:
-    from smpfix.base.source import write_text_atomic
+    from smpfix.base.output_file import write_report
     from smpfix.report import MACHINE_FORMATS, render
     from smpfix.report.text import summary
 
@@ -478,7 +492,7 @@ def _finish(
     output = render(results, fmt, report_options)
     if report_options.output_file is not None:
         try:
-            write_text_atomic(report_options.output_file, output)
+            write_report(report_options.output_file, output.encode("utf-8"))
         except OSError as exc:
             return _usage_error(f"cannot write {report_options.output_file}: {exc.strerror or exc}")
     elif output:

@@ -79,7 +79,7 @@ def test_a_file_over_the_cap_is_refused_unread(tmp_path: Path) -> None:
     big = tmp_path / "big.json"
     with open(big, "wb") as handle:
         handle.truncate(JSON_LIMIT + 1)  # sparse: costs nothing on disk
-    with pytest.raises(RefusedFile, match="larger than 10 MB"):
+    with pytest.raises(RefusedFile, match="too large"):
         read_regular(str(big), JSON_LIMIT)
 
 
@@ -113,7 +113,7 @@ def test_a_launcher_naming_a_fifo_gets_one_line_and_the_run_goes_on(tmp_path: Pa
     [
         ("/dev/zero", "it is a device, not a regular file"),
         ("../outside.json", "it is outside the project"),
-        ("big.json", "it is larger than 10 MB"),
+        ("big.json", "it is too large (over 10 MB)"),
     ],
 )
 def test_a_launcher_naming_what_is_not_a_small_project_file(
@@ -169,7 +169,8 @@ def test_a_loose_file_in_the_home_folder_is_a_project_by_itself(home: Path) -> N
 
     assert is_too_wide(str(home)) and is_too_wide(os.sep)
     assert project_root(str(home / "train.py")) == str(home / "train.py")
-    assert project_folder(project_root(str(home / "train.py"))) == str(home)
+    loose = str(home / "train.py")
+    assert project_folder(project_root(loose), loose) == str(home)
     assert project_root(str(home / "repo" / "train.py")) == str(home / "repo")
 
 
@@ -245,7 +246,7 @@ def test_a_source_over_the_byte_cap_is_refused_unread(tmp_path: Path) -> None:
         handle.truncate(SOURCE_LIMIT + 1)
     result = run_cli("--no-cache", "--format", "concise", str(big))
     assert result.code == 2 and error_lines(result.stderr) == [
-        f"{big}:1:1: error: not read: it is larger than 8 MB"
+        f"{big}:1:1: error: not read: it is too large (over 8 MB)"
     ]
 
 
@@ -281,3 +282,316 @@ def test_a_job_number_out_of_range_in_pyproject(tmp_path: Path) -> None:
     (root / "pyproject.toml").write_text("[tool.smpfix.job]\nmodel_parameters = inf\n")
     result = run_cli("--no-cache", str(root / "train.py"))
     assert result.code == 2 and "must be a finite number below 1e30" in result.stderr
+
+
+# -- python -m smpfix imports nothing from the folder it is run in ----------------------------
+
+
+@pytest.mark.parametrize("module", ["click", "libcst", "json"])
+def test_python_m_smpfix_never_imports_from_the_current_folder(tmp_path: Path, module: str) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / f"{module}.py").write_text(
+        "import pathlib\npathlib.Path('ran').write_text('ran')\nraise SystemExit(99)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "smpfix", "check", "--no-cache", "--format", "concise", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert not (tmp_path / "ran").exists(), done.stderr
+    assert done.returncode == 1 and "train.py:9:8: SMP301" in done.stdout, done.stderr
+
+
+# -- -o never replaces what the path names ----------------------------------------------------
+
+
+def device(path: Path, major: int, minor: int) -> Path:
+    """A private copy of a character device (1,3 is null, 1,7 is full), made in the test's
+    folder so that nothing can happen to the real /dev; skipped where mknod is not allowed."""
+    import stat
+
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    except (PermissionError, AttributeError):
+        pytest.skip("making a device node needs root")
+    return path
+
+
+def test_a_report_to_a_character_device_is_written_into_it(tmp_path: Path) -> None:
+    import stat
+
+    root = project(tmp_path)
+    null = device(tmp_path / "null", 1, 3)
+    result = run_cli("--no-cache", "-o", str(null), str(root / "train.py"))
+    assert result.code == 1, result.stderr
+    assert stat.S_ISCHR(os.stat(null).st_mode)  # still the device, not a file with the report
+
+
+def test_a_report_to_a_full_device_is_a_one_line_error(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    full = device(tmp_path / "full", 1, 7)
+    result = run_cli("--no-cache", "-o", str(full), str(root / "train.py"))
+    assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"smpfix: error: cannot write {full}: No space left on device" in result.stderr
+
+
+def test_a_report_through_a_link_keeps_the_link(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (tmp_path / "report.txt").write_text("old")
+    (tmp_path / "latest").symlink_to(tmp_path / "report.txt")
+    result = run_cli("--no-cache", "-o", str(tmp_path / "latest"), str(root / "train.py"))
+    assert result.code == 1, result.stderr
+    assert (tmp_path / "latest").is_symlink()
+    assert "SMP301" in (tmp_path / "report.txt").read_text()
+
+
+def test_a_report_to_a_fifo_is_written_into_it_or_refused_without_a_reader(
+    tmp_path: Path,
+) -> None:
+    import stat
+    import threading
+
+    root = project(tmp_path)
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    result = run_cli("--no-cache", "-o", str(fifo), str(root / "train.py"), timeout=HANG)
+    assert result.code == 2 and "cannot write" in result.stderr, result.stderr  # nobody reads
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    for _ in range(20):  # until the reader has opened its end (ENXIO before: exit 2)
+        result = run_cli("--no-cache", "-o", str(fifo), str(root / "train.py"), timeout=HANG)
+        if result.code == 1:
+            break
+    reader.join(HANG)
+    assert result.code == 1, result.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and b"SMP301" in received[0]
+
+
+def test_a_new_report_gets_the_mode_the_umask_gives(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    report = tmp_path / "report.txt"
+    result = run_cli("--no-cache", "-o", str(report), str(root / "train.py"))
+    assert result.code == 1, result.stderr
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert report.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_an_existing_report_keeps_its_mode(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    report = tmp_path / "report.txt"
+    report.write_text("old")
+    report.chmod(0o640)
+    assert run_cli("--no-cache", "-o", str(report), str(root / "train.py")).code == 1
+    assert report.stat().st_mode & 0o777 == 0o640 and "SMP301" in report.read_text()
+
+
+@pytest.mark.parametrize("named", ["train.py", "link_to_train.py"])
+def test_a_report_never_replaces_a_checked_file(tmp_path: Path, named: str) -> None:
+    root = project(tmp_path)
+    (root / "link_to_train.py").symlink_to(root / "train.py")
+    result = run_cli("--no-cache", "-o", str(root / named), str(root / "train.py"))
+    assert result.code == 2, result.stderr
+    assert result.stderr.strip() == (
+        f"smpfix: error: cannot write {root / named}: it is one of the checked files; the report"
+        " would replace it"
+    )
+    assert (root / "train.py").read_text() == SCRIPT
+
+
+def test_a_report_never_replaces_a_file_found_in_a_checked_folder(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    result = run_cli("--no-cache", "-o", str(root / "train.py"), str(root))
+    assert result.code == 2 and "one of the checked files" in result.stderr
+    assert (root / "train.py").read_text() == SCRIPT
+
+
+# -- --apply never overwrites an edit saved while it writes -----------------------------------
+
+EDIT = SCRIPT + "# saved in the editor meanwhile\n"
+
+
+def save_in_place(path: Path) -> None:
+    with open(path, "r+b") as handle:  # the same file, rewritten (same inode)
+        handle.write(EDIT.encode())
+
+
+def save_by_rename(path: Path) -> None:
+    (path.parent / "editor.tmp").write_text(EDIT)  # what editors do: a new file renamed over
+    os.replace(path.parent / "editor.tmp", path)
+
+
+@pytest.mark.parametrize("save", [save_in_place, save_by_rename])
+def test_an_edit_saved_just_before_the_rename_is_kept_and_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, save: object
+) -> None:
+    """The editor's save lands after every check smpfix makes before its rename (at the
+    moment the rename starts): the old check, a comparison of bytes, could not see it."""
+    from smpfix.api import fix_source
+    from smpfix.base import source
+
+    path = tmp_path / "train.py"
+    path.write_text(SCRIPT)
+    read = source.read(str(path))
+    fixed_text = fix_source(SCRIPT, "train.py", job={"tensor_parallel_degree": 4}).text
+    saved: list[bool] = []
+
+    def renaming(real):  # type: ignore[no-untyped-def]
+        def rename(*args, **kwargs):  # type: ignore[no-untyped-def]
+            if not saved:
+                saved.append(True)
+                save(path)  # type: ignore[operator]
+            return real(*args, **kwargs)
+
+        return rename
+
+    monkeypatch.setattr(os, "replace", renaming(os.replace))
+    if hasattr(source, "_exchange"):
+        monkeypatch.setattr(source, "_exchange", renaming(source._exchange))
+    with pytest.raises(source.ConcurrentModification):
+        source.write_atomic(read, fixed_text)
+    assert saved and path.read_text() == EDIT
+    assert [name for name in os.listdir(tmp_path) if name.startswith(".smpfix-")] == []
+
+
+# -- notebooks: line endings kept per cell, work linear in cells ------------------------------
+
+
+def notebook_of(cells: list[str], newline: str = "\n") -> str:
+    import json
+
+    book = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": source.splitlines(keepends=True),
+            }
+            for source in cells
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    return json.dumps(book, indent=1).replace("\n", newline) + newline
+
+
+GUARDED = "if smp.dp_rank() == 0:\n    smp.save(model.local_state_dict(), 'p{}', partial=True)\n"
+NOTEBOOK_HEADER = HEADER + "smp.init()\nmodel = smp.DistributedModel(build_model())\n"
+
+
+def test_a_crlf_notebook_keeps_crlf_in_the_edited_cell(tmp_path: Path) -> None:
+    text = notebook_of([NOTEBOOK_HEADER, GUARDED.format(0), "x = 1\n"], newline="\r\n")
+    path = tmp_path / "train.ipynb"
+    path.write_bytes(text.encode())
+    result = run_cli("--no-cache", "--apply", "--job", "tensor_parallel_degree=4", str(path))
+    assert result.code == 0, result.stderr
+    written = path.read_bytes()
+    assert b"rdp_rank()" in written
+    assert written.count(b"\n") == written.count(b"\r\n")  # no bare LF anywhere
+
+
+def test_an_lf_notebook_stays_lf(tmp_path: Path) -> None:
+    text = notebook_of([NOTEBOOK_HEADER, GUARDED.format(0)])
+    path = tmp_path / "train.ipynb"
+    path.write_text(text)
+    result = run_cli("--no-cache", "--apply", "--job", "tensor_parallel_degree=4", str(path))
+    assert result.code == 0 and b"\r" not in path.read_bytes(), result.stderr
+
+
+def test_placing_findings_in_cells_is_linear_in_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted, not timed: the joined text of the cells is built a few times per notebook,
+    not once per finding, and each statement is asked once whether it is an early exit."""
+    from smpfix.engine import notebook_analysis
+    from smpfix.engine.runner import RunOptions, check_text
+    from smpfix.job.jobfacts import DeclaredJob
+    from smpfix.program.paths import branches
+    from smpfix.rules.registry import rule_names
+
+    cells = 300
+    text = notebook_of([NOTEBOOK_HEADER, *(GUARDED.format(i) for i in range(cells))])
+    calls = {"joined": 0, "exit": 0}
+    joined, ends_in_jump = notebook_analysis._Unit.joined, branches._ends_in_jump
+
+    def counted_joined(self):  # type: ignore[no-untyped-def]
+        calls["joined"] += 1
+        return joined(self)
+
+    def counted_exit(block):  # type: ignore[no-untyped-def]
+        calls["exit"] += 1
+        return ends_in_jump(block)
+
+    monkeypatch.setattr(notebook_analysis._Unit, "joined", counted_joined)
+    monkeypatch.setattr(branches, "_ends_in_jump", counted_exit)
+    names = rule_names()
+    options = RunOptions(
+        select=frozenset(names),
+        rule_names=names,
+        declared_jobs=(DeclaredJob("test", {"tensor_parallel_degree": 4}),),
+    )
+    result = check_text(text, "train.ipynb", options)
+    assert len([f for f in result.findings if f.code == "SMP301"]) == cells
+    assert calls["joined"] < 10 and calls["exit"] <= 2 * cells, calls
+
+
+# -- UTF-16 and UTF-32 sources are reported, never passed in silence --------------------------
+
+
+@pytest.mark.parametrize(
+    ("encoding", "name"),
+    [("utf-16", "UTF-16"), ("utf-16-be", "UTF-16"), ("utf-32", "UTF-32"), ("utf-32-be", "UTF-32")],
+)
+def test_a_wide_source_with_a_bom_is_reported_not_checked(
+    tmp_path: Path, encoding: str, name: str
+) -> None:
+    import codecs
+
+    boms = {"utf-16-be": codecs.BOM_UTF16_BE, "utf-32-be": codecs.BOM_UTF32_BE}
+    path = tmp_path / "train.py"
+    path.write_bytes(boms.get(encoding, b"") + SCRIPT.encode(encoding))
+    result = run_cli("--no-cache", "--format", "concise", str(path))
+    assert result.code == 2 and "All checks passed" not in result.stdout, result.stdout
+    assert error_lines(result.stderr) == [
+        f"{path}:1:1: error: not checked: the file is {name} text (it starts with a {name} byte"
+        " order mark); Python reads source as UTF-8 or an ASCII-compatible encoding"
+    ]
+
+
+def test_a_wide_file_without_the_library_is_skipped_like_any_other(tmp_path: Path) -> None:
+    path = tmp_path / "notes.py"
+    path.write_bytes("x = 1\n".encode("utf-16"))
+    result = run_cli("--no-cache", "--format", "concise", str(path))
+    assert result.code == 0, result.stderr
+
+
+# -- memory: a bound on tokens, not characters -----------------------------------------------
+
+
+def test_a_file_of_too_many_tokens_is_refused_before_parsing() -> None:
+    """Under the character limit, but LibCST would hold about 2 KB for each of its tokens
+    (a 2 MB one-line list took 4.3 GB); refused before the parser sees it."""
+    from smpfix.base.nesting import MAX_CHARACTERS, MAX_TOKENS
+    from smpfix.engine.analysis import AnalysisOptions, analyze
+
+    text = HEADER + "x = [" + ",".join(["0"] * (MAX_TOKENS // 2 + 1)) + "]\n"
+    assert len(text) < MAX_CHARACTERS
+    result = analyze(text, "generated.py", AnalysisOptions(select=frozenset({"SMP301"})))
+    assert [error.message for error in result.errors] == [
+        f"file is too large to analyze ({MAX_TOKENS + 15:,} tokens; the limit is"
+        f" {MAX_TOKENS:,}); exclude it if it is generated"
+    ]
+
+
+def test_tokens_are_counted_as_python_reads_them() -> None:
+    from smpfix.base.nesting import token_count
+
+    assert token_count("x = 'a long string, one token' + f(y)  # a comment\n") == 10

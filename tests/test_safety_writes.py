@@ -128,6 +128,7 @@ def test_a_failed_rename_or_temporary_file_is_an_error_and_cleaned_up(
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(source.os, "replace", refuse)
+    monkeypatch.setattr(source, "_exchange", refuse)  # the rename, where it is an exchange
     with pytest.raises(source.SourceError, match="cannot write: Permission denied"):
         source.write_atomic(src, fixed(SCRIPT))
     monkeypatch.undo()

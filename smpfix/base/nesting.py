@@ -34,6 +34,11 @@ from typing import Optional
 # A hand-written training script is far smaller; LibCST needs about 7 s and 1 GiB per
 # million characters, so a larger (generated) file is refused rather than parsed for minutes.
 MAX_CHARACTERS = 2_000_000
+# What bounds memory: LibCST's tree and smpfix's index of it take about 2 KB per token
+# (measured on generated files: 400,000 tokens of a list literal peak at 810 MB, 300,000 of
+# short statements at 670 MB), and parsing time grows faster than the count. A hand-written
+# training script has a few tens of thousands; this keeps one file under about 700 MB.
+MAX_TOKENS = 300_000
 # CPython's tokenizer limit (MAXLEVEL); LibCST does not enforce it.
 MAX_BRACKETS = 200
 # Far below where LibCST crashes on an 8 MiB stack (about 2,100 units for the cheapest
@@ -145,7 +150,21 @@ def refusal(text: str) -> Optional[TooDeep]:
             1,
             1,
         )
+    tokens = token_count(text) if len(text) > MAX_TOKENS else 0
+    if tokens > MAX_TOKENS:
+        return TooDeep(
+            f"file is too large to analyze ({tokens:,} tokens; the limit is {MAX_TOKENS:,}); exclude it if it is generated",
+            1,
+            1,
+        )
     return too_deep(text)
+
+
+def token_count(text: str) -> int:
+    """How many tokens ``text`` has (a string literal is one), the measure of what parsing it
+    costs: LibCST holds about 2 KB per token (``MAX_TOKENS``). A text of no more characters
+    than ``MAX_TOKENS`` cannot have more tokens, so only larger ones are counted."""
+    return sum(1 for _ in _TOKEN.finditer(text))
 
 
 def too_deep(text: str) -> Optional[TooDeep]:

@@ -224,17 +224,17 @@ class Notebook:
 
     def with_sources(self, sources: dict[int, str]) -> str:
         """The notebook text with new ``source`` values for the given cells, nothing else."""
-        out = self.text
+        pieces, done = [], 0  # joined once: a notebook of many edited cells stays linear
         every = [*self.cells, *(script.cell for script in self.scripts)]
-        for cell in sorted(every, key=lambda c: c.span[0], reverse=True):
+        for cell in sorted(every, key=lambda c: c.span[0]):
             if cell.index not in sources or sources[cell.index] == cell.source:
                 continue
-            out = (
-                out[: cell.span[0]]
-                + _encode_source(sources[cell.index], self.text, cell)
-                + out[cell.span[1] :]
-            )
-        return out
+            pieces += [
+                self.text[done : cell.span[0]],
+                _encode_source(sources[cell.index], self.text, cell),
+            ]
+            done = cell.span[1]
+        return "".join([*pieces, self.text[done:]])
 
 
 def syntax_error(code: str) -> Optional[tuple[str, int, int]]:
@@ -334,14 +334,21 @@ def _encode_source(code: str, text: str, cell: Cell) -> str:
     lines = code.splitlines(keepends=True)
     if not lines:
         return "[]"
-    before = text[: cell.span[0]]
-    line_start = before.rfind("\n") + 1
-    key_indent = len(before[line_start:]) - len(before[line_start:].lstrip())
+    line_start = text.rfind("\n", 0, cell.span[0]) + 1
+    key_line = text[line_start : cell.span[0]]
+    key_indent = len(key_line) - len(key_line.lstrip())
     original = text[cell.span[0] : cell.span[1]]
     item = re.search(r"\[\s*\n([ \t]*)\"", original)
     indent = item.group(1) if item else " " * (key_indent + 1)
-    inner = (",\n" + indent).join(json.dumps(line, ensure_ascii=False) for line in lines)
-    return f"[\n{indent}{inner}\n{' ' * key_indent}]"
+    # The cell's own line ending (a notebook saved on Windows has CRLF), so that the edited
+    # cell does not mix LF into a CRLF file.
+    newline = (
+        "\r\n"
+        if ("\r\n" in original or "\n" not in original and text.endswith("\r\n", 0, line_start))
+        else "\n"
+    )
+    inner = ("," + newline + indent).join(json.dumps(line, ensure_ascii=False) for line in lines)
+    return f"[{newline}{indent}{inner}{newline}{' ' * key_indent}]"
 
 
 def _source_spans(text: str) -> dict[int, tuple[int, int]]:

@@ -17,6 +17,7 @@ nothing above ``smpfix.base``.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from typing import Optional
@@ -93,6 +94,33 @@ def read_regular(path: str, limit: int, inside: Optional[str] = None) -> bytes:
     return data
 
 
+def contains(path: str, marker: bytes) -> bool:
+    """Whether the regular file ``path``, of any size, holds ``marker``: read in chunks, so a
+    file over its cap costs time, not memory. True when it cannot be read (or is not a
+    regular file): the caller then reads it with ``read_regular`` and reports why."""
+    try:
+        first = os.stat(path)
+        _require_regular(first, first.st_size)
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return True
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return True
+        tail = b""
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return False
+            if marker in tail + chunk:
+                return True
+            tail = chunk[-(len(marker) - 1) :] if len(marker) > 1 else b""
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def refusal(path: str, limit: int) -> Optional[str]:
     """Why ``read_regular`` would refuse ``path`` (without opening it), or None when it would
     try: for a front end that reports what it skips before others read the files."""
@@ -115,6 +143,8 @@ def is_inside(path: str, folder: str) -> bool:
 
 
 def _require_regular(info: os.stat_result, limit: int) -> None:
+    if stat.S_ISDIR(info.st_mode):  # reported as reading a folder always was
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     if not stat.S_ISREG(info.st_mode):
         raise RefusedFile(f"not read: it is {_kind(info.st_mode)}, not a regular file")
     if info.st_size > limit:
@@ -122,7 +152,7 @@ def _require_regular(info: os.stat_result, limit: int) -> None:
 
 
 def _too_large(limit: int) -> str:
-    return f"not read: it is larger than {_size(limit)}"
+    return f"not read: it is too large (over {_size(limit)})"
 
 
 def _size(count: int) -> str:
@@ -132,8 +162,6 @@ def _size(count: int) -> str:
 
 
 def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
     if stat.S_ISFIFO(mode):
         return "a FIFO"
     if stat.S_ISSOCK(mode):

@@ -9,14 +9,16 @@ the one that was read.
 from __future__ import annotations
 
 import codecs
+import functools
 import glob
 import io
 import os
 import stat
+import sys
 import tempfile
 import tokenize
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from smpfix.base.safe_read import RefusedFile, limit_for, read_regular
 
@@ -45,8 +47,23 @@ class SourceFile:
         return (codecs.BOM_UTF8 + data) if self.bom else data
 
 
+# UTF-32 first: its little-endian mark starts with UTF-16's.
+_WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"),
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+)
+
+
 def decode(path: str, raw: bytes) -> SourceFile:
     """Decode ``raw`` as Python source does: BOM, then PEP 263 declaration, then UTF-8."""
+    for mark, name in _WIDE_BOMS:
+        if raw.startswith(mark):
+            raise SourceError(
+                f"not checked: the file is {name} text (it starts with a {name} byte order mark);"
+                " Python reads source as UTF-8 or an ASCII-compatible encoding"
+            )
     if b"\x00" in raw:
         raise SourceError("file contains NUL bytes; it is not Python source")
     try:
@@ -109,10 +126,17 @@ def write_atomic(source: SourceFile, new_text: str) -> None:
 
     The temporary file lives in the same folder (a rename across file systems is not atomic)
     and is removed on any failure, so an interrupted run leaves either the old or the new file.
-    The file on disk is compared with what was read after the new text is safely on disk and
-    just before the rename, so an edit made meanwhile is kept and reported, not overwritten.
     A file without any write permission bit is read-only even for root, who may write it
     anyway: ``chmod a-w`` is how a person says "do not touch".
+
+    An edit saved meanwhile (by an editor, in place or by its own rename) is kept and
+    reported, never overwritten: the file is held open from the first look to the end, and
+    right before the rename its bytes, and the identity (device, inode), size and
+    modification time of what the path names, must still be those of the file that was read.
+    On Linux the rename is an exchange (``renameat2(RENAME_EXCHANGE)``): what it took away
+    from the path is checked once more to be that same, unchanged file, and is put back if
+    not. What remains is the moment between that last check and putting it back (two system
+    calls; elsewhere, between the check and the rename): an edit landing exactly then is lost.
     """
     try:
         data = source.encode(new_text)
@@ -122,9 +146,17 @@ def write_atomic(source: SourceFile, new_text: str) -> None:
         ) from None
     target = os.path.realpath(source.path)
     try:
-        info = os.stat(target)
+        held = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise SourceError(f"cannot write: {exc.strerror or exc}") from None
+    try:
+        _replace_held(source, data, target, held)
+    finally:
+        os.close(held)
+
+
+def _replace_held(source: SourceFile, data: bytes, target: str, held: int) -> None:
+    info = os.fstat(held)
     mode = stat.S_IMODE(info.st_mode)
     if not mode & _WRITE_BITS or not os.access(target, os.W_OK):
         raise SourceError("cannot write: file is read-only")
@@ -142,22 +174,81 @@ def write_atomic(source: SourceFile, new_text: str) -> None:
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         _keep_owner(tmp, info)
-        if _current_bytes(target) != source.raw:
+        if _held_bytes(held) != source.raw or not _unchanged(os.stat(target), info, held):
             raise ConcurrentModification("file changed on disk since it was read; not overwritten")
-        os.replace(tmp, target)
+        if not _exchange(tmp, target):
+            os.replace(tmp, target)
+        elif not _unchanged(os.stat(tmp), info, held) or _held_bytes(held) != source.raw:
+            _exchange(tmp, target)  # what was taken away was someone's edit: put it back
+            raise ConcurrentModification("file changed on disk since it was read; not overwritten")
     except BaseException as exc:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp)  # the fix, or after an exchange the old file
         except OSError:
             pass
         if isinstance(exc, OSError):
             raise SourceError(f"cannot write: {exc.strerror or exc}") from None
         raise
+    else:
+        try:
+            os.unlink(tmp)  # after an exchange: the old file
+        except OSError:
+            pass
 
 
-def _current_bytes(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
+def _unchanged(now: os.stat_result, read: os.stat_result, held: int) -> bool:
+    """Whether ``now`` (what a path names) is the held file, not written since ``read``."""
+    current = os.fstat(held)
+    return (now.st_dev, now.st_ino) == (read.st_dev, read.st_ino) and (
+        current.st_size,
+        current.st_mtime_ns,
+    ) == (read.st_size, read.st_mtime_ns)
+
+
+def _held_bytes(held: int) -> bytes:
+    chunks: list[bytes] = []
+    offset = 0
+    while True:
+        chunk = os.pread(held, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(first: str, second: str) -> bool:
+    """Swap two paths atomically (Linux ``renameat2``); False where that is not possible."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    if (
+        renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE)
+        == 0
+    ):
+        return True
+    import ctypes
+    import errno
+
+    error = ctypes.get_errno()
+    if error in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(error, os.strerror(error))
+
+
+@functools.lru_cache(maxsize=1)
+def _renameat2() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # a C library without it (glibc before 2.28, musl)
+        return None
 
 
 def _keep_owner(tmp: str, info: os.stat_result) -> None:
@@ -177,11 +268,6 @@ def _remove_stale_temporaries(folder: str, name: str) -> None:
             os.unlink(stale)
         except OSError:
             pass
-
-
-def write_text_atomic(path: str, text: str) -> None:
-    """Write an output file (a report) atomically; used by ``--output-file``."""
-    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_bytes_atomic(

@@ -7,6 +7,7 @@ only the cells whose code changed are written back.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -87,8 +88,9 @@ def check_notebook(
         )
         fixed += applied
         errors.extend(unit_errors)
-        _, spans = final_unit.joined()
-        findings.extend(_per_cell(f, spans, final_unit, path) for f in analysis.findings)
+        if analysis.findings:
+            cells = _CellMap.of(final_unit)
+            findings.extend(_per_cell(f, cells, path) for f in analysis.findings)
         errors.extend(replace(e, path=path) for e in analysis.errors)
         for index, before, after in zip(unit.cells, unit.sources, final_unit.sources):
             if before != after:
@@ -118,11 +120,12 @@ def _fix_unit(
     applied = 0
     for _ in range(MAX_ROUNDS):
         joined, spans = unit.joined()
+        starts = _starts(spans)
         by_cell: dict[int, list[Edit]] = {}
         count = 0
         for finding in select_fixes(analysis.findings, unsafe, unit.path):
             assert finding.fix is not None
-            placed = [(_cell_for(edit, spans), edit) for edit in finding.fix.edits]
+            placed = [(_cell_for(edit, spans, starts), edit) for edit in finding.fix.edits]
             if any(cell is None for cell, _ in placed):
                 continue
             for cell, edit in placed:
@@ -167,28 +170,56 @@ def _fix_unit(
     return unit, analysis, applied, []
 
 
-def _cell_for(edit: Edit, spans: Sequence[tuple[int, int, int]]) -> tuple[int, int, int] | None:
-    for span in spans:
+def _cell_for(
+    edit: Edit, spans: Sequence[tuple[int, int, int]], starts: Sequence[int]
+) -> tuple[int, int, int] | None:
+    """The span holding ``edit`` whole (``starts``: where each span starts); found by
+    bisection, so fixing stays linear in cells."""
+    at = bisect.bisect_right(starts, edit.start) - 1
+    for span in spans[max(at - 1, 0) : at + 1]:  # an empty edit at a boundary: either side
         _, start, end = span
         if start <= edit.start and edit.end <= end and (edit.start < end or edit.start == edit.end):
             return span
     return None
 
 
-def _per_cell(
-    finding: Finding, spans: Sequence[tuple[int, int, int]], unit: _Unit, notebook_path: str
-) -> Finding:
+def _starts(spans: Sequence[tuple[int, int, int]]) -> list[int]:
+    return [start for _, start, _ in spans]
+
+
+@dataclass(frozen=True)
+class _CellMap:
+    """Where each cell of a unit starts in its joined text, by offset and by line: worked
+    out once per unit, so placing every finding in its cell costs a bisection each (a
+    notebook of thousands of cells with findings used to take minutes)."""
+
+    unit: _Unit
+    spans: list[tuple[int, int, int]]
+    starts: list[int]
+    line_starts: list[int]
+    base_lines: list[int]
+    skipped: dict[int, int]
+
+    @classmethod
+    def of(cls, unit: _Unit) -> _CellMap:
+        joined, spans = unit.joined()
+        line_starts = [0, *(i + 1 for i, char in enumerate(joined) if char == "\n")]
+        starts = _starts(spans)
+        base_lines = [bisect.bisect_right(line_starts, start) - 1 for start in starts]
+        return cls(
+            unit, spans, starts, line_starts, base_lines, dict(zip(unit.cells, unit.skipped))
+        )
+
+
+def _per_cell(finding: Finding, cells: _CellMap, notebook_path: str) -> Finding:
     """Positions relative to the cell holding the finding (and its edits); cells count from 1."""
-    joined, _ = unit.joined()
-    line_starts = [0, *(i + 1 for i, char in enumerate(joined) if char == "\n")]
-    offset = line_starts[finding.start.line - 1] + finding.start.column - 1
-    cell_index, cell_start = spans[-1][0], spans[-1][1]
-    for index, start, end in spans:
-        if start <= offset < end:
-            cell_index, cell_start = index, start
-            break
-    skip = unit.skipped[unit.cells.index(cell_index)]
-    base_line = joined.count("\n", 0, cell_start)
+    offset = cells.line_starts[finding.start.line - 1] + finding.start.column - 1
+    at = bisect.bisect_right(cells.starts, offset) - 1
+    if at < 0 or offset >= cells.spans[at][2]:
+        at = len(cells.spans) - 1
+    cell_index = cells.spans[at][0]
+    skip = cells.skipped[cell_index]
+    base_line = cells.base_lines[at]
 
     def move(position: Position) -> Position:
         return Position(position.line - base_line + skip, position.column)

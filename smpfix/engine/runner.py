@@ -337,7 +337,11 @@ def run(
     relevant: list[tuple[DiscoveredFile, Optional[bytes]]] = []
     for task in tasks:
         raw = source.read_bytes(task.path)
-        if raw is not None and not prefilter.may_involve_smp(raw):
+        if (
+            not prefilter.may_involve_smp(raw)
+            if raw is not None
+            else not prefilter.file_may_involve_smp(task.path)
+        ):
             results.append(FileResult(task.path))
             notify(results[-1])
         else:

@@ -186,7 +186,7 @@ class Launcher:
         if not isinstance(entry, str):
             return []
         folder = os.path.dirname(os.path.abspath(self.path))
-        root = project_folder(root if root is not None else project_root(self.path))
+        root = project_folder(root if root is not None else project_root(self.path), self.path)
         working_dirs = [folder] if root == folder else [folder, root]
         return launch_paths.script_candidates(entry, self.literal("source_dir"), working_dirs)
 
@@ -769,7 +769,7 @@ def _json_parameters(written: Located, launcher_path: str) -> Optional[Located]:
     candidate = _json_path(str(written.value), launcher_path)
     try:
         raw = read_regular(
-            candidate, JSON_LIMIT, inside=project_folder(project_root(launcher_path))
+            candidate, JSON_LIMIT, inside=project_folder(project_root(launcher_path), launcher_path)
         )
     except RefusedFile:
         raise

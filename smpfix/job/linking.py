@@ -159,7 +159,7 @@ class LaunchRecord:
 def shown_path(path: str, root: str) -> str:
     """A launcher as job-fact sources name it: relative to its project root, so that the
     source reads the same from any working directory (absolute when outside the root)."""
-    shown = os.path.relpath(path, project_folder(root))
+    shown = os.path.relpath(path, project_folder(root, path))
     return os.path.abspath(path) if shown.startswith("..") else shown
 
 

@@ -33,9 +33,11 @@ def project_root(path: str) -> str:
     return path if root in _too_wide() else root
 
 
-def project_folder(root: str) -> str:
-    """The folder of a project root: the root itself, or the folder of a lone file's root."""
-    return root if os.path.isdir(root) else os.path.dirname(root)
+def project_folder(root: str, path: str) -> str:
+    """The folder of ``path``'s project ``root``: the root, or for a file that is a project by
+    itself (``project_root`` gave its own path), the file's folder."""
+    path = os.path.abspath(path)
+    return os.path.dirname(path) if root == path else root
 
 
 def is_too_wide(folder: str) -> bool:

@@ -82,6 +82,8 @@ class Branches:
         self._memo: dict[tuple[int, str], ReachVerdict] = {}
         self._requirements: dict[int, list[Requirement]] = {}
         self._certain: dict[int, bool] = {}
+        # Per block: each statement's position, and the early exits with theirs (``_early_exits``).
+        self._exits: dict[int, tuple[dict[int, int], list[tuple[int, Requirement]]]] = {}
 
     # -- questions ------------------------------------------------------------------------
     def reach(self, node: cst.CSTNode, hypothesis: Hypothesis = LIBRARY_ON) -> ReachVerdict:
@@ -124,11 +126,32 @@ class Branches:
                 elif child is parent.orelse:
                     found.append(Requirement(parent.test, False))
             elif isinstance(parent, (cst.IndentedBlock, cst.Module)):
-                found.extend(_early_exits(parent, child))
+                found.extend(self._early_exits(parent, child))
             if isinstance(parent, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 break
             child = parent
         return found
+
+    def _early_exits(self, block: cst.CSTNode, child: cst.CSTNode) -> list[Requirement]:
+        """``if test: return`` (or raise, continue, break) before ``child`` in ``block``: ``test``
+        is false after it. The block's statements are looked at once, not once per child: a
+        module of thousands of guarded blocks (a long notebook) stays linear."""
+        known = self._exits.get(id(block))
+        if known is None:
+            body = block.body if isinstance(block, (cst.IndentedBlock, cst.Module)) else ()
+            known = self._exits[id(block)] = (
+                {id(statement): position for position, statement in enumerate(body)},
+                [
+                    (position, Requirement(statement.test, False))
+                    for position, statement in enumerate(body)
+                    if type(statement) is cst.If
+                    and statement.orelse is None
+                    and _ends_in_jump(statement.body)
+                ],
+            )
+        positions, exits = known
+        before = positions.get(id(child), len(positions))
+        return [requirement for position, requirement in exits if position < before]
 
     # -- evaluation -----------------------------------------------------------------------
     def _runs_whatever(self, node: cst.CSTNode, depth: int) -> bool:
@@ -217,18 +240,6 @@ class Branches:
 
 def _inside(index: ParentIndex, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
     return any(ancestor is function for ancestor in index.ancestors(node))
-
-
-def _early_exits(block: cst.CSTNode, child: cst.CSTNode) -> list[Requirement]:
-    """``if test: return`` (or raise, continue, break) before ``child`` in ``block``: ``test`` is false after it."""
-    body = block.body if isinstance(block, (cst.IndentedBlock, cst.Module)) else ()
-    found: list[Requirement] = []
-    for statement in body:
-        if statement is child:
-            break
-        if type(statement) is cst.If and statement.orelse is None and _ends_in_jump(statement.body):
-            found.append(Requirement(statement.test, False))
-    return found
 
 
 def _ends_in_jump(block: cst.BaseSuite) -> bool:
