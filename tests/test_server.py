@@ -60,18 +60,28 @@ _NOTEBOOK_CAPABILITIES = types.NotebookDocumentClientCapabilities(
     )
 )
 
-# The server with rule SMP101 broken, to see that a crashing rule costs only its own findings.
+# Rule SMP101 broken (in every process the server starts: the analysis runs in one of its
+# own), to see that a crashing rule costs only its own findings.
 _CRASHING_RULE = """
-import sys
 from smpfix.rules.wiring import smp101_optimizer_before_distributed_model as rule
+
 
 def crash(self, node):
     raise RuntimeError("boom")
 
+
 rule.OptimizerBeforeDistributedModel.visit_Call = crash
-from smpfix.server.app import serve
-sys.exit(serve())
 """
+
+
+def patched(tmp_path: Path, patch: str) -> dict[str, str]:
+    """The environment of a server whose processes all run ``patch`` first (a
+    ``sitecustomize`` module on ``PYTHONPATH``)."""
+    folder = tmp_path / "patch"
+    folder.mkdir(exist_ok=True)
+    (folder / "sitecustomize.py").write_text(patch)
+    paths = [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {"PYTHONPATH": os.pathsep.join(paths)}
 
 
 def uri_of(path: Path) -> str:
@@ -86,15 +96,19 @@ async def session(
     options: Optional[dict[str, Any]] = None,
     command: Optional[Sequence[str]] = None,
     notebooks: bool = False,
+    env: Optional[dict[str, str]] = None,
 ) -> AsyncIterator[LanguageClient]:
-    """A client connected to a fresh server for the workspace ``root``."""
+    """A client connected to a fresh server for the workspace ``root`` (``env``: variables to
+    add to the server's environment)."""
     client = make_test_lsp_client()
 
     @client.feature(types.CLIENT_REGISTER_CAPABILITY)
     def register(params: types.RegistrationParams) -> None:
         client.registrations = [*getattr(client, "registrations", []), *params.registrations]
 
-    await client.start_io(*(command or [*smpfix_command(), "server"]))
+    await client.start_io(
+        *(command or [*smpfix_command(), "server"]), env={**os.environ, **(env or {})}
+    )
     capabilities = client_capabilities("visual-studio-code")
     if notebooks:
         capabilities.notebook_document = _NOTEBOOK_CAPABILITIES
@@ -109,7 +123,18 @@ async def session(
     try:
         yield client
     finally:
-        await client.shutdown_session()
+        await end(client)
+
+
+async def end(client: LanguageClient) -> None:
+    """Shut the server down as an editor does; a server that does not end in time is killed
+    (so that a failing test fails instead of hanging)."""
+    try:
+        if client._server is not None and client._server.returncode is None:
+            await asyncio.wait_for(client.shutdown_session(), 60)
+    finally:
+        if client._server is not None and client._server.returncode is None:
+            client._server.kill()
         await client.stop()
 
 
@@ -332,7 +357,6 @@ async def test_job_facts_from_the_launchers_in_the_workspace(tmp_path: Path) -> 
 async def test_bad_documents_never_stop_the_server(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    command = [sys.executable, "-c", _CRASHING_RULE]
     wrong_order = (
         SCRIPT.replace(
             "optimizer = smp.DistributedOptimizer(torch.optim.AdamW(model.parameters(),"
@@ -341,7 +365,7 @@ async def test_bad_documents_never_stop_the_server(tmp_path: Path) -> None:
         )
         + "opt = torch.optim.AdamW(net.parameters())\nnet = smp.DistributedModel(net)\n"
     )
-    async with session(tmp_path, {"job": TP}, command=command) as client:
+    async with session(tmp_path, {"job": TP}, env=patched(tmp_path, _CRASHING_RULE)) as client:
         broken = open_file(client, tmp_path / "broken.py", SCRIPT + "def oops(:\n")
         huge = open_file(client, tmp_path / "huge.py", SCRIPT + "x = 1\n" * 400_000)
         uri = open_file(client, script, wrong_order)

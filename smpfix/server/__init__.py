@@ -8,6 +8,9 @@ and ``lsprotocol``, the optional dependencies ``smpfix[server]`` installs: nothi
 this package unless the server runs.
 
 - ``app``: the server, its handlers and the scheduling of checks;
+- ``frames``: the client's input cut into messages, whatever it sends;
+- ``analysis``: the analysis process, seen from the server (a queue, giving up stale jobs);
+- ``worker``: what runs in that process (checks, fixes, the workspace they read);
 - ``documents``: checking a document (a file, or a notebook's cells) and fixing it all;
 - ``settings``: the editor's settings over ``pyproject.toml``, per document;
 - ``launchers``: the launchers of each open document's project (the launcher index), kept current;

@@ -61,6 +61,9 @@ class Checked:
     # Lines for the editor's log: configuration problems, files that could not be analyzed,
     # rules that crashed.
     problems: tuple[str, ...] = ()
+    # Where the job settings the findings depend on were read: a source's name (as findings
+    # give it) -> the file and its 1-based line.
+    job_locations: Mapping[str, tuple[str, int]] = field(default_factory=dict)
 
     @property
     def findings(self) -> tuple[Finding, ...]:

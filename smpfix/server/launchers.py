@@ -8,6 +8,11 @@ shows in the editor the findings the command line gives it. The index of a proje
 built when one of its documents is first checked and kept; afterwards only the launcher
 that changed is read again: an open launcher's unsaved text counts over its file on disk,
 and a save or a change on disk is read from disk.
+
+The project root is the command line's (``job.project_root``: never the filesystem root, the
+home folder or a temporary-files root) with one difference: a file with no project marker
+above it is a project of its own folder, never of the server's current folder, which an
+editor picks for reasons of its own (``search_root``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from smpfix.engine.config import Config
 from smpfix.engine.launcher_index import LauncherSearch, project_links
 from smpfix.job.linking import LinkedScript, link, may_be_launcher
 from smpfix.job.project import Project
-from smpfix.job.project_root import project_root
+from smpfix.job.project_root import PROJECT_MARKERS, is_too_wide, project_root
 
 
 @dataclass
@@ -58,7 +63,7 @@ class Launchers:
 
     def project(self, path: str, config: Config) -> Project:
         """The project of the document at ``path``, with the links of its launchers."""
-        root = project_root(path)
+        root = search_root(path)
         index = self._index(root, config)
         return Project((root,)).with_links(
             [found for links in index.links.values() for found in links]
@@ -67,16 +72,18 @@ class Launchers:
     def update(self, path: str, text: Optional[str] = None) -> bool:
         """``path`` changed: ``text`` is its unsaved text in the editor, None to read it from
         disk (saved, closed, or changed by another program). Returns whether what the
-        launchers say changed."""
+        launchers say may have changed: a launcher of a project not indexed here may change
+        what an earlier analysis process told the server."""
         key = os.path.abspath(path)
         if text is None:
             self._buffers.pop(key, None)
         else:
             self._buffers[key] = text
-        changed = False
+        changed = covered = False
         for root, index in self._indexes.items():
             if not (key + os.sep).startswith(root.rstrip(os.sep) + os.sep) or not index.counts(key):
                 continue
+            covered = True
             found = _link(key, text if text is not None else _read(key), root)
             if found != index.links.get(key, ()):
                 changed = True
@@ -84,12 +91,9 @@ class Launchers:
                 index.links[key] = found
             else:
                 index.links.pop(key, None)
+        if not covered:  # the editor sends unsaved text only for documents that may launch
+            return text is not None or _read(key) is not None
         return changed
-
-    def is_launcher(self, path: str) -> bool:
-        """Asked on the protocol thread while the worker may add an index: reads a copy."""
-        key = os.path.abspath(path)
-        return any(key in index.links for index in list(self._indexes.values()))
 
     def _index(self, root: str, config: Config) -> _Index:
         index = self._indexes.get(root)
@@ -107,6 +111,21 @@ class Launchers:
                         index.links.pop(key, None)
             self._indexes[root] = index
         return index
+
+
+def search_root(path: str) -> str:
+    """Where the launchers of the document at ``path`` are searched: the nearest folder above
+    it with a project marker; without one, its own folder; a file directly in a folder too
+    wide to walk (``/tmp``, ``~``, ``/``) is searched alone."""
+    path = os.path.abspath(path)
+    root, folder = project_root(path), os.path.dirname(path)
+    if root in (path, folder) or _marked(root):
+        return root
+    return path if is_too_wide(folder) else folder
+
+
+def _marked(folder: str) -> bool:
+    return any(os.path.exists(os.path.join(folder, marker)) for marker in PROJECT_MARKERS)
 
 
 def _read(path: str) -> Optional[str]:
