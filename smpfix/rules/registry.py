@@ -198,7 +198,8 @@ def rule_table() -> list[dict[str, Any]]:
 
 
 def _versions(rule: type[Rule]) -> str:
-    """``all``, ``1.13+``, or with the narrower ranges of some findings: ``all; fp16_params 1.10+``."""
+    """``all``, ``1.13+``, or with the narrower ranges of some findings: ``all; fp16_params
+    1.10+``."""
     parts = [describe_range(rule.since, rule.until)]
     parts += [f"{what} {describe_range(*bounds)}" for what, bounds in rule.finding_ranges.items()]
     return "; ".join(parts)

@@ -220,7 +220,8 @@ def _inside(index: ParentIndex, node: cst.CSTNode, function: cst.FunctionDef) ->
 
 
 def _early_exits(block: cst.CSTNode, child: cst.CSTNode) -> list[Requirement]:
-    """``if test: return`` (or raise, continue, break) before ``child`` in ``block``: ``test`` is false after it."""
+    """``if test: return`` (or raise, continue, break) before ``child`` in ``block``: ``test`` is
+    false after it."""
     body = block.body if isinstance(block, (cst.IndentedBlock, cst.Module)) else ()
     found: list[Requirement] = []
     for statement in body:
