@@ -1,6 +1,7 @@
-"""Where smpfix's CPU time goes on one tree: the real ``smpfix check``, run in this process, timed by phase.
+"""Where smpfix's CPU time goes on one tree: the real ``smpfix check``, run in this process, timed
+by phase.
 
-    python benchmarks/phases.py DIR [OUT]    # one JSON object (seconds of CPU time), or appended to OUT
+    python benchmarks/phases.py DIR [OUT]    # one JSON object (CPU seconds), or appended to OUT
 
 Runs ``smpfix check --no-cache --workers 1 --exit-zero --no-color DIR`` (its output thrown
 away) through the command's own entry point, after wrapping the engine's functions with

@@ -179,7 +179,7 @@ for name in files:
             parse(code)
         except errors:
             pass
-"""
+"""  # noqa: E501
 
 
 @dataclass
@@ -377,7 +377,8 @@ def run_one_file(
 def one_file_report(results: dict[str, Measurement], files: int) -> str:
     lines = [
         f"one script checked alone in a project of {files} files and 3 launchers:",
-        f"  {'median wall time (CPU time)':<27} {'search':>18} {'--no-launcher-search':>22} {'ratio':>8}",
+        f"  {'median wall time (CPU time)':<27} {'search':>18} {'--no-launcher-search':>22} "
+        f"{'ratio':>8}",
     ]
     for mode, name in (
         ("cold", "cold (--no-cache)"),
@@ -387,7 +388,8 @@ def one_file_report(results: dict[str, Measurement], files: int) -> str:
         search, plain = results[f"search_{mode}"], results[f"no_search_{mode}"]
         cells = [f"{m.shown()} ({m.shown_cpu()})" for m in (search, plain)]
         lines.append(
-            f"  {name:<27} {cells[0]:>18} {cells[1]:>22} {verdict(ratio(search, plain), 1.3, at_most=True)}"
+            f"  {name:<27} {cells[0]:>18} {cells[1]:>22} "
+            f"{verdict(ratio(search, plain), 1.3, at_most=True)}"
         )
     return "\n".join(lines)
 
@@ -716,7 +718,8 @@ def server_latency(args: argparse.Namespace) -> Optional[dict[str, float]]:
     )
     if done.returncode != 0:
         print(
-            f"  server latency not measured: {done.stderr.strip().splitlines()[-1:] or done.returncode}",
+            "  server latency not measured: "
+            f"{done.stderr.strip().splitlines()[-1:] or done.returncode}",
             file=sys.stderr,
         )
         return None
@@ -748,7 +751,8 @@ def report_startup(cold_start: dict[str, Measurement], server: Optional[dict[str
     shown = f"{smpfix.median:.2f} s" if smpfix.median is not None else "-"
     ok = smpfix.median is not None and smpfix.median <= 0.7
     lines.append(
-        f"  one file (train_gpt.py), wall   smpfix {shown} ({smpfix.shown_cpu()} CPU)  {'met' if ok else 'NOT MET'} (target <= 0.7 s);  fixit {fixit.shown()}"
+        f"  one file (train_gpt.py), wall   smpfix {shown} ({smpfix.shown_cpu()} CPU)  "
+        f"{'met' if ok else 'NOT MET'} (target <= 0.7 s);  fixit {fixit.shown()}"
         + (f"  (fixit/smpfix {ratio(fixit, smpfix):.1f}x)" if ratio(fixit, smpfix) else "")
     )
     if server is None:
@@ -756,8 +760,10 @@ def report_startup(cold_start: dict[str, Measurement], server: Optional[dict[str
     else:
         median = server["median_seconds"] * 1000
         lines.append(
-            f"  server re-check, {server['script_lines']}-line script  median {median:.0f} ms, p90 {server['p90_seconds'] * 1000:.0f} ms "
-            f"over {server['edits']} edits  {'met' if median <= 150 else 'NOT MET'} (target <= 150 ms); first check {server['first_check_seconds']:.2f} s"
+            f"  server re-check, {server['script_lines']}-line script  median {median:.0f} ms, p90 "
+            f"{server['p90_seconds'] * 1000:.0f} ms "
+            f"over {server['edits']} edits  {'met' if median <= 150 else 'NOT MET'} (target <= 150 "
+            f"ms); first check {server['first_check_seconds']:.2f} s"
         )
     return "\n".join(lines)
 
@@ -771,7 +777,8 @@ def report(
     lines = [
         f"machine: {machine}",
         "",
-        f"{'median wall time (CPU time)':<27} {'SMP corpus':>22} {'mixed tree':>22} {'library only':>22}",
+        f"{'median wall time (CPU time)':<27} {'SMP corpus':>22} {'mixed tree':>22} "
+        f"{'library only':>22}",
     ]
     for key, measurement in smp.items():
         cells = [
@@ -781,19 +788,22 @@ def report(
         lines.append(f"{measurement.name:<27} {cells[0]:>22} {cells[1]:>22} {cells[2]:>22}")
     lines += ["", "ratios of wall times (medians of this run):"]
     lines.append(
-        f"  SMP cold / LibCST parse        {verdict(ratio(smp['smpfix_cold'], smp['libcst']), 1.5, at_most=True)}"
+        "  SMP cold / LibCST parse        "
+        f"{verdict(ratio(smp['smpfix_cold'], smp['libcst']), 1.5, at_most=True)}"
     )
     lines.append(
         f"  SMP cold / ast.parse           {_plain(ratio(smp['smpfix_cold'], smp['ast']))}"
     )
     cpu = (smp["smpfix_cold"].median_cpu or 0) / (smp["libcst"].median_cpu or 1)
     lines.append(
-        f"  SMP cold / LibCST parse, CPU   {cpu:.2f}x  (all processes' CPU time: the work, whatever else runs on the machine)"
+        f"  SMP cold / LibCST parse, CPU   {cpu:.2f}x  (all processes' CPU time: the work, "
+        "whatever else runs on the machine)"
     )
     for label, results in (("SMP", smp), ("mixed", mixed)):
         cold, warm = results["smpfix_cold"], results["smpfix_warm"]
         lines.append(
-            f"  {label} warm speed-up (cold/warm) {'':<{5 - len(label)}}{verdict(ratio(cold, warm), 10, at_most=False)}"
+            f"  {label} warm speed-up (cold/warm) "
+            f"{'':<{5 - len(label)}}{verdict(ratio(cold, warm), 10, at_most=False)}"
         )
         for key, name in (("fixit", "Fixit"), ("torchfix", "TorchFix"), ("ruff", "Ruff")):
             value = ratio(results[key], cold)
@@ -808,12 +818,14 @@ def report(
             )
             lines.append(f"  {label} {name}/smpfix {'':<{17 - len(label) - len(name)}}{text}")
     lines.append(
-        f"  library Ruff/smpfix         {verdict(ratio(library['ruff'], library['smpfix_cold']), 1.0, at_most=False)}"
+        "  library Ruff/smpfix         "
+        f"{verdict(ratio(library['ruff'], library['smpfix_cold']), 1.0, at_most=False)}"
     )
     peak = max(mixed["smpfix_cold"].max_rss_kb, mixed["smpfix_warm"].max_rss_kb) / 1024
     lines += [
         "",
-        f"smpfix peak memory on the mixed tree: {peak:.0f} MB (largest process; target < 300 MB: {'met' if peak < 300 else 'NOT MET'})",
+        f"smpfix peak memory on the mixed tree: {peak:.0f} MB (largest process; target < 300 MB: "
+        f"{'met' if peak < 300 else 'NOT MET'})",
     ]
     return "\n".join(lines)
 
@@ -835,8 +847,10 @@ def tree_report(result: TreeResult, title: str) -> str:
     lines = [
         "",
         f"{title}: {files['python']} Python files ({files['lines']:,} lines) and "
-        f"{files['notebooks']} notebooks; {files['prefiltered']} of these files mention smdistributed",
-        f"  {'median of ' + str(len(smpfix.cpu_seconds)) + ' alternating runs':<34} {'CPU (user+sys)':>14} {'wall':>9}",
+        f"{files['notebooks']} notebooks; {files['prefiltered']} of these files mention "
+        "smdistributed",
+        f"  {'median of ' + str(len(smpfix.cpu_seconds)) + ' alternating runs':<34} "
+        f"{'CPU (user+sys)':>14} {'wall':>9}",
     ]
     for measurement in (smpfix, floor, cpython, timed):
         lines.append(
@@ -952,7 +966,10 @@ def main() -> None:
             15,
         )
     random.seed(args.seed)
-    machine = f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, {platform.system()}"
+    machine = (
+        f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
+        f"{platform.system()}"
+    )
 
     work = args.workdir.resolve()
     shutil.rmtree(work, ignore_errors=True)

@@ -64,7 +64,8 @@ def fix_source(
     unsafe: bool = False,
     roots: Sequence[str] = (),
 ) -> FixResult:
-    """Apply fixes to ``text`` until nothing fixable changes; returns the new text (``roots``: as for ``check_source``)."""
+    """Apply fixes to ``text`` until nothing fixable changes; returns the new text (``roots``: as
+    for ``check_source``)."""
     outcome = fix_text(text, path, _options(select, job, roots), unsafe=unsafe)
     return FixResult(
         outcome.text,

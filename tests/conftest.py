@@ -89,7 +89,8 @@ def expected_findings(text: str) -> list[Expected]:
 
 
 def fixture_job(text: str) -> dict:
-    """``# smpfix-job: tensor_parallel_degree=4 microbatches=2`` -> the job the fixture runs under."""
+    """``# smpfix-job: tensor_parallel_degree=4 microbatches=2`` -> the job the fixture runs
+    under."""
     from smpfix.job.jobfacts import parse_value
 
     match = _JOB.search(text)
@@ -102,7 +103,8 @@ def fixture_job(text: str) -> dict:
 
 
 def fixture_select(text: str) -> list[str]:
-    """``# smpfix-select: SMP301 SMP101`` -> rules enabled beside the fixture's own (SMP900 needs them)."""
+    """``# smpfix-select: SMP301 SMP101`` -> rules enabled beside the fixture's own (SMP900 needs
+    them)."""
     match = _SELECT.search(text)
     return match.group("codes").split() if match else []
 

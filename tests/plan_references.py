@@ -69,7 +69,8 @@ REFERENCES: dict[str, tuple[ModelShape, Setup, InstanceType]] = {
         ),
         P4D,
     ),
-    # 32 x p4d, pp 2, tp 8, OSS, checkpointing, prescaled, batch 56, microbatches 4, active_microbatches 2
+    # 32 x p4d, pp 2, tp 8, OSS, checkpointing, prescaled, batch 56, microbatches 4,
+    # active_microbatches 2
     "GPT-2 60B": (
         GPT2_60B,
         Setup(

@@ -92,7 +92,7 @@ class SyntheticTokens(Dataset):
 def make_dataset(args):
 {I}"""The training set: {samples} samples unless the configuration says otherwise."""
 {I}return SyntheticTokens(getattr(args, "sample_count", {samples}))
-''',
+''',  # noqa: E501
     '''
 
 class AverageMeter:
@@ -130,7 +130,7 @@ def cosine_learning_rate(step_number, warmup_steps, total_steps, peak_learning_r
 {I}progress_ratio = min(1.0, (step_number - warmup_steps) / max(1, total_steps - warmup_steps))
 {I}cosine_factor = 0.5 * (1.0 + math.cos(math.pi * progress_ratio))
 {I}return peak_learning_rate * (floor_ratio + (1.0 - floor_ratio) * cosine_factor)
-''',
+''',  # noqa: E501
     '''
 
 def perplexity_of(loss_values):
@@ -160,7 +160,7 @@ def read_run_config(config_path, defaults_mapping=None):
 def setup_run_logging(verbose_output=False):
 {I}configure_logging(level="DEBUG" if verbose_output else "INFO", format="%(asctime)s %(levelname)s %(message)s")
 {I}return getLogger("training")
-''',
+''',  # noqa: E501
 )
 
 _STEP = """

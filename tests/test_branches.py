@@ -62,7 +62,8 @@ elif smp.rdp_rank() == 0:
 torch.save(optimizer.state_dict(), "opt_again.pt")
 """
     )
-    # The first save sits where the script's own test says sharding is off; the second may run with it.
+    # The first save sits where the script's own test says sharding is off; the second may run with
+    # it.
     assert _found(text, "SMP303") == [(21, "warning")]
 
 
@@ -205,7 +206,7 @@ PyTorch(
         "mpi": {"enabled": True, "processes_per_host": 8},
     },
 ).fit()
-"""
+"""  # noqa: E501
 
 
 def _project_findings(

@@ -83,7 +83,7 @@ PyTorch(
         "mpi": {"enabled": True, "processes_per_host": 8},
     },
 )
-"""
+"""  # noqa: E501
 
 TRAINER_SCRIPT = """from transformers import Trainer, TrainingArguments
 

@@ -392,7 +392,8 @@ def test_job_table_is_checked_by_the_configuration_rules(workdir: Path) -> None:
 
 
 def test_job_table_states_ddp_for_the_backend_rules(workdir: Path) -> None:
-    """A table that leaves `ddp` out declares only what smpfix needs; one that writes it False is checked."""
+    """A table that leaves `ddp` out declares only what smpfix needs; one that writes it False is
+    checked."""
     table = (
         "[tool.smpfix.job]\ninstance_count = 2\nprocesses_per_host = 8\npipeline_parallel_degree"
         " = 2\n"

@@ -30,9 +30,10 @@ from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.flow.value_flow import EndKind, ValueFlow
 
 
-# -- item 9: the keys of a local **kwargs dict ------------------------------------------------------
+# -- item 9: the keys of a local **kwargs dict -----------------------------------------------------
 def _passed(source: str, key: str, call_index: int = -1) -> Optional[tuple[list[str], bool]]:
-    """(the values ``key`` may have, whether it may be absent) at the file's ``DataLoader`` calls."""
+    """(the values ``key`` may have, whether it may be absent) at the file's ``DataLoader``
+    calls."""
     module = cst.parse_module(source)
     facts = collect(module)
     loaders = [call for call in facts.call_order if module.code_for_node(call.func) == "DataLoader"]
@@ -130,7 +131,7 @@ def test_a_module_level_dict_is_read_unless_a_function_changes_it() -> None:
     assert _passed(changed, "drop_last") is None
 
 
-# -- item 11: following a loader ----------------------------------------------------------------------
+# -- item 11: following a loader -------------------------------------------------------------------
 FOLLOWED = """\
 import smdistributed.modelparallel.torch as smp
 from concurrent.futures import ThreadPoolExecutor
@@ -195,7 +196,7 @@ def test_value_flow_ends_of_a_returned_tuple_element() -> None:
     assert isinstance(loop, cst.For) and module.code_for_node(loop.iter) == "valid"
 
 
-# -- items 10 and 12: across the modules of a project ----------------------------------------------------
+# -- items 10 and 12: across the modules of a project ----------------------------------------------
 UTILS = """\
 import smdistributed.modelparallel.torch as smp
 import torch.distributed as dist

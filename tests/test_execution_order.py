@@ -1,5 +1,5 @@
-"""The order a script's calls run in (``smpfix.program.order.execution``): the shared answer to "does
-this run before that, on one path?" used by SMP108-SMP111 and SMP115-SMP116."""
+"""The order a script's calls run in (``smpfix.program.order.execution``): the shared answer to
+"does this run before that, on one path?" used by SMP108-SMP111 and SMP115-SMP116."""
 
 from __future__ import annotations
 

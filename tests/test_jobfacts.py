@@ -223,7 +223,8 @@ def test_with_the_version_unknown_keys_only_the_dict_sets_are_unknown() -> None:
         and "counts only if the library does not initialise itself" in state.source
     )
     assert job.feature("PP").state is Tri.ON  # the launcher's own settings stay known
-    # A container that shipped releases on both sides (PyTorch 1.10.2: 1.7, then 1.8) is unknown too.
+    # A container that shipped releases on both sides (PyTorch 1.10.2: 1.7, then 1.8) is unknown
+    # too.
     assert JobFacts.resolve([_launched("1.10.2"), _DICT]).init_dict is InitDict.UNCERTAIN
 
 

@@ -171,7 +171,7 @@ def test_unresolvable_parts_are_unknown_not_guessed() -> None:
     text = """import sagemaker
 dist = {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"microbatches": args.mb, "partitions": load()}}}}
 sagemaker.estimator.Estimator(image_uri="x", distribution=dist)
-"""
+"""  # noqa: E501
     params = resolve(text)["smdistributed"]["modelparallel"]["parameters"]
     assert params["microbatches"] is UNKNOWN and params["partitions"] is UNKNOWN
 
@@ -182,7 +182,7 @@ def test_parameters_from_a_json_file(tmp_path: Path) -> None:
     (tmp_path / "code" / "train.py").write_text(SCRIPT)
     (tmp_path / "launch.py").write_text("""from sagemaker.pytorch import PyTorch
 PyTorch(entry_point="train.py", source_dir="code", distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": "smp.json"}}, "mpi": {"enabled": True, "processes_per_host": 8}})
-""")
+""")  # noqa: E501
     found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
     assert [f["severity"] for f in found] == ["error"]
 
@@ -238,7 +238,7 @@ for k, v in load_overrides().items():
     hp[k] = v
 PyTorch(entry_point="train.py", distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {
     "tensor_parallel_degree": hp["tensor_parallel_degree"], "fp16": args.fp16 > 0}}}})
-"""
+"""  # noqa: E501
     params = resolve(text)["smdistributed"]["modelparallel"]["parameters"]
     assert params["tensor_parallel_degree"] is UNKNOWN and params["fp16"] is UNKNOWN
 
@@ -248,7 +248,7 @@ def test_entry_point_given_by_position(tmp_path: Path) -> None:
     (tmp_path / "code" / "train.py").write_text(SCRIPT)
     (tmp_path / "launch.py").write_text("""from sagemaker.pytorch import PyTorch
 PyTorch("train.py", source_dir="code", distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 4, "ddp": True}}}, "mpi": {"enabled": True, "processes_per_host": 8}})
-""")
+""")  # noqa: E501
     found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
     assert [f["severity"] for f in found] == ["error"]
 
@@ -394,7 +394,7 @@ class TestMore:
 
 
 DISTRIBUTION = {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"partitions": 2}}}}
-"""
+"""  # noqa: E501
     module = cst.parse_module(text)
     found = find_launchers(module, collect(module).imports, "/repo/test/test_smp.py")
     assert [launcher.script_candidates("/repo") for launcher in found] == [

@@ -1,4 +1,5 @@
-"""Does a launched script, with its project modules, load the library? (``smpfix.rules.job_config._library_loading``)
+"""Does a launched script, with its project modules, load the library?
+(``smpfix.rules.job_config._library_loading``)
 
 The answer is OFF only when every import is known; each case writes a small project and asks
 about ``train.py``.

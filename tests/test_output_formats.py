@@ -223,7 +223,8 @@ def test_github_annotations(tmp_path: Path) -> None:
     start, end = smp101["location"], smp101["end_location"]
     assert (
         by_code["SMP101"] == "::error"
-        f" file=train.py,line={start['row']},col={start['column']},endLine={end['row']},endColumn={end['column']},title=SMP101"
+        f" file=train.py,line={start['row']},col={start['column']},"
+        f"endLine={end['row']},endColumn={end['column']},title=SMP101"
         f" optimizer-before-distributed-model::{smp101['message']}"
     )
     assert by_code["SMP301"].startswith("::error file=train.py,line=9,col=4,")
@@ -463,7 +464,7 @@ estimator = PyTorch(
         "mpi": {"enabled": True, "processes_per_host": 8},
     },
 )
-"""
+"""  # noqa: E501
 
 
 def test_sarif_related_location_points_at_the_launcher_that_configures_the_script(

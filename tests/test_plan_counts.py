@@ -55,7 +55,8 @@ def test_names_are_found_case_insensitively_and_through_aliases() -> None:
 
 
 def test_the_official_gpt2_example_configuration() -> None:
-    # train_gpt_simple.py: GPT2Config(vocab_size=args.vocab_size, n_positions=args.max_context_width,
+    # train_gpt_simple.py: GPT2Config(vocab_size=args.vocab_size,
+    # n_positions=args.max_context_width,
     # n_embd=args.hidden_width, n_layer=args.num_layers, n_head=args.num_heads, n_inner=None, ...)
     shape = shape_from_config(
         "GPT2Config",

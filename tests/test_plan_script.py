@@ -278,7 +278,7 @@ def test_the_smp_init_dict_is_evaluated() -> None:
     assert found.unknown == frozenset({"bf16"}) and not found.complete
 
 
-# -- models the project defines ---------------------------------------------------------------------
+# -- models the project defines --------------------------------------------------------------------
 
 CUSTOM = """\
 import torch.nn as nn
@@ -303,7 +303,7 @@ class GPT(nn.Module):
         self.head = nn.Linear(hidden, vocab, bias=False)
         TIE
         self.register_buffer("mask", torch.triu(torch.ones(seq_len, seq_len)))
-"""
+"""  # noqa: E501
 
 
 def custom(body: str, tie: str = "") -> Any:
@@ -357,7 +357,7 @@ def test_a_hugging_face_model_wins_over_a_wrapper_class() -> None:
     assert found.count is not None and found.count.total == 124_439_808
 
 
-# -- absurd inputs -------------------------------------------------------------------------------------
+# -- absurd inputs ---------------------------------------------------------------------------------
 
 
 def test_absurd_sizes_give_no_verdict_and_no_crash() -> None:

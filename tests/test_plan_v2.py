@@ -386,7 +386,10 @@ def test_a_20b_model_on_a_v2_launcher_never_gets_v1_s_verdict(tmp_path: Path) ->
 
 
 def test_v1_settings_in_a_v2_launcher_do_not_change_its_plan(tmp_path: Path) -> None:
-    v2 = '"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {"enabled": True'
+    v2 = (
+        '"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {"enabled": '
+        "True"
+    )
     plain = v2_project(tmp_path / "a", "{" + v2 + ', "parameters": {"hybrid_shard_degree": 16}}}}')
     mixed = v2_project(
         tmp_path / "b",
@@ -431,7 +434,8 @@ def test_a_v1_launcher_on_pytorch_2_0_0_keeps_the_v1_plan(tmp_path: Path) -> Non
 
 if __name__ == "__main__":
     print(
-        "| reference configuration | parameters | model states | activations | rest | total GiB (flash / none) | share |"
+        "| reference configuration | parameters | model states | activations | rest | total GiB "
+        "(flash / none) | share |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for name in REFERENCES:

@@ -27,7 +27,9 @@ ODD = {
     "form_feed.py": "def f():\n    y = 0\n\x0c    if x:\n        pass\n    return 1\n",
     # The same statement in several places: located through a unique statement around it,
     # else (twice at the top level) through CPython's lines.
-    "repeated.py": "if a:\n    for c in m:\n        smp.checkpoint(c)\nelse:\n    for c in m:\n        smp.checkpoint(c)\nx = 1\nx = 1\ndef f():\n    x = 1\n    return None\ndef g():\n    x = 1\n    return None\n",
+    "repeated.py": "if a:\n    for c in m:\n        smp.checkpoint(c)\nelse:\n    for c in m:\n    "
+    "    smp.checkpoint(c)\nx = 1\nx = 1\ndef f():\n    x = 1\n    return None\ndef g():\n    "
+    "x = 1\n    return None\n",
 }
 
 

@@ -147,7 +147,7 @@ PyTorch(
         "mpi": {"enabled": True, "processes_per_host": 8},
     },
 ).fit()
-"""
+"""  # noqa: E501
 
 
 def test_check_hook_on_one_script_finds_its_launcher(setup: tuple[Path, Path, dict]) -> None:

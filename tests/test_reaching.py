@@ -1,4 +1,5 @@
-"""Reaching definitions (``smpfix.program.names``): the assignments that can give a use its value."""
+"""Reaching definitions (``smpfix.program.names``): the assignments that can give a use its
+value."""
 
 from __future__ import annotations
 

@@ -153,7 +153,7 @@ import sys
 from smpfix.api import check_source
 check_source(open(sys.argv[1]).read(), select=sys.argv[2].split(",") if len(sys.argv) > 2 else None)
 print(" ".join(sorted(name.split(".")[2] + "." + name.rsplit(".", 1)[-1][:6].upper() for name in sys.modules if name.count(".") == 3 and name.startswith("smpfix.rules.") and not name.rsplit(".", 1)[-1].startswith("_"))))
-"""
+"""  # noqa: E501
 
 
 def test_a_file_imports_only_the_rules_that_can_apply_to_it(tmp_path: Path) -> None:
@@ -182,7 +182,8 @@ def test_a_file_imports_only_the_rules_that_can_apply_to_it(tmp_path: Path) -> N
         "SMP101",
         *(code for code in rule_codes() if code.startswith("SMP2")),
     }
-    # The PyTorch flavour: no TensorFlow rule; the TensorFlow flavour: no tensor or sharded data parallelism.
+    # The PyTorch flavour: no TensorFlow rule; the TensorFlow flavour: no tensor or sharded data
+    # parallelism.
     assert not any(module.startswith("tensorflow.") for module in everything)
     script.write_text(
         "import smdistributed.modelparallel.tensorflow as smp\nsmp.init()\n", encoding="utf-8"

@@ -51,7 +51,7 @@ estimator = PyTorch(
     distribution={{"smdistributed": {{"modelparallel": smp_options}}, "mpi": {{"enabled": True, "processes_per_host": 8}}}},
 )
 estimator.fit()
-"""
+"""  # noqa: E501
 ESTIMATOR_LINE = 4  # 1-based line of `estimator = PyTorch(`
 
 _NOTEBOOK_CAPABILITIES = types.NotebookDocumentClientCapabilities(

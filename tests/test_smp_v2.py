@@ -57,7 +57,8 @@ V2_DISTRIBUTION = (
     '{"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {"enabled": True,'
     ' "parameters": {"hybrid_shard_degree": 8, "tensor_parallel_degree": 2}}}}'
 )
-# Looks like v1 and breaks v1 rules (tensor parallelism without ddp, no mpi): only the script says v2.
+# Looks like v1 and breaks v1 rules (tensor parallelism without ddp, no mpi): only the script says
+# v2.
 V1_LOOKING = (
     '{"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree":'
     " 4}}}}"
@@ -129,7 +130,8 @@ def test_each_launcher_sign_of_v2(tmp_path: Path) -> None:
             V1_LOOKING,
             extra=(
                 "\n   "
-                ' image_uri="658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.2.0-gpu-py310-cu121",'
+                ' image_uri="658645717510.dkr.ecr.us-east-1.amazonaws.com/'
+                'smdistributed-modelparallel:2.2.0-gpu-py310-cu121",'
             ),
         ),
         "key": launcher(

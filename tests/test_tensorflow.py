@@ -209,7 +209,8 @@ def test_a_tensorflow_launcher_without_partitions_and_with_pytorch_keys(tmp_path
         "check", "--no-cache", "--format", "json", "--select", "SMP8", ".", cwd=tmp_path
     )
     codes = sorted((item["code"], item["severity"]) for item in json.loads(result.stdout))
-    # The PyTorch name of the degree (with a rename as the fix), "ddp" (Horovod's job in TensorFlow);
+    # The PyTorch name of the degree (with a rename as the fix), "ddp" (Horovod's job in
+    # TensorFlow);
     # no "partitions is required" on top of the rename, and no PyTorch-only configuration rule.
     assert codes == [("SMP812", "error"), ("SMP812", "error")], result.stdout
     fixed = run_cli(

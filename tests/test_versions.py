@@ -218,7 +218,7 @@ def test_a_tensorflow_launcher_states_its_container(tmp_path: Path) -> None:
 TensorFlow(entry_point="train.py", framework_version="2.6.0", py_version="py38",
            distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"partitions": 2}}},
                          "mpi": {"enabled": True}})
-"""
+"""  # noqa: E501
     path = tmp_path / "launch.py"
     path.write_text(launcher)
     [linked] = link([(str(path), launcher)])

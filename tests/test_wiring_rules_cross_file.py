@@ -70,7 +70,7 @@ PyTorch(
         "mpi": {{"enabled": True, "processes_per_host": 8}},
     }},
 ).fit()
-"""
+"""  # noqa: E501
 
 TRAIN_WITH_LOADERS = """\
 import argparse
@@ -140,7 +140,7 @@ PyTorch(
         "mpi": {{"enabled": True, "processes_per_host": 8}},
     }},
 ).fit()
-"""
+"""  # noqa: E501
 
 SMP108_SCRIPT = """\
 import smdistributed.modelparallel.torch as smp
@@ -200,7 +200,7 @@ def main(args):
 
 
 main(None)
-"""
+"""  # noqa: E501
 
 
 def test_smp116_under_a_launch_that_ignores_the_scripts_dict(workdir: Path) -> None:

@@ -101,7 +101,8 @@ class ImportTable:
 
     @classmethod
     def of_module(cls, module: cst.Module) -> ImportTable:
-        """The table of every import statement in ``module``, wherever it is (as the facts build it)."""
+        """The table of every import statement in ``module``, wherever it is (as the facts build
+        it)."""
         from smpfix.base.walker import nodes_of_type
 
         return cls.from_statements(nodes_of_type(module, cst.Import, cst.ImportFrom))

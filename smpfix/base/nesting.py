@@ -45,7 +45,12 @@ MAX_BRACKETS = 200
 # construct per level, attribute chains) and far above hand-written code.
 MAX_NESTING = 1000
 
-_STRING_BODY = r"""(?:'''(?:[^'\\]|\\.|'(?!''))*(?:'''|\Z)|\"\"\"(?:[^"\\]|\\.|"(?!""))*(?:\"\"\"|\Z)|'(?:[^'\\\r\n]|\\(?:\r\n|.))*'?|"(?:[^"\\\r\n]|\\(?:\r\n|.))*"?)"""
+_STRING_BODY = (
+    r"(?:'''(?:[^'\\]|\\.|'(?!''))*(?:'''|\Z)|"
+    r'\"\"\"(?:[^"\\]|\\.|"(?!""))*(?:\"\"\"|\Z)|'
+    r"'(?:[^'\\\r\n]|\\(?:\r\n|.))*'?|"
+    r'"(?:[^"\\\r\n]|\\(?:\r\n|.))*"?)'
+)
 _TOKEN = re.compile(
     r"(?P<string>(?P<prefix>[rRbBuUfFtT]{0,2})" + _STRING_BODY + r")"
     r"|(?P<comment>\#[^\r\n]*)"
@@ -146,7 +151,8 @@ def refusal(text: str) -> Optional[TooDeep]:
     if len(text) > MAX_CHARACTERS:
         size = f"{len(text) / 1_000_000:.1f} million characters"
         return TooDeep(
-            f"file is too large to analyze ({size}; the limit is {MAX_CHARACTERS // 1_000_000} million); exclude it if it is generated",
+            f"file is too large to analyze ({size}; the limit is {MAX_CHARACTERS // 1_000_000} "
+            "million); exclude it if it is generated",
             1,
             1,
         )
@@ -216,7 +222,8 @@ def _scan(text: str) -> Optional[TooDeep]:
             grew = True
             if len(levels) - 1 > MAX_BRACKETS:
                 return _refuse(
-                    f"too many nested parentheses (more than {MAX_BRACKETS}; Python itself refuses this)",
+                    f"too many nested parentheses (more than {MAX_BRACKETS}; Python itself refuses "
+                    "this)",
                     line,
                     match,
                     line_start,
@@ -247,7 +254,8 @@ def _scan(text: str) -> Optional[TooDeep]:
             grew = True
         if grew and len(levels) + chained + indentation.depth > MAX_NESTING:
             return _refuse(
-                f"code is nested too deeply to analyze safely (more than {MAX_NESTING} levels in one statement)",
+                f"code is nested too deeply to analyze safely (more than {MAX_NESTING} levels in "
+                "one statement)",
                 line,
                 match,
                 line_start,

@@ -117,9 +117,9 @@ class Positions:
     characters LibCST does not reproduce (so the statement's own text is its generated code,
     and the one place is its place); a statement written the same way elsewhere too is found
     in the nearest statement around it that appears once; else it is placed at the line
-    CPython's own parser gives it (``ast``, about a fifth of a LibCST parse, paid once per file). When neither places it, the whole
-    module is generated instead. A finding in a 1,000-line script then costs the code
-    generation of one statement, not of the file.
+    CPython's own parser gives it (``ast``, about a fifth of a LibCST parse, paid once per file).
+    When neither places it, the whole module is generated instead. A finding in a 1,000-line script
+    then costs the code generation of one statement, not of the file.
     """
 
     def __init__(self, module: cst.Module, text: str, index: Optional[NodeIndex] = None) -> None:

@@ -519,7 +519,8 @@ def _replay(
     path = ancestry.stack
     order, ends = index.order, index.ends
     table = {kind: dispatch.handlers(kind) for kind in index.by_type()}
-    # The nodes entered and not yet left: where each one's subtree ends, and it with its leave handlers.
+    # The nodes entered and not yet left: where each one's subtree ends, and it with its leave
+    # handlers.
     open_ends: list[int] = []
     open_nodes: list[tuple[cst.CSTNode, tuple[Handler, ...]]] = []
     for position in range(start, end):

@@ -200,7 +200,8 @@ class _Constructor:
         elif isinstance(small, cst.AnnAssign) and small.value is not None:
             self._assign(small.target, small.value)
         elif isinstance(small, (cst.Expr, cst.Pass)):
-            return  # super().__init__(), self.register_buffer(...), initialisation calls: no new parameters
+            # super().__init__(), self.register_buffer(...), initialisation calls: no new parameters
+            return
         else:
             raise _Unreadable("a statement smpfix does not follow")
 
@@ -362,7 +363,8 @@ class _Constructor:
         return value
 
     def _number(self, expr: cst.BaseExpression) -> Any:
-        """An int, float or bool from literals, parameters, ``self.<name>`` set earlier, arithmetic."""
+        """An int, float or bool from literals, parameters, ``self.<name>`` set earlier,
+        arithmetic."""
         if isinstance(expr, cst.Name) and expr.value in self.env:
             return self.env[expr.value]
         if (

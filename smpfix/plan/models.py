@@ -61,7 +61,8 @@ class ParameterCount:
 
     total: int
     in_layers: int  # inside the repeated transformer layers: tensor parallelism splits these
-    small: int  # tensors below ~1e6 elements (biases, norms): sharded data parallelism keeps them whole
+    # tensors below ~1e6 elements (biases, norms): sharded data parallelism keeps them whole
+    small: int
     layers: int  # repeated layers
 
     @property

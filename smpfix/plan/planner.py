@@ -177,7 +177,8 @@ def plan(inputs: PlanInputs) -> MemoryPlan:
         found = problems(setup)
         if found:
             raise _UnresolvedInput(
-                f"the configuration is one the library refuses ({'; '.join(found)}); the configuration rules report it"
+                f"the configuration is one the library refuses ({'; '.join(found)}); the "
+                "configuration rules report it"
             )
     except _UnresolvedInput as unknown:
         return replace(empty, reason=str(unknown), assumptions=tuple(reader.assumptions))
@@ -217,10 +218,16 @@ def _merged(inputs: PlanInputs) -> tuple[JobFacts, ScriptValues]:
 
 def _instance_problem(job: JobFacts) -> str:
     if "instance_type" in job.unknown:
-        return f"the instance type is set in {job.unknown['instance_type']} to a value smpfix cannot resolve"
+        return (
+            f"the instance type is set in {job.unknown['instance_type']} to a value smpfix "
+            "cannot resolve"
+        )
     value = job.value("instance_type")
     if value is None:
-        return "no instance type: the launcher does not state one (set instance_type in [tool.smpfix.job])"
+        return (
+            "no instance type: the launcher does not state one (set instance_type in "
+            "[tool.smpfix.job])"
+        )
     return f"{value!r} is not an instance type smpfix knows the GPUs of"
 
 
@@ -333,7 +340,10 @@ def _world(reader: _Reader, instance: InstanceType) -> int:
         isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (instances, processes)
     ):
         raise _UnresolvedInput("instance_count and processes_per_host must be positive integers")
-    shown = f"{instances} x {instance.name} ({instance.gpus} x {instance.gpu_model}), {processes} processes per instance"
+    shown = (
+        f"{instances} x {instance.name} ({instance.gpus} x {instance.gpu_model}), {processes} "
+        "processes per instance"
+    )
     notes = [
         note
         for note, setting in (
@@ -364,7 +374,8 @@ def _precision(reader: _Reader, code: Optional[ScriptCode], values: ScriptValues
         reader.assumptions.append("precision unresolved: estimated in fp16 and in fp32")
         return "fp16"
     reader.assumptions.append(
-        "fp32 training: no fp16, bf16 or fp16_params setting and no 16-bit dtype in smp.model_creation"
+        "fp32 training: no fp16, bf16 or fp16_params setting and no 16-bit dtype in "
+        "smp.model_creation"
     )
     return "fp32"
 

@@ -211,7 +211,8 @@ def _configuration(
         value = values.of(arg.value, facts=linked.facts)
         if not value.known:
             return _unresolved(
-                f"{where}: {keyword} cannot be resolved (no literal, argparse default or launcher hyperparameter)"
+                f"{where}: {keyword} cannot be resolved (no literal, argparse default or launcher "
+                "hyperparameter)"
             )
         keywords[keyword] = value.value
         traced.extend(value.how)
@@ -225,7 +226,12 @@ def _configuration(
 def _checkpoint(
     code: ScriptCode, values: ScriptValues, linked: ParsedFile, call: cst.Call
 ) -> _ModelCandidate:
-    shown = f"`{class_name(linked.facts, call.func.value) if isinstance(call.func, cst.Attribute) else 'from_pretrained'}.from_pretrained(...)`"
+    owner = (
+        class_name(linked.facts, call.func.value)
+        if isinstance(call.func, cst.Attribute)
+        else "from_pretrained"
+    )
+    shown = f"`{owner}.from_pretrained(...)`"
     where = f"{shown} at {code.where(linked, call)}"
     first = next(
         (
@@ -285,7 +291,8 @@ def _custom(
     model = reader.model(name, tuple(arguments), keywords)
     if model is None:
         return _unresolved(
-            f"{where} builds layers smpfix cannot count (only torch.nn layers and project modules are read)"
+            f"{where} builds layers smpfix cannot count (only torch.nn layers and project modules "
+            "are read)"
         )
     detail = f" ({'; '.join(traced)})" if traced else ""
     return _ModelCandidate(

@@ -76,7 +76,8 @@ class Reading:
 def reachable(
     code: ScriptCode, values: ScriptValues, linked: ParsedFile, node: cst.CSTNode
 ) -> Optional[bool]:
-    """Whether the ``if`` tests around ``node`` let it run: True, False, or None when a test is unknown."""
+    """Whether the ``if`` tests around ``node`` let it run: True, False, or None when a test is
+    unknown."""
     result: Optional[bool] = True
     for test, wanted in code.branches(linked, node):
         found = values.of(test, linked.facts)
@@ -188,7 +189,8 @@ def optimizer(code: ScriptCode, values: ScriptValues) -> Reading:
     if not found:
         return Reading(
             "adam",
-            "no optimizer constructed in the launched code: Adam assumed (the Hugging Face Trainer's default)",
+            "no optimizer constructed in the launched code: Adam assumed (the Hugging Face "
+            "Trainer's default)",
         )
     kind = max(found, key=lambda k: OPTIMIZER_STATE_BYTES[k])
     extra = " (the largest state of the optimizers the code may build)" if len(found) > 1 else ""
@@ -237,7 +239,8 @@ def batch_size(code: ScriptCode, values: ScriptValues) -> Reading:
         if value is None or not value.known or not isinstance(value.value, int):
             return Reading(
                 None,
-                f"the batch size of the DataLoader at {code.where(linked, call)} cannot be resolved",
+                f"the batch size of the DataLoader at {code.where(linked, call)} cannot be "
+                "resolved",
             )
         sizes.setdefault(
             value.value, f"the DataLoader at {code.where(linked, call)}" + _because(value.how)

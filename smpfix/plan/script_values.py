@@ -4,11 +4,12 @@ A plan reads sizes and switches the script computes from its command line:
 ``GPT2Config(n_embd=args.hidden_width)``, ``flash_attention=args.flash_attention > 0``,
 ``dtype=torch.float16``. This folds literals, names bound once, ``args.<name>`` through
 argparse (the launcher's hyperparameters overriding the defaults:
-``smpfix.program.flow.command_line``), ``smp.tp_size()`` and ``smp.pp_size()`` from the job, SMP v2's ``tsm.state.<setting>`` from
-the v2 settings a v2 plan gives (``with_v2_state``; the official v2 example tests
-``tsm.state.sm_activation_offloading``), ``torch`` dtypes, and arithmetic, comparisons and boolean operations over those. Anything
-else is ``UNKNOWN``: nothing is executed and nothing is guessed. Each value carries, in
-words, the argparse values it rests on, for the plan's assumptions.
+``smpfix.program.flow.command_line``), ``smp.tp_size()`` and ``smp.pp_size()`` from the job, SMP
+v2's ``tsm.state.<setting>`` from the v2 settings a v2 plan gives (``with_v2_state``; the official
+v2 example tests ``tsm.state.sm_activation_offloading``), ``torch`` dtypes, and arithmetic,
+comparisons and boolean operations over those. Anything else is ``UNKNOWN``: nothing is executed
+and nothing is guessed. Each value carries, in words, the argparse values it rests on, for the
+plan's assumptions.
 """
 
 from __future__ import annotations

@@ -54,7 +54,8 @@ class Setup:
 
     @property
     def dp(self) -> int:
-        """The library's ``dp_size()``: world / pp (tensor-parallel peers count as data-parallel ranks)."""
+        """The library's ``dp_size()``: world / pp (tensor-parallel peers count as data-parallel
+        ranks)."""
         return self.world // self.pp
 
     @property
@@ -93,11 +94,13 @@ def problems(setup: Setup) -> tuple[str, ...]:
         return tuple(found)
     if setup.world % (setup.tp * setup.pp):
         found.append(
-            "the process count is not divisible by tensor_parallel_degree x pipeline_parallel_degree"
+            "the process count is not divisible by tensor_parallel_degree x "
+            "pipeline_parallel_degree"
         )
     if setup.sdp > 1 and (setup.pp > 1 or setup.oss):
         found.append(
-            "sharded data parallelism needs pipeline_parallel_degree 1 and no optimizer state sharding"
+            "sharded data parallelism needs pipeline_parallel_degree 1 and no optimizer state "
+            "sharding"
         )
     if setup.sdp > 1 and setup.rdp % setup.sdp:
         found.append(

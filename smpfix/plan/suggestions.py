@@ -5,9 +5,10 @@ first: memory savers that keep the parallel layout (activation checkpointing, op
 state sharding, offloading, more microbatches, a smaller batch), then more sharding, tensor
 parallelism (a power of two inside a node, with ``prescaled_batch``), then pipeline
 parallelism. A change that turns ``prescaled_batch`` on keeps the samples of each
-tensor-parallel group, so its estimate is not an artifact of a smaller batch. For each knob the smallest value that fits is kept. Only setups the library
-accepts are offered (``setup.problems``). When nothing fits on this instance type, the same
-job on a type with more GPU memory and as many GPUs per instance is tried.
+tensor-parallel group, so its estimate is not an artifact of a smaller batch. For each knob the
+smallest value that fits is kept. Only setups the library accepts are offered (``setup.problems``).
+When nothing fits on this instance type, the same job on a type with more GPU memory and as many
+GPUs per instance is tried.
 """
 
 from __future__ import annotations

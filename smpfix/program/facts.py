@@ -122,7 +122,8 @@ class FileFacts:
     call_statements: Mapping[cst.Call, Optional[StatementRef]] = field(default_factory=dict)
     # SageMaker estimator constructions (this file is a launcher when there are any).
     estimator_calls: tuple[cst.Call, ...] = ()
-    # Local classes deriving (directly or through each other) from TensorFlow's ``smp.DistributedModel``.
+    # Local classes deriving (directly or through each other) from TensorFlow's
+    # ``smp.DistributedModel``.
     distributed_model_classes: frozenset[str] = field(default=frozenset())
 
     # -- what the file is -------------------------------------------------------------------
@@ -147,7 +148,8 @@ class FileFacts:
 
     @property
     def imports_smp_tf(self) -> bool:
-        """The TensorFlow flavour (``smdistributed.modelparallel.tensorflow``, its ``.v2`` or ``.v1``)."""
+        """The TensorFlow flavour (``smdistributed.modelparallel.tensorflow``, its ``.v2`` or
+        ``.v1``)."""
         return self.imports.imports_module(SMP_TF)
 
     @property
@@ -202,7 +204,8 @@ class FileFacts:
         return type(node) is cst.Call and self.smp_member(node.func) in members
 
     def smp_rank_function(self, node: cst.CSTNode) -> Optional[str]:
-        """``"dp_rank"`` for ``smp.dp_rank()``; also resolves a name assigned once from such a call."""
+        """``"dp_rank"`` for ``smp.dp_rank()``; also resolves a name assigned once from such a
+        call."""
         if type(node) is cst.Call and not node.args:
             member = self.smp_member(node.func)
             if member in RANK_FUNCTIONS or member in SIZE_FUNCTIONS:
@@ -223,7 +226,8 @@ class FileFacts:
         return literal_value(node, self.names.resolve)
 
     def is_optimizer_constructor(self, node: cst.CSTNode) -> bool:
-        """``torch.optim.AdamW(...)``, apex/transformers/smp optimizers, or a local Optimizer subclass."""
+        """``torch.optim.AdamW(...)``, apex/transformers/smp optimizers, or a local Optimizer
+        subclass."""
         if type(node) is not cst.Call:
             return False
         if type(node.func) is cst.Name and node.func.value in self.local_optimizer_classes:

@@ -189,7 +189,8 @@ def body_statements(function: cst.FunctionDef) -> Sequence[cst.BaseStatement]:
 
 
 def contains_name_call(node: cst.CSTNode, names: frozenset[str]) -> bool:
-    """Whether ``node`` calls one of ``names`` (``model(x)``) or a method on it (``model.backward``)."""
+    """Whether ``node`` calls one of ``names`` (``model(x)``) or a method on it
+    (``model.backward``)."""
     for inner in iter_nodes(node):
         if type(inner) is cst.Call:
             func = inner.func

@@ -1,10 +1,11 @@
 """``--format github``: GitHub Actions workflow commands, one annotation per finding.
 
-``::error file=train.py,line=7,col=13,endLine=7,endColumn=62,title=SMP101 optimizer-before-distributed-model::message``
-errors are ``::error``, warnings ``::warning`` and hints ``::notice``. GitHub decodes ``%25``,
-``%0D`` and ``%0A`` in the message, and additionally ``%3A`` and ``%2C`` in properties, whose
-values are otherwise cut at ``:`` and ``,``. Files smpfix could not analyze are ``::error``
-annotations too, so a CI log shows them where the findings are.
+``::error file=train.py,line=7,col=13,endLine=7,endColumn=62,title=SMP101 NAME::message``
+(NAME: the rule's name, ``optimizer-before-distributed-model``); errors are ``::error``, warnings
+``::warning`` and hints ``::notice``. GitHub decodes ``%25``, ``%0D`` and ``%0A`` in the message,
+and additionally ``%3A`` and ``%2C`` in properties, whose values are otherwise cut at ``:`` and
+``,``. Files smpfix could not analyze are ``::error`` annotations too, so a CI log shows them where
+the findings are.
 """
 
 from __future__ import annotations

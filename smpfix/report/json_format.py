@@ -1,4 +1,5 @@
-"""``--format json``: one object per finding, with Ruff's field names plus severity and job facts."""
+"""``--format json``: one object per finding, with Ruff's field names plus severity and job
+facts."""
 
 from __future__ import annotations
 

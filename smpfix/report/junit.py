@@ -41,7 +41,8 @@ def _testcase(result: FileResult, cwd: str) -> ET.Element:
         element = ET.SubElement(case, "failure", attributes)
         where = f"cell {finding.cell}:" if finding.cell is not None else ""
         element.text = _clean(
-            f"{path}:{where}{finding.start.line}:{finding.start.column}: {finding.code} {finding.severity.value}: {finding.message}"
+            f"{path}:{where}{finding.start.line}:{finding.start.column}: {finding.code} "
+            f"{finding.severity.value}: {finding.message}"
         )
     return case
 

@@ -119,7 +119,10 @@ def _total(plan: MemoryPlan) -> str:
 def _split(split: MemorySplit, gpu: Optional[float]) -> str:
     share = f" ({split.total / gpu:.0%} of the GPU)" if gpu else ""
     activations = f"{split.activations:.1f}" if split.activations is not None else "?"
-    return f"{split.total:.1f} GiB{share}: model states {split.model_states:.1f}, activations {activations}, other {split.other:.1f}"
+    return (
+        f"{split.total:.1f} GiB{share}: model states {split.model_states:.1f}, activations "
+        f"{activations}, other {split.other:.1f}"
+    )
 
 
 def _details(console: object, configuration: PlannedConfiguration) -> None:
@@ -127,7 +130,10 @@ def _details(console: object, configuration: PlannedConfiguration) -> None:
 
     plan = configuration.plan
     out = console.print  # type: ignore[attr-defined]
-    headline = f"[bold]{escape(where(configuration))}[/] -> {escape(plan.script or '?')}: [{_STYLES[plan.verdict]}]{plan.verdict.value}[/]"
+    headline = (
+        f"[bold]{escape(where(configuration))}[/] -> {escape(plan.script or '?')}: "
+        f"[{_STYLES[plan.verdict]}]{plan.verdict.value}[/]"
+    )
     if plan.per_gpu is not None:
         headline += f", {_split(plan.per_gpu, plan.gpu_memory_gib)}"
     out(headline)

@@ -16,7 +16,8 @@ def _header(finding: Finding, options: ReportOptions) -> list[tuple[str, str]]:
     marker = " [*]" if fix_marker_applies(finding, options.unsafe_fixes) else ""
     return [
         (
-            f"{finding.path}:{'' if finding.cell is None else f'cell {finding.cell}:'}{finding.start.line}:{finding.start.column}:",
+            f"{finding.path}:{'' if finding.cell is None else f'cell {finding.cell}:'}"
+            f"{finding.start.line}:{finding.start.column}:",
             "bold",
         ),
         (" ", ""),
@@ -96,7 +97,10 @@ def summary(results: Sequence[FileResult], options: ReportOptions) -> str:
         return line
     files = "file" if broken == 1 else "files"
     if line == "All checks passed!":
-        return f"No problems found, but {broken} {files} could not be fully analyzed (see the errors above)."
+        return (
+            f"No problems found, but {broken} {files} could not be fully analyzed (see the "
+            "errors above)."
+        )
     return f"{line} {broken} {files} could not be fully analyzed (see the errors above)."
 
 

@@ -42,7 +42,8 @@ class LaunchedCode:
         return any(facts.uses_hf_trainer for facts in self.files)
 
     def smp_calls(self, *members: str) -> Iterator[tuple[FileFacts, cst.Call]]:
-        """Calls of the library's ``members`` (``"set_activation_checkpointing"``) in any of the files."""
+        """Calls of the library's ``members`` (``"set_activation_checkpointing"``) in any of the
+        files."""
         for facts in self.files:
             for call in facts.library_calls(*members):
                 yield facts, call

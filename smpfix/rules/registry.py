@@ -198,7 +198,8 @@ def rule_table() -> list[dict[str, Any]]:
 
 
 def _versions(rule: type[Rule]) -> str:
-    """``all``, ``1.13+``, or with the narrower ranges of some findings: ``all; fp16_params 1.10+``."""
+    """``all``, ``1.13+``, or with the narrower ranges of some findings: ``all; fp16_params
+    1.10+``."""
     both = rule.library is Library.EITHER and rule.since is None and rule.until is None
     parts = ["1.x, 2.x" if both else describe_range(rule.since, rule.until)]
     parts += [f"{what} {describe_range(*bounds)}" for what, bounds in rule.finding_ranges.items()]

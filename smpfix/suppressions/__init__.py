@@ -1,3 +1,4 @@
-"""Suppression comments (``# smpfix: ignore[...]``, ``# noqa: SMPxxx``): reading, judging, rewriting them.
+"""Suppression comments (``# smpfix: ignore[...]``, ``# noqa: SMPxxx``): reading, judging, rewriting
+them.
 
 May import ``smpfix.base`` only."""

@@ -1,4 +1,5 @@
-"""Suppression comments: ``# smpfix: ignore[SMP101]``, bare ``# smpfix: ignore``, ``# noqa: SMP101``.
+"""Suppression comments: ``# smpfix: ignore[SMP101]``, bare ``# smpfix: ignore``, ``# noqa:
+SMP101``.
 
 Comments are found with Python's tokenizer, so a ``#`` inside a string is never taken for
 one; a file with no ``# smpfix: ignore`` and no ``# noqa:`` naming an SMP code anywhere in its

@@ -47,7 +47,8 @@ class LineTable:
 
 
 def listed_codes(item: Suppression) -> list[str]:
-    """Every code the directive names, in its own order and spelling (``noqa`` keeps non-SMP codes)."""
+    """Every code the directive names, in its own order and spelling (``noqa`` keeps non-SMP
+    codes)."""
     if item.kind == "smpfix":
         opening = item.comment.find("[")
         if opening < 0:

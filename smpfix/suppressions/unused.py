@@ -56,8 +56,9 @@ def _unused_codes(item: Suppression, use: SuppressionUse) -> list[str]:
 def _message(item: Suppression, unused: Optional[list[str]], use: SuppressionUse) -> str:
     if unused is None:
         return (
-            f"`{item.comment}` suppresses nothing: no rule reports on this line or on the statement it "
-            "begins. A blanket suppression would silently hide every future finding here; remove it."
+            f"`{item.comment}` suppresses nothing: no rule reports on this line or on the "
+            "statement it begins. A blanket suppression would silently hide every future finding "
+            "here; remove it."
         )
     stale = [code for code in unused if code in use.known]
     unknown = [code for code in unused if code not in use.known]
@@ -65,16 +66,16 @@ def _message(item: Suppression, unused: Optional[list[str]], use: SuppressionUse
     if stale:
         codes = ", ".join(stale)
         sentences.append(
-            f"`{item.comment}` suppresses nothing for {codes}: no such finding starts on this line or on "
-            f"the statement it begins. A stale suppression would silently hide the next real {codes} "
-            f"problem here; remove the code."
+            f"`{item.comment}` suppresses nothing for {codes}: no such finding starts on this line "
+            "or on the statement it begins. A stale suppression would silently hide the next real "
+            f"{codes} problem here; remove the code."
         )
     if unknown:
         codes = ", ".join(unknown)
         rule = "is not an smpfix rule" if len(unknown) == 1 else "are not smpfix rules"
         sentences.append(
-            f"`{item.comment}` names {codes}, which {rule} (a typo, or a rule that was removed), so it "
-            "suppresses nothing; remove the code."
+            f"`{item.comment}` names {codes}, which {rule} (a typo, or a rule that was removed), "
+            "so it suppresses nothing; remove the code."
         )
     return " ".join(sentences)
 

@@ -117,7 +117,8 @@ class StepFeeds:
 
     # -- following the value ----------------------------------------------------------------
     def _carries(self, call: cst.Call, arg: Optional[cst.Arg]) -> bool:
-        """Iteration wrappers (``enumerate(x)``) and, for datasets, method chains yield the same data."""
+        """Iteration wrappers (``enumerate(x)``) and, for datasets, method chains yield the same
+        data."""
         if arg is None:
             return self.datasets
         return arg.keyword is None and self._is_wrapper(call)
@@ -136,7 +137,8 @@ class StepFeeds:
         )
 
     def _next_feed(self, call: cst.Call) -> Optional[str]:
-        """``batch = next(iterator)``: the batch is used in the loop (or function) that advances it."""
+        """``batch = next(iterator)``: the batch is used in the loop (or function) that advances
+        it."""
         parent = self.index.parent_of(call)
         if type(parent) is cst.Arg:
             consumer = self.index.parent_of(parent)

@@ -9,8 +9,8 @@ left out) ask the same two questions of a ``DataLoader``:
 - is it unsharded: no sampler that shards (``sampler=``/``batch_sampler=`` absent, or a
   ``RandomSampler``/``SequentialSampler`` that walks the whole dataset) and a dataset that
   depends on no rank and takes no part of the data (no ``ds.shard(...)``, no ``files[i::n]``,
-  no dataset class that reads a rank itself)? A dataset that is a parameter of the loader's function is judged by
-  what the callers pass; one built where smpfix cannot see counts as sharded.
+  no dataset class that reads a rank itself)? A dataset that is a parameter of the loader's function
+  is judged by what the callers pass; one built where smpfix cannot see counts as sharded.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def training_steps(facts: FileFacts) -> frozenset[str]:
 
 
 def loader_dataset(loader: cst.Call, facts: FileFacts) -> Optional[cst.BaseExpression]:
-    """The dataset a ``DataLoader`` (or a sampler) certainly receives; None when it cannot be read."""
+    """The dataset a ``DataLoader`` (or a sampler) certainly receives; None when it cannot be
+    read."""
     arguments = call_arguments(loader, facts)
     return arguments.passed("dataset", 0).certain if arguments is not None else None
 

@@ -171,7 +171,8 @@ def _literal_keys(
 def _name_keys(
     name: str, call: Optional[cst.Call], facts: FileFacts, depth: int
 ) -> Optional[Entries]:
-    """The keys the dict bound to ``name`` holds when ``call`` runs (None: the end of the module)."""
+    """The keys the dict bound to ``name`` holds when ``call`` runs (None: the end of the
+    module)."""
     scope = facts.scope_of_call(call) if call is not None else None
     if scope is None:
         return None
@@ -211,7 +212,7 @@ def _only_unpacked_in_functions(module: cst.Module, name: str) -> bool:
     return True
 
 
-# -- replaying what a function does to the dict ------------------------------------------------------
+# -- replaying what a function does to the dict ----------------------------------------------------
 @dataclass(frozen=True)
 class _Event:
     """One change to the dict: ``reset`` replaces every key; otherwise ``entries`` are set and
@@ -387,7 +388,7 @@ def _is_read(node: cst.Name, parent: Optional[cst.CSTNode]) -> bool:
     return isinstance(parent, (cst.ComparisonTarget, cst.FormattedStringExpression))
 
 
-# -- walking one scope in execution order -----------------------------------------------------------
+# -- walking one scope in execution order ----------------------------------------------------------
 def _walk(
     body: Union[cst.BaseSuite, list[cst.BaseStatement]], into_nested: bool
 ) -> Iterator[tuple[cst.CSTNode, Optional[cst.CSTNode], bool]]:

@@ -163,7 +163,8 @@ def argument_value(
 
 
 def _passed(found: CommandLineArgument, link: LinkedScript) -> Any:
-    """What ``link`` passes for ``found``: a value, None when it passes nothing, UNKNOWN when it cannot be told."""
+    """What ``link`` passes for ``found``: a value, None when it passes nothing, UNKNOWN when it
+    cannot be told."""
     for key, value in link.hyperparameters.items():
         if f"--{key}" in found.options:
             return value

@@ -6,8 +6,8 @@ on numbers, ``len``/``int``/``float``/``round``, a ``for`` target over ``range(.
 index of ``enumerate(...)``), an ``args.<name>`` read from ``add_argument(..., type=int)``
 that the script never reassigns, or a name whose reaching assignments (``Names.reaching``) are
 all such values; where a ``for`` target or a parameter reaches, every binding of the name in
-its function (or, for a name the function does not bind, at module level) must be one. A parameter, a ``with``
-target or any binding smpfix cannot read makes the answer "not known to be a number".
+its function (or, for a name the function does not bind, at module level) must be one. A parameter,
+a ``with`` target or any binding smpfix cannot read makes the answer "not known to be a number".
 """
 
 from __future__ import annotations

@@ -277,7 +277,8 @@ class ValueFlow:
         depth: int,
         seen: set[tuple[object, ...]],
     ) -> Iterator[End]:
-        """Every ``self.<name>`` read in the methods of ``owner``, the class that stores the value there."""
+        """Every ``self.<name>`` read in the methods of ``owner``, the class that stores the value
+        there."""
         key = ("<member>", id(owner), name, element)
         if key in seen:
             return

@@ -60,7 +60,8 @@ def _flag(
 
 
 def creation_context(facts: FileFacts, expr: cst.BaseExpression) -> Optional[CreationContext]:
-    """The context ``expr`` (a ``with`` item) sets up, or None when it is not one of the library's."""
+    """The context ``expr`` (a ``with`` item) sets up, or None when it is not one of the
+    library's."""
     if type(expr) is not cst.Call:
         return None
     member = facts.smp_member(expr.func)
@@ -88,7 +89,8 @@ def contexts_of(facts: FileFacts, with_node: cst.With) -> list[CreationContext]:
 
 
 def enclosing_contexts(facts: FileFacts, stack: Sequence[cst.CSTNode]) -> Iterator[CreationContext]:
-    """Contexts whose ``with`` body holds the innermost node of ``stack`` (an ancestor chain), outermost first."""
+    """Contexts whose ``with`` body holds the innermost node of ``stack`` (an ancestor chain),
+    outermost first."""
     for position, node in enumerate(stack):
         if (
             type(node) is cst.With

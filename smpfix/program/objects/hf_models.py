@@ -29,7 +29,8 @@ _NOT_MODELS = (
 
 
 def class_name(facts: FileFacts, expr: cst.BaseExpression) -> Optional[str]:
-    """The last component of the class ``expr`` names (``GPT2Config`` for ``transformers.GPT2Config``)."""
+    """The last component of the class ``expr`` names (``GPT2Config`` for
+    ``transformers.GPT2Config``)."""
     name = facts.qualified_name(expr) or dotted_name(expr)
     return name.rsplit(".", 1)[-1] if name else None
 

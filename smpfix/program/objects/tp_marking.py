@@ -213,7 +213,8 @@ def module_replacement(
 
 
 def _hidden_model(file: ParsedFile, modules: Optional[LocalModules]) -> Optional[str]:
-    """How a wrapped model escapes smpfix (a parameter, an unknown import), or None if all are visible."""
+    """How a wrapped model escapes smpfix (a parameter, an unknown import), or None if all are
+    visible."""
     facts = file.facts
     for wrap in facts.distributed_models:
         built = wrapped_constructions(facts, wrap)

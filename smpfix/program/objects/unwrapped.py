@@ -1,4 +1,5 @@
-"""Where a script still uses the object it handed to ``smp.DistributedModel`` or ``smp.DistributedOptimizer``.
+"""Where a script still uses the object it handed to ``smp.DistributedModel`` or
+``smp.DistributedOptimizer``.
 
 Scripts often keep both names: ``net = Net(); model = smp.DistributedModel(net)``, or
 ``opt = AdamW(...); optimizer = smp.DistributedOptimizer(opt)``. Library calls that need the

@@ -70,7 +70,8 @@ def latest_assignment(facts: FileFacts, use: cst.Name) -> Optional[Assignment]:
 
 
 def wrapped_constructions(facts: FileFacts, wrap: Wrap) -> tuple[Construction, ...]:
-    """The constructions behind ``smp.DistributedModel(<argument>)`` the file shows (maybe several)."""
+    """The constructions behind ``smp.DistributedModel(<argument>)`` the file shows (maybe
+    several)."""
     if wrap.argument is None or wrap.where is None:
         return ()
     return constructions(facts, wrap.argument, wrap.where.scope)

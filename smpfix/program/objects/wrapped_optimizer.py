@@ -22,7 +22,8 @@ from smpfix.program.project.parsed_file import ParsedFile
 def optimizer_wrap(
     file: ParsedFile, expr: cst.BaseExpression, at: cst.Call, depth: int = 0
 ) -> Optional[Wrap]:
-    """The ``smp.DistributedOptimizer`` call whose result ``expr`` (used in ``at``) holds, if the file shows it."""
+    """The ``smp.DistributedOptimizer`` call whose result ``expr`` (used in ``at``) holds, if the
+    file shows it."""
     facts, parents = file.facts, file.parents
     wraps = {id(wrap.call): wrap for wrap in facts.distributed_optimizers}
     if type(expr) is cst.Call:

@@ -142,7 +142,8 @@ class ExecutionOrder:
         return [run for run in self.runs if predicate(run)]
 
     def before(self, run: Run, predicate: Callable[[Run], bool]) -> list[Run]:
-        """Runs that satisfy ``predicate``, happen earlier than ``run`` and can share a run with it."""
+        """Runs that satisfy ``predicate``, happen earlier than ``run`` and can share a run with
+        it."""
         return [
             other
             for other in self.runs[: run.order]
@@ -150,7 +151,8 @@ class ExecutionOrder:
         ]
 
     def after(self, run: Run, predicate: Callable[[Run], bool]) -> list[Run]:
-        """Runs that satisfy ``predicate``, happen later than ``run`` and can share a run with it."""
+        """Runs that satisfy ``predicate``, happen later than ``run`` and can share a run with
+        it."""
         return [
             other
             for other in self.runs[run.order + 1 :]

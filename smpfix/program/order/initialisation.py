@@ -70,7 +70,8 @@ class InitialisationMode:
 
 def initialisation_mode(facts: FileFacts, job: JobFacts) -> InitialisationMode:
     """Whether the library initialises itself on import in this job, and how smpfix knows: the
-    script's own ``SMP_MANUAL_INIT=1``, else the job's launcher and version (``JobFacts.on_import``).
+    script's own ``SMP_MANUAL_INIT=1``, else the job's launcher and version
+    (``JobFacts.on_import``).
     """
     if script_sets_manual_init(facts):
         return InitialisationMode(Mode.BY_SCRIPT, "the script sets SMP_MANUAL_INIT=1")

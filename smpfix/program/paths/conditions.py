@@ -76,7 +76,8 @@ _COMPARE: Mapping[type, Callable[[Any, Any], Any]] = {
 
 @dataclass(frozen=True)
 class Known:
-    """A value (or ``UNKNOWN``), whether it rests on an argparse default alone, and how it was found."""
+    """A value (or ``UNKNOWN``), whether it rests on an argparse default alone, and how it was
+    found."""
 
     value: Any
     assumed: bool = False
@@ -386,7 +387,8 @@ def _setting_links(facts: FileFacts) -> dict[str, _Link]:
 
 
 def _linked_argument(expr: cst.BaseExpression) -> Optional[tuple[str, str]]:
-    """``args.x`` (identity), ``args.x > 0``, ``args.x >= 1``, ``args.x != 0``, ``bool(args.x)`` (truthy)."""
+    """``args.x`` (identity), ``args.x > 0``, ``args.x >= 1``, ``args.x != 0``, ``bool(args.x)``
+    (truthy)."""
     if type(expr) is cst.Attribute and type(expr.value) is cst.Name:
         return expr.attr.value, "identity"
     if type(expr) is cst.Call and _is_bool_call(expr):

@@ -35,7 +35,8 @@ _STORE_BUDGET = 1_000_000
 
 
 class ModuleStore:
-    """Parsed project files, reused while their text is unchanged (least recently used first out)."""
+    """Parsed project files, reused while their text is unchanged (least recently used first
+    out)."""
 
     def __init__(self, budget: int = _STORE_BUDGET) -> None:
         self.budget = budget

@@ -85,7 +85,8 @@ class ParsedFile:
 
 
 def parse_file(path: str, text: str) -> Optional[ParsedFile]:
-    """``text`` parsed, indexed and with its facts; None when LibCST cannot (or must not) parse it."""
+    """``text`` parsed, indexed and with its facts; None when LibCST cannot (or must not) parse
+    it."""
     import libcst as cst
 
     from smpfix.base import nesting

@@ -1,4 +1,6 @@
-"""The TensorFlow flavour: Horovod, Keras models and metrics, ``tf.data`` pipelines, distributed models of other files.
+"""The TensorFlow flavour: Horovod, Keras models and metrics, ``tf.data`` pipelines, distributed
+models of other files.
 
-May import the program's paths, ranks, order, flow, facts, steps and project modules, ``smpfix.job`` and ``smpfix.base``.
+May import the program's paths, ranks, order, flow, facts, steps and project modules, ``smpfix.job``
+and ``smpfix.base``.
 """

@@ -19,7 +19,8 @@ from smpfix.program.project.local_modules import LocalModules
 
 
 def with_imported_models(facts: FileFacts, modules: Optional[LocalModules]) -> FileFacts:
-    """``facts`` whose ``distributed_models`` also hold instances of subclasses imported from project files."""
+    """``facts`` whose ``distributed_models`` also hold instances of subclasses imported from
+    project files."""
     if modules is None or not facts.is_tensorflow:
         return facts
     known = {id(wrap.call) for wrap in facts.distributed_models}
@@ -37,7 +38,8 @@ def with_imported_models(facts: FileFacts, modules: Optional[LocalModules]) -> F
 
 
 def imported_model_class(facts: FileFacts, call: cst.Call, modules: LocalModules) -> Optional[str]:
-    """The name of the ``smp.DistributedModel`` subclass ``call`` instantiates, when a project file defines it."""
+    """The name of the ``smp.DistributedModel`` subclass ``call`` instantiates, when a project file
+    defines it."""
     qualified = facts.qualified_name(call.func)
     if qualified is None or qualified.startswith(("smdistributed.", "tensorflow.", "keras.")):
         return None

@@ -116,7 +116,8 @@ class CheckpointTagInvalid(Rule):
 
 
 def _reads_rank_variable(expr: cst.BaseExpression, facts: FileFacts) -> bool:
-    """``os.environ["RANK"]``, ``os.environ.get("LOCAL_RANK")`` or ``os.getenv("RANK")`` in ``expr``."""
+    """``os.environ["RANK"]``, ``os.environ.get("LOCAL_RANK")`` or ``os.getenv("RANK")`` in
+    ``expr``."""
     for node in iter_nodes(expr):
         key: Optional[cst.BaseExpression] = None
         if type(node) is cst.Subscript and facts.qualified_name(node.value) == "os.environ":

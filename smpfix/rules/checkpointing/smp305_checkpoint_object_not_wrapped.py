@@ -1,4 +1,5 @@
-"""SMP305: ``smp.save_checkpoint`` given the raw module or optimizer instead of the library's wrappers."""
+"""SMP305: ``smp.save_checkpoint`` given the raw module or optimizer instead of the library's
+wrappers."""
 
 from __future__ import annotations
 
@@ -132,7 +133,9 @@ class CheckpointObjectNotWrapped(Rule):
         on = [s for s in states if s.state is Tri.ON]
         unknown = [s for s in states if s.state is Tri.UNKNOWN]
         if not on and not unknown:
-            return  # fp32 without sharding: the wrapper patches the optimizer in place, so it is the same object
+            # fp32 without sharding: the wrapper patches the optimizer in place, so it is the same
+            # object
+            return
         spelled = self.program.code_for(raw.use)
         wrapper = f"`{raw.wrapped}`" if raw.wrapped else "the `smp.DistributedOptimizer`"
         lead = (

@@ -1,4 +1,5 @@
-"""SMP307: the hand-built checkpoint of the optimizer under a rank guard, which hangs with optimizer state sharding."""
+"""SMP307: the hand-built checkpoint of the optimizer under a rank guard, which hangs with optimizer
+state sharding."""
 
 from __future__ import annotations
 

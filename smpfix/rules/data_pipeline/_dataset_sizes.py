@@ -286,8 +286,8 @@ class DatasetSizes:
         return None
 
     def _reshape(self, call: cst.Call, receiver: cst.BaseExpression, array: Samples) -> SampleValue:
-        """``x.reshape(-1, 28, 28, 1)`` keeps the rows when one row still holds ``row_size`` elements;
-        ``x.reshape(x.shape[0], ...)`` keeps them whatever the row shape."""
+        """``x.reshape(-1, 28, 28, 1)`` keeps the rows when one row still holds ``row_size``
+        elements; ``x.reshape(x.shape[0], ...)`` keeps them whatever the row shape."""
         shape: Sequence[cst.BaseExpression] = [
             arg.value for arg in call.args if arg.keyword is None and not arg.star
         ]
@@ -357,7 +357,8 @@ class DatasetSizes:
 
     # -- PyTorch wrappers -----------------------------------------------------------------
     def _sequence_length(self, expr: cst.BaseExpression, depth: int) -> SampleValue:
-        """The length of a literal list, ``range(...)`` or ``list(range(...))`` (``len(ds)`` read as the dataset's)."""
+        """The length of a literal list, ``range(...)`` or ``list(range(...))`` (``len(ds)`` read as
+        the dataset's)."""
         if isinstance(expr, (cst.List, cst.Tuple)) and not any(
             type(e) is cst.StarredElement for e in expr.elements
         ):

@@ -63,7 +63,8 @@ class _LastBatch:
         return {-(-n // self.batch.value) for n in self.samples.counts}
 
     def words(self) -> str:
-        """ "`datasets.MNIST(...)` holds 60000 samples (...); 60000 samples in batches of 64 leave a last batch of 32"."""
+        """ "`datasets.MNIST(...)` holds 60000 samples (...); 60000 samples in batches of 64 leave a
+        last batch of 32"."""
         counts = " or ".join(str(n) for n in sorted(self.samples.counts))
         per_rank = " per rank" if self.samples.per_rank else ""
         sizes = " or ".join(str(size) for size in self.sizes)
@@ -158,11 +159,13 @@ class LastBatchNotDropped(Rule):
         return None
 
     def _is_dataset(self, expr: cst.BaseExpression, seen: set[str]) -> bool:
-        """Is ``expr`` a ``tf.data`` pipeline (``tf.data.Dataset.from_tensor_slices(...).map(f)``)?"""
+        """Is ``expr`` a ``tf.data`` pipeline
+        (``tf.data.Dataset.from_tensor_slices(...).map(f)``)?"""
         return is_tf_dataset(expr, self.program.facts, seen)
 
     def _repeats_forever(self, expr: cst.BaseExpression, batch: cst.Call, seen: set[str]) -> bool:
-        """Was the pipeline ``.repeat()``-ed without a count before ``batch``? Then no remainder exists."""
+        """Was the pipeline ``.repeat()``-ed without a count before ``batch``? Then no remainder
+        exists."""
         if type(expr) is cst.Call and type(expr.func) is cst.Attribute:
             if expr.func.attr.value == "repeat" and self._unbounded(expr):
                 return True

@@ -352,7 +352,8 @@ class DataRngNotSeededByDpRank(Rule):
         fix: Optional[PendingFix] = None
         expected = self.data_job.expected_family
         if not (site.torch_global and expected == "rdp"):
-            # With prescaled batch, rdp_rank would also make tensor-parallel slices initialise alike (SMP501).
+            # With prescaled batch, rdp_rank would also make tensor-parallel slices initialise alike
+            # (SMP501).
             edits = rewrite_terms(rewrite, expected, self.program.file, self.data_job.flavour)
             if edits:
                 fix = PendingFix(Applicability.UNSAFE, f"Seed with `{expected}_rank()`", edits)
@@ -396,7 +397,8 @@ class DataRngNotSeededByDpRank(Rule):
         if pp.state is Tri.OFF:
             when = f"It only matters with pipeline parallelism, and {pp.condition()}."
         elif global_seed is not None:
-            # TensorFlow derives the op's seed from the constant global seed, the same on every rank.
+            # TensorFlow derives the op's seed from the constant global seed, the same on every
+            # rank.
             severity = Severity.HINT
             when = (
                 f"`{self.program.code_for(global_seed)}` above derives its seed alike on every"

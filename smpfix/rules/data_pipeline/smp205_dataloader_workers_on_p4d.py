@@ -1,4 +1,5 @@
-"""SMP205: ``DataLoader`` worker processes on ml.p4d instances, where the library needs ``num_workers=0``."""
+"""SMP205: ``DataLoader`` worker processes on ml.p4d instances, where the library needs
+``num_workers=0``."""
 
 from __future__ import annotations
 
@@ -128,9 +129,9 @@ class DataloaderWorkersOnP4d(Rule):
         self.report(workers.node, message, severity=severity, fix=self._fix(call, keyword, workers))
 
     def _fix(self, call: cst.Call, keyword: str, workers: _Workers) -> Optional[PendingFix]:
-        """``num_workers=N`` -> ``0`` where the call spells a literal. Safe: the loader yields the same
-        batches (random augmentations draw from the main process's generator instead), unless the
-        call also passes an argument PyTorch refuses without workers."""
+        """``num_workers=N`` -> ``0`` where the call spells a literal. Safe: the loader yields the
+        same batches (random augmentations draw from the main process's generator instead), unless
+        the call also passes an argument PyTorch refuses without workers."""
         if not workers.literal:
             return None
         arguments = call_arguments(call, self.program.facts)

@@ -155,7 +155,8 @@ _STANDARD = frozenset(getattr(sys, "stdlib_module_names", ())) | frozenset(
         "zipfile",
     }
 )
-# Calls that run code smpfix cannot see: loaded by name (also anything of ``runpy``), or another program.
+# Calls that run code smpfix cannot see: loaded by name (also anything of ``runpy``), or another
+# program.
 _LOADERS = frozenset({"importlib.import_module", "builtins.exec"})
 _PROGRAMS = frozenset(
     {
@@ -261,7 +262,8 @@ def library_loading(script: str, modules: LocalModules) -> LibraryLoading:
 def torchrun_variables(files: Sequence[ParsedFile]) -> dict[str, bool]:
     """The torchrun variables the code reads from the environment, each with whether a read
     fails when it is unset (``os.environ["LOCAL_RANK"]``) rather than taking a default
-    (``os.environ.get("RANK")``, ``os.getenv("WORLD_SIZE")``); in the order of ``TORCHRUN_VARIABLES``.
+    (``os.environ.get("RANK")``, ``os.getenv("WORLD_SIZE")``); in the order of
+    ``TORCHRUN_VARIABLES``.
     """
     found: dict[str, bool] = {}
     for linked in files:
@@ -320,7 +322,8 @@ def _dotted(node: cst.BaseExpression) -> str:
 
 
 def _project_file(resolver: LocalModules, imported: str) -> Optional[str]:
-    """The project file ``imported`` names, or the package module holding it (``from model import GPT``)."""
+    """The project file ``imported`` names, or the package module holding it (``from model import
+    GPT``)."""
     dots = len(imported) - len(imported.lstrip("."))
     parts = imported[dots:].split(".")
     for cut in range(len(parts), 0, -1):
@@ -358,7 +361,8 @@ def _runs_other_code(module: cst.Module, facts: FileFacts) -> Optional[str]:
 
 
 def _harmless_program(call: cst.Call, facts: FileFacts) -> bool:
-    """A literal command whose program is not Python (``pip install x``, ``nvidia-smi``), or ``python -m pip``."""
+    """A literal command whose program is not Python (``pip install x``, ``nvidia-smi``), or
+    ``python -m pip``."""
     if not call.args:
         return False
     command = facts.literal(call.args[0].value)

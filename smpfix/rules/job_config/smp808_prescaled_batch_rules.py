@@ -1,4 +1,5 @@
-"""SMP808: ``prescaled_batch`` set inconsistently with tensor and pipeline parallelism or ``optimize``."""
+"""SMP808: ``prescaled_batch`` set inconsistently with tensor and pipeline parallelism or
+``optimize``."""
 
 from __future__ import annotations
 

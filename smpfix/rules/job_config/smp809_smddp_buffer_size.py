@@ -1,4 +1,5 @@
-"""SMP809: the SMDDP AllGather buffer variables: sizes, where they have effect, how they are passed."""
+"""SMP809: the SMDDP AllGather buffer variables: sizes, where they have effect, how they are
+passed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SMP810: ``SMP_NCCL_THROTTLE_LIMIT`` with a value the library cannot read, or where it does nothing."""
+"""SMP810: ``SMP_NCCL_THROTTLE_LIMIT`` with a value the library cannot read, or where it does
+nothing."""
 
 from __future__ import annotations
 

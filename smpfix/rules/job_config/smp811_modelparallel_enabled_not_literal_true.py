@@ -1,4 +1,5 @@
-"""SMP811: ``modelparallel.enabled`` that is not the literal ``True`` silently drops the parameters."""
+"""SMP811: ``modelparallel.enabled`` that is not the literal ``True`` silently drops the
+parameters."""
 
 from __future__ import annotations
 

@@ -142,7 +142,8 @@ def _unknown_parameter(
 
 
 def _ignored_in_tensorflow(key: str, located: Located) -> ConfigProblem:
-    """A PyTorch-only setting in a TensorFlow configuration: the library may accept it, and ignores it.
+    """A PyTorch-only setting in a TensorFlow configuration: the library may accept it, and ignores
+    it.
 
     ``"ddp": True`` is worse than noise: it was meant to average gradients across model
     replicas, and in TensorFlow only Horovod does that."""

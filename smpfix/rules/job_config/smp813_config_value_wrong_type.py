@@ -46,7 +46,8 @@ _STR_KEYS = frozenset(
     {"pipeline", "ddp_dist_backend", "placement_strategy", "optimize", "partition_file"}
 )
 
-# The schema's types (1.12 ``config.yaml``, and the TensorFlow flavour's ``xla``); every other key is a bool.
+# The schema's types (1.12 ``config.yaml``, and the TensorFlow flavour's ``xla``); every other key
+# is a bool.
 EXPECTED_TYPES: Mapping[str, tuple[type, ...]] = {
     **{key: (bool,) for key in KNOWN_KEYS | TF_KNOWN_KEYS},
     **{key: (int,) for key in _INT_KEYS},

@@ -87,7 +87,8 @@ class ActiveMicrobatchesOutOfRange(ConfigRule):
 
 
 def _default_active(pp: Optional[int], microbatches: int) -> Optional[int]:
-    """``pipeline_parallel_degree + 2`` clamped into ``[1, microbatches]``, as the library computes it."""
+    """``pipeline_parallel_degree + 2`` clamped into ``[1, microbatches]``, as the library computes
+    it."""
     if pp is None:
         return None
     return max(1, min(pp + 2, microbatches))

@@ -1,4 +1,5 @@
-"""SMP817: model parallelism is enabled but the launcher does not enable MPI with processes per host.
+"""SMP817: model parallelism is enabled but the launcher does not enable MPI with processes per
+host.
 
 SMP v1 runs on MPI: the SageMaker SDK starts the script through ``mpirun`` only when
 ``distribution["mpi"]["enabled"]`` is set, and the documentation marks both ``enabled`` and

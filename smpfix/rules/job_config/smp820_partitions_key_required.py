@@ -141,7 +141,8 @@ def _tensorflow_partitions(parameters: Located) -> Iterator[ConfigProblem]:
 
 
 def _hugging_face_reader(rule: ConfigRule, view: ConfigView) -> Optional[str]:
-    """What reads the parameters the Hugging Face way: the estimator, or the launched Trainer script."""
+    """What reads the parameters the Hugging Face way: the estimator, or the launched Trainer
+    script."""
     launcher = view.launcher
     if launcher is not None and "huggingface" in launcher.estimator.lower():
         return "with the HuggingFace estimator, the transformers `Trainer`"

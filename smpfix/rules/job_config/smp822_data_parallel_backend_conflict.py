@@ -64,8 +64,8 @@ class DataParallelBackendConflict(ConfigRule):
 
 
 def _missing_ddp(view: ConfigView) -> Optional[str]:
-    """How ``ddp`` is off, when smpfix knows it is: "is not set" or "is False". A ``[tool.smpfix.job]``
-    table rarely lists ``ddp``, so there it must be written."""
+    """How ``ddp`` is off, when smpfix knows it is: "is not set" or "is False". A
+    ``[tool.smpfix.job]`` table rarely lists ``ddp``, so there it must be written."""
     located = view.located("ddp")
     value = view.value("ddp")
     if value is True or value is UNKNOWN:
@@ -100,7 +100,8 @@ def _replicas_without_ddp(view: ConfigView, replicas: Replicas, missing: str) ->
 
 
 def _sdk_ddp_key(view: ConfigView) -> Iterator[ConfigProblem]:
-    """``ddp_port``/``ddp_dist_backend`` in a launcher without a ``ddp`` key: the SDK's validator refuses it."""
+    """``ddp_port``/``ddp_dist_backend`` in a launcher without a ``ddp`` key: the SDK's validator
+    refuses it."""
     assert view.parameters is not None
     for key in _NEED_DDP_KEY:
         located = view.located(key)

@@ -96,12 +96,17 @@ class ShardOptimizerStatePrerequisites(ConfigRule):
                     or facts.literal(arg.value) is not False
                 ):
                     continue
+                needed = (
+                    "overlapping all-reduce"
+                    if arg.keyword.value == "overlapping_allreduce"
+                    else "gradient bucket views"
+                )
                 yield ConfigProblem(
                     view.located("shard_optimizer_state"),
                     f"shard_optimizer_state is True but {code.script} builds"
                     f" `smp.DistributedModel(..., {arg.keyword.value}=False)`: optimizer state"
                     " sharding needs the library's"
-                    f" {'overlapping all-reduce' if arg.keyword.value == 'overlapping_allreduce' else 'gradient bucket views'},"
+                    f" {needed},"
                     " and the library refuses the combination (SMPInvalidArgumentError or"
                     " ValueError) when the model is wrapped or at the first step, after the"
                     f" instances are up. Drop `{arg.keyword.value}=False` (the default is True) or"

@@ -15,7 +15,8 @@ from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 
-# The release that brought ``"auto"`` (with the SMDDP collectives); the 1.12 schema knows only "nccl".
+# The release that brought ``"auto"`` (with the SMDDP collectives); the 1.12 schema knows only
+# "nccl".
 AUTO_SINCE = (1, 13)
 BEFORE_AUTO = (1, 12)
 
@@ -44,7 +45,8 @@ class DdpDistBackendValue(ConfigRule):
                 ' at start-up. Write "nccl", or run a PyTorch 1.12.1 or later container.',
                 Severity.ERROR,
                 until=BEFORE_AUTO,
-                # Writing "auto" targets the release that has it: with the version unknown, say nothing.
+                # Writing "auto" targets the release that has it: with the version unknown, say
+                # nothing.
                 implied=AUTO_SINCE,
             )
             return

@@ -38,7 +38,8 @@ class UnsupportedInstanceOrImage(ConfigRule):
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
         launcher = view.launcher
-        # SMP v2 launchers (torch_distributed, PyTorch 2.0.1 or later) never get here (config_views).
+        # SMP v2 launchers (torch_distributed, PyTorch 2.0.1 or later) never get here
+        # (config_views).
         if launcher is None or not view.modelparallel_enabled:
             return
         yield from _instance(view)
@@ -78,7 +79,8 @@ def _instance(view: ConfigView) -> Iterator[ConfigProblem]:
 
 
 def _container(launcher: Launcher) -> Optional[ConfigProblem]:
-    """A literal ``framework_version`` (or training image tag) whose container ships no SMP v1 release."""
+    """A literal ``framework_version`` (or training image tag) whose container ships no SMP v1
+    release."""
     torch = pytorch_version(launcher)
     if torch is not None:
         if pytorch_container_smp(torch.version) is not None:

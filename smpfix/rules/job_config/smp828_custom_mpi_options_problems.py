@@ -29,7 +29,8 @@ from smpfix.job.launch_environment import (
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 
-# ``-mca`` parameters the training toolkit's ``MasterRunner`` passes itself (sagemaker-training-toolkit ``mpi.py``).
+# ``-mca`` parameters the training toolkit's ``MasterRunner`` passes itself
+# (sagemaker-training-toolkit ``mpi.py``).
 TOOLKIT_MCA = frozenset(
     {
         "btl_tcp_if_include",
@@ -43,7 +44,8 @@ TOOLKIT_MCA = frozenset(
 # Prefixes of the variables the library, SMDDP and NCCL read in every rank.
 _RANK_VARIABLES = ("SMP_", "SMDDP_", "NCCL_")
 # Variables the toolkit passes with ``-x`` and a value of its own (``NCCL_DEBUG`` from its
-# ``--NCCL_DEBUG`` option): an ``environment`` value is replaced on every rank, not just remote ones.
+# ``--NCCL_DEBUG`` option): an ``environment`` value is replaced on every rank, not just remote
+# ones.
 _TOOLKIT_VARIABLES = frozenset({"NCCL_DEBUG", "NCCL_MIN_NRINGS", "NCCL_SOCKET_IFNAME"})
 
 

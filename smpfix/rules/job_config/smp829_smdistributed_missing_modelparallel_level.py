@@ -1,4 +1,5 @@
-"""SMP829: ``"smdistributed": {"enabled": True, "parameters": {...}}`` without the ``modelparallel`` level.
+"""SMP829: ``"smdistributed": {"enabled": True, "parameters": {...}}`` without the ``modelparallel``
+level.
 
 The developer guide's bring-your-own-container sample writes the options one level too high.
 The SageMaker SDK reads ``distribution["smdistributed"]["modelparallel"]``; a framework

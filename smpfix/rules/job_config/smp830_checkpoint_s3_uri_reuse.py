@@ -55,7 +55,8 @@ class CheckpointS3UriReuse(ConfigRule):
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
-        """Nothing to say about one configuration alone: the rule compares the launchers of a file."""
+        """Nothing to say about one configuration alone: the rule compares the launchers of a
+        file."""
         return iter(())
 
     def visit_Call(self, node: cst.Call) -> None:

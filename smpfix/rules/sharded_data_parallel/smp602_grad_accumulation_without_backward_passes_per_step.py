@@ -1,4 +1,5 @@
-"""SMP602: gradient accumulation under sharded data parallelism without ``backward_passes_per_step``."""
+"""SMP602: gradient accumulation under sharded data parallelism without
+``backward_passes_per_step``."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from smpfix.program.objects.training_objects import SCHEDULER, looks_like_optimi
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 _BOUNDARY_HELPER = re.compile(r"accum|boundary", re.IGNORECASE)
-_POSITION = 5  # DistributedModel(module, trace_device, ..., overlapping_allreduce, backward_passes_per_step, ...)
+# DistributedModel(module, trace_device, ..., overlapping_allreduce, backward_passes_per_step, ...)
+_POSITION = 5
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,8 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
     def _boundary_test(
         self, test: cst.BaseExpression, scope: CodeScope, negated: bool = False
     ) -> Optional[tuple[bool, Optional[cst.BaseExpression]]]:
-        """(True, k) when ``test`` holds at accumulation boundaries (or, ``negated``, between them)."""
+        """(True, k) when ``test`` holds at accumulation boundaries (or, ``negated``, between
+        them)."""
         if type(test) is cst.BooleanOperation:
             return self._boundary_test(test.left, scope, negated) or self._boundary_test(
                 test.right, scope, negated
@@ -228,7 +231,8 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
     def _fix(
         self, wrap: Wrap, given: Optional[cst.Arg], k: Optional[cst.BaseExpression]
     ) -> Optional[PendingFix]:
-        """Safe to add ``k`` when it is a name or attribute already bound where the model is wrapped.
+        """Safe to add ``k`` when it is a name or attribute already bound where the model is
+        wrapped.
 
         Any other expression (a literal, arithmetic) is offered as unsafe, and so is replacing a
         value the script sets explicitly; a ``k`` not bound at the wrap gets no fix.
@@ -257,7 +261,8 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         )
 
     def _in_scope(self, name: str, where: StatementRef) -> bool:
-        """Is ``name`` bound before the wrap runs: an import, a parameter, an earlier local, a global?"""
+        """Is ``name`` bound before the wrap runs: an import, a parameter, an earlier local, a
+        global?"""
         if (
             name in self.program.facts.imports.bindings
             or name in self.program.facts.functions

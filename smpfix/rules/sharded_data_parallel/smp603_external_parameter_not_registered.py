@@ -1,4 +1,5 @@
-"""SMP603: a module's ``forward`` uses another module's parameter without ``smp.register_parameter``."""
+"""SMP603: a module's ``forward`` uses another module's parameter without
+``smp.register_parameter``."""
 
 from __future__ import annotations
 
@@ -124,7 +125,8 @@ class ExternalParameterNotRegistered(Rule):
         return False
 
     def _child_parameters(self, init: cst.FunctionDef) -> dict[str, frozenset[str]]:
-        """For each child ``self.<c> = LocalClass(...)``: the attributes that class makes ``nn.Parameter``s."""
+        """For each child ``self.<c> = LocalClass(...)``: the attributes that class makes
+        ``nn.Parameter``s."""
         self_name = _first_parameter(init)
         found: dict[str, frozenset[str]] = {}
         if self_name is None:
@@ -170,7 +172,8 @@ class ExternalParameterNotRegistered(Rule):
                         yield expr, f"`{self.program.code_for(node.operator).strip()}`"
 
     def _receiver(self, call: cst.Call, self_name: str) -> Optional[tuple[str, Optional[str]]]:
-        """(how the callee is spelled, the child it belongs to) for ``self.proj(...)`` and torch/F ops."""
+        """(how the callee is spelled, the child it belongs to) for ``self.proj(...)`` and torch/F
+        ops."""
         qualified = self.program.facts.qualified_name(call.func)
         if qualified is not None:
             return (
@@ -212,7 +215,8 @@ class ExternalParameterNotRegistered(Rule):
         return None
 
     def _is_registered(self, parts: str, cls: cst.ClassDef) -> bool:
-        """``smp.register_parameter(self, self.emb.weight)`` anywhere (or for the same path elsewhere)."""
+        """``smp.register_parameter(self, self.emb.weight)`` anywhere (or for the same path
+        elsewhere)."""
         if self._registered is None:
             self._registered = []
             for call in self.program.facts.library_calls("register_parameter"):
@@ -261,7 +265,8 @@ class ExternalParameterNotRegistered(Rule):
         self.report(expr, message, severity=severity, fix=self._fix(init, parts), job_facts=(sdp,))
 
     def _fix(self, init: Optional[cst.FunctionDef], parts: str) -> Optional[PendingFix]:
-        """Append the registration to ``__init__``; unsafe: the API exists only in SMP 1.13+ with SDP."""
+        """Append the registration to ``__init__``; unsafe: the API exists only in SMP 1.13+ with
+        SDP."""
         if init is None:
             return None
         statements: Sequence[cst.BaseStatement] = body_statements(init)

@@ -1,4 +1,5 @@
-"""SMP604: ``clip_grad_norm_`` on the model's parameters, which sees one partition (or, with fp16/bf16, nothing the optimizer uses)."""
+"""SMP604: ``clip_grad_norm_`` on the model's parameters, which sees one partition (or, with
+fp16/bf16, nothing the optimizer uses)."""
 
 from __future__ import annotations
 
@@ -73,8 +74,9 @@ class LocalGradNormUnderModelParallelism(Rule):
             self._flag_partition_norm(node, spelled)
 
     def _model_parameters(self, expr: cst.BaseExpression, call: cst.Call) -> bool:
-        """``model.parameters()``, ``model.local_parameters()``, ``model.get_module().parameters()``,
-        ``model.module.parameters()``, or ``net.parameters()`` of the module ``model`` wraps."""
+        """``model.parameters()``, ``model.local_parameters()``,
+        ``model.get_module().parameters()``, ``model.module.parameters()``, or ``net.parameters()``
+        of the module ``model`` wraps."""
         if not (
             type(expr) is cst.Call
             and type(expr.func) is cst.Attribute
@@ -135,7 +137,8 @@ class LocalGradNormUnderModelParallelism(Rule):
         on = [s for s in (pp, tp) if s.state is Tri.ON]
         unknown = [s for s in (pp, tp) if s.state is Tri.UNKNOWN]
         if not on and not unknown:
-            return  # one partition: data-parallel gradients are already averaged, the norm is global
+            # one partition: data-parallel gradients are already averaged, the norm is global
+            return
         if on:
             condition = "because " + " and ".join(s.condition() for s in on)
             severity = Severity.WARNING
@@ -152,8 +155,9 @@ class LocalGradNormUnderModelParallelism(Rule):
         self.report(call, message, severity=severity, job_facts=tuple(on or unknown))
 
     def _master_grads_fix(self, call: cst.Call) -> Optional[PendingFix]:
-        """``torch.nn.utils.clip_grad_norm_(model.parameters(), m)`` -> ``optimizer.clip_master_grads(m)``
-        when the result is unused, the norm is the default 2-norm and the file has one wrapped optimizer.
+        """``torch.nn.utils.clip_grad_norm_(model.parameters(), m)`` ->
+        ``optimizer.clip_master_grads(m)`` when the result is unused, the norm is the default 2-norm
+        and the file has one wrapped optimizer.
         """
         if type(self.ancestry.parent()) is not cst.Expr:
             return None

@@ -201,7 +201,8 @@ class StepHazards:
 
 
 def _body_nodes(step: cst.FunctionDef, facts: FileFacts) -> Iterator[cst.CSTNode]:
-    """The nodes of the step's own body, minus nested definitions and ``smp.is_tracing()`` branches."""
+    """The nodes of the step's own body, minus nested definitions and ``smp.is_tracing()``
+    branches."""
     stack: list[cst.CSTNode] = [step.body]
     while stack:
         node = stack.pop()
@@ -233,7 +234,8 @@ def _root(expr: cst.BaseExpression) -> Optional[str]:
 
 
 def _model_holder(expr: cst.BaseExpression) -> Optional[str]:
-    """``model`` in ``model``, ``model.module``, ``model.module.encoder``, ``model.get_module()``."""
+    """``model`` in ``model``, ``model.module``, ``model.module.encoder``,
+    ``model.get_module()``."""
     while True:
         if type(expr) is cst.Name:
             return expr.value

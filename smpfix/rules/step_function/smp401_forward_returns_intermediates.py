@@ -1,4 +1,5 @@
-"""SMP401: the wrapped model returns tensors that no step function uses, and each one is broadcast."""
+"""SMP401: the wrapped model returns tensors that no step function uses, and each one is
+broadcast."""
 
 from __future__ import annotations
 
@@ -73,7 +74,8 @@ class ForwardReturnsIntermediates(Rule):
     def leave_Module(self, node: cst.Module) -> None:
         if not self.program.facts.distributed_models and not self.program.facts.step_functions:
             return
-        # A TensorFlow model is an instance of a `smp.DistributedModel` subclass, maybe from model.py.
+        # A TensorFlow model is an instance of a `smp.DistributedModel` subclass, maybe from
+        # model.py.
         facts = with_imported_models(self.program.facts, self.program.modules)
         use = output_use(facts)
         reported: set[int] = set()
@@ -139,7 +141,8 @@ class ForwardReturnsIntermediates(Rule):
 
     @property
     def _method(self) -> str:
-        """The model's forward pass: ``call`` for a TensorFlow (Keras) model, ``forward`` for PyTorch."""
+        """The model's forward pass: ``call`` for a TensorFlow (Keras) model, ``forward`` for
+        PyTorch."""
         return "call" if self.program.facts.is_tensorflow else "forward"
 
     def _relative(self, path: str) -> str:
@@ -151,8 +154,8 @@ class ForwardReturnsIntermediates(Rule):
     def _check_hf_config(
         self, built: Construction, wrapped_name: Optional[str], use: OutputUse, reported: set[int]
     ) -> None:
-        """``GPT2Config(output_hidden_states=True)``, ``from_pretrained(..., output_attentions=True)``,
-        ``config.use_cache = True`` for the model that gets wrapped."""
+        """``GPT2Config(output_hidden_states=True)``, ``from_pretrained(...,
+        output_attentions=True)``, ``config.use_cache = True`` for the model that gets wrapped."""
         call = built.call
         model_is_hf = (self.program.facts.qualified_name(call.func) or "").startswith(_HF_PREFIX)
         flags: list[tuple[str, cst.CSTNode]] = list(self._true_flags(call)) if model_is_hf else []
@@ -201,7 +204,8 @@ class ForwardReturnsIntermediates(Rule):
     def _flag_assignments(
         self, config_name: Optional[str], models: set[str], scopes: set[CodeScope]
     ) -> Iterator[tuple[str, cst.Assign, cst.BaseExpression]]:
-        """``config.output_hidden_states = ...`` and ``model.config.use_cache = ...`` in these scopes."""
+        """``config.output_hidden_states = ...`` and ``model.config.use_cache = ...`` in these
+        scopes."""
         for statement, ref in self.program.facts.statements.items():
             if ref.scope not in scopes or type(statement) is not cst.SimpleStatementLine:
                 continue

@@ -66,7 +66,8 @@ class TensorBackwardInsteadOfModelBackward(Rule):
             self._flag_outside_step(node, receiver, functions)
 
     def _tensor_receiver(self, call: cst.Call) -> Optional[cst.BaseExpression]:
-        """``X`` in ``X.backward(...)`` when ``X`` may be a tensor (not a module, model or optimizer)."""
+        """``X`` in ``X.backward(...)`` when ``X`` may be a tensor (not a module, model or
+        optimizer)."""
         func = call.func
         if type(func) is not cst.Attribute or func.attr.value != "backward":
             return None
@@ -206,7 +207,8 @@ class TensorBackwardInsteadOfModelBackward(Rule):
     def _replacement(
         self, call: cst.Call, receiver: Optional[cst.BaseExpression], model: str
     ) -> Optional[tuple[cst.CSTNode, str]]:
-        """``L.backward(G)`` -> ``M.backward(L, G)``; ``torch.autograd.backward(...)`` -> ``M.backward(...)``."""
+        """``L.backward(G)`` -> ``M.backward(L, G)``; ``torch.autograd.backward(...)`` ->
+        ``M.backward(...)``."""
         code = self.program.module.code_for_node
         if receiver is None:
             allowed = {"tensors", "grad_tensors"}

@@ -42,7 +42,8 @@ class ForwardBackwardOutsideStep(Rule):
         self.step_names = frozenset(step.name for step in steps)
         self.models = self.program.file.answer(DistributedModelNames)
         self.candidates: list[_ForwardOrBackward] = []
-        # For each plain function name: where each of its calls is (_IN_STEP, _ALTERNATIVE, _OUTSIDE).
+        # For each plain function name: where each of its calls is (_IN_STEP, _ALTERNATIVE,
+        # _OUTSIDE).
         self.callers_in_step: dict[str, list[str]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -76,7 +77,8 @@ class ForwardBackwardOutsideStep(Rule):
     def _before_wrap(
         self, call: cst.Call, model: str, functions: tuple[cst.FunctionDef, ...]
     ) -> bool:
-        """``model(x)`` before ``model = smp.DistributedModel(model)`` in the same function calls the raw model."""
+        """``model(x)`` before ``model = smp.DistributedModel(model)`` in the same function calls
+        the raw model."""
         scope: CodeScope = functions[-1] if functions else self.program.module
         wraps = [
             w

@@ -423,7 +423,8 @@ class OncePerBatchWorkInsideStep(Rule):
         after: Sequence[cst.SimpleStatementLine],
         moved: Sequence[cst.SimpleStatementLine],
     ) -> bool:
-        """After the first statement moved behind the call, only moved statements and ``return`` may follow."""
+        """After the first statement moved behind the call, only moved statements and ``return`` may
+        follow."""
         if not after:
             return True
         start = next(i for i, s in enumerate(body) if s is after[0])

@@ -298,7 +298,8 @@ class StepInputNotSplittable(Rule):
         )
 
     def _add_name_fix(self, step: StepFunction, param: str) -> Optional[PendingFix]:
-        """Add ``param`` to ``non_split_inputs``: unsafe, since only a person knows the tensor's shape."""
+        """Add ``param`` to ``non_split_inputs``: unsafe, since only a person knows the tensor's
+        shape."""
         quoted = f'"{param}"'
         code = self.program.module.code_for_node
         edit: Optional[Any] = None

@@ -1,4 +1,5 @@
-"""SMP408: activation checkpointing set up with PyTorch's or Hugging Face's API, in the wrong order, or with arguments the library refuses."""
+"""SMP408: activation checkpointing set up with PyTorch's or Hugging Face's API, in the wrong order,
+or with arguments the library refuses."""
 
 from __future__ import annotations
 
@@ -195,8 +196,9 @@ class ActivationCheckpointingApiMisuse(Rule):
 
     def _behind_gradient_checkpointing_flag(self) -> bool:
         """Code that checkpoints only ``if self.gradient_checkpointing`` (Hugging Face model
-        code, and the Trainer's ``if args.gradient_checkpointing: model.gradient_checkpointing_enable()``):
-        it runs only when a configuration turns it on, which this rule reports there."""
+        code, and the Trainer's ``if args.gradient_checkpointing:
+        model.gradient_checkpointing_enable()``): it runs only when a configuration turns it on,
+        which this rule reports there."""
         for node in self.ancestry.stack:
             if isinstance(node, (cst.If, cst.IfExp)):
                 if any(

@@ -1,4 +1,5 @@
-"""SMP501: the torch seed in force when ``smp.DistributedModel`` is built is the same on every rank."""
+"""SMP501: the torch seed in force when ``smp.DistributedModel`` is built is the same on every
+rank."""
 
 from __future__ import annotations
 
@@ -160,7 +161,8 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         index: ParentIndex,
         depth: int,
     ) -> Optional[_Seeding]:
-        """The last seeding that runs before ``point`` in ``scope``, else before ``scope`` is called."""
+        """The last seeding that runs before ``point`` in ``scope``, else before ``scope`` is
+        called."""
         before = [
             s
             for s in seedings
@@ -205,7 +207,8 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         return found
 
     def _rank_call(self, node: cst.CSTNode) -> bool:
-        """A rank that differs between tensor-parallel peers (catalog 1.6); ``rdp_rank`` does not."""
+        """A rank that differs between tensor-parallel peers (catalog 1.6); ``rdp_rank`` does
+        not."""
         if type(node) is not cst.Call or node.args:
             return False
         member = self.program.facts.smp_member(node.func)
@@ -220,7 +223,8 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         bindings: Mapping[str, list[tuple[CodeScope, cst.BaseExpression]]],
         depth: int,
     ) -> bool:
-        """Does ``expr`` hold a rank term, directly or through a name bound to one in its function?"""
+        """Does ``expr`` hold a rank term, directly or through a name bound to one in its
+        function?"""
         if depth > _MAX_DEPTH:
             return False
         nodes = iter_nodes(expr)
@@ -240,7 +244,8 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
 
     # -- can the fix be offered ---------------------------------------------------------------
     def _global_rng_data(self) -> Optional[str]:
-        """Why a per-rank seed could change the data order, or None when the data path has its own RNG."""
+        """Why a per-rank seed could change the data order, or None when the data path has its own
+        RNG."""
         loaders = [c for c in self.program.facts.call_order if is_dataloader(c, self.program.facts)]
         if not loaders:
             return (

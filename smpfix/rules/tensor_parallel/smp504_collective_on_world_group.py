@@ -164,7 +164,8 @@ class CollectiveOnWorldGroup(Rule):
         on = [s for s in states if s.state is Tri.ON]
         unknown = [s for s in states if s.state is Tri.UNKNOWN]
         if not on and not unknown:
-            return  # one pipeline stage (and, for rdp_size, no tensor parallelism): the world is the group
+            # one pipeline stage (and, for rdp_size, no tensor parallelism): the world is the group
+            return
         spelled = self.program.code_for(call.func)
         size = f"smp.{average.size}()"
         if average.size == "dp_size":

@@ -1,4 +1,5 @@
-"""SMP7xx: TensorFlow scripts (gradient tape, checkpoints, Horovod, the model class, step outputs, XLA, input files).
+"""SMP7xx: TensorFlow scripts (gradient tape, checkpoints, Horovod, the model class, step outputs,
+XLA, input files).
 
 Rule modules import the rule framework (smpfix.rules.rule), program, job and base; never each other.
 """

@@ -1,4 +1,5 @@
-"""SMP702: TensorFlow's own checkpoint restore, its own manager, or an early ``smp.CheckpointManager`` restore.
+"""SMP702: TensorFlow's own checkpoint restore, its own manager, or an early
+``smp.CheckpointManager`` restore.
 
 ``tf.train.Checkpoint(...).restore()`` is unsupported: each rank holds one partition of the
 model, and only ``smp.CheckpointManager`` writes and reads one directory per partition
@@ -64,7 +65,8 @@ class TfCheckpointRestoreUnsupported(Rule):
             self._check_early_restore(node)
 
     def _construction(self, expr: cst.BaseExpression) -> Optional[cst.Call]:
-        """The call that built the object ``expr`` names (``ckpt`` bound once to ``tf.train.Checkpoint(...)``)."""
+        """The call that built the object ``expr`` names (``ckpt`` bound once to
+        ``tf.train.Checkpoint(...)``)."""
         if type(expr) is cst.Call:
             return expr
         if type(expr) is cst.Name:
@@ -112,7 +114,8 @@ class TfCheckpointRestoreUnsupported(Rule):
             f"`{spelled}()` runs before the training loop, so before the first step has partitioned"
             " the model: SMP 1.2 and earlier must restore after the first training step, and a"
             " restore before it may hang. This matters"
-            f" {'because ' if self.program.job.smp_version is not None else ''}{self.version_condition(until=(1, 2))}."
+            f" {'because ' if self.program.job.smp_version is not None else ''}"
+            f"{self.version_condition(until=(1, 2))}."
             " Move it into the loop, after the first step call (from SMP 1.3 the library defers an"
             " early restore until the model is partitioned)."
         )

@@ -1,4 +1,5 @@
-"""SMP703: Horovod used against the library: ``hvd.init()``, ``hvd.DistributedOptimizer``, or Horovod off.
+"""SMP703: Horovod used against the library: ``hvd.init()``, ``hvd.DistributedOptimizer``, or
+Horovod off.
 
 Under ``"horovod": True`` the library starts Horovod itself, on the data-parallel group
 (``hvd.init(dp_group)``), so ``hvd.allreduce`` averages over the model replicas and not over
@@ -99,7 +100,9 @@ class TfHorovodMisuse(Rule):
             pp = self.feature("PP")
             severity = self.severity_when(pp)
             if severity is None:
-                return  # one partition: every rank is its own replica, and Horovod's world is the data-parallel group
+                # one partition: every rank is its own replica, and Horovod's world is the
+                # data-parallel group
+                return
             message = (
                 f"`{spelled}()` starts Horovod over every rank, and {hvd.condition()}, so the"
                 " library does not start it on the data-parallel group:"
@@ -153,7 +156,8 @@ class TfHorovodMisuse(Rule):
     def _flag_horovod_off(self, call: cst.Call, member: str) -> None:
         hvd = self.feature("HVD")
         if hvd.state is not Tri.OFF:
-            return  # on, or unknown: the script is written for `"horovod": True`, as the official one
+            # on, or unknown: the script is written for `"horovod": True`, as the official one
+            return
         spelled = self.program.code_for(call.func)
         message = (
             f"`{spelled}` needs Horovod started, but {hvd.condition()} and the script (rightly)"

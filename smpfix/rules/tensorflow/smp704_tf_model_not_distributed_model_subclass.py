@@ -1,4 +1,5 @@
-"""SMP704: the TensorFlow model is not a ``smp.DistributedModel`` subclass, or is used outside the step.
+"""SMP704: the TensorFlow model is not a ``smp.DistributedModel`` subclass, or is used outside the
+step.
 
 The library partitions a model defined by subclassing ``smp.DistributedModel`` (a Keras
 ``Model``), with its layers built in ``__init__``: at the first step it builds a copy of the
@@ -28,7 +29,8 @@ from smpfix.program.tensorflow.models import imported_model_class, with_imported
 from smpfix.program.tensorflow.training import KERAS_MODELS, constructed_by, keras_model_base
 from smpfix.rules.rule import Rule, TensorParallelism
 
-# Methods of a distributed model that call it outside a step (Keras' `predict_step` is not overridden).
+# Methods of a distributed model that call it outside a step (Keras' `predict_step` is not
+# overridden).
 _CALLING_METHODS = frozenset({"call", "__call__", "predict", "predict_on_batch", "predict_step"})
 _LAYER_MODULES = ("tensorflow.keras.layers.", "keras.layers.")
 _VARIABLES = frozenset({"tensorflow.Variable"})
@@ -45,7 +47,8 @@ class TfModelNotDistributedModelSubclass(Rule):
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         super().__init__(program, ancestry)
         self.models = with_imported_models(self.program.facts, self.program.modules)
-        # Instances of subclasses; `smp.DistributedModel(inputs=..., outputs=...)` itself is the functional API.
+        # Instances of subclasses; `smp.DistributedModel(inputs=..., outputs=...)` itself is the
+        # functional API.
         self.model_names = frozenset(
             wrap.target
             for wrap in self.models.distributed_models
@@ -105,7 +108,8 @@ class TfModelNotDistributedModelSubclass(Rule):
         message = (
             f"`{model}.fit(...)` trains a `smp.DistributedModel` with Keras' `fit`, which the"
             " library supports from SMP 1.4.0 (TensorFlow 2.5 containers); this matters"
-            f" {'because ' if self.program.job.smp_version else ''}{self.version_condition(until=(1, 3))}."
+            f" {'because ' if self.program.job.smp_version else ''}"
+            f"{self.version_condition(until=(1, 3))}."
             " Write the training loop with an `@smp.step` function, or use a TensorFlow 2.5 or"
             " later container."
         )
@@ -121,7 +125,8 @@ class TfModelNotDistributedModelSubclass(Rule):
             self._check_outside_variables(cls)
 
     def _plain_models(self) -> Iterator[tuple[str, cst.Call]]:
-        """Names called in a step function, or fitted, that hold a model the library does not distribute."""
+        """Names called in a step function, or fitted, that hold a model the library does not
+        distribute."""
         used: dict[str, cst.Name] = {}
         for name in sorted(self.in_step):
             function = self.program.facts.functions.get(name)
@@ -151,7 +156,8 @@ class TfModelNotDistributedModelSubclass(Rule):
                 yield name, built
 
     def _plain_model_kind(self, call: cst.Call) -> Optional[str]:
-        """What plain model ``call`` builds (words for the message), None when it is distributed or not a model."""
+        """What plain model ``call`` builds (words for the message), None when it is distributed or
+        not a model."""
         qualified = self.program.facts.qualified_name(call.func)
         if qualified in KERAS_MODELS:
             return f"a plain Keras model (`{self.program.code_for(call.func)}`)"
@@ -211,7 +217,8 @@ class TfModelNotDistributedModelSubclass(Rule):
                 self._flag_shared_layer(value, cls, target)
 
     def _module_value(self, use: cst.Name) -> Optional[cst.BaseExpression]:
-        """What the name ``use`` holds where it stands, when one module-level assignment gives it."""
+        """What the name ``use`` holds where it stands, when one module-level assignment gives
+        it."""
         assignment = self.program.facts.names.assignment(use.value, use)
         if (
             assignment is None
@@ -228,7 +235,8 @@ class TfModelNotDistributedModelSubclass(Rule):
     def _layer_arguments(
         self, cls: cst.ClassDef, init: cst.FunctionDef, parameter: str
     ) -> Iterator[cst.BaseExpression]:
-        """Layer constructions passed for ``parameter`` where the class is instantiated in this file."""
+        """Layer constructions passed for ``parameter`` where the class is instantiated in this
+        file."""
         for call in self.program.facts.call_order:
             if not (type(call.func) is cst.Name and call.func.value == cls.name.value):
                 continue
@@ -306,7 +314,8 @@ def _is_layer(facts: FileFacts, value: cst.BaseExpression) -> bool:
 def _argument_for(
     init: cst.FunctionDef, call: cst.Call, parameter: str
 ) -> Optional[cst.BaseExpression]:
-    """The argument of ``Class(...)`` that ``__init__`` receives as ``parameter`` (``self`` is not passed)."""
+    """The argument of ``Class(...)`` that ``__init__`` receives as ``parameter`` (``self`` is not
+    passed)."""
     positional = [param.name.value for param in init.params.params[1:]]
     index = 0
     for arg in call.args:

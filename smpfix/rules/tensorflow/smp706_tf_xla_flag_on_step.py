@@ -111,8 +111,8 @@ class TfXlaFlagOnStep(Rule):
 
     # -- the fix -----------------------------------------------------------------------------------
     def _fix(self, call: cst.Call, keyword: cst.Arg) -> Optional[PendingFix]:
-        """Drop the keyword, and turn XLA on with ``set_jit`` before ``smp.init()`` (as the container
-        tests do) if the file does not yet."""
+        """Drop the keyword, and turn XLA on with ``set_jit`` before ``smp.init()`` (as the
+        container tests do) if the file does not yet."""
         edits: list[NodeEdit] = [ReplaceNode(call, self.program.code_for(_without(call, keyword)))]
         if not any(
             self.program.facts.qualified_name(c.func) in _SET_JIT
@@ -168,7 +168,8 @@ def _without(call: cst.Call, keyword: cst.Arg) -> cst.Call:
 
 
 def _statement_of(call: cst.Call, facts: FileFacts) -> cst.CSTNode:
-    """The statement holding ``call`` among the facts' statements (``smp.init()`` is one by itself)."""
+    """The statement holding ``call`` among the facts' statements (``smp.init()`` is one by
+    itself)."""
     for statement in facts.statements:
         if type(statement) is cst.SimpleStatementLine and any(
             type(small) is cst.Expr and small.value is call for small in statement.body

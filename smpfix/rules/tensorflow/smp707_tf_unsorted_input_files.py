@@ -166,7 +166,8 @@ class TfUnsortedInputFiles(Rule):
 
     # -- reports -----------------------------------------------------------------------------------
     def _nodes(self) -> FeatureState:
-        """More than one node: ``instance_count`` > 1 (a launcher or ``[tool.smpfix.job]`` states it)."""
+        """More than one node: ``instance_count`` > 1 (a launcher or ``[tool.smpfix.job]`` states
+        it)."""
         setting = self.program.job.settings.get("instance_count")
         if (
             setting is not None

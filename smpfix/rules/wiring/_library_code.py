@@ -2,8 +2,9 @@
 
 Scripts written for several back ends keep each one's code apart: a function for the
 data-parallel set-up beside one for the model-parallel set-up, or
-``if is_sagemaker_mp_enabled(): scaler = smp.amp.GradScaler() else: scaler = torch.cuda.amp.GradScaler()``.
-A feature the library does not support is a problem only on the library's path, so rules about
+``if is_sagemaker_mp_enabled(): scaler = smp.amp.GradScaler() else: scaler =
+torch.cuda.amp.GradScaler()``. A feature the library does not support is a problem only on the
+library's path, so rules about
 such features ask ``LibraryCode.runs_with_library(node)``. It is False when
 
 - ``node`` sits on one side of an ``if`` whose other side uses the library and its own side

@@ -74,7 +74,8 @@ class OptimizerBeforeDistributedModel(Rule):
         return found
 
     def _derives_from(self, call: cst.Call, model: str, where: StatementRef) -> bool:
-        """Does the optimizer take ``model``'s parameters (directly, via a helper, or a variable)?"""
+        """Does the optimizer take ``model``'s parameters (directly, via a helper, or a
+        variable)?"""
         return self._directly_from(call, model) or bool(self._via_variables(call, model, where))
 
     def _directly_from(self, call: cst.Call, model: str) -> bool:
@@ -110,7 +111,8 @@ class OptimizerBeforeDistributedModel(Rule):
         return False
 
     def _fix(self, wrap: Wrap, model: str, optimizer: Assignment) -> Optional[PendingFix]:
-        """Move the optimizer statement to just after the wrap; safe under the catalog's conditions."""
+        """Move the optimizer statement to just after the wrap; safe under the catalog's
+        conditions."""
         opt_ref, wrap_ref = optimizer.where, wrap.where
         assert opt_ref is not None and wrap_ref is not None
         statement = opt_ref.statement

@@ -249,7 +249,8 @@ class WeightsLoadedBeforeWrap(Rule):
     def _check_full_loads_after(self) -> None:
         sdp, tp = self.feature("SDP"), self.feature("TP")
         if sdp.state is not Tri.ON or tp.state is Tri.ON:
-            # With TP on as well, weights must be loaded after the wrap (and 1.15 loads full checkpoints there).
+            # With TP on as well, weights must be loaded after the wrap (and 1.15 loads full
+            # checkpoints there).
             return
         for call in self._full_resumes:
             self._flag_after(
@@ -275,7 +276,8 @@ class WeightsLoadedBeforeWrap(Rule):
     def _is_full_state(
         self, expr: cst.BaseExpression, scope: Optional[CodeScope], depth: int = 0
     ) -> bool:
-        """A whole-model state dict: ``torch.load(...)``, ``smp.load(..., partial=False)``, ``x.state_dict()``, a translation."""
+        """A whole-model state dict: ``torch.load(...)``, ``smp.load(..., partial=False)``,
+        ``x.state_dict()``, a translation."""
         while type(expr) is cst.Subscript:
             expr = expr.value
         if type(expr) is cst.Name and depth < 3:

@@ -208,7 +208,8 @@ class MissingDistributedOptimizer(Rule):
     def _called_with_model(
         self, function: cst.FunctionDef, sources: list[cst.BaseExpression], models: set[str]
     ) -> bool:
-        """A factory ``def make(model): return Adam(model.parameters())`` called with the wrapped model."""
+        """A factory ``def make(model): return Adam(model.parameters())`` called with the wrapped
+        model."""
         used = {
             p
             for p in _parameter_names(function)
@@ -322,7 +323,8 @@ class MissingDistributedOptimizer(Rule):
         )
 
     def _fix(self, optimizer: _Optimizer) -> Optional[PendingFix]:
-        """Insert the wrap after the later of the optimizer and ``DistributedModel`` statements (same block)."""
+        """Insert the wrap after the later of the optimizer and ``DistributedModel`` statements
+        (same block)."""
         if optimizer.target is None or optimizer.line is None:
             return None
         ref = self.program.facts.statement_of(optimizer.line)

@@ -215,7 +215,8 @@ class SharedParametersSplitAcrossPartitions(Rule):
         auto = self.program.job.value("auto_partition")
         pp = self.feature("PP")
         if auto is True or pp.state is Tri.OFF:
-            # The partition contexts are ignored with auto-partitioning, which colocates shared parameters.
+            # The partition contexts are ignored with auto-partitioning, which colocates shared
+            # parameters.
             return
         severity = Severity.ERROR if auto is False else Severity.WARNING
         setting = self.program.job.settings.get("auto_partition")

@@ -1,4 +1,5 @@
-"""SMP105: a model evidently above ~10B parameters built without delayed parameter initialisation."""
+"""SMP105: a model evidently above ~10B parameters built without delayed parameter
+initialisation."""
 
 from __future__ import annotations
 
@@ -117,7 +118,8 @@ class LargeModelWithoutDelayedInit(Rule):
         return self._config_size(config.value)
 
     def _builds_model(self, call: cst.Call) -> bool:
-        """``Model.from_config(cfg)``, ``GPT2LMHeadModel(cfg)``, a local ``GPT(cfg)``; not configs or helpers."""
+        """``Model.from_config(cfg)``, ``GPT2LMHeadModel(cfg)``, a local ``GPT(cfg)``; not configs
+        or helpers."""
         func = call.func
         if type(func) is cst.Attribute and func.attr.value == "from_config":
             return True

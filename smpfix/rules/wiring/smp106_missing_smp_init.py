@@ -152,7 +152,8 @@ class MissingSmpInit(Rule):
         anchor = self._top_level_imports[-1] if self._top_level_imports else None
         target: cst.CSTNode = anchor[1] if anchor is not None else self._first_import
         tensorflow = self.program.facts.is_tensorflow
-        # The TensorFlow flavour never initialises itself on import (its `init()` is never called for you);
+        # The TensorFlow flavour never initialises itself on import (its `init()` is never called
+        # for you);
         # import-time initialisation of the PyTorch flavour exists in 1.12.1 and not in 1.7 (library
         # source): a job known to run 1.7 or older never initialises by itself.
         no_auto_init = (

@@ -128,7 +128,8 @@ class CudaDeviceNotLocalRank(Rule):
         return None
 
     def _local_rank_env(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
-        """``int(os.environ["LOCAL_RANK"])`` (or ``.get``/``getenv``), or a name assigned once from it."""
+        """``int(os.environ["LOCAL_RANK"])`` (or ``.get``/``getenv``), or a name assigned once from
+        it."""
         if type(expr) is cst.Name and depth == 0:
             assignment = self.program.facts.names.assignment(expr.value, expr)
             return assignment is not None and self._local_rank_env(assignment.value, depth + 1)
@@ -197,7 +198,8 @@ class CudaDeviceNotLocalRank(Rule):
             set_device = self.program.facts.qualified_name(call.func) in _SET_DEVICE
             self._report_string(node, Severity.ERROR if direct else Severity.WARNING, set_device)
         elif type(parent) is cst.DictElement and parent.value is node:
-            # A `map_location={"cuda:1": "cuda:0"}` target is a device; its keys name saved locations.
+            # A `map_location={"cuda:1": "cuda:0"}` target is a device; its keys name saved
+            # locations.
             holder = self.ancestry.parent(3)
             mapped = (
                 type(holder) is cst.Arg

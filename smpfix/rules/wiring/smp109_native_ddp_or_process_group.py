@@ -1,4 +1,5 @@
-"""SMP109: PyTorch's own ``DistributedDataParallel`` or process group in a script that uses the library."""
+"""SMP109: PyTorch's own ``DistributedDataParallel`` or process group in a script that uses the
+library."""
 
 from __future__ import annotations
 

@@ -150,7 +150,8 @@ class UnsupportedFrameworkFeature(Rule):
         self.report(call, message, severity=Severity.WARNING)
 
     def _model_transforms(self) -> None:
-        """TorchScript or ``torch.compile`` on the module that reaches ``smp.DistributedModel``, or on the result."""
+        """TorchScript or ``torch.compile`` on the module that reaches ``smp.DistributedModel``, or
+        on the result."""
         seen: set[int] = set()
         for wrap in self.program.facts.distributed_models:
             for built in wrapped_constructions(self.program.facts, wrap):

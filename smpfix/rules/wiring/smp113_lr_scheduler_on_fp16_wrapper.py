@@ -1,4 +1,5 @@
-"""SMP113: a PyTorch learning-rate scheduler given the fp16/bf16 ``smp.DistributedOptimizer`` wrapper."""
+"""SMP113: a PyTorch learning-rate scheduler given the fp16/bf16 ``smp.DistributedOptimizer``
+wrapper."""
 
 from __future__ import annotations
 
@@ -103,8 +104,9 @@ class LrSchedulerOnFp16Wrapper(Rule):
     def _fix(
         self, module: cst.Module, optimizer: cst.Name, precision: Optional[str], safe: bool
     ) -> Optional[PendingFix]:
-        """``opt`` -> ``opt.optimizer if smp.state.cfg.fp16 else opt`` (the fp16 guide's form; ``bf16``
-        when bf16 is on; both settings when neither is known). Identical when the setting is off."""
+        """``opt`` -> ``opt.optimizer if smp.state.cfg.fp16 else opt`` (the fp16 guide's form;
+        ``bf16`` when bf16 is on; both settings when neither is known). Identical when the setting
+        is off."""
         reference = smp_reference(self.program.file, "state")
         if reference is None:
             return None

@@ -1,4 +1,5 @@
-"""SMP114: fp16 is on, but the script skips the fp16 guide's set-up (``model_creation``, loss scaling)."""
+"""SMP114: fp16 is on, but the script skips the fp16 guide's set-up (``model_creation``, loss
+scaling)."""
 
 from __future__ import annotations
 
@@ -43,8 +44,9 @@ class Fp16SetupIncomplete(Rule):
             self._check_loss_scaling(wrap)
 
     def _built_in_model_creation(self, module: cst.Module, wrap: Wrap) -> bool:
-        """Whether the model (or the statement naming it, or a builder call) sits in ``smp.model_creation``.
-        Unknown constructions count as built there: smpfix stays quiet when it cannot see them."""
+        """Whether the model (or the statement naming it, or a builder call) sits in
+        ``smp.model_creation``. Unknown constructions count as built there: smpfix stays quiet when
+        it cannot see them."""
         built = wrapped_constructions(self.program.facts, wrap)
         if not built or any(_dtype_given(construction.call) for construction in built):
             # A model built with an explicit dtype (`from_config(config, torch_dtype=dtype)`) is

@@ -64,7 +64,8 @@ class PartitionApiMisuse(Rule):
         return frozenset(found)
 
     def _ignored(self, call: cst.Call, member: str) -> bool:
-        """``auto_partition`` is known to be on: the call is ignored (silently, for ``smp.partition``)."""
+        """``auto_partition`` is known to be on: the call is ignored (silently, for
+        ``smp.partition``)."""
         value = self.program.job.value("auto_partition")
         setting = self.program.job.settings.get("auto_partition")
         source = setting.source if setting is not None else "the job"
@@ -76,7 +77,8 @@ class PartitionApiMisuse(Rule):
             and source.startswith("library default")
             and "auto_partition" in init_dict_keys(self.program.facts)
         ):
-            # The script's dict sets the key to a value smpfix cannot read (`not args.manual_partition`),
+            # The script's dict sets the key to a value smpfix cannot read (`not
+            # args.manual_partition`),
             # and the library may use that dict: not known. (Under a launch that initialises on
             # import, the dict is ignored and the default stands.)
             return False
@@ -104,7 +106,8 @@ class PartitionApiMisuse(Rule):
         return True
 
     def _out_of_range(self, call: cst.Call, member: str) -> bool:
-        """A literal partition index outside ``0 .. pipeline_parallel_degree - 1`` (auto_partition off)."""
+        """A literal partition index outside ``0 .. pipeline_parallel_degree - 1`` (auto_partition
+        off)."""
         if self.program.job.value("auto_partition") is not False:
             return False
         degree = self.program.job.value("pipeline_parallel_degree")
@@ -124,7 +127,8 @@ class PartitionApiMisuse(Rule):
         return True
 
     def _set_partition_order(self, order: ExecutionOrder, call: cst.Call) -> None:
-        """``smp.set_partition`` needs the ``smp.DistributedModel`` and must come before the first step."""
+        """``smp.set_partition`` needs the ``smp.DistributedModel`` and must come before the first
+        step."""
         steps = self.program.facts.step_functions
         is_model = lambda run: self.program.facts.is_smp_call(run.call, "DistributedModel")  # noqa: E731
         is_step = lambda run: type(run.call.func) is cst.Name and run.call.func.value in steps  # noqa: E731

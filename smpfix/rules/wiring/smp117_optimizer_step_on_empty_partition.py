@@ -1,4 +1,5 @@
-"""SMP117: in SMP 1.3, ``optimizer.step()`` of Adadelta crashes on a pipeline stage without parameters."""
+"""SMP117: in SMP 1.3, ``optimizer.step()`` of Adadelta crashes on a pipeline stage without
+parameters."""
 
 from __future__ import annotations
 
