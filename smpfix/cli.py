@@ -126,7 +126,10 @@ def main() -> None:
 @click.option(
     "--add-noqa",
     is_flag=True,
-    help="Add `# smpfix: ignore[CODE]` to every line with a finding, so the next check reports nothing.",
+    help=(
+        "Add `# smpfix: ignore[CODE]` to every line with a finding, so the next check"
+        " reports nothing."
+    ),
 )
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, without the summary line.")
@@ -166,7 +169,10 @@ def main() -> None:
     "--cache-dir",
     type=click.Path(file_okay=False),
     envvar="SMPFIX_CACHE_DIR",
-    help="Where to keep the result cache (default: .smpfix_cache in the project root; also SMPFIX_CACHE_DIR).",
+    help=(
+        "Where to keep the result cache (default: .smpfix_cache in the project root;"
+        " also SMPFIX_CACHE_DIR)."
+    ),
 )
 def check(
     paths: tuple[str, ...],
@@ -379,7 +385,10 @@ def _output_option_problem(fmt: str, opts: Any, stdin: bool) -> Optional[str]:
         return f"--statistics prints text or JSON; it cannot be combined with --format {fmt}"
     if opts.get("add_noqa"):
         if opts["apply"] or opts["diff"]:
-            return "--add-noqa cannot be combined with --apply or --diff (it writes suppressions, not fixes)"
+            return (
+                "--add-noqa cannot be combined with --apply or --diff"
+                " (it writes suppressions, not fixes)"
+            )
         if stdin:
             return "--add-noqa edits files in place; it cannot read from stdin"
     return None
@@ -404,7 +413,8 @@ def _add_noqa(results: Sequence[Any], tasks: Sequence[Any], options: Any, quiet:
     for item in left:
         finding = item.finding
         click.echo(
-            f"{finding.path}:{finding.start.line}:{finding.start.column}: {finding.code} not suppressed: {item.reason}"
+            f"{finding.path}:{finding.start.line}:{finding.start.column}:"
+            f" {finding.code} not suppressed: {item.reason}"
         )
     if not quiet:
         noun = "suppression" if added == 1 else "suppressions"
@@ -558,7 +568,10 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
     "job_settings",
     multiple=True,
     metavar="KEY=VALUE",
-    help="A job setting that overrides the launchers, e.g. tensor_parallel_degree=8 or model_parameters=20e9.",
+    help=(
+        "A job setting that overrides the launchers, e.g. tensor_parallel_degree=8"
+        " or model_parameters=20e9."
+    ),
 )
 @click.option(
     "--config",
@@ -639,8 +652,8 @@ def plan(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
 def rules(fmt: str) -> None:
-    """List every rule: code, name, fix availability and safety, SMP versions, the library flavours whose
-    scripts it checks, job settings it depends on."""
+    """List every rule: code, name, fix availability and safety, SMP versions, the library
+    flavours whose scripts it checks, job settings it depends on."""
     from smpfix.rules.registry import rule_table
 
     table = rule_table()
@@ -650,13 +663,15 @@ def rules(fmt: str) -> None:
     width = max(len(row["name"]) for row in table) if table else 10
     versions = max([len("versions"), *(len(row["versions"]) for row in table)])
     click.echo(
-        f"{'code':<7} {'name':<{width}} {'fix':<15} {'versions':<{versions}} {'scripts':<19} depends on"
+        f"{'code':<7} {'name':<{width}} {'fix':<15}"
+        f" {'versions':<{versions}} {'scripts':<19} depends on"
     )
     for row in table:
         depends = ", ".join(row["depends_on"]) or "-"
         scripts = ", ".join(row["flavours"])
         click.echo(
-            f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15} {row['versions']:<{versions}} {scripts:<19} {depends}"
+            f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15}"
+            f" {row['versions']:<{versions}} {scripts:<19} {depends}"
         )
 
 
@@ -719,7 +734,8 @@ def clean(cache_dir: Optional[str]) -> None:
     removed = cache.clean(cache_dir)
     if os.path.exists(cache_dir):
         click.echo(
-            f"Removed {removed} cached result{'s' if removed != 1 else ''}; {cache_dir} holds other files and was kept."
+            f"Removed {removed} cached result{'s' if removed != 1 else ''};"
+            f" {cache_dir} holds other files and was kept."
         )
     else:
         click.echo(f"Removed {removed} cached result{'s' if removed != 1 else ''} ({cache_dir}).")

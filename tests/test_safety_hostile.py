@@ -34,7 +34,8 @@ def launcher(parameters: object) -> str:
         "from sagemaker.pytorch import PyTorch\n"
         "estimator = PyTorch(entry_point='train.py', instance_type='ml.p4d.24xlarge',"
         " instance_count=1, distribution={'smdistributed': {'modelparallel': {'enabled': True,"
-        f" 'parameters': {parameters!r}}}}}, 'mpi': {{'enabled': True, 'processes_per_host': 8}}}})\n"
+        f" 'parameters': {parameters!r}}}}}, 'mpi':"
+        " {'enabled': True, 'processes_per_host': 8}})\n"
     )
 
 

@@ -219,7 +219,8 @@ def test_one_mix_up_is_one_finding(tmp_path: Path) -> None:
         ' "processes_per_host": 8}}',
         extra=(
             "\n   "
-            ' image_uri="658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.2.0-gpu-py310-cu121",'
+            ' image_uri="658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:'
+            '2.2.0-gpu-py310-cu121",'
         ),
     )
     root = write(tmp_path, {"launch.py": v1_on_v2_image, "train.py": V1_SCRIPT})

@@ -159,7 +159,8 @@ def refusal(text: str) -> Optional[TooDeep]:
     tokens = token_count(text) if len(text) > MAX_TOKENS else 0
     if tokens > MAX_TOKENS:
         return TooDeep(
-            f"file is too large to analyze ({tokens:,} tokens; the limit is {MAX_TOKENS:,}); exclude it if it is generated",
+            f"file is too large to analyze ({tokens:,} tokens; the limit is {MAX_TOKENS:,});"
+            " exclude it if it is generated",
             1,
             1,
         )

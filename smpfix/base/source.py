@@ -79,7 +79,8 @@ def decode(path: str, raw: bytes) -> SourceFile:
     except (UnicodeDecodeError, LookupError) as exc:
         line = body[: getattr(exc, "start", 0)].count(b"\n") + 1
         raise SourceError(
-            f"cannot decode as {encoding}: {exc.reason if isinstance(exc, UnicodeDecodeError) else exc}",
+            f"cannot decode as {encoding}: "
+            f"{exc.reason if isinstance(exc, UnicodeDecodeError) else exc}",
             line,
         ) from None
     return SourceFile(path=path, text=text, raw=raw, encoding=encoding, bom=bom)

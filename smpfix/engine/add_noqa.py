@@ -165,7 +165,10 @@ def add_to_file(result: FileResult, options: RunOptions, writable: bool = True) 
         new_text, added, unreachable = with_suppressions(src.text, pending)
         checked = check_text(new_text, result.path, check_options)
         if any(error.code is None for error in checked.errors):
-            reason = "the file cannot be checked again as Python source, so a comment there is not known to work"
+            reason = (
+                "the file cannot be checked again as Python source,"
+                " so a comment there is not known to work"
+            )
             return NoqaOutcome(
                 result.path, unsuppressed=tuple(Unsuppressed(f, reason) for f in findings)
             )

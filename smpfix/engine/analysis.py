@@ -99,7 +99,8 @@ def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[FileErro
     except Exception as exc:  # e.g. CSTLogicError on syntax newer than this LibCST knows
         return None, FileError(
             path,
-            f"cannot parse: LibCST rejects this code ({type(exc).__name__}: {exc}); it may use syntax from a newer Python",
+            f"cannot parse: LibCST rejects this code ({type(exc).__name__}: {exc});"
+            " it may use syntax from a newer Python",
         )
     finally:
         sys.setrecursionlimit(previous)
@@ -364,7 +365,11 @@ def _run_rules(
     mismatch = positions.get().mismatch
     if mismatch is not None:
         where = positions.get().position(mismatch)
-        reason = "LibCST does not reproduce this file exactly here (a form feed, a backslash continuation in indentation or a lone CR); not analyzed, so that no fix can edit the wrong characters"
+        reason = (
+            "LibCST does not reproduce this file exactly here (a form feed, a backslash"
+            " continuation in indentation or a lone CR); not analyzed, so that no fix can edit"
+            " the wrong characters"
+        )
         return Analysis(
             errors=(*errors, FileError(path, reason, where.line, where.column)),
             job=job,

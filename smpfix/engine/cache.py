@@ -47,7 +47,10 @@ from smpfix.base.safe_read import NOTEBOOK_LIMIT, read_regular
 CACHE_DIR_NAME = ".smpfix_cache"
 FORMAT = "v1"
 _MARKERS = {
-    "CACHEDIR.TAG": "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is smpfix's result cache (smpfix clean removes it).\n",
+    "CACHEDIR.TAG": (
+        "Signature: 8a477f597d28d172789f06886806bc55\n"
+        "# This folder is smpfix's result cache (smpfix clean removes it).\n"
+    ),
     ".gitignore": "# Created by smpfix.\n*\n",
 }
 

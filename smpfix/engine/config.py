@@ -59,7 +59,8 @@ class Config:
     respect_gitignore: bool = True
     # Globs (relative to this file) naming the project's launchers; empty: search for them.
     launchers: tuple[str, ...] = ()
-    # The library version the project targets (``smp-version = "1.11"``); see ``smpfix.job.versions``.
+    # The library version the project targets (``smp-version = "1.11"``); see
+    # ``smpfix.job.versions``.
     smp_version: Optional[str] = None
 
     @property
@@ -132,11 +133,13 @@ def validate_job(table: Mapping[str, Any], where: str) -> dict[str, Value]:
             raise ConfigError(f"{where}: job setting {key!r} must be a finite number below 1e30")
         if key == "framework" and framework_flavour(value) is None:
             raise ConfigError(
-                f'{where}: job setting \'framework\' must be "pytorch" or "tensorflow", not {value!r}'
+                f'{where}: job setting \'framework\' must be "pytorch" or "tensorflow",'
+                f" not {value!r}"
             )
         if key in ("smp_version", "framework_version") and parse_version(value) is None:
             raise ConfigError(
-                f'{where}: job setting {key!r} must be a version such as "1.11" or "1.13.1", not {value!r}'
+                f'{where}: job setting {key!r} must be a version such as "1.11" or "1.13.1",'
+                f" not {value!r}"
             )
         job[normalize_key(key)] = value
     return job
@@ -185,14 +188,16 @@ def load(path: Path) -> Config:
         isinstance(smp_version, bool) or parse_version(smp_version) is None
     ):
         raise ConfigError(
-            f'{path}: [tool.smpfix] smp-version must be a version such as "1.11", not {smp_version!r}'
+            f'{path}: [tool.smpfix] smp-version must be a version such as "1.11",'
+            f" not {smp_version!r}"
         )
     select = table.get("select")
     launchers = _strings(table.get("launchers", []), "launchers", path)
     for pattern in launchers:
         if not pattern or os.path.isabs(pattern) or pattern.startswith(("/", "\\")):
             raise ConfigError(
-                f"{path}: [tool.smpfix] launchers: {pattern!r} must be a glob relative to {path.name}'s folder"
+                f"{path}: [tool.smpfix] launchers: {pattern!r} must be a glob relative to"
+                f" {path.name}'s folder"
             )
     return Config(
         path=path,

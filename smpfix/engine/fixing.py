@@ -93,7 +93,8 @@ def fix_text(
             errors.extend(
                 FileError(
                     path,
-                    f"internal error in rule {code}: its fix produced code that does not parse ({detail}); file left unchanged",
+                    f"internal error in rule {code}: its fix produced code that does not parse"
+                    f" ({detail}); file left unchanged",
                     code=code,
                 )
                 for code in codes

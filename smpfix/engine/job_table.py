@@ -29,7 +29,8 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
     job = JobFacts.resolve(config.declared_jobs())
     if job.smp_v2 is not None:
         return None  # an SMP v2 job: no v1 configuration rule applies (smpfix.job.smp_v2)
-    # The table is stored under the library's names; TensorFlow knows the pipeline degree only as `partitions`.
+    # The table is stored under the library's names; TensorFlow knows the pipeline degree only
+    # as `partitions`.
     spelled = (
         {"pipeline_parallel_degree": "partitions"} if job.flavour is Flavour.TENSORFLOW else {}
     )

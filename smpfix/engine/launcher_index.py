@@ -63,7 +63,8 @@ class LauncherSearch:
 
     @classmethod
     def of(cls, config: Config, exclude: Sequence[str] = ()) -> LauncherSearch:
-        """The search ``[tool.smpfix]`` asks for, with extra ``exclude`` patterns (``--exclude``)."""
+        """The search ``[tool.smpfix]`` asks for, with extra ``exclude`` patterns
+        (``--exclude``)."""
         return cls(
             config.launchers,
             str(config.root),

@@ -161,7 +161,8 @@ def _fix_unit(
                 [
                     FileError(
                         unit.path,
-                        "internal error: a fix produced code that does not parse; notebook left unchanged",
+                        "internal error: a fix produced code that does not parse;"
+                        " notebook left unchanged",
                     )
                 ],
             )

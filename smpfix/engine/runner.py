@@ -145,7 +145,8 @@ def check_bytes(task: DiscoveredFile, raw: bytes, options: RunOptions) -> FileRe
         if not task.writable:
             error = FileError(
                 task.path,
-                "not written: it is a link to a file outside the checked tree (name it explicitly to fix it)",
+                "not written: it is a link to a file outside the checked tree"
+                " (name it explicitly to fix it)",
             )
             return replace(result, errors=(*result.errors, error), new_text=None, fixed_count=0)
         try:
@@ -213,7 +214,8 @@ _NOT_IN_CACHE_KEY = frozenset(
 
 
 def _cache_settings(path: str, options: RunOptions) -> dict[str, object]:
-    """Everything besides the file's bytes that decides its check result (``smpfix.engine.cache``)."""
+    """Everything besides the file's bytes that decides its check result
+    (``smpfix.engine.cache``)."""
     from dataclasses import fields
 
     from smpfix.engine.selection import per_file
@@ -326,7 +328,8 @@ def run(
     options: RunOptions,
     on_result: Optional[Callable[[FileResult], None]] = None,
 ) -> Iterator[FileResult]:
-    """Results for ``tasks``, in path order; ``on_result`` hears of each file as it is done (progress).
+    """Results for ``tasks``, in path order; ``on_result`` hears of each file as it is done
+    (progress).
 
     Files that fail the prefilter, and files with a reusable cached result, are done here;
     the rest are analyzed in this process when they are few and small, else in a pool of

@@ -43,7 +43,8 @@ def expand(selectors: Iterable[str], rules: Mapping[str, str]) -> frozenset[str]
             by_name = {name: code for code, name in rules.items()}
         if selector.lower() not in by_name:
             raise SelectionError(
-                f"unknown rule selector {raw!r} (use a code such as SMP101, a prefix such as SMP1, a rule name, or ALL)"
+                f"unknown rule selector {raw!r} (use a code such as SMP101, a prefix such as SMP1,"
+                " a rule name, or ALL)"
             )
         chosen.add(by_name[selector.lower()])
     return frozenset(chosen)

@@ -18,7 +18,8 @@ from smpfix.job.launcher import Located
 
 
 def written_in_entry(located: Located) -> bool:
-    """Whether the value's node is the value of its own ``"key": value`` entry (or ``key=value``)."""
+    """Whether the value's node is the value of its own ``"key": value`` entry
+    (or ``key=value``)."""
     entry, node = located.entry, located.node
     if node is None or not isinstance(entry, (cst.DictElement, cst.Arg)):
         return False

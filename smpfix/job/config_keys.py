@@ -5,8 +5,9 @@ SageMaker SDK reads only a few keys of the ``mpi`` and ``modelparallel`` dicts a
 ignores the rest. Some unknown keys are not typos but settings from somewhere else (a
 documented key the library rejects, a ``DistributedModel`` argument, a key of SMP v2): for
 those the advice says what they are instead of guessing a neighbour that happens to look
-alike; a PyTorch key in a TensorFlow configuration is explained as one. Shared by SMP812 and the validation of ``[tool.smpfix.job]`` and ``--job`` (``smpfix.engine.config``),
-so a key is explained the same way wherever it is written. Imports nothing heavy: the CLI
+alike; a PyTorch key in a TensorFlow configuration is explained as one. Shared by SMP812
+and the validation of ``[tool.smpfix.job]`` and ``--job`` (``smpfix.engine.config``), so a
+key is explained the same way wherever it is written. Imports nothing heavy: the CLI
 validates its configuration before it loads LibCST.
 """
 
@@ -47,20 +48,21 @@ V2_KEYS = V2_ONLY_KEYS
 # Keys people write into SMP v1 parameters that are not typos of a v1 key (catalog C04, §9 row 9).
 EXPLAINED: Mapping[str, str] = {
     "deterministic_server": (
-        "is documented (SMP v1.3 and later) and the SageMaker SDK's validator accepts it, but the 1.12 "
-        "library's schema has no such key and refuses it; remove it"
+        "is documented (SMP v1.3 and later) and the SageMaker SDK's validator accepts it, but"
+        " the 1.12 library's schema has no such key and refuses it; remove it"
     ),
     "trace_device": (
-        'is an argument of `smp.DistributedModel(model, trace_device="cpu")`, not a configuration key; '
-        "pass it there"
+        'is an argument of `smp.DistributedModel(model, trace_device="cpu")`, not a'
+        " configuration key; pass it there"
     ),
     "model_parameters": (
-        "is a setting of smpfix (`--job model_parameters=...` or `[tool.smpfix.job]`), which gives its memory plan "
-        "the model's size; the library has no such key: remove it from the library's parameters"
+        "is a setting of smpfix (`--job model_parameters=...` or `[tool.smpfix.job]`), which"
+        " gives its memory plan the model's size; the library has no such key: remove it from"
+        " the library's parameters"
     ),
     "xla": (
-        "is a setting of the TensorFlow flavour (`smdistributed.modelparallel.tensorflow`); the PyTorch library "
-        "has no such key. Remove it"
+        "is a setting of the TensorFlow flavour (`smdistributed.modelparallel.tensorflow`); the"
+        " PyTorch library has no such key. Remove it"
     ),
     "activation_checkpointing": (
         "is not a configuration key: activation checkpointing is turned on in the script with "
@@ -71,19 +73,24 @@ EXPLAINED: Mapping[str, str] = {
 
 
 _NOT_IN_TENSORFLOW = (
-    "is not available in the TensorFlow flavour: TensorFlow containers ship SMP 1.0 to 1.4.0, and the key belongs "
-    "to the PyTorch library (SMP 1.6 or later)"
+    "is not available in the TensorFlow flavour: TensorFlow containers ship SMP 1.0 to 1.4.0,"
+    " and the key belongs to the PyTorch library (SMP 1.6 or later)"
 )
 
 # Keys of the PyTorch library written into a TensorFlow configuration (``smp.init`` dict or a
 # TensorFlow launcher). The TensorFlow library is SMP 1.0-1.4.0; anything newer cannot exist there.
 TF_EXPLAINED: Mapping[str, str] = {
     "pipeline_parallel_degree": (
-        "is the PyTorch name of the pipeline degree (SMP 1.6 and later); the TensorFlow flavour (SMP 1.0 to 1.4.0) "
-        "calls it `partitions`"
+        "is the PyTorch name of the pipeline degree (SMP 1.6 and later); the TensorFlow flavour"
+        " (SMP 1.0 to 1.4.0) calls it `partitions`"
     ),
-    "tensor_parallel_degree": "is tensor parallelism, which exists only in the PyTorch library (SMP 1.6 and later)",
-    "ddp_dist_backend": "configures PyTorch DistributedDataParallel (SMP 1.13 and later), which the TensorFlow flavour does not have",
+    "tensor_parallel_degree": (
+        "is tensor parallelism, which exists only in the PyTorch library (SMP 1.6 and later)"
+    ),
+    "ddp_dist_backend": (
+        "configures PyTorch DistributedDataParallel (SMP 1.13 and later), which the TensorFlow"
+        " flavour does not have"
+    ),
     **{
         key: _NOT_IN_TENSORFLOW
         for key in (
@@ -120,11 +127,22 @@ TF_EXPLAINED: Mapping[str, str] = {
 # flavours share one schema file) but that only the PyTorch library acts on (SDK parameters
 # page: "PyTorch-specific"): a warning, not a start-up failure.
 TF_IGNORED: Mapping[str, str] = {
-    "ddp": 'is PyTorch DistributedDataParallel; data parallelism in the TensorFlow flavour is Horovod (`"horovod": True`)',
-    "ddp_port": "configures PyTorch DistributedDataParallel, which the TensorFlow flavour does not have",
-    "memory_weight": "is a setting of PyTorch's automatic partitioning; the TensorFlow flavour does not use it",
-    "active_microbatches": "is documented for PyTorch only; the TensorFlow flavour does not use it",
-    "deterministic_server": "is documented for PyTorch only; the TensorFlow flavour does not use it",
+    "ddp": (
+        "is PyTorch DistributedDataParallel; data parallelism in the TensorFlow flavour is"
+        ' Horovod (`"horovod": True`)'
+    ),
+    "ddp_port": (
+        "configures PyTorch DistributedDataParallel, which the TensorFlow flavour does not have"
+    ),
+    "memory_weight": (
+        "is a setting of PyTorch's automatic partitioning; the TensorFlow flavour does not use it"
+    ),
+    "active_microbatches": (
+        "is documented for PyTorch only; the TensorFlow flavour does not use it"
+    ),
+    "deterministic_server": (
+        "is documented for PyTorch only; the TensorFlow flavour does not use it"
+    ),
 }
 
 

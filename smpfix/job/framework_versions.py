@@ -19,7 +19,8 @@ from smpfix.job.launcher import Launcher
 from smpfix.job.versions import SmpVersion, pytorch_job_version, tensorflow_job_version
 
 _IMAGE_TAG = re.compile(r"pytorch-training:(\d+)\.(\d+)(?:\.(\d+))?")
-# The SMP v2 image, tagged with its PyTorch version (release notes: ``smdistributed-modelparallel:2.4.1-gpu-py311-cu121``).
+# The SMP v2 image, tagged with its PyTorch version (release notes:
+# ``smdistributed-modelparallel:2.4.1-gpu-py311-cu121``).
 _SMP_V2_IMAGE_TAG = re.compile(r"smdistributed-modelparallel:(\d+)\.(\d+)(?:\.(\d+))?")
 _TF_IMAGE_TAG = re.compile(r"tensorflow-training:(\d+)\.(\d+)(?:\.(\d+))?")
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
@@ -58,7 +59,8 @@ def pytorch_version(launcher: Launcher) -> Optional[FrameworkVersion]:
 
 
 def tensorflow_version(launcher: Launcher) -> Optional[FrameworkVersion]:
-    """The TensorFlow version of the container a TensorFlow launcher starts, when it says so literally."""
+    """The TensorFlow version of the container a TensorFlow launcher starts, when it says so
+    literally."""
     framework = launcher.literal("framework_version")
     if isinstance(framework, str) and "tensorflow" in launcher.estimator.lower():
         match = _VERSION.match(framework.strip())

@@ -262,8 +262,8 @@ class DataJob:
         if self.tensorflow:
             return "the ranks of one model replica (its pipeline-parallel peers)"
         return (
-            "the ranks of one model replica (its pipeline-parallel peers, and with prescaled batch its "
-            "tensor-parallel peers)"
+            "the ranks of one model replica (its pipeline-parallel peers, and with prescaled"
+            " batch its tensor-parallel peers)"
         )
 
     @property
@@ -285,7 +285,8 @@ class DataJob:
         return _conjunction([self.prescaled, self.tp])
 
     def not_prescaled_tp(self) -> RankVerdict:
-        """``rdp_*`` sharding gives tensor-parallel peers the same shard: wrong without prescaling."""
+        """``rdp_*`` sharding gives tensor-parallel peers the same shard: wrong without
+        prescaling."""
         if self.tensorflow or self.prescaled.state is not Tri.OFF:
             return OFF
         return _tp_without_prescaled(self.prescaled, self.tp)

@@ -505,19 +505,21 @@ class JobFacts:
             )
             return (
                 Tri.ON,
-                f"under {launcher.source}, {version} initialises itself on import from the launcher's parameters",
+                f"under {launcher.source}, {version} initialises itself on import from the"
+                " launcher's parameters",
             )
         if self.version_applies(None, LAST_WITHOUT_AUTO_INIT) is Tri.ON:
             assert self.smp_version is not None
             return Tri.OFF, f"{self.smp_version.describe()} does not initialise itself on import"
         return Tri.UNKNOWN, (
-            f"under {launcher.source}, SMP 1.12 and later initialise on import, SMP 1.7 and earlier do not, and this "
-            "job's version is not known to be either"
+            f"under {launcher.source}, SMP 1.12 and later initialise on import, SMP 1.7 and"
+            " earlier do not, and this job's version is not known to be either"
         )
 
     def init_dict_use(self, declared: Sequence[DeclaredJob]) -> tuple[InitDict, str]:
         """Whether an ``smp.init({...})`` dict in a script started by ``declared`` configures
-        the library: not when the library initialised itself on import (``initialises_on_import``)."""
+        the library: not when the library initialised itself on import
+        (``initialises_on_import``)."""
         state, reason = self.initialises_on_import(declared)
         if state is Tri.ON:
             return (
@@ -600,7 +602,10 @@ class JobFacts:
         if key in self.conflicting:
             return f"{source} set it to different values"
         if self.init_dict is InitDict.UNCERTAIN and source.startswith("smp.init"):
-            return f"set only in {source}, which counts only if the library does not initialise itself on import"
+            return (
+                f"set only in {source}, which counts only if the library does not initialise"
+                " itself on import"
+            )
         return f"set in {source} to a value smpfix cannot resolve"
 
     def version_floor(self) -> Optional[tuple[Version, str]]:
@@ -679,8 +684,8 @@ class JobFacts:
 
 
 def _smp_v2(declared: Sequence[DeclaredJob]) -> Optional[str]:
-    """Why the job runs SMP v2, from the first source that says so (a launcher, ``smpfix.job.smp_v2``;
-    a stated job, ``versions.stated_v2``), or None."""
+    """Why the job runs SMP v2, from the first source that says so (a launcher,
+    ``smpfix.job.smp_v2``; a stated job, ``versions.stated_v2``), or None."""
     for job in declared:
         reason = job.smp_v2 or (
             stated_v2(job.settings, job.source) if job.role is Role.STATED else None

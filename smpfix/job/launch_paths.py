@@ -200,7 +200,8 @@ def _call(node: cst.Call, evaluate: Evaluate, imports: ImportTable) -> Optional[
 
 
 def _method(node: cst.Call, evaluate: Evaluate, imports: ImportTable) -> Optional[Any]:
-    """``Path(...).resolve()``, ``.absolute()``, ``.as_posix()``, ``.joinpath(...)`` on a known path."""
+    """``Path(...).resolve()``, ``.absolute()``, ``.as_posix()``, ``.joinpath(...)`` on a known
+    path."""
     assert isinstance(node.func, cst.Attribute)
     name = node.func.attr.value
     if name not in _PATH_METHODS_ABSOLUTE and name not in _PATH_METHODS_SAME and name != "joinpath":

@@ -46,7 +46,8 @@ ESTIMATORS = frozenset(
 )
 _OLD_NAMES = {"train_instance_type": "instance_type", "train_instance_count": "instance_count"}
 # Leading positional parameters of the estimators whose first parameter is the entry point
-# (SageMaker Python SDK v2: ``PyTorch(entry_point, framework_version, py_version, source_dir, ...)``).
+# (SageMaker Python SDK v2:
+# ``PyTorch(entry_point, framework_version, py_version, source_dir, ...)``).
 _POSITIONAL: Mapping[str, tuple[str, ...]] = {
     "PyTorch": (
         "entry_point",

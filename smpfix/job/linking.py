@@ -52,7 +52,8 @@ def may_be_launcher(raw: bytes) -> bool:
 
 
 def declared_job(launcher: Any, source: str) -> DeclaredJob:
-    """The job a launcher declares: resolved keys, keys it sets to unknowable values, completeness."""
+    """The job a launcher declares: resolved keys, keys it sets to unknowable values,
+    completeness."""
     from smpfix.base.literals import (
         UNKNOWN,  # imports LibCST, which the CLI must not do at start-up
     )

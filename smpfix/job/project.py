@@ -34,7 +34,8 @@ class Project:
         return cls(tuple(os.path.abspath(p) for p in paths if p != "-"))
 
     def with_links(self, links: Sequence[LinkedScript]) -> Project:
-        """The project with these launchers; each script's in launcher order, whichever way they were found."""
+        """The project with these launchers; each script's in launcher order, whichever way
+        they were found."""
         grouped: dict[str, list[LinkedScript]] = {}
         for link in sorted(links, key=lambda link: (link.launcher, link.line, link.script)):
             found = grouped.setdefault(link.script, [])
@@ -58,7 +59,8 @@ class Project:
         return False
 
     def declared_for(self, path: str) -> tuple[DeclaredJob, ...]:
-        """The launcher's job for ``path``; settings on which several launchers disagree are unknown."""
+        """The launcher's job for ``path``; settings on which several launchers disagree are
+        unknown."""
         links = self.launchers_of(path)
         if not links:
             return ()

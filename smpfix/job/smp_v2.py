@@ -48,7 +48,10 @@ def launcher_v2(launcher: Launcher, where: str) -> Optional[str]:
         return None
     version = pytorch_version(launcher)
     if version is not None and compare(version.version, FIRST_V2_PYTORCH) >= 0:
-        return f"{version.written} in {where} is a PyTorch container with SMP v2 (v1 ended with PyTorch 2.0.0)"
+        return (
+            f"{version.written} in {where} is a PyTorch container with SMP v2"
+            " (v1 ended with PyTorch 2.0.0)"
+        )
     parameters = launcher.parameters
     if parameters is not None and parameters.is_dict:
         found = sorted(key for key in parameters.value if key in V2_KEYS)

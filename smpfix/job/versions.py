@@ -157,7 +157,8 @@ def in_range(version: Version, since: Optional[Version], until: Optional[Version
 
 
 def describe_range(since: Optional[Version], until: Optional[Version]) -> str:
-    """How ``smpfix rules`` and the pages name a rule's range: ``1.10+``, ``<=1.3``, ``1.6-1.14``, ``all``."""
+    """How ``smpfix rules`` and the pages name a rule's range: ``1.10+``, ``<=1.3``,
+    ``1.6-1.14``, ``all``."""
     if since is None and until is None:
         return "all"
     if until is None and since == FIRST_V2:
@@ -254,7 +255,8 @@ def condition(
 
 
 def leading(words: str) -> str:
-    """A condition from ``condition`` opening a sentence: "If the job runs ...," or "The job runs ...:"."""
+    """A condition from ``condition`` opening a sentence: "If the job runs ...," or
+    "The job runs ...:"."""
     return words[:1].upper() + words[1:] + ("," if words.startswith("if ") else ":")
 
 
@@ -283,7 +285,8 @@ def smp_v2_job_version(value: object, source: str) -> Optional[SmpVersion]:
 
 
 def tensorflow_job_version(value: object, source: str) -> Optional[SmpVersion]:
-    """The releases in the TensorFlow container a TensorFlow launcher's ``framework_version`` names."""
+    """The releases in the TensorFlow container a TensorFlow launcher's ``framework_version``
+    names."""
     framework = parse_version(value)
     smp = tensorflow_container_smp(framework) if framework is not None else None
     if smp is None:
@@ -319,7 +322,10 @@ def stated_v2(settings: Mapping[str, object], source: str) -> Optional[str]:
         and settings.get("framework") != "tensorflow"
         and compare(framework, FIRST_V2_PYTORCH) >= 0
     ):
-        return f"framework_version {settings['framework_version']} ({source}) is a PyTorch container with SMP v2"
+        return (
+            f"framework_version {settings['framework_version']} ({source}) is a PyTorch"
+            " container with SMP v2"
+        )
     found = sorted(key for key in settings if key in V2_ONLY_KEYS)
     if found:
         return f"{found[0]} ({source}) is a setting of SMP v2"

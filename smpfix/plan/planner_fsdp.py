@@ -11,9 +11,9 @@ v1 job facts leave out), then the defaults of the v2 reference page ("SMP v2 cor
 configuration parameters"): ``hybrid_shard_degree`` 0, ``tensor_parallel_degree``,
 ``context_parallel_degree`` and ``expert_parallel_degree`` 1, ``activation_loading_horizon``
 2, ``sm_activation_offloading`` True; the script's ``tsm.state.<setting>`` reads them
-(``ScriptValues.with_v2_state``). The script gives the model, the sequence length and the batch as for v1
-(``script_setup``), and FSDP's sharding strategy and mixed precision, activation
-checkpointing and offloading through PyTorch's APIs (``script_fsdp``). The script's
+(``ScriptValues.with_v2_state``). The script gives the model, the sequence length and the
+batch as for v1 (``script_setup``), and FSDP's sharding strategy and mixed precision,
+activation checkpointing and offloading through PyTorch's APIs (``script_fsdp``). The script's
 ``tsm.init`` dictionary is not read. Flash attention is never assumed: which attention
 kernels a v2 job runs depends on the model, ``torch.sagemaker.transform`` and the Hugging Face
 version, so it is estimated both ways.

@@ -93,13 +93,15 @@ class ConfigView:
         return V2_LIBRARY_DEFAULTS if self.v2 else library_defaults(self.flavour)
 
     def spelled(self, key: str) -> str:
-        """How this flavour writes a setting: TensorFlow knows the pipeline degree only as ``partitions``."""
+        """How this flavour writes a setting: TensorFlow knows the pipeline degree only as
+        ``partitions``."""
         return "partitions" if key == "pipeline_parallel_degree" and self.tensorflow else key
 
     def version_condition(
         self, since: Optional[Version] = None, until: Optional[Version] = None
     ) -> str:
-        """Words for a message about this configuration's library version (``versions.condition``)."""
+        """Words for a message about this configuration's library version
+        (``versions.condition``)."""
         return condition(self.smp_version, since, until)
 
     @property
@@ -144,7 +146,8 @@ class ConfigView:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def launch(self, key: str) -> Any:
-        """``instance_type``, ``instance_count``, ``processes_per_host``: UNKNOWN when not stated."""
+        """``instance_type``, ``instance_count``, ``processes_per_host``: UNKNOWN when not
+        stated."""
         found = self.extra.get(key)
         return found.plain() if found is not None else UNKNOWN
 

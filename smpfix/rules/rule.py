@@ -110,7 +110,8 @@ class Rule:
     # The files the rule can report on; its family's (``SCOPE`` in the family's ``__init__.py``)
     # unless it declares a scope within that one. ``applies_to`` holds the rule to it.
     scope: ClassVar[FileScope] = FileScope.SMP
-    # How the rule depends on tensor parallelism: every rule of smpfix declares it, its page says it.
+    # How the rule depends on tensor parallelism: every rule of smpfix declares it, its page
+    # says it.
     tensor_parallelism: ClassVar[TensorParallelism]
     fix_availability: ClassVar[FixAvailability] = FixAvailability.NONE
     depends_on: ClassVar[tuple[str, ...]] = ()
@@ -248,10 +249,8 @@ class Rule:
             return
         if verdict.reach is Reach.OFF_BY_DEFAULT and verdict.requirement is not None:
             severity = Severity.HINT
-            message = (
-                f"{message}"
-                f" {self._off_by_default(verdict.requirement, verdict.known.how if verdict.known else ())}"
-            )
+            how = verdict.known.how if verdict.known else ()
+            message = f"{message} {self._off_by_default(verdict.requirement, how)}"
         self.reports.append(Report(self.code, node, message, severity, fix, tuple(job_facts)))
 
     def _off_by_default(self, requirement: Requirement, how: Sequence[str]) -> str:

@@ -59,7 +59,8 @@ def finding_actions(
             unsafe = fix.applicability is Applicability.UNSAFE
             actions.append(
                 types.CodeAction(
-                    title=f"{finding.code}: {fix.description}{' (unsafe fix: review the change)' if unsafe else ''}",
+                    title=f"{finding.code}: {fix.description}"
+                    f"{' (unsafe fix: review the change)' if unsafe else ''}",
                     kind=types.CodeActionKind.QuickFix,
                     diagnostics=[shown],
                     is_preferred=not unsafe,

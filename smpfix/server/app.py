@@ -343,7 +343,7 @@ class SmpfixServer(LanguageServer):
                 return None
         return document, checked
 
-    # -- launchers and files on disk ------------------------------------------------------------------
+    # -- launchers and files on disk ----------------------------------------------------------
 
     async def file_changed(self, path: str, text: Optional[str] = None) -> frozenset[str]:
         """A file's text changed (``text``: unsaved in the editor; None: on disk). Returns the
@@ -420,7 +420,8 @@ def create() -> SmpfixServer:
                     ),
                     _CLIENT_ANSWER_SECONDS,
                 )
-            except Exception as exc:  # the client said it could, and then could not: files on disk are read on save only
+            except Exception as exc:
+                # The client said it could, and then could not: files on disk are read on save only.
                 ls.window_log_message(
                     types.LogMessageParams(
                         type=types.MessageType.Warning, message=f"smpfix: cannot watch files: {exc}"

@@ -39,7 +39,8 @@ class _Index:
     links: dict[str, tuple[LinkedScript, ...]] = field(default_factory=dict)
 
     def counts(self, path: str) -> bool:
-        """Whether ``path`` may configure scripts of this project (with named launchers, only those)."""
+        """Whether ``path`` may configure scripts of this project (with named launchers, only
+        those)."""
         if not self.search.named:
             return True
         base = Path(self.search.config_root)

@@ -65,10 +65,10 @@ class V1LaunchOnContainerWithoutV1(ConfigRule):
         yield ConfigProblem(
             at or view.parameters,
             f"This launcher starts SMP v1 ({sign}, and no `torch_distributed`) in {where}. The job"
-            " starts and fails when the script imports `smdistributed.modelparallel`. To stay on SMP v1,"
-            ' set `framework_version="2.0.0"` (or 1.13.1) and `py_version="py310"`; to move to'
-            ' SMP v2, replace `mpi` with `"torch_distributed": {"enabled": True}`, keep only SMP'
-            " v2 keys in `parameters`, and port the script to `torch.sagemaker`.",
+            " starts and fails when the script imports `smdistributed.modelparallel`. To stay on"
+            ' SMP v1, set `framework_version="2.0.0"` (or 1.13.1) and `py_version="py310"`; to'
+            ' move to SMP v2, replace `mpi` with `"torch_distributed": {"enabled": True}`, keep'
+            " only SMP v2 keys in `parameters`, and port the script to `torch.sagemaker`.",
             Severity.ERROR,
         )
 

@@ -54,8 +54,8 @@ class LauncherAndScriptUseDifferentSmp(ConfigRule):
             )
             yield ConfigProblem(
                 started or launcher.keyword("image_uri") or view.parameters,
-                f"This launcher starts SMP v2 in {container.written}, but {script} (with the project"
-                " modules it imports) imports SMP v1"
+                f"This launcher starts SMP v2 in {container.written}, but {script} (with the"
+                " project modules it imports) imports SMP v1"
                 " (`smdistributed.modelparallel`), which that image does not have: the job fails"
                 f" at the import.{removed} Either port the script to SMP v2 (`import"
                 " torch.sagemaker as tsm`, `tsm.init()`, PyTorch FSDP, `tsm.transform` for tensor"

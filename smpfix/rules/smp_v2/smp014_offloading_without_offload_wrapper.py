@@ -1,4 +1,5 @@
-"""SMP014: SMP activation offloading switched on for a script that never applies ``offload_wrapper``."""
+"""SMP014: SMP activation offloading switched on for a script that never applies
+``offload_wrapper``."""
 
 from __future__ import annotations
 

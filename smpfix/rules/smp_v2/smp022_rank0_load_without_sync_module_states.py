@@ -1,4 +1,5 @@
-"""SMP022: ``tsm.transform(load_state_dict_from_rank0=True)`` without FSDP's ``sync_module_states``."""
+"""SMP022: ``tsm.transform(load_state_dict_from_rank0=True)`` without FSDP's
+``sync_module_states``."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ class Rank0LoadWithoutSyncModuleStates(Rule):
                 at,
                 "`load_state_dict_from_rank0=True` loads the original weights into the tensor"
                 " parallel group of rank 0 only, and relies on FSDP to broadcast them to every"
-                f" other process, but the FSDP wrap `{self.program.code_for(wrap.func)}(...)` {said}:"
+                f" other process, but the FSDP wrap `{self.program.code_for(wrap.func)}(...)`"
+                f" {said}:"
                 " every other group starts from freshly initialised weights, and the fine-tuning"
                 " silently diverges across replicas. Pass `sync_module_states=True` to the FSDP"
                 " wrap.",

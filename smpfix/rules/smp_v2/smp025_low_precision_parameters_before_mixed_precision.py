@@ -46,8 +46,9 @@ class LowPrecisionParametersBeforeMixedPrecision(Rule):
                     f"`{model}`'s parameters are made {self._dtype(cast)} here, before"
                     f" `{self.program.code_for(wrap.func)}({model}, mixed_precision=...)`:"
                     " FSDP's `MixedPrecision` casts full-precision parameters down for forward and"
-                    " backward and keeps the originals for the optimizer step, so with low-precision"
-                    " originals the sharded master weights and the optimizer's updates are bf16 or"
+                    " backward and keeps the originals for the optimizer step, so with"
+                    " low-precision originals the sharded master weights and the optimizer's"
+                    " updates are bf16 or"
                     " fp16, and small updates round away. Build the model in fp32 (the default)"
                     " and let `MixedPrecision(param_dtype=...)` do the casting.",
                     severity=Severity.WARNING,
