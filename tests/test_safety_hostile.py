@@ -132,15 +132,35 @@ def test_a_launcher_naming_what_is_not_a_small_project_file(
     ]
 
 
-def test_checking_a_sibling_reads_no_named_device(tmp_path: Path) -> None:
+def test_checking_a_sibling_reads_no_named_device_and_says_so(tmp_path: Path) -> None:
     """The launcher search reads every launcher of the project even when one script is
-    checked; a launcher naming a FIFO must not hang that run."""
+    checked; a launcher naming a FIFO must not hang that run, and the one line about it is
+    given at the launcher's estimator call, as when the launcher itself is checked."""
     root = project(tmp_path)
     (root / "launch.py").write_text(launcher("smp.json"))
     os.mkfifo(root / "smp.json")
     result = run_cli("--no-cache", "--format", "concise", str(root / "train.py"), timeout=HANG)
-    assert result.code == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
     assert "SMP301 [*] warning: " in result.stdout, result.stdout
+    assert error_lines(result.stderr) == [
+        f"{root / 'launch.py'}:2:13: error: parameters file 'smp.json': not read: it is a FIFO,"
+        " not a regular file"
+    ]
+
+
+def test_a_refusal_is_said_once_when_the_launcher_and_its_script_are_checked(
+    tmp_path: Path,
+) -> None:
+    root = project(tmp_path)
+    (root / "launch.py").write_text(launcher("/dev/zero"))
+    result = run_cli(
+        "--no-cache", "--format", "concise", str(root / "launch.py"), str(root / "train.py")
+    )
+    assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
+    assert error_lines(result.stderr) == [
+        f"{root / 'launch.py'}:2:13: error: parameters file '/dev/zero': not read: it is a"
+        " device, not a regular file"
+    ]
 
 
 # -- the project root is never a folder too wide to walk -------------------------------------

@@ -396,7 +396,9 @@ def run(
             except BaseException:  # Ctrl-C: let the workers finish the file at hand, start no other
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
-    yield from sorted(_regroup(results), key=lambda r: r.path)
+    yield from sorted(
+        _with_refused_parameters(_regroup(results), options.project), key=lambda r: r.path
+    )
 
 
 def with_project(
@@ -414,6 +416,30 @@ def with_project(
     return replace(
         options, project=with_launchers(files, options.project, options.launchers, cache)
     )
+
+
+def _with_refused_parameters(
+    results: list[FileResult], project: Optional[Project]
+) -> list[FileResult]:
+    """A launcher's parameters file that was not read (a FIFO, a device, outside the
+    project, too large) gets its one line also when only a script it starts is checked: at
+    the launcher's estimator call, once, and not again when the launcher's own check said it."""
+    if project is None:
+        return results
+    by_path = {os.path.abspath(result.path): result for result in results}
+    for result in results:
+        for link in project.launchers_of(result.path):
+            if link.refusal is None:
+                continue
+            shown = by_path.get(link.launcher)
+            # Named the way the checked file was (absolute, or relative to this folder).
+            named = link.launcher if os.path.isabs(result.path) else os.path.relpath(link.launcher)
+            current = shown if shown is not None else FileResult(named)
+            if any(error.message == link.refusal for error in current.errors):
+                continue
+            error = FileError(current.path, link.refusal, link.line, link.column)
+            by_path[link.launcher] = replace(current, errors=(*current.errors, error))
+    return list(by_path.values())
 
 
 def _regroup(results: list[FileResult]) -> list[FileResult]:

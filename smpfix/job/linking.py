@@ -45,6 +45,11 @@ class LinkedScript:
     # False when the launcher passes hyperparameters smpfix cannot read (a call, a variable
     # from elsewhere): a key missing from ``hyperparameters`` may then still be passed.
     hyperparameters_complete: bool = True
+    # Why the parameters file the launcher names was not read (a FIFO, a device, outside the
+    # project, too large), for a one-line diagnostic when only the script is checked; the
+    # estimator call's column (``line`` is its line).
+    refusal: Optional[str] = None
+    column: int = 1
 
 
 def may_be_launcher(raw: bytes) -> bool:
@@ -145,6 +150,8 @@ class LaunchRecord:
     hyperparameters: Mapping[str, Any]
     hyperparameters_complete: bool
     dependencies: tuple[str, ...] = ()
+    refusal: Optional[str] = None
+    column: int = 1
 
     def linked(self) -> Optional[LinkedScript]:
         """The link to the first candidate that exists (else the likeliest); None without one."""
@@ -158,6 +165,8 @@ class LaunchRecord:
             self.launcher,
             self.line,
             self.hyperparameters_complete,
+            self.refusal,
+            self.column,
         )
 
 
@@ -213,10 +222,9 @@ def read_launcher(
     positions = Positions(module, code, index)
     root = root if root is not None else project_root(path)
     records = [
-        launch_record(
-            launcher, path, positions.position(positions.span(launcher.call)[0]).line, root
-        )
+        launch_record(launcher, path, at.line, root, at.column)
         for launcher in launchers
+        for at in (positions.position(positions.span(launcher.call)[0]),)
     ]
     return [record for record in records if record is not None]
 
@@ -231,7 +239,7 @@ def _parse(code: str) -> Optional[tuple[cst.Module, Optional[NodeIndex]]]:
 
 
 def launch_record(
-    launcher: Any, path: str, line: Optional[int], root: Optional[str] = None
+    launcher: Any, path: str, line: Optional[int], root: Optional[str] = None, column: int = 1
 ) -> Optional[LaunchRecord]:
     """What the estimator ``launcher``, at ``line`` of the launcher file ``path``, says; None
     when its ``entry_point`` cannot be read."""
@@ -252,6 +260,8 @@ def launch_record(
         hyperparameters_complete=hyper is None
         or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),
         dependencies=(parameters_file,) if parameters_file is not None else (),
+        refusal=launcher.parameters_refusal,
+        column=column,
     )
 
 
