@@ -138,6 +138,9 @@ class Rule:
     # The library whose jobs the rule checks: SMP v1 unless it says otherwise (the SMP v2
     # family, ``smpfix/rules/smp_v2/``); the analysis routes each job to its library's rules.
     library: ClassVar[Library] = Library.V1
+    # The oldest release any finding of the rule is about, whatever the file's own job says
+    # (a v2 configuration runs SMP 2.0 at least): ``implied`` for every ``report``.
+    implied: ClassVar[Optional[Version]] = None
 
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         """``program`` is the model of the file being checked; ``ancestry`` the nodes from the
@@ -238,6 +241,7 @@ class Rule:
         arrived then), which rules those out unless the version says otherwise."""
         since = since if since is not None else self.since
         until = until if until is not None else self.until
+        implied = implied if implied is not None else self.implied
         applies = self.program.job.version_applies(since, until, version, implied)
         if applies is Tri.OFF:
             return

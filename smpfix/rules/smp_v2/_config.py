@@ -15,21 +15,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-import libcst as cst
-
-from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.job.framework_versions import pytorch_version
-from smpfix.job.jobfacts import FeatureState
 from smpfix.job.launcher import Located, evaluate_argument
 from smpfix.job.versions import FIRST_V2, SmpVersion, Version, smp_v2_job_version
 from smpfix.program.model import Program
 from smpfix.rules.config_rule import ConfigRule, ConfigView, launcher_views, starts_smp_v2
-from smpfix.rules.rule import PendingFix
 from smpfix.rules.scope import FileScope, Library
 from smpfix.rules.smp_v2._mixups import mpirun
 
@@ -96,6 +91,7 @@ class V2ConfigRule(ConfigRule):
     flavours = ONLY_PYTORCH
     scope = FileScope.EITHER_LIBRARY
     since: ClassVar[Optional[Version]] = FIRST_V2
+    implied: ClassVar[Optional[Version]] = FIRST_V2
 
     @classmethod
     def runs_on(cls, v2_job: bool) -> bool:
@@ -105,32 +101,6 @@ class V2ConfigRule(ConfigRule):
         """The file's SMP v2 configurations, but for launchers that start the script through
         mpirun: those launch SMP v1 (SMP001 and SMP003 say what is wrong with them)."""
         return [view for view in v2_views(self.program) if not starts_mpirun(view)]
-
-    def report(
-        self,
-        node: cst.CSTNode,
-        message: str,
-        *,
-        severity: Severity = Severity.ERROR,
-        fix: Optional[PendingFix] = None,
-        job_facts: Sequence[FeatureState] = (),
-        since: Optional[Version] = None,
-        until: Optional[Version] = None,
-        version: Optional[SmpVersion] = None,
-        implied: Optional[Version] = None,
-    ) -> None:
-        # A v2 configuration runs SMP 2.0 at least, whatever the file's own job says.
-        super().report(
-            node,
-            message,
-            severity=severity,
-            fix=fix,
-            job_facts=job_facts,
-            since=since,
-            until=until,
-            version=version,
-            implied=implied or FIRST_V2,
-        )
 
 
 def v2_views(program: Program) -> list[ConfigView]:
