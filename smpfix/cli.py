@@ -132,6 +132,19 @@ def main() -> None:
     ),
 )
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain.")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning", "hint"]),
+    help=(
+        "Exit 1 only for findings at or above this severity (default: warning, or fail-on in"
+        " [tool.smpfix])."
+    ),
+)
+@click.option(
+    "--show-hints/--hide-hints",
+    default=None,
+    help="Show hints in full and concise output, and let --apply fix them (or show-hints).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, without the summary line.")
 @click.option(
     "--no-color",
@@ -184,6 +197,8 @@ def check(
     ignore: tuple[str, ...],
     fmt: str,
     exit_zero: bool,
+    fail_on: Optional[str],
+    show_hints: Optional[bool],
     quiet: bool,
     no_color: bool,
     stdin_filename: Optional[str],
@@ -211,6 +226,8 @@ def check(
             ignore=ignore,
             fmt=fmt,
             exit_zero=exit_zero,
+            fail_on=fail_on,
+            show_hints=show_hints,
             quiet=quiet,
             no_color=no_color,
             stdin_filename=stdin_filename,
@@ -246,6 +263,7 @@ def _same_file(output: str, checked: str) -> bool:
 
 
 def _check(paths: Sequence[str], **opts: Any) -> int:
+    from smpfix.base.findings import Severity
     from smpfix.engine.config import ConfigError, resolve
     from smpfix.engine.discovery import DiscoveredFile, Excluder, discover
     from smpfix.engine.launcher_index import LauncherSearch
@@ -274,6 +292,8 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     except SelectionError as exc:
         return _usage_error(str(exc))
     declared = _declared_jobs(cli_job, config)
+    fail_on = Severity(opts.get("fail_on") or config.fail_on)
+    show_hints = config.show_hints if opts.get("show_hints") is None else opts["show_hints"]
     options = RunOptions(
         select=codes,
         rule_names=names,
@@ -282,6 +302,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         root=config.root,
         apply=opts["apply"] and not opts["diff"],
         unsafe_fixes=opts["unsafe_fixes"],
+        fix_hints=show_hints or fail_on is Severity.HINT,
         diff=opts["diff"],
         jobs=opts["workers"],
         show_job=opts["show_job"],
@@ -302,6 +323,8 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         applied=options.apply,
         statistics=opts.get("statistics", False),
         output_file=opts.get("output_file"),
+        show_hints=show_hints,
+        fail_on=fail_on,
     )
 
     output_file = opts.get("output_file")
@@ -339,7 +362,10 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
             [*(r for r in results if r.path != table.path), table], key=lambda r: r.path
         )
     if opts.get("add_noqa"):
-        return _add_noqa(results, tasks, options, opts["quiet"])
+        from smpfix.report import shown
+
+        # Hints that are not shown are not suppressed either: nobody was asked to judge them.
+        return _add_noqa(shown(results, report_options), tasks, options, opts["quiet"])
     return _finish(results, options, report_options, fmt, opts["quiet"], opts["exit_zero"])
 
 
@@ -509,7 +535,7 @@ def _finish(
         click.echo(output, nl=False, err=stream_err)
     if not quiet and (report_options.output_file is not None or fmt not in MACHINE_FORMATS):
         click.echo(summary(results, report_options), err=stream_err)
-    remaining = any(result.findings for result in results)
+    remaining = any(report_options.fails(f) for result in results for f in result.findings)
     if errors:
         return EXIT_ERROR
     if remaining and not exit_zero:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -131,3 +131,13 @@ def parsed(source: str, path: str = "train.py") -> ParsedFile:
     file = parse_file(path, source)
     assert file is not None, "the source does not parse"
     return file
+
+
+def finding_text(finding: Any) -> str:
+    """All a finding says (its title, explanation and evidence), from a ``Finding`` or its JSON
+    object: tests of what a finding tells its reader read this, not the title alone."""
+    if isinstance(finding, dict):
+        parts = [finding["message"], finding.get("explanation", ""), *finding.get("evidence", [])]
+    else:
+        parts = [finding.message, finding.explanation, *finding.evidence]
+    return " ".join(part for part in parts if part)

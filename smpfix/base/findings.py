@@ -13,15 +13,40 @@ from typing import Any, Optional
 
 
 class Severity(str, enum.Enum):
-    """How sure a finding is that the job will break.
+    """How sure a finding is that the job will break: the contract of ``--fail-on``.
 
-    ``error`` means the configuration that makes it break is known; ``warning`` that it is
-    unknown (the message then says "if ..."); ``hint`` is advice that never fails a job.
+    ``error``: it breaks under the configuration smpfix knows. ``warning``: it breaks if a
+    setting smpfix cannot see is on (the finding says which). ``hint``: it breaks only under a
+    configuration the code offers but this job does not use (the finding says which), or it is
+    advice; hints are not shown and fail nothing unless asked for.
     """
 
     ERROR = "error"
     WARNING = "warning"
     HINT = "hint"
+
+    def at_least(self, threshold: Severity) -> bool:
+        """Whether a finding of this severity reaches ``threshold`` (``--fail-on``)."""
+        return _RANKS[self] >= _RANKS[threshold]
+
+
+_RANKS = {Severity.HINT: 0, Severity.WARNING: 1, Severity.ERROR: 2}
+
+
+# The longest title a finding may have; a longer one is cut there and kept whole in its
+# explanation.
+TITLE_LIMIT = 100
+
+
+def fit_title(message: str, explanation: str) -> tuple[str, str]:
+    """The title and explanation a finding shows: a title on one line, cut at ``TITLE_LIMIT``
+    characters (a name in it can be of any length) with the whole text leading the
+    explanation, so nothing a rule said is lost."""
+    title = " ".join(message.split())
+    if len(title) <= TITLE_LIMIT:
+        return title, explanation
+    cut = title[: TITLE_LIMIT - 1].rstrip() + "…"
+    return cut, f"{title} {explanation}".rstrip()
 
 
 class Applicability(str, enum.Enum):
@@ -76,6 +101,11 @@ class JobFactUse:
 
 @dataclass(frozen=True)
 class Finding:
+    """One problem at one place. ``message`` is its one-line title (at most ``TITLE_LIMIT``
+    characters, as Ruff's are short); ``explanation`` says why it matters on a cluster and what
+    to do; ``evidence`` lists what smpfix read to decide (job settings with their sources, the
+    arithmetic, the condition a path runs under), one line each."""
+
     code: str
     name: str
     message: str
@@ -87,6 +117,8 @@ class Finding:
     job_facts: tuple[JobFactUse, ...] = field(default=())
     # For notebooks: the 1-based cell number; positions are then inside that cell.
     cell: Optional[int] = None
+    explanation: str = ""
+    evidence: tuple[str, ...] = ()
 
     @property
     def sort_key(self) -> tuple[str, int, int, int, str]:

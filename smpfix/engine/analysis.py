@@ -16,7 +16,7 @@ from typing import Any, Optional
 import libcst as cst
 
 from smpfix.base import cpython, nesting
-from smpfix.base.findings import Applicability, FileError, Finding, Fix, JobFactUse
+from smpfix.base.findings import Applicability, FileError, Finding, Fix, JobFactUse, fit_title
 from smpfix.base.flavour import Flavour
 from smpfix.base.positions import Positions
 from smpfix.base.walker import Ancestry, Dispatch, NodeIndex, active_index, indexed, walk
@@ -425,14 +425,20 @@ def _finding(
     uses = tuple(
         JobFactUse(state.feature.key, state.state.value, state.source) for state in report.job_facts
     )
+    title, explanation = fit_title(report.message, report.explanation)
+    settings = tuple(
+        f"{state.feature.title}: {state.state.value} ({state.source})" for state in report.job_facts
+    )
     return Finding(
         code=report.code,
         name=name,
-        message=report.message,
+        message=title,
         path=path,
         start=positions.position(start),
         end=positions.position(end),
         severity=report.severity,
         fix=fix,
         job_facts=uses,
+        explanation=explanation,
+        evidence=(*report.evidence, *settings),
     )

@@ -240,7 +240,7 @@ class EntryKey:
     digest: str
 
 
-def has_applicable_fix(result: FileResult, unsafe_fixes: bool) -> bool:
+def has_applicable_fix(result: FileResult, unsafe_fixes: bool, hints: bool = True) -> bool:
     """Whether ``--apply`` (with ``--unsafe-fixes`` or not) would try a fix on this result.
 
     Asks the fix loop's own test, so the two cannot disagree; results without any fix (the
@@ -250,7 +250,7 @@ def has_applicable_fix(result: FileResult, unsafe_fixes: bool) -> bool:
         return False
     from smpfix.engine.fixing import eligible
 
-    return any(eligible(finding, unsafe_fixes) for finding in result.findings)
+    return any(eligible(finding, unsafe_fixes, hints) for finding in result.findings)
 
 
 def is_check_result(result: FileResult) -> bool:

@@ -41,8 +41,18 @@ class ConfigError(Exception):
 
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "launchers")
 _KNOWN_KEYS = frozenset(
-    {*_LIST_KEYS, "per-file-ignores", "job", "respect-gitignore", "smp-version"}
+    {
+        *_LIST_KEYS,
+        "per-file-ignores",
+        "job",
+        "respect-gitignore",
+        "smp-version",
+        "fail-on",
+        "show-hints",
+    }
 )
+# ``fail-on``'s values, least severe last (``Severity``).
+FAIL_ON_VALUES = ("error", "warning", "hint")
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,10 @@ class Config:
     # The library version the project targets (``smp-version = "1.11"``); see
     # ``smpfix.job.versions``.
     smp_version: Optional[str] = None
+    # The least severity that fails the build, and whether the text formats show hints
+    # (``--fail-on``, ``--show-hints``).
+    fail_on: str = "warning"
+    show_hints: bool = False
 
     @property
     def root(self) -> Path:
@@ -191,6 +205,15 @@ def load(path: Path) -> Config:
             f'{path}: [tool.smpfix] smp-version must be a version such as "1.11",'
             f" not {smp_version!r}"
         )
+    fail_on = table.get("fail-on", "warning")
+    if fail_on not in FAIL_ON_VALUES:
+        raise ConfigError(
+            f"{path}: [tool.smpfix] fail-on must be one of {', '.join(map(repr, FAIL_ON_VALUES))},"
+            f" not {fail_on!r}"
+        )
+    show_hints = table.get("show-hints", False)
+    if not isinstance(show_hints, bool):
+        raise ConfigError(f"{path}: [tool.smpfix] show-hints must be true or false")
     select = table.get("select")
     launchers = _strings(table.get("launchers", []), "launchers", path)
     for pattern in launchers:
@@ -214,6 +237,8 @@ def load(path: Path) -> Config:
         respect_gitignore=gitignore,
         launchers=launchers,
         smp_version=None if smp_version is None else str(smp_version),
+        fail_on=fail_on,
+        show_hints=show_hints,
     )
 
 

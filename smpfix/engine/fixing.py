@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from smpfix.base.findings import Applicability, Edit, FileError, Finding
+from smpfix.base.findings import Applicability, Edit, FileError, Finding, Severity
 from smpfix.engine.analysis import Analysis, AnalysisOptions, analyze, parse
 
 MAX_ROUNDS = 10
@@ -26,8 +26,13 @@ class FixOutcome:
     errors: tuple[FileError, ...] = ()
 
 
-def eligible(finding: Finding, unsafe: bool) -> bool:
+def eligible(finding: Finding, unsafe: bool, hints: bool = True) -> bool:
+    """Whether ``--apply`` writes this finding's fix: a safe one, an unsafe one with
+    ``--unsafe-fixes``; a hint's only when hints are shown (``hints``), since a fix nobody was
+    shown is not one to write."""
     if finding.fix is None or not finding.fix.edits:
+        return False
+    if not hints and finding.severity is Severity.HINT:
         return False
     if finding.fix.applicability is Applicability.SAFE:
         return True
@@ -47,7 +52,7 @@ def apply_edits(text: str, edits: Sequence[Edit]) -> str:
 
 
 def select_fixes(
-    findings: Sequence[Finding], unsafe: bool, path: str | None = None
+    findings: Sequence[Finding], unsafe: bool, path: str | None = None, hints: bool = True
 ) -> list[Finding]:
     """The fixes to apply together: eligible, in file order, none overlapping another.
 
@@ -57,7 +62,7 @@ def select_fixes(
     chosen: list[Finding] = []
     taken: list[Edit] = []
     for finding in sorted(findings, key=lambda f: f.sort_key):
-        if (path is not None and finding.path != path) or not eligible(finding, unsafe):
+        if (path is not None and finding.path != path) or not eligible(finding, unsafe, hints):
             continue
         assert finding.fix is not None
         if any(edit.overlaps(other) for edit in finding.fix.edits for other in taken):
@@ -73,6 +78,7 @@ def fix_text(
     options: AnalysisOptions,
     unsafe: bool = False,
     first: Analysis | None = None,
+    hints: bool = True,
 ) -> FixOutcome:
     """Apply fixes to ``text`` until it converges (at most ``MAX_ROUNDS`` rounds)."""
     analysis = first if first is not None else analyze(text, path, options)
@@ -80,7 +86,7 @@ def fix_text(
     applied = 0
     errors: list[FileError] = []
     for _ in range(MAX_ROUNDS):
-        chosen = select_fixes(analysis.findings, unsafe, path)
+        chosen = select_fixes(analysis.findings, unsafe, path, hints)
         if not chosen:
             break
         candidate = apply_edits(text, [edit for finding in chosen for edit in finding.fix.edits])  # type: ignore[union-attr]

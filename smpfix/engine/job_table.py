@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from smpfix.base.findings import FileError, FileResult, Finding, Position, Severity
+from smpfix.base.findings import FileError, FileResult, Finding, Position, Severity, fit_title
 from smpfix.base.flavour import Flavour
 from smpfix.engine.config import Config
 from smpfix.job.jobfacts import LAUNCH_KEYS, SMPFIX_KEYS, JobFacts, Tri
@@ -70,15 +70,18 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
             severity = Severity.HINT if applies is Tri.UNKNOWN else problem.severity
             key = _key_of(problem.at, parameters, extra)
             line = _line_of(text, key)
+            title, explanation = fit_title(problem.message, problem.explanation)
             findings.append(
                 Finding(
                     rule.code,
                     rule.name,
-                    problem.message,
+                    title,
                     path,
                     Position(line, 1),
                     Position(line, 1),
                     severity,
+                    explanation=explanation,
+                    evidence=problem.evidence,
                 )
             )
     return FileResult(

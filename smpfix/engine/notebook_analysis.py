@@ -42,7 +42,12 @@ class _Unit:
 
 
 def check_notebook(
-    text: str, path: str, options: AnalysisOptions, fixing: bool, unsafe: bool
+    text: str,
+    path: str,
+    options: AnalysisOptions,
+    fixing: bool,
+    unsafe: bool,
+    hints: bool = True,
 ) -> FileResult:
     """Findings (and with ``fixing`` the fixed text) of a notebook; a code cell that is not
     Python is skipped with a diagnostic naming it, and the other cells are still checked."""
@@ -84,7 +89,9 @@ def check_notebook(
         if not unit.cells:
             continue
         final_unit, analysis, applied, unit_errors = (
-            _fix_unit(unit, options, unsafe) if fixing else (unit, _analyze(unit, options), 0, [])
+            _fix_unit(unit, options, unsafe, hints)
+            if fixing
+            else (unit, _analyze(unit, options), 0, [])
         )
         fixed += applied
         errors.extend(unit_errors)
@@ -114,7 +121,7 @@ def _analyze(unit: _Unit, options: AnalysisOptions) -> Analysis:
 
 
 def _fix_unit(
-    unit: _Unit, options: AnalysisOptions, unsafe: bool
+    unit: _Unit, options: AnalysisOptions, unsafe: bool, hints: bool
 ) -> tuple[_Unit, Analysis, int, list[FileError]]:
     analysis = _analyze(unit, options)
     applied = 0
@@ -123,7 +130,7 @@ def _fix_unit(
         starts = _starts(spans)
         by_cell: dict[int, list[Edit]] = {}
         count = 0
-        for finding in select_fixes(analysis.findings, unsafe, unit.path):
+        for finding in select_fixes(analysis.findings, unsafe, unit.path, hints):
             assert finding.fix is not None
             placed = [(_cell_for(edit, spans, starts), edit) for edit in finding.fix.edits]
             if any(cell is None for cell, _ in placed):

@@ -49,6 +49,8 @@ class RunOptions:
     root: Path = field(default_factory=Path.cwd)
     apply: bool = False
     unsafe_fixes: bool = False
+    # Whether ``--apply`` also writes hints' fixes: only when hints are shown (``eligible``).
+    fix_hints: bool = True
     diff: bool = False
     jobs: int = 0
     show_job: bool = False
@@ -85,7 +87,9 @@ def check_text(text: str, path: str, options: RunOptions) -> FileResult:
     if path.endswith(".ipynb"):
         from smpfix.engine.notebook_analysis import check_notebook
 
-        return check_notebook(text, path, analysis_options, options.fixing, options.unsafe_fixes)
+        return check_notebook(
+            text, path, analysis_options, options.fixing, options.unsafe_fixes, options.fix_hints
+        )
     analysis = analyze(text, path, analysis_options)
     job = (
         analysis.job.describe()
@@ -101,7 +105,14 @@ def check_text(text: str, path: str, options: RunOptions) -> FileResult:
             job=job,
             dependencies=analysis.dependencies,
         )
-    outcome = fix_text(text, path, analysis_options, unsafe=options.unsafe_fixes, first=analysis)
+    outcome = fix_text(
+        text,
+        path,
+        analysis_options,
+        unsafe=options.unsafe_fixes,
+        first=analysis,
+        hints=options.fix_hints,
+    )
     changed = outcome.text != text
     return FileResult(
         path=path,
@@ -191,7 +202,7 @@ def _is_plain_check(result: FileResult, options: RunOptions) -> bool:
     from smpfix.engine.cache import has_applicable_fix, is_check_result
 
     return is_check_result(result) and not (
-        options.fixing and has_applicable_fix(result, options.unsafe_fixes)
+        options.fixing and has_applicable_fix(result, options.unsafe_fixes, options.fix_hints)
     )
 
 
@@ -206,6 +217,7 @@ _NOT_IN_CACHE_KEY = frozenset(
         "apply",
         "diff",
         "unsafe_fixes",
+        "fix_hints",
         "jobs",
         "cache_dir",
         "launchers",
@@ -361,9 +373,10 @@ def run(
 
             entry = cache.key(task.path, raw, _cache_settings(task.path, options))
             cached = cache.load(entry, task.path, raw, digests) if entry is not None else None
-            if cached is not None and not (
-                options.fixing and has_applicable_fix(cached, options.unsafe_fixes)
-            ):
+            fixable = cached is not None and has_applicable_fix(
+                cached, options.unsafe_fixes, options.fix_hints
+            )
+            if cached is not None and not (options.fixing and fixable):
                 results.append(cached)
                 notify(cached)
                 continue

@@ -5,10 +5,10 @@ May import the rules' metadata (registry, pages), job facts and base findings; n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
-from smpfix.base.findings import FileResult, Finding
+from smpfix.base.findings import FileResult, Finding, Severity
 
 # Formats a program reads: nothing else may go to their stream, and no progress bar is shown.
 MACHINE_FORMATS = frozenset({"json", "json-lines", "sarif", "github", "junit"})
@@ -24,6 +24,30 @@ class ReportOptions:
     statistics: bool = False
     # Where the report goes (``--output-file``); None for standard output.
     output_file: Optional[str] = None
+    # ``--show-hints``: the text formats show hints too (a hint that fails the build always is).
+    show_hints: bool = False
+    # ``--fail-on``: the least severity that exits 1 and that GitHub and JUnit report.
+    fail_on: Severity = Severity.WARNING
+
+    def fails(self, finding: Finding) -> bool:
+        """Whether this finding fails the build (exit 1, a JUnit failure, a GitHub annotation)."""
+        return finding.severity.at_least(self.fail_on)
+
+    def shows(self, finding: Finding) -> bool:
+        """Whether a person reading ``full`` or ``concise`` output sees this finding."""
+        return self.show_hints or finding.severity is not Severity.HINT or self.fails(finding)
+
+
+def shown(results: Sequence[FileResult], options: ReportOptions) -> list[FileResult]:
+    """The results with the findings ``options`` does not show left out."""
+    return [
+        replace(result, findings=tuple(f for f in result.findings if options.shows(f)))
+        for result in results
+    ]
+
+
+def hidden_hints(results: Sequence[FileResult], options: ReportOptions) -> int:
+    return sum(1 for result in results for f in result.findings if not options.shows(f))
 
 
 def fix_marker_applies(finding: Finding, unsafe_fixes: bool) -> bool:
@@ -56,11 +80,11 @@ def render(results: Sequence[FileResult], fmt: str, options: ReportOptions) -> s
     if fmt == "github":
         from smpfix.report.github import render_github
 
-        return render_github(results)
+        return render_github(results, options.fails)
     if fmt == "junit":
         from smpfix.report.junit import render_junit
 
-        return render_junit(results)
+        return render_junit(results, options.fails)
     from smpfix.report.text import render_text
 
-    return render_text(results, concise=(fmt == "concise"), options=options)
+    return render_text(shown(results, options), concise=(fmt == "concise"), options=options)

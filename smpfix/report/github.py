@@ -1,17 +1,18 @@
 """``--format github``: GitHub Actions workflow commands, one annotation per finding.
 
 ``::error file=train.py,line=7,col=13,endLine=7,endColumn=62,title=SMP101 NAME::message``
-(NAME: the rule's name, ``optimizer-before-distributed-model``); errors are ``::error``, warnings
-``::warning`` and hints ``::notice``. GitHub decodes ``%25``, ``%0D`` and ``%0A`` in the message,
-and additionally ``%3A`` and ``%2C`` in properties, whose values are otherwise cut at ``:`` and
-``,``. Files smpfix could not analyze are ``::error`` annotations too, so a CI log shows them where
-the findings are.
+(NAME: the rule's name, ``optimizer-before-distributed-model``; the message is the finding's
+one-line title); errors are ``::error``, warnings ``::warning`` and hints (with
+``--fail-on hint``) ``::notice``. Findings below ``--fail-on`` are not annotated. GitHub decodes
+``%25``, ``%0D`` and ``%0A`` in the message, and additionally ``%3A`` and ``%2C`` in properties,
+whose values are otherwise cut at ``:`` and ``,``. Files smpfix could not analyze are
+``::error`` annotations too, so a CI log shows them where the findings are.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 from smpfix.base.findings import FileError, FileResult, Finding
@@ -57,10 +58,14 @@ def error_annotation(error: FileError, cwd: str) -> str:
     return f"::error {_properties(items)}::{escape_data(error.message)}"
 
 
-def render_github(results: Sequence[FileResult], cwd: Optional[str] = None) -> str:
+def render_github(
+    results: Sequence[FileResult], fails: Callable[[Finding], bool], cwd: Optional[str] = None
+) -> str:
+    """Annotations for the findings that fail the build (``--fail-on``): a hint below the
+    threshold would be a notice on a pull request that nothing asked for."""
     cwd = cwd or os.getcwd()
     lines: list[str] = []
     for result in results:
         lines.extend(error_annotation(error, cwd) for error in result.errors)
-        lines.extend(annotation(finding, cwd) for finding in result.findings)
+        lines.extend(annotation(finding, cwd) for finding in result.findings if fails(finding))
     return "".join(line + "\n" for line in lines)

@@ -1,5 +1,6 @@
-"""``--format json``: one object per finding, with Ruff's field names plus severity and job
-facts."""
+"""``--format json``: one object per finding, with Ruff's field names plus severity, the
+explanation and evidence under the one-line ``message``, and job facts. Hints are always
+there, whatever ``--show-hints`` says: a program decides what to do with them."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
         "code": finding.code,
         "name": finding.name,
         "message": finding.message,
+        "explanation": finding.explanation,
+        "evidence": list(finding.evidence),
         "severity": finding.severity.value,
         "filename": finding.path,
         "cell": finding.cell,

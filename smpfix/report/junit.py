@@ -1,6 +1,7 @@
 """``--format junit``: JUnit XML for CI test reports; one test case per checked file.
 
-A file with findings is a failing test case with one ``<failure>`` per finding; a file that
+A file with findings at or above ``--fail-on`` is a failing test case with one ``<failure>``
+per such finding (its title, then its explanation and evidence); a file that
 could not be analyzed carries an ``<error>``; a clean file is a passing test case, so the
 report counts what was checked. Characters XML 1.0 cannot hold are replaced.
 """
@@ -10,10 +11,10 @@ from __future__ import annotations
 import os
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Optional
 
-from smpfix.base.findings import FileResult
+from smpfix.base.findings import FileResult, Finding
 from smpfix.report.locations import relative_path
 
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -23,7 +24,7 @@ def _clean(text: str) -> str:
     return _INVALID_XML.sub("\ufffd", text)
 
 
-def _testcase(result: FileResult, cwd: str) -> ET.Element:
+def _testcase(result: FileResult, failing: Sequence[Finding], cwd: str) -> ET.Element:
     path = _clean(relative_path(result.path, cwd))
     case = ET.Element("testcase", {"name": path, "classname": "smpfix", "file": path})
     for error in result.errors:
@@ -33,24 +34,31 @@ def _testcase(result: FileResult, cwd: str) -> ET.Element:
             {"message": _clean(error.message), "type": error.code or "analysis-error"},
         )
         element.text = _clean(f"{path}:{error.line}:{error.column}: {error.message}")
-    for finding in result.findings:
+    for finding in failing:
         attributes = {
             "message": _clean(f"{finding.code} {finding.name}: {finding.message}"),
             "type": finding.code,
         }
         element = ET.SubElement(case, "failure", attributes)
         where = f"cell {finding.cell}:" if finding.cell is not None else ""
+        details = [finding.explanation, *finding.evidence]
         element.text = _clean(
             f"{path}:{where}{finding.start.line}:{finding.start.column}: {finding.code} "
             f"{finding.severity.value}: {finding.message}"
+            + "".join(f"\n{line}" for line in details if line)
         )
     return case
 
 
-def render_junit(results: Sequence[FileResult], cwd: Optional[str] = None) -> str:
+def render_junit(
+    results: Sequence[FileResult], fails: Callable[[Finding], bool], cwd: Optional[str] = None
+) -> str:
+    """Failures for the findings at or above ``--fail-on`` only: a file with hints alone
+    passes, as the exit code does."""
     cwd = cwd or os.getcwd()
-    cases = [_testcase(result, cwd) for result in results]
-    failures = sum(1 for result in results if result.findings and not result.errors)
+    failing = [[f for f in result.findings if fails(f)] for result in results]
+    cases = [_testcase(result, found, cwd) for result, found in zip(results, failing)]
+    failures = sum(1 for result, found in zip(results, failing) if found and not result.errors)
     errors = sum(1 for result in results if result.errors)
     counts = {
         "tests": str(len(cases)),

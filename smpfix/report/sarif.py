@@ -136,6 +136,10 @@ def _result(finding: Finding, rule_index: Optional[int], cwd: str) -> dict[str, 
     if related:
         result["relatedLocations"] = related
     properties: dict[str, Any] = {"name": finding.name, "severity": finding.severity.value}
+    if finding.explanation:
+        properties["explanation"] = finding.explanation
+    if finding.evidence:
+        properties["evidence"] = list(finding.evidence)
     if finding.cell is not None:
         properties["cell"] = {
             "cell": finding.cell,

@@ -1,4 +1,6 @@
-"""``full`` (code frames) and ``concise`` (one line per finding) terminal output."""
+"""``full`` (code frames, then each finding's explanation, evidence and fix) and ``concise`` (one
+line per finding: its title) terminal output. Hints are left out unless asked for
+(``ReportOptions.shows``); the summary line says how many."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import io
 from collections.abc import Sequence
 
 from smpfix.base.findings import FileResult, Finding
-from smpfix.report import ReportOptions, fix_marker_applies
+from smpfix.report import ReportOptions, fix_marker_applies, hidden_hints, shown
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "hint": "cyan"}
 
@@ -45,6 +47,10 @@ def _frame(finding: Finding, text: str) -> list[tuple[str, str]]:
             out.append((f"{' ' * width} | ", "blue"))
             out.append((f"{' ' * start}{carets} {finding.code}\n", "bold red"))
     out.append((f"{' ' * width} |\n", "blue"))
+    if finding.explanation:
+        out.append((f"{' ' * width} = note: {finding.explanation}\n", ""))
+    for line in finding.evidence:
+        out.append((f"{' ' * width} = evidence: {line}\n", "dim"))
     if finding.fix is not None:
         safety = (
             ""
@@ -90,8 +96,12 @@ def render_text(results: Sequence[FileResult], concise: bool, options: ReportOpt
 
 
 def summary(results: Sequence[FileResult], options: ReportOptions) -> str:
-    """Ruff's closing line, plus how many files could not be analyzed (never "all passed" then)."""
-    line = _findings_summary(results, options)
+    """Ruff's closing line over the findings shown, how many hints were left out, and how many
+    files could not be analyzed (never "all passed" then)."""
+    line = _findings_summary(shown(results, options), options)
+    hidden = hidden_hints(results, options)
+    if hidden:
+        line += f" {hidden} hint{'s' if hidden != 1 else ''} not shown: --show-hints."
     broken = sum(1 for r in results if r.errors)
     if not broken:
         return line

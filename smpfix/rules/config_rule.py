@@ -240,9 +240,12 @@ class ConfigFix:
 @dataclass(frozen=True)
 class ConfigProblem:
     at: Optional[Located]
+    # The finding's one-line title, its why and fix, and what it read (``Rule.report``).
     message: str
     severity: Severity = Severity.ERROR
     fix: Optional[ConfigFix] = None
+    explanation: str = ""
+    evidence: tuple[str, ...] = ()
     # Narrower SMP versions than the rule's for this one problem (see ``Rule.since``), and the
     # oldest release the configuration can work in at all (``Rule.report``'s ``implied``).
     since: Optional[Version] = None
@@ -299,21 +302,24 @@ class ConfigRule(Rule):
                 if anchor is None or (id(anchor), problem.message) in reported:
                     continue
                 reported.add((id(anchor), problem.message))
-                message, severity = problem.message, problem.severity
+                severity, evidence = problem.severity, problem.evidence
                 if (
                     view.kind == "smp.init"
                     and self.program.job.init_dict is InitDict.UNCERTAIN
                     and severity is Severity.ERROR
                 ):
                     # The library may never read this dict (jobfacts, InitDict).
-                    message += (
-                        " This matters only if the library reads this dict:"
-                        f" {self.program.job.init_dict_reason}."
+                    evidence = (
+                        "this matters only if the library reads this dict:"
+                        f" {self.program.job.init_dict_reason}",
+                        *evidence,
                     )
                     severity = Severity.WARNING
                 self.report(
                     anchor,
-                    message,
+                    problem.message,
+                    explanation=problem.explanation,
+                    evidence=evidence,
                     severity=severity,
                     fix=_pending(problem.fix),
                     since=problem.since,

@@ -93,12 +93,17 @@ class PendingFix:
 
 @dataclass(frozen=True)
 class Report:
+    """What a rule said, before positions are known: ``message`` is the one-line title,
+    ``explanation`` the why and the fix, ``evidence`` what the rule read (``Finding``)."""
+
     code: str
     node: cst.CSTNode
     message: str
     severity: Severity
     fix: Optional[PendingFix] = None
     job_facts: tuple[FeatureState, ...] = field(default=())
+    explanation: str = ""
+    evidence: tuple[str, ...] = ()
 
 
 class Rule:
@@ -226,6 +231,8 @@ class Rule:
         node: cst.CSTNode,
         message: str,
         *,
+        explanation: str = "",
+        evidence: Sequence[str] = (),
         severity: Severity = Severity.ERROR,
         fix: Optional[PendingFix] = None,
         job_facts: Sequence[FeatureState] = (),
@@ -234,11 +241,15 @@ class Rule:
         version: Optional[SmpVersion] = None,
         implied: Optional[Version] = None,
     ) -> None:
-        """Record a finding. ``since``/``until`` narrow the rule's version range for this one
-        finding; ``version`` is the library version of the configuration it is about, when that
-        is not the job's (a launcher's own container); ``implied`` is the oldest release in
-        which the code or configuration it is about can work at all (it uses something that
-        arrived then), which rules those out unless the version says otherwise."""
+        """Record a finding. ``message`` is its title: one line of at most 100 characters that
+        says what is wrong here; ``explanation`` says why it matters on a cluster and what to
+        do; ``evidence`` lists what the rule read (the arithmetic, the code it relies on), one
+        line each; the job settings in ``job_facts`` are added to it. ``since``/``until``
+        narrow the rule's version range for this one finding; ``version`` is the library
+        version of the configuration it is about, when that is not the job's (a launcher's own
+        container); ``implied`` is the oldest release in which the code or configuration it is
+        about can work at all (it uses something that arrived then), which rules those out
+        unless the version says otherwise."""
         since = since if since is not None else self.since
         until = until if until is not None else self.until
         implied = implied if implied is not None else self.implied
@@ -251,19 +262,31 @@ class Rule:
         if verdict.reach is Reach.NEVER:
             # The code's own condition keeps this path from running in this job.
             return
+        evidence = tuple(evidence)
         if verdict.reach is Reach.OFF_BY_DEFAULT and verdict.requirement is not None:
             severity = Severity.HINT
             how = verdict.known.how if verdict.known else ()
-            message = f"{message} {self._off_by_default(verdict.requirement, how)}"
-        self.reports.append(Report(self.code, node, message, severity, fix, tuple(job_facts)))
+            evidence = (self._off_by_default(verdict.requirement, how), *evidence)
+        self.reports.append(
+            Report(
+                self.code,
+                node,
+                message,
+                severity,
+                fix,
+                tuple(job_facts),
+                explanation,
+                evidence,
+            )
+        )
 
     def _off_by_default(self, requirement: Requirement, how: Sequence[str]) -> str:
+        """The evidence line of a hint on a path the job does not take by default."""
         test = " ".join(self.program.code_for(requirement.test).split())
-        why = f": {how[0]}" if how else ""
+        why = f" ({how[0]})" if how else ""
         return (
-            f"(This code runs only when `{test}` is {'true' if requirement.holds else 'false'},"
-            f" which it is not by default{why}, and no launcher of this script among the checked"
-            " paths changes it: only a hint.)"
+            f"runs only when `{test}` is {'true' if requirement.holds else 'false'}; it is not by"
+            f" default{why}, and no checked launcher of this script changes it"
         )
 
     def version_condition(
