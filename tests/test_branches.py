@@ -116,7 +116,7 @@ if args.save_full_model:
     assert [(f.start.line, f.severity) for f in found] == [(16, Severity.HINT)]
     assert (
         "`args.save_full_model` is 0, the argparse default of `--save_full_model`"
-        in found[0].message
+        in found[0].evidence[0]
     )
     # A flag that is on by default keeps the finding's severity; one that is off but negated too.
     assert _found(

@@ -191,7 +191,7 @@ def test_config_rules_skip_an_init_dict_the_library_ignores(workdir: Path) -> No
     [found] = findings(root, "code/train.py", "SMP812")
     assert (
         found.severity.value == "warning"
-        and "This matters only if the library reads this dict" in found.message
+        and "this matters only if the library reads this dict" in found.evidence[0]
     )
 
 

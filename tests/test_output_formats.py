@@ -216,7 +216,7 @@ def test_github_annotations(tmp_path: Path) -> None:
     completed = run_cli("check", *SELECT, "--format", "github", ".", cwd=tree)
     assert completed.code == 1
     lines = completed.stdout.splitlines()
-    assert len(lines) == 3, completed.stdout
+    assert len(lines) == 2, completed.stdout
     by_code = {line.split("title=")[1].split()[0]: line for line in lines}
     smp101 = json_findings(tree)[1]
     assert smp101["code"] == "SMP101"
@@ -228,8 +228,10 @@ def test_github_annotations(tmp_path: Path) -> None:
         f" optimizer-before-distributed-model::{smp101['message']}"
     )
     assert by_code["SMP301"].startswith("::error file=train.py,line=9,col=4,")
-    assert by_code["SMP900"].startswith("::notice file=stale.py,line=5,")
     assert "Found" not in completed.stdout
+    with_hints = run_cli("check", *SELECT, "--format", "github", "--fail-on", "hint", ".", cwd=tree)
+    notice = [line for line in with_hints.stdout.splitlines() if "SMP900" in line]
+    assert notice and notice[0].startswith("::notice file=stale.py,line=5,")
 
 
 def test_github_escapes_properties_and_messages(tmp_path: Path) -> None:
@@ -278,12 +280,17 @@ def test_junit_has_a_test_case_per_file_and_a_failure_per_finding(tmp_path: Path
     assert root.tag == "testsuites"
     cases = {case.get("name"): case for case in root.iter("testcase")}
     assert set(cases) == {"broken.py", "clean.py", "stale.py", "train.py"}
-    assert root.get("tests") == "4" and root.get("failures") == "2" and root.get("errors") == "1"
+    assert root.get("tests") == "4" and root.get("failures") == "1" and root.get("errors") == "1"
     assert list(cases["clean.py"]) == []
     assert [f.get("type") for f in cases["train.py"].findall("failure")] == ["SMP101", "SMP301"]
     assert cases["train.py"].find("failure").text.startswith("train.py:6:13: SMP101 error:")
-    assert [f.get("type") for f in cases["stale.py"].findall("failure")] == ["SMP900"]
+    # The stale suppression is a hint: below --fail-on, so its file passes.
+    assert list(cases["stale.py"]) == []
     assert "syntax error" in cases["broken.py"].find("error").get("message")
+    strict = run_cli("check", *SELECT, "--format", "junit", "--fail-on", "hint", ".", cwd=tree)
+    root = ET.fromstring(strict.stdout.split("\n", 1)[1])
+    cases = {case.get("name"): case for case in root.iter("testcase")}
+    assert [f.get("type") for f in cases["stale.py"].findall("failure")] == ["SMP900"]
 
 
 @pytest.mark.parametrize("fmt", ["sarif", "github", "json", "json-lines", "junit", "concise"])
@@ -304,7 +311,9 @@ def test_output_file_gets_the_report_and_the_terminal_the_summary(tmp_path: Path
         env={"FORCE_COLOR": "1"},
     )
     assert completed.code == 1
-    assert completed.stdout.strip() == "Found 3 problems (3 fixable with --apply)."
+    assert completed.stdout.strip() == (
+        "Found 2 problems (2 fixable with --apply). 1 hint not shown: --show-hints."
+    )
     assert target.read_text(encoding="utf-8") == direct.stdout
     assert "\x1b[" not in target.read_text(encoding="utf-8")
     assert [p.name for p in target.parent.iterdir()] == [target.name]
@@ -331,25 +340,28 @@ def test_statistics_count_rules_and_fixable(tmp_path: Path) -> None:
     completed = run_cli("check", *SELECT, "--statistics", ".", cwd=tree)
     assert completed.code == 1
     lines = completed.stdout.splitlines()
-    assert lines[:3] == [
-        "2\tSMP101\t[*] optimizer-before-distributed-model (2 fixable)",
-        "2\tSMP301\t[*] checkpoint-guard-uses-dp-rank (2 fixable)",
-        "1\tSMP900\t[*] unused-suppression (1 fixable)",
+    assert lines[:2] == [
+        "2\tSMP101\terror\t[*] optimizer-before-distributed-model (2 fixable)",
+        "2\tSMP301\terror\t[*] checkpoint-guard-uses-dp-rank (2 fixable)",
     ]
     assert "train.py:" not in completed.stdout
+    shown = run_cli("check", *SELECT, "--statistics", "--show-hints", ".", cwd=tree)
+    assert shown.stdout.splitlines()[2] == "1\tSMP900\thint \t[*] unused-suppression (1 fixable)"
     mixed = tmp_path / "mixed"
     mixed.mkdir()
     (mixed / "scheduled.py").write_text(SCHEDULED, encoding="utf-8")
     (mixed / "stale.py").write_text(STALE, encoding="utf-8")
-    unfixable = run_cli("check", *SELECT, "--statistics", ".", cwd=mixed).stdout.splitlines()
+    unfixable = run_cli(
+        "check", *SELECT, "--statistics", "--show-hints", ".", cwd=mixed
+    ).stdout.splitlines()
     assert unfixable[:2] == [
-        "1\tSMP101\t[ ] optimizer-before-distributed-model",
-        "1\tSMP900\t[*] unused-suppression (1 fixable)",
+        "1\tSMP101\twarning\t[ ] optimizer-before-distributed-model",
+        "1\tSMP900\thint   \t[*] unused-suppression (1 fixable)",
     ]
     (mixed / "stale.py").unlink()
     assert (
         run_cli("check", *SELECT, "--statistics", ".", cwd=mixed).stdout.splitlines()[0]
-        == "1\tSMP101\toptimizer-before-distributed-model"
+        == "1\tSMP101\twarning\toptimizer-before-distributed-model"
     )
     data = json.loads(
         run_cli("check", *SELECT, "--statistics", "--format", "json", ".", cwd=tree).stdout
@@ -357,6 +369,7 @@ def test_statistics_count_rules_and_fixable(tmp_path: Path) -> None:
     assert data[0] == {
         "code": "SMP101",
         "name": "optimizer-before-distributed-model",
+        "severity": "error",
         "count": 2,
         "fixable": True,
         "fixable_count": 2,
@@ -447,7 +460,9 @@ def test_notebook_findings_are_located_at_the_file_with_their_cell(tmp_path: Pat
     }
     assert result["message"]["text"].startswith("cell 2, line 3, column 26: ")
     assert "fixes" not in result
-    github = run_cli("check", *SELECT, "--format", "github", ".", cwd=tmp_path).stdout
+    github = run_cli(
+        "check", *SELECT, "--format", "github", "--fail-on", "hint", ".", cwd=tmp_path
+    ).stdout
     assert github.startswith(
         "::notice file=launch.ipynb,title=SMP900 unused-suppression::cell 2, line 3, column 26: "
     )

@@ -307,8 +307,8 @@ async def test_settings_from_pyproject_and_from_the_editor(tmp_path: Path) -> No
         uri = open_file(client, script)
         found = await diagnostics(client, uri, lambda found: bool(found))
         assert codes(found) == ["SMP301"] and found[0].severity == types.DiagnosticSeverity.Error
-        # The job came from pyproject.toml, and the diagnostic says where.
-        related = found[0].related_information or []
+        # The job came from pyproject.toml, and the diagnostic says where, after its explanation.
+        related = [r for r in found[0].related_information or [] if r.location.uri != uri]
         assert [r.location.uri for r in related] == [uri_of(tmp_path / "pyproject.toml")]
         assert related[0].location.range.start.line == 3
     # A bad editor setting is reported, and the document is still checked with the rest.
@@ -329,7 +329,7 @@ async def test_job_facts_from_the_launchers_in_the_workspace(tmp_path: Path) -> 
         uri = open_file(client, script)
         found = await diagnostics(client, uri, lambda found: bool(found))
         assert codes(found) == ["SMP301"] and found[0].severity == types.DiagnosticSeverity.Error
-        related = found[0].related_information or []
+        related = [r for r in found[0].related_information or [] if r.location.uri != uri]
         assert related and related[0].location.uri == uri_of(launcher)
         assert related[0].location.range.start.line == ESTIMATOR_LINE - 1
         assert "tensor parallelism" in related[0].message

@@ -115,10 +115,8 @@ def test_codes_of_rules_that_did_not_run_are_not_judged() -> None:
     assert _codes(check_source(text, select=["SMP900"], job=TP)) == []
     judged = check_source(text, select=["SMP900", "SMP301"], job=TP)
     assert _codes(judged) == [(9, "SMP900")]
-    assert (
-        "for SMP301" in judged[0].message
-        and "SMP101" not in judged[0].message.split("suppresses nothing")[1]
-    )
+    assert judged[0].message == "unused suppression of SMP301 in a suppression comment"
+    assert "SMP101" not in judged[0].explanation.split("suppresses nothing")[1]
     fixed = fix_source(text, select=["SMP900", "SMP301"], job=TP).text
     assert "if smp.rdp_rank() == 0:  # smpfix: ignore[SMP101]\n" in fixed
 
@@ -149,6 +147,8 @@ def test_smp900_through_the_cli(tmp_path: Path) -> None:
         "SMP101,SMP301,SMP900",
         "--format",
         "concise",
+        "--fail-on",
+        "hint",
         ".",
         cwd=tmp_path,
     )
@@ -180,8 +180,21 @@ def test_smp900_through_the_cli(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
         "[tool.smpfix.job]\ntensor_parallel_degree = 1\n", encoding="utf-8"
     )
-    applied = run_cli(
+    hidden = run_cli(
         "check", "--no-cache", "--select", "SMP101,SMP301,SMP900", "--apply", ".", cwd=tmp_path
+    )
+    assert hidden.code == 0 and "# smpfix: ignore[SMP301]" in (tmp_path / "train.py").read_text(
+        encoding="utf-8"
+    ), "a hint nobody was shown is not fixed"
+    applied = run_cli(
+        "check",
+        "--no-cache",
+        "--select",
+        "SMP101,SMP301,SMP900",
+        "--apply",
+        "--show-hints",
+        ".",
+        cwd=tmp_path,
     )
     assert applied.code == 0, applied.stdout
     text = (tmp_path / "train.py").read_text(encoding="utf-8")

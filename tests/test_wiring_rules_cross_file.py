@@ -163,7 +163,15 @@ def _smp108_severity(root: Path, framework: str, environment: str) -> list[str]:
     )
     (root / "train.py").write_text(SMP108_SCRIPT, encoding="utf-8")
     completed = run_cli(
-        "check", ".", "--select", "SMP108", "--format", "concise", "--no-cache", cwd=root
+        "check",
+        ".",
+        "--select",
+        "SMP108",
+        "--format",
+        "concise",
+        "--show-hints",
+        "--no-cache",
+        cwd=root,
     )
     return [
         line.split("SMP108 ")[1].split(":")[0]

@@ -373,10 +373,10 @@ def run(
 
             entry = cache.key(task.path, raw, _cache_settings(task.path, options))
             cached = cache.load(entry, task.path, raw, digests) if entry is not None else None
-            fixable = cached is not None and has_applicable_fix(
-                cached, options.unsafe_fixes, options.fix_hints
-            )
-            if cached is not None and not (options.fixing and fixable):
+            if cached is not None and not (
+                options.fixing
+                and has_applicable_fix(cached, options.unsafe_fixes, options.fix_hints)
+            ):
                 results.append(cached)
                 notify(cached)
                 continue

@@ -42,7 +42,13 @@ from smpfix.server.actions import FIX_ALL, finding_actions, fix_all_action, has_
 from smpfix.server.analysis import Analysis, AnalysisFailed, Stale
 from smpfix.server.documents import Checked, FixedText, Snapshot, affected, changed_span
 from smpfix.server.frames import Descriptor, Frame, Malformed, Stream, frames
-from smpfix.server.protocol import Lines, diagnostic, line_location, related_information
+from smpfix.server.protocol import (
+    Lines,
+    diagnostic,
+    explanation_information,
+    line_location,
+    related_information,
+)
 from smpfix.server.settings import ClientSettings
 from smpfix.server.worker import CheckJob, FileChangedJob, FixAllJob, is_launcher_text
 
@@ -269,7 +275,12 @@ class SmpfixServer(LanguageServer):
         if not document.notebook:
             lines = Lines(snapshot.text, encoding)
             diagnostics = [
-                diagnostic(f, lines, self._related(f, known, snapshot.uri, lines, True))
+                diagnostic(
+                    f,
+                    lines,
+                    self._related(f, known, snapshot.uri, lines, True),
+                    not self._shows_related(),
+                )
                 for f in checked.findings
             ]
             self.text_document_publish_diagnostics(
@@ -287,7 +298,10 @@ class SmpfixServer(LanguageServer):
         for uri, findings in by_cell.items():
             lines = Lines(texts[uri], encoding)
             diagnostics = [
-                diagnostic(f, lines, self._related(f, known, uri, lines, False)) for f in findings
+                diagnostic(
+                    f, lines, self._related(f, known, uri, lines, False), not self._shows_related()
+                )
+                for f in findings
             ]
             self.text_document_publish_diagnostics(
                 types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics)
@@ -297,13 +311,21 @@ class SmpfixServer(LanguageServer):
     def _related(
         self, finding: Finding, known: dict[str, types.Location], uri: str, lines: Lines, here: bool
     ) -> list[types.DiagnosticRelatedInformation]:
-        """``here``: lines the job sources name are lines of this text (not so in a notebook,
+        """The finding's explanation and evidence, then where its job settings were read.
+        ``here``: lines the job sources name are lines of this text (not so in a notebook,
         whose lines are counted over all its cells)."""
+        if not self._shows_related():
+            return []
+        return [
+            *explanation_information(finding, uri, lines),
+            *related_information(finding, known, uri if here else None, lines),
+        ]
+
+    def _shows_related(self) -> bool:
+        """Whether the client shows a diagnostic's related information."""
         capabilities = self.client_capabilities.text_document
         publish = capabilities.publish_diagnostics if capabilities is not None else None
-        if publish is None or not publish.related_information:
-            return []
-        return related_information(finding, known, uri if here else None, lines)
+        return publish is not None and bool(publish.related_information)
 
     def _known_locations(self, checked: Checked) -> dict[str, types.Location]:
         """Where the job sources of this document are: its launchers, ``[tool.smpfix.job]``."""

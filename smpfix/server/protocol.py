@@ -61,11 +61,19 @@ def _position_at(text: str, offset: int) -> Position:
 
 
 def diagnostic(
-    finding: Finding, lines: Lines, related: Sequence[types.DiagnosticRelatedInformation] = ()
+    finding: Finding,
+    lines: Lines,
+    related: Sequence[types.DiagnosticRelatedInformation] = (),
+    details_inline: bool = False,
 ) -> types.Diagnostic:
+    """The finding's title as the diagnostic's message; its explanation and evidence go in
+    ``related`` (``explanation_information``), or below the title when the client cannot show
+    related information (``details_inline``)."""
     message = finding.message
     if finding.fix is not None and finding.fix.applicability.value == "unsafe":
         message += " (an unsafe fix is available)"
+    if details_inline:
+        message += "".join(f"\n{line}" for line in (finding.explanation, *finding.evidence) if line)
     return types.Diagnostic(
         range=lines.range(finding.start, finding.end),
         severity=SEVERITIES[finding.severity],
@@ -81,6 +89,18 @@ def text_edits(edits: Sequence[Edit], lines: Lines) -> list[types.TextEdit]:
     return [
         types.TextEdit(range=lines.range(edit.start_pos, edit.end_pos), new_text=edit.content)
         for edit in edits
+    ]
+
+
+def explanation_information(
+    finding: Finding, uri: str, lines: Lines
+) -> list[types.DiagnosticRelatedInformation]:
+    """The finding's explanation and evidence, each an entry at the finding itself."""
+    here = types.Location(uri=uri, range=lines.range(finding.start, finding.end))
+    return [
+        types.DiagnosticRelatedInformation(location=here, message=line)
+        for line in (finding.explanation, *finding.evidence)
+        if line
     ]
 
 

@@ -54,11 +54,33 @@ def _unused_codes(item: Suppression, use: SuppressionUse) -> list[str]:
 
 
 def _message(item: Suppression, unused: Optional[list[str]], use: SuppressionUse) -> str:
+    """The title: which codes the directive names in vain."""
+    if unused is None:
+        return "unused blanket suppression: no finding here to suppress"
+    stale = [code for code in unused if code in use.known]
+    unknown = [code for code in unused if code not in use.known]
+    parts = []
+    if stale:
+        parts.append(f"unused suppression of {_codes(stale)}")
+    if unknown:
+        parts.append(
+            f"{'unknown rule' if len(unknown) == 1 else 'unknown rules'} {_codes(unknown)}"
+        )
+    return f"{' and '.join(parts)} in a suppression comment"
+
+
+def _codes(codes: list[str]) -> str:
+    shown = ", ".join(codes[:3])
+    return shown if len(codes) <= 3 else f"{shown} and {len(codes) - 3} more"
+
+
+def _explanation(item: Suppression, unused: Optional[list[str]], use: SuppressionUse) -> str:
+    """Why a directive that suppresses nothing is worth removing, for each kind of code."""
     if unused is None:
         return (
-            f"`{item.comment}` suppresses nothing: no rule reports on this line or on the "
-            "statement it begins. A blanket suppression would silently hide every future finding "
-            "here; remove it."
+            f"`{item.comment}` suppresses nothing: no rule reports on this line or on the"
+            " statement it begins. A blanket suppression would silently hide every future finding"
+            " here; remove it."
         )
     stale = [code for code in unused if code in use.known]
     unknown = [code for code in unused if code not in use.known]
@@ -66,16 +88,16 @@ def _message(item: Suppression, unused: Optional[list[str]], use: SuppressionUse
     if stale:
         codes = ", ".join(stale)
         sentences.append(
-            f"`{item.comment}` suppresses nothing for {codes}: no such finding starts on this line "
-            "or on the statement it begins. A stale suppression would silently hide the next real "
-            f"{codes} problem here; remove the code."
+            f"`{item.comment}` suppresses nothing for {codes}: no such finding starts on this line"
+            " or on the statement it begins. A stale suppression would silently hide the next real"
+            f" {codes} problem here; remove the code."
         )
     if unknown:
         codes = ", ".join(unknown)
         rule = "is not an smpfix rule" if len(unknown) == 1 else "are not smpfix rules"
         sentences.append(
-            f"`{item.comment}` names {codes}, which {rule} (a typo, or a rule that was removed), "
-            "so it suppresses nothing; remove the code."
+            f"`{item.comment}` names {codes}, which {rule} (a typo, or a rule that was removed),"
+            " so it suppresses nothing; remove the code."
         )
     return " ".join(sentences)
 
@@ -98,6 +120,7 @@ def _finding(
         code=CODE,
         name=NAME,
         message=_message(item, unused, use),
+        explanation=_explanation(item, unused, use),
         path=path,
         start=start,
         end=Position(item.line, item.column + len(item.comment)),
