@@ -371,9 +371,10 @@ def test_os_path_must_be_the_standard_library() -> None:
     assert scripts(text) == [[]]  # an unknown source_dir: the script could be anywhere
 
 
-def test_estimators_built_in_functions_see_the_module_and_not_their_parameters() -> None:
+def test_estimators_built_in_functions_see_the_module_and_their_parametrized_values() -> None:
     """pytest integration tests build the estimator in a test function, from module constants
-    (even ones defined below the function) and a ``**kwargs`` dict; parameters are unknown."""
+    (even ones defined below the function) and a ``**kwargs`` dict; a parameter is known only
+    where ``@pytest.mark.parametrize`` gives it, once per value (fixtures stay unknown)."""
     text = """import os
 import pytest
 from sagemaker.pytorch import PyTorch
@@ -401,7 +402,9 @@ DISTRIBUTION = {"smdistributed": {"modelparallel": {"enabled": True, "parameters
         ["/repo/test/resources/mnist.py"],
         ["/repo/test/resources/other.py"],
     ]
-    assert found[0].keyword("instance_type").plain() is UNKNOWN
+    assert found[0].literal("instance_type") == "ml.p3.16xlarge"
+    assert found[0].variant == "ml.p3.16xlarge"
+    assert found[0].literal("image_uri") is UNKNOWN
     assert found[1].literal("instance_type") == "ml.p3.2xlarge"
     assert all(launcher.parameters.plain() == {"partitions": 2} for launcher in found)
 

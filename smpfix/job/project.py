@@ -86,6 +86,7 @@ class Project:
                 role=Role.LAUNCHER,
                 manual_init=all(job.manual_init for job in jobs),
                 smp_v2=first.smp_v2 if all(job.smp_v2 for job in jobs) else None,
+                offered={key: s for job in reversed(jobs) for key, s in job.offered.items()},
             ),
         )
 
