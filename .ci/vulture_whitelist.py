@@ -32,3 +32,7 @@ kwargs
 
 # tests/test_execution_order.py: names the run an unpacking skips, for the reader.
 init_a
+
+# smpfix.job.shell_launcher: settings of a shlex.shlex lexer, read by the standard library.
+_.whitespace_split
+_.commenters

@@ -32,7 +32,7 @@ LAYOUTS = {
     ),
     "container_tests": (
         "test/resources/mnist/smp_pt_mnist.py",
-        "launcher test/integration/sagemaker/test_smmodelparallel.py:33",
+        "launcher test/integration/sagemaker/test_smmodelparallel.py:33[ml.p3.16xlarge]",
     ),
     "named_launchers": ("training/run_clm.py", "launcher ops/submit_clm.py:16"),
 }

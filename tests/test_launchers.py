@@ -371,9 +371,10 @@ def test_os_path_must_be_the_standard_library() -> None:
     assert scripts(text) == [[]]  # an unknown source_dir: the script could be anywhere
 
 
-def test_estimators_built_in_functions_see_the_module_and_not_their_parameters() -> None:
+def test_estimators_built_in_functions_see_the_module_and_their_parametrized_values() -> None:
     """pytest integration tests build the estimator in a test function, from module constants
-    (even ones defined below the function) and a ``**kwargs`` dict; parameters are unknown."""
+    (even ones defined below the function) and a ``**kwargs`` dict; a parameter is known only
+    where ``@pytest.mark.parametrize`` gives it, once per value (fixtures stay unknown)."""
     text = """import os
 import pytest
 from sagemaker.pytorch import PyTorch
@@ -401,7 +402,9 @@ DISTRIBUTION = {"smdistributed": {"modelparallel": {"enabled": True, "parameters
         ["/repo/test/resources/mnist.py"],
         ["/repo/test/resources/other.py"],
     ]
-    assert found[0].keyword("instance_type").plain() is UNKNOWN
+    assert found[0].literal("instance_type") == "ml.p3.16xlarge"
+    assert found[0].variant == "ml.p3.16xlarge"
+    assert found[0].literal("image_uri") is UNKNOWN
     assert found[1].literal("instance_type") == "ml.p3.2xlarge"
     assert all(launcher.parameters.plain() == {"partitions": 2} for launcher in found)
 
@@ -431,3 +434,44 @@ def test_the_first_candidate_that_exists_is_the_script(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("")
     found = [f for f in findings(str(tmp_path)) if f["code"] == "SMP301"]
     assert [(Path(f["filename"]).parent.name, f["severity"]) for f in found] == [("code", "error")]
+
+
+def test_each_parametrized_row_is_a_launch_also_of_one_script() -> None:
+    """Two rows naming one script are two launches (pytest ids tell them apart); a row given
+    as ``pytest.param(..., marks=...)`` counts; the dict reaches the estimator through a
+    helper another module defines."""
+    text = """import pytest
+from .helpers import run_estimator
+
+@pytest.mark.parametrize("script, processes", [("mnist.py", 8), pytest.param("mnist.py", 16, marks=pytest.mark.slow)])
+def test_smp(ecr_image, script, processes):
+    params = {
+        "entry_point": script,
+        "source_dir": "resources",
+        "distribution": {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"partitions": 2}}},
+                         "mpi": {"enabled": True, "processes_per_host": processes}},
+    }
+    run_estimator(ecr_image, params)
+"""  # noqa: E501
+    module = cst.parse_module(text)
+    found = find_launchers(module, collect(module).imports, "/repo/test/test_smp.py")
+    assert [launcher.variant for launcher in found] == ["mnist.py-8", "mnist.py-16"]
+    assert [launcher.mpi.plain()["processes_per_host"] for launcher in found] == [8, 16]
+    assert all(launcher.estimator == "sagemaker.pytorch.PyTorch" for launcher in found)
+
+
+def test_two_parametrized_launches_of_one_script_at_one_line_both_count() -> None:
+    from smpfix.job.jobfacts import DeclaredJob, Role
+    from smpfix.job.linking import LinkedScript
+    from smpfix.job.project import Project
+
+    def link(row: str, processes: int) -> LinkedScript:
+        source = f"launcher test/test_smp.py:12[{row}]"
+        job = DeclaredJob(source, {"processes_per_host": processes}, role=Role.LAUNCHER)
+        return LinkedScript("/repo/mnist.py", job, {}, "/repo/test/test_smp.py", 12)
+
+    first, second = link("mnist.py-8", 8), link("mnist.py-16", 16)
+    project = Project().with_links([first, second, first])
+    assert project.launchers_of("/repo/mnist.py") == (first, second)
+    (declared,) = project.declared_for("/repo/mnist.py")
+    assert declared.conflicting == frozenset({"processes_per_host"})

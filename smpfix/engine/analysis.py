@@ -427,7 +427,9 @@ def _finding(
     )
     title, explanation = fit_title(report.message, report.explanation)
     settings = tuple(
-        f"{state.feature.title}: {state.state.value} ({state.source})" for state in report.job_facts
+        f"{state.feature.title}: {'offered' if state.offered else state.state.value}"
+        f" ({state.source})"
+        for state in report.job_facts
     )
     return Finding(
         code=report.code,

@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from smpfix.base import source
-from smpfix.engine.discovery import Excluder, discover
+from smpfix.engine.discovery import SOURCE_SUFFIXES, Excluder, discover
 from smpfix.job.linking import LaunchRecord, LinkedScript, may_be_launcher
 from smpfix.job.project_root import project_root
+from smpfix.job.shell_launcher import SHELL_SUFFIX
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -98,6 +99,7 @@ def with_launchers(
         launchers = [(path, raw) for path, raw in files]
     else:
         launchers = [checked.get(os.path.abspath(path), (path, None)) for path in _named(search)]
+    searched: list[str] = []
     if search is not None:
         readable = [
             path for path, raw in files if raw is not None
@@ -117,6 +119,14 @@ def with_launchers(
                 root for root in project.roots if not any(_inside(root, top) for top in searched)
             ]
             project = project.with_roots([*kept, *searched])
+    if search is None or not search.named:
+        # Shell launchers are never checked files: those under the checked folders count as
+        # the checked Python files do (the searched roots' were walked above).
+        launchers += _shell_launchers(
+            [root for root in project.roots if not any(_inside(root, top) for top in searched)],
+            search or LauncherSearch(),
+            cache,
+        )
     links: list[LinkedScript] = []
     for path, raw in launchers:
         data = raw if raw is not None else source.read_bytes(path)
@@ -147,13 +157,27 @@ def project_links(
     return sorted(links, key=lambda link: (link.launcher, link.line, link.script))
 
 
+def _shell_launchers(
+    roots: Sequence[str], search: LauncherSearch, cache: Optional[ResultCache]
+) -> list[tuple[str, Optional[bytes]]]:
+    """The shell scripts under the checked folders ``roots`` that may be launchers."""
+    found: list[tuple[str, Optional[bytes]]] = []
+    for root in roots:
+        if os.path.isdir(root):
+            found += _candidates(root, search, cache, (SHELL_SUFFIX,))
+    return found
+
+
 # What the index remembers of each walked file: its size and modification time when last
 # read, and whether its bytes could make it a launcher then.
 _Seen = tuple[int, int, bool]
 
 
 def _candidates(
-    root: str, search: LauncherSearch, cache: Optional[ResultCache]
+    root: str,
+    search: LauncherSearch,
+    cache: Optional[ResultCache],
+    suffixes: tuple[str, ...] = (*SOURCE_SUFFIXES, SHELL_SUFFIX),
 ) -> list[tuple[str, Optional[bytes]]]:
     """The files under ``root`` that may be launchers, with their bytes when they were read.
 
@@ -165,7 +189,14 @@ def _candidates(
         cache.key(
             root,
             b"",
-            {"launcher_index": [search.exclude, search.respect_gitignore, search.config_root]},
+            {
+                "launcher_index": [
+                    search.exclude,
+                    search.respect_gitignore,
+                    search.config_root,
+                    suffixes,
+                ]
+            },
         )
         if cache
         else None
@@ -175,7 +206,7 @@ def _candidates(
         known = cache.load_value(key, dict[str, _Seen]) or {}
     seen: dict[str, _Seen] = {}
     found: list[tuple[str, Optional[bytes]]] = []
-    for path in _walk([root], search):
+    for path in _walk([root], search, suffixes):
         try:
             status = os.stat(path)
         except OSError:
@@ -189,7 +220,7 @@ def _candidates(
         raw = source.read_bytes(
             path
         )  # after the stat: a file changed meanwhile is read again next time
-        candidate = raw is not None and may_be_launcher(raw)
+        candidate = raw is not None and may_be_launcher(raw, path)
         seen[path] = (status.st_size, status.st_mtime_ns, candidate)
         if candidate:
             found.append((path, raw))
@@ -219,7 +250,7 @@ def _records(
     """What the launcher at ``path`` says (nothing when it cannot be one), from the cache when
     its bytes, project root and the JSON files it reads are unchanged. ``checked``: the run
     checks the launcher too."""
-    if not may_be_launcher(raw):
+    if not may_be_launcher(raw, path):
         return ()
     root = project_root(path)
     key = cache.key(path, raw, {"launcher_records": root}) if cache is not None else None
@@ -259,9 +290,9 @@ def _read_records(path: str, raw: bytes, root: str, checked: bool) -> tuple[Laun
         return ()
 
 
-def _walk(roots: Iterable[str], search: LauncherSearch) -> list[str]:
+def _walk(roots: Iterable[str], search: LauncherSearch, suffixes: Sequence[str]) -> list[str]:
     excluder = search.excluder()
-    return [found.path for found in discover(roots, excluder, search.respect_gitignore)]
+    return [found.path for found in discover(roots, excluder, search.respect_gitignore, suffixes)]
 
 
 def _named(search: LauncherSearch) -> list[str]:

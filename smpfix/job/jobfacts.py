@@ -62,6 +62,7 @@ from smpfix.job.versions import (
     stated_v2,
     tensorflow_job_version,
 )
+from smpfix.job.versions import text as _text
 
 Value = Union[bool, int, float, str]
 
@@ -378,6 +379,9 @@ class DeclaredJob:
     role: Role = Role.STATED
     manual_init: bool = False
     smp_v2: Optional[str] = None
+    # Settings the source offers but does not make: a launcher's commented-out
+    # ``# "fp16": True,`` (``smpfix.job.offers``), with where it is written.
+    offered: Mapping[str, Setting] = field(default_factory=dict)
 
     @classmethod
     def stated(cls, source: str, settings: Mapping[str, Value]) -> DeclaredJob:
@@ -393,10 +397,15 @@ class DeclaredJob:
 
 @dataclass(frozen=True)
 class FeatureState:
+    """A feature's state for one job and why. An UNKNOWN feature with ``offered`` set is one
+    nothing enables but the code offers (a commented-out launcher value): findings that need it
+    are hints that name the offer (``Rule.report``)."""
+
     feature: Feature
     state: Tri
     source: str
     value: Optional[Value] = None
+    offered: bool = False
 
     def condition(self) -> str:
         """Words for a message: "tensor parallelism is enabled (pyproject.toml ...)" or "if ..."."""
@@ -433,6 +442,8 @@ class JobFacts:
     on_import_reason: str = "no launcher of this script is known"
     # Why the job runs SMP v2 (``torch.sagemaker``), to which no v1 rule applies; None for v1.
     smp_v2: Optional[str] = None
+    # Settings a source offers but does not make (``DeclaredJob.offered``), by key.
+    offered: Mapping[str, Setting] = field(default_factory=dict)
 
     # Which flavour of the library the job runs: the script's, else a declared ``framework``.
     flavour: Flavour = Flavour.PYTORCH
@@ -564,6 +575,10 @@ class JobFacts:
                     settings.setdefault(
                         key, Setting(key, value, f"library default; not set in {complete_source}")
                     )
+        offered: dict[str, Setting] = {}
+        for job in declared:
+            for key, setting in job.offered.items():
+                offered.setdefault(normalize_key(key), setting)
         return cls(
             settings=settings,
             evidence=tuple(evidence),
@@ -571,6 +586,7 @@ class JobFacts:
             conflicting=frozenset(conflicting),
             smp_version=_smp_version(declared, flavour, v2),
             flavour=flavour,
+            offered=offered,
         )
 
     def value(self, key: str) -> Optional[Value]:
@@ -585,17 +601,53 @@ class JobFacts:
             )
         setting = self.settings.get(feature.setting)
         if setting is not None:
-            return FeatureState(
+            state = FeatureState(
                 feature, feature.state_of(setting.value), setting.source, setting.value
             )
-        if feature.setting in self.unknown:
-            return FeatureState(feature, Tri.UNKNOWN, self.why_unknown(feature.setting))
-        for item in self.evidence:
-            if item.feature == key and item.strong:
+        elif feature.setting in self.unknown:
+            state = FeatureState(feature, Tri.UNKNOWN, self.why_unknown(feature.setting))
+        else:
+            evidence = next(
+                (item for item in self.evidence if item.feature == key and item.strong), None
+            )
+            if evidence is not None:
                 return FeatureState(
-                    feature, Tri.ON, f"script evidence: {item.description} at line {item.line}"
+                    feature,
+                    Tri.ON,
+                    f"script evidence: {evidence.description} at line {evidence.line}",
                 )
-        return FeatureState(feature, Tri.UNKNOWN, "not set in any known source")
+            state = FeatureState(feature, Tri.UNKNOWN, "not set in any known source")
+        return self._available(state)
+
+    def _available(self, state: FeatureState) -> FeatureState:
+        """``state`` where nothing can turn the feature on: OFF when the job's library release
+        predates the feature; a default-off feature a launcher offers in a commented-out line
+        is UNKNOWN, but only offered. A feature that is ON stays ON (a release too old for it
+        is a configuration finding, not a reason to doubt the configuration)."""
+        feature = state.feature
+        if state.state is Tri.ON:
+            return state
+        since = FEATURE_SINCE.get(feature.key) if self.smp_v2 is None else None
+        version = self.smp_version
+        if since is not None and version is not None and version.before(since):
+            return FeatureState(
+                feature,
+                Tri.OFF,
+                f"{version.describe()} predates {feature.title} (SMP {_text(since)})",
+            )
+        offer = self.offered.get(feature.setting)
+        setting = self.settings.get(feature.setting)
+        unset = setting is None and feature.setting not in self.unknown
+        default = setting is not None and setting.source.startswith("library default")
+        if offer is not None and (default or unset):
+            if feature.state_of(offer.value) is Tri.ON:
+                return FeatureState(
+                    feature,
+                    Tri.UNKNOWN,
+                    f"only offered: {offer.source}, commented out",
+                    offered=True,
+                )
+        return state
 
     def why_unknown(self, key: str) -> str:
         source = self.unknown[key]
@@ -672,7 +724,10 @@ class JobFacts:
             },
             "unknown": {key: self.why_unknown(key) for key in sorted(self.unknown)},
             "features": {
-                key: {"state": state.state.value, "source": state.source}
+                key: {
+                    "state": "offered" if state.offered else state.state.value,
+                    "source": state.source,
+                }
                 for key in (_V2_FEATURES if self.smp_v2 is not None else _FEATURES_OF[self.flavour])
                 for state in [self.feature(key)]
             },

@@ -135,6 +135,8 @@ class Launcher:
     # Why the JSON file ``parameters`` names was not read (``smpfix.base.safe_read``): a FIFO,
     # a device, a file outside the project or over the cap. None when it was read or is absent.
     parameters_refusal: Optional[str] = None
+    # Which launch of a parametrized test this is (pytest's id of the values), else "".
+    variant: str = ""
 
     def keyword(self, name: str) -> Optional[Located]:
         return self.keywords.get(name)
@@ -191,6 +193,17 @@ class Launcher:
         working_dirs = [folder] if root == folder else [folder, root]
         return launch_paths.script_candidates(entry, self.literal("source_dir"), working_dirs)
 
+    def missing_script(self) -> Optional[str]:
+        """The script ``entry_point`` names when no candidate of it exists (the likeliest, as
+        the launcher wrote it, relative to its folder), else None; also None when a notebook
+        launcher writes it in a ``%%writefile`` cell before the job starts."""
+        candidates = self.script_candidates()
+        if not candidates or any(os.path.isfile(candidate) for candidate in candidates):
+            return None
+        if self.path.endswith(".ipynb") and set(candidates) & _notebook_writes(self.path):
+            return None
+        return os.path.relpath(candidates[0], os.path.dirname(os.path.abspath(self.path)))
+
     @property
     def script(self) -> Optional[str]:
         """The launched script's absolute path: the first candidate that exists, else the first."""
@@ -200,17 +213,39 @@ class Launcher:
         )
 
 
+def _notebook_writes(path: str) -> set[str]:
+    """The files a notebook's ``%%writefile`` cells write, as absolute paths (IPython resolves
+    them against the notebook's folder); none when it cannot be read."""
+    from smpfix.base import notebook
+    from smpfix.base.safe_read import NOTEBOOK_LIMIT
+
+    try:
+        text = read_regular(path, NOTEBOOK_LIMIT).decode("utf-8")
+        scripts = notebook.parse(text).scripts
+    except (OSError, RefusedFile, ValueError, notebook.NotebookError):
+        return set()
+    folder = os.path.dirname(os.path.abspath(path))
+    return {os.path.normpath(os.path.join(folder, script.filename)) for script in scripts}
+
+
 class _Names(dict[str, Located]):
     """The names a replay has bound so far, with the file's imports (which say whether
     ``os.path.join`` or ``Path`` is the standard library's)."""
 
-    def __init__(self, imports: ImportTable, names: Optional[Mapping[str, Located]] = None) -> None:
+    def __init__(
+        self,
+        imports: ImportTable,
+        names: Optional[Mapping[str, Located]] = None,
+        variant: str = "",
+    ) -> None:
         super().__init__(names or {})
         self.imports = imports
+        # Which launch of a parametrized test the names are of (pytest's id), else "".
+        self.variant = variant
 
-    def child(self) -> _Names:
+    def child(self, variant: str = "") -> _Names:
         """A function's scope: the module's names as they are now, shadowed by its own."""
-        return _Names(self.imports, self)
+        return _Names(self.imports, self, variant or self.variant)
 
 
 # Expressions that may build a path (``os.path.join(...)``, ``Path(...) / "x"``, ``f"{ROOT}/x"``).
@@ -575,7 +610,8 @@ def _branch(statement: cst.If, env: _Names, functions: list[cst.FunctionDef]) ->
         return
     if isinstance(orelse, cst.Else):
         yield from _statements(_block(orelse), env, functions)
-    elif taken is False:
+    else:
+        # ``elif mode == "smp":`` after an unknown test may run too (a launcher there counts).
         yield from _branch(orelse, env, functions)
 
 
@@ -652,10 +688,76 @@ def _replay_body(body: Any, env: _Names, on_call: Callable[[cst.Call, _Names], N
                 env, node.target, Located(combined, node.value, current.entry, pieces=pieces)
             )
     for function in functions:
-        scope = env.child()
-        for param in _parameters(function.params):
-            scope[param.name.value] = Located(UNKNOWN, param)
-        _replay_body(_block(function), scope, on_call)
+        for bound, variant in _parametrized(function, env):
+            scope = env.child(variant)
+            for param in _parameters(function.params):
+                scope[param.name.value] = bound.get(param.name.value, Located(UNKNOWN, param))
+            _replay_body(_block(function), scope, on_call)
+
+
+# At most this many launches of one parametrized test are replayed (the first ones).
+_MOST_VARIANTS = 32
+
+
+def _parametrized(function: cst.FunctionDef, env: _Names) -> list[tuple[dict[str, Located], str]]:
+    """The parameter values of each test ``@pytest.mark.parametrize`` makes of ``function``,
+    with pytest's id for it; one unbound run for a function that is not parametrized (or whose
+    values smpfix cannot read). Stacked decorators multiply, nearest the function first."""
+    runs: list[tuple[dict[str, Located], list[str]]] = [({}, [])]
+    for decorator in reversed(function.decorators):
+        table = _parametrize_table(decorator.decorator, env)
+        if table is None:
+            continue
+        runs = [({**bound, **more}, [*ids, id_]) for bound, ids in runs for more, id_ in table][
+            :_MOST_VARIANTS
+        ]
+    return [(bound, "-".join(ids)) for bound, ids in runs]
+
+
+def _parametrize_table(
+    node: cst.BaseExpression, env: _Names
+) -> Optional[list[tuple[dict[str, Located], str]]]:
+    """``pytest.mark.parametrize("script, processes", [("a.py", 8), ...])``: each row's
+    bindings and id; None for another decorator or values smpfix cannot read."""
+    if type(node) is not cst.Call or len(node.args) < 2:
+        return None
+    qualified = env.imports.qualified_name(node.func) or ""
+    if not qualified.endswith("mark.parametrize"):
+        return None
+    names = _located(node.args[0].value, env).plain()
+    if isinstance(names, str):
+        names = [name.strip() for name in names.split(",") if name.strip()]
+    rows = _located(node.args[1].value, env)
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        return None
+    if not isinstance(rows.value, list):
+        return None
+    table = []
+    for index, row in enumerate(rows.value):
+        row = _pytest_param(row, env)
+        values = [row] if len(names) == 1 else row.value
+        if not isinstance(values, list) or len(values) != len(names):
+            return None
+        ids = [
+            str(value.plain())
+            if isinstance(value.plain(), (str, int, float, bool))
+            else f"{name}{index}"
+            for name, value in zip(names, values)
+        ]
+        table.append((dict(zip(names, values)), "-".join(ids)))
+    return table
+
+
+def _pytest_param(row: Located, env: _Names) -> Located:
+    """``pytest.param(a, b, marks=...)`` as the row ``(a, b)``; any other row as it is."""
+    call = row.node
+    if type(call) is not cst.Call:
+        return row
+    qualified = env.imports.qualified_name(call.func) or ""
+    if not qualified.endswith("pytest.param"):
+        return row
+    values = [_located(arg.value, env) for arg in call.args if arg.keyword is None and not arg.star]
+    return Located(values if len(values) != 1 else values[0].value, call)
 
 
 def _parameters(params: cst.Parameters) -> list[cst.Param]:
@@ -669,14 +771,52 @@ def _parameters(params: cst.Parameters) -> list[cst.Param]:
 def find_launchers(module: cst.Module, imports: ImportTable, path: str) -> list[Launcher]:
     """Every estimator construction in ``module``, with its keywords resolved in order."""
     found: list[Launcher] = []
+    handed: set[tuple[int, str]] = set()
 
     def on_call(call: cst.Call, env: _Names) -> None:
         qualified = imports.qualified_name(call.func) or ""
         if qualified in ESTIMATORS:
             found.append(_launcher(call, qualified, env, path))
+            return
+        for given in _estimator_arguments(call, env):
+            # One launch per dict and parametrized run, at the first call it is handed to.
+            key = (id(given.node), env.variant)
+            if key not in handed:
+                handed.add(key)
+                found.append(_launcher_of_dict(call, given, env, path))
 
     _replay(module, imports, path, on_call)
     return found
+
+
+def _estimator_arguments(call: cst.Call, env: _Names) -> Iterator[Located]:
+    """The estimator keyword dicts handed to a helper that builds the estimator, as the
+    SageMaker container tests do (``_test_smp(image, session, estimator_parameter)`` and
+    ``PyTorch(..., **estimator_parameter)`` in another function or module): a dict display
+    with an ``entry_point`` and a ``distribution``."""
+    for arg in call.args:
+        if arg.star or type(arg.value) not in (cst.Name, cst.Dict):
+            continue
+        given = _located(arg.value, env)
+        if (
+            isinstance(given.value, dict)
+            and "entry_point" in given.value
+            and "distribution" in given.value
+        ):
+            yield given
+
+
+def _launcher_of_dict(call: cst.Call, given: Located, env: _Names, path: str) -> Launcher:
+    """The launch a helper call makes from an estimator keyword dict: a TensorFlow estimator
+    when the helper's name says so, else PyTorch (the script's flavour decides its job)."""
+    name = env.imports.qualified_name(call.func) or ""
+    estimator = (
+        "sagemaker.tensorflow.TensorFlow"
+        if "tensorflow" in name.lower()
+        else "sagemaker.pytorch.PyTorch"
+    )
+    keywords = {_OLD_NAMES.get(key, key): value for key, value in given.value.items()}
+    return _with_parameters_file(Launcher(call, estimator, keywords, path, variant=env.variant))
 
 
 def evaluate_argument(
@@ -745,19 +885,27 @@ def _launcher(call: cst.Call, qualified: str, env: _Names, path: str) -> Launche
             continue
         name = _OLD_NAMES.get(arg.keyword.value, arg.keyword.value)
         keywords[name] = _located(arg.value, env, arg)
-    launcher = Launcher(call, qualified, keywords, path)
+    return _with_parameters_file(Launcher(call, qualified, keywords, path, variant=env.variant))
+
+
+def _with_parameters_file(launcher: Launcher) -> Launcher:
+    """``launcher`` with the JSON file its ``parameters`` names read in (or why not)."""
     parameters = launcher.parameters
+    if parameters is None or not isinstance(parameters.value, str):
+        return launcher
+    keywords = dict(launcher.keywords)
     refusal = None
-    if parameters is not None and isinstance(parameters.value, str):
-        try:
-            loaded = _json_parameters(parameters, path)
-        except RefusedFile as refused:
-            loaded, refusal = None, f"parameters file {parameters.value!r}: {refused.message}"
-        if loaded is not None:
-            keywords["distribution"] = _set_in(
-                keywords["distribution"], ["smdistributed", "modelparallel", "parameters"], loaded
-            )
-    return Launcher(call, qualified, keywords, path, refusal)
+    try:
+        loaded = _json_parameters(parameters, launcher.path)
+    except RefusedFile as refused:
+        loaded, refusal = None, f"parameters file {parameters.value!r}: {refused.message}"
+    if loaded is not None:
+        keywords["distribution"] = _set_in(
+            keywords["distribution"], ["smdistributed", "modelparallel", "parameters"], loaded
+        )
+    return Launcher(
+        launcher.call, launcher.estimator, keywords, launcher.path, refusal, launcher.variant
+    )
 
 
 def _json_parameters(written: Located, launcher_path: str) -> Optional[Located]:

@@ -22,8 +22,22 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from smpfix.base.flavour import Flavour
 from smpfix.job.config_keys import misspelled
-from smpfix.job.jobfacts import V2_KNOWN_KEYS, DeclaredJob, Role, known_keys, normalize_key
+from smpfix.job.jobfacts import (
+    V2_KNOWN_KEYS,
+    DeclaredJob,
+    Role,
+    Setting,
+    known_keys,
+    normalize_key,
+)
 from smpfix.job.project_root import project_folder, project_root
+from smpfix.job.shell_launcher import (
+    SHELL_SUFFIX,
+    declared_shell_job,
+    may_be_shell_launcher,
+    shell_hyperparameters,
+    shell_launches,
+)
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -52,13 +66,21 @@ class LinkedScript:
     column: int = 1
 
 
-def may_be_launcher(raw: bytes) -> bool:
+def may_be_launcher(raw: bytes, path: str = "") -> bool:
+    """Whether a file's bytes may make it a launcher: a Python file or notebook that mentions
+    the library and an estimator, or a shell script that exports the library's parameters
+    and starts Python (``smpfix.job.shell_launcher``)."""
+    if path.endswith(SHELL_SUFFIX):
+        return may_be_shell_launcher(raw)
     return b"smdistributed" in raw and any(marker in raw for marker in _LAUNCHER_MARKERS)
 
 
-def declared_job(launcher: Any, source: str) -> DeclaredJob:
+def declared_job(
+    launcher: Any, source: str, where: Optional[Callable[[cst.CSTNode], str]] = None
+) -> DeclaredJob:
     """The job a launcher declares: resolved keys, keys it sets to unknowable values,
-    completeness."""
+    completeness, and the values its parameters dict offers in commented-out lines
+    (``smpfix.job.offers``; ``where`` names a comment's place, ``source`` by default)."""
     from smpfix.base.literals import (
         UNKNOWN,  # imports LibCST, which the CLI must not do at start-up
     )
@@ -120,7 +142,26 @@ def declared_job(launcher: Any, source: str) -> DeclaredJob:
         role=Role.LAUNCHER,
         manual_init=sets_manual_init(launcher),
         smp_v2=smp_v2,
+        offered=_offered(parameters, known, where or (lambda _: source)),
     )
+
+
+def _offered(
+    parameters: Any, known: frozenset[str], where: Callable[[cst.CSTNode], str]
+) -> dict[str, Setting]:
+    """The settings a parameters dict display offers in commented-out entries it does not
+    also set, each with its comment and line."""
+    if parameters is None or not isinstance(parameters.value, dict) or parameters.node is None:
+        return {}
+    from smpfix.job.offers import commented_entries
+
+    offered: dict[str, Setting] = {}
+    for entry in commented_entries(parameters.node, known - set(parameters.value)):
+        text = entry.comment.value.strip()
+        offered.setdefault(
+            entry.key, Setting(entry.key, entry.value, f"`{text}` in {where(entry.comment)}")
+        )
+    return offered
 
 
 def _literal_items(values: Any) -> dict[str, Any]:
@@ -192,6 +233,8 @@ def read_launcher(
     the launcher's code into a tree and its node index (by default a plain parse): a run
     that checks the launcher too parses it once for both.
     """
+    if path.endswith(SHELL_SUFFIX):
+        return read_shell_launcher(path, text, root)
     from smpfix.base import nesting
     from smpfix.base.imports import ImportTable
     from smpfix.base.positions import Positions
@@ -221,12 +264,46 @@ def read_launcher(
     # Through the node index, each call is located by generating its statement alone.
     positions = Positions(module, code, index)
     root = root if root is not None else project_root(path)
+
+    def line_of(node: cst.CSTNode) -> int:
+        return positions.position(positions.span(node)[0]).line
+
     records = [
-        launch_record(launcher, path, at.line, root, at.column)
+        launch_record(launcher, path, at.line, root, at.column, line_of)
         for launcher in launchers
         for at in (positions.position(positions.span(launcher.call)[0]),)
     ]
     return [record for record in records if record is not None]
+
+
+def read_shell_launcher(path: str, text: str, root: Optional[str] = None) -> list[LaunchRecord]:
+    """The ``mpirun ... python script.py`` lines of a shell script that sets
+    ``SM_HP_MP_PARAMETERS`` (``smpfix.job.shell_launcher``); a line that sees no parameters
+    configures nothing (the script's own ``smp.init`` dict does)."""
+    root = root if root is not None else project_root(path)
+    folder = project_folder(root, path)
+    shown = shown_path(os.path.abspath(path), root)
+    records = []
+    for launch in shell_launches(path, text):
+        job = declared_shell_job(launch, f"launcher {shown}:{launch.line}")
+        if job is None:
+            continue
+        candidates = [os.path.normpath(os.path.join(launch.working_dir, launch.script))]
+        at_root = os.path.normpath(os.path.join(folder, launch.script))
+        if at_root not in candidates:
+            candidates.append(at_root)
+        hyperparameters, complete = shell_hyperparameters(launch.arguments)
+        records.append(
+            LaunchRecord(
+                launcher=os.path.abspath(path),
+                line=launch.line,
+                candidates=tuple(candidates),
+                job=job,
+                hyperparameters=hyperparameters,
+                hyperparameters_complete=complete,
+            )
+        )
+    return records
 
 
 def _parse(code: str) -> Optional[tuple[cst.Module, Optional[NodeIndex]]]:
@@ -239,23 +316,40 @@ def _parse(code: str) -> Optional[tuple[cst.Module, Optional[NodeIndex]]]:
 
 
 def launch_record(
-    launcher: Any, path: str, line: Optional[int], root: Optional[str] = None, column: int = 1
+    launcher: Any,
+    path: str,
+    line: Optional[int],
+    root: Optional[str] = None,
+    column: int = 1,
+    line_of: Optional[Callable[[cst.CSTNode], int]] = None,
 ) -> Optional[LaunchRecord]:
     """What the estimator ``launcher``, at ``line`` of the launcher file ``path``, says; None
-    when its ``entry_point`` cannot be read."""
+    when its ``entry_point`` cannot be read. ``line_of`` gives the line of a node of the
+    launcher (a commented-out value's, for its source)."""
     root = root if root is not None else project_root(path)
     candidates = launcher.script_candidates(root)
     if not candidates:
         return None
     shown = shown_path(os.path.abspath(path), root)
-    where = shown if path.endswith(".ipynb") or line is None else f"{shown}:{line}"
+    notebook = path.endswith(".ipynb")
+    where = shown if notebook or line is None else f"{shown}:{line}"
+    # One launch of a parametrized test: pytest's id of its values names it.
+    variant = f"[{launcher.variant}]" if launcher.variant else ""
+
+    def place(node: cst.CSTNode) -> str:
+        return (
+            f"launcher {shown}"
+            if notebook or line_of is None
+            else f"launcher {shown}:{line_of(node)}"
+        )
+
     hyper = launcher.literal("hyperparameters")
     parameters_file = launcher.parameters_file
     return LaunchRecord(
         launcher=os.path.abspath(path),
         line=line or 0,
         candidates=tuple(candidates),
-        job=declared_job(launcher, f"launcher {where}"),
+        job=declared_job(launcher, f"launcher {where}{variant}", place),
         hyperparameters=_literal_items(hyper),
         hyperparameters_complete=hyper is None
         or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),

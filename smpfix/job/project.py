@@ -39,8 +39,13 @@ class Project:
         grouped: dict[str, list[LinkedScript]] = {}
         for link in sorted(links, key=lambda link: (link.launcher, link.line, link.script)):
             found = grouped.setdefault(link.script, [])
+            # The same launch found twice (checked and searched) counts once; two rows of a
+            # parametrized test at one line are two launches (their sources differ).
             if not any(
-                other.launcher == link.launcher and other.line == link.line for other in found
+                other.launcher == link.launcher
+                and other.line == link.line
+                and other.job.source == link.job.source
+                for other in found
             ):
                 found.append(link)
         return Project(self.roots, {script: tuple(found) for script, found in grouped.items()})
@@ -86,6 +91,7 @@ class Project:
                 role=Role.LAUNCHER,
                 manual_init=all(job.manual_init for job in jobs),
                 smp_v2=first.smp_v2 if all(job.smp_v2 for job in jobs) else None,
+                offered={key: s for job in reversed(jobs) for key, s in job.offered.items()},
             ),
         )
 

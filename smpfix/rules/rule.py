@@ -267,6 +267,11 @@ class Rule:
             severity = Severity.HINT
             how = verdict.known.how if verdict.known else ()
             evidence = (self._off_by_default(verdict.requirement, how), *evidence)
+        if _only_offered(job_facts) is not None:
+            # Nothing enables the feature the finding needs; the code offers it (a
+            # commented-out launcher value): a configuration the job does not use. Its job
+            # fact, in the evidence, says where.
+            severity = Severity.HINT
         self.reports.append(
             Report(
                 self.code,
@@ -336,3 +341,17 @@ class Rule:
     def severity_when(state: FeatureState) -> Optional[Severity]:
         """For a rule that only matters when a feature is ON: error, warning, or silence."""
         return {Tri.ON: Severity.ERROR, Tri.UNKNOWN: Severity.WARNING, Tri.OFF: None}[state.state]
+
+
+def _only_offered(states: Sequence[FeatureState]) -> Optional[FeatureState]:
+    """The offered feature a finding depends on when that is all that can make it hold: no
+    feature it names is ON or unknown for another reason (``FeatureState.offered``)."""
+    offered = next((state for state in states if state.offered), None)
+    if offered is None:
+        return None
+    if any(
+        state.state is Tri.ON or (state.state is Tri.UNKNOWN and not state.offered)
+        for state in states
+    ):
+        return None
+    return offered

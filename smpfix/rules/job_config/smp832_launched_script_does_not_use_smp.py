@@ -38,6 +38,19 @@ class LaunchedScriptDoesNotUseSmp(ConfigRule):
         enabled = mp.get("enabled") if mp is not None and mp.is_dict else None
         if launcher is None or enabled is None or enabled.plain() is not True:
             return
+        missing = launcher.missing_script()
+        entry = launcher.keyword("entry_point")
+        if missing is not None and entry is not None:
+            # Nothing to check: the script that would be checked as launched is not there.
+            yield ConfigProblem(
+                entry,
+                f"This launcher enables the model parallelism library for `{missing}`, which is"
+                " not there: SageMaker cannot start it (the SDK stops when it uploads the"
+                " source), and smpfix checks no script under this configuration. Name the"
+                " script the job should run.",
+                Severity.WARNING,
+            )
+            return
         loading = self._loading(view)
         if loading is None or loading.state is not Tri.OFF:
             return

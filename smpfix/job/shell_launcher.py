@@ -1,0 +1,235 @@
+"""Shell entry points that configure the library themselves and start a script with MPI.
+
+The SageMaker container tests run a training script in model parallel mode without an
+estimator: a shell script exports the modelparallel parameters as JSON and starts the script
+with ``mpirun``::
+
+    export SM_HP_MP_PARAMETERS='{"partitions": 2, "microbatches": 4, "ddp": true}'
+    mpirun --allow-run-as-root -np 8 python smp_pt_mnist.py --data-dir data/training
+
+That variable is what the estimator's ``parameters`` become on SageMaker, and the library
+reads it whatever starts the script: ``ModelParallelConfig.__init__`` loads
+``json.loads(os.environ.get("SM_HP_MP_PARAMETERS", default="{}"))`` and writes each key over
+the ``smp.init`` dict (SMP 1.12.1 ``backend/config.py``; under ``mpirun`` the 1.12 library
+also initialises itself on import when the variable is set, ``torch/__init__.py``). So such
+a shell script is a launcher of the script its ``mpirun`` line runs, with that configuration,
+complete as an estimator's is (keys it leaves out take the library's defaults); the
+arguments after the script are its hyperparameters.
+
+Reading is deliberately small: logical lines (``\\`` continuations joined), split as the
+shell would (``shlex``), ``export NAME=VALUE``, ``NAME=VALUE`` before a command, ``mpirun -x
+NAME=VALUE`` and ``cd DIR``; nothing is expanded, so a value with ``$`` is unknown. Only files
+that mention ``SM_HP_MP_PARAMETERS`` and ``python`` are decoded (``may_be_shell_launcher``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from smpfix.base.flavour import Flavour
+from smpfix.job.jobfacts import DeclaredJob, Role, known_keys
+
+SHELL_SUFFIX = ".sh"
+_VARIABLE = "SM_HP_MP_PARAMETERS"
+_MPI_RUNNERS = frozenset({"mpirun", "mpiexec", "smddpmprun"})
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+_SEPARATORS = frozenset({";", "&&", "||", "|", "&"})
+
+
+def may_be_shell_launcher(raw: bytes) -> bool:
+    """Whether a shell script's bytes may configure the library and start Python."""
+    return _VARIABLE.encode() in raw and b"python" in raw
+
+
+@dataclass(frozen=True)
+class ShellLaunch:
+    """One ``mpirun ... python script.py ...`` line and the configuration it runs under."""
+
+    line: int
+    script: str
+    working_dir: str
+    parameters: Optional[str]
+    arguments: tuple[str, ...]
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+
+def shell_launches(path: str, text: str) -> list[ShellLaunch]:
+    """The MPI launches of Python scripts in the shell script ``path``, in order, each with the
+    ``SM_HP_MP_PARAMETERS`` it sees (None when it sees none)."""
+    working_dir = os.path.dirname(os.path.abspath(path))
+    variables: dict[str, str] = {}
+    exported: set[str] = set()
+    found: list[ShellLaunch] = []
+    for line, tokens in _logical_lines(text):
+        for command in _commands(tokens):
+            prefix: dict[str, str] = {}
+            while command and (assigned := _ASSIGNMENT.match(command[0])) is not None:
+                prefix[assigned[1]] = assigned[2]
+                command = command[1:]
+            if not command:
+                variables.update(prefix)
+                continue
+            if command[0] == "export":
+                for item in command[1:]:
+                    assigned = _ASSIGNMENT.match(item)
+                    if assigned is not None:
+                        variables[assigned[1]] = assigned[2]
+                    exported.add(assigned[1] if assigned is not None else item)
+                continue
+            if command[0] == "cd" and len(command) == 2 and "$" not in command[1]:
+                working_dir = os.path.normpath(os.path.join(working_dir, command[1]))
+                continue
+            environment = {name: variables[name] for name in exported if name in variables}
+            environment.update(prefix)
+            launch = _launch(command, environment, line, working_dir)
+            if launch is not None:
+                found.append(launch)
+    return found
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, list[str]]]:
+    """Each command line (continuations joined) with its first line number, split as the
+    shell splits words; a line ``shlex`` cannot split (an open quote) is skipped."""
+    pending: list[str] = []
+    first = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not pending:
+            first = number
+        if raw.endswith("\\") and not raw.endswith("\\\\"):
+            pending.append(raw[:-1])
+            continue
+        pending.append(raw)
+        joined = " ".join(pending)
+        pending = []
+        lexer = shlex.shlex(joined, posix=True, punctuation_chars=";&|")
+        lexer.whitespace_split = True
+        lexer.commenters = "#"
+        try:
+            tokens = list(lexer)
+        except ValueError:
+            continue
+        if tokens:
+            yield first, tokens
+
+
+def _commands(tokens: list[str]) -> Iterator[list[str]]:
+    command: list[str] = []
+    for token in tokens:
+        if token in _SEPARATORS:
+            if command:
+                yield command
+            command = []
+        else:
+            command.append(token)
+    if command:
+        yield command
+
+
+def _launch(
+    command: list[str], environment: dict[str, str], line: int, working_dir: str
+) -> Optional[ShellLaunch]:
+    """``mpirun [options] python [options] script.py [arguments]``; None for anything else."""
+    if os.path.basename(command[0]) not in _MPI_RUNNERS:
+        return None
+    environment = dict(environment)
+    position = 1
+    while position < len(command) and not _PYTHON.match(os.path.basename(command[position])):
+        if command[position] == "-x" and position + 1 < len(command):
+            assigned = _ASSIGNMENT.match(command[position + 1])
+            if assigned is not None:
+                environment[assigned[1]] = assigned[2]
+        position += 1
+    position += 1
+    while position < len(command) and command[position].startswith("-"):
+        if command[position] in ("-m", "-c"):
+            return None
+        position += 1
+    if position >= len(command) or not command[position].endswith(".py"):
+        return None
+    script = command[position]
+    if "$" in script:
+        return None
+    return ShellLaunch(
+        line,
+        script,
+        working_dir,
+        environment.get(_VARIABLE),
+        tuple(command[position + 1 :]),
+        environment,
+    )
+
+
+def declared_shell_job(launch: ShellLaunch, source: str) -> Optional[DeclaredJob]:
+    """The job a shell launch declares: its ``SM_HP_MP_PARAMETERS`` as a complete
+    configuration; None when it sets none (the script's own ``smp.init`` dict then applies)."""
+    if launch.parameters is None:
+        return None
+    settings: dict[str, Any] = {}
+    unknown: set[str] = set()
+    try:
+        parameters = None if "$" in launch.parameters else json.loads(launch.parameters)
+    except ValueError:
+        parameters = None
+    complete = isinstance(parameters, dict)
+    if isinstance(parameters, dict):
+        known = known_keys(Flavour.PYTORCH)
+        for key, value in parameters.items():
+            if key not in known:
+                continue
+            if isinstance(value, (bool, int, float, str)):
+                settings[key] = value
+            else:
+                unknown.add(key)
+    return DeclaredJob(
+        source,
+        settings,
+        complete=complete,
+        unknown=frozenset(unknown),
+        role=Role.LAUNCHER,
+        manual_init=launch.environment.get("SMP_MANUAL_INIT") == "1",
+    )
+
+
+def shell_hyperparameters(arguments: tuple[str, ...]) -> tuple[dict[str, Any], bool]:
+    """The ``--key value`` arguments after the script, as hyperparameters (numbers read as
+    numbers), and whether every argument was read."""
+    found: dict[str, Any] = {}
+    complete = True
+    position = 0
+    while position < len(arguments):
+        argument = arguments[position]
+        if not argument.startswith("--") or "$" in argument:
+            complete = False
+            position += 1
+            continue
+        key, equals, value = argument[2:].partition("=")
+        if not equals:
+            following = arguments[position + 1] if position + 1 < len(arguments) else None
+            if following is None or following.startswith("--"):
+                complete = False
+                position += 1
+                continue
+            value = following
+            position += 1
+        position += 1
+        if "$" in value:
+            complete = False
+            continue
+        found[key] = _number(value)
+    return found, complete
+
+
+def _number(text: str) -> Any:
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text

@@ -1,0 +1,3 @@
+from setuptools import setup
+
+setup(name="sagemaker-pytorch-training-tests", packages=[])
