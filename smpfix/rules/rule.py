@@ -254,17 +254,17 @@ class Rule:
         if verdict.reach is Reach.OFF_BY_DEFAULT and verdict.requirement is not None:
             severity = Severity.HINT
             how = verdict.known.how if verdict.known else ()
-            message = f"{message} {self._off_by_default(verdict.requirement, how)}"
+            clause = self._off_by_default(verdict.requirement, how)
+            message = f"{message} (Only a hint: this code {clause}.)"
         self.reports.append(Report(self.code, node, message, severity, fix, tuple(job_facts)))
 
     def _off_by_default(self, requirement: Requirement, how: Sequence[str]) -> str:
+        """The switch that keeps the code off in this job, as a short clause: "runs only when
+        `args.do_train` is false; `--do_train` defaults to 0 and the launcher launch.py sets 1"."""
         test = " ".join(self.program.code_for(requirement.test).split())
-        why = f": {how[0]}" if how else ""
-        return (
-            f"(This code runs only when `{test}` is {'true' if requirement.holds else 'false'},"
-            f" which it is not by default{why}, and no launcher of this script among the checked"
-            " paths changes it: only a hint.)"
-        )
+        side = "true" if requirement.holds else "false"
+        why = f"; {how[0]}" if how else ", which it is not by default"
+        return f"runs only when `{test}` is {side}{why}"
 
     def version_condition(
         self, since: Optional[Version] = None, until: Optional[Version] = None
