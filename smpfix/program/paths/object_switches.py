@@ -66,19 +66,22 @@ def object_switch(
             return None
         if isinstance(value, SwitchValue):
             found.append(value)
-        elif setting.function is not None:
-            unseen.append(setting.function.name.value)
+        elif isinstance(value, _Uncalled):
+            unseen.append(value.setter)
     if not found or len({bool(value.value) for value in found}) != 1:
         return None
     switched = [value for value in found if value.assumed]
     how = tuple(part for value in switched for part in value.how)
     if unseen and not how:
-        how = (f"it starts as {found[0].value!r} and nothing smpfix sees calls `{unseen[0]}`",)
+        how = (f"it is {found[0].value!r} unless its setter `{unseen[0]}` is called to change it",)
     return SwitchValue(found[0].value, bool(unseen or switched), how)
 
 
-# A setter's parameter that no call smpfix sees passes.
-_NOT_CALLED = object()
+@dataclass(frozen=True)
+class _Uncalled:
+    """A setter that no call smpfix sees calls."""
+
+    setter: str
 
 
 def _settings(attribute: str, owners: Sequence[FileFacts]) -> Iterable[_Setting]:
@@ -122,7 +125,25 @@ def _setting_value(
     if read is not None:
         return read
     if type(value) is cst.Name and setting.function is not None:
-        return _passed_to_setter(value.value, setting.function, owners, truth)
+        setter = _defining(value.value, setting.function, facts)
+        if setter is not None:
+            return _passed_to_setter(value.value, setter, owners, truth)
+    return None
+
+
+def _defining(
+    parameter: str, function: cst.FunctionDef, facts: FileFacts
+) -> Optional[cst.FunctionDef]:
+    """The function, ``function`` or one around it, whose parameter ``parameter`` is: BERT's
+    setter hands ``val`` to a nested ``_apply_flag(module)`` that ``self.apply`` runs."""
+    current: Optional[cst.FunctionDef] = function
+    while current is not None:
+        if any(param.name.value == parameter for param in current.params.params):
+            return current
+        where = facts.statements.get(current)
+        current = (
+            where.scope if where is not None and type(where.scope) is cst.FunctionDef else None
+        )
     return None
 
 
@@ -177,7 +198,7 @@ def _passed_to_setter(
     parameter: str, function: cst.FunctionDef, owners: Sequence[FileFacts], truth: Truth
 ) -> Optional[object]:
     """What the calls of the setter ``function`` pass for ``parameter``: one value when every
-    call agrees, ``_NOT_CALLED`` when nothing smpfix sees calls it, None when unknown."""
+    call agrees, ``_Uncalled`` when nothing smpfix sees calls it, None when unknown."""
     params = [param.name.value for param in function.params.params]
     if parameter not in params:
         return None
@@ -193,7 +214,7 @@ def _passed_to_setter(
                 return None
             found.append(value)
     if not found:
-        return _NOT_CALLED
+        return _Uncalled(function.name.value)
     if len({bool(value.value) for value in found}) != 1:
         return None
     return SwitchValue(
