@@ -11,10 +11,12 @@ feature (the ``elif`` after ``if args.shard_optimizer_state > 0:``).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import ClassVar
 
 import libcst as cst
+from conftest import finding_text, run_cli
 
 from smpfix.api import check_source
 from smpfix.base.findings import Severity
@@ -115,8 +117,8 @@ if args.save_full_model:
     found = check_source(text, "train.py", select=["SMP301"], job={"tensor_parallel_degree": 4})
     assert [(f.start.line, f.severity) for f in found] == [(16, Severity.HINT)]
     assert (
-        "`args.save_full_model` is 0, the argparse default of `--save_full_model`"
-        in found[0].evidence[0]
+        "this code runs only when `args.save_full_model` is true; `--save_full_model` defaults"
+        " to 0 and no launcher of this script sets it" in found[0].evidence
     )
     # A flag that is on by default keeps the finding's severity; one that is off but negated too.
     assert _found(
@@ -238,8 +240,8 @@ if args.save_full_model:
     )
     # The launcher turns the flag on: the finding stands, with the job's tensor parallelism.
     assert _project_findings(workdir, script, {"save_full_model": 1}, "SMP301") == [(16, "error")]
-    # The launcher turns it off explicitly: that code never runs in this job.
-    assert _project_findings(workdir, script, {"save_full_model": 0}, "SMP301") == []
+    # The launcher turns it off explicitly: off in this job, but another run can pass the flag.
+    assert _project_findings(workdir, script, {"save_full_model": 0}, "SMP301") == [(16, "hint")]
     # The launcher leaves it at its default (off): a hint.
     assert _project_findings(workdir, script, {"epochs": 3}, "SMP301") == [(16, "hint")]
 
@@ -268,3 +270,165 @@ else:
     options = AnalysisOptions(select=frozenset({"SMP999"}), extra_rules=(_NewApiProbe,))
     found = analyze(text, "train.py", options).findings
     assert [f.start.line for f in found] == [6]
+
+
+MODEL_WITH_SETTER = """\
+import math
+
+import torch
+from torch.utils import checkpoint
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self, layers):
+        super().__init__()
+        self.layers = layers
+        self._checkpoint_activations = False
+
+    def checkpoint_activations(self, val):
+        for module in self.modules():
+            if hasattr(module, "_checkpoint_activations"):
+                module._checkpoint_activations = val
+
+    def forward(self, x):
+        if self._checkpoint_activations:
+            return checkpoint.checkpoint(self.layers, x)
+        return self.layers(x)
+"""
+
+SETTER_SCRIPT = """\
+import argparse
+
+import smdistributed.modelparallel.torch as smp
+
+from modeling import Encoder
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--checkpoint_activations", type=int, default=0)
+args = parser.parse_args()
+smp.init()
+model = Encoder(layers)
+model.checkpoint_activations(args.checkpoint_activations)
+model = smp.DistributedModel(model)
+"""
+
+
+def _modeling_findings(root: Path, hyperparameters: dict) -> list[tuple[int, str]]:
+    """SMP408 in the model module, checked as a user checks the project from its folder."""
+    (root / "modeling.py").write_text(MODEL_WITH_SETTER, encoding="utf-8")
+    (root / "train.py").write_text(SETTER_SCRIPT, encoding="utf-8")
+    launcher = LAUNCHER.replace("HYPERPARAMETERS", repr(hyperparameters))
+    (root / "launch.py").write_text(launcher, encoding="utf-8")
+    completed = run_cli(
+        "check",
+        ".",
+        "--select",
+        "SMP408",
+        "--format",
+        "json",
+        "--no-cache",
+        "--exit-zero",
+        cwd=root,
+    )
+    return sorted(
+        (item["location"]["row"], item["severity"])
+        for item in json.loads(completed.stdout)
+        if item["filename"].endswith("modeling.py")
+    )
+
+
+def test_a_model_switch_set_through_a_setter_is_what_the_script_passes(workdir: Path) -> None:
+    # ``self._checkpoint_activations`` starts False and the script's setter call passes a flag
+    # that is off by default: the checkpointing path is a hint naming the flag.
+    assert _modeling_findings(workdir, {"epochs": 3}) == [(20, "hint")]
+    # The launcher turns the flag on: the finding stands.
+    assert _modeling_findings(workdir, {"checkpoint_activations": 1}) == [(20, "warning")]
+
+
+def test_a_model_switch_read_from_its_configuration_is_off_by_default() -> None:
+    text = """\
+import smdistributed.modelparallel.torch as smp
+import torch
+from torch.utils import checkpoint
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.layers = torch.nn.Linear(config.hidden_size, config.hidden_size)
+        self._checkpoint_activations = getattr(config, "checkpoint_activations", False)
+
+    def forward(self, x):
+        if self._checkpoint_activations:
+            return checkpoint.checkpoint(self.layers, x)
+        return self.layers(x)
+
+
+smp.init()
+model = smp.DistributedModel(Encoder(config))
+"""
+    found = check_source(text, "train.py", select=["SMP408"])
+    assert [(f.start.line, f.severity.value) for f in found] == [(14, "hint")]
+    assert "`checkpoint_activations` defaults to False" in finding_text(found[0])
+    # Set to a literal that is on: the path runs, the finding keeps its severity.
+    on = text.replace('getattr(config, "checkpoint_activations", False)', "True")
+    assert _found(on, "SMP408") == [(14, "warning")]
+    # Never on in any configuration: only a literal False sets it, the code is dead.
+    dead = text.replace('getattr(config, "checkpoint_activations", False)', "False")
+    assert _found(dead, "SMP408") == []
+
+
+HF_SCRIPT = """\
+from dataclasses import dataclass, field
+
+import smdistributed.modelparallel.torch as smp
+import torch
+from transformers import HfArgumentParser
+
+
+@dataclass
+class TrainingArgs:
+    full_optimizer_state: bool = field(default=False, metadata={"help": "save it all"})
+
+
+(training_args,) = HfArgumentParser((TrainingArgs,)).parse_args_into_dataclasses()
+smp.init()
+with smp.tensor_parallelism():
+    model = smp.DistributedModel(Net())
+optimizer = smp.DistributedOptimizer(torch.optim.Adam(model.parameters()))
+if training_args.full_optimizer_state:
+    torch.save(optimizer.state_dict(), "opt.pt")
+"""
+
+
+def test_hf_argument_parser_dataclass_fields_are_switches(workdir: Path) -> None:
+    # The field's default keeps the save off: a hint, not the error it would be when on.
+    assert _project_findings(workdir, HF_SCRIPT, {"epochs": 3}, "SMP303") == [(19, "hint")]
+    # A launcher passing the field as a hyperparameter turns it on (``string_to_bool``).
+    assert _project_findings(workdir, HF_SCRIPT, {"full_optimizer_state": True}, "SMP303") == [
+        (19, "error")
+    ]
+    # A dataclass no HfArgumentParser parses holds no switches: the path may run.
+    plain = HF_SCRIPT.replace("HfArgumentParser((TrainingArgs,))", "HfArgumentParser(())")
+    assert _project_findings(workdir, plain, {"epochs": 3}, "SMP303") == [(19, "error")]
+
+
+def test_a_path_the_launcher_turns_off_but_the_default_runs_is_a_hint(workdir: Path) -> None:
+    script = (
+        ARGS
+        + """\
+smp.init()
+model = smp.DistributedModel(Net())
+if args.do_train:
+    pass
+else:
+    if smp.dp_rank() == 0:
+        smp.save(model.local_state_dict(), "model.pt", partial=True)
+"""
+    )
+    # ``--do_train 0``, the script's default, runs the checkpoint; this job's launcher passes 1.
+    assert _project_findings(workdir, script, {"do_train": 1}, "SMP301") == [(18, "hint")]
+    assert _project_findings(workdir, script, {"do_train": 0}, "SMP301") == [(18, "error")]
+    # The library switch's other branch runs in no configuration of the library: silent.
+    no_library = script.replace("if args.do_train:", "if args.smp > 0:\n    smp.init()")
+    assert _project_findings(workdir, no_library, {"do_train": 1}, "SMP301") == []

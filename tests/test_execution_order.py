@@ -163,7 +163,8 @@ main()
 
 def _sides_agree(source: str) -> None:
     """Every call the trace follows sits on the sides ``branch_sides`` reads from the tree:
-    those of each call that led there, then its own."""
+    those of each call that led there, then its own. The module's own sides (an entry point's,
+    and what the file runs as a script beside entry points) are the trace's, not the tree's."""
     file = parsed(source)
     order = ExecutionOrder.of_file(file)
     assert order.runs
@@ -171,7 +172,8 @@ def _sides_agree(source: str) -> None:
         expected = tuple(
             side for call in (*run.through, run.call) for side in branch_sides(file.parents, call)
         )
-        assert run.sides == expected, file.code_for(run.call)
+        sides = tuple(side for side in run.sides if side.branch is not file.module)
+        assert sides == expected, file.code_for(run.call)
 
 
 def test_the_trace_and_the_tree_agree_on_branch_sides() -> None:
@@ -214,3 +216,48 @@ def test_runs_before_is_source_order_without_exclusive_sides() -> None:
     assert not order.runs_before(_call(file, "helper(True)"), _call(file, "helper(False)"))
     # Across functions: the order the file is written in.
     assert order.runs_before(_call(file, "smp.local_rank()"), _call(file, "helper(True)"))
+
+
+_ENTRY_POINTS = """\
+import smdistributed.modelparallel.torch as smp
+
+smp.init()
+
+
+def build():
+    return smp.DistributedModel(Net())
+
+
+def main():
+    model = build()
+    smp.barrier()
+
+
+def evaluate():
+    smp.save({}, "eval")
+
+
+def train():
+    smp.save({}, "train")
+    smp.save({}, "again")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_functions_nothing_in_the_file_calls_run_once_on_their_own_side() -> None:
+    file = parsed(_ENTRY_POINTS)
+    order = ExecutionOrder.of_file(file)
+    assert [f.name.value for f in order.entry_points] == ["evaluate", "train"]
+    runs = {file.code_for(run.call): run for run in order.runs}
+    assert len(order.runs_of(_call(file, 'smp.save({}, "eval")'))) == 1
+    # One run of an entry point does all of it, after the module's code.
+    assert not runs['smp.save({}, "train")'].exclusive_with(runs['smp.save({}, "again")'])
+    assert not runs["smp.init()"].exclusive_with(runs['smp.save({}, "train")'])
+    assert runs["smp.init()"].order < runs['smp.save({}, "train")'].order
+    # Two entry points are two runs; neither shares one with the file run as a script.
+    assert runs['smp.save({}, "eval")'].exclusive_with(runs['smp.save({}, "train")'])
+    assert runs["smp.barrier()"].exclusive_with(runs['smp.save({}, "eval")'])
+    assert runs["smp.DistributedModel(Net())"].exclusive_with(runs['smp.save({}, "train")'])

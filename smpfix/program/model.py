@@ -34,6 +34,7 @@ from smpfix.job.linking import LinkedScript
 from smpfix.program.data.training_loaders import TrainingLoaders
 from smpfix.program.facts import FileFacts
 from smpfix.program.flow.command_line import command_line_arguments
+from smpfix.program.flow.dataclass_arguments import dataclass_arguments
 from smpfix.program.flow.script_numbers import ScriptNumbers
 from smpfix.program.names import Names
 from smpfix.program.objects.tp_marking import Replacement, module_replacement
@@ -127,9 +128,11 @@ class Program:
             for owner in [self.file, *self.importers]:
                 files += self.modules.for_importer(owner.path).imported_modules(owner.facts)
         scripts = [importer.facts for importer in self.importers]
-        return Conditions(
-            self.facts, self.job, command_line_arguments(files), self.launchers, scripts
-        )
+        arguments = command_line_arguments(files)
+        for dest, fields in dataclass_arguments(files).items():
+            arguments.setdefault(dest, []).extend(fields)
+        modules = [file.facts for file in files]
+        return Conditions(self.facts, self.job, arguments, self.launchers, scripts, modules)
 
     @cached_property
     def branches(self) -> Branches:

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Optional, final
 import libcst as cst
 
 from smpfix.base.edits import NodeEdit
-from smpfix.base.findings import Applicability, Severity
+from smpfix.base.findings import TITLE_LIMIT, Applicability, Severity
 from smpfix.base.flavour import ONLY_PYTORCH, Flavour
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, Tri
@@ -266,7 +266,9 @@ class Rule:
         if verdict.reach is Reach.OFF_BY_DEFAULT and verdict.requirement is not None:
             severity = Severity.HINT
             how = verdict.known.how if verdict.known else ()
-            evidence = (self._off_by_default(verdict.requirement, how), *evidence)
+            clause = self._off_by_default(verdict.requirement, how)
+            evidence = (f"this code {clause}", *evidence)
+            message = self._with_condition(message, verdict.requirement)
         if _only_offered(job_facts) is not None:
             # Nothing enables the feature the finding needs; the code offers it (a
             # commented-out launcher value): a configuration the job does not use. Its job
@@ -286,13 +288,18 @@ class Rule:
         )
 
     def _off_by_default(self, requirement: Requirement, how: Sequence[str]) -> str:
-        """The evidence line of a hint on a path the job does not take by default."""
+        """The switch that keeps the code off in this job, as a short clause: "runs only when
+        `args.do_train` is false; `--do_train` defaults to 0 and the launcher launch.py sets 1"."""
         test = " ".join(self.program.code_for(requirement.test).split())
-        why = f" ({how[0]})" if how else ""
-        return (
-            f"runs only when `{test}` is {'true' if requirement.holds else 'false'}; it is not by"
-            f" default{why}, and no checked launcher of this script changes it"
-        )
+        side = "true" if requirement.holds else "false"
+        why = f"; {how[0]}" if how else ", which it is not by default"
+        return f"runs only when `{test}` is {side}{why}"
+
+    def _with_condition(self, title: str, requirement: Requirement) -> str:
+        """A hint's title says which configuration it needs, when that fits on its line."""
+        test = " ".join(self.program.code_for(requirement.test).split())
+        condition = f" (only when `{test}` is {'true' if requirement.holds else 'false'})"
+        return title + condition if len(title) + len(condition) <= TITLE_LIMIT else title
 
     def version_condition(
         self, since: Optional[Version] = None, until: Optional[Version] = None

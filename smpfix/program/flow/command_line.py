@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import libcst as cst
 
@@ -46,6 +46,9 @@ class ArgumentValue:
     value: Any
     how: str
     default: bool = False
+    # Who sets it, as a clause that can follow "runs only when `args.x` is true;":
+    # "`--x` defaults to 0 and the launcher launch.py sets 1".
+    setting: str = ""
 
 
 def command_line_arguments(files: Iterable[ParsedFile]) -> dict[str, list[CommandLineArgument]]:
@@ -102,7 +105,7 @@ def _parse(call: cst.Call, facts: FileFacts) -> Optional[CommandLineArgument]:
     if type_arg is not None:
         converter = (
             type_arg.value.value
-            if type(type_arg.value) is cst.Name and type_arg.value.value in _CONVERTERS
+            if type(type_arg.value) is cst.Name and type_arg.value.value in _ARGPARSE_TYPES
             else None
         )
     if argument(call, "action") is not None:
@@ -156,10 +159,21 @@ def argument_value(
         return ArgumentValue(
             converted,
             f"hyperparameter {key!r} from the {link.job.source}, which overrides {default}{shown}",
+            setting=(
+                f"`{option}` defaults to {found.default!r} and the {link.job.source} sets"
+                f" {converted!r}"
+                if shown
+                else f"the {link.job.source} sets `{option}` to {converted!r}"
+            ),
         )
     if found.default is None or found.default is UNKNOWN:
         return None
-    return ArgumentValue(found.default, default, default=True)
+    return ArgumentValue(
+        found.default,
+        default,
+        default=True,
+        setting=f"`{option}` defaults to {found.default!r} and no launcher of this script sets it",
+    )
 
 
 def _passed(found: CommandLineArgument, link: LinkedScript) -> Any:
@@ -171,7 +185,25 @@ def _passed(found: CommandLineArgument, link: LinkedScript) -> Any:
     return None if link.hyperparameters_complete else UNKNOWN
 
 
-_CONVERTERS = {"int": int, "float": float, "str": str}
+def _text_to_bool(text: str) -> bool:
+    """``transformers.hf_argparser.string_to_bool``: how a ``bool`` field reads its flag."""
+    lowered = text.lower()
+    if lowered in ("yes", "true", "t", "y", "1"):
+        return True
+    if lowered in ("no", "false", "f", "n", "0"):
+        return False
+    raise ValueError(text)
+
+
+_CONVERTERS: Mapping[str, Callable[[str], Any]] = {
+    "int": int,
+    "float": float,
+    "str": str,
+    # A ``bool`` field of an ``HfArgumentParser`` dataclass (argparse's own ``type=bool`` is
+    # not followed: it makes any non-empty text true).
+    "hf-bool": _text_to_bool,
+}
+_ARGPARSE_TYPES = frozenset({"int", "float", "str"})
 
 
 def _converted(value: Any, found: CommandLineArgument) -> Any:

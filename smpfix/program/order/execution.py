@@ -17,11 +17,16 @@ answer these; this module replays the file as Python runs it:
   conditional expressions, ``try`` bodies and handlers, ``match`` cases), including the code
   after ``if cond: return`` (the ``else`` side of that ``if``), and whether a loop repeats it.
 
+A function of the module that nothing in the file calls (``main`` run by another script, by
+``fire.Fire(main)`` or a test harness) is an *entry point*: it is replayed once after the
+module's code, each entry point on its own side of one branch, so that rules counting what
+one run does (two ``smp.DistributedModel`` calls in a GAN's ``main``) see it.
+
 Two runs are *exclusive* when they sit on different sides of one branch: both cannot happen in
 one run of the script. Everything else is an over-approximation that keeps rules quiet rather
 than guessing: calls through attributes (``self.build()``), functions of other modules and
-functions passed around are not followed, and code the top of the file never reaches (a
-helper module's functions) is simply not in the order.
+functions passed around are not followed where they are passed, and code that neither the top
+of the file nor an entry point reaches (a method nothing in the file calls) is not in the order.
 """
 
 from __future__ import annotations
@@ -98,12 +103,43 @@ class ExecutionOrder:
     @cached_property
     def _traced(self) -> tuple[tuple[Run, ...], bool, dict[int, tuple[Run, ...]]]:
         tracer = _Tracer(self.module, self.aliases, self.index)
+        entry_points = self.entry_points
+        if entry_points:
+            tracer.script_side = Side(self.module, len(entry_points))
         tracer.block(self.module.body, (), False, (), tracer.module_functions)
+        tracer.script_side = None
+        for number, function in enumerate(entry_points):
+            if tracer.exhausted:
+                break
+            tracer.entry(function, Side(self.module, number))
         grouped: dict[int, list[Run]] = {}
         for run in tracer.runs:
             grouped.setdefault(id(run.call), []).append(run)
         by_call = {key: tuple(value) for key, value in grouped.items()}
         return tuple(tracer.runs), not tracer.exhausted, by_call
+
+    @cached_property
+    def entry_points(self) -> tuple[cst.FunctionDef, ...]:
+        """The module's functions that nothing in the file calls by name: another script
+        imports them, ``fire.Fire(main)`` or a test harness runs them. Each is replayed once,
+        after the module's own code (importing runs it first), on its own side of one branch
+        (the module): a run runs one of them, so two are never counted as one process, and
+        none together with what the module's code calls when the file runs as a script
+        (``main()`` under ``if __name__ == "__main__":``)."""
+        positions = self.index.by_type().get(cst.Call, ())
+        called = {
+            node.func.value
+            for node in (self.index.order[position] for position in positions)
+            if type(node) is cst.Call and type(node.func) is cst.Name
+        }
+        aliased = {id(function) for function in self.aliases.values()}
+        return tuple(
+            statement
+            for statement in self.module.body
+            if type(statement) is cst.FunctionDef
+            and statement.name.value not in called
+            and id(statement) not in aliased
+        )
 
     @property
     def runs(self) -> tuple[Run, ...]:
@@ -240,6 +276,9 @@ class _Tracer:
             s.name.value: s for s in module.body if type(s) is cst.ClassDef
         }
         self.active: list[cst.FunctionDef] = []
+        # While the module's own code is replayed with entry points beside it: the side of
+        # what the functions it calls do (the file run as a script, not imported).
+        self.script_side: Optional[Side] = None
         # By ``id`` of an expression of the module (alive as long as the tracer): its calls.
         self._planned: dict[int, tuple[_PlannedCall, ...]] = {}
 
@@ -431,7 +470,22 @@ class _Tracer:
                 **self.module_functions,
                 **{s.name.value: s for s in body if type(s) is cst.FunctionDef},
             }
+            if not through and self.script_side is not None:
+                sides = (*sides, self.script_side)
             self.block(body, sides, repeated, (*through, node), nested)
+        finally:
+            self.active.pop()
+
+    def entry(self, function: cst.FunctionDef, side: Side) -> None:
+        """Replay ``function`` as a run of its own, called from outside the file."""
+        self.active.append(function)
+        try:
+            body = _statements(function.body)
+            nested = {
+                **self.module_functions,
+                **{s.name.value: s for s in body if type(s) is cst.FunctionDef},
+            }
+            self.block(body, (side,), False, (), nested)
         finally:
             self.active.pop()
 

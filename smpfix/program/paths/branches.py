@@ -4,21 +4,24 @@ A finding is wrong when the code itself only reaches it with the feature it is a
 the ``elif`` after ``if args.shard_optimizer_state > 0:`` runs without optimizer state
 sharding, the ``else`` of ``if args.smp > 0:`` runs without the library, the body of
 ``if args.smp_version < 110:`` never runs on 1.10. And a path behind an opt-in flag whose
-argparse default is off (``if args.save_full_model:``) runs only if a launcher turns it on.
+argparse default is off (``if args.save_full_model:``) runs only if a launcher turns it on, and
+one a launcher turns off still runs with the script's defaults: both are hints.
 
 ``Branches`` answers, for any node of one file:
 
 - ``reach(node)``: does the code around it run in this job? ``NEVER`` when a condition on its
-  path is known false (from a launcher, a configuration, or the library switch and version
-  range assumed for the question); ``OFF_BY_DEFAULT`` when it is false by an argparse
-  default that no known launcher changes; ``RUNS`` otherwise.
+  path is false in every configuration of the script (the library switch and version range
+  assumed for the question, the job's settings); ``OFF_BY_DEFAULT`` when one of the script's
+  own switches keeps it off in this job (a flag's default, a launcher's hyperparameter, a
+  model configuration's default), since another run can turn it on; ``RUNS`` otherwise.
 - ``excludes(node, feature)``: the guard on its path that cannot hold with the feature on.
 
 The path of a node is every ``if`` (and ``x if c else y``) around it in its function, with
 the side it sits on, plus the early exits before it in each enclosing block
 (``if not args.save: return``). A function's body is on the paths of the places that use
-the function's name: it is unreachable when all of them are (a helper called only in the
-non-library branch), and reachable when any is or when the file never uses it.
+the function's name (a method's also ``self.<name>`` in its class): it is unreachable when all
+of them are (a helper called only in the non-library branch), and reachable when any is or
+when the file never uses it.
 """
 
 from __future__ import annotations
@@ -227,18 +230,28 @@ class Branches:
                 if type(node) is cst.Name:
                     self._uses.setdefault(node.value, []).append(node)
         found = []
+        owner = self._class_of(function)
         for use in self._uses.get(function.name.value, ()):
             parent = self.index.parent_of(use)
             if isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is use:
                 continue
             if type(parent) is cst.Attribute and parent.attr is use:
-                continue
+                # ``self.checkpointed_forward(x)`` in a method of the class runs the method.
+                is_self = type(parent.value) is cst.Name and parent.value.value == "self"
+                if not (is_self and owner is not None and _inside(self.index, use, owner)):
+                    continue
             if not _inside(self.index, use, function):
                 found.append(use)
         return found
 
+    def _class_of(self, function: cst.FunctionDef) -> Optional[cst.ClassDef]:
+        """The class whose body defines ``function`` (a method), if any."""
+        block = self.index.parent_of(function)
+        owner = self.index.parent_of(block) if block is not None else None
+        return owner if type(owner) is cst.ClassDef else None
 
-def _inside(index: ParentIndex, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+
+def _inside(index: ParentIndex, node: cst.CSTNode, function: cst.CSTNode) -> bool:
     return any(ancestor is function for ancestor in index.ancestors(node))
 
 

@@ -6,9 +6,12 @@ Real scripts switch features with their own command-line flags and the library's
 of those branches must know whether the job takes it. This module folds such a condition
 into a value, never by running code:
 
-- ``args.<dest>`` is what argparse gives it: the launcher's hyperparameter, else the
-  ``add_argument`` default (``script_arguments``). A value known only from the default is
-  *assumed*: the known launchers leave it alone, but another run may pass the flag.
+- ``args.<dest>`` is what argparse (or ``HfArgumentParser``, from a dataclass field) gives
+  it: the launcher's hyperparameter, else the default. Such a value is *assumed*: it is the
+  script's own switch, and another run may pass another value, so a path it keeps off is off
+  in this job (a hint), never impossible.
+- ``self.<switch>`` of model code is what its configuration or setter makes it
+  (``smpfix.program.paths.object_switches``), assumed in the same way.
 - ``smp.tp_size()``, ``smp.pp_size()``, ``smp.num_microbatches()`` and ``smp.state.cfg.<key>``
   are the job's settings when a configuration states them.
 - literals, names bound once to literals, ``not``/``and``/``or`` and comparisons combine them.
@@ -43,6 +46,7 @@ from smpfix.program.flow.command_line import (
     CommandLineArgument,
     argument_value,
 )
+from smpfix.program.paths.object_switches import SwitchValue, object_switch
 
 _DEGREE_SETTINGS = frozenset(
     {
@@ -76,8 +80,9 @@ _COMPARE: Mapping[type, Callable[[Any, Any], Any]] = {
 
 @dataclass(frozen=True)
 class Known:
-    """A value (or ``UNKNOWN``), whether it rests on an argparse default alone, and how it was
-    found."""
+    """A value (or ``UNKNOWN``), whether it rests on a switch of the script that another
+    configuration can set otherwise (``assumed``: a command-line flag, a configuration
+    attribute), and how it was found."""
 
     value: Any
     assumed: bool = False
@@ -131,15 +136,19 @@ class Conditions:
         arguments: Mapping[str, Sequence[CommandLineArgument]],
         launchers: Sequence[LinkedScript],
         scripts: Sequence[FileFacts] = (),
+        modules: Sequence[FileFacts] = (),
     ) -> None:
         """``facts`` is the file whose conditions are evaluated; ``scripts`` the SMP scripts
         that import it, when it is a helper module (their ``smp.init`` dict and library
-        switch decide what its arguments mean)."""
+        switch decide what its arguments mean); ``modules`` the project modules they import,
+        where a model's configuration class may be."""
         self.facts = facts
         self.job = job
         self.arguments = arguments
         self.launchers = launchers
         owners = list(scripts) or [facts]
+        self._owners = list({id(f): f for f in [facts, *owners]}.values())
+        self._classes = list({id(f): f for f in [*self._owners, *modules]}.values())
         self._assigned: dict[str, list[Optional[cst.BaseExpression]]] = {}
         for owner in {id(f): f for f in [facts, *owners]}.values():
             for name, values in owner.attribute_assignments.items():
@@ -275,7 +284,30 @@ class Conditions:
             return None
         if type(expr.value) is not cst.Name:
             return None
+        if expr.value.value == "self" and not self._names_argument(expr.attr.value):
+            return self._object_switch(expr.attr.value, hypothesis)
         return self._argument(expr.attr.value, hypothesis)
+
+    def _names_argument(self, name: str) -> bool:
+        """Whether ``self.<name>`` may be read as the parsed argument ``name`` (an object that
+        keeps the arguments as its own attributes)."""
+        return name in self.arguments or name in self._links or name in self.switches
+
+    def _object_switch(self, attribute: str, hypothesis: Hypothesis) -> Known:
+        """``self._checkpoint_activations``: ``smpfix.program.paths.object_switches``."""
+        if attribute in self._resolving:
+            return _UNKNOWN_VALUE
+        self._resolving.add(attribute)
+        try:
+            found = object_switch(
+                attribute,
+                self._owners,
+                self._classes,
+                lambda passed: _switch_value(self.truth(passed, hypothesis)),
+            )
+        finally:
+            self._resolving.discard(attribute)
+        return Known(found.value, found.assumed, found.how) if found else _UNKNOWN_VALUE
 
     def _setting(self, key: str, hypothesis: Hypothesis, spelled: str) -> Known:
         if key in hypothesis.settings:
@@ -297,11 +329,9 @@ class Conditions:
         found = argument_value(dest, self.arguments, self.launchers)
         if found is None:
             return _UNKNOWN_VALUE
-        # A default is what the job gets unless someone passes the flag: code it keeps off is
-        # off by default, not unreachable (a launcher smpfix does not see may pass it).
-        return Known(
-            found.value, found.default, (f"`args.{dest}` is {found.value!r}, {found.how}",)
-        )
+        # Whatever the known launchers pass, the flag is the script's own switch: another run
+        # can pass another value, so code it keeps off is off in this job, never unreachable.
+        return Known(found.value, True, (found.setting,))
 
     def _reassigned(self, dest: str, hypothesis: Hypothesis) -> Known:
         """``args.fp16 = args.fp16 or args.amp``, the script's only assignment of the flag,
@@ -317,6 +347,10 @@ class Conditions:
             return self.evaluate(value, hypothesis)
         finally:
             self._resolving.discard(dest)
+
+
+def _switch_value(known: Known) -> Optional[SwitchValue]:
+    return SwitchValue(known.value, known.assumed, known.how) if known.known else None
 
 
 def _is_bool_call(call: cst.Call) -> bool:

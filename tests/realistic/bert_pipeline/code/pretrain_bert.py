@@ -212,7 +212,7 @@ def smp_step(args, input_ids, segment_ids, input_mask, masked_lm_labels, next_se
 
 def evaluation_loss(args, input_ids, segment_ids, input_mask, masked_lm_labels, next_sentence_labels, model, criterion):
     """Plain forward, for the evaluation-only mode (``--do_train 0``)."""
-    prediction_scores, seq_relationship_score = model(input_ids=input_ids, token_type_ids=segment_ids, attention_mask=input_mask)
+    prediction_scores, seq_relationship_score = model(input_ids=input_ids, token_type_ids=segment_ids, attention_mask=input_mask)  # expect: SMP403 hint
     return criterion(prediction_scores, seq_relationship_score, masked_lm_labels, next_sentence_labels).item()
 
 

@@ -248,7 +248,7 @@ def save_full_optimizer_state(optimizer, args):
     if args.shard_optimizer_state > 0:
         print("The full optimizer state cannot be gathered with shard_optimizer_state; skipping it.")
     elif not args.skip_full_optimizer:
-        state = optimizer.state_dict()
+        state = optimizer.state_dict()  # expect: SMP303 hint
         if smp.rank() == 0:
             torch.save(state, os.path.join(args.model_dir, "optimizer.pt"))
 
@@ -296,7 +296,7 @@ def train(model, optimizer, lr_scheduler, args, start_step, start_tokens):
                         optimizer.update_master_grads()
                         optimizer.clip_master_grads(args.grad_clip)
                     elif args.grad_clip > 0:
-                        torch.nn.utils.clip_grad_norm_(model.local_parameters(), args.grad_clip)
+                        torch.nn.utils.clip_grad_norm_(model.local_parameters(), args.grad_clip)  # expect: SMP604 hint
                     optimizer.step()
                     if not (args.fp16 and optimizer.overflow):
                         lr_scheduler.step()
