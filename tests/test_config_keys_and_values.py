@@ -12,7 +12,7 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-from conftest import run_cli
+from conftest import finding_text, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -99,7 +99,7 @@ def test_launcher_of_a_trainer_script_needs_partitions(tmp_path: Path) -> None:
     assert [(Path(f["filename"]).name, f["location"]["row"], f["severity"]) for f in found] == [
         ("launch.py", 8, "error")
     ]
-    assert "code/train.py uses the transformers `Trainer`" in found[0]["message"]
+    assert "code/train.py uses the transformers `Trainer`" in finding_text(found[0])
     assert found[0]["fix"]["applicability"] == "unsafe"
 
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from conftest import run_cli
+from conftest import finding_text, run_cli
 
 from smpfix.engine.analysis import AnalysisOptions, analyze
 from smpfix.job.linking import link
@@ -346,7 +346,7 @@ def test_sharding_with_a_distributed_model_that_turns_bucket_views_off(workdir: 
     assert [(f.start.line, f.severity.value) for f in found] == [(10, "error")]
     assert (
         "code/train.py builds `smp.DistributedModel(..., gradient_as_bucket_view=False)`"
-        in found[0].message
+        in finding_text(found[0])
     )
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, run_cli
+from conftest import EXAMPLES, finding_text, run_cli
 
 PROJECTS = Path(__file__).parent / "plan_projects"
 GPT2 = {"fp16": 1, "max_context_width": 512, "vocab_size": 50257}
@@ -365,7 +365,7 @@ def test_smp831_reports_at_the_estimator_call_across_files(tmp_path: Path) -> No
     assert [(Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in findings] == [
         ("launch_weak.py", 3, "SMP831")
     ]
-    message = findings[0]["message"]
+    message = finding_text(findings[0])
     assert "does not fit in GPU memory" in message and "20.6B parameters" in message
     assert "turn on activation checkpointing" in message and "smpfix plan" in message
 

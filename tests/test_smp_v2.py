@@ -91,7 +91,8 @@ def test_a_v2_launcher_and_the_scripts_it_starts_get_no_v1_rule(tmp_path: Path) 
         framework="1.13.1",
     )
     (root / "launch.py").write_text(v1, encoding="utf-8")
-    assert check(root) == [("train.py", "SMP301")]
+    # (SMP827's hint: a v1 launcher that leaves SageMaker Debugger on.)
+    assert check(root) == [("launch.py", "SMP827"), ("train.py", "SMP301")]
 
 
 def test_the_safe_ddp_fix_never_touches_a_v2_configuration(tmp_path: Path) -> None:

@@ -211,8 +211,9 @@ def test_a_tensorflow_launcher_without_partitions_and_with_pytorch_keys(tmp_path
     codes = sorted((item["code"], item["severity"]) for item in json.loads(result.stdout))
     # The PyTorch name of the degree (with a rename as the fix), "ddp" (Horovod's job in
     # TensorFlow);
-    # no "partitions is required" on top of the rename, and no PyTorch-only configuration rule.
-    assert codes == [("SMP812", "error"), ("SMP812", "error")], result.stdout
+    # no "partitions is required" on top of the rename, and no PyTorch-only configuration rule;
+    # SMP827's hint, as Debugger is left on.
+    assert codes == [("SMP812", "error"), ("SMP812", "error"), ("SMP827", "hint")], result.stdout
     fixed = run_cli(
         "check", "--no-cache", "--apply", "--unsafe-fixes", "--select", "SMP812", ".", cwd=tmp_path
     )

@@ -18,6 +18,7 @@ from smpfix.job.config_keys import MPI_KEYS, misspelling_of
 from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
+from smpfix.rules.titles import snippet
 
 
 class MpiNotEnabled(ConfigRule):
@@ -60,13 +61,17 @@ class MpiNotEnabled(ConfigRule):
             )
             yield ConfigProblem(
                 distribution.display,
-                "Model parallelism is enabled but `distribution` has no `mpi` entry: the library"
-                " runs on MPI, and the SageMaker SDK starts the script through mpirun only when"
-                ' `"mpi": {"enabled": True, ...}` is given, so the script starts without MPI and'
-                ' fails when the library initializes, after the instances are up. Add `"mpi":'
-                f' {{"enabled": True, "processes_per_host": <GPUs per instance>}}`{gpus}.',
+                "`distribution` has no `mpi` entry: the script starts without MPI",
                 Severity.ERROR,
                 fix,
+                explanation=(
+                    "Model parallelism is enabled, and the library runs on MPI: the SageMaker SDK"
+                    " starts the script through mpirun only when"
+                    ' `"mpi": {"enabled": True, ...}` is given, so the script starts without MPI'
+                    " and fails when the library initializes, after the instances are up. Add"
+                    ' `"mpi": {"enabled": True, "processes_per_host": <GPUs per instance>}`'
+                    f"{gpus}."
+                ),
             )
             return
         if not mpi.is_dict:
@@ -95,7 +100,7 @@ def _check_mpi(mpi: Located, per_host: Optional[str], gpus: str) -> Iterator[Con
         problems.append(
             'has no `"enabled": True`'
             if enabled is None
-            else f'has `"enabled": {value!r}`, not the literal True'
+            else f'has `"enabled": {snippet(repr(value), 20)[1:-1]}`, not True'
         )
         why.append(
             "the SageMaker SDK starts the script through mpirun only when `enabled` is set, and the"
@@ -136,10 +141,13 @@ def _check_mpi(mpi: Located, per_host: Optional[str], gpus: str) -> Iterator[Con
     )
     yield ConfigProblem(
         enabled if replace else mpi.display,
-        f"Model parallelism is enabled but the `mpi` dict {' and '.join(problems)}:"
-        f" {'; and '.join(why)}. Write {' and '.join(remedy)}.",
+        f"`mpi` {' and '.join(problems)}"
+        + (": the script starts without mpirun" if certain else ""),
         Severity.ERROR if certain else Severity.WARNING,
         fix,
+        explanation=(
+            f"Model parallelism is enabled, but {'; and '.join(why)}. Write {' and '.join(remedy)}."
+        ),
     )
 
 

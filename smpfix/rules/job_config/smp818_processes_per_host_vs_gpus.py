@@ -48,23 +48,33 @@ class ProcessesPerHostVsGpus(ConfigRule):
         if per_host > gpus:
             yield ConfigProblem(
                 at,
-                f"processes_per_host {per_host} is more than the {gpus} GPUs of one {name}: each"
-                " rank needs a GPU of its own (`smp.init` sets the device to `smp.local_rank()`),"
-                f" so ranks {gpus} and up find no GPU and the job fails at start-up, after the"
-                f" instances are up. Use {gpus}.",
+                f"processes_per_host {per_host} exceeds the {gpus} GPUs of one {name}: start-up"
+                " fails",
                 Severity.ERROR,
                 fix,
+                explanation=(
+                    "Each rank needs a GPU of its own (`smp.init` sets the device to"
+                    f" `smp.local_rank()`), so ranks {gpus} and up find no GPU and the job fails"
+                    f" at start-up, after the instances are up. Use {gpus}."
+                ),
             )
         elif (
             per_host < gpus and isinstance(count, int) and not isinstance(count, bool) and count > 1
         ):
             yield ConfigProblem(
                 at,
-                f"processes_per_host {per_host} leaves {gpus - per_host} of the {gpus} GPUs of each"
-                f" {name} idle on {count} instances: the documentation reports that multi-node jobs"
-                " which do not use all GPUs can crash with a network timeout, and the idle GPUs"
-                f" are paid for anyway. Use {gpus}, and check that the parallel degrees still"
-                " divide the new number of processes.",
+                f"processes_per_host {per_host} leaves {gpus - per_host} of {gpus} GPUs idle per"
+                f" {name} on {count} instances",
                 Severity.WARNING,
                 fix,
+                explanation=(
+                    "The documentation reports that multi-node jobs which do not use all GPUs can"
+                    " crash with a network timeout, and the idle GPUs are paid for anyway. Use"
+                    f" {gpus}, and check that the parallel degrees still divide the new number of"
+                    " processes."
+                ),
+                evidence=(
+                    f"{per_host} processes per instance on a {name} with {gpus} GPUs,"
+                    f" instance_count {count}",
+                ),
             )

@@ -44,12 +44,15 @@ def _missing_default(view: ConfigView) -> Iterator[ConfigProblem]:
         if view.launcher is not None
         else "the library refuses to start without one, after the instances are up"
     )
-    message = (
+    title = (
         "`auto_partition` is False but `default_partition` is"
-        f" {'None' if written is not None else 'not set'}: with manual partitioning, every module"
-        f" not placed with `smp.partition(i)` goes to the default partition, and {refused}. Add"
-        f" {_entry(view)} (the first pipeline stage, the value the documentation lists)."
-        + _partitions_note(view)
+        f" {'None' if written is not None else 'not set'}: "
+        + ("the SDK refuses the job" if view.launcher is not None else "start-up fails")
+    )
+    explanation = (
+        "With manual partitioning, every module not placed with `smp.partition(i)` goes to the"
+        f" default partition, and {refused}. Add {_entry(view)} (the first pipeline stage, the"
+        " value the documentation lists)." + _partitions_note(view)
     )
     if written is not None:
         target = value_in_entry(written)
@@ -58,14 +61,14 @@ def _missing_default(view: ConfigView) -> Iterator[ConfigProblem]:
             if target is not None
             else None
         )
-        yield ConfigProblem(written, message, Severity.ERROR, fix)
+        yield ConfigProblem(written, title, Severity.ERROR, fix, explanation=explanation)
         return
     fix = ConfigFix(
         Applicability.SAFE,
         'Add `"default_partition": 0`',
         add=((view.parameters.display, '"default_partition": 0'),),
     )
-    yield ConfigProblem(auto, message, Severity.ERROR, fix)
+    yield ConfigProblem(auto, title, Severity.ERROR, fix, explanation=explanation)
 
 
 def _entry(view: ConfigView) -> str:
@@ -105,8 +108,12 @@ def _out_of_range(view: ConfigView) -> Iterator[ConfigProblem]:
     )
     yield ConfigProblem(
         at,
-        f"default_partition {default} is not one of {stages}: the library requires 0 <="
-        f" default_partition <= pipeline_parallel_degree - 1 and stops at start-up{sdk}. Use a"
-        " stage index, usually 0.",
+        f"default_partition {default} is not a pipeline stage: "
+        + ("the SDK refuses the job" if view.launcher is not None else "start-up fails"),
         Severity.ERROR,
+        explanation=(
+            f"default_partition {default} is not one of {stages}: the library requires 0 <="
+            f" default_partition <= pipeline_parallel_degree - 1 and stops at start-up{sdk}. Use"
+            " a stage index, usually 0."
+        ),
     )

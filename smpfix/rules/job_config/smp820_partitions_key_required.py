@@ -24,6 +24,7 @@ from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.launched_code import launched_code
 from smpfix.rules.rule import FixAvailability, TensorParallelism
+from smpfix.rules.titles import snippet
 
 
 class PartitionsKeyRequired(ConfigRule):
@@ -48,14 +49,16 @@ class PartitionsKeyRequired(ConfigRule):
             return
         yield ConfigProblem(
             alias,
-            f"`partitions` is {a!r} but `pipeline_parallel_degree` is {d!r}: `partitions` is the"
-            " older name of the same "
-            'setting, and the library stops at start-up when the two disagree ("Conflicting values'
-            f" {d!r} and {a!r} "
-            'are provided for config parameter pipeline_parallel_degree and its alias partitions"),'
-            " after the "
-            "instances are up. Keep one of them with the degree you mean.",
+            f"`partitions` {snippet(repr(a), 12)} and `pipeline_parallel_degree`"
+            f" {snippet(repr(d), 12)} disagree: start-up fails",
             Severity.ERROR,
+            explanation=(
+                "`partitions` is the older name of the same setting, and the library stops at"
+                f' start-up when the two disagree ("Conflicting values {d!r} and {a!r} are'
+                " provided for config parameter pipeline_parallel_degree and its alias"
+                ' partitions"), after the instances are up. Keep one of them with the degree you'
+                " mean."
+            ),
         )
 
     def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
@@ -80,8 +83,9 @@ class PartitionsKeyRequired(ConfigRule):
         degree = parameters.get("pipeline_parallel_degree")
         if degree is None or parameters.get("partitions") is not None:
             return
-        reasons = []
+        reasons, evidence = [], []
         if parameters.get("default_partition") is not None:
+            evidence.append("`default_partition` is set, so the SDK's validator reads `partitions`")
             reasons.append(
                 "the SageMaker SDK's validator needs `partitions` there, so submitting the job"
                 " fails: SDK 2.199.0 and older require it in every configuration (\"'partitions' is"
@@ -98,7 +102,8 @@ class PartitionsKeyRequired(ConfigRule):
         if not reasons:
             return
         value = degree.plain()
-        shown = f" {value!r}" if value is not UNKNOWN else ""
+        if value is not UNKNOWN:
+            evidence.append(f"pipeline_parallel_degree: {value!r}")
         replacement = renamed_key(degree, "pipeline_parallel_degree", "partitions")
         fix = (
             ConfigFix(
@@ -111,12 +116,21 @@ class PartitionsKeyRequired(ConfigRule):
         )
         yield ConfigProblem(
             degree,
-            f"The pipeline degree is written as `pipeline_parallel_degree`{shown} without"
-            " `partitions`: "
-            + "; and ".join(reasons)
-            + '. Write it as `"partitions"` (the library accepts both names).',
+            "`pipeline_parallel_degree` without `partitions`: "
+            + (
+                "the SDK refuses the job"
+                if parameters.get("default_partition") is not None
+                else "the Trainer runs without the library"
+            ),
             Severity.ERROR,
             fix,
+            explanation=(
+                "The pipeline degree is written as `pipeline_parallel_degree` without"
+                " `partitions`: "
+                + "; and ".join(reasons)
+                + '. Write it as `"partitions"` (the library accepts both names).'
+            ),
+            evidence=tuple(evidence),
         )
 
 
@@ -132,11 +146,14 @@ def _tensorflow_partitions(parameters: Located) -> Iterator[ConfigProblem]:
         return
     yield ConfigProblem(
         parameters.display,
-        "This TensorFlow launcher enables model parallelism without `partitions`: the TensorFlow"
-        " documentation marks `partitions` required, and the SageMaker SDK (2.199.0 and earlier)"
-        ' refuses to build the job ("\'partitions\' is a required parameter."). Add `"partitions":'
-        " <pipeline stages>`.",
+        "TensorFlow model parallelism without `partitions`: the SDK refuses the job",
         Severity.ERROR,
+        explanation=(
+            "This TensorFlow launcher enables model parallelism without `partitions`: the"
+            " TensorFlow documentation marks `partitions` required, and the SageMaker SDK"
+            " (2.199.0 and earlier) refuses to build the job (\"'partitions' is a required"
+            ' parameter."). Add `"partitions": <pipeline stages>`.'
+        ),
     )
 
 

@@ -34,11 +34,15 @@ class ModelparallelAndDataparallelTogether(ConfigRule):
             return
         yield ConfigProblem(
             dataparallel,
-            "`smdistributed` holds both `modelparallel` and `dataparallel`: one job runs one of the"
-            ' two libraries, and the SageMaker SDK counts the keys (even `"enabled": False`'
-            ' counts), so building the estimator raises ValueError ("Cannot use more than 1'
-            ' smdistributed strategy"). Remove `dataparallel`; to add data parallelism to a'
-            ' model-parallel job, set `"ddp": True` in the modelparallel `parameters` and run more'
-            " processes than pipeline × tensor degree.",
-            Severity.ERROR,
+            "`smdistributed` holds both `modelparallel` and `dataparallel`: the SDK raises"
+            " ValueError",
+            explanation=(
+                "One job runs one of the two libraries, and the SageMaker SDK counts the keys"
+                ' (even `"enabled": False` counts), so building the estimator raises ValueError'
+                ' ("Cannot use more than 1 smdistributed strategy"). Remove `dataparallel`; to'
+                ' add data parallelism to a model-parallel job, set `"ddp": True` in the'
+                " modelparallel `parameters` and run more processes than pipeline × tensor"
+                " degree."
+            ),
+            severity=Severity.ERROR,
         )

@@ -43,11 +43,14 @@ class DataParallelBackendConflict(ConfigRule):
         if ddp is True and horovod is True:
             yield ConfigProblem(
                 view.located("horovod"),
-                "`ddp` and `horovod` are both True: they are two backends for the same job"
-                " (averaging the gradients of the model replicas), and PyTorch uses DDP; the"
-                " SageMaker SDK refuses the pair (\"'ddp' and 'horovod' cannot be simultaneously"
-                " enabled\") and so does the library's schema. Remove `horovod`.",
+                "`ddp` and `horovod` are both True: the SDK refuses the pair",
                 Severity.ERROR,
+                explanation=(
+                    "They are two backends for the same job (averaging the gradients of the model"
+                    " replicas), and PyTorch uses DDP; the SageMaker SDK refuses the pair"
+                    " (\"'ddp' and 'horovod' cannot be simultaneously enabled\") and so does the"
+                    " library's schema. Remove `horovod`."
+                ),
             )
             return
         missing = _missing_ddp(view)
@@ -77,11 +80,23 @@ def _missing_ddp(view: ConfigView) -> Optional[str]:
 
 def _replicas_without_ddp(view: ConfigView, replicas: Replicas, missing: str) -> ConfigProblem:
     located = view.located("ddp")
-    message = (
-        f"{replicas.words}, but `ddp` {missing}: the library needs a backend to average the"
-        " replicas' gradients and stops at `smp.init()` (WorkerSizeError: \"'ddp':True (for"
-        ' PyTorch) must be specified"), after the instances are up. Set `"ddp": True`.'
+    count = view.replicas
+    runs = (
+        f"the job runs {count} model replicas"
+        if count is not None
+        else "each instance holds several model replicas"
     )
+    message = (
+        f"`ddp` {missing} but {runs}: `smp.init()` fails"
+        if replicas.certain
+        else f"`ddp` {missing}: `smp.init()` fails if instance_count is above 1"
+    )
+    explanation = (
+        "The library needs a backend to average the replicas' gradients and stops at"
+        " `smp.init()` (WorkerSizeError: \"'ddp':True (for PyTorch) must be specified\"), after"
+        ' the instances are up. Set `"ddp": True`.'
+    )
+    evidence = (f"{replicas.words}",)
     if located is not None:
         fix = (
             ConfigFix(Applicability.SAFE, 'Set `"ddp": True`', replace=((located, "True"),))
@@ -89,14 +104,26 @@ def _replicas_without_ddp(view: ConfigView, replicas: Replicas, missing: str) ->
             else None
         )
         return ConfigProblem(
-            located, message, Severity.ERROR if replicas.certain else Severity.WARNING, fix
+            located,
+            message,
+            Severity.ERROR if replicas.certain else Severity.WARNING,
+            fix,
+            explanation=explanation,
+            evidence=evidence,
         )
     assert view.parameters is not None
     at = view.located("pipeline_parallel_degree") or view.parameters.display
     fix = ConfigFix(
         Applicability.SAFE, 'Add `"ddp": True`', add=((view.parameters, '"ddp": True'),)
     )
-    return ConfigProblem(at, message, Severity.ERROR if replicas.certain else Severity.WARNING, fix)
+    return ConfigProblem(
+        at,
+        message,
+        Severity.ERROR if replicas.certain else Severity.WARNING,
+        fix,
+        explanation=explanation,
+        evidence=evidence,
+    )
 
 
 def _sdk_ddp_key(view: ConfigView) -> Iterator[ConfigProblem]:
@@ -109,12 +136,15 @@ def _sdk_ddp_key(view: ConfigView) -> Iterator[ConfigProblem]:
             continue
         yield ConfigProblem(
             located,
-            f"`{key}` is set without a `ddp` key: it configures the library's DDP, and the"
-            " SageMaker SDK's validator refuses it unless the parameters also hold `ddp`"
-            ' (ValueError when the job is submitted). Add `"ddp": True`, or remove it.',
+            f"`{key}` without a `ddp` key: the SDK refuses the job",
             Severity.ERROR,
             ConfigFix(
                 Applicability.SAFE, 'Add `"ddp": True`', add=((view.parameters, '"ddp": True'),)
+            ),
+            explanation=(
+                f"`{key}` configures the library's DDP, and the SageMaker SDK's validator refuses"
+                " it unless the parameters also hold `ddp` (ValueError when the job is"
+                ' submitted). Add `"ddp": True`, or remove it.'
             ),
         )
         return
@@ -136,10 +166,14 @@ def _tensorflow(view: ConfigView) -> Iterator[ConfigProblem]:
     pp, world = view.int_value("pipeline_parallel_degree"), view.world
     yield ConfigProblem(
         view.located("horovod") or view.located("pipeline_parallel_degree") or view.parameters,
-        f"With {world} processes and {pp} partitions, the job runs {replicas} model replicas, but"
-        " `horovod` is not True: nothing averages the replicas' gradients, and the library (in"
-        " its 1.12 source) refuses to start such a job (WorkerSizeError: \"'horovod':True (for"
-        ' TensorFlow) must be specified"). Set `"horovod": True` and all-reduce the accumulated'
-        " gradients with Horovod, or use as many processes as partitions.",
+        f"{replicas} model replicas without `horovod`: the library may refuse to start",
         Severity.WARNING,
+        explanation=(
+            "Nothing averages the replicas' gradients, and the library (in its 1.12 source)"
+            " refuses to start such a job (WorkerSizeError: \"'horovod':True (for TensorFlow)"
+            ' must be specified"); the TensorFlow releases are older, so this is a warning. Set'
+            ' `"horovod": True` and all-reduce the accumulated gradients with Horovod, or use as'
+            " many processes as partitions."
+        ),
+        evidence=(f"{world} processes ÷ {pp} partitions = {replicas} model replicas",),
     )

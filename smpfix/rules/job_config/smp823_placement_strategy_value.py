@@ -15,6 +15,7 @@ from itertools import permutations
 from smpfix.base.findings import Severity
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
+from smpfix.rules.titles import snippet
 
 NAMED = ("cluster", "spread")
 ORDERS = tuple("".join(order) for order in permutations("DPT"))
@@ -37,32 +38,43 @@ class PlacementStrategyValue(ConfigRule):
         if value not in ORDERS:
             yield ConfigProblem(
                 located,
-                f"placement_strategy {value!r} is not a value the library knows: it accepts"
-                ' "cluster" (the default, the same as "DPT"), "spread" ("TPD") or another order of'
-                f" D, P and T written in capitals{_suggestion(value)}, and stops at start-up"
-                " otherwise, after the instances are up.",
+                f"placement_strategy {snippet(repr(value), 24)[1:-1]} is not one the library knows:"
+                " start-up fails",
                 Severity.ERROR,
+                explanation=(
+                    'The library accepts "cluster" (the default, the same as "DPT"), "spread"'
+                    ' ("TPD") or another order of D, P and T written in capitals'
+                    f"{_suggestion(value)}, and stops at start-up otherwise, after the instances"
+                    " are up."
+                ),
             )
             return
         if view.launcher is not None:
             yield ConfigProblem(
                 located,
-                f"placement_strategy {value!r} is a documented order of D, P and T, but the"
-                ' SageMaker SDK\'s validator accepts only "cluster" and "spread" in a launcher, so'
-                ' submitting the job raises ValueError. Use "cluster" (DPT) or "spread" (TPD);'
-                " another order can only be set in the script's `smp.init({...})` dict, which"
-                " the library reads only when the launcher's `environment` sets"
-                " `SMP_MANUAL_INIT=1` (from the 1.12 era it initializes itself on import and"
-                " ignores that dict).",
+                f"placement_strategy {value!r} in a launcher: the SDK accepts only cluster or"
+                " spread",
                 Severity.ERROR,
+                explanation=(
+                    f"{value!r} is a documented order of D, P and T, but the SageMaker SDK's"
+                    ' validator accepts only "cluster" and "spread" in a launcher, so submitting'
+                    ' the job raises ValueError. Use "cluster" (DPT) or "spread" (TPD); another'
+                    " order can only be set in the script's `smp.init({...})` dict, which the"
+                    " library reads only when the launcher's `environment` sets"
+                    " `SMP_MANUAL_INIT=1` (from the 1.12 era it initializes itself on import and"
+                    " ignores that dict)."
+                ),
             )
         elif view.tensorflow:
             yield ConfigProblem(
                 located,
-                f"placement_strategy {value!r}: the TensorFlow flavour's documentation lists only"
-                ' "cluster" and "spread"; the orders of D, P and T came with tensor parallelism'
-                ' (PyTorch, SMP 1.6). Use "cluster" or "spread".',
+                f"placement_strategy {value!r} is not documented for TensorFlow",
                 Severity.WARNING,
+                explanation=(
+                    'The TensorFlow flavour\'s documentation lists only "cluster" and "spread";'
+                    " the orders of D, P and T came with tensor parallelism (PyTorch, SMP 1.6)."
+                    ' Use "cluster" or "spread".'
+                ),
             )
 
 

@@ -5,7 +5,10 @@ library's DDP. In the 1.12 source it is not refused at start-up: the first
 ``optimizer.step()``/``zero_grad()`` raises ("Optimizer state sharding is only supported when
 DDP is enabled") without ``"ddp": True``, and ``smp.DistributedModel`` refuses
 ``gradient_as_bucket_view=False``, and the step ``overlapping_allreduce=False``. With one
-data-parallel rank per model partition (pipeline degree = processes) there is nothing to shard.
+data-parallel rank per model partition (pipeline degree = processes) there is nothing to shard:
+with ``ddp`` on that is advice (a hint, it breaks nothing); without ``ddp`` the step still
+raises (``validate_sharding_config`` does not look at the number of ranks), so it stays an
+error.
 
 A missing ``ddp`` that SMP814 (tensor parallelism) or SMP822 (several model replicas) already
 reports is theirs; with sharded data parallelism the combination is SMP805's.
@@ -47,12 +50,10 @@ class ShardOptimizerStatePrerequisites(ConfigRule):
             if world is not None and pp is not None and pp >= 1 and world % pp == 0
             else None
         )
-        remedy = (
-            f"With {world} processes and pipeline degree {pp} each partition has a single"
-            " data-parallel rank, so there is nothing to shard: remove `shard_optimizer_state`, or"
-            ' set `"ddp": True` and run more processes than pipeline stages.'
+        single = (
+            f"{world} processes ÷ pipeline degree {pp} = 1 data-parallel rank per partition"
             if data_parallel == 1
-            else 'Set `"ddp": True`.'
+            else None
         )
         ddp = view.value("ddp")
         explicit = view.located("ddp") is not None
@@ -62,24 +63,43 @@ class ShardOptimizerStatePrerequisites(ConfigRule):
             and (explicit or view.kind == "launcher")
             and not _reported_elsewhere(view)
         ):
+            stated = "not set (the library default is False)" if not explicit else repr(ddp)
+            remedy = (
+                "With a single data-parallel rank per partition there is nothing to shard"
+                ' either, so remove `shard_optimizer_state`, or set `"ddp": True` and run more'
+                " processes than pipeline stages."
+                if single is not None
+                else 'Set `"ddp": True`.'
+            )
             yield ConfigProblem(
                 at,
-                "shard_optimizer_state is True but `ddp` is"
-                f" {'not set' if not explicit else repr(ddp)}: the library shards the optimizer"
-                " state through its DDP, and the first `optimizer.step()` or `zero_grad()` raises"
-                ' "Optimizer state sharding is only supported when DDP is enabled", after the'
-                " job has started. " + remedy,
+                "`shard_optimizer_state` without `ddp`: the first optimizer step raises",
                 Severity.ERROR,
+                explanation=(
+                    "The library shards the optimizer state through its DDP, and the first"
+                    ' `optimizer.step()` or `zero_grad()` raises "Optimizer state sharding is'
+                    ' only supported when DDP is enabled", after the job has started, whatever'
+                    f" the number of data-parallel ranks. {remedy}"
+                ),
+                evidence=(
+                    f"ddp: {stated}",
+                    *((single,) if single is not None else ()),
+                ),
             )
             return
-        if data_parallel == 1 and ddp is True:
+        if single is not None and ddp is True:
             yield ConfigProblem(
                 at,
-                f"shard_optimizer_state has no effect here: with {world} processes and pipeline"
-                f" degree {pp} each model partition has a single data-parallel rank, and the state"
-                " is sharded across the data-parallel ranks that hold the same parameters. Remove"
-                " it, or run more processes than pipeline stages.",
+                "`shard_optimizer_state` has no effect: one data-parallel rank per partition",
                 Severity.HINT,
+                explanation=(
+                    "This is advice; nothing breaks. The optimizer state is sharded across the"
+                    " data-parallel ranks that hold the same parameters, and here each model"
+                    " partition has a single one, so there is nothing to shard (the developer"
+                    " guide recommends sharding for a data-parallel degree above 1). Remove it,"
+                    " or run more processes than pipeline stages."
+                ),
+                evidence=(single,),
             )
 
     def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
@@ -103,15 +123,20 @@ class ShardOptimizerStatePrerequisites(ConfigRule):
                 )
                 yield ConfigProblem(
                     view.located("shard_optimizer_state"),
-                    f"shard_optimizer_state is True but {code.script} builds"
-                    f" `smp.DistributedModel(..., {arg.keyword.value}=False)`: optimizer state"
-                    " sharding needs the library's"
-                    f" {needed},"
-                    " and the library refuses the combination (SMPInvalidArgumentError or"
-                    " ValueError) when the model is wrapped or at the first step, after the"
-                    f" instances are up. Drop `{arg.keyword.value}=False` (the default is True) or"
-                    " turn optimizer state sharding off.",
+                    f"`shard_optimizer_state` with `DistributedModel({arg.keyword.value}=False)`:"
+                    " refused",
                     Severity.ERROR,
+                    explanation=(
+                        f"Optimizer state sharding needs the library's {needed}, and the library"
+                        " refuses the combination (SMPInvalidArgumentError or ValueError) when"
+                        " the model is wrapped or at the first step, after the instances are up."
+                        f" Drop `{arg.keyword.value}=False` (the default is True) or turn"
+                        " optimizer state sharding off."
+                    ),
+                    evidence=(
+                        f"{code.script} builds `smp.DistributedModel(...,"
+                        f" {arg.keyword.value}=False)`",
+                    ),
                 )
 
 

@@ -14,6 +14,7 @@ from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
+from smpfix.rules.titles import snippet
 
 # The release that brought ``"auto"`` (with the SMDDP collectives); the 1.12 schema knows only
 # "nccl".
@@ -40,10 +41,13 @@ class DdpDistBackendValue(ConfigRule):
         if value == "auto":
             yield ConfigProblem(
                 located,
-                'ddp_dist_backend "auto" exists from SMP 1.13 on (PyTorch 1.12.1 container and'
-                ' later), where it is the default; the older libraries accept only "nccl" and stop'
-                ' at start-up. Write "nccl", or run a PyTorch 1.12.1 or later container.',
+                'ddp_dist_backend "auto" needs SMP 1.13: this older library stops at start-up',
                 Severity.ERROR,
+                explanation=(
+                    '"auto" exists from SMP 1.13 on (PyTorch 1.12.1 container and later), where it'
+                    ' is the default; the older libraries accept only "nccl" and stop at'
+                    ' start-up. Write "nccl", or run a PyTorch 1.12.1 or later container.'
+                ),
                 until=BEFORE_AUTO,
                 # Writing "auto" targets the release that has it: with the version unknown, say
                 # nothing.
@@ -53,8 +57,12 @@ class DdpDistBackendValue(ConfigRule):
         hint = f" (did you mean {value.lower()!r}?)" if value.lower() in ("auto", "nccl") else ""
         yield ConfigProblem(
             located,
-            f"ddp_dist_backend {value!r} is not a backend the library knows{hint}: it accepts"
-            ' "nccl", and from SMP 1.13 "auto" (SMDDP collectives where they run, NCCL otherwise),'
-            " and stops at start-up otherwise, after the instances are up.",
+            f"ddp_dist_backend {snippet(repr(value), 24)[1:-1]} is not a backend the library knows:"
+            " start-up fails",
             Severity.ERROR,
+            explanation=(
+                'The library accepts "nccl", and from SMP 1.13 "auto" (SMDDP collectives where'
+                f" they run, NCCL otherwise){hint}, and stops at start-up otherwise, after the"
+                " instances are up."
+            ),
         )

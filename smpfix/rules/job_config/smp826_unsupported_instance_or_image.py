@@ -3,7 +3,11 @@
 The library runs on CUDA GPUs only: ``smp.init`` sets the CUDA device of each rank, so a CPU,
 Trainium or Inferentia instance cannot start it. The developer guide lists the instance types
 it supports (ml.p3.16xlarge, ml.p3dn.24xlarge, ml.p4d.24xlarge, ml.p4de.24xlarge,
-ml.g4dn.12xlarge); other GPU instances are untested. The library ships only in particular
+ml.g4dn.12xlarge); other GPU instances are untested. The A10G ``ml.g5`` family is not on that
+list, but AWS's own SMP v1 notebooks (``training/distributed_training/pytorch/model_parallel/
+gpt-j/smp-train-gptj-sharded-data-parallel-tp.ipynb`` in aws/amazon-sagemaker-examples)
+recommend ``ml.g5.12xlarge``, ``ml.g5.24xlarge`` and ``ml.g5.48xlarge``, so it is only advice.
+The library ships only in particular
 PyTorch and TensorFlow training containers (catalog section 1.3): another ``framework_version``
 starts a container without it, and the script fails to import it.
 """
@@ -24,6 +28,8 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 # SageMaker instance families without a CUDA GPU (general purpose, compute, memory, burstable,
 # Trainium, Inferentia).
 _NO_CUDA = ("ml.c", "ml.m", "ml.r", "ml.t", "ml.trn", "ml.inf")
+# GPU families off the developer guide's list that AWS's own SMP v1 notebooks recommend.
+_USED_BY_AWS = ("ml.g5.",)
 SUPPORTED = tuple(name for name, instance in INSTANCE_TYPES.items() if instance.smp_v1_supported)
 
 
@@ -58,23 +64,42 @@ def _instance(view: ConfigView) -> Iterator[ConfigProblem]:
     if name.startswith(_NO_CUDA) and name not in INSTANCE_TYPES:
         yield ConfigProblem(
             located,
-            f"instance_type {name!r} has no CUDA GPU: the model parallelism library runs one"
-            " process per GPU and `smp.init()` sets each rank's CUDA device, so the job fails at"
-            " start-up, after the instances are up. Use a GPU instance the library supports"
-            f" ({supported}).",
+            f"instance_type {name!r} has no CUDA GPU: the job fails at start-up",
             Severity.ERROR,
+            explanation=(
+                "The model parallelism library runs one process per GPU and `smp.init()` sets"
+                " each rank's CUDA device, so the job fails at start-up, after the instances are"
+                f" up. Use a GPU instance the library supports ({supported})."
+            ),
         )
         return
     instance = INSTANCE_TYPES.get(name)
     if instance is None or instance.smp_v1_supported:
         return
+    gpus = f"{instance.gpus} × {instance.gpu_model}"
+    if name.startswith(_USED_BY_AWS):
+        yield ConfigProblem(
+            located,
+            f"instance_type {name!r} is off the supported list, though AWS's own notebooks use it",
+            Severity.HINT,
+            explanation=(
+                f"The developer guide lists {supported}; {name} ({gpus}) is not among them, but"
+                " AWS's own SMP v1 notebooks recommend the ml.g5 family (the GPT-J notebook"
+                " offers ml.g5.12xlarge, ml.g5.24xlarge and ml.g5.48xlarge), so nothing is known"
+                " to break. A supported type is the set-up AWS tested, with the library's"
+                " kernels and EFA networking; keep this one if it trains as you expect."
+            ),
+        )
+        return
     yield ConfigProblem(
         located,
-        f"instance_type {name!r} ({instance.gpus} × {instance.gpu_model}) is not one the model"
-        f" parallelism library supports: the developer guide lists {supported}. The job may fail,"
-        " or run without the tested set-up (the library's kernels, EFA networking); use a"
-        " supported type.",
+        f"instance_type {name!r} is not one the library supports: the job may fail",
         Severity.WARNING,
+        explanation=(
+            f"{name} ({gpus}) is not an instance type the model parallelism library supports:"
+            f" the developer guide lists {supported}. The job may fail, or run without the"
+            " tested set-up (the library's kernels, EFA networking); use a supported type."
+        ),
     )
 
 
@@ -107,9 +132,13 @@ def _no_library(
     )
     return ConfigProblem(
         launcher.keyword(keyword),
-        f"{framework} {version.text} ({version.written}): no {framework} training container of that"
-        f" version ships the model parallelism library (SMP v1 shipped in the {framework}"
-        f" containers {shipped}), so the script cannot import `smdistributed.modelparallel` and the"
-        " job fails at start-up. Use a container version that ships it.",
+        f"{framework} {version.text} container does not ship the model parallelism library",
         Severity.WARNING,
+        explanation=(
+            f"No {framework} training container of that version ships the model parallelism"
+            f" library (SMP v1 shipped in the {framework} containers {shipped}), so the script"
+            " cannot import `smdistributed.modelparallel` and the job fails at start-up. Use a"
+            " container version that ships it."
+        ),
+        evidence=(f"{framework} {version.text}, from {version.written}",),
     )

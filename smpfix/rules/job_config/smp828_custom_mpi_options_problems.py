@@ -76,22 +76,27 @@ class CustomMpiOptionsProblems(ConfigRule):
 def _twice(parameter: McaParameter) -> ConfigProblem:
     return ConfigProblem(
         parameter.at,
-        f"custom_mpi_options sets the Open MPI parameter `{parameter.name}` twice: mpirun refuses a"
-        ' parameter listed more than once on its command line ("The following MCA parameter has'
-        ' been listed multiple times"), so the job fails to launch after the instances are up.'
-        " Keep one `--mca` for it.",
+        f"`{parameter.name}` is listed twice in custom_mpi_options: mpirun refuses it",
         Severity.ERROR,
+        explanation=(
+            "It is an Open MPI parameter, and mpirun refuses a parameter listed more than once on"
+            ' its command line ("The following MCA parameter has been listed multiple times"), so'
+            " the job fails to launch after the instances are up. Keep one `--mca` for it."
+        ),
     )
 
 
 def _toolkit_sets(parameter: McaParameter) -> ConfigProblem:
     return ConfigProblem(
         parameter.at,
-        f"custom_mpi_options sets the Open MPI parameter `{parameter.name}`, which the SageMaker"
-        " training toolkit already passes to mpirun itself: if the container's toolkit does,"
-        ' mpirun refuses the parameter listed twice ("The following MCA parameter has been listed'
-        ' multiple times") and the job fails to launch. Remove it from custom_mpi_options.',
+        f"`{parameter.name}` in custom_mpi_options: mpirun refuses it if the toolkit passes it too",
         Severity.WARNING,
+        explanation=(
+            "The SageMaker training toolkit already passes this Open MPI parameter to mpirun"
+            " itself: if the container's toolkit does, mpirun refuses the parameter listed twice"
+            ' ("The following MCA parameter has been listed multiple times") and the job fails'
+            " to launch. Remove it from custom_mpi_options."
+        ),
     )
 
 
@@ -116,9 +121,13 @@ def _environment_only(view: ConfigView) -> Iterator[ConfigProblem]:
             continue
         yield ConfigProblem(
             variable.at,
-            f"{variable.name} is set only in `environment`, and this job runs on {count} instances:"
-            " mpirun starts the ranks of the other instances over SSH, and the SageMaker training"
-            " toolkit forwards only its own variables to them, so they may not see it. Pass it in"
-            f" `custom_mpi_options` as `-x {variable.name}=<value>`, as the official examples do.",
+            f"{variable.name} is set only in `environment`: remote ranks may not see it",
             Severity.HINT,
+            explanation=(
+                "mpirun starts the ranks of the other instances over SSH, and the SageMaker"
+                " training toolkit forwards only its own variables to them, so they may not see"
+                f" it. Pass it in `custom_mpi_options` as `-x {variable.name}=<value>`, as the"
+                " official examples do."
+            ),
+            evidence=(f"instance_count {count}",),
         )

@@ -53,14 +53,18 @@ class SmdistributedMissingModelparallelLevel(ConfigRule):
                 " none of the parameters apply"
             )
         )
+        keys = " and ".join(f"`{key}`" for key in misplaced)
         yield ConfigProblem(
             smdistributed.display,
-            f"{' and '.join(f'`{key}`' for key in misplaced)} sit directly under `smdistributed`:"
-            " the SageMaker SDK "
-            f'reads them from `smdistributed["modelparallel"]`, and {consequence}. Wrap them: '
-            '`"smdistributed": {"modelparallel": {"enabled": True, "parameters": {...}}}`.',
+            f"{keys} sit directly under `smdistributed`: "
+            + ("the estimator raises ValueError" if framework else "the job runs without SMP"),
             Severity.ERROR,
             _wrap(smdistributed),
+            explanation=(
+                'The SageMaker SDK reads them from `smdistributed["modelparallel"]`, and'
+                f" {consequence}. Wrap them:"
+                ' `"smdistributed": {"modelparallel": {"enabled": True, "parameters": {...}}}`.'
+            ),
         )
 
 

@@ -25,6 +25,7 @@ from smpfix.job.launcher import Launcher, Located
 from smpfix.program.model import Program
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView, config_views
 from smpfix.rules.rule import FixAvailability, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _LOOPS = (cst.For, cst.While)
 
@@ -104,7 +105,8 @@ class CheckpointS3UriReuse(ConfigRule):
                 self._report(
                     anchor,
                     value,
-                    "another estimator earlier in this file, started with `fit(wait=False)`,",
+                    "another estimator earlier in this file, started with `fit(wait=False)`, uses"
+                    " it",
                 )
             elif (
                 started is not None
@@ -114,8 +116,8 @@ class CheckpointS3UriReuse(ConfigRule):
                 self._report(
                     anchor,
                     value,
-                    "every iteration of this loop starts a job with `fit(wait=False)`, and"
-                    " they all",
+                    "every iteration of this loop starts a job with `fit(wait=False)`, and they"
+                    " all use it",
                 )
             running = running or started is not None
 
@@ -135,11 +137,14 @@ class CheckpointS3UriReuse(ConfigRule):
     def _report(self, anchor: cst.CSTNode, value: str, who: str) -> None:
         self.report(
             anchor,
-            f"checkpoint_s3_uri {value!r} is shared: {who} use it while running at the same time."
-            " SageMaker downloads what is under the URI when a job starts and uploads checkpoints"
-            " there, so concurrent jobs read and overwrite each other's checkpoints, and"
-            " checkpoint loading slows (model-parallel troubleshooting guide). Give each job its"
-            " own prefix (for example with the job name or a timestamp); reuse a URI only to"
-            " resume a finished job.",
+            f"checkpoint_s3_uri {snippet(repr(value), 40)[1:-1]} is shared by jobs running at once",
+            explanation=(
+                "SageMaker downloads what is under the URI when a job starts and uploads"
+                " checkpoints there, so concurrent jobs read and overwrite each other's"
+                " checkpoints, and checkpoint loading slows (model-parallel troubleshooting"
+                " guide). Give each job its own prefix (for example with the job name or a"
+                " timestamp); reuse a URI only to resume a finished job."
+            ),
+            evidence=(f"{who} while running at the same time",),
             severity=Severity.WARNING,
         )

@@ -38,34 +38,57 @@ class JobExceedsGpuMemory(ConfigRule):
             )
         )
         if found.fits is False:
-            yield ConfigProblem(None, message(found), Severity.WARNING)
+            yield ConfigProblem(
+                None,
+                title(found),
+                Severity.WARNING,
+                explanation=explanation(found),
+                evidence=evidence(found),
+            )
 
 
-def message(found: MemoryPlan) -> str:
+def title(found: MemoryPlan) -> str:
+    """``job needs about 96.0 GiB per GPU, over the 80 GiB of ml.p4d.24xlarge (estimate)``."""
+    split = found.per_gpu
+    assert split is not None
+    amount = "at least" if split.activations is None else "about"
+    return (
+        f"job needs {amount} {split.total:.1f} GiB per GPU, over the"
+        f" {found.gpu_memory_gib:.0f} GiB of {found.instance_type} (estimate)"
+    )
+
+
+def explanation(found: MemoryPlan) -> str:
+    return (
+        "By smpfix's estimate this job does not fit in GPU memory: it would stop with CUDA out of"
+        f" memory in its first steps, after every instance has started. {_first_fix(found)}It is"
+        " an estimate: `smpfix plan` shows the assumptions behind it."
+    )
+
+
+def evidence(found: MemoryPlan) -> tuple[str, ...]:
+    """The memory arithmetic, one line each."""
     split = found.per_gpu
     assert split is not None and found.gpu_memory_gib is not None
-    source = found.parameters_source.split(" (", 1)[0]
     count = (
         f"{found.parameters / 1e9:.1f}B"
         if found.parameters is not None and found.parameters >= 1e8
         else f"{found.parameters:,}"
     )
     if split.activations is None:
-        size = (
-            f"at least {split.total:.1f} GiB per GPU before any activation (model states"
-            f" {split.model_states:.1f}, other {split.other:.1f})"
+        parts = (
+            f"model states {split.model_states:.1f} + other {split.other:.1f}"
+            f" = at least {split.total:.1f} GiB per GPU before any activation"
         )
     else:
-        size = (
-            f"about {split.total:.1f} GiB per GPU (model states {split.model_states:.1f},"
-            f" activations {split.activations:.1f}, other {split.other:.1f})"
+        parts = (
+            f"model states {split.model_states:.1f} + activations {split.activations:.1f}"
+            f" + other {split.other:.1f} = about {split.total:.1f} GiB per GPU"
         )
     return (
-        f"This job does not fit in GPU memory by smpfix's estimate: {size} against"
-        f" {found.gpu_memory_gib:.0f} GiB on {found.instance_type} ({found.gpu}), for a model of"
-        f" {count} parameters ({source}). It would stop with CUDA out of memory in its first steps,"
-        f" after every instance has started. {_first_fix(found)}It is an estimate: `smpfix plan`"
-        " shows the assumptions behind it."
+        f"model: {count} parameters, from {found.parameters_source}",
+        parts,
+        f"GPU: {found.gpu_memory_gib:.0f} GiB on {found.instance_type} ({found.gpu})",
     )
 
 

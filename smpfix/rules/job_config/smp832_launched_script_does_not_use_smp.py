@@ -15,6 +15,7 @@ from smpfix.rules.job_config._library_loading import (
     torchrun_variables,
 )
 from smpfix.rules.rule import FixAvailability, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _DEGREES = ("pipeline_parallel_degree", "tensor_parallel_degree", "sharded_data_parallel_degree")
 
@@ -74,17 +75,20 @@ class LaunchedScriptDoesNotUseSmp(ConfigRule):
         flavour = "tensorflow" if view.tensorflow else "torch"
         yield ConfigProblem(
             enabled,
-            f"This launcher enables the model parallelism library{_configured(view)}, but {where}"
-            " `smdistributed.modelparallel`, and no Hugging Face `Trainer` (which drives the"
-            " library itself) is built: SageMaker starts the script with"
-            f" `mpirun`{_processes(view)}, and nothing in it initialises the library, so the"
-            " model-parallel configuration does nothing and every process trains the model exactly"
-            f" as the script wrote it.{_environment(variables)} Adapt the script to the library"
-            f" (`import smdistributed.modelparallel.{flavour} as smp`, `smp.init()`,"
-            " `smp.DistributedModel`, `@smp.step`), or launch it the way it is written: remove the"
-            " `smdistributed` block and start a torchrun script with"
-            ' `distribution={"torch_distributed": {"enabled": True}}`.',
+            f"model parallelism is enabled, but {snippet(script, 30)} never loads the library",
             Severity.ERROR,
+            explanation=(
+                f"This launcher enables the model parallelism library{_configured(view)}, but"
+                f" {where} `smdistributed.modelparallel`, and no Hugging Face `Trainer` (which"
+                " drives the library itself) is built: SageMaker starts the script with"
+                f" `mpirun`{_processes(view)}, and nothing in it initialises the library, so the"
+                " model-parallel configuration does nothing and every process trains the model"
+                f" exactly as the script wrote it.{_environment(variables)} Adapt the script to"
+                f" the library (`import smdistributed.modelparallel.{flavour} as smp`,"
+                " `smp.init()`, `smp.DistributedModel`, `@smp.step`), or launch it the way it is"
+                " written: remove the `smdistributed` block and start a torchrun script with"
+                ' `distribution={"torch_distributed": {"enabled": True}}`.'
+            ),
         )
 
     def _loading(self, view: ConfigView) -> Optional[LibraryLoading]:

@@ -40,7 +40,7 @@ hyperparameters = {
     "save_full": 1,
 }
 
-estimator = PyTorch(
+estimator = PyTorch(  # expect: SMP827 hint
     entry_point="pretrain_bert.py",
     source_dir="code",
     role=role,

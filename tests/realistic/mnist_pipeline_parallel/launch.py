@@ -18,7 +18,7 @@ smp_options = {
     },
 }
 
-estimator = PyTorch(
+estimator = PyTorch(  # expect: SMP827 hint
     entry_point="train_mnist.py",
     source_dir="code",
     role=role,

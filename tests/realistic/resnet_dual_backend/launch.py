@@ -5,7 +5,7 @@ from sagemaker.pytorch import PyTorch
 
 role = sagemaker.get_execution_role()
 
-estimator = PyTorch(
+estimator = PyTorch(  # expect: SMP827 hint
     entry_point="train.py",
     source_dir="src",
     role=role,

@@ -2,7 +2,7 @@
 
 from sagemaker.tensorflow import TensorFlow
 
-estimator = TensorFlow(
+estimator = TensorFlow(  # expect: SMP827 hint
     entry_point="mnist_pipeline.py",
     source_dir="code",
     role="arn:aws:iam::111122223333:role/SageMakerRole",
