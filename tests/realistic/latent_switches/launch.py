@@ -13,7 +13,7 @@ smp_parameters = {
     "ddp": True,
 }
 
-PyTorch(
+PyTorch(  # expect: SMP827 hint
     entry_point="pretrain.py",
     source_dir="code",
     role="arn:aws:iam::111122223333:role/sagemaker",

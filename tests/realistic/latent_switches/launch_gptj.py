@@ -3,7 +3,7 @@ switches, and this job leaves them at their defaults."""
 
 from sagemaker.pytorch import PyTorch
 
-PyTorch(
+PyTorch(  # expect: SMP827 hint
     entry_point="finetune_gptj.py",
     source_dir="code",
     role="arn:aws:iam::111122223333:role/sagemaker",
