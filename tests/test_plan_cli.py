@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, run_cli
+from conftest import EXAMPLES, finding_text, run_cli
 
 PROJECTS = Path(__file__).parent / "plan_projects"
 GPT2 = {"fp16": 1, "max_context_width": 512, "vocab_size": 50257}
@@ -433,4 +433,4 @@ def test_model_parameters_is_a_job_setting_not_a_library_key(tmp_path: Path) -> 
     assert done.code == 1, done.stderr  # the --job setting is accepted; the launcher's key is not
     findings = json.loads(done.stdout)
     assert [f["code"] for f in findings] == ["SMP812"]
-    assert "setting of smpfix" in findings[0]["message"]
+    assert "setting of smpfix" in finding_text(findings[0])
