@@ -433,4 +433,4 @@ def test_model_parameters_is_a_job_setting_not_a_library_key(tmp_path: Path) -> 
     assert done.code == 1, done.stderr  # the --job setting is accepted; the launcher's key is not
     findings = json.loads(done.stdout)
     assert [f["code"] for f in findings] == ["SMP812"]
-    assert "setting of smpfix" in findings[0]["message"]
+    assert "setting of smpfix" in finding_text(findings[0])

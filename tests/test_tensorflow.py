@@ -13,7 +13,7 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-from conftest import FIXTURES, fixture_job, run_cli
+from conftest import FIXTURES, finding_text, fixture_job, run_cli
 
 from smpfix.api import check_source
 from smpfix.base.flavour import BOTH, Flavour
@@ -173,9 +173,9 @@ def test_a_tensorflow_smp_init_dict_is_checked_against_tensorflow_keys() -> None
     findings = check_source(TF_INIT, "train.py", select=["SMP812", "SMP813", "SMP820"])
     by_key = {f.message.split("`")[1]: f for f in findings}
     assert set(by_key) == {"pipeline_parallel_degree", "memory_weight", "xla_jit"}
-    assert "calls it `partitions`" in by_key["pipeline_parallel_degree"].message
+    assert "calls it `partitions`" in finding_text(by_key["pipeline_parallel_degree"])
     assert by_key["memory_weight"].severity.value == "warning"
-    assert "Did you mean `xla`?" in by_key["xla_jit"].message
+    assert "Did you mean `xla`?" in finding_text(by_key["xla_jit"])
 
 
 def test_tensorflow_values_are_typed_and_pytorch_keys_left_to_smp812() -> None:
@@ -193,7 +193,7 @@ def test_a_pytorch_smp_init_dict_rejects_the_tensorflow_key() -> None:
         " False})\n"
     )
     (finding,) = check_source(text, "train.py", select=["SMP812"])
-    assert "TensorFlow flavour" in finding.message
+    assert "TensorFlow flavour" in finding_text(finding)
 
 
 def test_a_tensorflow_launcher_without_partitions_and_with_pytorch_keys(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Which version of the library (SMP v1) a job runs, and which versions a rule holds for.
 
-Advice can be right for one library version and crash another: ``fp16`` replaced
-``fp16_params`` in 1.10, so telling a job on an older container to use ``fp16`` breaks it.
+Advice can be right for one library version and crash another: ``fp16`` arrived in 1.10, so
+telling a job on an older container to use ``fp16`` breaks it.
 Rules that depend on the version declare the range they hold for (``since``/``until``, both
 inclusive, compared on as many parts as the bound has: ``until=(1, 3)`` includes 1.3.2).
 

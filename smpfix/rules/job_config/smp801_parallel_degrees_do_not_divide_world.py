@@ -34,23 +34,36 @@ class ParallelDegreesDoNotDivideWorld(ConfigRule):
             if tp > 1
             else view.located("pipeline_parallel_degree")
         )
+        arithmetic = (
+            f"{world} processes = {per_host} per host × {count} instances;"
+            f" {world} % {pp * tp} = {world % (pp * tp)}"
+        )
         if view.tensorflow:
             yield ConfigProblem(
                 at or view.parameters,
-                f"partitions {pp} does not divide the {world} processes ({per_host} per host ×"
-                f" {count} instances): every model replica needs {pp} whole processes (the number"
-                " of replicas is the processes divided by the partitions), so the library cannot"
-                " lay out the ranks and the job fails at start-up after the instances are up."
-                f" Choose a number of partitions that divides {world}.",
+                f"partitions {pp} does not divide the {world} processes: the job fails at start-up",
                 Severity.ERROR,
+                explanation=(
+                    f"Every model replica needs {pp} whole processes (the number of replicas is the"
+                    " processes divided by the partitions), so the library cannot lay out the ranks"
+                    " and the job fails at start-up after the instances are up. Choose a number of"
+                    f" partitions that divides {world}."
+                ),
+                evidence=(arithmetic,),
             )
             return
         yield ConfigProblem(
             at or view.parameters,
-            f"pipeline_parallel_degree {pp} × tensor_parallel_degree {tp} = {pp * tp} does not"
-            f" divide the {world} processes ({per_host} per host × {count} instances): every model"
-            " replica needs pp × tp whole processes, so the library cannot lay out the ranks and"
-            " the job fails at start-up after the instances are up. Choose degrees whose product"
-            f" divides {world}.",
+            f"pipeline × tensor degree {pp} × {tp} does not divide the {world} processes: the job"
+            " fails at start-up",
             Severity.ERROR,
+            explanation=(
+                "Every model replica needs pipeline_parallel_degree × tensor_parallel_degree whole"
+                " processes, so the library cannot lay out the ranks and the job fails at start-up"
+                f" after the instances are up. Choose degrees whose product divides {world}."
+            ),
+            evidence=(
+                f"pipeline_parallel_degree {pp} × tensor_parallel_degree {tp} = {pp * tp}",
+                arithmetic,
+            ),
         )

@@ -32,27 +32,28 @@ class TensorParallelDegreeShape(ConfigRule):
         if instance is not None and tp > instance.gpus:
             yield ConfigProblem(
                 at,
-                f"tensor_parallel_degree {tp} is larger than the {instance.gpus} GPUs of one"
-                f" {instance.name}: every tensor-parallel layer would exchange activations across"
-                " the network on each forward and backward pass, which is far slower than NVLink"
-                f" inside a node. Use at most {instance.gpus} and scale with pipeline or data"
-                " parallelism across nodes.",
+                f"tensor_parallel_degree {tp} spans nodes: one {instance.name} has"
+                f" {instance.gpus} GPUs",
                 Severity.ERROR,
+                explanation=(
+                    "Every tensor-parallel layer would exchange activations across the network on"
+                    " each forward and backward pass, which is far slower than NVLink inside a"
+                    f" node. Use at most {instance.gpus} and scale with pipeline or data"
+                    " parallelism across nodes."
+                ),
             )
             return
-        reasons = []
+        wrong, why, evidence = [], [], []
         if tp & (tp - 1):
-            node = (
-                f" ({instance.name} has {instance.gpus} GPUs per node)"
-                if instance is not None
-                else ""
-            )
-            reasons.append(
-                f"is not a power of two{node}: the library accepts it, but its distributed"
+            wrong.append("is not a power of two")
+            why.append(
+                "The library accepts a degree that is not a power of two, but its distributed"
                 " transformer layers need head and hidden sizes divisible by the degree (otherwise"
                 " tensor parallelism is silently not applied to them), and the documented degrees"
-                " are 2, 4 and 8"
+                " are 2, 4 and 8."
             )
+            if instance is not None:
+                evidence.append(f"{instance.name} has {instance.gpus} GPUs per node")
         per_host = view.launch("processes_per_host")
         if (
             isinstance(per_host, int)
@@ -61,17 +62,20 @@ class TensorParallelDegreeShape(ConfigRule):
             and per_host % tp
             and tp <= per_host
         ):
-            reasons.append(
-                f"does not divide processes_per_host {per_host}: some tensor-parallel groups would"
-                " span two nodes and exchange activations over the network"
+            wrong.append(f"does not divide processes_per_host {per_host}")
+            why.append(
+                "Some tensor-parallel groups would span two nodes and exchange activations over the"
+                " network."
             )
-        if reasons:
+        if wrong:
             yield ConfigProblem(
                 at,
-                f"tensor_parallel_degree {tp} "
-                + "; and it ".join(reasons)
-                + ". Use a power of two that divides the GPUs of one node.",
+                f"tensor_parallel_degree {tp} {' and '.join(wrong)}",
                 Severity.WARNING,
+                explanation=" ".join(
+                    [*why, "Use a power of two that divides the GPUs of one node."]
+                ),
+                evidence=tuple(evidence),
             )
         strategy = view.value("placement_strategy")
         count = view.launch("instance_count")
@@ -83,9 +87,13 @@ class TensorParallelDegreeShape(ConfigRule):
         ):
             yield ConfigProblem(
                 view.located("placement_strategy") or at,
-                f"placement_strategy {strategy!r} does not put tensor parallelism (T) rightmost, so"
-                f" on {count} instances tensor-parallel peers may land on different nodes and every"
-                ' layer\'s activations cross the network. Use "cluster" (DPT) so tensor-parallel'
-                " ranks are neighbours within a node.",
+                f"placement_strategy {strategy!r} may split tensor-parallel groups across the"
+                f" {count} instances",
                 Severity.WARNING,
+                explanation=(
+                    f"placement_strategy {strategy!r} does not put tensor parallelism (T)"
+                    " rightmost, so tensor-parallel peers may land on different nodes and every"
+                    ' layer\'s activations cross the network. Use "cluster" (DPT) so'
+                    " tensor-parallel ranks are neighbours within a node."
+                ),
             )

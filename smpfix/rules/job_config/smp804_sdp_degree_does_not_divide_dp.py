@@ -28,10 +28,13 @@ class SdpDegreeDoesNotDivideDp(ConfigRule):
         if sdp < 1:
             yield ConfigProblem(
                 at,
-                f"sharded_data_parallel_degree {sdp} is not a degree: it must be between 1"
-                " (sharding off) and the data-parallel degree. Use 1 to turn sharded data"
-                " parallelism off, or a divisor of the data-parallel degree.",
+                f"sharded_data_parallel_degree {sdp} is not a degree: it must be 1 or more",
                 Severity.ERROR,
+                explanation=(
+                    "The degree must be between 1 (sharding off) and the data-parallel degree. Use"
+                    " 1 to turn sharded data parallelism off, or a divisor of the data-parallel"
+                    " degree."
+                ),
             )
             return
         world = view.world
@@ -42,39 +45,45 @@ class SdpDegreeDoesNotDivideDp(ConfigRule):
         if world is None or pp is None or tp is None or pp < 1 or tp < 1 or world % (pp * tp):
             return  # unknown, or SMP801's mistake
         per_host, count = view.launch("processes_per_host"), view.launch("instance_count")
-        layout = f"{per_host} per host × {count} instance{'s' if count != 1 else ''}"
+        layout = (
+            f"{world} processes = {per_host} per host × {count} instance{'s' if count != 1 else ''}"
+        )
         divided = "".join(
             f" / {name} {value}"
             for name, value in (("tensor_parallel_degree", tp), ("pipeline_parallel_degree", pp))
             if value > 1
         )
-        shown = f"{world} processes{divided}; {world} = {layout}" if divided else layout
         if tp > 1:
             degree, named = world // (pp * tp), "reduced data-parallel degree"
             why = (
-                "with tensor parallelism each sharding group lives inside a reduced data-parallel"
+                "With tensor parallelism each sharding group lives inside a reduced data-parallel"
                 " group"
             )
         else:
             degree, named = world // pp, "data-parallel degree"
             why = (
-                "the training state is sharded over groups of that many data-parallel ranks, which"
+                "The training state is sharded over groups of that many data-parallel ranks, which"
                 " must tile them exactly"
             )
+        evidence = [f"{named} {degree} = {world} processes{divided}"] if divided else []
+        evidence.append(layout)
         if sdp > degree:
-            wrong = f"is larger than the {named} {degree} ({shown})"
+            wrong = "exceeds"
         elif degree % sdp:
-            wrong = (
-                f"does not divide the {named} {degree} ({shown}), {degree} % {sdp} = {degree % sdp}"
-            )
+            wrong = "does not divide"
+            evidence.append(f"{degree} % {sdp} = {degree % sdp}")
         else:
             return
         yield ConfigProblem(
             at,
-            f"sharded_data_parallel_degree {sdp} {wrong}: {why}, so the library cannot form the"
-            " sharding groups and the job fails at start-up after the instances are up. Choose one"
-            f" of {_divisors(degree)}, or change the instance count so that the degree divides.",
+            f"sharded_data_parallel_degree {sdp} {wrong} the {named} {degree}",
             Severity.ERROR,
+            explanation=(
+                f"{why}, so the library cannot form the sharding groups and the job fails at"
+                f" start-up after the instances are up. Choose one of {_divisors(degree)}, or"
+                " change the instance count so that the degree divides."
+            ),
+            evidence=tuple(evidence),
         )
 
 

@@ -44,21 +44,26 @@ class SdpIncompatibleFeatures(ConfigRule):
             )
             yield ConfigProblem(
                 view.located("pipeline_parallel_degree"),
-                f"{key} {pp} with sharded_data_parallel_degree {sdp}: sharded data parallelism"
-                " cannot run with pipeline parallelism; the library requires a pipeline degree of"
-                f" 1 when sharding and stops at start-up, after the instances are up. Set {key} to"
-                " 1 (shard over more GPUs, or add tensor parallelism, to fit the model) or turn"
-                " sharded data parallelism off.",
+                f"{key} {pp} with sharded_data_parallel_degree {sdp}: the job fails at start-up",
                 Severity.ERROR,
+                explanation=(
+                    "Sharded data parallelism cannot run with pipeline parallelism; the library"
+                    " requires a pipeline degree of 1 when sharding and stops at start-up, after"
+                    f" the instances are up. Set {key} to 1 (shard over more GPUs, or add tensor"
+                    " parallelism, to fit the model) or turn sharded data parallelism off."
+                ),
             )
         if view.value("shard_optimizer_state") is True:
             yield ConfigProblem(
                 view.located("shard_optimizer_state"),
-                f"shard_optimizer_state is True with sharded_data_parallel_degree {sdp}: sharded"
-                " data parallelism already shards the optimizer state (with the parameters and"
-                " gradients), and the library refuses the combination at start-up. Remove"
-                " `shard_optimizer_state` (or set it to False).",
+                f"shard_optimizer_state with sharded_data_parallel_degree {sdp}: the job fails at"
+                " start-up",
                 Severity.ERROR,
+                explanation=(
+                    "Sharded data parallelism already shards the optimizer state (with the"
+                    " parameters and gradients), and the library refuses the combination at"
+                    " start-up. Remove `shard_optimizer_state` (or set it to False)."
+                ),
             )
         tp = view.int_value("tensor_parallel_degree")
         if tp is None or tp <= 1:
@@ -83,14 +88,18 @@ class SdpIncompatibleFeatures(ConfigRule):
                 return
         yield ConfigProblem(
             view.located("tensor_parallel_degree"),
-            f"sharded_data_parallel_degree {sdp} with tensor_parallel_degree {tp}, but"
-            f" {code.script} (and the project modules it imports) never builds the model inside"
-            " `smp.model_creation(tensor_parallelism=True)`: sharded data parallelism combines"
-            " with tensor parallelism only for models created that way (the library's"
-            " tensor-parallel Hugging Face models), otherwise the model is not distributed as the"
-            " sharding expects. Build the model inside `with"
-            " smp.model_creation(tensor_parallelism=True, ...):`.",
+            "sharding with tensor parallelism, but no"
+            " `smp.model_creation(tensor_parallelism=True)`",
             Severity.WARNING,
+            explanation=(
+                f"{code.script} (and the project modules it imports) never builds the model inside"
+                " `smp.model_creation(tensor_parallelism=True)`: sharded data parallelism combines"
+                " with tensor parallelism only for models created that way (the library's"
+                " tensor-parallel Hugging Face models), otherwise the model is not distributed as"
+                " the sharding expects. Build the model inside `with"
+                " smp.model_creation(tensor_parallelism=True, ...):`."
+            ),
+            evidence=(f"sharded_data_parallel_degree {sdp}, tensor_parallel_degree {tp}",),
         )
 
 
@@ -100,12 +109,15 @@ def _with_tensor_parallelism(view: ConfigView, sdp: int, tp: int) -> Iterator[Co
     set, so that is the one finding (one mistake, one finding)."""
     yield ConfigProblem(
         view.located("tensor_parallel_degree"),
-        f"tensor_parallel_degree {tp} with sharded_data_parallel_degree {sdp} needs SMP 1.15, which"
-        " ships only in the PyTorch 1.13.1 and 2.0.0 containers."
-        f" {leading(view.version_condition(until=BEFORE_SDP_WITH_TP))} that older library requires"
-        " tensor_parallel_degree 1 with sharded data parallelism and stops at start-up, after the"
-        ' instances are up. Use framework_version "1.13.1" or later, or drop one of the two.',
+        f"tensor_parallel_degree {tp} with sharded_data_parallel_degree {sdp} needs SMP 1.15",
         Severity.ERROR,
+        explanation=(
+            "SMP 1.15 ships only in the PyTorch 1.13.1 and 2.0.0 containers."
+            f" {leading(view.version_condition(until=BEFORE_SDP_WITH_TP))} that older library"
+            " requires tensor_parallel_degree 1 with sharded data parallelism and stops at"
+            ' start-up, after the instances are up. Use framework_version "1.13.1" or later, or'
+            " drop one of the two."
+        ),
         until=BEFORE_SDP_WITH_TP,
         # Writing the combination targets 1.15: only a stated older version makes it a mistake.
         implied=SDP_WITH_TP_SINCE,
@@ -119,10 +131,15 @@ def _with_tensor_parallelism(view: ConfigView, sdp: int, tp: int) -> Iterator[Co
     state = "is not set (default False)" if located is None else f"is {prescaled!r}"
     yield ConfigProblem(
         located or view.located("tensor_parallel_degree"),
-        f"sharded_data_parallel_degree {sdp} with tensor_parallel_degree {tp} needs"
-        f' `"prescaled_batch": True`, but prescaled_batch {state}: with both, each tensor-parallel'
-        " group must read one combined batch (data sharded by `smp.rdp_rank()`/`smp.rdp_size()`),"
-        ' which is what prescaled_batch tells the library. Set `"prescaled_batch": True` and shard'
-        " the data by the reduced data-parallel rank.",
+        'sharding with tensor parallelism needs `"prescaled_batch": True`',
         Severity.ERROR,
+        explanation=(
+            "With both, each tensor-parallel group must read one combined batch (data sharded by"
+            " `smp.rdp_rank()`/`smp.rdp_size()`), which is what prescaled_batch tells the library."
+            ' Set `"prescaled_batch": True` and shard the data by the reduced data-parallel rank.'
+        ),
+        evidence=(
+            f"sharded_data_parallel_degree {sdp}, tensor_parallel_degree {tp}, prescaled_batch"
+            f" {state}",
+        ),
     )

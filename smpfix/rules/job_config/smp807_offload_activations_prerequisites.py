@@ -37,32 +37,41 @@ class OffloadActivationsPrerequisites(ConfigRule):
         if horizon is not None and horizon <= 0:
             yield ConfigProblem(
                 view.located("activation_loading_horizon"),
-                f"activation_loading_horizon {horizon} is not above 0: it sets how early offloaded"
-                " activations are loaded back to the GPU before the backward pass needs them, and"
-                " the documented range is an int larger than 0 (default 4); without a horizon the"
-                " backward pass waits for each transfer. Use 1 or more.",
+                f"activation_loading_horizon {horizon} is not above 0",
                 Severity.WARNING,
+                explanation=(
+                    "It sets how early offloaded activations are loaded back to the GPU before the"
+                    " backward pass needs them, and the documented range is an int larger than 0"
+                    " (default 4); without a horizon the backward pass waits for each transfer."
+                    " Use 1 or more."
+                ),
             )
         pp, mb = view.int_value("pipeline_parallel_degree"), view.int_value("microbatches")
         if pp is not None and pp > 1 and mb is not None and mb <= 1:
             yield ConfigProblem(
                 view.located("microbatches") or at,
-                f"offload_activations is True with pipeline_parallel_degree {pp} but microbatches"
-                f" {mb}: offloading moves the activations of the microbatches that are not running"
-                " to the CPU and loads them back in the background, so with a single microbatch it"
-                " saves no memory and only adds transfers. Use microbatches > 1 (2 or 4 to start)"
-                " or turn offloading off.",
+                f"offload_activations with pipeline_parallel_degree {pp} but microbatches {mb}:"
+                " no memory saved",
                 Severity.WARNING,
+                explanation=(
+                    "Offloading moves the activations of the microbatches that are not running to"
+                    " the CPU and loads them back in the background, so with a single microbatch"
+                    " it saves no memory and only adds transfers. Use microbatches > 1 (2 or 4 to"
+                    " start) or turn offloading off."
+                ),
             )
         if _without_pipeline_or_sharding(view):
             yield ConfigProblem(
                 at,
-                "offload_activations is True without pipeline parallelism (pipeline_parallel_degree"
-                " 1) or sharded data parallelism: offloading is documented for pipelines with more"
-                " than one microbatch, where it works in the background; since SMP 1.8.1 per-layer"
-                " preloading makes it usable without a pipeline too. Check that it saves memory in"
-                " this job, or turn it off.",
+                "offload_activations without pipeline or sharded data parallelism may save nothing",
                 Severity.HINT,
+                explanation=(
+                    "Offloading is documented for pipelines with more than one microbatch, where it"
+                    " works in the background; since SMP 1.8.1 per-layer preloading makes it usable"
+                    " without a pipeline too. Check that it saves memory in this job, or turn it"
+                    " off."
+                ),
+                evidence=("pipeline_parallel_degree 1, sharded data parallelism off",),
             )
 
     def problems(self, view: ConfigView) -> Iterator[ConfigProblem]:
@@ -86,13 +95,16 @@ class OffloadActivationsPrerequisites(ConfigRule):
             return
         yield ConfigProblem(
             view.located("offload_activations"),
-            f"offload_activations is True but {code.script} (and the project modules it imports)"
-            " never checkpoints activations (`smp.set_activation_checkpointing`, or the library's"
-            " `checkpoint` / `checkpoint_sequential`): offloading moves checkpointed activations"
-            " only, so without checkpointing it has no effect. Call"
-            " `smp.set_activation_checkpointing(module)` on the transformer layers after"
-            " `smp.DistributedModel`, or turn offloading off.",
+            "offload_activations without activation checkpointing has no effect",
             Severity.WARNING,
+            explanation=(
+                f"{code.script} (and the project modules it imports) never checkpoints activations"
+                " (`smp.set_activation_checkpointing`, or the library's `checkpoint` /"
+                " `checkpoint_sequential`): offloading moves checkpointed activations only, so"
+                " without checkpointing it has no effect. Call"
+                " `smp.set_activation_checkpointing(module)` on the transformer layers after"
+                " `smp.DistributedModel`, or turn offloading off."
+            ),
         )
 
 

@@ -23,6 +23,7 @@ from smpfix.job.launch_environment import (
 )
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView, config_views
 from smpfix.rules.rule import FixAvailability, PendingFix, TensorParallelism
+from smpfix.rules.titles import snippet
 
 BUFFER_VARIABLES = ("SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES", "SMDDP_AG_SORT_BUFFER_SIZE_BYTES")
 _GRANULE = 8192
@@ -62,20 +63,24 @@ class SmddpBufferSize(ConfigRule):
         direct = _direct_operands(node) if joins else set()
         for join in joins.values():
             if join.right.node is not None:
+                title, explanation = _glued_message(join)
                 self.report(
                     join.right.node,
-                    _glued_message(join),
+                    title,
+                    explanation=explanation,
                     severity=Severity.WARNING,
                     fix=_space_fix(join, direct),
                 )
         for statement, target in _strings_added_to_dicts(self):
             self.report(
                 statement,
-                f'`{target}` is a dict, so adding a string to it (`{target} += "..."`) raises'
-                " TypeError when the launcher runs, and the MPI flags never reach the job: they"
-                f' belong in the options string, `{target}["custom_mpi_options"]`, each flag'
-                f' starting with a space. Write `{target}["custom_mpi_options"] += " -x'
-                ' NAME=VALUE"`.',
+                f'`{target} += "..."` adds a string to a dict: TypeError at launch',
+                explanation=(
+                    f"`{target}` is a dict, so adding a string to it raises TypeError when the"
+                    " launcher runs, and the MPI flags never reach the job: they belong in the"
+                    f' options string, `{target}["custom_mpi_options"]`, each flag starting with a'
+                    f' space. Write `{target}["custom_mpi_options"] += " -x NAME=VALUE"`.'
+                ),
                 severity=Severity.ERROR,
             )
 
@@ -104,15 +109,17 @@ def _strings_added_to_dicts(rule: ConfigRule) -> Iterator[tuple[cst.AugAssign, s
                 yield small, small.target.value
 
 
-def _glued_message(join: GluedJoin) -> str:
+def _glued_message(join: GluedJoin) -> tuple[str, str]:
+    """The title and explanation of a finding about a piece glued to the one before it."""
     before, after = str(join.left.plain()), str(join.right.plain())
     glued = f"{before[-12:]}{after[:12]}".replace("\n", " ")
+    flag = snippet(after.split()[0], 20)
     return (
-        f"This piece of custom_mpi_options starts with {after.split()[0]!r} but is joined to the"
-        f" previous piece without a space, giving '…{glued}…': the SageMaker toolkit splits the"
-        " options on whitespace, so mpirun receives one mangled token (the previous value runs"
-        " into the flag) and the variable is not set, or the job fails to launch. Start the piece"
-        " with a space."
+        f"custom_mpi_options piece {flag} is joined to the previous one without a space",
+        f"Joined, the two pieces give '…{glued}…': the SageMaker toolkit splits the options on"
+        " whitespace, so mpirun receives one mangled token (the previous value runs into the"
+        " flag) and the variable is not set, or the job fails to launch. Start the piece with a"
+        " space.",
     )
 
 
@@ -140,29 +147,34 @@ def _direct_operands(module: cst.Module) -> set[int]:
 def _buffer(variable: LaunchVariable, view: ConfigView) -> Iterator[ConfigProblem]:
     if variable.value is UNKNOWN:
         return
-    where = f"{variable.name} (set in {variable.where})"
+    where = f"{variable.name} is set in {variable.where}"
     reasons = _no_effect(view)
     if reasons:
         # Where SMDDP collectives cannot run, the value does not matter: that is the one finding.
         yield ConfigProblem(
             variable.at,
-            f"{where} has no effect here: SMDDP AllGather collectives run only with sharded data"
-            " parallelism on more "
-            f"than one ml.p4d.24xlarge instance (SMP 1.13 or later, without tensor parallelism, "
-            f'ddp_dist_backend not "nccl"), and this job has {"; ".join(reasons)}. Remove it, or'
-            " change the job.",
+            f"{variable.name} has no effect in this job",
             Severity.HINT,
+            explanation=(
+                "SMDDP AllGather collectives run only with sharded data parallelism on more than"
+                " one ml.p4d.24xlarge instance (SMP 1.13 or later, without tensor parallelism,"
+                ' ddp_dist_backend not "nccl"). Remove it, or change the job.'
+            ),
+            evidence=(where, f"this job has {'; '.join(reasons)}"),
         )
         return
     size = integer(variable.value)
     if size is None:
         yield ConfigProblem(
             variable.at,
-            f"{where} is {variable.value!r}, not a whole number of bytes: SMDDP accepts multiples"
-            " of 8192 (the default is"
-            f" {16 * 1024 * 1024 if 'SCRATCH' in variable.name else 128 * 1024 * 1024}). Write the"
-            " size in bytes.",
+            f"{variable.name} {snippet(repr(variable.value), 20)} is not a whole number of bytes",
             Severity.ERROR,
+            explanation=(
+                "SMDDP accepts multiples of 8192 (the default is"
+                f" {16 * 1024 * 1024 if 'SCRATCH' in variable.name else 128 * 1024 * 1024}). Write"
+                " the size in bytes."
+            ),
+            evidence=(where,),
             since=SMDDP_SINCE,
             implied=SMDDP_SINCE,
         )
@@ -172,10 +184,12 @@ def _buffer(variable: LaunchVariable, view: ConfigView) -> Iterator[ConfigProble
         nearest = f"{upper}" if lower <= 0 else f"{lower} or {upper}"
         yield ConfigProblem(
             variable.at,
-            f"{where} is {size}, which is not a multiple of 8192 ({size} = {size // _GRANULE} ×"
-            f" 8192 + {size % _GRANULE}): SMDDP accepts only multiples of 8192 for its AllGather"
-            f" buffers. Use {nearest}.",
+            f"{variable.name} {size} is not a multiple of 8192",
             Severity.ERROR,
+            explanation=(
+                f"SMDDP accepts only multiples of 8192 for its AllGather buffers. Use {nearest}."
+            ),
+            evidence=(where, f"{size} = {size // _GRANULE} × 8192 + {size % _GRANULE}"),
             since=SMDDP_SINCE,
             implied=SMDDP_SINCE,
         )

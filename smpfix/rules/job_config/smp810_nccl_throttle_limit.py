@@ -11,6 +11,7 @@ from smpfix.base.literals import UNKNOWN
 from smpfix.job.launch_environment import integer, launch_variables
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
+from smpfix.rules.titles import snippet
 
 VARIABLE = "SMP_NCCL_THROTTLE_LIMIT"
 
@@ -31,16 +32,21 @@ class NcclThrottleLimit(ConfigRule):
         for variable in launch_variables(view.launcher):
             if variable.name != VARIABLE or variable.value is UNKNOWN:
                 continue
-            where = f"{VARIABLE} (set in {variable.where})"
+            where = f"{VARIABLE} is set in {variable.where}"
             limit = integer(variable.value)
             if limit is None:
                 yield ConfigProblem(
                     variable.at,
-                    f"{where} is {variable.value!r}, which is not an integer: the library reads it"
-                    " with `int(...)` when it initializes, so every rank crashes at start-up,"
-                    " after the instances are up. Write an integer: the default is 8, lower values"
-                    " save memory under tensor parallelism, -1 disables throttling.",
+                    f"{VARIABLE} {snippet(repr(variable.value), 20)} is not an integer: every rank"
+                    " crashes",
                     Severity.ERROR,
+                    explanation=(
+                        "The library reads it with `int(...)` when it initializes, so every rank"
+                        " crashes at start-up, after the instances are up. Write an integer: the"
+                        " default is 8, lower values save memory under tensor parallelism, -1"
+                        " disables throttling."
+                    ),
+                    evidence=(where,),
                 )
                 continue
             tp = view.int_value("tensor_parallel_degree")
@@ -49,8 +55,11 @@ class NcclThrottleLimit(ConfigRule):
                 shown = "is not set (default 1)" if located is None else f"is {tp}"
                 yield ConfigProblem(
                     variable.at,
-                    f"{where} has no effect: it limits the concurrent NCCL calls of tensor"
-                    f" parallelism, and tensor_parallel_degree {shown}. Remove it, or check that"
-                    " tensor parallelism was meant to be on.",
+                    f"{VARIABLE} has no effect without tensor parallelism",
                     Severity.HINT,
+                    explanation=(
+                        "It limits the concurrent NCCL calls of tensor parallelism. Remove it, or"
+                        " check that tensor parallelism was meant to be on."
+                    ),
+                    evidence=(where, f"tensor_parallel_degree {shown}"),
                 )

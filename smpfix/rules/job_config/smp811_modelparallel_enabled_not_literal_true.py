@@ -9,6 +9,7 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.job.config_keys import MODELPARALLEL_KEYS, misspelling_of
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
+from smpfix.rules.titles import snippet
 
 
 class ModelparallelEnabledNotLiteralTrue(ConfigRule):
@@ -33,13 +34,16 @@ class ModelparallelEnabledNotLiteralTrue(ConfigRule):
             if has_parameters and misspelling_of(mp.value, "enabled", MODELPARALLEL_KEYS) is None:
                 yield ConfigProblem(
                     mp.display,
-                    'The `modelparallel` dict has no `"enabled": True`: the SageMaker SDK only'
-                    " passes the `parameters` on when `enabled` is the literal `True`, so the job"
-                    " starts with none of them (no tensor or pipeline parallelism, default"
-                    ' microbatches) and nothing reports it. Add `"enabled": True`.',
+                    'the `modelparallel` dict has no `"enabled": True`: its parameters are dropped',
                     Severity.ERROR,
                     ConfigFix(
                         Applicability.SAFE, 'Add `"enabled": True`', add=((mp, '"enabled": True'),)
+                    ),
+                    explanation=(
+                        "The SageMaker SDK only passes the `parameters` on when `enabled` is the"
+                        " literal `True`, so the job starts with none of them (no tensor or"
+                        " pipeline parallelism, default microbatches) and nothing reports it. Add"
+                        ' `"enabled": True`.'
                     ),
                 )
             return
@@ -51,22 +55,28 @@ class ModelparallelEnabledNotLiteralTrue(ConfigRule):
         if unknown:
             yield ConfigProblem(
                 enabled,
-                "`modelparallel.enabled` is not a literal: the SageMaker SDK passes the"
-                " `parameters` on only when it is exactly `True` (`is True`), so anything else (a"
-                " string, 1, a variable holding one) silently drops every model-parallel setting."
-                " Write `True`.",
+                "`modelparallel.enabled` is not a literal: unless it is `True`, parameters are"
+                " dropped",
                 Severity.WARNING,
+                explanation=(
+                    "The SageMaker SDK passes the `parameters` on only when it is exactly `True`"
+                    " (`is True`), so anything else (a string, 1, a variable holding one) silently"
+                    " drops every model-parallel setting. Write `True`."
+                ),
             )
             return
         yield ConfigProblem(
             enabled,
-            f"`modelparallel.enabled` is {shown}, not the literal `True`: the SageMaker SDK checks"
-            " `enabled is True`, so it silently drops every parameter and the job runs without"
-            " model parallelism. Write `True`.",
+            f"`modelparallel.enabled` is {snippet(shown, 25)}, not `True`: every parameter is"
+            " dropped",
             Severity.ERROR,
             (
                 ConfigFix(Applicability.SAFE, "Write `True`", replace=((enabled, "True"),))
                 if enabled.node is not None
                 else None
+            ),
+            explanation=(
+                "The SageMaker SDK checks `enabled is True`, so it silently drops every parameter"
+                " and the job runs without model parallelism. Write `True`."
             ),
         )

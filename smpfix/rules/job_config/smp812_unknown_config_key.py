@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator
 from typing import Optional
 
-from smpfix.base.findings import Applicability, Severity
+from smpfix.base.findings import TITLE_LIMIT, Applicability, Severity
 from smpfix.job.config_entries import renamed_key
 from smpfix.job.config_keys import (
     DOCUMENTED_BEFORE_1_12,
@@ -32,6 +32,7 @@ from smpfix.job.config_keys import (
 from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
+from smpfix.rules.titles import snippet
 
 # ``"smdistributed": {"enabled": True, "parameters": {...}}`` lacks the ``modelparallel`` level
 # (catalog C30, a rule of its own), which is a different mistake from a misspelled strategy.
@@ -89,7 +90,7 @@ def _unknown_parameter(
 ) -> ConfigProblem:
     advice = advise(key, view.known_keys)
     where = (
-        f" (read from {os.path.basename(located.source_file)})"
+        os.path.basename(located.source_file)
         if located.source_file and view.kind != "job table"
         else ""
     )
@@ -102,43 +103,54 @@ def _unknown_parameter(
     # 1.12 schema refuses); a key explained as no key of the flavour is refused in every release.
     maybe_known = advice.explanation is None or key in DOCUMENTED_BEFORE_1_12
     old = view.smp_version if view.schema_unpublished and maybe_known else None
+    advice_text = _advice_text(key, advice, parameters)
+    evidence: tuple[str, ...] = ()
     if view.tensorflow:
         # No schema of the TensorFlow releases (1.0-1.4.0) is published: say what is known.
-        message = (
-            f"`{key}` is not a configuration parameter of the TensorFlow flavour of the model"
-            f" parallelism library (SMP v1){where}. {how} against its schema and refuses unknown"
-            " keys at start-up, after the instances are up."
-            f" {_advice_text(key, advice, parameters)}"
+        title = f"{snippet(key)} is not a parameter of SMP v1's TensorFlow flavour"
+        explanation = (
+            f"{how} against its schema and refuses unknown keys at start-up, after the instances"
+            f" are up. {advice_text}"
         )
         if old is not None:
-            message = (
-                f"{message.rstrip()} (This job runs {old.describe()}, whose schema is not"
-                " published.)"
-            )
+            evidence = (f"this job runs {old.describe()}, whose schema is not published",)
     elif old is not None:
         # The job's release predates the oldest published schema: the key may have existed there.
-        message = (
-            f"`{key}` is not a configuration parameter of the model parallelism library (SMP v1) in"
-            " its 1.12 schema, "
-            f"the oldest published one{where}, and this job runs {old.describe()}, whose schema is"
-            " not "
-            "published. If that release does not know the key either, it stops at start-up with"
-            ' "Unrecognized '
-            f'config parameter {key}", after the instances are up.'
-            f" {_advice_text(key, advice, parameters)}"
+        title = f"{snippet(key)} is not in SMP v1's oldest published schema (1.12)"
+        explanation = (
+            "If the release this job runs does not know the key either, it stops at start-up with"
+            f' "Unrecognized config parameter {key}", after the instances are up. {advice_text}'
         )
+        evidence = (f"this job runs {old.describe()}, whose schema is not published",)
     else:
-        message = (
-            f"`{key}` is not a configuration parameter of the model parallelism library (SMP"
-            f" v1){where}. {how} against "
-            f'its schema and stops at start-up with "Unrecognized config parameter {key}", after'
-            " the instances are up. "
-            f"{_advice_text(key, advice, parameters)}"
+        title = f"{snippet(key)} is not an SMP v1 configuration parameter"
+        explanation = (
+            f'{how} against its schema and stops at start-up with "Unrecognized config parameter'
+            f' {key}", after the instances are up. {advice_text}'
         )
+    title = _with_suggestion(title, advice, parameters)
+    if title.endswith("?") and advice.explanation is None:
+        explanation = explanation.replace(f" Did you mean `{advice.suggestion}`?", "")
+    if where:
+        evidence = (f"read from {where}", *evidence)
     severity = Severity.WARNING if old is not None else Severity.ERROR
     return ConfigProblem(
-        located, message.rstrip(), severity, _rename_fix(located, key, advice, parameters)
+        located,
+        title,
+        severity,
+        _rename_fix(located, key, advice, parameters),
+        explanation=explanation.rstrip(),
+        evidence=evidence,
     )
+
+
+def _with_suggestion(title: str, advice: KeyAdvice, container: Located) -> str:
+    """The title asking "did you mean `x`?" when a known key is a likely rename and that key is
+    not set already, if it still fits on the line."""
+    if advice.suggestion is None or container.get(advice.suggestion) is not None:
+        return title
+    longer = f"{title}: did you mean `{advice.suggestion}`?"
+    return longer if len(longer) <= TITLE_LIMIT else title
 
 
 def _ignored_in_tensorflow(key: str, located: Located) -> ConfigProblem:
@@ -148,18 +160,26 @@ def _ignored_in_tensorflow(key: str, located: Located) -> ConfigProblem:
     ``"ddp": True`` is worse than noise: it was meant to average gradients across model
     replicas, and in TensorFlow only Horovod does that."""
     if key == "ddp" and located.plain() is True:
-        message = (
-            f'`ddp` {TF_IGNORED[key]}: `"ddp": True` does nothing here, so nothing averages the'
-            " gradients of the model replicas and each trains on its own data alone. Set"
-            ' `"horovod": True` instead, and all-reduce the accumulated gradients with'
-            " `hvd.allreduce` after the step."
+        return ConfigProblem(
+            located,
+            '`"ddp": True` does nothing in TensorFlow: nothing averages the replicas\' gradients',
+            Severity.ERROR,
+            explanation=(
+                f'`ddp` {TF_IGNORED[key]}: `"ddp": True` does nothing here, so nothing averages the'
+                " gradients of the model replicas and each trains on its own data alone. Set"
+                ' `"horovod": True` instead, and all-reduce the accumulated gradients with'
+                " `hvd.allreduce` after the step."
+            ),
         )
-        return ConfigProblem(located, message, Severity.ERROR)
-    message = (
-        f"`{key}` {TF_IGNORED[key]}: in this TensorFlow configuration it changes nothing, so"
-        " whatever it was meant to set is not set. Remove it."
+    return ConfigProblem(
+        located,
+        f"`{key}` does nothing in a TensorFlow configuration",
+        Severity.WARNING,
+        explanation=(
+            f"`{key}` {TF_IGNORED[key]}: in this TensorFlow configuration it changes nothing, so"
+            " whatever it was meant to set is not set. Remove it."
+        ),
     )
-    return ConfigProblem(located, message, Severity.WARNING)
 
 
 def _unknown_sdk_keys(
@@ -177,9 +197,17 @@ def _unknown_sdk_keys(
         advice = advise(key, known)
         # A misspelling means the setting meant is missing from the job; an unrelated key is noise.
         severity = Severity.ERROR if advice.suggestion is not None else Severity.WARNING
-        message = f"`{key}` is not {what}: {why}. {_advice_text(key, advice, container)}"
+        title = _with_suggestion(f"{snippet(key)} is not {what}", advice, container)
+        advice_text = _advice_text(key, advice, container)
+        if title.endswith("?") and advice.explanation is None:
+            advice_text = ""
+        explanation = f"{why[:1].upper()}{why[1:]}. {advice_text}"
         yield ConfigProblem(
-            located, message.rstrip(), severity, _rename_fix(located, key, advice, container)
+            located,
+            title,
+            severity,
+            _rename_fix(located, key, advice, container),
+            explanation=explanation.rstrip(),
         )
 
 

@@ -22,6 +22,7 @@ from smpfix.job.jobfacts import KNOWN_KEYS, TF_KNOWN_KEYS
 from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _INT_KEYS = frozenset(
     {
@@ -84,26 +85,30 @@ def _problem(
 ) -> ConfigProblem:
     found = type(value).__name__
     text = _converted(located, value, wanted)
-    message = (
-        f"`{key}` is {_shown(located, value)} ({found}), but the library's schema wants"
-        f" {_a(wanted)} here: it compares "
-        f'`type(value)` and stops at start-up with "Config parameter {key} type needs to be one of'
-        f" ['{wanted.__name__}']. "
-        f'Found: {found}.", after the instances are up.'
+    title = (
+        f"{snippet(key)} is {snippet(_shown(located, value), 20)} ({found}), not"
+        f" {_a(wanted, short=True)}"
+    )
+    explanation = (
+        f"The library's schema wants {_a(wanted)} here: it compares `type(value)` and stops at"
+        f" start-up with \"Config parameter {key} type needs to be one of ['{wanted.__name__}']."
+        f' Found: {found}.", after the instances are up.'
     )
     if isinstance(value, float) and wanted is int and view.kind == "launcher":
-        message += (
+        explanation += (
             " A launcher's values reach the job as JSON, which keeps a float a float (5e8 becomes"
             " 500000000.0)."
         )
     if text is not None:
-        message += f" Write `{text}`."
+        explanation += f" Write `{text}`."
     elif isinstance(value, bool) and wanted in (int, float):
-        message += f" A bool is not a number to the library; write the {wanted.__name__} you mean."
+        explanation += (
+            f" A bool is not a number to the library; write the {wanted.__name__} you mean."
+        )
     elif value is None:
-        message += " Leave the key out to get the library's default."
+        explanation += " Leave the key out to get the library's default."
     else:
-        message += f" Write {_a(wanted)}."
+        explanation += f" Write {_a(wanted)}."
     target = value_in_entry(located)
     fix = (
         ConfigFix(Applicability.SAFE, f"Write `{text}`", replace=((target, text),))
@@ -112,12 +117,18 @@ def _problem(
     )
     if view.schema_unpublished and view.smp_version is not None:
         # The job's release predates the oldest published schema, whose types these are.
-        message += (
-            " (These are the types of the 1.12 schema, the oldest published one; this job runs "
-            f"{view.smp_version.describe()}, whose schema is not published.)"
+        return ConfigProblem(
+            located,
+            title,
+            Severity.WARNING,
+            fix,
+            explanation=explanation,
+            evidence=(
+                "these are the types of the 1.12 schema, the oldest published one; this job runs"
+                f" {view.smp_version.describe()}, whose schema is not published",
+            ),
         )
-        return ConfigProblem(located, message, Severity.WARNING, fix)
-    return ConfigProblem(located, message, Severity.ERROR, fix)
+    return ConfigProblem(located, title, Severity.ERROR, fix, explanation=explanation)
 
 
 def _converted(located: Located, value: Any, wanted: type) -> Optional[str]:
@@ -176,7 +187,7 @@ def _shown(located: Located, value: Any) -> str:
     return _number_text(node) or repr(value)
 
 
-def _a(wanted: type) -> str:
-    return {int: "an int", float: "a float", bool: "a bool (True or False)", str: "a string"}[
-        wanted
-    ]
+def _a(wanted: type, short: bool = False) -> str:
+    if wanted is bool:
+        return "a bool" if short else "a bool (True or False)"
+    return {int: "an int", float: "a float", str: "a string"}[wanted]

@@ -28,19 +28,26 @@ class TensorParallelismWithoutDdp(ConfigRule):
         value = view.value("ddp")
         if value is True or type(value).__name__ == "_Unknown":
             return
-        message = (
-            f"tensor_parallel_degree is {tp} but `ddp` is"
-            f' {"not set" if ddp is None else repr(value)}: the library requires `"ddp": True`'
-            ' with tensor parallelism and stops at start-up ("requires ddp to be set to True"),'
-            ' after the instances are up. Set `"ddp": True`.'
+        message = f'tensor_parallel_degree {tp} without `"ddp": True`: the job fails at start-up'
+        explanation = (
+            'The library requires `"ddp": True` with tensor parallelism and stops at start-up'
+            ' ("requires ddp to be set to True"), after the instances are up. Set `"ddp": True`.'
         )
+        evidence = (f"`ddp` is {'not set' if ddp is None else repr(value)}",)
         if ddp is not None:
             fix = ConfigFix(Applicability.SAFE, 'Set `"ddp": True`', replace=((ddp, "True"),))
-            yield ConfigProblem(ddp, message, Severity.ERROR, fix)
+            yield ConfigProblem(
+                ddp, message, Severity.ERROR, fix, explanation=explanation, evidence=evidence
+            )
         elif view.parameters is not None:
             fix = ConfigFix(
                 Applicability.SAFE, 'Add `"ddp": True`', add=((view.parameters, '"ddp": True'),)
             )
             yield ConfigProblem(
-                view.located("tensor_parallel_degree"), message, Severity.ERROR, fix
+                view.located("tensor_parallel_degree"),
+                message,
+                Severity.ERROR,
+                fix,
+                explanation=explanation,
+                evidence=evidence,
             )

@@ -38,29 +38,39 @@ class ActiveMicrobatchesOutOfRange(ConfigRule):
         if active is not None and active < 1:
             yield ConfigProblem(
                 at,
-                f"active_microbatches {active} is less than 1: the library's lower bound is 1 and"
-                ' it stops at start-up ("cannot be less than 1"), after the instances are up.'
-                " Leave it out for the default (pipeline_parallel_degree + 2, at most"
-                " microbatches) or set a value between 1 and microbatches.",
+                f"active_microbatches {active} is less than 1: the job fails at start-up",
                 Severity.ERROR,
+                explanation=(
+                    "The library's lower bound is 1 and it stops at start-up (\"cannot be less than"
+                    ' 1"), after the instances are up. Leave it out for the default'
+                    " (pipeline_parallel_degree + 2, at most microbatches) or set a value between 1"
+                    " and microbatches."
+                ),
             )
         elif active is not None and microbatches is not None and active > microbatches:
             yield ConfigProblem(
                 at,
-                f"active_microbatches {active} is larger than {mb_shown}: at most every microbatch"
-                " of a step can be "
-                f'in flight, so the library stops at start-up ("cannot be larger than'
-                f' microbatches"), after the '
-                f"instances are up. Use at most {microbatches}, or raise microbatches.",
+                f"active_microbatches {active} exceeds microbatches {microbatches}: the job fails"
+                " at start-up",
                 Severity.ERROR,
+                explanation=(
+                    "At most every microbatch of a step can be in flight, so the library stops at"
+                    ' start-up ("cannot be larger than microbatches"), after the instances are up.'
+                    f" Use at most {microbatches}, or raise microbatches."
+                ),
+                evidence=(mb_shown,),
             )
         elif active is not None and pp == 1:
             yield ConfigProblem(
                 at,
-                f"active_microbatches {active} is set, but pipeline_parallel_degree is 1: it caps"
-                " how many microbatches are in flight across pipeline stages, so without pipeline"
-                " parallelism it has no effect. Remove it, or set pipeline_parallel_degree.",
+                f"active_microbatches {active} has no effect without pipeline parallelism",
                 Severity.HINT,
+                explanation=(
+                    "It caps how many microbatches are in flight across pipeline stages, so"
+                    " without pipeline parallelism it has no effect. Remove it, or set"
+                    " pipeline_parallel_degree."
+                ),
+                evidence=("pipeline_parallel_degree is 1",),
             )
         pipeline = view.located("pipeline")
         if pipeline is None or pipeline.plain() != "simple" or microbatches is None:
@@ -75,14 +85,16 @@ class ActiveMicrobatchesOutOfRange(ConfigRule):
         )
         yield ConfigProblem(
             pipeline,
-            f'pipeline "simple" needs every microbatch active at once, but {how} and {mb_shown}:'
-            " the library "
-            'silently switches to the "interleaved" pipeline ("Simple pipeline is only supported'
-            " when "
-            "'active_microbatches' is equal to 'microbatches'\"). Set active_microbatches to"
-            f" {microbatches}, or "
-            "drop `pipeline`.",
+            f'pipeline "simple" runs as "interleaved": active_microbatches {effective} is not'
+            f" microbatches {microbatches}",
             Severity.HINT,
+            explanation=(
+                'A "simple" pipeline needs every microbatch active at once, so the library silently'
+                ' switches to the "interleaved" pipeline ("Simple pipeline is only supported when'
+                " 'active_microbatches' is equal to 'microbatches'\"). Set active_microbatches to"
+                f" {microbatches}, or drop `pipeline`."
+            ),
+            evidence=(how, mb_shown),
         )
 
 
