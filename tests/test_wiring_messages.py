@@ -33,6 +33,7 @@ def test_torchscript_on_a_submodule_names_the_submodule() -> None:
     findings = _findings(FIXTURES / "SMP112" / "bad_jit_submodules.py", "SMP112")
     assert ["`model.encoder`" in f.message for f in findings] == [True, False]
     assert "`model.module.decoder.layer`" in findings[1].message
+    assert all("part of the `smp.DistributedModel`" in f.message for f in findings)
     assert all("submodule" in finding_text(f) for f in findings)
 
 

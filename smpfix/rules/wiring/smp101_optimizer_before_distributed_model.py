@@ -15,7 +15,6 @@ from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import Wrap
 from smpfix.program.names import Assignment, StatementRef
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
-from smpfix.rules.wiring._wording import sentence
 
 _PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
 
@@ -166,27 +165,27 @@ class OptimizerBeforeDistributedModel(Rule):
             deciding = tp if tp.state is Tri.ON else replaced.feature_state()
             severity, title, body, facts = (
                 Severity.ERROR,
-                f"{lead} holds parameters it replaces for TP",
-                f"{sentence(replaced.condition())}: {why}.",
+                f"{lead} holds parameters TP replaces",
+                f", and {replaced.condition()}: {why}.",
                 (deciding,),
             )
         elif tp.state is Tri.ON:
             severity, title, body, facts = (
                 Severity.WARNING,
                 f"{lead}: stale if modules are replaced for TP",
-                f"{sentence(tp.condition())}; {replaced.condition()}, {why}.",
+                f"; {tp.condition()} and {replaced.condition()}, {why}.",
                 (tp,),
             )
         else:
             severity, title, body, facts = (
                 Severity.WARNING,
                 f"{lead}: stale if tensor parallelism is on",
-                f"If tensor parallelism is enabled (the program marks modules for it), {why}.",
+                f"; {tp.condition()} and the program marks modules for it, {why}.",
                 (tp,),
             )
         explanation = (
             f"The optimizer is built from `{model}`'s parameters before"
-            f" `smp.DistributedModel({model})`. {body} Create the optimizer after the wrap,"
+            f" `smp.DistributedModel({model})`{body} Create the optimizer after the wrap,"
             " from the wrapped model's parameters."
         )
         self.report(

@@ -152,7 +152,7 @@ class WeightsLoadedBeforeWrap(Rule):
         named = f"`{model}`" if model is not None else "the model"
         if load is not None:
             code = self.program.code_for(load_node)
-            title = f"{snippet(code, 30)} loads weights before the wrap"
+            title = f"{snippet(code, 24)} loads weights before the wrap"
             lead = f"`{code}` loads weights into {named} before `smp.DistributedModel` wraps it"
             advice = (
                 "Load them into the wrapped model after the wrap (`model.load_state_dict(...)`"

@@ -287,13 +287,13 @@ class MissingDistributedOptimizer(Rule):
         shown = (
             f"`{optimizer.target}`"
             if optimizer.target
-            else snippet(f"{self.program.code_for(optimizer.call.func)}(...)", 30)
+            else snippet(f"{self.program.code_for(optimizer.call.func)}(...)", 24)
         )
         lead = (
             f"The optimizer {shown} of the `smp.DistributedModel` is never wrapped with"
             " `smp.DistributedOptimizer`"
         )
-        title = f"optimizer {shown} is not wrapped in `smp.DistributedOptimizer`"
+        title = f"`smp.DistributedOptimizer` never wraps {shown}"
         reasons = [f"{state.condition()}: {_WHY[state.feature.key]}" for state in enabled]
         if checkpointed:
             reasons.append(
@@ -310,7 +310,7 @@ class MissingDistributedOptimizer(Rule):
             severity = Severity.ERROR
             job_facts: list[FeatureState] = enabled
         else:
-            title += ": fp16, bf16 and sharding need it"
+            title += ": fp16 and sharding need it"
             explanation = (
                 f"{lead}: saving and loading its state with `smp.save_checkpoint`, fp16 and bf16"
                 " training, sharded data parallelism and optimizer state sharding all work through"

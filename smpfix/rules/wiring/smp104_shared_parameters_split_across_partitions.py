@@ -230,7 +230,7 @@ class SharedParametersSplitAcrossPartitions(Rule):
                 first, second = self._placement(tie.first, cls), self._placement(tie.second, cls)
                 if first is None or second is None or first.partition == second.partition:
                     continue
-                where = f"tied `{tie.first}` and `{tie.second}` are placed on different partitions"
+                where = f"tied `{tie.first}` and `{tie.second}` are on different partitions"
                 title = (
                     f"{where}: one parameter on two devices"
                     if auto is False

@@ -204,10 +204,10 @@ class LargeModelWithoutDelayedInit(Rule):
             f" host memory before `smp.DistributedModel` partitions them (about {host_gb:,.0f} GB"
             f" in fp32 for {PROCESSES_PER_HOST} processes on a host), which can run out of memory"
         )
-        built = f"{snippet(shown + '(...)', 40)} builds ~{billions:.0f}B parameters"
+        built = f"{snippet(shown + '(...)', 30)} builds ~{billions:.0f}B parameters"
         evidence = (f"about {billions:.0f}B parameters: {candidate.size.how}",)
         if in_model_creation:
-            title = f"{built} without delayed parameter initialization"
+            title = f"{built} with delayed init off"
             setting = (
                 delayed.condition() if delayed.state is Tri.OFF else "smpfix cannot see it set"
             )
@@ -222,7 +222,7 @@ class LargeModelWithoutDelayedInit(Rule):
                 " `smp.delay_param_initialization(enabled=True)`."
             )
         elif pretrained_model_call(self.program.facts, candidate.call) is candidate.call:
-            title = f"{built} and weights in host memory of every process"
+            title = f"{built} with weights on every process"
             lead = (
                 f"`{shown}(...)` builds a model of about {billions:.0f}B parameters"
                 f" ({candidate.size.how}) and its weights outside"
@@ -236,7 +236,7 @@ class LargeModelWithoutDelayedInit(Rule):
                 " `smp.resume_from_checkpoint(path, partial=False)` from SMP 1.10)."
             )
         else:
-            title = f"{built} outside `smp.delay_param_initialization()`"
+            title = f"{built} without delayed parameter init"
             lead = (
                 f"`{shown}(...)` builds a model of about {billions:.0f}B parameters"
                 f" ({candidate.size.how}) outside `smp.delay_param_initialization()`: {cost}."

@@ -190,7 +190,7 @@ class MissingSmpInit(Rule):
         title = f"`{spelled}()` is never called before `smp.{used}`: " + (
             "the first library call fails"
             if severity is Severity.ERROR
-            else "fails unless the import initialises it"
+            else "fails without import-time init"
         )
         explanation = (
             f"This training script uses `smp.{used}` but never calls `{spelled}()`: {why}, and the"

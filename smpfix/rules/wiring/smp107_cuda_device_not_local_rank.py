@@ -162,7 +162,7 @@ class CudaDeviceNotLocalRank(Rule):
         return False
 
     def _rank_title(self, call: cst.Call, wrong: _WrongIndex) -> str:
-        shown = snippet(self.program.code_for(call), 36)
+        shown = snippet(self.program.code_for(call), 30)
         if wrong.kind == "rank":
             return f"{shown} picks the GPU by {wrong.described}, not by rank on the host"
         return f"{shown} picks the GPU from `LOCAL_RANK`, which MPI does not set"

@@ -142,7 +142,7 @@ class SmpApiBeforeInit(Rule):
             )
             self.report(
                 run.call,
-                f"{before}: works only because the import initialises the library",
+                f"{before}: works only through import-time init",
                 explanation=message,
                 severity=Severity.HINT,
             )
@@ -154,7 +154,7 @@ class SmpApiBeforeInit(Rule):
             )
             self.report(
                 run.call,
-                f"{before}: {harm} unless the import initialises the library",
+                f"{before}: {harm} without import-time init",
                 explanation=message,
                 severity=Severity.WARNING,
             )

@@ -16,6 +16,7 @@ from smpfix.program.names import StatementRef
 from smpfix.program.objects.wrapped_model import latest_assignment
 from smpfix.program.order.execution import ExecutionOrder, Run, happens
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.wiring._conditions import condition_evidence
 
 _DDP = frozenset(
     {
@@ -88,6 +89,7 @@ class NativeDdpOrProcessGroup(Rule):
                 call,
                 f"`{self._name(call)}` wraps the `smp.DistributedModel`",
                 explanation=message,
+                evidence=condition_evidence(self.program, call),
                 fix=self._unwrap(call, wrapped.value),
             )
             return
@@ -102,6 +104,7 @@ class NativeDdpOrProcessGroup(Rule):
                 call,
                 f"the module wrapped in `{self._name(call)}` is given to `smp.DistributedModel`",
                 explanation=message,
+                evidence=condition_evidence(self.program, call),
                 fix=fix,
             )
 

@@ -245,7 +245,7 @@ class UnsupportedFrameworkFeature(Rule):
         )
         self.report(
             call,
-            f"`{qualified}` on {snippet(code, 30)}, a submodule of the `smp.DistributedModel`",
+            f"`{qualified}` on {snippet(code, 30)}, part of the `smp.DistributedModel`",
             explanation=message,
             severity=Severity.WARNING,
         )
@@ -267,7 +267,8 @@ class UnsupportedFrameworkFeature(Rule):
             )
             self.report(
                 call,
-                f"`{qualified}` on {place}: it cannot partition TorchScript",
+                f"`{qualified}` on the model {'before' if before else 'after'}"
+                " `smp.DistributedModel`: it cannot be partitioned",
                 explanation=message,
             )
             return
