@@ -4,9 +4,10 @@ data helper module checked on behalf of the script that imports it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from conftest import run_cli
+from conftest import finding_text, run_cli
 
 from smpfix.engine.analysis import AnalysisOptions, analyze
 from smpfix.job.project import Project
@@ -220,7 +221,10 @@ def test_smp116_under_a_launch_that_ignores_the_scripts_dict(workdir: Path) -> N
         "check", ".", "--select", "SMP116", "--format", "concise", "--no-cache", cwd=workdir
     )
     assert "train.py:8:9: SMP116 warning" in completed.stdout, completed.stdout
-    assert "returns at once" in completed.stdout
+    explained = run_cli(
+        "check", ".", "--select", "SMP116", "--format", "json", "--no-cache", cwd=workdir
+    )
+    assert "returns at once" in finding_text(json.loads(explained.stdout)[0])
 
 
 def test_smp116_when_the_scripts_dict_may_apply(workdir: Path) -> None:

@@ -159,36 +159,39 @@ class OptimizerBeforeDistributedModel(Rule):
             " optimizer would hold parameters that are no longer in the model"
             " (smp.DistributedOptimizer raises, or they never train)"
         )
-        lead = (
-            f"Optimizer `{optimizer.target}` is built from `{model}`'s parameters before"
-            f" `smp.DistributedModel({model})`"
-        )
+        lead = f"optimizer `{optimizer.target}` built before `smp.DistributedModel`"
         if replaced.state is Tri.ON:
             # The degree, when it is what turned the marking on, is the fact a reader checks.
             deciding = tp if tp.state is Tri.ON else replaced.feature_state()
-            severity, sentence, facts = (
+            severity, title, body, facts = (
                 Severity.ERROR,
-                f"{lead}, and {replaced.condition()}: {why}.",
+                f"{lead} holds parameters TP replaces",
+                f", and {replaced.condition()}: {why}.",
                 (deciding,),
             )
         elif tp.state is Tri.ON:
-            severity, sentence, facts = (
+            severity, title, body, facts = (
                 Severity.WARNING,
-                f"{lead}; {tp.condition()} and {replaced.condition()}, {why}.",
+                f"{lead}: stale if modules are replaced for TP",
+                f"; {tp.condition()} and {replaced.condition()}, {why}.",
                 (tp,),
             )
         else:
-            severity, sentence, facts = (
+            severity, title, body, facts = (
                 Severity.WARNING,
-                f"{lead}; {tp.condition()} and the program marks modules for it, {why}.",
+                f"{lead}: stale if tensor parallelism is on",
+                f"; {tp.condition()} and the program marks modules for it, {why}.",
                 (tp,),
             )
-        message = (
-            f"{sentence} Create the optimizer after the wrap, from the wrapped model's parameters."
+        explanation = (
+            f"The optimizer is built from `{model}`'s parameters before"
+            f" `smp.DistributedModel({model})`{body} Create the optimizer after the wrap,"
+            " from the wrapped model's parameters."
         )
         self.report(
             optimizer.value,
-            message,
+            title,
+            explanation=explanation,
             severity=severity,
             fix=self._fix(wrap, model, optimizer),
             job_facts=facts,

@@ -27,6 +27,8 @@ from smpfix.program.model import Program
 from smpfix.program.names import StatementRef
 from smpfix.program.objects.hf_models import pretrained_model_call
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
+from smpfix.rules.wiring._wording import sentence
 
 
 @dataclass(frozen=True)
@@ -149,20 +151,20 @@ class WeightsLoadedBeforeWrap(Rule):
         severity = Severity.ERROR if replaced.state is Tri.ON else Severity.WARNING
         named = f"`{model}`" if model is not None else "the model"
         if load is not None:
-            lead = (
-                f"`{self.program.code_for(load_node)}` loads weights into {named} before"
-                " `smp.DistributedModel` wraps it"
-            )
+            code = self.program.code_for(load_node)
+            title = f"{snippet(code, 24)} loads weights before the wrap"
+            lead = f"`{code}` loads weights into {named} before `smp.DistributedModel` wraps it"
             advice = (
                 "Load them into the wrapped model after the wrap (`model.load_state_dict(...)`"
                 " there translates Hugging Face state dicts), or use"
                 " `smp.resume_from_checkpoint(path, partial=False)` (SMP 1.10 and later)."
             )
         else:
-            subject = f"`{model}`" if model is not None else "The model"
+            subject = f"`{model}`" if model is not None else "the model"
+            title = f"{subject} built with `from_pretrained(...)` before the wrap"
             lead = (
-                f"{subject} is built with `from_pretrained(...)`, weights included, before"
-                " `smp.DistributedModel` wraps it"
+                f"{sentence(subject)} is built with `from_pretrained(...)`, weights included,"
+                " before `smp.DistributedModel` wraps it"
             )
             advice = (
                 "Build it with `from_config(...)` under `smp.tensor_parallelism()`, wrap it, then"
@@ -171,10 +173,13 @@ class WeightsLoadedBeforeWrap(Rule):
                 " partial=False)` (SMP 1.10 and later)."
             )
         if replaced.state is Tri.ON:
+            title += ": TP layers start from random weights"
             condition = f", and {replaced.condition()}:"
         elif tp.state is Tri.ON:
+            title += ": lost if it marks layers for TP"
             condition = f"; {tp.condition()}, and {replaced.condition()},"
         else:
+            title += ": lost if tensor parallelism is on"
             condition = f"; {tp.condition()} and the program marks the model's modules for it,"
         why = (
             " the wrap replaces its layers with tensor-parallel modules that are initialised afresh"
@@ -189,7 +194,8 @@ class WeightsLoadedBeforeWrap(Rule):
         )
         self.report(
             load_node,
-            f"{lead}{condition}{why} {advice}",
+            title,
+            explanation=f"{lead}{condition}{why} {advice}",
             severity=severity,
             fix=fix,
             job_facts=facts,
@@ -253,8 +259,13 @@ class WeightsLoadedBeforeWrap(Rule):
             # checkpoints there).
             return
         for call in self._full_resumes:
+            code = self.program.code_for(call)
             self._flag_after(
-                call, f"`{self.program.code_for(call)}` resumes from a full checkpoint", sdp
+                call,
+                f"{snippet(code, 30)} resumes from a full checkpoint under sharded data"
+                " parallelism",
+                f"`{code}` resumes from a full checkpoint",
+                sdp,
             )
         wrapped = {w.target: w for w in self.program.facts.distributed_models if w.target}
         for load in self._loads:
@@ -266,10 +277,11 @@ class WeightsLoadedBeforeWrap(Rule):
             ):
                 continue
             if self._is_full_state(load.call.args[0].value, load.scope):
+                code = self.program.code_for(load.call)
                 self._flag_after(
                     load.call,
-                    f"`{self.program.code_for(load.call)}` loads a full state dict into the wrapped"
-                    " model",
+                    f"{snippet(code, 30)} loads a full state dict into the sharded model",
+                    f"`{code}` loads a full state dict into the wrapped model",
                     sdp,
                 )
 
@@ -296,8 +308,8 @@ class WeightsLoadedBeforeWrap(Rule):
         last = name.rsplit(".", 1)[-1]
         return last == "state_dict" or last.startswith("translate_")
 
-    def _flag_after(self, node: cst.Call, lead: str, sdp: FeatureState) -> None:
-        message = (
+    def _flag_after(self, node: cst.Call, title: str, lead: str, sdp: FeatureState) -> None:
+        explanation = (
             f"{lead}, and {sdp.condition()}."
             f" {leading(self.version_condition(until=BEFORE_FULL_LOADS_UNDER_SDP))} the library"
             " shards the wrapped model's parameters and, before 1.15, accepts only partial"
@@ -308,7 +320,8 @@ class WeightsLoadedBeforeWrap(Rule):
         )
         self.report(
             node,
-            message,
+            title,
+            explanation=explanation,
             severity=Severity.ERROR,
             job_facts=(sdp,),
             until=BEFORE_FULL_LOADS_UNDER_SDP,

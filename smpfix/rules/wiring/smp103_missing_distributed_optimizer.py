@@ -19,6 +19,7 @@ from smpfix.program.facts import FileFacts
 from smpfix.program.model import Program
 from smpfix.program.names import StatementRef
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _PARAMETER_METHODS = frozenset(
     {"parameters", "named_parameters", "local_parameters", "local_named_parameters"}
@@ -286,12 +287,13 @@ class MissingDistributedOptimizer(Rule):
         shown = (
             f"`{optimizer.target}`"
             if optimizer.target
-            else f"`{self.program.code_for(optimizer.call.func)}(...)`"
+            else snippet(f"{self.program.code_for(optimizer.call.func)}(...)", 24)
         )
         lead = (
             f"The optimizer {shown} of the `smp.DistributedModel` is never wrapped with"
             " `smp.DistributedOptimizer`"
         )
+        title = f"`smp.DistributedOptimizer` never wraps {shown}"
         reasons = [f"{state.condition()}: {_WHY[state.feature.key]}" for state in enabled]
         if checkpointed:
             reasons.append(
@@ -299,11 +301,17 @@ class MissingDistributedOptimizer(Rule):
                 " is not a `smp.DistributedOptimizer` (SMPValidationError)"
             )
         if reasons:
-            message = f"{lead}, and " + "; ".join(reasons) + "."
+            title += (
+                f" under {enabled[0].feature.title}"
+                if enabled
+                else ": `smp.save_checkpoint` rejects it"
+            )
+            explanation = f"{lead}, and " + "; ".join(reasons) + "."
             severity = Severity.ERROR
             job_facts: list[FeatureState] = enabled
         else:
-            message = (
+            title += ": fp16 and sharding need it"
+            explanation = (
                 f"{lead}: saving and loading its state with `smp.save_checkpoint`, fp16 and bf16"
                 " training, sharded data parallelism and optimizer state sharding all work through"
                 " that wrapper, and without it they fail or silently train wrong."
@@ -313,10 +321,11 @@ class MissingDistributedOptimizer(Rule):
         held = optimizer.target or (sorted(names)[0] if names else "optimizer")
         reference = smp_reference(self.program.file, "DistributedOptimizer")
         wrapper = reference.text if reference is not None else "smp.DistributedOptimizer"
-        message += f" Wrap it once the model is wrapped: `{held} = {wrapper}({held})`."
+        explanation += f" Wrap it once the model is wrapped: `{held} = {wrapper}({held})`."
         self.report(
             optimizer.call,
-            message,
+            title,
+            explanation=explanation,
             severity=severity,
             fix=self._fix(optimizer),
             job_facts=job_facts,

@@ -230,7 +230,13 @@ class SharedParametersSplitAcrossPartitions(Rule):
                 first, second = self._placement(tie.first, cls), self._placement(tie.second, cls)
                 if first is None or second is None or first.partition == second.partition:
                     continue
-                message = (
+                where = f"tied `{tie.first}` and `{tie.second}` are on different partitions"
+                title = (
+                    f"{where}: one parameter on two devices"
+                    if auto is False
+                    else f"{where} if `auto_partition` is False"
+                )
+                explanation = (
                     f"In `{cls.name}`, `{self.program.code_for(tie.node)}` makes `{tie.first}`"
                     f" ({first.described}) share a parameter with `{tie.second}`"
                     f" ({second.described}); {condition} the two modules on different pipeline"
@@ -238,7 +244,17 @@ class SharedParametersSplitAcrossPartitions(Rule):
                     " the same partition (one `smp.partition(...)` block or `smp.set_partition`"
                     " index), or let auto-partitioning colocate them."
                 )
-                self.report(tie.node, message, severity=severity, job_facts=(pp,))
+                self.report(
+                    tie.node,
+                    title,
+                    explanation=explanation,
+                    evidence=(
+                        f"`{tie.first}` is {first.described}",
+                        f"`{tie.second}` is {second.described}",
+                    ),
+                    severity=severity,
+                    job_facts=(pp,),
+                )
 
 
 def _assignment_tie(node: cst.Assign, target: cst.BaseExpression, self_name: str) -> Optional[_Tie]:

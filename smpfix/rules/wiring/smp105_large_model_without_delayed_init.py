@@ -23,6 +23,7 @@ from smpfix.program.objects.hf_models import (
     pretrained_model_call,
 )
 from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 THRESHOLD = 10e9
 PROCESSES_PER_HOST = 8
@@ -203,7 +204,10 @@ class LargeModelWithoutDelayedInit(Rule):
             f" host memory before `smp.DistributedModel` partitions them (about {host_gb:,.0f} GB"
             f" in fp32 for {PROCESSES_PER_HOST} processes on a host), which can run out of memory"
         )
+        built = f"{snippet(shown + '(...)', 30)} builds ~{billions:.0f}B parameters"
+        evidence = (f"about {billions:.0f}B parameters: {candidate.size.how}",)
         if in_model_creation:
+            title = f"{built} with delayed init off"
             setting = (
                 delayed.condition() if delayed.state is Tri.OFF else "smpfix cannot see it set"
             )
@@ -218,6 +222,7 @@ class LargeModelWithoutDelayedInit(Rule):
                 " `smp.delay_param_initialization(enabled=True)`."
             )
         elif pretrained_model_call(self.program.facts, candidate.call) is candidate.call:
+            title = f"{built} with weights on every process"
             lead = (
                 f"`{shown}(...)` builds a model of about {billions:.0f}B parameters"
                 f" ({candidate.size.how}) and its weights outside"
@@ -231,6 +236,7 @@ class LargeModelWithoutDelayedInit(Rule):
                 " `smp.resume_from_checkpoint(path, partial=False)` from SMP 1.10)."
             )
         else:
+            title = f"{built} without delayed parameter init"
             lead = (
                 f"`{shown}(...)` builds a model of about {billions:.0f}B parameters"
                 f" ({candidate.size.how}) outside `smp.delay_param_initialization()`: {cost}."
@@ -241,5 +247,10 @@ class LargeModelWithoutDelayedInit(Rule):
                 " defers allocation until the model moves to the GPUs."
             )
         self.report(
-            candidate.call, f"{lead} {advice}", severity=Severity.HINT, job_facts=(delayed,)
+            candidate.call,
+            title,
+            explanation=f"{lead} {advice}",
+            evidence=evidence,
+            severity=Severity.HINT,
+            job_facts=(delayed,),
         )

@@ -187,12 +187,23 @@ class MissingSmpInit(Rule):
                 " does not), does importing the library initialise it; anywhere else, or with"
                 " SMP_MANUAL_INIT=1, the library has no configuration"
             )
-        message = (
+        title = f"`{spelled}()` is never called before `smp.{used}`: " + (
+            "the first library call fails"
+            if severity is Severity.ERROR
+            else "fails without import-time init"
+        )
+        explanation = (
             f"This training script uses `smp.{used}` but never calls `{spelled}()`: {why}, and the"
             f" first library call fails. Call `{spelled}()` right after the import, before any"
             " other library call."
         )
-        self.report(target, message, severity=severity, fix=self._fix(node, anchor, flavour))
+        self.report(
+            target,
+            title,
+            explanation=explanation,
+            severity=severity,
+            fix=self._fix(node, anchor, flavour),
+        )
 
     def _fix(
         self,

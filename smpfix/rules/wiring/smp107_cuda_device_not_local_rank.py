@@ -14,6 +14,7 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.fixes.references import smp_reference
 from smpfix.program.facts import RANK_FUNCTIONS
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _CUDA_INDEX = re.compile(r"cuda:\d+")
 # Calls whose argument is a device *index*: "cuda" without one is an error there.
@@ -107,13 +108,16 @@ class CudaDeviceNotLocalRank(Rule):
             )
             self.report(
                 arg.value,
-                message,
+                f"{snippet(self.program.code_for(call), 40)} hard-codes GPU {shown} for every"
+                " process on the host",
+                explanation=message,
                 fix=self._literal_index_fix(call, arg, set_device, remove_literal),
             )
             return
         self.report(
             arg.value,
-            self._rank_message(call, arg.value, wrong),
+            self._rank_title(call, wrong),
+            explanation=self._rank_message(call, arg.value, wrong),
             fix=self._local_rank_fix(call, arg.value, wrong),
         )
 
@@ -156,6 +160,12 @@ class CudaDeviceNotLocalRank(Rule):
         ):
             return self.program.facts.literal(inner.args[0].value) == "LOCAL_RANK"
         return False
+
+    def _rank_title(self, call: cst.Call, wrong: _WrongIndex) -> str:
+        shown = snippet(self.program.code_for(call), 30)
+        if wrong.kind == "rank":
+            return f"{shown} picks the GPU by {wrong.described}, not by rank on the host"
+        return f"{shown} picks the GPU from `LOCAL_RANK`, which MPI does not set"
 
     def _rank_message(self, call: cst.Call, expr: cst.BaseExpression, wrong: _WrongIndex) -> str:
         shown = self.program.code_for(call)
@@ -248,7 +258,12 @@ class CudaDeviceNotLocalRank(Rule):
                 f"Use {replacement}, the current device",
                 (ReplaceNode(node, replacement),),
             )
-        self.report(node, message, severity=severity, fix=fix)
+        title = (
+            f"{snippet(shown, 20)} is stored as a device: one GPU for every process on the host"
+            if stored
+            else f"{snippet(shown, 20)} hard-codes one GPU for every process on the host"
+        )
+        self.report(node, title, explanation=message, severity=severity, fix=fix)
 
     # -- fixes -------------------------------------------------------------------------------
     def _local_rank_fix(

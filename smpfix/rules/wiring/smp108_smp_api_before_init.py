@@ -107,18 +107,22 @@ class SmpApiBeforeInit(Rule):
         init_code = " ".join(self.program.code_for(init.call).split())
         init_code = init_code if len(init_code) <= 40 else "smp.init(...)"
         if member in _POISONS:
+            harm = "ranks are laid out wrong"
             what = (
                 "returns 1 before initialisation, and the library caches that answer for the life"
                 f" of the process: `{init_code}` then lays out the ranks with it, so ranks, groups"
                 " and the worker-count check are wrong"
             )
         elif member in _NO_OPS:
+            harm = "it does nothing"
             what = (
                 "does nothing before initialisation (and `smp.init()` clears the module marks made"
                 " before it), so the model is built without it"
             )
         else:
+            harm = "it fails"
             what = _CRASHES[member]
+        before = f"`smp.{member}` runs before `smp.init`"
         lead = f"`smp.{member}` runs before `{init_code}`: it {what}."
         fix = (
             f"Call `{init_code}` first, before any other library call (move it up, or move this"
@@ -127,18 +131,30 @@ class SmpApiBeforeInit(Rule):
         if mode.mode is Mode.BY_SCRIPT:
             self.report(
                 run.call,
-                f"{lead} The library is initialised only by the script here ({mode.reason}). {fix}",
+                f"{before}: {harm}",
+                explanation=f"{lead} The library is initialised only by the script here. {fix}",
+                evidence=(f"the library is initialised only by the script: {mode.reason}",),
             )
         elif mode.mode is Mode.ON_IMPORT:
             message = (
                 f"`smp.{member}` runs before `{init_code}`. It works only because {mode.reason};"
                 f" with SMP_MANUAL_INIT=1 or outside that launch it {what}. {fix}"
             )
-            self.report(run.call, message, severity=Severity.HINT)
+            self.report(
+                run.call,
+                f"{before}: works only through import-time init",
+                explanation=message,
+                severity=Severity.HINT,
+            )
         else:
             message = (
                 f"`smp.{member}` runs before `{init_code}`: unless the library initialised itself"
                 " on import (SMP 1.12 and later under SageMaker's MPI launcher, without"
                 f" SMP_MANUAL_INIT=1), it {what}. {fix}"
             )
-            self.report(run.call, message, severity=Severity.WARNING)
+            self.report(
+                run.call,
+                f"{before}: {harm} without import-time init",
+                explanation=message,
+                severity=Severity.WARNING,
+            )

@@ -16,6 +16,7 @@ from smpfix.program.names import StatementRef
 from smpfix.program.objects.wrapped_model import latest_assignment
 from smpfix.program.order.execution import ExecutionOrder, Run, happens
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.wiring._conditions import condition_evidence
 
 _DDP = frozenset(
     {
@@ -84,7 +85,13 @@ class NativeDdpOrProcessGroup(Rule):
                 f"`{self._name(call)}` wraps the `smp.DistributedModel`: {_DDP_WHY}. Remove the"
                 ' wrapper and set `"ddp": True` in the modelparallel parameters.'
             )
-            self.report(call, message, fix=self._unwrap(call, wrapped.value))
+            self.report(
+                call,
+                f"`{self._name(call)}` wraps the `smp.DistributedModel`",
+                explanation=message,
+                evidence=condition_evidence(self.program, call),
+                fix=self._unwrap(call, wrapped.value),
+            )
             return
         if self._reaches_distributed_model(call, where):
             message = (
@@ -93,7 +100,13 @@ class NativeDdpOrProcessGroup(Rule):
                 ' and set `"ddp": True` in the modelparallel parameters.'
             )
             fix = self._unwrap(call, wrapped.value) if wrapped is not None else None
-            self.report(call, message, fix=fix)
+            self.report(
+                call,
+                f"the module wrapped in `{self._name(call)}` is given to `smp.DistributedModel`",
+                explanation=message,
+                evidence=condition_evidence(self.program, call),
+                fix=fix,
+            )
 
     def _name(self, call: cst.Call) -> str:
         qualified = self.program.facts.qualified_name(call.func) or "DistributedDataParallel"
@@ -164,7 +177,12 @@ class NativeDdpOrProcessGroup(Rule):
                     " `smp.get_dp_process_group()` and the other library groups for your own"
                     " collectives."
                 )
-                self.report(call, message, job_facts=(ddp,))
+                self.report(
+                    call,
+                    "`init_process_group` beside `smp.init()` with ddp on: initialised twice",
+                    explanation=message,
+                    job_facts=(ddp,),
+                )
             elif not explicit:
                 why = (
                     "SageMaker's MPI launcher sets no `RANK`, `WORLD_SIZE` or `MASTER_ADDR`, so the"
@@ -185,7 +203,18 @@ class NativeDdpOrProcessGroup(Rule):
                     f'{lead} Set `"ddp": True` and use the library\'s process groups'
                     " (`smp.get_dp_process_group()`)."
                 )
-                self.report(call, message, severity=Severity.WARNING, job_facts=(ddp,))
+                title = (
+                    "`init_process_group` under SageMaker's MPI launch: `env://` settings are unset"
+                    if ddp.state is Tri.OFF
+                    else "`init_process_group` beside `smp.init()`: fails with or without ddp"
+                )
+                self.report(
+                    call,
+                    title,
+                    explanation=message,
+                    severity=Severity.WARNING,
+                    job_facts=(ddp,),
+                )
             return
 
     def _guarded(self, run: Run) -> bool:

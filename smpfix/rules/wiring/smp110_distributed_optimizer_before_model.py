@@ -58,7 +58,12 @@ class DistributedOptimizerBeforeModel(Rule):
             " because the optimizer wrapper partitions the optimizer state by the model's"
             " partitions, which do not exist yet. Wrap the model first, then the optimizer."
         )
-        self.report(call, message, fix=self._fix(call, where, model_ref))
+        self.report(
+            call,
+            "`smp.DistributedOptimizer` runs before `smp.DistributedModel`: RuntimeError",
+            explanation=message,
+            fix=self._fix(call, where, model_ref),
+        )
 
     def _shown(self, node: cst.CSTNode) -> str:
         text = " ".join(self.program.code_for(node).split())

@@ -61,11 +61,13 @@ class MultipleDistributedModels(Rule):
         self, order: ExecutionOrder, module: cst.Module, run: Run, first: Optional[Run]
     ) -> None:
         if first is None:
+            title = "`smp.DistributedModel` runs in a loop"
             what = (
                 "This `smp.DistributedModel` call runs in a loop, so its second pass creates a"
                 " second distributed model"
             )
         elif first.call is run.call:
+            title = "`smp.DistributedModel` runs twice in one process"
             what = (
                 "This `smp.DistributedModel` call runs twice in one process (its function is called"
                 " again)"
@@ -74,6 +76,7 @@ class MultipleDistributedModels(Rule):
             shown = " ".join(self.program.code_for(first.call).split())
             shown = shown if len(shown) <= 50 else shown[:47] + "..."
             what = f"A second `smp.DistributedModel` runs after `{shown}`"
+            title = "a second `smp.DistributedModel` in one process"
         message = (
             f"{what}: the library keeps one model per process (the pipeline schedule, partitioning"
             f" and gradient reduction all belong to it), and the second wrap {_ERROR_SHOWN_AS}."
@@ -85,8 +88,11 @@ class MultipleDistributedModels(Rule):
             other.order > first.order for other in order.before(run, reset)
         ):
             severity = Severity.HINT
+            title += " (after the undocumented `smp.reset()`)"
             message += (
                 " `smp.reset()` runs in between, which clears the model, but it is not a documented"
                 " API and its behaviour may change: check this on a small job first."
             )
-        self.report(run.call, message, severity=severity)
+        if severity is Severity.ERROR:
+            title += ": MultipleDistributedModelError"
+        self.report(run.call, title, explanation=message, severity=severity)

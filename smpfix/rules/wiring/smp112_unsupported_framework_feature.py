@@ -14,6 +14,8 @@ from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import Tri
 from smpfix.program.objects.wrapped_model import latest_assignment, wrapped_constructions
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
+from smpfix.rules.wiring._conditions import condition_evidence, condition_title
 from smpfix.rules.wiring._library_code import LibraryCode
 
 
@@ -116,9 +118,17 @@ class UnsupportedFrameworkFeature(Rule):
             " overflow across the pipeline stages and skips the step where a stage has no"
             " parameters."
         )
+        shown = snippet(qualified, 40)
+        title = (
+            f"{shown}{condition_title(self.program, call)}: stages disagree on overflow"
+            if severity is Severity.ERROR
+            else f"{shown}{condition_title(self.program, call)} does not work with the library"
+        )
         self.report(
             call,
-            message,
+            title,
+            explanation=message,
+            evidence=condition_evidence(self.program, call),
             severity=severity,
             fix=self._rename(call, module, _Replacement("amp.GradScaler"), "smp.amp.GradScaler"),
             job_facts=(pp,),
@@ -134,7 +144,10 @@ class UnsupportedFrameworkFeature(Rule):
         )
         self.report(
             call,
-            message,
+            f"apex's `{name}`{condition_title(self.program, call)} is not supported: use"
+            f" `smp.{replacement.member}`",
+            explanation=message,
+            evidence=condition_evidence(self.program, call),
             severity=Severity.WARNING,
             fix=self._rename(call, module, replacement, f"smp.{replacement.member}"),
         )
@@ -147,15 +160,24 @@ class UnsupportedFrameworkFeature(Rule):
             ' library\'s back. For mixed precision, set `"fp16": True` in the modelparallel'
             " parameters, or use `torch.cuda.amp.autocast` with `smp.amp.GradScaler`."
         )
-        self.report(call, message, severity=Severity.WARNING)
+        self.report(
+            call,
+            f"`apex.amp.{name}`{condition_title(self.program, call)} is not supported by the"
+            " library",
+            explanation=message,
+            evidence=condition_evidence(self.program, call),
+            severity=Severity.WARNING,
+        )
 
     def _model_transforms(self) -> None:
-        """TorchScript or ``torch.compile`` on the module that reaches ``smp.DistributedModel``, or
-        on the result."""
+        """TorchScript or ``torch.compile`` on the module that reaches ``smp.DistributedModel``, on
+        the result, or TorchScript on a submodule of either (catalog P39: "on the model or
+        submodules")."""
         seen: set[int] = set()
         for wrap in self.program.facts.distributed_models:
             for built in wrapped_constructions(self.program.facts, wrap):
                 self._transform(built.call, seen, before=True)
+        library: Optional[LibraryCode] = None
         for call in self.program.facts.call_order:
             qualified = self.program.facts.qualified_name(call.func) or ""
             if qualified not in _JIT | _COMPILE or not call.args:
@@ -165,6 +187,19 @@ class UnsupportedFrameworkFeature(Rule):
                 first, call
             ):
                 self._transform(call, seen, before=False)
+            elif qualified in _JIT and type(first) is cst.Attribute:
+                root: cst.BaseExpression = first
+                while type(root) is cst.Attribute:
+                    root = root.value
+                if type(root) is not cst.Name:
+                    continue
+                library = library or LibraryCode(self.program.file)
+                if not library.runs_with_library(call):
+                    continue
+                if self._holds_model(root, call):
+                    self._submodule(call, first, seen, before=False)
+                elif self._becomes_model(root, call):
+                    self._submodule(call, first, seen, before=True)
 
     def _holds_model(self, expr: cst.BaseExpression, call: cst.Call) -> bool:
         if type(expr) is not cst.Name:
@@ -181,6 +216,40 @@ class UnsupportedFrameworkFeature(Rule):
                 return True
         return False
 
+    def _becomes_model(self, name: cst.Name, call: cst.Call) -> bool:
+        """``name`` is the module a later ``smp.DistributedModel(name)`` wraps."""
+        return any(
+            type(wrap.argument) is cst.Name
+            and wrap.argument.value == name.value
+            and self.program.order.runs_before(call, wrap.call)
+            for wrap in self.program.facts.distributed_models
+        )
+
+    def _submodule(
+        self, call: cst.Call, submodule: cst.Attribute, seen: set[int], before: bool
+    ) -> None:
+        if id(call) in seen:
+            return
+        seen.add(id(call))
+        qualified = self.program.facts.qualified_name(call.func) or ""
+        code = self.program.code_for(submodule)
+        place = (
+            "the module given to `smp.DistributedModel`" if before else "the `smp.DistributedModel`"
+        )
+        message = (
+            f"`{qualified}` is applied to `{code}`, a submodule of {place}: the library partitions"
+            " and runs the model through its Python modules (it traces them and patches their"
+            " `forward`), which a TorchScript module does not have (developer guide, unsupported"
+            " framework features; TorchScript is unsupported on the model and on its submodules)."
+            " Keep the submodule a plain `nn.Module` while it is part of the model."
+        )
+        self.report(
+            call,
+            f"`{qualified}` on {snippet(code, 30)}, part of the `smp.DistributedModel`",
+            explanation=message,
+            severity=Severity.WARNING,
+        )
+
     def _transform(self, call: cst.Call, seen: set[int], before: bool) -> None:
         qualified = self.program.facts.qualified_name(call.func) or ""
         if id(call) in seen or qualified not in _JIT | _COMPILE:
@@ -196,7 +265,12 @@ class UnsupportedFrameworkFeature(Rule):
                 " TorchScript module does not have (developer guide, unsupported framework"
                 " features). Wrap the plain `nn.Module`."
             )
-            self.report(call, message)
+            self.report(
+                call,
+                f"`{qualified}` on the model {'before' if before else 'after'}"
+                " `smp.DistributedModel`: it cannot be partitioned",
+                explanation=message,
+            )
             return
         message = (
             f"`torch.compile` is applied to {place}; the library does not support `torch.compile`"
@@ -204,7 +278,12 @@ class UnsupportedFrameworkFeature(Rule):
             " modules the library partitions and patches. Wrap the plain `nn.Module` and leave"
             " compilation out."
         )
-        self.report(call, message, severity=Severity.WARNING)
+        self.report(
+            call,
+            f"`torch.compile` on {place} is not supported by the library",
+            explanation=message,
+            severity=Severity.WARNING,
+        )
 
     def _super_forward(self) -> None:
         """``super().forward(...)`` in a ``forward`` of a module class of this file."""
@@ -227,7 +306,14 @@ class UnsupportedFrameworkFeature(Rule):
                             "Call `super()._orig_forward(...)`",
                             (ReplaceNode(node.func.attr, "_orig_forward"),),
                         )
-                        self.report(node, message, severity=Severity.WARNING, fix=fix)
+                        self.report(
+                            node,
+                            "`super().forward(...)` in `forward` can recurse into the library's"
+                            " patch",
+                            explanation=message,
+                            severity=Severity.WARNING,
+                            fix=fix,
+                        )
 
     # -- fixes ------------------------------------------------------------------------------
     def _rename(

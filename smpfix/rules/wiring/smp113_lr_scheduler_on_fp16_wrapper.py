@@ -69,10 +69,12 @@ class LrSchedulerOnFp16Wrapper(Rule):
                 f"`{name}.optimizer` (the fp16 guide's form: `{name}.optimizer if"
                 f" smp.state.cfg.fp16 else {name}`)."
             )
+            precision = "bf16" if on is bf16 else "fp16"
             self.report(
                 call,
-                message,
-                fix=self._fix(module, optimizer, "bf16" if on is bf16 else "fp16", safe=True),
+                f"`{scheduler}` is given the {precision} wrapper `{name}`: TypeError",
+                explanation=message,
+                fix=self._fix(module, optimizer, precision, safe=True),
                 job_facts=(on,),
             )
             return
@@ -93,9 +95,15 @@ class LrSchedulerOnFp16Wrapper(Rule):
             f" The fp16 guide passes `{name}.optimizer if smp.state.cfg.fp16 else {name}`; with"
             " fp16 and bf16 off this is the same object."
         )
+        title = (
+            f"`{scheduler}` is given the sharded optimizer `{name}`, not a torch optimizer"
+            if sdp.state is Tri.ON
+            else f"`{scheduler}` is given `{name}`: TypeError if fp16 or bf16 is on"
+        )
         self.report(
             call,
-            message,
+            title,
+            explanation=message,
             severity=Severity.HINT,
             fix=self._fix(module, optimizer, None, safe=False),
             job_facts=(fp16, bf16, sdp),

@@ -80,14 +80,27 @@ class Fp16SetupIncomplete(Rule):
                 " be initialised later. Build the model inside `with"
                 " smp.model_creation(dtype=torch.float16):`."
             )
-            self.report(wrap.call, message, severity=Severity.WARNING, job_facts=(fp16, delayed))
+            self.report(
+                wrap.call,
+                "model not built in `smp.model_creation(dtype=torch.float16)` under delayed init",
+                explanation=message,
+                severity=Severity.WARNING,
+                job_facts=(fp16, delayed),
+            )
             return
         message = (
-            f"{lead}. The library still casts it to fp16 when it wraps it, so training is correct,"
+            f"{lead}. This is advice, not a failure: the library still casts it to fp16 when it"
+            " wraps it, so training is correct,"
             " but the whole model is first built in fp32 on every process (twice the CPU memory"
             " and time). Build it inside `with smp.model_creation(dtype=torch.float16):`."
         )
-        self.report(wrap.call, message, severity=Severity.HINT, job_facts=(fp16,))
+        self.report(
+            wrap.call,
+            "fp16 guide advice: build the model in `smp.model_creation(dtype=torch.float16)`",
+            explanation=message,
+            severity=Severity.HINT,
+            job_facts=(fp16,),
+        )
 
     def _check_loss_scaling(self, wrap: Wrap) -> None:
         if has_star_kwargs(wrap.call):
@@ -101,8 +114,15 @@ class Fp16SetupIncomplete(Rule):
         fp16 = self.feature("FP16")
         message = (
             f"`fp16` is enabled ({fp16.source}), and `smp.DistributedOptimizer` keeps its default"
-            " static loss scale of 1.0, which lets small fp16 gradients underflow to zero. The"
-            " fp16 guide recommends dynamic loss scaling: `smp.DistributedOptimizer(optimizer,"
-            " static_loss_scale=None, dynamic_loss_scale=True)`."
+            " static loss scale of 1.0. That trains, but small fp16 gradients can underflow to"
+            " zero; the fp16 guide recommends dynamic loss scaling:"
+            " `smp.DistributedOptimizer(optimizer, static_loss_scale=None,"
+            " dynamic_loss_scale=True)`."
         )
-        self.report(wrap.call, message, severity=Severity.HINT, job_facts=(fp16,))
+        self.report(
+            wrap.call,
+            "fp16 guide advice: dynamic loss scaling instead of the static scale of 1.0",
+            explanation=message,
+            severity=Severity.HINT,
+            job_facts=(fp16,),
+        )

@@ -14,6 +14,7 @@ from smpfix.program.order.execution import ExecutionOrder, Run
 from smpfix.program.order.initialisation import Initialisations
 from smpfix.program.ranks.guards import early_exit_guard, rank_zero_guards
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _DATASET_MODULES = ("torchvision.datasets.", "torchtext.datasets.")
 _DTYPES = frozenset({"float16", "half", "bfloat16", "float32", "float", "float64", "double"})
@@ -58,12 +59,20 @@ class ManualDevicePlacement(Rule):
             return
         shown = self.program.code_for(call)
         message = (
-            f"`{shown}` runs before the first step, so smdistributed.modelparallel ignores it: the"
-            " model is partitioned at the first call of an `smp.step` function, and the library"
-            " then moves each partition to its own GPU (`smp.local_rank()`). Remove the call"
-            " (moving inputs with `.to(device)` is still needed)."
+            f"`{shown}` runs before the first step, so smdistributed.modelparallel ignores it and"
+            ' logs "Model has not been partitioned yet, ignoring move of params and buffers to'
+            ' devices". It breaks nothing: the model is partitioned at the first call of an'
+            " `smp.step` function, and the library then moves each partition to its own GPU"
+            " (`smp.local_rank()`). The call can go (moving inputs with `.to(device)` is still"
+            " needed)."
         )
-        self.report(call, message, severity=Severity.HINT, fix=self._delete(call))
+        self.report(
+            call,
+            f"{snippet(shown, 40)} before the first step is ignored (harmless, can go)",
+            explanation=message,
+            severity=Severity.HINT,
+            fix=self._delete(call),
+        )
 
     def _holds_distributed_model(self, receiver: cst.BaseExpression, call: cst.Call) -> bool:
         if self.program.facts.is_smp_call(receiver, "DistributedModel"):
@@ -165,7 +174,12 @@ class ManualDevicePlacement(Rule):
                 " of the host, which takes memory on that GPU for the whole job. Call it after"
                 " `smp.init()` (which selects `smp.local_rank()`'s GPU), or set the device first."
             )
-            self.report(call, message, severity=Severity.HINT)
+            self.report(
+                call,
+                "`torch.cuda.synchronize()` before `smp.init()` opens a context on GPU 0",
+                explanation=message,
+                severity=Severity.HINT,
+            )
             return
 
     # -- datasets downloaded by every process ------------------------------------------------
@@ -182,7 +196,12 @@ class ManualDevicePlacement(Rule):
             " per host, `if smp.local_rank() == 0:`, then `smp.barrier()`, then build the dataset"
             " with `download=False`."
         )
-        self.report(call, message, severity=Severity.HINT)
+        self.report(
+            call,
+            f"{snippet(name, 40)} downloads on every process of a host at once",
+            explanation=message,
+            severity=Severity.HINT,
+        )
 
     def _one_process_per_host(self, module: cst.Module, call: cst.Call) -> bool:
         parents = self.program.parents
@@ -222,4 +241,9 @@ class ManualDevicePlacement(Rule):
                 ' combination is not supported. Trace on the GPU (`trace_device="gpu"`) or drop'
                 " `trace_execution_times`."
             )
-            self.report(call, message, severity=Severity.HINT)
+            self.report(
+                call,
+                '`trace_device="cpu"` with `trace_execution_times=True` times the wrong device',
+                explanation=message,
+                severity=Severity.HINT,
+            )

@@ -53,7 +53,12 @@ class PartitionApiMisuse(Rule):
                     " has no effect in a `forward` or a step function. Put it around the"
                     " construction of the submodules (in `__init__`)."
                 )
-                self.report(call, message, severity=Severity.WARNING)
+                self.report(
+                    call,
+                    "`smp.partition(...)` around code that runs the model, not code that builds it",
+                    explanation=message,
+                    severity=Severity.WARNING,
+                )
 
     def _forward_like(self) -> frozenset[cst.FunctionDef]:
         found = set(step_bodies(self.program.steps))
@@ -102,7 +107,13 @@ class PartitionApiMisuse(Rule):
             ' `"default_partition"` '
             "in the launcher's modelparallel parameters."
         )
-        self.report(call, message, severity=Severity.WARNING)
+        self.report(
+            call,
+            f"`smp.{member}(...)` {effect}: `auto_partition` is True",
+            explanation=message,
+            evidence=(f"`auto_partition` is True ({source})",),
+            severity=Severity.WARNING,
+        )
         return True
 
     def _out_of_range(self, call: cst.Call, member: str) -> bool:
@@ -123,7 +134,12 @@ class PartitionApiMisuse(Rule):
             f" numbered 0 to {degree - 1}, and `smp.{member}` raises InvalidPartitionIDError. Use"
             f" an index below {degree}."
         )
-        self.report(call, message, job_facts=(pp,))
+        self.report(
+            call,
+            f"partition {index} does not exist in a pipeline of {degree}: InvalidPartitionIDError",
+            explanation=message,
+            job_facts=(pp,),
+        )
         return True
 
     def _set_partition_order(self, order: ExecutionOrder, call: cst.Call) -> None:
@@ -140,7 +156,11 @@ class PartitionApiMisuse(Rule):
                     " StepFunctionCalledError. Call it between `smp.DistributedModel` and the first"
                     " step."
                 )
-                self.report(call, message)
+                self.report(
+                    call,
+                    "`smp.set_partition(...)` after the first step: StepFunctionCalledError",
+                    explanation=message,
+                )
                 return
             if not order.before(run, is_model) and order.after(run, is_model):
                 message = (
@@ -149,5 +169,9 @@ class PartitionApiMisuse(Rule):
                     " AttributeError. Call it after the wrap (or use `with smp.partition(i):`"
                     " around the submodule's construction)."
                 )
-                self.report(call, message)
+                self.report(
+                    call,
+                    "`smp.set_partition(...)` after the first step: StepFunctionCalledError",
+                    explanation=message,
+                )
                 return

@@ -11,6 +11,7 @@ from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts
 from smpfix.program.objects.wrapped_optimizer import optimizer_wrap, wrapped_optimizer_class
 from smpfix.rules.rule import Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 # The release notes name AdaDelta; PyTorch's fix (pytorch#52944) was to Adadelta's step.
 _AFFECTED = frozenset({"torch.optim.Adadelta", "torch.optim.adadelta.Adadelta"})
@@ -56,7 +57,14 @@ class OptimizerStepOnEmptyPartition(Rule):
                 " later). Guard it as the release notes say: `if"
                 " len(list(model.local_parameters())) > 0: optimizer.step()`."
             )
-            self.report(call, message, severity=Severity.WARNING, job_facts=(pp,))
+            self.report(
+                call,
+                f"{snippet(self.program.code_for(func) + '()', 30)} on Adadelta can crash on a"
+                " stage without parameters (SMP 1.3)",
+                explanation=message,
+                severity=Severity.WARNING,
+                job_facts=(pp,),
+            )
 
 
 def _checks_local_parameters(node: cst.CSTNode) -> bool:
