@@ -4,9 +4,10 @@ data helper module checked on behalf of the script that imports it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from conftest import run_cli
+from conftest import finding_text, run_cli
 
 from smpfix.engine.analysis import AnalysisOptions, analyze
 from smpfix.job.project import Project
@@ -115,7 +116,12 @@ def test_smp205_reads_the_launcher_and_the_data_helper(workdir: Path) -> None:
         if "SMP205" in line
     )
     assert places == ["data.py:5", "train.py:12"], completed.stdout
-    assert "hyperparameter 'workers'" in completed.stdout
+    report = run_cli(
+        "check", ".", "--select", "SMP205", "--format", "json", "--no-cache", cwd=workdir
+    )
+    assert any(
+        "hyperparameter 'workers'" in finding_text(item) for item in json.loads(report.stdout)
+    )
 
 
 def test_smp205_is_quiet_on_other_instances(workdir: Path) -> None:
