@@ -371,9 +371,7 @@ class LastBatchNotDropped(Rule):
                 title = f"{called} keeps the last, smaller batch: `smp.step` fails to split it"
             else:
                 severity = Severity.WARNING
-                title = (
-                    f"{called} keeps the last, smaller batch: it fails to split if microbatches > 1"
-                )
+                title = f"{called} keeps a last, smaller batch: fails to split if microbatches > 1"
         fix = self._fix(batching, index, safe=mb.state is Tri.ON)
         self.report(
             batching.call,

@@ -217,7 +217,7 @@ class ManualGradClippingUnderSdp(Rule):
 
     def _flag(self, call: cst.Call, clipping: _Clipping, severity: Severity) -> None:
         sdp = self.feature("SDP")
-        function = snippet(self.program.code_for(call.func), 32)
+        function = snippet(self.program.code_for(call.func), 28)
         evidence = [f"{clipping.spelled} clips gradients by hand"]
         if severity is not Severity.ERROR:
             title = f"{function} clips by hand; the library does if sharded data parallelism is on"
