@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import libcst as cst
+from conftest import finding_text
 
 from smpfix.api import check_source
 from smpfix.base.findings import Severity
@@ -116,7 +117,7 @@ if args.save_full_model:
     assert [(f.start.line, f.severity) for f in found] == [(16, Severity.HINT)]
     assert (
         "`args.save_full_model` is 0, the argparse default of `--save_full_model`"
-        in found[0].message
+        in finding_text(found[0])
     )
     # A flag that is on by default keeps the finding's severity; one that is off but negated too.
     assert _found(
