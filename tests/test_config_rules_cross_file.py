@@ -102,7 +102,7 @@ def test_hyperparameter_overrides_the_argparse_default(workdir: Path) -> None:
     root = project(workdir, {"launch.py": launcher()})
     found = findings(root, "code/train.py", "SMP802")
     assert [(f.start.line, f.severity.value) for f in found] == [(21, "error")]
-    message = found[0].message
+    message = finding_text(found[0])
     assert "30 % 4 = 2" in message
     assert "hyperparameter 'batch-size' from the launcher " in message and "launch.py:3" in message
     assert "overrides the argparse default of `--batch-size` (32)" in message
@@ -118,10 +118,9 @@ def test_default_is_used_when_the_launcher_passes_no_batch_size(workdir: Path) -
     root = project(workdir, {"launch.py": launcher("{}", '{"microbatches": 3, "ddp": True}')})
     found = findings(root, "code/train.py", "SMP802")
     assert [f.start.line for f in found] == [21]
-    assert (
-        "the argparse default of `--batch-size`" in found[0].message
-        and "32 % 3 = 2" in found[0].message
-    )
+    assert "the argparse default of `--batch-size`" in finding_text(
+        found[0]
+    ) and "32 % 3 = 2" in finding_text(found[0])
 
 
 def _init_dict_script() -> str:
@@ -144,10 +143,10 @@ def test_microbatches_from_the_init_dict_through_hyperparameters(workdir: Path) 
     )
     found = findings(root, "code/train.py", "SMP802")
     assert [(f.start.line, f.severity.value) for f in found] == [(22, "error")]
-    assert "32 % 6 = 2" in found[0].message
+    assert "32 % 6 = 2" in finding_text(found[0])
     assert (
         "the smp.init({...}) dict: `args.microbatches` = 6, hyperparameter 'microbatches' from the"
-        " launcher" in found[0].message
+        " launcher" in finding_text(found[0])
     )
 
 

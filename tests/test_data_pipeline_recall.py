@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 import libcst as cst
-from conftest import parsed
+from conftest import finding_text, parsed
 
 from smpfix.engine.analysis import AnalysisOptions, analyze
 from smpfix.job.jobfacts import DeclaredJob
@@ -249,7 +249,8 @@ def test_global_rank_helpers_of_another_module_shard_by_global_rank(workdir: Pat
     (workdir / "pretrain.py").write_text(PRETRAIN, encoding="utf-8")
     findings = _analyze(workdir, "pretrain.py", "SMP202", {"pipeline_parallel_degree": 2})
     assert [(f.start.line, f.severity.value) for f in findings] == [(9, "error")]
-    assert "`get_rank()`" in findings[0].message and "`smp.rank()`" in findings[0].message
+    assert "`get_rank()`" in finding_text(findings[0])
+    assert "`smp.rank()`" in finding_text(findings[0])
     assert findings[0].fix is None
     assert _analyze(workdir, "pretrain.py", "SMP202", {"pipeline_parallel_degree": 1}) == []
 
@@ -299,7 +300,7 @@ def test_sampler_left_out_in_a_helper_module(workdir: Path) -> None:
     assert [(Path(f.path).name, f.start.line, f.severity.value) for f in findings] == [
         ("data.py", 7, "error")
     ]
-    assert "`train_step` of train.py" in findings[0].message
+    assert "`train_step` of train.py" in finding_text(findings[0])
     fixed = DATA.replace("shuffle=True", "sampler=sampler")
     (workdir / "data.py").write_text(fixed, encoding="utf-8")
     assert _analyze(workdir, "train.py", "SMP206", job) == []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import run_cli
+from conftest import finding_text, run_cli
 
 from smpfix.engine.analysis import AnalysisOptions, analyze
 from smpfix.job.project import Project
@@ -82,8 +82,8 @@ def test_unsharded_loader_in_helper_is_a_hint_on_the_helper(workdir: Path) -> No
     assert [(Path(f.path).name, f.start.line, f.severity.value) for f in findings] == [
         ("data.py", 6, "hint")
     ]
-    assert "`train_step` of train.py" in findings[0].message
-    assert "Found while checking" in findings[0].message
+    assert "`train_step` of train.py" in finding_text(findings[0])
+    assert "found while checking" in findings[0].evidence[0]
 
 
 def test_sharded_helper_loader_is_quiet(workdir: Path) -> None:

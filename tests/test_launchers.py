@@ -7,7 +7,7 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-from conftest import run_cli
+from conftest import finding_text, run_cli
 
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.launcher import find_launchers
@@ -62,7 +62,7 @@ def test_launcher_turns_tensor_parallelism_on_for_its_script(tmp_path: Path) -> 
         found[0]["job_facts"][0]["source"].startswith("launcher ")
         and "launch.py:7" in found[0]["job_facts"][0]["source"]
     )
-    assert "tensor parallelism is enabled (launcher " in found[0]["message"]
+    assert "tensor parallelism: on (launcher " in finding_text(found[0])
 
 
 def test_launcher_with_tensor_parallelism_off_makes_it_disappear(tmp_path: Path) -> None:

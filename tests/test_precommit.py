@@ -160,4 +160,4 @@ def test_check_hook_on_one_script_finds_its_launcher(setup: tuple[Path, Path, di
     proc = _run(repo, env, "smpfix", "--files", "train.py")
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "train.py:5:4: SMP301 [*] error: " in proc.stdout, proc.stdout
-    assert "tensor parallelism is enabled (launcher jobs/launch.py:3)" in proc.stdout
+    assert "tensor parallelism: on (launcher jobs/launch.py:3)" in proc.stdout

@@ -63,7 +63,7 @@ def test_torch_checkpointing_in_the_model_module_of_an_smp_script(workdir: Path)
     assert [(f["filename"], f["location"]["row"], f["severity"]) for f in findings] == [
         ("src/model.py", 7, "warning")
     ]
-    assert "Found while checking" in findings[0]["message"]
+    assert "found while checking" in findings[0]["evidence"][0]
 
 
 def test_the_model_module_of_a_plain_pytorch_script_is_not_checked(workdir: Path) -> None:

@@ -116,7 +116,12 @@ def test_smp205_reads_the_launcher_and_the_data_helper(workdir: Path) -> None:
         if "SMP205" in line
     )
     assert places == ["data.py:5", "train.py:12"], completed.stdout
-    assert "hyperparameter 'workers'" in completed.stdout
+    report = run_cli(
+        "check", ".", "--select", "SMP205", "--format", "json", "--no-cache", cwd=workdir
+    )
+    assert any(
+        "hyperparameter 'workers'" in finding_text(item) for item in json.loads(report.stdout)
+    )
 
 
 def test_smp205_is_quiet_on_other_instances(workdir: Path) -> None:

@@ -307,7 +307,7 @@ def _on_behalf_of(finding: Finding, script: str) -> Finding:
         fix = replace(fix, applicability=Applicability.DISPLAY_ONLY)
     return replace(
         finding,
-        message=f"{finding.message} (Found while checking {script}, which imports this module.)",
+        evidence=(f"found while checking {script}, which imports this module", *finding.evidence),
         fix=fix,
     )
 

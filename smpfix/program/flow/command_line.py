@@ -97,6 +97,10 @@ def _parse(call: cst.Call, facts: FileFacts) -> Optional[CommandLineArgument]:
         return None
     default_arg = argument(call, "default")
     default = facts.literal(default_arg.value) if default_arg is not None else None
+    action_arg = argument(call, "action")
+    action = facts.literal(action_arg.value) if action_arg is not None else None
+    if default_arg is None and action in _FLAG_DEFAULTS:
+        default = _FLAG_DEFAULTS[action]  # argparse's own default for a flag
     type_arg = argument(call, "type")
     integer = (
         type_arg is not None and type(type_arg.value) is cst.Name and type_arg.value.value == "int"
@@ -111,6 +115,10 @@ def _parse(call: cst.Call, facts: FileFacts) -> Optional[CommandLineArgument]:
     if argument(call, "action") is not None:
         converter = None
     return CommandLineArgument(dest, tuple(options), default, integer, converter)
+
+
+# What ``add_argument(..., action=...)`` defaults to when it states no ``default``.
+_FLAG_DEFAULTS = {"store_true": False, "store_false": True}
 
 
 def _default_dest(options: Sequence[str]) -> str:
@@ -138,7 +146,10 @@ def argument_value(
         return None
     found = candidates[0]
     option = next((o for o in found.options if o.startswith("--")), found.options[0])
-    default = f"the argparse default of `{option}`"
+    # The whole switch: a launcher or a person may spell it either way (``--fp16``, ``--amp``).
+    aliases = [f"`{o}`" for o in found.options if o != option and o.startswith("--")]
+    spelled = f"`{option}`" + (f" (or {', '.join(aliases)})" if aliases else "")
+    default = f"the argparse default of {spelled}"
     passed = [_passed(found, link) for link in launchers]
     if any(value is UNKNOWN for value in passed):
         return None
@@ -160,10 +171,10 @@ def argument_value(
             converted,
             f"hyperparameter {key!r} from the {link.job.source}, which overrides {default}{shown}",
             setting=(
-                f"`{option}` defaults to {found.default!r} and the {link.job.source} sets"
+                f"{spelled} defaults to {found.default!r} and the {link.job.source} sets"
                 f" {converted!r}"
                 if shown
-                else f"the {link.job.source} sets `{option}` to {converted!r}"
+                else f"the {link.job.source} sets {spelled} to {converted!r}"
             ),
         )
     if found.default is None or found.default is UNKNOWN:
@@ -172,7 +183,7 @@ def argument_value(
         found.default,
         default,
         default=True,
-        setting=f"`{option}` defaults to {found.default!r} and no launcher of this script sets it",
+        setting=f"{spelled} defaults to {found.default!r} and no launcher of this script sets it",
     )
 
 

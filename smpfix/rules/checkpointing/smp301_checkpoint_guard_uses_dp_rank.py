@@ -13,6 +13,7 @@ from smpfix.base.walker import iter_nodes
 from smpfix.fixes.references import smp_reference
 from smpfix.program.ranks.guards import RankGuard, early_exit_guard, rank_zero_guards
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _SMP_CHECKPOINT_CALLS = frozenset({"save", "load"})
 _MODEL_STATE_METHODS = frozenset(
@@ -132,12 +133,21 @@ class CheckpointGuardUsesDpRank(Rule):
             " this block and the `state_dict()` gather or partial save inside waits for the others:"
             " the job hangs"
         )
-        if tp.state.value == "on":
-            head = f"Checkpoint code is guarded by `{spelled}`, but {tp.condition()}: {why}."
-        else:
-            head = f"Checkpoint code is guarded by `{spelled}`; {tp.condition()}, {why}."
-        message = (
-            f"{head} Guard it with `rdp_rank() == 0`, which equals `dp_rank()` when tensor"
-            " parallelism is off."
+        guard_code = snippet(spelled, 30)
+        title = (
+            f"checkpoint guarded by {guard_code} under tensor parallelism: peers hang"
+            if tp.state.value == "on"
+            else f"checkpoint guarded by {guard_code} hangs if tensor parallelism is on"
         )
-        self.report(test, message, severity=severity, fix=self._fix(guard), job_facts=(tp,))
+        self.report(
+            test,
+            title,
+            explanation=(
+                f"{why[:1].upper()}{why[1:]}. Guard it with `rdp_rank() == 0`, which equals"
+                " `dp_rank()` when tensor parallelism is off."
+            ),
+            evidence=(f"checkpoint code is guarded by `{spelled}`",),
+            severity=severity,
+            fix=self._fix(guard),
+            job_facts=(tp,),
+        )

@@ -25,6 +25,7 @@ from smpfix.program.model import Program
 from smpfix.program.ranks.guards import RankGuard, guarded_by_early_exit, guards_of
 from smpfix.program.ranks.rank_groups import GROUP_WORDS, Cut, cut, group_constant
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet, unknown_settings
 
 _CHECKPOINT = frozenset({"save_checkpoint", "resume_from_checkpoint"})
 _GROUP_BARRIERS = {
@@ -296,8 +297,15 @@ class CollectiveUnderRankGuard(Rule):
             )
         else:
             advice = "Call it on every rank, outside the guard."
-        message = (
-            f"{self._what(collective)}, but here it only runs where {where}: {consequence}."
+        name = snippet(f"{callee(collective.call, self.program.module)}(...)", 32)
+        title = (
+            f"{name} runs only under a rank guard: the job hangs"
+            if not condition
+            else f"{name} under a rank guard hangs if {unknown_settings(found.states)} is on"
+        )
+        what = self._what(collective)
+        explanation = (
+            f"{what[:1].upper()}{what[1:]}, but here it only runs where {where}: {consequence}."
             f" {advice}"
         )
         if collective.kind == "checkpoint":
@@ -305,7 +313,14 @@ class CollectiveUnderRankGuard(Rule):
         else:
             severity = Severity.ERROR if found.definite else Severity.WARNING
         fix = self._fix(collective, guards) if collective.kind == "checkpoint" else None
-        self.report(collective.call, message, severity=severity, fix=fix, job_facts=found.states)
+        self.report(
+            collective.call,
+            title,
+            explanation=explanation,
+            severity=severity,
+            fix=fix,
+            job_facts=found.states,
+        )
 
     # -- the fix ----------------------------------------------------------------------------------
     def _fix(self, collective: Collective, guards: Sequence[PathGuard]) -> Optional[PendingFix]:

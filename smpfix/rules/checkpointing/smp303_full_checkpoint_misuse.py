@@ -14,6 +14,7 @@ from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.objects.checkpoint_api import CHECKPOINT_API_SINCE
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 # smp.save_checkpoint(path, tag, partial=True, model=None, optimizer=None, ...)
 _CHECKPOINT_PARTIAL, _CHECKPOINT_OPTIMIZER = 2, 4
@@ -75,14 +76,20 @@ class FullCheckpointMisuse(Rule):
             or self.program.facts.literal(optimizer.value) is None
         ):
             return
-        message = (
-            f"`{self.program.code_for(call.func)}(..., partial=False, optimizer=...)` writes a full"
-            " checkpoint, and a full checkpoint never holds the optimizer: the library skips it"
-            " with only a warning, so a job resumed from it starts over with a fresh optimizer"
-            " state. Save with `partial=True` to resume training; keep `partial=False` (without"
-            " `optimizer`) for a final model export."
+        function = self.program.code_for(call.func)
+        self.report(
+            call,
+            f"{snippet(function, 24)} with `partial=False` drops the optimizer state",
+            explanation=(
+                f"`{function}(..., partial=False, optimizer=...)` writes a full checkpoint, and a"
+                " full checkpoint never holds the optimizer: the library skips it with only a"
+                " warning, so a job resumed from it starts over with a fresh optimizer state. Save"
+                " with `partial=True` to resume training; keep `partial=False` (without"
+                " `optimizer`) for a final model export."
+            ),
+            severity=Severity.ERROR,
+            fix=self._partial_fix(partial),
         )
-        self.report(call, message, severity=Severity.ERROR, fix=self._partial_fix(partial))
 
     # -- smp.save(<local_state_dict()>, path, partial=False) ------------------------------------
     def _check_save(self, call: cst.Call) -> None:
@@ -109,7 +116,13 @@ class FullCheckpointMisuse(Rule):
             return
         spelled = self.program.code_for(local[0].func)
         when = _words(state, deciding)
-        message = (
+        held = snippet(f"{spelled}()", 30)
+        title = (
+            f"{held} saved with `partial=False`: the ranks overwrite one file"
+            if state is Tri.ON
+            else f"{held} saved with `partial=False`: one file if the state is partitioned"
+        )
+        explanation = (
             f"`{spelled}()` holds only this rank's partition {when}, but"
             f" `{self.program.code_for(call.func)}(..., partial=False)` writes it to the one path"
             " every rank shares: the ranks overwrite each other and the file keeps a single"
@@ -118,7 +131,12 @@ class FullCheckpointMisuse(Rule):
         )
         severity = Severity.ERROR if state is Tri.ON else Severity.WARNING
         self.report(
-            call, message, severity=severity, fix=self._partial_fix(partial), job_facts=deciding
+            call,
+            title,
+            explanation=explanation,
+            severity=severity,
+            fix=self._partial_fix(partial),
+            job_facts=deciding,
         )
 
     def _local_state_calls(self, expr: cst.BaseExpression, depth: int = 0) -> list[cst.Call]:
@@ -169,13 +187,18 @@ class FullCheckpointMisuse(Rule):
             return
         name = self._receiver(call)
         when = _words(state, states)
-        message = (
+        title = (
+            f"`{name}.state_dict()` on a partitioned `smp.DistributedOptimizer` is unsupported"
+            if state is Tri.ON
+            else f"`{name}.state_dict()` is unsupported if the optimizer state is partitioned"
+        )
+        explanation = (
             f"`{name}.state_dict()` asks the `smp.DistributedOptimizer` for the full optimizer"
             f" state, which the library does not support {when}: the optimizer state is split"
             f" across ranks and cannot be saved whole. {self._partial_save_advice(name)}"
         )
         severity = Severity.ERROR if state is Tri.ON else Severity.WARNING
-        self.report(call, message, severity=severity, job_facts=states)
+        self.report(call, title, explanation=explanation, severity=severity, job_facts=states)
 
     def _partial_save_advice(self, name: Optional[str]) -> str:
         """``smp.save_checkpoint`` arrived in 1.10: a job known to run an older library gets only

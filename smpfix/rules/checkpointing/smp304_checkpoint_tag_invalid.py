@@ -21,6 +21,7 @@ from smpfix.program.objects.checkpoint_api import (
 from smpfix.program.ranks.rank_groups import cut
 from smpfix.program.ranks.rank_terms import rank_terms
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet, unknown_settings
 
 # Environment variables that hold a process's rank under MPI or torchrun.
 _RANK_VARIABLES = frozenset(
@@ -67,18 +68,22 @@ class CheckpointTagInvalid(Rule):
             )
         else:
             failure = "`resume_from_checkpoint` joins the tag to strings and raises TypeError"
-        message = (
-            f"The checkpoint tag `{spelled}` of `{callee}(...)` is a number, but {failure}, so the"
-            " job dies at its "
-            f"first checkpoint. Pass a string: `tag=str({spelled})` (or an f-string such as"
-            f' `f"step_{{{spelled}}}"`, '
-            "the same on the save and the resume side)."
+        title = f"checkpoint tag {snippet(spelled, 30)} is a number: the first checkpoint fails"
+        explanation = (
+            f"The checkpoint tag of `{callee}(...)` is a number, but {failure}, so the job dies at"
+            f" its first checkpoint. Pass a string: `tag=str({spelled})` (or an f-string such as"
+            f' `f"step_{{{spelled}}}"`, the same on the save and the resume side).'
         )
         fix = PendingFix(
             Applicability.SAFE, "Wrap the tag in `str(...)`", (ReplaceNode(tag, f"str({spelled})"),)
         )
         self.report(
-            found.call, message, severity=Severity.ERROR, fix=fix, implied=CHECKPOINT_API_SINCE
+            found.call,
+            title,
+            explanation=explanation,
+            severity=Severity.ERROR,
+            fix=fix,
+            implied=CHECKPOINT_API_SINCE,
         )
 
     def _check_rank(self, found: CheckpointCall, tag: cst.BaseExpression) -> None:
@@ -103,15 +108,28 @@ class CheckpointTagInvalid(Rule):
                 " `save_checkpoint` has one tag for all ranks, so most ranks find nothing to load"
             )
         condition = f" ({split.condition()})" if split.condition() else ""
-        message = (
-            f"The checkpoint tag `{spelled}` depends on the rank{condition}: {effect}. Use a tag"
-            " that is the same on every rank, such as the training step"
-            ' (`f"step_{total_steps}"`); the library adds the rank to file names itself.'
+        tag_code = snippet(spelled, 26)
+        if not split.definite:
+            settings = unknown_settings(split.states)
+            title = f"checkpoint tag {tag_code} differs by rank if {settings} is on"
+        elif found.saves:
+            title = f"checkpoint tag {tag_code} differs by rank: the job hangs"
+        else:
+            title = f"checkpoint tag {tag_code} differs by rank: most ranks load nothing"
+        explanation = (
+            f"The checkpoint tag depends on the rank{condition}: {effect}. Use a tag that is the"
+            ' same on every rank, such as the training step (`f"step_{total_steps}"`); the'
+            " library adds the rank to file names itself."
         )
         severity = Severity.ERROR if split.definite else Severity.WARNING
         states = split.states if not split.definite else ()
         self.report(
-            found.call, message, severity=severity, job_facts=states, implied=CHECKPOINT_API_SINCE
+            found.call,
+            title,
+            explanation=explanation,
+            severity=severity,
+            job_facts=states,
+            implied=CHECKPOINT_API_SINCE,
         )
 
 

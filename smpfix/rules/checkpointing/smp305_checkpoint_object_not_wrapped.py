@@ -18,6 +18,7 @@ from smpfix.program.objects.checkpoint_api import CHECKPOINT_API_SINCE, checkpoi
 from smpfix.program.objects.model_names import DistributedModelNames, parameter_names
 from smpfix.program.objects.unwrapped import Unwrapped, raw_module, raw_name
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 
 class CheckpointObjectNotWrapped(Rule):
@@ -101,27 +102,34 @@ class CheckpointObjectNotWrapped(Rule):
         sdp = self.feature("SDP", raw.use)
         spelled = self.program.code_for(raw.use)
         wrapper = f"`{raw.wrapped}`" if raw.wrapped else "the `smp.DistributedModel`"
-        lead = (
-            f"`{spelled}` is {raw.what}{via}, but `smp.save_checkpoint(model=...)` needs the"
-            f" `smp.DistributedModel` ({wrapper})"
-        )
+        given = snippet(spelled, 22)
+        needs = f"`smp.save_checkpoint(model=...)` needs the `smp.DistributedModel` ({wrapper})"
         if sdp.state is Tri.ON:
-            message = (
-                f"{lead}. With sharded data parallelism on ({sdp.source}) the library ignores this"
-                " argument and saves the wrapped model it knows, so this works; without it the"
-                f" call raises SMPValidationError. Pass {wrapper}."
+            title = f"{given} is not the wrapped model `save_checkpoint` expects"
+            explanation = (
+                f"{needs}. With sharded data parallelism on the library ignores this argument and"
+                " saves the wrapped model it knows, so this works; without it the call raises"
+                f" SMPValidationError. Pass {wrapper}."
             )
             severity = Severity.HINT
         else:
             when = "" if sdp.state is Tri.OFF else " unless sharded data parallelism is enabled"
-            message = (
-                f"{lead}: it raises SMPValidationError{when}, at the job's first checkpoint. Pass"
+            title = (
+                f"{given} is not the wrapped model: `save_checkpoint` raises"
+                if sdp.state is Tri.OFF
+                else f"{given} is not the wrapped model: raises unless sharded data parallelism"
+                " is on"
+            )
+            explanation = (
+                f"{needs}: it raises SMPValidationError{when}, at the job's first checkpoint. Pass"
                 f" {wrapper}, which saves each rank's partition."
             )
             severity = Severity.ERROR if sdp.state is Tri.OFF else Severity.WARNING
         self.report(
             raw.use,
-            message,
+            title,
+            explanation=explanation,
+            evidence=(f"`{spelled}` is {raw.what}{via}",),
             severity=severity,
             fix=self._fix(raw, "model"),
             job_facts=(sdp,),
@@ -138,9 +146,9 @@ class CheckpointObjectNotWrapped(Rule):
             return
         spelled = self.program.code_for(raw.use)
         wrapper = f"`{raw.wrapped}`" if raw.wrapped else "the `smp.DistributedOptimizer`"
-        lead = (
-            f"`{spelled}` is {raw.what}{via}, but `smp.save_checkpoint(optimizer=...)` needs the"
-            f" `smp.DistributedOptimizer` ({wrapper})"
+        given = snippet(spelled, 22)
+        needs = (
+            f"`smp.save_checkpoint(optimizer=...)` needs the `smp.DistributedOptimizer` ({wrapper})"
         )
         if on:
             why = (
@@ -148,17 +156,20 @@ class CheckpointObjectNotWrapped(Rule):
                 " the job's first checkpoint"
             )
             severity = Severity.ERROR
+            title = f"{given} is not the wrapped optimizer: `save_checkpoint` raises"
         else:
+            title = f"{given} is not the wrapped optimizer: raises under fp16, bf16 or sharding"
             why = (
                 f"the call raises {_titles(unknown)}, where the wrapper is a different object (in"
                 " fp32 without sharding the library patches the optimizer in place and both names"
                 " work)"
             )
             severity = Severity.WARNING
-        message = f"{lead}: {why}. Pass {wrapper}."
         self.report(
             raw.use,
-            message,
+            title,
+            explanation=f"{needs}: {why}. Pass {wrapper}.",
+            evidence=(f"`{spelled}` is {raw.what}{via}",),
             severity=severity,
             fix=self._fix(raw, "optimizer"),
             job_facts=tuple(on or unknown),

@@ -51,33 +51,42 @@ class ResumeFromCheckpointMisuse(Rule):
         partial = found.value("partial")
         sdp = self.feature("SDP", found.call)
         if partial is False and found.value("tag") is None:
-            message = (
-                "`resume_from_checkpoint(..., partial=False)` without a `tag` raises"
-                ' SMPValidationError ("tag is required to load a full checkpoint"): only partial'
-                " checkpoints are found through the `newest` file. Pass the tag the full checkpoint"
-                ' was saved with, e.g. `tag="fullmodel.pt"`.'
+            self.report(
+                found.call,
+                "`resume_from_checkpoint(..., partial=False)` without a `tag` raises",
+                explanation=(
+                    'It raises SMPValidationError ("tag is required to load a full checkpoint"):'
+                    " only partial checkpoints are found through the `newest` file. Pass the tag"
+                    ' the full checkpoint was saved with, e.g. `tag="fullmodel.pt"`.'
+                ),
+                severity=Severity.ERROR,
+                implied=CHECKPOINT_API_SINCE,
             )
-            self.report(found.call, message, severity=Severity.ERROR, implied=CHECKPOINT_API_SINCE)
         sharded = found.argument("load_sharded_optimizer_state")
         if sharded is not None and sdp.state is Tri.OFF:
-            message = (
-                "`load_sharded_optimizer_state=` is read only under sharded data parallelism,"
-                f" which is off ({sdp.source}): the argument does nothing here."
-            )
             self.report(
                 sharded,
-                message,
+                "`load_sharded_optimizer_state=` does nothing without sharded data parallelism",
+                explanation=(
+                    "The library reads `load_sharded_optimizer_state=` only under sharded data"
+                    " parallelism, which is off in this job: the argument does nothing here."
+                ),
                 severity=Severity.HINT,
                 job_facts=(sdp,),
                 implied=CHECKPOINT_API_SINCE,
             )
         translate = found.argument("translate_function")
         if translate is not None and partial is True:
-            message = (
-                "`translate_function=` is used only for full loads (`partial=False`); this partial"
-                " load ignores it."
+            self.report(
+                translate,
+                "`translate_function=` is ignored by this partial load",
+                explanation=(
+                    "`translate_function=` is used only for full loads (`partial=False`); this"
+                    " partial load ignores it."
+                ),
+                severity=Severity.HINT,
+                implied=CHECKPOINT_API_SINCE,
             )
-            self.report(translate, message, severity=Severity.HINT, implied=CHECKPOINT_API_SINCE)
 
     # -- order against smp.DistributedOptimizer -----------------------------------------------
     def leave_Module(self, node: cst.Module) -> None:
@@ -97,22 +106,27 @@ class ResumeFromCheckpointMisuse(Rule):
                 else "`smp.DistributedOptimizer(...)`"
             )
             if sdp.state is Tri.ON:
-                lead = f"With sharded data parallelism on ({sdp.source})"
+                lead = "With sharded data parallelism on"
                 severity = Severity.ERROR
                 effect = "here it raises SMPValidationError"
+                title = "`resume_from_checkpoint` before the optimizer wrap raises under sharding"
             else:
                 lead = "If sharded data parallelism is enabled"
                 severity = Severity.WARNING
                 effect = "it raises SMPValidationError there"
-            message = (
-                f"{lead}, `smp.resume_from_checkpoint` must run after {wrapped}, because the"
-                f" sharded optimizer state can only be loaded into the wrapped optimizer: {effect}."
-                " Move the call after the optimizer is wrapped (without sharding the load is"
-                " deferred, so that order works in every job)."
-            )
+                title = (
+                    "`resume_from_checkpoint` before the optimizer wrap raises if sharded data"
+                    " parallelism is on"
+                )
             self.report(
                 found.call,
-                message,
+                title,
+                explanation=(
+                    f"{lead}, `smp.resume_from_checkpoint` must run after {wrapped}, because the"
+                    " sharded optimizer state can only be loaded into the wrapped optimizer:"
+                    f" {effect}. Move the call after the optimizer is wrapped (without sharding"
+                    " the load is deferred, so that order works in every job)."
+                ),
                 severity=severity,
                 fix=self._move(found.call, later, parents),
                 job_facts=(sdp,),

@@ -16,6 +16,7 @@ from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.ranks.guards import RankGuard, guarded_by_early_exit, rank_zero_guards
 from smpfix.program.ranks.rank_groups import cut
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 
 @dataclass(frozen=True)
@@ -80,22 +81,30 @@ class LegacyManualCheckpointing(Rule):
         known = oss.state is Tri.ON
         test = " ".join(self.program.code_for(guards[-1].test).split())
         spelled = self.program.code_for(call.func)
+        called = snippet(f"{spelled}()", 30)
         if known:
-            lead = f"With optimizer state sharding on ({oss.source}), `{spelled}()`"
+            lead = "With optimizer state sharding on"
             severity = Severity.ERROR
+            title = f"{called} under a rank guard with optimizer state sharding: the job hangs"
         else:
-            lead = f"If `shard_optimizer_state` is enabled, `{spelled}()`"
+            lead = "If `shard_optimizer_state` is enabled"
             severity = Severity.HINT
-        message = (
-            f"{lead} gathers the optimizer state from every rank of its reduced-data-parallel"
-            f" group, but under `if {test}:` only some of those ranks call it, and they wait for"
-            " the others forever: the job hangs at its first checkpoint. Call it on every rank and"
-            " keep only the file write under the guard, or save with `smp.save_checkpoint(path,"
-            " tag, partial=True, model=model, optimizer=optimizer)` on every rank (SMP 1.10 and"
-            " later), which handles sharded optimizer state."
-        )
+            title = f"{called} under a rank guard hangs if `shard_optimizer_state` is on"
         self.report(
-            call, message, severity=severity, fix=self._hoist(call, guards), job_facts=(oss,)
+            call,
+            title,
+            explanation=(
+                f"{lead}, `{spelled}()` gathers the optimizer state from every rank of its"
+                f" reduced-data-parallel group, but under `if {test}:` only some of those ranks"
+                " call it, and they wait for the others forever: the job hangs at its first"
+                " checkpoint. Call it on every rank and keep only the file write under the guard,"
+                " or save with `smp.save_checkpoint(path, tag, partial=True, model=model,"
+                " optimizer=optimizer)` on every rank (SMP 1.10 and later), which handles sharded"
+                " optimizer state."
+            ),
+            severity=severity,
+            fix=self._hoist(call, guards),
+            job_facts=(oss,),
         )
 
     def _hoist(self, call: cst.Call, guards: Sequence[_Guard]) -> Optional[PendingFix]:

@@ -27,6 +27,7 @@ from smpfix.program.paths.branches import Reach
 from smpfix.program.tensorflow.datasets import is_tf_dataset
 from smpfix.rules.data_pipeline._dataset_sizes import DatasetSizes, Samples
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 # Where the drop keyword sits among the positional parameters.
 _TORCH_DROP_LAST = 8
@@ -311,11 +312,12 @@ class LastBatchNotDropped(Rule):
         code = self.program.code_for(batching.call.func)
         if type(batching.call.func) is cst.Attribute and len(code) > 40:
             code = f".{batching.call.func.attr.value}"
+        called = snippet(f"{code}(...)", 30)
         if batching.tensorflow:
-            lead = f"`{code}(...)` keeps the last, smaller batch of the dataset"
+            kept_what = "the dataset's last, smaller batch"
             reach = f"the dataset reaches {feed}"
         else:
-            lead = f"`{code}(...)` keeps the last, smaller batch of every epoch"
+            kept_what = "the last, smaller batch of every epoch"
             reach = f"its batches reach {feed}"
         if batching.explicit_false is not None:
             kept = f"`{keyword}=False`" + (
@@ -325,12 +327,12 @@ class LastBatchNotDropped(Rule):
             kept = f"no `{keyword}=True`" + (
                 ", in the call or the dict it unpacks" if batching.unpacks else ""
             )
-        lead = f"{lead} ({kept}) and {reach}"
+        evidence = [f"`{code}(...)` keeps {kept_what} ({kept}) and {reach}"]
         error = "" if batching.tensorflow else " (`TensorSplitError`)"
         split = (
             "`smp.step` splits every batch into `microbatches` equal parts, so a last batch whose"
             f" size is not a multiple of the microbatch count fails to split{error} at the end of"
-            " an epoch"
+            " an epoch."
         )
         job_facts: tuple[FeatureState, ...] = (mb,)
         last = self._last_batch(batching)
@@ -343,29 +345,40 @@ class LastBatchNotDropped(Rule):
             if last is not None and len(last.batch_counts) == 1:
                 return  # every rank holds as many samples, so runs as many batches
             severity = Severity.HINT
-            so = ", so" if dp.state is Tri.ON else ","
-            message = (
-                f"{lead}; {mb.condition()}, so the split cannot fail, but {dp.condition()}{so}"
-                " ranks whose data shards differ in size run different numbers of batches and the"
-                " gradient allreduce of the extra step waits forever. Give every data-parallel"
-                " rank the same number of batches: equal shards (a `DistributedSampler`) and"
+            title = f"{called} keeps a last, smaller batch: ranks may run unequal batch counts"
+            explanation = (
+                "Without microbatching the split cannot fail, but with more than one"
+                " data-parallel rank, ranks whose data shards differ in size run different"
+                " numbers of batches and the gradient allreduce of the extra step waits"
+                " forever. Give every data-parallel rank the same number of batches: equal"
+                " shards (a `DistributedSampler`) and"
                 f" `{keyword}=True`."
             )
             job_facts = (mb, dp)
-        elif last is not None:
-            verdict = self._split_verdict(last, mb)
-            if verdict is None:
-                return  # the arithmetic says every last batch splits
-            severity, arithmetic = verdict
-            message = (
-                f"{lead}; {mb.condition()}: {arithmetic}. {split[0].upper()}{split[1:]}. Pass"
-                f" `{keyword}=True`."
-            )
-        elif mb.state is Tri.ON:
-            severity = Severity.ERROR
-            message = f"{lead}; {mb.condition()}: {split}. Pass `{keyword}=True`."
         else:
-            severity = Severity.WARNING
-            message = f"{lead}; {mb.condition()}, {split}. Pass `{keyword}=True`."
+            explanation = f"{split} Pass `{keyword}=True`."
+            if last is not None:
+                verdict = self._split_verdict(last, mb)
+                if verdict is None:
+                    return  # the arithmetic says every last batch splits
+                severity, arithmetic = verdict
+                evidence.append(arithmetic)
+                title = f"{called} keeps a last batch that may not split into microbatches"
+                if severity is Severity.ERROR:
+                    title = f"{called} keeps a last batch that does not split into microbatches"
+            elif mb.state is Tri.ON:
+                severity = Severity.ERROR
+                title = f"{called} keeps the last, smaller batch: `smp.step` fails to split it"
+            else:
+                severity = Severity.WARNING
+                title = f"{called} keeps a last, smaller batch: fails to split if microbatches > 1"
         fix = self._fix(batching, index, safe=mb.state is Tri.ON)
-        self.report(batching.call, message, severity=severity, fix=fix, job_facts=job_facts)
+        self.report(
+            batching.call,
+            title,
+            explanation=explanation,
+            evidence=evidence,
+            severity=severity,
+            fix=fix,
+            job_facts=job_facts,
+        )

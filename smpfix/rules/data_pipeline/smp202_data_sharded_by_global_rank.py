@@ -22,6 +22,7 @@ from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.model import Program
 from smpfix.program.ranks.rank_terms import RankTerm, rank_terms
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet, unknown_settings
 
 _SHARDING_METHODS = frozenset({"shard", "select"})
 
@@ -43,6 +44,15 @@ _WHY = {
         " `rdp_rank()` is the same across a tensor-parallel group, so its ranks read the same"
         " samples"
     ),
+}
+
+
+# What goes wrong, short enough for a title.
+_HARM = {
+    "global": "a replica's ranks read different samples",
+    "local": "every node reads the same shards",
+    "dp": "tensor-parallel peers read different batches",
+    "rdp": "tensor-parallel peers read the same samples",
 }
 
 
@@ -205,12 +215,13 @@ class DataShardedByGlobalRank(Rule):
             return  # the same shard written once per branch of an `if`: one mistake, one finding
         self.reported_branches.append(branches)
         terms = [term for term, _ in offences]
-        lead = f"The data is sharded ({kind}) by {self._listing(terms)}"
+        lead = f"the data is sharded ({kind}) by {self._listing(terms)}"
         helpers = [term for term in terms if term.helper]
         if helpers:
             returned = " and ".join(dict.fromkeys(f"`smp.{term.member}()`" for term in helpers))
             lead += f" (the project's helpers, which return {returned})"
-        self._report(node, lead, offences, rewrite, (), terms[0].family)
+        subject = f"data sharded by {self._first(terms)}"
+        self._report(node, subject, lead, offences, rewrite, (), terms[0].family)
 
     def _branches(self) -> frozenset[tuple[int, str]]:
         stack = self.ancestry.stack
@@ -253,20 +264,29 @@ class DataShardedByGlobalRank(Rule):
                 " global rank)"
             )
             family = "global"
+            subject = "`DistributedSampler` defaults shard by global rank"
         else:
             terms = [term for term, _ in offences]
-            lead = f"This `DistributedSampler` shards by {self._listing(terms)}"
+            lead = f"this `DistributedSampler` shards by {self._listing(terms)}"
             family = terms[0].family
-        self._report(call, lead, offences, rewrite, tuple(missing), family, missing_verdict)
+            subject = f"`DistributedSampler` shards by {self._first(terms)}"
+        self._report(
+            call, subject, lead, offences, rewrite, tuple(missing), family, missing_verdict
+        )
 
     # -- how it is reported -----------------------------------------------------------------
     def _listing(self, terms: Sequence[RankTerm]) -> str:
         spellings = list(dict.fromkeys(self.program.code_for(term.node) for term in terms))
         return " and ".join(f"`{s}`" for s in spellings)
 
+    def _first(self, terms: Sequence[RankTerm]) -> str:
+        """The first rank term, for a title."""
+        return snippet(self.program.code_for(terms[0].node), 24)
+
     def _report(
         self,
         node: cst.CSTNode,
+        subject: str,
         lead: str,
         offences: Sequence[tuple[RankTerm, RankVerdict]],
         rewrite: Sequence[RankTerm],
@@ -288,10 +308,16 @@ class DataShardedByGlobalRank(Rule):
         advice = f"Shard by `{size}` and `{rank}`"
         if not self.data_job.expectation_known:
             advice += " (by `rdp_size()`/`rdp_rank()` if `prescaled_batch` is enabled)"
-        message = f"{lead}: {_why(family, self.data_job.replica_peers)}{when}. {advice}."
+        why = _why(family, self.data_job.replica_peers)
+        if verdict.state is Tri.ON:
+            title = f"{subject}: {_HARM.get(family, 'every replica reads the same shards')}"
+        else:
+            title = f"{subject}, wrong if {unknown_settings(verdict.states)} is on"
         self.report(
             node,
-            message,
+            title,
+            explanation=f"{why[:1].upper()}{why[1:]}{when}. {advice}.",
+            evidence=(lead,),
             severity=severity,
             fix=self._fix(node, rewrite, missing),
             job_facts=verdict.states,

@@ -29,6 +29,7 @@ from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.model import Program
 from smpfix.program.ranks.rank_terms import RankTerm, rank_terms
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet, unknown_settings
 
 # Seeds of RNGs that data pipelines draw from: (parameter name, position).
 _DATA_SEEDS = {
@@ -345,7 +346,13 @@ class DataRngNotSeededByDpRank(Rule):
             f" each computes the loss from its own copy of the batch, but {ranks} differs between"
             " them"
         )
-        message = (
+        first = snippet(self.program.code_for(wrong[0][0].node), 24)
+        title = (
+            f"data RNG seeded with {first}: a replica's ranks shuffle differently"
+            if verdict.state is Tri.ON
+            else f"data RNG seeded with {first}, wrong if {unknown_settings(verdict.states)} is on"
+        )
+        explanation = (
             f"`{callee(call, self.program.module)}(...)` seeds a data-pipeline RNG with {ranks}:"
             f" {why}; this is wrong {verdict.when}. Seed it with `{self._dp_rank()}` or a constant."
         )
@@ -358,23 +365,43 @@ class DataRngNotSeededByDpRank(Rule):
             if edits:
                 fix = PendingFix(Applicability.UNSAFE, f"Seed with `{expected}_rank()`", edits)
         elif site.torch_global:
-            message += (
+            explanation += (
                 " This call also seeds parameter initialisation, which under tensor parallelism"
                 " must differ between tensor-parallel ranks: seed the data pipeline with its own"
                 " generator instead."
             )
-        self.report(call, message, severity=_severity(verdict), fix=fix, job_facts=verdict.states)
+        self.report(
+            call,
+            title,
+            explanation=explanation,
+            severity=_severity(verdict),
+            fix=fix,
+            job_facts=verdict.states,
+        )
 
     def _flag_loader(self, loader: cst.Call, seed_call: cst.Call, verdict: RankVerdict) -> None:
         seed = self.program.code_for(seed_call)
-        message = (
+        loader_name = snippet(callee(loader, self.program.module), 24)
+        title = (
+            f"{loader_name} shuffles with a global RNG seeded per rank: a replica's ranks diverge"
+            if verdict.state is Tri.ON
+            else f"{loader_name} shuffles with a per-rank seed, wrong if"
+            f" {unknown_settings(verdict.states)} is on"
+        )
+        explanation = (
             f"This `{callee(loader, self.program.module)}` shuffles with PyTorch's global RNG,"
             f" which `{seed}` seeds differently on {self.data_job.replica_peers}, so they read the"
             f" batches in different orders; this is wrong {verdict.when}. Pass"
             " `generator=torch.Generator().manual_seed(...)` seeded with a constant or"
             f" `{self._dp_rank()}`."
         )
-        self.report(loader, message, severity=_severity(verdict), job_facts=verdict.states)
+        self.report(
+            loader,
+            title,
+            explanation=explanation,
+            severity=_severity(verdict),
+            job_facts=verdict.states,
+        )
 
     def _check_tf_shuffle(self, call: cst.Call) -> None:
         seed = argument(call, "seed", 1)
@@ -394,24 +421,30 @@ class DataRngNotSeededByDpRank(Rule):
             (seed for seed in self.tf_constant_seeds if self.program.order.runs_before(seed, call)),
             None,
         )
+        shuffle = snippet(f"{callee(call, self.program.module)}(...)", 30)
         if pp.state is Tri.OFF:
+            title = f"{shuffle} has no seed (it matters only with pipeline parallelism)"
             when = f"It only matters with pipeline parallelism, and {pp.condition()}."
         elif global_seed is not None:
             # TensorFlow derives the op's seed from the constant global seed, the same on every
             # rank.
             severity = Severity.HINT
+            title = f"{shuffle} has no seed of its own and relies on the global seed's op order"
             when = (
                 f"`{self.program.code_for(global_seed)}` above derives its seed alike on every"
                 " rank, which holds as long as every rank creates the same ops in the same order"
                 " before it; an explicit seed does not depend on that."
             )
+        elif pp.state is Tri.ON:
+            title = f"{shuffle} has no seed: pipeline-parallel peers shuffle differently"
+            when = f"This is wrong because {pp.condition()}."
         else:
-            when = f"This is wrong {'because ' if pp.state is Tri.ON else ''}{pp.condition()}."
+            title = f"{shuffle} has no seed: wrong if pipeline parallelism is on"
+            when = f"This is wrong {pp.condition()}."
         dp_rank = self._dp_rank()
-        message = (
-            f"`{callee(call, self.program.module)}(...)` has no seed, so every rank shuffles in its"
-            " own order, and the pipeline-parallel peers of one model replica must read the same"
-            f" batches. {when} Pass `seed={dp_rank}`."
+        explanation = (
+            "Without a seed every rank shuffles in its own order, and the pipeline-parallel peers"
+            f" of one model replica must read the same batches. {when} Pass `seed={dp_rank}`."
         )
         reference = smp_reference(self.program.file, "dp_rank", self.data_job.flavour)
         fix = None
@@ -429,7 +462,9 @@ class DataRngNotSeededByDpRank(Rule):
                     "Seed the shuffle with `dp_rank()`",
                     (*reference.edits, insertion),
                 )
-        self.report(call, message, severity=severity, fix=fix, job_facts=(pp,))
+        self.report(
+            call, title, explanation=explanation, severity=severity, fix=fix, job_facts=(pp,)
+        )
 
 
 def _value(arg: Optional[cst.Arg]) -> Optional[cst.BaseExpression]:

@@ -81,12 +81,18 @@ class DistributedSamplerMissingUnderTp(Rule):
         data_job = DataJob.of(self.program.job, self.program.facts.is_tensorflow)
         family = data_job.expected_family
         size, rank = (spelled(self.program.file, f"{family}_{kind}") for kind in ("size", "rank"))
-        message = (
-            f"This DataLoader feeds the training step {fed} with neither a `DistributedSampler` nor"
-            f" a dataset sharded by data-parallel rank, and {state.condition()}: every rank reads"
-            " the whole dataset, so the data-parallel replicas train on the same samples. The"
-            f" library strongly recommends `DistributedSampler(dataset, num_replicas={size},"
-            f" rank={rank})` under tensor parallelism; it also gives every data-parallel rank the"
-            " same number of batches, so no rank waits in a collective the others never reach."
+        self.report(
+            loader,
+            "training DataLoader without a `DistributedSampler`: every rank reads the whole"
+            " dataset",
+            explanation=(
+                "With neither a `DistributedSampler` nor a dataset sharded by data-parallel rank,"
+                " the data-parallel replicas train on the same samples. The library strongly"
+                f" recommends `DistributedSampler(dataset, num_replicas={size}, rank={rank})` under"
+                " tensor parallelism; it also gives every data-parallel rank the same number of"
+                " batches, so no rank waits in a collective the others never reach."
+            ),
+            evidence=(f"this DataLoader feeds the training step {fed}",),
+            severity=Severity.HINT,
+            job_facts=(state,),
         )
-        self.report(loader, message, severity=Severity.HINT, job_facts=(state,))

@@ -15,6 +15,7 @@ from smpfix.program.data.dataloaders import is_dataloader
 from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.flow.command_line import script_argument
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)
 _NUM_WORKERS_POSITION = 5
@@ -105,28 +106,32 @@ class DataloaderWorkersOnP4d(Rule):
         documented: bool,
     ) -> None:
         where = "the `DataLoader`" if keyword == "num_workers" else "the Trainer's data loaders"
+        setting = snippet(f"{keyword}={workers.value}", 30)
         if documented:
-            lead = (
-                f"`{keyword}={workers.value}`{workers.how} starts worker processes for {where}, but"
-                f" the job runs on {instance} ({source})"
-            )
+            title = f"{setting} on {instance}: the guide requires `num_workers=0` there"
             why = (
-                "the developer guide says that on ml.p4d instances you must set the data loader's"
-                " `num_workers=0` for the model parallelism library"
+                "The developer guide says that on ml.p4d instances you must set the data loader's"
+                " `num_workers=0` for the model parallelism library."
             )
             severity = Severity.WARNING
         else:
-            lead = (
-                f"`{keyword}={workers.value}`{workers.how} starts worker processes for {where} on"
-                f" {instance} ({source})"
-            )
+            title = f"{setting} on {instance}: ml.p4d needs `num_workers=0`, likely here too"
             why = (
-                "the developer guide requires `num_workers=0` on ml.p4d instances; ml.p4de is the"
-                " same hardware with more memory, so the requirement likely holds there too"
+                "The developer guide requires `num_workers=0` on ml.p4d instances; ml.p4de is the"
+                " same hardware with more memory, so the requirement likely holds there too."
             )
             severity = Severity.HINT
-        message = f"{lead}: {why}. Set `{keyword}=0`."
-        self.report(workers.node, message, severity=severity, fix=self._fix(call, keyword, workers))
+        self.report(
+            workers.node,
+            title,
+            explanation=f"{why} Set `{keyword}=0`.",
+            evidence=(
+                f"`{keyword}={workers.value}`{workers.how} starts worker processes for {where}",
+                f"the job runs on {instance} ({source})",
+            ),
+            severity=severity,
+            fix=self._fix(call, keyword, workers),
+        )
 
     def _fix(self, call: cst.Call, keyword: str, workers: _Workers) -> Optional[PendingFix]:
         """``num_workers=N`` -> ``0`` where the call spells a literal. Safe: the loader yields the

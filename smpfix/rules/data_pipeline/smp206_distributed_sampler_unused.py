@@ -114,17 +114,29 @@ class DistributedSamplerUnused(Rule):
         else:
             went = f"it is never given to a DataLoader, and the DataLoader at line {line}"
         so = ", so" if replicas.state is Tri.ON else ","
-        message = (
-            f"This `DistributedSampler` shards nothing: {went} {how} reads the whole dataset and"
-            f" feeds {fed}. Every rank then iterates every sample: {replicas.condition()}{so} the"
-            " replicas train on the same samples and an epoch takes as many steps as on one"
-            " replica. Pass the sampler to that DataLoader (`sampler=...` in place of"
-            " `shuffle=True`: PyTorch rejects both, and the sampler shuffles) and call"
-            " `sampler.set_epoch(epoch)` every epoch."
+        title = (
+            f"`DistributedSampler` shards nothing: the DataLoader at line {line} reads every sample"
+            if replicas.state is Tri.ON
+            else "`DistributedSampler` shards nothing: replicas read the same samples if several"
+        )
+        explanation = (
+            f"{went[:1].upper()}{went[1:]} {how} reads the whole dataset and feeds {fed}. Every"
+            f" rank then iterates every sample: {replicas.condition()}{so} the replicas train on"
+            " the same samples and an epoch takes as many steps as on one replica. Pass the"
+            " sampler to that DataLoader (`sampler=...` in place of `shuffle=True`: PyTorch"
+            " rejects both, and the sampler shuffles) and call `sampler.set_epoch(epoch)` every"
+            " epoch."
         )
         severity = Severity.ERROR if replicas.state is Tri.ON else Severity.WARNING
         fix = None if use.loaders else self._fix(sampler, loader, index)
-        self.report(sampler, message, severity=severity, fix=fix, job_facts=(replicas,))
+        self.report(
+            sampler,
+            title,
+            explanation=explanation,
+            severity=severity,
+            fix=fix,
+            job_facts=(replicas,),
+        )
 
     def _line(self, node: cst.CSTNode) -> int:
         """Line numbers for the message (computed only for a file with a finding)."""

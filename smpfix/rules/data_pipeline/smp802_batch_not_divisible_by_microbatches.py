@@ -17,6 +17,7 @@ from smpfix.program.flow.call_arguments import call_arguments
 from smpfix.program.flow.script_numbers import ResolvedNumber
 from smpfix.program.tensorflow.datasets import is_tf_dataset
 from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _TF_BATCHING = ("batch", "padded_batch")
 
@@ -106,13 +107,14 @@ class BatchNotDivisibleByMicrobatches(Rule):
         lower, upper = batch.value - remainder, batch.value - remainder + mb
         suggestion = f"{upper}" if lower <= 0 else f"{lower} or {upper}"
         if batching.size is None:
-            what = (
-                f"`{self.program.numbers.code(batching.call.func)}(...)` has no batch_size, so its"
-                " batches hold 1 sample"
-            )
+            called = self.program.numbers.code(batching.call.func)
+            what = f"`{called}(...)` has no batch_size, so its batches hold 1 sample"
+            title = f"{snippet(called + '(...)', 30)} has no batch_size: 1 sample per batch"
         else:
             origin = f" ({batch.how})" if batch.how else ""
-            what = f"This batch size is {batch.value}{origin}"
+            what = f"this batch size is {batch.value}{origin}"
+            title = f"batch size {batch.value}"
+        title += f" is not a multiple of microbatches {mb}" if batching.size is not None else ""
         prescaled = ""
         state = self.program.job.settings.get("prescaled_batch")
         if state is not None and state.value is True:
@@ -128,13 +130,24 @@ class BatchNotDivisibleByMicrobatches(Rule):
                 " (No launcher of this script is among the checked paths: if the job passes other"
                 " values as hyperparameters, check those.)"
             )
+        if batch.assumed or microbatches.assumed:
+            title += ", unless the job passes other values"
+        elif batching.size is not None:
+            title += ": the first step fails"
         self.report(
             batching.size if batching.size is not None else batching.call.func,
-            f"{what}, and microbatches is {mb} ({microbatches.how}): {batch.value} % {mb} ="
-            f" {remainder}. The batches reach {feed}, and `smp.step` splits every batch into {mb}"
-            f" equal microbatches along its first dimension, so the first step fails{error} after"
-            f" the instances are up.{prescaled} Use a batch size that is a multiple of {mb}"
-            f" ({suggestion}), or change microbatches.{assumed}",
+            title,
+            explanation=(
+                f"`smp.step` splits every batch into {mb} equal microbatches along its first"
+                f" dimension, so the first step fails{error} after the instances are up."
+                f"{prescaled} Use a batch size that is a multiple of {mb} ({suggestion}), or"
+                f" change microbatches.{assumed}"
+            ),
+            evidence=(
+                f"{what}, and microbatches is {mb} ({microbatches.how}): {batch.value} % {mb} ="
+                f" {remainder}",
+                f"the batches reach {feed}",
+            ),
             severity=Severity.WARNING if assumed else Severity.ERROR,
             job_facts=tuple(
                 feature for feature in (self.feature("MB"),) if feature.state is Tri.ON

@@ -14,6 +14,7 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.jobfacts import Tri
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 # The torch clipping utilities and the parameter that holds their threshold (position 1).
 _TORCH_CLIPPING = {
@@ -216,22 +217,25 @@ class ManualGradClippingUnderSdp(Rule):
 
     def _flag(self, call: cst.Call, clipping: _Clipping, severity: Severity) -> None:
         sdp = self.feature("SDP")
-        if severity is Severity.ERROR:
-            condition = f"; {sdp.condition()}:"
-        else:
+        function = snippet(self.program.code_for(call.func), 28)
+        evidence = [f"{clipping.spelled} clips gradients by hand"]
+        if severity is not Severity.ERROR:
+            title = f"{function} clips by hand; the library does if sharded data parallelism is on"
             item = next(e for e in self.program.job.evidence if e.feature == "SDP")
-            condition = (
-                "; if sharded data parallelism is enabled (the script suggests it:"
-                f" {item.description} at line {item.line}),"
+            evidence.append(
+                f"the script suggests sharded data parallelism: {item.description} at line"
+                f" {item.line}"
             )
+        elif clipping.master_grads:
+            title = f"{function} does nothing under sharded data parallelism"
+        else:
+            title = f"{function} clips sharded gradients by hand; the library clips itself"
         if clipping.master_grads:
-            what = (
-                f"{clipping.spelled} clips gradients by hand{condition} it does nothing then, and"
-            )
+            what = "Under sharded data parallelism it does nothing, and"
         else:
             what = (
-                f"{clipping.spelled} clips gradients by hand{condition} the parameters are sharded"
-                " across ranks, so it does not clip by the global gradient norm, and"
+                "Under sharded data parallelism the parameters are sharded across ranks, so it"
+                " does not clip by the global gradient norm, and"
             )
         why = (
             " the library already clips gradients itself at `optimizer.step()`, by the job's"
@@ -255,4 +259,12 @@ class ManualGradClippingUnderSdp(Rule):
             used = type(self.ancestry.parent()) is not cst.Expr
             reason = "its result is used" if used else "it shares its line with other statements"
             advice += f" Not removed automatically: {reason}."
-        self.report(call, what + why + advice, severity=severity, fix=fix, job_facts=(sdp,))
+        self.report(
+            call,
+            title,
+            explanation=(what + why + advice),
+            evidence=evidence,
+            severity=severity,
+            fix=fix,
+            job_facts=(sdp,),
+        )

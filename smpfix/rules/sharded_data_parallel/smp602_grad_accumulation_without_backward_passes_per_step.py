@@ -186,10 +186,14 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
                 accumulation.k is None or self._same(given.value, accumulation.k)
             ):
                 continue
-            message = self._message(accumulation, given, sdp.state.value == "on", sdp.condition())
+            title, explanation, evidence = self._message(
+                accumulation, given, sdp.state.value == "on"
+            )
             self.report(
                 wrap.call,
-                message,
+                title,
+                explanation=explanation,
+                evidence=evidence,
                 severity=severity,
                 fix=self._fix(wrap, given, accumulation.k),
                 job_facts=(sdp,),
@@ -203,30 +207,35 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         return left is not UNKNOWN and left == right
 
     def _message(
-        self, accumulation: _Accumulation, given: Optional[cst.Arg], on: bool, condition: str
-    ) -> str:
+        self, accumulation: _Accumulation, given: Optional[cst.Arg], on: bool
+    ) -> tuple[str, str, tuple[str, ...]]:
+        """The title, explanation and evidence of a finding at a wrap."""
         code = self.program.code_for
         test = code(accumulation.test)
         test = test if len(test) <= 60 and "\n" not in test else "an accumulation condition"
         k = f"`{code(accumulation.k)}`" if accumulation.k is not None else "the accumulation count"
         step = code(accumulation.step_call)
         if given is None:
-            lead = (
-                f"Gradients are accumulated (`{step}` runs only when `{test}`), but"
-                " `smp.DistributedModel(...)` does not set `backward_passes_per_step`"
-            )
+            title = "no `backward_passes_per_step` for accumulated gradients"
+            setting = "`smp.DistributedModel(...)` does not set `backward_passes_per_step`"
+            accumulated = f"gradients are accumulated: `{step}` runs only when `{test}`"
         else:
-            lead = (
-                f"Gradients are accumulated over {k} backward passes (`{step}` runs only when"
-                f" `{test}`), but `smp.DistributedModel(...)` sets"
-                f" `backward_passes_per_step={code(given.value)}`"
+            title = "`backward_passes_per_step` is not the accumulation count"
+            setting = (
+                f"`smp.DistributedModel(...)` sets `backward_passes_per_step={code(given.value)}`"
             )
-        why = (
-            "the library then takes every backward pass for an accumulation boundary and reduces"
-            " the gradients across the replication group each time instead of once at the boundary"
+            accumulated = (
+                f"gradients are accumulated over {k} backward passes: `{step}` runs only when"
+                f" `{test}`"
+            )
+        title += ": reduced at every pass" if on else " if sharded data parallelism is on"
+        explanation = (
+            "Under sharded data parallelism the library then takes every backward pass for an"
+            " accumulation boundary and reduces the gradients across the replication group each"
+            " time instead of once at the boundary. Pass"
+            f" `backward_passes_per_step={k.strip('`')}` to `smp.DistributedModel`."
         )
-        head = f"{lead}, and {condition}: {why}." if on else f"{lead}; {condition}, {why}."
-        return f"{head} Pass `backward_passes_per_step={k.strip('`')}` to `smp.DistributedModel`."
+        return title, explanation, (accumulated, setting)
 
     def _fix(
         self, wrap: Wrap, given: Optional[cst.Arg], k: Optional[cst.BaseExpression]

@@ -17,6 +17,7 @@ from smpfix.job.versions import leading
 from smpfix.program.model import Program
 from smpfix.program.steps import body_statements
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _PARAMETER_ATTRIBUTES = frozenset({"weight", "bias"})
 _PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
@@ -242,27 +243,34 @@ class ExternalParameterNotRegistered(Rule):
             return
         owner = parts.rsplit(".", 1)[0]
         where = f"the operator {receiver}" if receiver.startswith("`") else f"`{receiver}(...)`"
-        lead = (
-            f"`{cls.name.value}.forward` passes `{parts}`, a parameter owned by `{owner}`, to"
-            f" {where}"
-        )
-        why = (
-            "the library gathers a sharded parameter only around the module that owns it, so"
-            " anywhere else it is this rank's shard, not the full tensor"
-        )
-        head = (
-            f"{lead}, and {sdp.condition()}: {why}."
+        condition = (
+            "under sharded data parallelism"
             if sdp.state.value == "on"
-            else f"{lead}; {sdp.condition()}, {why}."
+            else "if sharded data parallelism is on"
         )
+        title = f"{snippet(parts, 25)} is used outside its module: a shard {condition}"
         reference = smp_reference(self.program.file, "register_parameter")
         spelled = reference.text if reference is not None else "smp.register_parameter"
-        message = (
-            f"{head} {leading(self.version_condition())} register it at the end of `__init__`:"
+        explanation = (
+            "The library gathers a sharded parameter only around the module that owns it, so"
+            " anywhere else it is this rank's shard, not the full tensor."
+            f" {leading(self.version_condition())} register it at the end of `__init__`:"
             f" `{spelled}(self, {parts})` (the API arrived in 1.13; 1.11 and 1.12 have no way to"
             " register it)."
         )
-        self.report(expr, message, severity=severity, fix=self._fix(init, parts), job_facts=(sdp,))
+        evidence = (
+            f"`{cls.name.value}.forward` passes `{parts}`, a parameter owned by `{owner}`, to"
+            f" {where}",
+        )
+        self.report(
+            expr,
+            title,
+            explanation=explanation,
+            evidence=evidence,
+            severity=severity,
+            fix=self._fix(init, parts),
+            job_facts=(sdp,),
+        )
 
     def _fix(self, init: Optional[cst.FunctionDef], parts: str) -> Optional[PendingFix]:
         """Append the registration to ``__init__``; unsafe: the API exists only in SMP 1.13+ with

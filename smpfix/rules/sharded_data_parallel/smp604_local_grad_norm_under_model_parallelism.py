@@ -19,6 +19,7 @@ from smpfix.program.objects.model_names import DistributedModelNames
 from smpfix.program.objects.unwrapped import raw_name
 from smpfix.program.steps import enclosing_step, step_bodies
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _CLIP_NORM = frozenset(
     {
@@ -122,15 +123,24 @@ class LocalGradNormUnderModelParallelism(Rule):
                 " (`clip_master_grads` returns without clipping under bf16 in 1.12): drop the call,"
                 " or clip with sharded data parallelism's `sdp_gradient_clipping`."
             )
-        message = (
-            f"{spelled} clips the model's half-precision gradients, but with"
-            f" {precision.condition()} the library has already copied them to the fp32 master"
-            " gradients at the end of the step call, and `optimizer.step()` updates from those:"
-            f" the clipping has no effect{unless}. {advice}"
+        dtype = "fp16" if fp16 else "bf16"
+        function = snippet(self.program.code_for(call.func), 32)
+        title = f"{function} clips {dtype} gradients after their fp32 copy: no effect"
+        explanation = (
+            f"{spelled} clips the model's half-precision gradients, but the library has already"
+            " copied them to the fp32 master gradients at the end of the step call, and"
+            f" `optimizer.step()` updates from those: the clipping has no effect{unless}. {advice}"
         )
         severity = Severity.ERROR if fp16 and sdp.state is Tri.OFF else Severity.WARNING
         fix = self._master_grads_fix(call) if fp16 else None
-        self.report(call, message, severity=severity, fix=fix, job_facts=(precision, sdp))
+        self.report(
+            call,
+            title,
+            explanation=explanation,
+            severity=severity,
+            fix=fix,
+            job_facts=(precision, sdp),
+        )
 
     def _flag_partition_norm(self, call: cst.Call, spelled: str) -> None:
         pp, tp = self.feature("PP", call), self.tp_distributed(call)
@@ -139,20 +149,32 @@ class LocalGradNormUnderModelParallelism(Rule):
         if not on and not unknown:
             # one partition: data-parallel gradients are already averaged, the norm is global
             return
+        function = snippet(self.program.code_for(call.func), 32)
         if on:
             condition = "because " + " and ".join(s.condition() for s in on)
+            title = f"{function} uses a partition's norm: each partition clips differently"
             severity = Severity.WARNING
         else:
             condition = "if " + " or ".join(s.feature.title for s in unknown) + " is enabled"
+            short = (
+                "pipeline or tensor parallelism" if len(unknown) > 1 else unknown[0].feature.title
+            )
+            title = f"{function} uses a partition's norm if {short} is on"
             severity = Severity.HINT
-        message = (
-            f"{spelled} computes the gradient norm of this rank's partition only, {condition}: each"
-            " rank holds and sees gradients of its own pipeline stage or tensor slice, so every"
-            " partition clips by a different factor and the update is not the globally clipped"
-            " one. Gather the norms across the model-parallel group (the developer guide's"
-            " advice), or use fp16 with `optimizer.clip_master_grads(max_norm)`, which does."
+        self.report(
+            call,
+            title,
+            explanation=(
+                f"{spelled} computes the gradient norm of this rank's partition only, {condition}:"
+                " each rank holds and sees gradients of its own pipeline stage or tensor slice, so"
+                " every partition clips by a different factor and the update is not the globally"
+                " clipped one. Gather the norms across the model-parallel group (the developer"
+                " guide's advice), or use fp16 with `optimizer.clip_master_grads(max_norm)`, which"
+                " does."
+            ),
+            severity=severity,
+            job_facts=tuple(on or unknown),
         )
-        self.report(call, message, severity=severity, job_facts=tuple(on or unknown))
 
     def _master_grads_fix(self, call: cst.Call) -> Optional[PendingFix]:
         """``torch.nn.utils.clip_grad_norm_(model.parameters(), m)`` ->

@@ -54,22 +54,27 @@ class V1LaunchOnContainerWithoutV1(ConfigRule):
         at = launcher.keyword("image_uri") if container.framework is None else None
         at = at or launcher.keyword("framework_version") or launcher.keyword("image_uri")
         if container.smp_v2:
-            where = f"{container.written}, which holds SMP v2 (`torch.sagemaker`) and no SMP v1"
+            holds = f"the container: {container.written}, which holds SMP v2 and no SMP v1"
+            why = "SMP v2 (`torch.sagemaker`) is a different library."
         else:
-            where = (
-                f"{container.written}, which has no SMP v1: SMP v1 ended with 1.15.0 in the"
-                " PyTorch 2.0.0 container, and SMP v2 (`torch.sagemaker`) comes only in its own"
-                " image, which the SageMaker SDK picks only when `torch_distributed` is beside"
-                " `modelparallel`"
+            holds = f"the container: {container.written}, which has no SMP v1"
+            why = (
+                "SMP v1 ended with 1.15.0 in the PyTorch 2.0.0 container, and SMP v2"
+                " (`torch.sagemaker`) comes only in its own image, which the SageMaker SDK picks"
+                " only when `torch_distributed` is beside `modelparallel`."
             )
         yield ConfigProblem(
             at or view.parameters,
-            f"This launcher starts SMP v1 ({sign}, and no `torch_distributed`) in {where}. The job"
-            " starts and fails when the script imports `smdistributed.modelparallel`. To stay on"
-            ' SMP v1, set `framework_version="2.0.0"` (or 1.13.1) and `py_version="py310"`; to'
-            ' move to SMP v2, replace `mpi` with `"torch_distributed": {"enabled": True}`, keep'
-            " only SMP v2 keys in `parameters`, and port the script to `torch.sagemaker`.",
+            "launcher starts SMP v1 in a container without SMP v1: the script's import fails",
             Severity.ERROR,
+            explanation=(
+                "The job starts and fails when the script imports `smdistributed.modelparallel`:"
+                f' {why} To stay on SMP v1, set `framework_version="2.0.0"` (or 1.13.1) and'
+                ' `py_version="py310"`; to move to SMP v2, replace `mpi` with'
+                ' `"torch_distributed": {"enabled": True}`, keep only SMP v2 keys in'
+                " `parameters`, and port the script to `torch.sagemaker`."
+            ),
+            evidence=(f"SMP v1: {sign}, and no `torch_distributed`", holds),
         )
 
     @staticmethod

@@ -54,23 +54,37 @@ class LauncherAndScriptUseDifferentSmp(ConfigRule):
             )
             yield ConfigProblem(
                 started or launcher.keyword("image_uri") or view.parameters,
-                f"This launcher starts SMP v2 in {container.written}, but {script} (with the"
-                " project modules it imports) imports SMP v1"
-                " (`smdistributed.modelparallel`), which that image does not have: the job fails"
-                f" at the import.{removed} Either port the script to SMP v2 (`import"
-                " torch.sagemaker as tsm`, `tsm.init()`, PyTorch FSDP, `tsm.transform` for tensor"
-                ' parallelism), or launch SMP v1: `"mpi": {"enabled": True}` instead of'
-                ' `torch_distributed`, with `framework_version="2.0.0"` or earlier.',
+                "launcher starts SMP v2, but its script imports SMP v1: the import fails",
                 Severity.ERROR,
+                explanation=(
+                    "The SMP v2 image does not have SMP v1 (`smdistributed.modelparallel`), so"
+                    f" the job fails at the import.{removed} Either port the script to SMP v2"
+                    " (`import torch.sagemaker as tsm`, `tsm.init()`, PyTorch FSDP,"
+                    " `tsm.transform` for tensor parallelism), or launch SMP v1:"
+                    ' `"mpi": {"enabled": True}` instead of `torch_distributed`, with'
+                    ' `framework_version="2.0.0"` or earlier.'
+                ),
+                evidence=(
+                    f"the container: {container.written}",
+                    f"{script} (with the project modules it imports) imports"
+                    " `smdistributed.modelparallel`",
+                ),
             )
         elif libraries.v2 and not container.smp_v2:
             yield ConfigProblem(
                 launcher.keyword("distribution") or view.parameters,
-                f"{script} imports SMP v2 (`torch.sagemaker`), but this launcher gets"
-                f" {container.written}, which has no SMP v2: the SageMaker SDK picks the SMP v2"
-                " image only when `torch_distributed` is beside `smdistributed.modelparallel` in"
-                " the `distribution`, so the job fails at the import. Launch it the way SMP v2"
-                ' starts: `"torch_distributed": {"enabled": True}` instead of `mpi`, with'
-                ' `framework_version="2.2.0"` or later and only SMP v2 keys in `parameters`.',
+                "script imports SMP v2, but this launcher gets an image without it: the import"
+                " fails",
                 Severity.ERROR,
+                explanation=(
+                    "The SageMaker SDK picks the SMP v2 image only when `torch_distributed` is"
+                    " beside `smdistributed.modelparallel` in the `distribution`, so the job"
+                    " fails at the import. Launch it the way SMP v2 starts:"
+                    ' `"torch_distributed": {"enabled": True}` instead of `mpi`, with'
+                    ' `framework_version="2.2.0"` or later and only SMP v2 keys in `parameters`.'
+                ),
+                evidence=(
+                    f"{script} imports SMP v2 (`torch.sagemaker`)",
+                    f"the container: {container.written}, which has no SMP v2",
+                ),
             )

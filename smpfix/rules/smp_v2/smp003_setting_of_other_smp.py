@@ -46,22 +46,33 @@ class SettingOfOtherSmp(V2ConfigRule):
                 if key in V2_KEYS:
                     yield ConfigProblem(
                         located,
-                        f"`{key}` is a setting of SMP v2 (`torch.sagemaker`), but this launcher"
-                        " starts SMP v1 (`mpi` with `smdistributed.modelparallel`, no"
-                        f" `torch_distributed`) in {container.written}, and SMP v1 refuses keys"
-                        " outside its schema when it starts. Remove it to stay on SMP v1; to"
-                        ' move to SMP v2, launch with `"torch_distributed": {"enabled": True}`'
-                        " instead of `mpi` and port the script to `torch.sagemaker`.",
+                        f"SMP v2 setting `{key}` in a launcher that starts SMP v1, which refuses"
+                        " it",
                         Severity.ERROR,
+                        explanation=(
+                            f"`{key}` is a setting of SMP v2 (`torch.sagemaker`), and SMP v1"
+                            " refuses keys outside its schema when it starts. Remove it to stay"
+                            " on SMP v1; to move to SMP v2, launch with"
+                            ' `"torch_distributed": {"enabled": True}` instead of `mpi` and port'
+                            " the script to `torch.sagemaker`."
+                        ),
+                        evidence=(
+                            "this launcher starts SMP v1 (`mpi` with `smdistributed.modelparallel`,"
+                            f" no `torch_distributed`) in {container.written}",
+                        ),
                     )
             return
         for key, located in parameters.value.items():
             if key in V1_ONLY_KEYS:
                 yield ConfigProblem(
                     located,
-                    f"`{key}` is a setting of SMP v1 (`smdistributed.modelparallel`), but"
-                    f" {view.where} configures SMP v2 (`torch.sagemaker`): {V1_ONLY_KEYS[key]}."
-                    " SMP v2 accepts only its own keys (`hybrid_shard_degree`,"
-                    " `tensor_parallel_degree`, ...; the SMP v2 reference lists nine).",
+                    f"SMP v1 setting `{key}` in an SMP v2 configuration, which SMP v2 refuses",
                     Severity.ERROR,
+                    explanation=(
+                        f"`{key}` is a setting of SMP v1 (`smdistributed.modelparallel`):"
+                        f" {V1_ONLY_KEYS[key]}. SMP v2 accepts only its own keys"
+                        " (`hybrid_shard_degree`, `tensor_parallel_degree`, ...; the SMP v2"
+                        " reference lists nine)."
+                    ),
+                    evidence=(f"{view.where} configures SMP v2 (`torch.sagemaker`)",),
                 )

@@ -39,12 +39,16 @@ class ScriptImportsBothLibraries(Rule):
         v2 = " ".join(self.program.code_for(first[SMP_V2]).split())
         self.report(
             first[_V1],
-            "This script imports SMP v1 (`smdistributed.modelparallel`) and SMP v2 as well"
-            f" (`{v2}`): they are two different libraries and no container has both (SMP v1"
-            " ends with the PyTorch 2.0.0 container, SMP v2 comes in its own image from PyTorch"
-            " 2.0.1), so the job fails at one of the two imports. Keep the library the launcher"
-            " starts: for SMP v2 remove this import and its calls (`smp.DistributedModel`,"
-            " `smp.step`, ...), for SMP v1 the `torch.sagemaker` import.",
+            "script imports SMP v1 and SMP v2: no container has both, so one import fails",
+            explanation=(
+                "SMP v1 (`smdistributed.modelparallel`) and SMP v2 (`torch.sagemaker`) are two"
+                " different libraries and no container has both (SMP v1 ends with the PyTorch"
+                " 2.0.0 container, SMP v2 comes in its own image from PyTorch 2.0.1), so the job"
+                " fails at one of the two imports. Keep the library the launcher starts: for SMP"
+                " v2 remove this import and its calls (`smp.DistributedModel`, `smp.step`, ...),"
+                " for SMP v1 the `torch.sagemaker` import."
+            ),
+            evidence=(f"the SMP v2 import: `{v2}`",),
         )
 
 

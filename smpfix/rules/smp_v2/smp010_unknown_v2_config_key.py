@@ -29,8 +29,9 @@ class UnknownV2ConfigKey(V2ConfigRule):
             if key in V2_KNOWN_KEYS or key in V1_ONLY_KEYS:
                 continue  # SMP003 explains SMP v1's keys
             suggestion = advise(key, V2_KNOWN_KEYS).suggestion
-            meant = (
-                f" Did you mean `{suggestion}`?"
+            guess = f"; did you mean `{suggestion}`?" if suggestion is not None else ""
+            keys = (
+                ""
                 if suggestion is not None
                 else " Its keys are `hybrid_shard_degree`, `sm_activation_offloading`,"
                 " `activation_loading_horizon`, `fsdp_cache_flush_warnings`,"
@@ -38,14 +39,17 @@ class UnknownV2ConfigKey(V2ConfigRule):
                 " `expert_parallel_degree` and `random_seed`."
             )
             unchecked = (
-                ", and the SageMaker SDK passes SMP v2 parameters through unchecked"
+                " The SageMaker SDK passes SMP v2 parameters through unchecked."
                 if view.launcher is not None
                 else ""
             )
             yield ConfigProblem(
                 located,
-                f"SMP v2 has no configuration key `{key}` in {view.where}{unchecked}: the setting"
-                " meant never reaches the library, or the library refuses it when the job"
-                f" starts.{meant}",
+                f"unknown SMP v2 key `{key}`{guess}",
                 Severity.ERROR,
+                explanation=(
+                    "The setting meant never reaches the library, or the library refuses it when"
+                    f" the job starts.{unchecked}{keys}"
+                ),
+                evidence=(f"`{key}` in {view.where}",),
             )

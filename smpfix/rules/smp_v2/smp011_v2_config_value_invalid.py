@@ -9,6 +9,7 @@ from smpfix.base.literals import UNKNOWN
 from smpfix.rules.config_rule import ConfigProblem, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.smp_v2._config import V2ConfigRule
+from smpfix.rules.titles import snippet
 
 # Each integer key and its smallest value (the SMP v2 reference: ``hybrid_shard_degree`` from 0,
 # the degrees from 1, ``activation_loading_horizon`` "a positive integer").
@@ -39,28 +40,37 @@ class V2ConfigValueInvalid(V2ConfigRule):
             value = located.plain()
             if value is UNKNOWN:
                 continue
+            where = (f"`{key}` in {view.where}",)
             if key in _INTEGERS or key == "random_seed":
                 if not isinstance(value, int) or isinstance(value, bool):
                     yield ConfigProblem(
                         located,
-                        f"`{key}` is {value!r} in {view.where}; SMP v2 takes an integer"
-                        f" (`{key}`: Integer in the SMP v2 reference). Write {_as_int(value)}.",
+                        f"`{key}` is {snippet(repr(value), 30)}, but SMP v2 takes an integer",
                         Severity.ERROR,
+                        explanation=(
+                            f"`{key}` is an Integer in the SMP v2 reference. Write"
+                            f" {_as_int(value)}."
+                        ),
+                        evidence=where,
                     )
                 elif key in _INTEGERS and value < _INTEGERS[key]:
                     lowest = _INTEGERS[key]
                     yield ConfigProblem(
                         located,
-                        f"`{key}` is {value} in {view.where}, below its range: SMP v2 takes"
-                        f" {lowest} or more{_meaning(key)}.",
+                        f"`{key}` is {value}, below its range: SMP v2 takes {lowest} or more",
                         Severity.ERROR,
+                        explanation=_meaning(key),
+                        evidence=where,
                     )
             elif key in _BOOLEANS and not isinstance(value, bool):
                 yield ConfigProblem(
                     located,
-                    f"`{key}` is {value!r} in {view.where}; SMP v2 takes a boolean (`{key}`:"
-                    " Boolean in the SMP v2 reference): write `True` or `False`.",
+                    f"`{key}` is {snippet(repr(value), 30)}, but SMP v2 takes a boolean",
                     Severity.ERROR,
+                    explanation=(
+                        f"`{key}` is a Boolean in the SMP v2 reference: write `True` or `False`."
+                    ),
+                    evidence=where,
                 )
 
 
@@ -71,8 +81,15 @@ def _as_int(value: object) -> str:
 
 
 def _meaning(key: str) -> str:
+    """What the values of an integer key mean, for the explanation of one below its range."""
     if key == "hybrid_shard_degree":
-        return " (0 lets SMP choose, 1 replicates, 2 and more shard across that many GPUs)"
+        return (
+            "In `hybrid_shard_degree`, 0 lets SMP choose, 1 replicates, 2 and more shard across"
+            " that many GPUs."
+        )
     if key == "activation_loading_horizon":
-        return " (how many offloaded or checkpointed layers' inputs may be on the GPU at once)"
-    return " (1 turns the feature off)"
+        return (
+            "`activation_loading_horizon` is how many offloaded or checkpointed layers' inputs"
+            " may be on the GPU at once."
+        )
+    return f"A `{key}` of 1 turns the feature off."

@@ -35,44 +35,56 @@ class V2DegreesDoNotFitCluster(V2ConfigRule):
                 if degree is not None and degree > world:
                     yield ConfigProblem(
                         view.located(key),
-                        f"`{key}` is {degree}, but the job has {_gpus(view, world)}: SMP v2"
-                        " takes a degree between 1 and the world size, so the job fails when"
-                        f" SMP builds its process groups. Lower `{key}` to {world} or less, or"
-                        " raise `instance_count`.",
+                        f"`{key}` is {degree}, above the job's {world} GPUs: SMP cannot build its"
+                        " groups",
                         Severity.ERROR,
+                        explanation=(
+                            "SMP v2 takes a degree between 1 and the world size, so the job fails"
+                            f" when SMP builds its process groups. Lower `{key}` to {world} or"
+                            " less, or raise `instance_count`."
+                        ),
+                        evidence=(f"the job has {_gpus(view, world)}",),
                     )
         context = view.int_value("context_parallel_degree")
         if world is not None and context is not None and 1 < context <= world and world % context:
             yield ConfigProblem(
                 view.located("context_parallel_degree"),
-                f"`context_parallel_degree` is {context}, which does not divide the job's"
-                f" {_gpus(view, world)}: SMP v2 asks for a degree that evenly divides the number"
-                " of GPUs in the cluster (the context parallelism page), or it cannot split every"
-                " sequence over equal groups. Use a divisor of"
-                f" {world}.",
+                f"`context_parallel_degree` {context} does not divide the job's {world} GPUs",
                 Severity.ERROR,
+                explanation=(
+                    "SMP v2 asks for a degree that evenly divides the number of GPUs in the"
+                    " cluster (the context parallelism page), or it cannot split every sequence"
+                    f" over equal groups. Use a divisor of {world}."
+                ),
+                evidence=(f"the job has {_gpus(view, world)}",),
             )
         shard = view.int_value("hybrid_shard_degree")
         if world is not None and shard is not None and tp is not None and 1 <= tp <= world:
             most = world // tp
             if shard > most:
-                per = f" over tensor parallel degree {tp}" if tp > 1 else ""
+                per = f" / tensor parallel degree {tp} = {most}" if tp > 1 else ""
                 yield ConfigProblem(
                     view.located("hybrid_shard_degree"),
-                    f"`hybrid_shard_degree` is {shard}, but the job has {_gpus(view, world)}"
-                    f"{per}, so FSDP can shard over {most} at most (SMP v2 takes 0 to the world"
-                    " size, and with tensor parallelism each tensor parallel rank shards over"
-                    f" the world size divided by the degree). Use {most} or less, or 0 to let"
-                    " SMP choose the largest.",
+                    f"`hybrid_shard_degree` is {shard}, but FSDP can shard over {most} GPUs at"
+                    " most",
                     Severity.ERROR,
+                    explanation=(
+                        "SMP v2 takes 0 to the world size, and with tensor parallelism each"
+                        " tensor parallel rank shards over the world size divided by the degree."
+                        f" Use {most} or less, or 0 to let SMP choose the largest."
+                    ),
+                    evidence=(f"the job has {_gpus(view, world)}{per}",),
                 )
         if shard is not None and shard >= 1 and context is not None and context > shard:
             yield ConfigProblem(
                 view.located("context_parallel_degree"),
-                f"`context_parallel_degree` is {context}, above `hybrid_shard_degree` {shard}:"
-                " SMP v2 requires `context_parallel_degree` <= `hybrid_shard_degree` (the SMP v2"
-                " reference). Raise `hybrid_shard_degree` or lower the context parallel degree.",
+                f"`context_parallel_degree` {context} is above `hybrid_shard_degree` {shard}",
                 Severity.ERROR,
+                explanation=(
+                    "SMP v2 requires `context_parallel_degree` <= `hybrid_shard_degree` (the SMP"
+                    " v2 reference). Raise `hybrid_shard_degree` or lower the context parallel"
+                    " degree."
+                ),
             )
 
 

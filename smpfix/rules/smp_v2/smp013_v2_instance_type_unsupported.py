@@ -35,18 +35,23 @@ class V2InstanceTypeUnsupported(V2ConfigRule):
         if not _GPU.match(name):
             yield ConfigProblem(
                 located,
-                f"SMP v2 runs on GPUs, and `{name}` has none: the SMP v2 image"
-                " (`pytorch-smp` in the SageMaker SDK) is built for `gpu` alone, so the SDK finds"
-                " no image for this job. Use ml.p4d.24xlarge, ml.p4de.24xlarge or"
-                " ml.p5.48xlarge.",
+                f"SMP v2 runs on GPUs, and `{name}` has none: the SDK finds no image for the job",
                 Severity.ERROR,
+                explanation=(
+                    "The SMP v2 image (`pytorch-smp` in the SageMaker SDK) is built for `gpu`"
+                    " alone, so the SDK finds no image for this job. Use ml.p4d.24xlarge,"
+                    " ml.p4de.24xlarge or ml.p5.48xlarge."
+                ),
             )
             return
         yield ConfigProblem(
             located,
-            f"`{name}` is not an instance type SMP v2 supports: the SMP v2 documentation lists"
-            " ml.p4d.24xlarge, ml.p4de.24xlarge and ml.p5.48xlarge, whose A100 and H100 GPUs its"
-            " kernels are built and tested for. Use one of those, or expect the library to fail"
-            " or fall back where it needs them.",
+            f"`{name}` is not an instance type SMP v2 supports",
             Severity.WARNING,
+            explanation=(
+                "The SMP v2 documentation lists ml.p4d.24xlarge, ml.p4de.24xlarge and"
+                " ml.p5.48xlarge, whose A100 and H100 GPUs its kernels are built and tested for."
+                " Use one of those, or expect the library to fail or fall back where it needs"
+                " them."
+            ),
         )

@@ -40,15 +40,20 @@ class OffloadingWithoutOffloadWrapper(V2ConfigRule):
             return
         yield ConfigProblem(
             located,
-            f"{view.where.capitalize()} switches SMP activation offloading on, but the script"
-            " it runs (with the project modules it imports) never wraps the model with"
-            " PyTorch's `offload_wrapper`: SMP v2 offloads the activations of a wrapped model"
-            " only, so nothing is offloaded and the job needs the GPU memory it was meant to"
-            " save. Apply it after the FSDP wrap and activation checkpointing: `from"
-            " torch.distributed.algorithms._checkpoint.checkpoint_wrapper import"
-            " offload_wrapper`, `model = offload_wrapper(model)`; or set"
-            " `sm_activation_offloading` to False.",
+            "SMP activation offloading is on, but the script never applies `offload_wrapper`",
             Severity.WARNING,
+            explanation=(
+                "SMP v2 offloads the activations of a model wrapped with PyTorch's"
+                " `offload_wrapper` only, so nothing is offloaded and the job needs the GPU"
+                " memory it was meant to save. Apply it after the FSDP wrap and activation"
+                " checkpointing: `from torch.distributed.algorithms._checkpoint.checkpoint_wrapper"
+                " import offload_wrapper`, `model = offload_wrapper(model)`; or set"
+                " `sm_activation_offloading` to False."
+            ),
+            evidence=(
+                f"{view.where} sets `sm_activation_offloading` to True",
+                "no `offload_wrapper` in the script it runs or the project modules it imports",
+            ),
         )
 
     def _code(self, view: ConfigView) -> Optional[tuple[FileFacts, ...]]:

@@ -9,6 +9,7 @@ from smpfix.job.versions import FIRST_V2
 from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 from smpfix.rules.scope import FileScope, Library
 from smpfix.rules.smp_v2._script import V2Calls, first_argument
+from smpfix.rules.titles import snippet
 
 _PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
 
@@ -38,15 +39,17 @@ class OptimizerBeforeFsdpWrap(Rule):
                     and _takes_parameters_of(call, model.value)
                     and not _rebound_between(self, model.value, call, wrap)
                 ):
+                    wrapped = snippet(f"{self.program.code_for(wrap.func)}({model.value}, ...)")
                     self.report(
                         call,
-                        f"This optimizer takes `{model.value}`'s parameters before"
-                        f" `{self.program.code_for(wrap.func)}({model.value}, ...)` wraps it:"
-                        " FSDP flattens and shards the parameters in place,"
-                        " so the optimizer holds tensors the wrapped model no longer trains, and"
-                        " the weights never change (or the step fails on their freed storage)."
-                        " Create the optimizer after the wrap, from the wrapped model:"
-                        f" `optimizer = ...(model.parameters(), ...)` with the FSDP model.",
+                        f"optimizer takes `{model.value}`'s parameters before {wrapped} wraps it",
+                        explanation=(
+                            "FSDP flattens and shards the parameters in place, so the optimizer"
+                            " holds tensors the wrapped model no longer trains, and the weights"
+                            " never change (or the step fails on their freed storage). Create the"
+                            " optimizer after the wrap, from the wrapped model:"
+                            " `optimizer = ...(model.parameters(), ...)` with the FSDP model."
+                        ),
                     )
 
 

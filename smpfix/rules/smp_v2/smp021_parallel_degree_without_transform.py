@@ -44,15 +44,21 @@ class ParallelDegreeWithoutTransform(Rule):
         if not degrees or not wraps or self._transforms():
             return
         key, value, _ = degrees[0]
-        features = " and ".join(f"`{k}` {v} ({s})" for k, v, s in degrees)
         self.report(
             wraps[0],
-            f"The job sets {features}, but this script wraps its model with FSDP and never calls"
-            " `torch.sagemaker.transform` (nor do the project modules it imports): SMP v2"
-            f" applies {_DEGREES[key]} only to a model that `tsm.transform` has converted, so"
-            f" the degree {value} does nothing: the model is not split, and the memory the job"
-            " was sized for is not saved. Convert the model before the FSDP wrap:"
-            " `model = tsm.transform(model)`; or set the degree to 1.",
+            f"`{key}` {value} does nothing: the FSDP-wrapped model never goes through"
+            " `tsm.transform`",
+            explanation=(
+                f"SMP v2 applies {_DEGREES[key]} only to a model that `tsm.transform` has"
+                f" converted, so the degree {value} does nothing: the model is not split, and the"
+                " memory the job was sized for is not saved. Convert the model before the FSDP"
+                " wrap: `model = tsm.transform(model)`; or set the degree to 1."
+            ),
+            evidence=(
+                *(f"the job sets `{k}` {v} ({s})" for k, v, s in degrees),
+                "this script wraps its model with FSDP and never calls `torch.sagemaker.transform`"
+                " (nor do the project modules it imports)",
+            ),
         )
 
     def _built_here(self, wrap: cst.Call) -> bool:

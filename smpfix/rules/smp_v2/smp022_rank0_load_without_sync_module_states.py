@@ -9,6 +9,7 @@ from smpfix.job.versions import FIRST_V2
 from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 from smpfix.rules.scope import FileScope, Library
 from smpfix.rules.smp_v2._script import V2Calls, keyword, keyword_value
+from smpfix.rules.titles import snippet
 
 
 class Rank0LoadWithoutSyncModuleStates(Rule):
@@ -50,13 +51,18 @@ class Rank0LoadWithoutSyncModuleStates(Rule):
                 if passed is not None and facts.literal(passed.value) is False
                 else "leaves out `sync_module_states`"
             )
+
+            wrapped = snippet(f"{self.program.code_for(wrap.func)}(...)")
             self.report(
                 at,
-                "`load_state_dict_from_rank0=True` loads the original weights into the tensor"
-                " parallel group of rank 0 only, and relies on FSDP to broadcast them to every"
-                f" other process, but the FSDP wrap `{self.program.code_for(wrap.func)}(...)`"
-                f" {said}:"
-                " every other group starts from freshly initialised weights, and the fine-tuning"
-                " silently diverges across replicas. Pass `sync_module_states=True` to the FSDP"
-                " wrap.",
+                "`load_state_dict_from_rank0=True` without `sync_module_states=True`: other ranks"
+                " start random",
+                explanation=(
+                    "`load_state_dict_from_rank0=True` loads the original weights into the tensor"
+                    " parallel group of rank 0 only, and relies on FSDP to broadcast them to every"
+                    " other process: without it every other group starts from freshly initialised"
+                    " weights, and the fine-tuning silently diverges across replicas. Pass"
+                    " `sync_module_states=True` to the FSDP wrap."
+                ),
+                evidence=(f"the FSDP wrap {wrapped} {said}",),
             )

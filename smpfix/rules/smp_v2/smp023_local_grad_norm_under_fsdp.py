@@ -42,19 +42,29 @@ class LocalGradNormUnderFsdp(Rule):
             if shard == 1:
                 continue  # SMP v2 falls back to NO_SHARD
             known = isinstance(shard, int) and not isinstance(shard, bool)
+            title = (
+                "`clip_grad_norm_` over FSDP shards clips by a local norm: the replicas drift apart"
+                if known
+                else "`clip_grad_norm_` over FSDP shards clips by a local norm unless"
+                " `hybrid_shard_degree` is 1"
+            )
             self.report(
                 call,
-                "`torch.nn.utils.clip_grad_norm_` sees only the parameter shards this rank holds"
-                " after the FSDP wrap, so it computes a local norm: every rank clips by a"
-                " different, too small norm, and the replicas' weights drift apart."
-                + (
-                    ""
-                    if known
-                    else " (Unless the job sets `hybrid_shard_degree` 1, which smpfix cannot see.)"
-                )
-                + " Clip with the sharded model's own method, `model.clip_grad_norm_(max_norm)`"
-                " on the root FSDP module, or SMP v2's"
-                " `torch.sagemaker.grad_norm.clip_grad_norm_(model, max_norm)`.",
+                title,
+                explanation=(
+                    "`torch.nn.utils.clip_grad_norm_` sees only the parameter shards this rank"
+                    " holds after the FSDP wrap, so it computes a local norm: every rank clips by"
+                    " a different, too small norm, and the replicas' weights drift apart."
+                    + (
+                        ""
+                        if known
+                        else " (Unless the job sets `hybrid_shard_degree` 1, which smpfix cannot"
+                        " see.)"
+                    )
+                    + " Clip with the sharded model's own method, `model.clip_grad_norm_(max_norm)`"
+                    " on the root FSDP module, or SMP v2's"
+                    " `torch.sagemaker.grad_norm.clip_grad_norm_(model, max_norm)`."
+                ),
                 severity=Severity.ERROR if known else Severity.WARNING,
             )
 

@@ -10,6 +10,7 @@ from smpfix.job.versions import FIRST_V2
 from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 from smpfix.rules.scope import FileScope, Library
 from smpfix.rules.smp_v2._script import V2Calls, first_argument
+from smpfix.rules.titles import snippet
 
 # Model families by how Hugging Face names them: the class prefix (``GPT2LMHeadModel``,
 # ``GPT2Config``) and the Hub ids of their checkpoints.
@@ -46,13 +47,17 @@ class TransformUnsupportedModel(Rule):
                 continue
             self.report(
                 call,
-                f"`{self.program.code_for(call.func)}` converts only the Hugging Face models SMP"
-                " v2's tensor parallelism supports (GPT-NeoX, Llama 2, Llama 3 and 3.1, Mistral"
-                f" 7B, Mixtral), and this model is {family}, which SMP v2 has no policy for"
-                " (SMP v1 covered GPT-2, GPT-J, BERT and RoBERTa; v2 does not). The job fails"
-                " at the transform, or trains without the parallelism it was sized for. Use a"
-                " supported model family, or leave out `tsm.transform` and tensor parallelism"
-                " (`tensor_parallel_degree` 1) and shard the model with FSDP alone.",
+                f"{snippet(self.program.code_for(call.func), 30)} has no SMP v2 policy for"
+                f" {family} models: the job fails or is not split",
+                explanation=(
+                    "`tsm.transform` converts only the Hugging Face models SMP v2's tensor"
+                    " parallelism supports (GPT-NeoX, Llama 2, Llama 3 and 3.1, Mistral 7B,"
+                    f" Mixtral), and this model is {family}, which SMP v2 has no policy for (SMP"
+                    " v1 covered GPT-2, GPT-J, BERT and RoBERTa; v2 does not). The job fails at"
+                    " the transform, or trains without the parallelism it was sized for. Use a"
+                    " supported model family, or leave out `tsm.transform` and tensor parallelism"
+                    " (`tensor_parallel_degree` 1) and shard the model with FSDP alone."
+                ),
             )
 
     def _family(

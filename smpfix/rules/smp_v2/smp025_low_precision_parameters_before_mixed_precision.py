@@ -13,6 +13,7 @@ from smpfix.program.facts import FileFacts
 from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 from smpfix.rules.scope import FileScope, Library
 from smpfix.rules.smp_v2._script import TRANSFORM, V2Calls, first_argument, keyword
+from smpfix.rules.titles import snippet
 
 _LOW = frozenset({"torch.bfloat16", "torch.float16", "torch.half"})
 _CASTS = frozenset({"half", "bfloat16"})
@@ -41,16 +42,22 @@ class LowPrecisionParametersBeforeMixedPrecision(Rule):
             if model is None:
                 continue
             for cast in self._casts(model, wrap):
+                wrapped = snippet(
+                    f"{self.program.code_for(wrap.func)}({model}, mixed_precision=...)"
+                )
                 self.report(
                     cast,
-                    f"`{model}`'s parameters are made {self._dtype(cast)} here, before"
-                    f" `{self.program.code_for(wrap.func)}({model}, mixed_precision=...)`:"
-                    " FSDP's `MixedPrecision` casts full-precision parameters down for forward and"
-                    " backward and keeps the originals for the optimizer step, so with"
-                    " low-precision originals the sharded master weights and the optimizer's"
-                    " updates are bf16 or"
-                    " fp16, and small updates round away. Build the model in fp32 (the default)"
-                    " and let `MixedPrecision(param_dtype=...)` do the casting.",
+                    f"`{model}`'s parameters are made {self._dtype(cast)} before the FSDP wrap"
+                    " with `MixedPrecision`",
+                    explanation=(
+                        "FSDP's `MixedPrecision` casts full-precision parameters down for forward"
+                        " and backward and keeps the originals for the optimizer step, so with"
+                        " low-precision originals the sharded master weights and the optimizer's"
+                        " updates are bf16 or fp16, and small updates round away. Build the model"
+                        " in fp32 (the default) and let `MixedPrecision(param_dtype=...)` do the"
+                        " casting."
+                    ),
+                    evidence=(f"the wrap after it: {wrapped}",),
                     severity=Severity.WARNING,
                 )
 

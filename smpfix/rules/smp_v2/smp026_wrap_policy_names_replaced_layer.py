@@ -10,6 +10,7 @@ from smpfix.job.versions import FIRST_V2
 from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 from smpfix.rules.scope import FileScope, Library
 from smpfix.rules.smp_v2._script import V2Calls, keyword
+from smpfix.rules.titles import snippet
 
 _POLICY = "torch.distributed.fsdp.wrap.transformer_auto_wrap_policy"
 _MODULE_POLICY = "torch.distributed.fsdp.wrap.ModuleWrapPolicy"
@@ -35,13 +36,15 @@ class WrapPolicyNamesReplacedLayer(Rule):
             name = self.program.code_for(layer)
             self.report(
                 layer,
-                f"This auto-wrap policy wraps `{name}` layers, but `tsm.transform` in this script"
-                " replaces the Hugging Face layers with SMP v2's own"
-                " (`torch.sagemaker.tensor_parallel.transformer.TransformerLayer`): no module"
-                f" of the transformed model is a `{name}`, so FSDP wraps the whole model as one"
-                " unit, gathers every parameter at once, and the memory sharding was to save is"
-                " spent (out of memory, or a much slower job). Name SMP's `TransformerLayer` in"
-                " the policy for the transformed model.",
+                f"auto-wrap policy names {snippet(name)}, which `tsm.transform` replaces",
+                explanation=(
+                    "`tsm.transform` in this script replaces the Hugging Face layers with SMP v2's"
+                    " own (`torch.sagemaker.tensor_parallel.transformer.TransformerLayer`): no"
+                    f" module of the transformed model is a `{name}`, so FSDP wraps the whole"
+                    " model as one unit, gathers every parameter at once, and the memory sharding"
+                    " was to save is spent (out of memory, or a much slower job). Name SMP's"
+                    " `TransformerLayer` in the policy for the transformed model."
+                ),
             )
 
     def _named_layers(self) -> Iterator[cst.CSTNode]:

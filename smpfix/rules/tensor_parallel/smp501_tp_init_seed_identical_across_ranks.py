@@ -24,6 +24,7 @@ from smpfix.program.data.dataloaders import (
 )
 from smpfix.program.facts import RANK_FUNCTIONS, Wrap
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _TORCH_SEEDS = frozenset(
     {
@@ -326,30 +327,39 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         call = self.program.code_for(seeding.call)
         wrapped = self.program.code_for(wrap.argument) if wrap.argument is not None else "..."
         wrapper = self.program.code_for(wrap.call.func)
-        lead = (
-            f"`{call}` is the last torch seed set before `{wrapper}({wrapped})`, and it is the same"
-            " on all tensor-parallel ranks"
+        seed = snippet(call, 36)
+        title = (
+            f"{seed} gives every tensor-parallel rank identical slices"
+            if tp.state.value == "on"
+            else f"{seed} gives identical slices if tensor parallelism is on"
         )
-        why = (
-            "each tensor-parallel rank initialises its slice of a distributed parameter from"
-            " torch's global RNG, so the same seed makes every slice identical, which hurts"
-            " convergence"
-        )
-        if tp.state.value == "on":
-            head = f"{lead}; {tp.condition()}: {why}."
-        else:
-            head = f"{lead}; {tp.condition()}, {why}."
         dp_rank, tp_rank = (self._spelled(member) for member in ("dp_rank", "tp_rank"))
-        advice = f" Add a per-rank term, e.g. `seed + {dp_rank}()` (`{tp_rank}()` works too)."
+        explanation = (
+            "Each tensor-parallel rank initialises its slice of a distributed parameter from"
+            " torch's global RNG, so the same seed makes every slice identical, which hurts"
+            f" convergence. Add a per-rank term, e.g. `seed + {dp_rank}()` (`{tp_rank}()` works"
+            " too)."
+        )
         blocker = self._global_rng_data()
         fix = None
         if blocker is None:
             fix = self._fix(seeding)
         else:
-            advice += (
+            explanation += (
                 f" Not fixed automatically: {blocker}; with `prescaled_batch`, tensor-parallel"
                 " peers must read the same batches, and a per-rank seed would make them differ."
                 " Give the data pipeline its own `generator=torch.Generator().manual_seed(seed)`"
                 " first."
             )
-        self.report(seeding.call, head + advice, severity=severity, fix=fix, job_facts=(tp,))
+        self.report(
+            seeding.call,
+            title,
+            explanation=explanation,
+            evidence=(
+                f"`{call}` is the last torch seed set before `{wrapper}({wrapped})`, and it is the"
+                " same on all tensor-parallel ranks",
+            ),
+            severity=severity,
+            fix=fix,
+            job_facts=(tp,),
+        )

@@ -11,6 +11,7 @@ from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability
 from smpfix.fixes.references import smp_reference
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 
 def _factors(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
@@ -48,21 +49,24 @@ class MpDpSizeIdentityUnderTp(Rule):
         mp_factor = factors[sizes.index("mp_size")]
         spelled = self.program.code_for(node)
         spelled = spelled if len(spelled) <= 60 and "\n" not in spelled else "this product"
-        why = (
-            "the tensor-parallel group is part of both the model-parallel and the data-parallel"
-            " group, so `mp_size() * dp_size()` is `tp_size()` times the world size"
+        condition = (
+            "under tensor parallelism" if tp.state.value == "on" else "if tensor parallelism is on"
         )
-        if tp.state.value == "on":
-            head = (
-                f"`{spelled}` multiplies `mp_size()` by `dp_size()`, and {tp.condition()}: {why}."
-            )
-        else:
-            head = f"`{spelled}` multiplies `mp_size()` by `dp_size()`; {tp.condition()}, {why}."
-        message = (
-            f"{head} If the pipeline degree is meant, use `pp_size()` (`pp_size() * dp_size()` and "
-            "`mp_size() * rdp_size()` both equal `smp.size()`)."
+        self.report(
+            node,
+            f"{snippet(self.program.code_for(node), 30)} is `tp_size()` times the world size"
+            f" {condition}",
+            explanation=(
+                "The tensor-parallel group is part of both the model-parallel and the"
+                " data-parallel group, so `mp_size() * dp_size()` is `tp_size()` times the world"
+                " size. If the pipeline degree is meant, use `pp_size()` (`pp_size() * dp_size()`"
+                " and `mp_size() * rdp_size()` both equal `smp.size()`)."
+            ),
+            evidence=(f"`{spelled}` multiplies `mp_size()` by `dp_size()`",),
+            severity=severity,
+            fix=self._fix(mp_factor),
+            job_facts=(tp,),
         )
-        self.report(node, message, severity=severity, fix=self._fix(mp_factor), job_facts=(tp,))
 
     def _fix(self, factor: cst.BaseExpression) -> Optional[PendingFix]:
         """``mp_size`` -> ``pp_size`` in this product only; unsafe, since the intent decides."""

@@ -42,20 +42,29 @@ class JoinWithTensorParallelism(Rule):
         model = receiver.value
         ddp, tp = self.feature("DDP", at=call), self.feature("TP", at=call)
         if ddp.state is Tri.OFF:
-            message = (
-                f"`{model}.join()` is only supported with `ddp=True`, but {ddp.condition()}: the"
-                " library's `join` wraps PyTorch DDP's uneven-input handling, which does not exist"
-                ' without it. Enable `"ddp": True` in the modelparallel parameters, or make'
-                " every rank see the same number of batches (a `DistributedSampler` with"
-                " `drop_last=True`) and drop the `join()`."
+            self.report(
+                call,
+                f"`{model}.join()` is only supported with `ddp=True`, and ddp is off",
+                explanation=(
+                    "The library's `join` wraps PyTorch DDP's uneven-input handling, which does"
+                    ' not exist without it. Enable `"ddp": True` in the modelparallel parameters,'
+                    " or make every rank see the same number of batches (a `DistributedSampler`"
+                    " with `drop_last=True`) and drop the `join()`."
+                ),
+                severity=Severity.ERROR,
+                job_facts=(ddp,),
             )
-            self.report(call, message, severity=Severity.ERROR, job_facts=(ddp,))
         elif tp.state is Tri.ON:
-            message = (
-                f"`{model}.join()` lets data-parallel ranks run different numbers of batches, but"
-                f" {tp.condition()}: the ranks of one tensor-parallel group run collectives"
-                " together in every layer, so if one of them runs out of batches first the others"
-                " hang. Make the ranks of each tensor-parallel group see the same number of"
-                " batches, e.g. with a `DistributedSampler` and `drop_last=True`."
+            self.report(
+                call,
+                f"`{model}.join()` under tensor parallelism: a rank out of batches hangs its peers",
+                explanation=(
+                    f"`{model}.join()` lets data-parallel ranks run different numbers of batches,"
+                    " but the ranks of one tensor-parallel group run collectives together in every"
+                    " layer, so if one of them runs out of batches first the others hang. Make the"
+                    " ranks of each tensor-parallel group see the same number of batches, e.g."
+                    " with a `DistributedSampler` and `drop_last=True`."
+                ),
+                severity=Severity.WARNING,
+                job_facts=(tp,),
             )
-            self.report(call, message, severity=Severity.WARNING, job_facts=(tp,))

@@ -15,6 +15,7 @@ from smpfix.fixes.arguments import append_arguments, block_indentation
 from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 # Reductions whose result a script averages, and the position of their `group` parameter.
 _REDUCTIONS = {"torch.distributed.all_reduce": 2, "torch.distributed.reduce": 3}
@@ -88,16 +89,19 @@ class CollectiveOnWorldGroup(Rule):
         ddp = self.feature("DDP", call)
         if ddp.state is not Tri.OFF:
             return False
-        message = (
-            f"`{self.program.code_for(call.func)}(...)` needs torch.distributed's default process"
-            " group, which the "
-            f'library creates only with `"ddp": True`, and ddp is off ({ddp.source}): the call'
-            ' raises "Default '
-            'process group has not been initialized". Turn on `ddp` in the modelparallel'
-            " parameters, or use the "
-            "library's own collectives (`smp.allgather`, `smp.broadcast`, `smp.barrier`)."
+        self.report(
+            call,
+            f"{snippet(self.program.code_for(call.func) + '(...)')} needs the default process"
+            " group, but ddp is off",
+            explanation=(
+                "torch.distributed's default process group is created by the library only with"
+                ' `"ddp": True`, so the call raises "Default process group has not been'
+                ' initialized". Turn on `ddp` in the modelparallel parameters, or use the'
+                " library's own collectives (`smp.allgather`, `smp.broadcast`, `smp.barrier`)."
+            ),
+            severity=Severity.ERROR,
+            job_facts=(ddp,),
         )
-        self.report(call, message, severity=Severity.ERROR, job_facts=(ddp,))
         return True
 
     def _starts_process_group(self) -> bool:
@@ -178,18 +182,24 @@ class CollectiveOnWorldGroup(Rule):
                 "the sum over all ranks counts every pipeline stage's copy and every"
                 " tensor-parallel rank, while `rdp_size()` counts only the model replicas"
             )
-        condition = _condition(on, unknown)
-        message = (
-            f"`{spelled}({name})` sums `{name}` over all ranks, but the result is divided by"
-            f" `{size}`: {why}, and the mean comes out too large {condition}. Reduce over the"
-            f" matching group, `group=smp.{_GROUP_OF[average.size]}()` (as the official GPT-2"
-            " example does), or divide by `smp.size()` for a mean over all ranks."
-        )
-        severity = Severity.ERROR if on else Severity.WARNING
+        if on:
+            title = f"all-reduced `{name}` is divided by `{size}`: the mean comes out too large"
+        else:
+            short = (
+                "pipeline or tensor parallelism" if len(unknown) > 1 else unknown[0].feature.title
+            )
+            title = f"all-reduced `{name}` is averaged wrongly if {short} is on"
         self.report(
             call,
-            message,
-            severity=severity,
+            title,
+            explanation=(
+                f"`{spelled}({name})` sums `{name}` over all ranks, but the result is divided by"
+                f" `{size}`: {why}, and the mean comes out too large {_condition(on, unknown)}."
+                f" Reduce over the matching group, `group=smp.{_GROUP_OF[average.size]}()` (as the"
+                " official GPT-2 example does), or divide by `smp.size()` for a mean over all"
+                " ranks."
+            ),
+            severity=Severity.ERROR if on else Severity.WARNING,
             fix=self._fix(call, group, average.size),
             job_facts=tuple(on or unknown),
         )
