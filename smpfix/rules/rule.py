@@ -291,9 +291,9 @@ class Rule:
         """The switch that keeps the code off in this job, as a short clause: "runs only when
         `args.do_train` is false; `--do_train` defaults to 0 and the launcher launch.py sets 1"."""
         test = " ".join(self.program.code_for(requirement.test).split())
-        side = "true" if requirement.holds else "false"
-        why = f"; {how[0]}" if how else ", which it is not by default"
-        return f"runs only when `{test}` is {side}{why}"
+        side, other = ("true", "false") if requirement.holds else ("false", "true")
+        why = how[0] if how else f"by default it is {other}"
+        return f"runs only when `{test}` is {side}; {why}"
 
     def _with_condition(self, title: str, requirement: Requirement) -> str:
         """A hint's title says which configuration it needs, when that fits on its line."""

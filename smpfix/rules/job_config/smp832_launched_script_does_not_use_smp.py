@@ -45,11 +45,15 @@ class LaunchedScriptDoesNotUseSmp(ConfigRule):
             # Nothing to check: the script that would be checked as launched is not there.
             yield ConfigProblem(
                 entry,
-                f"This launcher enables the model parallelism library for `{missing}`, which is"
-                " not there: SageMaker cannot start it (the SDK stops when it uploads the"
-                " source), and smpfix checks no script under this configuration. Name the"
-                " script the job should run.",
+                f"entry point {snippet(missing, 50)} is not in the project: the job would not"
+                " start",
                 Severity.WARNING,
+                explanation=(
+                    f"This launcher enables the model parallelism library for `{missing}`, which"
+                    " is not there: SageMaker cannot start it (the SDK stops when it uploads the"
+                    " source), and smpfix checks no script under this configuration. Name the"
+                    " script the job should run."
+                ),
             )
             return
         loading = self._loading(view)
