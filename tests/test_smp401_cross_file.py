@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import run_cli
+from conftest import finding_text, run_cli
 
 from smpfix.engine.analysis import AnalysisOptions, analyze
 from smpfix.job.project import Project
@@ -72,7 +72,7 @@ def test_class_in_another_file_is_reported_on_the_wrap(workdir: Path) -> None:
     assert [(f.code, f.start.line, f.severity.value) for f in findings] == [
         ("SMP401", WRAP_LINE, "warning")
     ]
-    message = findings[0].message
+    message = finding_text(findings[0])
     assert "`GPT`" in message and "model.py, line 8" in message
     assert "`hidden_states` (element 2)" in message and "`attn_maps` (element 3)" in message
     assert "`train_step`" in message
@@ -129,8 +129,8 @@ def test_forward_inherited_from_a_base_in_a_third_file(workdir: Path) -> None:
     )
     findings = _analyze(root)
     assert len(findings) == 1
-    assert "`Backbone.forward` (layers.py, line 4)" in findings[0].message
-    assert "`h` (element 2)" in findings[0].message
+    assert "`Backbone.forward` (layers.py, line 4)" in finding_text(findings[0])
+    assert "`h` (element 2)" in finding_text(findings[0])
 
 
 def test_model_in_a_package(workdir: Path) -> None:
@@ -148,14 +148,14 @@ def test_model_in_a_package(workdir: Path) -> None:
     )
     findings = _analyze(root)
     assert len(findings) == 1
-    assert f"{Path('models') / 'gpt.py'}, line 8" in findings[0].message
+    assert f"{Path('models') / 'gpt.py'}, line 8" in finding_text(findings[0])
 
 
 def test_model_file_that_imports_the_library_is_followed_too(workdir: Path) -> None:
     model = "import smdistributed.modelparallel.torch as smp\n" + MODEL
     root = _project(workdir, model=model)
     findings = _analyze(root)
-    assert len(findings) == 1 and "model.py, line 9" in findings[0].message
+    assert len(findings) == 1 and "model.py, line 9" in finding_text(findings[0])
 
 
 def test_suppression_on_the_wrap_line(workdir: Path) -> None:

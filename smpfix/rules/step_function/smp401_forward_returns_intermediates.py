@@ -40,6 +40,12 @@ _HF_FLAGS = {
     "output_attentions": ("attentions", "the attention maps of every layer"),
     "use_cache": ("past_key_values", "every layer's key/value cache (`past_key_values`)"),
 }
+# What each switch adds, short enough for a title.
+_HF_SHORT = {
+    "output_hidden_states": "hidden states",
+    "output_attentions": "attention maps",
+    "use_cache": "key/value cache",
+}
 _HF_PREFIX = "transformers."
 _LONGEST_QUOTE = 40
 
@@ -105,9 +111,12 @@ class ForwardReturnsIntermediates(Rule):
             if id(anchor) in reported:
                 continue
             reported.add(id(anchor))
+            title, explanation, evidence = self._forward_message(cls, owner, returned, unused, use)
             self.report(
                 anchor,
-                self._forward_message(cls, owner, returned, unused, use),
+                title,
+                explanation=explanation,
+                evidence=evidence,
                 severity=Severity.WARNING,
             )
 
@@ -118,7 +127,9 @@ class ForwardReturnsIntermediates(Rule):
         returned: _Returned,
         unused: Sequence[_Element],
         use: OutputUse,
-    ) -> str:
+    ) -> tuple[str, str, tuple[str, ...]]:
+        """The title, explanation and evidence of a ``forward`` that returns tensors no step
+        function uses."""
         used = [e for e in returned.elements if e not in unused and _is_tensor_like(e.value)]
         count = sum(1 for e in returned.elements if _is_tensor_like(e.value))
         names = _join([_describe(owner, e, returned.by_key) for e in unused], "and")
@@ -137,7 +148,11 @@ class ForwardReturnsIntermediates(Rule):
             )
         keep = _join([f"`{_quote(owner, e.value)}`" for e in used], "and")
         who = "the step functions use" if len(use.steps) > 1 else "the step function uses"
-        return f"{lead}: {_WHY.format(method=name)}. Return only what {who} ({keep}) from `{name}`."
+        tensors = "tensor" if len(unused) == 1 else "tensors"
+        subject = f"`{owner.name}.{name}`" if owner.linked is None else f"wrapped `{cls.name}`"
+        title = f"{subject} returns {len(unused)} {tensors} no step function uses"
+        explanation = f"{_WHY.format(method=name)}. Return only what {who} ({keep}) from `{name}`."
+        return title, explanation, (lead,)
 
     @property
     def _method(self) -> str:
@@ -240,6 +255,7 @@ class ForwardReturnsIntermediates(Rule):
             return  # the step reads it (a distillation loss on hidden states, say): it is needed
         reported.add(id(node))
         where = "this call" if in_step else "the wrapped model"
+        title = f"`{flag}=True` makes {where} return every layer's {_HF_SHORT[flag]}"
         readers = _join([f"`{step}`" for step in use.steps], "or")
         unread = f", which {readers} never reads" if readers and not use.whole else ""
         remedy = (
@@ -247,11 +263,11 @@ class ForwardReturnsIntermediates(Rule):
             if flag == "use_cache"
             else f"leave `{flag}` off (it defaults to False)"
         )
-        message = (
-            f"`{flag}=True` makes {where} return {what} from every forward pass{unread}:"
+        explanation = (
+            f"It returns {what} from every forward pass{unread}:"
             f" {_WHY.format(method='forward')}. For training, {remedy}."
         )
-        self.report(node, message, severity=Severity.WARNING)
+        self.report(node, title, explanation=explanation, severity=Severity.WARNING)
 
 
 def _training_returns(

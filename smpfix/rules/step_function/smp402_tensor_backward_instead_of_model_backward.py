@@ -20,6 +20,7 @@ from smpfix.program.objects.model_names import DistributedModelNames
 from smpfix.program.objects.training_objects import looks_like_optimizer
 from smpfix.program.steps import contains_name_call, enclosing_step, step_bodies
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _UNSUPPORTED = ("retain_graph", "create_graph")
 _AUTOGRAD_BACKWARD = "torch.autograd.backward"
@@ -97,19 +98,21 @@ class TensorBackwardInsteadOfModelBackward(Rule):
     ) -> None:
         names = self.models.names_in_scope(functions)
         model = sorted(names)[0] if len(names) == 1 else "model"
-        lead = (
-            f"`{self._spelled(call)}` inside step function `{step.name.value}` computes gradients"
-            " behind the library's back"
+        title = (
+            f"{snippet(self.program.code_for(call), 30)} in step `{step.name.value}` bypasses"
+            " `smp.DistributedModel`"
         )
         why = (
             "`smp.DistributedModel` must run the backward pass itself: it schedules it across"
             " pipeline stages and microbatches, applies the fp16 loss scale and, under sharded data"
             " parallelism, routes it through the optimizer"
         )
-        message, fix = self._message_and_fix(
-            call, receiver, names, model, f"{lead}; {why}.", Applicability.SAFE
+        advice, fix = self._advice_and_fix(call, receiver, names, model, Applicability.SAFE)
+        explanation = (
+            f"`{self._spelled(call)}` inside step function `{step.name.value}` computes gradients"
+            f" behind the library's back; {why}. {advice}"
         )
-        self.report(call, message, severity=Severity.ERROR, fix=fix)
+        self.report(call, title, explanation=explanation, severity=Severity.ERROR, fix=fix)
 
     def _flag_outside_step(
         self,
@@ -131,20 +134,32 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         model = sorted(names)[0] if len(names) == 1 else "model"
         reasons = " and ".join(state.condition() for state in enabled)
         effect = []
+        skipped = []
         if any(state.feature.key == "FP16" for state in enabled):
             effect.append("skips the fp16 loss scaling that `model.backward` applies")
+            skipped.append("fp16 loss scaling")
         if any(state.feature.key == "SDP" for state in enabled):
             effect.append(
                 "bypasses the sharded optimizer that `model.backward` routes gradients through"
             )
-        lead = (
+            skipped.append("the sharded optimizer")
+        title = (
+            f"tensor backward {snippet(self.program.code_for(call), 30)} skips"
+            f" {' and '.join(skipped)}"
+        )
+        advice, fix = self._advice_and_fix(call, receiver, names, model, Applicability.UNSAFE)
+        explanation = (
             f"`{self._spelled(call)}` is a plain tensor backward on `{model}`'s loss, and"
-            f" {reasons}: it {' and '.join(effect)}."
+            f" {reasons}: it {' and '.join(effect)}. {advice}"
         )
-        message, fix = self._message_and_fix(
-            call, receiver, names, model, lead, Applicability.UNSAFE
+        self.report(
+            call,
+            title,
+            explanation=explanation,
+            severity=Severity.ERROR,
+            fix=fix,
+            job_facts=tuple(enabled),
         )
-        self.report(call, message, severity=Severity.ERROR, fix=fix, job_facts=tuple(enabled))
 
     def _scope_calls_model(self, scope: CodeScope, names: frozenset[str]) -> bool:
         """Evidence that the loss comes from the wrapped model: the same function calls it."""
@@ -153,21 +168,21 @@ class TensorBackwardInsteadOfModelBackward(Rule):
             self._calls_model[key] = contains_name_call(scope, names)
         return self._calls_model[key]
 
-    def _message_and_fix(
+    def _advice_and_fix(
         self,
         call: cst.Call,
         receiver: Optional[cst.BaseExpression],
         names: frozenset[str],
         model: str,
-        lead: str,
         applicability: Applicability,
     ) -> tuple[str, Optional[PendingFix]]:
+        """What to call instead (the last sentences of the explanation), and the fix."""
         unsupported = [name for name in _UNSUPPORTED if argument(call, name) is not None]
         if unsupported:
             spelled = " and ".join(f"`{name}`" for name in unsupported)
             return (
                 (
-                    f"{lead} `{model}.backward(...)` replaces it but does not support {spelled}:"
+                    f"`{model}.backward(...)` replaces it but does not support {spelled}:"
                     " restructure the step so that a single backward pass suffices."
                 ),
                 None,
@@ -175,7 +190,7 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         if self._is_scaler_scale(receiver):
             return (
                 (
-                    f"{lead} With a loss scaler, use `smp.amp.GradScaler` and call"
+                    f"With a loss scaler, use `smp.amp.GradScaler` and call"
                     f" `{model}.backward(scaler.scale(loss))`; a `torch.cuda.amp.GradScaler` does"
                     " not work with the library."
                 ),
@@ -189,7 +204,7 @@ class TensorBackwardInsteadOfModelBackward(Rule):
         )
         if len(suggestion) > 60:
             suggestion = f"{model}.backward(...)"
-        message = f"{lead} Call `{suggestion}` instead."
+        message = f"Call `{suggestion}` instead."
         if replacement is None or len(names) != 1:
             return message, None
         node, text = replacement

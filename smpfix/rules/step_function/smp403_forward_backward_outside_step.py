@@ -9,6 +9,8 @@ import libcst as cst
 from smpfix.base.findings import Severity
 from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry, iter_nodes
+from smpfix.job.jobfacts import Tri
+from smpfix.job.versions import leading
 from smpfix.program.model import Program
 from smpfix.program.objects.model_names import DistributedModelNames
 from smpfix.program.steps import enclosing_step, step_bodies
@@ -127,14 +129,14 @@ class ForwardBackwardOutsideStep(Rule):
 
     def _flag_backward(self, candidate: _ForwardOrBackward) -> None:
         model = candidate.model
-        message = (
-            f"`{model}.backward(...)` is called outside an `@smp.step` function: the library always"
-            " raises `BwdExecutionNotInStepFnError` there, because the backward pass is scheduled"
-            f" per microbatch by the step. Move the forward pass and `{model}.backward(loss)` into"
-            " an `@smp.step` function, return the loss, and call that function from the training"
-            " loop."
+        title = f"`{model}.backward(...)` outside an `@smp.step` function: the library raises"
+        explanation = (
+            "The library always raises `BwdExecutionNotInStepFnError` there, because the backward"
+            f" pass is scheduled per microbatch by the step. Move the forward pass and"
+            f" `{model}.backward(loss)` into an `@smp.step` function, return the loss, and call"
+            " that function from the training loop."
         )
-        self.report(candidate.call, message, severity=Severity.ERROR)
+        self.report(candidate.call, title, explanation=explanation, severity=Severity.ERROR)
 
     def _flag_forward(self, candidate: _ForwardOrBackward) -> None:
         pp = self.feature("PP", at=candidate.call)
@@ -142,18 +144,19 @@ class ForwardBackwardOutsideStep(Rule):
         if severity is None:
             return
         model = candidate.model
-        lead = f"The wrapped model `{model}` is called outside an `@smp.step` function"
+        on = pp.state is Tri.ON
+        when = "under pipeline parallelism" if on else "if pipeline parallelism is on"
+        title = f"wrapped `{model}` called outside `@smp.step`: raises {when}"
         why = (
             "the library raises `FwdExecutionNotInStepFnError`, because pipeline stages can only"
             " run the forward pass inside a step, which splits the batch into microbatches and"
             " pipelines them"
         )
-        if pp.state.value == "on":
-            head = f"{lead}, and {pp.condition()}: {why}."
-        else:
-            head = f"{lead}; {pp.condition()}, {why}."
-        message = (
-            f"{head} Put the forward pass (and `{model}.backward(loss)`) in an `@smp.step` function"
-            " and call it from the loop; evaluation needs its own step function too."
+        explanation = (
+            f"{leading(pp.condition())} {why}. Put the forward pass (and"
+            f" `{model}.backward(loss)`) in an `@smp.step` function and call it from the loop;"
+            " evaluation needs its own step function too."
         )
-        self.report(candidate.call, message, severity=severity, job_facts=(pp,))
+        self.report(
+            candidate.call, title, explanation=explanation, severity=severity, job_facts=(pp,)
+        )

@@ -44,6 +44,7 @@ from smpfix.rules.step_function._once_per_microbatch import (
     StepHazards,
     batch_norm_in,
 )
+from smpfix.rules.titles import snippet
 
 _CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
 _ALLREDUCE_FUNCTIONS = frozenset({"all_reduce", "all_reduce_coalesced", "all_reduce_multigpu"})
@@ -184,19 +185,30 @@ class OncePerBatchWorkInsideStep(Rule):
 
     def _report_work(self) -> None:
         severity, states, condition = self._severity()
+        when = {
+            Severity.ERROR: "runs once per microbatch",
+            Severity.WARNING: "runs once per microbatch if microbatches > 1",
+            Severity.HINT: "belongs outside the step",
+        }[severity]
         fixes: dict[cst.FunctionDef, Optional[PendingFix]] = {}
         for work in self.found:
             if work.step not in fixes:
                 fixes[work.step] = self._fix([w for w in self.found if w.step is work.step])
             step_name = work.step.name.value
             where = "before the" if work.what.endswith(".zero_grad()`") else "after the"
-            message = (
-                f"{work.what} inside step function `{step_name}` runs once per microbatch, not once"
-                f" per batch: it {work.effect}. {condition} Move it to the training loop, {where}"
-                f" `{step_name}(...)` call."
+            title = f"{_short(work.what, 24)} in step `{step_name}` {when}"
+            explanation = (
+                f"{_capital(work.what)} inside step function `{step_name}` runs once per"
+                f" microbatch, not once per batch: it {work.effect}. {condition} Move it to the"
+                f" training loop, {where} `{step_name}(...)` call."
             )
             self.report(
-                work.call, message, severity=severity, fix=fixes[work.step], job_facts=states
+                work.call,
+                title,
+                explanation=explanation,
+                severity=severity,
+                fix=fixes[work.step],
+                job_facts=states,
             )
 
     def _severity(self) -> tuple[Severity, tuple[FeatureState, ...], str]:
@@ -228,6 +240,9 @@ class OncePerBatchWorkInsideStep(Rule):
         if hazard.kind == BATCH_SIZE:
             severity = self.severity_when(mb)
             states: tuple[FeatureState, ...] = (mb,)
+            title = f"{_short(hazard.what)} shapes a microbatch with the full batch size"
+            if mb.state is not Tri.ON:
+                title += " if microbatches > 1"
             message = (
                 f"{hazard.what} uses the DataLoader's batch size as a shape, but the body {runs}"
                 f" and sees batch_size / microbatches rows ({mb.condition()}): the shape is wrong"
@@ -237,6 +252,9 @@ class OncePerBatchWorkInsideStep(Rule):
         elif hazard.kind == MODEL_STATE:
             severity = self._model_state_severity(mb, pp)
             states = (pp, mb)
+            title = (
+                f"{_short(hazard.what)} in a step sets model state other pipeline stages never see"
+            )
             message = (
                 f"{hazard.what} sets state on the model inside step function `{name}`: the body"
                 " runs only on the first pipeline stage, once per microbatch, so the modules of"
@@ -247,6 +265,9 @@ class OncePerBatchWorkInsideStep(Rule):
         elif hazard.kind == SEED:
             severity = Severity.HINT if mb.state is Tri.ON else None
             states = (mb,)
+            title = (
+                f"{_short(hazard.what)} reseeds every microbatch: random draws repeat in a batch"
+            )
             message = (
                 f"{hazard.what} {runs}: every microbatch restarts the same random stream, so"
                 " dropout masks and other random draws repeat across the microbatches of a batch"
@@ -255,6 +276,7 @@ class OncePerBatchWorkInsideStep(Rule):
         else:
             severity = Severity.HINT if Tri.ON in (mb.state, pp.state) else None
             states = tuple(state for state in (mb, pp) if state.state is Tri.ON)
+            title = f"{_short(hazard.what)} runs several times per batch in step `{name}`"
             message = (
                 f"{hazard.what} {runs}, only on the first pipeline stage, and once more while the"
                 " library traces the first call"
@@ -262,7 +284,13 @@ class OncePerBatchWorkInsideStep(Rule):
                 f" many times per batch. Do it on what `{name}(...)` returns, after the call."
             )
         if severity is not None:
-            self.report(hazard.node, message, severity=severity, job_facts=states)
+            self.report(
+                hazard.node,
+                title,
+                explanation=_capital(message),
+                severity=severity,
+                job_facts=states,
+            )
 
     @staticmethod
     def _model_state_severity(mb: FeatureState, pp: FeatureState) -> Optional[Severity]:
@@ -284,6 +312,7 @@ class OncePerBatchWorkInsideStep(Rule):
                 layer = batch_norm_in(cls) if cls is not None else None
                 if cls is None or layer is None:
                     continue
+                title = f"`{cls.name}` has `{layer}` layers: their statistics are per microbatch"
                 message = (
                     f"The model `{cls.name}` has `{layer}` layers, and {mb.condition()}: the step"
                     " runs each microbatch through the model separately, so batch statistics come"
@@ -291,7 +320,13 @@ class OncePerBatchWorkInsideStep(Rule):
                     " once per microbatch. Check that this is what the recipe wants (a larger"
                     " batch, or `nn.GroupNorm`/`nn.LayerNorm`, avoid it)."
                 )
-                self.report(wrap.call, message, severity=Severity.HINT, job_facts=(mb,))
+                self.report(
+                    wrap.call,
+                    title,
+                    explanation=message,
+                    severity=Severity.HINT,
+                    job_facts=(mb,),
+                )
                 break
 
     # -- fix -------------------------------------------------------------------------------
@@ -484,3 +519,15 @@ def _renamed(
     if renames:
         result = result.visit(_SubstituteArguments(renames))  # type: ignore[assignment]
     return result
+
+
+def _short(what: str, limit: int = 30) -> str:
+    """What a finding is about, for its title: quoted code is cut to ``limit`` characters."""
+    if len(what) > 2 and what.startswith("`") and what.endswith("`"):
+        return snippet(what[1:-1], limit)
+    return what
+
+
+def _capital(text: str) -> str:
+    """``text`` opening a sentence."""
+    return text[:1].upper() + text[1:]

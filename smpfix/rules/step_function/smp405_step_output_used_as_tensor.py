@@ -15,6 +15,7 @@ from smpfix.base.walker import Ancestry
 from smpfix.program.model import Program
 from smpfix.program.steps import StepFunction, returns_container
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 OUTPUT = "output"  # a StepOutput: one value per microbatch
 CONTAINER = "container"  # a tuple/list/dict whose tensors are StepOutputs
@@ -417,12 +418,16 @@ class StepOutputUsedAsTensor(Rule):
                 " logits, `.reduce_mean()` for a loss"
             )
         )
-        message = (
+        what = use.what or "this use"
+        if len(what) > 2 and what.startswith("`") and what.endswith("`"):
+            what = snippet(what[1:-1], 24)
+        title = f"{what} on `StepOutput` {snippet(spelled, 30)}, which is not a tensor"
+        explanation = (
             f"`{spelled}` is a `StepOutput` (what {source} returns: one value per microbatch), not"
             f" a tensor, so {use.what} does not work on it. {advice}."
         )
         assert isinstance(use.node, cst.CSTNode)
-        self.report(use.node, message, severity=Severity.ERROR, fix=fix)
+        self.report(use.node, title, explanation=explanation, severity=Severity.ERROR, fix=fix)
 
 
 def _has_format_spec(node: cst.BaseExpression) -> bool:

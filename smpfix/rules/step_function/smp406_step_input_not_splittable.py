@@ -20,6 +20,7 @@ from smpfix.program.model import Program
 from smpfix.program.objects.training_objects import DATALOADER, DATASET, SAMPLER, object_kind
 from smpfix.program.steps import StepFunction, positional_parameters
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 # What the developer guide forbids passing: the inputs of `smp.step` must be the tensors a
 # DataLoader yields, because the step splits them into microbatches; a loader (or what builds
@@ -133,12 +134,14 @@ class StepInputNotSplittable(Rule):
     def _flag_not_a_list(
         self, step: StepFunction, value: cst.BaseExpression, shape: str, fix: Optional[PendingFix]
     ) -> None:
-        message = (
-            f"`non_split_inputs` of step function `{step.name}` is {shape}, but the library"
-            " requires a list: `smp.step` raises `TypeError: Non-split inputs must be a list.`"
-            " when the function is defined. Write the same names as a list."
+        title = (
+            f"`non_split_inputs` of step `{step.name}` is {shape}, not a list: `smp.step` raises"
         )
-        self.report(value, message, severity=Severity.ERROR, fix=fix)
+        explanation = (
+            "The library requires a list: `smp.step` raises `TypeError: Non-split inputs must be a"
+            " list.` when the function is defined. Write the same names as a list."
+        )
+        self.report(value, title, explanation=explanation, severity=Severity.ERROR, fix=fix)
 
     def _check_names(
         self,
@@ -152,11 +155,13 @@ class StepInputNotSplittable(Rule):
             if name is UNKNOWN:
                 continue
             if not isinstance(name, str):
+                code = self.program.code_for(element)
                 self._report_name(
                     step,
                     element,
                     option,
-                    f"`{self.program.code_for(element)}` is not a parameter name (a string)",
+                    f"{snippet(code, 20)}, not a parameter name",
+                    f"`{code}` is not a parameter name (a string)",
                 )
             elif params is not None and name not in params:
                 self._flag_missing(step, element, option, name)
@@ -166,19 +171,23 @@ class StepInputNotSplittable(Rule):
             step,
             node,
             option,
+            f"{snippet(name, 25)}, not a parameter of `{step.name}`",
             f"`{name}` is not a positional-or-keyword parameter of `{step.name}`",
         )
 
     def _report_name(
-        self, step: StepFunction, node: cst.CSTNode, option: str, problem: str
+        self, step: StepFunction, node: cst.CSTNode, option: str, named: str, problem: str
     ) -> None:
+        """``named`` completes the title ("`x`, not a parameter name"); ``problem`` says the
+        same in full for the explanation."""
+        title = f"`{option}` names {named}"
         message = (
             f"`{option}` of step function `{step.name}` names something the library cannot match:"
             f" {problem}. It compares the names with `inspect.getfullargspec(f).args` on every call"
             " and raises `ValueError` (keyword-only parameters and `**kwargs` do not count). Name"
             " the function's own parameters."
         )
-        self.report(node, message, severity=Severity.ERROR)
+        self.report(node, title, explanation=message, severity=Severity.ERROR)
 
     def _check_split_axes(
         self, step: StepFunction, value: cst.BaseExpression, params: Optional[Sequence[str]]
@@ -195,12 +204,15 @@ class StepInputNotSplittable(Rule):
                 if params is not None and name not in params:
                     self._flag_missing(step, value, "input_split_axes", str(name))
             return
-        message = (
-            f"`input_split_axes` of step function `{step.name}` is a {type(literal).__name__}, but"
-            ' the library requires a dict from parameter name to split axis (`{"x": 1}`):'
+        kind = type(literal).__name__
+        title = (
+            f"`input_split_axes` of step `{step.name}` is a {kind}, not a dict: `smp.step` raises"
+        )
+        explanation = (
+            'The library requires a dict from parameter name to split axis (`{"x": 1}`):'
             " `smp.step` raises `TypeError` when the function is defined."
         )
-        self.report(value, message, severity=Severity.ERROR)
+        self.report(value, title, explanation=explanation, severity=Severity.ERROR)
 
     # -- what the calls pass ---------------------------------------------------------------
     def _check_call(
@@ -226,6 +238,10 @@ class StepInputNotSplittable(Rule):
     def _flag_object(self, step: StepFunction, value: cst.BaseExpression, kind: str) -> None:
         spelled = self.program.code_for(value)
         spelled = spelled if len(spelled) <= 40 and "\n" not in spelled else "this argument"
+        title = (
+            f"{kind} {snippet(self.program.code_for(value), 20)} passed to step `{step.name}`:"
+            " its batches are not split"
+        )
         message = (
             f"`{spelled}` ({_article(kind)} {kind}) is passed to step function `{step.name}`: the"
             " library splits only the tensors a step receives into microbatches, so batches"
@@ -233,7 +249,7 @@ class StepInputNotSplittable(Rule):
             ' the DataLoader to generate the inputs inside "does not work"). Instead,'
             f" {_NOT_STEP_INPUTS[kind]}."
         )
-        self.report(value, message, severity=Severity.WARNING)
+        self.report(value, title, explanation=message, severity=Severity.WARNING)
 
     def _without_batch_dimension(self, value: cst.BaseExpression, depth: int = 0) -> Optional[str]:
         """How ``value`` was built, when that is a tensor with no batch dimension."""
@@ -291,7 +307,8 @@ class StepInputNotSplittable(Rule):
         )
         self.report(
             value,
-            message,
+            f"`{param}` has no batch dimension but is not in `non_split_inputs`",
+            explanation=message,
             severity=Severity.HINT,
             fix=self._add_name_fix(step, param),
             job_facts=(mb,),

@@ -17,6 +17,7 @@ from smpfix.program.objects.model_names import DistributedModelNames
 from smpfix.program.steps import enclosing_step, step_bodies
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.step_function._loss_reduction import LossReductions
+from smpfix.rules.titles import snippet
 
 _SETTING = "average_grads_across_microbatches"
 
@@ -68,6 +69,11 @@ class SumLossWithMicrobatchAveraging(Rule):
                 continue
             severity = Severity.WARNING if mb.state is Tri.ON else Severity.HINT
             spelled = self.program.code_for(loss)
+            backward = f"{self.program.code_for(call.func)}({spelled})"
+            title = (
+                f"{snippet(backward, 32)} backpropagates a summed loss: gradients 1/microbatches"
+                " too small"
+            )
             message = (
                 f"`{self.program.code_for(call.func)}({spelled})` backpropagates a loss summed over"
                 " the samples, but `smp.DistributedModel` averages gradients across microbatches"
@@ -76,7 +82,9 @@ class SumLossWithMicrobatchAveraging(Rule):
                 f" `{_SETTING}=False` to `smp.DistributedModel(...)`, as the API documentation asks"
                 " for a loss that is not divided by the batch size, or use a mean loss."
             )
-            self.report(call, message, severity=severity, fix=fix, job_facts=(mb,))
+            self.report(
+                call, title, explanation=message, severity=severity, fix=fix, job_facts=(mb,)
+            )
 
     def _averaging(self) -> bool:
         """Every ``smp.DistributedModel`` of the file averages (the setting left out or True)."""

@@ -16,6 +16,7 @@ from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.program.model import Program
 from smpfix.rules.rule import Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _STRATEGY = re.compile(r"^(each|contiguous|group_\d+)$")
 _TORCH_CHECKPOINT = frozenset(
@@ -94,7 +95,10 @@ class ActivationCheckpointingApiMisuse(Rule):
                 ' `"contiguous"` or `"group_<n>"` (e.g. `"group_2"` checkpoints every two layers'
                 ' together, which saves more memory than `"each"`).'
             )
-            self.report(strategy or call, message, severity=Severity.WARNING)
+            title = (
+                f"strategy {snippet(repr(value), 24)} is not a documented checkpointing strategy"
+            )
+            self.report(strategy or call, title, explanation=message, severity=Severity.WARNING)
         elif (
             isinstance(value, str)
             and value != "each"
@@ -107,7 +111,12 @@ class ActivationCheckpointingApiMisuse(Rule):
                 " CheckpointingConfigError. Pass an `nn.Sequential` of the layers, or call"
                 " `smp.set_activation_checkpointing` on each layer without `strategy`."
             )
-            self.report(strategy or call, message, severity=Severity.ERROR)
+            grouped = snippet(self.program.code_for(module.value), 24)
+            title = (
+                f"strategy {snippet(repr(value), 16)} on {grouped}, not an `nn.Sequential`:"
+                " the library raises"
+            )
+            self.report(strategy or call, title, explanation=message, severity=Severity.ERROR)
 
     def _not_sequential(self, expr: cst.BaseExpression) -> bool:
         """The module is built visibly as something other than an ``nn.Sequential``."""
@@ -158,7 +167,11 @@ class ActivationCheckpointingApiMisuse(Rule):
             ' ("... is not a Module"). Pass the submodule itself (`checkpoint(self.block, x)`), or'
             " put the code in an `nn.Module`."
         )
-        self.report(call, message, severity=Severity.ERROR)
+        title = (
+            f"`checkpoint` given {function} {snippet(self.program.code_for(first.value), 24)},"
+            " not a module: the library raises"
+        )
+        self.report(call, title, explanation=message, severity=Severity.ERROR)
 
     def _plain_function(self, expr: cst.BaseExpression) -> Optional[str]:
         """ "a lambda", "a function" or "a method" when ``expr`` certainly is not a module."""
@@ -192,7 +205,11 @@ class ActivationCheckpointingApiMisuse(Rule):
             " schedules the forward and backward passes of each partition and microbatch itself,"
             f" and recomputation it does not know of breaks that. {_SMP_CHECKPOINT_ADVICE}"
         )
-        self.report(call, message, severity=Severity.WARNING)
+        title = (
+            f"{snippet(self.program.code_for(call.func) + '(...)', 30)} is PyTorch checkpointing,"
+            " incompatible with the library"
+        )
+        self.report(call, title, explanation=message, severity=Severity.WARNING)
 
     def _behind_gradient_checkpointing_flag(self) -> bool:
         """Code that checkpoints only ``if self.gradient_checkpointing`` (Hugging Face model
@@ -226,7 +243,10 @@ class ActivationCheckpointingApiMisuse(Rule):
             " `torch.utils.checkpoint` inside the model: the developer guide says PyTorch's native"
             f" checkpointing is not compatible with the library. {_SMP_CHECKPOINT_ADVICE}"
         )
-        self.report(node, message, severity=Severity.WARNING)
+        if len(what) > 2 and what.startswith("`") and what.endswith("`"):
+            what = snippet(what[1:-1], 28)
+        title = f"{what}: Hugging Face checkpointing is incompatible with the library"
+        self.report(node, title, explanation=message, severity=Severity.WARNING)
 
     # -- order and nesting ---------------------------------------------------------------
     def leave_Module(self, node: cst.Module) -> None:
@@ -242,7 +262,11 @@ class ActivationCheckpointingApiMisuse(Rule):
                     " (`model.get_module()...`); with tensor parallelism the wrap may replace the"
                     " module object."
                 )
-                self.report(setting.call, message, severity=Severity.ERROR)
+                title = (
+                    f"{snippet(self.program.code_for(setting.call.func) + '(...)')} runs before"
+                    " `smp.DistributedModel`: the library raises"
+                )
+                self.report(setting.call, title, explanation=message, severity=Severity.ERROR)
         for outer in self.settings:
             for inner in self.settings:
                 if self._nested(outer, inner, parents):
@@ -252,7 +276,11 @@ class ActivationCheckpointingApiMisuse(Rule):
                         ' checkpointed module ... is not supported" at the first step. Checkpoint'
                         " one of the two."
                     )
-                    self.report(inner.call, message, severity=Severity.ERROR)
+                    title = (
+                        f"{snippet(str(inner.module), 24)} checkpointed inside checkpointed"
+                        f" {snippet(str(outer.module), 24)}: the library raises"
+                    )
+                    self.report(inner.call, title, explanation=message, severity=Severity.ERROR)
 
     def _before_wrap(self, call: cst.Call, parents: ParentIndex) -> bool:
         order = self.program.order

@@ -11,6 +11,7 @@ from smpfix.program.model import Program
 from smpfix.program.order.call_graph import innermost_function, run_inside_steps
 from smpfix.program.tensorflow.training import is_gradient_tape
 from smpfix.rules.rule import Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 
 class TfGradientTapeUnsupported(Rule):
@@ -39,7 +40,11 @@ class TfGradientTapeUnsupported(Rule):
                 " `optimizer.get_gradients(loss, model.trainable_variables)` inside the step, and"
                 " apply them after it."
             )
-            self.report(node, message, severity=Severity.ERROR)
+            title = (
+                f"{snippet(spelled + '()', 24)} in step `{step}`: tapes are unsupported by the"
+                f" library"
+            )
+            self.report(node, title, explanation=message, severity=Severity.ERROR)
             return
         message = (
             f"`{spelled}()` in a script that uses the TensorFlow flavour of the library: the"
@@ -48,4 +53,5 @@ class TfGradientTapeUnsupported(Rule):
             " `optimizer.get_gradients(loss, model.trainable_variables)` inside an `@smp.step`"
             " function."
         )
-        self.report(node, message, severity=Severity.WARNING)
+        title = f"{snippet(spelled + '()', 24)} cannot see a `smp.DistributedModel`'s gradients"
+        self.report(node, title, explanation=message, severity=Severity.WARNING)

@@ -22,6 +22,7 @@ from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.program.model import Program
 from smpfix.rules.rule import Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _TF_CHECKPOINT = frozenset({"tensorflow.train.Checkpoint", "tensorflow.compat.v2.train.Checkpoint"})
 _TF_MANAGER = frozenset(
@@ -86,7 +87,11 @@ class TfCheckpointRestoreUnsupported(Rule):
             " `smp.CheckpointManager(checkpoint, directory)` and call its `restore()` inside the"
             " training loop."
         )
-        self.report(call, message, severity=Severity.ERROR)
+        title = (
+            f"{snippet(spelled + '(...)', 30)} restores a `tf.train.Checkpoint` without"
+            f" `smp.CheckpointManager`"
+        )
+        self.report(call, title, explanation=message, severity=Severity.ERROR)
 
     def _flag_manager(self, call: cst.Call) -> None:
         spelled = self.program.code_for(call.func)
@@ -97,7 +102,11 @@ class TfCheckpointRestoreUnsupported(Rule):
             " `smp.CheckpointManager(checkpoint, directory)`, which keeps one subdirectory per"
             " partition (same arguments)."
         )
-        self.report(call, message, severity=Severity.WARNING)
+        title = (
+            f"{snippet(spelled + '(...)', 30)} mixes the partitions of every pipeline rank in one"
+            f" directory"
+        )
+        self.report(call, title, explanation=message, severity=Severity.WARNING)
 
     def _check_early_restore(self, call: cst.Call) -> None:
         """``ckpt_manager.restore()`` before the training loop: before the first step call."""
@@ -119,7 +128,11 @@ class TfCheckpointRestoreUnsupported(Rule):
             " Move it into the loop, after the first step call (from SMP 1.3 the library defers an"
             " early restore until the model is partitioned)."
         )
-        self.report(call, message, severity=Severity.ERROR, until=(1, 2))
+        title = (
+            f"{snippet(spelled + '()', 30)} restores before the first step: may hang on SMP 1.2 and"
+            f" earlier"
+        )
+        self.report(call, title, explanation=message, severity=Severity.ERROR, until=(1, 2))
 
     # -- where the training loop is ----------------------------------------------------------
     def _statement(self, call: cst.Call) -> cst.CSTNode:

@@ -23,6 +23,7 @@ from smpfix.job.jobfacts import Tri
 from smpfix.program.model import Program
 from smpfix.program.tensorflow.training import horovod_member
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 # Horovod calls that need Horovod started (collectives, the ranks, and the Keras callbacks).
 _NEEDS_INIT = frozenset(
@@ -88,9 +89,13 @@ class TfHorovodMisuse(Rule):
                 " already starts it in `smp.init()`, on the data-parallel group, and the"
                 " documentation says not to call `hvd.init()` directly. Delete this call."
             )
+            title = (
+                f"{snippet(spelled + '()', 24)} starts Horovod a second time, after `smp.init()`"
+            )
             self.report(
                 call,
-                message,
+                title,
+                explanation=message,
                 severity=Severity.ERROR,
                 fix=_delete(statement, Applicability.SAFE),
                 job_facts=(hvd,),
@@ -111,7 +116,12 @@ class TfHorovodMisuse(Rule):
                 " gradients across ranks that hold different partitions of the model. Set"
                 ' `"horovod": True` in the configuration and delete this call.'
             )
-            self.report(call, message, severity=severity, job_facts=(hvd, pp))
+            when = "" if pp.state is Tri.ON else " if pipelined"
+            title = (
+                f"{snippet(spelled + '()', 24)} starts Horovod over every rank: allreduce mixes"
+                f" partitions{when}"
+            )
+            self.report(call, title, explanation=message, severity=severity, job_facts=(hvd, pp))
             return
         message = (
             f'`{spelled}()` starts Horovod over every rank. The documented way is `"horovod": True`'
@@ -120,9 +130,14 @@ class TfHorovodMisuse(Rule):
             ' replicas, not over ranks holding different partitions. Set `"horovod": True` and'
             " delete this call."
         )
+        title = (
+            f'{snippet(spelled + "()", 24)} instead of `"horovod": True` starts Horovod'
+            " over every rank"
+        )
         self.report(
             call,
-            message,
+            title,
+            explanation=message,
             severity=Severity.WARNING,
             fix=_delete(statement, Applicability.UNSAFE),
             job_facts=(hvd,),
@@ -150,7 +165,11 @@ class TfHorovodMisuse(Rule):
             " poor performance or hangs. Use the plain optimizer, and all-reduce the combined"
             " gradients after the step: `[hvd.allreduce(g.accumulate()) for g in gradients]`."
         )
-        self.report(call, message, severity=Severity.WARNING)
+        title = (
+            f"{snippet(spelled + '(...)', 30)} all-reduces per microbatch inside the step: slow, or"
+            f" hangs"
+        )
+        self.report(call, title, explanation=message, severity=Severity.WARNING)
 
     # -- Horovod used, never started --------------------------------------------------------------
     def _flag_horovod_off(self, call: cst.Call, member: str) -> None:
@@ -165,7 +184,11 @@ class TfHorovodMisuse(Rule):
             ' only with `"horovod": True`, so this fails when it first runs. Set `"horovod": True`'
             " in the configuration."
         )
-        self.report(call, message, severity=Severity.ERROR, job_facts=(hvd,))
+        title = (
+            f"{snippet(spelled, 24)} needs Horovod, which the library starts only with"
+            ' `"horovod": True`'
+        )
+        self.report(call, title, explanation=message, severity=Severity.ERROR, job_facts=(hvd,))
 
 
 def _delete(

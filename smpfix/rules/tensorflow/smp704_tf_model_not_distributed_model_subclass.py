@@ -28,6 +28,7 @@ from smpfix.program.order.call_graph import innermost_function, run_inside_steps
 from smpfix.program.tensorflow.models import imported_model_class, with_imported_models
 from smpfix.program.tensorflow.training import KERAS_MODELS, constructed_by, keras_model_base
 from smpfix.rules.rule import Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 # Methods of a distributed model that call it outside a step (Keras' `predict_step` is not
 # overridden).
@@ -95,7 +96,11 @@ class TfModelNotDistributedModelSubclass(Rule):
             " Call the model inside a step function (an evaluation step may take"
             " `input_signature`), and use its combined outputs after it."
         )
-        self.report(call, message, severity=Severity.ERROR)
+        title = (
+            f"{snippet(shown[1:-1], 30)} calls the `smp.DistributedModel` outside `@smp.step`:"
+            f" raises"
+        )
+        self.report(call, title, explanation=message, severity=Severity.ERROR)
 
     def _in_model_class(self) -> bool:
         cls = self.ancestry.nearest(cst.ClassDef)
@@ -113,7 +118,10 @@ class TfModelNotDistributedModelSubclass(Rule):
             " Write the training loop with an `@smp.step` function, or use a TensorFlow 2.5 or"
             " later container."
         )
-        self.report(call, message, severity=Severity.ERROR, until=(1, 3))
+        title = (
+            f"`{model}.fit(...)`: Keras `fit` on a `smp.DistributedModel` needs SMP 1.4 or later"
+        )
+        self.report(call, title, explanation=message, severity=Severity.ERROR, until=(1, 3))
 
     # -- (a), (c), (d) --------------------------------------------------------------------------
     def leave_Module(self, node: cst.Module) -> None:
@@ -200,7 +208,8 @@ class TfModelNotDistributedModelSubclass(Rule):
             " `class MyModel(smp.DistributedModel)` with the layers in `__init__` and the forward"
             " pass in `call`."
         )
-        self.report(call, message, severity=Severity.ERROR)
+        title = f"model `{name}` is not a `smp.DistributedModel` subclass: never split"
+        self.report(call, title, explanation=message, severity=Severity.ERROR)
 
     def _check_shared_layers(self, cls: cst.ClassDef) -> None:
         init = _method(cls, "__init__")
@@ -252,7 +261,8 @@ class TfModelNotDistributedModelSubclass(Rule):
             ' ("Layers that have a build() method implemented must be created in the __init__'
             ' methods"). Build the layer inside `__init__` (pass its settings, not the layer).'
         )
-        self.report(node, message, severity=Severity.WARNING)
+        title = f"`self.{target}` is a layer built outside `{cls.name.value}.__init__`"
+        self.report(node, title, explanation=message, severity=Severity.WARNING)
 
     def _check_outside_variables(self, cls: cst.ClassDef) -> None:
         call = _method(cls, "call")
@@ -274,7 +284,11 @@ class TfModelNotDistributedModelSubclass(Rule):
                     ' smp.DistributedModel.call function must be owned by the model") at the first'
                     " step. Create it in `__init__` (`self.add_weight(...)` or a layer)."
                 )
-                self.report(inner, message, severity=Severity.ERROR)
+                title = (
+                    f"`{inner.value}` read in `{cls.name.value}.call` is a `tf.Variable` the model"
+                    f" does not own"
+                )
+                self.report(inner, title, explanation=message, severity=Severity.ERROR)
 
     def _module_variable(self, use: cst.Name) -> bool:
         value = self._module_value(use)

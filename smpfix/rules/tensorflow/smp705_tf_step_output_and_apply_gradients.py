@@ -26,6 +26,7 @@ from smpfix.program.order.call_graph import innermost_function, run_inside_steps
 from smpfix.program.steps import returns_container
 from smpfix.program.tensorflow.training import STEP_OUTPUT_METHODS, horovod_member, is_keras_metric
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 _UPDATES = frozenset({"apply_gradients", "minimize"})
 _METRIC_METHODS = frozenset({"update_state"})
@@ -187,7 +188,8 @@ class TfStepOutputAndApplyGradients(Rule):
             "Accumulate the gradients over the microbatches",
             (ReplaceNode(gradients, f"[{variable}.accumulate() for {variable} in {name}]"),),
         )
-        self.report(gradients, message, severity=Severity.ERROR, fix=fix)
+        title = f"`{name}` (from step `{output.step}`) holds `StepOutput`s, not gradients"
+        self.report(gradients, title, explanation=message, severity=Severity.ERROR, fix=fix)
 
     # -- reports -----------------------------------------------------------------------------------
     def _flag_raw(self, node: cst.BaseExpression, output: _Output, what: str) -> None:
@@ -201,7 +203,8 @@ class TfStepOutputAndApplyGradients(Rule):
             f" first: `{name}.reduce_mean()` for a loss or other scalar, `{name}.merge()` for"
             f" batch-shaped outputs such as predictions, `{name}.accumulate()` for gradients."
         )
-        self.report(node, message, severity=Severity.ERROR)
+        title = f"`StepOutput` `{name}` (from step `{output.step}`) used as a tensor"
+        self.report(node, title, explanation=message, severity=Severity.ERROR)
 
     def _flag_inside_step(self, call: cst.Call, step: str, what: Optional[str]) -> None:
         spelled = self.program.code_for(call.func)
@@ -212,7 +215,11 @@ class TfStepOutputAndApplyGradients(Rule):
                 " All-reduce the combined gradients after the step:"
                 " `[hvd.allreduce(g.accumulate()) for g in gradients]`."
             )
-            self.report(call, message, severity=Severity.WARNING)
+            title = (
+                f"{snippet(spelled + '(...)', 30)} in step `{step}` runs a collective per"
+                f" microbatch"
+            )
+            self.report(call, title, explanation=message, severity=Severity.WARNING)
             return
         message = (
             f"`{spelled}(...)` updates the weights inside the step function `{step}`, which runs"
@@ -221,7 +228,10 @@ class TfStepOutputAndApplyGradients(Rule):
             " from the step (`optimizer.get_gradients(loss, model.trainable_variables)`) and apply"
             " `[g.accumulate() for g in gradients]` after it."
         )
-        self.report(call, message, severity=Severity.ERROR)
+        title = (
+            f"{snippet(spelled + '(...)', 30)} in step `{step}` updates weights once per microbatch"
+        )
+        self.report(call, title, explanation=message, severity=Severity.ERROR)
 
 
 def _names(target: cst.BaseExpression) -> list[str]:

@@ -89,7 +89,17 @@ class TfXlaFlagOnStep(Rule):
             " `tf.config.optimizer.set_jit(True)` before `smp.init()` instead, which the library"
             " keeps from fusing across microbatches."
         )
-        self.report(keyword, message, severity=Severity.WARNING, fix=self._fix(call, keyword))
+        title = (
+            f"`{name}=True` on {'a step function' if step else 'a caller of a step function'}: XLA"
+            f" interferes with pipelining"
+        )
+        self.report(
+            keyword,
+            title,
+            explanation=message,
+            severity=Severity.WARNING,
+            fix=self._fix(call, keyword),
+        )
 
     def _check_config(self) -> None:
         """``"xla": True`` written in the script's ``smp.init({...})`` dict."""
@@ -107,7 +117,12 @@ class TfXlaFlagOnStep(Rule):
             ' says "This is not required in TF2.x". Under TensorFlow 2, enable XLA with'
             " `tf.config.optimizer.set_jit(True)` and leave `xla` out."
         )
-        self.report(entry if entry is not None else call, message, severity=Severity.HINT)
+        title = (
+            '`"xla": True` is only needed on TensorFlow 1.x; TF2 uses `tf.config.optimizer.set_jit`'
+        )
+        self.report(
+            entry if entry is not None else call, title, explanation=message, severity=Severity.HINT
+        )
 
     # -- the fix -----------------------------------------------------------------------------------
     def _fix(self, call: cst.Call, keyword: cst.Arg) -> Optional[PendingFix]:

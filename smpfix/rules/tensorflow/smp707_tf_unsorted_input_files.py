@@ -27,6 +27,7 @@ from smpfix.job.jobfacts import Feature, FeatureState, Tri
 from smpfix.program.model import Program
 from smpfix.program.objects.wrapped_model import reaching_assignments
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
+from smpfix.rules.titles import snippet
 
 # Listings in file-system order; the ones whose items ``sorted`` can order get the fix.
 _LISTINGS = {
@@ -210,7 +211,13 @@ class TfUnsortedInputFiles(Rule):
                 InsertAfter(listing, ")"),
             )
             fix = PendingFix(Applicability.SAFE, "Sort the file names", edits)
-        self.report(listing, message, severity=severity, fix=fix, job_facts=(nodes,))
+        title = (
+            f"{snippet(spelled_listing + '(...)', 24)} is unsorted: file order can differ"
+            f" {'between the nodes' if nodes.state is Tri.ON else 'if the job has several nodes'}"
+        )
+        self.report(
+            listing, title, explanation=message, severity=severity, fix=fix, job_facts=(nodes,)
+        )
 
     def _check_list_files(self, call: cst.Call) -> None:
         if has_star_kwargs(call) or argument(call, "seed", 2) is not None:
@@ -257,4 +264,8 @@ class TfUnsortedInputFiles(Rule):
                     "Seed `list_files` with `dp_rank()`",
                     (*reference.edits, insertion),
                 )
-        self.report(call, message, severity=severity, fix=fix, job_facts=(pp,))
+        title = (
+            f"{snippet(self.program.code_for(call.func) + '(...)', 24)} shuffles per rank: pipeline"
+            f" peers read different files{'' if pp.state is Tri.ON else ' if pipelined'}"
+        )
+        self.report(call, title, explanation=message, severity=severity, fix=fix, job_facts=(pp,))

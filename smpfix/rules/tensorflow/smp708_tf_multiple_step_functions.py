@@ -99,4 +99,5 @@ class TfMultipleStepFunctions(Rule):
             " model, consider one training step whose differences are arguments"
             " (`non_split_inputs` for flags)."
         )
-        self.report(step.function.name, message, severity=Severity.HINT)
+        title = f"second gradient step function `{step.name}` besides `{first.name}`"
+        self.report(step.function.name, title, explanation=message, severity=Severity.HINT)
