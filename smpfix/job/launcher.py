@@ -196,7 +196,13 @@ class Launcher:
     def missing_script(self) -> Optional[str]:
         """The script ``entry_point`` names when no candidate of it exists (the likeliest, as
         the launcher wrote it, relative to its folder), else None; also None when a notebook
-        launcher writes it in a ``%%writefile`` cell before the job starts."""
+        launcher writes it in a ``%%writefile`` cell before the job starts, and when the
+        source comes from elsewhere: a Git repository (``git_config``) or an S3 archive."""
+        source_dir = self.literal("source_dir")
+        if "git_config" in self.keywords or (
+            isinstance(source_dir, str) and source_dir.startswith("s3://")
+        ):
+            return None
         candidates = self.script_candidates()
         if not candidates or any(os.path.isfile(candidate) for candidate in candidates):
             return None

@@ -45,8 +45,7 @@ class LaunchedScriptDoesNotUseSmp(ConfigRule):
             # Nothing to check: the script that would be checked as launched is not there.
             yield ConfigProblem(
                 entry,
-                f"entry point {snippet(missing, 50)} is not in the project: the job would not"
-                " start",
+                f"entry point {snippet(missing, 40)} not found: the job would not start",
                 Severity.WARNING,
                 explanation=(
                     f"This launcher enables the model parallelism library for `{missing}`, which"
