@@ -109,7 +109,11 @@ def test_a_commented_out_parameter_is_an_offer_not_a_setting(tmp_path: Path) -> 
 def test_a_launcher_naming_a_missing_script_says_so(tmp_path: Path) -> None:
     root = _project("missing_entry_point", tmp_path)
     findings = _findings(root, ".")
-    notebook = [f for f in findings if f["filename"] == "notebooks/gpt/launch_gpt.ipynb"]
+    notebook = [
+        f
+        for f in findings
+        if f["filename"] == "notebooks/gpt/launch_gpt.ipynb" and f["code"] == "SMP832"
+    ]
     assert [(f["code"], f["severity"], f["cell"]) for f in notebook] == [("SMP832", "warning", 4)]
     assert "`code/train_gpt.py`, which is not there" in finding_text(notebook[0])
     # The script a `%%writefile` cell writes is there when the job starts: nothing said.

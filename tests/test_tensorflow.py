@@ -205,6 +205,9 @@ def test_a_tensorflow_launcher_without_partitions_and_with_pytorch_keys(tmp_path
         '  "mpi": {"enabled": True, "processes_per_host": 8}})\n',
         encoding="utf-8",
     )
+    (tmp_path / "train.py").write_text(
+        "import smdistributed.modelparallel.tensorflow as smp\n\nsmp.init()\n", encoding="utf-8"
+    )
     result = run_cli(
         "check", "--no-cache", "--format", "json", "--select", "SMP8", ".", cwd=tmp_path
     )
