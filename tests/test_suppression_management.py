@@ -275,3 +275,20 @@ def test_add_noqa_places_comments_where_the_analysis_reads_them() -> None:
     assert new.splitlines()[0] == "x = f(  # smpfix: ignore[SMP101, SMP301]"
     assert added == 1
     assert [u.finding.start.line for u in unreachable] == [6, 8]
+
+
+def test_a_space_before_the_codes_still_names_them_and_never_means_every_rule() -> None:
+    text = TRAIN.replace("lr=1e-4)\n", "lr=1e-4)  # smpfix: ignore [SMP999]\n")
+    findings = check_source(text, select=["SMP101", "SMP301", "SMP900"], job=TP)
+    # SMP101 is still reported on that line: the comment names SMP999, not every rule.
+    assert _codes(findings) == [(6, "SMP101"), (6, "SMP900"), (9, "SMP301")]
+    named = TRAIN.replace("lr=1e-4)\n", "lr=1e-4)  # smpfix: ignore [SMP101]\n")
+    assert _codes(check_source(named, select=["SMP101", "SMP900"], job=TP)) == []
+
+
+def test_a_longer_word_after_ignore_is_no_directive() -> None:
+    for comment in ("# smpfix: ignore-file", "# smpfix: ignored"):
+        text = TRAIN.replace("lr=1e-4)\n", f"lr=1e-4)  {comment}\n")
+        assert _codes(check_source(text, select=["SMP101", "SMP900"], job=TP)) == [(6, "SMP101")]
+        fixed = fix_source(text, select=["SMP900"], job=TP).text
+        assert comment in fixed, "SMP900 never rewrites a comment that is no directive"
