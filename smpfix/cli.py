@@ -293,7 +293,9 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         return _usage_error(str(exc))
     declared = _declared_jobs(cli_job, config)
     fail_on = Severity(opts.get("fail_on") or config.fail_on)
-    show_hints = config.show_hints if opts.get("show_hints") is None else opts["show_hints"]
+    asked = config.show_hints if opts.get("show_hints") is None else opts["show_hints"]
+    # A hint that fails the build is shown (and fixable) like any failing finding.
+    show_hints = asked or fail_on is Severity.HINT
     options = RunOptions(
         select=codes,
         rule_names=names,
@@ -302,7 +304,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         root=config.root,
         apply=opts["apply"] and not opts["diff"],
         unsafe_fixes=opts["unsafe_fixes"],
-        fix_hints=show_hints or fail_on is Severity.HINT,
+        fix_hints=show_hints,
         diff=opts["diff"],
         jobs=opts["workers"],
         show_job=opts["show_job"],

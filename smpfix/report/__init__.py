@@ -24,7 +24,7 @@ class ReportOptions:
     statistics: bool = False
     # Where the report goes (``--output-file``); None for standard output.
     output_file: Optional[str] = None
-    # ``--show-hints``: the text formats show hints too (a hint that fails the build always is).
+    # ``--show-hints`` (or ``--fail-on hint``): the text formats show hints too.
     show_hints: bool = False
     # ``--fail-on``: the least severity that exits 1 and that GitHub and JUnit report.
     fail_on: Severity = Severity.WARNING
@@ -35,7 +35,7 @@ class ReportOptions:
 
     def shows(self, finding: Finding) -> bool:
         """Whether a person reading ``full`` or ``concise`` output sees this finding."""
-        return self.show_hints or finding.severity is not Severity.HINT or self.fails(finding)
+        return self.show_hints or finding.severity is not Severity.HINT
 
 
 def shown(results: Sequence[FileResult], options: ReportOptions) -> list[FileResult]:

@@ -18,9 +18,7 @@ from typing import Optional
 
 # ``ignore`` and then, maybe after spaces, its codes in brackets; a longer word
 # (``ignore-file``, ``ignored``) is no directive at all, never a bare "ignore everything".
-_SMPFIX = re.compile(
-    r"#\s*smpfix:\s*ignore(?:\s*\[(?P<codes>[^\]]*)\]|(?![\w-]))", re.IGNORECASE
-)
+_SMPFIX = re.compile(r"#\s*smpfix:\s*ignore(?:\s*\[(?P<codes>[^\]]*)\]|(?![\w-]))", re.IGNORECASE)
 _NOQA = re.compile(r"#\s*noqa:\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*)", re.IGNORECASE)
 # What a suppression needs somewhere in the text (a match in a comment is one in the text):
 # most files that say ``noqa`` name other linters' codes only, and skip the tokenizer.
