@@ -31,11 +31,17 @@ class FixResult:
 def _options(
     select: Optional[Iterable[str]], job: Optional[Mapping[str, Value]], roots: Sequence[str] = ()
 ) -> AnalysisOptions:
+    from smpfix.engine.config import ConfigError, validate_job
     from smpfix.engine.selection import enabled
     from smpfix.rules.registry import rule_names
 
     codes = enabled(rule_names(), list(select) if select is not None else None)
-    declared = (DeclaredJob.stated("job given to the API", dict(job)),) if job else ()
+    try:
+        # As for ``--job``: a misspelt setting is an error, never a check silently switched off.
+        settings = validate_job(dict(job), "job") if job else {}
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    declared = (DeclaredJob.stated("job given to the API", settings),) if settings else ()
     project = Project(tuple(os.path.abspath(root) for root in roots)) if roots else None
     return AnalysisOptions(select=codes, declared_jobs=declared, project=project)
 
@@ -47,7 +53,8 @@ def check_source(
     job: Optional[Mapping[str, Value]] = None,
     roots: Sequence[str] = (),
 ) -> list[Finding]:
-    """Findings for ``text``; raises ``ValueError`` when it cannot be parsed. ``roots`` are the
+    """Findings for ``text``; raises ``ValueError`` when it cannot be parsed or ``job`` names a
+    setting that does not exist (as ``--job`` does). ``roots`` are the
     project's folders: the files there that ``text`` imports, or that a launcher in it starts,
     are read too (none by default: the text is checked alone)."""
     analysis = analyze(text, path, _options(select, job, roots))

@@ -212,10 +212,34 @@ def test_unknown_config_key_is_an_error(tmp_path: Path) -> None:
     write(tmp_path, "pyproject.toml", "[tool.smpfix]\nselct = ['SMP1']\n")
     write(tmp_path, "train.py", BAD)
     result = run_cli("check", str(tmp_path))
-    assert result.code == 2 and "selct" in result.stderr
+    assert result.code == 2 and "selct (did you mean select?)" in result.stderr
     write(tmp_path, "pyproject.toml", "[tool.smpfix.job]\ntensor_parallelism_degree = 4\n")
     result = run_cli("check", str(tmp_path))
     assert result.code == 2 and "tensor_parallel_degree" in result.stderr
+
+
+def test_the_lint_table_holds_the_rule_selection_as_ruff_s_does(tmp_path: Path) -> None:
+    write(tmp_path, "pyproject.toml", '[tool.smpfix.lint]\nignore = ["SMP101"]\n')
+    write(tmp_path, "train.py", BAD)
+    found = json.loads(run_cli("check", "--format", "json", str(tmp_path)).stdout)
+    assert "SMP101" not in {item["code"] for item in found}
+    write(
+        tmp_path,
+        "pyproject.toml",
+        '[tool.smpfix]\nignore = ["SMP3"]\n[tool.smpfix.lint]\nignore = ["SMP101"]\n',
+    )
+    twice = run_cli("check", str(tmp_path))
+    assert twice.code == 2 and "both in [tool.smpfix] and [tool.smpfix.lint]" in twice.stderr
+    write(tmp_path, "pyproject.toml", '[tool.smpfix.lint]\nexclude = ["old/"]\n')
+    misplaced = run_cli("check", str(tmp_path))
+    assert misplaced.code == 2 and "belong(s) in [tool.smpfix]" in misplaced.stderr
+
+
+def test_the_api_refuses_a_misspelt_job_setting() -> None:
+    from smpfix.api import check_source
+
+    with pytest.raises(ValueError, match="did you mean 'tensor_parallel_degree'"):
+        check_source(BAD, job={"tensor_parallel_degre": 4})
 
 
 def test_explicit_config_file(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ silent no-op, so a typo in ``per-file-ignores`` cannot switch a gate off.
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -183,9 +184,12 @@ def load(path: Path) -> Config:
         return Config(path=path)
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.smpfix] must be a table")
+    table = _with_lint_table(table, path)
     unknown = sorted(set(table) - _KNOWN_KEYS)
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s) in [tool.smpfix]: {', '.join(unknown)}")
+        raise ConfigError(
+            f"{path}: unknown key(s) in [tool.smpfix]: {', '.join(map(_with_suggestion, unknown))}"
+        )
     per_file = table.get("per-file-ignores", {})
     if not isinstance(per_file, dict):
         raise ConfigError(
@@ -240,6 +244,39 @@ def load(path: Path) -> Config:
         fail_on=fail_on,
         show_hints=show_hints,
     )
+
+
+# The keys ``[tool.smpfix.lint]`` may hold, as ``[tool.ruff.lint]`` holds Ruff's rule selection.
+_LINT_KEYS = frozenset({"select", "ignore", "extend-select", "per-file-ignores"})
+
+
+def _with_lint_table(table: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``[tool.smpfix.lint]`` read as Ruff users write it: its keys join the main table."""
+    lint = table.get("lint")
+    if lint is None:
+        return table
+    if not isinstance(lint, dict):
+        raise ConfigError(f"{path}: [tool.smpfix.lint] must be a table")
+    misplaced = sorted(set(lint) - _LINT_KEYS)
+    if misplaced:
+        raise ConfigError(
+            f"{path}: [tool.smpfix.lint] takes {', '.join(sorted(_LINT_KEYS))};"
+            f" {', '.join(misplaced)} belong(s) in [tool.smpfix]"
+        )
+    twice = sorted(set(lint) & set(table))
+    if twice:
+        raise ConfigError(
+            f"{path}: {', '.join(twice)} set both in [tool.smpfix] and [tool.smpfix.lint]"
+        )
+    merged = {key: value for key, value in table.items() if key != "lint"}
+    merged.update(lint)
+    return merged
+
+
+def _with_suggestion(key: str) -> str:
+    """An unknown key with the known one it most likely misspells."""
+    close = difflib.get_close_matches(key, sorted(_KNOWN_KEYS | {"lint"}), n=1, cutoff=0.6)
+    return f"{key} (did you mean {close[0]}?)" if close else key
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
