@@ -106,6 +106,7 @@ def main() -> None:
 @click.option("--ignore", multiple=True, help="Rules to disable (codes, prefixes, names).")
 @click.option(
     "--format",
+    "--output-format",
     "fmt",
     type=click.Choice(["full", "concise", "json", "json-lines", "sarif", "github", "junit"]),
     default="full",
@@ -171,6 +172,14 @@ def main() -> None:
     help="Print the job facts derived for each script and where each came from.",
 )
 @click.option("--exclude", multiple=True, help="Extra gitignore-style patterns to skip.")
+@click.option(
+    "--show-files", is_flag=True, help="List the files that would be checked, and check nothing."
+)
+@click.option(
+    "--show-settings",
+    is_flag=True,
+    help="Print the settings in effect (configuration file, rules, job), and check nothing.",
+)
 @click.option("--workers", type=int, default=0, help="Worker processes (default: all cores).")
 @click.option(
     "--no-launcher-search",
@@ -213,6 +222,8 @@ def check(
     no_cache: bool = False,
     cache_dir: Optional[str] = None,
     no_launcher_search: bool = False,
+    show_files: bool = False,
+    show_settings: bool = False,
 ) -> None:
     """Check PATHS (files, directories, or - for stdin); the default command."""
     try:
@@ -242,6 +253,8 @@ def check(
             no_cache=no_cache,
             cache_dir=cache_dir,
             no_launcher_search=no_launcher_search,
+            show_files=show_files,
+            show_settings=show_settings,
         )
     except KeyboardInterrupt:
         click.echo("smpfix: interrupted", err=True)
@@ -333,6 +346,9 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     if output_file is not None and list(paths) == ["-"] and stdin_name is not None:
         if _same_file(output_file, stdin_name):
             return _usage_error(_CHECKED_OUTPUT.format(output_file))
+    if opts.get("show_settings"):
+        _print_settings(config, codes, declared, fail_on, show_hints)
+        return EXIT_CLEAN
     if list(paths) == ["-"]:
         return _check_stdin(
             stdin_name or "-", options, report_options, fmt, opts["quiet"], opts["exit_zero"]
@@ -348,6 +364,9 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     )
     if output_file is not None and any(_same_file(output_file, task.path) for task in tasks):
         return _usage_error(_CHECKED_OUTPUT.format(output_file))
+    if opts.get("show_files"):
+        click.echo("".join(f"{path}\n" for path in sorted(task.path for task in tasks)), nl=False)
+        return EXIT_CLEAN
     from smpfix.engine.progress import progress_bar, wanted
     from smpfix.report import MACHINE_FORMATS
 
@@ -369,6 +388,29 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         # Hints that are not shown are not suppressed either: nobody was asked to judge them.
         return _add_noqa(shown(results, report_options), tasks, options, opts["quiet"])
     return _finish(results, options, report_options, fmt, opts["quiet"], opts["exit_zero"])
+
+
+def _print_settings(
+    config: Any, codes: frozenset[str], declared: Sequence[Any], fail_on: Any, show_hints: bool
+) -> None:
+    """Ruff's ``--show-settings``: what this run would use, after the command line."""
+    lines = [
+        f"configuration: {config.path if config.path is not None else '(none found)'}",
+        f"root: {config.root}",
+        f"rules: {', '.join(sorted(codes)) or '(none)'}",
+        f"exclude: {', '.join(config.exclude) or '(none)'}",
+        f"respect-gitignore: {str(config.respect_gitignore).lower()}",
+        f"launchers: {', '.join(config.launchers) or '(searched for)'}",
+        f"fail-on: {fail_on.value}",
+        f"show-hints: {str(show_hints).lower()}",
+    ]
+    lines += [
+        f"per-file-ignores: {pattern} = {', '.join(ignored)}"
+        for pattern, ignored in sorted(config.per_file_ignores.items())
+    ]
+    for job in declared:
+        lines += [f"job ({job.source}): {key} = {value!r}" for key, value in job.settings.items()]
+    click.echo("".join(f"{line}\n" for line in lines), nl=False)
 
 
 def _cli_job(items: Sequence[str]) -> dict[str, Any]:

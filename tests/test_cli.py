@@ -242,6 +242,25 @@ def test_the_api_refuses_a_misspelt_job_setting() -> None:
         check_source(BAD, job={"tensor_parallel_degre": 4})
 
 
+def test_show_files_and_show_settings_say_what_a_run_would_use(tmp_path: Path) -> None:
+    write(tmp_path, "pyproject.toml", '[tool.smpfix]\nignore = ["SMP1"]\nfail-on = "error"\n')
+    write(tmp_path, "train.py", BAD)
+    write(tmp_path, "data/loader.py", "x = 1\n")
+    files = run_cli("check", "--show-files", ".", cwd=tmp_path)
+    assert (files.code, files.stdout.splitlines()) == (0, ["data/loader.py", "train.py"])
+    settings = run_cli("check", "--show-settings", "--job", "microbatches=4", ".", cwd=tmp_path)
+    lines = settings.stdout.splitlines()
+    assert settings.code == 0 and lines[0] == f"configuration: {tmp_path / 'pyproject.toml'}"
+    assert "SMP101" not in lines[2] and "SMP301" in lines[2]
+    assert "fail-on: error" in lines and "show-hints: false" in lines
+    assert "job (command line --job): microbatches = 4" in lines
+    # Ruff's name for --format is accepted too.
+    concise = run_cli(
+        "check", "--output-format", "concise", "--select", "SMP301", ".", cwd=tmp_path
+    )
+    assert "train.py:" in concise.stdout and "|" not in concise.stdout
+
+
 def test_explicit_config_file(tmp_path: Path) -> None:
     config = write(tmp_path / "conf", "pyproject.toml", '[tool.smpfix]\nselect = ["SMP301"]\n')
     path = write(tmp_path, "train.py", BAD)
