@@ -93,6 +93,9 @@ def main() -> None:
     "--unsafe-fixes", is_flag=True, help="Also apply (or show as fixable) fixes marked unsafe."
 )
 @click.option(
+    "--show-fixes", is_flag=True, help="With --apply, list the findings fixed, per file and rule."
+)
+@click.option(
     "--diff",
     is_flag=True,
     help="Print the diff --apply would write; write nothing; exit 1 if there are changes.",
@@ -224,6 +227,7 @@ def check(
     no_launcher_search: bool = False,
     show_files: bool = False,
     show_settings: bool = False,
+    show_fixes: bool = False,
 ) -> None:
     """Check PATHS (files, directories, or - for stdin); the default command."""
     try:
@@ -255,6 +259,7 @@ def check(
             no_launcher_search=no_launcher_search,
             show_files=show_files,
             show_settings=show_settings,
+            show_fixes=show_fixes,
         )
     except KeyboardInterrupt:
         click.echo("smpfix: interrupted", err=True)
@@ -340,6 +345,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         output_file=opts.get("output_file"),
         show_hints=show_hints,
         fail_on=fail_on,
+        show_fixes=opts.get("show_fixes", False),
     )
 
     output_file = opts.get("output_file")
@@ -577,6 +583,12 @@ def _finish(
             return _usage_error(f"cannot write {report_options.output_file}: {exc.strerror or exc}")
     elif output:
         click.echo(output, nl=False, err=stream_err)
+    if report_options.show_fixes and options.apply:
+        from smpfix.report.text import fixed_list
+
+        listed = fixed_list(results)
+        if listed:
+            click.echo(listed, nl=False, err=stream_err or fmt in MACHINE_FORMATS)
     if not quiet and (report_options.output_file is not None or fmt not in MACHINE_FORMATS):
         click.echo(summary(results, report_options), err=stream_err)
     remaining = any(report_options.fails(f) for result in results for f in result.findings)

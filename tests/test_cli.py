@@ -261,6 +261,24 @@ def test_show_files_and_show_settings_say_what_a_run_would_use(tmp_path: Path) -
     assert "train.py:" in concise.stdout and "|" not in concise.stdout
 
 
+def test_show_fixes_lists_what_apply_fixed_per_file_and_rule(tmp_path: Path) -> None:
+    write(tmp_path, "pyproject.toml", "[tool.smpfix.job]\ntensor_parallel_degree = 4\n")
+    write(tmp_path, "train.py", BAD)
+    write(tmp_path, "clean.py", "x = 1\n")
+    shown = run_cli(
+        "check", "--apply", "--show-fixes", "--select", "SMP101,SMP301", ".", cwd=tmp_path
+    )
+    listed = shown.stdout.split("Found")[0].splitlines()
+    assert listed[-4:] == [
+        "Fixed 2 problems:",
+        "- train.py:",
+        "    1 × SMP101 (optimizer-before-distributed-model)",
+        "    1 × SMP301 (checkpoint-guard-uses-dp-rank)",
+    ], shown.stdout
+    again = run_cli("check", "--apply", "--show-fixes", ".", cwd=tmp_path)
+    assert "Fixed" not in again.stdout
+
+
 def test_explicit_config_file(tmp_path: Path) -> None:
     config = write(tmp_path / "conf", "pyproject.toml", '[tool.smpfix]\nselect = ["SMP301"]\n')
     path = write(tmp_path, "train.py", BAD)

@@ -164,5 +164,7 @@ class FileResult:
     new_text: Optional[str] = None
     original_text: Optional[str] = None
     text: Optional[str] = None
+    # The code of each fix applied (``fixed_count`` of them), for ``--show-fixes``.
+    fixed: tuple[str, ...] = ()
     job: Optional[Mapping[str, Any]] = None
     dependencies: tuple[str, ...] = ()

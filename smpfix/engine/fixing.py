@@ -24,6 +24,8 @@ class FixOutcome:
     analysis: Analysis
     applied: int
     errors: tuple[FileError, ...] = ()
+    # The code of each fix applied, in the order applied (``--show-fixes``).
+    fixed: tuple[str, ...] = ()
 
 
 def eligible(finding: Finding, unsafe: bool, hints: bool = True) -> bool:
@@ -83,7 +85,7 @@ def fix_text(
     """Apply fixes to ``text`` until it converges (at most ``MAX_ROUNDS`` rounds)."""
     analysis = first if first is not None else analyze(text, path, options)
     original, original_analysis = text, analysis
-    applied = 0
+    fixed: list[str] = []
     errors: list[FileError] = []
     for _ in range(MAX_ROUNDS):
         chosen = select_fixes(analysis.findings, unsafe, path, hints)
@@ -109,6 +111,8 @@ def fix_text(
                 text=original, analysis=original_analysis, applied=0, errors=tuple(errors)
             )
         text = candidate
-        applied += len(chosen)
+        fixed.extend(finding.code for finding in chosen)
         analysis = analyze(text, path, options)
-    return FixOutcome(text=text, analysis=analysis, applied=applied, errors=tuple(errors))
+    return FixOutcome(
+        text=text, analysis=analysis, applied=len(fixed), errors=tuple(errors), fixed=tuple(fixed)
+    )

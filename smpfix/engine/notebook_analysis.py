@@ -84,14 +84,14 @@ def check_notebook(
         for cell in broken
     ]
     new_sources: dict[int, str] = {}
-    fixed = 0
+    fixed: tuple[str, ...] = ()
     for unit in units:
         if not unit.cells:
             continue
         final_unit, analysis, applied, unit_errors = (
             _fix_unit(unit, options, unsafe, hints)
             if fixing
-            else (unit, _analyze(unit, options), 0, [])
+            else (unit, _analyze(unit, options), (), [])
         )
         fixed += applied
         errors.extend(unit_errors)
@@ -108,7 +108,8 @@ def check_notebook(
         path=path,
         findings=tuple(findings),
         errors=tuple(errors),
-        fixed_count=fixed,
+        fixed_count=len(fixed),
+        fixed=fixed,
         new_text=new_text,
         original_text=text if new_text is not None else None,
         text=None,
@@ -122,14 +123,15 @@ def _analyze(unit: _Unit, options: AnalysisOptions) -> Analysis:
 
 def _fix_unit(
     unit: _Unit, options: AnalysisOptions, unsafe: bool, hints: bool
-) -> tuple[_Unit, Analysis, int, list[FileError]]:
+) -> tuple[_Unit, Analysis, tuple[str, ...], list[FileError]]:
+    """The unit with its fixes applied, its analysis, and the code of each fix applied."""
     analysis = _analyze(unit, options)
-    applied = 0
+    applied: tuple[str, ...] = ()
     for _ in range(MAX_ROUNDS):
         joined, spans = unit.joined()
         starts = _starts(spans)
         by_cell: dict[int, list[Edit]] = {}
-        count = 0
+        codes: list[str] = []
         for finding in select_fixes(analysis.findings, unsafe, unit.path, hints):
             assert finding.fix is not None
             placed = [(_cell_for(edit, spans, starts), edit) for edit in finding.fix.edits]
@@ -141,7 +143,7 @@ def _fix_unit(
                 by_cell.setdefault(index, []).append(
                     replace(edit, start=edit.start - start, end=edit.end - start)
                 )
-            count += 1
+            codes.append(finding.code)
         if not by_cell:
             break
         sources = list(unit.sources)
@@ -174,7 +176,7 @@ def _fix_unit(
                 ],
             )
         unit, analysis = candidate, new_analysis
-        applied += count
+        applied += tuple(codes)
     return unit, analysis, applied, []
 
 

@@ -119,6 +119,7 @@ def check_text(text: str, path: str, options: RunOptions) -> FileResult:
         findings=outcome.analysis.findings,
         errors=outcome.analysis.errors + outcome.errors,
         fixed_count=outcome.applied,
+        fixed=outcome.fixed,
         new_text=outcome.text if changed else None,
         original_text=text if changed else None,
         text=outcome.text if outcome.analysis.findings else None,
@@ -159,12 +160,17 @@ def check_bytes(task: DiscoveredFile, raw: bytes, options: RunOptions) -> FileRe
                 "not written: it is a link to a file outside the checked tree"
                 " (name it explicitly to fix it)",
             )
-            return replace(result, errors=(*result.errors, error), new_text=None, fixed_count=0)
+            return replace(
+                result, errors=(*result.errors, error), new_text=None, fixed_count=0, fixed=()
+            )
         try:
             source.write_atomic(src, result.new_text)
         except source.SourceError as exc:
             return replace(
-                result, errors=(*result.errors, FileError(task.path, exc.message)), fixed_count=0
+                result,
+                errors=(*result.errors, FileError(task.path, exc.message)),
+                fixed_count=0,
+                fixed=(),
             )
     return result
 

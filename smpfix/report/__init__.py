@@ -28,6 +28,8 @@ class ReportOptions:
     show_hints: bool = False
     # ``--fail-on``: the least severity that exits 1 and that GitHub and JUnit report.
     fail_on: Severity = Severity.WARNING
+    # ``--show-fixes``: after ``--apply``, list what was fixed.
+    show_fixes: bool = False
 
     def fails(self, finding: Finding) -> bool:
         """Whether this finding fails the build (exit 1, a JUnit failure, a GitHub annotation)."""

@@ -147,3 +147,25 @@ def _findings_summary(results: Sequence[FileResult], options: ReportOptions) -> 
         )
     detail = f" ({', '.join(parts)})" if parts else ""
     return f"Found {count} {noun}{detail}."
+
+
+def fixed_list(results: Sequence[FileResult]) -> str:
+    """Ruff's ``--show-fixes``: per file, how many of each rule's findings ``--apply`` fixed."""
+    from collections import Counter
+
+    from smpfix.rules.registry import rule_names
+
+    names = rule_names()
+    fixed = [result for result in results if result.fixed]
+    if not fixed:
+        return ""
+    total = sum(len(result.fixed) for result in fixed)
+    lines = [f"Fixed {total} problem{'s' if total != 1 else ''}:"]
+    for result in fixed:
+        lines.append(f"- {result.path}:")
+        counts = Counter(result.fixed)
+        lines.extend(
+            f"    {count} × {code} ({names.get(code, code)})"
+            for code, count in sorted(counts.items())
+        )
+    return "".join(f"{line}\n" for line in lines)
