@@ -354,6 +354,30 @@ async def test_job_facts_from_the_launchers_in_the_workspace(tmp_path: Path) -> 
         assert await diagnostics(client, uri, lambda found: not found) == []
 
 
+SHELL_LAUNCHER = """set -ex
+export SM_HP_MP_PARAMETERS='{{"ddp": true, "microbatches": 4, "partitions": 2, "tensor_parallel_degree": {tp}}}'
+mpirun --allow-run-as-root -np 8 python train.py
+"""  # noqa: E501
+
+
+async def test_a_shell_launcher_changed_on_disk_is_read_again(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    launcher = tmp_path / "run_smp.sh"
+    launcher.write_text(SHELL_LAUNCHER.format(tp=4))
+    async with session(tmp_path) as client:
+        uri = open_file(client, script)
+        found = await diagnostics(client, uri, lambda found: bool(found))
+        assert codes(found) == ["SMP301"] and found[0].severity == types.DiagnosticSeverity.Error
+        launcher.write_text(SHELL_LAUNCHER.format(tp=1))
+        client.workspace_did_change_watched_files(
+            types.DidChangeWatchedFilesParams(
+                changes=[types.FileEvent(uri=uri_of(launcher), type=types.FileChangeType.Changed)]
+            )
+        )
+        assert await diagnostics(client, uri, lambda found: not found) == []
+
+
 async def test_bad_documents_never_stop_the_server(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)

@@ -57,7 +57,7 @@ DEBOUNCE_SECONDS = 0.02
 # JSON-RPC's error codes for a message that is not JSON, or not a request.
 _PARSE_ERROR = -32700
 _INVALID_REQUEST = -32600
-_WATCHED = ("**/*.py", "**/*.ipynb", "**/pyproject.toml")
+_WATCHED = ("**/*.py", "**/*.ipynb", "**/*.sh", "**/pyproject.toml")
 # How long to wait for the client to answer a request before going on without its answer.
 _CLIENT_ANSWER_SECONDS = 10.0
 

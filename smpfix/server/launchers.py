@@ -131,7 +131,7 @@ def _marked(folder: str) -> bool:
 
 def _read(path: str) -> Optional[str]:
     raw = source.read_bytes(path)
-    if raw is None or not may_be_launcher(raw):
+    if raw is None or not may_be_launcher(raw, path):
         return None
     try:
         return source.decode(path, raw).text
@@ -141,7 +141,7 @@ def _read(path: str) -> Optional[str]:
 
 def _link(path: str, text: Optional[str], root: str) -> tuple[LinkedScript, ...]:
     """The scripts ``path`` launches; a launcher the linker chokes on launches none."""
-    if text is None or not may_be_launcher(text.encode("utf-8", "surrogatepass")):
+    if text is None or not may_be_launcher(text.encode("utf-8", "surrogatepass"), path):
         return ()
     try:
         with recursion_headroom():

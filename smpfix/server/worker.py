@@ -29,6 +29,7 @@ from smpfix.base import safe_read
 from smpfix.engine.config import Config
 from smpfix.job.linking import may_be_launcher
 from smpfix.job.project import Project
+from smpfix.job.shell_launcher import SHELL_SUFFIX
 from smpfix.server.documents import Checked, FixedText, Snapshot, check, fix_all
 from smpfix.server.launchers import Launchers
 from smpfix.server.settings import ClientSettings, Configurations, DocumentSettings, resolve
@@ -61,7 +62,7 @@ class Workspace:
             self.configurations.forget()
             self.launchers.forget()
             return frozenset({"*"})
-        if path.endswith((".py", ".ipynb")) and self.launchers.update(path, text):
+        if path.endswith((".py", ".ipynb", SHELL_SUFFIX)) and self.launchers.update(path, text):
             return frozenset({"*"})
         return frozenset({path})
 
