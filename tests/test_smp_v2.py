@@ -190,7 +190,10 @@ def test_rules_lists_the_v2_family_with_its_versions() -> None:
     rows = {row["code"]: row for row in json.loads(result.stdout)}
     v2 = [code for code in rows if code.startswith("SMP0")]
     assert {"SMP001", "SMP002", "SMP003", "SMP004", "SMP010", "SMP020"} <= set(v2)
-    assert all(rows[code]["versions"] in ("2.x", "1.x, 2.x") for code in v2)
+    # Advice about one release names it: SMP 2.2.0's activation offloading does not work.
+    single = {"SMP028": "2.2.0"}
+    assert all(rows[code]["versions"] in ("2.x", "1.x, 2.x") for code in v2 if code not in single)
+    assert all(rows[code]["versions"] == versions for code, versions in single.items())
     assert rows["SMP010"]["versions"] == "2.x" and rows["SMP001"]["versions"] == "1.x, 2.x"
 
 

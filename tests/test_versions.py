@@ -76,6 +76,9 @@ def test_versions_parse_compare_and_read_as_ranges() -> None:
         "1.6-1.14",
     ]
     assert range_in_words((1, 10), None) == "SMP 1.10 and later."
+    # Advice about one release (SMP 2.2.0's broken activation offloading) names it once.
+    assert describe_range((2, 2, 0), (2, 2, 0)) == "2.2.0"
+    assert range_in_words((2, 2, 0), (2, 2, 0)) == "SMP 2.2.0 only."
 
 
 def test_each_container_ships_a_range_of_library_releases() -> None:

@@ -163,6 +163,8 @@ def describe_range(since: Optional[Version], until: Optional[Version]) -> str:
         return "all"
     if until is None and since == FIRST_V2:
         return "2.x"
+    if since is not None and since == until:
+        return text(since)
     if until is None:
         assert since is not None
         return f"{text(since)}+"
@@ -177,6 +179,8 @@ def range_in_words(since: Optional[Version], until: Optional[Version]) -> str:
         return "All SMP v1 versions."
     if until is None and since == FIRST_V2:
         return "Every SMP v2 release (2.0 and later)."
+    if since is not None and since == until:
+        return f"SMP {text(since)} only."
     if until is None:
         assert since is not None
         return f"SMP {text(since)} and later."
@@ -211,6 +215,8 @@ def wanted_words(since: Optional[Version], until: Optional[Version]) -> str:
         return f"{text(since)} or later"
     if since is None and until is not None:
         return f"{text(until)} or earlier"
+    if since is not None and since == until:
+        return text(since)
     return " to ".join(text(v) for v in (since, until) if v is not None)
 
 
