@@ -55,19 +55,119 @@ class InsertAfter:
 
 
 @dataclass(frozen=True)
+class AppendElement:
+    """Append ``texts`` (``"ddp": True``, ``drop_last=True``) as the last elements of a dict
+    display or a call's arguments, in the layout the brackets already have.
+
+    One line per element (the closing bracket on a line of its own, or elements below the
+    opening bracket): each new element gets a line of its own, indented as the last element's
+    line, with a trailing comma when the last element has one. All on one line: ``, text``
+    after the last element, unless the line would then be longer than ``limit`` and than the
+    longest line of the file; then the elements are written one per line, one indentation
+    step deeper than the line holding the opening bracket, as a formatter would. A container
+    with a comment inside is never re-laid out.
+    """
+
+    container: cst.CSTNode
+    texts: tuple[str, ...]
+    limit: int = 100
+
+    def resolve(self, positions: Positions) -> Edit:
+        text = positions.text
+        elements = _elements(self.container)
+        opening, closing = _brackets(positions, self.container)
+        last_start, last_end = positions.span(elements[-1])
+        after_last = text[last_end:closing]
+        comma = after_last.lstrip().startswith(",")
+        last_line = positions.position(last_start).line
+        newline = _newline_of(text)
+        if "\n" in after_last or positions.position(opening).line != last_line:
+            line = positions.line_text(last_line)
+            indent = line[: len(line) - len(line.lstrip(" \t"))]
+            if positions.position(opening).line == last_line:
+                indent += "\t" if indent.startswith("\t") else "    "
+            if "\n" in after_last and comma:
+                # After the newline that ends the last element's line (its comment stays).
+                at = positions.line_span(last_line, last_line)[1]
+                lines = "".join(f"{indent}{each},{newline}" for each in self.texts)
+                return _edit(positions, at, at, lines)
+            lines = "".join(f",{newline}{indent}{each}" for each in self.texts)
+            return _edit(positions, last_end, last_end, lines)
+        single = _edit(positions, last_end, last_end, "".join(f", {t}" for t in self.texts))
+        line = positions.line_text(last_line)
+        longest = max((len(each) for each in text.splitlines()), default=0)
+        inside = text[opening + 1 : closing]
+        before = positions.text[positions.line_span(last_line, last_line)[0] : opening]
+        nested = sum(before.count(c) for c in "([{") != sum(before.count(c) for c in ")]}")
+        fits = len(line) + len(single.content) <= max(self.limit, longest)
+        if fits or nested or "#" in inside:
+            # An inner bracket of a long line is left alone: a formatter would break the
+            # outermost one first, which is not this edit's to rewrite.
+            return single
+        return self._one_per_line(positions, elements, opening, closing)
+
+    def _one_per_line(
+        self,
+        positions: Positions,
+        elements: tuple[cst.CSTNode, ...],
+        opening: int,
+        closing: int,
+    ) -> Edit:
+        text = positions.text
+        line = positions.line_text(positions.position(opening).line)
+        outer = line[: len(line) - len(line.lstrip(" \t"))]
+        indent = outer + ("\t" if outer.startswith("\t") else "    ")
+        newline = _newline_of(text)
+        parts = [text[slice(*positions.span(element))] for element in elements] + list(self.texts)
+        body = "".join(f"{newline}{indent}{part}," for part in parts)
+        return _edit(positions, opening + 1, closing, f"{body}{newline}{outer}")
+
+
+def _elements(container: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    if type(container) is cst.Dict:
+        return tuple(container.elements)
+    assert type(container) is cst.Call
+    return tuple(container.args)
+
+
+def _brackets(positions: Positions, container: cst.CSTNode) -> tuple[int, int]:
+    """Offsets of the opening and the closing bracket of a dict display or a call."""
+    start, end = positions.span(container)
+    if type(container) is cst.Call:
+        opening = positions.text.index("(", positions.span(container.func)[1])
+        return opening, positions.text.rindex(")", start, end)
+    return positions.text.index("{", start), positions.text.rindex("}", start, end)
+
+
+def _newline_of(text: str) -> str:
+    return "\r\n" if "\r\n" in text else "\n"
+
+
+@dataclass(frozen=True)
 class DeleteStatementLines:
-    """Delete the whole lines a statement occupies, with the comment lines above it."""
+    """Delete the whole lines a statement occupies, with the comment lines tied to it (those
+    directly above it, no blank line between). Blank lines stay: a section's spacing is the
+    reader's, and a comment above a blank line belongs to what follows, not to this statement."""
 
     statement: cst.CSTNode
 
     def resolve(self, positions: Positions) -> Edit:
         start, end = statement_lines(positions, self.statement)
-        leading = getattr(self.statement, "leading_lines", ())
-        if leading:
-            start = positions.line_span(positions.position(positions.span(leading[0])[0]).line, 1)[
-                0
-            ]
+        tied = tied_comment_lines(self.statement)
+        if tied:
+            start = positions.line_span(positions.position(positions.span(tied[0])[0]).line, 1)[0]
         return _edit(positions, start, end, "")
+
+
+def tied_comment_lines(statement: cst.CSTNode) -> tuple[cst.EmptyLine, ...]:
+    """The comment lines directly above ``statement``, with no blank line between them and it."""
+    leading: tuple[cst.EmptyLine, ...] = tuple(getattr(statement, "leading_lines", ()))
+    count = 0
+    for line in reversed(leading):
+        if line.comment is None:
+            break
+        count += 1
+    return leading[len(leading) - count :]
 
 
 @dataclass(frozen=True)
@@ -171,6 +271,7 @@ class UnwrapIf:
 
 NodeEdit = Union[
     ReplaceNode,
+    AppendElement,
     InsertBefore,
     InsertAfter,
     DeleteStatementLines,
