@@ -10,7 +10,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from smpfix.base.edits import AppendElement, DeleteStatementLines
+from smpfix.base.edits import AppendElement, DeleteStatementLines, ReplaceArgument
 from smpfix.base.positions import Positions
 from smpfix.engine.fixing import apply_edits
 
@@ -85,6 +85,24 @@ def test_a_call_too_long_for_its_line_is_wrapped_one_argument_per_line() -> None
         "        drop_last=True,\n"
         "    )\n"
     )
+
+
+def test_an_argument_rewritten_too_long_for_its_line_wraps_the_call() -> None:
+    source = "scheduler = StepLR(optimizer, step_size=1)\n"
+    module = cst.parse_module(source)
+    call = cst.ensure_type(
+        cst.ensure_type(
+            cst.ensure_type(module.body[0], cst.SimpleStatementLine).body[0], cst.Assign
+        ).value,
+        cst.Call,
+    )
+    text = "optimizer.optimizer if smp.state.cfg.fp16 else optimizer"
+    edit = ReplaceArgument(call, call.args[0].value, text, 60).resolve(Positions(module, source))
+    assert apply_edits(source, [edit]) == (
+        f"scheduler = StepLR(\n    {text},\n    step_size=1,\n)\n"
+    )
+    short = ReplaceArgument(call, call.args[0].value, "opt").resolve(Positions(module, source))
+    assert apply_edits(source, [short]) == "scheduler = StepLR(opt, step_size=1)\n"
 
 
 def test_a_line_may_grow_up_to_the_longest_line_already_in_the_file() -> None:

@@ -94,33 +94,68 @@ class AppendElement:
             lines = "".join(f",{newline}{indent}{each}" for each in self.texts)
             return _edit(positions, last_end, last_end, lines)
         single = _edit(positions, last_end, last_end, "".join(f", {t}" for t in self.texts))
-        line = positions.line_text(last_line)
-        longest = max((len(each) for each in text.splitlines()), default=0)
-        inside = text[opening + 1 : closing]
-        before = positions.text[positions.line_span(last_line, last_line)[0] : opening]
-        nested = sum(before.count(c) for c in "([{") != sum(before.count(c) for c in ")]}")
-        fits = len(line) + len(single.content) <= max(self.limit, longest)
-        if fits or nested or "#" in inside:
-            # An inner bracket of a long line is left alone: a formatter would break the
-            # outermost one first, which is not this edit's to rewrite.
+        if not _must_wrap(positions, opening, closing, len(single.content), self.limit):
             return single
-        return self._one_per_line(positions, elements, opening, closing)
+        parts = [text[slice(*positions.span(element))] for element in elements]
+        return _one_per_line(positions, [*parts, *self.texts], opening, closing)
 
-    def _one_per_line(
-        self,
-        positions: Positions,
-        elements: tuple[cst.CSTNode, ...],
-        opening: int,
-        closing: int,
-    ) -> Edit:
-        text = positions.text
-        line = positions.line_text(positions.position(opening).line)
-        outer = line[: len(line) - len(line.lstrip(" \t"))]
-        indent = outer + ("\t" if outer.startswith("\t") else "    ")
-        newline = _newline_of(text)
-        parts = [text[slice(*positions.span(element))] for element in elements] + list(self.texts)
-        body = "".join(f"{newline}{indent}{part}," for part in parts)
-        return _edit(positions, opening + 1, closing, f"{body}{newline}{outer}")
+
+@dataclass(frozen=True)
+class ReplaceArgument:
+    """Replace ``node``, inside one of ``call``'s arguments, with ``text``; when that makes the
+    call's line longer than ``limit`` and than the longest line of the file, the call's
+    arguments are written one per line (as ``AppendElement`` does)."""
+
+    call: cst.Call
+    node: cst.CSTNode
+    text: str
+    limit: int = 100
+
+    def resolve(self, positions: Positions) -> Edit:
+        start, end = positions.span(self.node)
+        plain = _edit(positions, start, end, self.text)
+        if "\n" in self.text or not self.call.args:
+            return plain
+        opening, closing = _brackets(positions, self.call)
+        if not _must_wrap(positions, opening, closing, len(self.text) - (end - start), self.limit):
+            return plain
+        text, parts = positions.text, []
+        for arg in self.call.args:
+            first, last = positions.span(arg)
+            if first <= start and end <= last:
+                parts.append(text[first:start] + self.text + text[end:last])
+            else:
+                parts.append(text[first:last])
+        return _one_per_line(positions, parts, opening, closing)
+
+
+def _must_wrap(positions: Positions, opening: int, closing: int, growth: int, limit: int) -> bool:
+    """Whether brackets written on one line, growing by ``growth`` characters, go over the line
+    length (``limit``, or the longest line already in the file) and can be written one element
+    per line: not when they are inside another bracket of the line (a formatter would break
+    the outermost one first, which is not this edit's to rewrite), nor around a comment."""
+    line_number = positions.position(opening).line
+    if positions.position(closing).line != line_number:
+        return False
+    text = positions.text
+    longest = max((len(each) for each in text.splitlines()), default=0)
+    if len(positions.line_text(line_number)) + growth <= max(limit, longest):
+        return False
+    before = text[positions.line_span(line_number, line_number)[0] : opening]
+    nested = sum(before.count(c) for c in "([{") != sum(before.count(c) for c in ")]}")
+    return not nested and "#" not in text[opening + 1 : closing]
+
+
+def _one_per_line(positions: Positions, parts: list[str], opening: int, closing: int) -> Edit:
+    """The brackets' contents as ``parts``, one per line with a trailing comma, one indentation
+    step deeper than the line of the opening bracket, the closing bracket on its own line."""
+    text = positions.text
+    line = positions.line_text(positions.position(opening).line)
+    outer = line[: len(line) - len(line.lstrip(" \t"))]
+    indent = outer + ("\t" if outer.startswith("\t") else "    ")
+    newline = _newline_of(text)
+    body = "".join(f"{newline}{indent}{part}," for part in parts)
+    return _edit(positions, opening + 1, closing, f"{body}{newline}{outer}")
 
 
 def _elements(container: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
@@ -272,6 +307,7 @@ class UnwrapIf:
 NodeEdit = Union[
     ReplaceNode,
     AppendElement,
+    ReplaceArgument,
     InsertBefore,
     InsertAfter,
     DeleteStatementLines,
