@@ -1,7 +1,8 @@
 """Fixes follow the layout of the code they edit, as a reviewer expects (issue 24).
 
 A new dict entry or argument goes where a person would have typed it; a line the fix would make
-too long is wrapped as a formatter would; removing a statement keeps the blank lines around it.
+too long is wrapped as a formatter would; removing a statement keeps the blank lines around it; a
+fix that rewrites code a comment speaks about is never safe (``smpfix.fixes.comments``).
 The rules' own fixtures (tests/fixtures) show the same on real findings.
 """
 
@@ -10,9 +11,12 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
+from smpfix.api import check_source, fix_source
 from smpfix.base.edits import AppendElement, DeleteStatementLines, ReplaceArgument
+from smpfix.base.findings import Applicability
 from smpfix.base.positions import Positions
 from smpfix.engine.fixing import apply_edits
+from smpfix.fixes.comments import tied_comments
 
 
 def appended(source: str, *texts: str, limit: int = 100) -> str:
@@ -133,3 +137,61 @@ def test_removing_a_statement_keeps_blank_lines_and_unrelated_comments() -> None
     module = cst.parse_module(source)
     edit = DeleteStatementLines(module.body[1]).resolve(Positions(module, source))
     assert apply_edits(source, [edit]) == "a = 1\n# section\n\n\nc = 3\n"
+
+
+SAVE_UNDER_A_COMMENT = """import smdistributed.modelparallel.torch as smp
+
+
+def save_model(model, filename):
+    state = model.local_state_dict()
+    if smp.rdp_rank() == 0:
+        # SMP: Save a single checkpoint containing entire model parameters
+        smp.save({"model": state}, filename, partial=False)
+"""
+
+
+def test_a_fix_that_rewrites_code_under_a_comment_says_to_review_the_comment() -> None:
+    findings = check_source(
+        SAVE_UNDER_A_COMMENT, select=["SMP303"], job={"pipeline_parallel_degree": 2}
+    )
+    [fix] = [finding.fix for finding in findings if finding.fix is not None]
+    assert fix.applicability is Applicability.UNSAFE
+    assert "review the comment on line 7" in fix.description
+
+
+def test_a_safe_fix_under_a_comment_becomes_unsafe_and_apply_leaves_the_code() -> None:
+    source = (
+        "import smdistributed.modelparallel.torch as smp\n"
+        "smp.init()\n"
+        "def save(model):\n"
+        "    # Only the main process saves.\n"
+        "    if smp.rank() == 0:\n"
+        '        smp.save_checkpoint("/ckpt", tag="t", model=model)\n'
+    )
+    [finding] = check_source(source, select=["SMP302"])
+    assert finding.fix is not None and finding.fix.applicability is Applicability.UNSAFE
+    assert fix_source(source, select=["SMP302"]).text == source
+    untied = source.replace("    # Only the main process saves.\n", "")
+    assert "if smp.rank()" not in fix_source(untied, select=["SMP302"]).text
+
+
+@pytest.mark.parametrize(
+    ("lines", "tied"),
+    [
+        pytest.param(["y = 2", "x = 1  # one"], (2,), id="trailing"),
+        pytest.param(["# about x", "x = 1"], (1,), id="above"),
+        pytest.param(["# about x", "", "x = 1"], (), id="blank-line-between"),
+        pytest.param(["x = 1  # noqa: E501"], (), id="directive"),
+        pytest.param(["x = '#' + y"], (), id="hash-in-string"),
+    ],
+)
+def test_comments_tied_to_a_changed_line(lines: list[str], tied: tuple[int, ...]) -> None:
+    """The changed line is the last one."""
+    last = len(lines)
+    assert tied_comments(lines, last, last, (last, last)) == tied
+
+
+def test_a_comment_above_a_long_statement_is_not_tied_to_its_inner_lines() -> None:
+    lines = ["# the launcher", "f(", "  a,", "  b,", "  c,", "  d,", "  e=1,", ")"]
+    assert tied_comments(lines, 7, 7, (2, 8)) == ()
+    assert tied_comments(lines[:1] + ["f(", "  e=1,", ")"], 3, 3, (2, 4)) == (1,)
