@@ -8,8 +8,14 @@ The rules' own fixtures (tests/fixtures) show the same on real findings.
 
 from __future__ import annotations
 
+import ast
+import difflib
+import shutil
+from pathlib import Path
+
 import libcst as cst
 import pytest
+from conftest import run_cli
 
 from smpfix.api import check_source, fix_source
 from smpfix.base.edits import AppendElement, DeleteStatementLines, ReplaceArgument
@@ -195,3 +201,43 @@ def test_a_comment_above_a_long_statement_is_not_tied_to_its_inner_lines() -> No
     lines = ["# the launcher", "f(", "  a,", "  b,", "  c,", "  d,", "  e=1,", ")"]
     assert tied_comments(lines, 7, 7, (2, 8)) == ()
     assert tied_comments(lines[:1] + ["f(", "  e=1,", ")"], 3, 3, (2, 4)) == (1,)
+
+
+REALISTIC = Path(__file__).parent / "realistic"
+PROJECTS = sorted(path for path in REALISTIC.iterdir() if path.is_dir())
+
+
+def _blank_lines_removed(before: list[str], after: list[str]) -> list[int]:
+    """Line numbers (in ``before``) of blank lines that a change removed without putting a
+    blank line back in the same place."""
+    removed = []
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    for tag, b1, b2, a1, a2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        old_blank = [b1 + i + 1 for i, line in enumerate(before[b1:b2]) if not line.strip()]
+        new_blank = sum(1 for line in after[a1:a2] if not line.strip())
+        removed.extend(old_blank[new_blank:])
+    return removed
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=lambda p: p.name)
+def test_applying_every_fix_keeps_lines_short_blank_lines_and_valid_code(
+    project: Path, tmp_path: Path
+) -> None:
+    """Every fix of a realistic project, unsafe ones and hints included: no line longer than the
+    longest already in its file or 100 characters, no blank line removed, code that parses."""
+    copy = tmp_path / project.name
+    shutil.copytree(project, copy)
+    before = {path: path.read_text(encoding="utf-8") for path in copy.rglob("*.py")}
+    run_cli("check", "--apply", "--unsafe-fixes", "--show-hints", ".", cwd=copy)
+    for path, old in before.items():
+        new = path.read_text(encoding="utf-8")
+        if new == old:
+            continue
+        name = path.relative_to(copy)
+        limit = max([100, *(len(line) for line in old.splitlines())])
+        long_lines = [line for line in new.splitlines() if len(line) > limit]
+        assert long_lines == [], f"{name}: lines over {limit} characters"
+        assert _blank_lines_removed(old.splitlines(), new.splitlines()) == [], name
+        ast.parse(new, str(name))
