@@ -391,19 +391,17 @@ def _run_rules(
 
 
 def _statement_lines(node: cst.CSTNode, facts: FileFacts, positions: Positions) -> tuple[int, int]:
-    """The first and last line of the innermost statement holding ``node``."""
-    start, end = positions.span(node)
-    best: Optional[tuple[int, int]] = None
-    for statement in facts.statements:
-        s_start, s_end = positions.span(statement)
-        if (
-            s_start <= start
-            and end <= s_end
-            and (best is None or s_end - s_start < best[1] - best[0])
-        ):
-            best = (s_start, s_end)
-    first, last = best if best is not None else (start, end)
-    return positions.position(first).line, positions.position(max(first, last - 1)).line
+    """The first and last line of the innermost statement holding ``node`` (the node's own
+    lines when the tree has no index); only that statement is located, as for the node."""
+    index = active_index(positions.module)
+    at = index.positions.get(id(node)) if index is not None else None
+    holder = node
+    if index is not None and at is not None and index.order[at] is node:
+        while at >= 0 and index.order[at] not in facts.statements:
+            at = index.parents[at]
+        holder = index.order[at] if at >= 0 else node
+    start, end = positions.span(holder)
+    return positions.position(start).line, positions.position(max(start, end - 1)).line
 
 
 def _statement_line(node: cst.CSTNode, facts: FileFacts, positions: Positions) -> int:
