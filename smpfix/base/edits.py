@@ -55,19 +55,154 @@ class InsertAfter:
 
 
 @dataclass(frozen=True)
+class AppendElement:
+    """Append ``texts`` (``"ddp": True``, ``drop_last=True``) as the last elements of a dict
+    display or a call's arguments, in the layout the brackets already have.
+
+    One line per element (the closing bracket on a line of its own, or elements below the
+    opening bracket): each new element gets a line of its own, indented as the last element's
+    line, with a trailing comma when the last element has one. All on one line: ``, text``
+    after the last element, unless the line would then be longer than ``limit`` and than the
+    longest line of the file; then the elements are written one per line, one indentation
+    step deeper than the line holding the opening bracket, as a formatter would. A container
+    with a comment inside is never re-laid out.
+    """
+
+    container: cst.CSTNode
+    texts: tuple[str, ...]
+    limit: int = 100
+
+    def resolve(self, positions: Positions) -> Edit:
+        text = positions.text
+        elements = _elements(self.container)
+        opening, closing = _brackets(positions, self.container)
+        last_start, last_end = positions.span(elements[-1])
+        after_last = text[last_end:closing]
+        comma = after_last.lstrip().startswith(",")
+        last_line = positions.position(last_start).line
+        newline = _newline_of(text)
+        if "\n" in after_last or positions.position(opening).line != last_line:
+            line = positions.line_text(last_line)
+            indent = line[: len(line) - len(line.lstrip(" \t"))]
+            if positions.position(opening).line == last_line:
+                indent += "\t" if indent.startswith("\t") else "    "
+            if "\n" in after_last and comma:
+                # After the newline that ends the last element's line (its comment stays).
+                at = positions.line_span(last_line, last_line)[1]
+                lines = "".join(f"{indent}{each},{newline}" for each in self.texts)
+                return _edit(positions, at, at, lines)
+            lines = "".join(f",{newline}{indent}{each}" for each in self.texts)
+            return _edit(positions, last_end, last_end, lines)
+        single = _edit(positions, last_end, last_end, "".join(f", {t}" for t in self.texts))
+        if not _must_wrap(positions, opening, closing, len(single.content), self.limit):
+            return single
+        parts = [text[slice(*positions.span(element))] for element in elements]
+        return _one_per_line(positions, [*parts, *self.texts], opening, closing)
+
+
+@dataclass(frozen=True)
+class ReplaceArgument:
+    """Replace ``node``, inside one of ``call``'s arguments, with ``text``; when that makes the
+    call's line longer than ``limit`` and than the longest line of the file, the call's
+    arguments are written one per line (as ``AppendElement`` does)."""
+
+    call: cst.Call
+    node: cst.CSTNode
+    text: str
+    limit: int = 100
+
+    def resolve(self, positions: Positions) -> Edit:
+        start, end = positions.span(self.node)
+        plain = _edit(positions, start, end, self.text)
+        if "\n" in self.text or not self.call.args:
+            return plain
+        opening, closing = _brackets(positions, self.call)
+        if not _must_wrap(positions, opening, closing, len(self.text) - (end - start), self.limit):
+            return plain
+        text, parts = positions.text, []
+        for arg in self.call.args:
+            first, last = positions.span(arg)
+            if first <= start and end <= last:
+                parts.append(text[first:start] + self.text + text[end:last])
+            else:
+                parts.append(text[first:last])
+        return _one_per_line(positions, parts, opening, closing)
+
+
+def _must_wrap(positions: Positions, opening: int, closing: int, growth: int, limit: int) -> bool:
+    """Whether brackets written on one line, growing by ``growth`` characters, go over the line
+    length (``limit``, or the longest line already in the file) and can be written one element
+    per line: not when they are inside another bracket of the line (a formatter would break
+    the outermost one first, which is not this edit's to rewrite), nor around a comment."""
+    line_number = positions.position(opening).line
+    if positions.position(closing).line != line_number:
+        return False
+    text = positions.text
+    longest = max((len(each) for each in text.splitlines()), default=0)
+    if len(positions.line_text(line_number)) + growth <= max(limit, longest):
+        return False
+    before = text[positions.line_span(line_number, line_number)[0] : opening]
+    nested = sum(before.count(c) for c in "([{") != sum(before.count(c) for c in ")]}")
+    return not nested and "#" not in text[opening + 1 : closing]
+
+
+def _one_per_line(positions: Positions, parts: list[str], opening: int, closing: int) -> Edit:
+    """The brackets' contents as ``parts``, one per line with a trailing comma, one indentation
+    step deeper than the line of the opening bracket, the closing bracket on its own line."""
+    text = positions.text
+    line = positions.line_text(positions.position(opening).line)
+    outer = line[: len(line) - len(line.lstrip(" \t"))]
+    indent = outer + ("\t" if outer.startswith("\t") else "    ")
+    newline = _newline_of(text)
+    body = "".join(f"{newline}{indent}{part}," for part in parts)
+    return _edit(positions, opening + 1, closing, f"{body}{newline}{outer}")
+
+
+def _elements(container: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    if type(container) is cst.Dict:
+        return tuple(container.elements)
+    assert type(container) is cst.Call
+    return tuple(container.args)
+
+
+def _brackets(positions: Positions, container: cst.CSTNode) -> tuple[int, int]:
+    """Offsets of the opening and the closing bracket of a dict display or a call."""
+    start, end = positions.span(container)
+    if type(container) is cst.Call:
+        opening = positions.text.index("(", positions.span(container.func)[1])
+        return opening, positions.text.rindex(")", start, end)
+    return positions.text.index("{", start), positions.text.rindex("}", start, end)
+
+
+def _newline_of(text: str) -> str:
+    return "\r\n" if "\r\n" in text else "\n"
+
+
+@dataclass(frozen=True)
 class DeleteStatementLines:
-    """Delete the whole lines a statement occupies, with the comment lines above it."""
+    """Delete the whole lines a statement occupies, with the comment lines tied to it (those
+    directly above it, no blank line between). Blank lines stay: a section's spacing is the
+    reader's, and a comment above a blank line belongs to what follows, not to this statement."""
 
     statement: cst.CSTNode
 
     def resolve(self, positions: Positions) -> Edit:
         start, end = statement_lines(positions, self.statement)
-        leading = getattr(self.statement, "leading_lines", ())
-        if leading:
-            start = positions.line_span(positions.position(positions.span(leading[0])[0]).line, 1)[
-                0
-            ]
+        tied = tied_comment_lines(self.statement)
+        if tied:
+            start = positions.line_span(positions.position(positions.span(tied[0])[0]).line, 1)[0]
         return _edit(positions, start, end, "")
+
+
+def tied_comment_lines(statement: cst.CSTNode) -> tuple[cst.EmptyLine, ...]:
+    """The comment lines directly above ``statement``, with no blank line between them and it."""
+    leading: tuple[cst.EmptyLine, ...] = tuple(getattr(statement, "leading_lines", ()))
+    count = 0
+    for line in reversed(leading):
+        if line.comment is None:
+            break
+        count += 1
+    return leading[len(leading) - count :]
 
 
 @dataclass(frozen=True)
@@ -171,6 +306,8 @@ class UnwrapIf:
 
 NodeEdit = Union[
     ReplaceNode,
+    AppendElement,
+    ReplaceArgument,
     InsertBefore,
     InsertAfter,
     DeleteStatementLines,

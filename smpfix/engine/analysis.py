@@ -16,10 +16,12 @@ from typing import Any, Optional
 import libcst as cst
 
 from smpfix.base import cpython, nesting
+from smpfix.base.edits import NodeEdit, ReplaceArgument, ReplaceNode, UnwrapIf
 from smpfix.base.findings import Applicability, FileError, Finding, Fix, JobFactUse, fit_title
 from smpfix.base.flavour import Flavour
 from smpfix.base.positions import Positions
 from smpfix.base.walker import Ancestry, Dispatch, NodeIndex, active_index, indexed, walk
+from smpfix.fixes.comments import reviewed, tied_comments
 from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts, Role
 from smpfix.job.project import Project
 from smpfix.program.facts import FileFacts, collect
@@ -388,6 +390,20 @@ def _run_rules(
     )
 
 
+def _statement_lines(node: cst.CSTNode, facts: FileFacts, positions: Positions) -> tuple[int, int]:
+    """The first and last line of the innermost statement holding ``node`` (the node's own
+    lines when the tree has no index); only that statement is located, as for the node."""
+    index = active_index(positions.module)
+    at = index.positions.get(id(node)) if index is not None else None
+    holder = node
+    if index is not None and at is not None and index.order[at] is node:
+        while at >= 0 and index.order[at] not in facts.statements:
+            at = index.parents[at]
+        holder = index.order[at] if at >= 0 else node
+    start, end = positions.span(holder)
+    return positions.position(start).line, positions.position(max(start, end - 1)).line
+
+
 def _statement_line(node: cst.CSTNode, facts: FileFacts, positions: Positions) -> int:
     """The first line of the innermost statement holding ``node`` (suppressions may sit there)."""
     index = active_index(positions.module)
@@ -421,7 +437,12 @@ def _finding(
                 key=lambda e: (e.start, e.end),
             )
         )
-        fix = Fix(report.fix.applicability, report.fix.description, edits)
+        applicability, description = reviewed(
+            report.fix.applicability,
+            report.fix.description,
+            _comments_on_rewrites(report.fix.edits, facts, positions),
+        )
+        fix = Fix(applicability, description, edits)
     uses = tuple(
         JobFactUse(state.feature.key, state.state.value, state.source) for state in report.job_facts
     )
@@ -444,3 +465,23 @@ def _finding(
         explanation=explanation,
         evidence=(*report.evidence, *settings),
     )
+
+
+def _comments_on_rewrites(
+    edits: Sequence[NodeEdit], facts: FileFacts, positions: Positions
+) -> tuple[int, ...]:
+    """The prose comments tied to code the fix rewrites in place (``smpfix.fixes.comments``)."""
+    lines = positions.text.splitlines()
+    found: set[int] = set()
+    for edit in edits:
+        if type(edit) is ReplaceNode or type(edit) is ReplaceArgument:
+            node: cst.CSTNode = edit.node
+        elif type(edit) is UnwrapIf:
+            node = edit.statement.test
+        else:
+            continue
+        start, end = positions.span(node)
+        first = positions.position(start).line
+        last = positions.position(max(start, end - 1)).line
+        found.update(tied_comments(lines, first, last, _statement_lines(node, facts, positions)))
+    return tuple(sorted(found))

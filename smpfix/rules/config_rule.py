@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
+from smpfix.base.edits import AppendElement, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH, Flavour
 from smpfix.base.literals import UNKNOWN
@@ -347,14 +347,15 @@ def _pending(fix: Optional[ConfigFix]) -> Optional[PendingFix]:
 
 def insert_entry(container: Located, text: str) -> Optional[NodeEdit]:
     """An edit adding ``"key": value`` text to the dict display ``container`` was written as,
-    or ``keyword=value`` text to the call it was written as (an estimator's keywords)."""
+    or ``keyword=value`` text to the call it was written as (an estimator's keywords), in the
+    layout the dict or call already has (``AppendElement``)."""
     node = container.node
     if type(node) is cst.Dict:
         if not node.elements:
             return ReplaceNode(node, "{" + text + "}")
-        return InsertAfter(node.elements[-1], f", {text}")
+        return AppendElement(node, (text,))
     if type(node) is cst.Call and node.args:
-        return InsertAfter(node.args[-1], f", {text}")
+        return AppendElement(node, (text,))
     return None
 
 

@@ -109,6 +109,55 @@ def call_arguments(call: cst.Call, facts: FileFacts) -> Optional[CallArguments]:
     return CallArguments(call, unpacked)
 
 
+@dataclass(frozen=True)
+class UnpackedLiteral:
+    """The dict display a call's only ``**name`` comes from (``kwargs = {...}``, the one
+    assignment to ``name`` in the call's scope), and whether this call is the only place that
+    unpacks it (a key added to the display then reaches no other call)."""
+
+    display: cst.Dict
+    only_here: bool
+
+
+def unpacked_dict_literal(call: cst.Call, facts: FileFacts) -> Optional[UnpackedLiteral]:
+    """Where to add a keyword a call passes through ``**name``, so it is not passed twice
+    (``f(**kwargs, k=v)`` raises once ``kwargs`` gains ``k``). None when the call unpacks
+    something else, or more than one dict, or the name is bound more than once."""
+    stars = [arg for arg in call.args if arg.star]
+    if len(stars) != 1 or stars[0].star != "**" or type(stars[0].value) is not cst.Name:
+        return None
+    name = stars[0].value.value
+    scope = facts.scope_of_call(call)
+    if scope is None:
+        return None
+    body: Union[cst.BaseSuite, list[cst.BaseStatement]] = (
+        scope.body if isinstance(scope, cst.FunctionDef) else list(scope.body)
+    )
+    displays: list[cst.Dict] = []
+    bindings = unpacks = 0
+    for node, parent, _nested in _walk(body, into_nested=True):
+        if type(node) is not cst.Name or node.value != name:
+            continue
+        if type(parent) is cst.AssignTarget and parent.target is node:
+            bindings += 1
+        elif type(parent) in (cst.AugAssign, cst.AnnAssign, cst.For, cst.WithItem, cst.Param):
+            bindings += 1
+        elif type(parent) is cst.Arg and parent.star == "**":
+            unpacks += 1
+    for node, _parent, _nested in _walk(body, into_nested=False):
+        if (
+            type(node) is cst.Assign
+            and len(node.targets) == 1
+            and type(node.targets[0].target) is cst.Name
+            and node.targets[0].target.value == name
+            and type(node.value) is cst.Dict
+        ):
+            displays.append(node.value)
+    if bindings != 1 or len(displays) != 1:
+        return None
+    return UnpackedLiteral(displays[0], unpacks == 1)
+
+
 # -- the keys of a dict expression ----------------------------------------------------------------
 Entries = dict[str, Passed]
 

@@ -9,10 +9,11 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.calls import argument
-from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
+from smpfix.base.edits import AppendElement, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
 from smpfix.base.parents import ParentIndex
+from smpfix.fixes.arguments import append_arguments
 from smpfix.job.groups import data_parallelism
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.data.dataloaders import (
@@ -21,7 +22,12 @@ from smpfix.program.data.dataloaders import (
     is_distributed_sampler,
 )
 from smpfix.program.data.step_feeds import StepFeeds
-from smpfix.program.flow.call_arguments import CallArguments, Passed, call_arguments
+from smpfix.program.flow.call_arguments import (
+    CallArguments,
+    Passed,
+    call_arguments,
+    unpacked_dict_literal,
+)
 from smpfix.program.flow.script_numbers import ResolvedNumber
 from smpfix.program.paths.branches import Reach
 from smpfix.program.tensorflow.datasets import is_tf_dataset
@@ -279,32 +285,45 @@ class LastBatchNotDropped(Rule):
                 return None  # the dict may feed other loaders (evaluation) too: a person decides
             edits: tuple[NodeEdit, ...] = (ReplaceNode(written.value, "True"),)
             return PendingFix(applicability, f"Set `{keyword}=True`", edits)
-        args = batching.call.args
-        if not args:
+        if batching.unpacks:
+            return self._fix_unpacking(batching, applicability)
+        insertion = append_arguments(batching.call, [f"{keyword}=True"])
+        if insertion is None:
             return None
-        last = args[-1]
-        before = (
-            args[-2].comma.whitespace_after
-            if len(args) > 1 and type(args[-2].comma) is cst.Comma
-            else None
+        return PendingFix(applicability, f"Add `{keyword}=True`", (insertion,))
+
+    def _fix_unpacking(
+        self, batching: _Batching, applicability: Applicability
+    ) -> Optional[PendingFix]:
+        """A loader that unpacks a dict: the key goes into the dict display it comes from, so it
+        is never passed twice (``DataLoader(ds, **kwargs, drop_last=True)`` raises TypeError once
+        ``kwargs`` gains ``drop_last``); unsafe when other calls unpack that dict too, or when
+        there is no display to add it to."""
+        keyword = batching.keyword
+        literal = unpacked_dict_literal(batching.call, self.program.facts)
+        if literal is None:
+            insertion = append_arguments(batching.call, [f"{keyword}=True"])
+            if insertion is None:
+                return None
+            return PendingFix(
+                Applicability.UNSAFE,
+                f"Add `{keyword}=True` (review: if the unpacked dict ever holds `{keyword}`, the"
+                " call raises TypeError for the keyword passed twice)",
+                (insertion,),
+            )
+        entry = f'"{keyword}": True'
+        edit: NodeEdit = (
+            AppendElement(literal.display, (entry,))
+            if literal.display.elements
+            else ReplaceNode(literal.display, "{" + entry + "}")
         )
-        if len(args) == 1:
-            before = batching.call.whitespace_before_args
-        after = last.comma.whitespace_after if type(last.comma) is cst.Comma else None
-        if (
-            type(before) is cst.ParenthesizedWhitespace
-            and type(after) is cst.ParenthesizedWhitespace
-        ):
-            # One argument per line with a trailing comma: add a line in the same style.
-            indent = (
-                index.indentation(batching.call) if before.indent else ""
-            ) + before.last_line.value
-            newline = self.program.module.default_newline
-            edits = (InsertAfter(after.first_line, f"{indent}{keyword}=True,{newline}"),)
-        else:
-            # After the argument's own code (parentheses included), before any trailing comma.
-            edits = (InsertAfter(last, f", {keyword}=True"),)
-        return PendingFix(applicability, f"Add `{keyword}=True`", edits)
+        if literal.only_here:
+            return PendingFix(applicability, f"Add `{entry}` to the unpacked dict", (edit,))
+        return PendingFix(
+            Applicability.UNSAFE,
+            f"Add `{entry}` to the unpacked dict (review: other calls unpack it too)",
+            (edit,),
+        )
 
     def _flag(self, batching: _Batching, feed: str, index: ParentIndex) -> None:
         mb = self.feature("MB")

@@ -12,7 +12,7 @@ from smpfix.base.edits import NodeEdit
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
 from smpfix.base.walker import Ancestry, iter_nodes
-from smpfix.fixes.arguments import append_arguments, block_indentation
+from smpfix.fixes.arguments import append_arguments
 from smpfix.fixes.rank_rewrites import rewrite_terms
 from smpfix.fixes.references import smp_reference, spelled
 from smpfix.job.groups import DATA_PARALLEL, DataJob, RankVerdict, either
@@ -328,7 +328,6 @@ class DataShardedByGlobalRank(Rule):
     ) -> Optional[PendingFix]:
         job = self.data_job
         family = job.expected_family
-        module = self.program.module
         edits: list[NodeEdit] = []
         if rewrite:
             rewritten = rewrite_terms(rewrite, family, self.program.file, job.flavour)
@@ -345,8 +344,7 @@ class DataShardedByGlobalRank(Rule):
                     return None
                 edits.extend(e for e in reference.edits if e not in edits)
                 added.append(f"{name}={reference.text}()")
-            indentation = block_indentation(self.ancestry.stack, module)
-            insertion = append_arguments(node, added, indentation, module)
+            insertion = append_arguments(node, added)
             if insertion is None:
                 return None
             edits.append(insertion)

@@ -13,7 +13,7 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
 from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry
-from smpfix.fixes.arguments import append_arguments, block_indentation
+from smpfix.fixes.arguments import append_arguments
 from smpfix.fixes.rank_rewrites import rewrite_terms
 from smpfix.fixes.references import callee, smp_reference, spelled
 from smpfix.job.groups import DATA_PARALLEL, DataJob, RankVerdict, either
@@ -448,14 +448,8 @@ class DataRngNotSeededByDpRank(Rule):
         )
         reference = smp_reference(self.program.file, "dp_rank", self.data_job.flavour)
         fix = None
-        module = self.program.module
         if reference is not None:
-            insertion = append_arguments(
-                call,
-                [f"seed={reference.text}()"],
-                block_indentation(self.ancestry.stack, module),
-                module,
-            )
+            insertion = append_arguments(call, [f"seed={reference.text}()"])
             if insertion is not None:
                 fix = PendingFix(
                     Applicability.UNSAFE,

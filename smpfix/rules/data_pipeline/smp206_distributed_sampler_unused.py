@@ -183,9 +183,7 @@ class DistributedSamplerUnused(Rule):
                 ReplaceNode(shuffle.written.value, name),
             ]
         else:
-            insertion = append_arguments(
-                loader, [f"sampler={name}"], index.indentation(loader), self.program.module
-            )
+            insertion = append_arguments(loader, [f"sampler={name}"])
             if insertion is None:
                 return None
             edits.append(insertion)

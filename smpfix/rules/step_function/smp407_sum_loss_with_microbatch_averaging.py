@@ -101,9 +101,7 @@ class SumLossWithMicrobatchAveraging(Rule):
         if len(wraps) != 1 or argument(wraps[0].call, _SETTING) is not None:
             return None
         call = wraps[0].call
-        edit = append_arguments(
-            call, [f"{_SETTING}=False"], self.program.parents.indentation(call), module
-        )
+        edit = append_arguments(call, [f"{_SETTING}=False"])
         if edit is None:
             return None
         return PendingFix(

@@ -11,7 +11,7 @@ from smpfix.base.calls import argument, bound_names, has_star_kwargs
 from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.walker import iter_nodes
-from smpfix.fixes.arguments import append_arguments, block_indentation
+from smpfix.fixes.arguments import append_arguments
 from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
@@ -213,10 +213,7 @@ class CollectiveOnWorldGroup(Rule):
         if group is not None:
             edits.append(ReplaceNode(group.value, value))
         else:
-            module = self.program.module
-            added = append_arguments(
-                call, [f"group={value}"], block_indentation(self.ancestry.stack, module), module
-            )
+            added = append_arguments(call, [f"group={value}"])
             if added is None:
                 return None
             edits.append(added)

@@ -128,7 +128,11 @@ class TfXlaFlagOnStep(Rule):
     def _fix(self, call: cst.Call, keyword: cst.Arg) -> Optional[PendingFix]:
         """Drop the keyword, and turn XLA on with ``set_jit`` before ``smp.init()`` (as the
         container tests do) if the file does not yet."""
-        edits: list[NodeEdit] = [ReplaceNode(call, self.program.code_for(_without(call, keyword)))]
+        remaining = _without(call, keyword)
+        # ``@smp.step(xla=True)`` becomes ``@smp.step``, not ``@smp.step()``.
+        bare = not remaining.args and type(self.program.parents.parent_of(call)) is cst.Decorator
+        code = self.program.code_for(remaining.func if bare else remaining)
+        edits: list[NodeEdit] = [ReplaceNode(call, code)]
         if not any(
             self.program.facts.qualified_name(c.func) in _SET_JIT
             for c in self.program.facts.call_order

@@ -20,7 +20,7 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
 from smpfix.base.parents import CodeScope
 from smpfix.base.walker import Ancestry, iter_nodes
-from smpfix.fixes.arguments import append_arguments, block_indentation
+from smpfix.fixes.arguments import append_arguments
 from smpfix.fixes.references import smp_reference, spelled
 from smpfix.job.groups import DataJob
 from smpfix.job.jobfacts import Feature, FeatureState, Tri
@@ -250,14 +250,8 @@ class TfUnsortedInputFiles(Rule):
             "dp_rank",
             DataJob.of(self.program.job, self.program.facts.is_tensorflow).flavour,
         )
-        module = self.program.module
         if reference is not None and call.args:
-            insertion = append_arguments(
-                call,
-                [f"seed={reference.text}()"],
-                block_indentation(self.ancestry.stack, module),
-                module,
-            )
+            insertion = append_arguments(call, [f"seed={reference.text}()"])
             if insertion is not None:
                 fix = PendingFix(
                     Applicability.UNSAFE,

@@ -8,7 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.calls import argument
-from smpfix.base.edits import NodeEdit, ReplaceNode
+from smpfix.base.edits import NodeEdit, ReplaceArgument, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import Tri
@@ -123,10 +123,19 @@ class LrSchedulerOnFp16Wrapper(Rule):
         name = optimizer.value
         edits: tuple[NodeEdit, ...] = (
             *reference.edits,
-            ReplaceNode(optimizer, f"{name}.optimizer if {test} else {name}"),
+            self._replacement(optimizer, f"{name}.optimizer if {test} else {name}"),
         )
         return PendingFix(
             Applicability.SAFE if safe else Applicability.UNSAFE,
             f"Pass `{name}.optimizer` when {test}",
             edits,
         )
+
+    def _replacement(self, optimizer: cst.Name, text: str) -> NodeEdit:
+        """The optimizer argument rewritten; the scheduler call wrapped if its line grows too
+        long."""
+        arg = self.program.parents.parent_of(optimizer)
+        call = self.program.parents.parent_of(arg) if type(arg) is cst.Arg else None
+        if type(call) is cst.Call:
+            return ReplaceArgument(call, optimizer, text)
+        return ReplaceNode(optimizer, text)
