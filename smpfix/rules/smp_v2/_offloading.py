@@ -16,6 +16,7 @@ from typing import Optional
 
 import libcst as cst
 
+from smpfix.job.launcher import Located
 from smpfix.program.facts import FileFacts
 from smpfix.program.model import Program
 from smpfix.rules.config_rule import ConfigView
@@ -46,6 +47,18 @@ _CHECKPOINTING_NAMES = frozenset(
 )
 # How many levels of project imports below the script are searched.
 _DEPTH = 3
+
+
+def offloading_code(
+    program: Program, view: ConfigView
+) -> Optional[tuple[Located, tuple[FileFacts, ...]]]:
+    """Where ``view`` turns SMP activation offloading on, and the code it runs: None when it
+    does not, or when that code cannot be read (then nothing can be said about it)."""
+    located = view.located("sm_activation_offloading")
+    if located is None or located.plain() is not True:
+        return None
+    files = configured_code(program, view)
+    return (located, files) if files is not None else None
 
 
 def configured_code(program: Program, view: ConfigView) -> Optional[tuple[FileFacts, ...]]:

@@ -9,7 +9,7 @@ from smpfix.base.findings import Severity
 from smpfix.rules.config_rule import ConfigProblem, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.smp_v2._config import V2ConfigRule
-from smpfix.rules.smp_v2._offloading import configured_code, offloads
+from smpfix.rules.smp_v2._offloading import offloading_code, offloads
 
 
 class OffloadingWithoutOffloadWrapper(V2ConfigRule):
@@ -26,11 +26,11 @@ class OffloadingWithoutOffloadWrapper(V2ConfigRule):
         return iter(())
 
     def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
-        located = view.located("sm_activation_offloading")
-        if located is None or located.plain() is not True:
+        found = offloading_code(self.program, view)
+        if found is None:
             return
-        files = configured_code(self.program, view)
-        if files is None or any(offloads(facts) for facts in files):
+        located, files = found
+        if any(offloads(facts) for facts in files):
             return
         yield ConfigProblem(
             located,

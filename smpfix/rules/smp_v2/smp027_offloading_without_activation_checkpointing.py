@@ -9,7 +9,7 @@ from smpfix.base.findings import Severity
 from smpfix.rules.config_rule import ConfigProblem, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.smp_v2._config import V2ConfigRule
-from smpfix.rules.smp_v2._offloading import checkpoints, configured_code, offloads
+from smpfix.rules.smp_v2._offloading import checkpoints, offloading_code, offloads
 
 
 class OffloadingWithoutActivationCheckpointing(V2ConfigRule):
@@ -27,11 +27,11 @@ class OffloadingWithoutActivationCheckpointing(V2ConfigRule):
         return iter(())
 
     def check_with_code(self, view: ConfigView) -> Iterator[ConfigProblem]:
-        located = view.located("sm_activation_offloading")
-        if located is None or located.plain() is not True:
+        found = offloading_code(self.program, view)
+        if found is None:
             return
-        files = configured_code(self.program, view)
-        if files is None or any(facts.uses_hf_trainer for facts in files):
+        located, files = found
+        if any(facts.uses_hf_trainer for facts in files):
             return
         if not any(offloads(facts) for facts in files):
             return  # SMP014 says what is missing first
