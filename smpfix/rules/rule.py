@@ -266,9 +266,8 @@ class Rule:
         if verdict.reach is Reach.OFF_BY_DEFAULT and verdict.requirement is not None:
             severity = Severity.HINT
             how = verdict.known.how if verdict.known else ()
-            clause = self._off_by_default(verdict.requirement, how)
-            evidence = (f"this code {clause}", *evidence)
-            message = self._with_condition(message, verdict.requirement)
+            title, clause = self._off_by_default(message, verdict.requirement, how)
+            message, evidence = title, (f"this code {clause}", *evidence)
         if _only_offered(job_facts) is not None:
             # Nothing enables the feature the finding needs; the code offers it (a
             # commented-out launcher value): a configuration the job does not use. Its job
@@ -287,19 +286,20 @@ class Rule:
             )
         )
 
-    def _off_by_default(self, requirement: Requirement, how: Sequence[str]) -> str:
-        """The switch that keeps the code off in this job, as a short clause: "runs only when
-        `args.do_train` is false; `--do_train` defaults to 0 and the launcher launch.py sets 1"."""
+    def _off_by_default(
+        self, title: str, requirement: Requirement, how: Sequence[str]
+    ) -> tuple[str, str]:
+        """A hint on code the job does not run by default: its title with the condition the
+        code needs, when that fits on its line, and that switch as a short evidence clause
+        ("runs only when `args.do_train` is false; `--do_train` defaults to 0 and the launcher
+        launch.py sets 1")."""
         test = " ".join(self.program.code_for(requirement.test).split())
         side, other = ("true", "false") if requirement.holds else ("false", "true")
+        condition = f" (only when `{test}` is {side})"
+        if len(title) + len(condition) <= TITLE_LIMIT:
+            title += condition
         why = how[0] if how else f"by default it is {other}"
-        return f"runs only when `{test}` is {side}; {why}"
-
-    def _with_condition(self, title: str, requirement: Requirement) -> str:
-        """A hint's title says which configuration it needs, when that fits on its line."""
-        test = " ".join(self.program.code_for(requirement.test).split())
-        condition = f" (only when `{test}` is {'true' if requirement.holds else 'false'})"
-        return title + condition if len(title) + len(condition) <= TITLE_LIMIT else title
+        return title, f"runs only when `{test}` is {side}; {why}"
 
     def version_condition(
         self, since: Optional[Version] = None, until: Optional[Version] = None
