@@ -134,6 +134,16 @@ def pytorch_container_smp(framework: Version) -> Optional[tuple[Version, Version
     return _container_smp(_PYTORCH_CONTAINERS, framework)
 
 
+def first_pytorch_container_with(since: Version) -> Optional[Version]:
+    """The PyTorch container from which on every container ships SMP ``since`` or later, for
+    "use ``framework_version`` 1.12.0 or later"; None when none does."""
+    frameworks = sorted(_PYTORCH_CONTAINERS)
+    for index, framework in enumerate(frameworks):
+        if all(compare(_PYTORCH_CONTAINERS[later][0], since) >= 0 for later in frameworks[index:]):
+            return framework
+    return None
+
+
 def tensorflow_container_smp(framework: Version) -> Optional[tuple[Version, Version]]:
     """The oldest and newest SMP v1 releases in the TensorFlow training container ``framework``."""
     return _container_smp(_TENSORFLOW_CONTAINERS, framework)

@@ -94,6 +94,9 @@ def render_page(rule: type[Rule], source: str) -> str:
                 else range_in_words(rule.since, rule.until)
             )
             body = f"{words} {body}" if body.strip() else f"{words}\n{body}"
+            table = rule.versions_table()
+            if table:
+                body = f"{body.rstrip()}\n\n{table.rstrip()}\n\n"
         rendered += f"## {heading}\n{body}"
     return rendered
 

@@ -147,6 +147,13 @@ class Rule:
     # (a v2 configuration runs SMP 2.0 at least): ``implied`` for every ``report``.
     implied: ClassVar[Optional[Version]] = None
 
+    @classmethod
+    def versions_table(cls) -> str:
+        """Markdown the page's "Versions" section ends with, made from the data the rule judges
+        by (SMP812: the release each configuration key arrived in), so the page cannot drift
+        from the rule."""
+        return ""
+
     def __init__(self, program: Program, ancestry: Ancestry) -> None:
         """``program`` is the model of the file being checked; ``ancestry`` the nodes from the
         module down to the one the shared walk is visiting."""

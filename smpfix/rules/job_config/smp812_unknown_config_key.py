@@ -29,7 +29,15 @@ from smpfix.job.config_keys import (
     KeyAdvice,
     advise,
 )
+from smpfix.job.key_history import (
+    PARAMETERS_PAGE,
+    PYTORCH_KEY_HISTORY,
+    RELEASE_NOTES,
+    KeyHistory,
+    key_history,
+)
 from smpfix.job.launcher import Located
+from smpfix.job.versions import compare, first_pytorch_container_with, text
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.titles import snippet
@@ -37,6 +45,8 @@ from smpfix.rules.titles import snippet
 # ``"smdistributed": {"enabled": True, "parameters": {...}}`` lacks the ``modelparallel`` level
 # (catalog C30, a rule of its own), which is a different mistake from a misspelled strategy.
 _MISSING_LEVEL_KEYS = frozenset({"enabled", "parameters"})
+# The page's table names its sources briefly; the "Source" section cites them in full.
+_SOURCE_NAMES = {PARAMETERS_PAGE: "SDK parameter page", RELEASE_NOTES: "release notes"}
 
 
 class UnknownConfigKey(ConfigRule):
@@ -48,13 +58,29 @@ class UnknownConfigKey(ConfigRule):
     tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
+    def versions_table(cls) -> str:
+        rows = [
+            f"| `{history.key}` | {history.releases} | {_SOURCE_NAMES[history.source]} |"
+            for history in sorted(PYTORCH_KEY_HISTORY.values(), key=_arrival)
+        ]
+        return "\n".join(["| Key | Releases that know it | Source |", "| --- | --- | --- |", *rows])
+
+    @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
         parameters = view.parameters
         if parameters is not None and parameters.is_dict:
             for key, located in parameters.value.items():
+                history = None if view.tensorflow or view.v2 else key_history(key)
+                known = (
+                    history.known_by(view.smp_version)
+                    if history is not None and view.smp_version is not None
+                    else None
+                )
                 if view.tensorflow and key in TF_IGNORED:
                     yield _ignored_in_tensorflow(key, located)
-                elif key not in view.known_keys:
+                elif history is not None and _arrived_later(history, view):
+                    yield _not_yet(view, parameters, key, located, history, known)
+                elif key not in view.known_keys and known is not True:
                     yield _unknown_parameter(view, parameters, key, located)
         launcher = view.launcher
         distribution = launcher.distribution if launcher is not None else None
@@ -142,6 +168,74 @@ def _unknown_parameter(
         explanation=explanation.rstrip(),
         evidence=evidence,
     )
+
+
+def _arrival(history: KeyHistory) -> tuple[tuple[int, ...], str]:
+    return (history.since or (), history.key)
+
+
+def _arrived_later(history: KeyHistory, view: ConfigView) -> bool:
+    """The oldest release the job may run predates the key."""
+    version = view.smp_version
+    return (
+        version is not None
+        and history.since is not None
+        and compare(version.version, history.since) < 0
+    )
+
+
+def _not_yet(
+    view: ConfigView,
+    parameters: Located,
+    key: str,
+    located: Located,
+    history: KeyHistory,
+    known: Optional[bool],
+) -> ConfigProblem:
+    """A key of a later release than the job runs: refused by the job's release at start-up."""
+    version = view.smp_version
+    assert version is not None and history.since is not None
+    since = text(history.since)
+    if known is False:
+        title = f"{snippet(key)} is not a parameter of SMP {version.text}: it arrived in {since}"
+        severity = Severity.ERROR
+        opening = "The library"
+    else:
+        title = (
+            f"{snippet(key)} arrived in SMP {since}; this job may run SMP {text(version.version)}"
+        )
+        severity = Severity.WARNING
+        opening = f"If the job runs a release older than {since}, the library"
+    explanation = (
+        f"{opening} checks every key against its own release's schema and stops at start-up with"
+        f' "Unrecognized config parameter {key}", after the instances are up.'
+    )
+    fix = None
+    if key == "pipeline_parallel_degree":
+        explanation += (
+            " Before 1.6 the pipeline degree is called `partitions`: rename the key, or run a"
+            " newer release."
+        )
+        if parameters.get("partitions") is None:
+            replacement = renamed_key(located, key, "partitions")
+            if replacement is not None:
+                fix = ConfigFix(
+                    Applicability.UNSAFE,
+                    f"Rename `{key}` to `partitions`",
+                    replace=(replacement,),
+                )
+    else:
+        container = first_pytorch_container_with(history.since)
+        newer = f" (`framework_version` {text(container)} or later)" if container else ""
+        explanation += (
+            f" Run a container with SMP {since} or later{newer}, or remove the key and the"
+            " feature it sets up."
+        )
+    evidence = (
+        f"this job runs {version.describe()}",
+        f"`{key}` is a parameter of SMP {history.releases}, per {history.source}",
+    )
+    return ConfigProblem(located, title, severity, fix, explanation=explanation, evidence=evidence)
 
 
 def _with_suggestion(title: str, advice: KeyAdvice, container: Located) -> str:

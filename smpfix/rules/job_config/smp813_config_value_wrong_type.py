@@ -19,6 +19,7 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.config_entries import value_in_entry
 from smpfix.job.jobfacts import KNOWN_KEYS, TF_KNOWN_KEYS
+from smpfix.job.key_history import key_history
 from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
@@ -73,11 +74,21 @@ class ConfigValueWrongType(ConfigRule):
             return
         for key, located in parameters.value.items():
             # A key of the other flavour is SMP812's finding; its type is beside the point.
-            expected = EXPECTED_TYPES.get(key) if key in view.known_keys else None
+            expected = EXPECTED_TYPES.get(key) if _has_key(view, key) else None
             value = located.plain()
             if expected is None or value is UNKNOWN or type(value) in expected:
                 continue
             yield _problem(view, key, located, value, expected[0])
+
+
+def _has_key(view: ConfigView, key: str) -> bool:
+    """The key is in the schema of some release the job may run: a key of the other flavour,
+    or one newer than every release the job may run, is SMP812's finding."""
+    if key not in view.known_keys:
+        return False
+    history = None if view.tensorflow or view.v2 else key_history(key)
+    version = view.smp_version
+    return history is None or version is None or history.known_by(version) is not False
 
 
 def _problem(
