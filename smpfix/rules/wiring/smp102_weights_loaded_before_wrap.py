@@ -146,7 +146,16 @@ class WeightsLoadedBeforeWrap(Rule):
         ):
             # Without TP nothing is re-initialised; under SDP loading before the wrap is the advice.
             return
-        if replaced.state is Tri.ON and sdp.state is Tri.ON and tp.state is not Tri.ON:
+        marked = self._inside_marking(load_node)
+        if (
+            replaced.state is Tri.ON
+            and sdp.state is Tri.ON
+            and tp.state is not Tri.ON
+            and not marked
+        ):
+            # Under SDP alone a full load before the wrap is the library's advice, unless the
+            # load happens inside the marking itself (``from_pretrained`` under
+            # ``smp.model_creation(tensor_parallelism=True)``): those modules are replaced.
             return
         severity = Severity.ERROR if replaced.state is Tri.ON else Severity.WARNING
         named = f"`{model}`" if model is not None else "the model"
@@ -172,8 +181,20 @@ class WeightsLoadedBeforeWrap(Rule):
                 " translates Hugging Face state dicts) or use `smp.resume_from_checkpoint(path,"
                 " partial=False)` (SMP 1.10 and later)."
             )
+        if marked and tp.state is not Tri.ON:
+            advice += (
+                " Marking replaces modules at any `tensor_parallel_degree`, 1 included; under"
+                " sharded data parallelism, SMP 1.15 loads a full checkpoint into the wrapped"
+                " model (the official GPT-J example saves the pretrained weights with"
+                " `torch.save` first, then calls `smp.resume_from_checkpoint(..., partial=False)`"
+                " after the wrap)."
+            )
         if replaced.state is Tri.ON:
-            title += ": TP layers start from random weights"
+            title += (
+                ": TP layers start from random weights"
+                if tp.state is Tri.ON or not marked
+                else ": marked layers start from random weights"
+            )
             condition = f", and {replaced.condition()}:"
         elif tp.state is Tri.ON:
             title += ": lost if it marks layers for TP"
@@ -200,6 +221,33 @@ class WeightsLoadedBeforeWrap(Rule):
             fix=fix,
             job_facts=facts,
         )
+
+    def _inside_marking(self, node: cst.CSTNode) -> bool:
+        """``node`` runs inside ``with smp.tensor_parallelism():`` or
+        ``with smp.model_creation(tensor_parallelism=...)`` whose value this job makes true."""
+        facts = self.program.facts
+        for ancestor in self.program.parents.ancestors(node):
+            if type(ancestor) is not cst.With:
+                continue
+            for item in ancestor.items:
+                call = item.item
+                if type(call) is not cst.Call:
+                    continue
+                member = facts.smp_member(call.func)
+                if member == "tensor_parallelism":
+                    enabled = argument(call, "enabled", 0)
+                elif member == "model_creation":
+                    enabled = argument(call, "tensor_parallelism", 0)
+                    if enabled is None:
+                        continue
+                else:
+                    continue
+                if enabled is None:
+                    return True
+                truth = self.program.conditions.truth(enabled.value)
+                if truth.known and truth.value:
+                    return True
+        return False
 
     def _fix(self, wrap: Wrap, load: _StateLoad) -> Optional[PendingFix]:
         """Move ``model.load_state_dict(...)`` to just after the wrap, onto the wrapped name."""
