@@ -6,8 +6,12 @@ single files, so this builds the two-file project and checks it with a project c
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from smpfix.cli import main
 from smpfix.engine.analysis import AnalysisOptions, analyze
 from smpfix.job.project import Project
 
@@ -53,3 +57,48 @@ def test_helper_without_init_does_not_count(workdir: Path) -> None:
     (workdir / "train.py").write_text(TRAIN, encoding="utf-8")
     (workdir / "utils.py").write_text("def setup_smp():\n    pass\n", encoding="utf-8")
     assert _codes(workdir, (str(workdir),)) == [("SMP106", 1)]
+
+
+ENTRY = """\
+import smdistributed.modelparallel.torch as smp
+
+from model_setup import wrap_model
+
+smp.init({"ddp": True})
+model = wrap_model()
+"""
+
+WRAPPER = """\
+import smdistributed.modelparallel.torch as smp
+
+
+def wrap_model():
+    return smp.DistributedModel(Net())
+"""
+
+
+def _helper_codes(root: Path) -> list[tuple[str, int]]:
+    """The CLI's view of the helper module: checked with the scripts that import it."""
+    result = CliRunner().invoke(
+        main,
+        ["check", "--no-cache", "--select", "SMP106", "--output-format", "json", str(root)],
+    )
+    return [
+        (finding["code"], finding["location"]["row"])
+        for finding in json.loads(result.output)
+        if finding["filename"].endswith("model_setup.py")
+    ]
+
+
+def test_a_wrapper_module_whose_importing_script_initialises_is_no_script(workdir: Path) -> None:
+    (workdir / "train.py").write_text(ENTRY, encoding="utf-8")
+    (workdir / "model_setup.py").write_text(WRAPPER, encoding="utf-8")
+    assert _helper_codes(workdir) == []
+
+
+def test_a_wrapper_module_nobody_initialises_is_still_reported(workdir: Path) -> None:
+    (workdir / "train.py").write_text(
+        ENTRY.replace('smp.init({"ddp": True})\n', ""), encoding="utf-8"
+    )
+    (workdir / "model_setup.py").write_text(WRAPPER, encoding="utf-8")
+    assert _helper_codes(workdir) == [("SMP106", 1)]

@@ -218,6 +218,38 @@ class LocalModules:
             frontier = following
         return [linked for linked in found.values() if linked is not None]
 
+    def sibling_importers(self, path: str, limit: int = 64) -> list[ParsedFile]:
+        """The project's files in ``path``'s folder that import it: a wrapper module is judged
+        with the scripts that use it. Only files whose text names the module are parsed, and at
+        most ``limit`` of the folder's files are looked at; each one counts as a dependency of
+        this analysis."""
+        from smpfix.base.safe_read import SOURCE_LIMIT, read_regular
+
+        folder = os.path.dirname(os.path.abspath(path))
+        stem = os.path.splitext(os.path.basename(path))[0].encode()
+        try:
+            names = sorted(name for name in os.listdir(folder) if name.endswith(".py"))
+        except OSError:
+            return []
+        found: list[ParsedFile] = []
+        for name in names[:limit]:
+            candidate = os.path.join(folder, name)
+            if candidate == os.path.abspath(path) or not self.project.contains(candidate):
+                continue
+            self._consulted[candidate] = None
+            try:
+                if stem not in read_regular(candidate, SOURCE_LIMIT):
+                    continue
+            except OSError:
+                continue
+            linked = self.load(candidate)
+            if linked is not None and any(
+                os.path.abspath(module.path) == os.path.abspath(path)
+                for module in self.for_importer(candidate).imported_modules(linked.facts)
+            ):
+                found.append(linked)
+        return found
+
     def imported_modules(self, facts: FileFacts) -> list[ParsedFile]:
         """Every project file this file imports (``import data``, ``from model import GPT``)."""
         key = (self.importer, id(facts))

@@ -141,13 +141,31 @@ class MissingSmpInit(Rule):
             for linked in modules.imported_modules(self.program.facts)
         )
 
+    def _initialised_by_importer(self) -> bool:
+        """A wrapper module (no ``__main__`` block; a script of its folder imports it) whose
+        importing script initialises the library: its code runs when the script calls it,
+        after the script's ``smp.init()``; a module that builds the ``DistributedModel`` for a
+        script is not a script of its own."""
+        modules = self.program.modules
+        if self._main_guard or modules is None:
+            return False
+        return any(
+            importer.facts.smp_init_calls or imports_initialise(importer.facts)
+            for importer in modules.sibling_importers(self.program.path)
+        )
+
     def leave_Module(self, node: cst.Module) -> None:
         if self.program.facts.smp_init_calls or self._first_import is None:
             return
         used = self._entry_point()
         # Importing the Hugging Face Trainer or its arguments runs `smp.init()` (the official
         # Trainer examples rely on it).
-        if used is None or imports_initialise(self.program.facts) or self._initialised_by_sibling():
+        if (
+            used is None
+            or imports_initialise(self.program.facts)
+            or self._initialised_by_sibling()
+            or self._initialised_by_importer()
+        ):
             return
         anchor = self._top_level_imports[-1] if self._top_level_imports else None
         target: cst.CSTNode = anchor[1] if anchor is not None else self._first_import
