@@ -2,13 +2,15 @@
 
 ``if smp.dp_rank() == 0:``, ``if not smp.rdp_rank():``, ``if rank == 0 and step % 100 == 0:``
 (``rank`` assigned once from a rank call), ``if is_main():`` (a helper whose body returns one
-such comparison), and ``if smp.dp_rank() != 0: return`` before the guarded statements.
+such comparison; ``if is_main_process(smp.rank()):`` with the comparison on its parameter; the
+helper local or, given the project's modules, imported from one of them), and
+``if smp.dp_rank() != 0: return`` before the guarded statements.
 Shared by the checkpoint rules (catalog section 8, item 2).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -17,6 +19,7 @@ import libcst as cst
 from smpfix.base.literals import literal_value
 from smpfix.program.facts import FileFacts
 from smpfix.program.names import StatementRef
+from smpfix.program.project.local_modules import LocalModules
 
 
 @dataclass(frozen=True)
@@ -35,15 +38,23 @@ class RankGuard:
     via_helper: Optional[cst.FunctionDef] = None
 
 
+# A helper's parameters bound to the caller's arguments, with the facts that resolve them.
+Arguments = Mapping[str, tuple[cst.BaseExpression, FileFacts]]
+
+
 def _rank_test(
-    expr: cst.BaseExpression, facts: FileFacts, depth: int = 0
+    expr: cst.BaseExpression,
+    facts: FileFacts,
+    depth: int = 0,
+    modules: Optional[LocalModules] = None,
+    arguments: Optional[Arguments] = None,
 ) -> Optional[tuple[RankGuard, bool]]:
     """(guard, True if the condition holds on rank 0 only) for one comparison-like test."""
     if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
-        found = _rank_value(expr.expression, facts, depth)
+        found = _rank_value(expr.expression, facts, depth, arguments)
         if found is not None:
             return found, True
-        inner = _rank_test(expr.expression, facts, depth)
+        inner = _rank_test(expr.expression, facts, depth, modules, arguments)
         return (inner[0], not inner[1]) if inner is not None else None
     if type(expr) is cst.Comparison and len(expr.comparisons) == 1:
         target = expr.comparisons[0]
@@ -51,7 +62,7 @@ def _rank_test(
         for rank_side, other in sides:
             if literal_value(other) != 0 or literal_value(other) is False:
                 continue
-            found = _rank_value(rank_side, facts, depth)
+            found = _rank_value(rank_side, facts, depth, arguments)
             if found is None:
                 continue
             if isinstance(target.operator, (cst.Equal, cst.Is)):
@@ -59,26 +70,91 @@ def _rank_test(
             if isinstance(target.operator, (cst.NotEqual, cst.IsNot, cst.GreaterThan)):
                 return found, False
     if type(expr) is cst.Call and type(expr.func) is cst.Name and depth < 2:
-        helper = facts.functions.get(expr.func.value)
-        if helper is not None:
-            returned = _single_return(helper)
-            if returned is not None:
-                inner = _rank_test(returned, facts, depth + 1)
-                if inner is not None:
-                    guard, positive = inner
-                    return (
-                        RankGuard(guard.function, expr, guard.call, guard.via_variable, helper),
-                        positive,
-                    )
+        return _helper_test(expr, expr.func.value, facts, depth, modules)
     return None
 
 
-def _rank_value(expr: cst.BaseExpression, facts: FileFacts, depth: int) -> Optional[RankGuard]:
+def _helper_test(
+    call: cst.Call,
+    name: str,
+    facts: FileFacts,
+    depth: int,
+    modules: Optional[LocalModules],
+) -> Optional[tuple[RankGuard, bool]]:
+    """``is_main()`` or ``is_main_process(smp.rank())``: a helper, of this file or imported from
+    a project module, whose body returns one rank test (of its parameter, bound to the
+    caller's argument)."""
+    found = _helper(name, facts, modules)
+    if found is None:
+        return None
+    helper, helper_facts = found
+    returned = _single_return(helper)
+    if returned is None:
+        return None
+    bound = _bound_arguments(helper, call, facts)
+    inner = _rank_test(returned, helper_facts, depth + 1, modules, bound)
+    if inner is None:
+        return None
+    guard, positive = inner
+    # A rank call in another file is not this file's to rewrite: only the caller's argument is.
+    local = helper_facts is facts or any(guard.call is value for value, _ in bound.values())
+    return (
+        RankGuard(
+            guard.function,
+            call,
+            guard.call if local else None,
+            guard.via_variable,
+            helper,
+        ),
+        positive,
+    )
+
+
+def _helper(
+    name: str, facts: FileFacts, modules: Optional[LocalModules]
+) -> Optional[tuple[cst.FunctionDef, FileFacts]]:
+    local = facts.functions.get(name)
+    if local is not None:
+        return local, facts
+    qualified = facts.imports.bindings.get(name)
+    if modules is None or qualified is None:
+        return None
+    definition = modules.definition(qualified)
+    if definition is None:
+        return None
+    linked, function = definition
+    found = linked.facts.functions.get(function)
+    return (found, linked.facts) if found is not None else None
+
+
+def _bound_arguments(function: cst.FunctionDef, call: cst.Call, facts: FileFacts) -> Arguments:
+    """The helper's parameters the call passes, positionally or by keyword."""
+    parameters = [param.name.value for param in function.params.params]
+    bound: dict[str, tuple[cst.BaseExpression, FileFacts]] = {}
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            break
+        if arg.keyword is not None:
+            bound[arg.keyword.value] = (arg.value, facts)
+        elif position < len(parameters):
+            bound[parameters[position]] = (arg.value, facts)
+    return bound
+
+
+def _rank_value(
+    expr: cst.BaseExpression,
+    facts: FileFacts,
+    depth: int,
+    arguments: Optional[Arguments] = None,
+) -> Optional[RankGuard]:
     if type(expr) is cst.Call and not expr.args:
         member = facts.smp_member(expr.func)
         if member is not None and member.endswith("rank") and member in _RANKS:
             return RankGuard(member, expr, expr)
     if type(expr) is cst.Name:
+        if arguments is not None and expr.value in arguments:
+            value, caller = arguments[expr.value]
+            return _rank_value(value, caller, depth)
         assignment = facts.names.assignment(expr.value, expr)
         if assignment is not None and type(assignment.value) is cst.Call:
             found = _rank_value(assignment.value, facts, depth)
@@ -112,17 +188,22 @@ def _is_docstring(statement: cst.CSTNode) -> bool:
     )
 
 
-def guards_of(test: cst.BaseExpression, facts: FileFacts) -> list[tuple[RankGuard, bool]]:
-    """Every rank test that must hold for ``test`` to be true (the conjuncts of an ``and``)."""
+def guards_of(
+    test: cst.BaseExpression, facts: FileFacts, modules: Optional[LocalModules] = None
+) -> list[tuple[RankGuard, bool]]:
+    """Every rank test that must hold for ``test`` to be true (the conjuncts of an ``and``);
+    with ``modules``, helpers imported from the project's modules are read too."""
     if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
-        return guards_of(test.left, facts) + guards_of(test.right, facts)
-    found = _rank_test(test, facts)
+        return guards_of(test.left, facts, modules) + guards_of(test.right, facts, modules)
+    found = _rank_test(test, facts, modules=modules)
     return [found] if found is not None else []
 
 
-def rank_zero_guards(test: cst.BaseExpression, facts: FileFacts) -> list[RankGuard]:
+def rank_zero_guards(
+    test: cst.BaseExpression, facts: FileFacts, modules: Optional[LocalModules] = None
+) -> list[RankGuard]:
     """Rank tests in ``test`` that restrict the body to rank 0 of some group."""
-    return [guard for guard, positive in guards_of(test, facts) if positive]
+    return [guard for guard, positive in guards_of(test, facts, modules) if positive]
 
 
 def early_exit_guard(statement: cst.CSTNode, facts: FileFacts) -> list[RankGuard]:

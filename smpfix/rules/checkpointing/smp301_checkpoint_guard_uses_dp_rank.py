@@ -32,7 +32,9 @@ class CheckpointGuardUsesDpRank(Rule):
 
     def visit_If(self, node: cst.If) -> None:
         guards = [
-            g for g in rank_zero_guards(node.test, self.program.facts) if g.function == "dp_rank"
+            g
+            for g in rank_zero_guards(node.test, self.program.facts, self.program.modules)
+            if g.function == "dp_rank"
         ]
         if guards and self._has_checkpoint_call(node.body):
             self._flag(guards[0], node.test)

@@ -190,12 +190,16 @@ class CollectiveUnderRankGuard(Rule):
                 if child is node.body:
                     found.extend(
                         PathGuard(guard, node, "body")
-                        for guard, _ in guards_of(node.test, self.program.facts)
+                        for guard, _ in guards_of(
+                            node.test, self.program.facts, self.program.modules
+                        )
                     )
                 elif child is node.orelse and type(node.test) is not cst.BooleanOperation:
                     found.extend(
                         PathGuard(guard, node, "else")
-                        for guard, _ in guards_of(node.test, self.program.facts)
+                        for guard, _ in guards_of(
+                            node.test, self.program.facts, self.program.modules
+                        )
                     )
             ref = self.program.facts.statements.get(node)
             if ref is not None:
@@ -340,7 +344,7 @@ class CollectiveUnderRankGuard(Rule):
         if line is None or _has_multiline_string(line):
             return None
         conjuncts = _conjuncts(guard_if.test)
-        rest = [c for c in conjuncts if not guards_of(c, self.program.facts)]
+        rest = [c for c in conjuncts if not guards_of(c, self.program.facts, self.program.modules)]
         if len(guard_if.body.body) == 1:
             if not rest:
                 return PendingFix(

@@ -68,7 +68,7 @@ class LegacyManualCheckpointing(Rule):
         stack = self.ancestry.stack
         for position, node in enumerate(stack[:-1]):
             if type(node) is cst.If and stack[position + 1] is node.body:
-                guards = rank_zero_guards(node.test, self.program.facts)
+                guards = rank_zero_guards(node.test, self.program.facts, self.program.modules)
                 if guards:
                     found.append(_Guard(tuple(guards), node.test, node))
             ref = self.program.facts.statement_of(node)

@@ -210,7 +210,9 @@ class ManualDevicePlacement(Rule):
             if type(ancestor) is cst.If and child is ancestor.body:
                 if any(
                     guard.function in _ONE_PER_HOST
-                    for guard in rank_zero_guards(ancestor.test, self.program.facts)
+                    for guard in rank_zero_guards(
+                        ancestor.test, self.program.facts, self.program.modules
+                    )
                 ):
                     return True
             if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):

@@ -1,0 +1,68 @@
+"""A rank predicate imported from the project's own module guards like one written inline.
+
+``if is_main_process(smp.rank()):`` with ``is_main_process`` in ``utils.py`` lets rank 0 alone
+into what it guards: a collective there (``smp.save_checkpoint``) hangs the job (SMP302).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from smpfix.cli import main
+
+TRAIN = """\
+import smdistributed.modelparallel.torch as smp
+import torch
+
+from utils import is_main_process, is_first_stage
+
+smp.init()
+model = smp.DistributedModel(Net())
+optimizer = smp.DistributedOptimizer(torch.optim.AdamW(model.parameters()))
+
+if is_main_process(smp.rank()):
+    smp.save_checkpoint("/opt/ml/checkpoints", tag="final", model=model, optimizer=optimizer)
+if is_first_stage():
+    smp.save_checkpoint("/opt/ml/checkpoints", tag="stage", model=model, optimizer=optimizer)
+"""
+
+UTILS = """\
+import smdistributed.modelparallel.torch as smp
+
+
+def is_main_process(rank):
+    return rank == 0
+
+
+def is_first_stage():
+    return smp.pp_rank() == 0
+"""
+
+
+def _findings(root: Path) -> list[tuple[str, str, int]]:
+    result = CliRunner().invoke(
+        main,
+        ["check", "--no-cache", "--select", "SMP302", "--output-format", "json", str(root)],
+    )
+    return [
+        (Path(f["filename"]).name, f["code"], f["location"]["row"])
+        for f in json.loads(result.output)
+    ]
+
+
+def test_an_imported_predicate_guards_the_collective(workdir: Path) -> None:
+    (workdir / "train.py").write_text(TRAIN, encoding="utf-8")
+    (workdir / "utils.py").write_text(UTILS, encoding="utf-8")
+    assert _findings(workdir) == [("train.py", "SMP302", 11), ("train.py", "SMP302", 13)]
+
+
+def test_an_imported_predicate_that_tests_no_rank_guards_nothing(workdir: Path) -> None:
+    (workdir / "train.py").write_text(TRAIN, encoding="utf-8")
+    (workdir / "utils.py").write_text(
+        UTILS.replace("rank == 0", "rank is not None").replace("smp.pp_rank() == 0", "True"),
+        encoding="utf-8",
+    )
+    assert _findings(workdir) == []
