@@ -149,3 +149,56 @@ def test_helper_outside_the_checked_paths_is_not_read(workdir: Path) -> None:
         cwd=root,
     )
     assert result.code == 0, result.stdout + result.stderr
+
+
+ARGS_SCRIPT = """\
+import argparse
+
+import smdistributed.modelparallel.torch as smp
+import torch
+from torch.utils.data import DataLoader, DistributedSampler
+
+from dist_utils import init_distributed
+
+smp.init({"pipeline_parallel_degree": 2, "microbatches": 4, "ddp": True})
+parser = argparse.ArgumentParser()
+args = parser.parse_args()
+init_distributed(args)
+dataset = torch.utils.data.TensorDataset(torch.zeros(64, 4))
+sampler = DistributedSampler(dataset, num_replicas=args.world_size, rank=args.rank)
+loader = DataLoader(dataset, batch_size=8, sampler=sampler, drop_last=True)
+model = smp.DistributedModel(torch.nn.Linear(4, 4))
+"""
+
+ARGS_HELPER = """\
+import smdistributed.modelparallel.torch as smp
+
+
+def init_distributed(args):
+    args.rank = {rank}
+    args.world_size = {size}
+"""
+
+
+def _sampler_findings(workdir: Path, rank: str, size: str) -> list[tuple[str, int]]:
+    (workdir / "train.py").write_text(ARGS_SCRIPT, encoding="utf-8")
+    (workdir / "dist_utils.py").write_text(
+        ARGS_HELPER.format(rank=rank, size=size), encoding="utf-8"
+    )
+    result = run_cli(
+        "check", "--no-cache", "--select", "SMP202", "--output-format", "json", str(workdir)
+    )
+    return [(f["code"], f["location"]["row"]) for f in json.loads(result.stdout)]
+
+
+def test_attributes_a_helper_module_sets_from_global_ranks_shard_by_them(workdir: Path) -> None:
+    assert _sampler_findings(workdir, "smp.rank()", "smp.size()") == [("SMP202", 14)]
+
+
+def test_attributes_a_helper_module_sets_from_replica_ranks_are_right(workdir: Path) -> None:
+    assert _sampler_findings(workdir, "smp.rdp_rank()", "smp.rdp_size()") == []
+
+
+def test_attributes_set_from_something_else_are_not_judged(workdir: Path) -> None:
+    rank, size = 'int(os.environ["RANK"])', 'int(os.environ["WORLD_SIZE"])'
+    assert _sampler_findings(workdir, rank, size) == []

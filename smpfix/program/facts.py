@@ -304,6 +304,17 @@ class FileFacts:
         name: the value assigned, None where it is not one plain value (``+=``, an annotation
         alone). ``self.<name> = ...`` sets an object's own attribute, never the parsed arguments."""
         found: dict[str, list[Optional[cst.BaseExpression]]] = {}
+        for (_, attribute), values in self.owned_attribute_assignments.items():
+            found.setdefault(attribute, []).extend(values)
+        return found
+
+    @cached_property
+    def owned_attribute_assignments(
+        self,
+    ) -> Mapping[tuple[str, str], list[Optional[cst.BaseExpression]]]:
+        """The same, by owner name and attribute (``("args", "rank")`` for ``args.rank = ...``),
+        in source order; ``self`` excluded."""
+        found: dict[tuple[str, str], list[Optional[cst.BaseExpression]]] = {}
         for statement in self.statements:
             if type(statement) is not cst.SimpleStatementLine:
                 continue
@@ -319,10 +330,12 @@ class FileFacts:
                 elif type(small) is cst.AugAssign:
                     targets = [(small.target, None)]
                 for target, value in targets:
-                    if type(target) is cst.Attribute and not (
-                        type(target.value) is cst.Name and target.value.value == "self"
-                    ):
-                        found.setdefault(target.attr.value, []).append(value)
+                    if type(target) is not cst.Attribute:
+                        continue
+                    owner = target.value
+                    name = owner.value if type(owner) is cst.Name else ""
+                    if name != "self":
+                        found.setdefault((name, target.attr.value), []).append(value)
         return found
 
     def distributed_model_names(self) -> frozenset[str]:

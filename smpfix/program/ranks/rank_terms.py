@@ -100,7 +100,11 @@ def rank_terms(
                     )
             continue
         if type(node) is cst.Attribute:
-            stack.append(node.value)
+            held = _attribute_terms(node, facts, depth, modules) if depth < 3 else []
+            if held:
+                found.extend(held)
+            else:
+                stack.append(node.value)
             continue
         if type(node) is cst.Arg:
             stack.append(node.value)
@@ -109,6 +113,35 @@ def rank_terms(
             continue
         stack.extend(children(node))
     return found
+
+
+def _attribute_terms(
+    node: cst.Attribute, facts: FileFacts, depth: int, modules: Optional[LocalModules]
+) -> list[RankTerm]:
+    """``args.rank`` where every assignment of ``args.rank``, in this file or in the project
+    modules it imports (``init_distributed(args)`` setting ``args.rank = smp.rank()``), holds
+    calls of one rank or size function; not exact, so no rewrite reaches into the attribute."""
+    owner = node.value
+    if type(owner) is not cst.Name:
+        return []
+    key = (owner.value, node.attr.value)
+    sources: list[tuple[FileFacts, Optional[LocalModules]]] = [(facts, modules)]
+    if modules is not None:
+        sources.extend(
+            (linked.facts, modules.for_importer(linked.path))
+            for linked in modules.imported_modules(facts)
+        )
+    terms: list[RankTerm] = []
+    for home, resolver in sources:
+        for value in home.owned_attribute_assignments.get(key, ()):
+            inner = rank_terms(value, home, depth + 1, resolver) if value is not None else []
+            if not inner:
+                return []
+            terms.extend(inner)
+    if not terms or len({term.member for term in terms}) != 1:
+        return []
+    first = terms[0]
+    return [RankTerm(first.member, node, first.call, False, first.from_library, first.helper)]
 
 
 def helper_member(
