@@ -202,3 +202,23 @@ def test_attributes_a_helper_module_sets_from_replica_ranks_are_right(workdir: P
 def test_attributes_set_from_something_else_are_not_judged(workdir: Path) -> None:
     rank, size = 'int(os.environ["RANK"])', 'int(os.environ["WORLD_SIZE"])'
     assert _sampler_findings(workdir, rank, size) == []
+
+
+def test_the_configuration_of_a_helper_that_initialises_the_library_is_the_scripts(
+    workdir: Path,
+) -> None:
+    """``init_distributed(args)`` in dist_utils.py calls ``smp.init({...})`` with pipeline
+    parallelism: the script's job is that configuration, so the global-rank sampler is an
+    error, not a warning about a setting smpfix cannot see."""
+    init = 'smp.init({"pipeline_parallel_degree": 2, "microbatches": 4, "ddp": True})\n'
+    (workdir / "train.py").write_text(ARGS_SCRIPT.replace(init, ""), encoding="utf-8")
+    helper = ARGS_HELPER.format(rank="smp.rank()", size="smp.size()").replace(
+        "def init_distributed(args):\n", f"def init_distributed(args):\n    {init}"
+    )
+    (workdir / "dist_utils.py").write_text(helper, encoding="utf-8")
+    result = run_cli(
+        "check", "--no-cache", "--select", "SMP202", "--output-format", "json", str(workdir)
+    )
+    assert [
+        (f["code"], f["location"]["row"], f["severity"]) for f in json.loads(result.stdout)
+    ] == [("SMP202", 13, "error")]

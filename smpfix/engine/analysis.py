@@ -123,6 +123,7 @@ def job_facts_for(
     declared: Sequence[DeclaredJob],
     positions: _LazyPositions,
     script_v2: Optional[str] = None,
+    modules: Optional[LocalModules] = None,
 ) -> JobFacts:
     sources = list(declared)
     if facts.init_config_call is not None and facts.init_config:
@@ -135,6 +136,23 @@ def job_facts_for(
                 role=Role.INIT_DICT,
             )
         )
+    elif facts.init_config_call is None and not facts.smp_init_calls and modules is not None:
+        # SMP set up by the project's own helper (``init_distributed(args)`` in dist_utils.py):
+        # the one configuration dict of the modules the script imports is the script's.
+        helpers = [
+            linked
+            for linked in modules.imported_modules(facts)
+            if linked.facts.init_config_call is not None and linked.facts.init_config
+        ]
+        if len(helpers) == 1:
+            sources.append(
+                DeclaredJob(
+                    f"smp.init({{...}}) in {os.path.basename(helpers[0].path)}",
+                    helpers[0].facts.init_config,
+                    complete=False,
+                    role=Role.INIT_DICT,
+                )
+            )
     evidence = [
         Evidence(
             item.feature,
@@ -199,8 +217,9 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
     script_v2 = "this file imports torch.sagemaker" if facts.imports_smp_v2 else None
     # Whether ``--show-job`` shows this file's job: it imports SMP v1 or SMP v2.
     imports_either = facts.imports_smp or facts.imports_smp_v2
+    modules = LocalModules(project, path)
     job = (
-        job_facts_for(facts, declared, positions, script_v2)
+        job_facts_for(facts, declared, positions, script_v2, modules)
         if facts.imports_smp
         else JobFacts.resolve(declared, script_v2=script_v2)
     )
@@ -215,8 +234,7 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
     checks_unused = any(rule.code == unused_suppressions.CODE for rule in rule_types)
     rule_types = [rule for rule in rule_types if rule.code != unused_suppressions.CODE]
     if not rule_types and not checks_unused:
-        return Analysis(job=job, imports_smp=imports_either)
-    modules = LocalModules(project, path)
+        return Analysis(job=job, imports_smp=imports_either, dependencies=modules.consulted())
     own = (
         _run_rules(Program(file, job, modules), positions, rule_types)
         if rule_types
