@@ -66,3 +66,55 @@ def test_an_imported_predicate_that_tests_no_rank_guards_nothing(workdir: Path) 
         encoding="utf-8",
     )
     assert _findings(workdir) == []
+
+
+ENGINE = """\
+import smdistributed.modelparallel.torch as smp
+
+
+@smp.step
+def eval_step(model, data):
+    return model(data)
+
+
+def evaluate_batch(model, data):
+    return eval_step(model, data)
+
+
+def evaluate(model, loader):
+    for data in loader:
+        evaluate_batch(model, data)
+
+
+def log(message):
+    print(message)
+"""
+
+EVALUATING = """\
+import smdistributed.modelparallel.torch as smp
+import torch
+
+import engine
+from engine import evaluate, log
+
+smp.init({"pipeline_parallel_degree": 2, "microbatches": 4, "ddp": True})
+model = smp.DistributedModel(Net())
+
+
+def main(loader):
+    if smp.rank() == 0:
+        evaluate(model, loader)
+        log("evaluated")
+    if smp.rank() == 0:
+        engine.evaluate(model, loader)
+    evaluate(model, loader)
+"""
+
+
+def test_a_guarded_call_is_judged_by_what_the_imported_function_runs(workdir: Path) -> None:
+    """``evaluate`` in engine.py runs an ``@smp.step`` function two calls down: under
+    ``smp.rank() == 0`` the other pipeline stages never enter the step and the job hangs;
+    ``log`` runs no collective, and the unguarded call is fine."""
+    (workdir / "train.py").write_text(EVALUATING, encoding="utf-8")
+    (workdir / "engine.py").write_text(ENGINE, encoding="utf-8")
+    assert _findings(workdir) == [("train.py", "SMP302", 13), ("train.py", "SMP302", 16)]

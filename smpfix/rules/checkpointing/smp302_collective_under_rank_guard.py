@@ -22,6 +22,7 @@ from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.fixes.references import callee
 from smpfix.job.jobfacts import Tri
 from smpfix.program.model import Program
+from smpfix.program.order.collectives import FunctionCollectives
 from smpfix.program.ranks.guards import RankGuard, guarded_by_early_exit, guards_of
 from smpfix.program.ranks.rank_groups import GROUP_WORDS, Cut, cut, group_constant
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
@@ -82,6 +83,9 @@ class CollectiveUnderRankGuard(Rule):
 
     # -- what is a collective -------------------------------------------------------------------
     def _collective(self, call: cst.Call) -> Optional[Collective]:
+        imported = self._imported_collective(call)
+        if imported is not None:
+            return imported
         name = called_name(call, self.program.facts.imports.bindings)
         if (
             name not in _NAMES
@@ -115,6 +119,28 @@ class CollectiveUnderRankGuard(Rule):
             if inner is not None:
                 return Collective(call, "function", inner.group, inner)
         return None
+
+    def _imported_collective(self, call: cst.Call) -> Optional[Collective]:
+        """``evaluate(...)`` (or ``engine.evaluate(...)``) of a project module, whose function
+        runs a step function, saves a checkpoint or waits at a barrier."""
+        modules, facts = self.program.modules, self.program.facts
+        func = call.func
+        if modules is None or not isinstance(func, (cst.Name, cst.Attribute)):
+            return None
+        if type(func) is cst.Name and func.value not in facts.imports.bindings:
+            return None
+        qualified = facts.qualified_name(func)
+        if qualified is None or qualified.startswith(("smdistributed.", "torch.")):
+            return None
+        definition = modules.definition(qualified)
+        if definition is None:
+            return None
+        linked, name = definition
+        reached = linked.answer(FunctionCollectives).get(name)
+        if reached is None:
+            return None
+        inner = Collective(reached.call, reached.kind, reached.group)
+        return Collective(call, "function", reached.group, inner)
 
     def _group(self, call: cst.Call, position: int, default: Optional[str]) -> Optional[str]:
         arg = argument(call, "group", position)
