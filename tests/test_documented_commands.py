@@ -243,16 +243,25 @@ def test_the_pre_commit_snippet_names_this_repository_its_release_and_its_hooks(
 
 
 def test_every_configuration_sample_is_accepted(tmp_path: Path) -> None:
-    """The ``toml`` samples with ``[tool.smpfix`` tables, as a ``pyproject.toml`` of a project."""
+    """The ``toml`` samples with ``[tool.smpfix`` tables, each as the configuration of a project
+    (at the path its first line names, ``# services/trainer/pyproject.toml``, else
+    ``pyproject.toml``), with an empty file where it names one to ``extend``."""
     samples = [
         block for block in BLOCKS if block.language == "toml" and "[tool.smpfix" in block.text
     ]
     assert samples
     for number, block in enumerate(samples):
         work = _folder(tmp_path / str(number), block)
-        (work / "pyproject.toml").write_text(block.text, encoding="utf-8")
+        named = re.match(r"#\s*(\S+\.toml)\s*\n", block.text)
+        configuration = work / (named.group(1) if named else "pyproject.toml")
+        configuration.parent.mkdir(parents=True, exist_ok=True)
+        configuration.write_text(block.text, encoding="utf-8")
+        for extended in re.findall(r'^extend\s*=\s*"([^"]+)"', block.text, re.MULTILINE):
+            (configuration.parent / extended).resolve().touch()
+        checked = configuration.parent / "checked"
+        shutil.copytree(ROOT / "examples" / "pytorch" / "pitfalls", checked)
         done = subprocess.run(
-            [sys.executable, "-m", "smpfix", "check", "--no-cache", "src"],
+            [sys.executable, "-m", "smpfix", "check", "--no-cache", str(checked)],
             cwd=work,
             capture_output=True,
             text=True,
