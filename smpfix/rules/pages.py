@@ -4,8 +4,7 @@ In a wheel the pages are shipped as ``smpfix/_pages``; in a source checkout or a
 install they are read from the repository's ``rules/`` folder beside the package.
 
 A page's source holds what only prose can say; what the rule's class declares is added when
-the page is rendered (``read_page``, which ``smpfix explain``, SARIF's rule help and the
-tests read), so it is never written twice:
+the page is rendered (``render_page``), so it is never written twice:
 
 - the title, ``# SMP206 distributed-sampler-unused``, from the rule's code and name;
 - the first sentence of "Versions", the rule's range in words (``range_in_words``), which the
@@ -14,6 +13,10 @@ tests read), so it is never written twice:
   words of its ``tensor_parallelism``, ending with a full stop; or, where the source says
   ``<!-- tensor parallelism -->``, those words in its place, followed by the source's own
   words: ``<!-- tensor parallelism --> (pipeline partitions).``
+
+The tests read the rendered page with the directives its examples are checked under
+(``<!-- job: ... -->``, ``all_pages``); its readers (``smpfix explain``, SARIF's rule help, the
+documentation site) get it without them (``read_page``, ``for_readers``).
 """
 
 from __future__ import annotations
