@@ -94,14 +94,15 @@ class Family:
 def families() -> tuple[Family, ...]:
     """The rule families as their packages define them (``smpfix/rules/<family>/``), in the
     order of their first codes."""
-    import importlib
+    import sys
 
     members: dict[str, list[str]] = {}
     for rule in all_rules():
         members.setdefault(rule.__module__.rpartition(".")[0], []).append(rule.code)
     found = []
     for package, codes in members.items():
-        doc = importlib.import_module(package).__doc__ or package
+        # The family's package, imported with its rules (no import by a name made here).
+        doc = sys.modules[package].__doc__ or package
         heading = " ".join(doc.strip().split("\n\n")[0].split()).replace("``", "`")
         title = heading.split(" (")[0].rstrip(".")
         found.append(Family(heading, title, tuple(codes)))
