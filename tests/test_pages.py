@@ -6,10 +6,18 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from smpfix.api import check_source, fix_source
 from smpfix.job.jobfacts import parse_value
-from smpfix.rules.pages import SECTIONS, all_pages, page_sources, read_page, render_page
+from smpfix.rules.pages import (
+    SECTIONS,
+    all_pages,
+    for_readers,
+    page_sources,
+    read_page,
+    render_page,
+)
 from smpfix.rules.registry import all_rules
 from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 
@@ -77,6 +85,35 @@ def test_page_example_is_flagged_and_fixed_as_shown(code: str, tmp_path: Path) -
 
 def test_explain_reads_the_page_from_the_installation() -> None:
     assert read_page("SMP101") is not None and read_page("SMP101").startswith("# SMP101")
+
+
+def test_explain_prints_no_test_directive() -> None:
+    """Issue 24: ``explain`` printed ``<!-- job: ... -->`` and the other comments the pages'
+    tests read; a file directive becomes the caption of the block it names."""
+    for code in ("SMP002", "SMP102", "SMP900"):
+        printed = run_cli("explain", code)
+        assert printed.code == 0
+        assert "<!--" not in printed.stdout, code
+    assert "`train.py`:\n\n```python\nimport torch.sagemaker" in run_cli("explain", "SMP002").stdout
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_readers_see_no_comment_and_tests_still_read_the_directives(code: str) -> None:
+    assert "<!--" not in (read_page(code) or "<!--")
+    # The tests read the rendered page, directives included (``all_pages``).
+    assert for_readers(render_page(RULES[code], SOURCES[code])) == read_page(code)
+
+
+def test_for_readers_drops_directive_lines_and_captions_files() -> None:
+    page = (
+        "## Example\n<!-- job: tensor_parallel_degree=4 -->\n<!-- fix: unsafe -->\n"
+        "```python\nx\n```\n\n<!-- file: scripts/train.py -->\n```python\ny\n```\n"
+        "  <!-- note -->\nText.\n"
+    )
+    assert for_readers(page) == (
+        "## Example\n```python\nx\n```\n\n`scripts/train.py`:\n\n```python\ny\n```\nText.\n"
+    )
+    assert PAGES["SMP102"].job_settings("Example") == {"tensor_parallel_degree": "4"}
 
 
 class _Probe(Rule):

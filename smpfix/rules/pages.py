@@ -4,8 +4,7 @@ In a wheel the pages are shipped as ``smpfix/_pages``; in a source checkout or a
 install they are read from the repository's ``rules/`` folder beside the package.
 
 A page's source holds what only prose can say; what the rule's class declares is added when
-the page is rendered (``read_page``, which ``smpfix explain``, SARIF's rule help and the
-tests read), so it is never written twice:
+the page is rendered (``render_page``), so it is never written twice:
 
 - the title, ``# SMP206 distributed-sampler-unused``, from the rule's code and name;
 - the first sentence of "Versions", the rule's range in words (``range_in_words``), which the
@@ -14,6 +13,10 @@ tests read), so it is never written twice:
   words of its ``tensor_parallelism``, ending with a full stop; or, where the source says
   ``<!-- tensor parallelism -->``, those words in its place, followed by the source's own
   words: ``<!-- tensor parallelism --> (pipeline partitions).``
+
+The tests read the rendered page with the directives its examples are checked under
+(``<!-- job: ... -->``, ``all_pages``); its readers (``smpfix explain``, SARIF's rule help, the
+documentation site) get it without them (``read_page``, ``for_readers``).
 """
 
 from __future__ import annotations
@@ -69,11 +72,33 @@ def page_source(code: str) -> Optional[str]:
 
 
 def read_page(code: str) -> Optional[str]:
-    """The page of the rule ``code`` as ``smpfix explain`` prints it; None when there is no such
-    rule or its page is missing."""
+    """The page of the rule ``code`` as its readers see it (``smpfix explain``, SARIF's rule help,
+    the documentation site): rendered, without the directives its tests read (``for_readers``).
+    None when there is no such rule or its page is missing."""
     rule = rule_of(code)
     source = page_source(code)
-    return render_page(rule, source) if rule is not None and source is not None else None
+    if rule is None or source is None:
+        return None
+    return for_readers(render_page(rule, source))
+
+
+# A directive for the page's tests, alone on its line: ``<!-- job: tensor_parallel_degree=4 -->``
+# (the job its example is checked under), ``<!-- fix: unsafe -->``, ``<!-- select: SMP301 -->``,
+# ``<!-- file: train.py -->`` (the file the next block is); any other comment alone on a line.
+_DIRECTIVE_LINE = re.compile(r"^[ \t]*<!--(?:\s*(?P<kind>[\w-]+):)?(?P<value>.*?)-->[ \t]*\n", re.M)
+
+
+def for_readers(rendered: str) -> str:
+    """A rendered page without the directives its tests read: each directive's line goes,
+    except a ``file`` directive, whose file name a reader needs: it becomes the caption of the
+    block it names (```` `train.py`: ````)."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group("kind") == "file":
+            return f"`{match.group('value').strip()}`:\n\n"
+        return ""
+
+    return _DIRECTIVE_LINE.sub(replace, rendered)
 
 
 # Where a page's own words go on after the tensor-parallelism words of its rule.
