@@ -302,3 +302,16 @@ def test_the_language_server_resolves_a_document_as_the_command_line_does(
     assert document.options.declared_jobs[0].source.startswith(
         "pyproject.toml [[tool.smpfix.job.overrides]] #1"
     )
+
+
+def test_an_smpfix_toml_job_table_is_checked_at_its_own_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(
+        tmp_path,
+        "sub/smpfix.toml",
+        'select = ["SMP8"]\n\n[job]\nmicrobatches = 2\ntensor_parallel_degree = 4\n',
+    )
+    write(tmp_path, "sub/train.py", SCRIPT)
+    result = smpfix(tmp_path, "--format", "concise", ".", monkeypatch=monkeypatch)
+    assert f"{tmp_path / 'sub' / 'smpfix.toml'}:5:1: SMP814 error" in result.stdout

@@ -515,18 +515,18 @@ def in_folder(folder: Path) -> Optional[Path]:
     """The configuration file of ``folder`` itself, or None: ``.smpfix.toml``, else
     ``smpfix.toml``, else a ``pyproject.toml`` with a ``[tool.smpfix]`` table."""
     for name in CONFIG_FILE_NAMES:
-        candidate = folder / name
-        if not candidate.is_file():
+        candidate = os.path.join(folder, name)
+        if not os.path.isfile(candidate):  # a system call per name: asked for every folder
             continue
         if name != "pyproject.toml":
-            return candidate
+            return Path(candidate)
         try:
-            data = _read_toml(candidate)
+            data = _read_toml(Path(candidate))
         except (OSError, ValueError, RecursionError, MemoryError):
-            return candidate  # ``load`` reports what is wrong with it
+            return Path(candidate)  # ``load`` reports what is wrong with it
         tool = data.get("tool", {})
         if not isinstance(tool, dict) or "smpfix" in tool:
-            return candidate
+            return Path(candidate)
     return None
 
 

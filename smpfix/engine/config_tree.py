@@ -83,11 +83,14 @@ class ConfigTree:
         self._recheck = recheck
         self._files: dict[str, Optional[Path]] = {}
         self._loaded: dict[Path, tuple[tuple[Optional[int], ...], Config]] = {}
+        # A folder as the files of a run name it -> absolute (the files of a folder share it).
+        self._absolute: dict[str, str] = {}
 
     def forget(self) -> None:
         """A configuration file was created, changed or deleted: look again."""
         self._files.clear()
         self._loaded.clear()
+        self._absolute.clear()
 
     def file_of(self, folder: str) -> Optional[Path]:
         """The configuration file that applies in ``folder`` (an absolute path)."""
@@ -110,12 +113,18 @@ class ConfigTree:
         return answer
 
     def for_path(self, path: str) -> Config:
-        """The configuration of ``path`` (a file, or ``-`` for the current folder); raises
-        ``ConfigError`` for a broken one."""
+        """The configuration of the file ``path`` (``-``: standard input, in the current
+        folder); raises ``ConfigError`` for a broken one."""
+        folder = os.path.dirname(path) if path != "-" else ""
+        absolute = self._absolute.get(folder)
+        if absolute is None:
+            absolute = self._absolute[folder] = os.path.abspath(folder or os.curdir)
+        return self.for_folder(absolute)
+
+    def for_folder(self, folder: str) -> Config:
+        """The configuration of the files in ``folder`` (an absolute path)."""
         if self._explicit is not None:
             return self._explicit
-        absolute = os.path.abspath(path if path != "-" else ".")
-        folder = absolute if os.path.isdir(absolute) else os.path.dirname(absolute)
         found = self.file_of(folder)
         return self.load(found) if found is not None else Config()
 
@@ -149,17 +158,26 @@ class TreeExcluder(Excluder):
         super().__init__(extra, root)
         self._tree = tree
         self._by_config: dict[Optional[Path], tuple[Excluder, ...]] = {}
+        # By folder as the walk names it: asked for every entry of every folder.
+        self._by_folder: dict[str, tuple[Excluder, ...]] = {}
 
     def matches(self, path: Path, is_dir: bool = False) -> bool:
         if super().matches(path, is_dir):
             return True
+        folder = os.path.dirname(path)
+        excluders = self._by_folder.get(folder)
+        if excluders is None:
+            excluders = self._by_folder[folder] = self._of_folder(folder)
+        return any(excluder.matches(path, is_dir) for excluder in excluders)
+
+    def _of_folder(self, folder: str) -> tuple[Excluder, ...]:
         try:
-            config = self._tree.for_path(str(path.absolute().parent))
+            config = self._tree.for_folder(os.path.abspath(folder))
         except ConfigError:
-            return False  # reported when the file's settings are resolved
+            return ()  # reported when the file's settings are resolved
         excluders = self._by_config.get(config.path)
         if excluders is None:
             excluders = self._by_config[config.path] = tuple(
                 Excluder(patterns, base) for patterns, base in config.exclude_groups() if patterns
             )
-        return any(excluder.matches(path, is_dir) for excluder in excluders)
+        return excluders

@@ -10,7 +10,12 @@ lists. ``per-file-ignores`` then removes rules for files matching a pattern.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pathspec
 
 
 class SelectionError(Exception):
@@ -99,7 +104,13 @@ def path_matches(patterns: Sequence[str], path: str, root: Path) -> bool:
         relative = absolute.relative_to(root.absolute()).as_posix()
     except ValueError:
         relative = absolute.as_posix()
+    spec = _compiled(tuple(patterns))
+    return spec.match_file(relative) or spec.match_file(absolute.name)
+
+
+@lru_cache(maxsize=256)
+def _compiled(patterns: tuple[str, ...]) -> pathspec.PathSpec:
+    """Patterns compiled once per run, not once per file."""
     import pathspec  # here only: importing it costs about 20 ms, and most runs have no patterns
 
-    spec = pathspec.GitIgnoreSpec.from_lines(patterns)
-    return spec.match_file(relative) or spec.match_file(absolute.name)
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
