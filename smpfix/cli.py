@@ -1,8 +1,8 @@
 """The ``smpfix`` command line: Ruff's conventions on top of the engine.
 
-The CLI parses options, resolves configuration once, and hands paths to the engine; it never
-walks trees or touches LibCST itself. ``check`` is the default command, so ``smpfix PATHS``
-and ``smpfix --apply PATHS`` work.
+The CLI parses options, resolves each folder's configuration once, and hands paths to the
+engine; it never walks trees or touches LibCST itself. ``check`` is the default command, so
+``smpfix PATHS`` and ``smpfix --apply PATHS`` work.
 """
 
 from __future__ import annotations
@@ -160,14 +160,17 @@ def main() -> None:
     "--config",
     "config_path",
     type=click.Path(),
-    help="Read [tool.smpfix] from this pyproject.toml.",
+    help=(
+        "Use this configuration file (a pyproject.toml or an smpfix.toml) for every file,"
+        " instead of each file's closest."
+    ),
 )
 @click.option(
     "--job",
     "job_settings",
     multiple=True,
     metavar="KEY=VALUE",
-    help="A job setting, e.g. tensor_parallel_degree=4 (beats pyproject.toml).",
+    help="A job setting, e.g. tensor_parallel_degree=4 (beats the configuration files).",
 )
 @click.option(
     "--show-job",
@@ -181,7 +184,10 @@ def main() -> None:
 @click.option(
     "--show-settings",
     is_flag=True,
-    help="Print the settings in effect (configuration file, rules, job), and check nothing.",
+    help=(
+        "Print the settings in effect (configuration file, rules, job), and check nothing;"
+        " given files, the settings of each and where each value came from."
+    ),
 )
 @click.option("--workers", type=int, default=0, help="Worker processes (default: all cores).")
 @click.option(
@@ -718,7 +724,10 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
     "--config",
     "config_path",
     type=click.Path(),
-    help="Read [tool.smpfix] from this pyproject.toml.",
+    help=(
+        "Use this configuration file (a pyproject.toml or an smpfix.toml) for every file,"
+        " instead of each file's closest."
+    ),
 )
 @click.option("--exclude", multiple=True, help="Extra gitignore-style patterns to skip.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when a configuration does not fit.")
