@@ -315,3 +315,14 @@ def test_an_smpfix_toml_job_table_is_checked_at_its_own_lines(
     write(tmp_path, "sub/train.py", SCRIPT)
     result = smpfix(tmp_path, "--format", "concise", ".", monkeypatch=monkeypatch)
     assert f"{tmp_path / 'sub' / 'smpfix.toml'}:5:1: SMP814 error" in result.stdout
+
+
+def test_sarif_points_a_job_fact_at_the_configuration_the_file_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    two_projects(tmp_path)
+    result = smpfix(tmp_path, "--format", "sarif", ".", monkeypatch=monkeypatch)
+    results = json.loads(result.stdout)["runs"][0]["results"]
+    smp101 = next(r for r in results if r["ruleId"] == "SMP101")
+    related = [r["physicalLocation"]["artifactLocation"]["uri"] for r in smp101["relatedLocations"]]
+    assert related == ["sub/pyproject.toml"]
