@@ -4,12 +4,16 @@ The CLI and the tests both go through the same engine these functions use::
 
     from smpfix.api import check_source, fix_source
     findings = check_source(text, job={"tensor_parallel_degree": 4})
+
+As on the command line, nothing misspelt is silently ignored: an unknown keyword, rule
+selector or job setting raises ``ValueError`` (an ``UnknownSetting``, also a ``TypeError`` as
+Python's own unknown keyword is) with the name it most likely misspells.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -18,6 +22,10 @@ from smpfix.engine.analysis import AnalysisOptions, analyze
 from smpfix.engine.fixing import fix_text
 from smpfix.job.jobfacts import DeclaredJob, Value
 from smpfix.job.project import Project
+
+
+class UnknownSetting(ValueError, TypeError):
+    """An unknown keyword, rule selector or job setting given to the API."""
 
 
 @dataclass(frozen=True)
@@ -32,18 +40,39 @@ def _options(
     select: Optional[Iterable[str]], job: Optional[Mapping[str, Value]], roots: Sequence[str] = ()
 ) -> AnalysisOptions:
     from smpfix.engine.config import ConfigError, validate_job
-    from smpfix.engine.selection import enabled
+    from smpfix.engine.selection import SelectionError, enabled
     from smpfix.rules.registry import rule_names
 
-    codes = enabled(rule_names(), list(select) if select is not None else None)
+    if isinstance(select, str):
+        select = select.split(",")
     try:
+        codes = enabled(rule_names(), list(select) if select is not None else None)
         # As for ``--job``: a misspelt setting is an error, never a check silently switched off.
         settings = validate_job(dict(job), "job") if job else {}
-    except ConfigError as exc:
-        raise ValueError(str(exc)) from None
+    except (ConfigError, SelectionError) as exc:
+        raise UnknownSetting(str(exc)) from None
     declared = (DeclaredJob.stated("job given to the API", settings),) if settings else ()
     project = Project(tuple(os.path.abspath(root) for root in roots)) if roots else None
     return AnalysisOptions(select=codes, declared_jobs=declared, project=project)
+
+
+def _refuse_unknown(function: Callable[..., Any], unknown: Mapping[str, Any]) -> None:
+    """Python's own error for an unknown keyword names no alternative; this one does."""
+    if not unknown:
+        return
+    import difflib
+    import inspect
+
+    parameters = inspect.signature(function).parameters.values()
+    known = [p.name for p in parameters if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    described = []
+    for name in sorted(unknown):
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        described.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise UnknownSetting(
+        f"{function.__name__}() got unknown keyword argument(s) {', '.join(described)};"
+        f" it takes {', '.join(known)}"
+    )
 
 
 def check_source(
@@ -52,11 +81,14 @@ def check_source(
     select: Optional[Iterable[str]] = None,
     job: Optional[Mapping[str, Value]] = None,
     roots: Sequence[str] = (),
+    **unknown: Any,
 ) -> list[Finding]:
-    """Findings for ``text``; raises ``ValueError`` when it cannot be parsed or ``job`` names a
-    setting that does not exist (as ``--job`` does). ``roots`` are the
+    """Findings for ``text``; raises ``ValueError`` when it cannot be parsed, or an unknown
+    keyword, rule selector (``select``) or job setting (``job``) is given (as the command
+    line does, with a "did you mean"). ``roots`` are the
     project's folders: the files there that ``text`` imports, or that a launcher in it starts,
     are read too (none by default: the text is checked alone)."""
+    _refuse_unknown(check_source, unknown)
     analysis = analyze(text, path, _options(select, job, roots))
     if analysis.errors and not analysis.findings and any(e.code is None for e in analysis.errors):
         raise ValueError(analysis.errors[0].message)
@@ -70,9 +102,11 @@ def fix_source(
     job: Optional[Mapping[str, Value]] = None,
     unsafe: bool = False,
     roots: Sequence[str] = (),
+    **unknown: Any,
 ) -> FixResult:
-    """Apply fixes to ``text`` until nothing fixable changes; returns the new text (``roots``: as
-    for ``check_source``)."""
+    """Apply fixes to ``text`` until nothing fixable changes; returns the new text (``roots``,
+    and what raises ``ValueError``: as for ``check_source``)."""
+    _refuse_unknown(fix_source, unknown)
     outcome = fix_text(text, path, _options(select, job, roots), unsafe=unsafe)
     return FixResult(
         outcome.text,

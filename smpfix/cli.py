@@ -1,8 +1,8 @@
 """The ``smpfix`` command line: Ruff's conventions on top of the engine.
 
-The CLI parses options, resolves configuration once, and hands paths to the engine; it never
-walks trees or touches LibCST itself. ``check`` is the default command, so ``smpfix PATHS``
-and ``smpfix --apply PATHS`` work.
+The CLI parses options, resolves each folder's configuration once, and hands paths to the
+engine; it never walks trees or touches LibCST itself. ``check`` is the default command, so
+``smpfix PATHS`` and ``smpfix --apply PATHS`` work.
 """
 
 from __future__ import annotations
@@ -160,14 +160,17 @@ def main() -> None:
     "--config",
     "config_path",
     type=click.Path(),
-    help="Read [tool.smpfix] from this pyproject.toml.",
+    help=(
+        "Use this configuration file (a pyproject.toml or an smpfix.toml) for every file,"
+        " instead of each file's closest."
+    ),
 )
 @click.option(
     "--job",
     "job_settings",
     multiple=True,
     metavar="KEY=VALUE",
-    help="A job setting, e.g. tensor_parallel_degree=4 (beats pyproject.toml).",
+    help="A job setting, e.g. tensor_parallel_degree=4 (beats the configuration files).",
 )
 @click.option(
     "--show-job",
@@ -181,7 +184,10 @@ def main() -> None:
 @click.option(
     "--show-settings",
     is_flag=True,
-    help="Print the settings in effect (configuration file, rules, job), and check nothing.",
+    help=(
+        "Print the settings in effect (configuration file, rules, job), and check nothing;"
+        " given files, the settings of each and where each value came from."
+    ),
 )
 @click.option("--workers", type=int, default=0, help="Worker processes (default: all cores).")
 @click.option(
@@ -283,10 +289,11 @@ def _same_file(output: str, checked: str) -> bool:
 def _check(paths: Sequence[str], **opts: Any) -> int:
     from smpfix.base.findings import Severity
     from smpfix.engine.config import ConfigError, resolve
-    from smpfix.engine.discovery import DiscoveredFile, Excluder, discover
+    from smpfix.engine.config_tree import ConfigTree, Overlay, TreeExcluder, file_options
+    from smpfix.engine.discovery import DiscoveredFile, discover
     from smpfix.engine.launcher_index import LauncherSearch
     from smpfix.engine.runner import RunOptions, collect_rarely, run
-    from smpfix.engine.selection import SelectionError, enabled
+    from smpfix.engine.selection import SelectionError
     from smpfix.job.project import Project
     from smpfix.report import ReportOptions
     from smpfix.rules.registry import rule_names
@@ -299,17 +306,21 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         cli_job = _cli_job(opts["job_settings"])
     except ConfigError as exc:
         return _usage_error(str(exc))
+    # Each file takes its closest configuration; ``--config`` names one for all, as in Ruff.
+    tree = ConfigTree(explicit=config if opts["config_path"] is not None else None)
+    overlay = Overlay(
+        select=tuple(_split(opts["select"])) if opts["select"] else None,
+        extend_select=tuple(_split(opts["extend_select"])),
+        ignore=tuple(_split(opts["ignore"])),
+        job=cli_job,
+    )
     names = rule_names()
     try:
-        codes = enabled(
-            names,
-            _split(opts["select"]) if opts["select"] else config.select,
-            [*config.extend_select, *_split(opts["extend_select"])],
-            [*config.ignore, *_split(opts["ignore"])],
-        )
+        run_level = file_options(None, config, overlay, names)
     except SelectionError as exc:
         return _usage_error(str(exc))
-    declared = _declared_jobs(cli_job, config)
+    codes = run_level.select
+    declared = list(run_level.declared_jobs)
     fail_on = Severity(opts.get("fail_on") or config.fail_on)
     asked = config.show_hints if opts.get("show_hints") is None else opts["show_hints"]
     # A hint that fails the build is shown (and fixable) like any failing finding.
@@ -319,7 +330,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         rule_names=names,
         declared_jobs=tuple(declared),
         per_file_ignores=config.per_file_ignores,
-        root=config.root,
+        root=run_level.root,
         apply=opts["apply"] and not opts["diff"],
         unsafe_fixes=opts["unsafe_fixes"],
         fix_hints=show_hints,
@@ -353,14 +364,33 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         if _same_file(output_file, stdin_name):
             return _usage_error(_CHECKED_OUTPUT.format(output_file))
     if opts.get("show_settings"):
-        _print_settings(config, codes, declared, fail_on, show_hints)
+        files = [p for p in paths if p != "-" and os.path.isfile(p)]
+        if "-" in paths and stdin_name:
+            files.insert(0, stdin_name)
+        if not files:
+            _print_settings(config, codes, declared, fail_on, show_hints)
+            return EXIT_CLEAN
+        from smpfix.engine.settings_report import RunLevel, describe
+
+        whole = RunLevel(
+            config, opts.get("fail_on"), opts.get("show_hints"), tuple(opts["exclude"])
+        )
+        try:
+            blocks = [describe(path, tree.for_path(path), overlay, names, whole) for path in files]
+        except (ConfigError, SelectionError) as exc:
+            return _usage_error(str(exc))
+        click.echo("\n".join("".join(f"{line}\n" for line in block) for block in blocks), nl=False)
         return EXIT_CLEAN
     if list(paths) == ["-"]:
+        try:
+            options = _with_file_options([stdin_name or "-"], options, tree, config, overlay)
+        except (ConfigError, SelectionError) as exc:
+            return _usage_error(str(exc))
         return _check_stdin(
             stdin_name or "-", options, report_options, fmt, opts["quiet"], opts["exit_zero"]
         )
 
-    excluder = Excluder([*config.exclude, *opts["exclude"]], config.root)
+    excluder = TreeExcluder(tree, opts["exclude"], config.root)
     missing = [p for p in paths if p != "-" and not os.path.exists(p) and not os.path.islink(p)]
     tasks = [DiscoveredFile(p, explicit=True) for p in missing]
     tasks += list(
@@ -373,6 +403,10 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     if opts.get("show_files"):
         click.echo("".join(f"{path}\n" for path in sorted(task.path for task in tasks)), nl=False)
         return EXIT_CLEAN
+    try:
+        options = _with_file_options([t.path for t in tasks], options, tree, config, overlay)
+    except (ConfigError, SelectionError) as exc:
+        return _usage_error(str(exc))
     from smpfix.engine.progress import progress_bar, wanted
     from smpfix.report import MACHINE_FORMATS
 
@@ -383,17 +417,48 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         results = list(run(tasks, options, on_result=advance))
     from smpfix.engine.job_table import check_job_table
 
-    table = check_job_table(config, codes)
-    if table is not None and (table.findings or table.errors):
-        results = sorted(
-            [*(r for r in results if r.path != table.path), table], key=lambda r: r.path
-        )
+    # The job table of every configuration a checked file took, checked with that file's rules.
+    used = {config.path: (config, codes)}
+    for path, own in options.per_file.items():
+        file_config = tree.for_path(path)
+        used.setdefault(file_config.path, (file_config, own.select))
+    for table_config, table_codes in used.values():
+        table = check_job_table(table_config, table_codes)
+        if table is not None and (table.findings or table.errors):
+            results = sorted(
+                [*(r for r in results if r.path != table.path), table], key=lambda r: r.path
+            )
     if opts.get("add_noqa"):
         from smpfix.report import shown
 
         # Hints that are not shown are not suppressed either: nobody was asked to judge them.
         return _add_noqa(shown(results, report_options), tasks, options, opts["quiet"])
     return _finish(results, options, report_options, fmt, opts["quiet"], opts["exit_zero"])
+
+
+def _with_file_options(
+    paths: Sequence[str], options: Any, tree: Any, config: Any, overlay: Any
+) -> Any:
+    """``options`` with the files whose configuration is not the run's, or whom a job override
+    concerns, given their own options (raises ``ConfigError``, ``SelectionError``)."""
+    from dataclasses import replace
+
+    from smpfix.engine.config_tree import file_options
+
+    by_config: dict[Any, Any] = {}
+    per_file: dict[str, Any] = {}
+    for path in paths:
+        own = tree.for_path(path)
+        overridden = bool(own.overrides) and bool(own.overrides_for(path))
+        if own.path == config.path and not overridden:
+            continue
+        if overridden:
+            per_file[path] = file_options(path, own, overlay, options.rule_names)
+            continue
+        if own.path not in by_config:
+            by_config[own.path] = file_options(path, own, overlay, options.rule_names)
+        per_file[path] = by_config[own.path]
+    return replace(options, per_file=per_file) if per_file else options
 
 
 def _print_settings(
@@ -659,7 +724,10 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
     "--config",
     "config_path",
     type=click.Path(),
-    help="Read [tool.smpfix] from this pyproject.toml.",
+    help=(
+        "Use this configuration file (a pyproject.toml or an smpfix.toml) for every file,"
+        " instead of each file's closest."
+    ),
 )
 @click.option("--exclude", multiple=True, help="Extra gitignore-style patterns to skip.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when a configuration does not fit.")

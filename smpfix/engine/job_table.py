@@ -12,7 +12,7 @@ from typing import Optional
 
 from smpfix.base.findings import FileError, FileResult, Finding, Position, Severity, fit_title
 from smpfix.base.flavour import Flavour
-from smpfix.engine.config import Config
+from smpfix.engine.config import Config, table_name
 from smpfix.job.jobfacts import LAUNCH_KEYS, SMPFIX_KEYS, JobFacts, Tri
 
 
@@ -69,7 +69,7 @@ def check_job_table(config: Config, select: frozenset[str]) -> Optional[FileResu
                 continue
             severity = Severity.HINT if applies is Tri.UNKNOWN else problem.severity
             key = _key_of(problem.at, parameters, extra)
-            line = _line_of(text, key)
+            line = _line_of(text, key, table_name(config.path, "job"))
             title, explanation = fit_title(problem.message, problem.explanation)
             findings.append(
                 Finding(
@@ -99,11 +99,12 @@ def _key_of(at: object, parameters: object, extra: dict) -> Optional[str]:
     return None
 
 
-def _line_of(text: str, key: Optional[str]) -> int:
-    """The line of ``key = ...`` inside ``[tool.smpfix.job]`` (else the table's header line)."""
+def _line_of(text: str, key: Optional[str], table: str) -> int:
+    """The line of ``key = ...`` inside ``table`` (``[tool.smpfix.job]``, an ``smpfix.toml``'s
+    ``[job]``), else the table's header line."""
     lines = text.splitlines()
     header = next(
-        (i for i, line in enumerate(lines) if re.match(r"^\s*\[tool\.smpfix\.job\]", line)), None
+        (i for i, line in enumerate(lines) if re.match(rf"^\s*{re.escape(table)}", line)), None
     )
     if header is None:
         return 1

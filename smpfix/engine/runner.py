@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from smpfix.engine.analysis import AnalysisOptions
     from smpfix.engine.cache import EntryKey, ResultCache
+    from smpfix.engine.config_tree import FileOptions
     from smpfix.engine.launcher_index import LauncherSearch
     from smpfix.job.project import Project
 
@@ -60,22 +61,42 @@ class RunOptions:
     # How launchers beyond the checked files are found (``smpfix.engine.launcher_index``);
     # None: only the launchers among the checked files count.
     launchers: Optional[LauncherSearch] = None
+    # The files (as named in the run) whose own configuration, or a job override, gives them
+    # other options than the four above (``smpfix.engine.config_tree``); resolved once, in the
+    # main process.
+    per_file: Mapping[str, FileOptions] = field(default_factory=dict)
 
     @property
     def fixing(self) -> bool:
         return self.apply or self.diff
 
 
-def _analysis_options(path: str, options: RunOptions) -> AnalysisOptions:
-    from smpfix.engine.analysis import AnalysisOptions
+def options_for(path: str, options: RunOptions) -> FileOptions:
+    """What ``path`` is checked with: its own entry in ``per_file``, else the run's."""
+    found = options.per_file.get(path)
+    if found is not None:
+        return found
+    from smpfix.engine.config_tree import FileOptions
+
+    return FileOptions(
+        options.select, options.declared_jobs, options.per_file_ignores, options.root
+    )
+
+
+def _codes(path: str, options: RunOptions) -> tuple[frozenset[str], FileOptions]:
+    """The rules that run on ``path`` (``per-file-ignores`` applied), and its options."""
     from smpfix.engine.selection import per_file
 
-    codes = per_file(
-        options.select, path, options.per_file_ignores, options.root, options.rule_names
-    )
-    return AnalysisOptions(
-        select=codes, declared_jobs=options.declared_jobs, project=options.project
-    )
+    own = options_for(path, options)
+    codes = per_file(own.select, path, own.per_file_ignores, own.root, options.rule_names)
+    return codes, own
+
+
+def _analysis_options(path: str, options: RunOptions) -> AnalysisOptions:
+    from smpfix.engine.analysis import AnalysisOptions
+
+    codes, own = _codes(path, options)
+    return AnalysisOptions(select=codes, declared_jobs=own.declared_jobs, project=options.project)
 
 
 def check_text(text: str, path: str, options: RunOptions) -> FileResult:
@@ -227,6 +248,9 @@ _NOT_IN_CACHE_KEY = frozenset(
         "jobs",
         "cache_dir",
         "launchers",
+        "declared_jobs",
+        "root",
+        "per_file",
     }
 )
 
@@ -236,12 +260,10 @@ def _cache_settings(path: str, options: RunOptions) -> dict[str, object]:
     (``smpfix.engine.cache``)."""
     from dataclasses import fields
 
-    from smpfix.engine.selection import per_file
-
+    codes, own = _codes(path, options)
     settings: dict[str, object] = {
-        "codes": per_file(
-            options.select, path, options.per_file_ignores, options.root, options.rule_names
-        ),
+        "codes": codes,
+        "declared_jobs": own.declared_jobs,
         "options": {
             f.name: getattr(options, f.name)
             for f in fields(options)

@@ -10,7 +10,12 @@ lists. ``per-file-ignores`` then removes rules for files matching a pattern.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pathspec
 
 
 class SelectionError(Exception):
@@ -42,12 +47,25 @@ def expand(selectors: Iterable[str], rules: Mapping[str, str]) -> frozenset[str]
         if by_name is None:
             by_name = {name: code for code, name in rules.items()}
         if selector.lower() not in by_name:
-            raise SelectionError(
-                f"unknown rule selector {raw!r} (use a code such as SMP101, a prefix such as SMP1,"
-                " a rule name, or ALL)"
-            )
+            raise SelectionError(f"unknown rule selector {raw!r}{_suggestion(selector, rules)}")
         chosen.add(by_name[selector.lower()])
     return frozenset(chosen)
+
+
+def _suggestion(selector: str, rules: Mapping[str, str]) -> str:
+    """The code or name ``selector`` most likely misspells, else what a selector may be."""
+    import difflib
+
+    candidates = [*rules, *rules.values()]
+    spelled = selector.upper() if selector.upper().startswith("SMP") else selector.lower()
+    if spelled.startswith("SMP"):  # letters typed for digits: SMP1O1, SMPl01
+        digits = spelled[:3] + spelled[3:].translate(str.maketrans("OIL", "011"))
+        if any(code.startswith(digits) for code in rules):
+            return f" (did you mean {digits!r}?)"
+    close = difflib.get_close_matches(spelled, candidates, n=1, cutoff=0.6)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return " (use a code such as SMP101, a prefix such as SMP1, a rule name, or ALL)"
 
 
 def enabled(
@@ -67,19 +85,32 @@ def per_file(
     root: Path,
     rules: Mapping[str, str],
 ) -> frozenset[str]:
-    """``codes`` minus the rules ``per-file-ignores`` switches off for ``path``."""
+    """``codes`` minus the rules ``per-file-ignores`` switches off for ``path`` (its patterns
+    relative to ``root``, the folder of the configuration file that says them)."""
     if not per_file_ignores:
         return codes
+    removed: set[str] = set()
+    for pattern, selectors in per_file_ignores.items():
+        if path_matches((pattern,), path, root):
+            removed |= expand(selectors, rules)
+    return codes - removed
+
+
+def path_matches(patterns: Sequence[str], path: str, root: Path) -> bool:
+    """Whether a gitignore-style pattern (relative to ``root``) matches ``path``, or its name:
+    how ``per-file-ignores`` and the ``paths`` of job overrides match, as Ruff's do."""
     absolute = Path(path).absolute()
     try:
         relative = absolute.relative_to(root.absolute()).as_posix()
     except ValueError:
         relative = absolute.as_posix()
+    spec = _compiled(tuple(patterns))
+    return spec.match_file(relative) or spec.match_file(absolute.name)
+
+
+@lru_cache(maxsize=256)
+def _compiled(patterns: tuple[str, ...]) -> pathspec.PathSpec:
+    """Patterns compiled once per run, not once per file."""
     import pathspec  # here only: importing it costs about 20 ms, and most runs have no patterns
 
-    removed: set[str] = set()
-    for pattern, selectors in per_file_ignores.items():
-        spec = pathspec.GitIgnoreSpec.from_lines([pattern])
-        if spec.match_file(relative) or spec.match_file(Path(path).name):
-            removed |= expand(selectors, rules)
-    return codes - removed
+    return pathspec.GitIgnoreSpec.from_lines(patterns)

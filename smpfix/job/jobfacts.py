@@ -5,7 +5,7 @@ correct without tensor parallelism and a hang with it. Each setting's value is t
 most authoritative source that states it:
 
 1. ``--job KEY=VALUE`` on the command line;
-2. ``[tool.smpfix.job]`` in ``pyproject.toml``;
+2. the file's configuration: the job overrides that match it, then ``[tool.smpfix.job]``;
 3. the launcher that starts the script (estimator ``distribution``), when one is known;
 4. the literal dict passed to ``smp.init({...})`` in the script, where the library reads it
    (below);

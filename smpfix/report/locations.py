@@ -63,7 +63,8 @@ def source_files(source: str, finding_path: str, cwd: str) -> list[JobFactLocati
 
     Several launchers may configure one script (``launcher a.py:3, launcher b.py:9``). A name
     is looked up relative to the working directory, then in the finding's folder and its
-    parents (where ``pyproject.toml`` is found). The line is the one the source quotes
+    parents; a ``.toml`` name the other way round (the closest configuration file is the
+    finding's). The line is the one the source quotes
     (``launch.py:12``, ``launch.py line 12``), else the line of the TOML table it names
     (``[tool.smpfix.job]``), else unknown.
     """
@@ -74,7 +75,10 @@ def source_files(source: str, finding_path: str, cwd: str) -> list[JobFactLocati
         candidates = [os.path.join(cwd, name)]
         if not os.path.isabs(name):
             folder = Path(own).parent
-            candidates += [str(parent / name) for parent in (folder, *folder.parents)]
+            above = [str(parent / name) for parent in (folder, *folder.parents)]
+            # A configuration file is the one closest to the finding (each file takes its
+            # own), which need not be the one in the working directory.
+            candidates = [*above, *candidates] if name.endswith(".toml") else candidates + above
         found = next((c for c in candidates if os.path.isfile(c)), None)
         if found is None or os.path.abspath(found) == own:
             continue

@@ -3,20 +3,19 @@
 The editor's settings (``initializationOptions``, or the ``smpfix`` section of
 ``workspace/configuration``) play the part of the command line: ``select`` replaces the
 configured ``select``, ``extendSelect`` and ``ignore`` add to the configured lists, and
-``job`` settings beat ``[tool.smpfix.job]``. The nearest ``pyproject.toml`` with a
-``[tool.smpfix]`` table is found per document, as ``smpfix check`` finds it for a path, and
-read again whenever it changes on disk.
+``job`` settings beat ``[tool.smpfix.job]``. Each document takes the closest configuration
+file, as ``smpfix check`` does for each file (``smpfix.engine.config_tree``), with the job
+overrides that match it, read again whenever it changes on disk.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Optional
 
-from smpfix.engine.config import Config, ConfigError, find, load, validate_job
+from smpfix.engine.config import Config, ConfigError, validate_job
+from smpfix.engine.config_tree import ConfigTree
 from smpfix.engine.runner import RunOptions
 from smpfix.engine.selection import SelectionError, enabled
 from smpfix.job.jobfacts import DeclaredJob, Value
@@ -77,35 +76,13 @@ class ClientSettings:
         return settings, problems
 
 
-class Configurations:
-    """The ``pyproject.toml`` of each folder, read once and again when the file changes."""
+class Configurations(ConfigTree):
+    """The configuration of each folder, found as ``smpfix check`` finds it for a file (the
+    closest configuration file, with what it ``extend``s), read once and again when one of
+    those files changes on disk."""
 
     def __init__(self) -> None:
-        self._found: dict[str, Optional[Path]] = {}
-        self._loaded: dict[Path, tuple[Optional[int], Config]] = {}
-
-    def forget(self) -> None:
-        """A ``pyproject.toml`` was created, changed or deleted: look again."""
-        self._found.clear()
-        self._loaded.clear()
-
-    def for_path(self, path: str) -> Config:
-        """The configuration that applies to ``path``; raises ``ConfigError`` for a broken one."""
-        folder = os.path.dirname(os.path.abspath(path))
-        if folder not in self._found:
-            self._found[folder] = find([folder])
-        found = self._found[folder]
-        if found is None:
-            return Config()
-        try:
-            stamp: Optional[int] = found.stat().st_mtime_ns
-        except OSError:
-            stamp = None
-        cached = self._loaded.get(found)
-        if cached is None or cached[0] != stamp:
-            cached = (stamp, load(found))
-            self._loaded[found] = cached
-        return cached[1]
+        super().__init__(recheck=True)
 
 
 @dataclass(frozen=True)
@@ -144,13 +121,13 @@ def resolve(
         problems.append(f"{exc} (in the editor settings or {config.path or 'pyproject.toml'})")
         codes = enabled(names, None)
     declared = [DeclaredJob.stated(EDITOR_JOB_SOURCE, client.job)] if client.job else []
-    declared.extend(config.declared_jobs())
+    declared.extend(config.declared_jobs(path))
     options = RunOptions(
         select=codes,
         rule_names=names,
         declared_jobs=tuple(declared),
         per_file_ignores=config.per_file_ignores,
-        root=config.root,
+        root=config.base_of("per-file-ignores"),
         project=project_of(config),
     )
     return DocumentSettings(options, config, tuple(problems))

@@ -26,7 +26,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Optional, Union
 
 from smpfix.base import safe_read
-from smpfix.engine.config import Config
+from smpfix.engine.config import CONFIG_FILE_NAMES, Config
 from smpfix.job.linking import may_be_launcher
 from smpfix.job.project import Project
 from smpfix.job.shell_launcher import SHELL_SUFFIX
@@ -58,7 +58,7 @@ class Workspace:
     def file_changed(self, path: str, text: Optional[str]) -> frozenset[str]:
         """A file's text changed (in the editor, or on disk): the paths to re-check the
         dependents of ("*": every open document)."""
-        if os.path.basename(path) == "pyproject.toml":
+        if os.path.basename(path) in CONFIG_FILE_NAMES:
             self.configurations.forget()
             self.launchers.forget()
             return frozenset({"*"})
