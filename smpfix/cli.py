@@ -331,6 +331,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         launchers=None
         if opts.get("no_launcher_search")
         else LauncherSearch.of(config, opts["exclude"]),
+        line_length=config.line_length,
     )
     fmt = opts["fmt"]
     problem = _output_option_problem(fmt, opts, list(paths) == ["-"])

@@ -32,7 +32,7 @@ def appended(source: str, *texts: str, limit: int = 100) -> str:
     assert type(statement) is cst.SimpleStatementLine
     small = statement.body[0]
     assert type(small) is cst.Assign
-    edit = AppendElement(small.value, texts, limit).resolve(Positions(module, source))
+    edit = AppendElement(small.value, texts).resolve(Positions(module, source, line_length=limit))
     return apply_edits(source, [edit])
 
 
@@ -85,7 +85,9 @@ def test_a_call_too_long_for_its_line_is_wrapped_one_argument_per_line() -> None
         ).body[0],
         cst.Assign,
     ).value
-    edit = AppendElement(call, ("drop_last=True",), 60).resolve(Positions(module, source))
+    edit = AppendElement(call, ("drop_last=True",)).resolve(
+        Positions(module, source, line_length=60)
+    )
     assert apply_edits(source, [edit]) == (
         "if True:\n"
         "    loader = DataLoader(\n"
@@ -107,7 +109,9 @@ def test_an_argument_rewritten_too_long_for_its_line_wraps_the_call() -> None:
         cst.Call,
     )
     text = "optimizer.optimizer if smp.state.cfg.fp16 else optimizer"
-    edit = ReplaceArgument(call, call.args[0].value, text, 60).resolve(Positions(module, source))
+    edit = ReplaceArgument(call, call.args[0].value, text).resolve(
+        Positions(module, source, line_length=60)
+    )
     assert apply_edits(source, [edit]) == (
         f"scheduler = StepLR(\n    {text},\n    step_size=1,\n)\n"
     )
@@ -134,7 +138,7 @@ def test_a_long_line_is_not_rewrapped_where_a_formatter_would_break_elsewhere(so
         cst.ensure_type(module.body[0], cst.SimpleStatementLine).body[0], cst.Assign
     ).value
     inner = cst.ensure_type(value, cst.Call).args[1].value if type(value) is cst.Call else value
-    edit = AppendElement(inner, ('"ddp": True',), 10).resolve(Positions(module, source))
+    edit = AppendElement(inner, ('"ddp": True',)).resolve(Positions(module, source, line_length=10))
     assert "\n" not in edit.content
 
 

@@ -62,7 +62,7 @@ class AppendElement:
     One line per element (the closing bracket on a line of its own, or elements below the
     opening bracket): each new element gets a line of its own, indented as the last element's
     line, with a trailing comma when the last element has one. All on one line: ``, text``
-    after the last element, unless the line would then be longer than ``limit`` and than the
+    after the last element, unless the line would then be longer than the line length and than the
     longest line of the file; then the elements are written one per line, one indentation
     step deeper than the line holding the opening bracket, as a formatter would. A container
     with a comment inside is never re-laid out.
@@ -70,7 +70,6 @@ class AppendElement:
 
     container: cst.CSTNode
     texts: tuple[str, ...]
-    limit: int = 100
 
     def resolve(self, positions: Positions) -> Edit:
         text = positions.text
@@ -94,7 +93,7 @@ class AppendElement:
             lines = "".join(f",{newline}{indent}{each}" for each in self.texts)
             return _edit(positions, last_end, last_end, lines)
         single = _edit(positions, last_end, last_end, "".join(f", {t}" for t in self.texts))
-        if not _must_wrap(positions, opening, closing, len(single.content), self.limit):
+        if not _must_wrap(positions, opening, closing, len(single.content)):
             return single
         parts = [text[slice(*positions.span(element))] for element in elements]
         return _one_per_line(positions, [*parts, *self.texts], opening, closing)
@@ -103,13 +102,12 @@ class AppendElement:
 @dataclass(frozen=True)
 class ReplaceArgument:
     """Replace ``node``, inside one of ``call``'s arguments, with ``text``; when that makes the
-    call's line longer than ``limit`` and than the longest line of the file, the call's
+    call's line longer than the line length and than the longest line of the file, the call's
     arguments are written one per line (as ``AppendElement`` does)."""
 
     call: cst.Call
     node: cst.CSTNode
     text: str
-    limit: int = 100
 
     def resolve(self, positions: Positions) -> Edit:
         start, end = positions.span(self.node)
@@ -117,7 +115,7 @@ class ReplaceArgument:
         if "\n" in self.text or not self.call.args:
             return plain
         opening, closing = _brackets(positions, self.call)
-        if not _must_wrap(positions, opening, closing, len(self.text) - (end - start), self.limit):
+        if not _must_wrap(positions, opening, closing, len(self.text) - (end - start)):
             return plain
         text, parts = positions.text, []
         for arg in self.call.args:
@@ -129,9 +127,10 @@ class ReplaceArgument:
         return _one_per_line(positions, parts, opening, closing)
 
 
-def _must_wrap(positions: Positions, opening: int, closing: int, growth: int, limit: int) -> bool:
+def _must_wrap(positions: Positions, opening: int, closing: int, growth: int) -> bool:
     """Whether brackets written on one line, growing by ``growth`` characters, go over the line
-    length (``limit``, or the longest line already in the file) and can be written one element
+    length (the configured one, ``positions.line_length``, or the longest line already in the
+    file) and can be written one element
     per line: not when they are inside another bracket of the line (a formatter would break
     the outermost one first, which is not this edit's to rewrite), nor around a comment."""
     line_number = positions.position(opening).line
@@ -139,7 +138,7 @@ def _must_wrap(positions: Positions, opening: int, closing: int, growth: int, li
         return False
     text = positions.text
     longest = max((len(each) for each in text.splitlines()), default=0)
-    if len(positions.line_text(line_number)) + growth <= max(limit, longest):
+    if len(positions.line_text(line_number)) + growth <= max(positions.line_length, longest):
         return False
     before = text[positions.line_span(line_number, line_number)[0] : opening]
     nested = sum(before.count(c) for c in "([{") != sum(before.count(c) for c in ")]}")

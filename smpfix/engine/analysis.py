@@ -47,6 +47,8 @@ class AnalysisOptions:
     project: Optional[Project] = None
     # Rules defined outside ``smpfix.rules`` (a test's probe, a plugin), run with the others.
     extra_rules: tuple[type[Rule], ...] = ()
+    # The line length fixes keep within (``line-length``; ``smpfix.base.edits``).
+    line_length: int = 100
 
 
 @dataclass(frozen=True)
@@ -64,15 +66,22 @@ class Analysis:
 
 
 class _LazyPositions:
-    def __init__(self, module: cst.Module, text: str, index: Optional[NodeIndex] = None) -> None:
+    def __init__(
+        self,
+        module: cst.Module,
+        text: str,
+        index: Optional[NodeIndex] = None,
+        line_length: int = 100,
+    ) -> None:
         self.module = module
         self.text = text
         self.index = index
+        self.line_length = line_length
         self._positions: Optional[Positions] = None
 
     def get(self) -> Positions:
         if self._positions is None:
-            self._positions = Positions(self.module, self.text, self.index)
+            self._positions = Positions(self.module, self.text, self.index, self.line_length)
         return self._positions
 
 
@@ -195,7 +204,7 @@ def analyze_module(
 def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) -> Analysis:
     path, text, facts = file.path, file.text, file.facts
     declared = (*options.declared_jobs, *project.declared_for(path))
-    positions = _LazyPositions(file.module, text, file.index)
+    positions = _LazyPositions(file.module, text, file.index, options.line_length)
     script_v2 = "this file imports torch.sagemaker" if facts.imports_smp_v2 else None
     # Whether ``--show-job`` shows this file's job: it imports SMP v1 or SMP v2.
     imports_either = facts.imports_smp or facts.imports_smp_v2
@@ -234,7 +243,9 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
             if helper.facts.imports_smp:
                 continue
             shown = helper.renamed(_shown_like(helper.path, path))
-            helper_positions = _LazyPositions(helper.module, helper.text, helper.index)
+            helper_positions = _LazyPositions(
+                helper.module, helper.text, helper.index, options.line_length
+            )
             with indexed(helper.module, helper.index):
                 found = _run_rules(
                     Program(shown, job, modules, (file,)), helper_positions, helper_rules

@@ -50,8 +50,11 @@ _KNOWN_KEYS = frozenset(
         "smp-version",
         "fail-on",
         "show-hints",
+        "line-length",
     }
 )
+# The line length fixes aim for when neither smpfix nor Ruff is configured with one.
+DEFAULT_LINE_LENGTH = 100
 # ``fail-on``'s values, least severe last (``Severity``).
 FAIL_ON_VALUES = ("error", "warning", "hint")
 
@@ -77,6 +80,8 @@ class Config:
     # (``--fail-on``, ``--show-hints``).
     fail_on: str = "warning"
     show_hints: bool = False
+    # The length fixes keep their lines within (``line-length``, else ``[tool.ruff]``'s).
+    line_length: int = DEFAULT_LINE_LENGTH
 
     @property
     def root(self) -> Path:
@@ -181,7 +186,7 @@ def load(path: Path) -> Config:
         raise ConfigError(f"{path}: [tool] must be a table")
     table = tool.get("smpfix")
     if table is None:
-        return Config(path=path)
+        return Config(path=path, line_length=_line_length({}, tool, path))
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.smpfix] must be a table")
     table = _with_lint_table(table, path)
@@ -243,7 +248,26 @@ def load(path: Path) -> Config:
         smp_version=None if smp_version is None else str(smp_version),
         fail_on=fail_on,
         show_hints=show_hints,
+        line_length=_line_length(table, tool, path),
     )
+
+
+def _line_length(table: Mapping[str, Any], tool: Mapping[str, Any], path: Path) -> int:
+    """``line-length`` in ``[tool.smpfix]``; else ``[tool.ruff] line-length`` of the same file
+    when it is a whole number (Ruff reports its own mistakes); else 100."""
+    own = table.get("line-length")
+    if own is not None:
+        if isinstance(own, bool) or not isinstance(own, int) or not 0 < own <= 1000:
+            raise ConfigError(
+                f"{path}: [tool.smpfix] line-length must be a whole number from 1 to 1000,"
+                f" not {own!r}"
+            )
+        return own
+    ruff = tool.get("ruff")
+    theirs = ruff.get("line-length") if isinstance(ruff, dict) else None
+    if isinstance(theirs, int) and not isinstance(theirs, bool) and 0 < theirs <= 1000:
+        return theirs
+    return DEFAULT_LINE_LENGTH
 
 
 # The keys ``[tool.smpfix.lint]`` may hold, as ``[tool.ruff.lint]`` holds Ruff's rule selection.

@@ -60,6 +60,8 @@ class RunOptions:
     # How launchers beyond the checked files are found (``smpfix.engine.launcher_index``);
     # None: only the launchers among the checked files count.
     launchers: Optional[LauncherSearch] = None
+    # The line length fixes keep within (``line-length`` of the configuration).
+    line_length: int = 100
 
     @property
     def fixing(self) -> bool:
@@ -74,7 +76,10 @@ def _analysis_options(path: str, options: RunOptions) -> AnalysisOptions:
         options.select, path, options.per_file_ignores, options.root, options.rule_names
     )
     return AnalysisOptions(
-        select=codes, declared_jobs=options.declared_jobs, project=options.project
+        select=codes,
+        declared_jobs=options.declared_jobs,
+        project=options.project,
+        line_length=options.line_length,
     )
 
 

@@ -152,5 +152,6 @@ def resolve(
         per_file_ignores=config.per_file_ignores,
         root=config.root,
         project=project_of(config),
+        line_length=config.line_length,
     )
     return DocumentSettings(options, config, tuple(problems))
