@@ -286,8 +286,13 @@ def _unused_suppressions(
     facts: FileFacts,
 ) -> list[Finding]:
     """SMP900: the file's suppression comments, judged once every other rule has reported."""
-    by_line = suppression.parse(text)
-    if not by_line:
+    by_line = dict(suppression.parse(text))
+    file_level, problems = suppression.parse_file_level(text, rule_codes())
+    if any(item.covers(unused_suppressions.CODE) for item in file_level):
+        return []  # ``ignore-file[SMP900]``: the file's comments are not judged
+    for item in file_level:
+        by_line[item.line] = (*by_line.get(item.line, ()), item)
+    if not by_line and not problems:
         return []
     failed = {error.code for error in own.errors if error.code is not None}
     use = unused_suppressions.suppression_use(
@@ -297,7 +302,10 @@ def _unused_suppressions(
         enabled=select - failed,
         imports_smp=facts.imports_smp,
     )
-    return unused_suppressions.unused_suppression_findings(text, path, by_line, use)
+    return [
+        *unused_suppressions.unused_suppression_findings(text, path, by_line, use),
+        *unused_suppressions.file_level_problem_findings(problems, path),
+    ]
 
 
 def _shown_like(helper: str, script: str) -> str:
@@ -352,6 +360,7 @@ def _run_rules(
         return Analysis(errors=tuple(errors), job=job, imports_smp=facts.imports_smp)
 
     by_line = suppression.parse(program.file.text)
+    file_level = suppression.parse_file_level(program.file.text, rule_codes())[0]
     findings: list[Finding] = []
     used: list[suppression.Suppression] = []
     used_codes: list[tuple[suppression.Suppression, str]] = []
@@ -369,7 +378,9 @@ def _run_rules(
             )
             continue
         lines = (finding.start.line, _statement_line(report.node, facts, positions.get()))
-        hit = suppression.find(by_line, finding.code, lines)
+        hit = suppression.find(by_line, finding.code, lines) or next(
+            (item for item in file_level if item.covers(finding.code)), None
+        )
         if hit is not None:
             used.append(hit)
             used_codes.append((hit, finding.code))
@@ -389,7 +400,7 @@ def _run_rules(
             imports_smp=facts.imports_smp,
         )
     findings.sort(key=lambda f: f.sort_key)
-    all_suppressions = tuple(item for items in by_line.values() for item in items)
+    all_suppressions = (*(item for items in by_line.values() for item in items), *file_level)
     return Analysis(
         tuple(findings),
         tuple(errors),
