@@ -17,7 +17,15 @@ import libcst as cst
 
 from smpfix.base import cpython, nesting
 from smpfix.base.edits import NodeEdit, ReplaceArgument, ReplaceNode, UnwrapIf
-from smpfix.base.findings import Applicability, FileError, Finding, Fix, JobFactUse, fit_title
+from smpfix.base.findings import (
+    Applicability,
+    Edit,
+    FileError,
+    Finding,
+    Fix,
+    JobFactUse,
+    fit_title,
+)
 from smpfix.base.flavour import Flavour
 from smpfix.base.positions import Positions
 from smpfix.base.walker import Ancestry, Dispatch, NodeIndex, active_index, indexed, walk
@@ -453,12 +461,7 @@ def _finding(
     start, end = positions.span(report.node)
     fix: Optional[Fix] = None
     if report.fix is not None:
-        edits = tuple(
-            sorted(
-                (edit.resolve(positions) for edit in report.fix.edits),
-                key=lambda e: (e.start, e.end),
-            )
-        )
+        edits = _resolved(report.fix.edits, positions)
         applicability, description = reviewed(
             report.fix.applicability,
             report.fix.description,
@@ -487,6 +490,24 @@ def _finding(
         explanation=explanation,
         evidence=(*report.evidence, *settings),
     )
+
+
+def _resolved(edits: Sequence[NodeEdit], positions: Positions) -> tuple[Edit, ...]:
+    """A fix's edits as text edits, in file order. A replacement may wrap the call around it
+    when its line grows too long (``smpfix.base.edits``); when two edits of one fix would then
+    overlap (two values rewritten in one call), the replacements are written unwrapped."""
+    resolved = sorted((edit.resolve(positions) for edit in edits), key=lambda e: (e.start, e.end))
+    if any(first.overlaps(second) for first, second in zip(resolved, resolved[1:])):
+        resolved = sorted(
+            (
+                edit.unwrapped(positions)
+                if type(edit) is ReplaceNode or type(edit) is ReplaceArgument
+                else edit.resolve(positions)
+                for edit in edits
+            ),
+            key=lambda e: (e.start, e.end),
+        )
+    return tuple(resolved)
 
 
 def _comments_on_rewrites(
