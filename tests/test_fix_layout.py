@@ -322,7 +322,7 @@ def stale_comments(old: str, new: str) -> list[str]:
     above ``partial=False`` rewritten to ``partial=True``). Directives (``noqa``,
     ``smpfix:``, ``type:``, the fixtures' ``expect:``) are not prose."""
     before, after = old.splitlines(), new.splitlines()
-    old_comments, old_words = _comments_and_words(old)
+    _, old_words = _comments_and_words(old)
     new_comments, new_words = _comments_and_words(new)
     stale = []
     matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
