@@ -290,9 +290,9 @@ def _watch(paths: Sequence[str], **opts: Any) -> int:
 
     Each check is a whole ``_check`` with the result cache: an unchanged file is a cache hit,
     and a file whose launcher or configuration changed is not (its job is part of its cache
-    key), so what is analyzed again is what changed and what depends on it. A check that
-    writes fixes (``--apply``) looks at the files after it wrote them, so its own writes
-    start no further check."""
+    key), so what is analyzed again is what changed and what depends on it. The files are
+    looked at before each check, so an edit made while it runs is not missed; the fixes a
+    check writes (``--apply``) start one more check, which finds nothing left to write."""
     problem = _watch_problem(paths, opts)
     if problem:
         return _usage_error(problem)
@@ -308,8 +308,6 @@ def _watch(paths: Sequence[str], **opts: Any) -> int:
             before = watch.states(watched.files())
             _check(paths, **opts)
             watched = _watched_set(paths, opts)  # the configuration may have changed
-            if opts["apply"]:
-                before = watch.states(watched.files())
             click.echo(f"[{_now()}] Watching for file changes.", err=True)
             found = watch.wait_for_change(watched, before)
             header = f"File change detected: {watch.shown(found)}"

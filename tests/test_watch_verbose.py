@@ -153,3 +153,29 @@ def test_verbose_says_what_the_run_decided(tmp_path: Path) -> None:
     quiet = run_cli("check", ".", cwd=tmp_path)
     assert "[DEBUG]" not in quiet.stderr
     assert quiet.stdout == first.stdout
+
+
+def test_watch_with_apply_fixes_each_change_then_settles(tmp_path: Path) -> None:
+    script = _project(tmp_path)
+    err = tmp_path / "err.txt"
+    with err.open("wb") as stderr:
+        process = subprocess.Popen(
+            [*smpfix_command(), "check", "--watch", "--apply", "src"],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+        try:
+            _wait_for(err, "Watching for file changes.", 1)
+            script.write_text(HEADER + GUARD, encoding="utf-8")
+            # The change, then the fix smpfix wrote: a second check finds nothing to write.
+            _wait_for(err, "Watching for file changes.", 3)
+            time.sleep(2)
+            assert err.read_text(encoding="utf-8").count("Watching for file changes.") == 3
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=60) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert "smp.rdp_rank() == 0" in script.read_text(encoding="utf-8")
