@@ -1,3 +1,3 @@
 """smpfix: find and fix misuses of SageMaker's model parallelism library (v1) before launch."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

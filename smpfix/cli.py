@@ -189,6 +189,18 @@ def main() -> None:
         " given files, the settings of each and where each value came from."
     ),
 )
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Check, then check again whenever a checked file, a launcher or the configuration"
+    " changes, until Ctrl-C.",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Debug output on stderr: configuration, files, cache, launchers, timings.",
+)
 @click.option("--workers", type=int, default=0, help="Worker processes (default: all cores).")
 @click.option(
     "--no-launcher-search",
@@ -234,10 +246,16 @@ def check(
     show_files: bool = False,
     show_settings: bool = False,
     show_fixes: bool = False,
+    watch: bool = False,
+    verbose: bool = False,
 ) -> None:
     """Check PATHS (files, directories, or - for stdin); the default command."""
+    if verbose:
+        from smpfix.engine import verbose as debug_output
+
+        debug_output.enable()
     try:
-        code = _check(
+        code = (_watch if watch else _check)(
             paths or (".",),
             apply=apply,
             unsafe_fixes=unsafe_fixes,
@@ -273,6 +291,77 @@ def check(
     sys.exit(code)
 
 
+def _watch(paths: Sequence[str], **opts: Any) -> int:
+    """``--watch``: check, then check again after each change, until Ctrl-C (exit 0).
+
+    Each check is a whole ``_check`` with the result cache: an unchanged file is a cache hit,
+    and a file whose launcher or configuration changed is not (its job is part of its cache
+    key), so what is analyzed again is what changed and what depends on it. The files are
+    looked at before each check, so an edit made while it runs is not missed; the fixes a
+    check writes (``--apply``) start one more check, which finds nothing left to write."""
+    problem = _watch_problem(paths, opts)
+    if problem:
+        return _usage_error(problem)
+    from smpfix.engine import watch
+
+    watched = _watched_set(paths, opts)
+    header = "Starting smpfix in watch mode..."
+    try:
+        while True:
+            if sys.stdout.isatty():
+                click.clear()
+            click.echo(f"[{_now()}] {header}", err=True)
+            before = watch.states(watched.files())
+            _check(paths, **opts)
+            watched = _watched_set(paths, opts)  # the configuration may have changed
+            click.echo(f"[{_now()}] Watching for file changes.", err=True)
+            found = watch.wait_for_change(watched, before)
+            header = f"File change detected: {watch.shown(found)}"
+    except KeyboardInterrupt:
+        return EXIT_CLEAN
+
+
+def _now() -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _watch_problem(paths: Sequence[str], opts: Any) -> Optional[str]:
+    """Why ``--watch`` cannot be combined with the other options, or None."""
+    if "-" in paths:
+        return "--watch re-checks files when they change; it cannot read from stdin"
+    for option, name in (
+        ("add_noqa", "--add-noqa"),
+        ("show_files", "--show-files"),
+        ("show_settings", "--show-settings"),
+    ):
+        if opts.get(option):
+            return f"--watch cannot be combined with {name}, which checks nothing"
+    return None
+
+
+def _watched_set(paths: Sequence[str], opts: Any) -> Any:
+    """The files the next check depends on (``smpfix.engine.watch``); the defaults when the
+    configuration cannot be read (the check says why, and a fix of it is a change)."""
+    from smpfix.engine.config import Config, ConfigError, resolve
+    from smpfix.engine.watch import WatchedSet
+
+    try:
+        config = resolve(list(paths), opts["config_path"])
+    except ConfigError:
+        config = Config()
+    return WatchedSet(
+        paths=tuple(paths),
+        exclude=(*config.exclude, *opts["exclude"]),
+        root=config.root,
+        respect_gitignore=config.respect_gitignore,
+        launchers=config.launchers,
+        search_launchers=not opts.get("no_launcher_search"),
+        config_path=opts["config_path"],
+    )
+
+
 def _usage_error(message: str) -> int:
     click.echo(f"smpfix: error: {message}", err=True)
     return EXIT_ERROR
@@ -306,6 +395,14 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         cli_job = _cli_job(opts["job_settings"])
     except ConfigError as exc:
         return _usage_error(str(exc))
+    from smpfix.engine import verbose
+
+    verbose.debug(
+        "config",
+        f"using the configuration in {config.path}"
+        if config.path is not None
+        else "no configuration file found; using the defaults",
+    )
     # Each file takes its closest configuration; ``--config`` names one for all, as in Ruff.
     tree = ConfigTree(explicit=config if opts["config_path"] is not None else None)
     overlay = Overlay(
@@ -342,6 +439,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
         launchers=None
         if opts.get("no_launcher_search")
         else LauncherSearch.of(config, opts["exclude"]),
+        line_length=config.line_length,
     )
     fmt = opts["fmt"]
     problem = _output_option_problem(fmt, opts, list(paths) == ["-"])
@@ -393,11 +491,17 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     excluder = TreeExcluder(tree, opts["exclude"], config.root)
     missing = [p for p in paths if p != "-" and not os.path.exists(p) and not os.path.islink(p)]
     tasks = [DiscoveredFile(p, explicit=True) for p in missing]
-    tasks += list(
-        discover(
-            [p for p in paths if p not in missing and p != "-"], excluder, config.respect_gitignore
+    with verbose.timed("discovery", "finding the files to check"):
+        tasks += list(
+            discover(
+                [p for p in paths if p not in missing and p != "-"],
+                excluder,
+                config.respect_gitignore,
+            )
         )
-    )
+    if verbose.enabled():
+        for task in tasks:
+            verbose.debug("discovery", f"found {task.path}")
     if output_file is not None and any(_same_file(output_file, task.path) for task in tasks):
         return _usage_error(_CHECKED_OUTPUT.format(output_file))
     if opts.get("show_files"):
@@ -413,7 +517,7 @@ def _check(paths: Sequence[str], **opts: Any) -> int:
     show_bar = wanted(
         len(tasks), fmt in MACHINE_FORMATS or bool(opts.get("add_noqa")), opts["quiet"], sys.stderr
     )
-    with progress_bar(len(tasks), show_bar) as advance:
+    with progress_bar(len(tasks), show_bar) as advance, verbose.timed("check", "the check"):
         results = list(run(tasks, options, on_result=advance))
     from smpfix.engine.job_table import check_job_table
 

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import ast
 import difflib
+import io
+import re
 import shutil
+import tempfile
+import tokenize
 from pathlib import Path
 
 import libcst as cst
 import pytest
 from conftest import run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from smpfix.api import check_source, fix_source
 from smpfix.base.edits import AppendElement, DeleteStatementLines, ReplaceArgument
@@ -32,7 +38,7 @@ def appended(source: str, *texts: str, limit: int = 100) -> str:
     assert type(statement) is cst.SimpleStatementLine
     small = statement.body[0]
     assert type(small) is cst.Assign
-    edit = AppendElement(small.value, texts, limit).resolve(Positions(module, source))
+    edit = AppendElement(small.value, texts).resolve(Positions(module, source, line_length=limit))
     return apply_edits(source, [edit])
 
 
@@ -85,7 +91,9 @@ def test_a_call_too_long_for_its_line_is_wrapped_one_argument_per_line() -> None
         ).body[0],
         cst.Assign,
     ).value
-    edit = AppendElement(call, ("drop_last=True",), 60).resolve(Positions(module, source))
+    edit = AppendElement(call, ("drop_last=True",)).resolve(
+        Positions(module, source, line_length=60)
+    )
     assert apply_edits(source, [edit]) == (
         "if True:\n"
         "    loader = DataLoader(\n"
@@ -107,7 +115,9 @@ def test_an_argument_rewritten_too_long_for_its_line_wraps_the_call() -> None:
         cst.Call,
     )
     text = "optimizer.optimizer if smp.state.cfg.fp16 else optimizer"
-    edit = ReplaceArgument(call, call.args[0].value, text, 60).resolve(Positions(module, source))
+    edit = ReplaceArgument(call, call.args[0].value, text).resolve(
+        Positions(module, source, line_length=60)
+    )
     assert apply_edits(source, [edit]) == (
         f"scheduler = StepLR(\n    {text},\n    step_size=1,\n)\n"
     )
@@ -134,7 +144,7 @@ def test_a_long_line_is_not_rewrapped_where_a_formatter_would_break_elsewhere(so
         cst.ensure_type(module.body[0], cst.SimpleStatementLine).body[0], cst.Assign
     ).value
     inner = cst.ensure_type(value, cst.Call).args[1].value if type(value) is cst.Call else value
-    edit = AppendElement(inner, ('"ddp": True',), 10).resolve(Positions(module, source))
+    edit = AppendElement(inner, ('"ddp": True',)).resolve(Positions(module, source, line_length=10))
     assert "\n" not in edit.content
 
 
@@ -241,3 +251,188 @@ def test_applying_every_fix_keeps_lines_short_blank_lines_and_valid_code(
         assert long_lines == [], f"{name}: lines over {limit} characters"
         assert _blank_lines_removed(old.splitlines(), new.splitlines()) == [], name
         ast.parse(new, str(name))
+
+
+def _replaced(source: str, code: str, text: str, limit: int) -> str:
+    """``source`` after replacing the first node written ``code`` with ``text``."""
+    from smpfix.base.edits import ReplaceNode
+    from smpfix.base.walker import indexed
+
+    module = cst.parse_module(source)
+    with indexed(module, None) as index:
+        node = next(n for n in index.order if module.code_for_node(n) == code)
+        edit = ReplaceNode(node, text).resolve(Positions(module, source, index, limit))
+    return apply_edits(source, [edit])
+
+
+def test_a_replacement_too_long_for_its_line_wraps_the_outermost_call_of_the_line() -> None:
+    source = "if ok:\n    smp.save(state, path, partial=False)  # the last one\n"
+    assert _replaced(source, "False", "True if args.sharded else False", 50) == (
+        "if ok:\n"
+        "    smp.save(\n"
+        "        state,\n"
+        "        path,\n"
+        "        partial=True if args.sharded else False,\n"
+        "    )  # the last one\n"
+    )
+    assert _replaced(source, "False", "True", 50) == source.replace("False", "True")
+
+
+def test_a_replaced_function_name_too_long_for_its_line_is_kept_when_the_call_wraps() -> None:
+    source = "scaler = GradScaler(enabled=True)\n"
+    assert _replaced(source, "GradScaler", "smp.amp.GradScaler", 36) == (
+        "scaler = smp.amp.GradScaler(\n    enabled=True,\n)\n"
+    )
+
+
+def test_a_call_written_in_place_of_a_name_is_wrapped_when_too_long() -> None:
+    source = "model = net\n"
+    assert _replaced(source, "net", "smp.DistributedModel(net, trace_device='cpu')", 40) == (
+        "model = smp.DistributedModel(\n    net,\n    trace_device='cpu',\n)\n"
+    )
+    nested = "p = {'m': f(net)}\n"
+    assert _replaced(nested, "net", "g(net, trace_device='cpu')", 20) == (
+        "p = {'m': f(g(net, trace_device='cpu'))}\n"
+    ), "a formatter would break the dict first, which is not this edit's to rewrite"
+
+
+# -- Properties over the realistic projects ---------------------------------------------------
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9][0-9._]*")
+_DIRECTIVE = re.compile(r"#\s*(?:noqa|smpfix:|type:|expect:|pragma|fmt:)", re.IGNORECASE)
+
+
+def _comments_and_words(text: str) -> tuple[dict[int, str], dict[int, set[str]]]:
+    """Per line (from 1): its comment, and the names and numbers of its code."""
+    comments: dict[int, str] = {}
+    words: dict[int, set[str]] = {}
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        line = token.start[0]
+        if token.type == tokenize.COMMENT:
+            comments[line] = token.string
+        elif token.type in (tokenize.NAME, tokenize.NUMBER):
+            words.setdefault(line, set()).add(token.string)
+    return comments, words
+
+
+def stale_comments(old: str, new: str) -> list[str]:
+    """Comments a change leaves stale, checkably: a comment on a changed line, or on the comment
+    lines directly above it, that is still there after the change and names as a whole word a
+    name or value the change removed from those lines (``# partial=False: one file per rank``
+    above ``partial=False`` rewritten to ``partial=True``). Directives (``noqa``,
+    ``smpfix:``, ``type:``, the fixtures' ``expect:``) are not prose."""
+    before, after = old.splitlines(), new.splitlines()
+    _, old_words = _comments_and_words(old)
+    new_comments, new_words = _comments_and_words(new)
+    stale = []
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    for tag, b1, b2, a1, a2 in matcher.get_opcodes():
+        if tag != "replace":
+            continue  # an insertion removes nothing; a deleted statement takes its comments
+        removed = set().union(*(old_words.get(n, set()) for n in range(b1 + 1, b2 + 1)))
+        removed -= set().union(*(new_words.get(n, set()) for n in range(a1 + 1, a2 + 1)))
+        kept = [new_comments[n] for n in range(a1 + 1, a2 + 1) if n in new_comments]
+        above = b1
+        while above >= 1 and before[above - 1].lstrip().startswith("#"):
+            kept.append(before[above - 1].strip())
+            above -= 1
+        for comment in kept:
+            if _DIRECTIVE.match(comment):
+                continue
+            named = [word for word in removed if re.search(rf"\b{re.escape(word)}\b", comment)]
+            if named:
+                stale.append(f"{comment!r} names {', '.join(sorted(named))}")
+    return stale
+
+
+def test_a_comment_naming_the_replaced_value_is_stale_and_others_are_not() -> None:
+    old = "# partial=False: one file with the whole model\nsmp.save(m, p, partial=False)\n"
+    assert stale_comments(old, old.replace("partial=False)", "partial=True)")) == [
+        "'# partial=False: one file with the whole model' names False"
+    ]
+    assert stale_comments(old, "# one file per rank\nsmp.save(m, p, partial=True)\n") == []
+    quiet = "# save the weights\nsmp.save(m, p, partial=False)  # expect: SMP303\n"
+    assert stale_comments(quiet, quiet.replace("False", "True")) == []
+
+
+def _configured_copy(project: Path, folder: Path, line_length: int) -> Path:
+    copy = folder / project.name
+    shutil.copytree(project, copy)
+    (copy / "pyproject.toml").write_text(
+        f"[tool.smpfix]\nline-length = {line_length}\n", encoding="utf-8"
+    )
+    return copy
+
+
+FAMILIES = ("SMP0", "SMP1", "SMP2", "SMP3", "SMP4", "SMP5", "SMP6", "SMP7", "SMP8", "SMP9")
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    project=st.sampled_from(PROJECTS),
+    line_length=st.sampled_from([60, 79, 88, 100, 120]),
+    families=st.sets(st.sampled_from(FAMILIES), min_size=1),
+)
+def test_any_subset_of_fixes_keeps_lines_within_the_configured_length(
+    project: Path, line_length: int, families: set
+) -> None:
+    """Every fix of some rule families (unsafe ones and hints included) in a realistic project
+    under some ``line-length``: no line longer than the longest already in its file or that
+    length, and code that parses."""
+    with tempfile.TemporaryDirectory() as folder:
+        copy = _configured_copy(project, Path(folder), line_length)
+        before = {path: path.read_text(encoding="utf-8") for path in copy.rglob("*.py")}
+        run_cli(
+            "check", "--apply", "--unsafe-fixes", "--show-hints", "--no-cache",
+            "--select", ",".join(sorted(families)), ".", cwd=copy,
+        )  # fmt: skip
+        for path, old in before.items():
+            new = path.read_text(encoding="utf-8")
+            if new == old:
+                continue
+            limit = max([line_length, *(len(line) for line in old.splitlines())])
+            long_lines = [line for line in new.splitlines() if len(line) > limit]
+            assert long_lines == [], f"{path.relative_to(copy)}: lines over {limit} characters"
+            ast.parse(new, str(path))
+
+
+def _with_planted_comments(old: str, new: str) -> str:
+    """``old`` with a comment above the first line of each change from ``old`` to ``new`` that
+    names what the change removes (``# uses dp_rank``), as a person explaining the code might."""
+    before, after = old.splitlines(keepends=True), new.splitlines()
+    _, old_words = _comments_and_words(old)
+    _, new_words = _comments_and_words(new)
+    planted: dict[int, str] = {}
+    matcher = difflib.SequenceMatcher(None, old.splitlines(), after, autojunk=False)
+    for tag, b1, b2, a1, a2 in matcher.get_opcodes():
+        if tag != "replace":
+            continue
+        removed = set().union(*(old_words.get(n, set()) for n in range(b1 + 1, b2 + 1)))
+        removed -= set().union(*(new_words.get(n, set()) for n in range(a1 + 1, a2 + 1)))
+        if removed:
+            line = before[b1]
+            indent = line[: len(line) - len(line.lstrip(" \t"))]
+            planted[b1] = f"{indent}# uses {' '.join(sorted(removed))}\n"
+    return "".join(planted.get(n, "") + line for n, line in enumerate(before))
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=lambda p: p.name)
+def test_no_safe_fix_leaves_a_stale_comment(project: Path, tmp_path: Path) -> None:
+    """``--apply --show-hints`` (every safe fix, hints included) over a realistic project leaves
+    no comment naming what a fix removed from the line it is on or above: a fix tied to such a
+    comment is unsafe, so it is not applied. Checked on the project as it is, and again with a
+    comment planted above every line a safe fix rewrites, naming what the fix removes."""
+    copy = _configured_copy(project, tmp_path / "as-is", 100)
+    before = {path: path.read_text(encoding="utf-8") for path in copy.rglob("*.py")}
+    run_cli("check", "--apply", "--show-hints", "--no-cache", ".", cwd=copy)
+    planted = _configured_copy(project, tmp_path / "planted", 100)
+    planted_before = {}
+    for path, old in before.items():
+        new = path.read_text(encoding="utf-8")
+        assert stale_comments(old, new) == [], path
+        twin = planted / path.relative_to(copy)
+        twin.write_text(_with_planted_comments(old, new), encoding="utf-8")
+        planted_before[twin] = twin.read_text(encoding="utf-8")
+    run_cli("check", "--apply", "--show-hints", "--no-cache", ".", cwd=planted)
+    for path, old in planted_before.items():
+        assert stale_comments(old, path.read_text(encoding="utf-8")) == [], path

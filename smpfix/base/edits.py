@@ -9,25 +9,116 @@ indentation of its block.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Optional, Union
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from smpfix.base.findings import Edit
 from smpfix.base.positions import Positions
+from smpfix.base.walker import active_index
 
 
 @dataclass(frozen=True)
 class ReplaceNode:
-    """Replace the code of ``node`` (without the whitespace around it) with ``text``."""
+    """Replace the code of ``node`` (without the whitespace around it) with ``text``.
+
+    When that makes its line longer than the line length and than the longest line of the
+    file, the line is wrapped as a formatter would: the outermost call of the line holding
+    ``node`` (or, outside any call, the call ``text`` writes) gets one argument per line with
+    a trailing comma, one indentation step deeper than its line (``_must_wrap`` says when
+    brackets cannot be wrapped so; the line then stays long).
+    """
 
     node: cst.CSTNode
     text: str
 
-    def resolve(self, positions: Positions) -> Edit:
+    def unwrapped(self, positions: Positions) -> Edit:
+        """The replacement alone, never wrapped: for a fix whose other edits rewrite the same
+        line (two wrapped calls would overlap)."""
         start, end = positions.span(self.node)
         return _edit(positions, start, end, self.text)
+
+    def resolve(self, positions: Positions) -> Edit:
+        start, end = positions.span(self.node)
+        plain = _edit(positions, start, end, self.text)
+        if "\n" in self.text or "\n" in positions.text[start:end]:
+            return plain
+        growth = len(self.text) - (end - start)
+        call = _outermost_call(positions, self.node)
+        if call is not None and call.args:
+            opening, closing = _brackets(positions, call)
+            if not _must_wrap(positions, opening, closing, growth):
+                return plain
+            text, parts = positions.text, []
+            for arg in call.args:
+                first, last = positions.span(arg)
+                if first <= start and end <= last:
+                    parts.append(text[first:start] + self.text + text[end:last])
+                else:
+                    parts.append(text[first:last])
+            wrapped = _one_per_line(positions, parts, opening, closing)
+            if end <= opening:  # ``node`` is (in) the called function: rewrite it too
+                head = self.text + text[end : opening + 1]
+                return _edit(positions, start, closing, head + wrapped.content)
+            return wrapped
+        return _wrapped_replacement(positions, start, end, self.text, growth) or plain
+
+
+def _outermost_call(positions: Positions, node: cst.CSTNode) -> Optional[cst.Call]:
+    """The outermost call around ``node`` written on ``node``'s line (brackets included), in
+    the tree being analyzed; None when there is none or the tree has no index."""
+    index = active_index(positions.module)
+    at = index.positions.get(id(node)) if index is not None else None
+    if index is None or at is None or index.order[at] is not node:
+        return None
+    line = positions.position(positions.span(node)[0]).line
+    found: Optional[cst.Call] = None
+    parents = index.parents
+    at = parents[at]
+    while at >= 0:
+        parent = index.order[at]
+        if isinstance(parent, cst.BaseStatement):
+            break
+        if type(parent) is cst.Call:
+            first, last = positions.span(parent)
+            if positions.position(first).line != line or positions.position(last).line != line:
+                break
+            found = parent
+        at = parents[at]
+    return found
+
+
+def _wrapped_replacement(
+    positions: Positions, start: int, end: int, text: str, growth: int
+) -> Optional[Edit]:
+    """``text``, a call, written one argument per line in place of ``start:end``, when the
+    line would be too long and the call would be the line's outermost bracket; else None."""
+    try:
+        call = cst.parse_expression(text)
+    except Exception:  # not an expression on its own (a keyword argument, an operator)
+        return None
+    if type(call) is not cst.Call or not call.args or "#" in text:
+        return None
+    line_number = positions.position(start).line
+    line = positions.line_text(line_number)
+    longest = max((len(each) for each in positions.text.splitlines()), default=0)
+    if len(line) + growth <= max(positions.line_length, longest):
+        return None
+    before = positions.text[positions.line_span(line_number, line_number)[0] : start]
+    if sum(before.count(c) for c in "([{") != sum(before.count(c) for c in ")]}"):
+        return None
+    outer = line[: len(line) - len(line.lstrip(" \t"))]
+    indent = outer + ("\t" if outer.startswith("\t") else "    ")
+    newline = _newline_of(positions.text)
+    empty = cst.Module([])
+    arguments = "".join(
+        f"{newline}{indent}"
+        f"{empty.code_for_node(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)).strip()},"
+        for arg in call.args
+    )
+    head = empty.code_for_node(call.func)
+    return _edit(positions, start, end, f"{head}({arguments}{newline}{outer})")
 
 
 @dataclass(frozen=True)
@@ -62,7 +153,7 @@ class AppendElement:
     One line per element (the closing bracket on a line of its own, or elements below the
     opening bracket): each new element gets a line of its own, indented as the last element's
     line, with a trailing comma when the last element has one. All on one line: ``, text``
-    after the last element, unless the line would then be longer than ``limit`` and than the
+    after the last element, unless the line would then be longer than the line length and than the
     longest line of the file; then the elements are written one per line, one indentation
     step deeper than the line holding the opening bracket, as a formatter would. A container
     with a comment inside is never re-laid out.
@@ -70,7 +161,6 @@ class AppendElement:
 
     container: cst.CSTNode
     texts: tuple[str, ...]
-    limit: int = 100
 
     def resolve(self, positions: Positions) -> Edit:
         text = positions.text
@@ -94,7 +184,7 @@ class AppendElement:
             lines = "".join(f",{newline}{indent}{each}" for each in self.texts)
             return _edit(positions, last_end, last_end, lines)
         single = _edit(positions, last_end, last_end, "".join(f", {t}" for t in self.texts))
-        if not _must_wrap(positions, opening, closing, len(single.content), self.limit):
+        if not _must_wrap(positions, opening, closing, len(single.content)):
             return single
         parts = [text[slice(*positions.span(element))] for element in elements]
         return _one_per_line(positions, [*parts, *self.texts], opening, closing)
@@ -103,13 +193,17 @@ class AppendElement:
 @dataclass(frozen=True)
 class ReplaceArgument:
     """Replace ``node``, inside one of ``call``'s arguments, with ``text``; when that makes the
-    call's line longer than ``limit`` and than the longest line of the file, the call's
+    call's line longer than the line length and than the longest line of the file, the call's
     arguments are written one per line (as ``AppendElement`` does)."""
 
     call: cst.Call
     node: cst.CSTNode
     text: str
-    limit: int = 100
+
+    def unwrapped(self, positions: Positions) -> Edit:
+        """The replacement alone, never wrapped (as ``ReplaceNode.unwrapped``)."""
+        start, end = positions.span(self.node)
+        return _edit(positions, start, end, self.text)
 
     def resolve(self, positions: Positions) -> Edit:
         start, end = positions.span(self.node)
@@ -117,7 +211,7 @@ class ReplaceArgument:
         if "\n" in self.text or not self.call.args:
             return plain
         opening, closing = _brackets(positions, self.call)
-        if not _must_wrap(positions, opening, closing, len(self.text) - (end - start), self.limit):
+        if not _must_wrap(positions, opening, closing, len(self.text) - (end - start)):
             return plain
         text, parts = positions.text, []
         for arg in self.call.args:
@@ -129,9 +223,10 @@ class ReplaceArgument:
         return _one_per_line(positions, parts, opening, closing)
 
 
-def _must_wrap(positions: Positions, opening: int, closing: int, growth: int, limit: int) -> bool:
+def _must_wrap(positions: Positions, opening: int, closing: int, growth: int) -> bool:
     """Whether brackets written on one line, growing by ``growth`` characters, go over the line
-    length (``limit``, or the longest line already in the file) and can be written one element
+    length (the configured one, ``positions.line_length``, or the longest line already in the
+    file) and can be written one element
     per line: not when they are inside another bracket of the line (a formatter would break
     the outermost one first, which is not this edit's to rewrite), nor around a comment."""
     line_number = positions.position(opening).line
@@ -139,7 +234,7 @@ def _must_wrap(positions: Positions, opening: int, closing: int, growth: int, li
         return False
     text = positions.text
     longest = max((len(each) for each in text.splitlines()), default=0)
-    if len(positions.line_text(line_number)) + growth <= max(limit, longest):
+    if len(positions.line_text(line_number)) + growth <= max(positions.line_length, longest):
         return False
     before = text[positions.line_span(line_number, line_number)[0] : opening]
     nested = sum(before.count(c) for c in "([{") != sum(before.count(c) for c in ")]}")

@@ -122,9 +122,18 @@ class Positions:
     then costs the code generation of one statement, not of the file.
     """
 
-    def __init__(self, module: cst.Module, text: str, index: Optional[NodeIndex] = None) -> None:
+    def __init__(
+        self,
+        module: cst.Module,
+        text: str,
+        index: Optional[NodeIndex] = None,
+        line_length: int = 100,
+    ) -> None:
         self.module = module  # keeps every node alive, so the ids below stay unique
         self.text = text
+        # The line length the fixes resolved against these positions keep within
+        # (``line-length`` of the configuration; ``smpfix.base.edits``).
+        self.line_length = line_length
         self.line_starts = _line_starts(text)
         self._index = index if index is not None and index.root is module else None
         self._whole: Optional[_Recorded] = None

@@ -17,7 +17,15 @@ import libcst as cst
 
 from smpfix.base import cpython, nesting
 from smpfix.base.edits import NodeEdit, ReplaceArgument, ReplaceNode, UnwrapIf
-from smpfix.base.findings import Applicability, FileError, Finding, Fix, JobFactUse, fit_title
+from smpfix.base.findings import (
+    Applicability,
+    Edit,
+    FileError,
+    Finding,
+    Fix,
+    JobFactUse,
+    fit_title,
+)
 from smpfix.base.flavour import Flavour
 from smpfix.base.positions import Positions
 from smpfix.base.walker import Ancestry, Dispatch, NodeIndex, active_index, indexed, walk
@@ -47,6 +55,8 @@ class AnalysisOptions:
     project: Optional[Project] = None
     # Rules defined outside ``smpfix.rules`` (a test's probe, a plugin), run with the others.
     extra_rules: tuple[type[Rule], ...] = ()
+    # The line length fixes keep within (``line-length``; ``smpfix.base.edits``).
+    line_length: int = 100
 
 
 @dataclass(frozen=True)
@@ -64,15 +74,22 @@ class Analysis:
 
 
 class _LazyPositions:
-    def __init__(self, module: cst.Module, text: str, index: Optional[NodeIndex] = None) -> None:
+    def __init__(
+        self,
+        module: cst.Module,
+        text: str,
+        index: Optional[NodeIndex] = None,
+        line_length: int = 100,
+    ) -> None:
         self.module = module
         self.text = text
         self.index = index
+        self.line_length = line_length
         self._positions: Optional[Positions] = None
 
     def get(self) -> Positions:
         if self._positions is None:
-            self._positions = Positions(self.module, self.text, self.index)
+            self._positions = Positions(self.module, self.text, self.index, self.line_length)
         return self._positions
 
 
@@ -213,7 +230,7 @@ def analyze_module(
 def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) -> Analysis:
     path, text, facts = file.path, file.text, file.facts
     declared = (*options.declared_jobs, *project.declared_for(path))
-    positions = _LazyPositions(file.module, text, file.index)
+    positions = _LazyPositions(file.module, text, file.index, options.line_length)
     script_v2 = "this file imports torch.sagemaker" if facts.imports_smp_v2 else None
     # Whether ``--show-job`` shows this file's job: it imports SMP v1 or SMP v2.
     imports_either = facts.imports_smp or facts.imports_smp_v2
@@ -252,7 +269,9 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
             if helper.facts.imports_smp:
                 continue
             shown = helper.renamed(_shown_like(helper.path, path))
-            helper_positions = _LazyPositions(helper.module, helper.text, helper.index)
+            helper_positions = _LazyPositions(
+                helper.module, helper.text, helper.index, options.line_length
+            )
             with indexed(helper.module, helper.index):
                 found = _run_rules(
                     Program(shown, job, modules, (file,)), helper_positions, helper_rules
@@ -293,8 +312,13 @@ def _unused_suppressions(
     facts: FileFacts,
 ) -> list[Finding]:
     """SMP900: the file's suppression comments, judged once every other rule has reported."""
-    by_line = suppression.parse(text)
-    if not by_line:
+    by_line = dict(suppression.parse(text))
+    file_level, problems = suppression.parse_file_level(text, rule_codes())
+    if any(item.covers(unused_suppressions.CODE) for item in file_level):
+        return []  # ``ignore-file[SMP900]``: the file's comments are not judged
+    for item in file_level:
+        by_line[item.line] = (*by_line.get(item.line, ()), item)
+    if not by_line and not problems:
         return []
     failed = {error.code for error in own.errors if error.code is not None}
     use = unused_suppressions.suppression_use(
@@ -304,7 +328,10 @@ def _unused_suppressions(
         enabled=select - failed,
         imports_smp=facts.imports_smp,
     )
-    return unused_suppressions.unused_suppression_findings(text, path, by_line, use)
+    return [
+        *unused_suppressions.unused_suppression_findings(text, path, by_line, use),
+        *unused_suppressions.file_level_problem_findings(problems, path),
+    ]
 
 
 def _shown_like(helper: str, script: str) -> str:
@@ -359,6 +386,7 @@ def _run_rules(
         return Analysis(errors=tuple(errors), job=job, imports_smp=facts.imports_smp)
 
     by_line = suppression.parse(program.file.text)
+    file_level = suppression.parse_file_level(program.file.text, rule_codes())[0]
     findings: list[Finding] = []
     used: list[suppression.Suppression] = []
     used_codes: list[tuple[suppression.Suppression, str]] = []
@@ -376,7 +404,9 @@ def _run_rules(
             )
             continue
         lines = (finding.start.line, _statement_line(report.node, facts, positions.get()))
-        hit = suppression.find(by_line, finding.code, lines)
+        hit = suppression.find(by_line, finding.code, lines) or next(
+            (item for item in file_level if item.covers(finding.code)), None
+        )
         if hit is not None:
             used.append(hit)
             used_codes.append((hit, finding.code))
@@ -396,7 +426,7 @@ def _run_rules(
             imports_smp=facts.imports_smp,
         )
     findings.sort(key=lambda f: f.sort_key)
-    all_suppressions = tuple(item for items in by_line.values() for item in items)
+    all_suppressions = (*(item for items in by_line.values() for item in items), *file_level)
     return Analysis(
         tuple(findings),
         tuple(errors),
@@ -449,12 +479,7 @@ def _finding(
     start, end = positions.span(report.node)
     fix: Optional[Fix] = None
     if report.fix is not None:
-        edits = tuple(
-            sorted(
-                (edit.resolve(positions) for edit in report.fix.edits),
-                key=lambda e: (e.start, e.end),
-            )
-        )
+        edits = _resolved(report.fix.edits, positions)
         applicability, description = reviewed(
             report.fix.applicability,
             report.fix.description,
@@ -483,6 +508,24 @@ def _finding(
         explanation=explanation,
         evidence=(*report.evidence, *settings),
     )
+
+
+def _resolved(edits: Sequence[NodeEdit], positions: Positions) -> tuple[Edit, ...]:
+    """A fix's edits as text edits, in file order. A replacement may wrap the call around it
+    when its line grows too long (``smpfix.base.edits``); when two edits of one fix would then
+    overlap (two values rewritten in one call), the replacements are written unwrapped."""
+    resolved = sorted((edit.resolve(positions) for edit in edits), key=lambda e: (e.start, e.end))
+    if any(first.overlaps(second) for first, second in zip(resolved, resolved[1:])):
+        resolved = sorted(
+            (
+                edit.unwrapped(positions)
+                if type(edit) is ReplaceNode or type(edit) is ReplaceArgument
+                else edit.resolve(positions)
+                for edit in edits
+            ),
+            key=lambda e: (e.start, e.end),
+        )
+    return tuple(resolved)
 
 
 def _comments_on_rewrites(

@@ -60,8 +60,11 @@ _KNOWN_KEYS = frozenset(
         "fail-on",
         "show-hints",
         "extend",
+        "line-length",
     }
 )
+# The line length fixes aim for when neither smpfix nor Ruff is configured with one.
+DEFAULT_LINE_LENGTH = 100
 # ``fail-on``'s values, least severe last (``Severity``).
 FAIL_ON_VALUES = ("error", "warning", "hint")
 # Where the overrides of ``[tool.smpfix.job]`` are kept among the settings (not a job key).
@@ -132,6 +135,8 @@ class Config:
     origins: Mapping[str, Origin] = field(default_factory=dict)
     # ``exclude`` and ``extend-exclude`` apart, each with its folder (``exclude_groups``).
     exclude_bases: tuple[tuple[tuple[str, ...], Path], ...] = ()
+    # The length fixes keep their lines within (``line-length``, else ``[tool.ruff]``'s).
+    line_length: int = DEFAULT_LINE_LENGTH
 
     @property
     def root(self) -> Path:
@@ -276,8 +281,10 @@ def _settings(path: Path, seen: tuple[Path, ...]) -> tuple[dict[str, _Read], tup
     if real in seen:
         names = " -> ".join(str(p) for p in (*seen, real))
         raise ConfigError(f"{path}: extend forms a cycle: {names}")
-    table, lint_keys = _table_of(path)
+    table, lint_keys, ruff_length = _table_of(path)
     own = _validated(path, table, lint_keys)
+    if "line-length" not in own and ruff_length is not None:
+        own["line-length"] = (ruff_length, Origin(path, "[tool.ruff]"))
     extend = table.get("extend")
     if extend is None:
         return own, (path,)
@@ -315,11 +322,18 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML: nested too deeply or too large to read") from None
 
 
-def _table_of(path: Path) -> tuple[dict[str, Any], frozenset[str]]:
+def _table_of(path: Path) -> tuple[dict[str, Any], frozenset[str], Optional[int]]:
     """The smpfix table of ``path`` (``[tool.smpfix]``, or an ``smpfix.toml``'s top level) with
-    ``[tool.smpfix.lint]``'s keys joined to it, and which keys came from there."""
+    ``[tool.smpfix.lint]``'s keys joined to it, which keys came from there, and the
+    ``[tool.ruff] line-length`` of a ``pyproject.toml`` when it is a whole number (Ruff reports
+    its own mistakes)."""
     data = _read(path)
+    ruff_length: Optional[int] = None
     if path.name == "pyproject.toml":
+        ruff = data.get("tool", {}).get("ruff") if isinstance(data.get("tool"), dict) else None
+        theirs = ruff.get("line-length") if isinstance(ruff, dict) else None
+        if isinstance(theirs, int) and not isinstance(theirs, bool) and 0 < theirs <= 1000:
+            ruff_length = theirs
         tool = data.get("tool", {})
         if not isinstance(tool, dict):
             raise ConfigError(f"{path}: [tool] must be a table")
@@ -331,7 +345,7 @@ def _table_of(path: Path) -> tuple[dict[str, Any], frozenset[str]]:
     merged = _with_lint_table(table, path)
     lint = table.get("lint")
     lint_keys = frozenset(lint) if isinstance(lint, dict) else frozenset()
-    return merged, lint_keys
+    return merged, lint_keys, ruff_length
 
 
 def _validated(path: Path, table: dict[str, Any], lint_keys: frozenset[str]) -> dict[str, _Read]:
@@ -367,6 +381,13 @@ def _validated(path: Path, table: dict[str, Any], lint_keys: frozenset[str]) -> 
                 f'{where} smp-version must be a version such as "1.11", not {smp_version!r}'
             )
         read["smp-version"] = str(smp_version)
+    if "line-length" in table:
+        length = table["line-length"]
+        if isinstance(length, bool) or not isinstance(length, int) or not 0 < length <= 1000:
+            raise ConfigError(
+                f"{where} line-length must be a whole number from 1 to 1000, not {length!r}"
+            )
+        read["line-length"] = length
     if "fail-on" in table:
         fail_on = table["fail-on"]
         if fail_on not in FAIL_ON_VALUES:
@@ -452,6 +473,7 @@ def _config(path: Path, read: Mapping[str, _Read], extends: tuple[Path, ...]) ->
         smp_version=value("smp-version", None),
         fail_on=value("fail-on", "warning"),
         show_hints=value("show-hints", False),
+        line_length=value("line-length", DEFAULT_LINE_LENGTH),
         overrides=value(_OVERRIDES, ()),
         extends=extends,
         origins={

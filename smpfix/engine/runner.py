@@ -65,6 +65,8 @@ class RunOptions:
     # other options than the four above (``smpfix.engine.config_tree``); resolved once, in the
     # main process.
     per_file: Mapping[str, FileOptions] = field(default_factory=dict)
+    # The line length fixes keep within (``line-length`` of the run's configuration).
+    line_length: int = 100
 
     @property
     def fixing(self) -> bool:
@@ -96,7 +98,12 @@ def _analysis_options(path: str, options: RunOptions) -> AnalysisOptions:
     from smpfix.engine.analysis import AnalysisOptions
 
     codes, own = _codes(path, options)
-    return AnalysisOptions(select=codes, declared_jobs=own.declared_jobs, project=options.project)
+    return AnalysisOptions(
+        select=codes,
+        declared_jobs=own.declared_jobs,
+        project=options.project,
+        line_length=options.line_length,
+    )
 
 
 def check_text(text: str, path: str, options: RunOptions) -> FileResult:
@@ -375,6 +382,8 @@ def run(
     the rest are analyzed in this process when they are few and small, else in a pool of
     worker processes (one per core by default).
     """
+    from smpfix.engine import verbose
+
     notify = on_result or (lambda result: None)
     results: list[FileResult] = []
     relevant: list[tuple[DiscoveredFile, Optional[bytes]]] = []
@@ -385,13 +394,19 @@ def run(
             if raw is not None
             else not prefilter.file_may_involve_smp(task.path)
         ):
+            verbose.debug("prefilter", f"skipped {task.path}: it never mentions the library")
             results.append(FileResult(task.path))
             notify(results[-1])
         else:
             relevant.append((task, raw))
     cache = open_cache(options)
-    with _few_collections():  # launchers are parsed here
+    verbose.debug(
+        "cache", f"result cache in {options.cache_dir}" if cache is not None else "no result cache"
+    )
+    with _few_collections(), verbose.timed("launchers", "finding the launchers"):
         options = with_project([(task.path, raw) for task, raw in relevant], options, cache)
+    if verbose.enabled():
+        _say_launchers([task.path for task, _ in relevant], options)
     digests: dict[str, Optional[str]] = {}
     jobs: list[_Job] = []
     for task, raw in relevant:
@@ -405,9 +420,11 @@ def run(
                 options.fixing
                 and has_applicable_fix(cached, options.unsafe_fixes, options.fix_hints)
             ):
+                verbose.debug("cache", f"hit: {task.path}")
                 results.append(cached)
                 notify(cached)
                 continue
+            verbose.debug("cache", f"miss: {task.path}")
         jobs.append(_Job(task, raw, entry))
     work = partial(_work, options=options, cache=cache)
     workers = options.jobs or os.cpu_count() or 1
@@ -416,20 +433,27 @@ def run(
         or len(jobs) < _POOL_MIN_FILES
         or sum(len(job.raw or b"") for job in jobs) < _POOL_MIN_BYTES
     ):
-        with _few_collections():
+        with _few_collections(), verbose.timed("analysis", f"checking {len(jobs)} file(s)"):
             for job in jobs:
-                results.append(work(job))
+                with verbose.timed("analysis", f"checking {job.task.path}"):
+                    results.append(work(job))
                 notify(results[-1])
     else:
         from concurrent.futures import ProcessPoolExecutor
 
         _preload()
-        with ProcessPoolExecutor(
-            max_workers=min(workers, len(jobs)),
-            mp_context=_pool_context(),
-            initializer=_worker_setup,
-            initargs=(os.getpid(),),
-        ) as pool:
+        verbose.debug(
+            "analysis", f"checking {len(jobs)} files in {min(workers, len(jobs))} workers"
+        )
+        with (
+            verbose.timed("analysis", f"checking {len(jobs)} files"),
+            ProcessPoolExecutor(
+                max_workers=min(workers, len(jobs)),
+                mp_context=_pool_context(),
+                initializer=_worker_setup,
+                initargs=(os.getpid(),),
+            ) as pool,
+        ):
             try:
                 for result in pool.map(work, jobs, chunksize=max(1, len(jobs) // (workers * 8))):
                     results.append(result)
@@ -440,6 +464,23 @@ def run(
     yield from sorted(
         _with_refused_parameters(_regroup(results), options.project), key=lambda r: r.path
     )
+
+
+def _say_launchers(paths: Sequence[str], options: RunOptions) -> None:
+    """``-v``: the launcher that gives each checked file its job, or that none does."""
+    from smpfix.engine import verbose
+
+    project = options.project
+    for path in paths:
+        links = project.launchers_of(path) if project is not None else ()
+        if links:
+            named = ", ".join(f"{link.launcher}:{link.line}" for link in links)
+            verbose.debug("launchers", f"{path}: its job comes from {named}")
+        elif options.declared_jobs:
+            declared = ", ".join(job.source for job in options.declared_jobs)
+            verbose.debug("launchers", f"{path}: no launcher starts it; job from {declared}")
+        else:
+            verbose.debug("launchers", f"{path}: no launcher starts it, and no job is declared")
 
 
 def with_project(

@@ -83,6 +83,7 @@ def describe(
         lines.append(f"fail-on: {run.fail_on}  ({_COMMAND_LINE} --fail-on)")
     else:
         lines.append(_line("fail-on", whole.fail_on, whole) + _run_note(whole, config))
+    lines.append(_line("line-length", str(whole.line_length), whole) + _run_note(whole, config))
     if run.show_hints is not None:
         flag = "--show-hints" if run.show_hints else "--hide-hints"
         lines.append(f"show-hints: {str(run.show_hints).lower()}  ({_COMMAND_LINE} {flag})")

@@ -129,5 +129,6 @@ def resolve(
         per_file_ignores=config.per_file_ignores,
         root=config.base_of("per-file-ignores"),
         project=project_of(config),
+        line_length=config.line_length,
     )
     return DocumentSettings(options, config, tuple(problems))

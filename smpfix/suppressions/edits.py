@@ -49,7 +49,7 @@ class LineTable:
 def listed_codes(item: Suppression) -> list[str]:
     """Every code the directive names, in its own order and spelling (``noqa`` keeps non-SMP
     codes)."""
-    if item.kind == "smpfix":
+    if item.kind != "noqa":
         opening = item.comment.find("[")
         if opening < 0:
             return []
@@ -63,7 +63,7 @@ def listed_codes(item: Suppression) -> list[str]:
 def _with_codes(item: Suppression, codes: Sequence[str]) -> str:
     """The directive's text naming exactly ``codes`` (which must not be empty)."""
     joined = ", ".join(codes)
-    if item.kind == "smpfix":
+    if item.kind != "noqa":
         opening = item.comment.find("[")
         head = item.comment[:opening] if opening >= 0 else item.comment
         return f"{head}[{joined}]"

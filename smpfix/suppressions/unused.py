@@ -9,6 +9,12 @@ matched against the file's suppressions, every code a comment names is judged:
 - not judged: its rule did not run on this file (deselected, per-file-ignored, not
   applicable, or crashed), since a run with another selection may need it.
 
+A file-level ``# smpfix: ignore-file[...]`` is judged code by code the same way, a prefix
+(``SMP2``) as the codes it names: used when it silenced one of them, unused when one of them
+ran and none was deselected. A comment that only looks like a file-level suppression
+(``smpfix.suppressions.comments.FileLevelProblem``) is reported as a warning, without a
+fix: smpfix never rewrites a comment it does not understand.
+
 A bare ``# smpfix: ignore`` names every rule, so it is judged only when every rule was
 enabled for the file and at least one ran (a rule that does not apply to the file cannot
 report on it under any selection). A comment that names SMP900 itself is never reported,
@@ -22,7 +28,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from smpfix.base.findings import Applicability, Finding, Fix, Position, Severity
-from smpfix.suppressions.comments import Suppression
+from smpfix.suppressions.comments import FILE_LEVEL, FileLevelProblem, Suppression
 from smpfix.suppressions.edits import LineTable, removal
 
 CODE = "SMP900"
@@ -38,6 +44,8 @@ class SuppressionUse:
     known: frozenset[str]
     # Whether a blanket ``# smpfix: ignore`` can be judged (see ``suppression_use``).
     all_enabled: bool
+    # The codes enabled for the file (a file-level prefix is judged only when all its are).
+    enabled: frozenset[str] = frozenset()
 
 
 def _self_exempt(item: Suppression) -> bool:
@@ -46,6 +54,8 @@ def _self_exempt(item: Suppression) -> bool:
 
 def _unused_codes(item: Suppression, use: SuppressionUse) -> list[str]:
     assert item.codes is not None
+    if item.kind == FILE_LEVEL:
+        return sorted(code for code in item.codes if _unused_prefix(item, code, use))
     return sorted(
         code
         for code in item.codes
@@ -53,10 +63,21 @@ def _unused_codes(item: Suppression, use: SuppressionUse) -> list[str]:
     )
 
 
+def _unused_prefix(item: Suppression, prefix: str, use: SuppressionUse) -> bool:
+    """Whether a file-level code or prefix silenced nothing though its rules could report:
+    one of them ran, and none was deselected (another selection may need the comment)."""
+    named = {code for code in use.known if code.startswith(prefix)}
+    if any(used == item and code.startswith(prefix) for used, code in use.used):
+        return False
+    return bool(named & use.ran) and named <= use.enabled
+
+
 def _message(item: Suppression, unused: Optional[list[str]], use: SuppressionUse) -> str:
     """The title: which codes the directive names in vain."""
     if unused is None:
         return "unused blanket suppression: no finding here to suppress"
+    if item.kind == FILE_LEVEL:
+        return f"unused file-level suppression of {_codes(unused)}"
     stale = [code for code in unused if code in use.known]
     unknown = [code for code in unused if code not in use.known]
     parts = []
@@ -85,6 +106,13 @@ def _explanation(item: Suppression, unused: Optional[list[str]], use: Suppressio
     stale = [code for code in unused if code in use.known]
     unknown = [code for code in unused if code not in use.known]
     sentences = []
+    if item.kind == FILE_LEVEL:
+        codes = ", ".join(unused)
+        return (
+            f"`{item.comment}` suppresses nothing for {codes}: no such finding in this file. A"
+            f" stale file-level suppression would silently hide the next real {codes} problem"
+            " anywhere in the file; remove the code."
+        )
     if stale:
         codes = ", ".join(stale)
         sentences.append(
@@ -156,6 +184,24 @@ def unused_suppression_findings(
     return findings
 
 
+def file_level_problem_findings(problems: Iterable[FileLevelProblem], path: str) -> list[Finding]:
+    """A warning for each comment that looks like a file-level suppression but is not one: it
+    suppresses nothing, which its author did not intend. No fix: what was meant is unknown."""
+    return [
+        Finding(
+            code=CODE,
+            name=NAME,
+            message="malformed file-level suppression; it suppresses nothing",
+            explanation=f"`{problem.comment}`: {problem.reason}.",
+            path=path,
+            start=Position(problem.line, problem.column),
+            end=Position(problem.line, problem.column + len(problem.comment)),
+            severity=Severity.WARNING,
+        )
+        for problem in problems
+    ]
+
+
 def suppression_use(
     used: Iterable[tuple[Suppression, str]],
     ran: Collection[str],
@@ -175,4 +221,5 @@ def suppression_use(
         ran=frozenset(ran) - {CODE},
         known=known_set,
         all_enabled=imports_smp and (known_set - {CODE}) <= frozenset(enabled),
+        enabled=frozenset(enabled),
     )
