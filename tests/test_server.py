@@ -97,9 +97,11 @@ async def session(
     command: Optional[Sequence[str]] = None,
     notebooks: bool = False,
     env: Optional[dict[str, str]] = None,
+    editor: str = "visual-studio-code",
 ) -> AsyncIterator[LanguageClient]:
     """A client connected to a fresh server for the workspace ``root`` (``env``: variables to
-    add to the server's environment)."""
+    add to the server's environment), declaring the capabilities of ``editor`` (a client
+    pytest-lsp knows, such as ``neovim@v0.11.0``)."""
     client = make_test_lsp_client()
 
     @client.feature(types.CLIENT_REGISTER_CAPABILITY)
@@ -109,7 +111,7 @@ async def session(
     await client.start_io(
         *(command or [*smpfix_command(), "server"]), env={**os.environ, **(env or {})}
     )
-    capabilities = client_capabilities("visual-studio-code")
+    capabilities = client_capabilities(editor)
     if notebooks:
         capabilities.notebook_document = _NOTEBOOK_CAPABILITIES
     await client.initialize_session(
@@ -352,6 +354,26 @@ async def test_job_facts_from_the_launchers_in_the_workspace(tmp_path: Path) -> 
             )
         )
         assert await diagnostics(client, uri, lambda found: not found) == []
+
+
+async def test_a_launcher_changed_on_disk_is_seen_by_a_client_that_watches_no_files(
+    tmp_path: Path,
+) -> None:
+    """Neovim declares no dynamic registration of watched files: the server looks at the
+    launchers itself, and the open script follows its launcher with no event from the editor."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(LAUNCHER.format(tp=4))
+    async with session(tmp_path, editor="neovim@v0.11.0") as client:
+        assert not getattr(client, "registrations", [])
+        uri = open_file(client, script)
+        assert codes(await diagnostics(client, uri, lambda found: bool(found))) == ["SMP301"]
+        launcher.write_text(LAUNCHER.format(tp=1))  # tensor parallelism off
+        assert await diagnostics(client, uri, lambda found: not found, timeout=20) == []
+        launcher.write_text(LAUNCHER.format(tp=2))  # and on again
+        found = await diagnostics(client, uri, lambda found: bool(found), timeout=20)
+        assert codes(found) == ["SMP301"]
 
 
 SHELL_LAUNCHER = """set -ex

@@ -42,6 +42,7 @@ from smpfix.server.actions import FIX_ALL, finding_actions, fix_all_action, has_
 from smpfix.server.analysis import Analysis, AnalysisFailed, Stale
 from smpfix.server.documents import Checked, FixedText, Snapshot, affected, changed_span
 from smpfix.server.frames import Descriptor, Frame, Malformed, Stream, frames
+from smpfix.server.launchers import Stamp, stamp_of
 from smpfix.server.protocol import (
     Lines,
     diagnostic,
@@ -58,6 +59,8 @@ DEBOUNCE_SECONDS = 0.02
 _PARSE_ERROR = -32700
 _INVALID_REQUEST = -32600
 _WATCHED = ("**/*.py", "**/*.ipynb", "**/*.sh", "**/pyproject.toml")
+# How often the files a check read its job from are looked at, when the client watches none.
+POLL_SECONDS = 0.5
 # How long to wait for the client to answer a request before going on without its answer.
 _CLIENT_ANSWER_SECONDS = 10.0
 
@@ -109,6 +112,10 @@ class SmpfixServer(LanguageServer):
         # Set once the editor's settings are known: no document is checked before.
         self.ready: Optional[asyncio.Event] = None
         self._writer: Optional[StdoutWriter] = None
+        # The launchers and configurations the open documents' checks read, as last seen on
+        # disk; looked at every ``POLL_SECONDS`` by ``_poller`` when the client watches no files.
+        self.stamps: dict[str, Stamp] = {}
+        self.poller: Optional[asyncio.Task[None]] = None
 
     # -- reading and answering messages ------------------------------------------------------------
 
@@ -381,6 +388,37 @@ class SmpfixServer(LanguageServer):
             return frozenset({"*"})
         return changed
 
+    def watch_files(self) -> None:
+        """Look at the files the open documents' job came from every ``POLL_SECONDS``: a
+        client that watches no files (Neovim on Linux) tells nothing of a launcher another
+        program changed, and the scripts it launches must not keep its old job."""
+        if self.poller is None:
+            self.poller = asyncio.ensure_future(self._poll_forever())
+
+    async def _poll_forever(self) -> None:
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            await self.poll_files()
+
+    async def poll_files(self) -> None:
+        """Tell the analysis of each watched file that changed on disk, then check again the
+        documents it may affect (an open document's unsaved text is the editor's to tell)."""
+        watched: dict[str, Stamp] = {}
+        for document in list(self.documents.values()):
+            if document.checked is not None:
+                watched.update(document.checked.watched)
+        for path in [path for path in self.stamps if path not in watched]:
+            del self.stamps[path]
+        changed: frozenset[str] = frozenset()
+        for path, stamp in watched.items():
+            known = self.stamps.setdefault(path, stamp)
+            now = stamp_of(path)
+            if now != known and os.path.abspath(path) not in self.buffers:
+                self.stamps[path] = now
+                changed |= await self.file_changed(path)
+        if changed:
+            self.recheck_after(changed)
+
     def recheck_after(self, changed: frozenset[str], except_uri: Optional[str] = None) -> None:
         """Check again the open documents that what changed may affect."""
         if "*" in changed:
@@ -423,7 +461,9 @@ def create() -> SmpfixServer:
         await _pull_configuration(ls)
         capabilities = ls.client_capabilities.workspace
         watched = capabilities.did_change_watched_files if capabilities is not None else None
-        if watched is not None and watched.dynamic_registration:
+        if watched is None or not watched.dynamic_registration:
+            ls.watch_files()
+        else:
             options = types.DidChangeWatchedFilesRegistrationOptions(
                 watchers=[types.FileSystemWatcher(glob_pattern=glob) for glob in _WATCHED]
             )
@@ -443,12 +483,13 @@ def create() -> SmpfixServer:
                     _CLIENT_ANSWER_SECONDS,
                 )
             except Exception as exc:
-                # The client said it could, and then could not: files on disk are read on save only.
+                # The client said it could, and then could not: the server watches them itself.
                 ls.window_log_message(
                     types.LogMessageParams(
                         type=types.MessageType.Warning, message=f"smpfix: cannot watch files: {exc}"
                     )
                 )
+                ls.watch_files()
         ls.window_log_message(
             types.LogMessageParams(
                 type=types.MessageType.Info, message=f"smpfix {__version__} ready"
@@ -583,6 +624,8 @@ def create() -> SmpfixServer:
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: SmpfixServer, params: None) -> None:
         ls.shut_down = True
+        if ls.poller is not None:
+            ls.poller.cancel()
         for uri in list(ls.documents):
             task = ls.documents[uri].task
             if task is not None:

@@ -64,6 +64,9 @@ class Checked:
     # Where the job settings the findings depend on were read: a source's name (as findings
     # give it) -> the file and its 1-based line.
     job_locations: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    # The files on disk the job was read from (launchers, the configuration) with their
+    # modification time and size then: watched when the editor watches no files.
+    watched: Mapping[str, Optional[tuple[int, int]]] = field(default_factory=dict)
 
     @property
     def findings(self) -> tuple[Finding, ...]:

@@ -31,7 +31,7 @@ from smpfix.job.linking import may_be_launcher
 from smpfix.job.project import Project
 from smpfix.job.shell_launcher import SHELL_SUFFIX
 from smpfix.server.documents import Checked, FixedText, Snapshot, check, fix_all
-from smpfix.server.launchers import Launchers
+from smpfix.server.launchers import Launchers, Stamp, stamp_of
 from smpfix.server.settings import ClientSettings, Configurations, DocumentSettings, resolve
 
 # LibCST recurses in native code once per nesting level (``base.nesting`` bounds the depth for
@@ -55,6 +55,19 @@ class Workspace:
 
         return resolve(snapshot.path, settings, self.configurations, project_of)
 
+    def refresh(self) -> None:
+        """Before a check: launchers changed on disk since they were read are read again
+        (an editor that watches no files tells nothing of them)."""
+        self.launchers.refresh()
+
+    def watched(self, path: str, config: Config) -> dict[str, Stamp]:
+        """The files on disk the check of ``path`` read its job from (its project's launchers,
+        its configuration), with their stamps when read: the server watches them."""
+        watched = self.launchers.stamps(path)
+        if config.path is not None:
+            watched[str(config.path)] = stamp_of(str(config.path))
+        return watched
+
     def file_changed(self, path: str, text: Optional[str]) -> frozenset[str]:
         """A file's text changed (in the editor, or on disk): the paths to re-check the
         dependents of ("*": every open document)."""
@@ -75,11 +88,17 @@ class CheckJob:
     settings: ClientSettings
 
     def run(self, workspace: Workspace) -> Checked:
+        workspace.refresh()
         resolved = workspace.resolve(self.snapshot, self.settings)
         checked = check(self.snapshot, resolved)
         # The options (with the project's launchers) stay here: the server needs only where
-        # the job came from.
-        return replace(checked, resolved=None, job_locations=_job_locations(checked))
+        # the job came from, and which files to watch.
+        return replace(
+            checked,
+            resolved=None,
+            job_locations=_job_locations(checked),
+            watched=workspace.watched(self.snapshot.path, resolved.config),
+        )
 
 
 @dataclass(frozen=True)
@@ -90,6 +109,7 @@ class FixAllJob:
     settings: ClientSettings
 
     def run(self, workspace: Workspace) -> FixedText:
+        workspace.refresh()
         return fix_all(self.snapshot, workspace.resolve(self.snapshot, self.settings))
 
 
