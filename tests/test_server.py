@@ -322,6 +322,48 @@ async def test_settings_from_pyproject_and_from_the_editor(tmp_path: Path) -> No
         assert any("tensor_parallel_degre" in message.message for message in client.messages)
 
 
+def shown(client: LanguageClient, text: str) -> list[str]:
+    """The messages the server showed the user (``window/showMessage``) that contain ``text``."""
+    return [message.message for message in client.messages if text in message.message]
+
+
+async def test_settings_problems_are_shown_to_the_user_once_each(tmp_path: Path) -> None:
+    """As Ruff's server does: settings that do not resolve are shown to the user and left
+    out, and the rest applies (here `[tool.smpfix] select`)."""
+    (tmp_path / "pyproject.toml").write_text('[tool.smpfix]\nselect = ["SMP3"]\n')
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    async with session(
+        tmp_path, {"select": ["SMP3O1"], "job": TP}, editor="neovim@v0.7.0"
+    ) as client:
+        uri = open_file(client, script)
+        assert codes(await diagnostics(client, uri, lambda found: bool(found))) == ["SMP301"]
+        for version in range(2, 5):  # edits check again, and tell nothing new
+            replace_text(client, uri, SCRIPT + "#" * version + "\n", version)
+            await diagnostics(client, uri, lambda found: bool(found))
+        assert len(shown(client, "'SMP3O1'")) == 1
+        assert "in the editor settings" in shown(client, "'SMP3O1'")[0]
+        # The same mistake in settings the editor sends later is told again.
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"smpfix": {"ignore": ["SMP3O1"]}})
+        )
+        found = await diagnostics(  # no job: SMP301 warns that tensor parallelism may be on
+            client,
+            uri,
+            lambda found: bool(found) and found[0].severity == types.DiagnosticSeverity.Warning,
+        )
+        assert codes(found) == ["SMP301"]
+        assert len(shown(client, "'SMP3O1'")) == 2
+    # A broken `[tool.smpfix]` table is shown too, once.
+    (tmp_path / "pyproject.toml").write_text('[tool.smpfix]\nselect = "SMP3"\n')
+    async with session(tmp_path, {"job": TP}, editor="neovim@v0.11.0") as client:
+        uri = open_file(client, script)
+        await diagnostics(client, uri, lambda found: bool(found))
+        replace_text(client, uri, SCRIPT + "#\n", 2)
+        await diagnostics(client, uri, lambda found: bool(found))
+        assert len(shown(client, "pyproject.toml")) == 1, client.messages
+
+
 async def test_job_facts_from_the_launchers_in_the_workspace(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)

@@ -116,6 +116,9 @@ class SmpfixServer(LanguageServer):
         # disk; looked at every ``POLL_SECONDS`` by ``_poller`` when the client watches no files.
         self.stamps: dict[str, Stamp] = {}
         self.poller: Optional[asyncio.Task[None]] = None
+        # Settings problems already shown to the user (each is shown once, not at every check;
+        # again after the settings change).
+        self.told: set[str] = set()
 
     # -- reading and answering messages ------------------------------------------------------------
 
@@ -276,6 +279,8 @@ class SmpfixServer(LanguageServer):
                 self.window_log_message(
                     types.LogMessageParams(type=types.MessageType.Warning, message=problem)
                 )
+        for problem in checked.settings_problems:
+            self.tell(problem)
         encoding = self.workspace.position_encoding
         known = self._known_locations(checked)
         snapshot = checked.snapshot
@@ -314,6 +319,16 @@ class SmpfixServer(LanguageServer):
                 types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics)
             )
         document.shown = set(by_cell)
+
+    def tell(self, problem: str) -> None:
+        """Show a settings problem to the user (``window/showMessage``), once: findings
+        checked with settings left out must not pass for findings of the settings written."""
+        message = problem if problem.startswith("smpfix: ") else f"smpfix: {problem}"
+        if message not in self.told:
+            self.told.add(message)
+            self.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Error, message=message)
+            )
 
     def _related(
         self, finding: Finding, known: dict[str, types.Location], uri: str, lines: Lines, here: bool
@@ -378,6 +393,8 @@ class SmpfixServer(LanguageServer):
         """A file's text changed (``text``: unsaved in the editor; None: on disk). Returns the
         changed paths to re-check the dependents of ("*": every open document)."""
         key = os.path.abspath(path)
+        if os.path.basename(key) == "pyproject.toml":
+            self.told.clear()  # a problem that remains is told again
         if text is None:
             self.buffers.pop(key, None)
         else:
@@ -502,6 +519,7 @@ def create() -> SmpfixServer:
     async def configuration_changed(
         ls: SmpfixServer, params: types.DidChangeConfigurationParams
     ) -> None:
+        ls.told.clear()
         if not await _pull_configuration(ls) and params.settings is not None:
             ls.settings = _settings(ls, params.settings)
         ls.schedule_all()
@@ -644,9 +662,7 @@ def create() -> SmpfixServer:
 def _settings(ls: SmpfixServer, data: Any) -> ClientSettings:
     settings, problems = ClientSettings.parse(data)
     for problem in problems:
-        ls.window_show_message(
-            types.ShowMessageParams(type=types.MessageType.Error, message=f"smpfix: {problem}")
-        )
+        ls.tell(problem)
     return settings
 
 

@@ -61,6 +61,9 @@ class Checked:
     # Lines for the editor's log: configuration problems, files that could not be analyzed,
     # rules that crashed.
     problems: tuple[str, ...] = ()
+    # What was wrong with the settings (the editor's, the configuration file's): shown to the
+    # user, once each.
+    settings_problems: tuple[str, ...] = ()
     # Where the job settings the findings depend on were read: a source's name (as findings
     # give it) -> the file and its 1-based line.
     job_locations: Mapping[str, tuple[str, int]] = field(default_factory=dict)
@@ -92,7 +95,9 @@ def check(snapshot: Snapshot, resolved: DocumentSettings) -> Checked:
     if config.exclude and Excluder(list(config.exclude), config.root).matches(
         Path(os.path.abspath(snapshot.path))
     ):
-        return Checked(snapshot, FileResult(snapshot.path), resolved, tuple(problems))
+        return Checked(
+            snapshot, FileResult(snapshot.path), resolved, tuple(problems), resolved.problems
+        )
     text = snapshot.notebook_json() if snapshot.cells else snapshot.text
     try:
         result = check_text(text, snapshot.path, resolved.options)
@@ -107,7 +112,7 @@ def check(snapshot: Snapshot, resolved: DocumentSettings) -> Checked:
             errors=(FileError(snapshot.path, f"internal error: {type(exc).__name__}: {exc}"),),
         )
     problems.extend(_describe(error) for error in result.errors)
-    return Checked(snapshot, result, resolved, tuple(problems))
+    return Checked(snapshot, result, resolved, tuple(problems), resolved.problems)
 
 
 def _describe(error: FileError) -> str:
