@@ -74,6 +74,25 @@ rule.OptimizerBeforeDistributedModel.visit_Call = crash
 """
 
 
+# Every analysis a server's processes run, one line each in the file the variable names.
+_COUNTED_ANALYSES = """
+import os
+
+from smpfix.engine import analysis
+
+_analyze = analysis.analyze
+
+
+def analyze(text, path, options):
+    with open(os.environ["SMPFIX_TEST_ANALYSES"], "a") as counted:
+        counted.write(path + "\\n")
+    return _analyze(text, path, options)
+
+
+analysis.analyze = analyze
+"""
+
+
 def patched(tmp_path: Path, patch: str) -> dict[str, str]:
     """The environment of a server whose processes all run ``patch`` first (a
     ``sitecustomize`` module on ``PYTHONPATH``)."""
@@ -293,6 +312,43 @@ async def test_quick_fix_suppression_and_fix_all(tmp_path: Path) -> None:
         replace_text(client, uri, silenced, version=2)
         assert await diagnostics(client, uri, lambda found: not found) == []
         assert [a for a in await code_actions(client, uri, 0, ["source.fixAll"])] == []
+
+
+async def test_code_actions_are_answered_from_the_last_analysis(tmp_path: Path) -> None:
+    """Quick fixes come from the check that showed the diagnostics, and "fix all" starts from
+    it: asking for code actions again and again analyzes the unchanged text no more (the
+    fixed text is analyzed once, as ``--apply`` does to see that the fixes hold)."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    counted = tmp_path / "analyses.txt"
+    env = {**patched(tmp_path, _COUNTED_ANALYSES), "SMPFIX_TEST_ANALYSES": str(counted)}
+
+    def analyses() -> int:
+        return len(counted.read_text().splitlines()) if counted.exists() else 0
+
+    for editor in ("visual-studio-code", "neovim@v0.11.0"):  # resolves the edit, or not
+        counted.unlink(missing_ok=True)
+        async with session(tmp_path, {"job": TP}, env=env, editor=editor) as client:
+            uri = open_file(client, script)
+            await diagnostics(client, uri, lambda found: bool(found))
+            assert analyses() == 1
+            for _ in range(3):
+                actions = await code_actions(client, uri, GUARD_LINE)
+                assert any(a.title.startswith("SMP301") for a in actions)
+            assert analyses() == 1
+            for _ in range(3):
+                (fix_all,) = await code_actions(client, uri, 0, ["source.fixAll.smpfix"])
+                if fix_all.edit is None:
+                    fix_all = await client.code_action_resolve_async(fix_all)
+                assert fix_all.edit is not None and fix_all.edit.changes is not None
+                fixed = apply_edits(SCRIPT, fix_all.edit.changes[uri])
+                assert fixed == fix_source(SCRIPT, job=TP).text
+            assert analyses() == 2, editor  # the check, and the fixed text once
+            # A code action asked for right after an edit waits for the check the edit
+            # started, and is answered from it.
+            replace_text(client, uri, SCRIPT + "#\n", 2)
+            await code_actions(client, uri, GUARD_LINE)
+            assert analyses() == 3
 
 
 async def test_settings_from_pyproject_and_from_the_editor(tmp_path: Path) -> None:

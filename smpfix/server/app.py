@@ -80,6 +80,8 @@ class _Document:
     failed: Optional[Snapshot] = None
     # Whether its text may declare a job: its edits are then told to the analysis.
     launcher: bool = False
+    # The "fix all" edit of the snapshot last checked, once a code action asked for it.
+    fixed: Optional[tuple[Snapshot, types.WorkspaceEdit]] = None
     # Cell URIs that were last shown diagnostics (to clear them when a cell goes away).
     shown: set[str] = field(default_factory=set)
 
@@ -251,6 +253,7 @@ class SmpfixServer(LanguageServer):
             if not current():
                 continue  # edited meanwhile: check the newer text before showing anything
             previous, document.checked = document.checked, checked
+            document.fixed = None
             self.publish(document, checked, previous)
 
     def failed(self, document: _Document, snapshot: Snapshot, reason: str) -> None:
@@ -380,6 +383,15 @@ class SmpfixServer(LanguageServer):
         if snapshot is None or snapshot == document.failed:
             return None
         checked = document.checked
+        task = document.task
+        if (checked is None or checked.snapshot != snapshot) and task is not None:
+            # The check the last edit started answers: the text is not analyzed twice.
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    raise
+            checked = document.checked
         if checked is None or checked.snapshot != snapshot:
             try:
                 checked = await self.analysis.run(CheckJob(snapshot, self.settings))
@@ -624,7 +636,8 @@ def create() -> SmpfixServer:
             data = {"uri": document.uri, "version": snapshot.version}
             actions.append(
                 fix_all_action(
-                    data, None if _resolves_edits(ls) else await _fix_all_edit(ls, checked)
+                    data,
+                    None if _resolves_edits(ls) else await _fix_all_edit(ls, document, checked),
                 )
             )
         return actions
@@ -636,7 +649,7 @@ def create() -> SmpfixServer:
             return action
         found = await ls.current(data["uri"])
         if found is not None:
-            action.edit = await _fix_all_edit(ls, found[1])
+            action.edit = await _fix_all_edit(ls, *found)
         return action
 
     @server.feature(types.SHUTDOWN)
@@ -693,8 +706,14 @@ def _resolves_edits(ls: SmpfixServer) -> bool:
     return support is not None and "edit" in support.properties
 
 
-async def _fix_all_edit(ls: SmpfixServer, checked: Checked) -> types.WorkspaceEdit:
+async def _fix_all_edit(
+    ls: SmpfixServer, document: _Document, checked: Checked
+) -> types.WorkspaceEdit:
+    """The "fix all" edit of ``checked``'s text, computed once per check (the analysis
+    process starts it from the check's analysis)."""
     snapshot = checked.snapshot
+    if document.fixed is not None and document.fixed[0] == snapshot:
+        return document.fixed[1]
     try:
         fixed: FixedText = await ls.analysis.run(FixAllJob(snapshot, ls.settings))
     except AnalysisFailed:
@@ -719,7 +738,10 @@ async def _fix_all_edit(ls: SmpfixServer, checked: Checked) -> types.WorkspaceEd
                 new_text=replacement,
             )
         ]
-    return types.WorkspaceEdit(changes=changes)
+    edit = types.WorkspaceEdit(changes=changes)
+    if document.checked is checked:
+        document.fixed = (snapshot, edit)
+    return edit
 
 
 def serve(arguments: Sequence[str] = ()) -> int:

@@ -19,8 +19,9 @@ from typing import Optional
 
 from smpfix.base import notebook
 from smpfix.base.findings import FileError, FileResult, Finding
+from smpfix.engine.analysis import Analysis
 from smpfix.engine.discovery import Excluder
-from smpfix.engine.runner import check_text
+from smpfix.engine.runner import analyze_text, check_text
 from smpfix.server.settings import DocumentSettings
 
 
@@ -67,6 +68,9 @@ class Checked:
     # Where the job settings the findings depend on were read: a source's name (as findings
     # give it) -> the file and its 1-based line.
     job_locations: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    # The analysis of a Python text, which its fixes start from (kept in the analysis
+    # process, never sent to the server).
+    analysis: Optional[Analysis] = None
     # The files on disk the job was read from (launchers, the configuration) with their
     # modification time and size then: watched when the editor watches no files.
     watched: Mapping[str, Optional[tuple[int, int]]] = field(default_factory=dict)
@@ -99,8 +103,11 @@ def check(snapshot: Snapshot, resolved: DocumentSettings) -> Checked:
             snapshot, FileResult(snapshot.path), resolved, tuple(problems), resolved.problems
         )
     text = snapshot.notebook_json() if snapshot.cells else snapshot.text
+    analysis = None
     try:
-        result = check_text(text, snapshot.path, resolved.options)
+        if not snapshot.cells:
+            analysis = analyze_text(text, snapshot.path, resolved.options)
+        result = check_text(text, snapshot.path, resolved.options, analysis)
     except RecursionError:
         result = FileResult(
             snapshot.path,
@@ -112,7 +119,9 @@ def check(snapshot: Snapshot, resolved: DocumentSettings) -> Checked:
             errors=(FileError(snapshot.path, f"internal error: {type(exc).__name__}: {exc}"),),
         )
     problems.extend(_describe(error) for error in result.errors)
-    return Checked(snapshot, result, resolved, tuple(problems), resolved.problems)
+    return Checked(
+        snapshot, result, resolved, tuple(problems), resolved.problems, analysis=analysis
+    )
 
 
 def _describe(error: FileError) -> str:
@@ -130,12 +139,19 @@ class FixedText:
     applied: int = 0
 
 
-def fix_all(snapshot: Snapshot, resolved: DocumentSettings) -> FixedText:
-    """Every safe fix applied, as ``smpfix check --apply`` would write it; nothing is written."""
+def fix_all(
+    snapshot: Snapshot, resolved: DocumentSettings, first: Optional[Analysis] = None
+) -> FixedText:
+    """Every safe fix applied, as ``smpfix check --apply`` would write it; nothing is written.
+    ``first``: the check's analysis of this Python text with these settings, fixed from
+    without analyzing the text again."""
     options = replace(resolved.options, apply=True)
     try:
         result = check_text(
-            snapshot.notebook_json() if snapshot.cells else snapshot.text, snapshot.path, options
+            snapshot.notebook_json() if snapshot.cells else snapshot.text,
+            snapshot.path,
+            options,
+            None if snapshot.cells else first,
         )
     except Exception:  # no fix then; the diagnostics say why
         return FixedText()
