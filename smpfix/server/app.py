@@ -384,7 +384,7 @@ class SmpfixServer(LanguageServer):
             return None
         checked = document.checked
         task = document.task
-        if (checked is None or checked.snapshot != snapshot) and task is not None:
+        if (checked is None or checked.snapshot != snapshot) and task and not task.done():
             # The check the last edit started answers: the text is not analyzed twice.
             try:
                 await asyncio.shield(task)

@@ -111,11 +111,13 @@ class Launchers:
             if not (key + os.sep).startswith(root.rstrip(os.sep) + os.sep) or not index.counts(key):
                 continue
             covered = True
-            if text is None:
-                index.stamps[key] = stamp_of(key)  # before reading: a later write differs
-            else:
-                index.stamps.pop(key, None)
+            stamp = stamp_of(key) if text is None else None  # before reading: a later write differs
             found = _link(key, text if text is not None else _read(key), root)
+            # A file read from disk that launches, or launched, something is watched.
+            if text is not None:
+                index.stamps.pop(key, None)
+            elif found or key in index.stamps:
+                index.stamps[key] = stamp
             if found != index.links.get(key, ()):
                 changed = True
             if found:
