@@ -83,10 +83,10 @@ from smpfix.engine import analysis
 _analyze = analysis.analyze
 
 
-def analyze(text, path, options):
+def analyze(text, path, options, *parsed):
     with open(os.environ["SMPFIX_TEST_ANALYSES"], "a") as counted:
         counted.write(path + "\\n")
-    return _analyze(text, path, options)
+    return _analyze(text, path, options, *parsed)
 
 
 analysis.analyze = analyze

@@ -29,6 +29,8 @@ from smpfix.job.jobfacts import DeclaredJob
 if TYPE_CHECKING:
     import multiprocessing.context
 
+    import libcst as cst
+
     from smpfix.engine.analysis import Analysis, AnalysisOptions
     from smpfix.engine.cache import EntryKey, ResultCache
     from smpfix.engine.launcher_index import LauncherSearch
@@ -78,12 +80,18 @@ def _analysis_options(path: str, options: RunOptions) -> AnalysisOptions:
     )
 
 
-def analyze_text(text: str, path: str, options: RunOptions) -> Analysis:
+def analyze_text(
+    text: str,
+    path: str,
+    options: RunOptions,
+    parsed: Optional[tuple[Optional[cst.Module], Optional[FileError]]] = None,
+) -> Analysis:
     """The analysis ``check_text`` starts from for a Python text (not a notebook): a caller
-    that keeps it (the language server) fixes the same text later without analyzing it again."""
+    that keeps it (the language server) fixes the same text later without analyzing it again.
+    ``parsed``: the text's tree (or why there is none), when the caller parsed it."""
     from smpfix.engine.analysis import analyze
 
-    return analyze(text, path, _analysis_options(path, options))
+    return analyze(text, path, _analysis_options(path, options), parsed)
 
 
 def check_text(

@@ -17,11 +17,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
+import libcst as cst
+
 from smpfix.base import notebook
 from smpfix.base.findings import FileError, FileResult, Finding
-from smpfix.engine.analysis import Analysis
+from smpfix.engine.analysis import Analysis, parse
 from smpfix.engine.discovery import Excluder
 from smpfix.engine.runner import analyze_text, check_text
+from smpfix.server.reparse import Reparser
 from smpfix.server.settings import DocumentSettings
 
 
@@ -92,8 +95,11 @@ class Checked:
         return by_uri
 
 
-def check(snapshot: Snapshot, resolved: DocumentSettings) -> Checked:
-    """Check ``snapshot`` with ``resolved``; never raises (a crash becomes a problem to log)."""
+def check(
+    snapshot: Snapshot, resolved: DocumentSettings, reparser: Optional[Reparser] = None
+) -> Checked:
+    """Check ``snapshot`` with ``resolved``; never raises (a crash becomes a problem to log).
+    ``reparser``: the document's last tree, which an edited text is parsed again from."""
     problems = list(resolved.problems)
     config = resolved.config
     if config.exclude and Excluder(list(config.exclude), config.root).matches(
@@ -106,7 +112,8 @@ def check(snapshot: Snapshot, resolved: DocumentSettings) -> Checked:
     analysis = None
     try:
         if not snapshot.cells:
-            analysis = analyze_text(text, snapshot.path, resolved.options)
+            parsed = _parse(reparser, snapshot.path, text)
+            analysis = analyze_text(text, snapshot.path, resolved.options, parsed)
         result = check_text(text, snapshot.path, resolved.options, analysis)
     except RecursionError:
         result = FileResult(
@@ -122,6 +129,23 @@ def check(snapshot: Snapshot, resolved: DocumentSettings) -> Checked:
     return Checked(
         snapshot, result, resolved, tuple(problems), resolved.problems, analysis=analysis
     )
+
+
+def _parse(
+    reparser: Optional[Reparser], path: str, text: str
+) -> tuple[Optional[cst.Module], Optional[FileError]]:
+    """The tree of ``text``: from the last one of ``path`` where only part of it changed,
+    else parsed whole (and kept for the next edit)."""
+    module = reparser.parse(path, text) if reparser is not None else None
+    if module is not None:
+        return module, None
+    module, error = parse(text, path)
+    if module is not None and reparser is not None:
+        try:
+            reparser.remember(path, text, module)
+        except RecursionError:
+            pass
+    return module, error
 
 
 def _describe(error: FileError) -> str:

@@ -33,6 +33,7 @@ from smpfix.job.project import Project
 from smpfix.job.shell_launcher import SHELL_SUFFIX
 from smpfix.server.documents import Checked, FixedText, Snapshot, check, fix_all
 from smpfix.server.launchers import Launchers, Stamp, stamp_of
+from smpfix.server.reparse import Reparser
 from smpfix.server.settings import ClientSettings, Configurations, DocumentSettings, resolve
 
 # LibCST recurses in native code once per nesting level (``base.nesting`` bounds the depth for
@@ -51,6 +52,7 @@ class Workspace:
     def __init__(self) -> None:
         self.configurations = Configurations()
         self.launchers = Launchers()
+        self.reparser = Reparser()
         # Bumped whenever a file the settings or the launchers come from changed: an analysis
         # made before is not fixed from.
         self.generation = 0
@@ -116,7 +118,7 @@ class CheckJob:
     def run(self, workspace: Workspace) -> Checked:
         workspace.refresh()
         resolved = workspace.resolve(self.snapshot, self.settings)
-        checked = check(self.snapshot, resolved)
+        checked = check(self.snapshot, resolved, workspace.reparser)
         workspace.keep(checked, self.settings)
         # The options (with the project's launchers) stay here: the server needs only where
         # the job came from, and which files to watch.
