@@ -99,3 +99,17 @@ def test_edits_inside_the_functions_of_a_script_parse_only_their_statement() -> 
                 assert module.body[0] is old.body[0]
             reparser.remember("train.py", text, old)
     assert spliced > tried * 0.7, (spliced, tried)
+
+
+def test_a_text_that_does_not_parse_keeps_the_last_tree_for_the_next_one() -> None:
+    """Typing passes through texts that do not parse: the one after is parsed from the last
+    tree that did, not whole."""
+    text = SCRIPT.read_text()
+    reparser = Reparser()
+    reparser.remember("train.py", text, cst.parse_module(text))
+    middle = text.index("\ndef ", len(text) // 2) + 1
+    broken = text[:middle] + "def (" + text[middle + 4 :]
+    assert reparser.parse("train.py", broken) is None
+    typed = text[:middle] + "def typed_" + text[middle + 4 :]
+    module = reparser.parse("train.py", typed)
+    assert module is not None and module.deep_equals(cst.parse_module(typed))

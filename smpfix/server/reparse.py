@@ -55,7 +55,9 @@ class Reparser:
     def parse(self, path: str, text: str) -> Optional[cst.Module]:
         """The tree of ``text``, from the last tree of ``path`` where possible; None when the
         whole text must be parsed (its error, if any, is the whole parse's to report)."""
-        last = self._layouts.pop(path, None)
+        # The last tree that parsed is kept through texts that do not (typing passes through
+        # many): the next good text is compared with it.
+        last = self._layouts.get(path)
         if last is None or nesting.refusal(text) is not None:
             return None
         if last.text == text:
@@ -78,6 +80,7 @@ class Reparser:
             self.remember_layout(path, layout)
 
     def remember_layout(self, path: str, layout: _Layout) -> None:
+        self._layouts.pop(path, None)
         self._layouts[path] = layout
         while len(self._layouts) > self._kept:
             del self._layouts[next(iter(self._layouts))]
