@@ -74,6 +74,25 @@ rule.OptimizerBeforeDistributedModel.visit_Call = crash
 """
 
 
+# Every analysis a server's processes run, one line each in the file the variable names.
+_COUNTED_ANALYSES = """
+import os
+
+from smpfix.engine import analysis
+
+_analyze = analysis.analyze
+
+
+def analyze(text, path, options, *parsed):
+    with open(os.environ["SMPFIX_TEST_ANALYSES"], "a") as counted:
+        counted.write(path + "\\n")
+    return _analyze(text, path, options, *parsed)
+
+
+analysis.analyze = analyze
+"""
+
+
 def patched(tmp_path: Path, patch: str) -> dict[str, str]:
     """The environment of a server whose processes all run ``patch`` first (a
     ``sitecustomize`` module on ``PYTHONPATH``)."""
@@ -97,9 +116,11 @@ async def session(
     command: Optional[Sequence[str]] = None,
     notebooks: bool = False,
     env: Optional[dict[str, str]] = None,
+    editor: str = "visual-studio-code",
 ) -> AsyncIterator[LanguageClient]:
     """A client connected to a fresh server for the workspace ``root`` (``env``: variables to
-    add to the server's environment)."""
+    add to the server's environment), declaring the capabilities of ``editor`` (a client
+    pytest-lsp knows, such as ``neovim@v0.11.0``)."""
     client = make_test_lsp_client()
 
     @client.feature(types.CLIENT_REGISTER_CAPABILITY)
@@ -109,7 +130,7 @@ async def session(
     await client.start_io(
         *(command or [*smpfix_command(), "server"]), env={**os.environ, **(env or {})}
     )
-    capabilities = client_capabilities("visual-studio-code")
+    capabilities = client_capabilities(editor)
     if notebooks:
         capabilities.notebook_document = _NOTEBOOK_CAPABILITIES
     await client.initialize_session(
@@ -293,6 +314,43 @@ async def test_quick_fix_suppression_and_fix_all(tmp_path: Path) -> None:
         assert [a for a in await code_actions(client, uri, 0, ["source.fixAll"])] == []
 
 
+async def test_code_actions_are_answered_from_the_last_analysis(tmp_path: Path) -> None:
+    """Quick fixes come from the check that showed the diagnostics, and "fix all" starts from
+    it: asking for code actions again and again analyzes the unchanged text no more (the
+    fixed text is analyzed once, as ``--apply`` does to see that the fixes hold)."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    counted = tmp_path / "analyses.txt"
+    env = {**patched(tmp_path, _COUNTED_ANALYSES), "SMPFIX_TEST_ANALYSES": str(counted)}
+
+    def analyses() -> int:
+        return len(counted.read_text().splitlines()) if counted.exists() else 0
+
+    for editor in ("visual-studio-code", "neovim@v0.11.0"):  # resolves the edit, or not
+        counted.unlink(missing_ok=True)
+        async with session(tmp_path, {"job": TP}, env=env, editor=editor) as client:
+            uri = open_file(client, script)
+            await diagnostics(client, uri, lambda found: bool(found))
+            assert analyses() == 1
+            for _ in range(3):
+                actions = await code_actions(client, uri, GUARD_LINE)
+                assert any(a.title.startswith("SMP301") for a in actions)
+            assert analyses() == 1
+            for _ in range(3):
+                (fix_all,) = await code_actions(client, uri, 0, ["source.fixAll.smpfix"])
+                if fix_all.edit is None:
+                    fix_all = await client.code_action_resolve_async(fix_all)
+                assert fix_all.edit is not None and fix_all.edit.changes is not None
+                fixed = apply_edits(SCRIPT, fix_all.edit.changes[uri])
+                assert fixed == fix_source(SCRIPT, job=TP).text
+            assert analyses() == 2, editor  # the check, and the fixed text once
+            # A code action asked for right after an edit waits for the check the edit
+            # started, and is answered from it.
+            replace_text(client, uri, SCRIPT + "#\n", 2)
+            await code_actions(client, uri, GUARD_LINE)
+            assert analyses() == 3
+
+
 async def test_settings_from_pyproject_and_from_the_editor(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
         '[tool.smpfix]\nselect = ["SMP1"]\n\n[tool.smpfix.job]\ntensor_parallel_degree = 4\n'
@@ -318,6 +376,48 @@ async def test_settings_from_pyproject_and_from_the_editor(tmp_path: Path) -> No
         uri = open_file(client, script)
         assert codes(await diagnostics(client, uri, lambda found: bool(found))) == ["SMP301"]
         assert any("tensor_parallel_degre" in message.message for message in client.messages)
+
+
+def shown(client: LanguageClient, text: str) -> list[str]:
+    """The messages the server showed the user (``window/showMessage``) that contain ``text``."""
+    return [message.message for message in client.messages if text in message.message]
+
+
+async def test_settings_problems_are_shown_to_the_user_once_each(tmp_path: Path) -> None:
+    """As Ruff's server does: settings that do not resolve are shown to the user and left
+    out, and the rest applies (here `[tool.smpfix] select`)."""
+    (tmp_path / "pyproject.toml").write_text('[tool.smpfix]\nselect = ["SMP3"]\n')
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    async with session(
+        tmp_path, {"select": ["SMP3O1"], "job": TP}, editor="neovim@v0.7.0"
+    ) as client:
+        uri = open_file(client, script)
+        assert codes(await diagnostics(client, uri, lambda found: bool(found))) == ["SMP301"]
+        for version in range(2, 5):  # edits check again, and tell nothing new
+            replace_text(client, uri, SCRIPT + "#" * version + "\n", version)
+            await diagnostics(client, uri, lambda found: bool(found))
+        assert len(shown(client, "'SMP3O1'")) == 1
+        assert "in the editor settings" in shown(client, "'SMP3O1'")[0]
+        # The same mistake in settings the editor sends later is told again.
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"smpfix": {"ignore": ["SMP3O1"]}})
+        )
+        found = await diagnostics(  # no job: SMP301 warns that tensor parallelism may be on
+            client,
+            uri,
+            lambda found: bool(found) and found[0].severity == types.DiagnosticSeverity.Warning,
+        )
+        assert codes(found) == ["SMP301"]
+        assert len(shown(client, "'SMP3O1'")) == 2
+    # A broken `[tool.smpfix]` table is shown too, once.
+    (tmp_path / "pyproject.toml").write_text('[tool.smpfix]\nselect = "SMP3"\n')
+    async with session(tmp_path, {"job": TP}, editor="neovim@v0.11.0") as client:
+        uri = open_file(client, script)
+        await diagnostics(client, uri, lambda found: bool(found))
+        replace_text(client, uri, SCRIPT + "#\n", 2)
+        await diagnostics(client, uri, lambda found: bool(found))
+        assert len(shown(client, "pyproject.toml")) == 1, client.messages
 
 
 async def test_job_facts_from_the_launchers_in_the_workspace(tmp_path: Path) -> None:
@@ -352,6 +452,26 @@ async def test_job_facts_from_the_launchers_in_the_workspace(tmp_path: Path) -> 
             )
         )
         assert await diagnostics(client, uri, lambda found: not found) == []
+
+
+async def test_a_launcher_changed_on_disk_is_seen_by_a_client_that_watches_no_files(
+    tmp_path: Path,
+) -> None:
+    """Neovim declares no dynamic registration of watched files: the server looks at the
+    launchers itself, and the open script follows its launcher with no event from the editor."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(LAUNCHER.format(tp=4))
+    async with session(tmp_path, editor="neovim@v0.11.0") as client:
+        assert not getattr(client, "registrations", [])
+        uri = open_file(client, script)
+        assert codes(await diagnostics(client, uri, lambda found: bool(found))) == ["SMP301"]
+        launcher.write_text(LAUNCHER.format(tp=1))  # tensor parallelism off
+        assert await diagnostics(client, uri, lambda found: not found, timeout=20) == []
+        launcher.write_text(LAUNCHER.format(tp=2))  # and on again
+        found = await diagnostics(client, uri, lambda found: bool(found), timeout=20)
+        assert codes(found) == ["SMP301"]
 
 
 SHELL_LAUNCHER = """set -ex

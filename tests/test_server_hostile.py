@@ -49,14 +49,14 @@ from smpfix.engine import analysis
 _analyze = analysis.analyze
 
 
-def analyze(text, path, options):
+def analyze(text, path, options, *parsed):
     if "STALL_THE_ANALYSIS" in text:
         pathlib.Path(os.environ["SMPFIX_TEST_STALLED"]).touch()
         base = 3
         base ** (10**8)  # native arithmetic: holds the GIL for minutes
     if "END_THE_ANALYSIS_PROCESS" in text:
         os._exit(70)
-    return _analyze(text, path, options)
+    return _analyze(text, path, options, *parsed)
 
 
 analysis.analyze = analyze

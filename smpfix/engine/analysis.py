@@ -184,12 +184,19 @@ def job_facts_for(
     )
 
 
-def analyze(text: str, path: str, options: AnalysisOptions) -> Analysis:
+def analyze(
+    text: str,
+    path: str,
+    options: AnalysisOptions,
+    parsed: Optional[tuple[Optional[cst.Module], Optional[FileError]]] = None,
+) -> Analysis:
+    """``parsed``: what ``parse`` gives for ``text``, when the caller has it (the language
+    server parses an edited document again piece by piece)."""
     # A helper module some script of this run imported is already parsed, with its facts.
     stored = SHARED_STORE.parsed(path, text)
     module = stored.module if stored is not None else None
     if module is None:
-        module, error = parse(text, path)
+        module, error = parsed if parsed is not None else parse(text, path)
         if module is None:
             assert error is not None
             return Analysis(errors=(error,))

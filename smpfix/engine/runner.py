@@ -29,7 +29,9 @@ from smpfix.job.jobfacts import DeclaredJob
 if TYPE_CHECKING:
     import multiprocessing.context
 
-    from smpfix.engine.analysis import AnalysisOptions
+    import libcst as cst
+
+    from smpfix.engine.analysis import Analysis, AnalysisOptions
     from smpfix.engine.cache import EntryKey, ResultCache
     from smpfix.engine.config_tree import FileOptions
     from smpfix.engine.launcher_index import LauncherSearch
@@ -106,8 +108,25 @@ def _analysis_options(path: str, options: RunOptions) -> AnalysisOptions:
     )
 
 
-def check_text(text: str, path: str, options: RunOptions) -> FileResult:
-    """Analyze (and with ``apply``/``diff`` fix) one text or notebook; nothing is written."""
+def analyze_text(
+    text: str,
+    path: str,
+    options: RunOptions,
+    parsed: Optional[tuple[Optional[cst.Module], Optional[FileError]]] = None,
+) -> Analysis:
+    """The analysis ``check_text`` starts from for a Python text (not a notebook): a caller
+    that keeps it (the language server) fixes the same text later without analyzing it again.
+    ``parsed``: the text's tree (or why there is none), when the caller parsed it."""
+    from smpfix.engine.analysis import analyze
+
+    return analyze(text, path, _analysis_options(path, options), parsed)
+
+
+def check_text(
+    text: str, path: str, options: RunOptions, first: Optional[Analysis] = None
+) -> FileResult:
+    """Analyze (and with ``apply``/``diff`` fix) one text or notebook; nothing is written.
+    ``first``: the analysis of this Python text with these options, if already made."""
     from smpfix.engine.analysis import analyze
     from smpfix.engine.fixing import fix_text
 
@@ -118,7 +137,7 @@ def check_text(text: str, path: str, options: RunOptions) -> FileResult:
         return check_notebook(
             text, path, analysis_options, options.fixing, options.unsafe_fixes, options.fix_hints
         )
-    analysis = analyze(text, path, analysis_options)
+    analysis = first if first is not None else analyze(text, path, analysis_options)
     job = (
         analysis.job.describe()
         if options.show_job and analysis.job is not None and analysis.imports_smp

@@ -281,20 +281,7 @@ class Analysis:
                 queued.result.set_exception(Stale())
                 continue
             try:
-                print(
-                    queued.job.__class__.__name__,
-                    getattr(
-                        getattr(queued.job, "snapshot", None),
-                        "path",
-                        getattr(queued.job, "path", ""),
-                    ),
-                    file=sys.stderr,
-                )
                 value = await self._run_one(queued)
-                print(
-                    value if isinstance(value, frozenset) else len(getattr(value, "findings", ())),
-                    file=sys.stderr,
-                )
             except (AnalysisFailed, Stale) as failure:
                 if not queued.result.done():
                     queued.result.set_exception(failure)

@@ -38,10 +38,12 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from smpfix import __version__
 from smpfix.base.findings import Finding
+from smpfix.engine.config import CONFIG_FILE_NAMES
 from smpfix.server.actions import FIX_ALL, finding_actions, fix_all_action, has_safe_fix, wanted
 from smpfix.server.analysis import Analysis, AnalysisFailed, Stale
 from smpfix.server.documents import Checked, FixedText, Snapshot, affected, changed_span
 from smpfix.server.frames import Descriptor, Frame, Malformed, Stream, frames
+from smpfix.server.launchers import Stamp, stamp_of
 from smpfix.server.protocol import (
     Lines,
     diagnostic,
@@ -57,7 +59,14 @@ DEBOUNCE_SECONDS = 0.02
 # JSON-RPC's error codes for a message that is not JSON, or not a request.
 _PARSE_ERROR = -32700
 _INVALID_REQUEST = -32600
-_WATCHED = ("**/*.py", "**/*.ipynb", "**/*.sh", "**/pyproject.toml")
+_WATCHED = (
+    "**/*.py",
+    "**/*.ipynb",
+    "**/*.sh",
+    *(f"**/{name}" for name in CONFIG_FILE_NAMES),
+)
+# How often the files a check read its job from are looked at, when the client watches none.
+POLL_SECONDS = 0.5
 # How long to wait for the client to answer a request before going on without its answer.
 _CLIENT_ANSWER_SECONDS = 10.0
 
@@ -77,6 +86,8 @@ class _Document:
     failed: Optional[Snapshot] = None
     # Whether its text may declare a job: its edits are then told to the analysis.
     launcher: bool = False
+    # The "fix all" edit of the snapshot last checked, once a code action asked for it.
+    fixed: Optional[tuple[Snapshot, types.WorkspaceEdit]] = None
     # Cell URIs that were last shown diagnostics (to clear them when a cell goes away).
     shown: set[str] = field(default_factory=set)
 
@@ -109,6 +120,13 @@ class SmpfixServer(LanguageServer):
         # Set once the editor's settings are known: no document is checked before.
         self.ready: Optional[asyncio.Event] = None
         self._writer: Optional[StdoutWriter] = None
+        # The launchers and configurations the open documents' checks read, as last seen on
+        # disk; looked at every ``POLL_SECONDS`` by ``_poller`` when the client watches no files.
+        self.stamps: dict[str, Stamp] = {}
+        self.poller: Optional[asyncio.Task[None]] = None
+        # Settings problems already shown to the user (each is shown once, not at every check;
+        # again after the settings change).
+        self.told: set[str] = set()
 
     # -- reading and answering messages ------------------------------------------------------------
 
@@ -241,6 +259,7 @@ class SmpfixServer(LanguageServer):
             if not current():
                 continue  # edited meanwhile: check the newer text before showing anything
             previous, document.checked = document.checked, checked
+            document.fixed = None
             self.publish(document, checked, previous)
 
     def failed(self, document: _Document, snapshot: Snapshot, reason: str) -> None:
@@ -269,6 +288,8 @@ class SmpfixServer(LanguageServer):
                 self.window_log_message(
                     types.LogMessageParams(type=types.MessageType.Warning, message=problem)
                 )
+        for problem in checked.settings_problems:
+            self.tell(problem)
         encoding = self.workspace.position_encoding
         known = self._known_locations(checked)
         snapshot = checked.snapshot
@@ -307,6 +328,16 @@ class SmpfixServer(LanguageServer):
                 types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics)
             )
         document.shown = set(by_cell)
+
+    def tell(self, problem: str) -> None:
+        """Show a settings problem to the user (``window/showMessage``), once: findings
+        checked with settings left out must not pass for findings of the settings written."""
+        message = problem if problem.startswith("smpfix: ") else f"smpfix: {problem}"
+        if message not in self.told:
+            self.told.add(message)
+            self.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Error, message=message)
+            )
 
     def _related(
         self, finding: Finding, known: dict[str, types.Location], uri: str, lines: Lines, here: bool
@@ -358,6 +389,15 @@ class SmpfixServer(LanguageServer):
         if snapshot is None or snapshot == document.failed:
             return None
         checked = document.checked
+        task = document.task
+        if (checked is None or checked.snapshot != snapshot) and task and not task.done():
+            # The check the last edit started answers: the text is not analyzed twice.
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    raise
+            checked = document.checked
         if checked is None or checked.snapshot != snapshot:
             try:
                 checked = await self.analysis.run(CheckJob(snapshot, self.settings))
@@ -371,6 +411,8 @@ class SmpfixServer(LanguageServer):
         """A file's text changed (``text``: unsaved in the editor; None: on disk). Returns the
         changed paths to re-check the dependents of ("*": every open document)."""
         key = os.path.abspath(path)
+        if os.path.basename(key) in CONFIG_FILE_NAMES:
+            self.told.clear()  # a problem that remains is told again
         if text is None:
             self.buffers.pop(key, None)
         else:
@@ -380,6 +422,37 @@ class SmpfixServer(LanguageServer):
         except AnalysisFailed:
             return frozenset({"*"})
         return changed
+
+    def watch_files(self) -> None:
+        """Look at the files the open documents' job came from every ``POLL_SECONDS``: a
+        client that watches no files (Neovim on Linux) tells nothing of a launcher another
+        program changed, and the scripts it launches must not keep its old job."""
+        if self.poller is None:
+            self.poller = asyncio.ensure_future(self._poll_forever())
+
+    async def _poll_forever(self) -> None:
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            await self.poll_files()
+
+    async def poll_files(self) -> None:
+        """Tell the analysis of each watched file that changed on disk, then check again the
+        documents it may affect (an open document's unsaved text is the editor's to tell)."""
+        watched: dict[str, Stamp] = {}
+        for document in list(self.documents.values()):
+            if document.checked is not None:
+                watched.update(document.checked.watched)
+        for path in [path for path in self.stamps if path not in watched]:
+            del self.stamps[path]
+        changed: frozenset[str] = frozenset()
+        for path, stamp in watched.items():
+            known = self.stamps.setdefault(path, stamp)
+            now = stamp_of(path)
+            if now != known and os.path.abspath(path) not in self.buffers:
+                self.stamps[path] = now
+                changed |= await self.file_changed(path)
+        if changed:
+            self.recheck_after(changed)
 
     def recheck_after(self, changed: frozenset[str], except_uri: Optional[str] = None) -> None:
         """Check again the open documents that what changed may affect."""
@@ -423,7 +496,9 @@ def create() -> SmpfixServer:
         await _pull_configuration(ls)
         capabilities = ls.client_capabilities.workspace
         watched = capabilities.did_change_watched_files if capabilities is not None else None
-        if watched is not None and watched.dynamic_registration:
+        if watched is None or not watched.dynamic_registration:
+            ls.watch_files()
+        else:
             options = types.DidChangeWatchedFilesRegistrationOptions(
                 watchers=[types.FileSystemWatcher(glob_pattern=glob) for glob in _WATCHED]
             )
@@ -443,12 +518,13 @@ def create() -> SmpfixServer:
                     _CLIENT_ANSWER_SECONDS,
                 )
             except Exception as exc:
-                # The client said it could, and then could not: files on disk are read on save only.
+                # The client said it could, and then could not: the server watches them itself.
                 ls.window_log_message(
                     types.LogMessageParams(
                         type=types.MessageType.Warning, message=f"smpfix: cannot watch files: {exc}"
                     )
                 )
+                ls.watch_files()
         ls.window_log_message(
             types.LogMessageParams(
                 type=types.MessageType.Info, message=f"smpfix {__version__} ready"
@@ -461,6 +537,7 @@ def create() -> SmpfixServer:
     async def configuration_changed(
         ls: SmpfixServer, params: types.DidChangeConfigurationParams
     ) -> None:
+        ls.told.clear()
         if not await _pull_configuration(ls) and params.settings is not None:
             ls.settings = _settings(ls, params.settings)
         ls.schedule_all()
@@ -565,7 +642,8 @@ def create() -> SmpfixServer:
             data = {"uri": document.uri, "version": snapshot.version}
             actions.append(
                 fix_all_action(
-                    data, None if _resolves_edits(ls) else await _fix_all_edit(ls, checked)
+                    data,
+                    None if _resolves_edits(ls) else await _fix_all_edit(ls, document, checked),
                 )
             )
         return actions
@@ -577,12 +655,14 @@ def create() -> SmpfixServer:
             return action
         found = await ls.current(data["uri"])
         if found is not None:
-            action.edit = await _fix_all_edit(ls, found[1])
+            action.edit = await _fix_all_edit(ls, *found)
         return action
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: SmpfixServer, params: None) -> None:
         ls.shut_down = True
+        if ls.poller is not None:
+            ls.poller.cancel()
         for uri in list(ls.documents):
             task = ls.documents[uri].task
             if task is not None:
@@ -601,9 +681,7 @@ def create() -> SmpfixServer:
 def _settings(ls: SmpfixServer, data: Any) -> ClientSettings:
     settings, problems = ClientSettings.parse(data)
     for problem in problems:
-        ls.window_show_message(
-            types.ShowMessageParams(type=types.MessageType.Error, message=f"smpfix: {problem}")
-        )
+        ls.tell(problem)
     return settings
 
 
@@ -634,8 +712,14 @@ def _resolves_edits(ls: SmpfixServer) -> bool:
     return support is not None and "edit" in support.properties
 
 
-async def _fix_all_edit(ls: SmpfixServer, checked: Checked) -> types.WorkspaceEdit:
+async def _fix_all_edit(
+    ls: SmpfixServer, document: _Document, checked: Checked
+) -> types.WorkspaceEdit:
+    """The "fix all" edit of ``checked``'s text, computed once per check (the analysis
+    process starts it from the check's analysis)."""
     snapshot = checked.snapshot
+    if document.fixed is not None and document.fixed[0] == snapshot:
+        return document.fixed[1]
     try:
         fixed: FixedText = await ls.analysis.run(FixAllJob(snapshot, ls.settings))
     except AnalysisFailed:
@@ -660,7 +744,10 @@ async def _fix_all_edit(ls: SmpfixServer, checked: Checked) -> types.WorkspaceEd
                 new_text=replacement,
             )
         ]
-    return types.WorkspaceEdit(changes=changes)
+    edit = types.WorkspaceEdit(changes=changes)
+    if document.checked is checked:
+        document.fixed = (snapshot, edit)
+    return edit
 
 
 def serve(arguments: Sequence[str] = ()) -> int:

@@ -17,10 +17,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
+import libcst as cst
+
 from smpfix.base import notebook
 from smpfix.base.findings import FileError, FileResult, Finding
+from smpfix.engine.analysis import Analysis, parse
 from smpfix.engine.discovery import Excluder
-from smpfix.engine.runner import check_text
+from smpfix.engine.runner import analyze_text, check_text
+from smpfix.server.reparse import Reparser
 from smpfix.server.settings import DocumentSettings
 
 
@@ -61,9 +65,18 @@ class Checked:
     # Lines for the editor's log: configuration problems, files that could not be analyzed,
     # rules that crashed.
     problems: tuple[str, ...] = ()
+    # What was wrong with the settings (the editor's, the configuration file's): shown to the
+    # user, once each.
+    settings_problems: tuple[str, ...] = ()
     # Where the job settings the findings depend on were read: a source's name (as findings
     # give it) -> the file and its 1-based line.
     job_locations: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    # The analysis of a Python text, which its fixes start from (kept in the analysis
+    # process, never sent to the server).
+    analysis: Optional[Analysis] = None
+    # The files on disk the job was read from (launchers, the configuration) with their
+    # modification time and size then: watched when the editor watches no files.
+    watched: Mapping[str, Optional[tuple[int, int]]] = field(default_factory=dict)
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -82,17 +95,26 @@ class Checked:
         return by_uri
 
 
-def check(snapshot: Snapshot, resolved: DocumentSettings) -> Checked:
-    """Check ``snapshot`` with ``resolved``; never raises (a crash becomes a problem to log)."""
+def check(
+    snapshot: Snapshot, resolved: DocumentSettings, reparser: Optional[Reparser] = None
+) -> Checked:
+    """Check ``snapshot`` with ``resolved``; never raises (a crash becomes a problem to log).
+    ``reparser``: the document's last tree, which an edited text is parsed again from."""
     problems = list(resolved.problems)
     config = resolved.config
     if config.exclude and Excluder(list(config.exclude), config.root).matches(
         Path(os.path.abspath(snapshot.path))
     ):
-        return Checked(snapshot, FileResult(snapshot.path), resolved, tuple(problems))
+        return Checked(
+            snapshot, FileResult(snapshot.path), resolved, tuple(problems), resolved.problems
+        )
     text = snapshot.notebook_json() if snapshot.cells else snapshot.text
+    analysis = None
     try:
-        result = check_text(text, snapshot.path, resolved.options)
+        if not snapshot.cells:
+            parsed = _parse(reparser, snapshot.path, text)
+            analysis = analyze_text(text, snapshot.path, resolved.options, parsed)
+        result = check_text(text, snapshot.path, resolved.options, analysis)
     except RecursionError:
         result = FileResult(
             snapshot.path,
@@ -104,7 +126,26 @@ def check(snapshot: Snapshot, resolved: DocumentSettings) -> Checked:
             errors=(FileError(snapshot.path, f"internal error: {type(exc).__name__}: {exc}"),),
         )
     problems.extend(_describe(error) for error in result.errors)
-    return Checked(snapshot, result, resolved, tuple(problems))
+    return Checked(
+        snapshot, result, resolved, tuple(problems), resolved.problems, analysis=analysis
+    )
+
+
+def _parse(
+    reparser: Optional[Reparser], path: str, text: str
+) -> tuple[Optional[cst.Module], Optional[FileError]]:
+    """The tree of ``text``: from the last one of ``path`` where only part of it changed,
+    else parsed whole (and kept for the next edit)."""
+    module = reparser.parse(path, text) if reparser is not None else None
+    if module is not None:
+        return module, None
+    module, error = parse(text, path)
+    if module is not None and reparser is not None:
+        try:
+            reparser.remember(path, text, module)
+        except RecursionError:
+            pass
+    return module, error
 
 
 def _describe(error: FileError) -> str:
@@ -122,12 +163,19 @@ class FixedText:
     applied: int = 0
 
 
-def fix_all(snapshot: Snapshot, resolved: DocumentSettings) -> FixedText:
-    """Every safe fix applied, as ``smpfix check --apply`` would write it; nothing is written."""
+def fix_all(
+    snapshot: Snapshot, resolved: DocumentSettings, first: Optional[Analysis] = None
+) -> FixedText:
+    """Every safe fix applied, as ``smpfix check --apply`` would write it; nothing is written.
+    ``first``: the check's analysis of this Python text with these settings, fixed from
+    without analyzing the text again."""
     options = replace(resolved.options, apply=True)
     try:
         result = check_text(
-            snapshot.notebook_json() if snapshot.cells else snapshot.text, snapshot.path, options
+            snapshot.notebook_json() if snapshot.cells else snapshot.text,
+            snapshot.path,
+            options,
+            None if snapshot.cells else first,
         )
     except Exception:  # no fix then; the diagnostics say why
         return FixedText()

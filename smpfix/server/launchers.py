@@ -7,7 +7,10 @@ the run's exclusions, or the launchers ``[tool.smpfix] launchers`` names), so a 
 shows in the editor the findings the command line gives it. The index of a project is
 built when one of its documents is first checked and kept; afterwards only the launcher
 that changed is read again: an open launcher's unsaved text counts over its file on disk,
-and a save or a change on disk is read from disk.
+and a save or a change on disk is read from disk. A change on disk is seen even when the
+editor reports none: each launcher read from disk is kept with its modification time and
+size (``Stamp``), compared before every check (``refresh``) and, by the server, every half
+second while documents are open.
 
 The project root is the command line's (``job.project_root``: never the filesystem root, the
 home folder or a temporary-files root) with one difference: a file with no project marker
@@ -30,6 +33,9 @@ from smpfix.job.linking import LinkedScript, link, may_be_launcher
 from smpfix.job.project import Project
 from smpfix.job.project_root import PROJECT_MARKERS, is_too_wide, project_root
 
+# What tells a file changed on disk: its modification time (ns) and size; None when absent.
+Stamp = Optional[tuple[int, int]]
+
 
 @dataclass
 class _Index:
@@ -37,6 +43,8 @@ class _Index:
 
     search: LauncherSearch
     links: dict[str, tuple[LinkedScript, ...]] = field(default_factory=dict)
+    # The launchers read from disk (not from an editor's buffer), as they were when read.
+    stamps: dict[str, Stamp] = field(default_factory=dict)
 
     def counts(self, path: str) -> bool:
         """Whether ``path`` may configure scripts of this project (with named launchers, only
@@ -70,6 +78,24 @@ class Launchers:
             [found for links in index.links.values() for found in links]
         )
 
+    def stamps(self, path: str) -> dict[str, Stamp]:
+        """The launchers of the project of the document at ``path`` that were read from disk,
+        with their stamps then (none before the project is indexed)."""
+        index = self._indexes.get(search_root(path))
+        return dict(index.stamps) if index is not None else {}
+
+    def refresh(self) -> bool:
+        """Read again every launcher whose file changed on disk since it was read (unless an
+        editor holds its unsaved text); whether what the launchers say may have changed."""
+        changed = False
+        for path in {path for index in self._indexes.values() for path in index.stamps}:
+            if path in self._buffers:
+                continue
+            now = stamp_of(path)
+            if any(index.stamps.get(path, now) != now for index in self._indexes.values()):
+                changed = self.update(path) or changed
+        return changed
+
     def update(self, path: str, text: Optional[str] = None) -> bool:
         """``path`` changed: ``text`` is its unsaved text in the editor, None to read it from
         disk (saved, closed, or changed by another program). Returns whether what the
@@ -85,7 +111,13 @@ class Launchers:
             if not (key + os.sep).startswith(root.rstrip(os.sep) + os.sep) or not index.counts(key):
                 continue
             covered = True
+            stamp = stamp_of(key) if text is None else None  # before reading: a later write differs
             found = _link(key, text if text is not None else _read(key), root)
+            # A file read from disk that launches, or launched, something is watched.
+            if text is not None:
+                index.stamps.pop(key, None)
+            elif found or key in index.stamps:
+                index.stamps[key] = stamp
             if found != index.links.get(key, ()):
                 changed = True
             if found:
@@ -103,8 +135,10 @@ class Launchers:
             index = _Index(search)
             for found in project_links(root, search):
                 index.links[found.launcher] = (*index.links.get(found.launcher, ()), found)
+                index.stamps[found.launcher] = stamp_of(found.launcher)
             for key, text in self._buffers.items():  # open launchers with unsaved changes
                 if (key + os.sep).startswith(root.rstrip(os.sep) + os.sep) and index.counts(key):
+                    index.stamps.pop(key, None)
                     buffered = _link(key, text, root)
                     if buffered:
                         index.links[key] = buffered
@@ -123,6 +157,15 @@ def search_root(path: str) -> str:
     if root in (path, folder) or _marked(root):
         return root
     return path if is_too_wide(folder) else folder
+
+
+def stamp_of(path: str) -> Stamp:
+    """``path``'s modification time and size now (None when it cannot be read)."""
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (status.st_mtime_ns, status.st_size)
 
 
 def _marked(folder: str) -> bool:

@@ -102,24 +102,15 @@ def resolve(
 ) -> DocumentSettings:
     """The options to check ``path`` with, in the project ``project_of`` gives for its
     configuration (its root, its launchers). A broken ``pyproject.toml`` or an unknown
-    selector is reported and left out (the defaults apply), so the document is still checked."""
+    selector is reported and left out, so the document is still checked."""
     problems: list[str] = []
     try:
         config = configurations.for_path(path)
     except ConfigError as exc:
-        problems.append(str(exc))
+        problems.append(f"{exc} (its settings are left out until corrected)")
         config = Config()
     names = rule_names()
-    try:
-        codes = enabled(
-            names,
-            client.select if client.select is not None else config.select,
-            [*config.extend_select, *client.extend_select],
-            [*config.ignore, *client.ignore],
-        )
-    except SelectionError as exc:
-        problems.append(f"{exc} (in the editor settings or {config.path or 'pyproject.toml'})")
-        codes = enabled(names, None)
+    codes = _selection(names, client, config, problems)
     declared = [DeclaredJob.stated(EDITOR_JOB_SOURCE, client.job)] if client.job else []
     declared.extend(config.declared_jobs(path))
     options = RunOptions(
@@ -132,3 +123,47 @@ def resolve(
         line_length=config.line_length,
     )
     return DocumentSettings(options, config, tuple(problems))
+
+
+def _selection(
+    names: Mapping[str, str], client: ClientSettings, config: Config, problems: list[str]
+) -> frozenset[str]:
+    """The rules to run: the editor's selection over the configuration's. As Ruff's server
+    does, settings that do not resolve (an unknown selector) are left out and said, and the
+    others apply: the configuration's alone, the editor's alone, or the defaults."""
+    where = config.path or "pyproject.toml"
+
+    def alone(
+        select: Optional[Sequence[str]], extend: Sequence[str], ignore: Sequence[str]
+    ) -> Optional[str]:
+        try:
+            enabled(names, select, extend, ignore)
+        except SelectionError as exc:
+            return str(exc)
+        return None
+
+    editor = alone(client.select, client.extend_select, client.ignore)
+    configured = alone(config.select, config.extend_select, config.ignore)
+    if editor is not None:
+        instead = "the defaults apply" if configured else f"{where} applies"
+        problems.append(
+            f"{editor} in the editor settings (smpfix.select, extendSelect or ignore): they"
+            f" are left out until corrected, {instead}"
+        )
+    if configured is not None:
+        problems.append(
+            f"{configured} in {where}: its select, extend-select and ignore are left out"
+            " until corrected"
+        )
+    if editor is None and configured is None:
+        return enabled(
+            names,
+            client.select if client.select is not None else config.select,
+            [*config.extend_select, *client.extend_select],
+            [*config.ignore, *client.ignore],
+        )
+    if configured is None:
+        return enabled(names, config.select, config.extend_select, config.ignore)
+    if editor is None:
+        return enabled(names, client.select, client.extend_select, client.ignore)
+    return enabled(names, None)

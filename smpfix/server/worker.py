@@ -26,12 +26,14 @@ from multiprocessing.connection import Connection
 from typing import Any, Optional, Union
 
 from smpfix.base import safe_read
+from smpfix.engine.analysis import Analysis
 from smpfix.engine.config import CONFIG_FILE_NAMES, Config
 from smpfix.job.linking import may_be_launcher
 from smpfix.job.project import Project
 from smpfix.job.shell_launcher import SHELL_SUFFIX
 from smpfix.server.documents import Checked, FixedText, Snapshot, check, fix_all
-from smpfix.server.launchers import Launchers
+from smpfix.server.launchers import Launchers, Stamp, stamp_of
+from smpfix.server.reparse import Reparser
 from smpfix.server.settings import ClientSettings, Configurations, DocumentSettings, resolve
 
 # LibCST recurses in native code once per nesting level (``base.nesting`` bounds the depth for
@@ -40,6 +42,8 @@ _STACK_BYTES = 64 * 1024 * 1024
 # The analysis yields the processor to the server (and to the editor) when both want it.
 _NICENESS = 5
 _PARENT_POLL_SECONDS = 0.5
+# How many documents' last analysis is kept for their fixes.
+_ANALYSES_KEPT = 8
 
 
 class Workspace:
@@ -48,6 +52,28 @@ class Workspace:
     def __init__(self) -> None:
         self.configurations = Configurations()
         self.launchers = Launchers()
+        self.reparser = Reparser()
+        # Bumped whenever a file the settings or the launchers come from changed: an analysis
+        # made before is not fixed from.
+        self.generation = 0
+        # The last analysis of each recently checked document, which its fix-all starts from.
+        self.analyses: dict[str, tuple[Snapshot, ClientSettings, int, Analysis]] = {}
+
+    def keep(self, checked: Checked, settings: ClientSettings) -> None:
+        path = checked.snapshot.path
+        self.analyses.pop(path, None)
+        if checked.analysis is not None:
+            self.analyses[path] = (checked.snapshot, settings, self.generation, checked.analysis)
+            while len(self.analyses) > _ANALYSES_KEPT:
+                del self.analyses[next(iter(self.analyses))]
+
+    def analysis_of(self, snapshot: Snapshot, settings: ClientSettings) -> Optional[Analysis]:
+        """The kept analysis of exactly this snapshot, checked with these settings and what
+        the workspace holds now."""
+        kept = self.analyses.get(snapshot.path)
+        if kept is None or kept[:3] != (snapshot, settings, self.generation):
+            return None
+        return kept[3]
 
     def resolve(self, snapshot: Snapshot, settings: ClientSettings) -> DocumentSettings:
         def project_of(config: Config) -> Project:
@@ -55,9 +81,24 @@ class Workspace:
 
         return resolve(snapshot.path, settings, self.configurations, project_of)
 
+    def refresh(self) -> None:
+        """Before a check: launchers changed on disk since they were read are read again
+        (an editor that watches no files tells nothing of them)."""
+        if self.launchers.refresh():
+            self.generation += 1
+
+    def watched(self, path: str, config: Config) -> dict[str, Stamp]:
+        """The files on disk the check of ``path`` read its job from (its project's launchers,
+        its configuration), with their stamps when read: the server watches them."""
+        watched = self.launchers.stamps(path)
+        if config.path is not None:
+            watched[str(config.path)] = stamp_of(str(config.path))
+        return watched
+
     def file_changed(self, path: str, text: Optional[str]) -> frozenset[str]:
         """A file's text changed (in the editor, or on disk): the paths to re-check the
         dependents of ("*": every open document)."""
+        self.generation += 1
         if os.path.basename(path) in CONFIG_FILE_NAMES:
             self.configurations.forget()
             self.launchers.forget()
@@ -75,11 +116,19 @@ class CheckJob:
     settings: ClientSettings
 
     def run(self, workspace: Workspace) -> Checked:
+        workspace.refresh()
         resolved = workspace.resolve(self.snapshot, self.settings)
-        checked = check(self.snapshot, resolved)
+        checked = check(self.snapshot, resolved, workspace.reparser)
+        workspace.keep(checked, self.settings)
         # The options (with the project's launchers) stay here: the server needs only where
-        # the job came from.
-        return replace(checked, resolved=None, job_locations=_job_locations(checked))
+        # the job came from, and which files to watch.
+        return replace(
+            checked,
+            resolved=None,
+            analysis=None,
+            job_locations=_job_locations(checked),
+            watched=workspace.watched(self.snapshot.path, resolved.config),
+        )
 
 
 @dataclass(frozen=True)
@@ -90,7 +139,9 @@ class FixAllJob:
     settings: ClientSettings
 
     def run(self, workspace: Workspace) -> FixedText:
-        return fix_all(self.snapshot, workspace.resolve(self.snapshot, self.settings))
+        workspace.refresh()
+        resolved = workspace.resolve(self.snapshot, self.settings)
+        return fix_all(self.snapshot, resolved, workspace.analysis_of(self.snapshot, self.settings))
 
 
 @dataclass(frozen=True)
