@@ -685,7 +685,7 @@ def plan(
     (fits, does not fit, depends on a switch smpfix cannot resolve, or unknown), the
     assumptions, and the smallest changes that make a job fit. It is an estimate: every
     approximation is listed in docs/plan.md
-    (https://github.com/smpfix/smpfix/blob/main/docs/plan.md).
+    (https://smpfix.github.io/smpfix/plan/).
 
     Exit codes: 0 when nothing is known not to fit, 1 when a configuration does not fit, 2 on
     a usage error.

@@ -139,6 +139,7 @@ def test_json_format_uses_ruff_field_names(tmp_path: Path) -> None:
         "job_facts",
     }
     assert first["code"] == "SMP101" and first["location"] == {"row": 6, "column": 13}
+    assert first["url"] == "https://smpfix.github.io/smpfix/rules/SMP101/"
     assert first["fix"]["applicability"] == "safe"
     assert first["job_facts"] == [{"feature": "TP", "state": "on", "source": "command line --job"}]
     edit = first["fix"]["edits"][0]
