@@ -735,26 +735,16 @@ def plan(
 )
 def rules(fmt: str) -> None:
     """List every rule: code, name, fix availability and safety, SMP versions, the library
-    flavours whose scripts it checks, job settings it depends on."""
+    flavours whose scripts it checks, job settings it depends on (a table as wide as the
+    terminal, 100 columns in a pipe)."""
+    from smpfix.report.rules_table import render_rules_table
     from smpfix.rules.registry import rule_table
 
     table = rule_table()
     if fmt == "json":
         click.echo(json.dumps(table, indent=2))
         return
-    width = max(len(row["name"]) for row in table) if table else 10
-    versions = max([len("versions"), *(len(row["versions"]) for row in table)])
-    click.echo(
-        f"{'code':<7} {'name':<{width}} {'fix':<15}"
-        f" {'versions':<{versions}} {'scripts':<19} depends on"
-    )
-    for row in table:
-        depends = ", ".join(row["depends_on"]) or "-"
-        scripts = ", ".join(row["flavours"])
-        click.echo(
-            f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15}"
-            f" {row['versions']:<{versions}} {scripts:<19} {depends}"
-        )
+    click.echo(render_rules_table(table), nl=False)
 
 
 @main.command()

@@ -389,7 +389,7 @@ def test_show_job_prints_facts_and_sources(tmp_path: Path) -> None:
 
 
 def test_rules_explain_and_version() -> None:
-    table = run_cli("rules")
+    table = run_cli("rules", env={"COLUMNS": ""})  # a pipe: 100 columns, every column
     assert table.code == 0 and "SMP101" in table.stdout and "tensor_parallel_degree" in table.stdout
     rows = json.loads(run_cli("rules", "--format", "json").stdout)
     assert {"code", "name", "fix", "depends_on"} <= set(rows[0])
