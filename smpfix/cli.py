@@ -473,6 +473,7 @@ def _output_option_problem(fmt: str, opts: Any, stdin: bool) -> Optional[str]:
 def _add_noqa(results: Sequence[Any], tasks: Sequence[Any], options: Any, quiet: bool) -> int:
     """Write suppressions for every finding; exit 1 if some cannot be suppressed, 2 on errors."""
     from smpfix.engine.add_noqa import add_to_file
+    from smpfix.report.locations import finding_location
 
     writable = {task.path: task.writable for task in tasks}
     errors = [error for result in results for error in result.errors]
@@ -487,11 +488,8 @@ def _add_noqa(results: Sequence[Any], tasks: Sequence[Any], options: Any, quiet:
     for error in errors:
         click.echo(f"{error.location}: error: {error.message}", err=True)
     for item in left:
-        finding = item.finding
-        click.echo(
-            f"{finding.path}:{finding.start.line}:{finding.start.column}:"
-            f" {finding.code} not suppressed: {item.reason}"
-        )
+        location = finding_location(item.finding)
+        click.echo(f"{location}: {item.finding.code} not suppressed: {item.reason}")
     if not quiet:
         noun = "suppression" if added == 1 else "suppressions"
         click.echo(f"Added {added} {noun} to {files} file{'s' if files != 1 else ''}.", err=True)
