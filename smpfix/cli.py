@@ -598,39 +598,11 @@ def _finish(
 
 
 def _print_jobs(results: Sequence[Any], err: bool) -> None:
-    for result in results:
-        if result.job is None:
-            continue
-        click.echo(f"{result.path}: job facts", err=err)
-        version = result.job.get("smp_version")
-        flavour = "TensorFlow " if result.job.get("flavour") == "tensorflow" else ""
-        click.echo(
-            f"  library      {flavour}SMP {version['value']} ({version['source']})"
-            if version
-            else f"  library      {flavour}SMP version unknown",
-            err=err,
-        )
-        if result.job.get("smp_v2"):
-            click.echo(
-                f"  library      SMP v2: {result.job['smp_v2']}; the SMP v2 rules (SMP0xx) apply,"
-                " no SMP v1 rule",
-                err=err,
-            )
-        init_dict = result.job.get("init_dict")
-        if init_dict:
-            click.echo(f"  smp.init     dict {init_dict['use']}: {init_dict['why']}", err=err)
-        for key, item in result.job["features"].items():
-            click.echo(f"  {key:<12} {item['state']:<8} {item['source']}", err=err)
-        for key, item in result.job["settings"].items():
-            click.echo(f"  {key} = {json.dumps(item['value'])}  ({item['source']})", err=err)
-        for key, why in result.job.get("unknown", {}).items():
-            click.echo(f"  {key} unknown: {why}", err=err)
-        for item in result.job.get("evidence", ()):
-            weight = "shows it is on" if item["strong"] else "shows awareness only"
-            click.echo(
-                f"  evidence {item['feature']}: {item['what']} at line {item['line']} ({weight})",
-                err=err,
-            )
+    from smpfix.report.show_job import render_jobs
+
+    shown = render_jobs(results)
+    if shown:
+        click.echo(shown, nl=False, err=err)
 
 
 @main.command()

@@ -270,6 +270,14 @@ class Feature:
     setting: str
     title: str
 
+    @property
+    def condition(self) -> str:
+        """When the feature is on, in the words of its setting: ``tensor_parallel_degree > 1``,
+        ``fp16 = true`` (``--show-job`` spells its keys out with it)."""
+        return (
+            f"{self.setting} > 1" if self.setting in _DEGREE_SETTINGS else f"{self.setting} = true"
+        )
+
     def state_of(self, value: Value) -> Tri:
         if isinstance(value, bool) or self.setting not in _DEGREE_SETTINGS:
             return Tri.ON if value is True else Tri.OFF
