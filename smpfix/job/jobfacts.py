@@ -87,7 +87,7 @@ LIBRARY_DEFAULTS: Mapping[str, Value] = {
     "contiguous": True,
 }
 
-# Every key SMP v1 (1.12.1 schema, plus the 1.13-1.15 additions) accepts; see the catalog, C04.
+# Every key SMP v1 (1.12.1 schema, plus the 1.13-1.15 additions) accepts; see SMP812's page.
 KNOWN_KEYS: frozenset[str] = frozenset(
     {
         "pipeline_parallel_degree",

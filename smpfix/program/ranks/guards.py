@@ -3,7 +3,7 @@
 ``if smp.dp_rank() == 0:``, ``if not smp.rdp_rank():``, ``if rank == 0 and step % 100 == 0:``
 (``rank`` assigned once from a rank call), ``if is_main():`` (a helper whose body returns one
 such comparison), and ``if smp.dp_rank() != 0: return`` before the guarded statements.
-Shared by the checkpoint rules (catalog section 8, item 2).
+Shared by the checkpoint rules (the SMP3xx pages).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.titles import snippet
 
 # ``"smdistributed": {"enabled": True, "parameters": {...}}`` lacks the ``modelparallel`` level
-# (catalog C30, a rule of its own), which is a different mistake from a misspelled strategy.
+# (SMP829, a rule of its own), which is a different mistake from a misspelled strategy.
 _MISSING_LEVEL_KEYS = frozenset({"enabled", "parameters"})
 
 
