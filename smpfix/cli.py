@@ -642,6 +642,7 @@ def _output_option_problem(fmt: str, opts: Any, stdin: bool) -> Optional[str]:
 def _add_noqa(results: Sequence[Any], tasks: Sequence[Any], options: Any, quiet: bool) -> int:
     """Write suppressions for every finding; exit 1 if some cannot be suppressed, 2 on errors."""
     from smpfix.engine.add_noqa import add_to_file
+    from smpfix.report.locations import finding_location
 
     writable = {task.path: task.writable for task in tasks}
     errors = [error for result in results for error in result.errors]
@@ -656,11 +657,8 @@ def _add_noqa(results: Sequence[Any], tasks: Sequence[Any], options: Any, quiet:
     for error in errors:
         click.echo(f"{error.location}: error: {error.message}", err=True)
     for item in left:
-        finding = item.finding
-        click.echo(
-            f"{finding.path}:{finding.start.line}:{finding.start.column}:"
-            f" {finding.code} not suppressed: {item.reason}"
-        )
+        location = finding_location(item.finding)
+        click.echo(f"{location}: {item.finding.code} not suppressed: {item.reason}")
     if not quiet:
         noun = "suppression" if added == 1 else "suppressions"
         click.echo(f"Added {added} {noun} to {files} file{'s' if files != 1 else ''}.", err=True)
@@ -769,39 +767,11 @@ def _finish(
 
 
 def _print_jobs(results: Sequence[Any], err: bool) -> None:
-    for result in results:
-        if result.job is None:
-            continue
-        click.echo(f"{result.path}: job facts", err=err)
-        version = result.job.get("smp_version")
-        flavour = "TensorFlow " if result.job.get("flavour") == "tensorflow" else ""
-        click.echo(
-            f"  library      {flavour}SMP {version['value']} ({version['source']})"
-            if version
-            else f"  library      {flavour}SMP version unknown",
-            err=err,
-        )
-        if result.job.get("smp_v2"):
-            click.echo(
-                f"  library      SMP v2: {result.job['smp_v2']}; the SMP v2 rules (SMP0xx) apply,"
-                " no SMP v1 rule",
-                err=err,
-            )
-        init_dict = result.job.get("init_dict")
-        if init_dict:
-            click.echo(f"  smp.init     dict {init_dict['use']}: {init_dict['why']}", err=err)
-        for key, item in result.job["features"].items():
-            click.echo(f"  {key:<12} {item['state']:<8} {item['source']}", err=err)
-        for key, item in result.job["settings"].items():
-            click.echo(f"  {key} = {json.dumps(item['value'])}  ({item['source']})", err=err)
-        for key, why in result.job.get("unknown", {}).items():
-            click.echo(f"  {key} unknown: {why}", err=err)
-        for item in result.job.get("evidence", ()):
-            weight = "shows it is on" if item["strong"] else "shows awareness only"
-            click.echo(
-                f"  evidence {item['feature']}: {item['what']} at line {item['line']} ({weight})",
-                err=err,
-            )
+    from smpfix.report.show_job import render_jobs
+
+    shown = render_jobs(results)
+    if shown:
+        click.echo(shown, nl=False, err=err)
 
 
 @main.command()
@@ -857,7 +827,7 @@ def plan(
     (fits, does not fit, depends on a switch smpfix cannot resolve, or unknown), the
     assumptions, and the smallest changes that make a job fit. It is an estimate: every
     approximation is listed in docs/plan.md
-    (https://github.com/smpfix/smpfix/blob/main/docs/plan.md).
+    (https://smpfix.github.io/smpfix/plan/).
 
     Exit codes: 0 when nothing is known not to fit, 1 when a configuration does not fit, 2 on
     a usage error.
@@ -907,26 +877,16 @@ def plan(
 )
 def rules(fmt: str) -> None:
     """List every rule: code, name, fix availability and safety, SMP versions, the library
-    flavours whose scripts it checks, job settings it depends on."""
+    flavours whose scripts it checks, job settings it depends on (a table as wide as the
+    terminal, 100 columns in a pipe)."""
+    from smpfix.report.rules_table import render_rules_table
     from smpfix.rules.registry import rule_table
 
     table = rule_table()
     if fmt == "json":
         click.echo(json.dumps(table, indent=2))
         return
-    width = max(len(row["name"]) for row in table) if table else 10
-    versions = max([len("versions"), *(len(row["versions"]) for row in table)])
-    click.echo(
-        f"{'code':<7} {'name':<{width}} {'fix':<15}"
-        f" {'versions':<{versions}} {'scripts':<19} depends on"
-    )
-    for row in table:
-        depends = ", ".join(row["depends_on"]) or "-"
-        scripts = ", ".join(row["flavours"])
-        click.echo(
-            f"{row['code']:<7} {row['name']:<{width}} {row['fix']:<15}"
-            f" {row['versions']:<{versions}} {scripts:<19} {depends}"
-        )
+    click.echo(render_rules_table(table), nl=False)
 
 
 @main.command()

@@ -139,6 +139,7 @@ def test_json_format_uses_ruff_field_names(tmp_path: Path) -> None:
         "job_facts",
     }
     assert first["code"] == "SMP101" and first["location"] == {"row": 6, "column": 13}
+    assert first["url"] == "https://smpfix.github.io/smpfix/rules/SMP101/"
     assert first["fix"]["applicability"] == "safe"
     assert first["job_facts"] == [{"feature": "TP", "state": "on", "source": "command line --job"}]
     edit = first["fix"]["edits"][0]
@@ -387,8 +388,32 @@ def test_show_job_prints_facts_and_sources(tmp_path: Path) -> None:
     assert "tensor_parallel_degree = 4  (command line --job)" in out
 
 
+def test_show_job_gives_a_file_of_which_nothing_is_known_one_line(tmp_path: Path) -> None:
+    """A helper module no launcher configures used to get twelve "unknown" lines."""
+    write(tmp_path, "utils.py", "import smdistributed.modelparallel.torch as smp\n\nsmp.rank()\n")
+    out = run_cli("check", "--show-job", "--no-cache", "utils.py", cwd=tmp_path).stdout
+    assert out.splitlines()[0] == (
+        "utils.py: job facts: nothing known (SMP version and every feature unknown: not set in"
+        " any known source)"
+    )
+    assert "unknown  " not in out and "Features:" not in out
+
+
+def test_show_job_spells_out_the_feature_keys_it_prints(tmp_path: Path) -> None:
+    path = write(tmp_path, "train.py", BAD)
+    out = run_cli("check", "--show-job", "--job", "tensor_parallel_degree=4", str(path)).stdout
+    printed = [line.split()[0] for line in out.splitlines() if line.startswith("  ")]
+    legend = out.splitlines()[out.splitlines().index("Features:") + 1 :]
+    spelled = {line.split()[0]: line for line in legend if line.startswith("  ")}
+    for key in ("TP", "PP", "SDP", "MB", "OSS", "HVD", "DDP", "DELAYED_INIT"):
+        assert key in printed and key in spelled
+    assert "optimizer state sharding: on when shard_optimizer_state = true" in spelled["OSS"]
+    assert "Horovod data parallelism: on when horovod = true" in spelled["HVD"]
+    assert "microbatching: on when microbatches > 1" in spelled["MB"]
+
+
 def test_rules_explain_and_version() -> None:
-    table = run_cli("rules")
+    table = run_cli("rules", env={"COLUMNS": ""})  # a pipe: 100 columns, every column
     assert table.code == 0 and "SMP101" in table.stdout and "tensor_parallel_degree" in table.stdout
     rows = json.loads(run_cli("rules", "--format", "json").stdout)
     assert {"code", "name", "fix", "depends_on"} <= set(rows[0])

@@ -58,10 +58,11 @@ def _check(cwd: Path, *args: str, stdin: Optional[str] = None) -> tuple[list[dic
 
 
 def _job_block(output: str) -> str:
-    """The ``--show-job`` lines after the ``path: job facts`` header (the path depends on cwd)."""
+    """The ``--show-job`` lines after the ``path: job facts`` header (the path depends on cwd),
+    or what follows it on a file's one line when nothing is known of its job."""
     lines = output.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.endswith(": job facts"))
-    block = []
+    start = next(i for i, line in enumerate(lines) if ": job facts" in line)
+    block = [lines[start].partition(": job facts")[2]]
     for line in lines[start + 1 :]:
         if not line.startswith("  "):
             break

@@ -142,3 +142,20 @@ def test_a_page_is_rendered_with_what_its_rule_declares() -> None:
     )
     with pytest.raises(ValueError, match="title comes from the rule"):
         render_page(_Probe, "# SMP998 probe\n\n" + source)
+
+
+def test_pages_docs_and_messages_cite_what_a_user_can_read() -> None:
+    """The pages once cited "catalog P40" and the like, an internal research catalog no user
+    can see; they cite the developer guide, the SDK documentation, the release notes and the
+    library source instead. The rules' messages and the code's docstrings too."""
+    root = Path(__file__).resolve().parent.parent
+    texts = {
+        **{f"rules/{code}.md": text for code, text in page_sources().items()},
+        **{str(path.relative_to(root)): path.read_text("utf-8") for path in root.glob("docs/*.md")},
+        "README.md": (root / "README.md").read_text("utf-8"),
+        **{
+            str(path.relative_to(root)): path.read_text("utf-8")
+            for path in (root / "smpfix").rglob("*.py")
+        },
+    }
+    assert [name for name, text in texts.items() if "catalog" in text.lower()] == []

@@ -43,7 +43,9 @@ def _rule_class(module: str, **attributes: object) -> type[Rule]:
 def test_a_rule_gets_its_code_name_and_family_scope_when_its_class_is_created() -> None:
     rule = _rule_class("smpfix.rules.tensor_parallel.smp599_probe_rule")
     assert (rule.code, rule.name, rule.scope) == ("SMP599", "probe-rule", FileScope.PYTORCH)
-    assert _rule_class("smpfix.rules.comments.smp999_probe", code="SMP999").code == "SMP999"
+    comment_rule = _rule_class("smpfix.rules.comments.smp999_probe", code="SMP999")
+    assert comment_rule.code == "SMP999"
+    assert comment_rule.flavours == BOTH  # a rule of every file, not PyTorch's scripts alone
     outside = _rule_class("tests.probes", code="SMP998", name="probe")
     assert (outside.code, outside.scope) == ("SMP998", FileScope.SMP)
 

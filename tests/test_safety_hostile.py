@@ -400,14 +400,19 @@ def test_a_report_to_a_fifo_with_a_reader_is_written_into_it(tmp_path: Path) -> 
     assert result.code == 1 and b"SMP301" in received[0], result.stderr
 
 
-def test_a_new_report_gets_the_mode_the_umask_gives(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_a_new_report_gets_the_mode_the_umask_gives(tmp_path: Path, umask: int, mode: int) -> None:
+    """As Ruff's and the shell's ``>``: 0644 under the usual umask (a temporary file renamed
+    into place used to keep its private 0600)."""
     root = project(tmp_path)
     report = tmp_path / "report.txt"
-    result = run_cli("--no-cache", "-o", str(report), str(root / "train.py"))
+    before = os.umask(umask)  # the command inherits it
+    try:
+        result = run_cli("--no-cache", "-o", str(report), str(root / "train.py"))
+    finally:
+        os.umask(before)
     assert result.code == 1, result.stderr
-    umask = os.umask(0o022)
-    os.umask(umask)
-    assert report.stat().st_mode & 0o777 == 0o666 & ~umask
+    assert report.stat().st_mode & 0o777 == mode
 
 
 def test_an_existing_report_keeps_its_mode(tmp_path: Path) -> None:

@@ -248,9 +248,8 @@ async def test_diagnostics_on_open_change_and_save(tmp_path: Path) -> None:
         assert codes(found) == ["SMP301"]
         item = found[0]
         assert item.source == "smpfix" and item.severity == types.DiagnosticSeverity.Error
-        assert item.code_description is not None and item.code_description.href.endswith(
-            "/rules/SMP301.md"
-        )
+        assert item.code_description is not None
+        assert item.code_description.href == "https://smpfix.github.io/smpfix/rules/SMP301/"
         assert item.range.start == types.Position(line=GUARD_LINE, character=7)
         assert "dp_rank" in item.message and "tensor parallelism" in item.message
         # The user fixes the guard: the finding goes away without saving.

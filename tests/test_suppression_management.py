@@ -251,6 +251,39 @@ def test_add_noqa_suppresses_every_finding_and_check_then_passes(tmp_path: Path)
     assert again.code == 0 and "Added 0 suppressions" in again.stderr
 
 
+def test_add_noqa_locates_a_notebook_finding_in_its_cell(tmp_path: Path) -> None:
+    """It leaves notebooks alone and says so, at the finding's cell, line and column (as the
+    findings themselves are shown: ``path:cell 2:3:4``), not at a line of no cell."""
+    import json
+
+    lines = TRAIN.splitlines(keepends=True)
+    cells = [lines[:4], lines[4:]]  # the guard is line 5 of the second cell
+    notebook = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "source": cell,
+                "outputs": [],
+                "execution_count": None,
+            }
+            for cell in cells
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp_path / "train.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    select = ("--no-cache", "--select", "SMP301")
+    shown = run_cli("check", *select, "--format", "concise", ".", cwd=tmp_path)
+    assert "train.ipynb:cell 2:5:4: SMP301" in shown.stdout, shown.stdout
+    added = run_cli("check", *select, "--add-noqa", ".", cwd=tmp_path)
+    assert added.code == 1, added.stdout + added.stderr
+    assert added.stdout == (
+        "train.ipynb:cell 2:5:4: SMP301 not suppressed: notebooks are not edited by --add-noqa\n"
+    )
+
+
 def test_add_noqa_refuses_to_combine_with_fixes_or_stdin(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(TRAIN, encoding="utf-8")
     assert run_cli("check", "--add-noqa", "--apply", ".", cwd=tmp_path).code == 2

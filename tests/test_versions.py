@@ -236,7 +236,7 @@ def test_rules_lists_each_rules_versions() -> None:
     assert by_code["SMP603"]["versions"] == "1.13+" and by_code["SMP603"]["since"] == "1.13"
     assert by_code["SMP815"]["finding_versions"] == {"fp16_params": "1.10+"}
     assert by_code["SMP815"]["versions"] == "all; fp16_params 1.10+"
-    table = run_cli("rules").stdout.splitlines()
+    table = run_cli("rules", env={"COLUMNS": "250"}).stdout.splitlines()  # a line per rule
     assert "versions" in table[0]
     assert any(line.startswith("SMP815") and "fp16_params 1.10+" in line for line in table)
     assert any(line.startswith("SMP102") and "<=1.14" in line for line in table)

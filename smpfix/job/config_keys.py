@@ -45,7 +45,7 @@ _SMP_V2 = (
 # Settings of SMP v2 (``torch.sagemaker``) that SMP v1 does not have (``versions.V2_ONLY_KEYS``).
 V2_KEYS = V2_ONLY_KEYS
 
-# Keys people write into SMP v1 parameters that are not typos of a v1 key (catalog C04, §9 row 9).
+# Keys people write into SMP v1 parameters that are not typos of a v1 key (SMP812's page).
 EXPLAINED: Mapping[str, str] = {
     "deterministic_server": (
         "is documented (SMP v1.3 and later) and the SageMaker SDK's validator accepts it, but"

@@ -21,7 +21,8 @@ from smpfix.base.imports import SMP_TF, SMP_TORCH
 from smpfix.job.jobfacts import Feature, FeatureState, JobFacts, Tri
 
 # Families whose rank differs between pipeline-parallel peers / tensor-parallel peers
-# (catalog 1.6: PP peers share dp_rank and tp_rank; TP peers share rdp_rank only).
+# (developer guide, ranking mechanism: PP peers share dp_rank and tp_rank; TP peers share
+# rdp_rank only).
 DIFFERS_ACROSS_PP = frozenset({"global", "local", "mp", "pp"})
 DIFFERS_ACROSS_TP = frozenset({"global", "local", "mp", "tp", "dp"})
 DATA_PARALLEL = frozenset({"dp", "rdp"})
@@ -278,7 +279,8 @@ class DataJob:
         """Wrong when tensor-parallel peers must share the data: prescaled batch under TP.
 
         ``prescaled_batch`` counts only when known to be on: off is the library's default
-        and the documented ``dp_rank`` form is not second-guessed (catalog P17).
+        and the documented ``dp_rank`` form ("Configuration tips and pitfalls") is not
+        second-guessed.
         """
         if self.tensorflow or self.prescaled.state is not Tri.ON:
             return OFF

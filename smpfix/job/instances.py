@@ -1,4 +1,4 @@
-"""SageMaker instance types: GPUs per instance, GPU model, bf16 support (catalog section 6).
+"""SageMaker instance types: GPUs per instance, GPU model, bf16 support (Amazon EC2 instance types).
 
 Unknown or unlisted types give None, and rules that need the GPU count then stay UNKNOWN
 rather than guess.

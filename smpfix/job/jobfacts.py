@@ -87,7 +87,7 @@ LIBRARY_DEFAULTS: Mapping[str, Value] = {
     "contiguous": True,
 }
 
-# Every key SMP v1 (1.12.1 schema, plus the 1.13-1.15 additions) accepts; see the catalog, C04.
+# Every key SMP v1 (1.12.1 schema, plus the 1.13-1.15 additions) accepts; see SMP812's page.
 KNOWN_KEYS: frozenset[str] = frozenset(
     {
         "pipeline_parallel_degree",
@@ -269,6 +269,14 @@ class Feature:
     key: str
     setting: str
     title: str
+
+    @property
+    def condition(self) -> str:
+        """When the feature is on, in the words of its setting: ``tensor_parallel_degree > 1``,
+        ``fp16 = true`` (``--show-job`` spells its keys out with it)."""
+        return (
+            f"{self.setting} > 1" if self.setting in _DEGREE_SETTINGS else f"{self.setting} = true"
+        )
 
     def state_of(self, value: Value) -> Tri:
         if isinstance(value, bool) or self.setting not in _DEGREE_SETTINGS:

@@ -8,8 +8,8 @@ inclusive, compared on as many parts as the bound has: ``until=(1, 3)`` includes
 The version a job runs comes, highest precedence first, from an explicit ``smp_version``
 (``--job smp_version=1.9``, ``[tool.smpfix] smp-version``, ``[tool.smpfix.job]``), else from the
 container a launcher or ``[tool.smpfix.job]`` names (``framework_version``, ``image_uri``).
-Each SageMaker PyTorch or TensorFlow training container shipped SMP v1 releases (catalog
-section 1.3, the library's release notes); several releases shipped in one container over
+Each SageMaker PyTorch or TensorFlow training container shipped SMP v1 releases (the
+library's release notes); several releases shipped in one container over
 time (the PyTorch 1.13.1 image first had 1.14, later 1.15), so a container names a *range*
 of releases, oldest to newest. A ``framework_version`` without a patch number (``"1.13"``)
 names the container the SageMaker SDK resolves it to, the newest patch of that minor
@@ -36,7 +36,7 @@ from typing import Optional
 
 Version = tuple[int, ...]
 
-# PyTorch training container -> the SMP v1 releases it shipped, oldest and newest (catalog 1.3;
+# PyTorch training container -> the SMP v1 releases it shipped, oldest and newest (from
 # the release notes: 1.11.0 shipped 1.9.0 to 1.10.1, 1.12.0 shipped 1.10.0 and 1.11.0, 1.13.1
 # shipped 1.14.0 and 1.15.0; the Hugging Face 1.10.2 container carried 1.8).
 _PYTORCH_CONTAINERS: Mapping[Version, tuple[Version, Version]] = {
@@ -65,7 +65,7 @@ _TENSORFLOW_CONTAINERS: Mapping[Version, tuple[Version, Version]] = {
     (2, 6, 0): ((1, 4), (1, 4)),
 }
 
-# The first library version with each job feature (catalog section 1.3): a job that has the
+# The first library version with each job feature (the release notes): a job that has the
 # feature on runs at least this version.
 FEATURE_SINCE: Mapping[str, Version] = {
     "TP": (1, 6),

@@ -1,6 +1,7 @@
 """Per-GPU memory of a training setup: model states, activations and the rest.
 
-- **Model states** (catalog section 7): with fp16 or bf16 and Adam, 20 bytes per parameter:
+- **Model states** (developer guide, "Estimate Memory Requirements"): with fp16 or bf16
+  and Adam, 20 bytes per parameter:
   2 (16-bit weight) + 2 (16-bit gradient) on every rank that holds the parameter, 4 (fp32
   master weight) + 4 (fp32 gradient) + 8 (Adam) that optimizer state sharding splits.
   Tensor parallelism divides the parameters inside the layers, pipeline parallelism divides
@@ -72,7 +73,7 @@ def model_states(
     group and the others over the data-parallel group (the library's OSS ``step``). It is
     taken to split the fp32 gradients too (4 + 16/d for Adam): the official GPT example's
     fp16 optimizer keeps fp32 master weights, and with them their gradients, only for the
-    rank's shard. ``oss_splits_fp32_gradients=False`` gives the catalog's more conservative
+    rank's shard. ``oss_splits_fp32_gradients=False`` gives a more conservative
     reading (8 + 12/d); the reference configurations fit under both (``docs/plan.md``).
     """
     replicated, shardable = bytes_per_parameter(setup.precision, setup.optimizer)

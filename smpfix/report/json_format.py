@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from smpfix.base.findings import FileResult, Finding, Position
+from smpfix.base.urls import rule_url
 
 
 def _location(position: Position) -> dict[str, int]:
@@ -46,7 +47,7 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
             {"feature": use.feature, "state": use.state, "source": use.source}
             for use in finding.job_facts
         ],
-        "url": f"rules/{finding.code}.md",
+        "url": rule_url(finding.code),
         "docs": f"smpfix explain {finding.code}",
     }
 

@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import Optional
 from urllib.parse import quote
 
+from smpfix.base.findings import Finding
 from smpfix.base.safe_read import CONFIGURATION_LIMIT, read_regular
 
 # A job-fact source naming a file: "pyproject.toml [tool.smpfix.job]", "launch.py line 12",
@@ -107,3 +108,10 @@ def in_cell(line: int, column: int, cell: Optional[int]) -> str:
     """``"cell 2, line 4, column 5: "`` for a notebook position (whose line and column count
     inside the cell, not in the ``.ipynb`` file), else ``""``."""
     return "" if cell is None else f"cell {cell}, line {line}, column {column}: "
+
+
+def finding_location(finding: Finding) -> str:
+    """``path:line:col``, or in a notebook ``path:cell 2:line:col`` (as Ruff writes a notebook
+    position): where the terminal output and ``--add-noqa`` say a finding is."""
+    cell = "" if finding.cell is None else f"cell {finding.cell}:"
+    return f"{finding.path}:{cell}{finding.start.line}:{finding.start.column}"

@@ -1,7 +1,8 @@
 """``--format sarif``: SARIF 2.1.0 for code scanning dashboards (GitHub, Azure DevOps, ...).
 
-One run. The driver lists every rule as a ``reportingDescriptor`` whose descriptions come
-from its page in ``rules/``, so the dashboard shows the same text as ``smpfix explain``.
+One run. The driver lists the rules that have results, as Ruff does, each a
+``reportingDescriptor`` with its one-line summary, what it detects (the first paragraph of its
+page in ``rules/``) and ``helpUri``, the address of its page on the documentation site.
 Each finding is a ``result`` located relative to ``%SRCROOT%`` (the working directory, which
 is the checkout in CI), with 1-based lines and columns counted in Unicode code points
 (``columnKind``), and its fix as ``artifactChanges``. A finding that depends on a job
@@ -19,6 +20,7 @@ from typing import Any, Optional
 
 from smpfix import __version__
 from smpfix.base.findings import Edit, FileError, FileResult, Finding, Position
+from smpfix.base.urls import rule_url
 from smpfix.job.jobfacts import FEATURES
 from smpfix.report.locations import artifact_uri, directory_uri, in_cell, source_files
 
@@ -37,31 +39,32 @@ def _plain(markdown: str) -> str:
 
 
 def _descriptor(row: dict[str, Any]) -> dict[str, Any]:
-    from smpfix.rules.pages import page_url, parse_page, read_page
+    """A rule as Ruff describes one: its one-line summary, what it detects (the first
+    paragraph of its page) and a short help that points at the page, which holds the rest.
+    The page is not embedded: with it, a log of 25 findings was a megabyte."""
+    from smpfix.rules.pages import parse_page, read_page
 
     code = row["code"]
+    url = rule_url(code)
+    summary = row["summary"] or row["name"]
     page_text = read_page(code)
     detects = (
         parse_page(code, page_text).sections.get("What it detects", "").strip() if page_text else ""
     )
-    descriptor: dict[str, Any] = {
+    detects = detects.split("\n\n", 1)[0].strip()
+    return {
         "id": code,
         "name": row["name"],
-        "shortDescription": {
-            "text": _plain(row["summary"]) or row["name"],
-            "markdown": row["summary"] or row["name"],
-        },
-        "fullDescription": {
-            "text": _plain(detects or row["summary"]) or row["name"],
-            "markdown": detects or row["summary"] or row["name"],
+        "shortDescription": {"text": _plain(summary)},
+        "fullDescription": {"text": _plain(detects or summary)},
+        "help": {
+            "text": f"{_plain(summary)} See {url} (or smpfix explain {code}).",
+            "markdown": f"{summary} See [the rule's page]({url}) (or `smpfix explain {code}`).",
         },
         "defaultConfiguration": {"level": LEVELS[row["default_severity"]]},
-        "helpUri": page_url(code),
+        "helpUri": url,
         "properties": {"fix": row["fix"], "dependsOn": list(row["depends_on"])},
     }
-    if page_text:
-        descriptor["help"] = {"text": page_text, "markdown": page_text}
-    return descriptor
 
 
 def _region(start: Position, end: Position) -> dict[str, int]:
@@ -177,7 +180,8 @@ def sarif_log(results: Sequence[FileResult], cwd: Optional[str] = None) -> dict[
     from smpfix.rules.registry import rule_table
 
     cwd = cwd or os.getcwd()
-    rules = [_descriptor(row) for row in rule_table()]
+    reported = {f.code for result in results for f in result.findings}
+    rules = [_descriptor(row) for row in rule_table() if row["code"] in reported]
     index = {rule["id"]: position for position, rule in enumerate(rules)}
     errors = [error for result in results for error in result.errors]
     run: dict[str, Any] = {

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from smpfix.base.findings import FileResult, Finding
 from smpfix.report import ReportOptions, fix_marker_applies, hidden_hints, shown
+from smpfix.report.locations import finding_location
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "hint": "cyan"}
 
@@ -17,11 +18,7 @@ def _header(finding: Finding, options: ReportOptions) -> list[tuple[str, str]]:
     """The first line as (text, style) pieces: ``path:line:col: CODE [*] severity: message``."""
     marker = " [*]" if fix_marker_applies(finding, options.unsafe_fixes) else ""
     return [
-        (
-            f"{finding.path}:{'' if finding.cell is None else f'cell {finding.cell}:'}"
-            f"{finding.start.line}:{finding.start.column}:",
-            "bold",
-        ),
+        (f"{finding_location(finding)}:", "bold"),
         (" ", ""),
         (f"{finding.code}{marker}", "bold red"),
         (" ", ""),

@@ -33,10 +33,6 @@ from smpfix.rules.scope import Library
 if TYPE_CHECKING:
     from smpfix.rules.rule import Rule
 
-# Where the pages are published (SARIF's ``helpUri``, the language server's ``codeDescription``):
-# their sources, which lack the parts the rules declare.
-PAGES_URL = "https://github.com/smpfix/smpfix/blob/main/rules"
-
 SECTIONS = (
     "What it detects",
     "Why it breaks on a cluster",
@@ -57,10 +53,6 @@ def pages_dir() -> Path:
 
 def page_path(code: str) -> Path:
     return pages_dir() / f"{code}.md"
-
-
-def page_url(code: str) -> str:
-    return f"{PAGES_URL}/{code}.md"
 
 
 def page_source(code: str) -> Optional[str]:

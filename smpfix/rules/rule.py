@@ -22,7 +22,7 @@ import libcst as cst
 
 from smpfix.base.edits import NodeEdit
 from smpfix.base.findings import TITLE_LIMIT, Applicability, Severity
-from smpfix.base.flavour import ONLY_PYTORCH, Flavour
+from smpfix.base.flavour import BOTH, ONLY_PYTORCH, Flavour
 from smpfix.base.walker import Ancestry
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.job.versions import SmpVersion, Version, condition
@@ -191,6 +191,11 @@ class Rule:
         family = family_scope(found.family)
         if next(base for base in cls.__mro__ if "scope" in vars(base)) is Rule:
             cls.scope = family
+        declared_flavours = next(base for base in cls.__mro__ if "flavours" in vars(base))
+        if cls.scope is FileScope.ANY and declared_flavours is Rule:
+            # A rule of every file (SMP900) checks both flavours' scripts, which ``smpfix
+            # rules`` lists; the default, PyTorch's, is for the rules of scripts.
+            cls.flavours = BOTH
         if not cls.scope.within(family):
             raise TypeError(
                 f"{cls.code}'s scope, {cls.scope.value}, is not within its family's,"

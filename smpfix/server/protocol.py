@@ -14,8 +14,8 @@ from typing import Optional
 from lsprotocol import types
 
 from smpfix.base.findings import Edit, Finding, Position, Severity
+from smpfix.base.urls import rule_url
 from smpfix.job.jobfacts import FEATURES
-from smpfix.rules.pages import page_url
 
 SOURCE = "smpfix"
 SEVERITIES = {
@@ -78,7 +78,7 @@ def diagnostic(
         range=lines.range(finding.start, finding.end),
         severity=SEVERITIES[finding.severity],
         code=finding.code,
-        code_description=types.CodeDescription(href=page_url(finding.code)),
+        code_description=types.CodeDescription(href=rule_url(finding.code)),
         source=SOURCE,
         message=message,
         related_information=list(related) or None,

@@ -5,7 +5,7 @@
 such comparison; ``if is_main_process(smp.rank()):`` with the comparison on its parameter; the
 helper local or, given the project's modules, imported from one of them), and
 ``if smp.dp_rank() != 0: return`` before the guarded statements.
-Shared by the checkpoint rules (catalog section 8, item 2).
+Shared by the checkpoint rules (the SMP3xx pages).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Which ranks a rank guard lets through, and which collectives it therefore cuts short.
 
 A rank lives at coordinates (pipeline stage ``pp``, tensor-parallel slot ``tp``, model
-replica ``rdp``); every rank function reads some of them (catalog 1.6: pipeline peers share
-``dp_rank`` and ``tp_rank``, tensor-parallel peers share only ``rdp_rank``). A collective
-over a communication group is safe under a guard exactly when the guard reads only
-coordinates that the members of each group share: then a group is either wholly inside the
-guard or wholly outside. ``if smp.pp_rank() == 0: smp.dp_barrier()`` is fine (one DP group
-per stage); ``if smp.rank() == 0: smp.barrier()`` hangs every other rank.
+replica ``rdp``); every rank function reads some of them (developer guide, ranking
+mechanism: pipeline peers share ``dp_rank`` and ``tp_rank``, tensor-parallel peers share
+only ``rdp_rank``). A collective over a communication group is safe under a guard exactly
+when the guard reads only coordinates that the members of each group share: then a group is
+either wholly inside the guard or wholly outside. ``if smp.pp_rank() == 0: smp.dp_barrier()``
+is fine (one DP group per stage); ``if smp.rank() == 0: smp.barrier()`` hangs every other rank.
 
 A coordinate whose parallelism is off has a single value and restricts nothing.
 """

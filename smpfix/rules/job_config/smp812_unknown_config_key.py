@@ -43,7 +43,7 @@ from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.titles import snippet
 
 # ``"smdistributed": {"enabled": True, "parameters": {...}}`` lacks the ``modelparallel`` level
-# (catalog C30, a rule of its own), which is a different mistake from a misspelled strategy.
+# (SMP829, a rule of its own), which is a different mistake from a misspelled strategy.
 _MISSING_LEVEL_KEYS = frozenset({"enabled", "parameters"})
 # The page's table names its sources briefly; the "Source" section cites them in full.
 _SOURCE_NAMES = {PARAMETERS_PAGE: "SDK parameter page", RELEASE_NOTES: "release notes"}

@@ -8,8 +8,9 @@ list, but AWS's own SMP v1 notebooks (``training/distributed_training/pytorch/mo
 gpt-j/smp-train-gptj-sharded-data-parallel-tp.ipynb`` in aws/amazon-sagemaker-examples)
 recommend ``ml.g5.12xlarge``, ``ml.g5.24xlarge`` and ``ml.g5.48xlarge``, so it is only advice.
 The library ships only in particular
-PyTorch and TensorFlow training containers (catalog section 1.3): another ``framework_version``
-starts a container without it, and the script fails to import it.
+PyTorch and TensorFlow training containers (developer guide, supported frameworks; release
+notes): another ``framework_version`` starts a container without it, and the script fails
+to import it.
 """
 
 from __future__ import annotations

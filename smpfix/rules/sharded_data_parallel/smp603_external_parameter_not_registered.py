@@ -73,7 +73,7 @@ class ExternalParameterNotRegistered(Rule):
         "Under sharded data parallelism, a parameter used outside the module that owns it must be"
         " registered with `smp.register_parameter`."
     )
-    # `smp.register_parameter` arrived in 1.13 (catalog section 8, item 5).
+    # `smp.register_parameter` arrived in 1.13 (SMP 1.13.0 release notes).
     since = (1, 13)
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("SDP",)

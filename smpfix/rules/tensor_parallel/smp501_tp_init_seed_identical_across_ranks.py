@@ -208,8 +208,8 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         return found
 
     def _rank_call(self, node: cst.CSTNode) -> bool:
-        """A rank that differs between tensor-parallel peers (catalog 1.6); ``rdp_rank`` does
-        not."""
+        """A rank that differs between tensor-parallel peers (developer guide, ranking
+        mechanism); ``rdp_rank`` does not."""
         if type(node) is not cst.Call or node.args:
             return False
         member = self.program.facts.smp_member(node.func)

@@ -1,6 +1,6 @@
 """SMP708: more than one TensorFlow step function computes gradients (a hint, nothing more).
 
-The catalog's entry (T10) held that the TensorFlow library refuses a second ``smp.step``
+It is sometimes said that the TensorFlow library refuses a second ``smp.step``
 function, from a check in its source (``raise_if_different_compilation_target``). That check
 is never called in the published TensorFlow code, its test is commented out, the library's
 own ``DistributedModel`` defines two step functions (training and evaluation), and every
@@ -94,8 +94,9 @@ class TfMultipleStepFunctions(Rule):
             f"`{step.name}` is a second step function that computes gradients (so does"
             f" `{first.name}`). Several step functions are supported, and the official examples"
             " pair one training step with an evaluation step, but none shows two training steps;"
-            " the catalog's claim that the library refuses a second step function rests on a check"
-            " the published library never calls, so this is only a hint. If both train the same"
+            " the claim that the library refuses a second step function rests on a check the"
+            " published library never calls (`raise_if_different_compilation_target` in"
+            " `v2/step_mod.py`), so this is only a hint. If both train the same"
             " model, consider one training step whose differences are arguments"
             " (`non_split_inputs` for flags)."
         )

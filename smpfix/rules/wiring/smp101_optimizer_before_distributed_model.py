@@ -111,7 +111,7 @@ class OptimizerBeforeDistributedModel(Rule):
         return False
 
     def _fix(self, wrap: Wrap, model: str, optimizer: Assignment) -> Optional[PendingFix]:
-        """Move the optimizer statement to just after the wrap; safe under the catalog's
+        """Move the optimizer statement to just after the wrap; safe under the page's
         conditions."""
         opt_ref, wrap_ref = optimizer.where, wrap.where
         assert opt_ref is not None and wrap_ref is not None

@@ -171,8 +171,8 @@ class UnsupportedFrameworkFeature(Rule):
 
     def _model_transforms(self) -> None:
         """TorchScript or ``torch.compile`` on the module that reaches ``smp.DistributedModel``, on
-        the result, or TorchScript on a submodule of either (catalog P39: "on the model or
-        submodules")."""
+        the result, or TorchScript on a submodule of either (developer guide, unsupported framework
+        features: "on the model or submodules")."""
         seen: set[int] = set()
         for wrap in self.program.facts.distributed_models:
             for built in wrapped_constructions(self.program.facts, wrap):
