@@ -367,7 +367,7 @@ def _configured_copy(project: Path, folder: Path, line_length: int) -> Path:
 FAMILIES = ("SMP0", "SMP1", "SMP2", "SMP3", "SMP4", "SMP5", "SMP6", "SMP7", "SMP8", "SMP9")
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=12, deadline=None, derandomize=True)
 @given(
     project=st.sampled_from(PROJECTS),
     line_length=st.sampled_from([60, 79, 88, 100, 120]),

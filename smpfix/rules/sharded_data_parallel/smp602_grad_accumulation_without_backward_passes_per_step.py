@@ -10,7 +10,7 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.calls import argument, has_star_kwargs, names_in
-from smpfix.base.edits import InsertAfter, NodeEdit, ReplaceNode
+from smpfix.base.edits import AppendElement, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability
 from smpfix.base.imports import dotted_name
 from smpfix.base.literals import UNKNOWN
@@ -256,7 +256,7 @@ class GradAccumulationWithoutBackwardPassesPerStep(Rule):
         if given is None:
             if not wrap.call.args:
                 return None
-            edits = (InsertAfter(wrap.call.args[-1].value, f", backward_passes_per_step={code}"),)
+            edits = (AppendElement(wrap.call, (f"backward_passes_per_step={code}",)),)
             applicability = (
                 Applicability.SAFE if dotted_name(k) is not None else Applicability.UNSAFE
             )

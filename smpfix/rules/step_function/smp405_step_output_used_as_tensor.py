@@ -8,7 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.base.edits import InsertAfter
+from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.literals import literal_value
 from smpfix.base.walker import Ancestry
@@ -299,7 +299,7 @@ class StepOutputUsedAsTensor(Rule):
             fix = PendingFix(
                 Applicability.UNSAFE,
                 "Reduce it with `.reduce_mean()` first",
-                (InsertAfter(node, ".reduce_mean()"),),
+                (ReplaceNode(node, f"{self.program.code_for(node)}.reduce_mean()"),),
             )
         spelled = self.program.code_for(node)
         spelled = spelled if len(spelled) <= 50 and "\n" not in spelled else "this value"
@@ -403,7 +403,12 @@ class StepOutputUsedAsTensor(Rule):
             fix = PendingFix(
                 Applicability.UNSAFE,
                 f"Reduce `{binding.name}` with `.reduce_mean()` where it is assigned",
-                (InsertAfter(binding.fix_anchor, ".reduce_mean()"),),
+                (
+                    ReplaceNode(
+                        binding.fix_anchor,
+                        f"{self.program.code_for(binding.fix_anchor)}.reduce_mean()",
+                    ),
+                ),
             )
         for use in flagged:
             self._report(use, binding.name, binding.step, fix)

@@ -9,7 +9,7 @@ import libcst as cst
 
 from smpfix.base.call_binding import bind_arguments
 from smpfix.base.calls import argument
-from smpfix.base.edits import InsertAfter, ReplaceNode
+from smpfix.base.edits import AppendElement, InsertAfter, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
 from smpfix.base.literals import UNKNOWN, literal_value
@@ -328,9 +328,7 @@ class StepInputNotSplittable(Rule):
             found = argument(step.options, "non_split_inputs")
             if found is None:
                 if step.options.args:
-                    edit = InsertAfter(
-                        step.options.args[-1].value, f", non_split_inputs=[{quoted}]"
-                    )
+                    edit = AppendElement(step.options, (f"non_split_inputs=[{quoted}]",))
                 else:
                     edit = ReplaceNode(
                         step.options, f"{code(step.options.func)}(non_split_inputs=[{quoted}])"

@@ -15,7 +15,7 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.calls import argument, has_star_kwargs
-from smpfix.base.edits import InsertAfter, InsertBefore, NodeEdit
+from smpfix.base.edits import NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import ONLY_TENSORFLOW
 from smpfix.base.parents import CodeScope
@@ -206,9 +206,9 @@ class TfUnsortedInputFiles(Rule):
         )
         fix = None
         if sortable:
+            # One replacement, so a line it makes too long is wrapped as a formatter would.
             edits: tuple[NodeEdit, ...] = (
-                InsertBefore(listing, "sorted("),
-                InsertAfter(listing, ")"),
+                ReplaceNode(listing, f"sorted({self.program.code_for(listing)})"),
             )
             fix = PendingFix(Applicability.SAFE, "Sort the file names", edits)
         title = (
