@@ -326,3 +326,14 @@ def test_sarif_points_a_job_fact_at_the_configuration_the_file_took(
     smp101 = next(r for r in results if r["ruleId"] == "SMP101")
     related = [r["physicalLocation"]["artifactLocation"]["uri"] for r in smp101["relatedLocations"]]
     assert related == ["sub/pyproject.toml"]
+
+
+def test_the_server_points_job_findings_at_the_job_table_of_either_file(tmp_path: Path) -> None:
+    """A finding about a job setting opens the table that sets it: ``[job]`` in an
+    ``smpfix.toml``, ``[tool.smpfix.job]`` in a ``pyproject.toml``."""
+    from smpfix.server.worker import _table_line
+
+    (tmp_path / "smpfix.toml").write_text('select = ["SMP1"]\n\n[job]\nmicrobatches = 4\n')
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n[tool.smpfix.job]\n")
+    assert _table_line(str(tmp_path / "smpfix.toml")) == 3
+    assert _table_line(str(tmp_path / "pyproject.toml")) == 3

@@ -198,8 +198,10 @@ def _table_line(path: str) -> int:
     except OSError:
         return 1
     lines = raw.decode("utf-8", "replace").splitlines()
+    # ``[tool.smpfix.job]`` in a pyproject.toml, ``[job]`` in an smpfix.toml.
+    header = "[tool.smpfix.job]" if os.path.basename(path) == "pyproject.toml" else "[job]"
     for number, line in enumerate(lines, start=1):
-        if line.strip().replace(" ", "") == "[tool.smpfix.job]":
+        if line.strip().replace(" ", "") == header:
             return number
     return 1
 
