@@ -21,12 +21,14 @@ from smpfix.program.order.call_graph import LocalCalls
 from smpfix.program.project.parsed_file import ParsedFile
 from smpfix.program.steps import own_nodes
 
+# The collectives over every rank, by member, with their kind.
 _WORLD = {
     "save_checkpoint": "checkpoint",
     "resume_from_checkpoint": "checkpoint",
     "barrier": "barrier",
 }
-_GROUP_BARRIERS = {
+# The barriers of one group each, with the group (``smp.barrier()`` waits for every rank).
+GROUP_BARRIERS = {
     "dp_barrier": "DP_GROUP",
     "mp_barrier": "MP_GROUP",
     "pp_barrier": "PP_GROUP",
@@ -85,6 +87,6 @@ def _first_collective(function: cst.FunctionDef, file: ParsedFile) -> Optional[R
         member = facts.smp_member(func)
         if member in _WORLD and not (member == "barrier" and node.args):
             return Reached(node, _WORLD[member], "WORLD")
-        if member in _GROUP_BARRIERS:
-            return Reached(node, "barrier", _GROUP_BARRIERS[member])
+        if member in GROUP_BARRIERS:
+            return Reached(node, "barrier", GROUP_BARRIERS[member])
     return None

@@ -20,6 +20,7 @@ from smpfix.base.literals import literal_value
 from smpfix.program.facts import FileFacts
 from smpfix.program.names import StatementRef
 from smpfix.program.project.local_modules import LocalModules
+from smpfix.program.ranks.rank_terms import helper_function
 
 
 @dataclass(frozen=True)
@@ -69,14 +70,13 @@ def _rank_test(
                 return found, True
             if isinstance(target.operator, (cst.NotEqual, cst.IsNot, cst.GreaterThan)):
                 return found, False
-    if type(expr) is cst.Call and type(expr.func) is cst.Name and depth < 2:
-        return _helper_test(expr, expr.func.value, facts, depth, modules)
+    if type(expr) is cst.Call and isinstance(expr.func, (cst.Name, cst.Attribute)) and depth < 2:
+        return _helper_test(expr, facts, depth, modules)
     return None
 
 
 def _helper_test(
     call: cst.Call,
-    name: str,
     facts: FileFacts,
     depth: int,
     modules: Optional[LocalModules],
@@ -84,7 +84,7 @@ def _helper_test(
     """``is_main()`` or ``is_main_process(smp.rank())``: a helper, of this file or imported from
     a project module, whose body returns one rank test (of its parameter, bound to the
     caller's argument)."""
-    found = _helper(name, facts, modules)
+    found = helper_function(call, facts, modules)
     if found is None:
         return None
     helper, helper_facts = found
@@ -108,23 +108,6 @@ def _helper_test(
         ),
         positive,
     )
-
-
-def _helper(
-    name: str, facts: FileFacts, modules: Optional[LocalModules]
-) -> Optional[tuple[cst.FunctionDef, FileFacts]]:
-    local = facts.functions.get(name)
-    if local is not None:
-        return local, facts
-    qualified = facts.imports.bindings.get(name)
-    if modules is None or qualified is None:
-        return None
-    definition = modules.definition(qualified)
-    if definition is None:
-        return None
-    linked, function = definition
-    found = linked.facts.functions.get(function)
-    return (found, linked.facts) if found is not None else None
 
 
 def _bound_arguments(function: cst.FunctionDef, call: cst.Call, facts: FileFacts) -> Arguments:

@@ -156,7 +156,7 @@ def helper_member(
     """
     if call.args or depth > 2:
         return None
-    found = _helper_function(call, facts, modules)
+    found = helper_function(call, facts, modules)
     if found is None:
         return None
     function, home = found
@@ -187,9 +187,11 @@ def helper_member(
     return sorted(members)[0]
 
 
-def _helper_function(
+def helper_function(
     call: cst.Call, facts: FileFacts, modules: Optional[LocalModules]
 ) -> Optional[tuple[cst.FunctionDef, FileFacts]]:
+    """The project function ``call`` calls, with the facts of its file: defined in this file or,
+    through ``modules``, imported from a project module (never the library's or torch's)."""
     func = call.func
     if type(func) is cst.Name and func.value not in facts.imports.bindings:
         function = facts.functions.get(func.value)

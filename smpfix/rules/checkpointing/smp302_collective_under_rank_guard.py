@@ -22,23 +22,16 @@ from smpfix.base.walker import Ancestry, iter_nodes
 from smpfix.fixes.references import callee
 from smpfix.job.jobfacts import Tri
 from smpfix.program.model import Program
-from smpfix.program.order.collectives import FunctionCollectives
+from smpfix.program.order.collectives import GROUP_BARRIERS, FunctionCollectives
 from smpfix.program.ranks.guards import RankGuard, guarded_by_early_exit, guards_of
 from smpfix.program.ranks.rank_groups import GROUP_WORDS, Cut, cut, group_constant
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.titles import snippet, unknown_settings
 
 _CHECKPOINT = frozenset({"save_checkpoint", "resume_from_checkpoint"})
-_GROUP_BARRIERS = {
-    "dp_barrier": "DP_GROUP",
-    "mp_barrier": "MP_GROUP",
-    "pp_barrier": "PP_GROUP",
-    "tp_barrier": "TP_GROUP",
-    "rdp_barrier": "RDP_GROUP",
-}
 # Methods of the wrapped model/optimizer that gather inside the model-parallel group.
 _GATHERING_METHODS = frozenset({"state_dict", "cpu"})
-_NAMES = _CHECKPOINT | _GATHERING_METHODS | set(_GROUP_BARRIERS) | {"barrier", "allgather"}
+_NAMES = _CHECKPOINT | _GATHERING_METHODS | set(GROUP_BARRIERS) | {"barrier", "allgather"}
 
 
 @dataclass(frozen=True)
@@ -99,8 +92,8 @@ class CollectiveUnderRankGuard(Rule):
         if member == "barrier":
             group = self._group(call, 0, default="WORLD")
             return Collective(call, "barrier", group) if group is not None else None
-        if member in _GROUP_BARRIERS:
-            return Collective(call, "barrier", _GROUP_BARRIERS[member])
+        if member in GROUP_BARRIERS:
+            return Collective(call, "barrier", GROUP_BARRIERS[member])
         if member == "allgather":
             group = self._group(call, 1, default=None)
             return Collective(call, "allgather", group) if group is not None else None
