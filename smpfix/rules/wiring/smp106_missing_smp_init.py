@@ -42,6 +42,11 @@ def _imports_library(node: ImportNode) -> bool:
     return module.startswith(_LIBRARY)
 
 
+def _initialises(facts: FileFacts) -> bool:
+    """The file calls ``smp.init()`` or imports what initialises the library."""
+    return bool(facts.smp_init_calls) or imports_initialise(facts)
+
+
 def _is_main_guard(test: cst.BaseExpression) -> bool:
     if type(test) is not cst.Comparison or len(test.comparisons) != 1:
         return False
@@ -137,8 +142,7 @@ class MissingSmpInit(Rule):
         if modules is None:
             return False
         return any(
-            linked.facts.smp_init_calls or imports_initialise(linked.facts)
-            for linked in modules.imported_modules(self.program.facts)
+            _initialises(linked.facts) for linked in modules.imported_modules(self.program.facts)
         )
 
     def _initialised_by_importer(self) -> bool:
@@ -150,7 +154,11 @@ class MissingSmpInit(Rule):
         if self._main_guard or modules is None:
             return False
         return any(
-            importer.facts.smp_init_calls or imports_initialise(importer.facts)
+            _initialises(importer.facts)
+            or any(
+                _initialises(helper.facts)
+                for helper in modules.for_importer(importer.path).imported_modules(importer.facts)
+            )
             for importer in modules.sibling_importers(self.program.path)
         )
 
