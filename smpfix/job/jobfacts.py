@@ -652,7 +652,7 @@ class JobFacts:
                 return FeatureState(
                     feature,
                     Tri.UNKNOWN,
-                    f"only offered: {offer.source}, commented out",
+                    f"only offered: {offer.source}",
                     offered=True,
                 )
         return state

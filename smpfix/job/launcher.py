@@ -25,6 +25,7 @@ import libcst as cst
 from smpfix.base.imports import ImportTable
 from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.base.safe_read import JSON_LIMIT, RefusedFile, read_regular
+from smpfix.base.walker import iter_nodes
 from smpfix.job import launch_paths
 from smpfix.job.project_root import project_folder, project_root
 
@@ -137,6 +138,10 @@ class Launcher:
     parameters_refusal: Optional[str] = None
     # Which launch of a parametrized test this is (pytest's id of the values), else "".
     variant: str = ""
+    # The branch a launcher sits in that the launcher file's own values do not take
+    # (``elif mode == "smp":`` after ``mode = "ddp"``), else "": the code offers this job, it
+    # does not run it.
+    untaken: str = ""
 
     def keyword(self, name: str) -> Optional[Located]:
         return self.keywords.get(name)
@@ -243,15 +248,18 @@ class _Names(dict[str, Located]):
         imports: ImportTable,
         names: Optional[Mapping[str, Located]] = None,
         variant: str = "",
+        untaken: str = "",
     ) -> None:
         super().__init__(names or {})
         self.imports = imports
         # Which launch of a parametrized test the names are of (pytest's id), else "".
         self.variant = variant
+        # The test of the branch not taken these names are replayed in, else "".
+        self.untaken = untaken
 
-    def child(self, variant: str = "") -> _Names:
+    def child(self, variant: str = "", untaken: str = "") -> _Names:
         """A function's scope: the module's names as they are now, shadowed by its own."""
-        return _Names(self.imports, self, variant or self.variant)
+        return _Names(self.imports, self, variant or self.variant, untaken or self.untaken)
 
 
 # Expressions that may build a path (``os.path.join(...)``, ``Path(...) / "x"``, ``f"{ROOT}/x"``).
@@ -580,7 +588,9 @@ def _block(statement: Any) -> Any:
     return block.body if type(block) is cst.IndentedBlock else block.body
 
 
-def _statements(body: Any, env: _Names, functions: list[cst.FunctionDef]) -> Iterator[Any]:
+def _statements(
+    body: Any, env: _Names, functions: list[Union[cst.FunctionDef, _Untaken]]
+) -> Iterator[Any]:
     """Simple statements in execution order, entering ``if``/``with``/``try``; the functions
     defined (also as methods of a class) are added to ``functions``, to be replayed later.
 
@@ -607,11 +617,53 @@ def _statements(body: Any, env: _Names, functions: list[cst.FunctionDef]) -> Ite
             functions.extend(item for item in _block(statement) if type(item) is cst.FunctionDef)
 
 
-def _branch(statement: cst.If, env: _Names, functions: list[cst.FunctionDef]) -> Iterator[Any]:
+@dataclass(frozen=True)
+class _Untaken:
+    """A branch the launcher's own values do not take, replayed after the code around it in
+    a scope of its own: an estimator there is a job the code offers (``Launcher.untaken``)."""
+
+    block: Any
+    test: str
+
+
+# The estimator classes by their last name, to tell a branch that may launch a job.
+_ESTIMATOR_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in ESTIMATORS)
+
+
+def _untaken(statements: Any, test: cst.BaseExpression, negated: bool) -> Optional[_Untaken]:
+    """The branch of ``statements`` as an offer, when it constructs an estimator itself."""
+    for statement in statements:
+        for node in iter_nodes(statement):
+            func = node.func if type(node) is cst.Call else None
+            last = (
+                func.value
+                if type(func) is cst.Name
+                else func.attr.value
+                if type(func) is cst.Attribute
+                else None
+            )
+            if last in _ESTIMATOR_NAMES:
+                code = " ".join(cst.Module([]).code_for_node(test).split())
+                return _Untaken(statements, f"not ({code})" if negated else code)
+    return None
+
+
+def _branch(
+    statement: cst.If, env: _Names, functions: list[Union[cst.FunctionDef, _Untaken]]
+) -> Iterator[Any]:
     taken = _truth(_located(statement.test, env))
     orelse = statement.orelse
     if taken is not False:
         yield from _statements(_block(statement), env, functions)
+    else:
+        offer = _untaken(_block(statement), statement.test, negated=False)
+        if offer is not None:
+            functions.append(offer)
+    if taken is True and orelse is not None:
+        rest = _block(orelse) if isinstance(orelse, cst.Else) else (orelse,)
+        offer = _untaken(rest, statement.test, negated=True)
+        if offer is not None:
+            functions.append(offer)
     if taken is True or orelse is None:
         return
     if isinstance(orelse, cst.Else):
@@ -664,7 +716,7 @@ def _replay(
 
 
 def _replay_body(body: Any, env: _Names, on_call: Callable[[cst.Call, _Names], None]) -> None:
-    functions: list[cst.FunctionDef] = []
+    functions: list[Union[cst.FunctionDef, _Untaken]] = []
     for node in _statements(body, env, functions):
         if isinstance(node, _Bind):
             env[node.name] = node.value
@@ -694,6 +746,9 @@ def _replay_body(body: Any, env: _Names, on_call: Callable[[cst.Call, _Names], N
                 env, node.target, Located(combined, node.value, current.entry, pieces=pieces)
             )
     for function in functions:
+        if isinstance(function, _Untaken):
+            _replay_body(function.block, env.child(untaken=function.test), on_call)
+            continue
         for bound, variant in _parametrized(function, env):
             scope = env.child(variant)
             for param in _parameters(function.params):
@@ -822,7 +877,9 @@ def _launcher_of_dict(call: cst.Call, given: Located, env: _Names, path: str) ->
         else "sagemaker.pytorch.PyTorch"
     )
     keywords = {_OLD_NAMES.get(key, key): value for key, value in given.value.items()}
-    return _with_parameters_file(Launcher(call, estimator, keywords, path, variant=env.variant))
+    return _with_parameters_file(
+        Launcher(call, estimator, keywords, path, variant=env.variant, untaken=env.untaken)
+    )
 
 
 def evaluate_argument(
@@ -891,7 +948,9 @@ def _launcher(call: cst.Call, qualified: str, env: _Names, path: str) -> Launche
             continue
         name = _OLD_NAMES.get(arg.keyword.value, arg.keyword.value)
         keywords[name] = _located(arg.value, env, arg)
-    return _with_parameters_file(Launcher(call, qualified, keywords, path, variant=env.variant))
+    return _with_parameters_file(
+        Launcher(call, qualified, keywords, path, variant=env.variant, untaken=env.untaken)
+    )
 
 
 def _with_parameters_file(launcher: Launcher) -> Launcher:

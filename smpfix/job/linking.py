@@ -134,6 +134,15 @@ def declared_job(
     )
     if version is not None:
         settings["framework_version"] = version.text
+    offered = _offered(parameters, known, where or (lambda _: source))
+    if launcher.untaken:
+        # In a branch its file's own values do not take: every value is only offered.
+        why = f"{source}, in the branch `{launcher.untaken}` that the launcher does not take"
+        offered = {
+            **{key: Setting(key, value, why) for key, value in settings.items()},
+            **offered,
+        }
+        settings, unknown, complete = {"framework": flavour.value}, set(), False
     return DeclaredJob(
         source,
         settings,
@@ -142,7 +151,7 @@ def declared_job(
         role=Role.LAUNCHER,
         manual_init=sets_manual_init(launcher),
         smp_v2=smp_v2,
-        offered=_offered(parameters, known, where or (lambda _: source)),
+        offered=offered,
     )
 
 
@@ -159,7 +168,8 @@ def _offered(
     for entry in commented_entries(parameters.node, known - set(parameters.value)):
         text = entry.comment.value.strip()
         offered.setdefault(
-            entry.key, Setting(entry.key, entry.value, f"`{text}` in {where(entry.comment)}")
+            entry.key,
+            Setting(entry.key, entry.value, f"`{text}` in {where(entry.comment)}, commented out"),
         )
     return offered
 

@@ -122,7 +122,10 @@ def launcher_inputs(
     modules: Optional[LocalModules],
 ) -> PlanInputs:
     """What to plan for the estimator ``launcher`` written at ``line`` of ``path``: the declared
-    job, the launcher's own, and the script its ``entry_point`` names when it can be read."""
+    job, the launcher's own, and the script its ``entry_point`` names when it can be read.
+    A launcher in a branch its file does not take is planned as written: "would it fit?" is
+    the question its configuration asks."""
+    launcher = replace(launcher, untaken="")
     link = linked_script(launcher, path, line)
     if link is None:  # the entry point is not a literal: the launcher's settings still count
         job = declared_job(launcher, f"launcher {os.path.basename(path)}")

@@ -315,6 +315,15 @@ class ConfigRule(Rule):
                         *evidence,
                     )
                     severity = Severity.WARNING
+                untaken = view.launcher.untaken if view.launcher is not None else ""
+                if untaken:
+                    # A launcher in a branch its file's own values do not take: the code offers
+                    # this job, it does not start it.
+                    evidence = (
+                        f"this launcher is in the branch `{untaken}`, which the launcher's own"
+                        " values do not take: a job the code offers",
+                        *evidence,
+                    )
                 self.report(
                     anchor,
                     problem.message,
@@ -326,6 +335,7 @@ class ConfigRule(Rule):
                     until=problem.until,
                     version=view.smp_version,
                     implied=problem.implied,
+                    offered=bool(untaken),
                 )
 
 

@@ -252,6 +252,7 @@ class Rule:
         until: Optional[Version] = None,
         version: Optional[SmpVersion] = None,
         implied: Optional[Version] = None,
+        offered: bool = False,
     ) -> None:
         """Record a finding. ``message`` is its title: one line of at most 100 characters that
         says what is wrong here; ``explanation`` says why it matters on a cluster and what to
@@ -261,7 +262,9 @@ class Rule:
         version of the configuration it is about, when that is not the job's (a launcher's own
         container); ``implied`` is the oldest release in which the code or configuration it is
         about can work at all (it uses something that arrived then), which rules those out
-        unless the version says otherwise."""
+        unless the version says otherwise. ``offered``: the finding is about a job the code
+        offers in a branch its own values do not take (a hint, kept where that branch never
+        runs)."""
         since = since if since is not None else self.since
         until = until if until is not None else self.until
         implied = implied if implied is not None else self.implied
@@ -271,9 +274,11 @@ class Rule:
         if applies is Tri.UNKNOWN:
             severity = Severity.HINT
         verdict = self.program.branches.reach(node, Hypothesis(since=since, until=until))
-        if verdict.reach is Reach.NEVER:
+        if verdict.reach is Reach.NEVER and not offered:
             # The code's own condition keeps this path from running in this job.
             return
+        if offered:
+            severity = Severity.HINT
         evidence = tuple(evidence)
         if verdict.reach is Reach.OFF_BY_DEFAULT and verdict.requirement is not None:
             severity = Severity.HINT
