@@ -141,6 +141,11 @@ class WeightsLoadedBeforeWrap(Rule):
         if replaced.state is Tri.OFF:
             # Nothing marks modules for tensor parallelism: the wrap keeps the loaded weights.
             return
+        if self.program.job.value("_match_weights") is True:
+            # The internal `_match_weights` setting has the library slice and copy the original
+            # weights into the distributed modules (library 1.12.1 `TensorParallelismRegistry.
+            # distribute`).
+            return
         if replaced.state is Tri.UNKNOWN and (
             tp.state is Tri.OFF or (tp.state is Tri.UNKNOWN and sdp.state is Tri.ON)
         ):
