@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -40,6 +41,13 @@ class Completed:
     code: int
     stdout: str
     stderr: str
+
+
+def interruptible() -> None:
+    """For ``subprocess.Popen(preexec_fn=...)``: the child gets Ctrl-C as it would from a
+    terminal, even when the suite itself runs in the background of a non-interactive shell,
+    which starts its children with SIGINT ignored (and Python keeps an ignored SIGINT)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_cli(

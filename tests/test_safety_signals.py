@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import smpfix_command
+from conftest import interruptible, smpfix_command
 from smp_scripts import render
 
 from smpfix.api import fix_source
@@ -52,6 +52,7 @@ def _start(root: Path) -> subprocess.Popen[bytes]:
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        preexec_fn=interruptible,
     )
 
 
@@ -178,6 +179,7 @@ def test_ctrl_c_in_a_single_process_run(tmp_path: Path) -> None:
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 120
     while forms.changed() == 0 and proc.poll() is None and time.monotonic() < deadline:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, smpfix_command
+from conftest import interruptible, run_cli, smpfix_command
 
 from smpfix.engine.watch import WatchedSet, changed, states
 
@@ -67,6 +67,7 @@ def test_watch_checks_again_after_a_change_and_ctrl_c_exits_0(tmp_path: Path) ->
             stdout=stdout,
             stderr=stderr,
             env={**os.environ, "NO_COLOR": "1"},
+            preexec_fn=interruptible,
         )
         try:
             _wait_for(err, "Watching for file changes.", 1)
@@ -164,6 +165,7 @@ def test_watch_with_apply_fixes_each_change_then_settles(tmp_path: Path) -> None
             cwd=tmp_path,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
+            preexec_fn=interruptible,
         )
         try:
             _wait_for(err, "Watching for file changes.", 1)
