@@ -37,7 +37,10 @@ class FixResult:
 
 
 def _options(
-    select: Optional[Iterable[str]], job: Optional[Mapping[str, Value]], roots: Sequence[str] = ()
+    select: Optional[Iterable[str]],
+    job: Optional[Mapping[str, Value]],
+    roots: Sequence[str] = (),
+    line_length: int = 100,
 ) -> AnalysisOptions:
     from smpfix.engine.config import ConfigError, validate_job
     from smpfix.engine.selection import SelectionError, enabled
@@ -53,7 +56,11 @@ def _options(
         raise UnknownSetting(str(exc)) from None
     declared = (DeclaredJob.stated("job given to the API", settings),) if settings else ()
     project = Project(tuple(os.path.abspath(root) for root in roots)) if roots else None
-    return AnalysisOptions(select=codes, declared_jobs=declared, project=project)
+    if isinstance(line_length, bool) or not isinstance(line_length, int) or line_length < 1:
+        raise UnknownSetting(f"line_length must be a whole number above 0, not {line_length!r}")
+    return AnalysisOptions(
+        select=codes, declared_jobs=declared, project=project, line_length=line_length
+    )
 
 
 def _refuse_unknown(function: Callable[..., Any], unknown: Mapping[str, Any]) -> None:
@@ -102,12 +109,14 @@ def fix_source(
     job: Optional[Mapping[str, Value]] = None,
     unsafe: bool = False,
     roots: Sequence[str] = (),
+    line_length: int = 100,
     **unknown: Any,
 ) -> FixResult:
     """Apply fixes to ``text`` until nothing fixable changes; returns the new text (``roots``,
-    and what raises ``ValueError``: as for ``check_source``)."""
+    and what raises ``ValueError``: as for ``check_source``). A line a fix would make longer
+    than ``line_length`` (and than the file's longest) is wrapped, as ``line-length`` does."""
     _refuse_unknown(fix_source, unknown)
-    outcome = fix_text(text, path, _options(select, job, roots), unsafe=unsafe)
+    outcome = fix_text(text, path, _options(select, job, roots, line_length), unsafe=unsafe)
     return FixResult(
         outcome.text,
         outcome.applied,

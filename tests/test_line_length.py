@@ -81,3 +81,22 @@ def test_a_fix_wraps_at_the_configured_line_length(
     done = run_cli("check", "--apply", "--job", "fp16=true", "--no-cache", "train.py", cwd=tmp_path)
     assert done.code == 0, done.stderr
     assert script.read_text(encoding="utf-8").endswith(expected)
+
+
+def test_the_api_wraps_fixes_at_the_line_length_it_is_given() -> None:
+    from smpfix.api import fix_source
+
+    text = (
+        "import glob\n\n"
+        "import smdistributed.modelparallel.tensorflow as smp\n"
+        "import tensorflow as tf\n\n"
+        "smp.init()\n"
+        'ds = tf.data.TFRecordDataset(glob.glob("/opt/ml/input/data/train/*"))\n'
+    )
+    wrapped = fix_source(text, "train.py", select=["SMP707"], line_length=60).text
+    assert max(len(line) for line in wrapped.splitlines()) <= 60
+    assert "sorted(glob.glob(" in wrapped
+    unwrapped = fix_source(text, "train.py", select=["SMP707"]).text
+    assert 'ds = tf.data.TFRecordDataset(sorted(glob.glob("/opt/ml/input/data/train/*")))' in (
+        unwrapped
+    )
