@@ -210,13 +210,13 @@ class FileFacts:
             member = self.smp_member(node.func)
             if member in RANK_FUNCTIONS or member in SIZE_FUNCTIONS:
                 return member
-        if type(node) is cst.Name and self._may_hold_rank(node.value):
+        if type(node) is cst.Name and self.may_hold_rank(node.value):
             bound = self.names.assignment(node.value, node)
             if bound is not None and bound.value is not node:
                 return self.smp_rank_function(bound.value)
         return None
 
-    def _may_hold_rank(self, name: str) -> bool:
+    def may_hold_rank(self, name: str) -> bool:
         """Some assignment of ``name`` is a rank or size call, or another name: the reaching
         definitions, which cost far more, are worked out only then."""
         for assignment in self.names.assignments.get(name, ()):

@@ -138,8 +138,7 @@ def _rank_value(
         if arguments is not None and expr.value in arguments:
             value, caller = arguments[expr.value]
             return _rank_value(value, caller, depth)
-        # Only a name some assignment binds to a call is worth its reaching definitions.
-        if not any(type(a.value) is cst.Call for a in facts.names.assignments.get(expr.value, ())):
+        if not facts.may_hold_rank(expr.value):
             return None
         assignment = facts.names.assignment(expr.value, expr)
         if assignment is not None and type(assignment.value) is cst.Call:
