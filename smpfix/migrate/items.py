@@ -20,7 +20,12 @@ class Outcome(str, enum.Enum):
 
 @dataclass(frozen=True)
 class MigrationItem:
-    """One change, or one thing a person must do, at a line of the file before migration."""
+    """One change, or one thing a person must do, at a line of the file before migration.
+
+    ``blocking`` marks what v2 cannot run at all until a person changes the design (pipeline
+    parallelism, TensorFlow, the Trainer integration): a job with a blocking item is not moved,
+    its files only gain ``TODO`` comments, so it keeps working under v1 meanwhile.
+    """
 
     path: str
     line: int
@@ -28,6 +33,7 @@ class MigrationItem:
     topic: str
     message: str
     link: str
+    blocking: bool = False
 
 
 @dataclass(frozen=True)
