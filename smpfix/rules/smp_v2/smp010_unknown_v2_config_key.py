@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from smpfix.base.findings import Severity
+from typing import Optional
+
+from smpfix.base.findings import Applicability, Severity
+from smpfix.job.config_entries import renamed_key
 from smpfix.job.config_keys import advise
+from smpfix.job.launcher import Located
 from smpfix.job.jobfacts import V2_KNOWN_KEYS
-from smpfix.rules.config_rule import ConfigProblem, ConfigView
+from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.smp_v2._config import V1_ONLY_KEYS, V2ConfigRule
 
@@ -17,7 +21,7 @@ class UnknownV2ConfigKey(V2ConfigRule):
         "A key that is none of SMP v2's nine configuration parameters (a typo, or a setting of"
         " something else); the SageMaker SDK passes v2 parameters through unchecked."
     )
-    fix_availability = FixAvailability.NONE
+    fix_availability = FixAvailability.UNSAFE
     tensor_parallelism = TensorParallelism.CONFIGURED
 
     @classmethod
@@ -52,4 +56,20 @@ class UnknownV2ConfigKey(V2ConfigRule):
                     f" the job starts.{unchecked}{keys}"
                 ),
                 evidence=(f"`{key}` in {view.where}",),
+                fix=_rename(located, key, suggestion, parameters),
             )
+
+
+def _rename(
+    located: Located, key: str, suggestion: Optional[str], parameters: Located
+) -> Optional[ConfigFix]:
+    """Rename the key to the close match. Unsafe: a close match is a guess, and the value then
+    starts to take effect, which changes the job; none when the match is already set."""
+    if suggestion is None or parameters.get(suggestion) is not None:
+        return None
+    replacement = renamed_key(located, key, suggestion)
+    if replacement is None:
+        return None
+    return ConfigFix(
+        Applicability.UNSAFE, f"Rename `{key}` to `{suggestion}`", replace=(replacement,)
+    )

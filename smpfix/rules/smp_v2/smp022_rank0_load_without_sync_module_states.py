@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
+from smpfix.base.edits import NodeEdit, ReplaceNode
+from smpfix.base.findings import Applicability
+from smpfix.fixes.arguments import append_arguments
 from smpfix.job.versions import FIRST_V2
-from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.scope import FileScope, Library
-from smpfix.rules.smp_v2._script import V2Calls, keyword, keyword_value
+from smpfix.rules.smp_v2._script import V2Calls, has_star_kwargs, keyword, keyword_value
 from smpfix.rules.titles import snippet
 
 
@@ -18,7 +23,7 @@ class Rank0LoadWithoutSyncModuleStates(Rule):
         " tensor parallel group only; without `sync_module_states=True` on the FSDP wrap the"
         " other ranks train from random weights."
     )
-    fix_availability = FixAvailability.NONE
+    fix_availability = FixAvailability.SOMETIMES_SAFE
     tensor_parallelism = TensorParallelism.NONE
     library = Library.V2
     scope = FileScope.SMP_V2
@@ -65,4 +70,28 @@ class Rank0LoadWithoutSyncModuleStates(Rule):
                     " `sync_module_states=True` to the FSDP wrap."
                 ),
                 evidence=(f"the FSDP wrap {wrapped} {said}",),
+                fix=_sync_fix(wrap) if len(calls.fsdp) == 1 else None,
             )
+
+
+def _sync_fix(wrap: cst.Call) -> Optional[PendingFix]:
+    """``sync_module_states=True`` on the one FSDP wrap. FSDP broadcasts from GPU memory: with
+    ``device_id`` passed it moves the module there itself, so the fix is safe; without it, a
+    module still on the CPU makes the wrap raise, which a person should check (unsafe)."""
+    if has_star_kwargs(wrap):
+        return None
+    passed = keyword(wrap, "sync_module_states")
+    edit: NodeEdit
+    if passed is not None:
+        edit = ReplaceNode(passed.value, "True")
+    else:
+        appended = append_arguments(wrap, ["sync_module_states=True"])
+        if appended is None:
+            return None
+        edit = appended
+    on_device = keyword(wrap, "device_id") is not None
+    return PendingFix(
+        Applicability.SAFE if on_device else Applicability.UNSAFE,
+        "Pass `sync_module_states=True` to the FSDP wrap",
+        (edit,),
+    )

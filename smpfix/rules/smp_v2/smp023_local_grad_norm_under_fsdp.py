@@ -6,13 +6,15 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.base.findings import Severity
+from smpfix.base.edits import ReplaceNode
+from smpfix.base.findings import Applicability, Severity
 from smpfix.job.versions import FIRST_V2
-from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
+from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.scope import FileScope, Library
 from smpfix.rules.smp_v2._script import FSDP, first_argument, keyword
 
 _CLIP = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm_"})
+_KEPT = frozenset({"max_norm", "norm_type"})
 _NO_SHARD = "torch.distributed.fsdp.ShardingStrategy.NO_SHARD"
 
 
@@ -21,7 +23,7 @@ class LocalGradNormUnderFsdp(Rule):
         "`torch.nn.utils.clip_grad_norm_` over an FSDP model's parameters computes each rank's"
         " norm of its own shard, so every rank clips by a different, too small norm."
     )
-    fix_availability = FixAvailability.NONE
+    fix_availability = FixAvailability.UNSAFE
     tensor_parallelism = TensorParallelism.NONE
     library = Library.V2
     scope = FileScope.SMP_V2
@@ -66,7 +68,31 @@ class LocalGradNormUnderFsdp(Rule):
                     " `torch.sagemaker.grad_norm.clip_grad_norm_(model, max_norm)`."
                 ),
                 severity=Severity.ERROR if known else Severity.WARNING,
+                fix=self._root_clip(call),
             )
+
+    def _root_clip(self, call: cst.Call) -> Optional[PendingFix]:
+        """``model.clip_grad_norm_(max_norm, norm_type)``: FSDP's method takes the same two
+        settings; a call passing more (``foreach``, ``error_if_nonfinite``) is left to a person.
+        Unsafe: the method is a collective, so every rank must reach it, and it must be the
+        root FSDP module's (a nested wrap's norm covers its own parameters only)."""
+        parameters, *rest = call.args
+        if parameters.keyword is not None or parameters.star:
+            return None
+        if any(arg.star or (arg.keyword and arg.keyword.value not in _KEPT) for arg in rest):
+            return None
+        model = cst.ensure_type(parameters.value, cst.Call).func
+        owner = self.program.code_for(cst.ensure_type(model, cst.Attribute).value)
+        code = self.program.code_for
+        settings = ", ".join(
+            f"{arg.keyword.value}={code(arg.value)}" if arg.keyword else code(arg.value)
+            for arg in rest
+        )
+        return PendingFix(
+            Applicability.UNSAFE,
+            f"Clip with `{owner}.clip_grad_norm_(...)`, the FSDP module's own method",
+            (ReplaceNode(call, f"{owner}.clip_grad_norm_({settings})"),),
+        )
 
     def _fsdp_model(
         self, argument: Optional[cst.BaseExpression], at: cst.Call
