@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-
 from typing import Optional
 
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.config_entries import renamed_key
 from smpfix.job.config_keys import advise
-from smpfix.job.launcher import Located
 from smpfix.job.jobfacts import V2_KNOWN_KEYS
+from smpfix.job.launcher import Located
 from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.smp_v2._config import V1_ONLY_KEYS, V2ConfigRule
+
+# Features SMP v1 configured by key that SMP v2 leaves to PyTorch in the script: no key is close,
+# whatever the spelling says (the SMP v2 reference's "Upgrade from SMP v1 to SMP v2").
+_SCRIPT_SETTINGS = {
+    "activation_checkpointing": "SMP v2 has no such key: apply PyTorch's"
+    " `apply_activation_checkpointing` to the transformer layers in the script (the SMP v2"
+    " activation checkpointing page).",
+    "mixed_precision": "SMP v2 has no such key: pass FSDP a `MixedPrecision` policy in the script"
+    " (the SMP v2 mixed precision page).",
+    "sharding_strategy": "SMP v2 has no such key: pass `sharding_strategy` to the FSDP wrap in"
+    " the script, and `hybrid_shard_degree` here for hybrid sharding.",
+    "cpu_offload": "SMP v2 has no such key: pass FSDP's `cpu_offload=CPUOffload(...)` to the wrap"
+    " in the script.",
+}
 
 
 class UnknownV2ConfigKey(V2ConfigRule):
@@ -29,14 +42,20 @@ class UnknownV2ConfigKey(V2ConfigRule):
         parameters = view.parameters
         if parameters is None or not parameters.is_dict:
             return
-        for key, located in parameters.value.items():
-            if key in V2_KNOWN_KEYS or key in V1_ONLY_KEYS:
-                continue  # SMP003 explains SMP v1's keys
-            suggestion = advise(key, V2_KNOWN_KEYS).suggestion
+        unknown = {
+            key: None if key in _SCRIPT_SETTINGS else advise(key, V2_KNOWN_KEYS).suggestion
+            for key in parameters.value
+            if key not in V2_KNOWN_KEYS and key not in V1_ONLY_KEYS  # SMP003 explains v1's
+        }
+        guesses = list(unknown.values())
+        for key, suggestion in unknown.items():
+            located = parameters.value[key]
             guess = f"; did you mean `{suggestion}`?" if suggestion is not None else ""
             keys = (
                 ""
                 if suggestion is not None
+                else f" {_SCRIPT_SETTINGS[key]}"
+                if key in _SCRIPT_SETTINGS
                 else " Its keys are `hybrid_shard_degree`, `sm_activation_offloading`,"
                 " `activation_loading_horizon`, `fsdp_cache_flush_warnings`,"
                 " `allow_empty_shards`, `tensor_parallel_degree`, `context_parallel_degree`,"
@@ -56,7 +75,9 @@ class UnknownV2ConfigKey(V2ConfigRule):
                     f" the job starts.{unchecked}{keys}"
                 ),
                 evidence=(f"`{key}` in {view.where}",),
-                fix=_rename(located, key, suggestion, parameters),
+                fix=_rename(located, key, suggestion, parameters)
+                if guesses.count(suggestion) == 1
+                else None,
             )
 
 
@@ -64,7 +85,8 @@ def _rename(
     located: Located, key: str, suggestion: Optional[str], parameters: Located
 ) -> Optional[ConfigFix]:
     """Rename the key to the close match. Unsafe: a close match is a guess, and the value then
-    starts to take effect, which changes the job; none when the match is already set."""
+    starts to take effect, which changes the job; none when the match is already set (or, as
+    the caller checks, when two misspellings point at the same key)."""
     if suggestion is None or parameters.get(suggestion) is not None:
         return None
     replacement = renamed_key(located, key, suggestion)
