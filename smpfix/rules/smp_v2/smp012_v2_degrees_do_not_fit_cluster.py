@@ -15,8 +15,9 @@ class V2DegreesDoNotFitCluster(V2ConfigRule):
     summary = (
         "An SMP v2 degree larger than the job's GPUs allow: a tensor, context or expert parallel"
         " degree above the world size, a `hybrid_shard_degree` above the GPUs left per tensor"
-        " parallel rank, a `context_parallel_degree` that does not divide the GPUs or is above"
-        " `hybrid_shard_degree`."
+        " parallel rank, a tensor or context parallel degree that does not divide the GPUs, a"
+        " `context_parallel_degree` above `hybrid_shard_degree`; a tensor parallel group wider"
+        " than a node is a hint."
     )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.CONFIGURED
@@ -46,15 +47,39 @@ class V2DegreesDoNotFitCluster(V2ConfigRule):
                         evidence=(f"the job has {_gpus(view, world)}",),
                     )
         context = view.int_value("context_parallel_degree")
-        if world is not None and context is not None and 1 < context <= world and world % context:
+        for key, page in _DIVIDE_THE_CLUSTER.items():
+            degree = view.int_value(key)
+            if world is not None and degree is not None and 1 < degree <= world and world % degree:
+                yield ConfigProblem(
+                    view.located(key),
+                    f"`{key}` {degree} does not divide the job's {world} GPUs",
+                    Severity.ERROR,
+                    explanation=(
+                        "SMP v2 asks for a degree that evenly divides the number of GPUs in the"
+                        f" cluster ({page}), or it cannot split the GPUs into equal groups. Use"
+                        f" a divisor of {world}."
+                    ),
+                    evidence=(f"the job has {_gpus(view, world)}",),
+                )
+        instance = view.instance
+        if (
+            world is not None
+            and instance is not None
+            and tp is not None
+            and instance.gpus < tp <= world
+            and world % tp == 0
+        ):
             yield ConfigProblem(
-                view.located("context_parallel_degree"),
-                f"`context_parallel_degree` {context} does not divide the job's {world} GPUs",
-                Severity.ERROR,
+                view.located("tensor_parallel_degree"),
+                f"`tensor_parallel_degree` {tp} spans nodes of {instance.gpus} GPUs: every layer"
+                " communicates over the network",
+                Severity.HINT,
                 explanation=(
-                    "SMP v2 asks for a degree that evenly divides the number of GPUs in the"
-                    " cluster (the context parallelism page), or it cannot split every sequence"
-                    f" over equal groups. Use a divisor of {world}."
+                    "Tensor parallelism exchanges activations inside every layer, forward and"
+                    " backward; a group wider than one instance runs those collectives over EFA"
+                    " instead of NVLink, which slows every step. The tensor parallelism page"
+                    f" picks degrees within an instance; use {instance.gpus} or less and shard"
+                    " across nodes with `hybrid_shard_degree`."
                 ),
                 evidence=(f"the job has {_gpus(view, world)}",),
             )
@@ -86,6 +111,13 @@ class V2DegreesDoNotFitCluster(V2ConfigRule):
                     " degree."
                 ),
             )
+
+
+# Degrees whose pages ask for a divisor of the cluster's GPUs.
+_DIVIDE_THE_CLUSTER = {
+    "tensor_parallel_degree": "the tensor parallelism page",
+    "context_parallel_degree": "the context parallelism page",
+}
 
 
 def _world(view: ConfigView) -> Optional[int]:
