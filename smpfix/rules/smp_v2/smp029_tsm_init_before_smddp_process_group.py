@@ -87,11 +87,16 @@ class TsmInitBeforeSmddpProcessGroup(Rule):
         return None
 
     def _runs_first(self, init: cst.Call, group: cst.Call) -> bool:
-        """``init`` runs before ``group``: in one function, written first on a path that runs
-        both; or at the top of the module, which runs before any function it defines."""
+        """``init`` runs before ``group``. When the top of the file reaches both, the order the
+        script runs them in (through calls of its own functions: a module-level ``tsm.init()``
+        written after ``def main()`` still runs before the ``main()`` call at the bottom);
+        otherwise, as written: in one function, first on a path that runs both, or at the top
+        of the module, which runs before any function it defines."""
+        order = self.program.order
+        groups, inits = order.runs_of(group), order.runs_of(init)
+        if groups and inits:
+            return any(order.before(run, lambda other: other.call is init) for run in groups)
         parents = self.program.parents
         if parents.scope_of(init) is parents.scope_of(group):
-            return self.program.order.runs_before(init, group)
-        return parents.scope_of(init) is parents.module and self.program.order.runs_before(
-            init, group
-        )
+            return order.runs_before(init, group)
+        return parents.scope_of(init) is parents.module and order.runs_before(init, group)
