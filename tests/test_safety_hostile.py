@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from smpfix.base.safe_read import JSON_LIMIT, RefusedFile, read_regular
 
@@ -626,3 +628,46 @@ def test_tokens_are_counted_as_python_reads_them() -> None:
     from smpfix.base.nesting import token_count
 
     assert token_count("x = 'a long string, one token' + f(y)  # a comment\n") == 10
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "x",
+                "1",
+                "1.5e-3",
+                "0or",
+                "rb'a'",
+                'f"{x}"',
+                "'''a\n'''",
+                "#c",
+                "\\\n",
+                "\n",
+                "\r",
+                "(",
+                ")",
+                ",",
+                ";",
+                "**=",
+                ".",
+                "é",
+                "  ",
+                "\t",
+                "b''",
+                "_x1",
+                "@",
+                "'",
+            ]
+        ),
+        max_size=60,
+    )
+)
+def test_the_token_bound_is_never_below_the_token_count(pieces: list[str]) -> None:
+    """``refusal`` counts tokens only when a cheaper bound says the count could pass the limit,
+    so the bound must never be lower than the count, whatever the text."""
+    from smpfix.base import nesting
+
+    text = "".join(pieces)
+    assert nesting._token_bound(text) >= nesting.token_count(text)

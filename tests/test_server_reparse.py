@@ -4,11 +4,13 @@ is, node for node, the one a parse of the whole text gives."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import libcst as cst
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from smpfix.base.walker import NodeIndex
 from smpfix.server.reparse import Reparser
 
 REALISTIC = sorted((Path(__file__).parent / "realistic").rglob("*.py"))
@@ -61,6 +63,7 @@ def test_the_tree_of_an_edited_text_is_its_whole_parse(path: Path, edits: list) 
     text = path.read_text()
     reparser = Reparser()
     reparser.remember("doc.py", text, cst.parse_module(text))
+    assert reparser.index("doc.py", cst.parse_module(text)) is None  # another tree
     for line, operation, inserted in edits:
         text = edited(text, line, operation, inserted)
         try:
@@ -75,6 +78,19 @@ def test_the_tree_of_an_edited_text_is_its_whole_parse(path: Path, edits: list) 
         assert whole is not None, "a text that does not parse was given a tree"
         assert module.code == text
         assert module.deep_equals(whole)
+        assert_same_index(reparser.index("doc.py", module), NodeIndex(module))
+
+
+def assert_same_index(reused: Optional[NodeIndex], fresh: NodeIndex) -> None:
+    """The index built from the last tree's is the one a walk of the whole tree builds."""
+    assert reused is not None
+    assert reused.root is fresh.root
+    assert len(reused.order) == len(fresh.order)
+    assert all(a is b for a, b in zip(reused.order, fresh.order))
+    assert reused.ends == fresh.ends
+    assert reused.parents == fresh.parents
+    assert reused.positions == fresh.positions
+    assert reused.by_type() == fresh.by_type()
 
 
 def test_edits_inside_the_functions_of_a_script_parse_only_their_statement() -> None:
@@ -113,3 +129,34 @@ def test_a_text_that_does_not_parse_keeps_the_last_tree_for_the_next_one() -> No
     typed = text[:middle] + "def typed_" + text[middle + 4 :]
     module = reparser.parse("train.py", typed)
     assert module is not None and module.deep_equals(cst.parse_module(typed))
+
+
+def _naive_prefix(old: str, new: str) -> int:
+    same = 0
+    while same < min(len(old), len(new)) and old[same] == new[same]:
+        same += 1
+    return same
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.integers(min_value=0, max_value=9000),
+    st.integers(min_value=0, max_value=9000),
+    st.text(alphabet="ab\n", max_size=3),
+)
+def test_texts_are_compared_a_chunk_at_a_time_to_the_same_answer(
+    at: int, length: int, inserted: str
+) -> None:
+    """The common prefix and suffix an edit leaves are found in chunks, and equal the answer of
+    a character loop, also where the change sits on a chunk's edge."""
+    from smpfix.server.reparse import _common_prefix, _common_suffix
+
+    old = ("abcdefgh\n" * 1100)[:length]
+    at = min(at, len(old))
+    new = old[:at] + inserted + old[at + 1 :]
+    limit = min(len(old), len(new))
+    prefix = _common_prefix(old, new, limit)
+    assert prefix == _naive_prefix(old, new)
+    assert _common_suffix(old, new, limit - prefix) == min(
+        _naive_prefix(old[::-1], new[::-1]), limit - prefix
+    )

@@ -156,7 +156,7 @@ def refusal(text: str) -> Optional[TooDeep]:
             1,
             1,
         )
-    tokens = token_count(text) if len(text) > MAX_TOKENS else 0
+    tokens = token_count(text) if len(text) > MAX_TOKENS and _token_bound(text) > MAX_TOKENS else 0
     if tokens > MAX_TOKENS:
         return TooDeep(
             f"file is too large to analyze ({tokens:,} tokens; the limit is {MAX_TOKENS:,});"
@@ -172,6 +172,18 @@ def token_count(text: str) -> int:
     costs: LibCST holds about 2 KB per token (``MAX_TOKENS``). A text of no more characters
     than ``MAX_TOKENS`` cannot have more tokens, so only larger ones are counted."""
     return sum(1 for _ in _TOKEN.finditer(text))
+
+
+# Every token holds at least one run of word characters or one other non-space character, and
+# no such piece spans two tokens (a name or number takes every word character that follows it;
+# a string prefix is part of its string): counting the pieces, and the line ends, in C bounds
+# the token count from above at a third of the cost of counting tokens.
+_PIECE = re.compile(r"\w+|[^\w\s]")
+
+
+def _token_bound(text: str) -> int:
+    """At least ``token_count(text)``."""
+    return len(_PIECE.findall(text)) + text.count("\n") + text.count("\r")
 
 
 def too_deep(text: str) -> Optional[TooDeep]:

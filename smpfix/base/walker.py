@@ -223,6 +223,55 @@ class NodeIndex:
             below.reverse()
             stack.extend(below)
 
+    @classmethod
+    def reusing(cls, root: cst.CSTNode, previous: NodeIndex) -> NodeIndex:
+        """The index of ``root``, a tree that shares children with ``previous``'s root (the
+        language server's tree after an edit, whose untouched top-level statements are the
+        old nodes): each run of shared children is copied from ``previous`` with its
+        positions shifted, and only the other children are walked. Equal to ``NodeIndex(root)``
+        in every part, which a property test holds it to."""
+        index = cls.__new__(cls)
+        index.root = root
+        order: list[cst.CSTNode] = [root]
+        ends, parents = [0], [-1]
+        positions = {id(root): 0}
+        runs: list[tuple[NodeIndex, int, int, int]] = []  # (source, start, stop, new start)
+        size = 1  # the nodes placed so far: the root and the runs
+        old_positions, old_order, old_parents = (
+            previous.positions,
+            previous.order,
+            previous._parents,
+        )
+        for child in children(root):
+            at = old_positions.get(id(child))
+            if at is not None and old_order[at] is child and old_parents[at] == 0:
+                source, start, stop = previous, at, previous.ends[at]
+            else:
+                source = NodeIndex(child)
+                start, stop = 0, len(source.order)
+            if runs and runs[-1][0] is source is previous and runs[-1][2] == start:
+                last = runs[-1]
+                runs[-1] = (previous, last[1], stop, last[3])
+            else:
+                runs.append((source, start, stop, size))
+            size += stop - start
+        for source, start, stop, new_start in runs:
+            delta = new_start - start
+            segment = source.order[start:stop]
+            order.extend(segment)
+            ends.extend([end + delta for end in source.ends[start:stop]])
+            # A top-level child's parent is the new root (the old root at 0 in ``previous``,
+            # none in a child's own index); every other parent moves with its run.
+            top = 0 if source is previous else -1
+            parents.extend(
+                [0 if parent == top else parent + delta for parent in source._parents[start:stop]]
+            )
+            positions.update(zip(map(id, segment), range(new_start, new_start + len(segment))))
+        ends[0] = len(order)
+        index.order, index.ends, index.positions, index._parents = order, ends, positions, parents
+        index._by_type = _by_type(runs, root)
+        return index
+
     @property
     def parents(self) -> list[int]:
         """The position of each node's parent (-1 for the root)."""
@@ -238,6 +287,27 @@ class NodeIndex:
         if start is None or self.order[start] is not node:
             return None
         return start, self.ends[start]
+
+
+def _by_type(
+    runs: list[tuple[NodeIndex, int, int, int]], root: cst.CSTNode
+) -> dict[type, list[int]]:
+    """The positions by node type of a tree assembled from ``runs``: each run's share of its
+    source's lists (found by bisection), shifted."""
+    by_type: dict[type, list[int]] = {type(root): [0]}
+    for source, start, stop, new_start in runs:
+        delta = new_start - start
+        for node_type, found in source._by_type.items():
+            first, last = bisect_left(found, start), bisect_left(found, stop)
+            if first == last:
+                continue
+            known = by_type.get(node_type)
+            shifted = [position + delta for position in found[first:last]]
+            if known is None:
+                by_type[node_type] = shifted
+            else:
+                known.extend(shifted)
+    return by_type
 
 
 # The indexed trees of the analysis under way: first the tree being analyzed, then the other

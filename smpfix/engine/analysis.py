@@ -189,9 +189,11 @@ def analyze(
     path: str,
     options: AnalysisOptions,
     parsed: Optional[tuple[Optional[cst.Module], Optional[FileError]]] = None,
+    index: Optional[NodeIndex] = None,
 ) -> Analysis:
     """``parsed``: what ``parse`` gives for ``text``, when the caller has it (the language
-    server parses an edited document again piece by piece)."""
+    server parses an edited document again piece by piece); ``index``: its node index, when
+    the caller has it too."""
     # A helper module some script of this run imported is already parsed, with its facts.
     stored = SHARED_STORE.parsed(path, text)
     module = stored.module if stored is not None else None
@@ -205,7 +207,7 @@ def analyze(
     previous = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(previous, _RECURSION_LIMIT))
-        return analyze_module(module, text, path, options, stored)
+        return analyze_module(module, text, path, options, stored, index)
     except RecursionError:
         return Analysis(errors=(FileError(path, "code is nested too deeply to analyze"),))
     finally:
@@ -218,10 +220,11 @@ def analyze_module(
     path: str,
     options: AnalysisOptions,
     stored: Optional[ParsedFile] = None,
+    index: Optional[NodeIndex] = None,
 ) -> Analysis:
     # Indexed once: the facts walk and the rules walk replay the index, and the rules'
     # subtree searches are slices of it (see ``walker``).
-    with indexed(module, stored.index if stored is not None else None) as index:
+    with indexed(module, stored.index if stored is not None else index) as index:
         project = options.project or Project()
         if stored is not None:
             file = stored

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     import libcst as cst
 
+    from smpfix.base.walker import NodeIndex
     from smpfix.engine.analysis import Analysis, AnalysisOptions
     from smpfix.engine.cache import EntryKey, ResultCache
     from smpfix.engine.config_tree import FileOptions
@@ -113,13 +114,15 @@ def analyze_text(
     path: str,
     options: RunOptions,
     parsed: Optional[tuple[Optional[cst.Module], Optional[FileError]]] = None,
+    index: Optional[NodeIndex] = None,
 ) -> Analysis:
     """The analysis ``check_text`` starts from for a Python text (not a notebook): a caller
     that keeps it (the language server) fixes the same text later without analyzing it again.
-    ``parsed``: the text's tree (or why there is none), when the caller parsed it."""
+    ``parsed``: the text's tree (or why there is none), when the caller parsed it; ``index``:
+    that tree's node index, when the caller has it."""
     from smpfix.engine.analysis import analyze
 
-    return analyze(text, path, _analysis_options(path, options), parsed)
+    return analyze(text, path, _analysis_options(path, options), parsed, index)
 
 
 def check_text(

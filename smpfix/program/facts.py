@@ -219,15 +219,25 @@ class FileFacts:
     def may_hold_rank(self, name: str) -> bool:
         """Some assignment of ``name`` is a rank or size call, or another name: the reaching
         definitions, which cost far more, are worked out only then."""
-        for assignment in self.names.assignments.get(name, ()):
-            value = assignment.value
-            if type(value) is cst.Name:
-                return True
-            if type(value) is cst.Call and not value.args:
-                member = self.smp_member(value.func)
-                if member in RANK_FUNCTIONS or member in SIZE_FUNCTIONS:
-                    return True
-        return False
+        return name in self._rank_holding_names
+
+    @cached_property
+    def _rank_holding_names(self) -> frozenset[str]:
+        """The names ``may_hold_rank`` says yes to, found in one pass over the assignments
+        (rules ask about the same few names thousands of times in a large script)."""
+        holding = set()
+        for name, assignments in self.names.assignments.items():
+            for assignment in assignments:
+                value = assignment.value
+                if type(value) is cst.Name:
+                    holding.add(name)
+                    break
+                if type(value) is cst.Call and not value.args:
+                    member = self.smp_member(value.func)
+                    if member in RANK_FUNCTIONS or member in SIZE_FUNCTIONS:
+                        holding.add(name)
+                        break
+        return frozenset(holding)
 
     @property
     def assignments(self) -> Mapping[str, tuple[Assignment, ...]]:

@@ -113,7 +113,12 @@ def check(
     try:
         if not snapshot.cells:
             parsed = _parse(reparser, snapshot.path, text)
-            analysis = analyze_text(text, snapshot.path, resolved.options, parsed)
+            index = (
+                reparser.index(snapshot.path, parsed[0])
+                if reparser is not None and parsed[0] is not None
+                else None
+            )
+            analysis = analyze_text(text, snapshot.path, resolved.options, parsed, index)
         result = check_text(text, snapshot.path, resolved.options, analysis)
     except RecursionError:
         result = FileResult(

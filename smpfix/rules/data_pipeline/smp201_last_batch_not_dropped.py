@@ -124,15 +124,20 @@ class LastBatchNotDropped(Rule):
 
     # -- candidates -------------------------------------------------------------------------
     def _candidate(self, call: cst.Call) -> Optional[_Batching]:
+        func = call.func
+        loader = is_dataloader(call, self.program.facts)
+        if not loader and not (
+            type(func) is cst.Attribute and func.attr.value in _TF_DROP_REMAINDER
+        ):
+            return None  # most calls are neither: tested before their arguments are read
         arguments = call_arguments(call, self.program.facts)
         if arguments is None:
             return None  # `*args`, or a `**` dict smpfix cannot read, may set the keyword
-        if is_dataloader(call, self.program.facts):
+        if loader:
             return self._torch_candidate(arguments)
-        func = call.func
         if arguments.unpacked or any(arg.star for arg in call.args):
             return None
-        if type(func) is cst.Attribute and func.attr.value in _TF_DROP_REMAINDER:
+        if type(func) is cst.Attribute:
             if self._is_dataset(func.value, set()) and not self._repeats_forever(
                 func.value, call, set()
             ):

@@ -36,22 +36,19 @@ class LrSchedulerOnFp16Wrapper(Rule):
         return bool(facts.distributed_optimizers)
 
     def leave_Module(self, node: cst.Module) -> None:
-        for call in self.program.facts.call_order:
-            if not self._is_scheduler(call):
-                continue
+        facts = self.program.facts
+        schedulers = [
+            call
+            for name, calls in facts.calls_by_qualified_name.items()
+            if _is_scheduler(name)
+            for call in calls
+        ]
+        for call in sorted(schedulers, key=facts.call_order.__getitem__):
             given = argument(call, "optimizer", 0)
             if given is None or type(given.value) is not cst.Name:
                 continue
             if optimizer_wrap(self.program.file, given.value, call) is not None:
                 self._flag(node, call, given.value)
-
-    def _is_scheduler(self, call: cst.Call) -> bool:
-        qualified = self.program.facts.qualified_name(call.func) or ""
-        if qualified.startswith("torch.optim.lr_scheduler."):
-            return True
-        name = qualified.rsplit(".", 1)[-1]
-        module = qualified[: -len(name)]
-        return module in _HF_SCHEDULE_MODULES and name.startswith("get_") and "schedule" in name
 
     def _flag(self, module: cst.Module, call: cst.Call, optimizer: cst.Name) -> None:
         fp16, bf16, sdp = self.feature("FP16"), self.feature("BF16"), self.feature("SDP")
@@ -139,3 +136,11 @@ class LrSchedulerOnFp16Wrapper(Rule):
         if type(call) is cst.Call:
             return ReplaceArgument(call, optimizer, text)
         return ReplaceNode(optimizer, text)
+
+
+def _is_scheduler(qualified: str) -> bool:
+    if qualified.startswith("torch.optim.lr_scheduler."):
+        return True
+    name = qualified.rsplit(".", 1)[-1]
+    module = qualified[: -len(name)]
+    return module in _HF_SCHEDULE_MODULES and name.startswith("get_") and "schedule" in name
