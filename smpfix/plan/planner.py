@@ -31,6 +31,7 @@ from smpfix.plan.setup import OPTIMIZER_STATE_BYTES, Setup, problems
 from smpfix.plan.suggestions import suggest
 from smpfix.plan.verdict import Verdict, bracket
 from smpfix.program.project.local_modules import LocalModules
+from smpfix.program.project.parsed_file import ParsedFile
 
 APPROXIMATIONS = "every approximation is listed in docs/plan.md (`smpfix plan --help`)"
 _INT_SETTINGS = (
@@ -57,6 +58,8 @@ class PlanInputs:
     launcher: Optional[LinkedScript] = None
     code: Optional[ScriptCode] = None
     parameters: Optional[LauncherParameters] = None  # as written, for an SMP v2 job
+    # The launcher's own file: a notebook that prepares the data says how long its samples are.
+    launcher_file: Optional[ParsedFile] = None
 
 
 class _UnresolvedInput(Exception):
@@ -120,6 +123,7 @@ def launcher_inputs(
     line: Optional[int],
     declared: Sequence[DeclaredJob],
     modules: Optional[LocalModules],
+    launcher_file: Optional[ParsedFile] = None,
 ) -> PlanInputs:
     """What to plan for the estimator ``launcher`` written at ``line`` of ``path``: the declared
     job, the launcher's own, and the script its ``entry_point`` names when it can be read.
@@ -138,7 +142,7 @@ def launcher_inputs(
     parameters = launcher_parameters(launcher, link.job.source)
     shown = os.path.relpath(link.script, os.path.dirname(os.path.abspath(path)))
     code = load_script(modules, link.script, shown) if modules is not None else None
-    return PlanInputs(tuple(declared), link, code, parameters)
+    return PlanInputs(tuple(declared), link, code, parameters, launcher_file)
 
 
 def plan(inputs: PlanInputs) -> MemoryPlan:
@@ -212,7 +216,9 @@ def _merged(inputs: PlanInputs) -> tuple[JobFacts, ScriptValues]:
     if inputs.code is None:
         job = JobFacts.resolve(sources)
         return job, ScriptValues((), links, job)
-    values = ScriptValues(inputs.code.modules, links, JobFacts.resolve(sources))
+    values = ScriptValues(
+        inputs.code.modules, links, JobFacts.resolve(sources), inputs.launcher_file
+    )
     init = script_setup.init_settings(inputs.code, values)
     sources += [init] if init is not None else []
     job = JobFacts.resolve(sources)
@@ -292,6 +298,7 @@ class _ScriptSetup:
     activation_checkpointing: bool
     checkpoint_group: int
     flash_attention: bool
+    seq_len_upper_bound: bool
 
 
 def _script_readings(
@@ -326,6 +333,7 @@ def _script_readings(
         bool(checkpointing.value),
         group,
         bool(flash.value),
+        seq.upper_bound,
     )
 
 

@@ -29,6 +29,8 @@ PRECISIONS = ("fp16", "bf16", "fp32")
 class Setup:
     world: int  # processes: instance_count x processes_per_host
     seq_len: Optional[int] = None
+    # The sequence length is the model's context width, not the data's: the longest it can be.
+    seq_len_upper_bound: bool = False
     batch: Optional[int] = None
     tp: int = 1
     pp: int = 1
