@@ -347,7 +347,7 @@ def test_a_tied_head_is_counted_once() -> None:
 def test_a_layer_it_cannot_count_makes_the_model_unknown() -> None:
     found = custom(
         "model = GPT(50257, args.hidden, args.layers, args.heads)\n",
-        "self.extra = nn.Conv1d(1, 1, 3)",
+        "self.extra = nn.LSTM(4, 4)",
     )
     assert found.count is None and "cannot count" in found.source
     assert custom("model = GPT(50257, compute(), args.layers, args.heads)\n").count is None

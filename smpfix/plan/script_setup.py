@@ -73,6 +73,12 @@ _OPTIMIZERS = {
     "adagrad": "adagrad",
     "rmsprop": "rmsprop",
     "adafactor": "adafactor",
+    "adadelta": "adadelta",
+    "rprop": "rprop",
+    "asgd": "asgd",
+    "lion": "lion",
+    "sparseadam": "adam",
+    "adamw8bit": "adam",
 }
 
 
@@ -210,11 +216,18 @@ def optimizer(code: ScriptCode, values: ScriptValues) -> Reading:
     for linked in code.modules:
         for call in linked.facts.optimizer_constructions:
             qualified = linked.facts.qualified_name(call.func) or ""
-            kind = _OPTIMIZERS.get(qualified.rsplit(".", 1)[-1].lower(), "adam")
+            name = qualified.rsplit(".", 1)[-1]
+            kind = _OPTIMIZERS.get(name.lower())
+            unknown = (
+                ""
+                if kind is not None
+                else ", an optimizer smpfix does not know: Adam's state assumed"
+            )
+            kind = kind or "adam"
             if kind == "sgd":
                 kind = _sgd(values, linked, call)
             if kind not in found:  # the first constructor of each kind is quoted
-                found[kind] = f"`{qualified.rsplit('.', 1)[-1]}` at {code.where(linked, call)}"
+                found[kind] = f"`{name}` at {code.where(linked, call)}{unknown}"
     if not found:
         return Reading(
             "adam",
@@ -281,10 +294,11 @@ def data_length(code: ScriptCode, values: ScriptValues) -> Optional[Reading]:
     for file in files:
         last: dict[str, cst.Name] = {}
         for node in file.nodes_of(cst.Name):
-            name = node.value  # type: ignore[attr-defined]
+            assert isinstance(node, cst.Name)
+            name = node.value
             if name in DATA_LENGTH_NAMES and name in file.facts.names.assignments:
                 if type(file.facts.names.scope_of(node)) is cst.Module and _is_read(file, node):
-                    last[name] = node  # type: ignore[assignment]
+                    last[name] = node
         for name in DATA_LENGTH_NAMES:
             if name not in last:
                 continue
