@@ -4,10 +4,11 @@
 of the project, is counted by reading its ``__init__``: ``nn.Linear``, ``nn.Embedding``,
 ``nn.LayerNorm``, ``nn.MultiheadAttention``, convolutions (``nn.Conv2d`` and the other
 ``Conv``/``ConvTranspose`` kinds), batch, instance and group norms, parameter-free layers,
-``nn.Sequential``, ``nn.ModuleList([Block(...) for _ in range(n)])``, ``nn.Parameter(torch.zeros(...))``, other
-project modules, and ``self.head.weight = self.embed.weight`` ties. The count is exact for
-what it reads, and anything else in ``__init__`` that may hold parameters (a call it does not
-know, a branch, a loop) makes it unknown.
+``nn.Sequential``, ``nn.ModuleList([Block(...) for _ in range(n)])``,
+``nn.Parameter(torch.zeros(...))``, other project modules, and
+``self.head.weight = self.embed.weight`` ties. The count is exact for what it reads, and
+anything else in ``__init__`` that may hold parameters (a call it does not know, a branch,
+a loop) makes it unknown.
 
 For the activations, a model whose repeated block holds an ``nn.MultiheadAttention`` is
 taken as a standard transformer: layers = repetitions, hidden size and heads from the
