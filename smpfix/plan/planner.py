@@ -476,6 +476,11 @@ def _estimated(
         reasons.append(
             "activations unknown: only model states and buffers are counted, a lower bound"
         )
+    elif setup.seq_len_upper_bound and found.verdict.fits is not True:
+        reasons.append(
+            f"the sequence length {setup.seq_len} is an upper bound (the model's context width):"
+            " data cut shorter needs less"
+        )
     return replace(
         empty,
         per_gpu=MemorySplit.of(found.worst),
