@@ -134,6 +134,10 @@ class ScriptValues:
         self._v2_state: Mapping[str, Traced] = {}
         self._arguments = command_line_arguments(files)
         self._known: dict[int, tuple[cst.BaseExpression, FileFacts, Traced]] = {}
+        # What each parameter receives (by the ``Param`` node, kept alive with its answer); a
+        # parameter being worked out (a recursive function) is unknown meanwhile.
+        self._parameters: dict[int, tuple[cst.Param, Traced]] = {}
+        self._names: dict[int, tuple[cst.Name, Traced]] = {}
         self._assigned = (
             set().union(*(assigned_attributes(facts) for facts in self.files))
             if self.files
@@ -146,6 +150,8 @@ class ScriptValues:
         values = copy.copy(self)
         values.job = job
         values._known = {}
+        values._parameters = {}
+        values._names = {}
         return values
 
     def with_v2_state(self, state: Mapping[str, tuple[Any, str]]) -> ScriptValues:
@@ -157,6 +163,8 @@ class ScriptValues:
             for key, (value, source) in state.items()
         }
         values._known = {}
+        values._parameters = {}
+        values._names = {}
         return values
 
     def argument(self, dest: str, depth: int = 0) -> Traced:
@@ -328,7 +336,17 @@ class ScriptValues:
 
     def _name(self, expr: cst.Name, facts: FileFacts, depth: int) -> Traced:
         """A name several assignments or a parameter may give: the one assignment whose
-        branch may run, or what every call of the function passes, when they agree."""
+        branch may run, or what every call of the function passes, when they agree. Each
+        name is worked out once (branches over branches would otherwise multiply)."""
+        known = self._names.get(id(expr))
+        if known is not None and known[0] is expr:
+            return known[1]
+        found = self._name_value(expr, facts, depth)
+        if not self._weighing:
+            self._names[id(expr)] = (expr, found)
+        return found
+
+    def _name_value(self, expr: cst.Name, facts: FileFacts, depth: int) -> Traced:
         qualified = facts.qualified_name(expr)
         if qualified is not None and _is_library_class(qualified):
             return Traced(ImportedClass(qualified))
@@ -379,7 +397,19 @@ class ScriptValues:
 
     def _parameter(self, file: ParsedFile, parameter: cst.Param, depth: int) -> Traced:
         """What every call of the parameter's (top-level) function in the project passes for
-        it, when those calls that may run agree."""
+        it, when those calls that may run agree. Worked out once per parameter."""
+        known = self._parameters.get(id(parameter))
+        if known is not None and known[0] is parameter:
+            return known[1]
+        self._parameters[id(parameter)] = (parameter, _UNKNOWN)  # until it is known
+        found = self._passed_to(file, parameter, depth)
+        if self._weighing:  # read with some attributes as before their writes: not kept
+            del self._parameters[id(parameter)]
+        else:
+            self._parameters[id(parameter)] = (parameter, found)
+        return found
+
+    def _passed_to(self, file: ParsedFile, parameter: cst.Param, depth: int) -> Traced:
         function = script_flow.enclosing_function(file, parameter)
         if function is None or script_flow.enclosing_function(file, function) is not None:
             return _UNKNOWN
