@@ -19,6 +19,7 @@ import libcst as cst
 from smpfix.base import nesting, notebook, source
 from smpfix.base.imports import ImportTable
 from smpfix.base.positions import Positions
+from smpfix.base.walker import indexed
 from smpfix.engine.discovery import DiscoveredFile
 from smpfix.engine.prefilter import may_involve_smp
 from smpfix.job.jobfacts import DeclaredJob
@@ -30,6 +31,7 @@ from smpfix.plan.results import PlannedConfiguration
 from smpfix.plan.script_code import load_script
 from smpfix.program.facts import collect
 from smpfix.program.project.local_modules import LocalModules
+from smpfix.program.project.parsed_file import ParsedFile
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ def _launcher_plans(
     parsed: _Parsed, project: Project, declared: Sequence[DeclaredJob]
 ) -> Iterator[tuple[PlannedConfiguration, str]]:
     positions: Optional[Positions] = None
+    launcher_file: Optional[ParsedFile] = None
     modules = LocalModules(project, parsed.path)
     for launcher in find_launchers(
         parsed.module, ImportTable.of_module(parsed.module), parsed.path
@@ -105,9 +108,20 @@ def _launcher_plans(
         if parsed.book is not None:
             cell, row = parsed.book.cell_of_line(where.line)
             cell += 1
-        inputs = launcher_inputs(launcher, parsed.path, where.line, declared, modules)
+        launcher_file = launcher_file or _launcher_file(parsed)
+        inputs = launcher_inputs(
+            launcher, parsed.path, where.line, declared, modules, launcher_file
+        )
         script = inputs.launcher.script if inputs.launcher is not None else ""
         yield PlannedConfiguration(parsed.path, row, where.column, plan(inputs), cell), script
+
+
+def _launcher_file(parsed: _Parsed) -> ParsedFile:
+    """The launcher's tree with its facts, for what its data preparation says (the one parse
+    already made)."""
+    with indexed(parsed.module) as index:
+        facts = collect(parsed.module)
+    return ParsedFile(parsed.path, parsed.code, parsed.module, facts, index)
 
 
 def _is_training_script(module: cst.Module) -> bool:

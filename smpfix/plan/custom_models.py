@@ -2,11 +2,13 @@
 
 ``GPT(args.vocab, args.hidden, args.layers, args.heads)``, where ``GPT`` is an ``nn.Module``
 of the project, is counted by reading its ``__init__``: ``nn.Linear``, ``nn.Embedding``,
-``nn.LayerNorm``, ``nn.MultiheadAttention``, parameter-free layers, ``nn.Sequential``,
-``nn.ModuleList([Block(...) for _ in range(n)])``, ``nn.Parameter(torch.zeros(...))``, other
-project modules, and ``self.head.weight = self.embed.weight`` ties. The count is exact for
-what it reads, and anything else in ``__init__`` that may hold parameters (a call it does not
-know, a branch, a loop) makes it unknown.
+``nn.LayerNorm``, ``nn.MultiheadAttention``, convolutions (``nn.Conv2d`` and the other
+``Conv``/``ConvTranspose`` kinds), batch, instance and group norms, parameter-free layers,
+``nn.Sequential``, ``nn.ModuleList([Block(...) for _ in range(n)])``,
+``nn.Parameter(torch.zeros(...))``, other project modules, and
+``self.head.weight = self.embed.weight`` ties. The count is exact for what it reads, and
+anything else in ``__init__`` that may hold parameters (a call it does not know, a branch,
+a loop) makes it unknown.
 
 For the activations, a model whose repeated block holds an ``nn.MultiheadAttention`` is
 taken as a standard transformer: layers = repetitions, hidden size and heads from the
@@ -50,8 +52,33 @@ _NO_PARAMETERS = frozenset(
         "ELU",
         "Softplus",
         "Hardswish",
+        "Hardtanh",
+        "LogSigmoid",
+        "GLU",
+        "Softmax2d",
+        "Upsample",
+        "NLLLoss",
+        "BCELoss",
+        "BCEWithLogitsLoss",
+        *(
+            f"{kind}{dims}d"
+            for kind in ("MaxPool", "AvgPool", "AdaptiveMaxPool", "AdaptiveAvgPool", "Dropout")
+            for dims in (1, 2, 3)
+        ),
     }
 )
+# Convolutions: (in_channels, out_channels, kernel_size, ...) with ``groups`` and ``bias``.
+_CONVOLUTIONS = frozenset(
+    f"{kind}{dims}d" for kind in ("Conv", "ConvTranspose") for dims in (1, 2, 3)
+)
+# Normalisations with one scale and one shift per feature when affine: (keyword, position).
+_NORMS = {
+    **{f"BatchNorm{dims}d": ("num_features", 0) for dims in (1, 2, 3)},
+    **{f"InstanceNorm{dims}d": ("num_features", 0) for dims in (1, 2, 3)},
+    "GroupNorm": ("num_channels", 1),
+}
+# ``affine`` by default: BatchNorm and GroupNorm yes, InstanceNorm no.
+_NORM_AFFINE_POSITION = {"GroupNorm": 3}
 _TENSORS = frozenset({"zeros", "ones", "randn", "rand", "empty"})
 
 
@@ -277,6 +304,15 @@ class _Constructor:
         if name == "Embedding":
             n, d = self._int(call, "num_embeddings", 0), self._int(call, "embedding_dim", 1)
             return Counted(n * d, 0, n * d, embeddings=((n, d),))
+        if name in _CONVOLUTIONS:
+            return self._convolution(name, call)
+        if name in _NORMS:
+            keyword, position = _NORMS[name]
+            features = self._int(call, keyword, position)
+            affine = self._flag(
+                call, "affine", _NORM_AFFINE_POSITION.get(name, 3), not name.startswith("Instance")
+            )
+            return Counted(2 * features if affine else 0, 2 * features if affine else 0)
         if name == "LayerNorm":
             d = self._int(call, "normalized_shape", 0)
             affine = self._flag(call, "elementwise_affine", 2, True)
@@ -297,6 +333,35 @@ class _Constructor:
         if name == "Parameter":
             return self._parameter(call)
         raise _Unreadable(f"torch.nn.{name}")
+
+    def _convolution(self, name: str, call: cst.Call) -> Counted:
+        """``nn.Conv2d(in, out, kernel_size, stride, padding, dilation, groups, bias)``: a
+        weight of out x in/groups x kernel (in x out/groups x kernel transposed), and a bias
+        of ``out``."""
+        transposed = name.startswith("ConvTranspose")
+        i = self._int(call, "in_channels", 0)
+        o = self._int(call, "out_channels", 1)
+        found = argument(call, "groups", 6)  # the same place in both kinds
+
+        groups = self._positive(self._number(found.value)) if found is not None else 1
+        kernel = argument(call, "kernel_size", 2)
+        if kernel is None:
+            raise _Unreadable("kernel_size missing")
+        size = self._kernel(kernel.value, int(name[-2]))
+        if (i if not transposed else o) % groups:
+            raise _Unreadable("groups does not divide the channels")
+        weight = i * o // groups * size
+        bias = o if self._flag(call, "bias", 7, True) else 0
+        return Counted(weight + bias, bias)
+
+    def _kernel(self, expr: cst.BaseExpression, dims: int) -> int:
+        """The number of weights of one filter position: ``3`` is 3 x 3 in two dimensions."""
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            size = 1
+            for element in expr.elements:
+                size *= self._positive(self._number(element.value))
+            return size
+        return self._positive(self._number(expr)) ** dims
 
     def _modules(self, expr: cst.BaseExpression) -> Counted:
         if (

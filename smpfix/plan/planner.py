@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
+from smpfix.base.flavour import Flavour
 from smpfix.job.instances import InstanceType, lookup
 from smpfix.job.jobfacts import LIBRARY_DEFAULTS, DeclaredJob, JobFacts
 from smpfix.job.launcher import Launcher
@@ -25,12 +26,14 @@ from smpfix.plan.memory import GIB
 from smpfix.plan.planner_fsdp import LauncherParameters, launcher_parameters, plan_v2
 from smpfix.plan.results import MemoryPlan, MemorySplit, PlannedChange
 from smpfix.plan.script_code import ScriptCode, load_script
+from smpfix.plan.script_flow import branches
 from smpfix.plan.script_model import FoundModel, find_model
 from smpfix.plan.script_values import ScriptValues
 from smpfix.plan.setup import OPTIMIZER_STATE_BYTES, Setup, problems
 from smpfix.plan.suggestions import suggest
 from smpfix.plan.verdict import Verdict, bracket
 from smpfix.program.project.local_modules import LocalModules
+from smpfix.program.project.parsed_file import ParsedFile
 
 APPROXIMATIONS = "every approximation is listed in docs/plan.md (`smpfix plan --help`)"
 _INT_SETTINGS = (
@@ -57,6 +60,11 @@ class PlanInputs:
     launcher: Optional[LinkedScript] = None
     code: Optional[ScriptCode] = None
     parameters: Optional[LauncherParameters] = None  # as written, for an SMP v2 job
+    # The launcher's own file: a notebook that prepares the data says how long its samples are.
+    launcher_file: Optional[ParsedFile] = None
+    # The test of the branch the estimator sits in, when the launcher's own values do not take
+    # it (``hyperparameters.get("smp")``): the code offers this job.
+    offer: str = ""
 
 
 class _UnresolvedInput(Exception):
@@ -120,11 +128,13 @@ def launcher_inputs(
     line: Optional[int],
     declared: Sequence[DeclaredJob],
     modules: Optional[LocalModules],
+    launcher_file: Optional[ParsedFile] = None,
 ) -> PlanInputs:
     """What to plan for the estimator ``launcher`` written at ``line`` of ``path``: the declared
     job, the launcher's own, and the script its ``entry_point`` names when it can be read.
     A launcher in a branch its file does not take is planned as written: "would it fit?" is
     the question its configuration asks."""
+    offer = launcher.untaken or _conditional(launcher, launcher_file)
     launcher = replace(launcher, untaken="")
     link = linked_script(launcher, path, line)
     if link is None:  # the entry point is not a literal: the launcher's settings still count
@@ -134,15 +144,51 @@ def launcher_inputs(
             LinkedScript("", job, {}, os.path.abspath(path), line or 0, False),
             None,
             launcher_parameters(launcher, job.source),
+            offer=offer,
         )
     parameters = launcher_parameters(launcher, link.job.source)
     shown = os.path.relpath(link.script, os.path.dirname(os.path.abspath(path)))
     code = load_script(modules, link.script, shown) if modules is not None else None
-    return PlanInputs(tuple(declared), link, code, parameters)
+    return PlanInputs(tuple(declared), link, code, parameters, launcher_file, offer)
 
 
 def plan(inputs: PlanInputs) -> MemoryPlan:
-    """The memory plan of one configuration; its verdict is unknown when a deciding input is."""
+    """The memory plan of one configuration; its verdict is unknown when a deciding input is.
+    An estimator in a branch its launcher's own values do not take is planned as written, and
+    its plan says it is an offer."""
+    found = _plan(inputs)
+    if inputs.offer:
+        test, unresolved = (
+            inputs.offer.removesuffix(_UNRESOLVED),
+            inputs.offer.endswith(_UNRESOLVED),
+        )
+        note = (
+            f"an offer: the launcher builds this estimator only when `{test}`, which "
+            + ("smpfix cannot resolve" if unresolved else "its own values do not make true")
+            + "; planned as written"
+        )
+        found = replace(found, assumptions=(note, *found.assumptions))
+    return found
+
+
+_UNRESOLVED = " (unresolved)"
+
+
+def _conditional(launcher: Launcher, launcher_file: Optional[ParsedFile]) -> str:
+    """The innermost ``if`` test around the estimator that smpfix cannot resolve in the
+    launcher (``hyperparameters.get("smp")``), marked unresolved; "" when there is none."""
+    if launcher_file is None:
+        return ""
+    values = ScriptValues((), (), JobFacts.resolve([]), launcher_file)
+    for test, wanted in branches(launcher_file.parents, launcher.call):
+        found = values.of(test, launcher_file.facts)
+        if not found.known:
+            code = " ".join(launcher_file.code_for(test).split())
+            return (code if wanted else f"not ({code})") + _UNRESOLVED
+    return ""
+
+
+def _plan(inputs: PlanInputs) -> MemoryPlan:
     job, values = _merged(inputs)
     code = inputs.code
     script = (
@@ -164,6 +210,15 @@ def plan(inputs: PlanInputs) -> MemoryPlan:
         Verdict.UNKNOWN,
         "",
     )
+    if _tensorflow(job, code):
+        return replace(
+            empty,
+            reason=(
+                "a TensorFlow job: the memory plan reads PyTorch models only (SMP v1 for "
+                "TensorFlow splits a Keras model into pipeline stages; it has no tensor "
+                "parallelism, sharded data parallelism or optimizer-state sharding)"
+            ),
+        )
     smp_v2 = _smp_v2(job, code)
     if smp_v2 is not None:
         if instance is None:
@@ -186,6 +241,14 @@ def plan(inputs: PlanInputs) -> MemoryPlan:
     except _UnresolvedInput as unknown:
         return replace(empty, reason=str(unknown), assumptions=tuple(reader.assumptions))
     return _estimated(empty, model, setup, instance, reader)
+
+
+def _tensorflow(job: JobFacts, code: Optional[ScriptCode]) -> bool:
+    """The job runs the library's TensorFlow flavour: a TensorFlow estimator or script."""
+    script = code.script if code is not None else None
+    if script is not None and (script.facts.imports_smp_tf or script.facts.imports_smp_torch):
+        return not script.facts.imports_smp_torch
+    return job.flavour is Flavour.TENSORFLOW
 
 
 def _smp_v2(job: JobFacts, code: Optional[ScriptCode]) -> Optional[str]:
@@ -212,7 +275,9 @@ def _merged(inputs: PlanInputs) -> tuple[JobFacts, ScriptValues]:
     if inputs.code is None:
         job = JobFacts.resolve(sources)
         return job, ScriptValues((), links, job)
-    values = ScriptValues(inputs.code.modules, links, JobFacts.resolve(sources))
+    values = ScriptValues(
+        inputs.code.modules, links, JobFacts.resolve(sources), inputs.launcher_file
+    )
     init = script_setup.init_settings(inputs.code, values)
     sources += [init] if init is not None else []
     job = JobFacts.resolve(sources)
@@ -292,6 +357,7 @@ class _ScriptSetup:
     activation_checkpointing: bool
     checkpoint_group: int
     flash_attention: bool
+    seq_len_upper_bound: bool
 
 
 def _script_readings(
@@ -326,6 +392,7 @@ def _script_readings(
         bool(checkpointing.value),
         group,
         bool(flash.value),
+        seq.upper_bound,
     )
 
 
@@ -408,6 +475,11 @@ def _estimated(
     if not found.worst.complete:
         reasons.append(
             "activations unknown: only model states and buffers are counted, a lower bound"
+        )
+    elif setup.seq_len_upper_bound and found.verdict.fits is not True:
+        reasons.append(
+            f"the sequence length {setup.seq_len} is an upper bound (the model's context width):"
+            " data cut shorter needs less"
         )
     return replace(
         empty,

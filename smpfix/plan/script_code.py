@@ -11,6 +11,7 @@ import libcst as cst
 
 from smpfix.base.parents import ParentIndex
 from smpfix.base.positions import Positions
+from smpfix.plan.script_flow import branches
 from smpfix.program.project.local_modules import LocalModules
 from smpfix.program.project.parsed_file import ParsedFile
 
@@ -19,10 +20,21 @@ class ScriptCode:
     """``modules[0]`` is the script itself, ``name`` how messages show it; positions are
     computed only for what is quoted."""
 
-    def __init__(self, name: str, modules: Sequence[ParsedFile]) -> None:
+    def __init__(
+        self, name: str, modules: Sequence[ParsedFile], project: Optional[LocalModules] = None
+    ) -> None:
         self.name = name
         self.modules = tuple(modules)
+        self.project = project
         self._positions: dict[str, Positions] = {}
+
+    def read_json(self, written: str) -> Optional[object]:
+        """The JSON file a script opens by the path ``written`` (``bert_config.json``): relative
+        to the script's folder, where the job runs it; None when it cannot be read."""
+        if self.project is None or self.script is None or not written:
+            return None
+        folder = os.path.dirname(os.path.abspath(self.script.path))
+        return self.project.read_json(os.path.normpath(os.path.join(folder, written)))
 
     @property
     def script(self) -> Optional[ParsedFile]:
@@ -54,15 +66,7 @@ class ScriptCode:
     ) -> Iterator[tuple[cst.BaseExpression, bool]]:
         """The ``if`` tests around ``node``, innermost first, each with the value it must have
         for ``node`` to run (True in the body, False in the ``else`` or an ``elif``)."""
-        parents = self.parents(linked)
-        previous: cst.CSTNode = node
-        for ancestor in parents.ancestors(node):
-            if type(ancestor) is cst.If:  # exact: faster than ABCMeta's isinstance
-                if previous is ancestor.body:
-                    yield ancestor.test, True
-                elif previous is ancestor.orelse:
-                    yield ancestor.test, False
-            previous = ancestor
+        return branches(self.parents(linked), node)
 
 
 def load_script(
@@ -72,4 +76,4 @@ def load_script(
     is inside the checked paths and parses; None otherwise. What it reads is recorded by
     ``modules`` as a dependency of the analysis (the result cache checks it)."""
     found = modules.script_with_imports(os.path.abspath(path), depth)
-    return ScriptCode(shown, found) if found is not None else None
+    return ScriptCode(shown, found, modules) if found is not None else None

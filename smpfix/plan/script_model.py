@@ -27,14 +27,19 @@ from smpfix.plan.custom_models import ModelReader
 from smpfix.plan.hf_configs import CONFIG_CLASSES, shape_from_config, size_keywords
 from smpfix.plan.models import ModelShape, ParameterCount, count_parameters, parameters_only
 from smpfix.plan.script_code import ScriptCode
+from smpfix.plan.script_flow import project_classes
 from smpfix.plan.script_setup import reachable
-from smpfix.plan.script_values import ScriptValues
+from smpfix.plan.script_values import ImportedClass, ScriptValues
+from smpfix.program.facts import FileFacts
 from smpfix.program.objects.hf_models import class_name, is_config_class, pretrained_model_call
 from smpfix.program.project.parsed_file import ParsedFile
 
 MODEL_PARAMETERS = "model_parameters"
 _ANY_SIZE_KEYWORD = frozenset().union(*(size_keywords(name) for name in CONFIG_CLASSES))
 _SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+_LOADERS = frozenset({"from_pretrained", "from_json_file"})
+# ``model_type`` of a Hugging Face ``config.json``, as the configuration class it builds.
+_MODEL_TYPES = {spec.family: name for name, spec in CONFIG_CLASSES.items()}
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,9 @@ class ModelCalls:
 
     library: tuple[cst.Call, ...]
     by_name: tuple[cst.Call, ...]
+    # Calls of a name assigned in the file (``config_type(**config_kwargs)``, where each
+    # model-type branch assigns ``config_type``): the class is what the taken branch assigns.
+    dispatched: tuple[cst.Call, ...] = ()
 
     @classmethod
     def of_file(cls, file: ParsedFile) -> ModelCalls:
@@ -128,10 +136,17 @@ class ModelCalls:
             call
             for call in facts.call_order
             if class_name(facts, call.func) in CONFIG_CLASSES
-            or (type(call.func) is cst.Attribute and call.func.attr.value == "from_pretrained")
+            or (type(call.func) is cst.Attribute and call.func.attr.value in _LOADERS)
         )
         by_name = tuple(call for call in facts.call_order if type(call.func) is cst.Name)
-        return cls(library, by_name)
+        assigned = facts.names.assignments
+        dispatched = tuple(
+            call
+            for call in by_name
+            if call.func.value in assigned  # type: ignore[attr-defined]
+            and class_name(facts, call.func) not in CONFIG_CLASSES
+        )
+        return cls(library, by_name, dispatched)
 
 
 def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
@@ -142,9 +157,10 @@ def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
     found = [
         candidate
         for linked in code.modules
-        for call in linked.answer(ModelCalls).library
+        for call in (*linked.answer(ModelCalls).library, *linked.answer(ModelCalls).dispatched)
         if (candidate := _candidate(code, values, linked, call)) is not None
         and reachable(code, values, linked, call) is not False
+        and not _builds_nothing(values, linked, call)
     ]
     if not found:
         reader = ModelReader(code.modules)
@@ -180,42 +196,146 @@ def _from_script(code: ScriptCode, values: ScriptValues) -> FoundModel:
     return FoundModel(candidate.count, candidate.shape, candidate.description)
 
 
+def _builds_nothing(values: ScriptValues, linked: ParsedFile, call: cst.Call) -> bool:
+    """A configuration assigned to a name whose every model-building reader
+    (``AutoModelForCausalLM.from_config(config)``, ``GPTJForCausalLM(config)``) is in a branch
+    that does not run: the GPT-J example builds a ``GPTJConfig`` always, and a model from it
+    only without ``finetune_6b``, which its launcher sets. A configuration no model-building
+    call reads still counts (it may reach a model in a way smpfix does not follow)."""
+    statement = linked.facts.call_statements.get(call)
+    small = (
+        statement.statement.body[0]
+        if statement is not None and type(statement.statement) is cst.SimpleStatementLine
+        else None
+    )
+    if (
+        type(small) is not cst.Assign
+        or small.value is not call
+        or len(small.targets) != 1
+        or type(small.targets[0].target) is not cst.Name
+    ):
+        return False
+    name = small.targets[0].target.value
+    builders = [
+        other
+        for other in linked.facts.call_order
+        if _builds_model(linked.facts, other)
+        and any(
+            type(arg.value) is cst.Name
+            and arg.value.value == name
+            and any(
+                a.value is call for a in linked.facts.names.reaching(name, arg.value).assignments
+            )
+            for arg in other.args
+        )
+    ]
+    return bool(builders) and all(values.reachable(linked, other) is False for other in builders)
+
+
+def _builds_model(facts: FileFacts, call: cst.Call) -> bool:
+    func = call.func
+    if type(func) is cst.Attribute and func.attr.value == "from_config":
+        return True
+    name = class_name(facts, func)
+    return bool(name) and name[:1].isupper() and name not in CONFIG_CLASSES  # type: ignore[index]
+
+
 def _candidate(
     code: ScriptCode, values: ScriptValues, linked: ParsedFile, call: cst.Call
 ) -> Optional[_ModelCandidate]:
     facts = linked.facts
     name = class_name(facts, call.func)
     if name is not None and name in CONFIG_CLASSES:
+        if name in project_classes(code.modules):
+            return None  # the project's own class of that name: its keywords are its own
         return _configuration(code, values, linked, call, name)
+    if type(call.func) is cst.Name:
+        held = values.of(call.func, facts).value
+        if isinstance(held, ImportedClass) and held.name in CONFIG_CLASSES:
+            return _configuration(code, values, linked, call, held.name)
+        return None
     func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "from_json_file":
+        owner = class_name(facts, func.value)
+        if owner is not None and owner in CONFIG_CLASSES:
+            return _json_file(code, values, linked, call, owner)
+        return None
     if isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained":
         if pretrained_model_call(facts, call) is call or is_config_class(facts, func.value):
             return _checkpoint(code, values, linked, call)
     return None
 
 
+def _json_file(
+    code: ScriptCode, values: ScriptValues, linked: ParsedFile, call: cst.Call, owner: str
+) -> _ModelCandidate:
+    """``BertConfig.from_json_file(args.config_file)``: the sizes in the JSON file the path
+    names, read relative to the script (the BERT tutorial's ``bert_config.json``)."""
+    where = f"`{owner}.from_json_file(...)` at {code.where(linked, call)}"
+    path = values.of(call.args[0].value, linked.facts) if call.args else None
+    if path is None or not isinstance(path.value, str):
+        return _unresolved(f"{where}: the file name cannot be resolved")
+    data = code.read_json(path.value)
+    if not isinstance(data, dict):
+        return _unresolved(f"{where}: {path.value!r} cannot be read as JSON in the project")
+    return _from_json(owner, data, f"{where}: the sizes in {path.value!r}" + _traced(path))
+
+
+def _from_json(owner: str, data: dict[str, Any], description: str) -> _ModelCandidate:
+    shape = shape_from_config(owner, {key: value for key, value in data.items()})
+    if shape is None:
+        return _unresolved(f"{description} are not numbers smpfix can read")
+    return _of_shape(shape, description)
+
+
+def _local_config(code: ScriptCode, name: str, description: str) -> Optional[_ModelCandidate]:
+    """``from_pretrained("./model")`` of a folder (or file) in the project with a Hugging Face
+    ``config.json``: the class its ``model_type`` names, with its sizes."""
+    for written in (f"{name.rstrip('/')}/config.json", name):
+        data = code.read_json(written)
+        if isinstance(data, dict):
+            owner = _MODEL_TYPES.get(str(data.get("model_type", "")).replace("-", "_"))
+            if owner is None:
+                return _unresolved(
+                    f"{description}: {written!r} has a model_type smpfix does not know"
+                )
+            return _from_json(owner, data, f"{description}: the sizes in {written!r}")
+    return None
+
+
+def _traced(value: Any) -> str:
+    return f" ({'; '.join(value.how)})" if value.how else ""
+
+
 def _configuration(
     code: ScriptCode, values: ScriptValues, linked: ParsedFile, call: cst.Call, name: str
 ) -> _ModelCandidate:
-    where = f"`{name}(...)` at {code.where(linked, call)}"
-    if any(arg.keyword is None for arg in call.args):
-        return _unresolved(f"{where} takes positional or ** arguments smpfix cannot read")
+    spelled = call.func.value if type(call.func) is cst.Name else name
+    shown = f"`{name}(...)`" if spelled == name else f"`{spelled}(...)`, a {name},"
+    where = f"{shown} at {code.where(linked, call)}"
+    written: dict[str, tuple[cst.BaseExpression, FileFacts]] = {}
+    for arg in call.args:
+        if arg.keyword is not None:
+            written[arg.keyword.value] = (arg.value, linked.facts)
+            continue
+        unpacked = values.mapping(arg.value, linked.facts) if arg.star == "**" else None
+        if unpacked is None:
+            return _unresolved(f"{where} takes positional or ** arguments smpfix cannot read")
+        written.update(unpacked)
     keywords: dict[str, Any] = {}
     traced: list[str] = []
     relevant = size_keywords(name)
-    for arg in call.args:
-        assert arg.keyword is not None
-        keyword = arg.keyword.value
+    for keyword, (expression, facts) in written.items():
         if keyword not in relevant:
             continue
-        value = values.of(arg.value, facts=linked.facts)
+        value = values.of(expression, facts=facts)
         if not value.known:
             return _unresolved(
                 f"{where}: {keyword} cannot be resolved (no literal, argparse default or launcher "
                 "hyperparameter)"
             )
         keywords[keyword] = value.value
-        traced.extend(value.how)
+        traced.extend(part for part in value.how if part not in traced)
     shape = shape_from_config(name, keywords)
     if shape is None:
         return _unresolved(f"{where} has a size keyword that is not a number")
@@ -249,6 +369,9 @@ def _checkpoint(
     if any(arg.keyword is not None and arg.keyword.value in _ANY_SIZE_KEYWORD for arg in call.args):
         return _unresolved(f"{where} overrides the size of {name.value!r}")
     checkpoint = find_checkpoint(name.value)
+    local = _local_config(code, name.value, where) if checkpoint is None else None
+    if local is not None:
+        return local
     if checkpoint is None:
         return _unresolved(
             f"{where} loads {name.value!r}, a checkpoint whose dimensions smpfix does not know"

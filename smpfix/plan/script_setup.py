@@ -9,6 +9,7 @@ unknown the switch is unknown and the plan brackets it (``verdict``).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from smpfix.base.literals import literal_value
 from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob
 from smpfix.plan.models import ModelShape
 from smpfix.plan.script_code import ScriptCode
+from smpfix.plan.script_flow import FileFunctions, project_function
 from smpfix.plan.script_values import ScriptValues
 from smpfix.plan.setup import OPTIMIZER_STATE_BYTES
 from smpfix.program.data.dataloaders import is_dataloader, loader_argument
@@ -44,6 +46,13 @@ SEQUENCE_ARGUMENTS = (
     "context_length",
     "max_length",
 )
+# Sequence arguments that are the model's context width: the samples may be shorter.
+CONTEXT_WIDTH_ARGUMENTS = frozenset({"max_context_width"})
+# Names a data pipeline cuts its texts to, most specific first.
+DATA_LENGTH_NAMES = ("block_size", "max_seq_length", "max_length", "seq_length")
+_NOT_READS = frozenset(
+    {cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.Param, cst.FunctionDef, cst.ClassDef}
+)
 BATCH_ARGUMENTS = (
     "train_batch_size",
     "per_device_train_batch_size",
@@ -64,6 +73,12 @@ _OPTIMIZERS = {
     "adagrad": "adagrad",
     "rmsprop": "rmsprop",
     "adafactor": "adafactor",
+    "adadelta": "adadelta",
+    "rprop": "rprop",
+    "asgd": "asgd",
+    "lion": "lion",
+    "sparseadam": "adam",
+    "adamw8bit": "adam",
 }
 
 
@@ -71,6 +86,9 @@ _OPTIMIZERS = {
 class Reading:
     value: Any  # None when unknown
     how: str
+    # A length that is only the longest it can be (the model's context width): the sequence
+    # length when the data's own is not known.
+    upper_bound: bool = False
 
 
 def reachable(
@@ -78,14 +96,7 @@ def reachable(
 ) -> Optional[bool]:
     """Whether the ``if`` tests around ``node`` let it run: True, False, or None when a test is
     unknown."""
-    result: Optional[bool] = True
-    for test, wanted in code.branches(linked, node):
-        found = values.of(test, linked.facts)
-        if not found.known:
-            result = None
-        elif bool(found.value) != wanted:
-            return False
-    return result
+    return values.reachable(linked, node)
 
 
 def _library_calls(code: ScriptCode, *members: str) -> Iterator[tuple[ParsedFile, cst.Call, str]]:
@@ -132,6 +143,9 @@ def _strategy(values: ScriptValues, linked: ParsedFile, call: cst.Call) -> tuple
 def flash_attention(code: ScriptCode, values: ScriptValues, gpu_supports_it: bool) -> Reading:
     """The library's flash attention kernels: only in its distributed transformer, which
     ``smp.model_creation(tensor_parallelism=...)`` builds, and only on Ampere or newer GPUs."""
+    own = _own_flash_attention(code, values) if gpu_supports_it else None
+    if own is not None and own.value is not False:
+        return own
     calls = [(linked, call) for linked, call, _ in _library_calls(code, "model_creation")]
     if not calls:
         return Reading(
@@ -161,6 +175,27 @@ def flash_attention(code: ScriptCode, values: ScriptValues, gpu_supports_it: boo
     )
 
 
+def _own_flash_attention(code: ScriptCode, values: ScriptValues) -> Optional[Reading]:
+    """The model's own flash attention: a project function named for it (the FLAN-T5 example's
+    ``add_flash_attn(model, model_config)``, which swaps each T5 attention for a flash one),
+    called where it runs; None when the code has no such function."""
+    unknown: Optional[Reading] = None
+    for linked in code.modules:
+        for name, calls in linked.answer(FileFunctions).calls.items():
+            if "flash" not in name.lower() or project_function(code.modules, name) is None:
+                continue
+            for call in calls:
+                runs = values.reachable(linked, call)
+                where = f"`{name}(...)` at {code.where(linked, call)}"
+                if runs:
+                    return Reading(True, f"{where} gives the model its own flash attention")
+                if runs is None and unknown is None:
+                    unknown = Reading(
+                        None, f"{where} runs only under a condition smpfix cannot resolve"
+                    )
+    return unknown
+
+
 def model_dtype(code: ScriptCode, values: ScriptValues) -> Reading:
     """The dtype passed to ``smp.model_creation(dtype=...)``: "fp16", "bf16", "fp32" or None."""
     for linked, call, _ in _library_calls(code, "model_creation"):
@@ -181,11 +216,18 @@ def optimizer(code: ScriptCode, values: ScriptValues) -> Reading:
     for linked in code.modules:
         for call in linked.facts.optimizer_constructions:
             qualified = linked.facts.qualified_name(call.func) or ""
-            kind = _OPTIMIZERS.get(qualified.rsplit(".", 1)[-1].lower(), "adam")
+            name = qualified.rsplit(".", 1)[-1]
+            kind = _OPTIMIZERS.get(name.lower())
+            unknown = (
+                ""
+                if kind is not None
+                else ", an optimizer smpfix does not know: Adam's state assumed"
+            )
+            kind = kind or "adam"
             if kind == "sgd":
                 kind = _sgd(values, linked, call)
             if kind not in found:  # the first constructor of each kind is quoted
-                found[kind] = f"`{qualified.rsplit('.', 1)[-1]}` at {code.where(linked, call)}"
+                found[kind] = f"`{name}` at {code.where(linked, call)}{unknown}"
     if not found:
         return Reading(
             "adam",
@@ -207,19 +249,79 @@ def _sgd(values: ScriptValues, linked: ParsedFile, call: cst.Call) -> str:
 
 
 def sequence_length(code: ScriptCode, values: ScriptValues, shape: Optional[ModelShape]) -> Reading:
+    """The length of the training samples: a sequence-length argument, capped by the length
+    the data pipeline cuts its texts to where smpfix can read it (``block_size``). The model's
+    context width (``max_context_width``, its maximum positions) without such a length is an
+    upper bound, and said to be one."""
+    data = data_length(code, values)
     for dest in SEQUENCE_ARGUMENTS:
         if values.has_argument(dest):
             found = values.argument(dest)
-            if found.known and isinstance(found.value, int) and found.value > 0:
+            if not (found.known and isinstance(found.value, int) and found.value > 0):
+                return Reading(None, f"the sequence length `{dest}` cannot be resolved")
+            if dest not in CONTEXT_WIDTH_ARGUMENTS:
                 return Reading(found.value, found.explained())
-            return Reading(None, f"the sequence length `{dest}` cannot be resolved")
+            return _capped(found.value, found.explained(), data)
     if shape is not None and shape.max_positions:
-        return Reading(
+        return _capped(
             shape.max_positions,
             f"no sequence-length argument in {code.name}: the model's maximum, "
-            f"{shape.max_positions}, assumed",
+            f"{shape.max_positions}",
+            data,
         )
+    if data is not None:
+        return data
     return Reading(None, f"no sequence-length argument in {code.name}")
+
+
+def _capped(width: int, how: str, data: Optional[Reading]) -> Reading:
+    if data is None:
+        return Reading(width, f"{how} (upper bound: the data's length is not known)", True)
+    if data.value >= width:
+        return Reading(width, f"{how}; the data is cut to {data.how}")
+    return Reading(data.value, f"the data is cut to {data.how}; {how}")
+
+
+def data_length(code: ScriptCode, values: ScriptValues) -> Optional[Reading]:
+    """The length the data pipeline cuts its texts to: the value a length name
+    (``block_size``, ``max_length``) holds where the launcher's data preparation or the
+    script's top level last reads it, when smpfix can work it out (``block_size =
+    min(tokenizer.model_max_length, 1024)`` with a tokenizer it knows)."""
+    files: list[ParsedFile] = [
+        *((values.launcher_file,) if values.launcher_file is not None else ()),
+        *code.modules,
+    ]
+    for file in files:
+        last: dict[str, cst.Name] = {}
+        for node in file.nodes_of(cst.Name):
+            assert isinstance(node, cst.Name)
+            name = node.value
+            if name in DATA_LENGTH_NAMES and name in file.facts.names.assignments:
+                if type(file.facts.names.scope_of(node)) is cst.Module and _is_read(file, node):
+                    last[name] = node
+        for name in DATA_LENGTH_NAMES:
+            if name not in last:
+                continue
+            found = values.of(last[name], file.facts)
+            if found.known and isinstance(found.value, int) and found.value > 0:
+                where = (
+                    code.where(file, last[name])
+                    if file is not values.launcher_file
+                    else os.path.basename(file.path)  # a notebook's lines are its cells'
+                )
+                detail = _because(found.how)
+                return Reading(found.value, f"`{name}` = {found.value} ({where}){detail}")
+    return None
+
+
+def _is_read(file: ParsedFile, node: cst.Name) -> bool:
+    """``node`` reads its name (not a target, a keyword, a parameter or an attribute's name)."""
+    parent = file.parents.parent_of(node)
+    if type(parent) is cst.Arg:
+        return parent.value is node
+    if type(parent) is cst.Attribute:
+        return parent.value is node
+    return type(parent) not in _NOT_READS
 
 
 def batch_size(code: ScriptCode, values: ScriptValues) -> Reading:

@@ -13,14 +13,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional
 
-# Optimizer state in fp32 per parameter: Adam's two moments are 8 bytes, one momentum 4.
+# Optimizer state in fp32 per parameter, as each ``torch.optim`` class keeps it per parameter
+# (its ``state[p]`` tensors): Adam's two moments are 8 bytes, one momentum 4.
 OPTIMIZER_STATE_BYTES: Mapping[str, int] = {
-    "adam": 8,
-    "sgd with momentum": 4,
+    "adam": 8,  # exp_avg, exp_avg_sq (AdamW, Adamax, NAdam, RAdam, LAMB alike)
+    "sgd with momentum": 4,  # momentum_buffer
     "sgd": 0,
-    "adagrad": 4,
-    "rmsprop": 4,
+    "adagrad": 4,  # sum
+    "rmsprop": 4,  # square_avg (momentum and centered add one tensor each, not counted)
     "adafactor": 4,  # factored second moment: well under 4 bytes, counted as 4
+    "adadelta": 8,  # square_avg, acc_delta
+    "rprop": 8,  # prev, step_size
+    "asgd": 4,  # ax (eta and mu are scalars)
+    "lion": 4,  # exp_avg
 }
 PRECISIONS = ("fp16", "bf16", "fp32")
 
@@ -29,6 +34,8 @@ PRECISIONS = ("fp16", "bf16", "fp32")
 class Setup:
     world: int  # processes: instance_count x processes_per_host
     seq_len: Optional[int] = None
+    # The sequence length is the model's context width, not the data's: the longest it can be.
+    seq_len_upper_bound: bool = False
     batch: Optional[int] = None
     tp: int = 1
     pp: int = 1

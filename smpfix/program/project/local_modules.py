@@ -170,6 +170,23 @@ class LocalModules:
             also_indexed(linked.index)
         return linked
 
+    def read_json(self, path: str) -> Optional[object]:
+        """The JSON data file at ``path`` inside the project (a model's ``config.json`` that a
+        script reads), or None when it is absent, outside, unreadable or not JSON. It counts as
+        a dependency of the analysis, as a module does."""
+        import json
+
+        from smpfix.base import source
+
+        self._consulted[path] = None
+        if not os.path.isfile(path) or not self.project.contains(path):
+            return None
+        raw = source.read_bytes(path)
+        try:
+            return json.loads(raw.decode("utf-8-sig")) if raw is not None else None
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return None
+
     def consulted(self) -> tuple[str, ...]:
         """Every file this analysis looked for or read, found or not: the result cache reuses
         the file's result only while each of them is unchanged (or still absent)."""

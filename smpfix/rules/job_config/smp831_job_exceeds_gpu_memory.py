@@ -35,6 +35,7 @@ class JobExceedsGpuMemory(ConfigRule):
                 None,
                 declared_by(self.program.job),
                 self.program.modules,
+                self.program.file,
             )
         )
         if found.fits is False:
