@@ -216,13 +216,18 @@ def _v1_layers(shape: Optional[ModelShape], tp: int, flash: bool) -> LayerKind:
     return LayerKind.HUGGING_FACE
 
 
-def _v1_layouts(workload: Workload, cluster: Cluster) -> Iterator[tuple[int, int]]:
-    """(tensor degree, pipeline degree) pairs the library accepts for the model."""
+def _v1_layouts(
+    workload: Workload, cluster: Cluster, base: Optional[Setup]
+) -> Iterator[tuple[int, int]]:
+    """(tensor degree, pipeline degree) pairs the library accepts for the model: tensor
+    parallelism for the families the library splits, or for a job that already uses it (its
+    model is evidently built for it)."""
     shape = workload.shape
     family = shape.family if shape is not None else ""
     depth = workload.count.layers or (shape.depth if shape is not None else 0)
     world = cluster.gpus
-    tensor = _powers_of_two(cluster.instance.gpus) if family in V1_TENSOR_PARALLEL else [1]
+    splits = family in V1_TENSOR_PARALLEL or (base is not None and base.tp > 1)
+    tensor = _powers_of_two(cluster.instance.gpus) if splits else [1]
     for tp in tensor:
         if world % tp:
             continue
@@ -250,7 +255,7 @@ def _v1(workload: Workload, cluster: Cluster, base: Optional[Setup]) -> list[Can
     )
     template = replace(template, world=world)
     found: list[Candidate] = []
-    for tp, pp in _v1_layouts(workload, cluster):
+    for tp, pp in _v1_layouts(workload, cluster, base):
         rdp = world // (tp * pp)
         group_batch = _replica_batch(workload, rdp)
         if group_batch == 0:
@@ -267,7 +272,7 @@ def _v1(workload: Workload, cluster: Cluster, base: Optional[Setup]) -> list[Can
                 layers=_v1_layers(workload.shape, tp, template.flash_attention),
                 sdp=1,
                 oss=False,
-                microbatches=1,
+                microbatches=_kept_microbatches(template, pp, group_batch),
                 active_microbatches=None,
             )
             offloads = (False, True) if checkpointing else (False,)
@@ -279,6 +284,14 @@ def _v1(workload: Workload, cluster: Cluster, base: Optional[Setup]) -> list[Can
                     found.append(chosen)
                     break
     return found
+
+
+def _kept_microbatches(template: Setup, pp: int, group_batch: Optional[int]) -> int:
+    """Without a pipeline, the job's own microbatches when they still divide its batch."""
+    kept = template.microbatches
+    if pp == 1 and kept > 1 and (group_batch is None or group_batch % kept == 0):
+        return kept
+    return 1
 
 
 def _v1_sharding(
@@ -309,7 +322,7 @@ def _smddp(layout: Setup, cluster: Cluster) -> bool:
 
 def _v1_microbatches(workload: Workload, cluster: Cluster, setup: Setup) -> Optional[Candidate]:
     """The setup with the fewest microbatches that fits (pipelines only), or None."""
-    counts = [1]
+    counts = [setup.microbatches]
     if setup.pp > 1:
         counts = [setup.pp * k for k in (1, 2, 4, 8)]
     for microbatches in counts:

@@ -59,7 +59,13 @@ def _table(title: str) -> Any:
     from rich import box
     from rich.table import Table
 
-    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    return Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
 
 
 def _finished(buffer: io.StringIO) -> str:
