@@ -491,8 +491,6 @@ def test_the_declared_job_table_name_survives_the_markup(tmp_path: Path) -> None
 
 
 def test_the_plan_table_does_not_break_tokens_at_80_columns() -> None:
-    from plan_references import REFERENCES as _  # noqa: F401 - the references' module loads
-
     examples = Path(__file__).parent.parent / "examples"
     done = run_cli("plan", str(examples), env={"COLUMNS": "80"})
     table = done.stdout.split("\n\n", 2)[1]
@@ -520,3 +518,20 @@ def test_the_official_30b_sharded_notebook_is_never_does_not_fit(seq: int) -> No
     found = estimate(count_parameters(GPT2_30B), GPT2_30B, setup, P4D.gpu_memory_mib)
     expected = Verdict.MAY_NOT_FIT if seq == 2048 else Verdict.FITS
     assert verdict_of(found) is expected, (found.low / GIB, found.total / GIB, found.high / GIB)
+
+
+def test_a_reason_naming_the_declared_job_table_keeps_it(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(
+        "import smdistributed.modelparallel.torch as smp\n\nsmp.init()\n", encoding="utf-8"
+    )
+    (tmp_path / "launch.py").write_text(
+        "from sagemaker.pytorch import PyTorch\n\n"
+        "PyTorch(\n"
+        '    entry_point="train.py",\n'
+        '    distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters":'
+        ' {"tensor_parallel_degree": 2}}}, "mpi": {"enabled": True}},\n'
+        ")\n",
+        encoding="utf-8",
+    )
+    done = run_cli("plan", str(tmp_path), env={"COLUMNS": "80"})
+    assert "set instance_type in [tool.smpfix.job]" in " ".join(done.stdout.split())

@@ -53,7 +53,13 @@ def answer(question: Question) -> WhatFits:
     if question.batch is None:
         notes.append(f"global batch {batch}: one sample per GPU (set --batch)")
     precision = "bf16" if instance.bf16 else "fp16"
-    notes.append(f"{precision} mixed precision with Adam (20 bytes per parameter unsharded)")
+    if question.library == "v2":
+        notes.append(
+            f"{precision} FSDP mixed precision with AdamW (16 bytes per parameter: fp32"
+            " parameter, gradient and optimizer state, divided by the sharding degree)"
+        )
+    else:
+        notes.append(f"{precision} mixed precision with Adam (20 bytes per parameter unsharded)")
     flash = question.flash_attention
     if flash is None:
         flash = instance.bf16 and (
