@@ -810,6 +810,37 @@ def _print_jobs(results: Sequence[Any], err: bool) -> None:
     is_flag=True,
     help="Disable colours (also NO_COLOR, or when output is not a terminal).",
 )
+@click.option(
+    "--model",
+    "model_name",
+    metavar="NAME_OR_FILE",
+    help=(
+        "What fits for this model? A Hugging Face name smpfix knows (EleutherAI/gpt-neox-20b)"
+        " or a config.json; with --instance and --nodes, instead of PATHS."
+    ),
+)
+@click.option("--instance", "instance_type", metavar="TYPE", help="With --model: ml.p4d.24xlarge.")
+@click.option("--nodes", type=click.IntRange(min=1), help="With --model: the instance count.")
+@click.option("--seq", type=click.IntRange(min=1), help="With --model: the sequence length.")
+@click.option(
+    "--batch", type=click.IntRange(min=1), help="With --model: the global batch of one step."
+)
+@click.option(
+    "--library",
+    type=click.Choice(["v1", "v2"]),
+    default="v1",
+    show_default=True,
+    help="With --model: SMP v1 or SMP v2 (FSDP).",
+)
+@click.option("--layers", type=click.IntRange(min=1), help="A model by shape: its layers.")
+@click.option("--hidden", type=click.IntRange(min=1), help="A model by shape: its hidden size.")
+@click.option("--heads", type=click.IntRange(min=1), help="A model by shape: attention heads.")
+@click.option("--vocab", type=click.IntRange(min=1), help="A model by shape: its vocabulary.")
+@click.option(
+    "--flash-attention/--no-flash-attention",
+    default=None,
+    help="With --model: the library's flash attention (default: on where it runs).",
+)
 def plan(
     paths: tuple[str, ...],
     fmt: str,
@@ -818,8 +849,20 @@ def plan(
     exclude: tuple[str, ...],
     exit_zero: bool,
     no_color: bool,
+    model_name: Optional[str],
+    instance_type: Optional[str],
+    nodes: Optional[int],
+    seq: Optional[int],
+    batch: Optional[int],
+    library: str,
+    layers: Optional[int],
+    hidden: Optional[int],
+    heads: Optional[int],
+    vocab: Optional[int],
+    flash_attention: Optional[bool],
 ) -> None:
-    """Will it fit? Estimate the per-GPU memory of every launcher configuration in PATHS.
+    """Will it fit? Estimate the per-GPU memory of every launcher configuration in PATHS, or
+    find what fits for a model on a cluster (--model, or --layers --hidden --heads --vocab).
 
     For each estimator call (and, with --job or [tool.smpfix.job], each training script no
     launcher starts): the parameter count and where it came from, the per-GPU split into
@@ -829,9 +872,42 @@ def plan(
     approximation is listed in docs/plan.md
     (https://smpfix.github.io/smpfix/plan/).
 
-    Exit codes: 0 when nothing is known not to fit, 1 when a configuration does not fit, 2 on
-    a usage error.
+    With --model: every configuration of the library that fits on --nodes instances of
+    --instance, ranked in the order of the SMP best-practices page (optimizer state sharding,
+    activation checkpointing, tensor parallelism within a node, pipeline parallelism across
+    nodes, offloading last), the per-GPU table of the first five and the estimator's
+    `distribution` argument for the first.
+
+    Exit codes: 0 when nothing is known not to fit (with --model: something fits), 1 when a
+    configuration does not fit (with --model: nothing fits), 2 on a usage error.
     """
+    from smpfix.plan.model_lookup import Dimensions
+
+    dimensions = Dimensions(layers, hidden, heads, vocab)
+    if model_name or dimensions.given:
+        if paths or job_settings:
+            sys.exit(_usage_error("--model (or a shape) plans no PATHS and takes no --job"))
+        sys.exit(
+            _what_fits(
+                model_name,
+                dimensions,
+                instance_type,
+                nodes,
+                seq,
+                batch,
+                library,
+                flash_attention,
+                fmt,
+                _use_color(no_color),
+            )
+        )
+    given = [
+        name
+        for name, value in (("--instance", instance_type), ("--nodes", nodes), ("--seq", seq))
+        if value is not None
+    ]
+    if given or batch is not None:
+        sys.exit(_usage_error(f"{(given or ['--batch'])[0]} needs --model or a shape"))
     from smpfix.base.safe_read import limit_for, refusal
     from smpfix.engine.config import ConfigError, resolve
     from smpfix.engine.discovery import Excluder, discover
@@ -869,6 +945,41 @@ def plan(
         click.echo(render_plan_table(planned, _use_color(no_color)), nl=False)
     does_not_fit = any(configuration.plan.fits is False for configuration in planned)
     sys.exit(EXIT_FINDINGS if does_not_fit and not exit_zero else EXIT_CLEAN)
+
+
+def _what_fits(
+    model_name: Optional[str],
+    dimensions: Any,
+    instance_type: Optional[str],
+    nodes: Optional[int],
+    seq: Optional[int],
+    batch: Optional[int],
+    library: str,
+    flash_attention: Optional[bool],
+    fmt: str,
+    color: bool,
+) -> int:
+    """``smpfix plan --model``: the exit code after printing what fits."""
+    from smpfix.job.instances import lookup
+    from smpfix.plan.model_lookup import ModelNotFound, choose
+    from smpfix.plan.what_fits import Question, answer
+    from smpfix.report.plan import render_what_fits_json, render_what_fits_table
+
+    if instance_type is None or nodes is None:
+        return _usage_error("--model needs --instance TYPE and --nodes N")
+    instance = lookup(instance_type) or lookup(f"ml.{instance_type}")
+    if instance is None:
+        return _usage_error(f"{instance_type!r} is not an instance type smpfix knows the GPUs of")
+    try:
+        model = choose(model_name, dimensions)
+    except ModelNotFound as problem:
+        return _usage_error(str(problem))
+    found = answer(Question(model, instance, nodes, seq, batch, library, flash_attention))
+    if fmt == "json":
+        click.echo(render_what_fits_json(found), nl=False)
+    else:
+        click.echo(render_what_fits_table(found, color), nl=False)
+    return EXIT_CLEAN if found.options else EXIT_FINDINGS
 
 
 @main.command()

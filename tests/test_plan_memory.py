@@ -238,26 +238,41 @@ def suggestions(name: str):  # type: ignore[no-untyped-def]
     return suggest(count_parameters(shape), shape, setup, instance)
 
 
-def test_suggestions_fit_and_are_single_changes_when_one_is_enough() -> None:
+def test_suggestions_fit_and_follow_the_search_order() -> None:
+    """A bigger GPU first (the best-practices page's first item) when the job fits on one,
+    then the configurations the search finds on this cluster, in its order."""
     found = suggestions("10B, tp 4 without OSS")
-    assert found and found[0].change == "turn on shard_optimizer_state"
-    assert all(s.estimate.fits for s in found) and all(problems(s.setup) == () for s in found)
+    assert found[0].change == "use ml.p4de.24xlarge (A100 80GB)"
+    assert found[0].instance is not None and found[0].instance.gpus == 8
+    assert (
+        found[1].change == "set tensor_parallel_degree to 1; set sharded_data_parallel_degree to 8"
+    )
+    assert found[2].change.startswith("set tensor_parallel_degree to 2; turn on shard_optimizer")
+    for name in WEAKER:
+        for suggestion in suggestions(name):
+            assert verdict_of(suggestion.estimate) in (Verdict.FITS, Verdict.TIGHT), name
+            assert problems(suggestion.setup) == (), name
     assert suggestions("NeoX-20B without checkpointing")[0].change.startswith(
         "turn on activation checkpointing"
     )
-    assert any(
-        s.change.startswith("set sharded_data_parallel_degree")
-        for s in suggestions("NeoX-20B, plain data parallelism")
+    assert suggestions("NeoX-20B, plain data parallelism")[0].change == (
+        "set sharded_data_parallel_degree to 16"
     )
 
 
 def test_a_bigger_gpu_when_no_configuration_change_fits() -> None:
     found = suggestions("NeoX-20B on A10G")
-    assert [s.change for s in found] == [
-        "use ml.p4d.24xlarge (A100 40GB)",
-        "use ml.p4de.24xlarge (A100 80GB)",
-    ]
-    assert found[0].instance is not None and found[0].instance.gpus == 8
+    assert [s.change for s in found] == ["use ml.p4d.24xlarge (A100 40GB)"]
+
+
+def test_a_change_that_keeps_the_global_batch_says_the_new_batch() -> None:
+    """Plain data parallelism at 10 samples per rank on 128 GPUs is a global batch of 1280:
+    tensor parallelism of 2 with prescaled_batch gives each group 20."""
+    changes = [s.change for s in suggestions("10B, plain data parallelism")]
+    assert changes[1] == (
+        "set tensor_parallel_degree to 2; turn on shard_optimizer_state; with prescaled_batch"
+        " and a batch of 20 per tensor-parallel group"
+    )
 
 
 def test_no_suggestion_for_a_job_that_fits() -> None:

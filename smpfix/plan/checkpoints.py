@@ -39,9 +39,19 @@ def _bloom(h: int, n: int, a: int) -> ModelShape:
     return ModelShape("bloom", h, n, a, 250880, 4 * h, 2048)
 
 
-def _llama(h: int, n: int, a: int, f: int, kv: Optional[int] = None) -> ModelShape:
+def _llama(
+    h: int,
+    n: int,
+    a: int,
+    f: int,
+    kv: Optional[int] = None,
+    vocab: int = 32000,
+    positions: int = 4096,
+) -> ModelShape:
+    """Llama 2 and 3 and Mistral: the same Hugging Face layers (``MistralForCausalLM`` differs
+    only in its sliding-window attention mask)."""
     return ModelShape(
-        "llama", h, n, a, 32000, f, 4096, kv_heads=kv, tied_embeddings=False, gated_ffn=True
+        "llama", h, n, a, vocab, f, positions, kv_heads=kv, tied_embeddings=False, gated_ffn=True
     )
 
 
@@ -99,15 +109,26 @@ CHECKPOINTS: Mapping[str, Checkpoint] = {
     "bigscience/bloom-1b1": Checkpoint(_bloom(1536, 24, 16), None, 1.1e9),
     "bigscience/bloom-1b7": Checkpoint(_bloom(2048, 24, 16), None, 1.7e9),
     "bigscience/bloom-3b": Checkpoint(_bloom(2560, 30, 32), None, 3e9),
-    "bigscience/bloom-7b1": Checkpoint(_bloom(4096, 30, 32), None, 7.1e9),
+    "bigscience/bloom-7b1": Checkpoint(_bloom(4096, 30, 32), 7_069_016_064, 7.1e9),
     "bigscience/bloom": Checkpoint(_bloom(14336, 70, 112), 176_247_271_424, 176e9),
     "meta-llama/Llama-2-7b-hf": Checkpoint(_llama(4096, 32, 32, 11008), 6_738_415_616, 7e9),
     "meta-llama/Llama-2-13b-hf": Checkpoint(_llama(5120, 40, 40, 13824), 13_015_864_320, 13e9),
     "meta-llama/Llama-2-70b-hf": Checkpoint(
         _llama(8192, 80, 64, 28672, kv=8), 68_976_648_192, 70e9
     ),
+    "meta-llama/Meta-Llama-3-8B": Checkpoint(
+        _llama(4096, 32, 32, 14336, kv=8, vocab=128256, positions=8192), 8_030_261_248, 8e9
+    ),
+    "meta-llama/Meta-Llama-3-70B": Checkpoint(
+        _llama(8192, 80, 64, 28672, kv=8, vocab=128256, positions=8192), 70_553_706_496, 70e9
+    ),
+    "mistralai/Mistral-7B-v0.1": Checkpoint(
+        _llama(4096, 32, 32, 14336, kv=8, positions=32768), 7_241_732_096, 7e9
+    ),
     "tiiuae/falcon-7b": Checkpoint(
-        ModelShape("falcon", 4544, 32, 71, 65024, 4 * 4544, 2048, kv_heads=1), None, 7e9
+        ModelShape("falcon", 4544, 32, 71, 65024, 4 * 4544, 2048, kv_heads=1),
+        6_921_720_704,
+        7e9,
     ),
     "tiiuae/falcon-40b": Checkpoint(
         ModelShape(
@@ -119,13 +140,13 @@ CHECKPOINTS: Mapping[str, Checkpoint] = {
     "t5-small": Checkpoint(_t5(512, 2048, 6, 8, 64, False), 60_506_624, 60e6),
     "t5-base": Checkpoint(_t5(768, 3072, 12, 12, 64, False), 222_903_552, 220e6),
     "t5-large": Checkpoint(_t5(1024, 4096, 24, 16, 64, False), 737_668_096, 770e6),
-    "t5-3b": Checkpoint(_t5(1024, 16384, 24, 32, 128, False), None, 3e9),
-    "t5-11b": Checkpoint(_t5(1024, 65536, 24, 128, 128, False), None, 11e9),
+    "t5-3b": Checkpoint(_t5(1024, 16384, 24, 32, 128, False), 2_851_598_336, 3e9),
+    "t5-11b": Checkpoint(_t5(1024, 65536, 24, 128, 128, False), 11_307_321_344, 11e9),
     "google/flan-t5-small": Checkpoint(_t5(512, 1024, 8, 6, 64, True), 76_961_152, 77e6),
     "google/flan-t5-base": Checkpoint(_t5(768, 2048, 12, 12, 64, True), 247_577_856, 250e6),
     "google/flan-t5-large": Checkpoint(_t5(1024, 2816, 24, 16, 64, True), 783_150_080, 780e6),
-    "google/flan-t5-xl": Checkpoint(_t5(2048, 5120, 24, 32, 64, True), None, 3e9),
-    "google/flan-t5-xxl": Checkpoint(_t5(4096, 10240, 24, 64, 64, True), None, 11e9),
+    "google/flan-t5-xl": Checkpoint(_t5(2048, 5120, 24, 32, 64, True), 2_849_757_184, 3e9),
+    "google/flan-t5-xxl": Checkpoint(_t5(4096, 10240, 24, 64, 64, True), 11_135_332_352, 11e9),
     "bert-base-uncased": Checkpoint(_bert(768, 12, 12), 109_482_240, 110e6),
     "bert-large-uncased": Checkpoint(_bert(1024, 24, 16), 335_141_888, 340e6),
     "roberta-base": Checkpoint(_bert(768, 12, 12, roberta=True), 124_645_632, 125e6),
@@ -152,6 +173,12 @@ _ALIASES: Mapping[str, str] = {
     "google-t5/t5-11b": "t5-11b",
     "FacebookAI/roberta-base": "roberta-base",
     "FacebookAI/roberta-large": "roberta-large",
+    "meta-llama/Llama-3-8B": "meta-llama/Meta-Llama-3-8B",
+    "meta-llama/Llama-3-70B": "meta-llama/Meta-Llama-3-70B",
+    "meta-llama/Meta-Llama-3-8B-Instruct": "meta-llama/Meta-Llama-3-8B",
+    "meta-llama/Meta-Llama-3-70B-Instruct": "meta-llama/Meta-Llama-3-70B",
+    "mistralai/Mistral-7B-Instruct-v0.1": "mistralai/Mistral-7B-v0.1",
+    "mistralai/Mistral-7B-Instruct-v0.2": "mistralai/Mistral-7B-v0.1",
 }
 _LOWERED = {name.lower(): name for name in (*CHECKPOINTS, *_ALIASES)}
 

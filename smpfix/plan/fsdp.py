@@ -27,8 +27,9 @@ data parallelism do (``memory.model_states``). The premises, with their sources:
   and FSDP shards the rest over ``hybrid_shard_degree``. The embeddings and the output head
   are counted whole on every tensor-parallel rank (the pages do not say they are split).
 - **Activations** (best-practices page: "FSDP doesn't shard activations"): per layer as
-  ``memory.layer_activation_bytes`` counts them for tensor parallelism without sequence
-  parallelism. The data loader gives each tensor-parallel group one batch (the example's
+  ``plan.layers`` counts them: SMP v2's own layers (Korthikanti's formula) under
+  tensor parallelism, the Hugging Face layers' counted tensors otherwise. The data loader
+  gives each tensor-parallel group one batch (the example's
   ``dp_rank = rank // (tensor_parallel_degree * context_parallel_degree)``; the
   best-practices page's "batch size of 1 per tensor parallel group"), so ``batch`` is the
   samples a rank computes on; context parallelism divides the sequence. With activation
@@ -49,15 +50,21 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from smpfix.plan.layers import LayerKind, LayerTensors, band
 from smpfix.plan.memory import (
+    CUDA_CONTEXT_BAND,
     CUDA_CONTEXT_BYTES,
     FRAGMENTATION,
+    FRAGMENTATION_BAND,
     LOGITS_BYTES_PER_ELEMENT,
+    LOGITS_HIGH,
+    NCCL_BAND,
     NCCL_BYTES,
     Activations,
+    Band,
     Estimate,
     ModelStates,
-    layer_activation_bytes,
+    banded,
 )
 from smpfix.plan.models import ModelShape, ParameterCount
 from smpfix.plan.setup import OPTIMIZER_STATE_BYTES
@@ -107,6 +114,9 @@ class FsdpSetup:
     offload_activations: bool = False
     activation_loading_horizon: int = 2  # the v2 default
     flash_attention: bool = False
+    # SMP v2's own layers replace a model's under ``torch.sagemaker.transform`` with tensor
+    # parallelism; otherwise the model runs its Hugging Face layers (``plan.layers``).
+    layers: LayerKind = LayerKind.LIBRARY
 
     @property
     def half_precision(self) -> bool:
@@ -147,17 +157,39 @@ def model_states(count: ParameterCount, setup: FsdpSetup) -> ModelStates:
     return ModelStates(resident, states, width * (gathered + max(layer, root)))
 
 
+def model_states_band(count: ParameterCount, setup: FsdpSetup, central: ModelStates) -> Band:
+    """The low end gathers one unit at a time, without prefetch or a full gradient."""
+    if setup.zero2:
+        return Band.exact(central.total)
+    width = 2 if setup.half_precision else 4
+    one = width * max(count.per_layer / setup.tp, float(count.outside_layers))
+    return Band(min(central.states + one, central.total), central.total, central.total)
+
+
 def activations(
     shape: ModelShape, count: ParameterCount, setup: FsdpSetup
 ) -> Optional[Activations]:
-    """Per-GPU activations at the peak of the backward pass; None without sequence or batch."""
+    """Per-GPU activations at the peak of the backward pass; None without sequence or batch.
+    Each layer keeps what its kind keeps (``layers.band``, the central count)."""
+    return _activations(
+        shape, count, setup, band(shape, setup.layers).central, LOGITS_BYTES_PER_ELEMENT
+    )
+
+
+def _activations(
+    shape: ModelShape,
+    count: ParameterCount,
+    setup: FsdpSetup,
+    tensors: LayerTensors,
+    logits_bytes: float,
+) -> Optional[Activations]:
     if setup.seq_len is None or setup.batch is None:
         return None
     seq = math.ceil(setup.seq_len / setup.cp)
     samples, tp = setup.batch, setup.tp
     width = 1 if setup.half_precision else 2
     layers = count.layers or shape.depth
-    one_layer = layer_activation_bytes(shape, seq, samples, tp, setup.flash_attention) * width
+    one_layer = tensors.bytes(shape, seq, samples, tp, setup.flash_attention) * width
     if setup.activation_checkpointing:
         kept = float(layers)
         if setup.offload_activations:
@@ -166,10 +198,18 @@ def activations(
         working = one_layer
     else:
         checkpoints, working = one_layer * layers, 0.0
-    logits = (
-        seq * samples * shape.vocab * LOGITS_BYTES_PER_ELEMENT * width if shape.lm_head else 0.0
-    )
+    logits = seq * samples * shape.vocab * logits_bytes * width if shape.lm_head else 0.0
     return Activations(checkpoints, working, logits)
+
+
+def activations_band(shape: ModelShape, count: ParameterCount, setup: FsdpSetup) -> Optional[Band]:
+    counts = band(shape, setup.layers)
+    low = _activations(shape, count, setup, counts.low, LOGITS_BYTES_PER_ELEMENT)
+    central = _activations(shape, count, setup, counts.central, LOGITS_BYTES_PER_ELEMENT)
+    high = _activations(shape, count, setup, counts.high, LOGITS_BYTES_PER_ELEMENT * LOGITS_HIGH)
+    if low is None or central is None or high is None:
+        return None
+    return Band(low.total, central.total, high.total)
 
 
 def estimate(
@@ -177,6 +217,20 @@ def estimate(
 ) -> Estimate:
     states = model_states(count, setup)
     acts = activations(shape, count, setup) if shape is not None else None
+    acts_band = activations_band(shape, count, setup) if shape is not None else None
     body = states.total + (acts.total if acts is not None else 0.0)
-    fixed = CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.world > 1 else 0.0)
-    return Estimate(count.total, states, acts, fixed + FRAGMENTATION * body, gpu_memory_mib * MIB)
+    rest = Band(CUDA_CONTEXT_BAND[0], CUDA_CONTEXT_BYTES, CUDA_CONTEXT_BAND[1])
+    if setup.world > 1:
+        rest = rest + Band(NCCL_BAND[0], NCCL_BYTES, NCCL_BAND[1])
+    rest = rest + Band(
+        FRAGMENTATION_BAND[0] * body, FRAGMENTATION * body, FRAGMENTATION_BAND[1] * body
+    )
+    return banded(
+        count,
+        states,
+        model_states_band(count, setup, states),
+        acts,
+        acts_band,
+        rest,
+        gpu_memory_mib * MIB,
+    )

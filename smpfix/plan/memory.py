@@ -1,4 +1,4 @@
-"""Per-GPU memory of a training setup: model states, activations and the rest.
+"""Per-GPU memory of a training setup: model states, activations and the rest, each with a band.
 
 - **Model states** (developer guide, "Estimate Memory Requirements"): with fp16 or bf16
   and Adam, 20 bytes per parameter:
@@ -7,12 +7,17 @@
   Tensor parallelism divides the parameters inside the layers, pipeline parallelism divides
   all of them, sharded data parallelism divides everything but tensors under a million
   elements, plus a window of gathered parameters.
-- **Activations** (Korthikanti et al. 2022, tensor-parallel variant): per layer, reduced by
-  activation checkpointing to the layer inputs plus one layer recomputed, by offloading to a
-  few layer inputs, multiplied by the microbatches a pipeline stage holds; plus the logits.
-- **The rest**: the CUDA context, communicator buffers and allocator fragmentation.
+- **Activations**: per layer as the kind of layer the model runs keeps them (``layers``:
+  Korthikanti et al. 2022 for the library's distributed transformer, a count per Hugging Face
+  family otherwise), reduced by activation checkpointing to the layer inputs plus one layer
+  recomputed, by offloading to a few layer inputs, multiplied by the microbatches a pipeline
+  stage holds; plus the logits.
+- **The rest**: the CUDA context, communicator buffers, sharded data parallelism's reduce
+  bucket (``sdp_reduce_bucket_size``), SMDDP's buffers and allocator fragmentation.
 
-Bytes throughout; ``GIB`` converts. Every approximation is listed in ``docs/plan.md``.
+Every term has a low and a high end (``Band``); ``Estimate.low`` and ``Estimate.high`` add them
+up and the verdict weighs the GPU against them (``verdict``). Bytes throughout; ``GIB``
+converts. Every approximation and band is listed in ``docs/plan.md``.
 """
 
 from __future__ import annotations
@@ -21,21 +26,44 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from smpfix.plan.layers import LayerTensors, band
 from smpfix.plan.models import ModelShape, ParameterCount
 from smpfix.plan.setup import OPTIMIZER_STATE_BYTES, Setup
 
 GIB = 1024**3
 MIB = 1024**2
 
-# The rest, per GPU: assumptions except the SMDDP sizes, which are the documented defaults.
+# The rest, per GPU: assumptions (with their bands) except the SMDDP sizes and the reduce
+# bucket, which are documented defaults.
 CUDA_CONTEXT_BYTES = 1.0 * GIB  # CUDA context, cuBLAS/cuDNN workspaces, driver and ECC reserve
+CUDA_CONTEXT_BAND = (0.75 * GIB, 1.5 * GIB)
 NCCL_BYTES = 0.5 * GIB  # communicators of the tp, pp, dp, rdp and world groups
+NCCL_BAND = (0.25 * GIB, 1.0 * GIB)
 SMDDP_BYTES = (
     144 * MIB
 )  # SMDDP_AG_SCRATCH_BUFFER_SIZE_BYTES (16 MiB) + SMDDP_AG_SORT_BUFFER_SIZE_BYTES (128 MiB)
 FRAGMENTATION = 0.05  # caching-allocator fragmentation, as a share of model states and activations
+FRAGMENTATION_BAND = (0.0, 0.10)
 # 16-bit logits, their 16-bit log-softmax and the 16-bit gradient the loss creates while both live.
 LOGITS_BYTES_PER_ELEMENT = 6.0
+# A loss computed in fp32 (Hugging Face's ``logits.float()``) keeps up to twice that.
+LOGITS_HIGH = 2.0
+
+
+@dataclass(frozen=True)
+class Band:
+    """A term's low end, its estimate and its high end, in bytes."""
+
+    low: float
+    central: float
+    high: float
+
+    @classmethod
+    def exact(cls, value: float) -> Band:
+        return cls(value, value, value)
+
+    def __add__(self, other: Band) -> Band:
+        return Band(self.low + other.low, self.central + other.central, self.high + other.high)
 
 
 def bytes_per_parameter(precision: str, optimizer: str) -> tuple[int, int]:
@@ -104,6 +132,26 @@ def model_states(
     return ModelStates(parameters, total_bytes * parameters, 0.0)
 
 
+def model_states_band(count: ParameterCount, setup: Setup, central: ModelStates) -> Band:
+    """``central``'s band. Sharded data parallelism: the window of gathered layers is an
+    assumption, and DeepSpeed's ZeRO-3 estimator (18 bytes per parameter over the GPUs plus
+    4 bytes per parameter of the largest layer) gives the low end. Optimizer state sharding:
+    the two readings of what it splits (``model_states``) are the ends. Otherwise exact."""
+    if setup.sdp > 1:
+        replicated, shardable = bytes_per_parameter(setup.precision, setup.optimizer)
+        total_bytes = replicated + shardable
+        small = count.small / setup.tp
+        layer = count.per_layer / setup.tp
+        deepspeed = (total_bytes - 2) * (central.parameters_per_gpu - small) / setup.sdp + (
+            total_bytes * small + 4 * layer
+        )
+        return Band(min(deepspeed, central.total), central.total, central.total)
+    if setup.oss and setup.dp > 1 and setup.half_precision:
+        readings = (central.total, model_states(count, setup, False).total)
+        return Band(min(readings), central.total, max(readings))
+    return Band.exact(central.total)
+
+
 @dataclass(frozen=True)
 class Activations:
     checkpoints: float  # stored layer inputs (with checkpointing) or every layer's activations
@@ -117,21 +165,6 @@ class Activations:
         return self.checkpoints + max(self.working_layer, self.logits)
 
 
-def layer_activation_bytes(
-    shape: ModelShape, seq: int, samples: float, tp: int, flash: bool
-) -> float:
-    """One transformer layer's activations in 16 bits with 1-byte dropout masks (Korthikanti
-    et al. 2022, tensor parallelism without sequence parallelism):
-    ``s·b·h·(10 + 24/t + 5·a·s/(h·t))`` for a 4h MLP, generalised to any MLP width and to
-    gated MLPs. Flash attention removes the ``5·a·s²·b`` attention-score term."""
-    s, b, h, a, f = seq, samples, shape.hidden, shape.heads, shape.ffn
-    replicated = 10 * s * b * h  # attention and MLP inputs, two dropout masks, two norm inputs
-    mlp = (8 if shape.gated_ffn else 4) * s * b * f
-    split = (8 * s * b * h + mlp) / tp
-    scores = 0.0 if flash else 5 * a * s * s * b / tp
-    return replicated + split + scores
-
-
 def activations(shape: ModelShape, count: ParameterCount, setup: Setup) -> Optional[Activations]:
     """Per-GPU activations at the peak of the backward pass; None without sequence length or batch.
 
@@ -140,8 +173,39 @@ def activations(shape: ModelShape, count: ParameterCount, setup: Setup) -> Optio
     and recomputes one group at a time. Offloading keeps ``activation_loading_horizon`` + 1
     layer inputs on the GPU; it does nothing without checkpointing. Logits: ``s·G·V/t``
     elements on the last stage, charged together with the first stage's checkpoints.
-    fp32 training doubles every activation.
+    fp32 training doubles every activation. Each layer keeps what its kind keeps
+    (``layers.band``, the central count).
     """
+    return _activations(
+        shape, count, setup, band(shape, setup.layers).central, LOGITS_BYTES_PER_ELEMENT
+    )
+
+
+def activations_band(shape: ModelShape, count: ParameterCount, setup: Setup) -> Optional[Band]:
+    """The activations' low and high ends: the layer count's band (``layers.band``), and a
+    loss in fp32 for the logits at the high end."""
+    counts = band(shape, setup.layers)
+    ends = [
+        _activations(shape, count, setup, tensors, logits)
+        for tensors, logits in (
+            (counts.low, LOGITS_BYTES_PER_ELEMENT),
+            (counts.central, LOGITS_BYTES_PER_ELEMENT),
+            (counts.high, LOGITS_BYTES_PER_ELEMENT * LOGITS_HIGH),
+        )
+    ]
+    low, central, high = ends
+    if low is None or central is None or high is None:
+        return None
+    return Band(low.total, central.total, high.total)
+
+
+def _activations(
+    shape: ModelShape,
+    count: ParameterCount,
+    setup: Setup,
+    tensors: LayerTensors,
+    logits_bytes: float,
+) -> Optional[Activations]:
     samples = setup.group_microbatch
     if setup.seq_len is None or samples is None:
         return None
@@ -150,7 +214,7 @@ def activations(shape: ModelShape, count: ParameterCount, setup: Setup) -> Optio
     layers_here = (
         math.ceil(count.layers / setup.pp) if count.layers else math.ceil(shape.depth / setup.pp)
     )
-    one_layer = layer_activation_bytes(shape, seq, samples, tp, setup.flash_attention) * width
+    one_layer = tensors.bytes(shape, seq, samples, tp, setup.flash_attention) * width
     if setup.activation_checkpointing:
         group = max(1, min(setup.checkpoint_group, layers_here))
         kept = math.ceil(layers_here / group) * setup.in_flight
@@ -161,33 +225,46 @@ def activations(shape: ModelShape, count: ParameterCount, setup: Setup) -> Optio
     else:
         checkpoints = one_layer * layers_here * setup.in_flight
         working = 0.0
-    logits = (
-        seq * samples * shape.vocab / tp * LOGITS_BYTES_PER_ELEMENT * width
-        if shape.lm_head
-        else 0.0
-    )
+    logits = seq * samples * shape.vocab / tp * logits_bytes * width if shape.lm_head else 0.0
     return Activations(checkpoints, working, logits)
 
 
-def buffers(setup: Setup, states_and_activations: float) -> float:
-    """The rest: fixed buffers plus fragmentation of what the model and activations take."""
-    fixed = CUDA_CONTEXT_BYTES + (NCCL_BYTES if setup.world > 1 else 0.0)
-    if setup.sdp > 1 and setup.smddp_collectives:
-        fixed += SMDDP_BYTES
-    return fixed + FRAGMENTATION * states_and_activations
+def buffers(setup: Setup, states_and_activations: float) -> Band:
+    """The rest: fixed buffers plus fragmentation of what the model and activations take.
+
+    Sharded data parallelism reduces gradients through a bucket of ``sdp_reduce_bucket_size``
+    elements of the default dtype (v1 reference, default 5e8: 0.93 GiB in 16 bits, 1.86 GiB
+    in fp32), and through SMDDP its AllGather buffers."""
+    multi = setup.world > 1
+    context = Band(CUDA_CONTEXT_BAND[0], CUDA_CONTEXT_BYTES, CUDA_CONTEXT_BAND[1])
+    fixed = context + (Band(NCCL_BAND[0], NCCL_BYTES, NCCL_BAND[1]) if multi else Band.exact(0))
+    if setup.sdp > 1:
+        width = 2 if setup.half_precision else 4
+        fixed = fixed + Band.exact(float(setup.sdp_reduce_bucket_size) * width)
+        if setup.smddp_collectives:
+            fixed = fixed + Band.exact(SMDDP_BYTES)
+    share = FRAGMENTATION_BAND
+    return fixed + Band(
+        share[0] * states_and_activations,
+        FRAGMENTATION * states_and_activations,
+        share[1] * states_and_activations,
+    )
 
 
 @dataclass(frozen=True)
 class Estimate:
     """Per-GPU bytes. ``activations`` is None when the sequence length, the batch or the
     model's shape is unknown: the total then counts model states and buffers only, a lower
-    bound that can show a job does not fit, never that it fits."""
+    bound that can show a job does not fit, never that it fits. ``low`` and ``high`` are the
+    ends of the band of the total (each term's band added up)."""
 
     parameters: int
     model_states: ModelStates
     activations: Optional[Activations]
     buffers: float
     gpu_bytes: float
+    low: float = 0.0
+    high: float = 0.0
 
     @property
     def total(self) -> float:
@@ -207,10 +284,27 @@ class Estimate:
 
     @property
     def fits(self) -> Optional[bool]:
-        """True or False, or None when only a lower bound is known and it is under the GPU."""
-        if self.total > self.gpu_bytes:
+        """False when even the low end is over the GPU; True when the estimate is under it
+        and complete; None otherwise (within the band of the GPU, or only a lower bound)."""
+        if self.low > self.gpu_bytes:
             return False
-        return True if self.complete else None
+        if self.total > self.gpu_bytes or not self.complete:
+            return None
+        return True
+
+
+def banded(
+    count: ParameterCount,
+    states: ModelStates,
+    states_band: Band,
+    acts: Optional[Activations],
+    acts_band: Optional[Band],
+    rest: Band,
+    gpu_bytes: float,
+) -> Estimate:
+    """An ``Estimate`` whose band adds up the terms' bands."""
+    total = states_band + (acts_band if acts_band is not None else Band.exact(0.0)) + rest
+    return Estimate(count.total, states, acts, rest.central, gpu_bytes, total.low, total.high)
 
 
 def estimate(
@@ -222,5 +316,14 @@ def estimate(
 ) -> Estimate:
     states = model_states(count, setup, oss_splits_fp32_gradients)
     acts = activations(shape, count, setup) if shape is not None else None
+    acts_band = activations_band(shape, count, setup) if shape is not None else None
     body = states.total + (acts.total if acts is not None else 0.0)
-    return Estimate(count.total, states, acts, buffers(setup, body), gpu_memory_mib * MIB)
+    return banded(
+        count,
+        states,
+        model_states_band(count, setup, states),
+        acts,
+        acts_band,
+        buffers(setup, body),
+        gpu_memory_mib * MIB,
+    )

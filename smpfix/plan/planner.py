@@ -22,6 +22,7 @@ from smpfix.job.jobfacts import LIBRARY_DEFAULTS, DeclaredJob, JobFacts
 from smpfix.job.launcher import Launcher
 from smpfix.job.linking import LinkedScript, declared_job, linked_script
 from smpfix.plan import script_setup
+from smpfix.plan.layers import LayerKind
 from smpfix.plan.memory import GIB
 from smpfix.plan.planner_fsdp import LauncherParameters, launcher_parameters, plan_v2
 from smpfix.plan.results import MemoryPlan, MemorySplit, PlannedChange
@@ -336,9 +337,44 @@ def _setup(
         activation_loading_horizon=_required(reader.number("activation_loading_horizon", 4)),
         sdp_max_live_parameters=_required(reader.number("sdp_max_live_parameters", 10**9)),
         smddp_collectives=sdp > 1 and tp == 1 and instance.efa and world > instance.gpus,
+        sdp_reduce_bucket_size=_bucket(reader) if sdp > 1 else 5 * 10**8,
+        layers=_layer_kind(reader, tp, script, model),
         **switches,
         **(script.__dict__ if script is not None else {}),
     )
+
+
+def _bucket(reader: _Reader) -> int:
+    """``sdp_reduce_bucket_size`` in elements: written as an integer or a float (``5e8``)."""
+    setting = reader.job.settings.get("sdp_reduce_bucket_size")
+    default = 5 * 10**8
+    if "sdp_reduce_bucket_size" in reader.job.unknown:
+        reader.assumptions.append("sdp_reduce_bucket_size unresolved: the default 5e8 assumed")
+        return default
+    if setting is None or isinstance(setting.value, bool):
+        return default
+    if isinstance(setting.value, (int, float)) and setting.value > 0:
+        reader.assumptions.append(f"sdp_reduce_bucket_size {setting.value:g} ({setting.source})")
+        return int(setting.value)
+    return default
+
+
+def _layer_kind(
+    reader: _Reader, tp: int, script: Optional[_ScriptSetup], model: FoundModel
+) -> LayerKind:
+    """The library's distributed transformer replaces a Hugging Face model under tensor
+    parallelism, and runs its flash attention; otherwise a Hugging Face model keeps its own
+    layers. A project's own model is counted by Korthikanti's formula."""
+    shape = model.shape
+    if tp > 1 or shape is None or shape.family == "custom":
+        return LayerKind.LIBRARY
+    if script is not None and script.flash_attention:
+        return LayerKind.LIBRARY
+    reader.assumptions.append(
+        "activations per layer as the Hugging Face layers keep them, without tensor"
+        " parallelism (counted, docs/plan.md)"
+    )
+    return LayerKind.HUGGING_FACE
 
 
 def _required(value: Optional[int]) -> int:
@@ -457,7 +493,7 @@ def _estimated(
     try:
         found = bracket(model.count, model.shape, setup, instance.gpu_memory_mib, reader.unresolved)
         changes: tuple[PlannedChange, ...] = ()
-        if found.verdict in (Verdict.DOES_NOT_FIT, Verdict.DEPENDS):
+        if found.verdict in (Verdict.DOES_NOT_FIT, Verdict.MAY_NOT_FIT, Verdict.DEPENDS):
             changes = tuple(
                 PlannedChange(s.change, MemorySplit.of(s.estimate), s.estimate.share)
                 for s in suggest(model.count, model.shape, found.worst_setup, instance)

@@ -31,7 +31,9 @@ from smpfix.job.jobfacts import JobFacts
 from smpfix.job.launcher import Launcher
 from smpfix.plan import script_fsdp, script_setup
 from smpfix.plan.fsdp import HYBRID_SHARD, FsdpSetup, estimate, problems, shard_degree
+from smpfix.plan.layers import LayerKind
 from smpfix.plan.memory import GIB, Estimate
+from smpfix.plan.models import ModelShape
 from smpfix.plan.results import MemoryPlan, MemorySplit, PlannedChange
 from smpfix.plan.script_code import ScriptCode
 from smpfix.plan.script_model import FoundModel
@@ -156,7 +158,7 @@ def plan_v2(
         best, (worst, heaviest) = _bracket(model, setup, unresolved, instance)
         verdict = combined(best, worst)
         changes: tuple[PlannedChange, ...] = ()
-        if verdict in (Verdict.DOES_NOT_FIT, Verdict.DEPENDS):
+        if verdict in (Verdict.DOES_NOT_FIT, Verdict.MAY_NOT_FIT, Verdict.DEPENDS):
             changes = tuple(
                 PlannedChange(change, MemorySplit.of(found), found.share)
                 for change, found in suggest(model.count, model.shape, heaviest, instance)
@@ -231,7 +233,9 @@ def _setup(
         cp=cp,
         zero2=strategy_name in ("SHARD_GRAD_OP", "_HYBRID_SHARD_ZERO2"),
         activation_loading_horizon=horizon,
+        layers=layer_kind_v2(tp, model.shape),
     )
+    notes.append(_layers_note(setup.layers))
     values = values.with_v2_state(settings.state())
     if code is None:
         notes.append("the launched script is not among the checked files: activations unknown")
@@ -271,6 +275,21 @@ def _setup(
         ),
         unresolved,
     )
+
+
+def layer_kind_v2(tp: int, shape: Optional[ModelShape]) -> LayerKind:
+    """SMP v2's own layers replace a supported model's under tensor parallelism
+    (``torch.sagemaker.transform``); otherwise the model keeps its Hugging Face layers. A
+    project's own model counts as the library's (Korthikanti's formula)."""
+    if tp > 1 or shape is None or shape.family == "custom":
+        return LayerKind.LIBRARY
+    return LayerKind.HUGGING_FACE
+
+
+def _layers_note(kind: LayerKind) -> str:
+    if kind is LayerKind.LIBRARY:
+        return "activations per layer by Korthikanti et al. (the library's transformer layers)"
+    return "activations per layer as the Hugging Face layers keep them (counted, docs/plan.md)"
 
 
 def _world(job: JobFacts, instance: InstanceType, notes: list[str]) -> int:

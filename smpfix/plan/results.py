@@ -7,6 +7,7 @@ Memory is in GiB.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -115,4 +116,61 @@ class PlannedConfiguration:
             "reason": plan.reason,
             "assumptions": list(plan.assumptions),
             "suggestions": [change.to_json() for change in plan.suggestions],
+        }
+
+
+@dataclass(frozen=True)
+class PlannedOption:
+    """One configuration ``smpfix plan --model`` found: in words, its estimate with the band
+    (GiB), and the estimator's ``distribution`` argument that sets it."""
+
+    configuration: str
+    per_gpu: MemorySplit
+    low: float
+    high: float
+    share: float
+    verdict: Verdict
+    distribution: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "configuration": self.configuration,
+            "per_gpu_gib": self.per_gpu.to_json(),
+            "band_gib": [round(self.low, 2), round(self.high, 2)],
+            "share_of_gpu": round(self.share, 3),
+            "verdict": self.verdict.value,
+            "distribution": dict(self.distribution),
+        }
+
+
+@dataclass(frozen=True)
+class WhatFits:
+    """The answer of ``smpfix plan --model``: the model and cluster asked about, and every
+    configuration that fits, best first (``search``)."""
+
+    model: str
+    parameters: int
+    library: str
+    instance_type: str
+    gpu: str
+    gpu_memory_gib: float
+    nodes: int
+    seq: Optional[int]
+    batch: Optional[int]
+    assumptions: tuple[str, ...]
+    options: tuple[PlannedOption, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "parameters": self.parameters,
+            "library": self.library,
+            "instance_type": self.instance_type,
+            "gpu": self.gpu,
+            "gpu_memory_gib": round(self.gpu_memory_gib, 2),
+            "nodes": self.nodes,
+            "seq": self.seq,
+            "global_batch": self.batch,
+            "assumptions": list(self.assumptions),
+            "configurations": [option.to_json() for option in self.options],
         }

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional
 
+from smpfix.plan.layers import LayerKind
+
 # Optimizer state in fp32 per parameter, as each ``torch.optim`` class keeps it per parameter
 # (its ``state[p]`` tensors): Adam's two moments are 8 bytes, one momentum 4.
 OPTIMIZER_STATE_BYTES: Mapping[str, int] = {
@@ -58,6 +60,8 @@ class Setup:
     smddp_collectives: bool = (
         False  # sharded data parallelism's AllGather through SMDDP (p4d, several instances)
     )
+    sdp_reduce_bucket_size: int = 5 * 10**8  # elements of the default dtype (v1 reference)
+    layers: LayerKind = LayerKind.LIBRARY  # whose transformer layers run (``plan.layers``)
 
     @property
     def dp(self) -> int:

@@ -1,27 +1,30 @@
-"""The smallest configuration changes that make a job fit, each with its new estimate.
+"""The changes that make an SMP v1 job fit: the configurations ``search`` finds, in its order.
 
-Breadth first: every single change that fits is offered before any pair of changes, cheapest
-first: memory savers that keep the parallel layout (activation checkpointing, optimizer
-state sharding, offloading, more microbatches, a smaller batch), then more sharding, tensor
-parallelism (a power of two inside a node, with ``prescaled_batch``), then pipeline
-parallelism. A change that turns ``prescaled_batch`` on keeps the samples of each
-tensor-parallel group, so its estimate is not an artifact of a smaller batch. For each knob the
-smallest value that fits is kept. Only setups the library accepts are offered (``setup.problems``).
-When nothing fits on this instance type, the same job on a type with more GPU memory and as many
-GPUs per instance is tried.
+A launcher's job that does not fit (or may not) gets the answer ``smpfix plan --model`` gives
+for the same model, cluster, sequence and global batch, in the same best-practices order
+(``search``): first the same job on an instance type with more GPU memory and as many GPUs
+("using large GPU instance types" heads the page's list), then the configurations that fit on
+this cluster, each said as the changes from the job's own settings; none turns off the
+checkpointing or offloading the job has on. The job's precision,
+optimizer, flash attention and checkpointing strategy are kept. Only setups the library
+accepts are offered (``setup.problems``).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Optional
 
 from smpfix.job.instances import INSTANCE_TYPES, InstanceType
 from smpfix.plan.memory import Estimate, estimate
 from smpfix.plan.models import ModelShape, ParameterCount
-from smpfix.plan.setup import Setup, problems
+from smpfix.plan.search import Cluster, Workload, search
+from smpfix.plan.setup import Setup
+from smpfix.plan.verdict import Verdict, verdict_of
+
+_CHECKPOINTING = "turn on activation checkpointing of each transformer layer" + (
+    " (`smp.set_activation_checkpointing`)"
+)
 
 
 @dataclass(frozen=True)
@@ -32,179 +35,106 @@ class Suggestion:
     instance: Optional[InstanceType] = None  # a bigger instance type, when that is the change
 
 
-@dataclass(frozen=True)
-class _SetupChange:
-    knob: str
-    change: str
-    setup: Setup
-
-
-_MAX_DIVIDED = 10**7  # no suggestion splits a number larger than this (a batch, a process count)
-
-
-def _divisors(n: int) -> list[int]:
-    """The divisors of ``n`` in ascending order; none for an implausibly large ``n``."""
-    if n > _MAX_DIVIDED:
-        return []
-    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
-    return sorted({*small, *(n // k for k in small)})
-
-
-def _savers(setup: Setup) -> list[_SetupChange]:
-    """Changes that keep the parallel layout."""
-    found = []
-    if not setup.activation_checkpointing:
-        found.append(
-            _SetupChange(
-                "checkpointing",
-                "turn on activation checkpointing of each transformer layer "
-                "(`smp.set_activation_checkpointing`)",
-                replace(setup, activation_checkpointing=True),
-            )
-        )
-    if not setup.oss and setup.sdp == 1 and setup.dp > 1:
-        found.append(_SetupChange("oss", "turn on shard_optimizer_state", replace(setup, oss=True)))
-    if setup.activation_checkpointing and not setup.offload_activations:
-        found.append(
-            _SetupChange(
-                "offload", "turn on offload_activations", replace(setup, offload_activations=True)
-            )
-        )
-    if setup.batch is not None:
-        for count in _divisors(setup.batch):
-            if count > setup.microbatches:
-                found.append(
-                    _SetupChange(
-                        "microbatches",
-                        f"raise microbatches to {count}",
-                        replace(setup, microbatches=count),
-                    )
-                )
-        for smaller in sorted(_divisors(setup.batch), reverse=True):
-            if smaller < setup.batch and smaller % setup.microbatches == 0:
-                found.append(
-                    _SetupChange(
-                        "batch", f"lower the batch to {smaller}", replace(setup, batch=smaller)
-                    )
-                )
-    return found
-
-
-def _prescaled(setup: Setup) -> tuple[Setup, str]:
-    """``setup`` with ``prescaled_batch`` on, and in words what that asks of the script. The
-    samples a tensor-parallel group processes stay the same: a batch per rank becomes the
-    group's batch, ``tp`` times larger."""
-    if setup.prescaled_batch:
-        return setup, ""
-    if setup.batch is None:
-        return replace(setup, prescaled_batch=True), " with prescaled_batch"
-    batch = setup.batch * setup.tp
-    return replace(
-        setup, prescaled_batch=True, batch=batch
-    ), f" with prescaled_batch and a batch of {batch} per tensor-parallel group"
-
-
-def _parallelism(setup: Setup, gpus_per_instance: int) -> list[_SetupChange]:
-    """More sharding, tensor parallelism or pipeline parallelism over the same GPUs."""
-    found = []
-    if setup.pp == 1 and not setup.oss:
-        for degree in _divisors(setup.rdp):
-            if degree > setup.sdp:
-                # Sharded data parallelism with tensor parallelism needs prescaled_batch.
-                base, how = _prescaled(setup) if setup.tp > 1 else (setup, "")
-                found.append(
-                    _SetupChange(
-                        "sdp",
-                        f"set sharded_data_parallel_degree to {degree}{how}",
-                        replace(base, sdp=degree),
-                    )
-                )
-    degree = setup.tp * 2
-    base, how = _prescaled(setup)
-    while degree <= gpus_per_instance:
-        found.append(
-            _SetupChange(
-                "tp", f"raise tensor_parallel_degree to {degree}{how}", replace(base, tp=degree)
-            )
-        )
-        degree *= 2
-    if setup.sdp == 1 and setup.world % setup.tp == 0:
-        for degree in _divisors(setup.world // setup.tp):
-            if degree > setup.pp:
-                microbatches = max(setup.microbatches, degree)
-                found.append(
-                    _SetupChange(
-                        "pp",
-                        f"raise pipeline_parallel_degree to {degree} (microbatches {microbatches})",
-                        replace(setup, pp=degree, microbatches=microbatches),
-                    )
-                )
-    return found
-
-
 def suggest(
     count: ParameterCount,
     shape: Optional[ModelShape],
     setup: Setup,
     instance: InstanceType,
-    depth: int = 2,
     limit: int = 3,
 ) -> tuple[Suggestion, ...]:
-    """Up to ``limit`` changes (of up to ``depth`` steps) after which ``setup`` fits on
-    ``instance``; none when it is not known not to fit. When activations are unknown, a
-    change qualifies when it brings the lower bound (model states and buffers) under the GPU."""
-    if estimate(count, shape, setup, instance.gpu_memory_mib).fits is not False:
+    """Up to ``limit`` configurations that fit, best first; none for a job that fits."""
+    if verdict_of(estimate(count, shape, setup, instance.gpu_memory_mib)) in (
+        Verdict.FITS,
+        Verdict.TIGHT,
+    ):
         return ()
-    found: list[Suggestion] = []
-    frontier: list[tuple[str, Setup]] = [("", setup)]
-    seen = {setup}
-    for _ in range(depth):
-        following: list[tuple[str, Setup]] = []
-        settled: set[str] = (
-            set()
-        )  # knobs whose smallest fitting value is found: no larger one, no other way to it
-        for done, current in frontier:
-            for candidate in [*_savers(current), *_parallelism(current, instance.gpus)]:
-                if (
-                    candidate.knob in settled
-                    or candidate.setup in seen
-                    or problems(candidate.setup)
-                ):
-                    continue
-                seen.add(candidate.setup)
-                change = f"{done}; {candidate.change}" if done else candidate.change
-                result = estimate(count, shape, candidate.setup, instance.gpu_memory_mib)
-                if result.fits is not False:
-                    settled.add(candidate.knob)
-                    found.append(Suggestion(change, candidate.setup, result))
-                    if len(found) >= limit:
-                        return tuple(found)
-                else:
-                    following.append((change, candidate.setup))
-        if found:
-            return tuple(found)
-        frontier = following
-    return tuple(_bigger_instances(count, shape, setup, instance, limit))
+    found = list(_bigger_instance(count, shape, setup, instance))
+    if setup.world % instance.gpus == 0:
+        workload = Workload(
+            count,
+            shape,
+            setup.seq_len,
+            global_batch(setup),
+            setup.precision,
+            setup.flash_attention,
+            setup.optimizer,
+        )
+        for candidate in search(
+            workload, Cluster(instance, setup.world // instance.gpus), "v1", setup
+        ):
+            assert isinstance(candidate.setup, Setup)
+            if _undoes_a_saver(setup, candidate.setup):
+                continue
+            change = describe(setup, candidate.setup)
+            if change:
+                found.append(Suggestion(change, candidate.setup, candidate.estimate))
+    return tuple(found[:limit])
 
 
-def _bigger_instances(
+def _undoes_a_saver(before: Setup, after: Setup) -> bool:
+    """A suggestion never turns off the checkpointing or offloading the job has on."""
+    return (before.activation_checkpointing and not after.activation_checkpointing) or (
+        before.offload_activations and not after.offload_activations
+    )
+
+
+def global_batch(setup: Setup) -> Optional[int]:
+    """The samples of one step over the cluster: a tensor-parallel group's batch (the rank's
+    times the degree without ``prescaled_batch``) times the reduced data-parallel degree."""
+    if setup.batch is None:
+        return None
+    group = setup.batch if setup.prescaled_batch else setup.batch * setup.tp
+    return group * setup.rdp
+
+
+def describe(before: Setup, after: Setup) -> str:
+    """The changes from ``before`` to ``after`` in the words of the launcher's settings."""
+    changes = []
+    if after.tp != before.tp:
+        changes.append(f"set tensor_parallel_degree to {after.tp}")
+    if after.pp != before.pp:
+        changes.append(
+            f"set pipeline_parallel_degree to {after.pp} (microbatches {after.microbatches})"
+        )
+    elif after.microbatches != before.microbatches:
+        changes.append(f"set microbatches to {after.microbatches}")
+    if after.sdp != before.sdp:
+        changes.append(f"set sharded_data_parallel_degree to {after.sdp}")
+    if after.oss != before.oss:
+        changes.append(f"turn {'on' if after.oss else 'off'} shard_optimizer_state")
+    if after.activation_checkpointing != before.activation_checkpointing:
+        changes.append(
+            _CHECKPOINTING
+            if after.activation_checkpointing
+            else "turn off activation checkpointing"
+        )
+    if after.offload_activations != before.offload_activations:
+        changes.append(f"turn {'on' if after.offload_activations else 'off'} offload_activations")
+    if changes and after.prescaled_batch and after.batch is not None:
+        if after.batch != before.batch or not before.prescaled_batch:
+            changes.append(
+                f"with prescaled_batch and a batch of {after.batch} per tensor-parallel group"
+            )
+    return "; ".join(changes)
+
+
+def _bigger_instance(
     count: ParameterCount,
     shape: Optional[ModelShape],
     setup: Setup,
     instance: InstanceType,
-    limit: int,
-) -> Sequence[Suggestion]:
-    found = []
-    for other in sorted(INSTANCE_TYPES.values(), key=lambda t: t.gpu_memory_mib):
+) -> list[Suggestion]:
+    """The same job on the smallest instance type with more GPU memory, as many GPUs and SMP
+    v1 support on which it fits."""
+    for other in sorted(INSTANCE_TYPES.values(), key=lambda t: (t.gpu_memory_mib, t.name)):
         if (
             other.gpus != instance.gpus
             or other.gpu_memory_mib <= instance.gpu_memory_mib
             or not other.smp_v1_supported
         ):
             continue
-        result = estimate(count, shape, setup, other.gpu_memory_mib)
-        if result.fits is not False:
-            found.append(Suggestion(f"use {other.name} ({other.gpu_model})", setup, result, other))
-            if len(found) >= limit:
-                break
-    return found
+        moved = replace(setup, smddp_collectives=setup.smddp_collectives and other.efa)
+        result = estimate(count, shape, moved, other.gpu_memory_mib)
+        if verdict_of(result) in (Verdict.FITS, Verdict.TIGHT):
+            return [Suggestion(f"use {other.name} ({other.gpu_model})", moved, result, other)]
+    return []

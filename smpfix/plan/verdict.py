@@ -1,4 +1,12 @@
-"""The verdict: fits, fits tightly, does not fit, depends, or unknown.
+"""The verdict: fits, fits tightly, may not fit, does not fit, depends, or unknown.
+
+An estimate has a band (``memory.Estimate.low``/``high``) and the verdict weighs the GPU's
+memory against all of it: "fits" when even the high end is under the GPU and the estimate
+under ``TIGHT_SHARE`` of it; "fits, tight" when the estimate is under the GPU but the high end
+or the estimate's share is not; "may not fit" when the estimate is over the GPU but the low end
+is not; "does not fit" only when even the low end is over the GPU. A documented working
+configuration that the estimate puts a few percent over the GPU is therefore "may not fit",
+never "does not fit", and SMP831 reports only "does not fit".
 
 A switch smpfix cannot resolve (``flash_attention=args.flash`` with no readable default) is
 never guessed: the setup is estimated with it on and with it off, and the verdict is "fits"
@@ -34,6 +42,7 @@ SWITCHES: Mapping[str, tuple[Any, Any]] = {
 class Verdict(str, enum.Enum):
     FITS = "fits"
     TIGHT = "fits, tight"
+    MAY_NOT_FIT = "may not fit"
     DOES_NOT_FIT = "does not fit"
     DEPENDS = "depends"
     UNKNOWN = "unknown"
@@ -45,12 +54,19 @@ class Verdict(str, enum.Enum):
 
 
 def verdict_of(found: Estimate) -> Verdict:
-    fits = found.fits
-    if fits is None:
-        return Verdict.UNKNOWN
-    if not fits:
+    """The verdict of one estimate by its band (see the module docstring). Without activations
+    the estimate is a lower bound: "does not fit" when its low end is over the GPU, else
+    unknown."""
+    gpu = found.gpu_bytes
+    if found.low > gpu:
         return Verdict.DOES_NOT_FIT
-    return Verdict.TIGHT if found.share > TIGHT_SHARE else Verdict.FITS
+    if not found.complete:
+        return Verdict.UNKNOWN
+    if found.total > gpu:
+        return Verdict.MAY_NOT_FIT
+    if found.high > gpu or found.share > TIGHT_SHARE:
+        return Verdict.TIGHT
+    return Verdict.FITS
 
 
 @dataclass(frozen=True)
@@ -70,12 +86,12 @@ class Bracket:
 def combined(best: Estimate, worst: Estimate) -> Verdict:
     """The verdict over the lightest and heaviest estimates of a job (see the module docstring)."""
     heaviest = verdict_of(worst)
-    if heaviest is not Verdict.UNKNOWN and heaviest is not Verdict.DOES_NOT_FIT:
+    if heaviest in (Verdict.FITS, Verdict.TIGHT):
         return heaviest
     lightest = verdict_of(best)
-    if lightest is Verdict.DOES_NOT_FIT:
-        return Verdict.DOES_NOT_FIT
-    if heaviest is Verdict.DOES_NOT_FIT and lightest is not Verdict.UNKNOWN:
+    if lightest in (Verdict.DOES_NOT_FIT, Verdict.MAY_NOT_FIT):
+        return lightest
+    if heaviest is not Verdict.UNKNOWN and lightest is not Verdict.UNKNOWN:
         return Verdict.DEPENDS
     return Verdict.UNKNOWN
 

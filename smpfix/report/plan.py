@@ -1,10 +1,15 @@
 """Rendering ``smpfix plan``: a rich table with a paragraph per configuration, or JSON.
 
-The table gives one row per configuration: where it is written, the script, the instance,
-the parameter count and the per-GPU split against the GPU, and the verdict. Under it, each
-configuration's verdict with its reason, where the parameter count came from, the
-assumptions, and the changes that make a job fit. JSON is a list with one object per
-configuration (``PlannedConfiguration.to_json``).
+The table gives one row per configuration: its number, the instance, the parameter count and
+the per-GPU split against the GPU, and the verdict; where it is written and the script it runs
+head its paragraph under the table (a column of paths would wrap inside them on an 80-column
+terminal), with the verdict, its reason, where the parameter count came from, the assumptions,
+and the changes that make a job fit. JSON is a list with one object per configuration
+(``PlannedConfiguration.to_json``). ``smpfix plan --model`` renders ``WhatFits``: the first
+five configurations that fit, and the ``distribution`` argument of the first.
+
+Every text that comes from the user's files or settings is escaped: ``[tool.smpfix.job]`` is
+rich markup otherwise, and would vanish from the output.
 """
 
 from __future__ import annotations
@@ -13,15 +18,18 @@ import io
 import json
 import os
 import shutil
-from collections.abc import Sequence
-from typing import Optional
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
-from smpfix.plan.results import MemoryPlan, MemorySplit, PlannedConfiguration
+from smpfix.plan.results import MemoryPlan, MemorySplit, PlannedConfiguration, WhatFits
 from smpfix.plan.verdict import Verdict
+
+SHOWN_OPTIONS = 5
 
 _STYLES = {
     Verdict.FITS: "green",
     Verdict.TIGHT: "yellow",
+    Verdict.MAY_NOT_FIT: "yellow",
     Verdict.DOES_NOT_FIT: "bold red",
     Verdict.DEPENDS: "yellow",
     Verdict.UNKNOWN: "dim",
@@ -34,40 +42,63 @@ def render_plan_json(configurations: Sequence[PlannedConfiguration]) -> str:
     )
 
 
-def render_plan_table(
-    configurations: Sequence[PlannedConfiguration], color: bool, width: Optional[int] = None
-) -> str:
+def _console(buffer: io.StringIO, color: bool, width: Optional[int]) -> Any:
     from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
-    buffer = io.StringIO()
-    width = width or max(shutil.get_terminal_size((120, 24)).columns, 80)
-    console = Console(
+    return Console(
         file=buffer,
         force_terminal=color,
         no_color=not color,
-        width=width,
+        width=width or max(shutil.get_terminal_size((120, 24)).columns, 80),
         highlight=False,
         color_system="standard" if color else None,
     )
+
+
+def _table(title: str) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    return Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+
+
+def _finished(buffer: io.StringIO) -> str:
+    return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
+
+
+def render_plan_table(
+    configurations: Sequence[PlannedConfiguration], color: bool, width: Optional[int] = None
+) -> str:
+    from rich.markup import escape
+
+    buffer = io.StringIO()
+    console = _console(buffer, color, width)
     if not configurations:
         console.print(
-            "No launcher configuration found (and no job declared with --job or [tool.smpfix.job])."
+            escape(
+                "No launcher configuration found (and no job declared with --job or"
+                " [tool.smpfix.job])."
+            )
         )
-        return buffer.getvalue()
-    table = Table(title="Per-GPU memory plan (GiB, estimated)", title_justify="left")
-    for name in ("configuration", "instance"):
-        table.add_column(name, overflow="fold")
+        return _finished(buffer)
+    table = _table("Per-GPU memory plan (GiB, estimated)")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("instance", no_wrap=True)
     for name in ("params", "states", "activ.", "other", "total/GPU"):
         table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("verdict", overflow="fold")
-    for configuration in configurations:
+    table.add_column("verdict", no_wrap=True)
+    for number, configuration in enumerate(configurations, 1):
         plan = configuration.plan
         split = plan.per_gpu
         table.add_row(
-            escape(f"{where(configuration)} -> {plan.script or '?'}"),
-            plan.instance_type or "-",
+            str(number),
+            escape(plan.instance_type or "-"),
             _count(plan.parameters),
             _gib(split.model_states if split else None),
             _gib(split.activations if split else None),
@@ -76,10 +107,79 @@ def render_plan_table(
             f"[{_STYLES[plan.verdict]}]{plan.verdict.value}[/]",
         )
     console.print(table)
-    for configuration in configurations:
-        console.print()
-        _details(console, configuration)
-    return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
+    for number, configuration in enumerate(configurations, 1):
+        if number > 1:
+            console.print()
+        _details(console, number, configuration)
+    return _finished(buffer)
+
+
+def render_what_fits_json(found: WhatFits) -> str:
+    return json.dumps(found.to_json(), indent=2) + "\n"
+
+
+def render_what_fits_table(found: WhatFits, color: bool, width: Optional[int] = None) -> str:
+    """The model and cluster, the per-GPU table of the first five configurations that fit,
+    and the ``distribution`` argument of the first."""
+    from rich.markup import escape
+
+    buffer = io.StringIO()
+    console = _console(buffer, color, width)
+    console.print(
+        escape(
+            f"{found.model}: {_count(found.parameters)} parameters on {found.nodes} x"
+            f" {found.instance_type} ({found.gpu}), SMP {found.library}"
+        )
+    )
+    for assumption in found.assumptions:
+        console.print(f"  - {escape(assumption)}")
+    console.print()
+    if not found.options:
+        console.print(
+            "[bold red]Nothing fits[/]: no configuration smpfix tries fits on this cluster;"
+            " use more instances, an instance type with more GPU memory, or a shorter sequence."
+        )
+        return _finished(buffer)
+    shown = found.options[:SHOWN_OPTIONS]
+    table = _table(
+        f"What fits, best first ({len(shown)} of {len(found.options)}; GiB per GPU of"
+        f" {found.gpu_memory_gib:.0f})"
+    )
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("configuration", ratio=1, overflow="fold")
+    for name in ("states", "activ.", "total", "band"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    for number, option in enumerate(shown, 1):
+        split = option.per_gpu
+        table.add_row(
+            str(number),
+            escape(option.configuration),
+            _gib(split.model_states),
+            _gib(split.activations),
+            _gib(split.total),
+            f"{option.low:.0f}-{option.high:.0f}",
+            f"[{_STYLES[option.verdict]}]{option.verdict.value}[/]",
+        )
+    console.print(table)
+    console.print("distribution for #1 (the estimator's `distribution` argument):")
+    console.print(escape(python_literal(shown[0].distribution)), soft_wrap=True)
+    return _finished(buffer)
+
+
+def python_literal(value: Any, indent: int = 0) -> str:
+    """``value`` (dicts, lists, strings, numbers, booleans) as Python source to paste into a
+    launcher, one key per line, four spaces per level: narrow enough for 80 columns."""
+    pad = " " * (indent + 4)
+    if isinstance(value, Mapping) and value:
+        items = [
+            f"{pad}{key!r}: {python_literal(item, indent + 4)}," for key, item in value.items()
+        ]
+        return "{\n" + "\n".join(items) + "\n" + " " * indent + "}"
+    if isinstance(value, (list, tuple)) and value:
+        items = [f"{pad}{python_literal(item, indent + 4)}," for item in value]
+        return "[\n" + "\n".join(items) + "\n" + " " * indent + "]"
+    return repr(value)
 
 
 def where(configuration: PlannedConfiguration) -> str:
@@ -125,13 +225,13 @@ def _split(split: MemorySplit, gpu: Optional[float]) -> str:
     )
 
 
-def _details(console: object, configuration: PlannedConfiguration) -> None:
+def _details(console: object, number: int, configuration: PlannedConfiguration) -> None:
     from rich.markup import escape
 
     plan = configuration.plan
     out = console.print  # type: ignore[attr-defined]
     headline = (
-        f"[bold]{escape(where(configuration))}[/] -> {escape(plan.script or '?')}: "
+        f"{number}. [bold]{escape(where(configuration))}[/] -> {escape(plan.script or '?')}: "
         f"[{_STYLES[plan.verdict]}]{plan.verdict.value}[/]"
     )
     if plan.per_gpu is not None:

@@ -96,16 +96,16 @@ def evidence(found: MemoryPlan) -> tuple[str, ...]:
 def _first_fix(found: MemoryPlan) -> str:
     if not found.suggestions:
         return (
-            "No change of this configuration found within two steps makes it fit; use more"
-            " instances or a smaller model. "
+            "No configuration smpfix tries fits on this cluster; use more instances or a smaller"
+            " model. "
         )
     change = found.suggestions[0]
     if change.per_gpu.activations is None:
         return (
-            f"Smallest change that brings the model states under the GPU: {change.change} (at least"
+            f"First change that brings the model states under the GPU: {change.change} (at least"
             f" {change.per_gpu.total:.1f} GiB per GPU before activations). "
         )
     return (
-        f"Smallest change that fits: {change.change} (about {change.per_gpu.total:.1f} GiB per"
-        " GPU). "
+        f"First change that fits, in the best-practices order: {change.change} (about"
+        f" {change.per_gpu.total:.1f} GiB per GPU). "
     )
