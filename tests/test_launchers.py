@@ -475,3 +475,34 @@ def test_two_parametrized_launches_of_one_script_at_one_line_both_count() -> Non
     assert project.launchers_of("/repo/mnist.py") == (first, second)
     (declared,) = project.declared_for("/repo/mnist.py")
     assert declared.conflicting == frozenset({"processes_per_host"})
+
+
+def test_dict_get_on_known_hyperparameters_picks_the_branch() -> None:
+    """``hyperparameters.get(...)`` on a dict the launcher wrote: the value, the default, or
+    None for a missing key, so ``if hp.get("smp"):`` is a known test."""
+    text = """from sagemaker.pytorch import PyTorch
+hp = {"smp": True, "partitions": 2}
+if hp.get("smp"):
+    per_host = 8
+else:
+    per_host = 1
+if hp.get("ddp"):
+    ddp = False
+else:
+    ddp = True
+PyTorch(entry_point="train.py", distribution={
+    "mpi": {"enabled": True, "processes_per_host": per_host},
+    "smdistributed": {"modelparallel": {"enabled": True, "parameters": {
+        "partitions": hp.get("partitions"),
+        "microbatches": hp.get("microbatches", 4),
+        "ddp": ddp,
+    }}},
+})
+"""
+    dist = resolve(text)
+    assert dist["mpi"]["processes_per_host"] == 8
+    assert dist["smdistributed"]["modelparallel"]["parameters"] == {
+        "partitions": 2,
+        "microbatches": 4,
+        "ddp": True,
+    }
