@@ -260,8 +260,9 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
     rule_types = [rule for rule in selected if rule.runs_on(v2_job) and rule.applies_to(facts)]
     checks_unused = any(rule.code == unused_suppressions.CODE for rule in rule_types)
     rule_types = [rule for rule in rule_types if rule.code != unused_suppressions.CODE]
+    dependencies = (*modules.consulted(), *_read_by_launchers(file))
     if not rule_types and not checks_unused:
-        return Analysis(job=job, imports_smp=imports_either, dependencies=modules.consulted())
+        return Analysis(job=job, imports_smp=imports_either, dependencies=dependencies)
     own = (
         _run_rules(Program(file, job, modules), positions, rule_types)
         if rule_types
@@ -296,8 +297,19 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
         own.used_suppressions,
         own.suppressions,
         own.used_codes,
-        dependencies=modules.consulted(),
+        dependencies=(*modules.consulted(), *_read_by_launchers(file)),
     )
+
+
+def _read_by_launchers(file: ParsedFile) -> list[str]:
+    """The configuration files the file's estimator calls read (``json.load(open(...))``, a
+    ``parameters`` file): a cached result of the launcher is stale when one changes."""
+    if not file.facts.estimator_calls:
+        return []
+    found = {
+        path for launcher in file.answer(FileLaunchers).launchers for path in launcher.files_read()
+    }
+    return sorted(found)
 
 
 def _importers_job(

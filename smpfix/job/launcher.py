@@ -26,7 +26,7 @@ from smpfix.base.imports import ImportTable
 from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.base.safe_read import JSON_LIMIT, RefusedFile, read_regular
 from smpfix.base.walker import iter_nodes
-from smpfix.job import branch_offers, launch_paths
+from smpfix.job import branch_offers, launch_paths, launcher_files
 from smpfix.job.project_root import project_folder, project_root
 
 ESTIMATORS = frozenset(
@@ -146,6 +146,21 @@ class Launcher:
     def keyword(self, name: str) -> Optional[Located]:
         return self.keywords.get(name)
 
+    def files_read(self) -> frozenset[str]:
+        """The files its values came from (a JSON configuration), on which a check of the
+        launcher depends besides its own text."""
+        found: set[str] = set()
+        stack = list(self.keywords.values())
+        while stack:
+            located = stack.pop()
+            if located.source_file is not None:
+                found.add(located.source_file)
+            if isinstance(located.value, dict):
+                stack.extend(located.value.values())
+            elif isinstance(located.value, list):
+                stack.extend(located.value)
+        return frozenset(found)
+
     @property
     def distribution(self) -> Optional[Located]:
         return self.keywords.get("distribution")
@@ -249,6 +264,7 @@ class _Names(dict[str, Located]):
         names: Optional[Mapping[str, Located]] = None,
         variant: str = "",
         untaken: str = "",
+        origin: str = "",
     ) -> None:
         super().__init__(names or {})
         self.imports = imports
@@ -256,10 +272,14 @@ class _Names(dict[str, Located]):
         self.variant = variant
         # The test of the branch not taken these names are replayed in, else "".
         self.untaken = untaken
+        # The launcher's path: the files it opens are found from its folder.
+        self.origin = origin
 
     def child(self, variant: str = "", untaken: str = "") -> _Names:
         """A function's scope: the module's names as they are now, shadowed by its own."""
-        return _Names(self.imports, self, variant or self.variant, untaken or self.untaken)
+        return _Names(
+            self.imports, self, variant or self.variant, untaken or self.untaken, self.origin
+        )
 
 
 # Expressions that may build a path (``os.path.join(...)``, ``Path(...) / "x"``, ``f"{ROOT}/x"``).
@@ -365,9 +385,40 @@ def _dict_get(node: cst.Call, env: _Names, entry: Optional[cst.CSTNode]) -> Opti
     return Located(None, node, entry)
 
 
+def _loaded_json(node: cst.Call, env: _Names, entry: Optional[cst.CSTNode]) -> Optional[Located]:
+    """``json.load(open("config.json"))`` and its kin (``smpfix.job.launcher_files``): the
+    file's values, each pointing at this call; UNKNOWN when the file cannot be read."""
+    qualified = env.imports.qualified_name(node.func) or ""
+    handle = launcher_files.loaded_file(node, qualified, lambda inner: _located(inner, env).plain())
+    if handle is None:
+        return None
+    data = launcher_files.read_json(handle, env.origin)
+    if data is None:
+        return Located(UNKNOWN, node, entry)
+    return _from_json(data, node, entry, launcher_files.json_path(handle, env.origin))
+
+
+def _from_json(data: Any, node: cst.CSTNode, entry: Optional[cst.CSTNode], source: str) -> Located:
+    """A JSON value as the replay's values: dicts and lists of ``Located``, all pointing at
+    the call that loaded the file (``source`` names the file)."""
+    if isinstance(data, dict):
+        items = {
+            key: _from_json(value, node, entry, source)
+            for key, value in data.items()
+            if isinstance(key, str)
+        }
+        return Located(items, node, entry, source)
+    if isinstance(data, list):
+        return Located([_from_json(value, node, entry, source) for value in data], node, entry)
+    return Located(data, node, entry, source)
+
+
 def _call(node: cst.Call, env: _Names, entry: Optional[cst.CSTNode]) -> Optional[Located]:
-    found = _dict_call(node, env, entry)
-    return found if found is not None else _dict_get(node, env, entry)
+    for form in (_dict_call, _dict_get, _loaded_json):
+        found = form(node, env, entry)
+        if found is not None:
+            return found
+    return None
 
 
 def _sequence(
@@ -639,12 +690,26 @@ def _statements(
             for bindings in iterations:
                 yield from bindings
                 yield from _statements(_block(statement), env, functions)
-        elif type(statement) in (cst.With, cst.Try, cst.For, cst.While):
+        elif type(statement) is cst.With:
+            yield from _opened_files(statement, env)
+            yield from _statements(_block(statement), env, functions)
+        elif type(statement) in (cst.Try, cst.For, cst.While):
             yield from _statements(_block(statement), env, functions)
         elif type(statement) is cst.FunctionDef:
             functions.append(statement)
         elif type(statement) is cst.ClassDef:
             functions.extend(item for item in _block(statement) if type(item) is cst.FunctionDef)
+
+
+def _opened_files(statement: cst.With, env: _Names) -> Iterator[_Bind]:
+    """``with open("config.json") as f:``: ``f`` is that file, for ``json.load(f)``."""
+    for item in statement.items:
+        target = item.asname.name if item.asname is not None else None
+        if type(target) is not cst.Name:
+            continue
+        handle = launcher_files.opened(item.item, lambda inner: _located(inner, env).plain())
+        if handle is not None:
+            yield _Bind(target.value, Located(handle, item.item))
 
 
 @dataclass(frozen=True)
@@ -781,7 +846,7 @@ def _replay(
     function once the module is loaded): in a scope of its own over the module's final
     names, with its parameters unknown.
     """
-    env = _Names(imports)
+    env = _Names(imports, origin=path)
     if not path.endswith(".ipynb"):
         env["__file__"] = Located(os.path.abspath(path))
     _replay_body(module.body, env, on_call)

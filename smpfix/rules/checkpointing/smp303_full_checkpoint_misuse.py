@@ -166,7 +166,7 @@ class FullCheckpointMisuse(Rule):
         title = (
             f"partial save under {snippet(test, 30)}: the other partitions are never written"
             if not condition
-            else f"partial save under {snippet(test, 30)} misses partitions if"
+            else "partial save by one rank of a replica misses partitions if"
             f" {unknown_settings(found.states)} is on"
         )
         self.report(
