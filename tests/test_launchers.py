@@ -475,3 +475,70 @@ def test_two_parametrized_launches_of_one_script_at_one_line_both_count() -> Non
     assert project.launchers_of("/repo/mnist.py") == (first, second)
     (declared,) = project.declared_for("/repo/mnist.py")
     assert declared.conflicting == frozenset({"processes_per_host"})
+
+
+def test_dict_get_on_known_hyperparameters_picks_the_branch() -> None:
+    """``hyperparameters.get(...)`` on a dict the launcher wrote: the value, the default, or
+    None for a missing key, so ``if hp.get("smp"):`` is a known test."""
+    text = """from sagemaker.pytorch import PyTorch
+hp = {"smp": True, "partitions": 2}
+if hp.get("smp"):
+    per_host = 8
+else:
+    per_host = 1
+if hp.get("ddp"):
+    ddp = False
+else:
+    ddp = True
+PyTorch(entry_point="train.py", distribution={
+    "mpi": {"enabled": True, "processes_per_host": per_host},
+    "smdistributed": {"modelparallel": {"enabled": True, "parameters": {
+        "partitions": hp.get("partitions"),
+        "microbatches": hp.get("microbatches", 4),
+        "ddp": ddp,
+    }}},
+})
+"""
+    dist = resolve(text)
+    assert dist["mpi"]["processes_per_host"] == 8
+    assert dist["smdistributed"]["modelparallel"]["parameters"] == {
+        "partitions": 2,
+        "microbatches": 4,
+        "ddp": True,
+    }
+
+
+def test_json_file_the_launcher_loads_configures_it(tmp_path: Path) -> None:
+    """``json.load(open("config/smp.json"))`` and ``with open(...) as f: json.load(f)`` read
+    the file from the launcher's folder; a file that is not there leaves the value unknown."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "smp.json").write_text(
+        json.dumps({"parameters": {"partitions": 2, "microbatches": 8}, "per_host": 8}),
+        encoding="utf-8",
+    )
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(
+        """import json
+from sagemaker.pytorch import PyTorch
+smp = json.load(open("config/smp.json"))
+with open("config/smp.json", "r") as handle:
+    again = json.load(handle)
+missing = json.load(open("config/absent.json"))
+PyTorch(entry_point="train.py", distribution={
+    "mpi": {"enabled": True, "processes_per_host": again["per_host"]},
+    "smdistributed": {"modelparallel": {"enabled": True, "parameters": smp["parameters"]}},
+}, hyperparameters=missing)
+""",
+        encoding="utf-8",
+    )
+    module = cst.parse_module(launcher.read_text(encoding="utf-8"))
+    (found,) = find_launchers(module, collect(module).imports, str(launcher))
+    assert found.distribution is not None
+    assert found.distribution.plain() == {
+        "mpi": {"enabled": True, "processes_per_host": 8},
+        "smdistributed": {
+            "modelparallel": {"enabled": True, "parameters": {"partitions": 2, "microbatches": 8}}
+        },
+    }
+    hyperparameters = found.keyword("hyperparameters")
+    assert hyperparameters is not None and hyperparameters.plain() is UNKNOWN

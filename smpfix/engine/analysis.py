@@ -239,12 +239,15 @@ def analyze_module(
 
 def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) -> Analysis:
     path, text, facts = file.path, file.text, file.facts
-    declared = (*options.declared_jobs, *project.declared_for(path))
     positions = _LazyPositions(file.module, text, file.index, options.line_length)
     script_v2 = "this file imports torch.sagemaker" if facts.imports_smp_v2 else None
     # Whether ``--show-job`` shows this file's job: it imports SMP v1 or SMP v2.
     imports_either = facts.imports_smp or facts.imports_smp_v2
     modules = LocalModules(project, path)
+    declared = (
+        *options.declared_jobs,
+        *(project.declared_for(path) or _importers_job(path, project, modules, facts)),
+    )
     job = (
         job_facts_for(facts, declared, positions, script_v2, modules)
         if facts.imports_smp
@@ -260,8 +263,9 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
     rule_types = [rule for rule in selected if rule.runs_on(v2_job) and rule.applies_to(facts)]
     checks_unused = any(rule.code == unused_suppressions.CODE for rule in rule_types)
     rule_types = [rule for rule in rule_types if rule.code != unused_suppressions.CODE]
+    dependencies = (*modules.consulted(), *_read_by_launchers(file))
     if not rule_types and not checks_unused:
-        return Analysis(job=job, imports_smp=imports_either, dependencies=modules.consulted())
+        return Analysis(job=job, imports_smp=imports_either, dependencies=dependencies)
     own = (
         _run_rules(Program(file, job, modules), positions, rule_types)
         if rule_types
@@ -296,8 +300,38 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
         own.used_suppressions,
         own.suppressions,
         own.used_codes,
-        dependencies=modules.consulted(),
+        dependencies=(*modules.consulted(), *_read_by_launchers(file)),
     )
+
+
+def _read_by_launchers(file: ParsedFile) -> list[str]:
+    """The configuration files the file's estimator calls read (``json.load(open(...))``, a
+    ``parameters`` file): a cached result of the launcher is stale when one changes."""
+    if not file.facts.estimator_calls:
+        return []
+    found = {
+        path for launcher in file.answer(FileLaunchers).launchers for path in launcher.files_read()
+    }
+    return sorted(found)
+
+
+def _importers_job(
+    path: str, project: Project, modules: LocalModules, facts: FileFacts
+) -> tuple[DeclaredJob, ...]:
+    """The job of the launched scripts that import this module, for a helper module no
+    launcher starts (``dis_util.py`` beside the ``main.py`` a notebook launches): the helper
+    runs in their processes, with their configuration. Only when the launched scripts of its
+    folder that import it all have one job; else none. Its folder is read only when a launcher
+    starts a script there."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not facts.imports_smp or not any(os.path.dirname(s) == folder for s in project.links):
+        return ()
+    launched = [i for i in modules.sibling_importers(path) if project.launchers_of(i.path)]
+    jobs = [job for importer in launched for job in project.declared_for(importer.path)]
+    if not jobs or any(job != jobs[0] for job in jobs[1:]):
+        return ()
+    name = os.path.basename(launched[0].path)
+    return (replace(jobs[0], source=f"{jobs[0].source}, the job of {name}, which imports it"),)
 
 
 def _refused_parameters(file: ParsedFile, positions: _LazyPositions) -> list[FileError]:

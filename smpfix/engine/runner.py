@@ -303,6 +303,14 @@ def _cache_settings(path: str, options: RunOptions) -> dict[str, object]:
     if project is not None:
         settings["project_roots"] = project.roots
         settings["declared_for_file"] = project.declared_for(path)
+        # A helper module no launcher starts takes the job of the launched scripts of its
+        # folder that import it (``analysis._importers_job``).
+        folder = os.path.dirname(os.path.abspath(path))
+        settings["declared_for_folder"] = [
+            (script, project.declared_for(script))
+            for script in sorted(project.links)
+            if os.path.dirname(script) == folder
+        ]
         settings["hyperparameters_for_file"] = dict(project.hyperparameters_for(path))
     return settings
 

@@ -390,6 +390,9 @@ class DeclaredJob:
     # Settings the source offers but does not make: a launcher's commented-out
     # ``# "fp16": True,`` (``smpfix.job.offers``), with where it is written.
     offered: Mapping[str, Setting] = field(default_factory=dict)
+    # The branch test of a launcher in a branch its file's own values do not take, else "":
+    # the whole job is one the code offers, not one it runs.
+    untaken: str = ""
 
     @classmethod
     def stated(cls, source: str, settings: Mapping[str, Value]) -> DeclaredJob:
@@ -452,6 +455,9 @@ class JobFacts:
     smp_v2: Optional[str] = None
     # Settings a source offers but does not make (``DeclaredJob.offered``), by key.
     offered: Mapping[str, Setting] = field(default_factory=dict)
+    # Why the whole job is only offered (every launcher of the script sits in a branch its
+    # file's own values do not take), else "": what breaks there is a hint.
+    offered_job: str = ""
 
     # Which flavour of the library the job runs: the script's, else a declared ``framework``.
     flavour: Flavour = Flavour.PYTORCH
@@ -480,6 +486,13 @@ class JobFacts:
         smp_v2 = _smp_v2(declared) or script_v2
         base = cls._merge(others, evidence, flavour, smp_v2 is not None)
         on_import, why = base.initialises_on_import(others)
+        launchers = [job for job in others if job.role is Role.LAUNCHER]
+        if launchers and all(job.untaken for job in launchers):
+            base = replace(
+                base,
+                offered_job=f"{launchers[0].source}: the launcher's own values do not take"
+                f" the branch `{launchers[0].untaken}`",
+            )
         if not dicts or smp_v2 is not None:
             return replace(base, smp_v2=smp_v2, on_import=on_import, on_import_reason=why)
         use, reason = base.init_dict_use(others)

@@ -26,7 +26,7 @@ from smpfix.base.imports import ImportTable
 from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.base.safe_read import JSON_LIMIT, RefusedFile, read_regular
 from smpfix.base.walker import iter_nodes
-from smpfix.job import launch_paths
+from smpfix.job import branch_offers, launch_paths, launcher_files
 from smpfix.job.project_root import project_folder, project_root
 
 ESTIMATORS = frozenset(
@@ -146,6 +146,21 @@ class Launcher:
     def keyword(self, name: str) -> Optional[Located]:
         return self.keywords.get(name)
 
+    def files_read(self) -> frozenset[str]:
+        """The files its values came from (a JSON configuration), on which a check of the
+        launcher depends besides its own text."""
+        found: set[str] = set()
+        stack = list(self.keywords.values())
+        while stack:
+            located = stack.pop()
+            if located.source_file is not None:
+                found.add(located.source_file)
+            if isinstance(located.value, dict):
+                stack.extend(located.value.values())
+            elif isinstance(located.value, list):
+                stack.extend(located.value)
+        return frozenset(found)
+
     @property
     def distribution(self) -> Optional[Located]:
         return self.keywords.get("distribution")
@@ -249,6 +264,7 @@ class _Names(dict[str, Located]):
         names: Optional[Mapping[str, Located]] = None,
         variant: str = "",
         untaken: str = "",
+        origin: str = "",
     ) -> None:
         super().__init__(names or {})
         self.imports = imports
@@ -256,10 +272,14 @@ class _Names(dict[str, Located]):
         self.variant = variant
         # The test of the branch not taken these names are replayed in, else "".
         self.untaken = untaken
+        # The launcher's path: the files it opens are found from its folder.
+        self.origin = origin
 
     def child(self, variant: str = "", untaken: str = "") -> _Names:
         """A function's scope: the module's names as they are now, shadowed by its own."""
-        return _Names(self.imports, self, variant or self.variant, untaken or self.untaken)
+        return _Names(
+            self.imports, self, variant or self.variant, untaken or self.untaken, self.origin
+        )
 
 
 # Expressions that may build a path (``os.path.join(...)``, ``Path(...) / "x"``, ``f"{ROOT}/x"``).
@@ -341,6 +361,64 @@ def _dict_call(node: cst.Call, env: _Names, entry: Optional[cst.CSTNode]) -> Opt
         else:
             return Located(UNKNOWN, node, entry)
     return Located(items, node, entry)
+
+
+def _dict_get(node: cst.Call, env: _Names, entry: Optional[cst.CSTNode]) -> Optional[Located]:
+    """``hyperparameters.get("smp")`` or ``.get("smp", False)`` on a dict the replay knows: the
+    value, the default, or None for a missing key (launchers branch on it: ``if
+    hyperparameters.get("model_parallel"):``); None (not evaluated) for any other call."""
+    func = node.func
+    if type(func) is not cst.Attribute or func.attr.value != "get" or not 1 <= len(node.args) <= 2:
+        return None
+    if any(arg.keyword is not None or arg.star for arg in node.args):
+        return None
+    mapping = _located(func.value, env)
+    if not isinstance(mapping.value, dict):
+        return None
+    key = _located(node.args[0].value, env).plain()
+    if not isinstance(key, str):
+        return Located(UNKNOWN, node, entry)
+    if key in mapping.value:
+        return _rebound(mapping.value[key], entry)
+    if len(node.args) == 2:
+        return _located(node.args[1].value, env, entry)
+    return Located(None, node, entry)
+
+
+def _loaded_json(node: cst.Call, env: _Names, entry: Optional[cst.CSTNode]) -> Optional[Located]:
+    """``json.load(open("config.json"))`` and its kin (``smpfix.job.launcher_files``): the
+    file's values, each pointing at this call; UNKNOWN when the file cannot be read."""
+    qualified = env.imports.qualified_name(node.func) or ""
+    handle = launcher_files.loaded_file(node, qualified, lambda inner: _located(inner, env).plain())
+    if handle is None:
+        return None
+    data = launcher_files.read_json(handle, env.origin)
+    if data is None:
+        return Located(UNKNOWN, node, entry)
+    return _from_json(data, node, entry, launcher_files.json_path(handle, env.origin))
+
+
+def _from_json(data: Any, node: cst.CSTNode, entry: Optional[cst.CSTNode], source: str) -> Located:
+    """A JSON value as the replay's values: dicts and lists of ``Located``, all pointing at
+    the call that loaded the file (``source`` names the file)."""
+    if isinstance(data, dict):
+        items = {
+            key: _from_json(value, node, entry, source)
+            for key, value in data.items()
+            if isinstance(key, str)
+        }
+        return Located(items, node, entry, source)
+    if isinstance(data, list):
+        return Located([_from_json(value, node, entry, source) for value in data], node, entry)
+    return Located(data, node, entry, source)
+
+
+def _call(node: cst.Call, env: _Names, entry: Optional[cst.CSTNode]) -> Optional[Located]:
+    for form in (_dict_call, _dict_get, _loaded_json):
+        found = form(node, env, entry)
+        if found is not None:
+            return found
+    return None
 
 
 def _sequence(
@@ -432,7 +510,7 @@ def _comparison(node: cst.Comparison, env: _Names, entry: Optional[cst.CSTNode])
 _FORMS: Mapping[type, Callable[[Any, _Names, Optional[cst.CSTNode]], Optional[Located]]] = {
     cst.Name: _name,
     cst.Dict: _dict_display,
-    cst.Call: _dict_call,
+    cst.Call: _call,
     cst.List: _sequence,
     cst.Tuple: _sequence,
     cst.BinaryOperation: _joined,
@@ -599,17 +677,23 @@ def _statements(
     with ``if model_config == "gpt2-small":``); with an unknown test both the body and a
     plain ``else`` are replayed, in order. ``for k, v in d.items():`` over a dict whose keys
     are known is unrolled, yielding a ``_Bind`` for ``k`` and ``v`` before each iteration.
+    A branch not taken that launches a job, itself or through the code after the ``if``, is
+    added to ``functions`` as an offer (``_Untaken``).
     """
-    for statement in body:
+    statements = list(body)
+    for index, statement in enumerate(statements):
         if type(statement) is cst.SimpleStatementLine:
             yield from statement.body
         elif type(statement) is cst.If:
-            yield from _branch(statement, env, functions)
+            yield from _branch(statement, env, functions, tuple(statements[index + 1 :]))
         elif type(statement) is cst.For and (iterations := _items_loop(statement, env)) is not None:
             for bindings in iterations:
                 yield from bindings
                 yield from _statements(_block(statement), env, functions)
-        elif type(statement) in (cst.With, cst.Try, cst.For, cst.While):
+        elif type(statement) is cst.With:
+            yield from _opened_files(statement, env)
+            yield from _statements(_block(statement), env, functions)
+        elif type(statement) in (cst.Try, cst.For, cst.While):
             yield from _statements(_block(statement), env, functions)
         elif type(statement) is cst.FunctionDef:
             functions.append(statement)
@@ -617,21 +701,38 @@ def _statements(
             functions.extend(item for item in _block(statement) if type(item) is cst.FunctionDef)
 
 
+def _opened_files(statement: cst.With, env: _Names) -> Iterator[_Bind]:
+    """``with open("config.json") as f:``: ``f`` is that file, for ``json.load(f)``."""
+    for item in statement.items:
+        target = item.asname.name if item.asname is not None else None
+        if type(target) is not cst.Name:
+            continue
+        handle = launcher_files.opened(item.item, lambda inner: _located(inner, env).plain())
+        if handle is not None:
+            yield _Bind(target.value, Located(handle, item.item))
+
+
 @dataclass(frozen=True)
 class _Untaken:
     """A branch the launcher's own values do not take, replayed after the code around it in
-    a scope of its own: an estimator there is a job the code offers (``Launcher.untaken``)."""
+    a scope of its own: an estimator there is a job the code offers (``Launcher.untaken``).
+
+    When the branch only prepares values (``distribution = {...}``) for an estimator built
+    after the ``if``, ``continuation`` is the code after it and ``launches`` the ids of the
+    estimator calls there that read what the branch wrote: the offer replays both, and only
+    those calls are its launches (``smpfix.job.branch_offers``)."""
 
     block: Any
     test: str
+    continuation: tuple[Any, ...] = ()
+    launches: frozenset[int] = frozenset()
 
 
 # The estimator classes by their last name, to tell a branch that may launch a job.
 _ESTIMATOR_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in ESTIMATORS)
 
 
-def _untaken(statements: Any, test: cst.BaseExpression, negated: bool) -> Optional[_Untaken]:
-    """The branch of ``statements`` as an offer, when it constructs an estimator itself."""
+def _constructs_estimator(statements: Any) -> bool:
     for statement in statements:
         for node in iter_nodes(statement):
             func = node.func if type(node) is cst.Call else None
@@ -643,34 +744,70 @@ def _untaken(statements: Any, test: cst.BaseExpression, negated: bool) -> Option
                 else None
             )
             if last in _ESTIMATOR_NAMES:
-                code = " ".join(cst.Module([]).code_for_node(test).split())
-                return _Untaken(statements, f"not ({code})" if negated else code)
-    return None
+                return True
+    return False
+
+
+def _test_text(test: cst.BaseExpression, negated: bool) -> str:
+    code = " ".join(cst.Module([]).code_for_node(test).split())
+    return f"not ({code})" if negated else code
+
+
+def _untaken(
+    statements: Any, test: cst.BaseExpression, negated: bool, continuation: tuple[Any, ...]
+) -> Optional[_Untaken]:
+    """The branch ``statements`` as an offer, when it constructs an estimator itself or an
+    estimator in ``continuation`` reads a name it writes."""
+    if _constructs_estimator(statements):
+        return _Untaken(statements, _test_text(test, negated))
+    launches = branch_offers.reading_estimators(statements, continuation, _ESTIMATOR_NAMES)
+    if not launches:
+        return None
+    return _Untaken(statements, _test_text(test, negated), continuation, launches)
+
+
+def _offer(
+    functions: list[Union[cst.FunctionDef, _Untaken]],
+    statements: Any,
+    test: cst.BaseExpression,
+    negated: bool,
+    continuation: tuple[Any, ...],
+) -> None:
+    offer = _untaken(statements, test, negated, continuation)
+    if offer is not None:
+        functions.append(offer)
 
 
 def _branch(
-    statement: cst.If, env: _Names, functions: list[Union[cst.FunctionDef, _Untaken]]
+    statement: cst.If,
+    env: _Names,
+    functions: list[Union[cst.FunctionDef, _Untaken]],
+    continuation: tuple[Any, ...] = (),
 ) -> Iterator[Any]:
     taken = _truth(_located(statement.test, env))
     orelse = statement.orelse
     if taken is not False:
         yield from _statements(_block(statement), env, functions)
     else:
-        offer = _untaken(_block(statement), statement.test, negated=False)
-        if offer is not None:
-            functions.append(offer)
-    if taken is True and orelse is not None:
-        rest = _block(orelse) if isinstance(orelse, cst.Else) else (orelse,)
-        offer = _untaken(rest, statement.test, negated=True)
-        if offer is not None:
-            functions.append(offer)
-    if taken is True or orelse is None:
+        _offer(functions, _block(statement), statement.test, False, continuation)
+    if taken is True:
+        # Every later branch of the chain is one the values do not take: each is its own
+        # offer (``elif hyperparameters.get("model_parallel"):``), named by its own test.
+        test = statement.test
+        while orelse is not None:
+            if isinstance(orelse, cst.Else):
+                _offer(functions, _block(orelse), test, True, continuation)
+                break
+            _offer(functions, _block(orelse), orelse.test, False, continuation)
+            test, orelse = orelse.test, orelse.orelse
+        return
+    if orelse is None:
         return
     if isinstance(orelse, cst.Else):
         yield from _statements(_block(orelse), env, functions)
     else:
         # ``elif mode == "smp":`` after an unknown test may run too (a launcher there counts).
-        yield from _branch(orelse, env, functions)
+        yield from _branch(orelse, env, functions, continuation)
 
 
 def _items_loop(statement: cst.For, env: _Names) -> Optional[list[tuple[_Bind, _Bind]]]:
@@ -709,13 +846,34 @@ def _replay(
     function once the module is loaded): in a scope of its own over the module's final
     names, with its parameters unknown.
     """
-    env = _Names(imports)
+    env = _Names(imports, origin=path)
     if not path.endswith(".ipynb"):
         env["__file__"] = Located(os.path.abspath(path))
     _replay_body(module.body, env, on_call)
 
 
-def _replay_body(body: Any, env: _Names, on_call: Callable[[cst.Call, _Names], None]) -> None:
+def _replay_offer(
+    offer: _Untaken, env: _Names, on_call: Callable[[cst.Call, _Names], None]
+) -> None:
+    """Replay an untaken branch in a scope of its own; with a continuation, replay the code
+    after the ``if`` too, reporting only the estimator calls that read the branch's values
+    (the functions and branches found there are the main replay's, not replayed again)."""
+    scope = env.child(untaken=offer.test)
+    if not offer.continuation:
+        _replay_body(offer.block, scope, on_call)
+        return
+
+    def launches(call: cst.Call, names: _Names) -> None:
+        if id(call) in offer.launches:
+            on_call(call, names)
+
+    _replay_body(tuple(offer.block) + offer.continuation, scope, launches, nested=False)
+
+
+def _replay_body(
+    body: Any, env: _Names, on_call: Callable[[cst.Call, _Names], None], nested: bool = True
+) -> None:
+    """Replay ``body``, then (when ``nested``) the functions and offers it defined."""
     functions: list[Union[cst.FunctionDef, _Untaken]] = []
     for node in _statements(body, env, functions):
         if isinstance(node, _Bind):
@@ -745,9 +903,11 @@ def _replay_body(body: Any, env: _Names, on_call: Callable[[cst.Call, _Names], N
             _assign_path(
                 env, node.target, Located(combined, node.value, current.entry, pieces=pieces)
             )
+    if not nested:
+        return
     for function in functions:
         if isinstance(function, _Untaken):
-            _replay_body(function.block, env.child(untaken=function.test), on_call)
+            _replay_offer(function, env, on_call)
             continue
         for bound, variant in _parametrized(function, env):
             scope = env.child(variant)
@@ -969,7 +1129,13 @@ def _with_parameters_file(launcher: Launcher) -> Launcher:
             keywords["distribution"], ["smdistributed", "modelparallel", "parameters"], loaded
         )
     return Launcher(
-        launcher.call, launcher.estimator, keywords, launcher.path, refusal, launcher.variant
+        launcher.call,
+        launcher.estimator,
+        keywords,
+        launcher.path,
+        refusal,
+        launcher.variant,
+        launcher.untaken,
     )
 
 

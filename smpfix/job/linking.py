@@ -136,13 +136,10 @@ def declared_job(
         settings["framework_version"] = version.text
     offered = _offered(parameters, known, where or (lambda _: source))
     if launcher.untaken:
-        # In a branch its file's own values do not take: every value is only offered.
-        why = f"{source}, in the branch `{launcher.untaken}` that the launcher does not take"
-        offered = {
-            **{key: Setting(key, value, why) for key, value in settings.items()},
-            **offered,
-        }
-        settings, unknown, complete = {"framework": flavour.value}, set(), False
+        # In a branch its file's own values do not take: the job is one the code offers. Its
+        # values are the job's when no launcher runs the script, and only offered beside one
+        # that does (``Project.declared_for``).
+        source = f"{source}, in the branch `{launcher.untaken}` that the launcher does not take"
     return DeclaredJob(
         source,
         settings,
@@ -152,6 +149,7 @@ def declared_job(
         manual_init=sets_manual_init(launcher),
         smp_v2=smp_v2,
         offered=offered,
+        untaken=launcher.untaken,
     )
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from smpfix.job.jobfacts import DeclaredJob, Role
+from smpfix.job.jobfacts import DeclaredJob, Role, Setting
 from smpfix.job.linking import LinkedScript
 
 
@@ -65,35 +65,19 @@ class Project:
 
     def declared_for(self, path: str) -> tuple[DeclaredJob, ...]:
         """The launcher's job for ``path``; settings on which several launchers disagree are
-        unknown."""
+        unknown. A launcher in a branch its file's values do not take (``DeclaredJob.untaken``)
+        only offers its values when another launcher runs the script; when none does, its job
+        is the script's, marked as offered."""
         links = self.launchers_of(path)
         if not links:
             return ()
-        first = links[0].job
-        if len(links) == 1:
-            return (first,)
-        disagree = frozenset(
-            key
-            for link in links[1:]
-            for key in set(first.settings) | set(link.job.settings)
-            if first.settings.get(key) != link.job.settings.get(key)
-        )
-        names = ", ".join(link.job.source for link in links)
-        settings = {k: v for k, v in first.settings.items() if k not in disagree}
-        jobs = [link.job for link in links]
-        return (
-            DeclaredJob(
-                names,
-                settings,
-                all(job.complete for job in jobs),
-                first.unknown | disagree,
-                conflicting=disagree,
-                role=Role.LAUNCHER,
-                manual_init=all(job.manual_init for job in jobs),
-                smp_v2=first.smp_v2 if all(job.smp_v2 for job in jobs) else None,
-                offered={key: s for job in reversed(jobs) for key, s in job.offered.items()},
-            ),
-        )
+        taken = [link.job for link in links if not link.job.untaken]
+        untaken = [link.job for link in links if link.job.untaken]
+        jobs = taken or untaken
+        merged = _merged(jobs)
+        if taken and untaken:
+            merged = replace(merged, offered={**_as_offered(untaken), **merged.offered})
+        return (merged,)
 
     def hyperparameters_for(self, path: str) -> Mapping[str, Any]:
         links = self.launchers_of(path)
@@ -113,3 +97,40 @@ class Project:
                     seen.append(folder)
             known = self._search_dirs[importer] = tuple(seen)
         return list(known)
+
+
+def _as_offered(jobs: Sequence[DeclaredJob]) -> dict[str, Setting]:
+    """The settings of the jobs in untaken branches, as offers naming their branch."""
+    return {
+        key: Setting(key, value, job.source)
+        for job in reversed(jobs)
+        for key, value in job.settings.items()
+        if key != "framework"
+    }
+
+
+def _merged(jobs: Sequence[DeclaredJob]) -> DeclaredJob:
+    """One job of several launchers of a script: what they disagree on is unknown."""
+    first = jobs[0]
+    if len(jobs) == 1:
+        return first
+    disagree = frozenset(
+        key
+        for job in jobs[1:]
+        for key in set(first.settings) | set(job.settings)
+        if first.settings.get(key) != job.settings.get(key)
+    )
+    names = ", ".join(job.source for job in jobs)
+    settings = {k: v for k, v in first.settings.items() if k not in disagree}
+    return DeclaredJob(
+        names,
+        settings,
+        all(job.complete for job in jobs),
+        first.unknown | disagree,
+        conflicting=disagree,
+        role=Role.LAUNCHER,
+        manual_init=all(job.manual_init for job in jobs),
+        smp_v2=first.smp_v2 if all(job.smp_v2 for job in jobs) else None,
+        offered={key: s for job in reversed(jobs) for key, s in job.offered.items()},
+        untaken=first.untaken if all(job.untaken for job in jobs) else "",
+    )

@@ -81,6 +81,12 @@ class EvidenceNode:
     strong: bool = True
 
 
+# ``nn.Module`` methods that change the module in place and return it.
+_SELF_RETURNING = frozenset(
+    {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval", "requires_grad_"}
+)
+
+
 @dataclass(frozen=True)
 class Wrap:
     """A ``smp.DistributedModel(...)`` or ``smp.DistributedOptimizer(...)`` call.
@@ -97,7 +103,17 @@ class Wrap:
 
     @property
     def argument_name(self) -> Optional[str]:
-        return self.argument.value if type(self.argument) is cst.Name else None
+        """The wrapped model's name, also through the calls that return the module itself
+        (``smp.DistributedModel(model.to(device))``, ``model.cuda()``: ``nn.Module.to`` and its
+        kin move the module in place and return it)."""
+        node = self.argument
+        while (
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
+            and node.func.attr.value in _SELF_RETURNING
+        ):
+            node = node.func.value
+        return node.value if type(node) is cst.Name else None
 
 
 @dataclass(frozen=True)

@@ -280,6 +280,11 @@ class Rule:
         if offered:
             severity = Severity.HINT
         evidence = tuple(evidence)
+        if self.program.job.offered_job:
+            # Every launcher of this script sits in a branch its values do not take: the job
+            # is one the code offers, so what breaks in it is a hint, saying which branch.
+            severity = Severity.HINT
+            evidence = (f"the job is only offered: {self.program.job.offered_job}", *evidence)
         if verdict.reach is Reach.OFF_BY_DEFAULT and verdict.requirement is not None:
             severity = Severity.HINT
             how = verdict.known.how if verdict.known else ()

@@ -20,7 +20,7 @@ from smpfix.base.literals import literal_value
 from smpfix.program.facts import FileFacts
 from smpfix.program.names import StatementRef
 from smpfix.program.project.local_modules import LocalModules
-from smpfix.program.ranks.rank_terms import helper_function
+from smpfix.program.ranks.rank_terms import attribute_terms, helper_function
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def _rank_test(
 ) -> Optional[tuple[RankGuard, bool]]:
     """(guard, True if the condition holds on rank 0 only) for one comparison-like test."""
     if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
-        found = _rank_value(expr.expression, facts, depth, arguments)
+        found = _rank_value(expr.expression, facts, depth, arguments, modules)
         if found is not None:
             return found, True
         inner = _rank_test(expr.expression, facts, depth, modules, arguments)
@@ -63,7 +63,7 @@ def _rank_test(
         for rank_side, other in sides:
             if literal_value(other) != 0 or literal_value(other) is False:
                 continue
-            found = _rank_value(rank_side, facts, depth, arguments)
+            found = _rank_value(rank_side, facts, depth, arguments, modules)
             if found is None:
                 continue
             if isinstance(target.operator, (cst.Equal, cst.Is)):
@@ -129,7 +129,17 @@ def _rank_value(
     facts: FileFacts,
     depth: int,
     arguments: Optional[Arguments] = None,
+    modules: Optional[LocalModules] = None,
 ) -> Optional[RankGuard]:
+    if type(expr) is cst.Attribute:
+        # ``if args.rank == 0:`` where every assignment of ``args.rank`` (here, or in the
+        # project module whose ``init_distributed(args)`` sets it) is one rank call. Not the
+        # call itself: a fix does not reach into the attribute.
+        terms = attribute_terms(expr, facts, depth, modules)
+        member = terms[0].member if terms else None
+        if member in _RANKS and terms[0].from_library:
+            return RankGuard(member, expr, None)
+        return None
     if type(expr) is cst.Call and not expr.args:
         member = facts.smp_member(expr.func)
         if member is not None and member.endswith("rank") and member in _RANKS:

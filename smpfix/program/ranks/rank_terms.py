@@ -100,7 +100,7 @@ def rank_terms(
                     )
             continue
         if type(node) is cst.Attribute:
-            held = _attribute_terms(node, facts, depth, modules) if depth < 3 else []
+            held = attribute_terms(node, facts, depth, modules) if depth < 3 else []
             if held:
                 found.extend(held)
             else:
@@ -115,7 +115,7 @@ def rank_terms(
     return found
 
 
-def _attribute_terms(
+def attribute_terms(
     node: cst.Attribute, facts: FileFacts, depth: int, modules: Optional[LocalModules]
 ) -> list[RankTerm]:
     """``args.rank`` where every assignment of ``args.rank``, in this file or in the project

@@ -1,4 +1,4 @@
-"""SMP303: full checkpoints that silently lose state (the optimizer, or all but one partition)."""
+"""SMP303: checkpoints that silently lose state (the optimizer, or all but one partition)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from smpfix.base.findings import Applicability, Severity
 from smpfix.base.walker import iter_nodes
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.objects.checkpoint_api import CHECKPOINT_API_SINCE
+from smpfix.program.ranks.rank_groups import cut
+from smpfix.rules.checkpointing._enclosing_guards import enclosing_guards
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
-from smpfix.rules.titles import snippet
+from smpfix.rules.titles import snippet, unknown_settings
 
 # smp.save_checkpoint(path, tag, partial=True, model=None, optimizer=None, ...)
 _CHECKPOINT_PARTIAL, _CHECKPOINT_OPTIMIZER = 2, 4
@@ -42,9 +44,9 @@ def _words(state: Tri, states: Sequence[FeatureState]) -> str:
 
 class FullCheckpointMisuse(Rule):
     summary = (
-        "A full checkpoint that drops state: `smp.save_checkpoint(partial=False, optimizer=...)`, a"
-        " full `optimizer.state_dict()` under TP/OSS/SDP, or `local_state_dict()` saved with"
-        " `smp.save(..., partial=False)`."
+        "A checkpoint that drops state: `smp.save_checkpoint(partial=False, optimizer=...)`, a"
+        " full `optimizer.state_dict()` under TP/OSS/SDP, `local_state_dict()` saved with"
+        " `smp.save(..., partial=False)`, or saved partially by one rank of a model replica."
     )
     fix_availability = FixAvailability.UNSAFE
     depends_on = ("TP", "OSS", "SDP", "PP")
@@ -95,6 +97,10 @@ class FullCheckpointMisuse(Rule):
     def _check_save(self, call: cst.Call) -> None:
         partial = argument(call, "partial", _SAVE_PARTIAL)
         saved = argument(call, "obj", _SAVE_OBJECT)
+        if saved is not None and (
+            partial is None or self.program.facts.literal(partial.value) is True
+        ):
+            self._check_partial_save(call, saved)
         if (
             partial is None
             or saved is None
@@ -137,6 +143,47 @@ class FullCheckpointMisuse(Rule):
             severity=severity,
             fix=self._partial_fix(partial),
             job_facts=deciding,
+        )
+
+    # -- smp.save(<local_state_dict()>, path, partial=True) by one rank of a replica ------------
+    def _check_partial_save(self, call: cst.Call, saved: cst.Arg) -> None:
+        """A partial save writes one file per rank that calls it; under a guard that lets
+        only one rank of a model replica through (``smp.rank() == 0``), the other pipeline
+        stages and tensor-parallel slots never write theirs (developer guide, troubleshooting:
+        save with ``dp_rank() == 0``, or ``rdp_rank() == 0`` under tensor parallelism). The
+        ``dp_rank()`` guard under tensor parallelism is SMP301's."""
+        if not self._local_state_calls(saved.value):
+            return
+        guards = enclosing_guards(self.ancestry.stack, self.program.facts, self.program.modules)
+        functions = [g.function for guard in guards for g in guard.guards]
+        if not functions or set(functions) <= {"dp_rank", "rdp_rank"}:
+            return
+        found = cut(functions, "MP_GROUP", self.program.job)
+        if found is None:
+            return
+        test = " ".join(self.program.code_for(guards[-1].test).split())
+        condition = found.condition()
+        title = (
+            f"partial save under {snippet(test, 30)}: the other partitions are never written"
+            if not condition
+            else "partial save by one rank of a replica misses partitions if"
+            f" {unknown_settings(found.states)} is on"
+        )
+        self.report(
+            call,
+            title,
+            explanation=(
+                "`local_state_dict()` holds only this rank's partition of the model, and"
+                " `smp.save(..., partial=True)` writes one file for each rank that calls it;"
+                f" under `{test}` only one rank of the model replica does"
+                f"{' ' + condition if condition else ''}, so the files of the other pipeline"
+                " stages (and tensor-parallel slots) are missing and the checkpoint cannot be"
+                " loaded. Guard the save with `smp.dp_rank() == 0` (`smp.rdp_rank() == 0` under"
+                " tensor parallelism): every rank of one replica writes its partition."
+            ),
+            evidence=(f"the save runs only where `{test}`",),
+            severity=Severity.ERROR if found.definite else Severity.WARNING,
+            job_facts=found.states,
         )
 
     def _local_state_calls(self, expr: cst.BaseExpression, depth: int = 0) -> list[cst.Call]:

@@ -4,7 +4,6 @@ state sharding."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Optional
 
 import libcst as cst
@@ -13,19 +12,10 @@ from smpfix.base.calls import argument, bound_names, names_in
 from smpfix.base.edits import DeleteStatementLines, InsertStatementBefore
 from smpfix.base.findings import Applicability, Severity
 from smpfix.job.jobfacts import FeatureState, Tri
-from smpfix.program.ranks.guards import RankGuard, guarded_by_early_exit, rank_zero_guards
 from smpfix.program.ranks.rank_groups import cut
+from smpfix.rules.checkpointing._enclosing_guards import EnclosingGuard, enclosing_guards
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.titles import snippet
-
-
-@dataclass(frozen=True)
-class _Guard:
-    """A rank guard around the call: an ``if`` whose body holds it, or an early exit before it."""
-
-    guards: tuple[RankGuard, ...]
-    test: cst.BaseExpression
-    if_node: Optional[cst.If]
 
 
 class LegacyManualCheckpointing(Rule):
@@ -63,21 +53,12 @@ class LegacyManualCheckpointing(Rule):
         if split is not None and oss.state is not Tri.OFF:
             self._flag_hang(node, guards, oss)
 
-    def _guards(self) -> list[_Guard]:
-        found: list[_Guard] = []
-        stack = self.ancestry.stack
-        for position, node in enumerate(stack[:-1]):
-            if type(node) is cst.If and stack[position + 1] is node.body:
-                guards = rank_zero_guards(node.test, self.program.facts, self.program.modules)
-                if guards:
-                    found.append(_Guard(tuple(guards), node.test, node))
-            ref = self.program.facts.statement_of(node)
-            if ref is not None:
-                for guard, exit_node in guarded_by_early_exit(ref, self.program.facts):
-                    found.append(_Guard((guard,), exit_node.test, None))
-        return found
+    def _guards(self) -> list[EnclosingGuard]:
+        return enclosing_guards(self.ancestry.stack, self.program.facts, self.program.modules)
 
-    def _flag_hang(self, call: cst.Call, guards: Sequence[_Guard], oss: FeatureState) -> None:
+    def _flag_hang(
+        self, call: cst.Call, guards: Sequence[EnclosingGuard], oss: FeatureState
+    ) -> None:
         known = oss.state is Tri.ON
         test = " ".join(self.program.code_for(guards[-1].test).split())
         spelled = self.program.code_for(call.func)
@@ -107,7 +88,7 @@ class LegacyManualCheckpointing(Rule):
             job_facts=(oss,),
         )
 
-    def _hoist(self, call: cst.Call, guards: Sequence[_Guard]) -> Optional[PendingFix]:
+    def _hoist(self, call: cst.Call, guards: Sequence[EnclosingGuard]) -> Optional[PendingFix]:
         """``x = optimizer.local_state_dict()`` directly in the body of the one guarding ``if``
         moves before that ``if``, so every rank calls it."""
         if len(guards) != 1 or guards[0].if_node is None:

@@ -30,7 +30,7 @@ def _parse(seq_len):
 def shard_files(channel):
     """The TFRecord shards of a SageMaker input channel."""
     folder = os.environ.get(f"SM_CHANNEL_{channel.upper()}", f"/opt/ml/input/data/{channel}")
-    return tf.io.gfile.glob(os.path.join(folder, "*.tfrecord"))  # expect: SMP707 warning
+    return tf.io.gfile.glob(os.path.join(folder, "*.tfrecord"))  # expect: SMP707 error
 
 
 def train_dataset(seq_len, batch_size, shuffle_buffer=20000):
