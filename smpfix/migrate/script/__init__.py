@@ -1,0 +1,82 @@
+"""Moving one SMP v1 training script (or a helper module it imports) to SMP v2.
+
+``migrate_script(program)`` reads the file's program model, with the job facts of the launcher
+that starts it, and returns the file before and after with an item per change or left-over
+task. The modules here each move one concern (initialisation, ranks, the training step's
+calls, the wraps, step functions, model-creation contexts, activation checkpointing,
+checkpoints, collectives), record their decisions in one ``Plan``, and ``rewrite`` writes the
+plan in a single LibCST pass. What v2 cannot run is only reported (``blocking``) and leaves the
+file as it is; what no
+transformation moved keeps the whole file on v1 (``TODO`` comments only), so it runs under v1
+until a person finishes.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from smpfix.migrate import links
+from smpfix.migrate.items import FileMigration, Outcome
+from smpfix.migrate.script.activation import migrate_activation_checkpointing
+from smpfix.migrate.script.blocking import report_blocking
+from smpfix.migrate.script.checkpoints import migrate_checkpoints
+from smpfix.migrate.script.context import Context
+from smpfix.migrate.script.contexts import migrate_contexts
+from smpfix.migrate.script.imports import drop_v1_imports
+from smpfix.migrate.script.init import migrate_init
+from smpfix.migrate.script.leftovers import migrate_collectives, report_leftovers
+from smpfix.migrate.script.plan import Plan
+from smpfix.migrate.script.ranks import migrate_ranks
+from smpfix.migrate.script.rewrite import write
+from smpfix.migrate.script.shape import job_shape
+from smpfix.migrate.script.steps import migrate_steps
+from smpfix.migrate.script.training import migrate_training
+from smpfix.migrate.script.wrap import migrate_wraps
+from smpfix.program.model import Program
+
+__all__ = ["migrate_script"]
+
+
+def migrate_script(program: Program) -> FileMigration:
+    """The file moved to SMP v2 as far as it can be, and what a person must still do."""
+    text = program.file.text
+    facts = program.facts
+    ctx = Context(program, Plan(program.path))
+    if not facts.imports_smp:
+        return FileMigration(program.path, text, text, ())
+    shape = job_shape(ctx)
+    report_blocking(ctx, shape)
+    if ctx.plan.items:
+        # Blocked: the job stays on v1 as a whole (the driver marks it with TODO comments).
+        return _result(ctx, text)
+    migrate_init(ctx)
+    migrate_ranks(ctx)
+    migrate_training(ctx)
+    anchor = migrate_wraps(ctx, shape)
+    migrate_steps(ctx, shape)
+    migrate_contexts(ctx, shape)
+    migrate_activation_checkpointing(ctx, shape, anchor)
+    migrate_checkpoints(ctx, anchor)
+    migrate_collectives(ctx)
+    if not report_leftovers(ctx):
+        drop_v1_imports(ctx)
+    after = write(program.module, ctx.plan)
+    try:
+        cst.parse_module(after)
+    except cst.ParserSyntaxError as error:
+        ctx.plan.items.clear()
+        ctx.plan.add(
+            1,
+            Outcome.REPORT,
+            "internal-error",
+            f"smpfix wrote code that does not parse ({error.message}); the file is left as it"
+            " was: please report this",
+            links.UPGRADE_FROM_V1,
+        )
+        return _result(ctx, text)
+    return _result(ctx, after)
+
+
+def _result(ctx: Context, after: str) -> FileMigration:
+    items = sorted(ctx.plan.items, key=lambda item: (item.line, item.topic))
+    return FileMigration(ctx.program.path, ctx.program.file.text, after, tuple(items))

@@ -1,0 +1,135 @@
+"""The v1 references no transformation moved: collectives on v1's groups, ``smp.nn`` modules,
+and any other member. Each gets a ``TODO`` comment and an item; while one is left, the file
+stays as it is, so it still runs under v1 until a person finishes.
+
+``x = smp.allgather(obj, group)`` is written in its v2 shape, ``all_gather_object`` into a
+list (the world's group is v1's data-parallel group when there is one pipeline stage); on a
+group v2 does not have, the shape is written with a ``TODO`` to build that group.
+
+A file with anything left keeps all its v1 code (only ``TODO`` comments are added): half of it
+on v2 would import both libraries, which no container has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from smpfix.migrate import links
+from smpfix.migrate.items import Outcome
+from smpfix.migrate.script.context import Context
+from smpfix.migrate.script.plan import Plan, in_place_of, todo_comment
+from smpfix.migrate.script.wrap import code
+
+_WORLD_GROUPS = frozenset({"WORLD", "DP_GROUP"})
+
+
+def references(ctx: Context) -> Iterator[cst.CSTNode]:
+    """Every outermost name or attribute that names a v1 member, outside import statements."""
+    for node in ctx.program.file.nodes_of(cst.Name, cst.Attribute):
+        parent = ctx.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            continue
+        if isinstance(parent, (cst.ImportAlias, cst.Import, cst.ImportFrom)):
+            continue
+        if any(isinstance(a, (cst.Import, cst.ImportFrom)) for a in ctx.ancestors(node)):
+            continue
+        if ctx.member(node) is not None:
+            yield node
+
+
+def left_over(ctx: Context) -> list[cst.CSTNode]:
+    plan = ctx.plan
+    covered = plan.handled | set(plan.expressions) | plan.dropped | plan.decorators
+    return [
+        node
+        for node in references(ctx)
+        if id(node) not in covered and not any(id(a) in covered for a in ctx.ancestors(node))
+    ]
+
+
+def migrate_collectives(ctx: Context) -> None:
+    for call in ctx.calls("allgather"):
+        statement = ctx.statement(call)
+        if not (
+            isinstance(statement, cst.SimpleStatementLine)
+            and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Assign)
+            and statement.body[0].value is call
+            and len(statement.body[0].targets) == 1
+            and type(statement.body[0].targets[0].target) is cst.Name
+            and len(call.args) == 2
+            and not any(arg.keyword for arg in call.args)
+        ):
+            continue
+        group = ctx.member(call.args[1].value)
+        if group is None:
+            continue
+        target = statement.body[0].targets[0].target.value  # type: ignore[attr-defined]
+        dist = ctx.dist
+        ctx.plan.replace_statement(
+            statement,
+            in_place_of(
+                f"{target} = [None] * {dist}.get_world_size()",
+                f"{dist}.all_gather_object({target}, {code(call.args[0].value)})",
+            ),
+        )
+        ctx.plan.handle(call.func, call.args[1].value)
+        line = ctx.line(call)
+        if group in _WORLD_GROUPS:
+            ctx.plan.add(
+                line,
+                Outcome.MOVED,
+                "collectives",
+                f"`smp.allgather(..., smp.{group})` -> `{dist}.all_gather_object` over the world",
+                links.UPGRADE_FROM_V1,
+            )
+            continue
+        what = (
+            f"v2 has no smp.{group}: gather over a group of the ranks v1's {group} held"
+            f" ({dist}.new_group) and size the list to it"
+        )
+        ctx.plan.comment(statement, todo_comment("collectives", what, links.UPGRADE_FROM_V1))
+        ctx.plan.add(line, Outcome.SCAFFOLD, "collectives", what, links.UPGRADE_FROM_V1)
+
+
+def report_leftovers(ctx: Context) -> bool:
+    """Report what no transformation moved, in a plan of its own that only adds the ``TODO``
+    comments (a file that still needs the v1 library cannot also import v2: SMP004); whether
+    anything was left."""
+    left = left_over(ctx)
+    if not left:
+        return False
+    ctx.plan = Plan(ctx.plan.path)
+    seen: set[int] = set()
+    for node in left:
+        statement = ctx.statement(node)
+        member = ctx.member(node) or ""
+        key = id(statement) if statement is not None else id(node)
+        if key in seen:
+            continue
+        seen.add(key)
+        if member.startswith("nn."):
+            topic = "smp-nn"
+            what = (
+                f"smp.{member} has no v2 counterpart: build the model from Hugging Face or"
+                " PyTorch modules (tsm.transform gives tensor parallelism to the families"
+                " v2 supports)"
+            )
+            link = links.TENSOR_PARALLELISM
+        elif member in ("broadcast", "send", "recv_from", "allgather", "barrier"):
+            topic = "collectives"
+            what = (
+                f"smp.{member} on v1's groups: use torch.distributed's collective over a"
+                " group of the same ranks"
+            )
+            link = links.UPGRADE_FROM_V1
+        else:
+            topic = "v1-api"
+            what = f"smp.{member} has no v2 counterpart smpfix can write: move it by hand"
+            link = links.UPGRADE_FROM_V1
+        if statement is not None:
+            ctx.plan.comment(statement, todo_comment(topic, what, link))
+        ctx.plan.add(ctx.line(node), Outcome.REPORT, topic, what, link)
+    return True
