@@ -108,6 +108,14 @@ EXPECTED: dict[str, list[tuple[int, Outcome, str, bool]]] = {
     "tensor_parallel_gpt2_blocked": [(6, R, "tensor-parallelism", True)],
     "hf_trainer_blocked": [(6, R, "hf-trainer", True)],
     "tensorflow_blocked": [(1, R, "tensorflow", True)],
+    "from_imports_and_aliases": [
+        (9, M, "initialisation", False),
+        (13, M, "step", False),
+        (15, M, "backward", False),
+        (18, S, "fsdp-wrap", False),
+        (19, M, "optimizer", False),
+        (20, M, "ranks", False),
+    ],
     # Traps: only what is the library's moves.
     "trap_local_rank_function": [(19, M, "initialisation", False)],
     "trap_smp_alias_of_numpy": [],
@@ -211,6 +219,13 @@ def test_traps_keep_the_names_that_are_not_the_library() -> None:
     assert "def rank():" in local and "teacher.backward(rank())" in local
     alias = _migrated("trap_smp_alias_of_numpy")
     assert alias.after == alias.before and alias.items == ()
+
+
+def test_new_code_names_modules_the_way_the_file_does() -> None:
+    after = _migrated("from_imports_and_aliases").after
+    assert "td.init_process_group(" in after and "if td.get_rank() == 0:" in after
+    assert "import torch.distributed as dist" not in after  # ``dist`` is the file's variable
+    assert "from smdistributed" not in after
 
 
 def test_comments_and_formatting_are_kept() -> None:

@@ -35,7 +35,7 @@ def migrate_init(ctx: Context) -> None:
             ctx.line(call),
             Outcome.MOVED,
             "initialisation",
-            f"`smp.init()` -> `{'`, `'.join(lines)}`{dropped}",
+            f"`{ctx.program.code_for(call.func)}()` -> `{'`, `'.join(lines)}`{dropped}",
             links.USE_V2,
         )
 

@@ -38,7 +38,8 @@ def migrate_steps(ctx: Context, shape: Shape) -> None:
                 line,
                 Outcome.MOVED,
                 "step",
-                f"`@smp.step` removed from `{function.name.value}` (one microbatch)",
+                f"`@{ctx.program.code_for(decorators[0].decorator)}` removed from"
+                f" `{function.name.value}` (one microbatch)",
                 links.UPGRADE_FROM_V1,
             )
             continue

@@ -124,7 +124,7 @@ def _wrap_model(ctx: Context, shape: Shape, wrap: Wrap) -> Optional[Statement]:
             ctx.line(call),
             Outcome.SCAFFOLD,
             "fsdp-wrap",
-            f"`smp.DistributedModel` -> {what}{family}; to finish: {'; '.join(todo)}",
+            f"`{ctx.program.code_for(call.func)}` -> {what}{family}; to finish: {'; '.join(todo)}",
             links.HYBRID_SHARDING,
         )
     else:
@@ -132,7 +132,7 @@ def _wrap_model(ctx: Context, shape: Shape, wrap: Wrap) -> Optional[Statement]:
             ctx.line(call),
             Outcome.MOVED,
             "fsdp-wrap",
-            f"`smp.DistributedModel` -> {what}{family}",
+            f"`{ctx.program.code_for(call.func)}` -> {what}{family}",
             links.HYBRID_SHARDING,
         )
     if (
