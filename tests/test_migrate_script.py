@@ -75,6 +75,13 @@ EXPECTED: dict[str, list[tuple[int, Outcome, str, bool]]] = {
         (15, M, "checkpoints", False),
         (16, M, "checkpoints", False),
     ],
+    "checkpoint_resume_moves": [
+        (6, M, "initialisation", False),
+        (8, M, "checkpoints", False),
+        (8, R, "v1-checkpoints", False),
+        (9, M, "fsdp-wrap", False),
+        (10, M, "optimizer", False),
+    ],
     "tensor_parallel_llama": [
         (6, M, "initialisation", False),
         (8, M, "tensor-parallelism", False),
@@ -234,3 +241,14 @@ def test_comments_and_formatting_are_kept() -> None:
     moved = _migrated("wrap_gpt2_bf16").after
     # The optimizer moved below the wrap with its comment.
     assert "    # The optimizer is built first; v1 wrapped both later.\n    optimizer = " in moved
+
+
+def test_a_rewrite_that_breaks_the_file_is_never_kept() -> None:
+    """The last guard before a result is returned: text that does not parse, or that still
+    reads a name of the v1 import it removed, is refused (the file stays as it was)."""
+    from smpfix.migrate.script import _broken
+
+    assert _broken("x = (\n", ()) is not None
+    assert _broken("print(smp.rank())\n", {"smp"}) == ("still uses smp of the v1 import it removed")
+    # An attribute, a keyword or a parameter spelled like the import is not a use of it.
+    assert _broken("tsm.init()\nf(init=1)\ndef g(init): pass\n", {"init"}) is None

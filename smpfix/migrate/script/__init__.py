@@ -13,6 +13,9 @@ until a person finishes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Optional
+
 import libcst as cst
 
 from smpfix.migrate import links
@@ -58,23 +61,75 @@ def migrate_script(program: Program) -> FileMigration:
     migrate_activation_checkpointing(ctx, shape, anchor)
     migrate_checkpoints(ctx, anchor)
     migrate_collectives(ctx)
-    if not report_leftovers(ctx):
+    left = report_leftovers(ctx)
+    if not left:
         drop_v1_imports(ctx)
     after = write(program.module, ctx.plan)
-    try:
-        cst.parse_module(after)
-    except cst.ParserSyntaxError as error:
+    problem = _broken(after, () if left else _v1_names(program))
+    if problem is not None:
         ctx.plan.items.clear()
         ctx.plan.add(
             1,
             Outcome.REPORT,
             "internal-error",
-            f"smpfix wrote code that does not parse ({error.message}); the file is left as it"
-            " was: please report this",
+            f"smpfix's rewrite of this file {problem}; the file is left as it was:"
+            " please report this",
             links.UPGRADE_FROM_V1,
         )
         return _result(ctx, text)
     return _result(ctx, after)
+
+
+class _Loads(cst.CSTVisitor):
+    """The plain names an expression reads (not attributes after a dot, keywords or
+    parameters)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Param(self, node: cst.Param) -> bool:
+        return False
+
+    def visit_ImportAlias(self, node: cst.ImportAlias) -> bool:
+        return False
+
+
+def _v1_names(program: Program) -> frozenset[str]:
+    """The names the file binds to the v1 library (``smp``, ``DistributedModel``)."""
+    return frozenset(
+        local
+        for local, qualified in program.facts.imports.bindings.items()
+        if qualified.startswith("smdistributed.modelparallel") and "." not in local
+    )
+
+
+def _broken(after: str, dropped: Iterable[str]) -> Optional[str]:
+    """What is wrong with the rewritten text: it does not parse, or it still uses a name of
+    the v1 import it dropped; None when neither."""
+    try:
+        module = cst.parse_module(after)
+    except cst.ParserSyntaxError as error:
+        return f"does not parse ({error.message})"
+    names = frozenset(dropped)
+    if names:
+        loads = _Loads()
+        module.visit(loads)
+        used = loads.names & names
+        if used:
+            return f"still uses {', '.join(sorted(used))} of the v1 import it removed"
+    return None
 
 
 def _result(ctx: Context, after: str) -> FileMigration:

@@ -3,10 +3,11 @@ written and read with ``torch.distributed.checkpoint``.
 
 A v1 partial checkpoint (each rank its shard) becomes an FSDP sharded state dict of the
 model and the optimizer, saved and loaded by every rank (the v2 checkpoint page; the
-official v2 example's ``save_state_dict``/``FileSystemWriter``), with v1's ``user_content``
-kept as one more entry. A full checkpoint becomes the full state dict gathered on rank 0 and
-written there with ``torch.save``. Loading needs the wrapped model and optimizer, so a
-resume written before them moves below. The checkpoints v1 already wrote stay v1's: only an
+official v2 example's ``save_state_dict``/``FileSystemWriter``; the optimizer loaded with
+``load_sharded_optimizer_state_dict``), v1's ``user_content`` in a file of its own. A full
+checkpoint becomes the full state dict gathered on rank 0 and written there with
+``torch.save``. Loading needs the wrapped model and optimizer, so a resume written before them
+moves below. The checkpoints v1 already wrote stay v1's: only an
 export to a full (Hugging Face) state dict, made under v1, carries over; the item says how.
 """
 
@@ -67,14 +68,16 @@ def _expression_statement(ctx: Context, call: cst.Call) -> Optional[Statement]:
     return None
 
 
-def _location(ctx: Context, call: cst.Call) -> Optional[str]:
+def _location(ctx: Context, call: cst.Call, *more: str) -> Optional[str]:
+    """Where v1 wrote the checkpoint (its ``path`` and ``tag``), with ``more`` path parts."""
     path = _argument(call, "path", 0)
     if path is None:
         return None
     tag = _argument(call, "tag", 1)
-    if tag is None:
-        return code(path)
-    return f"{ctx.plain_module('os')}.path.join({code(path)}, {code(tag)})"
+    parts = [code(path), *([code(tag)] if tag is not None else []), *more]
+    if len(parts) == 1:
+        return parts[0]
+    return f"{ctx.plain_module('os')}.path.join({', '.join(parts)})"
 
 
 def migrate_checkpoints(ctx: Context, anchor: Optional[Statement]) -> None:
@@ -123,8 +126,9 @@ def _save(ctx: Context, call: cst.Call) -> None:
     entries = [f'"model": {m}.state_dict()']
     if type(optimizer) is cst.Name:
         entries.append(f'"optimizer": {fsdp}.optim_state_dict({m}, {optimizer.value})')
-    if user is not None and not _is_none(user):
-        entries.append(f'"user_content": {code(user)}')
+    user_content = code(user) if user is not None and not _is_none(user) else None
+    if partial is False and user_content is not None:
+        entries.append(f'"user_content": {user_content}')
     state = "{" + ", ".join(entries) + "}"
     if partial is False:
         full = ctx.name("torch.distributed.fsdp", "FullStateDictConfig")
@@ -141,6 +145,11 @@ def _save(ctx: Context, call: cst.Call) -> None:
             f"    {dcp}.save_state_dict(state_dict={state},"
             f" storage_writer={dcp}.FileSystemWriter({location}))\n"
         ]
+        if user_content is not None:
+            lines.append(
+                f"if {ctx.dist}.get_rank() == 0:\n"
+                f"    {ctx.torch}.save({user_content}, {_user_content_file(ctx, call)})\n"
+            )
         message = (
             "partial checkpoint -> FSDP sharded state dict saved with torch.distributed.checkpoint"
         )
@@ -190,29 +199,29 @@ def _resume(
             f"full checkpoint -> loaded into the FSDP model; to finish: {todo}",
         )
     else:
-        entries = [f'"model": {m}.state_dict()']
-        if optimizer is not None:
-            entries.append(f'"optimizer": {fsdp}.optim_state_dict({m}, {optimizer})')
-        if target is not None:
-            entries.append('"user_content": {}')
         body = [
-            f"    checkpoint = {{{', '.join(entries)}}}",
+            f'    checkpoint = {{"model": {m}.state_dict()}}',
             f"    {dcp}.load_state_dict(state_dict=checkpoint,"
             f" storage_reader={dcp}.FileSystemReader({location}))",
             f'    {m}.load_state_dict(checkpoint["model"])',
         ]
         if optimizer is not None:
-            body.append(
-                f"    {optimizer}.load_state_dict({fsdp}.optim_state_dict_to_load("
-                f'model={m}, optim={optimizer}, optim_state_dict=checkpoint["optimizer"]))'
+            sharded = ctx.name(
+                "torch.distributed.checkpoint.optimizer", "load_sharded_optimizer_state_dict"
             )
+            body += [
+                f'    optimizer_state = {sharded}(model_state_dict=checkpoint["model"],'
+                f' optimizer_key="optimizer", storage_reader={dcp}.FileSystemReader({location}))',
+                f"    {optimizer}.load_state_dict({fsdp}.optim_state_dict_to_load("
+                f'model={m}, optim={optimizer}, optim_state_dict=optimizer_state["optimizer"]))',
+            ]
         lines = [
             f"with {fsdp}.state_dict_type({m}, {kind}.SHARDED_STATE_DICT):\n"
             + "\n".join(body)
             + "\n"
         ]
         if target is not None:
-            lines.append(f'{target} = checkpoint["user_content"]\n')
+            lines.append(f"{target} = {ctx.torch}.load({_user_content_file(ctx, call)})\n")
         outcome = Outcome.MOVED
         message = (
             "partial checkpoint -> FSDP sharded state dict loaded with torch.distributed.checkpoint"
@@ -273,6 +282,15 @@ def _placement(ctx: Context, statement: Statement, anchor: Optional[Statement]) 
             return "moved"
         return "early"
     return "kept"
+
+
+def _user_content_file(ctx: Context, call: cst.Call) -> str:
+    """Where v1's ``user_content`` goes: a file of its own next to the shards (a nested dict
+    in a distributed checkpoint is flattened into its leaves, so it would not load back as a
+    whole), written by rank 0 and read by every rank."""
+    found = _location(ctx, call, '"user_content.pt"')
+    assert found is not None
+    return found
 
 
 def _target(statement: Statement) -> Optional[str]:

@@ -39,9 +39,6 @@ class _Writer(cst.CSTTransformer):
         if not isinstance(original, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             return updated
         assert isinstance(updated, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
-        if key in plan.moves:
-            self.moved.setdefault(plan.moves[key], []).append(self._commented(key, [updated])[0])
-            return cst.RemoveFromParent()
         if key in plan.dropped:
             self.gone.add(id(updated))
             return updated
@@ -49,6 +46,9 @@ class _Writer(cst.CSTTransformer):
             list(plan.statements[key](updated)) if key in plan.statements else [updated]
         )
         statements = self._commented(key, statements)
+        if key in plan.moves:
+            self.moved.setdefault(plan.moves[key], []).extend(statements)
+            return cst.RemoveFromParent()
         statements.extend(plan.after.get(key, ()))
         statements.extend(self.moved.pop(key, ()))
         if len(statements) == 1:
