@@ -82,6 +82,18 @@ def test_a_project_moves_as_far_as_v2_lets_it(project: Path) -> None:
         assert errors == [], (path, errors)
 
 
+def test_code_around_a_dropped_loop_stays() -> None:
+    """The loops that only marked layers for activation checkpointing go; the evaluation loop
+    of the same file, and everything else, stays."""
+    migration = launched_scripts((REALISTIC / "t5_sdp_bf16_pytorch113").resolve())[
+        "src/finetune.py"
+    ]
+    kept = [line for line in migration.before.splitlines() if "for input_ids" in line]
+    assert len(kept) == 2
+    assert all(line in migration.after.splitlines() for line in kept)
+    assert "            smp.set_activation_checkpointing(block)" not in migration.after
+
+
 def test_a_moved_project_moves_its_helper_modules_too() -> None:
     migrations = launched_scripts((PROJECTS / "neox_sharded_bf16").resolve())
     helper = migrations["src/shards.py"]

@@ -1,5 +1,6 @@
-"""Properties of every script migration, over generated v1 scripts: the result parses, a second
-migration changes nothing, and each item links its page at a line of the original file.
+"""Properties of every script migration, over generated v1 scripts: the result parses, the
+user's own code between the library's calls is all still there, a second migration changes
+nothing, and each item links its page at a line of the original file.
 
 The scripts are put together from the v1 constructs the migration knows (and some it does not),
 in any order and nesting, under any job: what a real script combines.
@@ -75,7 +76,9 @@ _JOBS = st.fixed_dictionaries(
 def _scripts(draw: st.DrawFn) -> str:
     pieces = draw(st.lists(st.sampled_from(_PIECES), max_size=8))
     in_function = draw(st.booleans())
-    body = "\n".join(pieces) or "pass"
+    # Code of the user's own between the library's: every line of it must survive.
+    mixed = [line for at, piece in enumerate(pieces) for line in (f"keep_{at} = {at}", piece)]
+    body = "\n".join(mixed) or "pass"
     if in_function:
         body = "def main():\n" + "\n".join("    " + line for line in body.splitlines())
     return "\n".join([*_HEADER, *_SETUP, body, ""])
@@ -90,5 +93,8 @@ def test_a_migration_parses_and_a_second_changes_nothing(text: str, job: dict[st
     for item in first.items:
         assert item.link.startswith("https://"), item
         assert 1 <= item.line <= len(lines) and lines[item.line - 1].strip(), item
+    for line in text.splitlines():
+        if line.strip().startswith("keep_"):
+            assert line in first.after.splitlines(), line
     again = migrate_text(first.after, job)
     assert again.after == first.after

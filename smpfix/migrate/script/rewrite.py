@@ -23,7 +23,9 @@ class _Writer(cst.CSTTransformer):
         self.plan = plan
         self.moved: dict[int, list[cst.BaseStatement]] = {}
         # Dropped statements, as rewritten: their block removes them (``_without_dropped``).
+        # Kept alive in ``_held``, so that no later node takes the id of one.
         self.gone: set[int] = set()
+        self._held: list[cst.CSTNode] = []
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> object:  # type: ignore[override]
         updated = super().on_leave(original, updated)  # type: ignore[assignment]
@@ -41,6 +43,7 @@ class _Writer(cst.CSTTransformer):
         assert isinstance(updated, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
         if key in plan.dropped:
             self.gone.add(id(updated))
+            self._held.append(updated)
             return updated
         statements: list[cst.BaseStatement] = (
             list(plan.statements[key](updated)) if key in plan.statements else [updated]
