@@ -123,6 +123,11 @@ EXPECTED: dict[str, list[tuple[int, Outcome, str, bool]]] = {
         (19, M, "optimizer", False),
         (20, M, "ranks", False),
     ],
+    "helper_module": [
+        (11, M, "initialisation", False),
+        (15, M, "ranks", False),
+        (16, M, "fsdp-wrap", False),
+    ],
     # Traps: only what is the library's moves.
     "trap_local_rank_function": [(19, M, "initialisation", False)],
     "trap_smp_alias_of_numpy": [],

@@ -18,13 +18,20 @@ from smpfix.migrate.script.plan import in_place_of
 
 
 def migrate_init(ctx: Context) -> None:
-    sets_device = bool(ctx.program.facts.calls_of("torch.cuda.set_device"))
+    facts = ctx.program.facts
+    sets_device = bool(facts.calls_of("torch.cuda.set_device"))
+    # A script that already creates the process group (a DDP script started by an SMP launcher)
+    # must not create it twice.
+    has_group = bool(facts.calls_of("torch.distributed.init_process_group"))
     for call in ctx.calls("init"):
         statement = ctx.statement(call)
         if not _alone(statement, call):
             continue
         assert statement is not None
-        lines = [f'{ctx.dist}.init_process_group(backend="nccl")', f"{ctx.tsm}.init()"]
+        lines = [f"{ctx.tsm}.init()"]
+        if not has_group:
+            lines.insert(0, f'{ctx.dist}.init_process_group(backend="nccl")')
+            has_group = True
         if not sets_device:
             lines.append(f"{ctx.torch}.cuda.set_device({ctx.local_rank()})")
             sets_device = True

@@ -216,11 +216,13 @@ def _before(ctx: Context, first: cst.BaseStatement, second: cst.BaseStatement) -
 
 
 def _model_members(ctx: Context) -> None:
-    """``model.get_module()`` -> ``model.module``; ``optimizer.optimizer`` -> ``optimizer``."""
+    """``model.get_module()`` -> ``model.module``; ``optimizer.optimizer`` -> ``optimizer``
+    (on the names the file wraps with ``DistributedOptimizer``)."""
     facts = ctx.program.facts
-    if not facts.distributed_models and not facts.distributed_optimizers:
-        return
     names = ctx.program.file.answer(DistributedModelNames)
+    # A helper module handed the wrapped model wraps nothing itself: there ``get_module()``,
+    # v1's own method name, is the model's.
+    helper = not facts.distributed_models
     optimizers = {wrap.target for wrap in facts.distributed_optimizers if wrap.target}
     for call in ctx.program.file.nodes_of(cst.Call):
         assert isinstance(call, cst.Call)
@@ -230,7 +232,7 @@ def _model_members(ctx: Context) -> None:
             and func.attr.value == "get_module"
             and not call.args
             and type(func.value) is cst.Name
-            and names.holds_model(func.value.value, _functions(ctx, call))
+            and (helper or names.holds_model(func.value.value, _functions(ctx, call)))
         ):
             ctx.plan.replace_with(call, f"{func.value.value}.module")
             ctx.plan.add(
