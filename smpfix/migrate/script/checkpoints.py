@@ -112,7 +112,12 @@ def _save(ctx: Context, call: cst.Call) -> None:
     user = _argument(call, "user_content", 5)
     location = _location(ctx, call)
     partial = _partial(call)
-    if statement is None or type(model) is not cst.Name or location is None:
+    if (
+        statement is None
+        or type(model) is not cst.Name
+        or location is None
+        or _argument(call, "tag", 1) is None
+    ):
         return
     todo: list[str] = []
     if optimizer is not None and type(optimizer) is not cst.Name and not _is_none(optimizer):
@@ -127,29 +132,39 @@ def _save(ctx: Context, call: cst.Call) -> None:
     if type(optimizer) is cst.Name:
         entries.append(f'"optimizer": {fsdp}.optim_state_dict({m}, {optimizer.value})')
     user_content = code(user) if user is not None and not _is_none(user) else None
-    if partial is False and user_content is not None:
-        entries.append(f'"user_content": {user_content}')
-    state = "{" + ", ".join(entries) + "}"
+    torch, rank0 = ctx.torch, f"if {ctx.dist}.get_rank() == 0:\n"
     if partial is False:
+        # v1's layout: the model's state dict in ``path/tag``, user content beside it.
         full = ctx.name("torch.distributed.fsdp", "FullStateDictConfig")
         lines = [
             f"with {fsdp}.state_dict_type({m}, {kind}.FULL_STATE_DICT,"
             f" {full}(offload_to_cpu=True, rank0_only=True)):\n"
-            f"    full_state = {state}\n",
-            f"if {ctx.dist}.get_rank() == 0:\n    {ctx.torch}.save(full_state, {location})\n",
+            f"    full_state = {m}.state_dict()\n",
+            f"{rank0}    {torch}.save(full_state, {location})\n"
+            + (
+                f"    {torch}.save({user_content}, {_beside(ctx, call)})\n"
+                if user_content is not None
+                else ""
+            ),
         ]
         message = "full checkpoint -> the full state dict gathered on rank 0, saved there"
     else:
+        state = "{" + ", ".join(entries) + "}"
+        newest = f'{ctx.plain_module("os")}.path.join({_path(call)}, "newest")'
         lines = [
             f"with {fsdp}.state_dict_type({m}, {kind}.SHARDED_STATE_DICT):\n"
             f"    {dcp}.save_state_dict(state_dict={state},"
-            f" storage_writer={dcp}.FileSystemWriter({location}))\n"
-        ]
-        if user_content is not None:
-            lines.append(
-                f"if {ctx.dist}.get_rank() == 0:\n"
-                f"    {ctx.torch}.save({user_content}, {_user_content_file(ctx, call)})\n"
+            f" storage_writer={dcp}.FileSystemWriter({location}))\n",
+            # v1 listed each partial checkpoint in ``path/newest``; scripts read it to resume.
+            f"{rank0}"
+            + (
+                f"    {torch}.save({user_content}, {_user_content_file(ctx, call)})\n"
+                if user_content is not None
+                else ""
             )
+            + f'    with open({newest}, "a") as newest:\n'
+            f'        newest.write(str({_tag(call)}) + "\\n")\n',
+        ]
         message = (
             "partial checkpoint -> FSDP sharded state dict saved with torch.distributed.checkpoint"
         )
@@ -185,6 +200,17 @@ def _resume(
     optimizer = next(iter(optimizers)) if optimizers and load_optimizer is not False else None
     target = _target(statement)
     partial = _partial(call)
+    lookup: list[str] = []
+    user_file = _user_content_file(ctx, call) if target is not None else ""
+    if _argument(call, "tag", 1) is None and partial is not False:
+        # v1 resumed the last tag listed in ``path/newest`` (the migrated saves keep the list).
+        os_name = ctx.plain_module("os")
+        lookup = [
+            f'with open({os_name}.path.join({_path(call)}, "newest")) as newest:\n'
+            "    newest_tag = newest.read().split()[-1]\n"
+        ]
+        location = f"{os_name}.path.join({_path(call)}, newest_tag)"
+        user_file = f'{os_name}.path.join({_path(call)}, newest_tag, "user_content.pt")'
     if partial is False:
         full = ctx.name("torch.distributed.fsdp", "FullStateDictConfig")
         lines = [
@@ -192,6 +218,8 @@ def _resume(
             f" {full}(rank0_only=False)):\n"
             f'    {m}.load_state_dict({ctx.torch}.load({location}, map_location="cpu"))\n'
         ]
+        if target is not None:
+            lines.append(_load_user_content(ctx, target, _beside(ctx, call)))
         todo = "a v1 full checkpoint holds the model's state dict: check its keys match the model"
         ctx.plan.comment(statement, todo_comment("checkpoints", todo, links.CHECKPOINTS))
         outcome, message = (
@@ -221,7 +249,8 @@ def _resume(
             + "\n"
         ]
         if target is not None:
-            lines.append(f"{target} = {ctx.torch}.load({_user_content_file(ctx, call)})\n")
+            lines.append(_load_user_content(ctx, target, user_file))
+        lines = [*lookup, *lines]
         outcome = Outcome.MOVED
         message = (
             "partial checkpoint -> FSDP sharded state dict loaded with torch.distributed.checkpoint"
@@ -282,6 +311,29 @@ def _placement(ctx: Context, statement: Statement, anchor: Optional[Statement]) 
             return "moved"
         return "early"
     return "kept"
+
+
+def _load_user_content(ctx: Context, target: str, file: str) -> str:
+    """``target = torch.load(file)``, None when there is no such file (as v1 returned)."""
+    exists = f"{ctx.plain_module('os')}.path.isfile({file})"
+    return f"{target} = {ctx.torch}.load({file}) if {exists} else None\n"
+
+
+def _path(call: cst.Call) -> str:
+    path = _argument(call, "path", 0)
+    assert path is not None
+    return code(path)
+
+
+def _tag(call: cst.Call) -> str:
+    tag = _argument(call, "tag", 1)
+    assert tag is not None
+    return code(tag)
+
+
+def _beside(ctx: Context, call: cst.Call) -> str:
+    """v1's file of a full checkpoint's user content: ``path/user_content_<tag>``."""
+    return f'{ctx.plain_module("os")}.path.join({_path(call)}, "user_content_" + str({_tag(call)}))'
 
 
 def _user_content_file(ctx: Context, call: cst.Call) -> str:
