@@ -48,7 +48,7 @@ EXPECTED: dict[str, list[tuple[int, Outcome, str, bool]]] = {
         (20, M, "step", False),
         (21, M, "gradient-clipping", False),
     ],
-    "wrap_gpt2_bf16": [(11, M, "fsdp-wrap", False), (12, M, "optimizer", False)],
+    "wrap_gpt2_bf16": [(12, M, "fsdp-wrap", False), (13, M, "optimizer", False)],
     "wrap_unknown_family": [
         (6, M, "initialisation", False),
         (7, S, "fsdp-wrap", False),

@@ -71,6 +71,10 @@ _BY_CHECKPOINT: tuple[tuple[str, str], ...] = (
 )
 
 
+# Classes of a family that build no model: a GPT-2 tokenizer serves models of other families.
+_NOT_MODELS = ("Tokenizer", "Processor", "FeatureExtractor", "ImageProcessor")
+
+
 def model_family(program: Program) -> Optional[Family]:
     """The one family the script's model classes or checkpoint names show, else None."""
     found = _from_classes(program) or _from_checkpoints(program)
@@ -83,7 +87,10 @@ def _from_classes(program: Program) -> set[Family]:
     for qualified in imports.bindings.values():
         if not qualified.startswith("transformers."):
             continue
-        family = _of_class(qualified.rsplit(".", 1)[-1])
+        name = qualified.rsplit(".", 1)[-1]
+        if any(part in name for part in _NOT_MODELS):
+            continue
+        family = _of_class(name)
         if family is not None:
             found.add(family)
     return found
