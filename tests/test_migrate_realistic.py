@@ -97,7 +97,7 @@ def test_code_around_a_dropped_loop_stays() -> None:
 def test_a_moved_project_moves_its_helper_modules_too() -> None:
     migrations = launched_scripts((PROJECTS / "neox_sharded_bf16").resolve())
     helper = migrations["src/shards.py"]
-    assert "files[dist.get_rank() // tsm.state.tensor_parallel_degree :: " in helper.after
+    assert "files[dist.get_rank() :: dist.get_world_size()]" in helper.after
     assert {item.topic for item in helper.items} == {"ranks"}
 
 

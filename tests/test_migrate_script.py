@@ -128,6 +128,19 @@ EXPECTED: dict[str, list[tuple[int, Outcome, str, bool]]] = {
         (15, M, "ranks", False),
         (16, M, "fsdp-wrap", False),
     ],
+    "groups_and_layers": [
+        (12, M, "layers", False),
+        (18, M, "ranks", False),
+        (19, M, "ranks", False),
+        (24, M, "ranks", False),
+        (27, M, "layers", False),
+    ],
+    "placement_one_stage": [
+        (7, M, "initialisation", False),
+        (9, M, "ranks", False),
+        (11, M, "pipeline-parallelism", False),
+        (12, M, "pipeline-parallelism", False),
+    ],
     # Traps: only what is the library's moves.
     "trap_local_rank_function": [(19, M, "initialisation", False)],
     "trap_smp_alias_of_numpy": [],

@@ -18,6 +18,7 @@ from typing import Optional
 
 import libcst as cst
 
+from smpfix.base.imports import ImportTable
 from smpfix.migrate import links
 from smpfix.migrate.items import FileMigration, Outcome
 from smpfix.migrate.script.activation import migrate_activation_checkpointing
@@ -27,9 +28,14 @@ from smpfix.migrate.script.context import Context
 from smpfix.migrate.script.contexts import migrate_contexts
 from smpfix.migrate.script.imports import drop_v1_imports
 from smpfix.migrate.script.init import migrate_init
-from smpfix.migrate.script.leftovers import migrate_collectives, report_leftovers
+from smpfix.migrate.script.leftovers import (
+    migrate_collectives,
+    migrate_version,
+    report_leftovers,
+)
+from smpfix.migrate.script.pipeline import migrate_placement
 from smpfix.migrate.script.plan import Plan
-from smpfix.migrate.script.ranks import migrate_ranks
+from smpfix.migrate.script.ranks import migrate_layers, migrate_ranks
 from smpfix.migrate.script.rewrite import write
 from smpfix.migrate.script.shape import job_shape
 from smpfix.migrate.script.steps import migrate_steps
@@ -54,18 +60,19 @@ def migrate_script(program: Program) -> FileMigration:
         return _result(ctx, text)
     migrate_init(ctx)
     migrate_ranks(ctx)
+    migrate_layers(ctx)
     migrate_training(ctx)
     anchor = migrate_wraps(ctx, shape)
     migrate_steps(ctx, shape)
     migrate_contexts(ctx, shape)
+    migrate_placement(ctx)
     migrate_activation_checkpointing(ctx, shape, anchor)
     migrate_checkpoints(ctx, anchor)
     migrate_collectives(ctx)
-    left = report_leftovers(ctx)
-    if not left:
-        drop_v1_imports(ctx)
+    migrate_version(ctx)
+    dropped = frozenset() if report_leftovers(ctx) else drop_v1_imports(ctx)
     after = write(program.module, ctx.plan)
-    problem = _broken(after, () if left else _v1_names(program))
+    problem = _broken(after, dropped)
     if problem is not None:
         ctx.plan.items.clear()
         ctx.plan.add(
@@ -106,15 +113,6 @@ class _Loads(cst.CSTVisitor):
         return False
 
 
-def _v1_names(program: Program) -> frozenset[str]:
-    """The names the file binds to the v1 library (``smp``, ``DistributedModel``)."""
-    return frozenset(
-        local
-        for local, qualified in program.facts.imports.bindings.items()
-        if qualified.startswith("smdistributed.modelparallel") and "." not in local
-    )
-
-
 def _broken(after: str, dropped: Iterable[str]) -> Optional[str]:
     """What is wrong with the rewritten text: it does not parse, or it still uses a name of
     the v1 import it dropped; None when neither."""
@@ -122,7 +120,7 @@ def _broken(after: str, dropped: Iterable[str]) -> Optional[str]:
         module = cst.parse_module(after)
     except cst.ParserSyntaxError as error:
         return f"does not parse ({error.message})"
-    names = frozenset(dropped)
+    names = frozenset(dropped) - set(ImportTable.of_module(module).bindings)
     if names:
         loads = _Loads()
         module.visit(loads)

@@ -52,9 +52,9 @@ def migrate_activation_checkpointing(
         todo.append("make check_fn accept the modules v1 checkpointed")
     if conditional:
         todo.append("v1 checkpointed under a condition: put the call under it")
-    for statement, call in zip(statements, calls):
-        assert statement is not None
-        ctx.plan.drop(_loop_of(ctx, statement))
+    for statement in ctx.with_empty_loops([s for s in statements if s is not None]):
+        ctx.plan.drop(statement)
+    for call in calls:
         ctx.plan.handle(call.func)
     line = ctx.line(calls[0])
     if todo:
@@ -79,23 +79,6 @@ def _alone(statement: Optional[Statement], call: cst.Call) -> bool:
         and isinstance(statement.body[0], cst.Expr)
         and statement.body[0].value is call
     )
-
-
-def _loop_of(ctx: Context, statement: Statement) -> Statement:
-    """The outermost ``for`` loop that does nothing but this statement (loops in loops), else
-    the statement: a loop left with nothing to do goes with it."""
-    current = statement
-    while True:
-        block = ctx.parent(current)
-        loop = ctx.parent(block) if isinstance(block, cst.IndentedBlock) else None
-        if not (
-            isinstance(block, cst.IndentedBlock)
-            and isinstance(loop, cst.For)
-            and loop.orelse is None
-            and len(block.body) == 1
-        ):
-            return current
-        current = loop
 
 
 def _model(ctx: Context) -> Optional[str]:

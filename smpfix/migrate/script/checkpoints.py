@@ -163,7 +163,7 @@ def _save(ctx: Context, call: cst.Call) -> None:
                 else ""
             )
             + f'    with open({newest}, "a") as newest:\n'
-            f'        newest.write(str({_tag(call)}) + "\\n")\n',
+            f'        newest.write({_as_text(call)} + "\\n")\n',
         ]
         message = (
             "partial checkpoint -> FSDP sharded state dict saved with torch.distributed.checkpoint"
@@ -171,6 +171,9 @@ def _save(ctx: Context, call: cst.Call) -> None:
     _replace(ctx, statement, lines)
     ctx.plan.handle(call.func)
     outcome, link = Outcome.MOVED, links.CHECKPOINTS
+    kept = _argument(call, "num_kept_partial_checkpoints", 7)
+    if kept is not None and not _is_none(kept):
+        todo.append(f"v1 kept the newest {code(kept)} partial checkpoints: delete the older ones")
     if partial is None:
         todo.append(
             "v1 chose partial or full at run time: this writes the sharded form;"
@@ -331,9 +334,19 @@ def _tag(call: cst.Call) -> str:
     return code(tag)
 
 
+def _as_text(call: cst.Call) -> str:
+    """The tag as a string expression: a string literal or f-string as written, else
+    ``str(tag)``."""
+    tag = _argument(call, "tag", 1)
+    if isinstance(tag, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        return code(tag)
+    return f"str({_tag(call)})"
+
+
 def _beside(ctx: Context, call: cst.Call) -> str:
     """v1's file of a full checkpoint's user content: ``path/user_content_<tag>``."""
-    return f'{ctx.plain_module("os")}.path.join({_path(call)}, "user_content_" + str({_tag(call)}))'
+    os_name = ctx.plain_module("os")
+    return f'{os_name}.path.join({_path(call)}, "user_content_" + {_as_text(call)})'
 
 
 def _user_content_file(ctx: Context, call: cst.Call) -> str:

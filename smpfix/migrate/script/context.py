@@ -62,6 +62,33 @@ class Context:
                 return None
         return None
 
+    def loop_of(self, statement: Statement) -> Statement:
+        """The outermost ``for`` loop that does nothing but this statement (loops in loops),
+        else the statement: a loop left with nothing to do goes with it."""
+        return self.with_empty_loops([statement])[0]
+
+    def with_empty_loops(self, statements: list[Statement]) -> list[Statement]:
+        """``statements`` to drop, each ``for`` loop whose body would be left empty in place of
+        its body's statements (loops in loops too)."""
+        dropped: list[Statement] = list(statements)
+        changed = True
+        while changed:
+            changed = False
+            for statement in list(dropped):
+                block = self.parent(statement)
+                loop = self.parent(block) if isinstance(block, cst.IndentedBlock) else None
+                if (
+                    isinstance(block, cst.IndentedBlock)
+                    and isinstance(loop, cst.For)
+                    and loop.orelse is None
+                    and all(any(s is each for each in dropped) for s in block.body)
+                ):
+                    dropped = [s for s in dropped if not any(s is each for each in block.body)]
+                    dropped.append(loop)
+                    changed = True
+                    break
+        return dropped
+
     def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         return self.program.file.parents.parent_of(node)
 

@@ -3,14 +3,15 @@
 An FSDP wrap shards best one transformer layer at a time, and activation checkpointing
 recomputes whole layers: both name the family's layer class. The family is read from the
 classes the script builds the model with (``GPT2LMHeadModel``, ``LlamaConfig``), else from the
-checkpoint name it loads (``from_pretrained("EleutherAI/gpt-j-6b")``, or the default of a
-``--model_name`` option): never guessed when two families appear.
+checkpoint name it loads (``from_pretrained("EleutherAI/gpt-j-6b")``), else from the default
+of a ``--model_name`` option, which a run may override (the wrap says so in a ``TODO``): never
+guessed when two families appear.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import libcst as cst
@@ -27,6 +28,9 @@ class Family:
     # SMP v2 implements tensor parallelism for it (``tsm.transform``; the tensor-parallelism
     # page's list of supported Hugging Face models).
     tensor_parallel: bool = False
+    # Where the script shows it, when only the default of a command-line option does (the
+    # run may name another model): the option's default, for the item; "" otherwise.
+    option_default: str = ""
 
 
 def _family(name: str, layer: str, package: str, tensor_parallel: bool = False) -> Family:
@@ -78,7 +82,13 @@ _NOT_MODELS = ("Tokenizer", "Processor", "FeatureExtractor", "ImageProcessor")
 def model_family(program: Program) -> Optional[Family]:
     """The one family the script's model classes or checkpoint names show, else None."""
     found = _from_classes(program) or _from_checkpoints(program)
-    return found.pop() if len(found) == 1 else None
+    if len(found) == 1:
+        return found.pop()
+    defaults = _from_option_defaults(program)
+    if len(defaults) == 1:
+        family, default = defaults.popitem()
+        return replace(family, option_default=default)
+    return None
 
 
 def _from_classes(program: Program) -> set[Family]:
@@ -106,18 +116,32 @@ def _of_class(name: str) -> Optional[Family]:
 
 
 def _from_checkpoints(program: Program) -> set[Family]:
+    """The families of the checkpoint names written in ``from_pretrained(...)`` calls."""
     found: set[Family] = set()
     for call in program.file.nodes_of(cst.Call):
         assert isinstance(call, cst.Call)
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained" and call.args:
             found |= _of_checkpoint(literal_value(call.args[0].value))
-        elif isinstance(func, cst.Attribute) and func.attr.value == "add_argument":
-            options = [literal_value(arg.value) for arg in call.args if arg.keyword is None]
-            if any(isinstance(o, str) and "model" in o for o in options):
-                for arg in call.args:
-                    if arg.keyword is not None and arg.keyword.value == "default":
-                        found |= _of_checkpoint(literal_value(arg.value))
+    return found
+
+
+def _from_option_defaults(program: Program) -> dict[Family, str]:
+    """The families of the defaults of ``--model...`` options, with the default."""
+    found: dict[Family, str] = {}
+    for call in program.file.nodes_of(cst.Call):
+        assert isinstance(call, cst.Call)
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "add_argument"):
+            continue
+        options = [literal_value(arg.value) for arg in call.args if arg.keyword is None]
+        if not any(isinstance(o, str) and "model" in o for o in options):
+            continue
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "default":
+                default = literal_value(arg.value)
+                for family in _of_checkpoint(default):
+                    found[family] = str(default)
     return found
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from smpfix.base.imports import dotted_name
+from smpfix.base.imports import ImportTable, dotted_name
 from smpfix.migrate.script.context import Context
 
 _V1 = "smdistributed.modelparallel"
@@ -27,7 +27,10 @@ def _imports_v1(statement: cst.CSTNode) -> bool:
     return False
 
 
-def drop_v1_imports(ctx: Context) -> None:
+def drop_v1_imports(ctx: Context) -> frozenset[str]:
+    """Drop the v1 imports; the names they bound (``smp``; ``smdistributed`` for ``import
+    smdistributed.modelparallel``), which the rewritten file must no longer read."""
+    bound: set[str] = set()
     for node in ctx.program.file.nodes_of(cst.Import, cst.ImportFrom):
         statement = ctx.statement(node)
         if (
@@ -36,3 +39,6 @@ def drop_v1_imports(ctx: Context) -> None:
             and _imports_v1(node)
         ):
             ctx.plan.drop(statement)
+            assert isinstance(node, (cst.Import, cst.ImportFrom))
+            bound |= set(ImportTable.from_statements([node]).bindings)
+    return frozenset(name for name in bound if "." not in name and not name.startswith("*"))

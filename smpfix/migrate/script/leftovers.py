@@ -29,13 +29,14 @@ def references(ctx: Context) -> Iterator[cst.CSTNode]:
     """Every outermost name or attribute that names a v1 member, outside import statements."""
     for node in ctx.program.file.nodes_of(cst.Name, cst.Attribute):
         parent = ctx.parent(node)
-        if isinstance(parent, cst.Attribute) and parent.value is node:
-            continue
+        if isinstance(parent, cst.Attribute):
+            continue  # a part of a longer name, or the name after a dot
         if isinstance(parent, (cst.ImportAlias, cst.Import, cst.ImportFrom)):
             continue
         if any(isinstance(a, (cst.Import, cst.ImportFrom)) for a in ctx.ancestors(node)):
             continue
-        if ctx.member(node) is not None:
+        qualified = ctx.program.facts.imports.qualified_name(node) or ""  # type: ignore[arg-type]
+        if ctx.member(node) is not None or qualified.startswith("smdistributed.modelparallel"):
             yield node
 
 
@@ -94,6 +95,29 @@ def migrate_collectives(ctx: Context) -> None:
         ctx.plan.add(line, Outcome.SCAFFOLD, "collectives", what, links.UPGRADE_FROM_V1)
 
 
+_VERSIONS = frozenset(
+    {"smdistributed.modelparallel.__version__", "smdistributed.modelparallel.torch.__version__"}
+)
+
+
+def migrate_version(ctx: Context) -> None:
+    """v1's ``__version__``, which scripts log: v2 has no documented counterpart, so the value
+    becomes ``"unknown"`` with a ``TODO`` (a log line is no reason to keep the file on v1)."""
+    imports = ctx.program.facts.imports
+    for node in ctx.program.file.nodes_of(cst.Attribute):
+        assert isinstance(node, cst.Attribute)
+        if imports.qualified_name(node) not in _VERSIONS:
+            continue
+        statement = ctx.statement(node)
+        if statement is None:
+            continue
+        ctx.plan.replace_with(node, '"unknown"')
+        ctx.plan.handle(node)
+        what = "v1's version was logged here: log the SMP v2 release the job runs"
+        ctx.plan.comment(statement, todo_comment("version", what, links.SUPPORTED_FRAMEWORKS))
+        ctx.plan.add(ctx.line(node), Outcome.SCAFFOLD, "version", what, links.SUPPORTED_FRAMEWORKS)
+
+
 def report_leftovers(ctx: Context) -> bool:
     """Report what no transformation moved, in a plan of its own that only adds the ``TODO``
     comments (a file that still needs the v1 library cannot also import v2: SMP004); whether
@@ -127,7 +151,10 @@ def report_leftovers(ctx: Context) -> bool:
             link = links.UPGRADE_FROM_V1
         else:
             topic = "v1-api"
-            what = f"smp.{member} has no v2 counterpart smpfix can write: move it by hand"
+            what = (
+                f"{ctx.program.code_for(node)} has no v2 counterpart smpfix can write:"
+                " move it by hand"
+            )
             link = links.UPGRADE_FROM_V1
         if statement is not None:
             ctx.plan.comment(statement, todo_comment(topic, what, link))

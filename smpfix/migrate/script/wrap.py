@@ -60,6 +60,11 @@ def _keywords(ctx: Context, shape: Shape) -> tuple[list[str], list[str]]:
             )
     elif shape.family is not None:
         layer = ctx.name(shape.family.module, shape.family.layer)
+        if shape.family.option_default:
+            todo.append(
+                f"{shape.family.layer} is the layer of the option default"
+                f" {shape.family.option_default!r}: name the layer of the model the job trains"
+            )
     if layer is not None:
         policy = ctx.name("torch.distributed.fsdp.wrap", "transformer_auto_wrap_policy")
         keywords.append(
@@ -114,6 +119,15 @@ def _wrap_model(ctx: Context, shape: Shape, wrap: Wrap) -> Optional[Statement]:
 
     ctx.plan.replace(call, rewrite)
     ctx.plan.handle(call.func)
+    passes = next(
+        (a.value for a in call.args if a.keyword and a.keyword.value == "backward_passes_per_step"),
+        None,
+    )
+    if passes is not None:
+        todo.append(
+            f"v1 reduced gradients every {code(passes)} backward passes: run the passes in"
+            " between under model.no_sync() and step the optimizer after the last"
+        )
     what = "FSDP" + (" of tsm.transform(model)" if transform else "")
     family = f" ({shape.family.name} layers)" if shape.family is not None else ""
     if todo:
