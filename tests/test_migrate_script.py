@@ -141,6 +141,11 @@ EXPECTED: dict[str, list[tuple[int, Outcome, str, bool]]] = {
         (11, M, "pipeline-parallelism", False),
         (12, M, "pipeline-parallelism", False),
     ],
+    "save_and_load_objects": [
+        (4, M, "initialisation", False),
+        (6, M, "checkpoints", False),
+        (7, M, "checkpoints", False),
+    ],
     # Traps: only what is the library's moves.
     "trap_local_rank_function": [(19, M, "initialisation", False)],
     "trap_smp_alias_of_numpy": [],

@@ -23,7 +23,7 @@ from smpfix.migrate import links
 from smpfix.migrate.items import FileMigration, Outcome
 from smpfix.migrate.script.activation import migrate_activation_checkpointing
 from smpfix.migrate.script.blocking import report_blocking
-from smpfix.migrate.script.checkpoints import migrate_checkpoints
+from smpfix.migrate.script.checkpoints import migrate_checkpoints, migrate_objects
 from smpfix.migrate.script.context import Context
 from smpfix.migrate.script.contexts import migrate_contexts
 from smpfix.migrate.script.imports import drop_v1_imports
@@ -68,6 +68,7 @@ def migrate_script(program: Program) -> FileMigration:
     migrate_placement(ctx)
     migrate_activation_checkpointing(ctx, shape, anchor)
     migrate_checkpoints(ctx, anchor)
+    migrate_objects(ctx)
     migrate_collectives(ctx)
     migrate_version(ctx)
     dropped = frozenset() if report_leftovers(ctx) else drop_v1_imports(ctx)

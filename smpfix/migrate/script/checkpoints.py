@@ -374,3 +374,45 @@ def _is_none(node: cst.BaseExpression) -> bool:
 
 def _replace(ctx: Context, statement: Statement, lines: list[str]) -> None:
     ctx.plan.replace_statement(statement, in_place_of(*lines))
+
+
+def migrate_objects(ctx: Context) -> None:
+    """``smp.save(obj, f, partial=False)`` saved on rank 0 alone, ``smp.load(f, partial=False)``
+    loaded on every rank (v1's source): PyTorch's own calls, the save under a rank-0 test. The
+    partial forms name one file per model-parallel rank, which has no v2 meaning."""
+    for call in ctx.calls("save", "load"):
+        member = ctx.member(call.func)
+        if _object_partial(call, 2 if member == "save" else 1) is not False:
+            continue
+        rest = [
+            arg
+            for index, arg in enumerate(call.args)
+            if not (arg.keyword is not None and arg.keyword.value == "partial")
+            and not (arg.keyword is None and index == (2 if member == "save" else 1))
+        ]
+        arguments = ", ".join(
+            code(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for arg in rest
+        )
+        if member == "load":
+            ctx.plan.replace_with(call, f"{ctx.torch}.load({arguments})")
+            message = "`smp.load(..., partial=False)` -> `torch.load(...)`"
+        else:
+            statement = _expression_statement(ctx, call)
+            if statement is None or _target(statement) is not None:
+                continue
+            _replace(
+                ctx,
+                statement,
+                [f"if {ctx.dist}.get_rank() == 0:\n    {ctx.torch}.save({arguments})\n"],
+            )
+            message = "`smp.save(..., partial=False)` -> `torch.save(...)` on rank 0, as v1 did"
+        ctx.plan.handle(call.func)
+        ctx.plan.add(ctx.line(call), Outcome.MOVED, "checkpoints", message, links.CHECKPOINTS)
+
+
+def _object_partial(call: cst.Call, position: int) -> Optional[bool]:
+    value = _argument(call, "partial", position)
+    if value is None:
+        return True
+    found = literal_value(value)
+    return found if isinstance(found, bool) else None
