@@ -146,6 +146,12 @@ EXPECTED: dict[str, list[tuple[int, Outcome, str, bool]]] = {
         (6, M, "checkpoints", False),
         (7, M, "checkpoints", False),
     ],
+    "broadcast_and_receive": [
+        (4, M, "initialisation", False),
+        (5, M, "ranks", False),
+        (7, M, "collectives", False),
+        (9, M, "collectives", False),
+    ],
     # Traps: only what is the library's moves.
     "trap_local_rank_function": [(19, M, "initialisation", False)],
     "trap_smp_alias_of_numpy": [],

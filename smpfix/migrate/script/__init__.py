@@ -29,6 +29,7 @@ from smpfix.migrate.script.contexts import migrate_contexts
 from smpfix.migrate.script.imports import drop_v1_imports
 from smpfix.migrate.script.init import migrate_init
 from smpfix.migrate.script.leftovers import (
+    migrate_broadcasts,
     migrate_collectives,
     migrate_version,
     report_leftovers,
@@ -70,6 +71,7 @@ def migrate_script(program: Program) -> FileMigration:
     migrate_checkpoints(ctx, anchor)
     migrate_objects(ctx)
     migrate_collectives(ctx)
+    migrate_broadcasts(ctx)
     migrate_version(ctx)
     dropped = frozenset() if report_leftovers(ctx) else drop_v1_imports(ctx)
     after = write(program.module, ctx.plan)

@@ -95,6 +95,84 @@ def migrate_collectives(ctx: Context) -> None:
         ctx.plan.add(line, Outcome.SCAFFOLD, "collectives", what, links.UPGRADE_FROM_V1)
 
 
+_WORLD_RANKS = frozenset({"RankType.WORLD_RANK", "RankType.DP_RANK"})
+
+
+def migrate_broadcasts(ctx: Context) -> None:
+    """v1's ``smp.broadcast(obj, group)`` on one rank and ``smp.recv_from(src, rank_type)`` on
+    the others become one ``broadcast_object_list`` collective on every rank: the sender's list
+    holds the object, the receivers' a placeholder. Over the world (v1's data-parallel group
+    and ranks with one pipeline stage); another group is left to a person."""
+    dist = None
+    for call in ctx.calls("broadcast"):
+        statement = ctx.statement(call)
+        if (
+            len(call.args) != 2
+            or any(arg.keyword for arg in call.args)
+            or ctx.member(call.args[1].value) not in _WORLD_GROUPS
+            or not _alone(statement, call, cst.Expr)
+        ):
+            continue
+        assert statement is not None
+        dist = dist or ctx.dist
+        sent = code(call.args[0].value)
+        ctx.plan.replace_statement(
+            statement,
+            in_place_of(f"{dist}.broadcast_object_list([{sent}], src={dist}.get_rank())"),
+        )
+        ctx.plan.handle(call.func, call.args[1].value)
+        ctx.plan.add(
+            ctx.line(call),
+            Outcome.MOVED,
+            "collectives",
+            "`smp.broadcast` -> `broadcast_object_list` from this rank (the receivers'"
+            " `smp.recv_from` calls take part in the same collective)",
+            links.UPGRADE_FROM_V1,
+        )
+    for call in ctx.calls("recv_from"):
+        statement = ctx.statement(call)
+        if (
+            len(call.args) != 2
+            or any(arg.keyword for arg in call.args)
+            or ctx.member(call.args[1].value) not in _WORLD_RANKS
+            or not _alone(statement, call, cst.Assign)
+        ):
+            continue
+        assert isinstance(statement, cst.SimpleStatementLine)
+        assign = statement.body[0]
+        assert isinstance(assign, cst.Assign)
+        target = assign.targets[0].target
+        if len(assign.targets) != 1 or type(target) is not cst.Name:
+            continue
+        dist = dist or ctx.dist
+        holder = f"{target.value}_received"
+        ctx.plan.replace_statement(
+            statement,
+            in_place_of(
+                f"{holder} = [None]",
+                f"{dist}.broadcast_object_list({holder}, src={code(call.args[0].value)})",
+                f"{target.value} = {holder}[0]",
+            ),
+        )
+        ctx.plan.handle(call.func, call.args[1].value)
+        ctx.plan.add(
+            ctx.line(call),
+            Outcome.MOVED,
+            "collectives",
+            "`smp.recv_from` -> `broadcast_object_list` from the sending rank",
+            links.UPGRADE_FROM_V1,
+        )
+
+
+def _alone(statement: object, call: cst.Call, kind: type) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], kind)
+        and statement.body[0].value is call  # type: ignore[attr-defined]
+    )
+
+
 _VERSIONS = frozenset(
     {"smdistributed.modelparallel.__version__", "smdistributed.modelparallel.torch.__version__"}
 )
