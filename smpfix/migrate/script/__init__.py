@@ -6,9 +6,8 @@ task. The modules here each move one concern (initialisation, ranks, the trainin
 calls, the wraps, step functions, model-creation contexts, activation checkpointing,
 checkpoints, collectives), record their decisions in one ``Plan``, and ``rewrite`` writes the
 plan in a single LibCST pass. What v2 cannot run is only reported (``blocking``) and leaves the
-file as it is; what no
-transformation moved keeps the whole file on v1 (``TODO`` comments only), so it runs under v1
-until a person finishes.
+file as it is; what no transformation moved keeps the whole file on v1 (``TODO`` comments
+only), so it runs under v1 until a person finishes.
 """
 
 from __future__ import annotations
@@ -24,16 +23,12 @@ from smpfix.migrate.items import FileMigration, Outcome
 from smpfix.migrate.script.activation import migrate_activation_checkpointing
 from smpfix.migrate.script.blocking import report_blocking
 from smpfix.migrate.script.checkpoints import migrate_checkpoints, migrate_objects
+from smpfix.migrate.script.collectives import migrate_broadcasts, migrate_collectives
 from smpfix.migrate.script.context import Context
 from smpfix.migrate.script.contexts import migrate_contexts
 from smpfix.migrate.script.imports import drop_v1_imports
 from smpfix.migrate.script.init import migrate_init
-from smpfix.migrate.script.leftovers import (
-    migrate_broadcasts,
-    migrate_collectives,
-    migrate_version,
-    report_leftovers,
-)
+from smpfix.migrate.script.leftovers import migrate_version, report_leftovers
 from smpfix.migrate.script.pipeline import migrate_placement
 from smpfix.migrate.script.plan import Plan
 from smpfix.migrate.script.ranks import migrate_layers, migrate_ranks
