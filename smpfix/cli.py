@@ -695,20 +695,18 @@ def _check_stdin(
 
 
 def _diff(results: Sequence[Any]) -> str:
-    return "".join(
-        _unified(result.path, result.original_text, result.new_text)
-        for result in results
-        if result.new_text is not None and result.original_text is not None
-    )
-
-
-def _unified(path: str, before: str, after: str) -> str:
-    chunks = difflib.unified_diff(
-        before.splitlines(keepends=True),
-        after.splitlines(keepends=True),
-        fromfile=f"a/{path.lstrip('/')}",
-        tofile=f"b/{path.lstrip('/')}",
-    )
+    chunks: list[str] = []
+    for result in results:
+        if result.new_text is None or result.original_text is None:
+            continue
+        chunks.extend(
+            difflib.unified_diff(
+                result.original_text.splitlines(keepends=True),
+                result.new_text.splitlines(keepends=True),
+                fromfile=f"a/{result.path.lstrip('/')}",
+                tofile=f"b/{result.path.lstrip('/')}",
+            )
+        )
     return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
 
 
@@ -928,7 +926,11 @@ def migrate(
     from smpfix.engine.launcher_index import LauncherSearch
     from smpfix.engine.migration import migrate_files, write_migrated
     from smpfix.job.project import Project
-    from smpfix.report.migration import render_migration_json, render_migration_text
+    from smpfix.report.migration import (
+        render_migration_json,
+        render_migration_text,
+        unified_diff,
+    )
 
     paths = paths or (".",)
     try:
@@ -950,8 +952,8 @@ def migrate(
     errors = list(run.errors)
     if apply:
         errors += write_migrated(run, tasks)
-    else:
-        diff = "".join(_unified(file.path, file.before, file.after) for file in run.files)
+    elif fmt != "json":  # the JSON report carries each file's diff
+        diff = "".join(unified_diff(file.path, file.before, file.after) for file in run.files)
         if diff:
             click.echo(diff, nl=False)
     for error in errors:

@@ -151,7 +151,7 @@ class _Writer:
         self.container(launcher)
         self.instance(launcher)
         return LaunchMigration(
-            launcher, line, launcher.script, tuple(self.edits), tuple(self.items)
+            launcher, line, launcher.script, self.merged_edits(), tuple(self.items)
         )
 
     def parameters(self, launcher: Launcher) -> None:
@@ -609,6 +609,33 @@ class _Writer:
             TextEdit(before if self.code[before : before + 1] == "," else start, end, "")
         )
         return True
+
+    def merged_edits(self) -> tuple[TextEdit, ...]:
+        """The edits, with deletions that touch merged into one (two neighbours dropped from
+        ``{"a": 1, "b": 2, "c": 3}``), and a deletion that ends a one-line display taking the
+        comma before it, so ``{"a": 1}`` is left, not ``{"a": 1, }``."""
+        deletions = sorted(
+            {(e.start, e.end) for e in self.edits if not e.content}, key=lambda span: span
+        )
+        merged: list[list[int]] = []
+        for start, end in deletions:
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        kept = [e for e in self.edits if e.content]
+        for start, end in merged:
+            after = self.skip_blanks(end)
+            if self.code[after : after + 1] in ("}", ")"):
+                before = start - 1
+                while before >= 0 and self.code[before] in " \t":
+                    before -= 1
+                if self.code[before : before + 1] == "," and self.line_start(before) == (
+                    self.line_start(start)
+                ):
+                    start = before
+            kept.append(TextEdit(start, end, ""))
+        return tuple(sorted(kept, key=lambda e: (e.start, e.end)))
 
     # -- text positions ----------------------------------------------------------------------
     def line_start(self, offset: int) -> int:

@@ -8,6 +8,7 @@ JSON carries the same (schema ``version`` 1, documented in docs/migrate.md).
 
 from __future__ import annotations
 
+import difflib
 import io
 import json
 import shutil
@@ -41,6 +42,17 @@ def moved_share(job: JobMigration) -> Optional[float]:
     return moved / len(job.items)
 
 
+def unified_diff(path: str, before: str, after: str) -> str:
+    """The unified diff of one file, every line ending in a newline (as ``--diff`` prints)."""
+    chunks = difflib.unified_diff(
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile=f"a/{path.lstrip('/')}",
+        tofile=f"b/{path.lstrip('/')}",
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
+
+
 def render_migration_json(run: MigrationRun) -> str:
     every = [item for job in run.jobs for item in job.items]
     moved = sum(
@@ -49,7 +61,10 @@ def render_migration_json(run: MigrationRun) -> str:
     document: dict[str, Any] = {
         "version": SCHEMA_VERSION,
         "jobs": [_job_json(job) for job in run.jobs],
-        "changed_files": [file.path for file in run.files],
+        "changed_files": [
+            {"path": file.path, "diff": unified_diff(file.path, file.before, file.after)}
+            for file in run.files
+        ],
         "errors": [
             {"path": e.path, "line": e.line, "column": e.column, "message": e.message}
             for e in run.errors
