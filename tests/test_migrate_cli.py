@@ -11,8 +11,8 @@ import pytest
 from conftest import run_cli
 from test_notebooks import make_notebook
 
-from smpfix.engine.discovery import DiscoveredFile
 from smpfix.engine import migration
+from smpfix.engine.discovery import DiscoveredFile
 from smpfix.job.project import Project
 from smpfix.migrate.items import FileMigration, MigrationItem, Outcome
 from smpfix.program.model import Program
