@@ -169,8 +169,63 @@ def test_a_blocking_item_in_the_script_keeps_the_whole_job_on_v1(
     (job,) = run.jobs
     assert job.blocked
     by_path = {file.path: file.after for file in run.files}
-    assert "launch.py" not in by_path  # the launcher stays on v1 too
+    # The launcher stays on v1 too, and says why.
+    launcher = (LAUNCHERS / "mpi_to_torch_distributed.py").read_text()
+    assert by_path["launch.py"] == launcher.replace(
+        "estimator = PyTorch(",
+        "# smpfix-migrate: TODO(pipeline-parallelism): train.py:4: smp.partition <https://x>\n"
+        "estimator = PyTorch(",
+    )
     assert by_path["train.py"] == SCRIPT.replace(
         "model = smp",
         "# smpfix-migrate: TODO(pipeline-parallelism): smp.partition <https://x>\nmodel = smp",
     )
+
+
+def test_a_stated_job_answers_for_a_value_the_launcher_does_not_write(tmp_path: Path) -> None:
+    shutil.copy(LAUNCHERS / "non_literal_values.py", tmp_path / "launch.py")
+    stated_one = run_cli(
+        "migrate", "--format", "json", "--job", "pipeline_parallel_degree=1", ".", cwd=tmp_path
+    )
+    (job,) = json.loads(stated_one.stdout)["jobs"]
+    assert job["status"] == "moved"
+    stated_two = run_cli(
+        "migrate", "--format", "json", "--job", "pipeline_parallel_degree=2", ".", cwd=tmp_path
+    )
+    (job,) = json.loads(stated_two.stdout)["jobs"]
+    assert job["status"] == "kept-on-v1" and stated_two.code == 1
+
+
+def test_a_script_migrated_without_its_launcher_says_so(tmp_path: Path) -> None:
+    project(tmp_path, "mpi_to_torch_distributed.py")
+    (tmp_path / "pyproject.toml").write_text("")
+    done = run_cli("migrate", "--format", "json", "train.py", cwd=tmp_path)
+    (job,) = json.loads(done.stdout)["jobs"]
+    assert job["files"] == ["train.py"]
+    assert job["items"][0]["message"].startswith(
+        "its launcher launch.py:5 is not among the migrated paths"
+    )
+    assert done.code == 1
+
+
+def test_a_tensorflow_job_holds_its_scripts_and_rewrites_none(tmp_path: Path) -> None:
+    shutil.copy(LAUNCHERS / "tensorflow_blocks.py", tmp_path / "launch.py")
+    (tmp_path / "train.py").write_text(
+        "import smdistributed.modelparallel.tensorflow as smp\n\nsmp.init()\n"
+    )
+    done = run_cli("migrate", "--format", "json", ".", cwd=tmp_path)
+    (job,) = json.loads(done.stdout)["jobs"]
+    assert job["files"] == ["launch.py", "train.py"] and job["status"] == "kept-on-v1"
+    assert [file["path"] for file in json.loads(done.stdout)["changed_files"]] == ["launch.py"]
+
+
+def test_notebook_items_are_placed_in_their_cell(tmp_path: Path) -> None:
+    launcher = (LAUNCHERS / "v1_only_keys_dropped.py").read_text()
+    (tmp_path / "launch.ipynb").write_text(
+        make_notebook([("code", "import sagemaker\n"), ("markdown", "x"), ("code", launcher)])
+    )
+    done = run_cli("migrate", "--format", "json", ".", cwd=tmp_path)
+    (job,) = json.loads(done.stdout)["jobs"]
+    assert job["name"] == "launch.ipynb:cell 3:15"
+    dropped = [item for item in job["items"] if item["message"].startswith("`partitions`")]
+    assert dropped[0]["path"] == "launch.ipynb:cell 3" and dropped[0]["line"] == 4

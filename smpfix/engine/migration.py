@@ -3,7 +3,7 @@
 A job is what one estimator call starts: the launcher, the script its ``entry_point`` names,
 and the project modules that script imports which use the library (a script no checked
 launcher starts is a job of its own, with the job facts its check would use: the stated job,
-the launchers of its project, its own ``smp.init`` dict). The launchers are paired with their
+the launchers of its project, its own ``smp.init`` dict). Launchers are paired with their
 scripts as ``smpfix check`` and ``smpfix plan`` pair them (``smpfix.job.linking``), and each
 script and helper is rewritten by ``smpfix.migrate.script`` with its launcher's job facts.
 
@@ -11,24 +11,31 @@ A job moves whole or not at all: when any of its items is blocking (pipeline par
 TensorFlow, the Trainer integration), none of its files is rewritten; each only gains the
 ``TODO`` comments of what a person must do first, so the job keeps running on SMP v1. A
 launcher's scaffold items get their ``TODO`` comments here too (a script's are written by the
-script half). Files already on v2 are left alone, so a second run changes nothing.
+script half). Files already on v2 are left alone, so a second run changes nothing. Nothing is
+written here: ``write_migrated`` does that for ``--apply``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Any, Optional, Union
+
+import libcst as cst
 
 from smpfix.base import nesting, notebook, source
 from smpfix.base.findings import FileError
+from smpfix.base.walker import indexed
 from smpfix.engine.analysis import parse, script_job
 from smpfix.engine.discovery import DiscoveredFile
 from smpfix.engine.launcher_index import LauncherSearch, with_launchers
 from smpfix.job.jobfacts import DeclaredJob
-from smpfix.job.linking import may_be_launcher
+from smpfix.job.linking import may_be_launcher, shown_path
 from smpfix.job.project import Project
+from smpfix.job.project_root import project_root
+from smpfix.job.shell_launcher import SHELL_SUFFIX
+from smpfix.migrate import links
 from smpfix.migrate.items import FileMigration, MigrationItem, Outcome
 from smpfix.migrate.launcher import (
     V2_FRAMEWORK_VERSION,
@@ -40,14 +47,17 @@ from smpfix.migrate.launcher import (
 from smpfix.migrate.run import JobMigration, MigrationRun
 from smpfix.migrate.script import migrate_script
 from smpfix.migrate.text_edits import TextEdit, apply_edits, todo_edits
+from smpfix.program.facts import collect
 from smpfix.program.model import Program
 from smpfix.program.project.local_modules import LocalModules
-from smpfix.program.project.parsed_file import parse_file
+from smpfix.program.project.parsed_file import ParsedFile
+
+_CONTAINER = f"PyTorch {V2_FRAMEWORK_VERSION}, {V2_PY_VERSION} (SMP {V2_SMP_RELEASE})"
 
 
 @dataclass(frozen=True)
 class _Source:
-    """A file read once: its text on disk, the code LibCST parsed (a notebook's joined
+    """A file read once: its text on disk, the code LibCST parses (a notebook's joined
     cells) and the notebook, if it is one."""
 
     path: str
@@ -58,13 +68,19 @@ class _Source:
 
 @dataclass
 class _Plan:
-    """The edits each file gets, collected job by job (mutable while the run is built)."""
+    """What each file gets, collected job by job while the run is built."""
 
     sources: dict[str, _Source] = field(default_factory=dict)
+    # Launcher edits (and TODO comments) by file.
     edits: dict[str, list[TextEdit]] = field(default_factory=dict)
+    # Each launcher's items, as the report shows them (a notebook's by cell).
+    launcher_items: dict[str, list[MigrationItem]] = field(default_factory=dict)
+    # Each script or helper, migrated once (a module two scripts import: for the first).
     scripts: dict[str, FileMigration] = field(default_factory=dict)
     # Scripts of a blocked job: kept on v1 even when another job would move them.
     kept: set[str] = field(default_factory=set)
+    # Files some job already holds (launched scripts, their helpers, launchers).
+    claimed: set[str] = field(default_factory=set)
 
 
 def migrate_files(
@@ -73,9 +89,11 @@ def migrate_files(
     declared: Sequence[DeclaredJob],
     search: Optional[LauncherSearch] = None,
 ) -> MigrationRun:
-    """Migrate the jobs among ``tasks`` (the discovered files); nothing is written here."""
+    """Migrate the jobs among ``tasks`` (the discovered files), launchers first in path
+    order, then the scripts no launcher among them starts. ``declared`` are the stated jobs
+    (``--job``, ``[tool.smpfix.job]``), highest precedence first."""
     errors: list[FileError] = []
-    sources: dict[str, _Source] = {}
+    plan = _Plan()
     raws: list[tuple[str, Optional[bytes]]] = []
     with nesting.recursion_headroom():
         for task in tasks:
@@ -84,34 +102,43 @@ def migrate_files(
                 errors.append(read)
                 raws.append((task.path, None))
                 continue
-            sources[os.path.abspath(task.path)] = read
+            plan.sources[os.path.abspath(task.path)] = read
             raws.append((task.path, read.source.raw))
+        # The launchers of each project a file belongs to, found as ``check`` finds them.
         project = with_launchers(raws, project, search)
-        plan = _Plan(sources=dict(sources))
+        stated = _stated(declared)
+        checked = list(plan.sources.items())
         jobs: list[JobMigration] = []
-        started: set[str] = set()
-        for key, read in sources.items():
+        for key, read in checked:
             if not may_be_launcher(read.source.raw, read.path):
                 continue
-            module, error = parse(read.code, read.path)
+            module = _module(read, errors)
             if module is None:
-                assert error is not None
-                errors.append(error)
                 continue
-            for launch in migrate_launchers(module, read.code, read.path, read.path):
-                jobs.append(_launch_job(key, launch, project, declared, plan, started, errors))
-        helpers = {os.path.abspath(path) for job in jobs for path in job.files}
-        for key, read in sources.items():
-            if key in started or key in helpers or read.book is not None:
+            launches = migrate_launchers(module, read.code, read.path, read.path, stated)
+            if launches:
+                plan.claimed.add(key)
+            for launch in launches:
+                jobs.append(_launch_job(key, launch, project, declared, plan, errors))
+        for key, read in checked:
+            if key in plan.claimed or read.book is not None:
                 continue
             job = _script_job(key, project, declared, plan, errors)
             if job is not None:
                 jobs.append(job)
-        files = _finished(plan, jobs, errors)
+        files = _finished(plan, errors)
     return MigrationRun(tuple(jobs), tuple(files), tuple(_unique(errors)))
 
 
-def _read(path: str) -> _Source | FileError:
+def _stated(declared: Sequence[DeclaredJob]) -> Mapping[str, Any]:
+    """The settings the stated jobs give, the highest precedence winning."""
+    settings: dict[str, Any] = {}
+    for job in reversed(declared):
+        settings.update(job.settings)
+    return settings
+
+
+def _read(path: str) -> Union[_Source, FileError]:
     try:
         src = source.read(path)
     except source.SourceError as exc:
@@ -125,6 +152,14 @@ def _read(path: str) -> _Source | FileError:
     return _Source(path, src, book.joined()[0], book)
 
 
+def _module(read: _Source, errors: list[FileError]) -> Optional[cst.Module]:
+    module, error = parse(read.code, read.path)
+    if module is None:
+        assert error is not None
+        errors.append(error)
+    return module
+
+
 def _shown(path: str) -> str:
     shown = os.path.relpath(path)
     return path if shown.startswith("..") else shown
@@ -136,39 +171,58 @@ def _launch_job(
     project: Project,
     declared: Sequence[DeclaredJob],
     plan: _Plan,
-    started: set[str],
     errors: list[FileError],
 ) -> JobMigration:
-    shown = plan.sources[launcher_key].path
+    launcher = plan.sources[launcher_key]
     files = [launcher_key]
     items = list(launch.items)
-    scripts: list[FileMigration] = []
     script = launch.script
     if script is not None and script.endswith(".py") and os.path.isfile(script):
         key = os.path.abspath(script)
-        started.add(key)
-        for migrated in _script_files(key, project, declared, plan, errors):
+        plan.claimed.add(key)
+        # A job v2 cannot run at all (TensorFlow) has nothing to rewrite in its scripts.
+        rewrite = not launch.blocking
+        for migrated in _script_files(key, project, declared, plan, errors, rewrite):
             files.append(os.path.abspath(migrated.path))
-            scripts.append(migrated)
             items += migrated.items
     blocked = any(item.blocking for item in items)
-    own = [item for item in launch.items if item.outcome is not Outcome.MOVED]
+    edits = plan.edits.setdefault(launcher_key, [])
     if blocked:
         plan.kept.update(files[1:])
-        plan.edits.setdefault(launcher_key, []).extend(
-            todo_edits(plan.sources[launcher_key].code, _waiting(launch.items))
-        )
+        # The launcher says why its job stays on v1, wherever the blocking item is.
+        elsewhere = [
+            replace(item, line=launch.line, message=f"{item.path}:{item.line}: {item.message}")
+            for item in items[len(launch.items) :]
+            if item.blocking
+        ]
+        edits += todo_edits(launcher.code, [*_waiting(launch.items), *elsewhere])
     else:
-        plan.edits.setdefault(launcher_key, []).extend(
-            [*launch.edits, *todo_edits(plan.sources[launcher_key].code, own)]
-        )
+        own = [item for item in launch.items if item.outcome is not Outcome.MOVED]
+        edits += [*launch.edits, *todo_edits(launcher.code, own)]
+    shown_items = [_in_cell(item, launcher) for item in launch.items]
+    plan.launcher_items.setdefault(launcher_key, []).extend(shown_items)
+    items[: len(launch.items)] = shown_items
     container = (
-        f"PyTorch {V2_FRAMEWORK_VERSION}, {V2_PY_VERSION} (SMP {V2_SMP_RELEASE})"
+        _CONTAINER
         if any(item.topic == "container" and item.outcome is Outcome.MOVED for item in items)
         else None
     )
-    shown_files = tuple(plan.sources[key].path for key in files)
-    return JobMigration(f"{shown}:{launch.line}", shown_files, tuple(items), container)
+    name = _in_cell(replace(launch.items[0], line=launch.line), launcher) if launch.items else None
+    return JobMigration(
+        f"{name.path if name else launcher.path}:{name.line if name else launch.line}",
+        tuple(plan.sources[key].path for key in files),
+        tuple(items),
+        container,
+    )
+
+
+def _in_cell(item: MigrationItem, read: _Source) -> MigrationItem:
+    """``item`` at its line in its notebook cell (``launch.ipynb:cell 7``), as ``check``
+    places findings; unchanged outside a notebook."""
+    if read.book is None:
+        return item
+    cell, line = read.book.cell_of_line(item.line)
+    return replace(item, path=f"{item.path}:cell {cell + 1}", line=line)
 
 
 def _script_job(
@@ -178,18 +232,46 @@ def _script_job(
     plan: _Plan,
     errors: list[FileError],
 ) -> Optional[JobMigration]:
-    """A script (or a module) no checked launcher starts: a job of its own when it imports
-    SMP v1."""
+    """A script no checked launcher starts: a job of its own when it uses SMP v1 and the
+    migration has something to do or say about it."""
     read = plan.sources[key]
     if b"smdistributed" not in read.source.raw:
         return None
     migrated = _script_files(key, project, declared, plan, errors)
     if not migrated:
         return None
-    items = tuple(item for file in migrated for item in file.items)
+    items = [item for file in migrated for item in file.items]
+    items += _launchers_left_behind(read.path, project, plan)
+    if not items and all(file.after == file.before for file in migrated):
+        return None
     if any(item.blocking for item in items):
         plan.kept.update(os.path.abspath(file.path) for file in migrated)
-    return JobMigration(read.path, tuple(file.path for file in migrated), items)
+    return JobMigration(read.path, tuple(file.path for file in migrated), tuple(items))
+
+
+def _launchers_left_behind(path: str, project: Project, plan: _Plan) -> list[MigrationItem]:
+    """The launchers that start ``path`` but are not migrated with it (a shell launcher, or
+    one outside the paths given): each must move with the script, by a person or a run."""
+    found = []
+    root = project_root(path)
+    for link in project.launchers_of(path):
+        where = shown_path(link.launcher, root)
+        if not link.launcher.endswith(".ipynb"):  # a notebook's lines are its joined cells'
+            where = f"{where}:{link.line}"
+        if link.launcher.endswith(SHELL_SUFFIX):
+            message = (
+                f"it is started by the shell launcher {where}: start it with"
+                " torchrun and pass SMP v2's parameters (hybrid_shard_degree, ...) there"
+            )
+        elif os.path.abspath(link.launcher) not in plan.sources:
+            message = (
+                f"its launcher {where} is not among the migrated paths: migrate"
+                " it too, or the job keeps starting SMP v1"
+            )
+        else:
+            continue
+        found.append(MigrationItem(path, 1, Outcome.REPORT, "launch", message, links.USE_V2))
+    return found
 
 
 def _script_files(
@@ -198,43 +280,54 @@ def _script_files(
     declared: Sequence[DeclaredJob],
     plan: _Plan,
     errors: list[FileError],
+    rewrite: bool = True,
 ) -> list[FileMigration]:
     """The script at ``key`` and its project modules that use SMP v1, each migrated with the
-    script's job (once per run: a module two scripts import is migrated for the first)."""
+    script's job (each file once per run). Without ``rewrite``, each is returned unchanged
+    (a job v2 cannot run still holds them)."""
     read = plan.sources.get(key) or _read(_shown(key))
     if isinstance(read, FileError):
         errors.append(read)
         return []
     plan.sources.setdefault(key, read)
-    module, error = parse(read.code, read.path)
-    if module is None:
-        assert error is not None
-        errors.append(error)
-        return []
-    file = parse_file(read.path, read.code)
+    file = _parsed(read, errors)
     if file is None or not file.facts.imports_smp:
         return []  # already on v2, or nothing of the library to move
     modules = LocalModules(project, read.path)
     job = script_job(file, (*declared, *project.declared_for(read.path)), modules)
-    migrated = [_migrated(key, Program(file, job, modules), plan)]
+    programs = [(key, Program(file, job, modules))]
     for helper in modules.imported_closure(file):
         helper_key = os.path.abspath(helper.path)
-        if not helper.facts.imports_smp or helper_key in plan.scripts:
+        if not helper.facts.imports_smp:
             continue
         helper_source = plan.sources.get(helper_key) or _read(helper.path)
         if isinstance(helper_source, FileError):
             errors.append(helper_source)
             continue
         plan.sources.setdefault(helper_key, helper_source)
-        migrated.append(_migrated(helper_key, Program(helper, job, modules, (file,)), plan))
+        programs.append((helper_key, Program(helper, job, modules, (file,))))
+    migrated = []
+    for program_key, program in programs:
+        plan.claimed.add(program_key)
+        if not rewrite:
+            text = program.file.text
+            migrated.append(FileMigration(program.path, text, text, ()))
+            continue
+        known = plan.scripts.get(program_key)
+        if known is None:
+            known = plan.scripts[program_key] = migrate_script(program)
+        migrated.append(known)
     return migrated
 
 
-def _migrated(key: str, program: Program, plan: _Plan) -> FileMigration:
-    known = plan.scripts.get(key)
-    if known is None:
-        known = plan.scripts[key] = migrate_script(program)
-    return known
+def _parsed(read: _Source, errors: list[FileError]) -> Optional[ParsedFile]:
+    """``read`` parsed once, indexed, with its facts; None (and an error) when it does not
+    parse."""
+    module = _module(read, errors)
+    if module is None:
+        return None
+    with indexed(module) as index:
+        return ParsedFile(read.path, read.code, module, collect(module), index)
 
 
 def _waiting(items: Sequence[MigrationItem]) -> list[MigrationItem]:
@@ -242,29 +335,23 @@ def _waiting(items: Sequence[MigrationItem]) -> list[MigrationItem]:
     return [item for item in items if item.blocking or item.outcome is Outcome.REPORT]
 
 
-def _finished(
-    plan: _Plan, jobs: Sequence[JobMigration], errors: list[FileError]
-) -> list[FileMigration]:
+def _finished(plan: _Plan, errors: list[FileError]) -> list[FileMigration]:
     """Each file's text after the run, for the files that change; a result that does not
     parse is dropped with an error (the file is left as it was)."""
-    items_by_file: dict[str, list[MigrationItem]] = {}
-    for job in jobs:
-        for item in job.items:
-            items_by_file.setdefault(item.path, []).append(item)
     results: list[FileMigration] = []
     for key in sorted(set(plan.edits) | set(plan.scripts)):
         read = plan.sources[key]
         if key in plan.scripts:
             migrated = plan.scripts[key]
-            if key in plan.kept:
-                edits = todo_edits(read.code, _waiting(migrated.items))
-                after = _applied(read, edits)
-            else:
-                after = migrated.after
             items = migrated.items
+            after = (
+                _applied(read, todo_edits(read.code, _waiting(items)))
+                if key in plan.kept
+                else migrated.after
+            )
         else:
-            after = _applied(read, plan.edits.get(key, []))
-            items = tuple(items_by_file.get(read.path, ()))
+            items = tuple(plan.launcher_items.get(key, ()))
+            after = _applied(read, plan.edits[key])
         if after == read.source.text:
             continue
         if not _parses(read, after):
@@ -276,7 +363,7 @@ def _finished(
                 )
             )
             continue
-        results.append(FileMigration(read.path, read.source.text, after, tuple(items)))
+        results.append(FileMigration(read.path, read.source.text, after, items))
     return results
 
 
@@ -290,36 +377,32 @@ def _applied(read: _Source, edits: Sequence[TextEdit]) -> str:
 
 def _notebook_applied(book: notebook.Notebook, edits: Sequence[TextEdit]) -> str:
     """The notebook with ``edits`` of its joined code applied cell by cell (an edit that
-    spans two cells is left out); only the cells that change are written back."""
-    _, layout = book.joined()
-    joined = book.joined()[0]
+    spans two cells is left out); only the cells that change are written back, with their
+    magics as they were."""
+    joined, layout = book.joined()
     line_starts = [0, *(i + 1 for i, char in enumerate(joined) if char == "\n")]
-    spans = []
-    for cell, (first, count) in zip(book.cells, layout):
-        start = line_starts[first - 1]
-        end = (
-            line_starts[first - 1 + count] if first - 1 + count < len(line_starts) else len(joined)
+    spans = [
+        (
+            line_starts[first - 1],
+            line_starts[first - 1 + count] if first + count <= len(line_starts) else len(joined),
         )
-        spans.append((cell, start, end))
+        for first, count in layout
+    ]
     by_cell: dict[int, list[TextEdit]] = {}
     for edit in edits:
-        for position, (_, start, end) in enumerate(spans):
-            if (
-                start <= edit.start
-                and edit.end <= end
-                and (edit.start < end or edit.start == start)
-            ):
+        for position, (start, end) in enumerate(spans):
+            # An insertion at a cell's first offset belongs to that cell, not the one before.
+            if start <= edit.start and edit.end <= end and edit.start < end:
                 by_cell.setdefault(position, []).append(
                     replace(edit, start=edit.start - start, end=edit.end - start)
                 )
                 break
     sources: dict[int, str] = {}
     for position, cell_edits in by_cell.items():
-        cell = spans[position][0]
+        cell = book.cells[position]
         masked = notebook.mask(cell.source)
         had_newline = masked.endswith("\n")
-        code = masked if had_newline else masked + "\n"
-        new = apply_edits(code, cell_edits)
+        new = apply_edits(masked if had_newline else masked + "\n", cell_edits)
         if not had_newline and new.endswith("\n"):
             new = new[:-1]
         sources[cell.index] = notebook.unmask(new)

@@ -27,6 +27,7 @@ formatting stay.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -99,10 +100,16 @@ class LaunchMigration:
 
 
 def migrate_launchers(
-    module: cst.Module, code: str, path: str, shown: str
+    module: cst.Module,
+    code: str,
+    path: str,
+    shown: str,
+    stated: Optional[Mapping[str, Any]] = None,
 ) -> list[LaunchMigration]:
     """The SMP v1 estimator calls of one launcher (``code`` parsed as ``module``; a notebook's
-    joined cells), each with the edits that move it to v2. ``shown`` names the file in items.
+    joined cells), each with the edits that move it to v2. ``shown`` names the file in items;
+    ``stated`` are the settings of the stated job (``--job``, ``[tool.smpfix.job]``), which
+    answer for a value the launcher does not write literally.
 
     Estimators without model parallelism, and those already on v2, are left alone.
     """
@@ -113,7 +120,7 @@ def migrate_launchers(
     ]
     if not found:
         return []
-    writer = _Writer(code, Positions(module, code), ParentIndex(module), shown)
+    writer = _Writer(code, Positions(module, code), ParentIndex(module), shown, stated or {})
     return [writer.launch(launcher) for launcher in found]
 
 
@@ -123,8 +130,16 @@ _Entry = Union[cst.DictElement, cst.Arg]
 class _Writer:
     """Edits and items for the launchers of one file; knows where each node is written."""
 
-    def __init__(self, code: str, positions: Positions, parents: ParentIndex, shown: str):
+    def __init__(
+        self,
+        code: str,
+        positions: Positions,
+        parents: ParentIndex,
+        shown: str,
+        stated: Mapping[str, Any],
+    ):
         self.code = code
+        self.stated = stated
         self.positions = positions
         self.parents = parents
         self.shown = shown
@@ -145,7 +160,7 @@ class _Writer:
                 links.SUPPORTED_FRAMEWORKS,
                 blocking=True,
             )
-            return LaunchMigration(launcher, line, None, (), tuple(self.items))
+            return LaunchMigration(launcher, line, launcher.script, (), tuple(self.items))
         self.parameters(launcher)
         self.launch_settings(launcher)
         self.container(launcher)
@@ -176,12 +191,15 @@ class _Writer:
             return
         values: dict[str, Located] = parameters.value
         pipeline = next((values[key] for key in _PIPELINE_KEYS if key in values), None)
-        if pipeline is not None and self.above_one(pipeline):
+        degree = pipeline.plain() if pipeline is not None else None
+        if degree is UNKNOWN:
+            degree = self.stated.get("pipeline_parallel_degree")
+        if pipeline is not None and _above_one(degree):
             self.item(
                 self.anchor(pipeline),
                 Outcome.REPORT,
                 "pipeline-parallelism",
-                f"pipeline parallelism (pipeline degree {pipeline.plain()}) has no SMP v2"
+                f"pipeline parallelism (pipeline degree {degree}) has no SMP v2"
                 " equivalent: v2 shards the model with FSDP (hybrid_shard_degree) and tensor"
                 " parallelism; choose the sharding degree with `smpfix plan`, then remove"
                 " smp.step microbatches and smp.partition from the script",
@@ -219,6 +237,8 @@ class _Writer:
             return
         if key in _PIPELINE_KEYS or key == "microbatches":
             if value is UNKNOWN or not isinstance(value, int):
+                value = self.stated.get("pipeline_parallel_degree" if key == "partitions" else key)
+            if not isinstance(value, int) or isinstance(value, bool):
                 if self.delete(located):
                     self.item(
                         self.anchor(located),
@@ -458,10 +478,6 @@ class _Writer:
     def anchor(self, located: Located) -> Optional[cst.CSTNode]:
         return located.anchor or self.assignment(located)
 
-    def above_one(self, located: Located) -> bool:
-        value = located.plain()
-        return isinstance(value, int) and not isinstance(value, bool) and value > 1
-
     def assignment(self, located: Located) -> Optional[cst.SimpleStatementLine]:
         """The statement ``params["key"] = value`` that wrote ``located``, if one did."""
         if located.node is None:
@@ -655,6 +671,10 @@ class _Writer:
         while offset < len(self.code) and self.code[offset] in blanks:
             offset += 1
         return offset
+
+
+def _above_one(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 1
 
 
 def _shown(value: Any) -> str:
