@@ -139,6 +139,7 @@ class _Writer:
         stated: Mapping[str, Any],
     ):
         self.code = code
+        self.newline = "\r\n" if "\r\n" in code else "\n"
         self.stated = stated
         self.positions = positions
         self.parents = parents
@@ -360,12 +361,14 @@ class _Writer:
         if "huggingface" in launcher.estimator.lower():
             self.item(
                 launcher.call,
-                Outcome.SCAFFOLD,
+                Outcome.REPORT,
                 "container",
                 "the Hugging Face estimator has no SMP v2 image: start the job with"
                 f" sagemaker.pytorch.PyTorch(framework_version={V2_FRAMEWORK_VERSION!r},"
-                f" py_version={V2_PY_VERSION!r}) and install transformers from requirements.txt",
+                f" py_version={V2_PY_VERSION!r}), transformers in requirements.txt, then run"
+                " smpfix migrate again",
                 links.SUPPORTED_FRAMEWORKS,
+                blocking=True,
             )
             return
         framework = launcher.keyword("framework_version")
@@ -522,6 +525,8 @@ class _Writer:
             self.unwritable(located, f"rename `{key}` to `{new}`")
             return False
         self.replace(node, self.key_text(node, new))
+        for twin in self.twins(located.entry) if located.entry is not None else ():
+            self.replace(twin.key, self.key_text(twin.key, new))
         return True
 
     def replace_entry(self, located: Located, key: str, value: str) -> bool:
@@ -582,9 +587,10 @@ class _Writer:
             indent = self.indent_at(start)
             if has_comma:
                 at = self.line_end(after)
-                self.edits.append(TextEdit(at, at, f"\n{indent}{new},"))
+                at = at - 1 if self.code[at - 1 : at] == "\r" else at
+                self.edits.append(TextEdit(at, at, f"{self.newline}{indent}{new},"))
             else:
-                self.edits.append(TextEdit(end, end, f",\n{indent}{new}"))
+                self.edits.append(TextEdit(end, end, f",{self.newline}{indent}{new}"))
         elif has_comma:
             self.edits.append(TextEdit(after + 1, after + 1, f" {new},"))
         else:
@@ -592,8 +598,8 @@ class _Writer:
         return True
 
     def delete(self, located: Located) -> bool:
-        """Remove the entry (or ``params["key"] = ...`` statement) that wrote ``located``:
-        whole lines when it has its lines to itself, else the entry and its comma."""
+        """Remove the entry (or ``params["key"] = ...`` statement) that wrote ``located``,
+        and any earlier entry of the same key in the same display (Python keeps the last)."""
         entry = located.entry
         if not isinstance(entry, (cst.DictElement, cst.Arg)):
             statement = self.assignment(located)
@@ -601,6 +607,30 @@ class _Writer:
                 self.unwritable(located, "drop this key")
                 return False
             entry = statement
+        for node in (*self.twins(entry), entry):
+            self.remove(node)
+        return True
+
+    def twins(self, entry: cst.CSTNode) -> list[cst.DictElement]:
+        """The other entries of ``entry``'s dict display with the same string key."""
+        if not isinstance(entry, cst.DictElement) or not isinstance(entry.key, cst.SimpleString):
+            return []
+        display = self.parents.parent_of(entry)
+        if not isinstance(display, cst.Dict):
+            return []
+        key = entry.key.evaluated_value
+        return [
+            other
+            for other in display.elements
+            if other is not entry
+            and isinstance(other, cst.DictElement)
+            and isinstance(other.key, cst.SimpleString)
+            and other.key.evaluated_value == key
+        ]
+
+    def remove(self, entry: cst.CSTNode) -> None:
+        """Remove one entry or statement: whole lines when it has its lines to itself, else the
+        entry and its comma."""
         start, end = self.positions.span(entry)
         after = self.skip_blanks(end)
         has_comma = not isinstance(entry, cst.SimpleStatementLine) and (
@@ -614,17 +644,16 @@ class _Writer:
             stop = self.line_end(tail)
             stop = stop + 1 if self.code[stop : stop + 1] == "\n" else stop
             self.edits.append(TextEdit(self.line_start(start), stop, ""))
-            return True
+            return
         if has_comma:
             self.edits.append(TextEdit(start, self.skip_blanks(tail, newlines=True), ""))
-            return True
+            return
         before = start - 1
         while before >= 0 and self.code[before] in " \t\r\n":
             before -= 1
         self.edits.append(
             TextEdit(before if self.code[before : before + 1] == "," else start, end, "")
         )
-        return True
 
     def merged_edits(self) -> tuple[TextEdit, ...]:
         """The edits, with deletions that touch merged into one (two neighbours dropped from
