@@ -124,3 +124,14 @@ def test_values_smpfix_cannot_read_are_scaffolded_not_guessed(tmp_path: Path) ->
 def test_a_launcher_already_on_v2_is_no_job(tmp_path: Path) -> None:
     run = migrate_alone(FIXTURES / "already_v2.py", tmp_path)
     assert run.jobs == () and run.files == ()
+
+
+def test_each_item_links_the_v2_page_of_its_setting(tmp_path: Path) -> None:
+    from smpfix.migrate import links
+
+    run = migrate_alone(FIXTURES / "key_mappings.py", tmp_path)
+    page = {item.message.split("`")[1]: item.link for item in run.jobs[0].items}
+    assert page["sharded_data_parallel_degree"] == links.HYBRID_SHARDING
+    assert page["tensor_parallel_seed"] == links.TENSOR_PARALLELISM
+    assert page["offload_activations"] == links.ACTIVATION_OFFLOADING
+    assert page["mpi"] == links.USE_V2

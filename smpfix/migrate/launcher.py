@@ -79,6 +79,22 @@ _DROPPED_BECAUSE = {
     "ddp_port": "torchrun chooses the rendezvous port",
     "ddp_dist_backend": "v2 runs on NCCL (or SMDDP) through torch.distributed",
     "prescaled_batch": "v2's tensor parallelism reads one batch per tensor-parallel group",
+    "checkpoint_attentions": "v2 checkpoints activations with PyTorch's"
+    " apply_activation_checkpointing in the script",
+}
+# The v2 page that says where a v1 setting went; the upgrade page for the others.
+_PAGES = {
+    "sharded_data_parallel_degree": links.HYBRID_SHARDING,
+    "sdp_max_live_parameters": links.HYBRID_SHARDING,
+    "tensor_parallel_seed": links.TENSOR_PARALLELISM,
+    "offload_activations": links.ACTIVATION_OFFLOADING,
+    "fp16": links.MIXED_PRECISION,
+    "bf16": links.MIXED_PRECISION,
+    "fp16_params": links.MIXED_PRECISION,
+    "delayed_parameter_initialization": links.DELAYED_PARAMETER_INITIALIZATION,
+    "checkpoint_attentions": links.ACTIVATION_CHECKPOINTING,
+    "ddp_dist_backend": links.SMDDP,
+    "prescaled_batch": links.TENSOR_PARALLELISM,
 }
 _PIPELINE_ONLY = "a setting of v1's pipeline and partitioning engine, which v2 does not have"
 _SDP_ONLY = "a setting of v1's sharded data parallelism; FSDP has its own"
@@ -223,7 +239,7 @@ class _Writer:
                 Outcome.MOVED,
                 "configuration",
                 f"`{key}` renamed `{new}` (the same setting in v2)",
-                links.CONFIGURATION,
+                _PAGES.get(key, links.CONFIGURATION),
             )
             if key == "offload_activations" and "activation_loading_horizon" not in values:
                 if self.insert_after(located, "activation_loading_horizon", "4"):
@@ -275,7 +291,7 @@ class _Writer:
             Outcome.SCAFFOLD if key == "prescaled_batch" and value is True else Outcome.MOVED,
             "configuration",
             f"`{key}` dropped: {reason}",
-            links.UPGRADE_FROM_V1,
+            _PAGES.get(key, links.UPGRADE_FROM_V1),
         )
 
     def launch_settings(self, launcher: Launcher) -> None:
