@@ -130,7 +130,11 @@ def test_each_item_links_the_v2_page_of_its_setting(tmp_path: Path) -> None:
     from smpfix.migrate import links
 
     run = migrate_alone(FIXTURES / "key_mappings.py", tmp_path)
-    page = {item.message.split("`")[1]: item.link for item in run.jobs[0].items}
+    page = {
+        item.message.split("`")[1]: item.link
+        for item in run.jobs[0].items
+        if item.message.startswith("`")
+    }
     assert page["sharded_data_parallel_degree"] == links.HYBRID_SHARDING
     assert page["tensor_parallel_seed"] == links.TENSOR_PARALLELISM
     assert page["offload_activations"] == links.ACTIVATION_OFFLOADING
