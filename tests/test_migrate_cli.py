@@ -237,3 +237,30 @@ def test_inserted_lines_take_the_file_s_line_endings(tmp_path: Path) -> None:
     assert run_cli("migrate", "--apply", ".", cwd=tmp_path).code == 0
     expected = (LAUNCHERS / "key_mappings.migrated.py").read_text().replace("\n", "\r\n")
     assert (tmp_path / "launch.py").read_bytes() == expected.encode()
+
+
+SHELL_LAUNCHER = """#!/bin/bash
+export SM_HP_MP_PARAMETERS='{{"partitions": {degree}, "ddp": true}}'
+mpirun --allow-run-as-root -np 8 python train.py
+"""
+
+
+@pytest.mark.parametrize(("degree", "blocked"), [(1, False), (2, True)])
+def test_a_shell_launcher_is_reported_and_its_pipeline_blocks(
+    degree: int, blocked: bool, tmp_path: Path
+) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / "run.sh").write_text(SHELL_LAUNCHER.format(degree=degree))
+    done = run_cli("migrate", "--format", "json", ".", cwd=tmp_path)
+    assert done.code == 1
+    (job,) = json.loads(done.stdout)["jobs"]
+    (item,) = job["items"]
+    assert item["outcome"] == "report" and item["blocking"] is blocked
+    assert item["message"].startswith(
+        "run.sh:3 runs it with pipeline"
+        if blocked
+        else "it is started by the shell launcher run.sh:3"
+    )
+    (changed,) = json.loads(done.stdout)["changed_files"]
+    assert changed["diff"].splitlines()[3].startswith("+# smpfix-migrate: TODO(launch): ")

@@ -26,10 +26,12 @@ import libcst as cst
 
 from smpfix.base import nesting, notebook, source
 from smpfix.base.findings import FileError
+from smpfix.base.flavour import Flavour
 from smpfix.base.walker import indexed
 from smpfix.engine.analysis import parse, script_job
 from smpfix.engine.discovery import DiscoveredFile
 from smpfix.engine.launcher_index import LauncherSearch, with_launchers
+from smpfix.job.framework_versions import launcher_flavour
 from smpfix.job.jobfacts import DeclaredJob
 from smpfix.job.linking import may_be_launcher, shown_path
 from smpfix.job.project import Project
@@ -180,8 +182,9 @@ def _launch_job(
     if script is not None and script.endswith(".py") and os.path.isfile(script):
         key = os.path.abspath(script)
         plan.claimed.add(key)
-        # A job v2 cannot run at all (TensorFlow) has nothing to rewrite in its scripts.
-        rewrite = not launch.blocking
+        # A TensorFlow job has nothing to rewrite in its scripts; any other blocked job's
+        # scripts are still read, so the report lists everything that waits for a person.
+        rewrite = launcher_flavour(launch.launcher) is not Flavour.TENSORFLOW
         for migrated in _script_files(key, project, declared, plan, errors, rewrite):
             files.append(os.path.abspath(migrated.path))
             items += migrated.items
@@ -237,41 +240,80 @@ def _script_job(
     read = plan.sources[key]
     if b"smdistributed" not in read.source.raw:
         return None
-    migrated = _script_files(key, project, declared, plan, errors)
+    behind = _launchers_left_behind(read.path, project, plan)
+    rewrite = not any(item.blocking for item in behind)
+    migrated = _script_files(key, project, declared, plan, errors, rewrite)
     if not migrated:
         return None
-    items = [item for file in migrated for item in file.items]
-    items += _launchers_left_behind(read.path, project, plan)
+    items = [item for file in migrated for item in file.items] + behind
     if not items and all(file.after == file.before for file in migrated):
         return None
     if any(item.blocking for item in items):
         plan.kept.update(os.path.abspath(file.path) for file in migrated)
+    if behind:
+        # The script says which launcher it waits for (a shell launcher takes no comment).
+        plan.launcher_items.setdefault(key, []).extend(behind)
+        if not rewrite:
+            plan.edits.setdefault(key, []).extend(todo_edits(read.code, _waiting(behind)))
     return JobMigration(read.path, tuple(file.path for file in migrated), tuple(items))
 
 
 def _launchers_left_behind(path: str, project: Project, plan: _Plan) -> list[MigrationItem]:
     """The launchers that start ``path`` but are not migrated with it (a shell launcher, or
-    one outside the paths given): each must move with the script, by a person or a run."""
+    one outside the paths given): each must move with the script, by a person or a run. One
+    that starts a job v2 cannot run (pipeline parallelism, TensorFlow) blocks the script."""
     found = []
     root = project_root(path)
     for link in project.launchers_of(path):
         where = shown_path(link.launcher, root)
         if not link.launcher.endswith(".ipynb"):  # a notebook's lines are its joined cells'
             where = f"{where}:{link.line}"
+        settings = link.job.settings
+        degree = settings.get("pipeline_parallel_degree", settings.get("partitions"))
+        if settings.get("framework") == "tensorflow":
+            found.append(
+                _left_behind(
+                    path,
+                    f"{where} starts it with TensorFlow: {_NO_TF}",
+                    True,
+                    links.SUPPORTED_FRAMEWORKS,
+                )
+            )
+            continue
+        if isinstance(degree, int) and not isinstance(degree, bool) and degree > 1:
+            found.append(
+                _left_behind(
+                    path,
+                    f"{where} runs it with pipeline parallelism (degree {degree}), which SMP v2"
+                    " does not have: choose the sharding with `smpfix plan`, then migrate again",
+                    True,
+                    links.UPGRADE_FROM_V1,
+                )
+            )
+            continue
         if link.launcher.endswith(SHELL_SUFFIX):
             message = (
-                f"it is started by the shell launcher {where}: start it with"
-                " torchrun and pass SMP v2's parameters (hybrid_shard_degree, ...) there"
+                f"it is started by the shell launcher {where}: start it with torchrun and"
+                " pass SMP v2's parameters (hybrid_shard_degree, ...) there"
             )
         elif os.path.abspath(link.launcher) not in plan.sources:
             message = (
-                f"its launcher {where} is not among the migrated paths: migrate"
-                " it too, or the job keeps starting SMP v1"
+                f"its launcher {where} is not among the migrated paths: migrate it too, or"
+                " the job keeps starting SMP v1"
             )
         else:
             continue
-        found.append(MigrationItem(path, 1, Outcome.REPORT, "launch", message, links.USE_V2))
+        found.append(_left_behind(path, message, False))
     return found
+
+
+_NO_TF = "SMP v2 supports PyTorch only; keep it on SMP v1 or port the model to PyTorch FSDP"
+
+
+def _left_behind(
+    path: str, message: str, blocking: bool, link: str = links.USE_V2
+) -> MigrationItem:
+    return MigrationItem(path, 1, Outcome.REPORT, "launch", message, link, blocking)
 
 
 def _script_files(
@@ -343,12 +385,12 @@ def _finished(plan: _Plan, errors: list[FileError]) -> list[FileMigration]:
         read = plan.sources[key]
         if key in plan.scripts:
             migrated = plan.scripts[key]
-            items = migrated.items
-            after = (
-                _applied(read, todo_edits(read.code, _waiting(items)))
-                if key in plan.kept
-                else migrated.after
-            )
+            behind = plan.launcher_items.get(key, [])
+            items = (*migrated.items, *behind)
+            if key in plan.kept:
+                after = _applied(read, todo_edits(read.code, _waiting(items)))
+            else:
+                after = apply_edits(migrated.after, todo_edits(migrated.after, _waiting(behind)))
         else:
             items = tuple(plan.launcher_items.get(key, ()))
             after = _applied(read, plan.edits[key])
