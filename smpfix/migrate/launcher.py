@@ -241,7 +241,11 @@ class _Writer:
                 f"`{key}` renamed `{new}` (the same setting in v2)",
                 _PAGES.get(key, links.CONFIGURATION),
             )
-            if key == "offload_activations" and "activation_loading_horizon" not in values:
+            if (
+                key == "offload_activations"
+                and value is not False
+                and "activation_loading_horizon" not in values
+            ):
                 if self.insert_after(located, "activation_loading_horizon", "4"):
                     self.item(
                         self.anchor(located),

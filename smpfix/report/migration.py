@@ -132,9 +132,15 @@ def render_migration_text(run: MigrationRun, color: bool, width: Optional[int] =
             console.print(f"  proposed container: {escape(job.container)}")
         for item in sorted(job.items, key=_order):
             mark = " (blocking)" if item.blocking else ""
+            # Nothing of a blocked job was rewritten: what is mechanical waits for the blockers.
+            outcome = (
+                "would move"
+                if job.blocked and item.outcome is Outcome.MOVED
+                else item.outcome.value
+            )
             console.print(
                 f"  {escape(item.path)}:{item.line}: [{_STYLES[item.outcome]}]"
-                f"{item.outcome.value}[/]{mark} {escape(item.topic)}: {escape(item.message)}"
+                f"{outcome}[/]{mark} {escape(item.topic)}: {escape(item.message)}"
                 f" <{escape(item.link)}>"
             )
         console.print()
