@@ -43,7 +43,7 @@ from smpfix.job.launcher import Launcher, Located, find_launchers
 from smpfix.job.smp_v2 import launcher_v2
 from smpfix.migrate import links
 from smpfix.migrate.items import MigrationItem, Outcome
-from smpfix.migrate.text_edits import TextEdit
+from smpfix.migrate.text_edits import TextEdit, apply_edits
 
 # The newest PyTorch the SageMaker SDK (8326c23) starts SMP v2 with: ``pytorch-smp.json``'s
 # ``version_aliases`` map "2.4.1" to SMP 2.7.0, whose image is built for py311 only, and
@@ -51,6 +51,9 @@ from smpfix.migrate.text_edits import TextEdit
 V2_FRAMEWORK_VERSION = "2.4.1"
 V2_PY_VERSION = "py311"
 V2_SMP_RELEASE = "2.7.0"
+# Where a launcher line is long enough that a formatter would break it (Ruff's and Black's
+# default is 88, the project's own ``line-length`` default 100; the longer counts).
+_LINE_LENGTH = 100
 # v1's default horizon (``activation_loading_horizon``); v2's is 2.
 V1_ACTIVATION_LOADING_HORIZON = 4
 # The instance types SMP v2 documents (P4d, P4de, P5): torchrun starts one process per GPU.
@@ -162,10 +165,12 @@ class _Writer:
         self.shown = shown
         self.edits: list[TextEdit] = []
         self.items: list[MigrationItem] = []
+        # Dict displays an edit made longer (the ``mpi`` entry replaced), to wrap if too long.
+        self.grown: list[cst.Dict] = []
 
     # -- one estimator -----------------------------------------------------------------------
     def launch(self, launcher: Launcher) -> LaunchMigration:
-        self.edits, self.items = [], []
+        self.edits, self.items, self.grown = [], [], []
         line = self.line_of(launcher.call)
         if launcher_flavour(launcher).value == "tensorflow":
             self.item(
@@ -182,9 +187,10 @@ class _Writer:
         self.launch_settings(launcher)
         self.container(launcher)
         self.instance(launcher)
-        return LaunchMigration(
-            launcher, line, launcher.script, self.merged_edits(), tuple(self.items)
-        )
+        edits = self.merged_edits()
+        for display in self.grown:
+            edits = self.wrapped(display, edits)
+        return LaunchMigration(launcher, line, launcher.script, edits, tuple(self.items))
 
     def parameters(self, launcher: Launcher) -> None:
         parameters = launcher.parameters
@@ -554,6 +560,9 @@ class _Writer:
         entry = located.entry
         if isinstance(entry, cst.DictElement) and isinstance(entry.key, cst.SimpleString):
             self.replace(entry, f"{self.key_text(entry.key, key)}: {value}")
+            display = self.parents.parent_of(entry)
+            if isinstance(display, cst.Dict):
+                self.grown.append(display)
             return True
         if isinstance(entry, cst.Arg) and entry.keyword is not None:
             self.replace(entry, f"{key}={value.replace(chr(39), chr(34))}")
@@ -701,6 +710,48 @@ class _Writer:
                     start = before
             kept.append(TextEdit(start, end, ""))
         return tuple(sorted(kept, key=lambda e: (e.start, e.end)))
+
+    def wrapped(self, display: cst.Dict, edits: tuple[TextEdit, ...]) -> tuple[TextEdit, ...]:
+        """``edits`` with ``display`` written one entry per line, when it is on one line that
+        its edits make longer than the line length (100, or the file's longest line) and a
+        formatter would break it first: not inside another bracket of the line, no comment.
+        The edits inside it are applied to its entries' text; the others are kept."""
+        start, end = self.positions.span(display)
+        opening, closing = start, end - 1
+        first = self.line_start(opening)
+        if self.code[opening] != "{" or self.line_end(opening) < closing:
+            return edits
+        line = self.code[first : self.line_end(opening)]
+        inside = [e for e in edits if opening < e.start and e.end <= closing]
+        growth = sum(len(e.content) - (e.end - e.start) for e in inside)
+        longest = max((len(each) for each in self.code.splitlines()), default=0)
+        before = self.code[first:opening]
+        nested = sum(before.count(c) for c in "([{") != sum(before.count(c) for c in ")]}")
+        if (
+            len(line) + growth <= max(_LINE_LENGTH, longest)
+            or nested
+            or "#" in self.code[opening:closing]
+        ):
+            return edits
+        parts = []
+        for element in display.elements:
+            low, high = self.positions.span(element)
+            own = [
+                TextEdit(e.start - low, e.end - low, e.content)
+                for e in inside
+                if low <= e.start and e.end <= high
+            ]
+            parts.append(apply_edits(self.code[low:high], own))
+        outer = line[: len(line) - len(line.lstrip(" \t"))]
+        indent = outer + ("\t" if outer.startswith("\t") else "    ")
+        body = "".join(f"{self.newline}{indent}{part}," for part in parts)
+        kept = [e for e in edits if e not in inside]
+        return tuple(
+            sorted(
+                [*kept, TextEdit(opening + 1, closing, f"{body}{self.newline}{outer}")],
+                key=lambda e: (e.start, e.end),
+            )
+        )
 
     # -- text positions ----------------------------------------------------------------------
     def line_start(self, offset: int) -> int:
