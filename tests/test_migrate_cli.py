@@ -264,3 +264,36 @@ def test_a_shell_launcher_is_reported_and_its_pipeline_blocks(
     )
     (changed,) = json.loads(done.stdout)["changed_files"]
     assert changed["diff"].splitlines()[3].startswith("+# smpfix-migrate: TODO(launch): ")
+
+
+def test_an_undecodable_file_is_one_error_line_and_exit_2(tmp_path: Path) -> None:
+    project(tmp_path, "mpi_to_torch_distributed.py")
+    (tmp_path / "latin.py").write_bytes(
+        b"import smdistributed.modelparallel.torch as smp\nx = '\xe9'\n"
+    )
+    done = run_cli("migrate", "--apply", ".", cwd=tmp_path)
+    assert done.code == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("latin.py:2:1: error: cannot decode as utf-8")
+    assert '"torch_distributed": {"enabled": True}' in (tmp_path / "launch.py").read_text()
+
+
+def broken_script(program: Program) -> FileMigration:
+    """A stand-in for a script half that would write code that does not parse."""
+    return FileMigration(program.path, program.file.text, "def broken(:\n", ())
+
+
+def test_a_migration_that_does_not_parse_is_never_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project(tmp_path, "mpi_to_torch_distributed.py")
+    monkeypatch.setattr(migration, "migrate_script", broken_script)
+    monkeypatch.chdir(tmp_path)
+    run = migration.migrate_files(
+        [DiscoveredFile("launch.py", True), DiscoveredFile("train.py", True)],
+        Project.of((".",)),
+        (),
+    )
+    assert [file.path for file in run.files] == ["launch.py"]
+    (error,) = run.errors
+    assert error.path == "train.py" and "does not parse" in error.message
