@@ -145,6 +145,8 @@ def test_a_notebook_launcher_changes_only_its_launch_cell(tmp_path: Path) -> Non
     assert cells[1]["source"] == "%pip install sagemaker\n"
     assert cells[2]["source"] == (LAUNCHERS / "mpi_to_torch_distributed.migrated.py").read_text()
     assert cells[2]["outputs"] and cells[2]["metadata"] == {"tags": ["x"]}
+    again = run_cli("migrate", "--format", "json", ".", cwd=tmp_path)
+    assert json.loads(again.stdout)["changed_files"] == []
 
 
 def blocking_script(program: Program) -> FileMigration:
