@@ -7,7 +7,8 @@ Each directory is migrated as ``smpfix migrate DIR`` would (its configuration, d
 launcher search; nothing is written), and every job is counted by its items' outcomes: moved
 mechanically, scaffolded (v2 shape written with a ``TODO``) or reported (left for a person). A
 job kept on v1 by a blocking item counts its items as it would move them once the blocker is
-resolved, and is also counted as blocked. The shares are of items, per job and over all jobs.
+resolved, and is also counted as blocked; "moved now" counts only the jobs that moved. The
+shares are of items, per job and over all jobs.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class Tally:
     jobs: int = 0
     blocked: int = 0
     errors: int = 0
+    # Moved items of the jobs that did move (a blocked job moves nothing yet).
+    moved_now: int = 0
 
     @property
     def items(self) -> int:
@@ -55,6 +58,7 @@ class Tally:
             self.jobs + other.jobs,
             self.blocked + other.blocked,
             self.errors + other.errors,
+            self.moved_now + other.moved_now,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -66,17 +70,20 @@ class Tally:
             "moved": self.moved,
             "scaffold": self.scaffold,
             "report": self.report,
+            "moved_now": self.moved_now,
         }
 
 
 def job_tally(job: JobMigration) -> Tally:
     outcomes = [item.outcome for item in job.items]
+    moved = outcomes.count(Outcome.MOVED)
     return Tally(
-        outcomes.count(Outcome.MOVED),
+        moved,
         outcomes.count(Outcome.SCAFFOLD),
         outcomes.count(Outcome.REPORT),
         1,
         int(job.blocked),
+        moved_now=0 if job.blocked else moved,
     )
 
 
@@ -95,6 +102,7 @@ def _row(name: str, tally: Tally) -> str:
     return (
         f"{name[:60]:60} {tally.items:5} {tally.share(tally.moved):>6} "
         f"{tally.share(tally.scaffold):>8} {tally.share(tally.report):>6}"
+        f" {tally.share(tally.moved_now):>9}"
         + ("  kept on v1" if tally.blocked and tally.jobs == 1 else "")
     )
 
@@ -106,7 +114,7 @@ def main(argv: Sequence[str]) -> int:
     options = parser.parse_args(argv)
     overall = Tally()
     document: dict[str, Any] = {"folders": {}}
-    lines = [f"{'job':60} {'items':>5} {'moved':>6} {'scaffold':>8} {'report':>6}"]
+    lines = [f"{'job':60} {'items':>5} {'moved':>6} {'scaffold':>8} {'report':>6} {'moved now':>9}"]
     for folder in options.folders:
         run = migrate_directory(folder)
         total = Tally(errors=len(run.errors))
