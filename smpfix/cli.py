@@ -983,6 +983,102 @@ def _what_fits(
 
 
 @main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--apply", is_flag=True, help="Write the migrated files (default: print a diff).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Format of the report.",
+)
+@click.option(
+    "--job",
+    "job_settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A job setting that overrides the launchers, e.g. tensor_parallel_degree=8.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(),
+    help="Use this configuration file for every file, instead of each file's closest.",
+)
+@click.option("--exclude", multiple=True, help="Extra gitignore-style patterns to skip.")
+@click.option(
+    "--no-color",
+    is_flag=True,
+    help="Disable colours (also NO_COLOR, or when output is not a terminal).",
+)
+def migrate(
+    paths: tuple[str, ...],
+    apply: bool,
+    fmt: str,
+    job_settings: tuple[str, ...],
+    config_path: Optional[str],
+    exclude: tuple[str, ...],
+    no_color: bool,
+) -> None:
+    """Move the SMP v1 jobs in PATHS (launchers, scripts, helpers) to SMP v2.
+
+    Prints a unified diff of every file that changes and a report per job: what moved
+    mechanically, what smpfix scaffolded with a `# smpfix-migrate: TODO` comment, and what
+    only a person can move, each with the v2 page that says how. A job with a blocking item
+    (pipeline parallelism, TensorFlow, ...) stays on v1 and only gains TODO comments.
+    --apply writes the files. See docs/migrate.md.
+
+    Exit codes: 0 when everything moved, 1 when something needs a person, 2 on a usage error
+    or a file that could not be read or parsed (the others are still migrated).
+    """
+    from smpfix.engine.config import ConfigError, resolve
+    from smpfix.engine.discovery import Excluder, discover
+    from smpfix.engine.launcher_index import LauncherSearch
+    from smpfix.engine.migration import migrate_files, write_migrated
+    from smpfix.job.project import Project
+    from smpfix.report.migration import (
+        render_migration_json,
+        render_migration_text,
+        unified_diff,
+    )
+
+    paths = paths or (".",)
+    try:
+        config = resolve(list(paths), config_path)
+        declared = _declared_jobs(_cli_job(job_settings), config)
+    except ConfigError as exc:
+        sys.exit(_usage_error(str(exc)))
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        sys.exit(_usage_error(f"{missing[0]}: no such file or directory"))
+    tasks = list(
+        discover(
+            paths, Excluder([*config.exclude, *exclude], config.root), config.respect_gitignore
+        )
+    )
+    run = migrate_files(
+        tasks, Project.of(tuple(paths)), declared, LauncherSearch.of(config, exclude)
+    )
+    errors = list(run.errors)
+    if apply:
+        errors += write_migrated(run, tasks)
+    elif fmt != "json":  # the JSON report carries each file's diff
+        diff = "".join(unified_diff(file.path, file.before, file.after) for file in run.files)
+        if diff:
+            click.echo(diff, nl=False)
+    for error in errors:
+        click.echo(f"{error.location}: error: {error.message}", err=True)
+    if fmt == "json":
+        click.echo(render_migration_json(run), nl=False)
+    else:
+        click.echo(render_migration_text(run, _use_color(no_color)), nl=False)
+    if errors:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if run.needs_a_person else EXIT_CLEAN)
+
+
+@main.command()
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )

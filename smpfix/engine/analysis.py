@@ -184,6 +184,20 @@ def job_facts_for(
     )
 
 
+def script_job(
+    file: ParsedFile, declared: Sequence[DeclaredJob], modules: Optional[LocalModules]
+) -> JobFacts:
+    """The job of ``file`` as its check sees it (``declared``: the stated and launcher jobs,
+    highest precedence first), for front ends that ask the program model without the rules
+    (``smpfix migrate``)."""
+    facts = file.facts
+    script_v2 = "this file imports torch.sagemaker" if facts.imports_smp_v2 else None
+    if not facts.imports_smp:
+        return JobFacts.resolve(declared, script_v2=script_v2)
+    positions = _LazyPositions(file.module, file.text, file.index)
+    return job_facts_for(facts, declared, positions, script_v2, modules)
+
+
 def analyze(
     text: str,
     path: str,
