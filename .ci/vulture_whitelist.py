@@ -36,7 +36,3 @@ init_a
 # smpfix.job.shell_launcher: settings of a shlex.shlex lexer, read by the standard library.
 _.whitespace_split
 _.commenters
-
-# smpfix.migrate.links: the v2 pages the script half of `smpfix migrate` links (its own branch).
-TORCH_SAGEMAKER_API
-FINE_TUNING

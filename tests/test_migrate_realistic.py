@@ -27,6 +27,7 @@ PROJECTS = FIXTURES / "migrate" / "projects"
 # project -> outcome: "moved" (nothing left), "scaffold" (TODOs to finish), "blocked",
 # "unchanged" (already SMP v2, or no SMP v1 in the scripts launched).
 OUTCOMES = {
+    REALISTIC / "bert_json_config": "blocked",
     REALISTIC / "bert_pipeline": "blocked",
     REALISTIC / "bert_pipeline_pretraining": "blocked",
     REALISTIC / "ddp_script_under_smp_launcher": "unchanged",
@@ -42,6 +43,7 @@ OUTCOMES = {
     REALISTIC / "mnist_pipeline_parallel": "blocked",
     REALISTIC / "neox_finetune_smp_v2_migration": "unchanged",
     REALISTIC / "resnet_dual_backend": "blocked",
+    REALISTIC / "resnet_notebook_strategies": "blocked",
     REALISTIC / "roberta_notebook": "blocked",
     REALISTIC / "t5_sdp_bf16_pytorch113": "scaffold",
     REALISTIC / "tf_mnist_known_sizes": "blocked",

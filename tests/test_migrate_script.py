@@ -102,7 +102,7 @@ EXPECTED: dict[str, list[tuple[int, Outcome, str, bool]]] = {
         (8, M, "optimizer", False),
     ],
     # Left on v1 as a whole: a TODO comment at what no transformation moves.
-    "smp_nn_modules": [(6, R, "smp-nn", False)],
+    "smp_nn_modules": [(6, R, "smp-nn", True)],
     "collectives": [
         (4, M, "initialisation", False),
         (6, M, "collectives", False),

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
+import pytest
 from conftest import parsed, run_cli
 
 from smpfix.base.literals import UNKNOWN
@@ -362,10 +363,13 @@ if GUARD:
 """
 
 
-def test_an_estimator_in_a_branch_is_planned_and_said_to_be_an_offer(tmp_path: Path) -> None:
-    row = _plan(tmp_path, {"launch.py": OFFER.replace("GUARD", "use_smp"), "train.py": PT_SCRIPT})
+@pytest.mark.parametrize("guard", ["use_smp", 'hyperparameters.get("smp")'])
+def test_an_estimator_in_a_branch_is_planned_and_said_to_be_an_offer(
+    guard: str, tmp_path: Path
+) -> None:
+    row = _plan(tmp_path, {"launch.py": OFFER.replace("GUARD", guard), "train.py": PT_SCRIPT})
     assert row["assumptions"][0] == (
-        "an offer: the launcher builds this estimator only when `use_smp`, which its own values "
+        f"an offer: the launcher builds this estimator only when `{guard}`, which its own values "
         "do not make true; planned as written"
     )
 
@@ -373,8 +377,9 @@ def test_an_estimator_in_a_branch_is_planned_and_said_to_be_an_offer(tmp_path: P
 def test_an_estimator_under_a_test_smpfix_cannot_resolve_is_an_offer_too(
     tmp_path: Path,
 ) -> None:
-    guard = 'hyperparameters.get("smp")'
-    row = _plan(tmp_path, {"launch.py": OFFER.replace("GUARD", guard), "train.py": PT_SCRIPT})
+    guard = 'os.environ.get("USE_SMP")'
+    launcher = "import os\n" + OFFER.replace("GUARD", guard)
+    row = _plan(tmp_path, {"launch.py": launcher, "train.py": PT_SCRIPT})
     assert row["assumptions"][0] == (
         f"an offer: the launcher builds this estimator only when `{guard}`, which smpfix "
         "cannot resolve; planned as written"

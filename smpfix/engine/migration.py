@@ -192,9 +192,10 @@ def _launch_job(
     edits = plan.edits.setdefault(launcher_key, [])
     if blocked:
         plan.kept.update(files[1:])
-        # The launcher says why its job stays on v1, wherever the blocking item is.
+        # The launcher says why its job stays on v1, wherever the blocking item is: by the
+        # file alone, since a first run's comments move the item's line in a second.
         elsewhere = [
-            replace(item, line=launch.line, message=f"{item.path}:{item.line}: {item.message}")
+            replace(item, line=launch.line, message=f"{item.path}: {item.message}")
             for item in items[len(launch.items) :]
             if item.blocking
         ]
@@ -260,8 +261,9 @@ def _script_job(
 
 def _launchers_left_behind(path: str, project: Project, plan: _Plan) -> list[MigrationItem]:
     """The launchers that start ``path`` but are not migrated with it (a shell launcher, or
-    one outside the paths given): each must move with the script, by a person or a run. One
-    that starts a job v2 cannot run (pipeline parallelism, TensorFlow) blocks the script."""
+    one outside the paths given): each must move with the script, by a person or a run, so
+    each blocks the script until then; one that starts a job v2 cannot run (pipeline
+    parallelism, TensorFlow) says so."""
     found = []
     root = project_root(path)
     for link in project.launchers_of(path):
@@ -303,7 +305,9 @@ def _launchers_left_behind(path: str, project: Project, plan: _Plan) -> list[Mig
             )
         else:
             continue
-        found.append(_left_behind(path, message, False))
+        # Blocking: the launcher keeps starting SMP v1 until a person moves it, so the script
+        # must stay on v1 with it (a partial migration leaves the job working under v1).
+        found.append(_left_behind(path, message, True))
     return found
 
 

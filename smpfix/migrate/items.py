@@ -23,8 +23,9 @@ class MigrationItem:
     """One change, or one thing a person must do, at a line of the file before migration.
 
     ``blocking`` marks what v2 cannot run at all until a person changes the design (pipeline
-    parallelism, TensorFlow, the Trainer integration): a job with a blocking item is not moved,
-    its files only gain ``TODO`` comments, so it keeps working under v1 meanwhile.
+    parallelism, TensorFlow, the Trainer integration), and v1 code smpfix could not move, which
+    keeps its file on v1: a job with a blocking item is not moved, its files only gain ``TODO``
+    comments, so it keeps working under v1 meanwhile.
     """
 
     path: str

@@ -11,7 +11,6 @@ _REFERENCE = _GUIDE + "distributed-model-parallel-v2-reference.html"
 
 UPGRADE_FROM_V1 = _REFERENCE + "#model-parallel-v2-upgrade-from-v1"
 CONFIGURATION = _REFERENCE + "#distributed-model-parallel-v2-reference-init-config"
-TORCH_SAGEMAKER_API = _REFERENCE + "#model-parallel-v2-torch-sagemaker-reference"
 USE_V2 = _GUIDE + "model-parallel-use-api-v2.html"
 SUPPORTED_FRAMEWORKS = _GUIDE + "distributed-model-parallel-support-v2.html"
 HYBRID_SHARDING = _GUIDE + "model-parallel-core-features-v2-sharded-data-parallelism.html"
@@ -27,5 +26,4 @@ ACTIVATION_OFFLOADING = (
     _GUIDE + "model-parallel-core-features-v2-pytorch-activation-offloading.html"
 )
 CHECKPOINTS = _GUIDE + "model-parallel-core-features-v2-checkpoints.html"
-FINE_TUNING = _GUIDE + "model-parallel-core-features-v2-fine-tuning.html"
 SMDDP = _GUIDE + "model-parallel-core-features-v2-smddp-allgather.html"

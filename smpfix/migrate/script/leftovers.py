@@ -107,5 +107,7 @@ def report_leftovers(ctx: Context) -> bool:
             link = links.UPGRADE_FROM_V1
         if statement is not None:
             ctx.plan.comment(statement, todo_comment(topic, what, link))
-        ctx.plan.add(ctx.line(node), Outcome.REPORT, topic, what, link)
+        # Blocking: the file stays on v1 until a person moves this, so its job must too (a
+        # launcher moved to v2 would start a script that still needs v1).
+        ctx.plan.add(ctx.line(node), Outcome.REPORT, topic, what, link, blocking=True)
     return True
