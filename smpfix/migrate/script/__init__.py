@@ -23,7 +23,11 @@ from smpfix.migrate.items import FileMigration, Outcome
 from smpfix.migrate.script.activation import migrate_activation_checkpointing
 from smpfix.migrate.script.blocking import report_blocking
 from smpfix.migrate.script.checkpoints import migrate_checkpoints, migrate_objects
-from smpfix.migrate.script.collectives import migrate_broadcasts, migrate_collectives
+from smpfix.migrate.script.collectives import (
+    migrate_broadcasts,
+    migrate_collectives,
+    migrate_pipeline_exchanges,
+)
 from smpfix.migrate.script.context import Context
 from smpfix.migrate.script.contexts import migrate_contexts
 from smpfix.migrate.script.imports import drop_v1_imports
@@ -67,6 +71,7 @@ def migrate_script(program: Program) -> FileMigration:
     migrate_objects(ctx)
     migrate_collectives(ctx)
     migrate_broadcasts(ctx)
+    migrate_pipeline_exchanges(ctx)
     migrate_version(ctx)
     dropped = frozenset() if report_leftovers(ctx) else drop_v1_imports(ctx)
     after = write(program.module, ctx.plan)

@@ -44,11 +44,8 @@ def report_blocking(ctx: Context, shape: Shape) -> None:
             links.HYBRID_SHARDING,
             blocking=True,
         )
-    one_stage = (
-        degree == 1 or degree is None and "pipeline_parallel_degree" not in ctx.program.job.unknown
-    )
     for call in ctx.calls(*_PIPELINE_CALLS):
-        if one_stage:
+        if ctx.one_pipeline_stage:
             continue  # one pipeline stage: the placement is moot (``pipeline.py`` removes it)
         ctx.plan.add(
             ctx.line(call),

@@ -65,6 +65,57 @@ def migrate_collectives(ctx: Context) -> None:
 
 
 _WORLD_RANKS = frozenset({"RankType.WORLD_RANK", "RankType.DP_RANK"})
+# v1's pipeline group and ranks: with one pipeline stage the group holds each rank alone.
+_PIPELINE_GROUPS = frozenset({"PP_GROUP"})
+_PIPELINE_RANKS = frozenset({"RankType.PP_RANK"})
+
+
+def migrate_pipeline_exchanges(ctx: Context) -> None:
+    """With one pipeline stage, v1's exchanges inside a pipeline group (the official examples'
+    data pipeline sends the loader's length from stage 0 to the other stages) have nobody to
+    reach: ``smp.broadcast(x, smp.PP_GROUP)`` sends to no other rank and goes; the
+    ``smp.recv_from(0, smp.RankType.PP_RANK)`` of the other stages is on a branch no rank
+    takes (``smp.pp_rank()`` is 0 on every rank), which a person should remove, so it is
+    written as ``None`` with a ``TODO``."""
+    if not ctx.one_pipeline_stage:
+        return
+    for call in ctx.calls("broadcast"):
+        statement = ctx.statement(call)
+        if (
+            len(call.args) != 2
+            or any(arg.keyword for arg in call.args)
+            or ctx.member(call.args[1].value) not in _PIPELINE_GROUPS
+            or not _alone(statement, call, cst.Expr)
+        ):
+            continue
+        assert statement is not None
+        ctx.plan.drop(statement)
+        ctx.plan.handle(call.func, call.args[1].value)
+        ctx.plan.add(
+            ctx.line(call),
+            Outcome.MOVED,
+            "collectives",
+            "`smp.broadcast(..., smp.PP_GROUP)` removed: with one pipeline stage the group"
+            " holds this rank alone",
+            links.UPGRADE_FROM_V1,
+        )
+    for call in ctx.calls("recv_from"):
+        statement = ctx.statement(call)
+        if (
+            len(call.args) != 2
+            or any(arg.keyword for arg in call.args)
+            or ctx.member(call.args[1].value) not in _PIPELINE_RANKS
+            or statement is None
+        ):
+            continue
+        ctx.plan.replace_with(call, "None")
+        ctx.plan.handle(call.func, call.args[1].value)
+        what = (
+            "v1 received this from pipeline stage 0; with one stage no rank runs this branch"
+            " (smp.pp_rank() was 0 everywhere): remove it"
+        )
+        ctx.plan.comment(statement, todo_comment("collectives", what, links.UPGRADE_FROM_V1))
+        ctx.plan.add(ctx.line(call), Outcome.SCAFFOLD, "collectives", what, links.UPGRADE_FROM_V1)
 
 
 def migrate_broadcasts(ctx: Context) -> None:

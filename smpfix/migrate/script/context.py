@@ -99,6 +99,15 @@ class Context:
         """A job setting's value, None when no source sets it."""
         return self.program.job.value(key)
 
+    @property
+    def one_pipeline_stage(self) -> bool:
+        """The job runs one pipeline stage: its degree is 1, or the job is known and leaves it
+        at the default."""
+        degree = self.setting("pipeline_parallel_degree")
+        return degree == 1 or (
+            degree is None and "pipeline_parallel_degree" not in self.program.job.unknown
+        )
+
     def state(self, feature: str) -> Tri:
         return self.program.job.feature(feature).state
 
