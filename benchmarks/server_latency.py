@@ -1,12 +1,15 @@
 """How long ``smpfix server`` takes to re-check a script after an edit, as an editor sees it.
 
     python benchmarks/server_latency.py [--edits 40] [--lines 120]
+    python benchmarks/server_latency.py --file train.py --at middle   # a large script of yours
 
 Starts the installed server over stdio with pygls' own client, opens a generated training
-script of about ``--lines`` lines (``tests/smp_scripts.py``), and then edits it ``--edits``
-times, pausing between edits as a person typing a word and stopping does: each time, the
-time from sending ``textDocument/didChange`` to receiving the ``publishDiagnostics`` for
-that version. The first check (which imports LibCST and the rules) is reported apart.
+script of about ``--lines`` lines (``tests/smp_scripts.py``) or ``--file``, and then edits it
+``--edits`` times, pausing between edits as a person typing a word and stopping does: each
+time, the time from sending ``textDocument/didChange`` to receiving the ``publishDiagnostics``
+for that version. The edit types into a comment at the end of the file, or (``--at middle``)
+at the end of the line in the middle of the file, where a person mostly edits a large script.
+The first check (which imports LibCST and the rules) is reported apart.
 Prints one JSON object; needs ``pygls`` (``pip install 'smpfix[server]'``).
 """
 
@@ -21,7 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,11 +45,25 @@ def script_of_about(lines: int, seed: int = 0) -> str:
     return best.text
 
 
-async def measure(edits: int, lines: int, pause: float) -> dict[str, Any]:
+def edited(text: str, number: int, at: str) -> str:
+    """The text after the ``number``-th keystroke: into a comment at the end of the file, or
+    at the end of its middle line."""
+    if at == "end":
+        return text + ("#" if number % 2 == 0 else "\n")
+    lines = text.split("\n")
+    middle = len(lines) // 2
+    lines[middle] += "  # " + "x" * (number + 1)
+    return "\n".join(lines)
+
+
+async def measure(
+    edits: int, lines: int, pause: float, file: Optional[Path] = None, at: str = "end"
+) -> dict[str, Any]:
     from lsprotocol import types
     from pygls.lsp.client import BaseLanguageClient
 
-    text = script_of_about(lines)
+    text = file.read_text(encoding="utf-8") if file is not None else script_of_about(lines)
+    original = text
     folder = Path(tempfile.mkdtemp(prefix="smpfix-server-bench-"))
     # A project of its own (the launcher search stops at its root).
     (folder / "pyproject.toml").write_text(
@@ -92,8 +109,7 @@ async def measure(edits: int, lines: int, pause: float) -> dict[str, Any]:
     latencies = []
     for number in range(edits):
         version = number + 2
-        # Type a character into a comment at the end of the file, as while typing.
-        text = text + ("#" if number % 2 == 0 else "\n")
+        text = edited(text if at == "end" else original, number, at)
         await asyncio.sleep(pause)
         sent = time.perf_counter()
         client.text_document_did_change(
@@ -122,8 +138,11 @@ def main() -> None:
     parser.add_argument(
         "--pause", type=float, default=0.25, help="Seconds between edits (default 0.25)."
     )
+    parser.add_argument("--file", type=Path, help="A script to open instead of a generated one.")
+    parser.add_argument("--at", choices=("end", "middle"), default="end")
     options = parser.parse_args()
-    print(json.dumps(asyncio.run(measure(options.edits, options.lines, options.pause))))
+    result = measure(options.edits, options.lines, options.pause, options.file, options.at)
+    print(json.dumps(asyncio.run(result)))
 
 
 if __name__ == "__main__":
