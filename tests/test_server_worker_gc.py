@@ -17,9 +17,12 @@ _LEFT: list[weakref.ref[Any]] = []
 _DURING: list[bool] = []
 
 
-class _Cycle:
+class _Cycle(dict):  # type: ignore[type-arg]
+    """A dict that holds itself: only the collector can free it."""
+
     def __init__(self) -> None:
-        self.me = self
+        super().__init__()
+        self["itself"] = self
 
 
 @dataclass(frozen=True)
