@@ -10,7 +10,9 @@ temporary file for a source, and never writes through a link that leads out of t
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -45,6 +47,31 @@ def test_write_replaces_the_file_and_leaves_no_temporary(tmp_path: Path) -> None
     path.write_text(SCRIPT)
     src = source.read(str(path))
     source.write_atomic(src, fixed(SCRIPT))
+    assert path.read_text() == fixed(SCRIPT)
+    assert _temporaries(tmp_path) == []
+
+
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(),
+    reason="signal handlers run in the main thread",
+)
+def test_ctrl_c_during_a_write_takes_effect_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An interrupt between creating the temporary file and removing it once left the file
+    behind: it now waits for the write to end, which leaves the fixed file and no temporary."""
+    path = tmp_path / "train.py"
+    path.write_text(SCRIPT)
+    src = source.read(str(path))
+    real_fsync = os.fsync
+
+    def interrupted_fsync(fd: int) -> None:
+        real_fsync(fd)
+        signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(source.os, "fsync", interrupted_fsync)
+    with pytest.raises(KeyboardInterrupt):
+        source.write_atomic(src, fixed(SCRIPT))
     assert path.read_text() == fixed(SCRIPT)
     assert _temporaries(tmp_path) == []
 

@@ -13,10 +13,14 @@ import functools
 import glob
 import io
 import os
+import signal
 import stat
 import sys
 import tempfile
+import threading
 import tokenize
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -151,9 +155,33 @@ def write_atomic(source: SourceFile, new_text: str) -> None:
     except OSError as exc:
         raise SourceError(f"cannot write: {exc.strerror or exc}") from None
     try:
-        _replace_held(source, data, target, held)
+        with _ctrl_c_after():
+            _replace_held(source, data, target, held)
     finally:
         os.close(held)
+
+
+@contextmanager
+def _ctrl_c_after() -> Iterator[None]:
+    """Ctrl-C during the block takes effect when it ends: a ``KeyboardInterrupt`` raised
+    between creating the temporary file and removing it (before the ``try`` that cleans up,
+    or inside the cleanup itself) left the temporary file behind. Signal handlers run in the
+    main thread only; elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
+    except ValueError:  # not the main interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            signal.raise_signal(signal.SIGINT)
 
 
 def _replace_held(source: SourceFile, data: bytes, target: str, held: int) -> None:
