@@ -370,6 +370,30 @@ def _usage_error(message: str) -> int:
 _CHECKED_OUTPUT = "cannot write {}: it is one of the checked files; the report would replace it"
 
 
+def _discovered(
+    paths: Sequence[str], config_path: Optional[str], job_settings: Sequence[str], exclude: Any
+) -> tuple[Any, list[Any], list[Any]]:
+    """The configuration, the declared jobs and the files of a run over ``paths`` (``plan``
+    and ``migrate``); a usage error ends the command."""
+    from smpfix.engine.config import ConfigError, resolve
+    from smpfix.engine.discovery import Excluder, discover
+
+    try:
+        config = resolve(list(paths), config_path)
+        declared = _declared_jobs(_cli_job(job_settings), config)
+    except ConfigError as exc:
+        sys.exit(_usage_error(str(exc)))
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        sys.exit(_usage_error(f"{missing[0]}: no such file or directory"))
+    tasks = list(
+        discover(
+            paths, Excluder([*config.exclude, *exclude], config.root), config.respect_gitignore
+        )
+    )
+    return config, declared, tasks
+
+
 def _same_file(output: str, checked: str) -> bool:
     """Whether the report path ``output`` names the checked file ``checked`` (links followed)."""
     return os.path.normcase(os.path.realpath(output)) == os.path.normcase(os.path.realpath(checked))
@@ -909,26 +933,12 @@ def plan(
     if given or batch is not None:
         sys.exit(_usage_error(f"{(given or ['--batch'])[0]} needs --model or a shape"))
     from smpfix.base.safe_read import limit_for, refusal
-    from smpfix.engine.config import ConfigError, resolve
-    from smpfix.engine.discovery import Excluder, discover
     from smpfix.engine.planning import plan_files
     from smpfix.job.project import Project
     from smpfix.report.plan import render_plan_json, render_plan_table
 
     paths = paths or (".",)
-    try:
-        config = resolve(list(paths), config_path)
-        declared = _declared_jobs(_cli_job(job_settings), config)
-    except ConfigError as exc:
-        sys.exit(_usage_error(str(exc)))
-    missing = [p for p in paths if not os.path.exists(p)]
-    if missing:
-        sys.exit(_usage_error(f"{missing[0]}: no such file or directory"))
-    tasks = list(
-        discover(
-            paths, Excluder([*config.exclude, *exclude], config.root), config.respect_gitignore
-        )
-    )
+    config, declared, tasks = _discovered(paths, config_path, job_settings, exclude)
     for task in tasks:  # a FIFO or a device named on the command line is skipped, and said so
         refused = refusal(task.path, limit_for(task.path))
         if refused is not None:
@@ -1032,8 +1042,6 @@ def migrate(
     Exit codes: 0 when everything moved, 1 when something needs a person, 2 on a usage error
     or a file that could not be read or parsed (the others are still migrated).
     """
-    from smpfix.engine.config import ConfigError, resolve
-    from smpfix.engine.discovery import Excluder, discover
     from smpfix.engine.launcher_index import LauncherSearch
     from smpfix.engine.migration import migrate_files, write_migrated
     from smpfix.job.project import Project
@@ -1044,19 +1052,7 @@ def migrate(
     )
 
     paths = paths or (".",)
-    try:
-        config = resolve(list(paths), config_path)
-        declared = _declared_jobs(_cli_job(job_settings), config)
-    except ConfigError as exc:
-        sys.exit(_usage_error(str(exc)))
-    missing = [p for p in paths if not os.path.exists(p)]
-    if missing:
-        sys.exit(_usage_error(f"{missing[0]}: no such file or directory"))
-    tasks = list(
-        discover(
-            paths, Excluder([*config.exclude, *exclude], config.root), config.respect_gitignore
-        )
-    )
+    config, declared, tasks = _discovered(paths, config_path, job_settings, exclude)
     run = migrate_files(
         tasks, Project.of(tuple(paths)), declared, LauncherSearch.of(config, exclude)
     )

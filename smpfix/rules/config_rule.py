@@ -20,6 +20,7 @@ from smpfix.base.edits import AppendElement, NodeEdit, ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH, Flavour
 from smpfix.base.literals import UNKNOWN
+from smpfix.job.config_entries import renamed_key
 from smpfix.job.config_keys import OLDEST_PUBLISHED_SCHEMA, misspelled
 from smpfix.job.framework_versions import launcher_flavour, launcher_smp_version
 from smpfix.job.instances import InstanceType, lookup
@@ -235,6 +236,23 @@ class ConfigFix:
     description: str
     replace: tuple[tuple[Located, str], ...] = ()
     add: tuple[tuple[Located, str], ...] = ()
+
+
+def rename_fix(
+    located: Located, key: str, suggestion: Optional[str], container: Located
+) -> Optional[ConfigFix]:
+    """Rename a misspelt ``key`` (whose value is ``located``) to its close match. Unsafe: a
+    close match is a guess, and the setting then takes effect, which changes the job. None
+    without a match, when the match is already set in ``container``, or when the key is not
+    written as a plain literal."""
+    if suggestion is None or container.get(suggestion) is not None:
+        return None
+    replacement = renamed_key(located, key, suggestion)
+    if replacement is None:
+        return None
+    return ConfigFix(
+        Applicability.UNSAFE, f"Rename `{key}` to `{suggestion}`", replace=(replacement,)
+    )
 
 
 @dataclass(frozen=True)

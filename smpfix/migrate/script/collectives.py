@@ -81,12 +81,7 @@ def migrate_pipeline_exchanges(ctx: Context) -> None:
         return
     for call in ctx.calls("broadcast"):
         statement = ctx.statement(call)
-        if (
-            len(call.args) != 2
-            or any(arg.keyword for arg in call.args)
-            or ctx.member(call.args[1].value) not in _PIPELINE_GROUPS
-            or not _alone(statement, call, cst.Expr)
-        ):
+        if not _on(ctx, call, _PIPELINE_GROUPS) or not _alone(statement, call, cst.Expr):
             continue
         assert statement is not None
         ctx.plan.drop(statement)
@@ -101,12 +96,7 @@ def migrate_pipeline_exchanges(ctx: Context) -> None:
         )
     for call in ctx.calls("recv_from"):
         statement = ctx.statement(call)
-        if (
-            len(call.args) != 2
-            or any(arg.keyword for arg in call.args)
-            or ctx.member(call.args[1].value) not in _PIPELINE_RANKS
-            or statement is None
-        ):
+        if not _on(ctx, call, _PIPELINE_RANKS) or statement is None:
             continue
         ctx.plan.replace_with(call, "None")
         ctx.plan.handle(call.func, call.args[1].value)
@@ -126,12 +116,7 @@ def migrate_broadcasts(ctx: Context) -> None:
     dist = None
     for call in ctx.calls("broadcast"):
         statement = ctx.statement(call)
-        if (
-            len(call.args) != 2
-            or any(arg.keyword for arg in call.args)
-            or ctx.member(call.args[1].value) not in _WORLD_GROUPS
-            or not _alone(statement, call, cst.Expr)
-        ):
+        if not _on(ctx, call, _WORLD_GROUPS) or not _alone(statement, call, cst.Expr):
             continue
         assert statement is not None
         dist = dist or ctx.dist
@@ -151,12 +136,7 @@ def migrate_broadcasts(ctx: Context) -> None:
         )
     for call in ctx.calls("recv_from"):
         statement = ctx.statement(call)
-        if (
-            len(call.args) != 2
-            or any(arg.keyword for arg in call.args)
-            or ctx.member(call.args[1].value) not in _WORLD_RANKS
-            or not _alone(statement, call, cst.Assign)
-        ):
+        if not _on(ctx, call, _WORLD_RANKS) or not _alone(statement, call, cst.Assign):
             continue
         assert isinstance(statement, cst.SimpleStatementLine)
         assign = statement.body[0]
@@ -182,6 +162,16 @@ def migrate_broadcasts(ctx: Context) -> None:
             "`smp.recv_from` -> `broadcast_object_list` from the sending rank",
             links.UPGRADE_FROM_V1,
         )
+
+
+def _on(ctx: Context, call: cst.Call, groups: frozenset[str]) -> bool:
+    """``call`` passes two positional arguments, the second one of v1's ``groups`` (or rank
+    types)."""
+    return (
+        len(call.args) == 2
+        and not any(arg.keyword or arg.star for arg in call.args)
+        and ctx.member(call.args[1].value) in groups
+    )
 
 
 def _alone(statement: object, call: cst.Call, kind: type) -> bool:

@@ -38,7 +38,13 @@ from smpfix.job.key_history import (
 )
 from smpfix.job.launcher import Located
 from smpfix.job.versions import compare, first_pytorch_container_with, text
-from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigRule, ConfigView
+from smpfix.rules.config_rule import (
+    ConfigFix,
+    ConfigProblem,
+    ConfigRule,
+    ConfigView,
+    rename_fix,
+)
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.titles import snippet
 
@@ -164,7 +170,7 @@ def _unknown_parameter(
         located,
         title,
         severity,
-        _rename_fix(located, key, advice, parameters),
+        rename_fix(located, key, advice.suggestion, parameters),
         explanation=explanation.rstrip(),
         evidence=evidence,
     )
@@ -300,7 +306,7 @@ def _unknown_sdk_keys(
             located,
             title,
             severity,
-            _rename_fix(located, key, advice, container),
+            rename_fix(located, key, advice.suggestion, container),
             explanation=explanation.rstrip(),
         )
 
@@ -313,17 +319,3 @@ def _advice_text(key: str, advice: KeyAdvice, container: Located) -> str:
             )
         return f"Did you mean `{advice.suggestion}`? It is set as well, so remove one of the two."
     return advice.sentence(key)
-
-
-def _rename_fix(
-    located: Located, key: str, advice: KeyAdvice, container: Located
-) -> Optional[ConfigFix]:
-    suggestion = advice.suggestion
-    if suggestion is None or container.get(suggestion) is not None:
-        return None
-    replacement = renamed_key(located, key, suggestion)
-    if replacement is None:
-        return None
-    return ConfigFix(
-        Applicability.UNSAFE, f"Rename `{key}` to `{suggestion}`", replace=(replacement,)
-    )

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Optional
 
-from smpfix.base.findings import Applicability, Severity
-from smpfix.job.config_entries import renamed_key
+from smpfix.base.findings import Severity
 from smpfix.job.config_keys import advise
 from smpfix.job.jobfacts import V2_KNOWN_KEYS
-from smpfix.job.launcher import Located
-from smpfix.rules.config_rule import ConfigFix, ConfigProblem, ConfigView
+from smpfix.rules.config_rule import ConfigProblem, ConfigView, rename_fix
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.smp_v2._config import V1_ONLY_KEYS, V2ConfigRule
 
@@ -75,23 +72,7 @@ class UnknownV2ConfigKey(V2ConfigRule):
                     f" the job starts.{unchecked}{keys}"
                 ),
                 evidence=(f"`{key}` in {view.where}",),
-                fix=_rename(located, key, suggestion, parameters)
+                fix=rename_fix(located, key, suggestion, parameters)
                 if guesses.count(suggestion) == 1
                 else None,
             )
-
-
-def _rename(
-    located: Located, key: str, suggestion: Optional[str], parameters: Located
-) -> Optional[ConfigFix]:
-    """Rename the key to the close match. Unsafe: a close match is a guess, and the value then
-    starts to take effect, which changes the job; none when the match is already set (or, as
-    the caller checks, when two misspellings point at the same key)."""
-    if suggestion is None or parameters.get(suggestion) is not None:
-        return None
-    replacement = renamed_key(located, key, suggestion)
-    if replacement is None:
-        return None
-    return ConfigFix(
-        Applicability.UNSAFE, f"Rename `{key}` to `{suggestion}`", replace=(replacement,)
-    )
