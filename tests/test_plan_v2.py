@@ -474,3 +474,42 @@ def test_docs_plan_md_gives_the_v2_calibration_the_code_computes(name: str) -> N
     shape, setup = reference(name) if name in REFERENCES else WEAKER[name]
     best, worst = both_ways(shape, setup)
     assert f"{best.total / GIB:.1f} / {worst.total / GIB:.1f}" in v2
+
+
+V2_SCRIPT_WITH_INIT_DICT = """\
+import torch
+import torch.sagemaker as tsm
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+tsm.init({"hybrid_shard_degree": 8, "tensor_parallel_degree": 1})
+model = FSDP(tsm.transform(build_model()), device_id=torch.cuda.current_device())
+"""
+
+
+def test_a_v2_script_without_a_launcher_is_planned_with_the_declared_job(tmp_path: Path) -> None:
+    """No estimator starts the script: the job declared in the configuration does, and the
+    script's own ``tsm.init({...})`` dict says how FSDP shards."""
+    (tmp_path / "train.py").write_text(V2_SCRIPT_WITH_INIT_DICT, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.smpfix.job]\nsmp_version = "2.6.0"\ninstance_type = "ml.p4d.24xlarge"\n'
+        'instance_count = 2\nmodel_parameters = "20B"\n',
+        encoding="utf-8",
+    )
+    item = only_plan(tmp_path)
+    assert item["script"].endswith("train.py")
+    assert "hybrid_shard_degree 8 (the tsm.init({...}) dict at train.py:5)" in item["assumptions"]
+    assert any(
+        "sharded over 8 GPU(s) (hybrid_shard_degree 8" in line for line in item["assumptions"]
+    )
+
+
+def test_a_launcher_s_v2_parameters_win_over_the_tsm_init_dict(tmp_path: Path) -> None:
+    folder = v2_project(
+        tmp_path,
+        '{"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {'
+        '"enabled": True, "parameters": {"hybrid_shard_degree": 16}}}}',
+    )
+    (folder / "train.py").write_text(V2_SCRIPT_WITH_INIT_DICT, encoding="utf-8")
+    item = only_plan(folder, "--job", "model_parameters=20B")
+    assert any("hybrid_shard_degree 16" in line for line in item["assumptions"])
+    assert not any("hybrid_shard_degree 8" in line for line in item["assumptions"])

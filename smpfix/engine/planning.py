@@ -125,9 +125,23 @@ def _launcher_file(parsed: _Parsed) -> ParsedFile:
 
 
 def _is_training_script(module: cst.Module) -> bool:
-    """A script that wraps a model in ``smp.DistributedModel`` (helpers and launchers do not)."""
+    """A script that wraps a model: in ``smp.DistributedModel`` (SMP v1), or with PyTorch FSDP
+    in a script that imports ``torch.sagemaker`` (SMP v2); helpers and launchers do not."""
     facts = collect(module)
-    return facts.imports_smp_torch and bool(facts.distributed_models or facts.uses_hf_trainer)
+    if facts.imports_smp_torch:
+        return bool(facts.distributed_models or facts.uses_hf_trainer)
+    return facts.imports_smp_v2 and any(
+        name in _FSDP_WRAPS for name in facts.calls_by_qualified_name
+    )
+
+
+# PyTorch FSDP's wrapper, by the two names it is imported under.
+_FSDP_WRAPS = frozenset(
+    {
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+    }
+)
 
 
 def _declared_plan(

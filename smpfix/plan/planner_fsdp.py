@@ -14,7 +14,8 @@ configuration parameters"): ``hybrid_shard_degree`` 0, ``tensor_parallel_degree`
 (``ScriptValues.with_v2_state``). The script gives the model, the sequence length and the
 batch as for v1 (``script_setup``), and FSDP's sharding strategy and mixed precision,
 activation checkpointing and offloading through PyTorch's APIs (``script_fsdp``). The script's
-``tsm.init`` dictionary is not read. Flash attention is never assumed: which attention
+``tsm.init({...})`` dictionary comes below the launcher (``script_setup.init_settings``).
+Flash attention is never assumed: which attention
 kernels a v2 job runs depends on the model, ``torch.sagemaker.transform`` and the Hugging Face
 version, so it is estimated both ways.
 """

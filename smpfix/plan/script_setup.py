@@ -19,7 +19,7 @@ import libcst as cst
 
 from smpfix.base.calls import argument
 from smpfix.base.literals import literal_value
-from smpfix.job.jobfacts import KNOWN_KEYS, DeclaredJob
+from smpfix.job.jobfacts import KNOWN_KEYS, V2_KNOWN_KEYS, DeclaredJob
 from smpfix.plan.models import ModelShape
 from smpfix.plan.script_code import ScriptCode
 from smpfix.plan.script_flow import FileFunctions, project_function
@@ -354,37 +354,48 @@ def batch_size(code: ScriptCode, values: ScriptValues) -> Reading:
 
 
 def init_settings(code: ScriptCode, values: ScriptValues) -> Optional[DeclaredJob]:
-    """The script's ``smp.init({...})`` dict with its values evaluated (``args.fp16 > 0``);
-    the launcher overrides it, and keys it leaves out may still come from the launcher."""
+    """The script's ``smp.init({...})`` dict (SMP v1), or its ``tsm.init({...})`` dict (SMP v2),
+    with its values evaluated (``args.fp16 > 0``); the launcher overrides it, and keys it leaves
+    out may still come from the launcher."""
     script = code.script
-    if script is None or script.facts.init_config_call is None:
+    if script is None:
         return None
-    config = argument(script.facts.init_config_call, "config", 0)
+    facts = script.facts
+    call, known, name = facts.init_config_call, KNOWN_KEYS, "smp.init"
+    if call is None:
+        v2_inits = facts.calls_by_qualified_name.get(_TSM_INIT, ())
+        call, known, name = (v2_inits[0] if v2_inits else None), V2_KNOWN_KEYS, "tsm.init"
+    if call is None:
+        return None
+    config = argument(call, "config", 0)
     if config is None:
         return None
-    written = script.facts.names.value(config.value)
+    written = facts.names.value(config.value)
     if not isinstance(written, cst.Dict):
-        return None
+        return None  # a JSON file's path (SMP v2), or a dict built elsewhere
     settings: dict[str, Any] = {}
     unknown: set[str] = set()
     for element in written.elements:
         if not isinstance(element, cst.DictElement):
             return None  # ** merges another dict: keys smpfix cannot list
         key = literal_value(element.key)
-        if not isinstance(key, str) or key not in KNOWN_KEYS:
+        if not isinstance(key, str) or key not in known:
             continue
-        found = values.of(element.value, script.facts)
+        found = values.of(element.value, facts)
         if found.known and isinstance(found.value, (bool, int, float, str)):
             settings[key] = found.value
         else:
             unknown.add(key)
-    where = code.where(script, script.facts.init_config_call)
+    where = code.where(script, call)
     return DeclaredJob(
-        f"the smp.init({{...}}) dict at {where}",
+        f"the {name}({{...}}) dict at {where}",
         settings,
         complete=False,
         unknown=frozenset(unknown),
     )
+
+
+_TSM_INIT = "torch.sagemaker.init"
 
 
 def _because(how: tuple[str, ...]) -> str:
