@@ -27,6 +27,7 @@ from smpfix.base.findings import (
     fit_title,
 )
 from smpfix.base.flavour import Flavour
+from smpfix.base.parse import parse_module
 from smpfix.base.positions import Positions
 from smpfix.base.walker import Ancestry, Dispatch, NodeIndex, active_index, indexed, walk
 from smpfix.fixes.comments import reviewed, tied_comments
@@ -101,7 +102,7 @@ def parse(text: str, path: str) -> tuple[Optional[cst.Module], Optional[FileErro
     previous = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(previous, _RECURSION_LIMIT))
-        return cst.parse_module(text), None
+        return parse_module(text), None
     except cst.ParserSyntaxError as exc:
         reason = str(exc.message).strip().splitlines()[0] if exc.message else "invalid syntax"
         line, column = exc.raw_line, exc.raw_column + 1

@@ -18,6 +18,7 @@ import libcst as cst
 
 from smpfix.base import nesting, notebook, source
 from smpfix.base.imports import ImportTable
+from smpfix.base.parse import parse_module
 from smpfix.base.positions import Positions
 from smpfix.base.walker import indexed
 from smpfix.engine.discovery import DiscoveredFile
@@ -85,7 +86,7 @@ def _parsed(tasks: Iterable[DiscoveredFile]) -> Iterator[tuple[_Parsed, bytes]]:
         if nesting.refusal(code) is not None:
             continue
         try:
-            module = cst.parse_module(code)
+            module = parse_module(code)
         except Exception:  # a syntax error, or syntax this LibCST cannot represent
             continue
         yield _Parsed(task.path, module, code, book), raw

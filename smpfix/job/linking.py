@@ -315,10 +315,10 @@ def read_shell_launcher(path: str, text: str, root: Optional[str] = None) -> lis
 
 
 def _parse(code: str) -> Optional[tuple[cst.Module, Optional[NodeIndex]]]:
-    import libcst as cst
+    from smpfix.base.parse import parse_module
 
     try:
-        return cst.parse_module(code), None
+        return parse_module(code), None
     except Exception:  # a syntax error, or syntax this LibCST cannot represent
         return None
 

@@ -31,6 +31,7 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base import nesting
+from smpfix.base.parse import parse_module
 from smpfix.base.walker import NodeIndex
 
 
@@ -192,7 +193,7 @@ def _spliced(last: _Layout, text: str) -> Optional[_Layout]:
     if not piece:
         new_body: list[cst.BaseStatement] = []
     else:
-        parsed = cst.parse_module(piece)
+        parsed = parse_module(piece)
         if not parsed.body or parsed.footer or _indented(parsed.header):
             return None
         if (parsed.default_indent, parsed.default_newline) != (

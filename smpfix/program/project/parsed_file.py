@@ -87,9 +87,8 @@ class ParsedFile:
 def parse_file(path: str, text: str) -> Optional[ParsedFile]:
     """``text`` parsed, indexed and with its facts; None when LibCST cannot (or must not) parse
     it."""
-    import libcst as cst
-
     from smpfix.base import nesting
+    from smpfix.base.parse import parse_module
     from smpfix.base.walker import indexed
     from smpfix.program.facts import collect
 
@@ -97,7 +96,7 @@ def parse_file(path: str, text: str) -> Optional[ParsedFile]:
         if nesting.refusal(text) is not None:  # LibCST would crash on it
             return None
         with nesting.recursion_headroom():
-            module = cst.parse_module(text)
+            module = parse_module(text)
             with indexed(module) as index:
                 facts = collect(module)
         return ParsedFile(path, text, module, facts, index)

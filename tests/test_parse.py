@@ -1,0 +1,86 @@
+"""smpfix's parse is LibCST's parse: the same tree or the same refusal, only with fewer checks of
+the tokens, and only while it parses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from smpfix.base.parse import parse_module
+
+TESTS = Path(__file__).parent
+SOURCES = sorted(
+    path
+    for folder in ("fixtures", "realistic", "projects", "plan_projects")
+    for path in (TESTS / folder).rglob("*.py")
+)
+
+
+def _parsed_by_libcst(text: str) -> cst.Module | type[BaseException]:
+    try:
+        return cst.parse_module(text)
+    except Exception as exc:
+        return type(exc)
+
+
+def _parsed_by_smpfix(text: str) -> cst.Module | type[BaseException]:
+    try:
+        return parse_module(text)
+    except Exception as exc:
+        return type(exc)
+
+
+def _same(text: str) -> None:
+    ours, theirs = _parsed_by_smpfix(text), _parsed_by_libcst(text)
+    if isinstance(theirs, cst.Module):
+        assert isinstance(ours, cst.Module)
+        assert ours.deep_equals(theirs)
+        assert ours.code == theirs.code
+    else:
+        assert ours is theirs
+
+
+def test_the_test_files_parse_to_the_same_trees() -> None:
+    assert len(SOURCES) > 500
+    for path in SOURCES:
+        _same(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'x = t"{a}" t"{b}"\n',  # Python 3.14: LibCST parses it, then its checks refuse it
+        "x = (a\n",
+        "def f(:\n    pass\n",
+        "print 'python 2'\n",
+        "x = 0777\n",
+        "if x:\npass\n",
+    ],
+)
+def test_code_libcst_refuses_is_refused_the_same_way(text: str) -> None:
+    _same(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab1_ .()[]:=+'\"#\\\n\tfor if def x", max_size=60))
+def test_any_text_parses_or_fails_as_with_libcst(text: str) -> None:
+    _same(text)
+
+
+def test_the_checks_of_nodes_built_by_hand_are_back_after_a_parse() -> None:
+    parse_module("x = 1\n")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not an identifier")
+    with pytest.raises(cst.CSTValidationError):
+        cst.SimpleWhitespace("not whitespace")
+
+
+def test_the_checks_are_back_after_a_refused_parse() -> None:
+    with pytest.raises(cst.ParserSyntaxError):
+        parse_module("x = (a\n")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Integer("1.5")
