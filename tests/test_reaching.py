@@ -3,11 +3,14 @@ value."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import libcst as cst
 import pytest
 from conftest import parsed
 
 from smpfix.base.walker import iter_nodes
+from smpfix.program.names import Names
 
 SOURCE = """\
 limit = 8
@@ -74,3 +77,32 @@ def _reaching(tag: str) -> tuple[list[str], bool]:
 )
 def test_reaching_definitions(tag: str, expected: tuple[list[str], bool]) -> None:
     assert _reaching(tag) == expected
+
+
+def _every_answer(source: str) -> list[tuple[str, int, tuple[str, ...], bool, int]]:
+    """The reaching definitions of every name used in ``source``, as text."""
+    file = parsed(source)
+    module, flow = file.module, file.facts.names
+    answers = []
+    for position, node in enumerate(iter_nodes(module)):
+        if type(node) is cst.Name and node.value in flow.assignments:
+            found = flow.reaching(node.value, node)
+            values = tuple(module.code_for_node(a.value) for a in found.assignments)
+            answers.append((node.value, position, values, found.opaque, len(found.others)))
+    return answers
+
+
+def test_statements_that_leave_a_name_alone_are_passed_over_with_the_same_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The walk passes over a statement that binds none of its name and ends no path; every
+    answer over the test files is the one the walk gives when it enters every statement."""
+    sources = [
+        path.read_text(encoding="utf-8")
+        for folder in ("realistic", "projects", "fixtures", "plan_projects")
+        for path in sorted((Path(__file__).parent / folder).rglob("*.py"))
+    ]
+    quick = [_every_answer(source) for source in sources]
+    monkeypatch.setattr(Names, "effects", lambda self, statement: (frozenset(), True))
+    assert [_every_answer(source) for source in sources] == quick
+    assert sum(len(answers) for answers in quick) > 8_000

@@ -111,6 +111,7 @@ class Names:
         self.index = index
         self._answers: dict[tuple[str, int], Reaching] = {}
         self._locals: dict[int, set[str]] = {}
+        self._effects: dict[int, tuple[cst.CSTNode, AbstractSet[str], bool]] = {}
 
     def assignment(self, name: str, at: cst.CSTNode) -> Optional[Assignment]:
         """The one plain assignment whose value ``name`` holds at ``at`` (a node of this
@@ -207,6 +208,15 @@ class Names:
         others = [d.node for d in live if isinstance(d, _Opaque)]
         return Reaching(tuple(plain), bool(others), tuple(others))
 
+    def effects(self, statement: cst.CSTNode) -> tuple[AbstractSet[str], bool]:
+        """The names ``statement`` may bind in its scope (in any of the ways the walk reads,
+        and a few it does not), and whether it holds a ``return`` or ``raise``: a statement
+        that binds none of a walk's name and ends no path leaves the walk's state as it was."""
+        known = self._effects.get(id(statement))
+        if known is None or known[0] is not statement:
+            known = self._effects[id(statement)] = (statement, *_effects_of(self, statement))
+        return known[1], known[2]
+
     def assignment_for(self, name: str, value: cst.BaseExpression) -> Optional[Assignment]:
         for assignment in self.assignments.get(name, ()):
             if assignment.value is value:
@@ -240,6 +250,14 @@ class _Walk:
     def statement(
         self, node: cst.CSTNode, state: frozenset[_Definition]
     ) -> Optional[frozenset[_Definition]]:
+        if id(node) not in self.holders and not (
+            # The line ``_statements`` makes of a one-line suite is no ancestor of the use.
+            type(node) is cst.SimpleStatementLine and any(map(self.holds, node.body))
+        ):
+            # Most statements neither bind the name nor end a path: they pass the state on.
+            bound, exits = self.flow.effects(node)
+            if not exits and self.name not in bound:
+                return state
         if type(node) is cst.SimpleStatementLine:
             return self.simple(node, node.body, state)
         if type(node) is cst.If:
@@ -426,6 +444,85 @@ def _bound_in(function: cst.FunctionDef) -> set[str]:
         if not isinstance(node, _SCOPES):
             stack.extend(children(node))
     return found
+
+
+_EXITS = (cst.Return, cst.Raise)
+# What the walk never passes over: a statement it does not know, and one that holds it.
+_A_STATEMENT_NOT_ENTERED: tuple[AbstractSet[str], bool] = (frozenset(), True)
+
+
+def _effects_of(flow: Names, statement: cst.CSTNode) -> tuple[AbstractSet[str], bool]:
+    """``Names.effects``, from the statement's own bindings and its blocks' statements (each
+    worked out once): the bodies of the functions and classes it defines run elsewhere."""
+    kind = type(statement)
+    if kind is cst.SimpleStatementLine:
+        return _small_effects(statement.body)  # type: ignore[attr-defined]
+    if kind is cst.FunctionDef or kind is cst.ClassDef:
+        return {statement.name.value}, False  # type: ignore[attr-defined]
+    bound: set[str] = set()
+    suites: list[Optional[cst.CSTNode]] = []
+    if kind is cst.If:
+        suites += [statement.body, statement.orelse]  # type: ignore[attr-defined]
+    elif kind is cst.For or kind is cst.While:
+        if kind is cst.For:
+            bound |= target_names(statement.target)  # type: ignore[attr-defined]
+        suites += [statement.body, statement.orelse]  # type: ignore[attr-defined]
+    elif kind is cst.With:
+        for item in statement.items:  # type: ignore[attr-defined]
+            if item.asname is not None:
+                bound |= target_names(item.asname.name)
+        suites.append(statement.body)  # type: ignore[attr-defined]
+    elif kind is cst.Try or kind is cst.TryStar:
+        for handler in statement.handlers:  # type: ignore[attr-defined]
+            if handler.name is not None:
+                bound |= target_names(handler.name.name)
+            suites.append(handler.body)
+        suites += [statement.body, statement.orelse, statement.finalbody]  # type: ignore[attr-defined]
+    elif kind is cst.Match:
+        suites += [case.body for case in statement.cases]  # type: ignore[attr-defined]
+    else:
+        return _A_STATEMENT_NOT_ENTERED
+    exits = False
+    for suite in suites:
+        for names, ends in _suite_effects(flow, suite):
+            bound |= names
+            exits = exits or ends
+    return bound, exits
+
+
+def _suite_effects(
+    flow: Names, suite: Optional[cst.CSTNode]
+) -> list[tuple[AbstractSet[str], bool]]:
+    if type(suite) is cst.If:  # an ``elif``
+        return [flow.effects(suite)]
+    if type(suite) is cst.Else or type(suite) is cst.Finally:
+        suite = suite.body  # type: ignore[union-attr]
+    if type(suite) is cst.SimpleStatementSuite:
+        return [_small_effects(suite.body)]
+    if type(suite) is cst.IndentedBlock:
+        return [flow.effects(inner) for inner in suite.body]
+    return [] if suite is None else [_A_STATEMENT_NOT_ENTERED]
+
+
+def _small_effects(smalls: Sequence[cst.BaseSmallStatement]) -> tuple[AbstractSet[str], bool]:
+    bound: set[str] = set()
+    exits = False
+    for small in smalls:
+        kind = type(small)
+        if kind in _EXITS:
+            exits = True
+        elif kind is cst.Assign:
+            for target in small.targets:  # type: ignore[attr-defined]
+                bound |= target_names(target.target)
+        elif kind in (cst.AnnAssign, cst.AugAssign):
+            bound |= target_names(small.target)  # type: ignore[attr-defined]
+        elif kind is cst.Del:
+            bound |= target_names(small.target)  # type: ignore[attr-defined]
+        elif kind is cst.Import or kind is cst.ImportFrom:
+            bound |= _imported_names(small)  # type: ignore[arg-type]
+        elif kind is cst.Global or kind is cst.Nonlocal:
+            bound.update(item.name.value for item in small.names)  # type: ignore[attr-defined]
+    return bound, exits
 
 
 _BINDER_TYPES = frozenset(

@@ -23,7 +23,7 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.base.walker import children, iter_nodes
+from smpfix.base.walker import children, iter_nodes, known_subtree
 from smpfix.program.project.parsed_file import ParsedFile
 from smpfix.program.steps import step_bodies, step_functions
 
@@ -54,14 +54,11 @@ class LibraryCode:
     def _uses_library(self, node: cst.CSTNode) -> bool:
         known = self._uses.get(id(node))
         if known is None:
+            member = self.facts.smp_member
             known = self._uses[id(node)] = any(
-                self.facts.smp_member(child.func) is not None
+                member(child.func if type(child) is cst.Call else child) is not None
                 for child in _own_nodes(node)
-                if type(child) is cst.Call
-            ) or any(
-                self.facts.smp_member(child) is not None
-                for child in _own_nodes(node)
-                if type(child) is cst.Attribute
+                if type(child) is cst.Call or type(child) is cst.Attribute
             )
         return known
 
@@ -122,8 +119,27 @@ class LibraryCode:
         return frozenset(found)
 
 
+_NESTED = frozenset({cst.FunctionDef, cst.ClassDef})
+
+
 def _own_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """Nodes of ``node`` without nested functions and classes (their code runs elsewhere)."""
+    """Nodes of ``node`` without nested functions and classes (their code runs elsewhere), in
+    no particular order."""
+    indexed = known_subtree(node)
+    if indexed is not None:
+        # The indexed nodes in pre-order, jumping over each nested definition's subtree (the
+        # node itself is walked whatever it is).
+        order, ends, position, end = indexed
+        own = [order[position]]
+        position += 1
+        while position < end:
+            current = order[position]
+            if type(current) in _NESTED:
+                position = ends[position]
+            else:
+                own.append(current)
+                position += 1
+        return own
     found: list[cst.CSTNode] = []
     stack: list[cst.CSTNode] = [node]
     while stack:
