@@ -18,7 +18,7 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.parents import CodeScope
-from smpfix.base.walker import children
+from smpfix.base.walker import children, known_subtree
 from smpfix.program.flow.command_line import (
     CommandLineArgument,
     assigned_attributes,
@@ -128,6 +128,26 @@ def _bindings_in(scope: CodeScope, name: str) -> Iterator[_Binding]:
         )
         if any(isinstance(param, cst.Param) and param.name.value == name for param in every):
             yield None
+    indexed = known_subtree(scope.body if isinstance(scope, cst.FunctionDef) else scope)
+    if indexed is not None:
+        # The indexed nodes of the scope, jumping over each nested definition's subtree.
+        order, ends, position, end = indexed
+        if type(scope) is cst.Module:
+            position += 1
+        while position < end:
+            node = order[position]
+            kind = type(node)
+            if kind in _NESTED_DEFINITIONS:
+                if node.name.value == name:  # type: ignore[attr-defined]
+                    yield None
+                position = ends[position]
+            elif kind in _NESTED_SCOPES:
+                position = ends[position]
+            else:
+                if kind in _BINDERS:
+                    yield from _binding_of(node, name)
+                position += 1
+        return
     stack: list[cst.CSTNode] = (
         [scope.body] if isinstance(scope, cst.FunctionDef) else list(scope.body)
     )
@@ -143,6 +163,26 @@ def _bindings_in(scope: CodeScope, name: str) -> Iterator[_Binding]:
             continue
         yield from _binding_of(node, name)
         stack.extend(children(node))
+
+
+_NESTED_DEFINITIONS = frozenset({cst.FunctionDef, cst.ClassDef})
+_NESTED_SCOPES = frozenset({cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp})
+# The nodes ``_binding_of`` reads.
+_BINDERS = frozenset(
+    {
+        cst.Assign,
+        cst.AnnAssign,
+        cst.AugAssign,
+        cst.For,
+        cst.NamedExpr,
+        cst.WithItem,
+        cst.ExceptHandler,
+        cst.Import,
+        cst.ImportFrom,
+        cst.Global,
+        cst.Nonlocal,
+    }
+)
 
 
 def _binding_of(node: cst.CSTNode, name: str) -> Iterator[_Binding]:
