@@ -7,7 +7,6 @@ engine; it never walks trees or touches LibCST itself. ``check`` is the default 
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import sys
@@ -719,6 +718,8 @@ def _check_stdin(
 
 
 def _diff(results: Sequence[Any]) -> str:
+    import difflib  # only for --diff: every other run would import it for nothing
+
     chunks: list[str] = []
     for result in results:
         if result.new_text is None or result.original_text is None:

@@ -16,7 +16,6 @@ import os
 import signal
 import stat
 import sys
-import tempfile
 import threading
 import tokenize
 from collections.abc import Iterator
@@ -193,6 +192,8 @@ def _replace_held(source: SourceFile, data: bytes, target: str, held: int) -> No
     name = os.path.basename(target)[:100]
     _remove_stale_temporaries(folder, name)
     try:
+        import tempfile  # only when a file is written: a check never loads it
+
         fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{name}.", suffix=TEMP_SUFFIX, dir=folder)
     except OSError as exc:
         raise SourceError(f"cannot write: {exc.strerror or exc}") from None
@@ -304,6 +305,8 @@ def write_bytes_atomic(
 ) -> None:
     """Write a file smpfix owns (a report, a cache entry): temporary file, then rename."""
     folder = os.path.dirname(os.path.abspath(path)) or "."
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:

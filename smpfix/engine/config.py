@@ -11,7 +11,6 @@ than a silent no-op, so a typo in ``per-file-ignores`` cannot switch a gate off.
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -431,7 +430,7 @@ def _overrides(path: Path, raw: Any) -> tuple[JobOverride, ...]:
         settings = dict(item)
         paths = settings.pop("paths", None)
         if paths is None:
-            close = difflib.get_close_matches("paths", list(settings), n=1, cutoff=0.6)
+            close = _close_matches("paths", list(settings), n=1, cutoff=0.6)
             hint = f" ({close[0]!r}: did you mean 'paths'?)" if close else ""
             raise ConfigError(f'{where} needs paths = ["glob", ...]{hint}')
         globs = _strings(paths, "paths", where)
@@ -523,7 +522,7 @@ def _with_lint_table(table: dict[str, Any], path: Path) -> dict[str, Any]:
 
 def _with_suggestion(key: str, known: frozenset[str] = _KNOWN_KEYS | {"lint"}) -> str:
     """An unknown key with the known one it most likely misspells."""
-    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    close = _close_matches(key, sorted(known), n=1, cutoff=0.6)
     return f"{key} (did you mean {close[0]}?)" if close else key
 
 
@@ -574,3 +573,10 @@ def resolve(paths: Sequence[str], explicit: Optional[str]) -> Config:
         return load(path)
     found = find(paths)
     return load(found) if found is not None else Config()
+
+
+def _close_matches(word: str, candidates: list[str], n: int, cutoff: float) -> list[str]:
+    """``difflib.get_close_matches``, imported only when a configuration has an unknown key."""
+    import difflib
+
+    return difflib.get_close_matches(word, candidates, n=n, cutoff=cutoff)
