@@ -13,6 +13,7 @@ import os
 import signal
 import stat
 import threading
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -161,7 +162,7 @@ def test_a_failed_rename_or_temporary_file_is_an_error_and_cleaned_up(
     monkeypatch.undo()
     assert path.read_text() == SCRIPT
     assert _temporaries(tmp_path) == []
-    monkeypatch.setattr(source.tempfile, "mkstemp", refuse)  # a folder that is not writable
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)  # a folder that is not writable
     with pytest.raises(source.SourceError, match="cannot write: Permission denied"):
         source.write_atomic(src, fixed(SCRIPT))
     assert path.read_text() == SCRIPT
