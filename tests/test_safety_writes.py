@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import signal
 import stat
-import threading
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
