@@ -116,7 +116,7 @@ class Measured:
 # (a decoder layer has a second, cross-attention block; the source as long as the target).
 # T5 gives its position bias to sdpa as a mask, which the CPU's flash kernel does not take:
 # its flash count is not measured.
-_MEASURED: Mapping[str, Measured] = {
+MEASURED: Mapping[str, Measured] = {
     "gpt2": Measured((18.0, 10.0, 5.0), (18.0, 10.0, 5.0), (22.1, 10.0, 7.0), 18.0),
     "gptj": Measured((16.4, 10.0, 6.0), (16.8, 9.9, 6.0), (20.9, 9.9, 6.0), 12.4),
     "gpt_neox": Measured((14.0, 4.0, 6.0), (18.2, 4.0, 6.0), (16.3, 4.0, 6.0), 20.0),
@@ -139,7 +139,7 @@ def measured_family(shape: ModelShape) -> Optional[str]:
     family = _ALIASES.get(shape.family, shape.family)
     if family == "t5" and shape.gated_ffn:
         return "flan_t5"
-    return family if family in _MEASURED else None
+    return family if family in MEASURED else None
 
 
 def _tensors(terms: tuple[float, float, float], flash: Optional[float]) -> LayerTensors:
@@ -162,7 +162,7 @@ def band(shape: ModelShape, kind: LayerKind) -> LayerBand:
             formula.scaled(2.0),
             f"Korthikanti et al. 2022: no measurement of the Hugging Face {shape.family} layer",
         )
-    found = _MEASURED[family]
+    found = MEASURED[family]
     versions = (found.current, found.v4_28)
     least = tuple(min(terms) for terms in zip(*versions))
     most = tuple(max(terms) for terms in zip(*versions, found.autocast))
@@ -180,7 +180,7 @@ def band(shape: ModelShape, kind: LayerKind) -> LayerBand:
 def counted_families() -> tuple[str, ...]:
     """The Hugging Face families with a measurement of their own (``docs/plan.md`` lists
     them)."""
-    return tuple(_MEASURED)
+    return tuple(MEASURED)
 
 
 def factor(shape: ModelShape, seq: int, flash: bool) -> float:
