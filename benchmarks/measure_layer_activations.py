@@ -14,16 +14,20 @@ Over a grid of hidden sizes, MLP widths, heads, sequence lengths and batch sizes
     bytes per layer = hidden · s·b·h + mlp · s·b·f + scores · a·s²·b + constant
 
 by least squares, and prints each family's coefficients (in bytes per element at the width
-measured: a bf16 model gives the 16-bit count) beside smpfix's, with the largest relative error
+measured: a bf16 model gives the 16-bit count) beside the plan's, with the largest relative error
 of the fit over the grid. Cases: the model held in bf16 or fp32, and fp32 weights under
 ``torch.autocast`` in bf16; eager attention and PyTorch's ``scaled_dot_product_attention``;
-dropout at the configuration's default and off. ``--json PATH`` writes the table that
+dropout at the configuration's default and off (dropout runs ``torch.native_dropout``, the
+fused kernel a GPU runs, whose mask is 1 byte). ``--json PATH`` writes the table that
 ``tests/test_plan_layer_measurements.py`` holds ``smpfix.plan.layers`` to.
 
 Not part of the test suite and not needed by CI: it needs ``torch`` and ``transformers``
-(``pip install torch transformers``), imported only when it runs. Run from the repository:
+(``pip install torch transformers``), imported only when it runs. Run from the repository,
+once per transformers version (the plan uses 5.24.0 and 4.28.1; without
+``scaled_dot_product_attention`` before 4.36, the sdpa case is skipped):
 
-    python benchmarks/measure_layer_activations.py --json benchmarks/layer_activations.json
+    python benchmarks/measure_layer_activations.py \
+        --json benchmarks/layer_activations/transformers-5.24.0.json
 
 It runs on the CPU: a GPU's kernels may save other tensors (``docs/plan.md`` says which).
 """
@@ -262,8 +266,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--family", action="append", choices=FAMILIES)
     parser.add_argument("--json", type=Path, help="write the fitted table to this file")
     args = parser.parse_args(argv)
-    import torch
-    import transformers
+    try:
+        import torch
+        import transformers
+    except ImportError as missing:
+        print(f"{missing.name} is needed: pip install torch transformers", file=sys.stderr)
+        return 2
 
     torch.set_num_threads(1)
     transformers.logging.set_verbosity_error()
