@@ -134,13 +134,26 @@ def test_checkpointing_offloading_and_flash_attention_reduce_activations() -> No
         assert found is not None
         return found.total
 
-    everything = activations()
+    everything = activations(microbatches=2)
     assert (
         everything
-        < activations(offload_activations=False)
-        < activations(activation_checkpointing=False, offload_activations=False)
+        < activations(microbatches=2, offload_activations=False)
+        < activations(microbatches=2, activation_checkpointing=False, offload_activations=False)
     )
-    assert everything < activations(flash_attention=False)
+    assert everything < activations(microbatches=2, flash_attention=False)
+
+
+def test_offloading_one_microbatch_saves_nothing() -> None:
+    """Activation offloading page: "When it is used with only one microbatch, it does not save
+    memory" (the documented 65B runs set no microbatches)."""
+    shape, setup, instance = REFERENCES["GPT-NeoX-65B, tp 8"]
+    count = count_parameters(shape)
+    assert setup.offload_activations and setup.microbatches == 1
+    offloaded = estimate(count, shape, setup, instance.gpu_memory_mib)
+    kept = estimate(
+        count, shape, replace(setup, offload_activations=False), instance.gpu_memory_mib
+    )
+    assert offloaded.total == kept.total
 
 
 def test_grouped_checkpoints_keep_fewer_inputs_and_recompute_more() -> None:

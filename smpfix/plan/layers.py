@@ -5,26 +5,34 @@ bytes in 16 bits with 1-byte dropout masks, which is what SMP v1's distributed t
 keeps (it is built the same way). A Hugging Face layer is another implementation and keeps
 other tensors: GPT-2's and GPT-J's ``gelu_new`` is written out in Python and keeps four
 intermediates where a fused GELU keeps one, GPT-J computes attention scores in fp32, Llama's and
-T5's RMS norms keep an fp32 copy of their input, T5 keeps an fp32 softmax, GPT-NeoX and Llama
-have no dropout masks at all. Each family's count here was made by reading its
-``modeling_*.py`` (transformers 4.28, the SMP v1 containers' version) operation by operation
-and adding up the tensors autograd saves; ``docs/plan.md`` lists them.
+T5's RMS norms keep an fp32 copy of their input, GPT-NeoX keeps an fp32 softmax, GPT-NeoX and
+Llama have no dropout masks at all. Each family's coefficients here were measured by
+``benchmarks/measure_layer_activations.py``: small layers built from configuration objects,
+the bytes of the storages autograd keeps added up, a least-squares fit over a grid of shapes
+(``benchmarks/layer_activations/``, one table per transformers version; ``docs/plan.md``).
 
 Every count is a sum ``replicated·s·b·h + (split·s·b·h + ffn·s·b·f + scores·a·s²·b) / t`` in
 bytes, so it holds at any shape; the "factor relative to Korthikanti" a family comes to
 depends on ``f/h`` and ``a·s/h`` and is printed per shape by ``factor``. Each count has a band:
 
-- the low end is the count for a model held in 16 bits (SMP v1's ``fp16``/``bf16``, FSDP's
-  ``MixedPrecision``) with ``gelu_new`` fused into one kernel (as later transformers versions
-  do it, huggingface/transformers#39073), less 5 %;
-- the high end is the count under ``torch.autocast`` with fp32 weights (layer norms and
-  softmax then keep fp32 tensors), plus 5 % for the small tensors no count includes (norm
-  statistics, rotary tables, the softmax's row sums, allocator rounding).
+- the central count is the layer of transformers 5.24.0 held in 16 bits (SMP v1's
+  ``fp16``/``bf16``, FSDP's ``MixedPrecision``) with eager attention and the configuration's
+  dropout;
+- the low end is the lesser of that and transformers 4.28.1's layer (SMP v1's era), less the
+  fit's error (``MEASURED_ERROR``);
+- the high end is the greatest of both versions and of fp32 weights under ``torch.autocast``
+  (norms and softmax then keep fp32 tensors), plus ``GPU_MARGIN`` for what a GPU keeps that the
+  CPU run does not show (CUDA autocast runs more operations in fp32).
 
-For Korthikanti's formula the band is -5 %/+10 %: the formula leaves out the same small
-tensors, and the library's kernels may keep an fp32 softmax. Families without a count of their
-own (OPT, BLOOM, Falcon, a project's own layers) get Korthikanti's formula with the widest
-band the counted families span (up to twice the formula).
+Under flash attention the scores term goes and the hidden coefficient is the one measured with
+PyTorch's ``scaled_dot_product_attention`` on its flash kernel (which keeps q, k, v, the output
+and the softmax's row statistics), when the family was measured so.
+
+For Korthikanti's formula the band is -5 %/+10 %: the formula leaves out small tensors (norm
+statistics, rotary tables, the softmax's row sums), and the library's kernels may keep an fp32
+softmax. Families without a measurement of their own (OPT, BLOOM, Falcon, a project's own
+layers) get Korthikanti's formula with the widest band the measured families span (up to
+twice the formula).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Optional
 
 from smpfix.plan.models import ModelShape
 
@@ -44,15 +53,23 @@ class LayerTensors:
     split: float  # × s·b·h, divided by the tensor-parallel degree
     ffn: float  # × s·b·f, divided by the tensor-parallel degree
     scores: float  # × a·s²·b, divided by the tensor-parallel degree; 0 with flash attention
+    # × s·b·h on every rank under flash attention, where it differs from ``replicated``
+    flash_replicated: Optional[float] = None
 
     def bytes(self, shape: ModelShape, seq: int, samples: float, tp: int, flash: bool) -> float:
         s, b, h = seq, samples, shape.hidden
         split = self.split * s * b * h + self.ffn * s * b * shape.ffn
         scores = 0.0 if flash else self.scores * shape.heads * s * s * b
-        return self.replicated * s * b * h + (split + scores) / tp
+        replicated = self.replicated
+        if flash and self.flash_replicated is not None:
+            replicated = self.flash_replicated
+        return replicated * s * b * h + (split + scores) / tp
 
     def scaled(self, by: float) -> LayerTensors:
-        return LayerTensors(self.replicated * by, self.split * by, self.ffn * by, self.scores * by)
+        flash = None if self.flash_replicated is None else self.flash_replicated * by
+        return LayerTensors(
+            self.replicated * by, self.split * by, self.ffn * by, self.scores * by, flash
+        )
 
 
 class LayerKind(str, enum.Enum):
@@ -80,53 +97,54 @@ def korthikanti(shape: ModelShape) -> LayerTensors:
     return LayerTensors(10, 8, 8 if shape.gated_ffn else 4, 5)
 
 
-# Hugging Face counts: (model held in 16 bits, under autocast). Layers run without tensor
-# parallelism, so every term but the scores is counted as replicated; the scores divide by the
-# degree only because a transformed layer splits the heads.
-_GPT2 = (LayerTensors(18, 0, 10, 5), LayerTensors(22, 0, 10, 7))
-# A fused gelu_new keeps its input only, where the written-out one keeps four tensors: the
-# ``ffn`` coefficient of the families that use it drops by 6 (2 bytes x 3 tensors).
-_FUSED_GELU_NEW = 6.0
-_GELU_NEW = frozenset({"gpt2", "gptj"})
-_HUGGING_FACE: Mapping[str, tuple[LayerTensors, LayerTensors]] = {
-    # ln_1 in 2, c_attn in 2, q and k 4, v 2, c_proj in 2, resid dropout mask 1, ln_2 in 2,
-    # c_fc in 2, MLP dropout mask 1; gelu_new keeps its input, tanh, 0.5·x and 1 + tanh (8·sbf)
-    # and c_proj its output (2·sbf); softmax out 2, attention dropout mask 1 and output 2.
-    # Under autocast both layer norms keep fp32 inputs (+4) and the softmax fp32 output (+2).
-    "gpt2": _GPT2,
-    # ln_1 in 2 and out 2 (shared by q, k, v and fc_in), q and k cast to fp32 8, v 2, out_proj
-    # in 2, no dropout (pdrop 0.0); gelu_new 8·sbf + fc_out in 2·sbf; fp32 softmax 4 + its
-    # 16-bit copy 2. Autocast: the layer norm keeps an fp32 input (+2).
-    "gptj": (LayerTensors(16, 0, 10, 6), LayerTensors(18, 0, 10, 6)),
-    # Parallel residual: both norms read the same input 2, their outputs 2 + 2, q and k 4, v 2,
-    # dense in 2, no dropout (0.0); fused GELU keeps its input and dense_4h_to_h its output
-    # (4·sbf); softmax out 2. Autocast: two fp32 norm inputs (+4), fp32 softmax and its copy
-    # (+4).
-    "gpt_neox": (LayerTensors(14, 0, 4, 2), LayerTensors(18, 0, 4, 6)),
-    # Two RMS norms, each an fp32 copy of its input 4 and the normalised 16-bit tensor 2;
-    # q/k/v in 2, q and repeated k 4, repeated v 2, o_proj in 2, MLP in 2; SwiGLU keeps the
-    # gate's input, silu's output, up's output and their product (8·sbf); fp32 softmax 4 and
-    # its 16-bit copy 2; no dropout. The norms and softmax are fp32 anyway: autocast adds none.
-    "llama": (LayerTensors(24, 0, 8, 6), LayerTensors(24, 0, 8, 6)),
-    # Post-norm, exactly Megatron's layer: Korthikanti's count. Autocast: two fp32 norm inputs
-    # (+4) and an fp32 softmax (+2).
-    "bert": (LayerTensors(18, 0, 4, 5), LayerTensors(22, 0, 4, 7)),
+@dataclass(frozen=True)
+class Measured:
+    """One Hugging Face family's layer as ``benchmarks/measure_layer_activations.py`` measured
+    it (torch 2.13.0 on the CPU, dropout masks kept in 1 byte as the GPU's fused kernel keeps
+    them): (s·b·h, s·b·f, a·s²·b) coefficients in bytes, rounded to a tenth; the tables in
+    ``benchmarks/layer_activations/`` hold the fits and ``tests/test_plan_layer_measurements.py``
+    holds these numbers to them."""
+
+    current: tuple[float, float, float]  # transformers 5.24.0, held in bf16, eager attention
+    v4_28: tuple[float, float, float]  # transformers 4.28.1 (SMP v1's era), the same
+    autocast: tuple[float, float, float]  # fp32 weights under autocast, the larger version
+    flash_hidden: Optional[float]  # s·b·h under sdpa's flash kernel (5.24.0); None: unmeasured
+
+
+# Measured with each configuration's default dropout: GPT-2, BERT and T5 have dropout (0.1),
+# GPT-J, GPT-NeoX and Llama none. T5's rows are per layer with encoder and decoder averaged
+# (a decoder layer has a second, cross-attention block; the source as long as the target).
+# T5 gives its position bias to sdpa as a mask, which the CPU's flash kernel does not take:
+# its flash count is not measured.
+MEASURED: Mapping[str, Measured] = {
+    "gpt2": Measured((18.0, 10.0, 5.0), (18.0, 10.0, 5.0), (22.1, 10.0, 7.0), 18.0),
+    "gptj": Measured((16.4, 10.0, 6.0), (16.8, 9.9, 6.0), (20.9, 9.9, 6.0), 12.4),
+    "gpt_neox": Measured((14.0, 4.0, 6.0), (18.2, 4.0, 6.0), (16.3, 4.0, 6.0), 20.0),
+    "llama": Measured((24.0, 8.0, 6.0), (28.4, 8.0, 8.0), (34.4, 8.0, 10.0), 24.0),
+    "t5": Measured((39.5, 5.0, 7.5), (39.5, 5.0, 10.5), (45.5, 5.0, 10.5), None),
+    "flan_t5": Measured((39.5, 15.0, 7.5), (39.5, 15.0, 10.5), (47.5, 15.0, 10.5), None),
+    "bert": Measured((18.0, 4.0, 5.0), (18.0, 4.0, 5.0), (26.1, 4.0, 7.0), 18.0),
 }
-_HUGGING_FACE_ALIASES = {"roberta": "bert", "mistral": "llama"}
+_ALIASES = {"roberta": "bert", "mistral": "llama"}
+_NAMES = {"flan_t5": "t5 (gated-gelu)"}
+# The largest relative error of a fit over its grid (1.2 %, GPT-J under autocast), rounded up.
+MEASURED_ERROR = 0.02
+# What a GPU may keep that the CPU run does not show: CUDA autocast's list of operations run in
+# fp32 is longer than the CPU's (``pow`` among them), kernels' own buffers.
+GPU_MARGIN = 0.05
 
 
-def _t5(gated: bool) -> tuple[LayerTensors, LayerTensors]:
-    """T5: per encoder and decoder layer averaged (the depth counts both stacks). Each block's
-    RMS norm keeps an fp32 copy of its input 4, its input 2 and the normalised tensor 2; an
-    attention block: q/k/v in 2, q and k 4, v 2, o in 2, dropout mask 1, and fp32 softmax 4 +
-    dropout mask 1 + dropout output 2 (``7·as²b``); the feed-forward block: wi in 2, dropout
-    mask 1 and, for ReLU, its output 2 + dropout mask 1 + wo's input 2 (``5·sbf``), for gated
-    gelu_new 8 + the product's two inputs 4 + mask 1 + wo's input 2 (``15·sbf``). An encoder
-    layer has one attention block, a decoder layer two (the cross-attention over a source
-    taken as long as the target): ``(30 + 49) / 2`` sbh and ``(7 + 14) / 2`` as²b. T5's norms
-    and softmax are fp32 anyway: autocast adds none."""
-    counted = LayerTensors(39.5, 0, 15 if gated else 5, 10.5)
-    return counted, counted
+def measured_family(shape: ModelShape) -> Optional[str]:
+    """The measured family whose layers ``shape`` runs, or None."""
+    family = _ALIASES.get(shape.family, shape.family)
+    if family == "t5" and shape.gated_ffn:
+        return "flan_t5"
+    return family if family in MEASURED else None
+
+
+def _tensors(terms: tuple[float, float, float], flash: Optional[float]) -> LayerTensors:
+    hidden, ffn, scores = terms
+    return LayerTensors(hidden, 0, ffn, scores, flash)
 
 
 def band(shape: ModelShape, kind: LayerKind) -> LayerBand:
@@ -136,37 +154,33 @@ def band(shape: ModelShape, kind: LayerKind) -> LayerBand:
         return LayerBand(
             formula.scaled(0.95), formula, formula.scaled(1.10), "Korthikanti et al. 2022"
         )
-    family = _HUGGING_FACE_ALIASES.get(shape.family, shape.family)
-    if family == "t5":
-        half, autocast = _t5(shape.gated_ffn)
-        fused = _fused(half) if shape.gated_ffn else half
-    elif family in _HUGGING_FACE:
-        half, autocast = _HUGGING_FACE[family]
-        fused = _fused(half) if family in _GELU_NEW else half
-    else:
+    family = measured_family(shape)
+    if family is None:
         return LayerBand(
             formula.scaled(0.85),
             formula,
             formula.scaled(2.0),
-            f"Korthikanti et al. 2022: no count of the Hugging Face {shape.family} layer",
+            f"Korthikanti et al. 2022: no measurement of the Hugging Face {shape.family} layer",
         )
+    found = MEASURED[family]
+    versions = (found.current, found.v4_28)
+    least = tuple(min(terms) for terms in zip(*versions))
+    most = tuple(max(terms) for terms in zip(*versions, found.autocast))
+    flash_high = None
+    if found.flash_hidden is not None:  # what the older version or autocast adds, whatever
+        flash_high = found.flash_hidden + most[0] - found.current[0]  # the attention kernel
     return LayerBand(
-        fused.scaled(0.95),
-        half,
-        autocast.scaled(1.05),
-        f"the tensors the Hugging Face {family} layer saves, counted",
-    )
-
-
-def _fused(counted: LayerTensors) -> LayerTensors:
-    return LayerTensors(
-        counted.replicated, counted.split, counted.ffn - _FUSED_GELU_NEW, counted.scores
+        _tensors((least[0], least[1], least[2]), found.flash_hidden).scaled(1 - MEASURED_ERROR),
+        _tensors(found.current, found.flash_hidden),
+        _tensors((most[0], most[1], most[2]), flash_high).scaled(1 + GPU_MARGIN),
+        f"the tensors the Hugging Face {_NAMES.get(family, family)} layer saves, measured",
     )
 
 
 def counted_families() -> tuple[str, ...]:
-    """The Hugging Face families with a count of their own (``docs/plan.md`` lists them)."""
-    return (*_HUGGING_FACE, "t5")
+    """The Hugging Face families with a measurement of their own (``docs/plan.md`` lists
+    them)."""
+    return tuple(MEASURED)
 
 
 def factor(shape: ModelShape, seq: int, flash: bool) -> float:

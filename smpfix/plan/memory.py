@@ -10,8 +10,8 @@
 - **Activations**: per layer as the kind of layer the model runs keeps them (``layers``:
   Korthikanti et al. 2022 for the library's distributed transformer, a count per Hugging Face
   family otherwise), reduced by activation checkpointing to the layer inputs plus one layer
-  recomputed, by offloading to a few layer inputs, multiplied by the microbatches a pipeline
-  stage holds; plus the logits.
+  recomputed, by offloading (with more than one microbatch) to a few layer inputs, multiplied
+  by the microbatches a pipeline stage holds; plus the logits.
 - **The rest**: the CUDA context, communicator buffers, sharded data parallelism's reduce
   bucket (``sdp_reduce_bucket_size``), SMDDP's buffers and allocator fragmentation.
 
@@ -171,7 +171,8 @@ def activations(shape: ModelShape, count: ParameterCount, setup: Setup) -> Optio
     With checkpointing, a stage keeps each checkpointed group's input (``2·s·G·h/t`` bytes,
     G the samples of a tensor-parallel group's microbatch) for every microbatch in flight,
     and recomputes one group at a time. Offloading keeps ``activation_loading_horizon`` + 1
-    layer inputs on the GPU; it does nothing without checkpointing. Logits: ``s·G·V/t``
+    layer inputs on the GPU; it does nothing without checkpointing, and with one microbatch
+    "it does not save memory" (developer guide, "Activation Offloading"). Logits: ``s·G·V/t``
     elements on the last stage, charged together with the first stage's checkpoints.
     fp32 training doubles every activation. Each layer keeps what its kind keeps
     (``layers.band``, the central count).
@@ -218,7 +219,7 @@ def _activations(
     if setup.activation_checkpointing:
         group = max(1, min(setup.checkpoint_group, layers_here))
         kept = math.ceil(layers_here / group) * setup.in_flight
-        if setup.offload_activations:
+        if setup.offload_activations and setup.microbatches > 1:
             kept = min(kept, setup.activation_loading_horizon + 1)
         checkpoints = 2 * width * seq * samples * shape.hidden / tp * kept
         working = one_layer * group
