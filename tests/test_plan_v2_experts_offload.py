@@ -142,6 +142,10 @@ def test_configurations_smp_refuses_with_expert_parallelism_get_no_estimate() ->
     assert "above the process count over expert_parallel_degree" in " ".join(
         problems(FsdpSetup(world=16, shard=16, ep=2))
     )
+    assert "8 experts per layer do not divide" in " ".join(
+        problems(FsdpSetup(world=48, shard=8, ep=6, experts=8))
+    )
+    assert problems(FsdpSetup(world=48, shard=8, ep=6)) == ()  # experts unknown
 
 
 def test_the_official_mixtral_configuration_fits_and_weaker_ones_do_not() -> None:
@@ -213,6 +217,12 @@ LAUNCHERS: dict[str, tuple[str, int, dict[str, Any], dict[str, Any]]] = {
         {"hybrid_shard_degree": 8, "expert_parallel_degree": 2, **NO_OFFLOADING},
         MIXTRAL_HYPER,
     ),
+    "mixtral_experts_do_not_divide": (
+        "mixtral_v2_train.py",
+        6,
+        {"hybrid_shard_degree": 8, "expert_parallel_degree": 6, **NO_OFFLOADING},
+        MIXTRAL_HYPER,
+    ),
     "mixtral_with_tensor_parallelism": (
         "mixtral_v2_train.py",
         8,
@@ -266,6 +276,14 @@ def test_expert_and_tensor_parallelism_together_get_no_verdict(
     item = plans["mixtral_with_tensor_parallelism"]
     assert item["verdict"] == "unknown"
     assert "not compatible with tensor parallelism" in item["reason"]
+
+
+def test_experts_that_do_not_divide_over_the_degree_get_no_verdict(
+    plans: dict[str, dict[str, Any]],
+) -> None:
+    item = plans["mixtral_experts_do_not_divide"]
+    assert item["verdict"] == "unknown"
+    assert "8 experts per layer do not divide over expert_parallel_degree" in item["reason"]
 
 
 def test_fsdp_cpu_offload_in_the_script_makes_70b_fit_on_one_instance(

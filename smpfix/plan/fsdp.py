@@ -28,7 +28,8 @@ data parallelism do (``memory.model_states``). The premises, with their sources:
   are counted whole on every tensor-parallel rank (the pages do not say they are split).
 - **Expert parallelism** (v2 expert parallelism page: it "handles splitting experts of an
   MoE model across GPU devices", for Mixtral; "not compatible with tensor parallelism"): the
-  experts' MLP weights are split evenly over ``expert_parallel_degree`` GPUs, each rank
+  experts' MLP weights are split evenly over ``expert_parallel_degree`` GPUs (Megatron's
+  MoE layer, on which SMP v2 builds it, asserts that the experts divide), each rank
   keeping ``experts / expert_parallel_degree`` of every layer's experts, and FSDP shards
   them over at most ``world_size / expert_parallel_degree`` GPUs (the official Mixtral
   example's range of ``hybrid_shard_degree``); attention, router, norms and embeddings are
@@ -124,6 +125,7 @@ class FsdpSetup:
     tp: int = 1
     cp: int = 1
     ep: int = 1  # expert_parallel_degree: splits the experts of a mixture-of-experts model
+    experts: int = 0  # the model's experts per layer (``num_local_experts``); 0 when unknown
     seq_len: Optional[int] = None
     batch: Optional[int] = None
     precision: str = "bf16"
@@ -163,6 +165,12 @@ def problems(setup: FsdpSetup) -> tuple[str, ...]:
     if setup.ep > 1:
         if setup.tp > 1:
             found.append("expert parallelism is not compatible with tensor parallelism")
+        if setup.experts % setup.ep:
+            found.append(
+                f"the model's {setup.experts} experts per layer do not divide over"
+                " expert_parallel_degree (Megatron's MoE layer, which SMP v2's expert"
+                " parallelism runs on, asserts they do)"
+            )
         if setup.world % setup.ep:
             found.append("expert_parallel_degree does not divide the process count")
         elif setup.shard > setup.world // setup.ep:

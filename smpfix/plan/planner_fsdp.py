@@ -244,6 +244,7 @@ def _setup(
         tp=tp,
         cp=cp,
         ep=ep,
+        experts=model.shape.experts if model.shape is not None else 0,
         zero2=strategy_name in ("SHARD_GRAD_OP", "_HYBRID_SHARD_ZERO2"),
         activation_loading_horizon=horizon,
         layers=layer_kind_v2(tp, model.shape),
