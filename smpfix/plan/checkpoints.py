@@ -55,6 +55,25 @@ def _llama(
     )
 
 
+def _mixtral(h: int, n: int, a: int, f: int) -> ModelShape:
+    """Mixtral: eight SwiGLU experts per layer, two run per token, grouped-query attention of
+    eight key-value heads (the published ``config.json`` files)."""
+    return ModelShape(
+        "mixtral",
+        h,
+        n,
+        a,
+        32000,
+        f,
+        65536 if n > 32 else 32768,
+        kv_heads=8,
+        tied_embeddings=False,
+        gated_ffn=True,
+        experts=8,
+        experts_per_token=2,
+    )
+
+
 def _t5(h: int, f: int, n: int, a: int, d_kv: int, gated: bool) -> ModelShape:
     # T5 v1.1 and Flan-T5 (gated-gelu) untie the output head; the original T5 ties it.
     return ModelShape(
@@ -125,6 +144,10 @@ CHECKPOINTS: Mapping[str, Checkpoint] = {
     "mistralai/Mistral-7B-v0.1": Checkpoint(
         _llama(4096, 32, 32, 14336, kv=8, positions=32768), 7_241_732_096, 7e9
     ),
+    "mistralai/Mixtral-8x7B-v0.1": Checkpoint(
+        _mixtral(4096, 32, 32, 14336), 46_702_792_704, 46.7e9
+    ),
+    "mistralai/Mixtral-8x22B-v0.1": Checkpoint(_mixtral(6144, 56, 48, 16384), None, 141e9),
     "tiiuae/falcon-7b": Checkpoint(
         ModelShape("falcon", 4544, 32, 71, 65024, 4 * 4544, 2048, kv_heads=1),
         6_921_720_704,
@@ -179,6 +202,7 @@ _ALIASES: Mapping[str, str] = {
     "meta-llama/Meta-Llama-3-70B-Instruct": "meta-llama/Meta-Llama-3-70B",
     "mistralai/Mistral-7B-Instruct-v0.1": "mistralai/Mistral-7B-v0.1",
     "mistralai/Mistral-7B-Instruct-v0.2": "mistralai/Mistral-7B-v0.1",
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": "mistralai/Mixtral-8x7B-v0.1",
 }
 _LOWERED = {name.lower(): name for name in (*CHECKPOINTS, *_ALIASES)}
 

@@ -26,6 +26,24 @@ data parallelism do (``memory.model_states``). The premises, with their sources:
   of the models ``torch.sagemaker.transform`` supports over ``tensor_parallel_degree`` GPUs,
   and FSDP shards the rest over ``hybrid_shard_degree``. The embeddings and the output head
   are counted whole on every tensor-parallel rank (the pages do not say they are split).
+- **Expert parallelism** (v2 expert parallelism page: it "handles splitting experts of an
+  MoE model across GPU devices", for Mixtral; "not compatible with tensor parallelism"): the
+  experts' MLP weights are split evenly over ``expert_parallel_degree`` GPUs (Megatron's
+  MoE layer, on which SMP v2 builds it, asserts that the experts divide), each rank
+  keeping ``experts / expert_parallel_degree`` of every layer's experts, and FSDP shards
+  them over at most ``world_size / expert_parallel_degree`` GPUs (the official Mixtral
+  example's range of ``hybrid_shard_degree``); attention, router, norms and embeddings are
+  sharded as in a dense model. ``hybrid_shard_degree`` 0 with expert parallelism shards over
+  the script's strategy's degree, never more than that range. A Mixtral layer's activations
+  are those of a Llama layer whose MLP is ``num_experts_per_tok`` experts wide (each token
+  runs that many experts; ``models.dense_equivalent``).
+- **FSDP CPU offload** (PyTorch FSDP reference, ``CPUOffload``: ``offload_params`` offloads
+  "parameters to CPUs when these parameters are not used for computation on GPUs" and
+  "implicitly enables gradient offloading to CPUs ... to work with optimizer", whose state
+  then lives on the CPU too): the
+  rank's shard of parameters, gradients and optimizer state is in host memory and counts
+  nothing on the GPU; the gathered window (parameters of the units being computed, one
+  unit's full gradient) stays on the GPU as without offload.
 - **Activations** (best-practices page: "FSDP doesn't shard activations"): per layer as
   ``plan.layers`` counts them: SMP v2's own layers (Korthikanti's formula) under
   tensor parallelism, the Hugging Face layers' counted tensors otherwise. The data loader
@@ -66,7 +84,7 @@ from smpfix.plan.memory import (
     ModelStates,
     banded,
 )
-from smpfix.plan.models import ModelShape, ParameterCount
+from smpfix.plan.models import ModelShape, ParameterCount, dense_equivalent
 from smpfix.plan.setup import OPTIMIZER_STATE_BYTES
 
 MIB = 1024**2
@@ -80,8 +98,9 @@ ZERO2 = frozenset({"SHARD_GRAD_OP", "_HYBRID_SHARD_ZERO2"})
 STRATEGIES = frozenset({FULL_SHARD, HYBRID_SHARD, NO_SHARD, *ZERO2})
 
 
-def shard_degree(hybrid_shard_degree: int, tp: int, world: int, strategy: str) -> int:
-    """The GPUs one parameter is sharded over, as SMP v2 sets it (see the module docstring)."""
+def shard_degree(hybrid_shard_degree: int, tp: int, world: int, strategy: str, ep: int = 1) -> int:
+    """The GPUs one parameter is sharded over, as SMP v2 sets it (see the module docstring);
+    with expert parallelism never more than ``world / ep``."""
     if hybrid_shard_degree >= 2:
         return hybrid_shard_degree
     if hybrid_shard_degree == 1:
@@ -91,8 +110,8 @@ def shard_degree(hybrid_shard_degree: int, tp: int, world: int, strategy: str) -
     if strategy == NO_SHARD:
         return 1
     if strategy in (HYBRID_SHARD, "_HYBRID_SHARD_ZERO2"):
-        return min(HYBRID_SHARD_GPUS, world)
-    return world
+        return min(HYBRID_SHARD_GPUS, world, world // max(ep, 1))
+    return world // max(ep, 1)
 
 
 @dataclass(frozen=True)
@@ -105,11 +124,15 @@ class FsdpSetup:
     shard: int  # from ``shard_degree``
     tp: int = 1
     cp: int = 1
+    ep: int = 1  # expert_parallel_degree: splits the experts of a mixture-of-experts model
+    experts: int = 0  # the model's experts per layer (``num_local_experts``); 0 when unknown
     seq_len: Optional[int] = None
     batch: Optional[int] = None
     precision: str = "bf16"
     optimizer: str = "adam"
     zero2: bool = False  # SHARD_GRAD_OP or _HYBRID_SHARD_ZERO2: parameters stay gathered
+    # FSDP's ``CPUOffload(offload_params=True)``: the sharded model states live in host memory
+    cpu_offload: bool = False
     activation_checkpointing: bool = False
     offload_activations: bool = False
     activation_loading_horizon: int = 2  # the v2 default
@@ -122,12 +145,38 @@ class FsdpSetup:
     def half_precision(self) -> bool:
         return self.precision != "fp32"
 
+    @property
+    def expert_shard(self) -> int:
+        """The GPUs the experts a rank holds are sharded over: FSDP's sharding degree, within
+        the ``world / ep`` ranks that hold the same experts."""
+        return max(1, min(self.shard, self.world // max(self.ep, 1)))
+
 
 def problems(setup: FsdpSetup) -> tuple[str, ...]:
     """What makes the setup one SMP v2 refuses: no estimate is made for it."""
-    if min(setup.world, setup.tp, setup.cp, setup.shard, setup.activation_loading_horizon) < 1:
+    if (
+        min(
+            setup.world, setup.tp, setup.cp, setup.ep, setup.shard, setup.activation_loading_horizon
+        )
+        < 1
+    ):
         return ("a degree, the process count or activation_loading_horizon is below 1",)
     found = []
+    if setup.ep > 1:
+        if setup.tp > 1:
+            found.append("expert parallelism is not compatible with tensor parallelism")
+        if setup.experts % setup.ep:
+            found.append(
+                f"the model's {setup.experts} experts per layer do not divide over"
+                " expert_parallel_degree (Megatron's MoE layer, which SMP v2's expert"
+                " parallelism runs on, asserts they do)"
+            )
+        if setup.world % setup.ep:
+            found.append("expert_parallel_degree does not divide the process count")
+        elif setup.shard > setup.world // setup.ep:
+            found.append(
+                "hybrid_shard_degree is above the process count over expert_parallel_degree"
+            )
     if setup.world % setup.tp:
         found.append("tensor_parallel_degree does not divide the process count")
     elif setup.shard > setup.world // setup.tp or (setup.world // setup.tp) % setup.shard:
@@ -144,14 +193,37 @@ def problems(setup: FsdpSetup) -> tuple[str, ...]:
     return tuple(found)
 
 
-def model_states(count: ParameterCount, setup: FsdpSetup) -> ModelStates:
-    """The rank's shard of fp32 parameters, gradients and optimizer state, and the window of
-    parameters (and one unit's gradient) gathered in the compute dtype."""
-    resident = count.in_layers / setup.tp + count.outside_layers
+def _resident(count: ParameterCount, setup: FsdpSetup) -> tuple[float, float]:
+    """The parameters one rank holds before FSDP shards them: those tensor parallelism splits
+    or keeps whole, and the experts expert parallelism leaves it."""
+    dense = (count.in_layers - count.in_experts) / setup.tp + count.outside_layers
+    return dense, count.in_experts / setup.ep
+
+
+def _layer(count: ParameterCount, setup: FsdpSetup) -> float:
+    """One transformer layer's parameters on a rank, gathered."""
+    if not count.layers:
+        return 0.0
+    dense, experts = count.in_layers - count.in_experts, count.in_experts
+    return (dense / setup.tp + experts / setup.ep) / count.layers
+
+
+def sharded_states(count: ParameterCount, setup: FsdpSetup) -> float:
+    """The rank's shard of fp32 parameters, gradients and optimizer state, wherever it lives."""
+    dense, experts = _resident(count, setup)
     sharded_bytes = 8 + OPTIMIZER_STATE_BYTES[setup.optimizer]
-    states = sharded_bytes * resident / setup.shard
+    return sharded_bytes * (dense / setup.shard + experts / setup.expert_shard)
+
+
+def model_states(count: ParameterCount, setup: FsdpSetup) -> ModelStates:
+    """The rank's shard of fp32 parameters, gradients and optimizer state (none on the GPU under
+    CPU offload), and the window of parameters (and one unit's gradient) gathered in the
+    compute dtype."""
+    dense, experts = _resident(count, setup)
+    resident = dense + experts
+    states = 0.0 if setup.cpu_offload else sharded_states(count, setup)
     width = 2 if setup.half_precision else 4
-    layer = count.per_layer / setup.tp
+    layer = _layer(count, setup)
     root = float(count.outside_layers)
     gathered = resident if setup.zero2 else root + 2 * layer  # this layer and the prefetched one
     return ModelStates(resident, states, width * (gathered + max(layer, root)))
@@ -162,7 +234,7 @@ def model_states_band(count: ParameterCount, setup: FsdpSetup, central: ModelSta
     if setup.zero2:
         return Band.exact(central.total)
     width = 2 if setup.half_precision else 4
-    one = width * max(count.per_layer / setup.tp, float(count.outside_layers))
+    one = width * max(_layer(count, setup), float(count.outside_layers))
     return Band(min(central.states + one, central.total), central.total, central.total)
 
 
@@ -171,8 +243,9 @@ def activations(
 ) -> Optional[Activations]:
     """Per-GPU activations at the peak of the backward pass; None without sequence or batch.
     Each layer keeps what its kind keeps (``layers.band``, the central count)."""
+    dense = dense_equivalent(shape)
     return _activations(
-        shape, count, setup, band(shape, setup.layers).central, LOGITS_BYTES_PER_ELEMENT
+        dense, count, setup, band(dense, setup.layers).central, LOGITS_BYTES_PER_ELEMENT
     )
 
 
@@ -203,6 +276,7 @@ def _activations(
 
 
 def activations_band(shape: ModelShape, count: ParameterCount, setup: FsdpSetup) -> Optional[Band]:
+    shape = dense_equivalent(shape)
     counts = band(shape, setup.layers)
     low = _activations(shape, count, setup, counts.low, LOGITS_BYTES_PER_ELEMENT)
     central = _activations(shape, count, setup, counts.central, LOGITS_BYTES_PER_ELEMENT)

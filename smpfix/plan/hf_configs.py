@@ -92,6 +92,21 @@ CONFIG_CLASSES: Mapping[str, ConfigClass] = {
             _UNTIED,
         ),
     ),
+    "MixtralConfig": ConfigClass(
+        "mixtral",
+        (
+            _f("hidden", "hidden_size", 4096),
+            _f("layers", "num_hidden_layers", 32),
+            _f("heads", "num_attention_heads", 32),
+            _f("vocab", "vocab_size", 32000),
+            _f("ffn", "intermediate_size", 14336),
+            _f("max_positions", "max_position_embeddings", 4096 * 32),
+            _f("kv_heads", "num_key_value_heads", 8),
+            _f("experts", "num_local_experts", 8),
+            _f("experts_per_token", "num_experts_per_tok", 2),
+            _UNTIED,
+        ),
+    ),
     "OPTConfig": ConfigClass(
         "opt",
         (
@@ -218,6 +233,10 @@ def shape_from_config(class_name: str, keywords: Mapping[str, Any]) -> Optional[
     )
 
 
+def _positive_or_one(value: Any) -> int:
+    return value if _is_int(value) and value > 0 else 1
+
+
 def _family_extras(family: str, values: Mapping[str, Any]) -> dict[str, Any]:
     """The dimensions only some families have, as ``ModelShape`` keywords."""
     kv = values.get("kv_heads")
@@ -227,6 +246,13 @@ def _family_extras(family: str, values: Mapping[str, Any]) -> dict[str, Any]:
         return {"kv_heads": 1 if values.get("multi_query", True) else (kv if _is_int(kv) else None)}
     if family == "llama":
         return {"gated_ffn": True, **({"kv_heads": kv} if _is_int(kv) else {})}
+    if family == "mixtral":
+        return {
+            "gated_ffn": True,
+            **({"kv_heads": kv} if _is_int(kv) else {}),
+            "experts": _positive_or_one(values.get("experts")),
+            "experts_per_token": _positive_or_one(values.get("experts_per_token")),
+        }
     if family == "t5":
         projection = values.get("feed_forward_proj")
         decoder = values.get("decoder_layers")

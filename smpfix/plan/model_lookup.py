@@ -29,6 +29,7 @@ _CONFIG_CLASSES = {
     "gptj": "GPTJConfig",
     "llama": "LlamaConfig",
     "mistral": "LlamaConfig",
+    "mixtral": "MixtralConfig",
     "opt": "OPTConfig",
     "bloom": "BloomConfig",
     "falcon": "FalconConfig",

@@ -10,7 +10,7 @@ Hugging Face implementation of each family builds its modules, tied embeddings c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 
@@ -40,6 +40,11 @@ class ModelShape:
     pooler: bool = False
     falcon_new_arch: bool = False  # Falcon-40b: two layer norms per layer
     lm_head: bool = True  # the model computes vocabulary logits
+    # A mixture of experts (Mixtral): ``experts`` SwiGLU MLPs of width ``ffn`` per layer
+    # (``num_local_experts``), of which each token runs ``experts_per_token``
+    # (``num_experts_per_tok``); 0 for a dense model.
+    experts: int = 0
+    experts_per_token: int = 0
 
     @property
     def kv(self) -> int:
@@ -64,6 +69,8 @@ class ParameterCount:
     # tensors below ~1e6 elements (biases, norms): sharded data parallelism keeps them whole
     small: int
     layers: int  # repeated layers
+    # the experts' MLP weights, part of ``in_layers``: expert parallelism splits these
+    in_experts: int = 0
 
     @property
     def outside_layers(self) -> int:
@@ -117,6 +124,18 @@ def _llama(s: ModelShape) -> ParameterCount:
     return ParameterCount(n * per + outside, n * per, n * small + h, n)
 
 
+def _mixtral(s: ModelShape) -> ParameterCount:
+    """Llama's attention and norms; in place of its MLP a router (a linear layer of one output
+    per expert, no bias) and ``experts`` SwiGLU MLPs without bias (``MixtralSparseMoeBlock``)."""
+    h, f, n, v, e = s.hidden, s.ffn, s.layers, s.vocab, s.experts
+    kv_width = s.kv * s.dhead
+    small = 2 * h
+    experts = e * 3 * h * f
+    per = 2 * h * h + 2 * h * kv_width + h * e + experts + small
+    outside = v * h + h + (0 if s.tied_embeddings else v * h)
+    return ParameterCount(n * per + outside, n * per, n * small + h, n, n * experts)
+
+
 def _falcon(s: ModelShape) -> ParameterCount:
     """Multi-query (7b) or grouped (40b) attention, linear layers without bias, norms with bias."""
     h, f, n, v = s.hidden, s.ffn, s.layers, s.vocab
@@ -161,6 +180,7 @@ _COUNTERS: dict[str, Callable[[ModelShape], ParameterCount]] = {
     "bloom": _gpt_like,
     "gptj": _gptj,
     "llama": _llama,
+    "mixtral": _mixtral,
     "falcon": _falcon,
     "t5": _t5,
     "bert": _bert,
@@ -172,12 +192,28 @@ def count_parameters(shape: ModelShape) -> ParameterCount:
     """The exact parameter count of the Hugging Face implementation of ``shape.family``.
 
     Checked against published totals (gpt2 124M to 1.5B, OPT-125m, BLOOM-560m and 176B,
-    Llama-2 7/13/70B, T5 and Flan-T5 small to large, BERT and RoBERTa) in the tests.
+    Llama-2 7/13/70B, Mixtral 8x7B, T5 and Flan-T5 small to large, BERT and RoBERTa) in the
+    tests.
     """
     counter = _COUNTERS.get(shape.family)
     if counter is None:
         raise ValueError(f"unknown model family {shape.family!r}")
     return counter(shape)
+
+
+def dense_equivalent(shape: ModelShape) -> ModelShape:
+    """The dense layer whose activations a mixture-of-experts layer keeps: each token runs
+    ``experts_per_token`` experts of width ``ffn``, so the MLP activations are those of one
+    MLP that many times as wide; the attention is Llama's. A dense shape is returned as is."""
+    if not shape.experts:
+        return shape
+    return replace(
+        shape,
+        family="llama",
+        ffn=shape.ffn * max(shape.experts_per_token, 1),
+        experts=0,
+        experts_per_token=0,
+    )
 
 
 def parameters_only(total: int) -> ParameterCount:

@@ -12,7 +12,7 @@ configuration parameters"): ``hybrid_shard_degree`` 0, ``tensor_parallel_degree`
 ``context_parallel_degree`` and ``expert_parallel_degree`` 1, ``activation_loading_horizon``
 2, ``sm_activation_offloading`` True; the script's ``tsm.state.<setting>`` reads them
 (``ScriptValues.with_v2_state``). The script gives the model, the sequence length and the
-batch as for v1 (``script_setup``), and FSDP's sharding strategy and mixed precision,
+batch as for v1 (``script_setup``), and FSDP's sharding strategy, mixed precision and CPU offload,
 activation checkpointing and offloading through PyTorch's APIs (``script_fsdp``). The script's
 ``tsm.init({...})`` dictionary comes below the launcher (``script_setup.init_settings``).
 Flash attention is never assumed: which attention
@@ -31,7 +31,14 @@ from smpfix.job.instances import InstanceType
 from smpfix.job.jobfacts import JobFacts
 from smpfix.job.launcher import Launcher
 from smpfix.plan import script_fsdp, script_setup
-from smpfix.plan.fsdp import HYBRID_SHARD, FsdpSetup, estimate, problems, shard_degree
+from smpfix.plan.fsdp import (
+    HYBRID_SHARD,
+    FsdpSetup,
+    estimate,
+    problems,
+    shard_degree,
+    sharded_states,
+)
 from smpfix.plan.layers import LayerKind
 from smpfix.plan.memory import GIB, Estimate
 from smpfix.plan.models import ModelShape
@@ -62,6 +69,7 @@ _SWITCHES: Mapping[str, tuple[Any, Any]] = {
     "offload_activations": (False, True),
     "flash_attention": (False, True),
     "precision": ("bf16", "fp32"),
+    "cpu_offload": (False, True),
 }
 
 
@@ -199,8 +207,9 @@ def _setup(
     world = _world(settings.job, instance, notes)
     tp = settings.number("tensor_parallel_degree")
     cp = settings.number("context_parallel_degree")
-    if settings.number("expert_parallel_degree") > 1:
-        notes.append("expert parallelism is not modelled: experts are counted on every rank")
+    ep = settings.number("expert_parallel_degree")
+    if ep > 1:
+        notes.append(_experts_note(ep, model))
     hybrid = settings.number("hybrid_shard_degree")
     horizon = settings.number("activation_loading_horizon")
     unresolved: list[str] = ["flash_attention"]
@@ -222,16 +231,20 @@ def _setup(
             notes.append(f"sharding strategy {strategy_name}: {strategy.how}")
     else:
         strategy_name = str(strategy.value) if strategy is not None and strategy.value else ""
-    shard = shard_degree(hybrid, tp, world, strategy_name)
+    shard = shard_degree(hybrid, tp, world, strategy_name, ep)
     notes.append(
         f"parameters, gradients and optimizer state sharded over {shard} GPU(s)"
-        f" (hybrid_shard_degree {hybrid}, tensor_parallel_degree {tp})"
+        f" (hybrid_shard_degree {hybrid}, tensor_parallel_degree {tp}"
+        + (f", expert_parallel_degree {ep}" if ep > 1 else "")
+        + ")"
     )
     setup = FsdpSetup(
         world=world,
         shard=max(shard, 1),
         tp=tp,
         cp=cp,
+        ep=ep,
+        experts=model.shape.experts if model.shape is not None else 0,
         zero2=strategy_name in ("SHARD_GRAD_OP", "_HYBRID_SHARD_ZERO2"),
         activation_loading_horizon=horizon,
         layers=layer_kind_v2(tp, model.shape),
@@ -240,12 +253,18 @@ def _setup(
     values = values.with_v2_state(settings.state())
     if code is None:
         notes.append("the launched script is not among the checked files: activations unknown")
-        unresolved += ["activation_checkpointing", "offload_activations", "precision"]
+        unresolved += [
+            "activation_checkpointing",
+            "offload_activations",
+            "precision",
+            "cpu_offload",
+        ]
         return setup, unresolved
     readings = {
         "activation_checkpointing": script_fsdp.activation_checkpointing(code, values),
         "offload_activations": script_fsdp.activation_offloading(code, values),
         "precision": script_fsdp.precision(code, values),
+        "cpu_offload": script_fsdp.cpu_offload(code, values),
     }
     fields: dict[str, Any] = {}
     for name, reading in readings.items():
@@ -265,6 +284,12 @@ def _setup(
         f"optimizer state {OPTIMIZER_STATE_BYTES[str(optimizer.value)]} bytes per parameter"
         f" ({optimizer.value}): {optimizer.how}"
     )
+    if fields.get("cpu_offload") and model.count is not None:
+        host = sharded_states(model.count, replace(setup, **fields, optimizer=optimizer.value))
+        notes.append(
+            f"FSDP CPU offload keeps each rank's {host / GIB:.1f} GiB of sharded parameters,"
+            " gradients and optimizer state in host memory, not on the GPU"
+        )
     seq = script_setup.sequence_length(code, values, model.shape)
     batch = script_setup.batch_size(code, values)
     for name, reading in (("sequence length", seq), ("batch per tensor-parallel group", batch)):
@@ -276,6 +301,18 @@ def _setup(
         ),
         unresolved,
     )
+
+
+def _experts_note(ep: int, model: FoundModel) -> str:
+    count = model.count
+    if count is None or not count.in_experts:
+        return (
+            f"expert_parallel_degree {ep} splits nothing here: the model's experts are not"
+            " known, so every parameter is counted on every rank"
+        )
+    shape = model.shape
+    experts = f"{shape.experts} experts per layer" if shape is not None else "the experts"
+    return f"{experts} split over expert_parallel_degree {ep} GPUs (the expert parallelism page)"
 
 
 def layer_kind_v2(tp: int, shape: Optional[ModelShape]) -> LayerKind:

@@ -1,5 +1,5 @@
-"""What an SMP v2 script decides about memory: FSDP's sharding strategy and mixed precision,
-activation checkpointing and offloading.
+"""What an SMP v2 script decides about memory: FSDP's sharding strategy, mixed precision and
+CPU offload, activation checkpointing and offloading.
 
 SMP v2 has no library calls for these: the script uses PyTorch's (the official v2 example,
 ``shared-scripts/train_lib.py``: ``FSDP(..., mixed_precision=MixedPrecision(param_dtype=...),
@@ -97,6 +97,43 @@ def precision(code: ScriptCode, values: ScriptValues) -> Reading:
                 return Reading(dtype, f"{found.how}, param_dtype {dtype}")
             break
     return Reading("bf16", f"{found.how}: 16-bit compute assumed (its param_dtype is not resolved)")
+
+
+def cpu_offload(code: ScriptCode, values: ScriptValues) -> Reading:
+    """Whether the script's FSDP wrap offloads parameters to the CPU:
+    ``cpu_offload=CPUOffload(offload_params=True)`` (PyTorch's ``CPUOffload``; its
+    ``offload_params`` defaults to False, and so does a wrap without ``cpu_offload``)."""
+    wraps = [(linked, call) for linked, call, _ in _calls(code, _FSDP)]
+    if not wraps:
+        return Reading(False, "no FSDP wrap found in the launched code")
+    linked, call = wraps[0]
+    where = f"the FSDP wrap at {code.where(linked, call)}"
+    written = argument(call, "cpu_offload")
+    if written is None:
+        return Reading(False, f"{where} passes no cpu_offload")
+    offload = _offload_params(written.value, values, linked)
+    if offload is None:
+        return Reading(None, f"{where}: its cpu_offload cannot be resolved")
+    state = "offloads" if offload else "does not offload"
+    return Reading(offload, f"{where} {state} parameters (`CPUOffload`)")
+
+
+def _offload_params(
+    expr: cst.BaseExpression, values: ScriptValues, linked: ParsedFile
+) -> Optional[bool]:
+    """``CPUOffload(offload_params=X)`` as a bool; None when X, or the expression, is not
+    resolved. ``None`` (the argument's default) offloads nothing."""
+    if isinstance(expr, cst.Name) and expr.value == "None":
+        return False
+    if not (isinstance(expr, cst.Call) and _called(expr) == "CPUOffload"):
+        return None
+    written = argument(expr, "offload_params", 0)
+    if written is None:
+        return False
+    found = values.of(written.value, linked.facts)
+    if found.known and isinstance(found.value, (bool, int)):
+        return bool(found.value)
+    return None
 
 
 def _dtype(expr: cst.BaseExpression, values: ScriptValues, linked: ParsedFile) -> Optional[str]:

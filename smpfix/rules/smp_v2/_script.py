@@ -20,6 +20,9 @@ FSDP = frozenset(
     }
 )
 TRANSFORM = "torch.sagemaker.transform"
+INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
+# Importing it registers the "smddp" backend with PyTorch (the SMDDP library's page).
+SMDDP_MODULE = "smdistributed.dataparallel.torch.torch_smddp"
 
 
 @dataclass(frozen=True)
@@ -67,4 +70,22 @@ def first_argument(call: cst.Call) -> Optional[cst.BaseExpression]:
             return arg.value
         if arg.keyword is not None and arg.keyword.value in ("module", "model"):
             return arg.value
+    return None
+
+
+def smddp_backend(facts: FileFacts, group: cst.Call) -> Optional[str]:
+    """The backend of an ``init_process_group`` call as far as SMDDP goes: "smddp" when it names
+    it (``backend=`` or the first argument), "unknown" when it is a value smpfix cannot read
+    and the file imports the SMDDP backend, None otherwise (another backend, or none)."""
+    passed = keyword(group, "backend")
+    if passed is None:
+        positional = [arg for arg in group.args if arg.keyword is None and not arg.star]
+        passed = positional[0] if positional else None
+    if passed is None:
+        return None
+    value = facts.literal(passed.value)
+    if value == "smddp":
+        return "smddp"
+    if value is UNKNOWN and facts.imports.imports_module(SMDDP_MODULE):
+        return "unknown"
     return None

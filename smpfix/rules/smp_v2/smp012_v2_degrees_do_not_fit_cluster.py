@@ -14,10 +14,10 @@ from smpfix.rules.smp_v2._config import V2ConfigRule
 class V2DegreesDoNotFitCluster(V2ConfigRule):
     summary = (
         "An SMP v2 degree larger than the job's GPUs allow: a tensor, context or expert parallel"
-        " degree above the world size, a `hybrid_shard_degree` above the GPUs left per tensor"
-        " parallel rank, a tensor or context parallel degree that does not divide the GPUs, a"
-        " `context_parallel_degree` above `hybrid_shard_degree`; a tensor parallel group wider"
-        " than a node is a hint."
+        " degree above the world size, a `hybrid_shard_degree` above the GPUs left per tensor or"
+        " expert parallel rank, a tensor, context or expert parallel degree that does not divide"
+        " the GPUs, a `context_parallel_degree` above `hybrid_shard_degree`, expert and tensor"
+        " parallelism together; a tensor parallel group wider than a node is a hint."
     )
     fix_availability = FixAvailability.NONE
     tensor_parallelism = TensorParallelism.CONFIGURED
@@ -83,19 +83,34 @@ class V2DegreesDoNotFitCluster(V2ConfigRule):
                 ),
                 evidence=(f"the job has {_gpus(view, world)}",),
             )
+        ep = view.int_value("expert_parallel_degree")
+        if tp is not None and ep is not None and tp > 1 and ep > 1:
+            yield ConfigProblem(
+                view.located("expert_parallel_degree"),
+                f"`expert_parallel_degree` {ep} with `tensor_parallel_degree` {tp}: SMP v2"
+                " cannot combine them",
+                Severity.ERROR,
+                explanation=(
+                    'The expert parallelism page says expert parallelism "is currently not'
+                    ' compatible with tensor parallelism"; it combines with hybrid sharded data'
+                    " parallelism. Set `tensor_parallel_degree` to 1 and shard the rest with"
+                    " `hybrid_shard_degree`, or drop expert parallelism."
+                ),
+            )
         shard = view.int_value("hybrid_shard_degree")
-        if world is not None and shard is not None and tp is not None and 1 <= tp <= world:
-            most = world // tp
+        split = _split(tp, ep)
+        if world is not None and shard is not None and split is not None and split[1] <= world:
+            name, degree = split
+            most = world // degree
             if shard > most:
-                per = f" / tensor parallel degree {tp} = {most}" if tp > 1 else ""
+                per = f" / {name} parallel degree {degree} = {most}" if degree > 1 else ""
                 yield ConfigProblem(
                     view.located("hybrid_shard_degree"),
                     f"`hybrid_shard_degree` is {shard}, but FSDP can shard over {most} GPUs at"
                     " most",
                     Severity.ERROR,
                     explanation=(
-                        "SMP v2 takes 0 to the world size, and with tensor parallelism each"
-                        " tensor parallel rank shards over the world size divided by the degree."
+                        f"SMP v2 takes 0 to the world size, and {_SHARDS_OVER[name]}"
                         f" Use {most} or less, or 0 to let SMP choose the largest."
                     ),
                     evidence=(f"the job has {_gpus(view, world)}{per}",),
@@ -117,7 +132,28 @@ class V2DegreesDoNotFitCluster(V2ConfigRule):
 _DIVIDE_THE_CLUSTER = {
     "tensor_parallel_degree": "the tensor parallelism page",
     "context_parallel_degree": "the context parallelism page",
+    "expert_parallel_degree": "the expert parallelism page",
 }
+
+
+# Why the GPUs FSDP shards over are the world size divided by a degree.
+_SHARDS_OVER = {
+    "tensor": "with tensor parallelism each tensor parallel rank shards over the world size"
+    " divided by the degree.",
+    "expert": "with expert parallelism only the ranks that hold the same experts, the world"
+    " size divided by the degree, can shard them (the official Mixtral example's range"
+    " [0, world_size // expert_parallel_degree]).",
+}
+
+
+def _split(tp: Optional[int], ep: Optional[int]) -> Optional[tuple[str, int]]:
+    """The degree that divides the GPUs FSDP shards over, named: the tensor parallel degree
+    (the v2 reference), or the expert parallel one (the official Mixtral example's
+    "[0, world_size // expert_parallel_degree]"); None when one is unknown or below 1, or
+    when both are above 1 (a combination SMP v2 refuses, reported on its own)."""
+    if tp is None or ep is None or tp < 1 or ep < 1 or (tp > 1 and ep > 1):
+        return None
+    return ("expert", ep) if ep > 1 else ("tensor", tp)
 
 
 def _world(view: ConfigView) -> Optional[int]:

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from smpfix.base.findings import Severity
-from smpfix.base.literals import UNKNOWN
 from smpfix.job.versions import FIRST_V2
 from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 from smpfix.rules.scope import FileScope, Library
 from smpfix.rules.smp_v2._config import TSM_INIT
-from smpfix.rules.smp_v2._script import calls_of, keyword
+from smpfix.rules.smp_v2._script import INIT_PROCESS_GROUP, calls_of, smddp_backend
 from smpfix.rules.titles import snippet
-
-_INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
-# Importing it registers the "smddp" backend with PyTorch (the SMDDP library's page).
-_SMDDP_MODULE = "smdistributed.dataparallel.torch.torch_smddp"
 
 
 class TsmInitBeforeSmddpProcessGroup(Rule):
@@ -36,8 +29,8 @@ class TsmInitBeforeSmddpProcessGroup(Rule):
         inits = list(calls_of(facts, {TSM_INIT}))
         if not inits:
             return
-        for group in calls_of(facts, {_INIT_PROCESS_GROUP}):
-            backend = self._backend(group)
+        for group in calls_of(facts, {INIT_PROCESS_GROUP}):
+            backend = smddp_backend(self.program.facts, group)
             if backend is None:
                 continue
             init = next((i for i in inits if self._runs_first(i, group)), None)
@@ -69,22 +62,6 @@ class TsmInitBeforeSmddpProcessGroup(Rule):
                     f"{snippet(self.program.code_for(group), 60)} runs after `tsm.init()`",
                 ),
             )
-
-    def _backend(self, group: cst.Call) -> Optional[str]:
-        """The call's backend: "smddp" when it names it, "unknown" when it is a value smpfix
-        cannot read and the file imports the SMDDP backend, None otherwise (another one)."""
-        passed = keyword(group, "backend")
-        if passed is None:
-            positional = [arg for arg in group.args if arg.keyword is None and not arg.star]
-            passed = positional[0] if positional else None
-        if passed is None:
-            return None
-        value = self.program.facts.literal(passed.value)
-        if value == "smddp":
-            return "smddp"
-        if value is UNKNOWN and self.program.facts.imports.imports_module(_SMDDP_MODULE):
-            return "unknown"
-        return None
 
     def _runs_first(self, init: cst.Call, group: cst.Call) -> bool:
         """``init`` runs before ``group``. When the top of the file reaches both, the order the
