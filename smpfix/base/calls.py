@@ -87,6 +87,21 @@ def target_names(target: cst.BaseExpression) -> set[str]:
     return set()
 
 
+def target_path(target: cst.BaseExpression, name: str) -> Optional[tuple[int, ...]]:
+    """Where ``name`` sits in an unpacking target: ``()`` for ``name`` itself, ``(1, 0)`` in
+    ``a, (name, b)``; None when the target does not bind it by position (after a ``*rest``)."""
+    if type(target) is cst.Name:
+        return () if target.value == name else None
+    if type(target) is cst.Tuple or type(target) is cst.List:
+        for index, element in enumerate(target.elements):
+            if type(element) is cst.StarredElement:
+                return None
+            inner = target_path(element.value, name)
+            if inner is not None:
+                return (index, *inner)
+    return None
+
+
 def bound_names(statement: cst.CSTNode) -> set[str]:
     """Names a statement (re)binds: assignment targets, loop and ``with`` targets, defs, imports."""
     from smpfix.base.walker import nodes_of_type

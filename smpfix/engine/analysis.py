@@ -261,7 +261,11 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
     modules = LocalModules(project, path)
     declared = (
         *options.declared_jobs,
-        *(project.declared_for(path) or _importers_job(path, project, modules, facts)),
+        *(
+            project.declared_for(path)
+            or _importers_job(path, project, modules, facts)
+            or project.container_for(path)
+        ),
     )
     job = (
         job_facts_for(facts, declared, positions, script_v2, modules)

@@ -16,6 +16,11 @@ from typing import Any
 from smpfix.job.jobfacts import DeclaredJob, Role, Setting
 from smpfix.job.linking import LinkedScript
 
+# What a launcher's job says of its container (``smpfix.job.jobfacts._smp_version``), and the
+# keys among them that name a release.
+_CONTAINER_KEYS = ("framework", "framework_version", "smp_version")
+_RELEASE_KEYS = ("framework_version", "smp_version")
+
 
 @dataclass(frozen=True)
 class Project:
@@ -78,6 +83,37 @@ class Project:
         if taken and untaken:
             merged = replace(merged, offered={**_as_offered(untaken), **merged.offered})
         return (merged,)
+
+    def container_for(self, path: str) -> tuple[DeclaredJob, ...]:
+        """The library release of a script no launcher starts, beside scripts one does (an
+        older variant next to the launched ``train.py``): SageMaker uploads their folder into
+        the launcher's container, so that container's release is the only one the script runs
+        there. Only the release: the configuration is the launched script's own. None when the
+        launchers of its folder name no container, or disagree."""
+        if self.launchers_of(path):
+            return ()
+        folder = os.path.dirname(os.path.abspath(path))
+        jobs = [
+            job
+            for script in sorted(self.links)
+            if os.path.dirname(script) == folder
+            for job in self.declared_for(script)
+        ]
+        containers = {
+            tuple((key, job.settings[key]) for key in _CONTAINER_KEYS if key in job.settings)
+            for job in jobs
+        }
+        if len(containers) != 1:
+            return ()
+        settings = dict(containers.pop())
+        if not any(key in settings for key in _RELEASE_KEYS):
+            return ()
+        sources = ", ".join(dict.fromkeys(job.source for job in jobs))
+        return (
+            DeclaredJob(
+                f"the container of {sources}, which uploads this folder", settings, complete=False
+            ),
+        )
 
     def hyperparameters_for(self, path: str) -> Mapping[str, Any]:
         links = self.launchers_of(path)

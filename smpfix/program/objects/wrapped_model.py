@@ -4,7 +4,10 @@ Rules that look inside the user's model (its ``forward``, its Hugging Face confi
 from a ``Wrap`` in the facts and need the construction behind it, which scripts write in a
 few ways: ``smp.DistributedModel(GPT(cfg))``; ``model = GPT(cfg)`` (often inside
 ``with smp.model_creation(...):``) then ``smp.DistributedModel(model)``;
-``GPT(cfg).to(device)``; or a builder in the same file, ``def build(): return GPT(cfg)``.
+``GPT(cfg).to(device)``; or a builder in the same file, ``def build(): return GPT(cfg)`` (each
+of its returns), also
+one that returns the model with other objects (``model, size = build()`` where ``build``
+ends in ``return net, 224``: the element the name unpacks is followed).
 The class itself may live in the script or, imported with ``from model import GPT``, in
 another file of the checked paths (resolved through ``LocalModules``; nothing outside the
 checked paths is read). Anything else (a factory from another library, a value passed in
@@ -13,11 +16,13 @@ from elsewhere) resolves to None: callers then stay quiet rather than guess.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
 import libcst as cst
 
+from smpfix.base.calls import target_path
 from smpfix.base.parents import CodeScope
 from smpfix.program.facts import FileFacts, Wrap
 from smpfix.program.names import Assignment
@@ -78,42 +83,88 @@ def wrapped_constructions(facts: FileFacts, wrap: Wrap) -> tuple[Construction, .
 
 
 def constructions(
-    facts: FileFacts, expr: cst.BaseExpression, scope: CodeScope, depth: int = 0
+    facts: FileFacts,
+    expr: cst.BaseExpression,
+    scope: CodeScope,
+    depth: int = 0,
+    element: tuple[int, ...] = (),
 ) -> tuple[Construction, ...]:
-    """Follow names, ``.to(...)``-like calls and local builder functions to constructor calls."""
+    """Follow names, ``.to(...)``-like calls and local builder functions to constructor calls;
+    ``element``: the position, in the tuple ``expr`` gives, of the value wanted (``(0,)`` for
+    ``model`` in ``model, opt = build()``)."""
     if depth > _MAX_DEPTH:
         return ()
+    if element and (type(expr) is cst.Tuple or type(expr) is cst.List):
+        if element[0] >= len(expr.elements):
+            return ()
+        item = expr.elements[element[0]]
+        if type(item) is cst.StarredElement or any(
+            type(before) is cst.StarredElement for before in expr.elements[: element[0]]
+        ):
+            return ()
+        return constructions(facts, item.value, scope, depth + 1, element[1:])
     if type(expr) is cst.Call:
         func = expr.func
-        if type(func) is cst.Attribute and func.attr.value in _SAME_MODULE_METHODS:
-            return constructions(facts, func.value, scope, depth + 1)
         if (
             type(func) is cst.Name
             and func.value in facts.functions
             and func.value not in facts.classes
         ):
-            return _built_by(facts, facts.functions[func.value], depth + 1)
+            return _built_by(facts, facts.functions[func.value], depth + 1, element)
+        if element:
+            # A builder smpfix does not read here (one imported from another project file):
+            # its call built the model, as a single value's would.
+            return (Construction(expr, scope),)
+        if type(func) is cst.Attribute and func.attr.value in _SAME_MODULE_METHODS:
+            return constructions(facts, func.value, scope, depth + 1)
         return (Construction(expr, scope),)
     found: list[Construction] = []
     if type(expr) is cst.Name:
-        for assignment in reaching_assignments(facts, expr):
-            assert assignment.where is not None
-            for built in constructions(facts, assignment.value, assignment.where.scope, depth + 1):
+        reaching = facts.names.reaching(expr.value, expr)
+        sources: list[tuple[cst.BaseExpression, CodeScope, tuple[int, ...]]] = [
+            (assignment.value, assignment.where.scope, element)
+            for assignment in reversed(reaching.assignments)
+            if assignment.where is not None
+        ]
+        sources.extend(_unpacked(facts, reaching.others, expr, element))
+        for value, where, position in sources:
+            for built in constructions(facts, value, where, depth + 1, position):
                 if all(built.call is not seen.call for seen in found):
                     found.append(built)
     return tuple(found)
 
 
-def _built_by(facts: FileFacts, function: cst.FunctionDef, depth: int) -> tuple[Construction, ...]:
-    """A builder function's model: its single ``return`` value, followed like any expression."""
-    returns = [
-        node for node in own_nodes(function) if type(node) is cst.Return and node.value is not None
-    ]
-    if len(returns) != 1:
-        return ()
-    value = returns[0].value
-    assert value is not None
-    return constructions(facts, value, function, depth)
+def _unpacked(
+    facts: FileFacts, others: Sequence[cst.CSTNode], use: cst.Name, element: tuple[int, ...]
+) -> list[tuple[cst.BaseExpression, CodeScope, tuple[int, ...]]]:
+    """The unpacking assignments among ``others`` that bind ``use``'s name by position
+    (``model, size = build()``), as the value and the position in it the name takes."""
+    found = []
+    for other in others:
+        if type(other) is not cst.Assign:
+            continue
+        for target in other.targets:
+            path = target_path(target.target, use.value)
+            if path:
+                found.append((other.value, facts.names.scope_of(other), path + element))
+                break
+    return found
+
+
+def _built_by(
+    facts: FileFacts, function: cst.FunctionDef, depth: int, element: tuple[int, ...] = ()
+) -> tuple[Construction, ...]:
+    """A builder function's model: what each of its ``return`` values builds, followed like
+    any expression (``if args.arch == "resnet": return build_resnet(n)`` ... ``return
+    build_vit(n)`` builds either)."""
+    found: list[Construction] = []
+    for node in own_nodes(function):
+        if type(node) is not cst.Return or node.value is None:
+            continue
+        for built in constructions(facts, node.value, function, depth, element):
+            if all(built.call is not seen.call for seen in found):
+                found.append(built)
+    return tuple(found)
 
 
 def model_class(

@@ -18,16 +18,23 @@ one a launcher turns off still runs with the script's defaults: both are hints.
 
 The path of a node is every ``if`` (and ``x if c else y``) around it in its function, with
 the side it sits on, plus the early exits before it in each enclosing block
-(``if not args.save: return``). A function's body is on the paths of the places that use
-the function's name (a method's also ``self.<name>`` in its class): it is unreachable when all
-of them are (a helper called only in the non-library branch), and reachable when any is or
-when the file never uses it.
+(``if not args.save: return``, ``if args.smp: ... else: raise``, a ``sys.exit()``), and
+nothing runs after an unconditional ``return``, ``raise`` or ``sys.exit()`` of its block. A
+function's body is on the paths of the places that use the function's name (a method's also
+``self.<name>`` in its class): it is unreachable when all of them are (a helper called only in
+the non-library branch), and reachable when any is or when the file never uses it.
+
+The conditions of one path are also judged together, through the chain of calls that leads to
+the node: ``main()`` raising ``if args.shard_optimizer_state > 0 and not
+args.skip_full_optimizer:`` before it calls ``save()``, whose ``if not
+args.skip_full_optimizer:`` branch then cannot run with optimizer state sharding on, though
+each condition alone could hold.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import libcst as cst
@@ -39,11 +46,17 @@ from smpfix.program.paths.conditions import (
     Conditions,
     Hypothesis,
     Known,
+    expression_key,
     feature_hypotheses,
 )
 
 _MAX_CALLER_DEPTH = 4
+# Paths judged together: past this many call chains to one node, each condition alone decides.
+_MAX_CHAINS = 32
 _JUMPS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+# Calls that end the process: nothing after them in their block runs.
+_EXIT_FUNCTIONS = frozenset({"sys.exit", "os._exit"})
+_EXIT_BUILTINS = frozenset({"exit", "quit"})
 
 
 class Reach(enum.IntEnum):
@@ -72,6 +85,8 @@ class ReachVerdict:
 
 
 _RUNS = ReachVerdict(Reach.RUNS)
+# The requirement of code after an unconditional jump: a condition that never holds.
+_DEAD = Requirement(cst.Name("False"), True)
 
 
 class Branches:
@@ -87,6 +102,8 @@ class Branches:
         self._certain: dict[int, bool] = {}
         # Per block: each statement's position, and the early exits with theirs (``_early_exits``).
         self._exits: dict[int, tuple[dict[int, int], list[tuple[int, Requirement]]]] = {}
+        self._chains: dict[tuple[int, int], Optional[list[tuple[Requirement, ...]]]] = {}
+        self._keys: dict[tuple[int, bool], tuple[dict[str, bool], frozenset[str]]] = {}
 
     # -- questions ------------------------------------------------------------------------
     def reach(self, node: cst.CSTNode, hypothesis: Hypothesis = LIBRARY_ON) -> ReachVerdict:
@@ -136,25 +153,69 @@ class Branches:
         return found
 
     def _early_exits(self, block: cst.CSTNode, child: cst.CSTNode) -> list[Requirement]:
-        """``if test: return`` (or raise, continue, break) before ``child`` in ``block``: ``test``
-        is false after it. The block's statements are looked at once, not once per child: a
-        module of thousands of guarded blocks (a long notebook) stays linear."""
+        """``if test: return`` (or raise, continue, break, ``sys.exit()``) before ``child`` in
+        ``block``: ``test`` is false after it; ``if test: ... else: raise``: true after it; a
+        bare jump: nothing after it runs. The block's statements are looked at once, not once
+        per child: a module of thousands of guarded blocks (a long notebook) stays linear."""
         known = self._exits.get(id(block))
         if known is None:
             body = block.body if isinstance(block, (cst.IndentedBlock, cst.Module)) else ()
+            exits: list[tuple[int, Requirement]] = []
+            for position, statement in enumerate(body):
+                if type(statement) is cst.If:
+                    exits.extend((position, found) for found in self._after_if(statement))
+                elif self._jumps(statement):
+                    exits.append((position, _DEAD))
             known = self._exits[id(block)] = (
                 {id(statement): position for position, statement in enumerate(body)},
-                [
-                    (position, Requirement(statement.test, False))
-                    for position, statement in enumerate(body)
-                    if type(statement) is cst.If
-                    and statement.orelse is None
-                    and _ends_in_jump(statement.body)
-                ],
+                exits,
             )
         positions, exits = known
         before = positions.get(id(child), len(positions))
         return [requirement for position, requirement in exits if position < before]
+
+    def _after_if(self, statement: cst.If) -> list[Requirement]:
+        """What holds after ``statement`` when one of its sides always jumps away."""
+        body_jumps = self._ends_in_jump(statement.body)
+        orelse = statement.orelse
+        if type(orelse) is cst.Else and self._ends_in_jump(orelse.body):
+            return [_DEAD] if body_jumps else [Requirement(statement.test, True)]
+        if not body_jumps:
+            return []
+        found = [Requirement(statement.test, False)]
+        if type(orelse) is cst.If:
+            # ``if a: raise`` / ``elif b: raise``: past both, both are false.
+            found.extend(self._after_if(orelse))
+        return found
+
+    def _ends_in_jump(self, block: cst.BaseSuite) -> bool:
+        statements = block.body
+        return bool(statements) and self._jumps(statements[-1])
+
+    def _jumps(self, statement: cst.CSTNode) -> bool:
+        """A statement after which its block never goes on: ``return``, ``raise``, ``continue``,
+        ``break``, or a call that ends the process (``sys.exit()``, resolved through imports)."""
+        if isinstance(statement, cst.BaseSmallStatement):
+            last: cst.CSTNode = statement
+        elif type(statement) is cst.SimpleStatementLine:
+            last = statement.body[-1]
+        else:
+            return False
+        if isinstance(last, _JUMPS):
+            return True
+        if type(last) is not cst.Expr or type(last.value) is not cst.Call:
+            return False
+        func = last.value.func
+        facts = self.conditions.facts
+        qualified = facts.qualified_name(func)
+        if qualified is not None:
+            return qualified in _EXIT_FUNCTIONS
+        return (
+            type(func) is cst.Name
+            and func.value in _EXIT_BUILTINS
+            and func.value not in facts.assignments
+            and func.value not in facts.functions
+        )
 
     # -- evaluation -----------------------------------------------------------------------
     def _runs_whatever(self, node: cst.CSTNode, depth: int) -> bool:
@@ -187,7 +248,97 @@ class Branches:
             if type(function) is cst.FunctionDef
             else _RUNS
         )
-        return callers if callers.reach > own.reach else own
+        found = callers if callers.reach > own.reach else own
+        if depth == 0 and found.reach is not Reach.NEVER:
+            joint = self._joint_verdict(node, hypothesis)
+            if joint.reach > found.reach:
+                return joint
+        return found
+
+    # -- one path's conditions together ---------------------------------------------------
+    def _joint_verdict(self, node: cst.CSTNode, hypothesis: Hypothesis) -> ReachVerdict:
+        """The least certain verdict over the call chains that reach ``node``, each chain's
+        conditions judged together (one may contradict what another requires)."""
+        chains = self._path_chains(node, 0)
+        if chains is None:
+            return _RUNS
+        verdict: Optional[ReachVerdict] = None
+        for chain in chains:
+            found = self._chain_verdict(chain, hypothesis)
+            if verdict is None or found.reach < verdict.reach:
+                verdict = found
+            if verdict.reach is Reach.RUNS:
+                break
+        return verdict or _RUNS
+
+    def _path_chains(
+        self, node: cst.CSTNode, depth: int
+    ) -> Optional[list[tuple[Requirement, ...]]]:
+        """The requirements of every call chain from module code to ``node`` (None: too many)."""
+        own = tuple(self.requirements(node))
+        function = self.index.scope_of(node)
+        if type(function) is not cst.FunctionDef or depth >= _MAX_CALLER_DEPTH:
+            return [own]
+        key = (id(function), depth)
+        if key not in self._chains:
+            self._chains[key] = None  # a recursive function: no chain through itself
+            self._chains[key] = self._caller_chains(function, depth)
+        callers = self._chains[key]
+        if callers is None:
+            return None
+        return [own + chain for chain in callers] if callers else [own]
+
+    def _caller_chains(
+        self, function: cst.FunctionDef, depth: int
+    ) -> Optional[list[tuple[Requirement, ...]]]:
+        found: list[tuple[Requirement, ...]] = []
+        for use in self._uses_of(function):
+            chains = self._path_chains(use, depth + 1)
+            if chains is None:
+                return None
+            found.extend(chains)
+            if len(found) > _MAX_CHAINS:
+                return None
+        return found
+
+    def _chain_verdict(
+        self, chain: tuple[Requirement, ...], hypothesis: Hypothesis
+    ) -> ReachVerdict:
+        """Whether one requirement of ``chain`` fails when the others hold: NEVER when that
+        rests on nothing but the path and the hypothesis, OFF_BY_DEFAULT when it also rests on
+        a switch of the script (a flag's value in this job)."""
+        if len(chain) < 2:
+            return _RUNS
+        worst = _RUNS
+        for position, requirement in enumerate(chain):
+            given: dict[str, bool] = {}
+            for other, known in enumerate(chain):
+                if other != position:
+                    given.update(self._implied(known)[0])
+            if not given.keys() & self._implied(requirement)[1]:
+                continue  # nothing on the path says anything about this condition
+            known_value = self.conditions.truth(requirement.test, replace(hypothesis, given=given))
+            if not known_value.known or known_value.value is requirement.holds:
+                continue
+            reach = Reach.OFF_BY_DEFAULT if known_value.assumed else Reach.NEVER
+            if reach > worst.reach:
+                worst = ReachVerdict(reach, requirement, known_value)
+                if reach is Reach.NEVER:
+                    break
+        return worst
+
+    def _implied(self, requirement: Requirement) -> tuple[dict[str, bool], frozenset[str]]:
+        """What a requirement says of the expressions in its test (``not a and b`` holding: ``a``
+        false, ``b`` true), and the keys of every expression evaluating its test reads."""
+        key = (id(requirement.test), requirement.holds)
+        known = self._keys.get(key)
+        if known is None:
+            implied: dict[str, bool] = {}
+            _imply(requirement.test, requirement.holds, implied)
+            read: set[str] = set()
+            _read_keys(requirement.test, read)
+            known = self._keys[key] = (implied, frozenset(read))
+        return known
 
     def _own_verdict(self, node: cst.CSTNode, hypothesis: Hypothesis) -> ReachVerdict:
         worst = _RUNS
@@ -255,13 +406,26 @@ def _inside(index: ParentIndex, node: cst.CSTNode, function: cst.CSTNode) -> boo
     return any(ancestor is function for ancestor in index.ancestors(node))
 
 
-def _ends_in_jump(block: cst.BaseSuite) -> bool:
-    statements = block.body
-    if not statements:
-        return False
-    last = statements[-1]
-    if type(last) is cst.SimpleStatementLine:
-        return isinstance(last.body[-1], _JUMPS)
-    if type(block) is cst.SimpleStatementSuite:
-        return isinstance(last, _JUMPS)
-    return False
+def _imply(expr: cst.BaseExpression, holds: bool, found: dict[str, bool]) -> None:
+    """Record what ``expr`` having the truth ``holds`` says of it and of its parts."""
+    found[expression_key(expr)] = holds
+    if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
+        _imply(expr.expression, not holds, found)
+    elif type(expr) is cst.BooleanOperation and (type(expr.operator) is cst.And) is holds:
+        # ``a and b`` true, or ``a or b`` false: each side has that truth too.
+        _imply(expr.left, holds, found)
+        _imply(expr.right, holds, found)
+
+
+def _read_keys(expr: cst.BaseExpression, found: set[str]) -> None:
+    """The keys of the expressions ``Conditions.evaluate`` reads while evaluating ``expr``."""
+    found.add(expression_key(expr))
+    if type(expr) is cst.UnaryOperation:
+        _read_keys(expr.expression, found)
+    elif type(expr) is cst.BooleanOperation:
+        _read_keys(expr.left, found)
+        _read_keys(expr.right, found)
+    elif type(expr) is cst.Comparison:
+        _read_keys(expr.left, found)
+        for target in expr.comparisons:
+            _read_keys(target.comparator, found)

@@ -104,6 +104,9 @@ class Hypothesis:
     library_on: bool = True
     since: Optional[Version] = None
     until: Optional[Version] = None
+    # Truths of expressions the question takes as given, by ``expression_key``: what the other
+    # conditions on one path say (``not args.skip_full_optimizer`` there makes the flag false).
+    given: Mapping[str, bool] = field(default_factory=dict)
 
 
 # The plain question: the script uses the library (its switch is on), nothing else assumed.
@@ -117,6 +120,15 @@ class _Link:
 
     setting: str
     kind: str
+
+
+def expression_key(expr: cst.BaseExpression) -> str:
+    """An expression's code with its layout dropped: the same condition written in two places
+    (``args.skip_full_optimizer`` in ``main`` and in ``save``) has one key."""
+    return " ".join(_BLANK.code_for_node(expr).split())
+
+
+_BLANK = cst.Module(body=[])
 
 
 def feature_hypotheses(key: str) -> list[Hypothesis]:
@@ -175,6 +187,10 @@ class Conditions:
     ) -> Known:
         if depth > 12:
             return _UNKNOWN_VALUE
+        if hypothesis.given:
+            given = hypothesis.given.get(expression_key(expr))
+            if given is not None:
+                return Known(given)
         if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
             inner = self.truth(expr.expression, hypothesis)
             return Known(not inner.value, inner.assumed, inner.how) if inner.known else inner

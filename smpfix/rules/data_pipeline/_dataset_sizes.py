@@ -35,7 +35,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from smpfix.base.calls import argument
+from smpfix.base.calls import argument, target_path
 from smpfix.job.groups import group_size
 from smpfix.program.data.dataloaders import (
     DATALOADER_POSITIONS,
@@ -226,7 +226,7 @@ class DatasetSizes:
     def _unpacked(self, statement: cst.Assign, name: str, depth: int) -> SampleValue:
         """The part of ``a, (b, c) = value`` that ``name`` takes."""
         for target in statement.targets:
-            path = _path_to(target.target, name)
+            path = target_path(target.target, name)
             if path is None:
                 continue
             value = self._value(statement.value, depth + 1)
@@ -642,19 +642,6 @@ def _split_lengths(total: int, parts: Sequence[object]) -> Optional[list[int]]:
     for i in range(total - sum(sizes)):
         sizes[i % len(sizes)] += 1
     return sizes
-
-
-def _path_to(target: cst.BaseExpression, name: str) -> Optional[tuple[int, ...]]:
-    if type(target) is cst.Name:
-        return () if target.value == name else None
-    if isinstance(target, (cst.Tuple, cst.List)):
-        for index, element in enumerate(target.elements):
-            if type(element) is cst.StarredElement:
-                return None
-            inner = _path_to(element.value, name)
-            if inner is not None:
-                return (index, *inner)
-    return None
 
 
 def _positional(call: cst.Call, position: int) -> Optional[cst.BaseExpression]:
