@@ -187,9 +187,13 @@ def check_file(task: DiscoveredFile, options: RunOptions) -> FileResult:
     return check_bytes(task, raw, options)
 
 
-def check_bytes(task: DiscoveredFile, raw: bytes, options: RunOptions) -> FileResult:
-    """``check_file`` for the bytes already read from ``task.path``."""
-    if not prefilter.may_involve_smp(raw):
+def check_bytes(
+    task: DiscoveredFile, raw: bytes, options: RunOptions, reached: bool = False
+) -> FileResult:
+    """``check_file`` for the bytes already read from ``task.path``; ``reached``: the file
+    imports a project module that names the library (``helper_reach``), so it is checked
+    though its own bytes never name it."""
+    if not reached and not prefilter.may_involve_smp(raw):
         return FileResult(task.path)
     try:
         src = source.decode(task.path, raw)
@@ -233,6 +237,8 @@ class _Job:
     task: DiscoveredFile
     raw: Optional[bytes]
     entry: Optional[EntryKey] = None
+    # Relevant only through the project modules it imports (``helper_reach``).
+    reached: bool = False
 
 
 def _work(job: _Job, options: RunOptions, cache: Optional[ResultCache]) -> FileResult:
@@ -240,7 +246,7 @@ def _work(job: _Job, options: RunOptions, cache: Optional[ResultCache]) -> FileR
         result = (
             check_file(job.task, options)
             if job.raw is None
-            else check_bytes(job.task, job.raw, options)
+            else check_bytes(job.task, job.raw, options, job.reached)
         )
     except Exception as exc:  # a crash in one file must not stop the run
         return FileResult(
@@ -304,12 +310,13 @@ def _cache_settings(path: str, options: RunOptions) -> dict[str, object]:
         settings["project_roots"] = project.roots
         settings["declared_for_file"] = project.declared_for(path)
         # A helper module no launcher starts takes the job of the launched scripts of its
-        # folder that import it (``analysis._importers_job``).
+        # folder, or a folder above it, that import it (``analysis._importers_job``).
         folder = os.path.dirname(os.path.abspath(path))
         settings["declared_for_folder"] = [
             (script, project.declared_for(script))
             for script in sorted(project.links)
-            if os.path.dirname(script) == folder
+            if folder == os.path.dirname(script)
+            or folder.startswith(os.path.dirname(script) + os.sep)
         ]
         settings["hyperparameters_for_file"] = dict(project.hyperparameters_for(path))
     return settings
@@ -413,17 +420,26 @@ def run(
     worker processes (one per core by default).
     """
     from smpfix.engine import verbose
+    from smpfix.engine.helper_reach import HelperReach
 
     notify = on_result or (lambda result: None)
     results: list[FileResult] = []
     relevant: list[tuple[DiscoveredFile, Optional[bytes]]] = []
+    reach = HelperReach(options.project)
+    reached: set[str] = set()
     for task in tasks:
         raw = source.read_bytes(task.path)
-        if (
-            not prefilter.may_involve_smp(raw)
+        named = (
+            prefilter.may_involve_smp(raw)
             if raw is not None
-            else not prefilter.file_may_involve_smp(task.path)
-        ):
+            else prefilter.file_may_involve_smp(task.path)
+        )
+        if not named and raw is not None and task.path.endswith(".py"):
+            if reach.reaches(task.path, raw):
+                verbose.debug("prefilter", f"kept {task.path}: it imports a module that does")
+                reached.add(task.path)
+                named = True
+        if not named:
             verbose.debug("prefilter", f"skipped {task.path}: it never mentions the library")
             results.append(FileResult(task.path))
             notify(results[-1])
@@ -455,7 +471,7 @@ def run(
                 notify(cached)
                 continue
             verbose.debug("cache", f"miss: {task.path}")
-        jobs.append(_Job(task, raw, entry))
+        jobs.append(_Job(task, raw, entry, task.path in reached))
     work = partial(_work, options=options, cache=cache)
     workers = options.jobs or os.cpu_count() or 1
     if (
