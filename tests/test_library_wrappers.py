@@ -210,6 +210,28 @@ def test_sampler_and_guard_rules_read_the_wrapped_calls(workdir: Path) -> None:
     ]
 
 
+def test_a_rank_wrapper_is_a_rank_value_and_guard(workdir: Path) -> None:
+    helper = HELPER + (
+        "\n\ndef dp_rank():\n    return smp.dp_rank()\n"
+        "\n\ndef dp_size():\n    return smp.dp_size()\n"
+    )
+    script = """\
+import torch
+from torch.utils.data import DistributedSampler
+
+from utils.dist import dp_rank, dp_size, rank, setup, wrap_model
+
+setup(args)
+sampler = DistributedSampler(dataset, num_replicas=dp_size(), rank=dp_rank())
+model = wrap_model(build_model())
+if rank() == 0:
+    torch.save(model.state_dict(), "model.pt")
+"""
+    root = _project(workdir, script=script, helper=helper)
+    findings = _findings(root, {"SMP202", "SMP302"}, {"pipeline_parallel_degree": 2})
+    assert [(f.code, f.start.line) for f in findings] == [("SMP302", 10)]
+
+
 def test_order_rules_read_a_model_wrapper_as_the_distributed_model(workdir: Path) -> None:
     script = """\
 import smdistributed.modelparallel.torch as smp

@@ -27,14 +27,18 @@ from smpfix.job.project import Project
 
 # ``import a.b as c, d`` and ``from .a import (b, c)``: the module names and, for ``from``,
 # the imported names (which may be submodules: ``from utils import dist``).
+# Matched from the start of a line that holds the word ``import`` (found first by a plain
+# search, far cheaper than trying the pattern at every line of a long module).
 _IMPORT = re.compile(
-    rb"^[ \t]*(?:import[ \t]+([\w. \t,]+)"
-    rb"|from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[\w. \t,]+))",
-    re.MULTILINE,
+    rb"[ \t]*(?:import[ \t]+([\w. \t,]+)"
+    rb"|from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[\w. \t,]+))"
 )
 _AS = re.compile(r"\s+as\s+\w+")
-# Helpers of helpers: a wrapper module importing the project's own ``smp_utils``.
-_DEPTH = 3
+# The script's imports, and theirs: ``utils/__init__.py`` re-exporting ``.dist``, or a wrapper
+# module importing the project's own ``smp_utils``. A third level cost a library tree without
+# the library five times the byte prefilter (``benchmarks/run.py``), for chains no real
+# project showed.
+_DEPTH = 2
 
 
 class HelperReach:
@@ -43,56 +47,103 @@ class HelperReach:
     def __init__(self, project: Optional[Project]) -> None:
         self.project = project if project is not None else Project()
         self._names: dict[str, frozenset[str]] = {}
-        self._modules: dict[str, bool] = {}
+        # A module's answer, and the depth of imports it was worked out to.
+        self._modules: dict[str, tuple[bool, int]] = {}
+        self._found: dict[tuple[str, str], Optional[str]] = {}
+        # The modules a file imports, and whether its own bytes name the library, for the
+        # files already read (the run's files: ``index``), so none is read twice.
+        self._imports: dict[str, list[str]] = {}
+        self._named: dict[str, bool] = {}
 
-    def reaches(self, path: str, raw: bytes) -> bool:
-        """Whether the file at ``path`` (``raw``: its bytes) imports a project module that names
-        the library, directly or through its own imports."""
-        if b"import" not in raw:
-            return False
-        return self._imports_naming(path, raw, _DEPTH, {os.path.abspath(path)})
+    def index(self, path: str, raw: bytes, named: bool) -> None:
+        """Record a file of the run as the prefilter read it: ``named`` when its bytes name
+        the library. Call it for every file before asking ``reaches`` of any."""
+        absolute = os.path.abspath(path)
+        self._named[absolute] = named
+        if not named and path.endswith(".py"):
+            self._imports[absolute] = _imported_names(raw) if b"import" in raw else []
 
-    def _imports_naming(self, path: str, raw: bytes, depth: int, seen: set[str]) -> bool:
-        for module_name in _imported_names(raw):
-            found = self._find(path, module_name)
-            if found is None or found in seen:
+    def reaches(self, path: str, raw: Optional[bytes] = None) -> bool:
+        """Whether the file at ``path`` imports a project module that names the library,
+        directly or through its own imports; ``raw``: its bytes, unless ``index`` had them."""
+        importer = os.path.abspath(path)
+        names = self._imports.get(importer)
+        if names is None:
+            if raw is None or b"import" not in raw:
+                return False
+            names = _imported_names(raw)
+        return self._imports_naming(importer, names, _DEPTH, {importer})[0]
+
+    def _imports_naming(
+        self, importer: str, names: list[str], depth: int, seen: set[str]
+    ) -> tuple[bool, bool]:
+        """Whether one of the modules ``names`` names the library, and whether the answer is
+        final (no module was passed over because the search is already inside it)."""
+        final = True
+        folder = os.path.dirname(importer)
+        for module_name in names:
+            found = self._find(importer, folder, module_name)
+            if found is None:
+                continue
+            if found in seen:
+                final = False
                 continue
             seen.add(found)
-            if self._names_library(found, depth - 1, seen):
-                return True
-        return False
+            named, complete = self._names_library(found, depth - 1, seen)
+            if named:
+                return True, True
+            final = final and complete
+        return False, final
 
-    def _names_library(self, path: str, depth: int, seen: set[str]) -> bool:
+    def _names_library(self, path: str, depth: int, seen: set[str]) -> tuple[bool, bool]:
         known = self._modules.get(path)
-        if known is not None:
-            return known
-        from smpfix.base import source
+        if known is not None and (known[0] or known[1] >= depth):
+            return known[0], True
+        found, final = self._named.get(path), True
+        names = self._imports.get(path)
+        if found is None or (not found and depth > 0 and names is None):
+            from smpfix.base import source
 
-        raw = source.read_bytes(path)
-        if raw is None:
-            return False
-        found = prefilter.may_involve_smp(raw) or (
-            depth > 0 and self._imports_naming(path, raw, depth, seen)
-        )
-        # Only a yes is final: a no reached at the depth bound may be a yes from nearer.
-        if found or depth == _DEPTH - 1:
-            self._modules[path] = found
+            raw = source.read_bytes(path)
+            if raw is None:
+                return False, True
+            found = self._named[path] = prefilter.may_involve_smp(raw)
+            names = self._imports[path] = (
+                _imported_names(raw) if not found and b"import" in raw else []
+            )
+        if not found and depth > 0 and names:
+            found, final = self._imports_naming(path, names, depth, seen)
+        if final:
+            self._modules[path] = (found, depth)
+        return found, final
+
+    def _find(self, importer: str, folder: str, module_name: str) -> Optional[str]:
+        """The project file of ``module_name`` imported from ``importer`` (in ``folder``), or
+        None; a name whose first part is no file or folder of the folders searched costs no
+        system call."""
+        key = (folder, module_name)
+        if key in self._found:
+            return self._found[key]
+        parts = module_name.lstrip(".").split(".")
+        found = None
+        if parts[0]:
+            relative = os.path.join(*parts)
+            for searched in self.project.module_folders(importer, module_name):
+                if parts[0] not in self._listing(searched):
+                    continue
+                # Not only inside the run's roots: a script checked alone sees its project's
+                # root only later (``launcher_index``), and Python imports it from its folder.
+                for candidate in (
+                    os.path.join(searched, relative + ".py"),
+                    os.path.join(searched, relative, "__init__.py"),
+                ):
+                    if os.path.isfile(candidate):
+                        found = candidate
+                        break
+                if found is not None:
+                    break
+        self._found[key] = found
         return found
-
-    def _find(self, importer: str, module_name: str) -> Optional[str]:
-        """The project file of ``module_name`` imported from ``importer``, or None; a name
-        whose first part is no file or folder of the folders searched costs no system call."""
-        head = module_name.lstrip(".").split(".")[0]
-        candidates = self.project.module_candidates(importer, module_name)
-        for candidate in candidates:
-            folder = _folder_of(candidate, module_name)
-            if head and head not in self._listing(folder):
-                continue
-            # Not only inside the run's roots: a script checked alone sees its project's
-            # root only later (``launcher_index``), and Python imports it from its folder.
-            if os.path.isfile(candidate):
-                return os.path.abspath(candidate)
-        return None
 
     def _listing(self, folder: str) -> frozenset[str]:
         known = self._names.get(folder)
@@ -107,22 +158,11 @@ class HelperReach:
         return known
 
 
-def _folder_of(candidate: str, module_name: str) -> str:
-    """The searched folder a candidate file of ``module_name`` lies in."""
-    parts = module_name.lstrip(".").count(".") + 1
-    folder = os.path.dirname(candidate)
-    if candidate.endswith("__init__.py"):
-        folder = os.path.dirname(folder)
-    for _ in range(parts - 1):
-        folder = os.path.dirname(folder)
-    return folder
-
-
 def _imported_names(raw: bytes) -> list[str]:
     """Every module an import statement of ``raw`` may load, longest first for each statement
     (``from utils import dist`` may load ``utils.dist`` or ``utils``)."""
     found: list[str] = []
-    for match in _IMPORT.finditer(raw):
+    for match in _statements(raw):
         plain, module, names = match.groups()
         if plain is not None:
             for item in _AS.sub("", plain.decode("ascii", "replace")).split(","):
@@ -141,4 +181,20 @@ def _imported_names(raw: bytes) -> list[str]:
             lead = len(base) - len(base.lstrip("."))
             parts = base[lead:].split(".")
             found.extend("." * lead + ".".join(parts[:cut]) for cut in range(len(parts), 0, -1))
+    return found
+
+
+def _statements(raw: bytes) -> list[re.Match[bytes]]:
+    """The import statements of ``raw`` that start a line."""
+    found = []
+    line = -1
+    position = raw.find(b"import")
+    while position >= 0:
+        start = raw.rfind(b"\n", 0, position) + 1
+        if start != line:
+            line = start
+            match = _IMPORT.match(raw, start)
+            if match is not None:
+                found.append(match)
+        position = raw.find(b"import", position + 6)
     return found

@@ -427,6 +427,9 @@ def run(
     relevant: list[tuple[DiscoveredFile, Optional[bytes]]] = []
     reach = HelperReach(options.project)
     reached: set[str] = set()
+    # First every file's bytes (kept only for the files that name the library), so that the
+    # prefilter's look at the helpers a file imports reads none of the run's files again.
+    read: list[tuple[DiscoveredFile, Optional[bytes], bool, bool]] = []
     for task in tasks:
         raw = source.read_bytes(task.path)
         named = (
@@ -434,11 +437,15 @@ def run(
             if raw is not None
             else prefilter.file_may_involve_smp(task.path)
         )
-        if not named and raw is not None and task.path.endswith(".py"):
-            if reach.reaches(task.path, raw):
-                verbose.debug("prefilter", f"kept {task.path}: it imports a module that does")
-                reached.add(task.path)
-                named = True
+        if raw is not None:
+            reach.index(task.path, raw, named)
+        read.append((task, raw if named else None, named, raw is not None))
+    for task, raw, named, readable in read:
+        if not named and readable and task.path.endswith(".py") and reach.reaches(task.path):
+            verbose.debug("prefilter", f"kept {task.path}: it imports a module that does")
+            reached.add(task.path)
+            raw = source.read_bytes(task.path)
+            named = raw is not None
         if not named:
             verbose.debug("prefilter", f"skipped {task.path}: it never mentions the library")
             results.append(FileResult(task.path))

@@ -84,12 +84,24 @@ def library_reach(facts: FileFacts, modules: LocalModules) -> LibraryReach:
         if definition is None:
             continue
         linked, name = definition
-        function = linked.facts.functions.get(name)
+        function = _module_function(linked, name)
         if function is not None:
             used.update(
                 _library_modules(function, linked.facts, modules.for_importer(linked.path), _DEPTH)
             )
     return LibraryReach(found, tuple(sorted(used)))
+
+
+def _module_function(linked: ParsedFile, name: str) -> Optional[cst.FunctionDef]:
+    """The function ``name`` defined at the top level of ``linked`` (what ``from linked import
+    name`` gives), not a method or a nested function of that name."""
+    function = linked.facts.functions.get(name)
+    if function is None or any(
+        type(outer) in (cst.ClassDef, cst.FunctionDef)
+        for outer in linked.parents.ancestors(function)
+    ):
+        return None
+    return function
 
 
 def _library_modules(
@@ -157,7 +169,7 @@ def _resolve(qualified: str, modules: LocalModules, depth: int) -> Optional[tupl
 def _stands_for(linked: ParsedFile, name: str, modules: LocalModules, depth: int) -> Optional[str]:
     """The library name ``name`` of the module ``linked`` stands for, if any."""
     facts = linked.facts
-    function = facts.functions.get(name)
+    function = _module_function(linked, name)
     if function is not None:
         return _function_stands_for(function, facts, modules, depth)
     bound = facts.imports.bindings.get(name)
