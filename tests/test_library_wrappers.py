@@ -393,3 +393,25 @@ def test_a_helper_in_a_package_takes_the_job_of_the_launched_script_above_it(
     result = run_cli("check", "--show-job", "--exit-zero", "utils/dist.py", cwd=workdir)
     assert "the job of train.py, which imports it" in result.stdout
     assert "PP           on" in result.stdout
+
+
+def test_a_package_helper_wrapping_the_model_is_no_script_missing_init(workdir: Path) -> None:
+    """``pkg/model.py`` builds the ``DistributedModel`` for the launched ``train.py`` above
+    it, which calls ``smp.init()`` first: SMP106 does not judge the helper as a script."""
+    (workdir / "pkg").mkdir()
+    (workdir / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (workdir / "pkg" / "model.py").write_text(
+        "import smdistributed.modelparallel.torch as smp\n\n\n"
+        "def build(model):\n    return smp.DistributedModel(model)\n",
+        encoding="utf-8",
+    )
+    (workdir / "train.py").write_text(
+        "import smdistributed.modelparallel.torch as smp\n\nfrom pkg.model import build\n\n"
+        "smp.init()\nmodel = build(net)\n",
+        encoding="utf-8",
+    )
+    (workdir / "launch.py").write_text(
+        LAUNCHER.replace("{HYPERPARAMETERS}", "{}"), encoding="utf-8"
+    )
+    result = run_cli("check", "--select", "SMP106", "--format", "json", ".", cwd=workdir)
+    assert json.loads(result.stdout) == []

@@ -165,13 +165,15 @@ def attribute_terms(
     others: list[Branch] = []
     for home, resolver in sources:
         for value in home.owned_attribute_assignments.get(key, ()):
-            inner = rank_terms(value, home, depth + 1, resolver) if value is not None else []
+            if value is None:  # ``args.rank += 1``: not one plain value
+                return []
+            inner = rank_terms(value, home, depth + 1, resolver)
             if inner:
                 terms.extend(inner)
                 if branches:
-                    ranked.append(_branch_of(value, home))  # type: ignore[arg-type]
+                    ranked.append(_branch_of(value, home))
                 continue
-            if not branches or value is None:
+            if not branches:
                 return []
             others.append(_branch_of(value, home))
     if not terms or len({term.member for term in terms}) != 1:
