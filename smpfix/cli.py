@@ -688,6 +688,15 @@ def _add_noqa(results: Sequence[Any], tasks: Sequence[Any], options: Any, quiet:
     return EXIT_ERROR if errors else (EXIT_FINDINGS if left else EXIT_CLEAN)
 
 
+def _reaches_through_helpers(name: str, raw: bytes, options: Any) -> bool:
+    """A named text that imports a project module naming the library (``helper_reach``)."""
+    if name == "-" or not name.endswith(".py"):
+        return False
+    from smpfix.engine.helper_reach import HelperReach
+
+    return HelperReach(options.project).reaches(name, raw)
+
+
 def _check_stdin(
     name: str, options: Any, report_options: Any, fmt: str, quiet: bool, exit_zero: bool
 ) -> int:
@@ -702,7 +711,7 @@ def _check_stdin(
     except source.SourceError as exc:
         result = FileResult(name, errors=(FileError(name, exc.message, exc.line, exc.column),))
         return _finish([result], options, report_options, fmt, quiet, exit_zero)
-    if not prefilter.may_involve_smp(raw):
+    if not prefilter.may_involve_smp(raw) and not _reaches_through_helpers(name, raw, options):
         result = FileResult(name)
     else:
         if name != "-":  # a name places the text in its project, whose launchers configure it

@@ -73,9 +73,11 @@ def analyses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     original = runner.check_bytes
 
-    def counting(task: DiscoveredFile, raw: bytes, options: RunOptions) -> FileResult:
+    def counting(
+        task: DiscoveredFile, raw: bytes, options: RunOptions, reached: bool = False
+    ) -> FileResult:
         seen.append(task.path)
-        return original(task, raw, options)
+        return original(task, raw, options, reached)
 
     monkeypatch.setattr(runner, "check_bytes", counting)
     return seen

@@ -48,6 +48,16 @@ class ImportTable:
     """Local name -> fully qualified name, built from ``import`` and ``from ... import``."""
 
     bindings: Mapping[str, str] = field(default_factory=dict)
+    # Names of the project's own modules that stand for the library (qualified prefix ->
+    # the library's qualified name): ``utils.dist.wrap_model`` for
+    # ``smdistributed.modelparallel.torch.DistributedModel`` when that helper returns
+    # ``smp.DistributedModel(model)``, ``utils.smp`` for a module the helper re-exports.
+    # Found by ``smpfix.program.objects.library_wrappers``; empty for a file alone.
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    # The library's modules a file that never imports them runs through the project's
+    # functions it calls (``args = dist_setting(args)``, which calls ``smp.rank()``): the
+    # file is a script of the library (``imports_module``), though no name of it is one.
+    reached: tuple[str, ...] = ()
     # Answers already given, by the node's ``id`` (a node's own ``__hash__`` is a Python call,
     # and rules ask hundreds of thousands of times per project) with the node itself, which
     # keeps it alive, so that no other node can take its id: rules ask about the same calls
@@ -135,6 +145,22 @@ class ImportTable:
         return member
 
     def _qualify(self, node: cst.BaseExpression) -> Optional[str]:
+        found = self.imported_name(node)
+        if found is None or not self.aliases:
+            return found
+        parts = found.split(".")
+        for cut in range(len(parts), 0, -1):
+            alias = self.aliases.get(".".join(parts[:cut]))
+            if alias is not None:
+                return ".".join([alias, *parts[cut:]])
+        return found
+
+    def through_alias(self, node: cst.BaseExpression) -> bool:
+        """Whether ``node`` names the library only through a project wrapper (``aliases``)."""
+        return bool(self.aliases) and self.qualified_name(node) != self.imported_name(node)
+
+    def imported_name(self, node: cst.BaseExpression) -> Optional[str]:
+        """The qualified name ``node`` refers to as its imports spell it, before ``aliases``."""
         dotted = dotted_name(node)
         if dotted is None:
             return None
@@ -162,7 +188,8 @@ class ImportTable:
         if known is None:
             known = self._modules[prefix] = any(
                 value == prefix or value.startswith(prefix + ".")
-                for value in self.bindings.values()
+                for values in (self.bindings.values(), self.aliases.values(), self.reached)
+                for value in values
             )
         return known
 

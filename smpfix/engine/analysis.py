@@ -154,9 +154,14 @@ def job_facts_for(
                 role=Role.INIT_DICT,
             )
         )
-    elif facts.init_config_call is None and not facts.smp_init_calls and modules is not None:
-        # SMP set up by the project's own helper (``init_distributed(args)`` in dist_utils.py):
-        # the one configuration dict of the modules the script imports is the script's.
+    elif (
+        facts.init_config_call is None
+        and all(facts.imports.through_alias(call.func) for call in facts.smp_init_calls)
+        and modules is not None
+    ):
+        # SMP set up by the project's own helper (``init_distributed(args)`` in dist_utils.py,
+        # which the facts may read as the ``smp.init`` it calls): the one configuration dict
+        # of the modules the script imports is the script's.
         helpers = [
             linked
             for linked in modules.imported_modules(facts)
@@ -253,12 +258,13 @@ def analyze_module(
 
 
 def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) -> Analysis:
+    modules = LocalModules(project, file.path)
+    file = _through_wrappers(file, modules)
     path, text, facts = file.path, file.text, file.facts
     positions = _LazyPositions(file.module, text, file.index, options.line_length)
     script_v2 = "this file imports torch.sagemaker" if facts.imports_smp_v2 else None
     # Whether ``--show-job`` shows this file's job: it imports SMP v1 or SMP v2.
     imports_either = facts.imports_smp or facts.imports_smp_v2
-    modules = LocalModules(project, path)
     declared = (
         *options.declared_jobs,
         *(
@@ -291,7 +297,8 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
         else Analysis(job=job)
     )
     helper_rules = [rule for rule in rule_types if rule.runs_on_helper_modules]
-    findings, errors = list(own.findings), [*own.errors, *_refused_parameters(file, positions)]
+    findings = [_through_aliases(finding, facts) for finding in own.findings]
+    errors = [*own.errors, *_refused_parameters(file, positions)]
     if checks_unused:
         findings = sorted(
             [*findings, *_unused_suppressions(text, path, own, rule_types, options.select, facts)],
@@ -323,6 +330,39 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
     )
 
 
+def _through_wrappers(file: ParsedFile, modules: LocalModules) -> ParsedFile:
+    """``file`` with facts that read the project's wrappers of the library as the library
+    (``library_wrappers``), when it uses such wrappers (also beside the library's own calls:
+    ``model = wrap_model(model)`` in a script that imports ``smp`` for its step); else
+    ``file`` as it is. Its own parse stays the shared one: only these facts, which depend on
+    the helpers, are the analysis's own."""
+    facts = file.facts
+    if facts.imports_smp_v2 or facts.estimator_calls or not facts.imports.bindings:
+        return file
+    from smpfix.program.objects.library_wrappers import library_reach
+
+    reach = library_reach(facts, modules)
+    if not reach:
+        return file
+    facts = collect(file.module, reach.aliases, reach.modules)
+    return ParsedFile(file.path, file.text, file.module, facts, file.index)
+
+
+def _through_aliases(finding: Finding, facts: FileFacts) -> Finding:
+    """A finding that names a library member the file reaches through a project wrapper
+    (``smp.DistributedModel`` for ``wrap_model(model)``) says which wrapper it read as it."""
+    aliases = facts.imports.aliases
+    if not aliases:
+        return finding
+    text = " ".join((finding.message, finding.explanation))
+    read = [
+        f"`{wrapper}` is read as `smp.{target.rsplit('.', 1)[1]}` (the library call it makes)"
+        for wrapper, target in sorted(aliases.items())
+        if f"smp.{target.rsplit('.', 1)[1]}" in text
+    ]
+    return replace(finding, evidence=(*finding.evidence, *read)) if read else finding
+
+
 def _read_by_launchers(file: ParsedFile) -> list[str]:
     """The configuration files the file's estimator calls read (``json.load(open(...))``, a
     ``parameters`` file): a cached result of the launcher is stale when one changes."""
@@ -338,19 +378,25 @@ def _importers_job(
     path: str, project: Project, modules: LocalModules, facts: FileFacts
 ) -> tuple[DeclaredJob, ...]:
     """The job of the launched scripts that import this module, for a helper module no
-    launcher starts (``dis_util.py`` beside the ``main.py`` a notebook launches): the helper
-    runs in their processes, with their configuration. Only when the launched scripts of its
-    folder that import it all have one job; else none. Its folder is read only when a launcher
-    starts a script there."""
+    launcher starts (``dis_util.py`` beside the ``main.py`` a notebook launches, or
+    ``trainer/distributed.py`` below the ``train.py`` that imports it through its package):
+    the helper runs in their processes, with their configuration. Only when those scripts all
+    have one job; else none. Read only when a launcher starts a script in the module's folder
+    or a folder above it."""
     folder = os.path.dirname(os.path.abspath(path))
-    if not facts.imports_smp or not any(os.path.dirname(s) == folder for s in project.links):
+    if not facts.imports_smp or not any(_holds(os.path.dirname(s), folder) for s in project.links):
         return ()
-    launched = [i for i in modules.sibling_importers(path) if project.launchers_of(i.path)]
+    launched = modules.launched_importers(path)
     jobs = [job for importer in launched for job in project.declared_for(importer.path)]
     if not jobs or any(job != jobs[0] for job in jobs[1:]):
         return ()
     name = os.path.basename(launched[0].path)
     return (replace(jobs[0], source=f"{jobs[0].source}, the job of {name}, which imports it"),)
+
+
+def _holds(folder: str, inner: str) -> bool:
+    """Whether ``inner`` is ``folder`` or a folder below it."""
+    return inner == folder or inner.startswith(folder + os.sep)
 
 
 def _refused_parameters(file: ParsedFile, positions: _LazyPositions) -> list[FileError]:

@@ -187,9 +187,13 @@ def check_file(task: DiscoveredFile, options: RunOptions) -> FileResult:
     return check_bytes(task, raw, options)
 
 
-def check_bytes(task: DiscoveredFile, raw: bytes, options: RunOptions) -> FileResult:
-    """``check_file`` for the bytes already read from ``task.path``."""
-    if not prefilter.may_involve_smp(raw):
+def check_bytes(
+    task: DiscoveredFile, raw: bytes, options: RunOptions, reached: bool = False
+) -> FileResult:
+    """``check_file`` for the bytes already read from ``task.path``; ``reached``: the file
+    imports a project module that names the library (``helper_reach``), so it is checked
+    though its own bytes never name it."""
+    if not reached and not prefilter.may_involve_smp(raw):
         return FileResult(task.path)
     try:
         src = source.decode(task.path, raw)
@@ -233,6 +237,8 @@ class _Job:
     task: DiscoveredFile
     raw: Optional[bytes]
     entry: Optional[EntryKey] = None
+    # Relevant only through the project modules it imports (``helper_reach``).
+    reached: bool = False
 
 
 def _work(job: _Job, options: RunOptions, cache: Optional[ResultCache]) -> FileResult:
@@ -240,7 +246,7 @@ def _work(job: _Job, options: RunOptions, cache: Optional[ResultCache]) -> FileR
         result = (
             check_file(job.task, options)
             if job.raw is None
-            else check_bytes(job.task, job.raw, options)
+            else check_bytes(job.task, job.raw, options, job.reached)
         )
     except Exception as exc:  # a crash in one file must not stop the run
         return FileResult(
@@ -304,12 +310,13 @@ def _cache_settings(path: str, options: RunOptions) -> dict[str, object]:
         settings["project_roots"] = project.roots
         settings["declared_for_file"] = project.declared_for(path)
         # A helper module no launcher starts takes the job of the launched scripts of its
-        # folder that import it (``analysis._importers_job``).
+        # folder, or a folder above it, that import it (``analysis._importers_job``).
         folder = os.path.dirname(os.path.abspath(path))
         settings["declared_for_folder"] = [
             (script, project.declared_for(script))
             for script in sorted(project.links)
-            if os.path.dirname(script) == folder
+            if folder == os.path.dirname(script)
+            or folder.startswith(os.path.dirname(script) + os.sep)
         ]
         settings["hyperparameters_for_file"] = dict(project.hyperparameters_for(path))
     return settings
@@ -417,17 +424,33 @@ def run(
     worker processes (one per core by default).
     """
     from smpfix.engine import verbose
+    from smpfix.engine.helper_reach import HelperReach
 
     notify = on_result or (lambda result: None)
     results: list[FileResult] = []
     relevant: list[tuple[DiscoveredFile, Optional[bytes]]] = []
+    reach = HelperReach(options.project)
+    reached: set[str] = set()
+    # First every file's bytes (kept only for the files that name the library), so that the
+    # prefilter's look at the helpers a file imports reads none of the run's files again.
+    read: list[tuple[DiscoveredFile, Optional[bytes], bool, bool]] = []
     for task in tasks:
         raw = source.read_bytes(task.path)
-        if (
-            not prefilter.may_involve_smp(raw)
+        named = (
+            prefilter.may_involve_smp(raw)
             if raw is not None
-            else not prefilter.file_may_involve_smp(task.path)
-        ):
+            else prefilter.file_may_involve_smp(task.path)
+        )
+        if raw is not None:
+            reach.index(task.path, raw, named)
+        read.append((task, raw if named else None, named, raw is not None))
+    for task, raw, named, readable in read:
+        if not named and readable and task.path.endswith(".py") and reach.reaches(task.path):
+            verbose.debug("prefilter", f"kept {task.path}: it imports a module that does")
+            reached.add(task.path)
+            raw = source.read_bytes(task.path)
+            named = raw is not None
+        if not named:
             verbose.debug("prefilter", f"skipped {task.path}: it never mentions the library")
             results.append(FileResult(task.path))
             notify(results[-1])
@@ -459,7 +482,7 @@ def run(
                 notify(cached)
                 continue
             verbose.debug("cache", f"miss: {task.path}")
-        jobs.append(_Job(task, raw, entry))
+        jobs.append(_Job(task, raw, entry, task.path in reached))
     work = partial(_work, options=options, cache=cache)
     workers = options.jobs or os.cpu_count() or 1
     if (

@@ -134,6 +134,32 @@ class Project:
             known = self._search_dirs[importer] = tuple(seen)
         return list(known)
 
+    def module_candidates(self, importer: str, module_name: str) -> list[str]:
+        """The files ``import module_name`` in ``importer`` may load, in the order Python looks
+        (``model``, ``pkg.data``, ``.data``): for each folder of ``module_folders``, ``x.py``
+        then ``x/__init__.py``. One definition for the analysis (``LocalModules``) and the
+        prefilter's look at the project's helpers (``smpfix.engine.helper_reach``)."""
+        relative = module_name.lstrip(".").replace(".", os.sep)
+        return [
+            candidate
+            for folder in self.module_folders(importer, module_name)
+            for candidate in (
+                os.path.join(folder, relative + ".py"),
+                os.path.join(folder, relative, "__init__.py"),
+            )
+        ]
+
+    def module_folders(self, importer: str, module_name: str) -> list[str]:
+        """The folders ``import module_name`` in ``importer`` searches: for a relative import
+        the importer's package (one folder up per extra dot), else ``search_dirs``."""
+        level = len(module_name) - len(module_name.lstrip("."))
+        if not level:
+            return self.search_dirs(importer)
+        base = os.path.dirname(os.path.abspath(importer))
+        for _ in range(level - 1):
+            base = os.path.dirname(base)
+        return [base]
+
 
 def _as_offered(jobs: Sequence[DeclaredJob]) -> dict[str, Setting]:
     """The settings of the jobs in untaken branches, as offers naming their branch."""

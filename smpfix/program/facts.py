@@ -581,12 +581,20 @@ def _keyword(
     return found.value if found is not None else None
 
 
-def collect(module: cst.Module) -> FileFacts:
+def collect(
+    module: cst.Module,
+    aliases: Optional[Mapping[str, str]] = None,
+    reached: tuple[str, ...] = (),
+) -> FileFacts:
     """The facts of ``module``, from its node index (the one the analysis holds, else one
-    built for the question)."""
+    built for the question). ``aliases`` and ``reached``: the project's names that stand for
+    the library and the library modules its functions run (``ImportTable``), for a script
+    that reaches the library through its own helpers."""
     index = active_index(module) or NodeIndex(module)
     collector = _Collector(index)
     imports = ImportTable.from_statements(collector.imports)
+    if aliases or reached:
+        imports = ImportTable(imports.bindings, aliases or {}, reached)
 
     assignments: dict[str, list[Assignment]] = {}
     for name, value, where, _ in collector.assignments:

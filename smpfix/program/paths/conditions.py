@@ -36,7 +36,7 @@ from typing import Any, Callable, Optional
 import libcst as cst
 
 from smpfix.base.calls import argument
-from smpfix.base.literals import UNKNOWN
+from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.job.groups import group_size
 from smpfix.job.jobfacts import FEATURES, KNOWN_KEYS, JobFacts
 from smpfix.job.linking import LinkedScript
@@ -169,7 +169,11 @@ class Conditions:
         self._links: dict[str, _Link] = {}
         for owner in owners:
             self._links.update(_setting_links(owner))
-        self.switches = frozenset().union(*(_library_switches(owner) for owner in owners))
+        # A switch of the project's helper that sets the library up (``init_distributed``
+        # in utils.py) is the script's switch too: the same parsed arguments reach it.
+        self.switches: dict[str, Any] = {}
+        for owner in self._classes:
+            self.switches.update(_library_switches(owner))
 
     # -- public ---------------------------------------------------------------------------
     def truth(self, expr: cst.BaseExpression, hypothesis: Hypothesis = LIBRARY_ON) -> Known:
@@ -339,7 +343,7 @@ class Conditions:
             value = hypothesis.settings[link.setting]
             return Known(value if link.kind == "identity" else int(bool(value)))
         if hypothesis.library_on and dest in self.switches:
-            return Known(1)
+            return Known(self.switches[dest])
         if dest in self._assigned and dest not in self._resolving:
             return self._reassigned(dest, hypothesis)
         found = argument_value(dest, self.arguments, self.launchers)
@@ -465,28 +469,50 @@ def _linked_argument(expr: cst.BaseExpression) -> Optional[tuple[str, str]]:
     return None
 
 
-def _library_switches(facts: FileFacts) -> frozenset[str]:
-    """Arguments whose truth guards the library's own set-up: ``if args.smp > 0: smp.init()``."""
-    found: set[str] = set()
+def _library_switches(facts: FileFacts) -> dict[str, Any]:
+    """Arguments whose value guards the library's own set-up, with the value it then has:
+    ``if args.smp > 0: smp.init()`` (1), also in an ``elif`` and beside other tests
+    (``elif args.model_parallel and not smp.is_initialized():``), and a backend chosen by
+    name (``if args.dist_backend == "smp": smp.init()``: ``"smp"``)."""
+    found: dict[str, Any] = {}
     for statement in facts.statements:
-        if type(statement) is not cst.If:
-            continue
-        dest = _positive_test(statement.test)
-        if dest is None:
-            continue
-        if any(
-            facts.smp_member(call.func) in _LIBRARY_ENTRY_POINTS
-            for call in _calls_in(statement.body.body)
-        ):
-            found.add(dest)
-    return frozenset(found)
+        branch: Optional[cst.CSTNode] = statement
+        while isinstance(branch, cst.If):
+            if any(
+                facts.smp_member(call.func) in _LIBRARY_ENTRY_POINTS
+                for call in _calls_in(branch.body.body)
+            ):
+                found.update(_positive_tests(branch.test))
+            branch = branch.orelse
+    return found
 
 
-def _positive_test(test: cst.BaseExpression) -> Optional[str]:
+def _positive_tests(test: cst.BaseExpression) -> dict[str, Any]:
+    """The arguments that must have a value for ``test`` to hold (each conjunct of an
+    ``and``), with that value: 1 for a flag, the literal it is compared equal to."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return {**_positive_tests(test.left), **_positive_tests(test.right)}
     if type(test) is cst.Attribute and type(test.value) is cst.Name:
-        return test.attr.value
+        return {test.attr.value: 1}
+    named = _named_value(test)
+    if named is not None:
+        return {named[0]: named[1]}
     linked = _linked_argument(test)
-    return linked[0] if linked is not None and linked[1] == "truthy" else None
+    return {linked[0]: 1} if linked is not None and linked[1] == "truthy" else {}
+
+
+def _named_value(test: cst.BaseExpression) -> Optional[tuple[str, str]]:
+    """``args.dist_backend == "smp"``: the argument and the string it must equal."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    left, right = test.left, target.comparator
+    if type(target.operator) is not cst.Equal or type(left) is not cst.Attribute:
+        return None
+    value = literal_value(right)
+    if type(left.value) is not cst.Name or not isinstance(value, str):
+        return None
+    return left.attr.value, value
 
 
 def _calls_in(statements: Iterable[cst.CSTNode]) -> Iterable[cst.Call]:

@@ -119,8 +119,8 @@ class LocalModules:
         self.store = store if store is not None else SHARED_STORE
         self._loaded: dict[str, Optional[ParsedFile]] = {}
         self._consulted: dict[str, None] = {}
-        # (folders searched, module name) -> the file found; shared like ``_loaded``.
-        self._found: dict[tuple[tuple[str, ...], str], Optional[str]] = {}
+        # The candidate files of a module name -> the one found; shared like ``_loaded``.
+        self._found: dict[tuple[str, ...], Optional[str]] = {}
         self._imports: dict[tuple[str, int], list[ParsedFile]] = {}
 
     def for_importer(self, importer: str) -> LocalModules:
@@ -135,31 +135,17 @@ class LocalModules:
 
     def find_file(self, module_name: str) -> Optional[str]:
         """The project file for a module name (``model``, ``pkg.data``, ``.data``)."""
-        level = len(module_name) - len(module_name.lstrip("."))
-        dotted = module_name.lstrip(".")
-        if level:
-            base = os.path.dirname(os.path.abspath(self.importer))
-            for _ in range(level - 1):
-                base = os.path.dirname(base)
-            folders = [base]
-        else:
-            folders = self.project.search_dirs(self.importer)
-        key = (tuple(folders), dotted)
-        if key in self._found:
-            return self._found[key]
-        self._found[key] = found = self._search(folders, dotted)
+        candidates = tuple(self.project.module_candidates(self.importer, module_name))
+        if candidates in self._found:
+            return self._found[candidates]
+        self._found[candidates] = found = self._search(candidates)
         return found
 
-    def _search(self, folders: list[str], dotted: str) -> Optional[str]:
-        relative = dotted.replace(".", os.sep)
-        for folder in folders:
-            for candidate in (
-                os.path.join(folder, relative + ".py"),
-                os.path.join(folder, relative, "__init__.py"),
-            ):
-                self._consulted[candidate] = None
-                if os.path.isfile(candidate) and self.project.contains(candidate):
-                    return candidate
+    def _search(self, candidates: tuple[str, ...]) -> Optional[str]:
+        for candidate in candidates:
+            self._consulted[candidate] = None
+            if os.path.isfile(candidate) and self.project.contains(candidate):
+                return candidate
         return None
 
     def load(self, path: str) -> Optional[ParsedFile]:
@@ -238,6 +224,24 @@ class LocalModules:
                         following.append((linked.path, linked.facts))
             frontier = following
         return [linked for linked in found.values() if linked is not None]
+
+    def launched_importers(self, path: str, depth: int = 3) -> list[ParsedFile]:
+        """The scripts a launcher starts that import ``path``, directly or through the
+        project's modules ``depth`` levels deep: the helper module runs in their processes.
+        Only scripts in ``path``'s folder or a folder above it are read (Python finds what a
+        script imports in its own folder and below), and no folder is listed: the launched
+        scripts are known. What is read counts as a dependency of this analysis."""
+        target = os.path.abspath(path)
+        folder = os.path.dirname(target)
+        found: list[ParsedFile] = []
+        for script in sorted(self.project.links):
+            home = os.path.dirname(script)
+            if script == target or not (folder == home or folder.startswith(home + os.sep)):
+                continue
+            closure = self.script_with_imports(script, depth)
+            if closure and any(os.path.abspath(m.path) == target for m in closure[1:]):
+                found.append(closure[0])
+        return found
 
     def sibling_importers(self, path: str, limit: int = 64) -> list[ParsedFile]:
         """The project's files in ``path``'s folder that import it: a wrapper module is judged

@@ -28,6 +28,10 @@ _TORCH_DISTRIBUTED = {
 }
 
 
+# The tests an ``if``/``elif`` chain needs for a branch to run, with the truth each must have.
+Branch = tuple[tuple[cst.BaseExpression, bool], ...]
+
+
 @dataclass(frozen=True)
 class RankTerm:
     """One rank or size call an expression depends on.
@@ -45,6 +49,11 @@ class RankTerm:
     from_library: bool
     # Read through a helper of the project (``utils.get_rank()``), not a library call.
     helper: bool = False
+    # For an attribute the project sets in branches (``if args.smp: args.rank = smp.rank()
+    # elif args.hvd: args.rank = hvd.rank()``): the branches whose assignments hold this
+    # term, each as the tests it needs and their truth; the term holds when one of them runs.
+    # Empty: it holds on every path (``rank_terms(..., branches=True)`` only).
+    branches: tuple[Branch, ...] = ()
 
     @property
     def family(self) -> str:
@@ -68,11 +77,17 @@ def _rank_member(call: cst.Call, facts: FileFacts) -> Optional[tuple[str, bool]]
 
 
 def rank_terms(
-    expr: cst.CSTNode, facts: FileFacts, depth: int = 0, modules: Optional[LocalModules] = None
+    expr: cst.CSTNode,
+    facts: FileFacts,
+    depth: int = 0,
+    modules: Optional[LocalModules] = None,
+    branches: bool = False,
 ) -> list[RankTerm]:
     """Every rank/size call ``expr`` reads, also through names assigned once in the file and
     through rank helpers (``utils.get_rank()``, see ``helper_member``) defined in the file or in
-    a project module it imports (``modules``)."""
+    a project module it imports (``modules``). With ``branches``, also an attribute set to a
+    rank in one branch of an ``if`` and to something else in the others (``RankTerm.branches``
+    says where; the caller decides which branch the job takes)."""
     found: list[RankTerm] = []
     stack: list[cst.CSTNode] = [expr]
     while stack:
@@ -91,16 +106,22 @@ def rank_terms(
             assignment = facts.names.assignment(node.value, node)
             if assignment is not None and assignment.value is not node:
                 value = assignment.value
-                for term in rank_terms(value, facts, depth + 1, modules):
+                for term in rank_terms(value, facts, depth + 1, modules, branches):
                     exact = term.exact and term.node is value
                     found.append(
                         RankTerm(
-                            term.member, node, term.call, exact, term.from_library, term.helper
+                            term.member,
+                            node,
+                            term.call,
+                            exact,
+                            term.from_library,
+                            term.helper,
+                            term.branches,
                         )
                     )
             continue
         if type(node) is cst.Attribute:
-            held = attribute_terms(node, facts, depth, modules) if depth < 3 else []
+            held = attribute_terms(node, facts, depth, modules, branches) if depth < 3 else []
             if held:
                 found.extend(held)
             else:
@@ -116,11 +137,19 @@ def rank_terms(
 
 
 def attribute_terms(
-    node: cst.Attribute, facts: FileFacts, depth: int, modules: Optional[LocalModules]
+    node: cst.Attribute,
+    facts: FileFacts,
+    depth: int,
+    modules: Optional[LocalModules],
+    branches: bool = False,
 ) -> list[RankTerm]:
     """``args.rank`` where every assignment of ``args.rank``, in this file or in the project
     modules it imports (``init_distributed(args)`` setting ``args.rank = smp.rank()``), holds
-    calls of one rank or size function; not exact, so no rewrite reaches into the attribute."""
+    calls of one rank or size function; not exact, so no rewrite reaches into the attribute.
+
+    With ``branches``, assignments that read no rank may sit in other branches of the ``if``
+    that holds the rank's (``elif args.hvd: args.rank = hvd.rank()``): the term then names the
+    branches it holds in."""
     owner = node.value
     if type(owner) is not cst.Name:
         return []
@@ -132,16 +161,56 @@ def attribute_terms(
             for linked in modules.imported_modules(facts)
         )
     terms: list[RankTerm] = []
+    ranked: list[Branch] = []
+    others: list[Branch] = []
     for home, resolver in sources:
         for value in home.owned_attribute_assignments.get(key, ()):
-            inner = rank_terms(value, home, depth + 1, resolver) if value is not None else []
-            if not inner:
+            if value is None:  # ``args.rank += 1``: not one plain value
                 return []
-            terms.extend(inner)
+            inner = rank_terms(value, home, depth + 1, resolver)
+            if inner:
+                terms.extend(inner)
+                if branches:
+                    ranked.append(_branch_of(value, home))
+                continue
+            if not branches:
+                return []
+            others.append(_branch_of(value, home))
     if not terms or len({term.member for term in terms}) != 1:
         return []
+    held: tuple[Branch, ...] = ()
+    if others:
+        if not all(_exclusive(one, other) for one in ranked for other in others):
+            return []
+        held = tuple(ranked)
     first = terms[0]
-    return [RankTerm(first.member, node, first.call, False, first.from_library, first.helper)]
+    return [RankTerm(first.member, node, first.call, False, first.from_library, first.helper, held)]
+
+
+def _branch_of(value: cst.BaseExpression, home: FileFacts) -> Branch:
+    """The tests of the ``if``/``elif``/``else`` chains around ``value`` in its function,
+    outermost first, with the truth each needs for ``value`` to be assigned."""
+    found: list[tuple[cst.BaseExpression, bool]] = []
+    child: cst.CSTNode = value
+    for ancestor in home.names.index.ancestors(value):
+        if type(ancestor) is cst.If:
+            if child is ancestor.body:
+                found.append((ancestor.test, True))
+            elif child is ancestor.orelse:
+                found.append((ancestor.test, False))
+        elif type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            break
+        child = ancestor
+    return tuple(reversed(found))
+
+
+def _exclusive(one: Branch, other: Branch) -> bool:
+    """Whether two branches never both run: they take opposite sides of one test."""
+    return any(
+        test is other_test and truth != other_truth
+        for test, truth in one
+        for other_test, other_truth in other
+    )
 
 
 def helper_member(

@@ -171,7 +171,13 @@ class DataShardedByGlobalRank(Rule):
         ``dp_*`` and ``rdp_*`` (the official ``rdp_rank() if prescaled_batch else dp_rank()``)
         is accepted.
         """
-        terms = rank_terms(expr, self.program.facts, modules=self.program.modules)
+        terms = [
+            term
+            for term in rank_terms(
+                expr, self.program.facts, modules=self.program.modules, branches=True
+            )
+            if self._taken(term) is not False
+        ]
         families = {term.family for term in terms}
         data_parallel = families & DATA_PARALLEL
         if data_parallel == DATA_PARALLEL:
@@ -207,7 +213,9 @@ class DataShardedByGlobalRank(Rule):
         if not any(
             term.is_rank
             for part in parts
-            for term in rank_terms(part, self.program.facts, modules=self.program.modules)
+            for term in rank_terms(
+                part, self.program.facts, modules=self.program.modules, branches=True
+            )
         ):
             return  # `ds[: smp.size()]` takes a prefix; a shard needs an index
         branches = self._branches()
@@ -274,6 +282,33 @@ class DataShardedByGlobalRank(Rule):
             call, subject, lead, offences, rewrite, tuple(missing), family, missing_verdict
         )
 
+    def _taken(self, term: RankTerm) -> Optional[bool]:
+        """Whether the job takes a branch where ``term`` holds (an attribute the project sets
+        in branches: ``if args.smp: args.rank = smp.rank() elif args.hvd: ...``): True when
+        one branch's tests all hold in the job, False when every branch has a test that fails,
+        None when smpfix cannot tell (the finding then says "if")."""
+        if not term.branches:
+            return True
+        conditions = self.program.conditions
+        undecided = False
+        for branch in term.branches:
+            values = [conditions.truth(test) for test, _ in branch]
+            if any(v.known and bool(v.value) != truth for v, (_, truth) in zip(values, branch)):
+                continue
+            if all(value.known for value in values):
+                return True
+            undecided = True
+        return None if undecided else False
+
+    def _undecided_branch(self, terms: Sequence[RankTerm]) -> Optional[str]:
+        """The tests of the branch a term needs, when the job may not take it (``_taken``)."""
+        for term in terms:
+            if self._taken(term) is None:
+                branch = term.branches[0]
+                spelled = [(snippet(self.program.code_for(test), 20), t) for test, t in branch]
+                return " and ".join(code if truth else f"not {code}" for code, truth in spelled)
+        return None
+
     # -- how it is reported -----------------------------------------------------------------
     def _listing(self, terms: Sequence[RankTerm]) -> str:
         spellings = list(dict.fromkeys(self.program.code_for(term.node) for term in terms))
@@ -309,7 +344,19 @@ class DataShardedByGlobalRank(Rule):
         if not self.data_job.expectation_known:
             advice += " (by `rdp_size()`/`rdp_rank()` if `prescaled_batch` is enabled)"
         why = _why(family, self.data_job.replica_peers)
-        if verdict.state is Tri.ON:
+        branch = self._undecided_branch([term for term, _ in offences])
+        evidence: tuple[str, ...] = (lead,)
+        if branch is not None:
+            severity = Severity.WARNING
+            taken = (
+                f"if the job takes the branch where {branch} (the rank is set differently in"
+                " the others, and smpfix cannot tell which one runs)"
+            )
+            when = f"{when}, and {taken}" if when else f"; this is wrong {taken}"
+            evidence = (*evidence, f"the global rank is assigned only where {branch}")
+        if verdict.state is Tri.ON and branch is not None:
+            title = f"{subject}, wrong if the job takes {branch}"
+        elif verdict.state is Tri.ON:
             title = f"{subject}: {_HARM.get(family, 'every replica reads the same shards')}"
         else:
             title = f"{subject}, wrong if {unknown_settings(verdict.states)} is on"
@@ -317,7 +364,7 @@ class DataShardedByGlobalRank(Rule):
             node,
             title,
             explanation=f"{why[:1].upper()}{why[1:]}{when}. {advice}.",
-            evidence=(lead,),
+            evidence=evidence,
             severity=severity,
             fix=self._fix(node, rewrite, missing),
             job_facts=verdict.states,

@@ -146,20 +146,26 @@ class MissingSmpInit(Rule):
         )
 
     def _initialised_by_importer(self) -> bool:
-        """A wrapper module (no ``__main__`` block; a script of its folder imports it) whose
-        importing script initialises the library: its code runs when the script calls it,
-        after the script's ``smp.init()``; a module that builds the ``DistributedModel`` for a
-        script is not a script of its own."""
+        """A wrapper module (no ``__main__`` block; a script of its folder imports it, or a
+        launched script above it imports it through its package) whose importing script
+        initialises the library: its code runs when the script calls it, after the script's
+        ``smp.init()``; a module that builds the ``DistributedModel`` for a script is not a
+        script of its own."""
         modules = self.program.modules
         if self._main_guard or modules is None:
             return False
+        path = self.program.path
+        importers = {
+            importer.path: importer
+            for importer in (*modules.sibling_importers(path), *modules.launched_importers(path))
+        }
         return any(
             _initialises(importer.facts)
             or any(
                 _initialises(helper.facts)
                 for helper in modules.for_importer(importer.path).imported_modules(importer.facts)
             )
-            for importer in modules.sibling_importers(self.program.path)
+            for importer in importers.values()
         )
 
     def leave_Module(self, node: cst.Module) -> None:
