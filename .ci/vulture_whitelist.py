@@ -36,3 +36,6 @@ init_a
 # smpfix.job.shell_launcher: settings of a shlex.shlex lexer, read by the standard library.
 _.whitespace_split
 _.commenters
+
+# smpfix.base.parse: the hook LibCST's dataclass constructors call on every node.
+_.__post_init__
