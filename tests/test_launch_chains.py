@@ -146,6 +146,7 @@ def test_a_notebook_subprocess_runs_a_shell_script_that_starts_the_script(tmp_pa
         'os.system("python train.py --epochs 2")',
         'os.system(f"python train.py --epochs {EPOCHS}")',
         'os.system("python " + SCRIPT + " --epochs 2")',
+        'subprocess.run(["python", SCRIPT, "--epochs", str(EPOCHS)])',
     ],
 )
 def test_every_way_of_running_a_command_links_the_script(tmp_path: Path, call: str) -> None:

@@ -154,3 +154,59 @@ def test_an_argument_smpfix_cannot_read_leaves_the_file_unknown(tmp_path: Path) 
     root = _project(tmp_path, 'mpirun -np 8 python train.py --config "$CONFIG"\n')
     out = run_cli("check", "--show-job", "--format", "concise", "train.py", cwd=root).stdout
     assert "read from" not in out
+
+
+def test_verbose_output_names_a_configuration_file_that_could_not_be_read(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
+    (tmp_path / "smp.yaml").write_text("parameters: [unclosed\n", encoding="utf-8")
+    (tmp_path / "train.py").write_text(
+        "import smdistributed.modelparallel.torch as smp\nsmp.init()\n", encoding="utf-8"
+    )
+    (tmp_path / "launch.py").write_text(
+        "import yaml\nfrom sagemaker.pytorch import PyTorch\n"
+        'config = yaml.safe_load(open("smp.yaml"))\n'
+        'PyTorch(entry_point="train.py", distribution={"smdistributed": {"modelparallel":'
+        ' {"enabled": True, "parameters": config["parameters"]}}})\n',
+        encoding="utf-8",
+    )
+    completed = run_cli("check", "-v", "--no-cache", "train.py", cwd=tmp_path)
+    assert "train.py: its launcher loads" in completed.stderr
+    assert "smp.yaml, which could not be read" in completed.stderr
+
+
+def test_a_cached_launcher_is_read_again_when_its_yaml_file_is_fixed(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
+    (tmp_path / "smp.yaml").write_text("parameters: [unclosed\n", encoding="utf-8")
+    (tmp_path / "train.py").write_text(
+        "import smdistributed.modelparallel.torch as smp\nsmp.init()\n", encoding="utf-8"
+    )
+    (tmp_path / "launch.py").write_text(
+        "import yaml\nfrom sagemaker.pytorch import PyTorch\n"
+        'config = yaml.safe_load(open("smp.yaml"))\n'
+        'PyTorch(entry_point="train.py", instance_type="ml.p4d.24xlarge", instance_count=1,'
+        ' distribution={"smdistributed": {"modelparallel": {"enabled": True, "parameters":'
+        ' config["parameters"]}}, "mpi": {"enabled": True, "processes_per_host": 8}})\n',
+        encoding="utf-8",
+    )
+    cache = str(tmp_path / ".cache")
+
+    def tp() -> str:
+        out = run_cli(
+            "check",
+            "--show-job",
+            "--cache-dir",
+            cache,
+            "--format",
+            "concise",
+            "train.py",
+            cwd=tmp_path,
+        ).stdout
+        return next(line.split()[1] for line in out.splitlines() if line.strip().startswith("TP "))
+
+    assert tp() == "unknown"
+    (tmp_path / "smp.yaml").write_text(
+        "parameters:\n  tensor_parallel_degree: 4\n  ddp: true\n", encoding="utf-8"
+    )
+    assert tp() == "on"

@@ -510,6 +510,13 @@ def _say_launchers(paths: Sequence[str], options: RunOptions) -> None:
                 for link in links
             )
             verbose.debug("launchers", f"{path}: its job comes from {named}")
+            for unread in sorted({file for link in links for file in link.unread}):
+                verbose.debug(
+                    "launchers",
+                    f"{path}: its launcher loads {unread}, which could not be read (missing,"
+                    " outside the project, too large or not valid): the values from it are"
+                    " unknown",
+                )
         elif options.declared_jobs:
             declared = ", ".join(job.source for job in options.declared_jobs)
             verbose.debug("launchers", f"{path}: no launcher starts it; job from {declared}")

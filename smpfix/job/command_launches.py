@@ -145,6 +145,15 @@ def _text(
             usable = isinstance(known, (str, int, float)) and part.format_spec is None
             pieces.append(str(known) if usable else UNKNOWN_PART)
         return "".join(pieces)
+    if (
+        type(node) is cst.Call
+        and type(node.func) is cst.Name
+        and node.func.value == "str"
+        and len(node.args) == 1
+        and node.args[0].keyword is None
+        and not node.args[0].star
+    ):
+        return _text(node.args[0].value, value)  # ``str(EPOCHS)``
     if type(node) is cst.BinaryOperation and type(node.operator) is cst.Add:
         left, right = _text(node.left, value), _text(node.right, value)
         return left + right if left is not None and right is not None else None

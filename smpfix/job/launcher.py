@@ -161,6 +161,21 @@ class Launcher:
                 stack.extend(located.value)
         return frozenset(found)
 
+    def unread_files(self) -> tuple[str, ...]:
+        """The configuration files its values come from that could not be read (missing,
+        refused, not valid JSON or YAML): those values are unknown."""
+        found: set[str] = set()
+        stack = list(self.keywords.values())
+        while stack:
+            located = stack.pop()
+            if located.value is UNKNOWN and located.source_file is not None:
+                found.add(located.source_file)
+            if isinstance(located.value, dict):
+                stack.extend(located.value.values())
+            elif isinstance(located.value, list):
+                stack.extend(located.value)
+        return tuple(sorted(found))
+
     @property
     def distribution(self) -> Optional[Located]:
         return self.keywords.get("distribution")
@@ -408,10 +423,13 @@ def _loaded_json(node: cst.Call, env: _Names, entry: Optional[cst.CSTNode]) -> O
     handle = launcher_files.loaded_file(node, qualified, lambda inner: _located(inner, env).plain())
     if handle is None:
         return None
+    path = launcher_files.json_path(handle, env.origin)
     data = launcher_files.read_json(handle, env.origin)
     if data is None:
-        return Located(UNKNOWN, node, entry)
-    return _from_json(data, node, entry, launcher_files.json_path(handle, env.origin))
+        # Unknown, but still read from there: a check depends on the file, and ``-v`` says
+        # it could not be read (``Launcher.unread_files``).
+        return Located(UNKNOWN, node, entry, path)
+    return _from_json(data, node, entry, path)
 
 
 def _from_json(data: Any, node: cst.CSTNode, entry: Optional[cst.CSTNode], source: str) -> Located:
@@ -472,7 +490,7 @@ def _subscript(node: cst.Subscript, env: _Names, entry: Optional[cst.CSTNode]) -
         return None
     found = _subscript_value(node, env)
     if found.value is UNKNOWN:
-        return Located(UNKNOWN, node, entry)
+        return Located(UNKNOWN, node, entry, found.source_file)
     return _rebound(found, entry)
 
 
@@ -1115,6 +1133,8 @@ def _subscript_value(target: cst.BaseExpression, env: _Names) -> Located:
         found = env[base.value].path(*reversed(keys))
         if found is not None:
             return found
+        # A key of a file that could not be read is unknown, and still comes from that file.
+        return Located(UNKNOWN, source_file=env[base.value].source_file)
     return Located(UNKNOWN)
 
 

@@ -75,6 +75,8 @@ class LinkedScript:
     # The launcher that started ``launcher`` (a shell script) in a launch chain, as sources name
     # it (``launch.ipynb``), else "": the chain's link replaces the shell script's own.
     started_by: str = ""
+    # Configuration files the launcher loads that could not be read (``-v`` names them).
+    unread: tuple[str, ...] = ()
 
 
 def may_be_launcher(raw: bytes, path: str = "") -> bool:
@@ -217,6 +219,7 @@ class LaunchRecord:
     refusal: Optional[str] = None
     column: int = 1
     started_by: str = ""
+    unread: tuple[str, ...] = ()
 
     def linked(self) -> Optional[LinkedScript]:
         """The link to the first candidate that exists (else the likeliest); None without one."""
@@ -233,6 +236,7 @@ class LaunchRecord:
             self.refusal,
             self.column,
             self.started_by,
+            self.unread,
         )
 
 
@@ -432,9 +436,13 @@ def launch_record(
         hyperparameters=_literal_items(hyper),
         hyperparameters_complete=hyper is None
         or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),
-        dependencies=(parameters_file,) if parameters_file is not None else (),
+        # The files its values come from: a cached record is stale when one changes.
+        dependencies=tuple(
+            sorted({*launcher.files_read(), *((parameters_file,) if parameters_file else ())})
+        ),
         refusal=launcher.parameters_refusal,
         column=column,
+        unread=launcher.unread_files(),
     )
 
 
