@@ -43,7 +43,7 @@ from smpfix.base.flavour import Flavour
 from smpfix.job.jobfacts import DeclaredJob, Role, known_keys
 
 SHELL_SUFFIX = ".sh"
-VARIABLE = "SM_HP_MP_PARAMETERS"
+_VARIABLE = "SM_HP_MP_PARAMETERS"
 _MPI_RUNNERS = frozenset({"mpirun", "mpiexec", "smddpmprun"})
 # Programs that start a Python script given as their first ``.py`` word.
 _SCRIPT_RUNNERS = frozenset({"torchrun", "deepspeed"})
@@ -68,7 +68,7 @@ def may_be_shell_launcher(raw: bytes) -> bool:
 class ShellLaunch:
     """One command that starts a Python script (``mpirun ... python script.py ...``,
     ``torchrun ... script.py``) or another shell script (``bash train.sh``: ``script`` ends
-    in ``.sh`` and ``runner`` is the shell), and the configuration it runs under."""
+    in ``.sh``), and the configuration it runs under."""
 
     line: int
     script: str
@@ -76,7 +76,6 @@ class ShellLaunch:
     parameters: Optional[str]
     arguments: tuple[str, ...]
     environment: Mapping[str, str] = field(default_factory=dict)
-    runner: str = "mpirun"
 
     @property
     def starts_shell_script(self) -> bool:
@@ -184,8 +183,7 @@ def command_launch(
         return None
     environment = dict(environment)
     head = os.path.basename(command[0])
-    runner = head
-    position = 0
+    suffix = ".py"
     if head in _MPI_RUNNERS:
         position = 1
         while position < len(command) and not _PYTHON.match(os.path.basename(command[position])):
@@ -194,87 +192,60 @@ def command_launch(
                 if assigned is not None:
                     environment[assigned[1]] = assigned[2]
             position += 1
-        if position >= len(command):
-            return None
-        return _python(command, position + 1, environment, line, working_dir, runner)
-    if _PYTHON.match(head):
-        return _python(command, 1, environment, line, working_dir, "python")
-    if head in _SCRIPT_RUNNERS:
-        return _first_script(command, 1, environment, line, working_dir, runner)
-    if head in _SHELLS:
-        position = 1
-        while position < len(command) and command[position].startswith("-"):
-            if command[position] == "-c":
-                return None
-            position += 1
-        return _script_at(command, position, SHELL_SUFFIX, environment, line, working_dir, head)
-    if head.endswith(SHELL_SUFFIX):
-        return _script_at(command, 0, SHELL_SUFFIX, environment, line, working_dir, "bash")
-    return None
-
-
-def _python(
-    command: Sequence[str],
-    position: int,
-    environment: dict[str, str],
-    line: int,
-    working_dir: str,
-    runner: str,
-) -> Optional[ShellLaunch]:
-    """``python [options] script.py`` from ``position`` (just after the interpreter)."""
-    while position < len(command) and command[position].startswith("-"):
-        if command[position] == "-c":
-            return None
-        if command[position] == "-m":
-            module = command[position + 1] if position + 1 < len(command) else ""
-            if module not in _MODULE_RUNNERS:
-                return None
-            return _first_script(command, position + 2, environment, line, working_dir, runner)
-        position += 1
-    return _script_at(command, position, ".py", environment, line, working_dir, runner)
-
-
-def _first_script(
-    command: Sequence[str],
-    position: int,
-    environment: dict[str, str],
-    line: int,
-    working_dir: str,
-    runner: str,
-) -> Optional[ShellLaunch]:
-    """The first ``.py`` word from ``position`` that is not an option (``torchrun
-    --nproc_per_node 8 train.py``: the runner's options may take values)."""
-    while position < len(command):
-        word = command[position]
-        if word.endswith(".py") and not word.startswith("-"):
-            return _script_at(command, position, ".py", environment, line, working_dir, runner)
-        position += 1
-    return None
-
-
-def _script_at(
-    command: Sequence[str],
-    position: int,
-    suffix: str,
-    environment: dict[str, str],
-    line: int,
-    working_dir: str,
-    runner: str,
-) -> Optional[ShellLaunch]:
-    if position >= len(command):
+        found = _python_script(command, position + 1) if position < len(command) else None
+    elif _PYTHON.match(head):
+        found = _python_script(command, 1)
+    elif head in _SCRIPT_RUNNERS:
+        found = _first_script(command, 1)
+    elif head in _SHELLS:
+        found, suffix = _shell_script(command), SHELL_SUFFIX
+    else:
+        found, suffix = (0 if head.endswith(SHELL_SUFFIX) else None), SHELL_SUFFIX
+    if found is None or found >= len(command):
         return None
-    script = command[position]
+    script = command[found]
     if not script.endswith(suffix) or "$" in script:
         return None
     return ShellLaunch(
         line,
         script,
         working_dir,
-        environment.get(VARIABLE),
-        tuple(command[position + 1 :]),
+        environment.get(_VARIABLE),
+        tuple(command[found + 1 :]),
         environment,
-        runner,
     )
+
+
+def _python_script(command: Sequence[str], position: int) -> Optional[int]:
+    """Where the script is in ``python [options] script.py``, from ``position`` (just after
+    the interpreter); ``-m`` of a module that starts a script (``torch.distributed.run``)."""
+    while position < len(command) and command[position].startswith("-"):
+        if command[position] == "-c":
+            return None
+        if command[position] == "-m":
+            module = command[position + 1] if position + 1 < len(command) else ""
+            return _first_script(command, position + 2) if module in _MODULE_RUNNERS else None
+        position += 1
+    return position
+
+
+def _first_script(command: Sequence[str], position: int) -> Optional[int]:
+    """The first ``.py`` word from ``position`` that is not an option (``torchrun
+    --nproc_per_node 8 train.py``: the runner's options may take values)."""
+    for index in range(position, len(command)):
+        if command[index].endswith(".py") and not command[index].startswith("-"):
+            return index
+    return None
+
+
+def _shell_script(command: Sequence[str]) -> Optional[int]:
+    """Where the script is in ``bash [options] script.sh`` (``bash -c`` runs no file)."""
+    position = 1
+    while position < len(command) and command[position].startswith("-"):
+        if command[position] == "-c":
+            return None
+        position += 1
+    return position
 
 
 def declared_shell_job(launch: ShellLaunch, source: str) -> DeclaredJob:
