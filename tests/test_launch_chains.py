@@ -12,7 +12,7 @@ from typing import Optional
 import pytest
 from conftest import run_cli
 
-from smpfix.job.linking import LaunchRecord, read_launcher, read_shell_launcher
+from smpfix.job.linking import LaunchRecord, may_be_launcher, read_launcher, read_shell_launcher
 from smpfix.job.project import Project
 from smpfix.job.shell_launcher import ShellLaunch, command_launch
 
@@ -318,3 +318,27 @@ def test_show_job_says_which_chain_runs_the_script_its_dict_configures(tmp_path:
         " started by launch.ipynb"
     ) in out
     assert "train.sh:1, started by launch.ipynb starts it without SM_HP_MP_PARAMETERS" in out
+
+
+@pytest.mark.parametrize(
+    ("raw", "path", "expected"),
+    [
+        (b'import subprocess\nsubprocess.run(["bash", "scripts/train.sh"])\n', "a.py", True),
+        (b"import os\nos.system(f'torchrun --nproc_per_node {n} run.py')\n", "a.py", True),
+        (
+            b'import os\ncmd = """\n  mpirun -np 8 python run.py\n"""\nos.system(cmd)\n',
+            "a.py",
+            True,
+        ),
+        (b'{"cells": [{"source": ["!deepspeed pretrain.py"]}]}', "a.ipynb", True),
+        # A command that names no runner in a string, and a runner named only in a comment.
+        (b"import subprocess\nsubprocess.run(command)  # python train.py\n", "a.py", False),
+        (b"import subprocess\nsubprocess.run(['nvidia-smi'])\n", "a.py", False),
+        # No command at all: a notebook that only mentions Python.
+        (b'{"metadata": {"kernelspec": {"name": "python3"}}}', "a.ipynb", False),
+    ],
+)
+def test_the_prefilter_keeps_files_that_may_run_a_launch_command(
+    raw: bytes, path: str, expected: bool
+) -> None:
+    assert may_be_launcher(raw, path) is expected

@@ -16,6 +16,7 @@ candidate that exists is the script (``Launcher.script_candidates``).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -50,9 +51,14 @@ if TYPE_CHECKING:
 
 _LAUNCHER_MARKERS = (b"distribution", b"Estimator", b"PyTorch(", b"HuggingFace(", b"TensorFlow(")
 # A Python launcher that starts a command (``smpfix.job.command_launches``); a notebook's shell
-# lines too (``"!bash run.sh"`` in its JSON).
+# lines too (``"!bash run.sh"`` in its JSON). The command names a runner or a shell script in
+# a string (``["python", ...]``, ``"bash scripts/train.sh"``, a notebook's ``"!torchrun ...``).
 _COMMAND_MARKERS = (b"subprocess", b"os.system", b"os.popen")
 _NOTEBOOK_COMMAND_MARKERS = (*_COMMAND_MARKERS, b'"!', b"%%bash", b"%%sh")
+_QUOTED_RUNNER = re.compile(
+    rb"(?:\"\"\"\s*|'''\s*|[\"'])[^\"'\n]*?"
+    rb"\b(?:python[\d.]*|torchrun|mpirun|mpiexec|deepspeed|[\w./-]+\.sh)\b"
+)
 
 
 @dataclass(frozen=True)
@@ -88,8 +94,7 @@ def may_be_launcher(raw: bytes, path: str = "") -> bool:
     if b"smdistributed" in raw and any(marker in raw for marker in _LAUNCHER_MARKERS):
         return True
     markers = _NOTEBOOK_COMMAND_MARKERS if path.endswith(".ipynb") else _COMMAND_MARKERS
-    starts = may_be_shell_launcher(raw) or SHELL_SUFFIX.encode() in raw
-    return starts and any(marker in raw for marker in markers)
+    return any(marker in raw for marker in markers) and _QUOTED_RUNNER.search(raw) is not None
 
 
 def declared_job(
