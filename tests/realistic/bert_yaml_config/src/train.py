@@ -37,8 +37,7 @@ def main():
     sampler = DistributedSampler(dataset, num_replicas=smp.dp_size(), rank=smp.dp_rank(), shuffle=True)
     loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, drop_last=True)
 
-    with smp.tensor_parallelism():
-        model = BertForSequenceClassification(BertConfig.from_pretrained("bert-large-uncased", num_labels=2))
+    model = BertForSequenceClassification(BertConfig.from_pretrained("bert-large-uncased", num_labels=2))
     model = smp.DistributedModel(model)
     optimizer = smp.DistributedOptimizer(torch.optim.AdamW(model.parameters(), lr=args.lr))
 
