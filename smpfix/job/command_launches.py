@@ -4,8 +4,9 @@ Not every job is started by an estimator. A notebook cell or a launcher script m
 training itself, often through a shell script of the repository::
 
     subprocess.run(["bash", "scripts/train.sh", "--epochs", "3"], check=True)
-    os.system(f"torchrun --nproc_per_node {gpus} train.py")
     !bash scripts/train.sh
+
+(or ``os.system`` with the command as a string).
 
 This module reads such commands as the shell would see them, without running anything:
 ``subprocess.run/call/check_call/check_output/Popen`` with a list of words or, under
