@@ -35,7 +35,9 @@ def main():
     torch.cuda.set_device(smp.local_rank())
 
     corpus = SpanCorruptionCorpus(args.data)
-    sampler = DistributedSampler(corpus, num_replicas=smp.size(), rank=smp.rank())  # expect: SMP202 error
+    sampler = DistributedSampler(  # expect: SMP202 error
+        corpus, num_replicas=smp.size(), rank=smp.rank()
+    )
     loader = DataLoader(corpus, batch_size=args.batch_size, sampler=sampler, drop_last=True)
 
     model = smp.DistributedModel(T5ForConditionalGeneration(T5Config.from_pretrained("t5-large")))

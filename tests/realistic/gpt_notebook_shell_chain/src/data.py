@@ -20,5 +20,7 @@ class TokenBlocks(Dataset):
 
 def build_loader(path, batch_size, seed=0):
     dataset = TokenBlocks(path)
-    sampler = DistributedSampler(dataset, num_replicas=smp.size(), rank=smp.rank(), shuffle=True, seed=seed)  # expect: SMP202 error
+    sampler = DistributedSampler(  # expect: SMP202 error
+        dataset, num_replicas=smp.size(), rank=smp.rank(), shuffle=True, seed=seed
+    )
     return sampler, DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True)

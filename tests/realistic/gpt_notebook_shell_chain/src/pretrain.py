@@ -47,7 +47,9 @@ def main():
             if smp.rank() == 0 and step % 50 == 0:
                 print(f"epoch {epoch} step {step}: loss {losses.reduce_mean().item():.4f}")
         if smp.rank() == 0:
-            smp.save_checkpoint(args.checkpoint_dir, tag=f"epoch_{epoch}", partial=True, model=model, optimizer=optimizer)  # expect: SMP302 error
+            smp.save_checkpoint(  # expect: SMP302 error
+                args.checkpoint_dir, tag=f"epoch_{epoch}", partial=True, model=model, optimizer=optimizer
+            )
 
 
 if __name__ == "__main__":
