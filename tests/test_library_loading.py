@@ -87,6 +87,51 @@ def _loading(root: Path, files: dict[str, str]) -> Tri:
         ({"train.py": "import subprocess\nsubprocess.run(command)\n"}, Tri.UNKNOWN),
         ({"train.py": "def eval(model):\n    return model\neval(1)\n"}, Tri.OFF),
         ({"train.py": "exec(open('other.py').read())\n"}, Tri.UNKNOWN),
+        # A program the script starts is followed when it is a script of the project, directly
+        # or through the repository's shell scripts.
+        (
+            {
+                "train.py": "import subprocess\nsubprocess.run(['torchrun', 'ddp.py'])\n",
+                "ddp.py": "import torch\n",
+            },
+            Tri.OFF,
+        ),
+        (
+            {
+                "train.py": "import os\nos.system('pip install x && bash run.sh --epochs 1')\n",
+                "run.sh": 'set -e\nexport NCCL_DEBUG=INFO\npython smp_train.py "$@"\n',
+                "smp_train.py": "import smdistributed.modelparallel.torch as smp\n",
+            },
+            Tri.ON,
+        ),
+        (
+            {
+                "train.py": "import subprocess\nsubprocess.run(['bash', 'run.sh'])\n",
+                "run.sh": "./prepare_data\npython ddp.py\n",
+                "ddp.py": "import torch\n",
+            },
+            Tri.UNKNOWN,  # a program smpfix cannot read
+        ),
+        ({"train.py": "import subprocess\nsubprocess.run(['make', '-C', 'csrc'])\n"}, Tri.UNKNOWN),
+        # DeepSpeed never uses the library.
+        ({"train.py": "import deepspeed\nimport torch\n"}, Tri.OFF),
+        (
+            {
+                "train.py": "import deepspeed\ndeepspeed.launcher.runner.main(['x.py'])\n",
+            },
+            Tri.UNKNOWN,  # DeepSpeed's runner starts programs smpfix does not follow
+        ),
+        # A package beside the script is found from any module the script's process imports
+        # (the script's folder is on ``sys.path``).
+        (
+            {
+                "train.py": "from pkg.model import build\n",
+                "pkg/__init__.py": "",
+                "pkg/model.py": "from pkg.layers import Block\n",
+                "pkg/layers.py": "import smdistributed.modelparallel.torch as smp\n",
+            },
+            Tri.ON,
+        ),
     ],
 )
 def test_what_the_script_loads(tmp_path: Path, files: dict[str, str], expected: Tri) -> None:
@@ -111,3 +156,17 @@ def test_torchrun_variables_and_whether_reading_them_fails(tmp_path: Path) -> No
     linked = modules.load(str(tmp_path / "train.py"))
     assert linked is not None
     assert torchrun_variables([linked]) == {"LOCAL_RANK": True, "RANK": False, "WORLD_SIZE": False}
+
+
+def test_a_script_that_trains_with_deepspeed_hands_its_training_off(tmp_path: Path) -> None:
+    files = {
+        "train.py": "import subprocess\nsubprocess.run(['deepspeed', 'pretrain.py'])\n",
+        "pretrain.py": "import deepspeed\nfrom model import build\n",
+        "model.py": "import torch\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    script = str(tmp_path / "train.py")
+    found = library_loading(script, LocalModules(Project((str(tmp_path),)), script))
+    assert (found.state, found.hands_off, found.starts) == (Tri.OFF, "DeepSpeed", True)
+    assert [Path(path).name for path in found.files] == ["train.py", "pretrain.py", "model.py"]

@@ -28,6 +28,7 @@ PROJECTS = FIXTURES / "migrate" / "projects"
 # "unchanged" (already SMP v2, or no SMP v1 in the scripts launched).
 OUTCOMES = {
     REALISTIC / "bert_json_config": "blocked",
+    REALISTIC / "bert_yaml_config": "blocked",
     REALISTIC / "bert_pipeline": "blocked",
     REALISTIC / "bert_pipeline_pretraining": "blocked",
     REALISTIC / "bert_wrappers_correct": "blocked",
@@ -36,6 +37,7 @@ OUTCOMES = {
     REALISTIC / "gpt2_tensor_parallel": "blocked",
     REALISTIC / "gpt2_tp_hf_pytorch110": "blocked",
     REALISTIC / "gpt_fp16_p4d": "blocked",
+    REALISTIC / "gpt_notebook_shell_chain": "blocked",
     REALISTIC / "gpt_pipeline_checkpointing": "blocked",
     REALISTIC / "gpt_tensor_parallel": "blocked",
     REALISTIC / "gptj_finetune": "blocked",
@@ -49,6 +51,7 @@ OUTCOMES = {
     REALISTIC / "roberta_notebook": "blocked",
     REALISTIC / "segformer_trainer_wrappers": "blocked",
     REALISTIC / "t5_sdp_bf16_pytorch113": "scaffold",
+    REALISTIC / "t5_shell_yaml_config": "scaffold",
     REALISTIC / "tf_mnist_known_sizes": "blocked",
     REALISTIC / "tf_text_classifier": "blocked",
     REALISTIC / "vit_pipeline_helpers": "blocked",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Optional
@@ -284,6 +285,25 @@ def mask(code: str) -> str:
             f"{match.group(1)}{_MAGIC_MARK}{line[len(match.group(1)) :]}" if match else line
         )
     return "\n".join(masked)
+
+
+def shell_lines(code: str) -> Iterator[tuple[int, str]]:
+    """The shell commands in a notebook's joined code, as ``mask`` left them: each ``!cmd``
+    line and each line of a ``%%bash`` or ``%%sh`` cell, with its line number."""
+    in_cell = False
+    for number, line in enumerate(code.split("\n"), start=1):
+        at = line.find(_MAGIC_MARK)
+        if at < 0:
+            in_cell = False
+            continue
+        rest = line[at + len(_MAGIC_MARK) :]
+        if rest.startswith("%%"):
+            in_cell = rest.split()[0] in ("%%bash", "%%sh")
+            continue
+        if in_cell:
+            yield number, rest
+        elif rest.lstrip().startswith("!"):
+            yield number, rest.lstrip()[1:]
 
 
 def unmask(code: str) -> str:

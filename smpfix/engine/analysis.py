@@ -32,8 +32,11 @@ from smpfix.base.positions import Positions
 from smpfix.base.walker import Ancestry, Dispatch, NodeIndex, active_index, indexed, walk
 from smpfix.fixes.comments import reviewed, tied_comments
 from smpfix.job.jobfacts import DeclaredJob, Evidence, JobFacts, Role
+from smpfix.job.linking import shown_path
 from smpfix.job.project import Project
+from smpfix.job.project_root import project_root
 from smpfix.program.facts import FileFacts, collect
+from smpfix.program.flow.built_init import built_init_config
 from smpfix.program.model import Program
 from smpfix.program.project.local_modules import SHARED_STORE, LocalModules
 from smpfix.program.project.parsed_file import ParsedFile
@@ -144,11 +147,12 @@ def job_facts_for(
     modules: Optional[LocalModules] = None,
 ) -> JobFacts:
     sources = list(declared)
+    run_by = _run_by(declared)
     if facts.init_config_call is not None and facts.init_config:
         line = positions.get().position(positions.get().span(facts.init_config_call)[0]).line
         sources.append(
             DeclaredJob(
-                f"smp.init({{...}}) at line {line}",
+                f"smp.init({{...}}) at line {line}{run_by}",
                 facts.init_config,
                 complete=False,
                 role=Role.INIT_DICT,
@@ -170,7 +174,7 @@ def job_facts_for(
         if len(helpers) == 1:
             sources.append(
                 DeclaredJob(
-                    f"smp.init({{...}}) in {os.path.basename(helpers[0].path)}",
+                    f"smp.init({{...}}) in {os.path.basename(helpers[0].path)}{run_by}",
                     helpers[0].facts.init_config,
                     complete=False,
                     role=Role.INIT_DICT,
@@ -273,6 +277,8 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
             or project.container_for(path)
         ),
     )
+    built, built_from = _built_init_dict(file, modules, project, declared, positions)
+    declared = (*declared, *built)
     job = (
         job_facts_for(facts, declared, positions, script_v2, modules)
         if facts.imports_smp
@@ -288,7 +294,7 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
     rule_types = [rule for rule in selected if rule.runs_on(v2_job) and rule.applies_to(facts)]
     checks_unused = any(rule.code == unused_suppressions.CODE for rule in rule_types)
     rule_types = [rule for rule in rule_types if rule.code != unused_suppressions.CODE]
-    dependencies = (*modules.consulted(), *_read_by_launchers(file))
+    dependencies = (*modules.consulted(), *_read_by_launchers(file), *built_from)
     if not rule_types and not checks_unused:
         return Analysis(job=job, imports_smp=imports_either, dependencies=dependencies)
     own = (
@@ -326,7 +332,7 @@ def _analyze_file(file: ParsedFile, options: AnalysisOptions, project: Project) 
         own.used_suppressions,
         own.suppressions,
         own.used_codes,
-        dependencies=(*modules.consulted(), *_read_by_launchers(file)),
+        dependencies=(*modules.consulted(), *_read_by_launchers(file), *built_from),
     )
 
 
@@ -374,6 +380,43 @@ def _read_by_launchers(file: ParsedFile) -> list[str]:
     return sorted(found)
 
 
+def _run_by(declared: Sequence[DeclaredJob]) -> str:
+    """``, run by launcher x.sh:4`` for a script a launch chain starts without configuring it
+    (``python run.py`` from a shell script a notebook runs): its ``smp.init`` dict configures
+    the job, and its source says where the script was started from."""
+    started = next(
+        (job for job in declared if job.role is Role.LAUNCHER and not job.configures), None
+    )
+    return f", run by {started.source}" if started is not None else ""
+
+
+def _built_init_dict(
+    file: ParsedFile,
+    modules: LocalModules,
+    project: Project,
+    declared: Sequence[DeclaredJob],
+    positions: _LazyPositions,
+) -> tuple[tuple[DeclaredJob, ...], tuple[str, ...]]:
+    """The dict the script passes to ``smp.init`` when it builds it (``config =
+    yaml.safe_load(open(args.config))``; ``smpfix.program.flow.built_init``), as the script's
+    own configuration, and the files it was read from (a cached result depends on them)."""
+    if not file.facts.imports_smp or file.facts.init_config_call is not None:
+        return (), ()
+    found = built_init_config(file, modules, project.launchers_of(file.path))
+    if found is None:
+        return (), ()
+    call, built = found
+    line = positions.get().position(positions.get().span(call)[0]).line
+    read = "".join(f", read from {shown_path(path, project_root(path))}" for path in built.files)
+    job = DeclaredJob(
+        f"smp.init(...) at line {line}{read}{_run_by(declared)}",
+        built.settings,
+        complete=False,
+        role=Role.INIT_DICT,
+    )
+    return (job,), built.files
+
+
 def _importers_job(
     path: str, project: Project, modules: LocalModules, facts: FileFacts
 ) -> tuple[DeclaredJob, ...]:
@@ -387,11 +430,31 @@ def _importers_job(
     if not facts.imports_smp or not any(_holds(os.path.dirname(s), folder) for s in project.links):
         return ()
     launched = modules.launched_importers(path)
-    jobs = [job for importer in launched for job in project.declared_for(importer.path)]
+    jobs = [_launched_job(importer, project) for importer in launched]
     if not jobs or any(job != jobs[0] for job in jobs[1:]):
         return ()
     name = os.path.basename(launched[0].path)
-    return (replace(jobs[0], source=f"{jobs[0].source}, the job of {name}, which imports it"),)
+    return tuple(
+        replace(job, source=f"{job.source}, the job of {name}, which imports it") for job in jobs[0]
+    )
+
+
+def _launched_job(importer: ParsedFile, project: Project) -> tuple[DeclaredJob, ...]:
+    """The job a launched script runs: its launchers', and its own ``smp.init`` dict when
+    they do not configure it (a launch chain's ``python run.py``)."""
+    declared = project.declared_for(importer.path)
+    facts = importer.facts
+    if any(job.configures for job in declared) or not facts.init_config:
+        return declared
+    started = f", run by {declared[0].source}" if declared else ""
+    name = os.path.basename(importer.path)
+    own = DeclaredJob(
+        f"smp.init({{...}}) in {name}{started}",
+        facts.init_config,
+        complete=False,
+        role=Role.INIT_DICT,
+    )
+    return (*declared, own)
 
 
 def _holds(folder: str, inner: str) -> bool:

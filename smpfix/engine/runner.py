@@ -531,8 +531,19 @@ def _say_launchers(paths: Sequence[str], options: RunOptions) -> None:
     for path in paths:
         links = project.launchers_of(path) if project is not None else ()
         if links:
-            named = ", ".join(f"{link.launcher}:{link.line}" for link in links)
+            named = ", ".join(
+                f"{link.launcher}:{link.line}"
+                + (f" (started by {link.started_by})" if link.started_by else "")
+                for link in links
+            )
             verbose.debug("launchers", f"{path}: its job comes from {named}")
+            for unread in sorted({file for link in links for file in link.unread}):
+                verbose.debug(
+                    "launchers",
+                    f"{path}: its launcher loads {unread}, which could not be read (missing,"
+                    " outside the project, too large or not valid): the values from it are"
+                    " unknown",
+                )
         elif options.declared_jobs:
             declared = ", ".join(job.source for job in options.declared_jobs)
             verbose.debug("launchers", f"{path}: no launcher starts it; job from {declared}")

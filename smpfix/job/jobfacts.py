@@ -394,6 +394,13 @@ class DeclaredJob:
     # the whole job is one the code offers, not one it runs.
     untaken: str = ""
 
+    @property
+    def configures(self) -> bool:
+        """Whether the source says anything of the configuration: a launch chain that starts
+        the script with ``python`` or ``torchrun`` and no ``SM_HP_MP_PARAMETERS`` does not
+        (the script's own ``smp.init`` dict configures it)."""
+        return self.complete or bool(self.settings or self.unknown or self.offered)
+
     @classmethod
     def stated(cls, source: str, settings: Mapping[str, Value]) -> DeclaredJob:
         """A job a person states (``--job``, ``[tool.smpfix.job]``, the API): a whole
@@ -528,6 +535,14 @@ class JobFacts:
             (job for job in declared if job.role is Role.LAUNCHER and job.complete), None
         )
         if launcher is None:
+            started = next(
+                (job for job in declared if job.role is Role.LAUNCHER and not job.configures), None
+            )
+            if started is not None:
+                return Tri.UNKNOWN, (
+                    f"{started.source} starts it without SM_HP_MP_PARAMETERS, so its"
+                    " smp.init({...}) configures the library"
+                )
             return Tri.UNKNOWN, "no launcher of this script is known"
         if launcher.manual_init:
             return Tri.OFF, f"{launcher.source} sets SMP_MANUAL_INIT=1"

@@ -161,6 +161,21 @@ class Launcher:
                 stack.extend(located.value)
         return frozenset(found)
 
+    def unread_files(self) -> tuple[str, ...]:
+        """The configuration files its values come from that could not be read (missing,
+        refused, not valid JSON or YAML): those values are unknown."""
+        found: set[str] = set()
+        stack = list(self.keywords.values())
+        while stack:
+            located = stack.pop()
+            if located.value is UNKNOWN and located.source_file is not None:
+                found.add(located.source_file)
+            if isinstance(located.value, dict):
+                stack.extend(located.value.values())
+            elif isinstance(located.value, list):
+                stack.extend(located.value)
+        return tuple(sorted(found))
+
     @property
     def distribution(self) -> Optional[Located]:
         return self.keywords.get("distribution")
@@ -254,6 +269,10 @@ def _notebook_writes(path: str) -> set[str]:
     return {os.path.normpath(os.path.join(folder, script.filename)) for script in scripts}
 
 
+# The value of an attribute (``args.config``) the replay cannot bind itself, or None.
+Attribute = Callable[[cst.Attribute], Optional[Any]]
+
+
 class _Names(dict[str, Located]):
     """The names a replay has bound so far, with the file's imports (which say whether
     ``os.path.join`` or ``Path`` is the standard library's)."""
@@ -265,6 +284,7 @@ class _Names(dict[str, Located]):
         variant: str = "",
         untaken: str = "",
         origin: str = "",
+        attribute: Optional[Attribute] = None,
     ) -> None:
         super().__init__(names or {})
         self.imports = imports
@@ -274,11 +294,18 @@ class _Names(dict[str, Located]):
         self.untaken = untaken
         # The launcher's path: the files it opens are found from its folder.
         self.origin = origin
+        # What ``args.config`` is, for a script whose command-line values are known.
+        self.attribute = attribute
 
     def child(self, variant: str = "", untaken: str = "") -> _Names:
         """A function's scope: the module's names as they are now, shadowed by its own."""
         return _Names(
-            self.imports, self, variant or self.variant, untaken or self.untaken, self.origin
+            self.imports,
+            self,
+            variant or self.variant,
+            untaken or self.untaken,
+            self.origin,
+            self.attribute,
         )
 
 
@@ -301,6 +328,10 @@ def _located(node: cst.BaseExpression, env: _Names, entry: Optional[cst.CSTNode]
     found = form(node, env, entry) if form is not None else None
     if found is not None:
         return found
+    if type(node) is cst.Attribute and env.attribute is not None:
+        value = env.attribute(node)
+        if value is not None:
+            return Located(value, node, entry)
     if type(node) in _PATH_FORMS:
         path = launch_paths.path_value(
             node, lambda inner: _located(inner, env).plain(), env.imports
@@ -392,10 +423,13 @@ def _loaded_json(node: cst.Call, env: _Names, entry: Optional[cst.CSTNode]) -> O
     handle = launcher_files.loaded_file(node, qualified, lambda inner: _located(inner, env).plain())
     if handle is None:
         return None
+    path = launcher_files.json_path(handle, env.origin)
     data = launcher_files.read_json(handle, env.origin)
     if data is None:
-        return Located(UNKNOWN, node, entry)
-    return _from_json(data, node, entry, launcher_files.json_path(handle, env.origin))
+        # Unknown, but still read from there: a check depends on the file, and ``-v`` says
+        # it could not be read (``Launcher.unread_files``).
+        return Located(UNKNOWN, node, entry, path)
+    return _from_json(data, node, entry, path)
 
 
 def _from_json(data: Any, node: cst.CSTNode, entry: Optional[cst.CSTNode], source: str) -> Located:
@@ -456,7 +490,7 @@ def _subscript(node: cst.Subscript, env: _Names, entry: Optional[cst.CSTNode]) -
         return None
     found = _subscript_value(node, env)
     if found.value is UNKNOWN:
-        return Located(UNKNOWN, node, entry)
+        return Located(UNKNOWN, node, entry, found.source_file)
     return _rebound(found, entry)
 
 
@@ -836,7 +870,11 @@ def _items_loop(statement: cst.For, env: _Names) -> Optional[list[tuple[_Bind, _
 
 
 def _replay(
-    module: cst.Module, imports: ImportTable, path: str, on_call: Callable[[cst.Call, _Names], None]
+    module: cst.Module,
+    imports: ImportTable,
+    path: str,
+    on_call: Callable[[cst.Call, _Names], None],
+    attribute: Optional[Attribute] = None,
 ) -> None:
     """Run the module's statements over literal values, calling ``on_call`` for every call
     with the names as they are bound just before it; ``.update()`` calls take effect.
@@ -846,7 +884,7 @@ def _replay(
     function once the module is loaded): in a scope of its own over the module's final
     names, with its parameters unknown.
     """
-    env = _Names(imports, origin=path)
+    env = _Names(imports, origin=path, attribute=attribute)
     if not path.endswith(".ipynb"):
         env["__file__"] = Located(os.path.abspath(path))
     _replay_body(module.body, env, on_call)
@@ -1010,6 +1048,19 @@ def find_launchers(module: cst.Module, imports: ImportTable, path: str) -> list[
     return found
 
 
+def replay_calls(
+    module: cst.Module,
+    imports: ImportTable,
+    path: str,
+    on_call: Callable[[cst.Call, Callable[[cst.BaseExpression], Located]], None],
+) -> None:
+    """Every call the launcher's replay runs, with the value of any expression as the file has
+    built it just before the call (``smpfix.job.command_launches`` reads commands this way)."""
+    _replay(
+        module, imports, path, lambda call, env: on_call(call, lambda node: _located(node, env))
+    )
+
+
 def _estimator_arguments(call: cst.Call, env: _Names) -> Iterator[Located]:
     """The estimator keyword dicts handed to a helper that builds the estimator, as the
     SageMaker container tests do (``_test_smp(image, session, estimator_parameter)`` and
@@ -1043,9 +1094,14 @@ def _launcher_of_dict(call: cst.Call, given: Located, env: _Names, path: str) ->
 
 
 def evaluate_argument(
-    module: cst.Module, imports: ImportTable, target: cst.Call, path: str = ""
+    module: cst.Module,
+    imports: ImportTable,
+    target: cst.Call,
+    path: str = "",
+    attribute: Optional[Attribute] = None,
 ) -> Optional[Located]:
-    """The first argument (or ``config=``) of ``target`` as the file has built it by then."""
+    """The first argument (or ``config=``) of ``target`` as the file has built it by then;
+    ``attribute`` gives the values of attributes the file does not bind (``args.config``)."""
     found: list[Located] = []
 
     def on_call(call: cst.Call, env: _Names) -> None:
@@ -1059,7 +1115,7 @@ def evaluate_argument(
                     found.append(_located(arg.value, env))
                     return
 
-    _replay(module, imports, path, on_call)
+    _replay(module, imports, path, on_call, attribute)
     return found[0] if found else None
 
 
@@ -1077,6 +1133,8 @@ def _subscript_value(target: cst.BaseExpression, env: _Names) -> Located:
         found = env[base.value].path(*reversed(keys))
         if found is not None:
             return found
+        # A key of a file that could not be read is unknown, and still comes from that file.
+        return Located(UNKNOWN, source_file=env[base.value].source_file)
     return Located(UNKNOWN)
 
 

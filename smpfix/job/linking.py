@@ -16,8 +16,9 @@ candidate that exists is the script (``Launcher.script_candidates``).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from smpfix.base.flavour import Flavour
@@ -30,9 +31,11 @@ from smpfix.job.jobfacts import (
     known_keys,
     normalize_key,
 )
+from smpfix.job.launch_chains import follow
 from smpfix.job.project_root import project_folder, project_root
 from smpfix.job.shell_launcher import (
     SHELL_SUFFIX,
+    ShellLaunch,
     declared_shell_job,
     may_be_shell_launcher,
     shell_hyperparameters,
@@ -42,9 +45,20 @@ from smpfix.job.shell_launcher import (
 if TYPE_CHECKING:
     import libcst as cst
 
+    from smpfix.base.imports import ImportTable
     from smpfix.base.walker import NodeIndex
+    from smpfix.job.command_launches import StartedCommand
 
 _LAUNCHER_MARKERS = (b"distribution", b"Estimator", b"PyTorch(", b"HuggingFace(", b"TensorFlow(")
+# A Python launcher that starts a command (``smpfix.job.command_launches``); a notebook's shell
+# lines too (``"!bash run.sh"`` in its JSON). The command names a runner or a shell script in
+# a string (``["python", ...]``, ``"bash scripts/train.sh"``, a notebook's ``"!torchrun ...``).
+_COMMAND_MARKERS = (b"subprocess", b"os.system", b"os.popen")
+_NOTEBOOK_COMMAND_MARKERS = (*_COMMAND_MARKERS, b'"!', b"%%bash", b"%%sh")
+_QUOTED_RUNNER = re.compile(
+    rb"(?:\"\"\"\s*|'''\s*|[\"'])[^\"'\n]*?"
+    rb"\b(?:python[\d.]*|torchrun|mpirun|mpiexec|deepspeed|[\w./-]+\.sh)\b"
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,11 @@ class LinkedScript:
     # estimator call's column (``line`` is its line).
     refusal: Optional[str] = None
     column: int = 1
+    # The launcher that started ``launcher`` (a shell script) in a launch chain, as sources name
+    # it (``launch.ipynb``), else "": the chain's link replaces the shell script's own.
+    started_by: str = ""
+    # Configuration files the launcher loads that could not be read (``-v`` names them).
+    unread: tuple[str, ...] = ()
 
 
 def may_be_launcher(raw: bytes, path: str = "") -> bool:
@@ -72,7 +91,10 @@ def may_be_launcher(raw: bytes, path: str = "") -> bool:
     and starts Python (``smpfix.job.shell_launcher``)."""
     if path.endswith(SHELL_SUFFIX):
         return may_be_shell_launcher(raw)
-    return b"smdistributed" in raw and any(marker in raw for marker in _LAUNCHER_MARKERS)
+    if b"smdistributed" in raw and any(marker in raw for marker in _LAUNCHER_MARKERS):
+        return True
+    markers = _NOTEBOOK_COMMAND_MARKERS if path.endswith(".ipynb") else _COMMAND_MARKERS
+    return any(marker in raw for marker in markers) and _QUOTED_RUNNER.search(raw) is not None
 
 
 def declared_job(
@@ -201,6 +223,8 @@ class LaunchRecord:
     dependencies: tuple[str, ...] = ()
     refusal: Optional[str] = None
     column: int = 1
+    started_by: str = ""
+    unread: tuple[str, ...] = ()
 
     def linked(self) -> Optional[LinkedScript]:
         """The link to the first candidate that exists (else the likeliest); None without one."""
@@ -216,6 +240,8 @@ class LaunchRecord:
             self.hyperparameters_complete,
             self.refusal,
             self.column,
+            self.started_by,
+            self.unread,
         )
 
 
@@ -265,9 +291,11 @@ def read_launcher(
     module, index = parsed
     # The replay searches each statement for calls: with the tree indexed, a slice of it.
     index = index if index is not None else NodeIndex(module)
+    imports = ImportTable.of_module(module)
     with indexed(module, index):
-        launchers = find_launchers(module, ImportTable.of_module(module), path)
-    if not launchers:
+        launchers = find_launchers(module, imports, path)
+        commands = _started_commands(module, imports, path, code)
+    if not launchers and not commands:
         return []
     # Through the node index, each call is located by generating its statement alone.
     positions = Positions(module, code, index)
@@ -281,34 +309,86 @@ def read_launcher(
         for launcher in launchers
         for at in (positions.position(positions.span(launcher.call)[0]),)
     ]
-    return [record for record in records if record is not None]
+    found = [record for record in records if record is not None]
+    return found + _command_records(path, commands, root, line_of)
+
+
+def _started_commands(
+    module: cst.Module, imports: ImportTable, path: str, code: str
+) -> list[StartedCommand]:
+    """The commands a Python launcher runs (``subprocess``, ``os.system``; a notebook's shell
+    lines too), for ``_command_records``."""
+    from smpfix.job.command_launches import (
+        may_start_commands,
+        notebook_commands,
+        started_commands,
+    )
+
+    commands = started_commands(module, imports, path) if may_start_commands(code) else []
+    if path.endswith(".ipynb"):
+        commands += notebook_commands(code)
+    return commands
+
+
+def _command_records(
+    path: str,
+    commands: Sequence[StartedCommand],
+    root: str,
+    line_of: Callable[[cst.CSTNode], int],
+) -> list[LaunchRecord]:
+    """The launches the commands of the Python launcher ``path`` start, directly or through
+    the shell scripts they run (``smpfix.job.launch_chains``)."""
+    from smpfix.job.command_launches import working_dir
+
+    launches = []
+    for command in commands:
+        line = line_of(command.node) if command.node is not None else command.line
+        for launch in shell_launches(path, command.text, working_dir(command, path)):
+            launches.append(replace(launch, line=line))
+    return _chained_records(path, launches, root)
 
 
 def read_shell_launcher(path: str, text: str, root: Optional[str] = None) -> list[LaunchRecord]:
-    """The ``mpirun ... python script.py`` lines of a shell script that sets
-    ``SM_HP_MP_PARAMETERS`` (``smpfix.job.shell_launcher``); a line that sees no parameters
-    configures nothing (the script's own ``smp.init`` dict does)."""
+    """The launches of a shell script (``smpfix.job.shell_launcher``): its own, and those of
+    the shell scripts it runs. A launch under ``SM_HP_MP_PARAMETERS`` declares that
+    configuration; one without it configures nothing (the script's ``smp.init`` dict does),
+    but still makes the script an entry script started from here."""
     root = root if root is not None else project_root(path)
+    return _chained_records(path, shell_launches(path, text), root)
+
+
+def _chained_records(path: str, launches: Sequence[ShellLaunch], root: str) -> list[LaunchRecord]:
+    """A record for each Python launch ``launches`` (of the file ``path``) lead to, with the
+    chain that reaches it in its source (``launcher train.sh:3, started by launch.ipynb``)."""
+
     folder = project_folder(root, path)
-    shown = shown_path(os.path.abspath(path), root)
+
+    def where(holder: str, line: int) -> str:
+        shown = shown_path(os.path.abspath(holder), root)
+        return shown if holder.endswith(".ipynb") or not line else f"{shown}:{line}"
+
     records = []
-    for launch in shell_launches(path, text):
-        job = declared_shell_job(launch, f"launcher {shown}:{launch.line}")
-        if job is None:
-            continue
+    for chained in follow(os.path.abspath(path), launches, folder, where):
+        launch = chained.launch
+        source = f"launcher {where(chained.holder, launch.line)}"
+        if chained.started_by:
+            source = f"{source}, started by {chained.started_by}"
         candidates = [os.path.normpath(os.path.join(launch.working_dir, launch.script))]
-        at_root = os.path.normpath(os.path.join(folder, launch.script))
-        if at_root not in candidates:
-            candidates.append(at_root)
+        for base in (os.path.dirname(chained.holder), folder):
+            candidate = os.path.normpath(os.path.join(base, launch.script))
+            if candidate not in candidates:
+                candidates.append(candidate)
         hyperparameters, complete = shell_hyperparameters(launch.arguments)
         records.append(
             LaunchRecord(
-                launcher=os.path.abspath(path),
+                launcher=chained.holder,
                 line=launch.line,
                 candidates=tuple(candidates),
-                job=job,
+                job=declared_shell_job(launch, source),
                 hyperparameters=hyperparameters,
                 hyperparameters_complete=complete,
+                dependencies=chained.read,
+                started_by=chained.started_by,
             )
         )
     return records
@@ -361,9 +441,13 @@ def launch_record(
         hyperparameters=_literal_items(hyper),
         hyperparameters_complete=hyper is None
         or (isinstance(hyper, dict) and len(_literal_items(hyper)) == len(hyper)),
-        dependencies=(parameters_file,) if parameters_file is not None else (),
+        # The files its values come from: a cached record is stale when one changes.
+        dependencies=tuple(
+            sorted({*launcher.files_read(), *((parameters_file,) if parameters_file else ())})
+        ),
         refusal=launcher.parameters_refusal,
         column=column,
+        unread=launcher.unread_files(),
     )
 
 

@@ -40,9 +40,17 @@ class Project:
 
     def with_links(self, links: Sequence[LinkedScript]) -> Project:
         """The project with these launchers; each script's in launcher order, whichever way
-        they were found."""
+        they were found.
+
+        A shell script's launch reached through a chain (a notebook runs the shell script)
+        counts once, as the chain's; a launch that configures nothing (``python run.py``
+        under no ``SM_HP_MP_PARAMETERS``) counts only when nothing that configures the
+        script starts it too."""
+        chained = {(link.launcher, link.line, link.script) for link in links if link.started_by}
         grouped: dict[str, list[LinkedScript]] = {}
         for link in sorted(links, key=lambda link: (link.launcher, link.line, link.script)):
+            if not link.started_by and (link.launcher, link.line, link.script) in chained:
+                continue
             found = grouped.setdefault(link.script, [])
             # The same launch found twice (checked and searched) counts once; two rows of a
             # parametrized test at one line are two launches (their sources differ).
@@ -53,7 +61,9 @@ class Project:
                 for other in found
             ):
                 found.append(link)
-        return Project(self.roots, {script: tuple(found) for script, found in grouped.items()})
+        return Project(
+            self.roots, {script: _configuring(found) for script, found in grouped.items()}
+        )
 
     def with_roots(self, roots: Sequence[str]) -> Project:
         return Project(tuple(roots), self.links)
@@ -159,6 +169,12 @@ class Project:
         for _ in range(level - 1):
             base = os.path.dirname(base)
         return [base]
+
+
+def _configuring(links: Sequence[LinkedScript]) -> tuple[LinkedScript, ...]:
+    """The links that configure the script, when any does; else all of them."""
+    configuring = tuple(link for link in links if link.job.configures)
+    return configuring or tuple(links)
 
 
 def _as_offered(jobs: Sequence[DeclaredJob]) -> dict[str, Setting]:

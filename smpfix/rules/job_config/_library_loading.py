@@ -11,10 +11,21 @@ does is provable only when every import it and its project modules make is known
   NumPy, TensorFlow, ... : ``_NEVER_LOADS``); ``transformers`` is not one of them, since its
   ``TrainingArguments`` initialises the library when SageMaker enables it.
 
-Anything else makes the answer unknown: a package smpfix cannot read (``from mylib.train import
-main`` may import the library), a relative import it cannot find, code loaded by name
-(``importlib.import_module``, ``exec``) or started as another program (``subprocess`` running
-Python). Installing packages with ``pip`` from the script is not running other code.
+- DeepSpeed (``_HANDS_OFF``): a script that trains with it hands the model to DeepSpeed's
+  engine, which never calls ``smp.init`` nor wraps a model in ``smp.DistributedModel`` (its
+  source never names the library). Since 0.9 ``import deepspeed`` imports a transformers model
+  module, whose ``modeling_utils`` imports the library when SageMaker enables it (``partitions``
+  in ``SM_HP_MP_PARAMETERS``): the library may then be imported, never used. The answer is
+  OFF all the same, with ``hands_off`` naming DeepSpeed so the message says so.
+
+A script that starts another program (``subprocess.run``, ``os.system``) is followed when the
+command is known: a Python script of the project it starts (``python``, ``torchrun``,
+``deepspeed``, ``mpirun ... python``), directly or through the repository's shell scripts, is
+read in turn (``smpfix.job.command_launches``, ``smpfix.job.shell_launcher``). Anything else
+makes the answer unknown: a package smpfix cannot read (``from mylib.train import main`` may
+import the library), a relative import it cannot find, code loaded by name
+(``importlib.import_module``, ``exec``) or a program it cannot follow. Installing packages
+with ``pip`` from the script is not running other code.
 """
 
 from __future__ import annotations
@@ -23,12 +34,16 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 import libcst as cst
 
 from smpfix.base.walker import iter_nodes
+from smpfix.job.command_launches import StartedCommand, started_commands, working_dir
 from smpfix.job.jobfacts import Tri
+from smpfix.job.launch_chains import MAX_DEPTH, shell_script
+from smpfix.job.project_root import project_folder, project_root
+from smpfix.job.shell_launcher import command_launch, shell_commands
 from smpfix.program.facts import FileFacts
 from smpfix.program.project.local_modules import LocalModules
 from smpfix.program.project.parsed_file import ParsedFile
@@ -85,6 +100,7 @@ _NEVER_LOADS = frozenset(
         "pynvml",
         "nltk",
         "packaging",
+        "typing_extensions",
         "filelock",
         "pyarrow",
         "regex",
@@ -95,6 +111,9 @@ _NEVER_LOADS = frozenset(
         "smdistributed.dataparallel",
     }
 )
+# Packages a script hands its training to, which never use the model parallelism library
+# (module docstring), with the name a message gives them.
+_HANDS_OFF = {"deepspeed": "DeepSpeed"}
 # The standard library's top-level modules (all of them from Python 3.10; before, the common ones).
 _STANDARD = frozenset(getattr(sys, "stdlib_module_names", ())) | frozenset(
     {
@@ -174,6 +193,7 @@ _PROGRAMS = frozenset(
         "os.execlp",
         "os.spawnv",
         "os.spawnl",
+        "deepspeed.launcher.runner.main",
     }
 )
 # Programs a script may run that are not Python training code.
@@ -201,6 +221,18 @@ _HARMLESS_PROGRAMS = frozenset(
         "free",
         "git",
         "env",
+        "set",
+        "export",
+        "cd",
+        "true",
+        "exit",
+        "sleep",
+        "cat",
+        "ln",
+        "chmod",
+        "touch",
+        "nproc",
+        "hostname",
     }
 )
 # Variables torchrun sets and mpirun does not.
@@ -215,15 +247,23 @@ class LibraryLoading:
     state: Tri
     why: str
     files: tuple[str, ...]
+    # The framework the code trains with instead (``DeepSpeed``), when it imports one.
+    hands_off: str = ""
+    # Whether some of ``files`` are scripts the code starts as other programs.
+    starts: bool = False
 
 
 def library_loading(script: str, modules: LocalModules) -> LibraryLoading:
     """Whether ``script`` (a project file) or a project module it imports loads the library."""
-    queue = [os.path.abspath(script)]
-    seen = set(queue)
+    # Each file with the script whose process imports it: that script's folder is on
+    # ``sys.path`` (its ``sys.path[0]``) for every module the process imports.
+    queue = [(os.path.abspath(script), os.path.abspath(script))]
+    seen = {os.path.abspath(script)}
     read: list[str] = []
+    hands_off = ""
+    starts = False
     while queue:
-        path = queue.pop(0)
+        path, entry = queue.pop(0)
         linked = modules.load(path)
         name = os.path.basename(path)
         if linked is None:
@@ -234,29 +274,40 @@ def library_loading(script: str, modules: LocalModules) -> LibraryLoading:
             return LibraryLoading(Tri.ON, f"{name} imports the library", tuple(read))
         if facts.uses_hf_trainer:
             return LibraryLoading(Tri.ON, f"{name} builds a Hugging Face Trainer", tuple(read))
-        resolver = modules.for_importer(path)
+        resolvers = [modules.for_importer(path)]
+        if entry != path:
+            resolvers.append(modules.for_importer(entry))
         for imported in _imports(linked.module):
             if imported.lstrip(".").startswith(_LIBRARY):
                 return LibraryLoading(Tri.ON, f"{name} imports the library", tuple(read))
-            found = _project_file(resolver, imported)
+            found = next(
+                (f for f in (_project_file(r, imported) for r in resolvers) if f is not None), None
+            )
             if found is not None:
                 if found not in seen:
                     seen.add(found)
-                    queue.append(found)
+                    queue.append((found, entry))
+            elif imported.split(".", 1)[0] in _HANDS_OFF:
+                hands_off = hands_off or _HANDS_OFF[imported.split(".", 1)[0]]
             elif imported.startswith(".") or not _never_loads(imported):
                 return LibraryLoading(
                     Tri.UNKNOWN,
                     f"{name} imports `{imported}`, which smpfix cannot read",
                     tuple(read),
                 )
-        runner = _runs_other_code(linked.module, facts)
-        if runner is not None:
+        started = _started_scripts(linked, modules)
+        if isinstance(started, str):
             return LibraryLoading(
-                Tri.UNKNOWN, f"{name} runs code smpfix cannot see (`{runner}`)", tuple(read)
+                Tri.UNKNOWN, f"{name} runs code smpfix cannot see (`{started}`)", tuple(read)
             )
+        for found in started:
+            starts = True
+            if found not in seen:
+                seen.add(found)
+                queue.append((found, found))
         if len(seen) > _MAX_FILES:
             return LibraryLoading(Tri.UNKNOWN, "too many project modules to read", tuple(read))
-    return LibraryLoading(Tri.OFF, "", tuple(read))
+    return LibraryLoading(Tri.OFF, "", tuple(read), hands_off, starts)
 
 
 def torchrun_variables(files: Sequence[ParsedFile]) -> dict[str, bool]:
@@ -340,7 +391,12 @@ def _never_loads(imported: str) -> bool:
     return any(imported == known or imported.startswith(known + ".") for known in _NEVER_LOADS)
 
 
-def _runs_other_code(module: cst.Module, facts: FileFacts) -> Optional[str]:
+def _started_scripts(linked: ParsedFile, modules: LocalModules) -> Union[list[str], str]:
+    """The project scripts the file starts as other programs, or the code of the first call
+    that runs code smpfix cannot follow."""
+    module, facts = linked.module, linked.facts
+    commands: Optional[dict[int, StartedCommand]] = None
+    started: list[str] = []
     for call in facts.call_order:
         func = call.func
         local = type(func) is cst.Name and (
@@ -355,27 +411,82 @@ def _runs_other_code(module: cst.Module, facts: FileFacts) -> Optional[str]:
             or qualified in ("exec", "eval", "__import__")
         ):
             return module.code_for_node(func)
-        if qualified in _PROGRAMS and not _harmless_program(call, facts):
+        if qualified not in _PROGRAMS or _harmless_program(call, facts):
+            continue
+        if commands is None:
+            commands = {
+                id(command.node): command
+                for command in started_commands(module, facts.imports, linked.path)
+            }
+        command = commands.get(id(call))
+        scripts = _command_scripts(command, linked.path, modules) if command is not None else None
+        if scripts is None:
             return module.code_for_node(func)
+        started.extend(scripts)
+    return started
+
+
+def _command_scripts(
+    command: StartedCommand, holder: str, modules: LocalModules, depth: int = 0
+) -> Optional[list[str]]:
+    """The project scripts a command starts, through the shell scripts it runs; None when a
+    program in it is neither harmless nor a script smpfix can read."""
+    return _text_scripts(command.text, working_dir(command, holder), holder, modules, depth)
+
+
+def _text_scripts(
+    text: str, cwd: str, holder: str, modules: LocalModules, depth: int
+) -> Optional[list[str]]:
+    scripts: list[str] = []
+    for words in shell_commands(text):
+        if _harmless_words(words):
+            continue
+        launch = command_launch(words, {}, 0, cwd)
+        if launch is None:
+            return None
+        if launch.starts_shell_script:
+            folder = project_folder(project_root(holder), holder)
+            found = shell_script(launch, holder, folder) if depth < MAX_DEPTH else None
+            inner = (
+                _text_scripts(found[1], cwd, found[0], modules, depth + 1)
+                if found is not None
+                else None
+            )
+            if inner is None:
+                return None
+            scripts.extend(inner)
+            continue
+        script = _script_file(launch.script, cwd, holder, modules)
+        if script is None:
+            return None
+        scripts.append(script)
+    return scripts
+
+
+def _script_file(script: str, cwd: str, holder: str, modules: LocalModules) -> Optional[str]:
+    for base in (cwd, os.path.dirname(holder)):
+        candidate = os.path.normpath(os.path.join(base, script))
+        if os.path.isfile(candidate) and modules.project.contains(candidate):
+            return candidate
     return None
 
 
+def _harmless_words(words: Sequence[str]) -> bool:
+    program = os.path.basename(words[0])
+    if program.startswith("python") and words[1:3] == ["-m", "pip"]:
+        return True
+    return program in _HARMLESS_PROGRAMS
+
+
 def _harmless_program(call: cst.Call, facts: FileFacts) -> bool:
-    """A literal command whose program is not Python (``pip install x``, ``nvidia-smi``), or
-    ``python -m pip``."""
+    """A literal command whose programs are not Python (``pip install x``, ``nvidia-smi``), or
+    ``python -m pip``; a shell string counts only when every command in it is harmless."""
     if not call.args:
         return False
     command = facts.literal(call.args[0].value)
-    words = (
-        command.split()
-        if isinstance(command, str)
-        else command
-        if isinstance(command, list)
-        else None
-    )
-    if not words or not all(isinstance(word, str) for word in words):
+    if isinstance(command, str):
+        commands = list(shell_commands(command))
+        return bool(commands) and all(_harmless_words(words) for words in commands)
+    if not isinstance(command, list) or not command:
         return False
-    program = os.path.basename(words[0])
-    if program.startswith("python"):
-        return words[1:3] == ["-m", "pip"]
-    return program in _HARMLESS_PROGRAMS
+    return all(isinstance(word, str) for word in command) and _harmless_words(command)

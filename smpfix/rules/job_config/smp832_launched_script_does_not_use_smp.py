@@ -66,8 +66,8 @@ class LaunchedScriptDoesNotUseSmp(ConfigRule):
         others = len(loading.files) - 1
         if others:
             where = (
-                f"{script} and the {others} project module{'s' if others != 1 else ''} it imports"
-                " never import"
+                f"{script} and the {others} project module{'s' if others != 1 else ''} it"
+                f" {'imports or starts' if loading.starts else 'imports'} never import"
             )
         else:
             where = f"{script} never imports"
@@ -76,17 +76,37 @@ class LaunchedScriptDoesNotUseSmp(ConfigRule):
         ]
         variables = torchrun_variables(linked)
         flavour = "tensorflow" if view.tensorflow else "torch"
+        if loading.hands_off:
+            title = (
+                f"model parallelism is enabled, but {snippet(script, 30)} trains with"
+                f" {loading.hands_off}, not the library"
+            )
+            story = (
+                f" `smdistributed.modelparallel` and trains with {loading.hands_off}, which never"
+                " calls `smp.init()` nor wraps a model in `smp.DistributedModel` (it may import"
+                " the library through a transformers model module, and no more):"
+                f" SageMaker starts the script with `mpirun`{_processes(view)}, and"
+                f" {loading.hands_off} splits the model its own way, so the model-parallel"
+                " configuration does nothing."
+            )
+        else:
+            title = (
+                f"model parallelism is enabled, but {snippet(script, 30)} never loads the library"
+            )
+            story = (
+                " `smdistributed.modelparallel`, and no Hugging Face `Trainer` (which drives"
+                " the library itself) is built: SageMaker starts the script with"
+                f" `mpirun`{_processes(view)}, and nothing in it initialises the library, so the"
+                " model-parallel configuration does nothing and every process trains the model"
+                " exactly as the script wrote it."
+            )
         yield ConfigProblem(
             enabled,
-            f"model parallelism is enabled, but {snippet(script, 30)} never loads the library",
+            title,
             Severity.ERROR,
             explanation=(
                 f"This launcher enables the model parallelism library{_configured(view)}, but"
-                f" {where} `smdistributed.modelparallel`, and no Hugging Face `Trainer` (which"
-                " drives the library itself) is built: SageMaker starts the script with"
-                f" `mpirun`{_processes(view)}, and nothing in it initialises the library, so the"
-                " model-parallel configuration does nothing and every process trains the model"
-                f" exactly as the script wrote it.{_environment(variables)} Adapt the script to"
+                f" {where}{story}{_environment(variables)} Adapt the script to"
                 f" the library (`import smdistributed.modelparallel.{flavour} as smp`,"
                 " `smp.init()`, `smp.DistributedModel`, `@smp.step`), or launch it the way it is"
                 " written: remove the `smdistributed` block and start a torchrun script with"
