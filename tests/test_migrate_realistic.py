@@ -28,6 +28,8 @@ PROJECTS = FIXTURES / "migrate" / "projects"
 # "unchanged" (already SMP v2, or no SMP v1 in the scripts launched).
 OUTCOMES = {
     REALISTIC / "bert_json_config": "blocked",
+    REALISTIC / "flowers_trainer_guards": "blocked",
+    REALISTIC / "mixtral_experts_smp_v2": "unchanged",
     REALISTIC / "bert_yaml_config": "blocked",
     REALISTIC / "bert_pipeline": "blocked",
     REALISTIC / "bert_pipeline_pretraining": "blocked",

@@ -122,7 +122,7 @@ def migrate_files(
                 plan.claimed.add(key)
             for launch in launches:
                 jobs.append(_launch_job(key, launch, project, declared, plan, errors))
-        for key, read in checked:
+        for key, read in sorted(checked, key=_helper_last):
             if key in plan.claimed or read.book is not None:
                 continue
             job = _script_job(key, project, declared, plan, errors)
@@ -130,6 +130,14 @@ def migrate_files(
                 jobs.append(job)
         files = _finished(plan, errors)
     return MigrationRun(tuple(jobs), tuple(files), tuple(_unique(errors)))
+
+
+def _helper_last(entry: tuple[str, _Source]) -> bool:
+    """Scripts that run (a ``__main__`` block, the library's ``init``) before the modules they
+    may import: a helper is migrated with the job of the script that imports it, not first as
+    a job of its own that would move it while its script stays on v1."""
+    raw = entry[1].source.raw
+    return not (b"__main__" in raw or b"init(" in raw)
 
 
 def _stated(declared: Sequence[DeclaredJob]) -> Mapping[str, Any]:
