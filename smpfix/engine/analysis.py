@@ -348,8 +348,8 @@ def _through_wrappers(file: ParsedFile, modules: LocalModules) -> ParsedFile:
     from smpfix.program.objects.library_wrappers import library_reach
 
     reach = library_reach(facts, modules)
-    if not reach:
-        return file
+    if not reach.aliases and all(facts.imports.imports_module(m) for m in reach.modules):
+        return file  # it imports every library module it reaches: the same facts again
     facts = collect(file.module, reach.aliases, reach.modules)
     return ParsedFile(file.path, file.text, file.module, facts, file.index)
 
