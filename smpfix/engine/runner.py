@@ -425,6 +425,7 @@ def run(
     """
     from smpfix.engine import verbose
     from smpfix.engine.helper_reach import HelperReach
+    from smpfix.engine.written_cells import without_cells_checked_as_files
 
     notify = on_result or (lambda result: None)
     results: list[FileResult] = []
@@ -519,7 +520,10 @@ def run(
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
     yield from sorted(
-        _with_refused_parameters(_regroup(results), options.project), key=lambda r: r.path
+        _with_refused_parameters(
+            without_cells_checked_as_files(_regroup(results)), options.project
+        ),
+        key=lambda r: r.path,
     )
 
 
