@@ -33,6 +33,13 @@ class Project:
     _search_dirs: dict[str, tuple[str, ...]] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
+    # ``module_candidates`` by (importer, module) and ``holds_file`` by path: every analysis
+    # resolves the imports of the helpers it follows, so one run asks the same again and again
+    # (a run sees one state of the disk; the language server makes a project per check).
+    _candidates: dict[tuple[str, str], tuple[str, ...]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
+    _files: dict[str, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @classmethod
     def of(cls, paths: tuple[str, ...]) -> Project:
@@ -149,15 +156,25 @@ class Project:
         (``model``, ``pkg.data``, ``.data``): for each folder of ``module_folders``, ``x.py``
         then ``x/__init__.py``. One definition for the analysis (``LocalModules``) and the
         prefilter's look at the project's helpers (``smpfix.engine.helper_reach``)."""
-        relative = module_name.lstrip(".").replace(".", os.sep)
-        return [
-            candidate
-            for folder in self.module_folders(importer, module_name)
-            for candidate in (
-                os.path.join(folder, relative + ".py"),
-                os.path.join(folder, relative, "__init__.py"),
+        known = self._candidates.get((importer, module_name))
+        if known is None:
+            relative = module_name.lstrip(".").replace(".", os.sep)
+            known = self._candidates[(importer, module_name)] = tuple(
+                candidate
+                for folder in self.module_folders(importer, module_name)
+                for candidate in (
+                    os.path.join(folder, relative + ".py"),
+                    os.path.join(folder, relative, "__init__.py"),
+                )
             )
-        ]
+        return list(known)
+
+    def holds_file(self, path: str) -> bool:
+        """Whether ``path`` is a file of the project (a module an import may load)."""
+        known = self._files.get(path)
+        if known is None:
+            known = self._files[path] = os.path.isfile(path) and self.contains(path)
+        return known
 
     def module_folders(self, importer: str, module_name: str) -> list[str]:
         """The folders ``import module_name`` in ``importer`` searches: for a relative import

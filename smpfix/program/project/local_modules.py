@@ -144,7 +144,7 @@ class LocalModules:
     def _search(self, candidates: tuple[str, ...]) -> Optional[str]:
         for candidate in candidates:
             self._consulted[candidate] = None
-            if os.path.isfile(candidate) and self.project.contains(candidate):
+            if self.project.holds_file(candidate):
                 return candidate
         return None
 
