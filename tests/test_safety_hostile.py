@@ -553,18 +553,18 @@ def test_placing_findings_in_cells_is_linear_in_cells(monkeypatch: pytest.Monkey
     cells = 150
     text = notebook_of([NOTEBOOK_HEADER, *(GUARDED.format(i) for i in range(cells))])
     calls = {"joined": 0, "exit": 0}
-    joined, ends_in_jump = notebook_analysis._Unit.joined, branches._ends_in_jump
+    joined, ends_in_jump = notebook_analysis._Unit.joined, branches.Branches._ends_in_jump
 
     def counted_joined(self):  # type: ignore[no-untyped-def]
         calls["joined"] += 1
         return joined(self)
 
-    def counted_exit(block):  # type: ignore[no-untyped-def]
+    def counted_exit(self, block):  # type: ignore[no-untyped-def]
         calls["exit"] += 1
-        return ends_in_jump(block)
+        return ends_in_jump(self, block)
 
     monkeypatch.setattr(notebook_analysis._Unit, "joined", counted_joined)
-    monkeypatch.setattr(branches, "_ends_in_jump", counted_exit)
+    monkeypatch.setattr(branches.Branches, "_ends_in_jump", counted_exit)
     names = rule_names()
     options = RunOptions(
         select=frozenset(names),
