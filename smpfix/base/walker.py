@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from contextvars import ContextVar
 from operator import attrgetter
@@ -389,6 +390,23 @@ def known_subtree(node: cst.CSTNode) -> Optional[tuple[list[cst.CSTNode], list[i
         return None
     index, start, end = known
     return index.order, index.ends, start, end
+
+
+def known_own_nodes(node: cst.CSTNode, nested: AbstractSet[type]) -> Optional[list[cst.CSTNode]]:
+    """``node`` and the nodes below it, in pre-order, where a node of a ``nested`` type is kept
+    but what it holds is jumped over (a nested function's code runs elsewhere); read from the
+    index that holds ``node``, None when none does (the caller walks instead)."""
+    indexed = known_subtree(node)
+    if indexed is None:
+        return None
+    order, ends, position, end = indexed
+    own = [order[position]]
+    position += 1
+    while position < end:
+        current = order[position]
+        own.append(current)
+        position = ends[position] if type(current) in nested else position + 1
+    return own
 
 
 def iter_nodes(node: cst.CSTNode) -> Sequence[cst.CSTNode]:

@@ -15,7 +15,7 @@ from typing import Optional, Union, overload
 
 import libcst as cst
 
-from smpfix.base.walker import Ancestry, children, iter_nodes, known_subtree
+from smpfix.base.walker import Ancestry, children, iter_nodes, known_own_nodes
 from smpfix.program.facts import FileFacts, is_step_decorator
 from smpfix.program.names import StatementRef
 from smpfix.program.project.parsed_file import ParsedFile
@@ -154,16 +154,9 @@ _NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 def own_nodes(function: cst.FunctionDef) -> list[cst.CSTNode]:
     """The nodes of ``function``'s body without those of nested functions and classes (in no
     particular order)."""
-    indexed = known_subtree(function.body)
+    indexed = known_own_nodes(function.body, _NESTED_SCOPES)
     if indexed is not None:
-        # The indexed nodes in pre-order, jumping over each nested definition's subtree.
-        order, ends, position, end = indexed
-        found: list[cst.CSTNode] = []
-        while position < end:
-            node = order[position]
-            found.append(node)
-            position = ends[position] if type(node) in _NESTED_SCOPES else position + 1
-        return found
+        return indexed
     out: list[cst.CSTNode] = []
     stack: list[cst.CSTNode] = [function.body]
     while stack:

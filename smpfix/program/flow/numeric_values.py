@@ -18,7 +18,7 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.parents import CodeScope
-from smpfix.base.walker import children, known_subtree
+from smpfix.base.walker import children, known_own_nodes
 from smpfix.program.flow.command_line import (
     CommandLineArgument,
     assigned_attributes,
@@ -128,25 +128,18 @@ def _bindings_in(scope: CodeScope, name: str) -> Iterator[_Binding]:
         )
         if any(isinstance(param, cst.Param) and param.name.value == name for param in every):
             yield None
-    indexed = known_subtree(scope.body if isinstance(scope, cst.FunctionDef) else scope)
+    indexed = known_own_nodes(
+        scope.body if isinstance(scope, cst.FunctionDef) else scope,
+        _NESTED_DEFINITIONS | _NESTED_SCOPES,
+    )
     if indexed is not None:
-        # The indexed nodes of the scope, jumping over each nested definition's subtree.
-        order, ends, position, end = indexed
-        if type(scope) is cst.Module:
-            position += 1
-        while position < end:
-            node = order[position]
+        for node in indexed[1:] if type(scope) is cst.Module else indexed:
             kind = type(node)
             if kind in _NESTED_DEFINITIONS:
                 if node.name.value == name:  # type: ignore[attr-defined]
                     yield None
-                position = ends[position]
-            elif kind in _NESTED_SCOPES:
-                position = ends[position]
-            else:
-                if kind in _BINDERS:
-                    yield from _binding_of(node, name)
-                position += 1
+            elif kind in _BINDERS:
+                yield from _binding_of(node, name)
         return
     stack: list[cst.CSTNode] = (
         [scope.body] if isinstance(scope, cst.FunctionDef) else list(scope.body)

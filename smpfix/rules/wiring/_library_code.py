@@ -23,7 +23,7 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.base.walker import children, iter_nodes, known_subtree
+from smpfix.base.walker import children, iter_nodes, known_own_nodes
 from smpfix.program.project.parsed_file import ParsedFile
 from smpfix.program.steps import step_bodies, step_functions
 
@@ -125,21 +125,9 @@ _NESTED = frozenset({cst.FunctionDef, cst.ClassDef})
 def _own_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     """Nodes of ``node`` without nested functions and classes (their code runs elsewhere), in
     no particular order."""
-    indexed = known_subtree(node)
+    indexed = known_own_nodes(node, _NESTED)
     if indexed is not None:
-        # The indexed nodes in pre-order, jumping over each nested definition's subtree (the
-        # node itself is walked whatever it is).
-        order, ends, position, end = indexed
-        own = [order[position]]
-        position += 1
-        while position < end:
-            current = order[position]
-            if type(current) in _NESTED:
-                position = ends[position]
-            else:
-                own.append(current)
-                position += 1
-        return own
+        return [indexed[0], *(own for own in indexed[1:] if type(own) not in _NESTED)]
     found: list[cst.CSTNode] = []
     stack: list[cst.CSTNode] = [node]
     while stack:
