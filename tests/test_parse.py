@@ -1,5 +1,5 @@
-"""smpfix's parse is LibCST's parse: the same tree or the same refusal, only with fewer checks of
-the tokens, and only while it parses."""
+"""smpfix's parse is LibCST's parse: the same tree or the same refusal, only without re-checking
+what the grammar has proved, and only while it parses."""
 
 from __future__ import annotations
 
@@ -68,6 +68,24 @@ def test_code_libcst_refuses_is_refused_the_same_way(text: str) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet="ab1_ .()[]:=+'\"#\\\n\tfor if def x", max_size=60))
 def test_any_text_parses_or_fails_as_with_libcst(text: str) -> None:
+    _same(text)
+
+
+# Pieces of Python that LibCST's checks are about: keywords that need a space, operators,
+# arguments in every order, strings with prefixes, decorators, statements of recent versions.
+_PIECES = (
+    "x", "y", " ", "\n", "    ", "(", ")", "[", "]", "{", "}", ":", ",", "=", "==", "*", "**",
+    "/", ".", "@", "->", "-", "not", " not ", " in ", " is ", "and", " or ", "if", " else ",
+    "lambda", "def ", "class ", "return", "yield", "await", "async ", "for ", "while ", "with ",
+    " as ", "import ", "from ", "del ", "global ", "assert ", "raise ", "try:", "except",
+    "finally:", "match ", "case ", "type ", "f'{x}'", "t'{x}'", "rb'x'", "'a' 'b'", "1", "1.5",
+    "1j", "0x1", "#c", ";", "\\\n",
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=24).map("".join))
+def test_python_like_text_parses_or_fails_as_with_libcst(text: str) -> None:
     _same(text)
 
 

@@ -1,17 +1,21 @@
-"""LibCST's parser, without re-checking the tokens it builds.
+"""LibCST's parser, without re-checking what the grammar has already proved.
 
 Every LibCST node checks itself when it is constructed (``__post_init__`` calls ``_validate``):
-a ``Name`` holds an identifier, whitespace is whitespace, a string literal has its quotes. For
-a leaf the parser made from a token, the tokenizer has already proved all that, and LibCST's own
-comment on ``CSTNode.__post_init__`` says the work could be skipped when parsing. These leaves
-are most of a tree's nodes: skipping their checks takes about 11% off a parse, which is most of
+a ``Name`` holds an identifier, whitespace is whitespace, parentheses are balanced, a call's
+arguments come in an order Python allows. For a tree the parser built from source text, the
+tokenizer and the grammar have already proved most of that, and LibCST's own comment on
+``CSTNode.__post_init__`` says the work could be skipped when parsing. Skipping it for the
+node types below (most of a tree's nodes) takes about a sixth off a parse, which is most of
 what smpfix adds to a LibCST parse of a training script.
 
-Only these lexical leaves go unchecked, and only during one ``parse_module`` call. The checks of
-the structure stay: they are how LibCST refuses syntax it cannot represent yet (concatenated
-template strings from Python 3.14 parse, then fail a check), and smpfix reports such a file as
-newer Python instead of analysing a tree LibCST does not stand behind. The nodes a fix builds are
-checked as always: smpfix parses in one thread per process.
+The other node types keep their checks, during the parse too, because there the checks are
+more than the grammar: they are how LibCST refuses code it parses but cannot print back as
+written. ``return*x`` parses, but a ``Return`` without a space after the keyword fails its
+check (LibCST would print ``return *x``), and concatenated template strings from Python 3.14
+parse, then fail a check; smpfix reports such a file as one it cannot parse instead of
+analysing a tree LibCST does not stand behind. Outside ``parse_module`` every node checks
+itself as always: the nodes a fix builds are checked, and smpfix parses in one thread per
+process.
 """
 
 from __future__ import annotations
@@ -20,16 +24,92 @@ from typing import Any
 
 import libcst as cst
 
-# The leaves whose checks only restate the tokenizer's (LibCST 1.x). A class here keeps its own
-# checks outside ``parse_module``.
-_LEXICAL_LEAVES: tuple[Any, ...] = (
-    cst.SimpleWhitespace,
-    cst.Newline,
-    cst.Name,
-    cst.SimpleString,
-    cst.Integer,
-    cst.Float,
-    cst.Imaginary,
+# The node types whose checks only restate the tokenizer's or the grammar's (LibCST 1.x): the
+# lexical leaves; punctuation, operators and whitespace; nodes whose only check is balanced
+# parentheses; and nodes whose check is an arity or a marker the grammar cannot produce wrong
+# (``Assign`` has a target, ``Arg``'s star is "", "*" or "**", a ``Subscript`` has a slice, an
+# indent is whitespace). A name LibCST does not define in the installed version is skipped.
+_PROVED: tuple[Any, ...] = tuple(
+    node_type
+    for name in (
+        # lexical leaves
+        "Name",
+        "SimpleString",
+        "Integer",
+        "Float",
+        "Imaginary",
+        "Comment",
+        "FormattedStringText",
+        # whitespace
+        "SimpleWhitespace",
+        "ParenthesizedWhitespace",
+        "Newline",
+        "TrailingWhitespace",
+        "EmptyLine",
+        # punctuation and operators
+        "Comma",
+        "Dot",
+        "Colon",
+        "Semicolon",
+        "AssignEqual",
+        "LeftParen",
+        "RightParen",
+        "LeftSquareBracket",
+        "RightSquareBracket",
+        "LeftCurlyBrace",
+        "RightCurlyBrace",
+        "Add",
+        "Subtract",
+        "Multiply",
+        "Divide",
+        "FloorDivide",
+        "Modulo",
+        "Power",
+        "MatrixMultiply",
+        "Equal",
+        "NotEqual",
+        "LessThan",
+        "LessThanEqual",
+        "GreaterThan",
+        "GreaterThanEqual",
+        "AddAssign",
+        "SubtractAssign",
+        "MultiplyAssign",
+        "DivideAssign",
+        "Minus",
+        "Plus",
+        # balanced parentheses, or nothing, is all these check
+        "Attribute",
+        "Element",
+        "StarredElement",
+        "DictElement",
+        "StarredDictElement",
+        "List",
+        "Dict",
+        "Index",
+        "Slice",
+        "SubscriptElement",
+        "BinaryOperation",
+        "AssignTarget",
+        "AugAssign",
+        "Annotation",
+        "Expr",
+        "Pass",
+        "Break",
+        "Continue",
+        "Decorator",
+        "Else",
+        "Finally",
+        "Module",
+        # an arity or a marker the grammar proves
+        "Assign",
+        "Arg",
+        "Param",
+        "Subscript",
+        "IndentedBlock",
+        "Tuple",
+    )
+    if (node_type := getattr(cst, name, None)) is not None
 )
 
 
@@ -39,10 +119,10 @@ def _unchecked(_node: Any) -> None:
 
 def parse_module(text: str) -> cst.Module:
     """``libcst.parse_module(text)``: the same tree or the same exception, in less time."""
-    for leaf in _LEXICAL_LEAVES:
-        leaf.__post_init__ = _unchecked
+    for node_type in _PROVED:
+        node_type.__post_init__ = _unchecked
     try:
         return cst.parse_module(text)
     finally:
-        for leaf in _LEXICAL_LEAVES:
-            del leaf.__post_init__
+        for node_type in _PROVED:
+            del node_type.__post_init__
