@@ -190,8 +190,9 @@ def test_rules_lists_the_v2_family_with_its_versions() -> None:
     rows = {row["code"]: row for row in json.loads(result.stdout)}
     v2 = [code for code in rows if code.startswith("SMP0")]
     assert {"SMP001", "SMP002", "SMP003", "SMP004", "SMP010", "SMP020"} <= set(v2)
-    # Advice about one release names it: SMP 2.2.0's activation offloading does not work.
-    single = {"SMP028": "2.2.0"}
+    # Advice about one release names it: SMP 2.2.0's activation offloading does not work, SMP
+    # 2.0.0's activation checkpointing needs a transformer auto-wrap policy.
+    single = {"SMP028": "2.2.0", "SMP031": "2.0.0"}
     assert all(rows[code]["versions"] in ("2.x", "1.x, 2.x") for code in v2 if code not in single)
     assert all(rows[code]["versions"] == versions for code, versions in single.items())
     assert rows["SMP010"]["versions"] == "2.x" and rows["SMP001"]["versions"] == "1.x, 2.x"
@@ -229,3 +230,46 @@ def test_one_mix_up_is_one_finding(tmp_path: Path) -> None:
     )
     root = write(tmp_path, {"launch.py": v1_on_v2_image, "train.py": V1_SCRIPT})
     assert check(root, "--select", "SMP0") == [("launch.py", "SMP001")]
+
+
+# A script whose activation checkpointing is applied by a helper module it imports (the official
+# examples' train_lib.py and train_utils.py), with a size-based FSDP wrap.
+SIZE_WRAPPED_SCRIPT = """\
+import functools
+
+import torch.sagemaker as tsm
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+from torch.distributed.fsdp.wrap import size_based_auto_wrap_policy
+
+from train_utils import apply_checkpointing
+
+tsm.init()
+policy = functools.partial(size_based_auto_wrap_policy, min_num_params=10**8)
+model = FSDP(tsm.transform(build_model()), auto_wrap_policy=policy)
+apply_checkpointing(model)
+"""
+CHECKPOINTING_HELPER = """\
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    apply_activation_checkpointing,
+)
+
+
+def apply_checkpointing(model):
+    apply_activation_checkpointing(model, check_fn=lambda module: is_block(module))
+"""
+
+
+def test_checkpointing_in_a_helper_with_a_size_based_wrap_is_an_error_on_smp_2_0_0(
+    tmp_path: Path,
+) -> None:
+    """The PyTorch 2.0.1 image holds SMP 2.0.0 only, whose release notes say activation
+    checkpointing works only with a transformer auto-wrap policy; a later image is fine."""
+    files = {"train.py": SIZE_WRAPPED_SCRIPT, "train_utils.py": CHECKPOINTING_HELPER}
+    root = write(tmp_path, {"launch.py": launcher(V2_DISTRIBUTION, framework="2.0.1"), **files})
+    assert ("train.py", "SMP031") in check(root)
+    result = run_cli(
+        "check", "train.py", "--no-cache", "--exit-zero", "--select", "SMP031", cwd=root
+    )
+    assert "SMP031 error" in result.stdout and "train_utils.py" in result.stdout
+    (root / "launch.py").write_text(launcher(V2_DISTRIBUTION, framework="2.2.0"), encoding="utf-8")
+    assert ("train.py", "SMP031") not in check(root)
