@@ -191,11 +191,17 @@ def test_rules_lists_the_v2_family_with_its_versions() -> None:
     v2 = [code for code in rows if code.startswith("SMP0")]
     assert {"SMP001", "SMP002", "SMP003", "SMP004", "SMP010", "SMP020"} <= set(v2)
     # Advice about one release names it: SMP 2.2.0's activation offloading does not work, SMP
-    # 2.0.0's activation checkpointing needs a transformer auto-wrap policy.
-    single = {"SMP028": "2.2.0", "SMP031": "2.0.0"}
+    # 2.0.0's activation checkpointing needs a transformer auto-wrap policy; the keys that came
+    # later are unknown to the releases before them.
+    single = {
+        "SMP028": "2.2.0",
+        "SMP031": "2.0.0",
+        "SMP010": "2.x; EP key 2.0-2.2; CP key 2.0-2.4",
+    }
     assert all(rows[code]["versions"] in ("2.x", "1.x, 2.x") for code in v2 if code not in single)
     assert all(rows[code]["versions"] == versions for code, versions in single.items())
-    assert rows["SMP010"]["versions"] == "2.x" and rows["SMP001"]["versions"] == "1.x, 2.x"
+    assert rows["SMP010"]["finding_versions"] == {"EP key": "2.0-2.2", "CP key": "2.0-2.4"}
+    assert rows["SMP001"]["versions"] == "1.x, 2.x"
 
 
 def test_show_job_shows_a_v2_scripts_settings(tmp_path: Path) -> None:

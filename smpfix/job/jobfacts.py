@@ -47,6 +47,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Union
 
 from smpfix.base.flavour import Flavour
+from smpfix.job.v2_key_history import V2_KEY_HISTORY
 from smpfix.job.versions import (
     FEATURE_SINCE,
     FIRST_V2,
@@ -319,8 +320,11 @@ FEATURES: Mapping[str, Feature] = {
 }
 # The features of an SMP v2 job (what ``--show-job`` lists for one).
 _V2_FEATURES = ("TP", "CP", "EP", "SM_OFFLOAD")
-# The first SMP v2 release with a feature (release notes): a v2 job with it on runs at least this.
-V2_FEATURE_SINCE: Mapping[str, Version] = {"EP": (2, 3), "CP": (2, 5)}
+# The first SMP v2 release with a feature, from when its key arrived (``v2_key_history``): a v2
+# job with it on runs at least this.
+V2_FEATURE_SINCE: Mapping[str, Version] = {
+    history.short: history.since for history in V2_KEY_HISTORY.values()
+}
 
 # What the TensorFlow flavour does not have: off whatever a configuration says.
 _PYTORCH_ONLY_FEATURES = frozenset(

@@ -154,6 +154,16 @@ def smp_v2_container(framework: Version) -> Optional[tuple[Version, Version]]:
     return _container_smp(_SMP_V2_CONTAINERS, framework)
 
 
+def first_smp_v2_container_with(since: Version) -> Optional[Version]:
+    """The PyTorch version of the oldest SMP v2 container that shipped SMP ``since`` or later
+    (which the SageMaker SDK then picks for it), for "use ``framework_version`` 2.2.0 or
+    later"; None when none has."""
+    for framework in sorted(_SMP_V2_CONTAINERS):
+        if compare(_SMP_V2_CONTAINERS[framework][1], since) >= 0:
+            return framework
+    return None
+
+
 def compare(version: Version, bound: Version) -> int:
     """-1, 0 or 1, comparing only as many parts as ``bound`` has (1.3.2 equals the bound 1.3)."""
     head = version[: len(bound)] + (0,) * max(0, len(bound) - len(version))

@@ -1,4 +1,10 @@
-"""SMP010: a key SMP v2's configuration does not have."""
+"""SMP010: a key SMP v2's configuration does not have, or the job's SMP v2 release does not.
+
+As SMP812 does for SMP v1, the rule knows the keys of each release: a key that arrived after
+the release the job runs (``expert_parallel_degree`` in 2.3.0, ``context_parallel_degree`` in
+2.5.0; ``smpfix.job.v2_key_history``) is this rule's finding too, since to that release it is
+as unknown as a typo (``_releases`` says how sure the finding is).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,12 @@ from collections.abc import Iterator
 from smpfix.base.findings import Severity
 from smpfix.job.config_keys import advise
 from smpfix.job.jobfacts import V2_KNOWN_KEYS
+from smpfix.job.v2_key_history import V2_KEY_HISTORY
+from smpfix.job.versions import FIRST_V2
 from smpfix.rules.config_rule import ConfigProblem, ConfigView, rename_fix
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.smp_v2._config import V1_ONLY_KEYS, V2ConfigRule
+from smpfix.rules.smp_v2._releases import release_problem, versions_table
 
 # Features SMP v1 configured by key that SMP v2 leaves to PyTorch in the script: no key is close,
 # whatever the spelling says (the SMP v2 reference's "Upgrade from SMP v1 to SMP v2").
@@ -29,16 +38,29 @@ _SCRIPT_SETTINGS = {
 class UnknownV2ConfigKey(V2ConfigRule):
     summary = (
         "A key that is none of SMP v2's nine configuration parameters (a typo, or a setting of"
-        " something else); the SageMaker SDK passes v2 parameters through unchecked."
+        " something else), or one newer than the job's SMP v2 release; the SageMaker SDK passes"
+        " v2 parameters through unchecked."
     )
     fix_availability = FixAvailability.UNSAFE
     tensor_parallelism = TensorParallelism.CONFIGURED
+    finding_ranges = {
+        f"{history.short} key": (FIRST_V2, history.last_without)
+        for history in V2_KEY_HISTORY.values()
+    }
+
+    @classmethod
+    def versions_table(cls) -> str:
+        return versions_table()
 
     @classmethod
     def check(cls, view: ConfigView) -> Iterator[ConfigProblem]:
         parameters = view.parameters
         if parameters is None or not parameters.is_dict:
             return
+        for key, located in parameters.value.items():
+            problem = release_problem(view, key, located)
+            if problem is not None:
+                yield problem
         unknown = {
             key: None if key in _SCRIPT_SETTINGS else advise(key, V2_KNOWN_KEYS).suggestion
             for key in parameters.value

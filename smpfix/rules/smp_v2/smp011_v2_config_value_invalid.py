@@ -9,6 +9,7 @@ from smpfix.base.literals import UNKNOWN
 from smpfix.rules.config_rule import ConfigProblem, ConfigView
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.smp_v2._config import V2ConfigRule
+from smpfix.rules.smp_v2._releases import absent_from_every_release
 from smpfix.rules.titles import snippet
 
 # Each integer key and its smallest value (the SMP v2 reference: ``hybrid_shard_degree`` from 0,
@@ -38,7 +39,8 @@ class V2ConfigValueInvalid(V2ConfigRule):
             return
         for key, located in parameters.value.items():
             value = located.plain()
-            if value is UNKNOWN:
+            if value is UNKNOWN or absent_from_every_release(view, key):
+                # A key the job's release lacks is SMP010's finding; its value is beside the point.
                 continue
             where = (f"`{key}` in {view.where}",)
             if key in _INTEGERS or key == "random_seed":
