@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from conftest import run_cli
 
+from smpfix.job.instances import INSTANCE_TYPES
 from smpfix.plan.checkpoints import find_checkpoint
 from smpfix.plan.fsdp import (
     FULL_SHARD,
@@ -36,6 +37,7 @@ from smpfix.plan.layers import LayerKind
 from smpfix.plan.memory import GIB, Estimate
 from smpfix.plan.model_lookup import Dimensions, choose
 from smpfix.plan.models import ModelShape, count_parameters, dense_equivalent
+from smpfix.plan.planner_fsdp import host_memory
 from smpfix.plan.verdict import Verdict, combined
 
 PROJECTS = Path(__file__).parent / "plan_projects"
@@ -230,6 +232,8 @@ LAUNCHERS: dict[str, tuple[str, int, dict[str, Any], dict[str, Any]]] = {
         MIXTRAL_HYPER,
     ),
     "offloaded_70b": ("llama_v2_cpu_offload_train.py", 1, {"hybrid_shard_degree": 8}, {}),
+    # Sharded over two GPUs only: each rank offloads half the 70B model's states.
+    "offloaded_70b_over_two": ("llama_v2_cpu_offload_train.py", 1, {"hybrid_shard_degree": 2}, {}),
     "not_offloaded_70b": (
         "llama_v2_cpu_offload_train.py",
         1,
@@ -296,10 +300,45 @@ def test_fsdp_cpu_offload_in_the_script_makes_70b_fit_on_one_instance(
     assert "GiB of sharded parameters, gradients and optimizer state in host memory" in (
         assumptions
     )
+    # 8 ranks of 128.5 GiB: 1027.8 GiB of the p4d.24xlarge's 1152 GiB.
+    assert "1027.8 GiB for the 8 ranks of an instance, 124.2 GiB below the instance's 1152 GiB" in (
+        assumptions
+    )
     kept = plans["not_offloaded_70b"]
     assert kept["fits"] is False
     assert any(line.startswith("cpu offload off: ") for line in kept["assumptions"])
     assert offloaded["per_gpu_gib"]["model_states"] < kept["per_gpu_gib"]["model_states"] / 10
+
+
+def test_offloaded_states_above_the_instance_memory_do_not_fit(
+    plans: dict[str, dict[str, Any]],
+) -> None:
+    """The GPUs would hold the job; the host cannot hold what FSDP offloads to it."""
+    item = plans["offloaded_70b_over_two"]
+    assert item["verdict"] == "does not fit"
+    assert item["reason"].startswith(
+        "does not fit in host memory: FSDP CPU offload puts 4111.3 GiB for the 8 ranks of an"
+        " instance in host memory, and ml.p4d.24xlarge has 1152 GiB"
+    ), item["reason"]
+    assert item["suggestions"] == []
+
+
+def test_host_memory_is_weighed_only_where_the_instance_documents_it() -> None:
+    per_rank = 100 * GIB
+    note, overflow = host_memory(per_rank, 8, INSTANCE_TYPES["ml.p5.48xlarge"])
+    assert note.endswith(
+        ": 800.0 GiB for the 8 ranks of an instance, 1248.0 GiB below the instance's 2048 GiB"
+    )
+    assert overflow is None
+    note, overflow = host_memory(per_rank, 8, INSTANCE_TYPES["ml.p4de.24xlarge"])
+    assert overflow is None and "352.0 GiB below the instance's 1152 GiB" in note
+    _, overflow = host_memory(2 * per_rank, 8, INSTANCE_TYPES["ml.p4d.24xlarge"])
+    assert overflow == (
+        "does not fit in host memory: FSDP CPU offload puts 1600.0 GiB for the 8 ranks of an"
+        " instance in host memory, and ml.p4d.24xlarge has 1152 GiB"
+    )
+    note, overflow = host_memory(per_rank, 8, INSTANCE_TYPES["ml.g5.48xlarge"])
+    assert overflow is None and note.endswith("in host memory, not on the GPU")
 
 
 def test_an_unresolved_cpu_offload_is_estimated_both_ways(tmp_path: Path) -> None:

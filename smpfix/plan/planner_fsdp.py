@@ -101,6 +101,9 @@ class _Settings:
     job: JobFacts
     parameters: Optional[LauncherParameters]
     assumptions: list[str]
+    # Why the job does not fit in host memory (FSDP CPU offload on an instance whose memory
+    # is known), whatever the GPUs hold.
+    host_overflow: Optional[str] = None
 
     def number(self, key: str) -> int:
         """A v2 integer setting: stated, else the launcher's, else the v2 default."""
@@ -167,7 +170,11 @@ def plan_v2(
         best, (worst, heaviest) = _bracket(model, setup, unresolved, instance)
         verdict = combined(best, worst)
         changes: tuple[PlannedChange, ...] = ()
-        if verdict in (Verdict.DOES_NOT_FIT, Verdict.MAY_NOT_FIT, Verdict.DEPENDS):
+        if settings.host_overflow is None and verdict in (
+            Verdict.DOES_NOT_FIT,
+            Verdict.MAY_NOT_FIT,
+            Verdict.DEPENDS,
+        ):
             changes = tuple(
                 PlannedChange(change, MemorySplit.of(found), found.share)
                 for change, found in suggest(model.count, model.shape, heaviest, instance)
@@ -179,6 +186,9 @@ def plan_v2(
             assumptions=tuple(settings.assumptions),
         )
     reasons = []
+    if settings.host_overflow is not None:
+        verdict = Verdict.DOES_NOT_FIT
+        reasons.append(settings.host_overflow)
     if unresolved and best.total != worst.total:
         spread = f"{best.total / GIB:.1f} to {worst.total / GIB:.1f} GiB"
         reasons.append(f"estimated with {', '.join(unresolved)} both ways: {spread}")
@@ -204,7 +214,7 @@ def _setup(
     model: FoundModel,
 ) -> tuple[FsdpSetup, list[str]]:
     notes = settings.assumptions
-    world = _world(settings.job, instance, notes)
+    world, processes = _world(settings.job, instance, notes)
     tp = settings.number("tensor_parallel_degree")
     cp = settings.number("context_parallel_degree")
     ep = settings.number("expert_parallel_degree")
@@ -286,10 +296,8 @@ def _setup(
     )
     if fields.get("cpu_offload") and model.count is not None:
         host = sharded_states(model.count, replace(setup, **fields, optimizer=optimizer.value))
-        notes.append(
-            f"FSDP CPU offload keeps each rank's {host / GIB:.1f} GiB of sharded parameters,"
-            " gradients and optimizer state in host memory, not on the GPU"
-        )
+        note, settings.host_overflow = host_memory(host, processes, instance)
+        notes.append(note)
     seq = script_setup.sequence_length(code, values, model.shape)
     batch = script_setup.batch_size(code, values)
     for name, reading in (("sequence length", seq), ("batch per tensor-parallel group", batch)):
@@ -301,6 +309,30 @@ def _setup(
         ),
         unresolved,
     )
+
+
+def host_memory(
+    per_rank: float, processes: int, instance: InstanceType
+) -> tuple[str, Optional[str]]:
+    """What FSDP's CPU offload puts in host memory (``per_rank`` bytes for each of the
+    ``processes`` ranks of an instance) against the instance's memory: the plan's note, and
+    why the job does not fit when the offloaded states alone exceed it."""
+    note = (
+        f"FSDP CPU offload keeps each rank's {per_rank / GIB:.1f} GiB of sharded parameters,"
+        " gradients and optimizer state in host memory, not on the GPU"
+    )
+    if instance.host_memory_gib is None:
+        return note, None
+    total = per_rank * processes / GIB
+    host = instance.host_memory_gib
+    usage = f"{total:.1f} GiB for the {processes} ranks of an instance"
+    if total > host:
+        why = (
+            f"does not fit in host memory: FSDP CPU offload puts {usage} in host memory, and"
+            f" {instance.name} has {host} GiB"
+        )
+        return f"{note}: {usage}, above the instance's {host} GiB", why
+    return f"{note}: {usage}, {host - total:.1f} GiB below the instance's {host} GiB", None
 
 
 def _experts_note(ep: int, model: FoundModel) -> str:
@@ -330,7 +362,8 @@ def _layers_note(kind: LayerKind) -> str:
     return "activations per layer as the Hugging Face layers keep them (counted, docs/plan.md)"
 
 
-def _world(job: JobFacts, instance: InstanceType, notes: list[str]) -> int:
+def _world(job: JobFacts, instance: InstanceType, notes: list[str]) -> tuple[int, int]:
+    """The processes of the job, and those on one instance."""
     for key in ("instance_count", "processes_per_host"):
         if key in job.unknown:
             raise _Unresolved(
@@ -348,7 +381,7 @@ def _world(job: JobFacts, instance: InstanceType, notes: list[str]) -> int:
         f" {processes} processes per instance"
         + ("" if per_host is not None else " (torchrun starts one per GPU)")
     )
-    return instances * processes
+    return instances * processes, processes
 
 
 def _positive(value: object) -> bool:
