@@ -38,6 +38,7 @@ from smpfix.plan.memory import GIB, Estimate
 from smpfix.plan.model_lookup import Dimensions, choose
 from smpfix.plan.models import ModelShape, count_parameters, dense_equivalent
 from smpfix.plan.planner_fsdp import host_memory
+from smpfix.plan.search import Cluster, Workload, search
 from smpfix.plan.verdict import Verdict, combined
 
 PROJECTS = Path(__file__).parent / "plan_projects"
@@ -397,3 +398,114 @@ def test_docs_plan_md_gives_the_numbers_the_code_computes(name: str) -> None:
         f" | {worst.share:.0%}".replace("%", " %")
     )
     assert row in section, row
+
+
+# -- "what fits?" with expert parallelism ---------------------------------------------------------
+
+
+def what_fits_v2(model: str, nodes: int) -> dict[str, Any]:
+    done = run_cli(
+        "plan",
+        "--format",
+        "json",
+        "--model",
+        model,
+        "--library",
+        "v2",
+        "--instance",
+        "ml.p4d.24xlarge",
+        "--nodes",
+        str(nodes),
+        "--seq",
+        "2048",
+    )
+    assert done.code == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def parameters_of(configuration: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = configuration["distribution"]["smdistributed"]["modelparallel"][
+        "parameters"
+    ]
+    return found
+
+
+def test_what_fits_finds_mixtral_a_place_only_expert_parallelism_makes() -> None:
+    """On three p4d.24xlarge no layout without expert parallelism holds Mixtral 8x7B: FSDP
+    gathers a whole layer of eight experts. Splitting the experts over 2 or 4 GPUs fits."""
+    found = what_fits_v2("mistralai/Mixtral-8x7B-v0.1", 3)
+    configurations = found["configurations"]
+    assert [c["configuration"] for c in configurations] == [
+        "ep 2, shard 12, checkpointing",
+        "ep 4, shard 6, checkpointing",
+    ]
+    assert parameters_of(configurations[0]) == {
+        "hybrid_shard_degree": 12,
+        "tensor_parallel_degree": 1,
+        "expert_parallel_degree": 2,
+    }
+    assert any("expert parallelism (SMP 2.3.0 and later)" in a for a in found["assumptions"])
+
+
+def test_expert_parallel_rows_keep_smp012s_constraints_and_the_ranking() -> None:
+    """Every expert degree divides the 32 GPUs and the 8 experts, comes without tensor
+    parallelism, and leaves FSDP at most 32 / degree GPUs; expert parallelism ranks after the
+    layouts without it, as tensor parallelism does."""
+    configurations = what_fits_v2("mistralai/Mixtral-8x7B-v0.1", 4)["configurations"]
+    degrees = [parameters_of(c).get("expert_parallel_degree", 1) for c in configurations]
+    assert degrees == sorted(degrees) and degrees[0] == 1 and degrees[-1] > 1
+    for configuration in configurations:
+        parameters = parameters_of(configuration)
+        ep = parameters.get("expert_parallel_degree", 1)
+        assert 32 % ep == 0 and 8 % ep == 0
+        assert ep == 1 or parameters["tensor_parallel_degree"] == 1
+        assert parameters["hybrid_shard_degree"] <= 32 // ep
+
+
+def test_a_dense_model_gets_no_expert_parallelism() -> None:
+    found = what_fits_v2("meta-llama/Llama-2-13b-hf", 3)
+    assert found["configurations"]
+    assert all("expert_parallel_degree" not in parameters_of(c) for c in found["configurations"])
+    assert not any("expert parallelism" in a for a in found["assumptions"])
+
+
+def test_a_release_without_expert_parallelism_is_offered_none() -> None:
+    mixtral = find_checkpoint("mistralai/Mixtral-8x7B-v0.1")
+    assert mixtral is not None
+    work = Workload(count_parameters(mixtral.shape), mixtral.shape, 2048, 24, "bf16", True)
+    cluster = Cluster(INSTANCE_TYPES["ml.p4d.24xlarge"], 3)
+    setups = [c.setup for c in search(work, cluster, "v2")]
+    assert {s.ep for s in setups if isinstance(s, FsdpSetup)} == {2, 4}
+    assert search(work, cluster, "v2", expert_parallelism=False) == ()
+
+
+def mixtral_job(tmp_path: Path, framework_version: str) -> dict[str, Any]:
+    """Mixtral on three p4d.24xlarge, sharded over all 24 GPUs without expert parallelism."""
+    shutil.copy(PROJECTS / "mixtral_v2_train.py", tmp_path / "mixtral_v2_train.py")
+    text = launcher(
+        "mixtral_v2_train.py",
+        3,
+        {"hybrid_shard_degree": 24, **NO_OFFLOADING},
+        {**MIXTRAL_HYPER, "train_batch_size": 1},
+    ).replace('framework_version="2.4.1"', f'framework_version="{framework_version}"')
+    (tmp_path / "launch.py").write_text(text, encoding="utf-8")
+    done = run_cli("plan", "--format", "json", str(tmp_path))
+    (item,) = json.loads(done.stdout)
+    assert item["verdict"] == "may not fit", item["per_gpu_gib"]  # 42.9 GiB of 40 in the band
+    return item
+
+
+def test_a_job_that_does_not_fit_is_offered_expert_parallelism_on_a_release_with_it(
+    tmp_path: Path,
+) -> None:
+    changes = [s["change"] for s in mixtral_job(tmp_path, "2.4.1")["suggestions"]]
+    assert (
+        "set expert_parallel_degree to 2 (SMP 2.3.0 or later; the model's 8 experts per layer"
+        " split over 2 GPUs); set hybrid_shard_degree to 12" in changes
+    ), changes
+
+
+def test_a_job_on_a_release_without_expert_parallelism_is_offered_none(tmp_path: Path) -> None:
+    changes = [s["change"] for s in mixtral_job(tmp_path, "2.1.2")["suggestions"]]
+    assert changes and not any("expert_parallel_degree" in change for change in changes)

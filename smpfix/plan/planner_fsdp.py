@@ -28,8 +28,9 @@ from typing import Any, Optional
 
 from smpfix.base.literals import UNKNOWN
 from smpfix.job.instances import InstanceType
-from smpfix.job.jobfacts import JobFacts
+from smpfix.job.jobfacts import V2_FEATURE_SINCE, JobFacts
 from smpfix.job.launcher import Launcher
+from smpfix.job.versions import compare
 from smpfix.plan import script_fsdp, script_setup
 from smpfix.plan.fsdp import (
     HYBRID_SHARD,
@@ -177,7 +178,9 @@ def plan_v2(
         ):
             changes = tuple(
                 PlannedChange(change, MemorySplit.of(found), found.share)
-                for change, found in suggest(model.count, model.shape, heaviest, instance)
+                for change, found in suggest(
+                    model.count, model.shape, heaviest, instance, _has_expert_parallelism(job)
+                )
             )
     except OverflowError:  # sizes no GPU could hold, beyond floating point
         return replace(
@@ -333,6 +336,13 @@ def host_memory(
         )
         return f"{note}: {usage}, above the instance's {host} GiB", why
     return f"{note}: {usage}, {host - total:.1f} GiB below the instance's {host} GiB", None
+
+
+def _has_expert_parallelism(job: JobFacts) -> bool:
+    """Some release the job may run has expert parallelism, so a change may set it; the
+    SageMaker SDK picks a container's newest release (``v2_key_history``)."""
+    version = job.smp_version
+    return version is None or compare(version.latest, V2_FEATURE_SINCE["EP"]) >= 0
 
 
 def _experts_note(ep: int, model: FoundModel) -> str:

@@ -20,8 +20,17 @@ more GPU memory (``suggestions``).
 
 SMP v1 and SMP v2 are searched separately, each with its own memory model (``memory`` and
 ``fsdp``): v1 varies tensor, pipeline and sharded-data-parallel degrees, optimizer state
-sharding, checkpointing, offloading and microbatches; v2 varies ``hybrid_shard_degree`` and
-``tensor_parallel_degree`` with checkpointing and offloading, and never uses v1's model.
+sharding, checkpointing, offloading and microbatches; v2 varies ``hybrid_shard_degree``,
+``tensor_parallel_degree`` and, for a mixture-of-experts model, ``expert_parallel_degree``
+with checkpointing and offloading, and never uses v1's model.
+
+Expert parallelism (SMP 2.3.0 and later; the v2 expert parallelism page) is a model-parallel
+degree like tensor parallelism, so it ranks with it, after checkpointing: an expert-parallel
+configuration comes after every one without it that fits with the same tensor degree. The
+degrees tried are those SMP012 and the plan accept: above 1, dividing the GPUs and the model's
+experts per layer, never with tensor parallelism, with ``hybrid_shard_degree`` at most the GPUs
+over the degree (``fsdp.problems``); and only where the job's release has it
+(``expert_parallelism``).
 
 Tensor parallelism is offered only for the model families each library can split: SMP v1's
 distributed transformer covers BERT, GPT-2, GPT-J, GPT-Neo, GPT-NeoX, RoBERTa and T5 (the
@@ -95,6 +104,7 @@ class Candidate:
                 int(s.offload_activations),
                 s.pp,
                 s.tp,
+                1,
                 int(s.activation_checkpointing),
                 sharding,
                 s.sdp,
@@ -104,6 +114,7 @@ class Candidate:
             int(s.offload_activations),
             1,
             s.tp,
+            s.ep,
             int(s.activation_checkpointing),
             0 if s.shard == 1 else 2,
             s.shard,
@@ -126,6 +137,8 @@ class Candidate:
         else:
             if s.tp > 1:
                 parts.append(f"tp {s.tp}")
+            if s.ep > 1:
+                parts.append(f"ep {s.ep}")
             parts.append(f"shard {s.shard}")
         if s.activation_checkpointing:
             parts.append("checkpointing")
@@ -146,6 +159,7 @@ class Candidate:
                         "parameters": {
                             "hybrid_shard_degree": s.shard,
                             "tensor_parallel_degree": s.tp,
+                            **({"expert_parallel_degree": s.ep} if s.ep > 1 else {}),
                             **({"sm_activation_offloading": True} if s.offload_activations else {}),
                         },
                     }
@@ -178,13 +192,15 @@ def search(
     cluster: Cluster,
     library: str = "v1",
     base: Union[Setup, fsdp.FsdpSetup, None] = None,
+    expert_parallelism: bool = True,
 ) -> tuple[Candidate, ...]:
     """The configurations that fit (``fits`` or ``fits, tight``), best first. ``base`` is a
     job whose other settings (precision, checkpointing strategy, buffers) the configurations
-    keep; it must be of the library searched."""
+    keep; it must be of the library searched. ``expert_parallelism``: the SMP v2 release the
+    configurations are for has it (a job on an older one is offered none)."""
     if library == "v2":
         assert base is None or isinstance(base, fsdp.FsdpSetup)
-        found = _v2(workload, cluster, base)
+        found = _v2(workload, cluster, base, expert_parallelism)
     else:
         assert base is None or isinstance(base, Setup)
         found = _v1(workload, cluster, base)
@@ -342,23 +358,25 @@ def _divisors(n: int) -> list[int]:
     return [k for k in range(1, n + 1) if n % k == 0] if n <= 1 << 16 else []
 
 
-def _v2(workload: Workload, cluster: Cluster, base: Optional[fsdp.FsdpSetup]) -> list[Candidate]:
-    shape = workload.shape
-    family = shape.family if shape is not None else ""
-    world = cluster.gpus
-    tensor = _powers_of_two(cluster.instance.gpus) if family in V2_TENSOR_PARALLEL else [1]
+def _v2(
+    workload: Workload,
+    cluster: Cluster,
+    base: Optional[fsdp.FsdpSetup],
+    expert_parallelism: bool,
+) -> list[Candidate]:
     found: list[Candidate] = []
-    for tp in tensor:
-        if world % tp:
-            continue
+    world = cluster.gpus
+    for tp, ep in _v2_layouts(workload, cluster, expert_parallelism):
         ranks = world // tp
+        # Expert parallelism splits the experts, not the data: each tensor-parallel group
+        # still takes one share of the batch (the example's ``dp_rank``).
         samples = _replica_batch(workload, ranks)
         if samples == 0:
             continue
         for checkpointing in (False, True):
             for offload in (False, True) if checkpointing else (False,):
                 chosen = _v2_sharding(
-                    workload, cluster, base, tp, ranks, samples, checkpointing, offload
+                    workload, cluster, base, (tp, ep), ranks, samples, checkpointing, offload
                 )
                 if chosen is not None:
                     found.append(chosen)
@@ -366,17 +384,39 @@ def _v2(workload: Workload, cluster: Cluster, base: Optional[fsdp.FsdpSetup]) ->
     return found
 
 
+def _v2_layouts(
+    workload: Workload, cluster: Cluster, expert_parallelism: bool
+) -> Iterator[tuple[int, int]]:
+    """(tensor degree, expert degree) pairs: tensor parallelism for the models
+    ``torch.sagemaker.transform`` splits, expert parallelism (never with it) for a model with
+    experts whose count the degree divides."""
+    shape = workload.shape
+    family = shape.family if shape is not None else ""
+    world = cluster.gpus
+    tensor = _powers_of_two(cluster.instance.gpus) if family in V2_TENSOR_PARALLEL else [1]
+    for tp in tensor:
+        if world % tp == 0:
+            yield tp, 1
+    experts = shape.experts if shape is not None else 0
+    if expert_parallelism and experts > 1:
+        for ep in _divisors(world):
+            if ep > 1 and experts % ep == 0:
+                yield 1, ep
+
+
 def _v2_sharding(
     workload: Workload,
     cluster: Cluster,
     base: Optional[fsdp.FsdpSetup],
-    tp: int,
+    layout: tuple[int, int],
     ranks: int,
     samples: Optional[int],
     checkpointing: bool,
     offload: bool,
 ) -> Optional[Candidate]:
-    """The smallest ``hybrid_shard_degree`` that fits the layout, or None."""
+    """The smallest ``hybrid_shard_degree`` that fits the layout (tensor and expert degrees),
+    or None."""
+    tp, ep = layout
     family = workload.shape.family if workload.shape is not None else ""
     template = base or fsdp.FsdpSetup(
         world=cluster.gpus,
@@ -392,6 +432,8 @@ def _v2_sharding(
             world=cluster.gpus,
             shard=shard,
             tp=tp,
+            ep=ep,
+            experts=workload.shape.experts if workload.shape is not None else 0,
             batch=samples,
             zero2=False,
             activation_checkpointing=checkpointing,

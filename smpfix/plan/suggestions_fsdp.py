@@ -3,7 +3,8 @@
 As for SMP v1 (``suggestions``): first the same job on an instance type with more GPU memory
 and as many GPUs, then the configurations of SMP v2's own levers that fit on this cluster
 (``hybrid_shard_degree``, ``tensor_parallel_degree`` for the models
-``torch.sagemaker.transform`` supports, activation checkpointing and offloading) in the
+``torch.sagemaker.transform`` supports, ``expert_parallel_degree`` for a mixture of experts on a
+release that has it, activation checkpointing and offloading) in the
 best-practices order, each said as the changes from the job's settings. When the job trains
 in fp32 on GPUs with bf16, training in bf16 is offered first: the v2 best-practices page
 recommends mixed precision before any sharding. None of SMP v1's levers (pipelines,
@@ -27,9 +28,14 @@ _FITTING = (Verdict.FITS, Verdict.TIGHT)
 
 
 def suggest(
-    count: ParameterCount, shape: Optional[ModelShape], setup: FsdpSetup, instance: InstanceType
+    count: ParameterCount,
+    shape: Optional[ModelShape],
+    setup: FsdpSetup,
+    instance: InstanceType,
+    expert_parallelism: bool = True,
 ) -> tuple[tuple[str, Estimate], ...]:
-    """Up to ``MAX_SUGGESTIONS`` changes after which ``setup`` fits, with their estimates."""
+    """Up to ``MAX_SUGGESTIONS`` changes after which ``setup`` fits, with their estimates;
+    ``expert_parallelism``: the job's release may have it (SMP 2.3.0 and later)."""
     found: list[tuple[str, Estimate]] = []
     found += _bigger_instance(count, shape, setup, instance)
     if setup.precision == "fp32" and instance.bf16:
@@ -50,7 +56,7 @@ def suggest(
             setup.optimizer,
         )
         cluster = Cluster(instance, setup.world // instance.gpus)
-        for candidate in search(workload, cluster, "v2", setup):
+        for candidate in search(workload, cluster, "v2", setup, expert_parallelism):
             assert isinstance(candidate.setup, FsdpSetup)
             undoes = (
                 setup.activation_checkpointing and not candidate.setup.activation_checkpointing
@@ -67,6 +73,13 @@ def describe(before: FsdpSetup, after: FsdpSetup) -> str:
         changes.append(
             f"set tensor_parallel_degree to {after.tp} (the model must be one"
             " `torch.sagemaker.transform` supports)"
+        )
+    if after.ep != before.ep:
+        changes.append(
+            f"set expert_parallel_degree to {after.ep} (SMP 2.3.0 or later; the model's"
+            f" {after.experts} experts per layer split over {after.ep} GPUs)"
+            if after.ep > 1
+            else "set expert_parallel_degree to 1"
         )
     if after.shard != before.shard:
         changes.append(f"set hybrid_shard_degree to {after.shard}")

@@ -75,6 +75,12 @@ def answer(question: Question) -> WhatFits:
             "SMP v2 (PyTorch FSDP) with its own memory model; tensor parallelism only for the"
             " models torch.sagemaker.transform supports"
         )
+        if model.shape.experts > 1:
+            notes.append(
+                f"expert parallelism (SMP 2.3.0 and later) for the model's {model.shape.experts}"
+                " experts per layer: degrees dividing the GPUs and the experts, without tensor"
+                " parallelism, hybrid_shard_degree at most the GPUs over the degree"
+            )
     else:
         notes.append(
             "SMP v1; tensor parallelism only for the families its distributed transformer"
