@@ -14,6 +14,10 @@ a feature of a later release, and the documents date them:
   "TSM 2.4.0 release" update of June 2024 has none, and the SDK picks SMP 2.5.0 for
   ``framework_version`` 2.3.1 from v2.231.0 on ("SMP v2.5", aws/sagemaker-python-sdk#4852).
 
+The SMP release notes (the developer guide's ``model-parallel-release-notes``) date both the
+same way: v2.3.0 "Added a new core feature, expert parallelism", v2.5.0 "Added support for
+Context parallelism".
+
 The other seven keys are in the first release's examples (``hybrid_shard_degree``,
 ``tensor_parallel_degree``, ``sm_activation_offloading``, ``activation_loading_horizon`` in
 ``shared-scripts`` of December 2023) or undated (``fsdp_cache_flush_warnings``,
@@ -42,8 +46,9 @@ EXPERT_PARALLELISM_PAGE = (
     ' v2.214.4 and later")'
 )
 CONTEXT_PARALLELISM_EXAMPLES = (
-    "the official SMP v2 examples (context parallelism arrives with their SMP 2.5.0 update) and"
-    " the SageMaker Python SDK's pytorch-smp.json (SMP 2.5.0 from v2.231.0)"
+    "the SMP release notes (v2.5.0 adds context parallelism), the official SMP v2 examples"
+    " (context parallelism arrives with their SMP 2.5.0 update) and the SageMaker Python SDK's"
+    " pytorch-smp.json (SMP 2.5.0 from v2.231.0)"
 )
 
 
