@@ -13,6 +13,7 @@ import libcst as cst
 from smpfix.job.versions import Version
 from smpfix.program.facts import FileFacts
 from smpfix.program.project.parsed_file import ParsedFile
+from smpfix.program.steps import own_nodes
 from smpfix.rules.rule import FixAvailability, Rule, TensorParallelism
 from smpfix.rules.scope import FileScope, Library
 from smpfix.rules.smp_v2._script import V2Calls, has_star_kwargs, keyword
@@ -67,10 +68,19 @@ class CheckpointingWithNonTransformerWrapPolicy(Rule):
         if checkpointing is None:
             return
         where, anchor = checkpointing
-        for wrap in wraps:
-            policy = self._policy_of(wrap)
-            if policy.transformer is not False:
-                continue
+        policies = {id(wrap): self._policy_of(wrap) for wrap in wraps}
+        offending = [wrap for wrap in wraps if policies[id(wrap)].transformer is False]
+        if anchor is not None:
+            # Reported once, at the checkpointing: about the wrap it checkpoints when the
+            # script says which, else only when no wrap of the file is a working one.
+            target = self._checkpointed_wrap(anchor, wraps)
+            if target is not None:
+                offending = [target] if target in offending else []
+            elif len(offending) < len(wraps):
+                return
+            offending = offending[:1]
+        for wrap in offending:
+            policy = policies[id(wrap)]
             spelled = snippet(self.program.code_for(wrap.func) + "(...)")
             self.report(
                 anchor if anchor is not None else wrap,
@@ -91,6 +101,13 @@ class CheckpointingWithNonTransformerWrapPolicy(Rule):
                     f"the FSDP wrap {spelled} is wrapped {policy.wrapped}",
                 ),
             )
+
+    def _checkpointed_wrap(self, call: cst.Call, wraps: Sequence[cst.Call]) -> Optional[cst.Call]:
+        """The FSDP wrap whose model ``call`` checkpoints, when its first argument names it."""
+        if not call.args or call.args[0].keyword is not None:
+            return None
+        value = self.program.names.value(call.args[0].value)
+        return next((wrap for wrap in wraps if wrap is value), None)
 
     # -- activation checkpointing -----------------------------------------------------------------
     def _checkpointing(self) -> Optional[tuple[str, Optional[cst.Call]]]:
@@ -190,7 +207,9 @@ def _returned(
     owner, name = target
     for function in _functions_named(owner.module, name):
         returns = [
-            statement.value for statement in _returns(function) if statement.value is not None
+            node.value
+            for node in own_nodes(function)
+            if type(node) is cst.Return and node.value is not None
         ]
         if len(returns) == 1:
             return owner, returns[0]
@@ -201,16 +220,3 @@ def _functions_named(module: cst.Module, name: str) -> Iterator[cst.FunctionDef]
     for statement in module.body:
         if type(statement) is cst.FunctionDef and statement.name.value == name:
             yield statement
-
-
-def _returns(function: cst.FunctionDef) -> Iterator[cst.Return]:
-    """The ``return`` statements of ``function`` itself (not of the functions it nests)."""
-    stack: list[cst.CSTNode] = [function.body]
-    while stack:
-        node = stack.pop()
-        if type(node) is cst.Return:
-            yield node
-            continue
-        if type(node) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
-            continue
-        stack.extend(node.children)
