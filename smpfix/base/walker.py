@@ -168,18 +168,9 @@ class NodeIndex:
         self.root = root
         self.order: list[cst.CSTNode] = []
         self.ends: list[int] = []
-        # By ``id``: every indexed node stays alive in ``order``, so no other live node can
-        # share its id, and ``id`` hashes far faster than a node's own ``__hash__``.
-        self.positions: dict[int, int] = {}
         self._parents: list[int] = []
         self._by_type: dict[type, list[int]] = {}
-        order, ends, positions, parents, by_type = (
-            self.order,
-            self.ends,
-            self.positions,
-            self._parents,
-            self._by_type,
-        )
+        order, ends, parents, by_type = self.order, self.ends, self._parents, self._by_type
         opened = [-1]  # the positions of the nodes entered and not yet left (-1: above the root)
         stack: list[Any] = [root]
         getters, is_node = _GETTERS, _IS_NODE.get
@@ -190,7 +181,6 @@ class NodeIndex:
                 opened.pop()
                 continue
             index = len(order)
-            positions[id(item)] = index
             order.append(item)
             parents.append(opened[-1])
             node_type = type(item)
@@ -223,6 +213,10 @@ class NodeIndex:
             stack.append(index)
             below.reverse()
             stack.extend(below)
+        # By ``id``: every indexed node stays alive in ``order``, so no other live node can
+        # share its id, and ``id`` hashes far faster than a node's own ``__hash__``. Built in
+        # one pass at C speed rather than a store per node in the loop above.
+        self.positions: dict[int, int] = dict(zip(map(id, order), range(len(order))))
 
     @classmethod
     def reusing(cls, root: cst.CSTNode, previous: NodeIndex) -> NodeIndex:
