@@ -54,6 +54,7 @@ def test_the_test_files_parse_to_the_same_trees() -> None:
     "text",
     [
         'x = t"{a}" t"{b}"\n',  # Python 3.14: LibCST parses it, then its checks refuse it
+        "return*x\n",  # valid Python LibCST refuses: a Return needs a space after the keyword
         "x = (a\n",
         "def f(:\n    pass\n",
         "print 'python 2'\n",
