@@ -287,4 +287,4 @@ def test_every_editor_set_up_starts_the_server() -> None:
 
 
 def test_the_readme_is_an_overview_of_at_most_20_kb() -> None:
-    assert (ROOT / "README.md").stat().st_size <= 20 * 1024
+    assert (ROOT / "README.md").stat().st_size <= 20_000

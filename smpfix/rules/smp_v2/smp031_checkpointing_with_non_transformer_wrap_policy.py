@@ -4,7 +4,7 @@ transformer layers."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
@@ -205,18 +205,12 @@ def _returned(
     if target is None:
         return None
     owner, name = target
-    for function in _functions_named(owner.module, name):
-        returns = [
-            node.value
-            for node in own_nodes(function)
-            if type(node) is cst.Return and node.value is not None
-        ]
-        if len(returns) == 1:
-            return owner, returns[0]
-    return None
-
-
-def _functions_named(module: cst.Module, name: str) -> Iterator[cst.FunctionDef]:
-    for statement in module.body:
-        if type(statement) is cst.FunctionDef and statement.name.value == name:
-            yield statement
+    function = owner.facts.functions.get(name)
+    if function is None:
+        return None
+    returns = [
+        node.value
+        for node in own_nodes(function)
+        if type(node) is cst.Return and node.value is not None
+    ]
+    return (owner, returns[0]) if len(returns) == 1 else None
