@@ -60,6 +60,9 @@ def test_the_test_files_parse_to_the_same_trees() -> None:
         "print 'python 2'\n",
         "x = 0777\n",
         "if x:\npass\n",
+        "f(a=1, b)\n",  # arguments out of order: the grammar refuses them, not the checks
+        "f(**a, *b)\n",
+        "x = 1 y = 2\n",
     ],
 )
 def test_code_libcst_refuses_is_refused_the_same_way(text: str) -> None:
@@ -161,3 +164,19 @@ def test_the_checks_are_back_after_a_refused_parse() -> None:
         parse_module("x = (a\n")
     with pytest.raises(cst.CSTValidationError):
         cst.Integer("1.5")
+
+
+def test_the_frequent_node_types_are_built_through_their_slots_and_get_their_init_back() -> None:
+    from smpfix.base.parse import _FREQUENT, _SLOT_INITS
+
+    # A LibCST release that changes how its nodes are built (an ``__init__`` of their own, a
+    # field outside it) turns the faster build off for that type, which this would show.
+    assert [node_type.__name__ for node_type, _, _ in _SLOT_INITS] == list(_FREQUENT)
+    own = {node_type: node_type.__init__ for node_type, _, _ in _SLOT_INITS}
+    parse_module("x = f(a, b=1)[0]\nif x == 1:\n    y = {'k': [x]}\n")
+    assert all(node_type.__init__ is init for node_type, init in own.items())
+    with pytest.raises(cst.CSTValidationError):
+        # ``f(b=1, a)``: a positional argument after a keyword one
+        cst.Call(
+            cst.Name("f"), args=[cst.Arg(cst.Integer("1"), cst.Name("b")), cst.Arg(cst.Name("a"))]
+        )
