@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Optional
 
 from smpfix.job.jobfacts import DeclaredJob, Role, Setting
 from smpfix.job.linking import LinkedScript
@@ -40,6 +40,13 @@ class Project:
         default_factory=dict, init=False, compare=False, repr=False
     )
     _files: dict[str, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
+    # The files and folders of each folder ``holds_file`` looked in (None: it could not be
+    # listed). An import is looked for in every search folder, as ``x.py`` and ``x/__init__.py``:
+    # thousands of paths per run, in a few dozen folders that exist, so the run lists each folder
+    # once instead of asking the file system about each path.
+    _listings: dict[str, Optional[_Listing]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     @classmethod
     def of(cls, paths: tuple[str, ...]) -> Project:
@@ -173,8 +180,29 @@ class Project:
         """Whether ``path`` is a file of the project (a module an import may load)."""
         known = self._files.get(path)
         if known is None:
-            known = self._files[path] = os.path.isfile(path) and self.contains(path)
+            known = self._files[path] = self.contains(path) and self._is_file(path)
         return known
+
+    def _is_file(self, path: str) -> bool:
+        """``os.path.isfile(path)``, answered from the listing of its folder."""
+        folder, name = os.path.split(os.path.abspath(path))
+        listing = self._listing(folder)
+        return name in listing.files if listing is not None else os.path.isfile(path)
+
+    def _listing(self, folder: str) -> Optional[_Listing]:
+        """The files and folders in ``folder`` (an absolute, normalised path); empty when it is
+        no folder, which the listing of its parent tells for a folder inside the project (most
+        folders an import is looked for in do not exist); None when it cannot be listed."""
+        if folder in self._listings:
+            return self._listings[folder]
+        parent, name = os.path.split(folder)
+        above = self._listing(parent) if name and self.contains(parent) else None
+        if above is not None and name not in above.folders:
+            found: Optional[_Listing] = _NOTHING
+        else:
+            found = _listed(folder)
+        self._listings[folder] = found
+        return found
 
     def module_folders(self, importer: str, module_name: str) -> list[str]:
         """The folders ``import module_name`` in ``importer`` searches: for a relative import
@@ -186,6 +214,38 @@ class Project:
         for _ in range(level - 1):
             base = os.path.dirname(base)
         return [base]
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """The names in a folder: its files and its folders (symbolic links followed)."""
+
+    files: frozenset[str]
+    folders: frozenset[str]
+
+
+_NOTHING = _Listing(frozenset(), frozenset())
+
+
+def _listed(folder: str) -> Optional[_Listing]:
+    """``folder``'s listing; empty when it does not exist or is no folder, None when it cannot be
+    listed (then each path in it is asked about on its own)."""
+    files, folders = [], []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_file():
+                        files.append(entry.name)
+                    elif entry.is_dir():
+                        folders.append(entry.name)
+                except OSError:
+                    continue
+    except (FileNotFoundError, NotADirectoryError):
+        return _NOTHING
+    except OSError:
+        return None
+    return _Listing(frozenset(files), frozenset(folders))
 
 
 def _configuring(links: Sequence[LinkedScript]) -> tuple[LinkedScript, ...]:
