@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -292,13 +292,7 @@ def data_length(code: ScriptCode, values: ScriptValues) -> Optional[Reading]:
         *code.modules,
     ]
     for file in files:
-        last: dict[str, cst.Name] = {}
-        for node in file.nodes_of(cst.Name):
-            assert isinstance(node, cst.Name)
-            name = node.value
-            if name in DATA_LENGTH_NAMES and name in file.facts.names.assignments:
-                if type(file.facts.names.scope_of(node)) is cst.Module and _is_read(file, node):
-                    last[name] = node
+        last = file.answer(_LengthReads).last
         for name in DATA_LENGTH_NAMES:
             if name not in last:
                 continue
@@ -312,6 +306,25 @@ def data_length(code: ScriptCode, values: ScriptValues) -> Optional[Reading]:
                 detail = _because(found.how)
                 return Reading(found.value, f"`{name}` = {found.value} ({where}){detail}")
     return None
+
+
+@dataclass(frozen=True)
+class _LengthReads:
+    """Where the top level of one file last reads each length name it assigns: the same for
+    every launcher that plans a script over this file, so read once per tree."""
+
+    last: Mapping[str, cst.Name]
+
+    @classmethod
+    def of_file(cls, file: ParsedFile) -> _LengthReads:
+        last: dict[str, cst.Name] = {}
+        for node in file.nodes_of(cst.Name):
+            assert isinstance(node, cst.Name)
+            name = node.value
+            if name in DATA_LENGTH_NAMES and name in file.facts.names.assignments:
+                if type(file.facts.names.scope_of(node)) is cst.Module and _is_read(file, node):
+                    last[name] = node
+        return cls(last)
 
 
 def _is_read(file: ParsedFile, node: cst.Name) -> bool:

@@ -441,7 +441,7 @@ def _bound_in(function: cst.FunctionDef) -> set[str]:
     while stack:
         node = stack.pop()
         found |= _bound_by(node)
-        if not isinstance(node, _SCOPES):
+        if type(node) not in _SCOPE_TYPES:
             stack.extend(children(node))
     return found
 

@@ -40,9 +40,9 @@ def _binding(node: cst.CSTNode) -> tuple[set[str], Optional[cst.BaseExpression]]
         for target in node.targets:
             names |= target_names(target.target)
         return names, node.value
-    if isinstance(node, (cst.AnnAssign, cst.AugAssign)) and node.value is not None:
+    if (type(node) is cst.AnnAssign or type(node) is cst.AugAssign) and node.value is not None:
         return target_names(node.target), node.value
-    if isinstance(node, (cst.For, cst.CompFor)):
+    if type(node) is cst.For or type(node) is cst.CompFor:
         return target_names(node.target), node.iter
     if type(node) is cst.NamedExpr:
         return target_names(node.target), node.value

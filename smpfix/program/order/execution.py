@@ -40,7 +40,7 @@ import libcst as cst
 
 from smpfix.base.parents import ParentIndex
 from smpfix.base.walker import NodeIndex
-from smpfix.program.order.sides import JUMPS, Side, branch_sides, exclusive, exit_side, jumps
+from smpfix.program.order.sides import JUMP_TYPES, Side, branch_sides, exclusive, exit_side, jumps
 from smpfix.program.project.parsed_file import ParsedFile
 from smpfix.program.steps import StepFunctions
 
@@ -319,7 +319,7 @@ class _Tracer:
         if type(statement) is cst.SimpleStatementLine:
             for small in statement.body:
                 self.expression(small, sides, *args)
-                if isinstance(small, JUMPS):
+                if type(small) in JUMP_TYPES:
                     return True
             return False
         if isinstance(statement, cst.If):

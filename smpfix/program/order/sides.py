@@ -27,6 +27,7 @@ import libcst as cst
 from smpfix.base.parents import ParentIndex
 
 JUMPS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+JUMP_TYPES = frozenset(JUMPS)
 # A side stops at the function (or lambda, or class) whose body holds the code.
 _SCOPE_TYPES = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
 
@@ -124,7 +125,7 @@ def jumps(statements: Sequence[cst.CSTNode]) -> bool:
 def _statement_jumps(statement: cst.CSTNode) -> bool:
     kind = type(statement)
     if kind is cst.SimpleStatementLine:
-        return any(isinstance(small, JUMPS) for small in statement.body)  # type: ignore[attr-defined]
+        return any(type(small) in JUMP_TYPES for small in statement.body)  # type: ignore[attr-defined]
     if kind is cst.If:
         return _if_jumps(statement)  # type: ignore[arg-type]
     if kind is cst.With:

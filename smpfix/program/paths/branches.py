@@ -40,7 +40,7 @@ from typing import Optional
 import libcst as cst
 
 from smpfix.base.parents import ParentIndex
-from smpfix.base.walker import subtree
+from smpfix.base.walker import is_subclass, subtree
 from smpfix.program.paths.conditions import (
     LIBRARY_ON,
     Conditions,
@@ -53,7 +53,8 @@ from smpfix.program.paths.conditions import (
 _MAX_CALLER_DEPTH = 4
 # Paths judged together: past this many call chains to one node, each condition alone decides.
 _MAX_CHAINS = 32
-_JUMPS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+_JUMP_TYPES = frozenset({cst.Return, cst.Raise, cst.Continue, cst.Break})
+_SMALL_STATEMENT = (cst.BaseSmallStatement,)
 # Calls that end the process: nothing after them in their block runs.
 _EXIT_FUNCTIONS = frozenset({"sys.exit", "os._exit"})
 _EXIT_BUILTINS = frozenset({"exit", "quit"})
@@ -195,13 +196,13 @@ class Branches:
     def _jumps(self, statement: cst.CSTNode) -> bool:
         """A statement after which its block never goes on: ``return``, ``raise``, ``continue``,
         ``break``, or a call that ends the process (``sys.exit()``, resolved through imports)."""
-        if isinstance(statement, cst.BaseSmallStatement):
-            last: cst.CSTNode = statement
-        elif type(statement) is cst.SimpleStatementLine:
-            last = statement.body[-1]
+        if type(statement) is cst.SimpleStatementLine:
+            last: cst.CSTNode = statement.body[-1]
+        elif is_subclass(type(statement), _SMALL_STATEMENT):
+            last = statement
         else:
             return False
-        if isinstance(last, _JUMPS):
+        if type(last) in _JUMP_TYPES:
             return True
         if type(last) is not cst.Expr or type(last.value) is not cst.Call:
             return False

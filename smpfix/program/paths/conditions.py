@@ -477,7 +477,7 @@ def _library_switches(facts: FileFacts) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for statement in facts.statements:
         branch: Optional[cst.CSTNode] = statement
-        while isinstance(branch, cst.If):
+        while type(branch) is cst.If:  # exact type: ``isinstance`` goes through ``ABCMeta``
             if any(
                 facts.smp_member(call.func) in _LIBRARY_ENTRY_POINTS
                 for call in _calls_in(branch.body.body)

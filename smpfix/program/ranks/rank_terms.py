@@ -130,7 +130,7 @@ def rank_terms(
         if type(node) is cst.Arg:
             stack.append(node.value)
             continue
-        if isinstance(node, (cst.Lambda, cst.FunctionDef)):
+        if type(node) is cst.Lambda or type(node) is cst.FunctionDef:
             continue
         stack.extend(children(node))
     return found

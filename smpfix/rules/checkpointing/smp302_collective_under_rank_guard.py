@@ -118,7 +118,7 @@ class CollectiveUnderRankGuard(Rule):
         runs a step function, saves a checkpoint or waits at a barrier."""
         modules, facts = self.program.modules, self.program.facts
         func = call.func
-        if modules is None or not isinstance(func, (cst.Name, cst.Attribute)):
+        if modules is None or (type(func) is not cst.Name and type(func) is not cst.Attribute):
             return None
         if type(func) is cst.Name and func.value not in facts.imports.bindings:
             return None

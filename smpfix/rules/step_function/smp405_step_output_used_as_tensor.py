@@ -209,7 +209,7 @@ class StepOutputUsedAsTensor(Rule):
                 self.scopes[-1][target.value] = _Binding(
                     kind, self._step_of(value), target.value, anchor
                 )
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif type(target) is cst.Tuple or type(target) is cst.List:
             for element in target.elements:
                 inner = element.value
                 if type(inner) is cst.Name:
