@@ -283,6 +283,25 @@ class NodeIndex:
             return None
         return start, self.ends[start]
 
+    def own_nodes(
+        self, node: cst.CSTNode, nested: AbstractSet[type]
+    ) -> Optional[list[cst.CSTNode]]:
+        """``node`` and the nodes below it, in pre-order (the source order), where a node of a
+        ``nested`` type is kept but what it holds is jumped over; None for a node of another
+        tree."""
+        found = self.extent(node)
+        if found is None:
+            return None
+        order, ends = self.order, self.ends
+        position, end = found
+        own = [order[position]]
+        position += 1
+        while position < end:
+            current = order[position]
+            own.append(current)
+            position = ends[position] if type(current) in nested else position + 1
+        return own
+
 
 def _by_type(
     runs: list[tuple[NodeIndex, int, int, int]], root: cst.CSTNode
@@ -390,17 +409,8 @@ def known_own_nodes(node: cst.CSTNode, nested: AbstractSet[type]) -> Optional[li
     """``node`` and the nodes below it, in pre-order, where a node of a ``nested`` type is kept
     but what it holds is jumped over (a nested function's code runs elsewhere); read from the
     index that holds ``node``, None when none does (the caller walks instead)."""
-    indexed = known_subtree(node)
-    if indexed is None:
-        return None
-    order, ends, position, end = indexed
-    own = [order[position]]
-    position += 1
-    while position < end:
-        current = order[position]
-        own.append(current)
-        position = ends[position] if type(current) in nested else position + 1
-    return own
+    known = _known_extent(node)
+    return known[0].own_nodes(node, nested) if known is not None else None
 
 
 def iter_nodes(node: cst.CSTNode) -> Sequence[cst.CSTNode]:

@@ -148,13 +148,14 @@ def returns_container(function: cst.FunctionDef) -> bool:
     )
 
 
-_NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+# Nodes whose body is code of its own, run when called, not where it stands.
+NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 
 
 def own_nodes(function: cst.FunctionDef) -> list[cst.CSTNode]:
     """The nodes of ``function``'s body without those of nested functions and classes (in no
     particular order)."""
-    indexed = known_own_nodes(function.body, _NESTED_SCOPES)
+    indexed = known_own_nodes(function.body, NESTED_SCOPES)
     if indexed is not None:
         return indexed
     out: list[cst.CSTNode] = []

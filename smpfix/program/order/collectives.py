@@ -19,7 +19,7 @@ import libcst as cst
 
 from smpfix.program.order.call_graph import LocalCalls
 from smpfix.program.project.parsed_file import ParsedFile
-from smpfix.program.steps import own_nodes
+from smpfix.program.steps import NESTED_SCOPES, own_nodes
 
 # The collectives over every rank, by member, with their kind.
 _WORLD = {
@@ -78,7 +78,10 @@ class FunctionCollectives:
 
 def _first_collective(function: cst.FunctionDef, file: ParsedFile) -> Optional[Reached]:
     facts = file.facts
-    for node in sorted(own_nodes(function), key=lambda node: file.index.extent(node) or (0, 0)):
+    in_order = file.index.own_nodes(function.body, NESTED_SCOPES)
+    if in_order is None:  # a function of another tree: as ``own_nodes`` finds them
+        in_order = sorted(own_nodes(function), key=lambda node: file.index.extent(node) or (0, 0))
+    for node in in_order:
         if type(node) is not cst.Call:
             continue
         func = node.func
