@@ -141,6 +141,9 @@ class Initialisations:
             file.module, lambda call: facts.is_smp_call(call, "init")
         )
         self._imported: dict[int, bool] = {}
+        # Answers that depend on the file alone or on the function called, not on the call.
+        self._training_arguments: Optional[bool] = None
+        self._initialising: dict[int, tuple[cst.FunctionDef, bool]] = {}
 
     def any(self, run: Run) -> bool:
         """An explicit ``smp.init()``, or something that initialises the library implicitly."""
@@ -159,10 +162,12 @@ class Initialisations:
         )
 
     def _uses_training_arguments(self) -> bool:
-        return any(
-            value.startswith("transformers") and value.endswith(_TRAINING_ARGUMENTS)
-            for value in self.facts.imports.bindings.values()
-        )
+        if self._training_arguments is None:
+            self._training_arguments = any(
+                value.startswith("transformers") and value.endswith(_TRAINING_ARGUMENTS)
+                for value in self.facts.imports.bindings.values()
+            )
+        return self._training_arguments
 
     def imported(self, call: cst.Call) -> bool:
         """A function of another project module that calls ``smp.init()`` itself."""
@@ -185,9 +190,15 @@ class Initialisations:
         function = linked.facts.functions.get(name)
         if function is None:
             return False
-        from smpfix.base.walker import iter_nodes
+        known = self._initialising.get(id(function))
+        if known is None or known[0] is not function:
+            from smpfix.base.walker import iter_nodes
 
-        return any(linked.facts.is_smp_call(node, "init") for node in iter_nodes(function))
+            calls_init = any(
+                linked.facts.is_smp_call(node, "init") for node in iter_nodes(function)
+            )
+            known = self._initialising[id(function)] = (function, calls_init)
+        return known[1]
 
 
 def initialised_before(order: ExecutionOrder, run: Run, inits: Initialisations) -> bool:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable, Optional
 
 import libcst as cst
@@ -122,9 +123,12 @@ class _Link:
     kind: str
 
 
+@lru_cache(maxsize=4096)
 def expression_key(expr: cst.BaseExpression) -> str:
     """An expression's code with its layout dropped: the same condition written in two places
-    (``args.skip_full_optimizer`` in ``main`` and in ``save``) has one key."""
+    (``args.skip_full_optimizer`` in ``main`` and in ``save``) has one key. Remembered by node
+    (nodes compare by identity and never change): the branches of a file ask about the same
+    conditions again and again, and each answer is a code generation."""
     return " ".join(_BLANK.code_for_node(expr).split())
 
 
