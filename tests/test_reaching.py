@@ -3,7 +3,9 @@ value."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 import pytest
@@ -106,3 +108,42 @@ def test_statements_that_leave_a_name_alone_are_passed_over_with_the_same_answer
     monkeypatch.setattr(Names, "effects", lambda self, statement: (frozenset(), True))
     assert [_every_answer(source) for source in sources] == quick
     assert sum(len(answers) for answers in quick) > 8_000
+
+
+def test_what_a_loop_body_assigns_is_worked_out_once_and_every_answer_is_a_fresh_walks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A loop's or a ``try``'s body is walked once per name and state, for every use below it;
+    asked in any order, each use gets the answer a walk with nothing remembered gives."""
+    sources = [
+        path.read_text(encoding="utf-8")
+        for folder in ("realistic", "projects", "fixtures")
+        for path in sorted((Path(__file__).parent / folder).rglob("*.py"))
+    ]
+    asked = 0
+    for source in sources:
+        file = parsed(source)
+        flow = file.facts.names
+        uses = [
+            node
+            for node in iter_nodes(file.module)
+            if type(node) is cst.Name and node.value in flow.assignments
+        ]
+        shared = Names(flow.module, flow.assignments, flow.index)
+        in_reverse = {id(use): shared.reaching(use.value, use) for use in reversed(uses)}
+        with monkeypatch.context() as walking_every_time:
+            walking_every_time.setattr(Names, "body_pass", _walked_body)
+            for use in uses:
+                fresh = Names(flow.module, flow.assignments, flow.index).reaching(use.value, use)
+                assert in_reverse[id(use)] == fresh, (use.value, file.module.code_for_node(use))
+        asked += len(uses)
+    assert asked > 8_000
+
+
+def _walked_body(
+    self: Names, name: str, owner: cst.CSTNode, body: Sequence[cst.CSTNode], state: Any
+) -> Any:
+    """``Names.body_pass`` without remembering: the body walked each time."""
+    from smpfix.program.names import _NOWHERE, _Walk
+
+    return _Walk(self, name, _NOWHERE).block(body, state)

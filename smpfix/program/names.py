@@ -111,6 +111,11 @@ class Names:
         self.index = index
         self._answers: dict[tuple[str, int], Reaching] = {}
         self._locals: dict[int, set[str]] = {}
+        # What a loop's or a ``try``'s body assigns to a name on a pass from a state (a walk
+        # that meets no use): by (name, the loop or ``try``, the state).
+        self._passes: dict[
+            tuple[str, int, frozenset[_Definition]], Optional[frozenset[_Definition]]
+        ] = {}
         self._effects: dict[int, tuple[cst.CSTNode, AbstractSet[str], bool]] = {}
 
     def assignment(self, name: str, at: cst.CSTNode) -> Optional[Assignment]:
@@ -216,6 +221,23 @@ class Names:
         if known is None or known[0] is not statement:
             known = self._effects[id(statement)] = (statement, *_effects_of(self, statement))
         return known[1], known[2]
+
+    def body_pass(
+        self,
+        name: str,
+        owner: cst.CSTNode,
+        body: Sequence[cst.CSTNode],
+        state: frozenset[_Definition],
+    ) -> Optional[frozenset[_Definition]]:
+        """The definitions of ``name`` live after one pass over ``body``, the body of the loop
+        or ``try`` ``owner``, from ``state``, by a walk that meets no use: the same for every
+        use of the name below it, so worked out once (a use in a training loop would walk the
+        loop's body again for each question about it)."""
+        key = (name, id(owner), state)
+        if key in self._passes:
+            return self._passes[key]
+        found = self._passes[key] = _Walk(self, name, _NOWHERE).block(body, state)
+        return found
 
     def assignment_for(self, name: str, value: cst.BaseExpression) -> Optional[Assignment]:
         for assignment in self.assignments.get(name, ()):
@@ -363,8 +385,7 @@ class _Walk:
         if type(node) is cst.For and self.name in target_names(node.target):
             entry = frozenset({_Opaque(node)})
         # The body may run again: what it assigns reaches its own start on the next pass.
-        quiet = _Walk(self.flow, self.name, _NOWHERE)
-        again = quiet.block(_statements(node.body), entry) or frozenset()
+        again = self.flow.body_pass(self.name, node, _statements(node.body), entry) or frozenset()
         after_body = self.block(_statements(node.body), entry | again)
         out = _merge([state, entry, after_body])
         if node.orelse is not None and out is not None:
@@ -376,8 +397,8 @@ class _Walk:
     ) -> Optional[frozenset[_Definition]]:
         body = self.block(_statements(node.body), state)
         # A handler may start anywhere in the body: after any of its assignments.
-        quiet = _Walk(self.flow, self.name, _NOWHERE)
-        anywhere = _merge([state, quiet.block(_statements(node.body), state)]) or state
+        passed = self.flow.body_pass(self.name, node, _statements(node.body), state)
+        anywhere = _merge([state, passed]) or state
         handlers = [self.block(_statements(handler.body), anywhere) for handler in node.handlers]
         if node.orelse is not None and body is not None:
             body = self.block(_statements(node.orelse.body), body)
