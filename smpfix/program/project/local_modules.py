@@ -119,8 +119,10 @@ class LocalModules:
         self.store = store if store is not None else SHARED_STORE
         self._loaded: dict[str, Optional[ParsedFile]] = {}
         self._consulted: dict[str, None] = {}
-        # The candidate files of a module name -> the one found; shared like ``_loaded``.
+        # The candidate files of a module name -> the one found; shared like ``_loaded``, and
+        # the same by (importer, module name), which every import of every file asks again.
         self._found: dict[tuple[str, ...], Optional[str]] = {}
+        self._by_name: dict[tuple[str, str], Optional[str]] = {}
         self._imports: dict[tuple[str, int], list[ParsedFile]] = {}
 
     def for_importer(self, importer: str) -> LocalModules:
@@ -130,15 +132,21 @@ class LocalModules:
         other._loaded = self._loaded
         other._consulted = self._consulted
         other._found = self._found
+        other._by_name = self._by_name
         other._imports = self._imports
         return other
 
     def find_file(self, module_name: str) -> Optional[str]:
         """The project file for a module name (``model``, ``pkg.data``, ``.data``)."""
+        key = (self.importer, module_name)
+        if key in self._by_name:
+            return self._by_name[key]
         candidates = tuple(self.project.module_candidates(self.importer, module_name))
         if candidates in self._found:
-            return self._found[candidates]
-        self._found[candidates] = found = self._search(candidates)
+            found = self._found[candidates]
+        else:
+            found = self._found[candidates] = self._search(candidates)
+        self._by_name[key] = found
         return found
 
     def _search(self, candidates: tuple[str, ...]) -> Optional[str]:
