@@ -19,7 +19,7 @@ process.
 
 The parser builds each node by calling its class, whose ``__init__`` is the one ``dataclass``
 writes for a frozen class: every field stored through ``object.__setattr__``, then
-``__post_init__``. For the node types that make up most of a tree (the thirty most frequent in
+``__post_init__``. For the node types that make up most of a tree (the 32 most frequent in
 real training scripts hold 95% of the nodes), the parse uses an ``__init__`` that stores the
 same fields through the slots' own setters and runs ``_validate`` itself when the type keeps
 its checks: the same node, built in two thirds of the time.

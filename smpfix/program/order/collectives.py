@@ -78,9 +78,8 @@ class FunctionCollectives:
 
 def _first_collective(function: cst.FunctionDef, file: ParsedFile) -> Optional[Reached]:
     facts = file.facts
-    in_order = file.index.own_nodes(function.body, NESTED_SCOPES)
-    if in_order is None:  # a function of another tree: as ``own_nodes`` finds them
-        in_order = sorted(own_nodes(function), key=lambda node: file.index.extent(node) or (0, 0))
+    # In source order, from the file's index (a function of another tree: as found).
+    in_order = file.index.own_nodes(function.body, NESTED_SCOPES) or own_nodes(function)
     for node in in_order:
         if type(node) is not cst.Call:
             continue
