@@ -433,3 +433,17 @@ def test_model_parameters_is_a_job_setting_not_a_library_key(tmp_path: Path) -> 
     findings = json.loads(done.stdout)
     assert [f["code"] for f in findings] == ["SMP812"]
     assert "setting of smpfix" in finding_text(findings[0])
+
+
+def test_a_bigger_instance_is_weighed_against_its_own_gpu(tmp_path: Path) -> None:
+    """GPT-2 30B on two instances needs about 50 GiB per GPU: over the A100 40GB's memory,
+    well under the A100 80GB's, so the text and the JSON say the same share of the new GPU."""
+    folder = project(tmp_path, {"weak": WEAKER["gpt2_30b_on_two_instances"]})
+    done = run_cli("plan", str(folder), env={"COLUMNS": "200"})
+    assert done.code == 1, done.stderr
+    line = next(line for line in done.stdout.splitlines() if "use ml.p4de.24xlarge" in line)
+    _, found = plans(folder)
+    change = found["weak"]["suggestions"][0]
+    assert change["change"] == "use ml.p4de.24xlarge (A100 80GB)"
+    assert 0.5 < change["share_of_gpu"] < 1
+    assert f"({change['share_of_gpu']:.0%} of the GPU)" in line, line

@@ -216,11 +216,13 @@ def _total(plan: MemoryPlan) -> str:
     return f"{lower}{total}/{plan.gpu_memory_gib:.0f}"
 
 
-def _split(split: MemorySplit, gpu: Optional[float]) -> str:
-    share = f" ({split.total / gpu:.0%} of the GPU)" if gpu else ""
+def _split(split: MemorySplit, share: Optional[float]) -> str:
+    """The estimate in words; ``share`` is of the GPU it was estimated for, which for a
+    suggested bigger instance type is that type's GPU, not the job's."""
+    share_text = f" ({share:.0%} of the GPU)" if share is not None else ""
     activations = f"{split.activations:.1f}" if split.activations is not None else "?"
     return (
-        f"{split.total:.1f} GiB{share}: model states {split.model_states:.1f}, activations "
+        f"{split.total:.1f} GiB{share_text}: model states {split.model_states:.1f}, activations "
         f"{activations}, other {split.other:.1f}"
     )
 
@@ -235,7 +237,8 @@ def _details(console: object, number: int, configuration: PlannedConfiguration) 
         f"[{_STYLES[plan.verdict]}]{plan.verdict.value}[/]"
     )
     if plan.per_gpu is not None:
-        headline += f", {_split(plan.per_gpu, plan.gpu_memory_gib)}"
+        gpu = plan.gpu_memory_gib
+        headline += f", {_split(plan.per_gpu, plan.per_gpu.total / gpu if gpu else None)}"
     out(headline)
     if plan.reason:
         out(f"  {escape(plan.reason)}")
@@ -246,4 +249,4 @@ def _details(console: object, number: int, configuration: PlannedConfiguration) 
     if plan.suggestions:
         out("  to make it fit:")
         for change in plan.suggestions:
-            out(f"  * {escape(change.change)}: {_split(change.per_gpu, plan.gpu_memory_gib)}")
+            out(f"  * {escape(change.change)}: {_split(change.per_gpu, change.share)}")
