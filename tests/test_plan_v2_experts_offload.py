@@ -22,7 +22,7 @@ import pytest
 from conftest import run_cli
 
 from smpfix.job.instances import INSTANCE_TYPES
-from smpfix.plan.checkpoints import find_checkpoint
+from smpfix.plan.checkpoints import CHECKPOINTS, find_checkpoint
 from smpfix.plan.fsdp import (
     FULL_SHARD,
     HYBRID_SHARD,
@@ -39,7 +39,8 @@ from smpfix.plan.model_lookup import Dimensions, choose
 from smpfix.plan.models import ModelShape, count_parameters, dense_equivalent
 from smpfix.plan.planner_fsdp import host_memory
 from smpfix.plan.search import Cluster, Workload, search
-from smpfix.plan.verdict import Verdict, combined
+from smpfix.plan.suggestions_fsdp import host_changes
+from smpfix.plan.verdict import Verdict, combined, verdict_of
 
 PROJECTS = Path(__file__).parent / "plan_projects"
 A100_40GB_MIB = 40960
@@ -321,7 +322,32 @@ def test_offloaded_states_above_the_instance_memory_do_not_fit(
         "does not fit in host memory: FSDP CPU offload puts 4111.3 GiB for the 8 ranks of an"
         " instance in host memory, and ml.p4d.24xlarge has 1152 GiB"
     ), item["reason"]
-    assert item["suggestions"] == []
+    # No bigger GPU helps, and 70B does not fit on eight A100s without the offload: the change
+    # is sharding the offloaded states over all eight GPUs (the offloaded_70b job, which fits).
+    assert [change["change"] for change in item["suggestions"]] == [
+        "set hybrid_shard_degree to 8 (the 8 ranks of an instance then offload 1027.8 GiB of"
+        " its 1152 GiB)"
+    ]
+    assert item["suggestions"][0]["per_gpu_gib"] == plans["offloaded_70b"]["per_gpu_gib"]
+
+
+def test_a_host_overflow_is_fixed_by_the_least_wider_sharding() -> None:
+    """Unsharded, each rank of a 13B job offloads 194 GiB, 1552 GiB for eight: over a p4d's
+    1152 GiB. Sharded over two GPUs it is 776 GiB; an instance whose host memory is not
+    documented gets no change."""
+    shape = CHECKPOINTS["meta-llama/Llama-2-13b-hf"].shape
+    count = count_parameters(shape)
+    setup = FsdpSetup(
+        world=16, shard=1, seq_len=2048, batch=1, cpu_offload=True,
+        activation_checkpointing=True, layers=LayerKind.HUGGING_FACE,
+    )  # fmt: skip
+    p4d = INSTANCE_TYPES["ml.p4d.24xlarge"]
+    _, overflow = host_memory(sharded_states(count, setup), 8, p4d)
+    assert overflow is not None
+    [(change, found)] = host_changes(count, shape, setup, p4d, 8)
+    assert change.startswith("set hybrid_shard_degree to 2 (the 8 ranks of an instance then")
+    assert verdict_of(found) is Verdict.FITS
+    assert host_changes(count, shape, setup, INSTANCE_TYPES["ml.g5.48xlarge"], 8) == ()
 
 
 def test_host_memory_is_weighed_only_where_the_instance_documents_it() -> None:

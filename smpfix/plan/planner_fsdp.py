@@ -48,7 +48,7 @@ from smpfix.plan.script_code import ScriptCode
 from smpfix.plan.script_model import FoundModel
 from smpfix.plan.script_values import ScriptValues
 from smpfix.plan.setup import OPTIMIZER_STATE_BYTES
-from smpfix.plan.suggestions_fsdp import suggest
+from smpfix.plan.suggestions_fsdp import host_changes, suggest
 from smpfix.plan.verdict import Verdict, combined
 
 APPROXIMATIONS = (
@@ -105,6 +105,7 @@ class _Settings:
     # Why the job does not fit in host memory (FSDP CPU offload on an instance whose memory
     # is known), whatever the GPUs hold.
     host_overflow: Optional[str] = None
+    processes: int = 0  # on one instance
 
     def number(self, key: str) -> int:
         """A v2 integer setting: stated, else the launcher's, else the v2 default."""
@@ -170,18 +171,16 @@ def plan_v2(
     try:
         best, (worst, heaviest) = _bracket(model, setup, unresolved, instance)
         verdict = combined(best, worst)
-        changes: tuple[PlannedChange, ...] = ()
-        if settings.host_overflow is None and verdict in (
-            Verdict.DOES_NOT_FIT,
-            Verdict.MAY_NOT_FIT,
-            Verdict.DEPENDS,
-        ):
-            changes = tuple(
-                PlannedChange(change, MemorySplit.of(found), found.share)
-                for change, found in suggest(
-                    model.count, model.shape, heaviest, instance, _has_expert_parallelism(job)
-                )
-            )
+        count = model.count
+        options: tuple[tuple[str, Estimate], ...] = ()
+        if settings.host_overflow is not None:
+            options = host_changes(count, model.shape, heaviest, instance, settings.processes)
+        elif verdict in (Verdict.DOES_NOT_FIT, Verdict.MAY_NOT_FIT, Verdict.DEPENDS):
+            options = suggest(count, model.shape, heaviest, instance, _has_expert_parallelism(job))
+        changes = tuple(
+            PlannedChange(change, MemorySplit.of(estimated), estimated.share)
+            for change, estimated in options
+        )
     except OverflowError:  # sizes no GPU could hold, beyond floating point
         return replace(
             empty,
@@ -218,6 +217,7 @@ def _setup(
 ) -> tuple[FsdpSetup, list[str]]:
     notes = settings.assumptions
     world, processes = _world(settings.job, instance, notes)
+    settings.processes = processes
     tp = settings.number("tensor_parallel_degree")
     cp = settings.number("context_parallel_degree")
     ep = settings.number("expert_parallel_degree")

@@ -9,6 +9,11 @@ best-practices order, each said as the changes from the job's settings. When the
 in fp32 on GPUs with bf16, training in bf16 is offered first: the v2 best-practices page
 recommends mixed precision before any sharding. None of SMP v1's levers (pipelines,
 ``shard_optimizer_state``, microbatches) is offered, and SMP v1's memory model is never used.
+
+A job whose FSDP CPU offload overflows the instance's host memory gets its own change
+(``host_changes``): no bigger GPU helps it, and training without the offload never does (each
+instance type whose host memory smpfix knows has more of it per GPU than GPU memory), but
+sharding the offloaded states over more GPUs does.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from dataclasses import replace
 from typing import Optional
 
 from smpfix.job.instances import INSTANCE_TYPES, InstanceType
-from smpfix.plan.fsdp import FsdpSetup, estimate, problems
-from smpfix.plan.memory import Estimate
+from smpfix.plan.fsdp import FsdpSetup, estimate, problems, sharded_states
+from smpfix.plan.memory import GIB, Estimate
 from smpfix.plan.models import ModelShape, ParameterCount
 from smpfix.plan.search import Cluster, Workload, search
 from smpfix.plan.verdict import Verdict, verdict_of
@@ -65,6 +70,33 @@ def suggest(
             if change and not undoes and not problems(candidate.setup):
                 found.append((change, candidate.estimate))
     return tuple(found[:MAX_SUGGESTIONS])
+
+
+def host_changes(
+    count: ParameterCount,
+    shape: Optional[ModelShape],
+    setup: FsdpSetup,
+    instance: InstanceType,
+    processes: int,
+) -> tuple[tuple[str, Estimate], ...]:
+    """For a job whose CPU offload overflows host memory: the smallest larger
+    ``hybrid_shard_degree`` whose offloaded shards the ``processes`` ranks of an instance hold
+    in its memory and with which the GPUs hold the job, with its GPU estimate."""
+    host = instance.host_memory_gib
+    ranks = setup.world // setup.tp
+    for shard in range(setup.shard + 1, ranks + 1):
+        wider = replace(setup, shard=shard)
+        if host is None or ranks % shard or problems(wider):
+            continue
+        offloaded = sharded_states(count, wider) * processes / GIB
+        result = estimate(count, shape, wider, instance.gpu_memory_mib)
+        if offloaded <= host and verdict_of(result) in _FITTING:
+            change = (
+                f"set hybrid_shard_degree to {shard} (the {processes} ranks of an instance then"
+                f" offload {offloaded:.1f} GiB of its {host} GiB)"
+            )
+            return ((change, result),)
+    return ()
 
 
 def describe(before: FsdpSetup, after: FsdpSetup) -> str:
