@@ -144,10 +144,12 @@ class Project:
         return links[0].hyperparameters if len(links) == 1 else {}
 
     def search_dirs(self, importer: str) -> list[str]:
-        """Where ``import x`` in ``importer`` may find ``x.py``: its folder, then the roots."""
+        """Where ``import x`` in ``importer`` may find ``x.py``: its folder, the folder above
+        its package, then the roots."""
         known = self._search_dirs.get(importer)
         if known is None:
-            folders = [os.path.dirname(os.path.abspath(importer))]
+            folder = os.path.dirname(os.path.abspath(importer))
+            folders = [folder, *self._package_root(folder)]
             folders += [
                 root if os.path.isdir(root) else os.path.dirname(root) for root in self.roots
             ]
@@ -157,6 +159,24 @@ class Project:
                     seen.append(folder)
             known = self._search_dirs[importer] = tuple(seen)
         return list(known)
+
+    def _package_root(self, folder: str) -> list[str]:
+        """The folder that holds the outermost package around ``folder`` (``src`` for
+        ``src/training/main.py`` with ``src/training/__init__.py``), when that is inside the
+        project: a module of a package is run as ``python -m training.main`` from there, or
+        installed, and imports its siblings absolutely (``from training.data import ...``)."""
+        top = None
+        while self.contains(folder) and self.holds_file(os.path.join(folder, "__init__.py")):
+            top = folder
+            folder = os.path.dirname(folder)
+        if top is None or not self.contains(folder):
+            return []
+        return [folder]
+
+    def is_package_module(self, path: str) -> bool:
+        """``path`` is a module of a package of the project (its folder has ``__init__.py``)."""
+        folder = os.path.dirname(os.path.abspath(path))
+        return self.holds_file(os.path.join(folder, "__init__.py"))
 
     def module_candidates(self, importer: str, module_name: str) -> list[str]:
         """The files ``import module_name`` in ``importer`` may load, in the order Python looks

@@ -58,6 +58,12 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
     return type(test.comparisons[0].operator) is cst.Equal and sides == {"__name__", "__main__"}
 
 
+def _has_main_guard(module: cst.Module) -> bool:
+    return any(
+        type(statement) is cst.If and _is_main_guard(statement.test) for statement in module.body
+    )
+
+
 class MissingSmpInit(Rule):
     flavours = BOTH
     summary = (
@@ -80,6 +86,9 @@ class MissingSmpInit(Rule):
         self._first_import: Optional[ImportNode] = None
         self._driver_use: Optional[str] = None
         self._called: set[str] = set()
+        # A library call or a step call that runs when the module is imported, not inside a
+        # function a script calls.
+        self._runs_on_import = False
         self._main_guard = False
         self._manual_init = script_sets_manual_init(self.program.facts)
 
@@ -108,18 +117,21 @@ class MissingSmpInit(Rule):
             and not member.startswith("get_")
         ):
             self._driver_use = self._driver_use or member
+            self._note_import_time_use()
         if type(node.func) is cst.Name:
             self._called.add(node.func.value)
+            if node.func.value in self.program.facts.step_functions:
+                self._note_import_time_use()
+
+    def _note_import_time_use(self) -> None:
+        if not self._runs_on_import and self.ancestry.nearest(cst.FunctionDef) is None:
+            self._runs_on_import = True
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         # TensorFlow models subclass `smp.DistributedModel`.
         for base in node.bases:
             if self.program.facts.smp_member(base.value) == "DistributedModel":
                 self._driver_use = self._driver_use or "DistributedModel"
-
-    def visit_If(self, node: cst.If) -> None:
-        if type(self.ancestry.parent(1)) is cst.Module and _is_main_guard(node.test):
-            self._main_guard = True
 
     # -- the decision ------------------------------------------------------------------------
     def _entry_point(self) -> Optional[str]:
@@ -145,32 +157,43 @@ class MissingSmpInit(Rule):
             _initialises(linked.facts) for linked in modules.imported_modules(self.program.facts)
         )
 
-    def _initialised_by_importer(self) -> bool:
-        """A wrapper module (no ``__main__`` block; a script of its folder imports it, or a
-        launched script above it imports it through its package) whose importing script
-        initialises the library: its code runs when the script calls it, after the script's
-        ``smp.init()``; a module that builds the ``DistributedModel`` for a script is not a
-        script of its own."""
+    def _judged_with_importers(self) -> bool:
+        """A wrapper module (no ``__main__`` block) is judged with the scripts that import it
+        (a file of its folder, or a launched script above it through its package): its code
+        runs when a script calls it, after that script's ``smp.init()``, so a module that builds
+        the ``DistributedModel`` for a script is not a script of its own. A module of a package
+        whose library calls all run inside its functions is a library module: when no script
+        smpfix knows imports it (only other modules of its package do), the script that does
+        is out of sight (behind a shell script, or through the package's ``__init__``), and it
+        is not judged at all."""
         modules = self.program.modules
         if self._main_guard or modules is None:
             return False
         path = self.program.path
-        importers = {
-            importer.path: importer
-            for importer in (*modules.sibling_importers(path), *modules.launched_importers(path))
-        }
-        return any(
+        siblings = modules.sibling_importers(path)
+        launched = modules.launched_importers(path)
+        importers = {importer.path: importer for importer in (*siblings, *launched)}
+        if any(
             _initialises(importer.facts)
             or any(
                 _initialises(helper.facts)
                 for helper in modules.for_importer(importer.path).imported_modules(importer.facts)
             )
             for importer in importers.values()
+        ):
+            return True
+        project = modules.project
+        if self._runs_on_import or not project.is_package_module(path):
+            return False
+        return not launched and all(
+            project.is_package_module(importer.path) and not _has_main_guard(importer.module)
+            for importer in siblings
         )
 
     def leave_Module(self, node: cst.Module) -> None:
         if self.program.facts.smp_init_calls or self._first_import is None:
             return
+        self._main_guard = _has_main_guard(node)
         used = self._entry_point()
         # Importing the Hugging Face Trainer or its arguments runs `smp.init()` (the official
         # Trainer examples rely on it).
@@ -178,7 +201,7 @@ class MissingSmpInit(Rule):
             used is None
             or imports_initialise(self.program.facts)
             or self._initialised_by_sibling()
-            or self._initialised_by_importer()
+            or self._judged_with_importers()
         ):
             return
         anchor = self._top_level_imports[-1] if self._top_level_imports else None
