@@ -60,6 +60,33 @@ EXPECTED: dict[str, list[tuple[int, Outcome, str, bool]]] = {
         (11, M, "backward", False),
         (18, M, "step", False),
     ],
+    # What a step returned, unpacked from the tuple it returns, then reduced.
+    "step_output_unpacked": [
+        (6, M, "initialisation", False),
+        (7, M, "fsdp-wrap", False),
+        (8, M, "optimizer", False),
+        (11, M, "step", False),
+        (14, M, "backward", False),
+        (23, M, "step", False),
+    ],
+    # Followed through indexing, starred targets and names; a use smpfix cannot rewrite is
+    # reported (27, 28); a name rebound to something else keeps its own `reduce_mean()`.
+    "step_output_followed": [
+        (8, M, "initialisation", False),
+        (9, M, "fsdp-wrap", False),
+        (10, M, "optimizer", False),
+        (13, M, "step", False),
+        (16, M, "backward", False),
+        (22, M, "step", False),
+        (24, M, "step", False),
+        (24, M, "step", False),
+        (24, M, "step", False),
+        (24, M, "step", False),
+        (26, M, "step", False),
+        (26, M, "step", False),
+        (27, R, "step", False),
+        (28, R, "step", False),
+    ],
     "activation_checkpointing": [
         (5, M, "initialisation", False),
         (6, M, "fsdp-wrap", False),
@@ -81,6 +108,26 @@ EXPECTED: dict[str, list[tuple[int, Outcome, str, bool]]] = {
         (8, R, "v1-checkpoints", False),
         (9, M, "fsdp-wrap", False),
         (10, M, "optimizer", False),
+    ],
+    # A partial resume reads the tag the migrated saves list in ``newest`` when it is None
+    # (written or left out), joins a string tag, and picks one or the other at run time for a
+    # tag it cannot read; a full one loads v1's file ``path/tag``.
+    "checkpoint_resume_tags": [
+        (8, M, "initialisation", False),
+        (9, M, "fsdp-wrap", False),
+        (10, M, "optimizer", False),
+        (13, M, "checkpoints", False),
+        (15, M, "checkpoints", False),
+        (15, R, "v1-checkpoints", False),
+        (17, S, "checkpoints", False),
+    ],
+    # ``partial`` chosen at run time: both of v1's loads, under the same test.
+    "checkpoint_resume_chosen_at_run_time": [
+        (8, M, "initialisation", False),
+        (9, M, "fsdp-wrap", False),
+        (10, M, "optimizer", False),
+        (14, S, "checkpoints", False),
+        (14, R, "v1-checkpoints", False),
     ],
     "tensor_parallel_llama": [
         (6, M, "initialisation", False),
@@ -289,3 +336,63 @@ def test_a_rewrite_that_breaks_the_file_is_never_kept() -> None:
     assert _broken("print(smp.rank())\n", {"smp"}) == ("still uses smp of the v1 import it removed")
     # An attribute, a keyword or a parameter spelled like the import is not a use of it.
     assert _broken("tsm.init()\nf(init=1)\ndef g(init): pass\n", {"init"}) is None
+
+
+def test_a_step_result_unpacked_from_a_tuple_loses_its_reduction() -> None:
+    """v1 made each tensor of the returned tuple a StepOutput; the plain v2 step returns the
+    tensors, so the reduction goes where the loop unpacks them (it raised AttributeError)."""
+    migration = _migrated("step_output_unpacked")
+    assert "        _, loss_mb = train_step(model, batch)\n        loss = loss_mb\n" in (
+        migration.after
+    )
+    assert "reduce_mean" not in migration.after
+    assert migration.items[-1].message == (
+        "`.reduce_mean()` on a step's result removed: the step returns the tensor"
+    )
+
+
+def test_each_use_of_a_step_result_is_rewritten_or_reported() -> None:
+    after = _migrated("step_output_followed").after.splitlines()
+    assert "    loss = results[0]" in after
+    assert "    print(logits.shape, logits.unsqueeze(0).shape, [logits], logits)" in after
+    assert "    total = first + rest[0]" in after
+    # Left as they were, each under a TODO naming the value: the code expects a StepOutput.
+    for kept in (
+        "    log_value(train_step(model, batch)[0])",
+        "    doubled = results[0].map(lambda each: each * 2)",
+    ):
+        assert after[after.index(kept) - 1].startswith("    # smpfix-migrate: TODO(step): `")
+    # Another value under the same name keeps its own method.
+    assert after[-1] == "    first.reduce_mean()"
+
+
+def test_a_resume_without_a_tag_loads_the_newest_checkpoint_the_saves_listed() -> None:
+    """``tag=None`` is v1's default: the last tag in ``path/newest`` (one a line, as the
+    migrated save appends them), never ``os.path.join(path, None)``."""
+    after = _migrated("checkpoint_resume_tags").after
+    assert "os.path.join(args.checkpoint_dir, None)" not in after
+    assert (
+        '        with open(os.path.join(args.checkpoint_dir, "newest")) as newest:\n'
+        "            newest_tag = newest.read().splitlines()[-1]\n"
+    ) in after
+    assert (
+        "        resume_tag = tag\n"
+        "        if resume_tag is None:\n"
+        '            with open(os.path.join(args.checkpoint_dir, "newest")) as newest:\n'
+        "                resume_tag = newest.read().splitlines()[-1]\n"
+    ) in after
+    # A full checkpoint is v1's file ``path/tag``: loaded with torch.load, never as a
+    # distributed checkpoint directory.
+    full = after[after.index("    else:\n") :]
+    assert 'torch.load(os.path.join(args.model_dir, "fullmodel.pt"), map_location="cpu")' in full
+    assert "FileSystemReader" not in full
+
+
+def test_a_resume_whose_partial_is_chosen_at_run_time_keeps_both_loads() -> None:
+    after = _migrated("checkpoint_resume_chosen_at_run_time").after
+    start = after.index("    if partial:\n")
+    branches = after[start : after.index("    return ")]
+    partial, full = branches.split("    else:\n")
+    assert "dcp.FileSystemReader(os.path.join(path, resume_tag))" in partial
+    assert "FileSystemReader" not in full
+    assert 'torch.load(os.path.join(path, tag), map_location="cpu")' in full

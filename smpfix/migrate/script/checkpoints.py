@@ -193,71 +193,53 @@ def _resume(
     optimizers: set[str],
     anchor: Optional[Statement],
 ) -> None:
+    """v1's resume (1.12's ``resume_from_checkpoint``): a partial checkpoint from the directory
+    ``path/tag``, the newest one (the last line of ``path/newest``) when ``tag`` is None, its
+    default; a full one from the file ``path/tag``, which needs a tag. A ``partial`` smpfix
+    cannot read is written as v1 ran it: both loads, chosen at run time."""
     statement = _expression_statement(ctx, call)
-    location = _location(ctx, call)
-    if statement is None or location is None or len(models) != 1 or len(optimizers) > 1:
+    if (
+        statement is None
+        or _argument(call, "path", 0) is None
+        or len(models) != 1
+        or len(optimizers) > 1
+    ):
         return
-    fsdp, kind, dcp = _names(ctx)
+    partial = _partial(call)
+    if partial is False and _tag_or_none(call) is None:
+        return  # v1 raised (a full checkpoint needs a tag): left to a person
     m = next(iter(models))
     load_optimizer = literal_value(_argument(call, "load_optimizer", 4) or cst.Name("True"))
     optimizer = next(iter(optimizers)) if optimizers and load_optimizer is not False else None
     target = _target(statement)
-    partial = _partial(call)
-    lookup: list[str] = []
-    user_file = _user_content_file(ctx, call) if target is not None else ""
-    if _argument(call, "tag", 1) is None and partial is not False:
-        # v1 resumed the last tag listed in ``path/newest`` (the migrated saves keep the list).
-        os_name = ctx.plain_module("os")
-        lookup = [
-            f'with open({os_name}.path.join({_path(call)}, "newest")) as newest:\n'
-            "    newest_tag = newest.read().split()[-1]\n"
-        ]
-        location = f"{os_name}.path.join({_path(call)}, newest_tag)"
-        user_file = f'{os_name}.path.join({_path(call)}, newest_tag, "user_content.pt")'
-    if partial is False:
-        full = ctx.name("torch.distributed.fsdp", "FullStateDictConfig")
-        lines = [
-            f"with {fsdp}.state_dict_type({m}, {kind}.FULL_STATE_DICT,"
-            f" {full}(rank0_only=False)):\n"
-            f'    {m}.load_state_dict({ctx.torch}.load({location}, map_location="cpu"))\n'
-        ]
-        if target is not None:
-            lines.append(_load_user_content(ctx, target, _beside(ctx, call)))
-        todo = "a v1 full checkpoint holds the model's state dict: check its keys match the model"
-        ctx.plan.comment(statement, todo_comment("checkpoints", todo, links.CHECKPOINTS))
-        outcome, message = (
-            Outcome.SCAFFOLD,
-            f"full checkpoint -> loaded into the FSDP model; to finish: {todo}",
-        )
-    else:
-        body = [
-            f'    checkpoint = {{"model": {m}.state_dict()}}',
-            f"    {dcp}.load_state_dict(state_dict=checkpoint,"
-            f" storage_reader={dcp}.FileSystemReader({location}))",
-            f'    {m}.load_state_dict(checkpoint["model"])',
-        ]
-        if optimizer is not None:
-            sharded = ctx.name(
-                "torch.distributed.checkpoint.optimizer", "load_sharded_optimizer_state_dict"
-            )
-            body += [
-                f'    optimizer_state = {sharded}(model_state_dict=checkpoint["model"],'
-                f' optimizer_key="optimizer", storage_reader={dcp}.FileSystemReader({location}))',
-                f"    {optimizer}.load_state_dict({fsdp}.optim_state_dict_to_load("
-                f'model={m}, optim={optimizer}, optim_state_dict=optimizer_state["optimizer"]))',
-            ]
-        lines = [
-            f"with {fsdp}.state_dict_type({m}, {kind}.SHARDED_STATE_DICT):\n"
-            + "\n".join(body)
-            + "\n"
-        ]
-        if target is not None:
-            lines.append(_load_user_content(ctx, target, user_file))
-        lines = [*lookup, *lines]
+    if partial is True:
+        lines = _sharded_load(ctx, call, m, optimizer, target)
         outcome = Outcome.MOVED
         message = (
             "partial checkpoint -> FSDP sharded state dict loaded with torch.distributed.checkpoint"
         )
+    else:
+        full = _full_load(ctx, call, m, target)
+        todo = "a v1 full checkpoint holds the model's state dict: check its keys match the model"
+        message = "full checkpoint -> loaded into the FSDP model"
+        if partial is None:
+            flag = _argument(call, "partial", 2)
+            assert flag is not None
+            lines = [
+                f"if {code(flag)}:\n"
+                + _indented(_sharded_load(ctx, call, m, optimizer, target))
+                + "else:\n"
+                + _indented(full)
+            ]
+            message = (
+                "partial or full checkpoint, as v1 chose at run time -> the FSDP sharded"
+                " state dict loaded with torch.distributed.checkpoint, or the full one loaded"
+                " into the FSDP model"
+            )
+        else:
+            lines = full
+        ctx.plan.comment(statement, todo_comment("checkpoints", todo, links.CHECKPOINTS))
+        outcome, message = Outcome.SCAFFOLD, f"{message}; to finish: {todo}"
     _replace(ctx, statement, lines)
     ctx.plan.handle(call.func)
     place = _placement(ctx, statement, _last_of_setup(ctx, anchor))
@@ -273,6 +255,93 @@ def _resume(
         "checkpoints",
         f"`smp.resume_from_checkpoint`: {message}",
         links.CHECKPOINTS,
+    )
+
+
+def _sharded_load(
+    ctx: Context, call: cst.Call, m: str, optimizer: Optional[str], target: Optional[str]
+) -> list[str]:
+    """The statements loading a partial checkpoint the migrated save wrote: the directory
+    ``path/tag``, the tag read from ``path/newest`` when it is None."""
+    fsdp, kind, dcp = _names(ctx)
+    os_name = ctx.plain_module("os")
+    path = _path(call)
+    lookup, tag = _resume_tag(ctx, call)
+    location = f"{os_name}.path.join({path}, {tag})"
+    body = [
+        f'    checkpoint = {{"model": {m}.state_dict()}}',
+        f"    {dcp}.load_state_dict(state_dict=checkpoint,"
+        f" storage_reader={dcp}.FileSystemReader({location}))",
+        f'    {m}.load_state_dict(checkpoint["model"])',
+    ]
+    if optimizer is not None:
+        sharded = ctx.name(
+            "torch.distributed.checkpoint.optimizer", "load_sharded_optimizer_state_dict"
+        )
+        body += [
+            f'    optimizer_state = {sharded}(model_state_dict=checkpoint["model"],'
+            f' optimizer_key="optimizer", storage_reader={dcp}.FileSystemReader({location}))',
+            f"    {optimizer}.load_state_dict({fsdp}.optim_state_dict_to_load("
+            f'model={m}, optim={optimizer}, optim_state_dict=optimizer_state["optimizer"]))',
+        ]
+    lines = [
+        *lookup,
+        f"with {fsdp}.state_dict_type({m}, {kind}.SHARDED_STATE_DICT):\n" + "\n".join(body) + "\n",
+    ]
+    if target is not None:
+        user_file = f'{os_name}.path.join({path}, {tag}, "user_content.pt")'
+        lines.append(_load_user_content(ctx, target, user_file))
+    return lines
+
+
+def _resume_tag(ctx: Context, call: cst.Call) -> tuple[list[str], str]:
+    """The statements that find the tag a partial resume loads, and the expression naming it:
+    a string as written; the last line of ``path/newest`` (one tag a line, as the migrated
+    save appends them) for None; for any other expression, which may be None at run time,
+    the one or the other."""
+    tag = _tag_or_none(call)
+    if isinstance(tag, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        return [], code(tag)
+    newest = f'{ctx.plain_module("os")}.path.join({_path(call)}, "newest")'
+    if tag is None:
+        return [
+            f"with open({newest}) as newest:\n    newest_tag = newest.read().splitlines()[-1]\n"
+        ], "newest_tag"
+    return [
+        f"resume_tag = {code(tag)}\n",
+        "if resume_tag is None:\n"
+        f"    with open({newest}) as newest:\n"
+        "        resume_tag = newest.read().splitlines()[-1]\n",
+    ], "resume_tag"
+
+
+def _full_load(ctx: Context, call: cst.Call, m: str, target: Optional[str]) -> list[str]:
+    """The statements loading a full checkpoint: v1's file ``path/tag`` holds the model's
+    state dict, loaded on every rank; a call without a tag raised in v1 and does here."""
+    if _tag_or_none(call) is None:
+        return ['raise ValueError("a tag is required to load a full checkpoint")\n']
+    fsdp, kind, _ = _names(ctx)
+    full = ctx.name("torch.distributed.fsdp", "FullStateDictConfig")
+    location = _location(ctx, call)
+    lines = [
+        f"with {fsdp}.state_dict_type({m}, {kind}.FULL_STATE_DICT,"
+        f" {full}(rank0_only=False)):\n"
+        f'    {m}.load_state_dict({ctx.torch}.load({location}, map_location="cpu"))\n'
+    ]
+    if target is not None:
+        lines.append(_load_user_content(ctx, target, _beside(ctx, call)))
+    return lines
+
+
+def _tag_or_none(call: cst.Call) -> Optional[cst.BaseExpression]:
+    """The ``tag`` argument; None when it is left out or written ``None`` (v1's default)."""
+    tag = _argument(call, "tag", 1)
+    return None if tag is None or _is_none(tag) else tag
+
+
+def _indented(lines: list[str]) -> str:
+    return "".join(
+        "".join(f"    {line}\n" if line else "\n" for line in each.splitlines()) for each in lines
     )
 
 
