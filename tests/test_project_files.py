@@ -88,3 +88,25 @@ def test_a_folder_that_cannot_be_listed_is_asked_about_path_by_path(
     assert project.holds_file(str(root / "pkg" / "data.py"))
     assert not project.holds_file(str(root / "pkg" / "missing.py"))
     assert not project.holds_file(str(root / "pkg" / "sub"))
+
+
+def test_a_package_importing_itself_absolutely_is_found_from_the_folder_that_holds_it(
+    tmp_path: Path,
+) -> None:
+    # A src/ layout: `src/training/main.py` says `from training.distributed import ...`, which
+    # works only with `src` on the path; an unrelated top-level name is not looked for there.
+    root = tmp_path / "project"
+    (root / "src" / "training").mkdir(parents=True)
+    (root / "src" / "training" / "distributed.py").write_text("", encoding="utf-8")
+    (root / "src" / "helpers.py").write_text("", encoding="utf-8")
+    project = Project.of((str(root),))
+    script = str(root / "src" / "training" / "main.py")
+    found = [
+        candidate
+        for candidate in project.module_candidates(script, "training.distributed")
+        if project.holds_file(candidate)
+    ]
+    assert found == [str(root / "src" / "training" / "distributed.py")]
+    assert not any(
+        project.holds_file(candidate) for candidate in project.module_candidates(script, "helpers")
+    )

@@ -173,6 +173,20 @@ class Project:
             return []
         return [folder]
 
+    def _named_package_parents(self, importer: str, module_name: str) -> list[str]:
+        """The folders holding a folder of ``importer``'s own path named as ``module_name``'s
+        first part: ``src/training/main.py`` importing ``training.distributed`` without any
+        ``__init__.py`` (a namespace package) runs with ``src`` on the path, or the import would
+        fail."""
+        first = module_name.split(".", 1)[0]
+        found: list[str] = []
+        folder = os.path.dirname(os.path.abspath(importer))
+        while self.contains(folder) and os.path.dirname(folder) != folder:
+            if os.path.basename(folder) == first:
+                found.append(os.path.dirname(folder))
+            folder = os.path.dirname(folder)
+        return found
+
     def is_package_module(self, path: str) -> bool:
         """``path`` is a module of a package of the project (its folder has ``__init__.py``)."""
         folder = os.path.dirname(os.path.abspath(path))
@@ -229,7 +243,9 @@ class Project:
         the importer's package (one folder up per extra dot), else ``search_dirs``."""
         level = len(module_name) - len(module_name.lstrip("."))
         if not level:
-            return self.search_dirs(importer)
+            searched = self.search_dirs(importer)
+            named = self._named_package_parents(importer, module_name)
+            return searched + [folder for folder in named if folder not in searched]
         base = os.path.dirname(os.path.abspath(importer))
         for _ in range(level - 1):
             base = os.path.dirname(base)

@@ -14,7 +14,7 @@ from typing import Optional
 
 import libcst as cst
 
-from smpfix.base.walker import children
+from smpfix.base.walker import children, iter_nodes
 from smpfix.job.groups import family_of
 from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
 from smpfix.program.project.local_modules import LocalModules
@@ -274,3 +274,116 @@ def helper_function(
     linked, name = definition
     function = linked.facts.functions.get(name)
     return (function, linked.facts) if function is not None else None
+
+
+def initialised_attribute_terms(
+    node: cst.Attribute, facts: FileFacts, modules: Optional[LocalModules] = None
+) -> list[RankTerm]:
+    """``args.rank`` as the library's initialisation leaves it: the project assigns it one
+    rank query in the statements that follow an ``smp.init(...)`` in that call's own block
+    (``smp.init(config)`` then ``args.rank = smp.rank()``), in this file or a project module it
+    imports (the owner matched by name, as ``attribute_terms`` does).
+
+    Every run that initialises the library there runs those statements, so from then on the
+    attribute holds that rank, whatever it held before (``args.rank = 0`` as a default) and
+    whatever the branches that set up other back ends (Horovod, ``torchrun``) assign, since
+    they do not initialise the library. Empty when a later statement of that block may assign
+    the attribute something else. The caller checks that the read comes after the
+    initialisation."""
+    owner = node.value
+    if type(owner) is not cst.Name:
+        return []
+    key = (owner.value, node.attr.value)
+    sources: list[tuple[FileFacts, Optional[LocalModules]]] = [(facts, modules)]
+    if modules is not None:
+        sources.extend(
+            (linked.facts, modules.for_importer(linked.path))
+            for linked in modules.imported_modules(facts)
+        )
+    found: list[RankTerm] = []
+    for home, resolver in sources:
+        for init in home.smp_init_calls:
+            value = _assigned_after(init, key, home)
+            if value is None:
+                continue
+            terms = [term for term in rank_terms(value, home, 1, resolver) if term.is_rank]
+            if len({term.member for term in terms}) != 1:
+                continue
+            first = terms[0]
+            found.append(
+                RankTerm(first.member, node, first.call, False, first.from_library, first.helper)
+            )
+    return found
+
+
+def _assigned_after(
+    init: cst.Call, key: tuple[str, str], home: FileFacts
+) -> Optional[cst.BaseExpression]:
+    """The value the statements after ``init`` in its block last assign ``owner.attribute``
+    (``key``), when that is one plain assignment at the block's own level and no nested
+    statement after it assigns the attribute again; else None."""
+    statement: Optional[cst.SimpleStatementLine] = None
+    block: Optional[cst.CSTNode] = None
+    for ancestor in home.names.index.ancestors(init):
+        if statement is not None:
+            block = ancestor
+            break
+        if isinstance(ancestor, cst.SimpleStatementLine):
+            statement = ancestor
+        elif type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            return None
+    if statement is None or not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        return None
+    body: list[cst.CSTNode] = list(block.body)
+    value: Optional[cst.BaseExpression] = None
+    for later in body[body.index(statement) + 1 :]:
+        if type(later) is cst.SimpleStatementLine:
+            for small in later.body:
+                assigned = _plain_assignment(small, key)
+                if assigned is _OTHER:
+                    return None
+                if assigned is not None:
+                    value = assigned  # type: ignore[assignment]
+        elif any(_plain_assignment(inner, key) is not None for inner in iter_nodes(later)):
+            # A nested statement may set it again on some paths.
+            return None
+    return value
+
+
+# An assignment of the attribute that is not one plain value (``args.rank += 1``, a tuple).
+_OTHER = object()
+
+
+def _plain_assignment(node: cst.CSTNode, key: tuple[str, str]) -> object:
+    """``node``'s value when it assigns ``owner.attribute`` alone, ``_OTHER`` when it assigns
+    it some other way, None when it does not assign it."""
+    if type(node) is cst.Assign:
+        targets = [target.target for target in node.targets]
+        value: Optional[cst.BaseExpression] = node.value
+    elif type(node) in (cst.AugAssign, cst.AnnAssign):
+        targets = [node.target]  # type: ignore[attr-defined]
+        value = None
+    else:
+        return None
+    parts = [
+        part
+        for target in targets
+        for part in (
+            [element.value for element in target.elements]
+            if type(target) is cst.Tuple
+            else [target]
+        )
+    ]
+    if not any(_is_attribute(part, key) for part in parts):
+        return None
+    if len(targets) != 1 or type(targets[0]) is cst.Tuple or value is None:
+        return _OTHER
+    return value
+
+
+def _is_attribute(node: cst.CSTNode, key: tuple[str, str]) -> bool:
+    return (
+        type(node) is cst.Attribute
+        and type(node.value) is cst.Name
+        and (node.value.value, node.attr.value) == key
+    )

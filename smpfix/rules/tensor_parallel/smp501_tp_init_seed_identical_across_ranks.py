@@ -23,6 +23,8 @@ from smpfix.program.data.dataloaders import (
     is_dataloader,
 )
 from smpfix.program.facts import RANK_FUNCTIONS, Wrap
+from smpfix.program.order.initialisation import Initialisations, initialised_before
+from smpfix.program.ranks.rank_terms import RankTerm, initialised_attribute_terms, rank_terms
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.titles import snippet
 
@@ -78,6 +80,12 @@ class _Seeding:
     target: cst.BaseExpression
 
 
+def _differs_across_tp(term: RankTerm) -> bool:
+    """A rank that tensor-parallel peers do not share (not ``rdp_rank``, ``pp_rank`` or a
+    size)."""
+    return term.is_rank and term.family in DIFFERS_ACROSS_TP
+
+
 def _parameters(function: cst.FunctionDef) -> list[cst.Param]:
     params = function.params
     return [*params.posonly_params, *params.params, *params.kwonly_params]
@@ -109,7 +117,8 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
             if seeding is None or seeding.call in flagged:
                 continue
             if any(
-                self._per_rank(term, index.scope_of(term), bindings, 0) for term in seeding.terms
+                self._per_rank(term, index.scope_of(term), bindings, 0, seeding.call)
+                for term in seeding.terms
             ):
                 continue
             flagged.add(seeding.call)
@@ -130,7 +139,13 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         return found
 
     def _through_helper(self, call: cst.Call, helper: cst.FunctionDef) -> Optional[_Seeding]:
-        """``set_seed(args.seed)`` where the file's own ``set_seed`` calls ``torch.manual_seed``."""
+        """``set_seed(args.seed)`` where the file's own ``set_seed`` calls ``torch.manual_seed``.
+
+        The seed is the helper's expression with each parameter it reads bound to what the call
+        passes (or the parameter's default): ``random_seed(args.seed, args.rank)`` with
+        ``torch.manual_seed(seed + rank)`` inside reads ``args.rank``. A fix extends the one
+        argument the expression reads, or the expression itself when it reads several.
+        """
         inner = [
             node
             for node in iter_nodes(helper.body)
@@ -141,18 +156,20 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         if seed is None or seed.star:
             return None
         expression = seed.value
-        parameters = _parameters(helper)
-        used = [p for p in parameters if p.name.value in names_in(expression)]
-        if len(used) != 1:
-            return _Seeding(call, (expression,), expression)
-        parameter = used[0]
         positional = [*helper.params.posonly_params, *helper.params.params]
-        position = positional.index(parameter) if parameter in positional else None
-        passed = argument(call, parameter.name.value, position)
-        if passed is not None and not passed.star:
-            return _Seeding(call, (expression, passed.value), passed.value)
-        default = (parameter.default,) if parameter.default is not None else ()
-        return _Seeding(call, (expression, *default), expression)
+        bound: list[cst.BaseExpression] = []
+        passed_alone: Optional[cst.BaseExpression] = None
+        used = [p for p in _parameters(helper) if p.name.value in names_in(expression)]
+        for parameter in used:
+            position = positional.index(parameter) if parameter in positional else None
+            passed = argument(call, parameter.name.value, position)
+            if passed is not None and not passed.star:
+                bound.append(passed.value)
+                passed_alone = passed.value
+            elif parameter.default is not None:
+                bound.append(parameter.default)
+        target = passed_alone if len(used) == 1 and passed_alone is not None else expression
+        return _Seeding(call, (expression, *bound), target)
 
     def _last_on_path(
         self,
@@ -223,25 +240,60 @@ class TpInitSeedIdenticalAcrossRanks(Rule):
         scope: CodeScope,
         bindings: Mapping[str, list[tuple[CodeScope, cst.BaseExpression]]],
         depth: int,
+        seeding: cst.Call,
     ) -> bool:
-        """Does ``expr`` hold a rank term, directly or through a name bound to one in its
-        function?"""
+        """Does ``expr`` hold a rank term, directly, through a name bound to one in its function
+        (a helper's parameters hide the module's names), or through what the program model
+        resolves: a name's reaching assignment, the project's rank helpers, an attribute every
+        assignment of which is a rank, or one the library's initialisation sets to a rank
+        (``args.rank = smp.rank()`` after ``smp.init``) when that ran before ``seeding``?"""
         if depth > _MAX_DEPTH:
             return False
         nodes = iter_nodes(expr)
         if any(self._rank_call(node) for node in nodes):
             return True
-        for node in nodes:
-            name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-            for where, value in bindings.get(name, ()) if name is not None else ():
-                visible = where is scope or type(where) is cst.Module
+        hidden = (
+            {p.name.value for p in _parameters(scope)} if type(scope) is cst.FunctionDef else set()
+        )
+        # Names read and dotted attributes; the ``rank`` of ``args.rank`` is no variable.
+        read = names_in(expr) | {
+            name
+            for node in nodes
+            if type(node) is cst.Attribute and (name := dotted_name(node)) is not None
+        }
+        for name in sorted(read):
+            for where, value in bindings.get(name, ()):
+                visible = where is scope or (
+                    type(where) is cst.Module and name.split(".", 1)[0] not in hidden
+                )
                 if (
                     visible
                     and value is not expr
-                    and self._per_rank(value, where, bindings, depth + 1)
+                    and self._per_rank(value, where, bindings, depth + 1, seeding)
                 ):
                     return True
-        return False
+        return depth == 0 and self._resolved_per_rank(expr, seeding)
+
+    def _resolved_per_rank(self, expr: cst.BaseExpression, seeding: cst.Call) -> bool:
+        """A rank that differs between tensor-parallel peers, as ``program.ranks`` finds it."""
+        facts, modules = self.program.facts, self.program.modules
+        if any(_differs_across_tp(term) for term in rank_terms(expr, facts, modules=modules)):
+            return True
+        attributes = [node for node in iter_nodes(expr) if type(node) is cst.Attribute]
+        if not any(
+            _differs_across_tp(term)
+            for node in attributes
+            for term in initialised_attribute_terms(node, facts, modules)  # type: ignore[arg-type]
+        ):
+            return False
+        return self._initialised_before(seeding)
+
+    def _initialised_before(self, call: cst.Call) -> bool:
+        """Whether the library is initialised before every run of ``call``."""
+        order = self.program.order
+        runs = order.runs_of(call)
+        inits = Initialisations(self.program.file, self.program.modules)
+        return bool(runs) and all(initialised_before(order, run, inits) for run in runs)
 
     # -- can the fix be offered ---------------------------------------------------------------
     def _global_rng_data(self) -> Optional[str]:
