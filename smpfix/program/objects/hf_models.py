@@ -76,3 +76,44 @@ def config_checkpoint_name(facts: FileFacts, expr: cst.BaseExpression) -> Option
     ):
         return checkpoint_name(facts, expr)
     return None
+
+
+# The Hugging Face models the library's tensor parallelism replaces whole, with their configs
+# (1.12.1 ``nn/predefined_hooks.py``: each maps to ``DistributedTransformerLMHead``, matched by
+# exact type). Their own ``forward`` never runs: the forward hook passes on the inputs alone
+# and the return hook sets ``past_key_values``, ``hidden_states`` and ``attentions`` to None,
+# so the config's output switches are never read. BERT and RoBERTa have only their encoder
+# replaced and ``GPT2Model`` only its blocks: their Hugging Face ``forward`` still reads the
+# switches and passes them on; T5 and ViT are not replaced in 1.12.1.
+_REPLACED_WHOLE = {
+    "GPT2LMHeadModel": "GPT2Config",
+    "GPTJForCausalLM": "GPTJConfig",
+    "GPTNeoForCausalLM": "GPTNeoConfig",
+    "GPTNeoXForCausalLM": "GPTNeoXConfig",
+}
+_BUILDERS = ("from_config", "_from_config", "from_pretrained")
+
+
+def replaced_whole(
+    facts: FileFacts, call: cst.Call, config: Optional[cst.BaseExpression]
+) -> Optional[str]:
+    """The Hugging Face class ``call`` builds when tensor parallelism replaces that class
+    whole (``GPTJForCausalLM(config)``, ``GPT2LMHeadModel.from_pretrained(...)``, or
+    ``AutoModelForCausalLM.from_config(config)`` with ``config`` a call of the matching
+    config class); None for anything else, a subclass of one of them included."""
+    func = call.func
+    if type(func) is cst.Attribute and func.attr.value in _BUILDERS:
+        func = func.value
+    qualified = facts.qualified_name(func) or ""
+    if not qualified.startswith("transformers."):
+        return None
+    name = qualified.rsplit(".", 1)[-1]
+    if name in _REPLACED_WHOLE:
+        return name
+    if name != "AutoModelForCausalLM" or type(config) is not cst.Call:
+        return None
+    config_name = facts.qualified_name(config.func) or ""
+    if not config_name.startswith("transformers."):
+        return None
+    built = config_name.rsplit(".", 1)[-1]
+    return next((model for model, cls in _REPLACED_WHOLE.items() if cls == built), None)

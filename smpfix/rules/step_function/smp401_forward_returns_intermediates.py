@@ -17,7 +17,10 @@ from smpfix.base.flavour import BOTH
 from smpfix.base.literals import UNKNOWN, literal_value
 from smpfix.base.parents import CodeScope
 from smpfix.base.positions import Positions
+from smpfix.job.jobfacts import Tri
 from smpfix.program.facts import FileFacts
+from smpfix.program.objects.creation_contexts import enclosing_contexts
+from smpfix.program.objects.hf_models import replaced_whole
 from smpfix.program.objects.wrapped_model import (
     Construction,
     ModelClass,
@@ -72,10 +75,12 @@ class ForwardReturnsIntermediates(Rule):
         " (or Hugging Face `output_hidden_states`/`output_attentions`/`use_cache` is on); each is"
         " broadcast to all ranks."
     )
-    depends_on = ()
+    # Only the Hugging Face config switches: they cost nothing on one pipeline stage when
+    # tensor parallelism replaces the model whole (``_switches_unread``).
+    depends_on = ("PP",)
     # The model class in model.py is followed from the script, and reported on the wrap there.
     runs_on_helper_modules = False
-    tensor_parallelism = TensorParallelism.NONE
+    tensor_parallelism = TensorParallelism.MARKING
 
     def leave_Module(self, node: cst.Module) -> None:
         if not self.program.facts.distributed_models and not self.program.facts.step_functions:
@@ -177,8 +182,9 @@ class ForwardReturnsIntermediates(Rule):
         config_arg = argument(call, "config", None if _is_from_pretrained(call) else 0)
         config_name: Optional[str] = None
         config_scope: CodeScope = built.scope
+        config_call: Optional[cst.BaseExpression] = None
         if config_arg is not None:
-            config_call: Optional[cst.BaseExpression] = config_arg.value
+            config_call = config_arg.value
             if type(config_call) is cst.Name:
                 config_name = config_call.value
                 assignment = latest_assignment(self.program.facts, config_call)
@@ -192,7 +198,7 @@ class ForwardReturnsIntermediates(Rule):
                 if model_is_hf or config_is_hf:
                     flags.extend(self._true_flags(config_call))
                     model_is_hf = True
-        if not model_is_hf:
+        if not model_is_hf or self._switches_unread(call, config_call):
             return
         owners = {name for name in (wrapped_name, _assigned_name(self.program.facts, call)) if name}
         switched_off: set[str] = set()
@@ -206,6 +212,38 @@ class ForwardReturnsIntermediates(Rule):
         for flag, node in flags:
             if flag not in switched_off:
                 self._flag_switch(flag, node, use, reported, in_step=False)
+
+    def _switches_unread(self, call: cst.Call, config: Optional[cst.BaseExpression]) -> bool:
+        """Whether the config's switches cost nothing in this job: tensor parallelism replaces
+        the model whole (``replaced_whole``; the model is built inside an enabled
+        ``smp.tensor_parallelism()`` or ``smp.model_creation(tensor_parallelism=...)``), so its
+        Hugging Face ``forward``, the only reader of the switches, never runs, and the pipeline
+        degree is 1, so nothing would cross stages even where the library left the model as it
+        is (1.12.1 replaces it only under the ``transformers`` releases it supports)."""
+        if replaced_whole(self.program.facts, call, config) is None:
+            return False
+        if self.feature("PP", at=call).state is not Tri.OFF:
+            return False
+        stack = [*reversed(list(self.program.parents.ancestors(call))), call]
+        return any(
+            self._marks(context.call, context.member)
+            for context in enclosing_contexts(self.program.facts, stack)
+        )
+
+    def _marks(self, context: cst.Call, member: str) -> bool:
+        """Whether a ``with`` item marks the modules built inside it for tensor parallelism."""
+        if member == "tensor_parallelism":
+            enabled = argument(context, "enabled", 0)
+        elif member == "model_creation":
+            enabled = argument(context, "tensor_parallelism", 0)
+            if enabled is None:
+                return False
+        else:
+            return False
+        if enabled is None:
+            return True
+        truth = self.program.conditions.truth(enabled.value)
+        return truth.known and bool(truth.value)
 
     def _true_flags(self, call: cst.Call) -> Iterator[tuple[str, cst.CSTNode]]:
         for arg in call.args:
