@@ -1,5 +1,6 @@
 """The code a configuration runs: the script a launcher starts, or the script that holds an
-``smp.init({...})`` dict, together with the project modules it imports.
+``smp.init({...})`` or ``torch.sagemaker.init({...})`` dict, together with the project
+modules it imports.
 
 Some configuration mistakes are mistakes only together with the code: ``offload_activations``
 does nothing unless the script checkpoints activations, and sharded data parallelism with
@@ -54,7 +55,7 @@ def launched_code(program: Program, view: ConfigView) -> Optional[LaunchedCode]:
     modules = program.modules
     if modules is None:
         return None
-    if view.kind == "smp.init":
+    if view.kind in ("smp.init", "tsm.init"):
         return LaunchedCode(
             "this script",
             (

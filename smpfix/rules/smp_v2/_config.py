@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
@@ -30,56 +29,6 @@ from smpfix.rules.smp_v2._mixups import mpirun
 
 # ``torch.sagemaker.init``, however the script imports it.
 TSM_INIT = "torch.sagemaker.init"
-
-# SMP v1 keys that mean something SMP v2 does differently or not at all, and what to write in
-# SMP v2 instead (the v2 reference's nine keys; its "Upgrade from SMP v1 to SMP v2" section; the
-# v2 core-features pages: v2 has no pipeline parallelism and shards with FSDP).
-V1_ONLY_KEYS: Mapping[str, str] = {
-    "pipeline_parallel_degree": (
-        "SMP v2 has no pipeline parallelism; shard the model with FSDP (`hybrid_shard_degree`) and"
-        " `tensor_parallel_degree` instead"
-    ),
-    "partitions": (
-        "it is v1's pipeline degree, and SMP v2 has no pipeline parallelism; shard the model with"
-        " FSDP (`hybrid_shard_degree`) and `tensor_parallel_degree` instead"
-    ),
-    "microbatches": "SMP v2 has no pipeline, hence no microbatches; remove it",
-    "active_microbatches": "SMP v2 has no pipeline, hence no microbatches; remove it",
-    "pipeline": "SMP v2 has no pipeline parallelism; remove it",
-    "auto_partition": "SMP v2 has no pipeline partitioning; remove it",
-    "default_partition": "SMP v2 has no pipeline partitioning; remove it",
-    "ddp": (
-        "SMP v2 always runs data parallelism through PyTorch FSDP, which the script wraps itself;"
-        " remove it"
-    ),
-    "ddp_port": "SMP v2 runs PyTorch FSDP, not v1's DDP wrapper; remove it",
-    "ddp_dist_backend": (
-        "SMP v2 takes the backend from the script's `dist.init_process_group`; remove it"
-    ),
-    "horovod": "SMP v2 has no Horovod; remove it",
-    "sharded_data_parallel_degree": (
-        "it is v1's sharded data parallelism; SMP v2 shards with FSDP, sized by"
-        " `hybrid_shard_degree`"
-    ),
-    "offload_activations": (
-        "it is v1's activation offloading; in SMP v2 it is `sm_activation_offloading` together"
-        " with PyTorch's `offload_wrapper` in the script"
-    ),
-    "delayed_parameter_initialization": (
-        "in SMP v2 delayed initialisation is `torch.sagemaker.delayed_param.DelayedParamIniter`"
-        " in the script"
-    ),
-    "tensor_parallel_seed": "SMP v2 calls it `random_seed`",
-    "fp16": "SMP v2 takes mixed precision from FSDP's `MixedPrecision` in the script; remove it",
-    "bf16": "SMP v2 takes mixed precision from FSDP's `MixedPrecision` in the script; remove it",
-    "fp16_params": "SMP v2 takes mixed precision from FSDP's `MixedPrecision`; remove it",
-    "shard_optimizer_state": "SMP v2 shards optimizer state with FSDP; remove it",
-    "prescaled_batch": "SMP v2 has no prescaled batch; remove it",
-    "placement_strategy": "SMP v2 places ranks itself; remove it",
-    "optimize": "SMP v2 has no such setting; remove it",
-    "memory_weight": "SMP v2 has no pipeline partitioning; remove it",
-    "contiguous": "SMP v2 has no pipeline partitioning; remove it",
-}
 
 
 class V2ConfigRule(ConfigRule):

@@ -9,7 +9,6 @@ from smpfix.base.findings import Severity
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView, launcher_views
 from smpfix.rules.rule import FixAvailability, TensorParallelism
 from smpfix.rules.scope import FileScope, Library
-from smpfix.rules.smp_v2._config import V1_ONLY_KEYS
 from smpfix.rules.smp_v2._mixups import (
     ScriptLibraries,
     image,
@@ -18,6 +17,7 @@ from smpfix.rules.smp_v2._mixups import (
     script_libraries,
     torchrun,
 )
+from smpfix.rules.smp_v2._v1_keys import V1_ONLY_KEYS
 
 
 class V1LaunchOnContainerWithoutV1(ConfigRule):

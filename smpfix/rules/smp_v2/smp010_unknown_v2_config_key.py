@@ -17,8 +17,9 @@ from smpfix.job.v2_key_history import V2_KEY_HISTORY
 from smpfix.job.versions import FIRST_V2
 from smpfix.rules.config_rule import ConfigProblem, ConfigView, rename_fix
 from smpfix.rules.rule import FixAvailability, TensorParallelism
-from smpfix.rules.smp_v2._config import V1_ONLY_KEYS, V2ConfigRule
+from smpfix.rules.smp_v2._config import V2ConfigRule
 from smpfix.rules.smp_v2._releases import release_problem, versions_table
+from smpfix.rules.smp_v2._v1_keys import V1_ONLY_KEYS
 
 # Features SMP v1 configured by key that SMP v2 leaves to PyTorch in the script: no key is close,
 # whatever the spelling says (the SMP v2 reference's "Upgrade from SMP v1 to SMP v2").
