@@ -22,8 +22,8 @@ smp_parameters = {
     "hybrid_shard_degree": hybrid_shard_degree,
     "sm_activation_offloading": True,  # expect: SMP014 warning
     "activation_loading_horizn": 4,  # expect: SMP010 error
-    "microbatches": 4,  # expect: SMP003 error
-    "ddp": True,  # expect: SMP003 error
+    "microbatches": 4,  # expect: SMP003 hint
+    "ddp": True,  # expect: SMP003 hint
 }
 
 hyperparameters = {
