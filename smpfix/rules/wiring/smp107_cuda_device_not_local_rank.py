@@ -15,6 +15,7 @@ from smpfix.fixes.references import smp_reference
 from smpfix.program.facts import RANK_FUNCTIONS
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.titles import snippet
+from smpfix.rules.wiring._device_fallback import in_single_process_fallback
 
 _CUDA_INDEX = re.compile(r"cuda:\d+")
 # Calls whose argument is a device *index*: "cuda" without one is an error there.
@@ -92,6 +93,8 @@ class CudaDeviceNotLocalRank(Rule):
             return
         shown = self.program.code_for(arg.value)
         if wrong.kind == "literal":
+            if in_single_process_fallback(self.program, call):
+                return
             message = (
                 f"`{self.program.code_for(call)}` hard-codes GPU {shown}: every process on a host"
                 " (one per GPU) uses that GPU, while the library placed this process's model on"
@@ -196,6 +199,8 @@ class CudaDeviceNotLocalRank(Rule):
             return
         value = node.evaluated_value
         if not isinstance(value, str) or not _CUDA_INDEX.fullmatch(value):
+            return
+        if in_single_process_fallback(self.program, node):
             return
         parent = self.ancestry.parent(1)
         call = self.ancestry.parent(2)
