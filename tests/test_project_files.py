@@ -110,3 +110,25 @@ def test_a_package_importing_itself_absolutely_is_found_from_the_folder_that_hol
     assert not any(
         project.holds_file(candidate) for candidate in project.module_candidates(script, "helpers")
     )
+
+
+def test_a_module_of_a_package_imports_its_siblings_through_the_package(tmp_path: Path) -> None:
+    """``from training.loop import f`` in ``src/training/main.py`` works only with ``src`` on the
+    path (``python -m training.main`` from ``src``): the folder holding the package is searched
+    after the importer's own, before the project roots."""
+    root = tmp_path / "project"
+    package = root / "src" / "training"
+    package.mkdir(parents=True)
+    for name in ("__init__.py", "main.py", "loop.py"):
+        (package / name).write_text("", encoding="utf-8")
+    (root / "script.py").write_text("", encoding="utf-8")
+    project = Project.of((str(root),))
+    assert project.search_dirs(str(package / "main.py")) == [
+        str(package),
+        str(root / "src"),
+        str(root),
+    ]
+    assert project.search_dirs(str(root / "script.py")) == [str(root)]
+    assert str(package / "loop.py") in project.module_candidates(
+        str(package / "main.py"), "training.loop"
+    )

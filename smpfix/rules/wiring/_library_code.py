@@ -7,8 +7,9 @@ torch.cuda.amp.GradScaler()``. A feature the library does not support is a probl
 library's path, so rules about
 such features ask ``LibraryCode.runs_with_library(node)``. It is False when
 
-- ``node`` sits on one side of an ``if`` whose other side uses the library and its own side
-  does not (the non-library branch of a switch), or
+- ``node`` sits on one side of an ``if`` whose other side uses the library (a library member,
+  or a call of one of the file's step functions) and its own side does not (the non-library
+  branch of a switch), or
 - its function neither uses the library nor is reached from code that does (a step function,
   a function calling a library member, and the file's functions they call by name, to any
   depth), or, at module level, no module-level statement uses the library.
@@ -19,10 +20,11 @@ that path a mistake.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import libcst as cst
 
+from smpfix.base.imports import dotted_name
 from smpfix.base.walker import children, iter_nodes, known_own_nodes
 from smpfix.program.project.parsed_file import ParsedFile
 from smpfix.program.steps import step_bodies, step_functions
@@ -36,6 +38,7 @@ class LibraryCode:
         self.module = module = file.module
         self.parents = file.parents
         self._uses: dict[int, bool] = {}
+        self._steps = frozenset(step.name for step in step_functions(self.facts))
         top: list[cst.CSTNode] = [
             s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))
         ]
@@ -57,6 +60,11 @@ class LibraryCode:
             member = self.facts.smp_member
             known = self._uses[id(node)] = any(
                 member(child.func if type(child) is cst.Call else child) is not None
+                or (
+                    type(child) is cst.Call
+                    and type(child.func) is cst.Name
+                    and child.func.value in self._steps
+                )
                 for child in _own_nodes(node)
                 if type(child) is cst.Call or type(child) is cst.Attribute
             )
@@ -120,6 +128,8 @@ class LibraryCode:
 
 
 _NESTED = frozenset({cst.FunctionDef, cst.ClassDef})
+# The library's modules (``smdistributed.modelparallel.torch``, ...).
+_LIBRARY = "smdistributed.modelparallel"
 
 
 def _own_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -139,3 +149,32 @@ def _own_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
             if not isinstance(child, (cst.FunctionDef, cst.ClassDef))
         )
     return found
+
+
+def library_import_optional(file: ParsedFile) -> bool:
+    """The file imports the library inside ``try:`` (``except ImportError: smp = None``): the
+    code around it runs without the library too."""
+    for node in iter_nodes(file.module):
+        if type(node) is cst.Try and any(_imports_library(s) for s in _imports(node.body)):
+            return True
+    return False
+
+
+def _imports_library(statement: Union[cst.Import, cst.ImportFrom]) -> bool:
+    if isinstance(statement, cst.Import):
+        names = [dotted_name(alias.name) or "" for alias in statement.names]
+    else:
+        module = dotted_name(statement.module) if statement.module is not None else ""
+        aliases = statement.names if not isinstance(statement.names, cst.ImportStar) else ()
+        names = [module or "", *(f"{module}.{dotted_name(a.name)}" for a in aliases)]
+    return any(name.startswith(_LIBRARY) for name in names)
+
+
+def _imports(body: cst.BaseSuite) -> list[Union[cst.Import, cst.ImportFrom]]:
+    return [
+        small
+        for statement in (body.body if isinstance(body, cst.IndentedBlock) else [body])
+        if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+        for small in statement.body
+        if isinstance(small, (cst.Import, cst.ImportFrom))
+    ]

@@ -16,7 +16,8 @@ from smpfix.program.objects.wrapped_model import latest_assignment, wrapped_cons
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.titles import snippet
 from smpfix.rules.wiring._conditions import condition_evidence, condition_title
-from smpfix.rules.wiring._library_code import LibraryCode
+from smpfix.rules.wiring._library_code import LibraryCode, library_import_optional
+from smpfix.rules.wiring._scaler_uses import ScalerUse, scaler_use
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,10 @@ class UnsupportedFrameworkFeature(Rule):
 
     # -- items ------------------------------------------------------------------------------
     def _scaler(self, call: cst.Call, qualified: str, module: cst.Module) -> None:
+        uses = scaler_use(self.program, call)
+        if uses.verdict is ScalerUse.OFF_LIBRARY:
+            # Built on a line every back end runs, used only where the library does not run.
+            return
         pp = self.feature("PP")
         why = (
             "its overflow check sees only this rank's gradients, so the pipeline stages disagree"
@@ -124,13 +129,34 @@ class UnsupportedFrameworkFeature(Rule):
             if severity is Severity.ERROR
             else f"{shown}{condition_title(self.program, call)} does not work with the library"
         )
+        evidence = condition_evidence(self.program, call)
+        optional = library_import_optional(self.program.file)
+        fix = self._rename(
+            call,
+            module,
+            _Replacement("amp.GradScaler"),
+            "smp.amp.GradScaler",
+            shared=uses.shared or optional,
+        )
+        if uses.verdict is ScalerUse.UNSEEN and (uses.shared or optional):
+            # Maybe only the other back end uses it, where the library's class may not exist.
+            severity, fix = Severity.HINT, None
+            evidence = (
+                *evidence,
+                "smpfix cannot see every use of this scaler, and "
+                + (
+                    "some run without the library"
+                    if uses.shared
+                    else "the file also runs without the library (its import is optional)"
+                ),
+            )
         self.report(
             call,
             title,
             explanation=message,
-            evidence=condition_evidence(self.program, call),
+            evidence=evidence,
             severity=severity,
-            fix=self._rename(call, module, _Replacement("amp.GradScaler"), "smp.amp.GradScaler"),
+            fix=fix,
             job_facts=(pp,),
         )
 
@@ -317,13 +343,22 @@ class UnsupportedFrameworkFeature(Rule):
 
     # -- fixes ------------------------------------------------------------------------------
     def _rename(
-        self, call: cst.Call, module: cst.Module, replacement: _Replacement, shown: str
+        self,
+        call: cst.Call,
+        module: cst.Module,
+        replacement: _Replacement,
+        shown: str,
+        *,
+        shared: bool = False,
     ) -> Optional[PendingFix]:
+        """The library's drop-in; unsafe when ``shared`` (the line also serves a path without
+        the library, where the library's class may not even be importable) or when the drop-in
+        may be newer than the job's library."""
         reference = smp_reference(self.program.file, replacement.member)
         if reference is None or ("." in replacement.member and reference.edits):
             # `from smdistributed.modelparallel.torch import X` cannot import `amp.GradScaler`.
             return None
-        safe = (
+        safe = not shared and (
             replacement.since is None
             or self.program.job.version_applies(replacement.since, None) is Tri.ON
         )
