@@ -26,6 +26,7 @@ from smpfix.program.facts import Wrap
 from smpfix.program.model import Program
 from smpfix.program.names import StatementRef
 from smpfix.program.objects.hf_models import pretrained_model_call
+from smpfix.program.paths.conditions import expression_key
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 from smpfix.rules.titles import snippet
 from smpfix.rules.wiring._wording import sentence
@@ -66,11 +67,13 @@ class WeightsLoadedBeforeWrap(Rule):
         super().__init__(program, ancestry)
         self._loads: list[_StateLoad] = []
         self._full_resumes: list[cst.Call] = []
+        self._resumes: list[cst.Call] = []
 
     # -- collecting --------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
         member = self.program.facts.smp_member(node.func)
         if member == "resume_from_checkpoint":
+            self._resumes.append(node)
             partial = argument(node, "partial", 2)
             if partial is not None and self.program.facts.literal(partial.value) is False:
                 self._full_resumes.append(node)
@@ -151,6 +154,10 @@ class WeightsLoadedBeforeWrap(Rule):
         ):
             # Without TP nothing is re-initialised; under SDP loading before the wrap is the advice.
             return
+        if self._reloaded_after(wrap, load_node):
+            # The documented fine-tuning order: the pretrained state dict, taken (and
+            # translated) before the wrap, is loaded into the wrapped model after it.
+            return
         marked = self._inside_marking(load_node)
         if (
             replaced.state is Tri.ON
@@ -225,6 +232,48 @@ class WeightsLoadedBeforeWrap(Rule):
             severity=severity,
             fix=fix,
             job_facts=facts,
+        )
+
+    def _reloaded_after(self, wrap: Wrap, load_node: cst.CSTNode) -> bool:
+        """Weights go into the wrapped model after the wrap whenever ``load_node`` ran before
+        it: ``model.load_state_dict(...)`` on the name the wrap assigned (and nothing else
+        reaches it there), or ``smp.resume_from_checkpoint(...)``, in the wrap's function and
+        under no condition that ``load_node`` does not share (a reload under ``if
+        args.resume:`` leaves a fresh run with the replaced, random layers)."""
+        where = wrap.where
+        if where is None or wrap.target is None:
+            return False
+        shared = self._conditions(load_node)
+        reloads = [
+            load.call
+            for load in self._loads
+            if load.direct and load.root == wrap.target and self._holds_wrap(wrap, load.call)
+        ]
+        reloads += [
+            resume
+            for resume in self._resumes
+            if self.program.names.scope_of(resume) is where.scope
+            and self.program.order.runs_before(wrap.call, resume)
+        ]
+        return any(self._conditions(reload) <= shared for reload in reloads)
+
+    def _holds_wrap(self, wrap: Wrap, load: cst.Call) -> bool:
+        """``load``'s receiver is the wrapped model: only the wrap's assignment reaches it."""
+        func = load.func
+        assert type(func) is cst.Attribute
+        reaching = self.program.names.reaching(wrap.target or "", func.value)
+        return (
+            bool(reaching.assignments)
+            and not reaching.opaque
+            and not reaching.others
+            and all(assignment.value is wrap.call for assignment in reaching.assignments)
+        )
+
+    def _conditions(self, node: cst.CSTNode) -> frozenset[tuple[str, bool]]:
+        """The conditions ``node`` runs under in its function, as (test, side) pairs."""
+        return frozenset(
+            (expression_key(requirement.test), requirement.holds)
+            for requirement in self.program.branches.requirements(node)
         )
 
     def _inside_marking(self, node: cst.CSTNode) -> bool:
