@@ -114,6 +114,16 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def data_parallel_degree(world: Optional[int], pp: Optional[int]) -> Optional[int]:
+    """The data-parallel ranks per model partition: the processes over the pipeline degree
+    (tensor-parallel peers included, as ``smp.dp_size()`` counts them); None unless both are
+    known and the degree divides the processes (SMP801 reports a degree that does not). The
+    one computation behind SMP824's "nothing to shard" and every rule asking of the job."""
+    if world is None or pp is None or pp < 1 or world % pp:
+        return None
+    return world // pp
+
+
 def data_parallelism(job: JobFacts) -> FeatureState:
     """Whether more than one data-parallel rank exists: world / pipeline_parallel_degree > 1.
 
@@ -122,14 +132,17 @@ def data_parallelism(job: JobFacts) -> FeatureState:
     """
     world, sources = _launch_numbers(job)
     pp = job.settings.get("pipeline_parallel_degree")
-    if world is None or pp is None or not _is_int(pp.value):
+    degree = pp.value if pp is not None and _is_int(pp.value) else None
+    dp = data_parallel_degree(world, degree)  # type: ignore[arg-type]
+    if dp is None or pp is None:
         return FeatureState(DATA_PARALLELISM, Tri.UNKNOWN, "world size not known")
-    degree = int(pp.value)  # type: ignore[arg-type]
-    dp = world // degree if degree else world
     sources = sorted({*sources, pp.source})
     state = Tri.ON if dp > 1 else Tri.OFF
     return FeatureState(
-        DATA_PARALLELISM, state, f"{dp} data-parallel ranks; {'; '.join(sources)}", dp
+        DATA_PARALLELISM,
+        state,
+        f"{dp} data-parallel rank{'' if dp == 1 else 's'}; {'; '.join(sources)}",
+        dp,
     )
 
 

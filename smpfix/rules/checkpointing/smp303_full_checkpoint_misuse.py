@@ -11,6 +11,7 @@ from smpfix.base.calls import argument, called_name
 from smpfix.base.edits import ReplaceNode
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.walker import iter_nodes
+from smpfix.job.groups import data_parallelism
 from smpfix.job.jobfacts import FeatureState, Tri
 from smpfix.program.objects.checkpoint_api import CHECKPOINT_API_SINCE
 from smpfix.program.ranks.rank_groups import cut
@@ -40,6 +41,11 @@ def _words(state: Tri, states: Sequence[FeatureState]) -> str:
     titles = [s.feature.title for s in states]
     listed = titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " or " + titles[-1]
     return f"if {listed} is enabled"
+
+
+def _lowered(text: str) -> str:
+    """A sentence that goes on after a semicolon: its first letter in lower case."""
+    return text[:1].lower() + text[1:]
 
 
 class FullCheckpointMisuse(Rule):
@@ -223,16 +229,16 @@ class FullCheckpointMisuse(Rule):
 
     def _check_optimizer_state_dict(self, call: cst.Call) -> None:
         # Tensor parallelism splits the optimizer state only where modules are distributed.
+        sharding, single = self._optimizer_sharding(call)
         state, states = _any_on(
-            [
-                self.tp_distributed(at=call),
-                self.feature("OSS", at=call),
-                self.feature("SDP", at=call),
-            ]
+            [self.tp_distributed(at=call), sharding, self.feature("SDP", at=call)]
         )
         if state is Tri.OFF:
             return
         name = self._receiver(call)
+        if single is not None and states == (sharding,):
+            self._report_unsharded_flag(call, name, sharding, single)
+            return
         when = _words(state, states)
         title = (
             f"`{name}.state_dict()` on a partitioned `smp.DistributedOptimizer` is unsupported"
@@ -246,6 +252,59 @@ class FullCheckpointMisuse(Rule):
         )
         severity = Severity.ERROR if state is Tri.ON else Severity.WARNING
         self.report(call, title, explanation=explanation, severity=severity, job_facts=states)
+
+    def _optimizer_sharding(self, call: cst.Call) -> tuple[FeatureState, Optional[FeatureState]]:
+        """Optimizer state sharding as it bears on ``state_dict()``, and the job's single
+        data-parallel rank when it has one (SMP824's "nothing to shard").
+
+        With ``shard_optimizer_state`` set, the library's ``DistributedOptimizer.state_dict()``
+        returns ``local_state_dict()`` before gathering anything (1.7 to 1.12.1), whatever the
+        number of data-parallel ranks: with one, nothing is sharded, but the pipeline stages
+        are still not gathered. Only with a single stage too (one process) is that the whole
+        state, and the flag splits nothing.
+        """
+        sharding = self.feature("OSS", at=call)
+        if sharding.state is not Tri.ON:
+            return sharding, None
+        ranks = data_parallelism(self.program.job)
+        if ranks.state is not Tri.OFF:
+            return sharding, None
+        if self.feature("PP").state is Tri.OFF:
+            return (
+                FeatureState(
+                    sharding.feature,
+                    Tri.OFF,
+                    f"{sharding.source}, with one data-parallel rank and one pipeline stage"
+                    f" ({ranks.source}): nothing splits the state",
+                ),
+                None,
+            )
+        return sharding, ranks
+
+    def _report_unsharded_flag(
+        self, call: cst.Call, name: Optional[str], sharding: FeatureState, single: FeatureState
+    ) -> None:
+        """``state_dict()`` under a ``shard_optimizer_state`` that shards nothing (one
+        data-parallel rank, several pipeline stages): the flag alone keeps the stages apart."""
+        pipeline = self.feature("PP")
+        self.report(
+            call,
+            f"`{name}.state_dict()` returns one pipeline stage's state: `shard_optimizer_state`"
+            " is set",
+            explanation=(
+                f"`{name}.state_dict()` asks the `smp.DistributedOptimizer` for the full optimizer"
+                f" state. Optimizer state sharding is enabled ({sharding.source}) and, with one"
+                " data-parallel rank, it"
+                " shards nothing (SMP824 reports that), but the setting alone makes the library"
+                " return this rank's local state from `state_dict()` without gathering the other"
+                " pipeline stages' (library 1.7 to 1.12.1), so the saved state holds one stage's."
+                " Remove `shard_optimizer_state`, which gains nothing here, and `state_dict()`"
+                f" gathers the stages again; or {_lowered(self._partial_save_advice(name))}"
+            ),
+            evidence=(f"nothing to shard: {single.source}",),
+            severity=Severity.ERROR,
+            job_facts=(sharding, pipeline),
+        )
 
     def _partial_save_advice(self, name: Optional[str]) -> str:
         """``smp.save_checkpoint`` arrived in 1.10: a job known to run an older library gets only

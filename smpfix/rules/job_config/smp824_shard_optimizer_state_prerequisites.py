@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from smpfix.base.findings import Severity
 from smpfix.base.flavour import ONLY_PYTORCH
 from smpfix.base.literals import UNKNOWN
+from smpfix.job.groups import data_parallel_degree
 from smpfix.rules.config_rule import ConfigProblem, ConfigRule, ConfigView
 from smpfix.rules.launched_code import launched_code
 from smpfix.rules.rule import FixAvailability, TensorParallelism
@@ -45,11 +46,7 @@ class ShardOptimizerStatePrerequisites(ConfigRule):
             return
         at = view.located("shard_optimizer_state")
         world, pp = view.world, view.int_value("pipeline_parallel_degree")
-        data_parallel = (
-            world // pp
-            if world is not None and pp is not None and pp >= 1 and world % pp == 0
-            else None
-        )
+        data_parallel = data_parallel_degree(world, pp)
         single = (
             f"{world} processes ÷ pipeline degree {pp} = 1 data-parallel rank per partition"
             if data_parallel == 1
@@ -93,11 +90,13 @@ class ShardOptimizerStatePrerequisites(ConfigRule):
                 "`shard_optimizer_state` has no effect: one data-parallel rank per partition",
                 Severity.HINT,
                 explanation=(
-                    "This is advice; nothing breaks. The optimizer state is sharded across the"
+                    "This is advice; training runs. The optimizer state is sharded across the"
                     " data-parallel ranks that hold the same parameters, and here each model"
                     " partition has a single one, so there is nothing to shard (the developer"
-                    " guide recommends sharding for a data-parallel degree above 1). Remove it,"
-                    " or run more processes than pipeline stages."
+                    " guide recommends sharding for a data-parallel degree above 1). The setting"
+                    " still keeps `optimizer.state_dict()` from gathering the pipeline stages"
+                    " (SMP303 reports a call). Remove it, or run more processes than pipeline"
+                    " stages."
                 ),
                 evidence=(single,),
             )
