@@ -11,7 +11,8 @@ A rule reaches everything smpfix knows about the file through ``self.program``:
 - the questions that also need the job, the launchers or the scripts importing a helper,
   kept for this analysis: folded conditions (``conditions``), the branches the job takes
   (``branches``), the script's numbers (``numbers``), the tensor-parallel marking
-  (``tp_replacement``), the loaders that feed training (``training_loaders``);
+  (``tp_replacement``), the loaders that feed training (``training_loaders``), the functions
+  of a script nothing in the project calls (``uncalled``);
 - the project's other files (``modules``) and, for a helper module, the scripts importing
   it (``importers``).
 
@@ -40,6 +41,7 @@ from smpfix.program.names import Names
 from smpfix.program.objects.tp_marking import Replacement, module_replacement
 from smpfix.program.order.call_graph import LocalCalls
 from smpfix.program.order.execution import ExecutionOrder
+from smpfix.program.order.uncalled import UncalledFunctions
 from smpfix.program.paths.branches import Branches
 from smpfix.program.paths.conditions import Conditions
 from smpfix.program.project.local_modules import LocalModules
@@ -148,6 +150,12 @@ class Program:
     def tp_replacement(self) -> Replacement:
         """Whether ``smp.DistributedModel`` replaces modules for tensor parallelism here."""
         return module_replacement(self.file, self.modules, self.conditions)
+
+    @cached_property
+    def uncalled(self) -> UncalledFunctions:
+        """The functions of a script that nothing in the project calls."""
+        launched = self.modules is not None and bool(self.modules.project.launchers_of(self.path))
+        return UncalledFunctions.of_file(self.file, self.modules, launched)
 
     @cached_property
     def training_loaders(self) -> TrainingLoaders:

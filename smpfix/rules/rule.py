@@ -285,6 +285,14 @@ class Rule:
             # is one the code offers, so what breaks in it is a hint, saying which branch.
             severity = Severity.HINT
             evidence = (f"the job is only offered: {self.program.job.offered_job}", *evidence)
+        unused = self.program.uncalled.enclosing(node, self.program.parents)
+        if unused is not None:
+            # A function of the script that nothing in the project calls: no job runs it.
+            severity = Severity.HINT
+            evidence = (
+                f"this code is in `{unused.name.value}()`, which nothing in the project calls",
+                *evidence,
+            )
         if verdict.reach is Reach.OFF_BY_DEFAULT and verdict.requirement is not None:
             severity = Severity.HINT
             how = verdict.known.how if verdict.known else ()
