@@ -39,7 +39,7 @@ def _severities(text: str, path: str = "train.py", roots: tuple[str, ...] = ()) 
 
 def _unused(text: str) -> list[str]:
     file = parsed(text)
-    return [f.name.value for f in UncalledFunctions.of_file(file, None, launched=False).functions]
+    return [f.name.value for f in UncalledFunctions.of_file(file, None).functions]
 
 
 def test_a_function_the_script_never_calls_gives_a_hint_that_says_so() -> None:
@@ -55,7 +55,8 @@ def test_a_called_function_keeps_its_severity() -> None:
 
 
 def test_a_module_without_a_main_block_may_be_called_from_outside() -> None:
-    # A module others import (or run through a harness) may have any function called.
+    # A module others import (or run through a harness) may have any function called; a
+    # script without a main block does not say how it runs either.
     assert _severities(HELPER.replace("CALL", "pass")) == ["error"]
 
 

@@ -154,8 +154,7 @@ class Program:
     @cached_property
     def uncalled(self) -> UncalledFunctions:
         """The functions of a script that nothing in the project calls."""
-        launched = self.modules is not None and bool(self.modules.project.launchers_of(self.path))
-        return UncalledFunctions.of_file(self.file, self.modules, launched)
+        return UncalledFunctions.of_file(self.file, self.modules)
 
     @cached_property
     def training_loaders(self) -> TrainingLoaders:

@@ -4,9 +4,10 @@ Real scripts keep helpers they no longer call (a ``save()`` replaced by a traine
 checkpointing, copied from an example with the rest of its file). A finding there is about
 code no job runs, so it is at most a hint that says so (``Rule.report``).
 
-Only a file that runs as a script is judged: one with an ``if __name__ == "__main__":`` block,
-or one a launcher starts. A module without either may be imported by code outside the checked
-paths, which can call any of its functions (``ExecutionOrder`` treats them as entry points).
+Only a file that says how it runs is judged: one with an ``if __name__ == "__main__":`` block.
+A module without one may be imported by code outside the checked paths, which can call any of
+its functions (``ExecutionOrder`` treats them as entry points), and a short script without one
+is often a snippet whose helpers the rest of its project calls.
 Only plain module-level functions are candidates: a decorator may register its function
 (``@app.command``), and a method is called through attributes anywhere.
 
@@ -51,13 +52,11 @@ class UncalledFunctions:
         return None
 
     @classmethod
-    def of_file(
-        cls, file: ParsedFile, modules: Optional[LocalModules], launched: bool
-    ) -> UncalledFunctions:
-        """The unused functions of ``file``; none unless it runs as a script (``launched``: a
-        launcher starts it)."""
+    def of_file(cls, file: ParsedFile, modules: Optional[LocalModules]) -> UncalledFunctions:
+        """The unused functions of ``file``; none unless it has a main block. ``modules``
+        finds the project modules that import it (None: a lone text)."""
         module = file.module
-        if not launched and not any(_is_main_block(statement) for statement in module.body):
+        if not any(_is_main_block(statement) for statement in module.body):
             return cls()
         candidates = {
             statement.name.value: statement
