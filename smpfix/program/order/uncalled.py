@@ -56,7 +56,7 @@ class UncalledFunctions:
         """The unused functions of ``file``; none unless it has a main block. ``modules``
         finds the project modules that import it (None: a lone text)."""
         module = file.module
-        if not any(_is_main_block(statement) for statement in module.body):
+        if not has_main_block(module):
             return cls()
         candidates = {
             statement.name.value: statement
@@ -73,6 +73,11 @@ class UncalledFunctions:
             used = _reached(owners, used | named)
             unused = set(candidates) - used
         return cls(tuple(candidates[name] for name in sorted(unused)))
+
+
+def has_main_block(module: cst.Module) -> bool:
+    """The module says how it runs as a script: ``if __name__ == "__main__":`` at its top."""
+    return any(_is_main_block(statement) for statement in module.body)
 
 
 def _is_main_block(statement: cst.CSTNode) -> bool:

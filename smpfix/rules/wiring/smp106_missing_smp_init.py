@@ -10,7 +10,6 @@ from smpfix.base.edits import InsertStatementAfter, NodeEdit
 from smpfix.base.findings import Applicability, Severity
 from smpfix.base.flavour import BOTH
 from smpfix.base.imports import SMP_TF, SMP_TORCH, dotted_name
-from smpfix.base.literals import literal_value
 from smpfix.base.walker import Ancestry
 from smpfix.fixes.references import smp_reference
 from smpfix.job.jobfacts import Tri
@@ -18,6 +17,7 @@ from smpfix.job.versions import LAST_WITHOUT_AUTO_INIT
 from smpfix.program.facts import RANK_FUNCTIONS, SIZE_FUNCTIONS, FileFacts
 from smpfix.program.model import Program
 from smpfix.program.order.initialisation import imports_initialise, script_sets_manual_init
+from smpfix.program.order.uncalled import has_main_block
 from smpfix.rules.rule import FixAvailability, PendingFix, Rule, TensorParallelism
 
 # Members a helper module may use without being the script that initialises the library.
@@ -45,23 +45,6 @@ def _imports_library(node: ImportNode) -> bool:
 def _initialises(facts: FileFacts) -> bool:
     """The file calls ``smp.init()`` or imports what initialises the library."""
     return bool(facts.smp_init_calls) or imports_initialise(facts)
-
-
-def _is_main_guard(test: cst.BaseExpression) -> bool:
-    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
-        return False
-    sides = {
-        dotted_name(test.left) or literal_value(test.left),
-        dotted_name(test.comparisons[0].comparator)
-        or literal_value(test.comparisons[0].comparator),
-    }
-    return type(test.comparisons[0].operator) is cst.Equal and sides == {"__name__", "__main__"}
-
-
-def _has_main_guard(module: cst.Module) -> bool:
-    return any(
-        type(statement) is cst.If and _is_main_guard(statement.test) for statement in module.body
-    )
 
 
 class MissingSmpInit(Rule):
@@ -186,14 +169,14 @@ class MissingSmpInit(Rule):
         if self._runs_on_import or not project.is_package_module(path):
             return False
         return not launched and all(
-            project.is_package_module(importer.path) and not _has_main_guard(importer.module)
+            project.is_package_module(importer.path) and not has_main_block(importer.module)
             for importer in siblings
         )
 
     def leave_Module(self, node: cst.Module) -> None:
         if self.program.facts.smp_init_calls or self._first_import is None:
             return
-        self._main_guard = _has_main_guard(node)
+        self._main_guard = has_main_block(node)
         used = self._entry_point()
         # Importing the Hugging Face Trainer or its arguments runs `smp.init()` (the official
         # Trainer examples rely on it).
