@@ -240,42 +240,10 @@ if args.save_full_model:
     )
     # The launcher turns the flag on: the finding stands, with the job's tensor parallelism.
     assert _project_findings(workdir, script, {"save_full_model": 1}, "SMP301") == [(16, "error")]
-    # The launcher passes the default's off value: neither the script's default nor any
-    # launcher of the project runs the branch, so nothing is reported.
-    assert _project_findings(workdir, script, {"save_full_model": 0}, "SMP301") == []
+    # The launcher turns it off explicitly: off in this job, but another run can pass the flag.
+    assert _project_findings(workdir, script, {"save_full_model": 0}, "SMP301") == [(16, "hint")]
     # The launcher leaves it at its default (off): a hint.
     assert _project_findings(workdir, script, {"epochs": 3}, "SMP301") == [(16, "hint")]
-
-
-def test_a_path_the_default_and_every_launcher_keep_off_is_not_reported(workdir: Path) -> None:
-    # The official GPT-J example's save: the full optimizer state only under `--fp16 0` and
-    # `--skip_full_optimizer 0`.
-    script = (
-        ARGS.replace(
-            'parser.add_argument("--do_train"',
-            'parser.add_argument("--fp16", type=int, default=0)\nparser.add_argument("--do_train"',
-        )
-        + """\
-smp.init()
-with smp.tensor_parallelism():
-    model = smp.DistributedModel(Net())
-optimizer = smp.DistributedOptimizer(torch.optim.Adam(model.parameters()))
-if args.fp16:
-    state = optimizer.local_state_dict()
-elif not args.skip_full_optimizer:
-    state = optimizer.state_dict()
-"""
-    )
-    # The launcher passes skip_full_optimizer=1, the script's default: no configuration the
-    # project holds runs the branch.
-    settled = {"fp16": 1, "skip_full_optimizer": 1}
-    assert _project_findings(workdir, script, settled, "SMP303") == []
-    # Left at its default, the flag is the script's switch that another run may pass: a hint.
-    assert _project_findings(workdir, script, {"fp16": 1}, "SMP303") == [(21, "hint")]
-    # The launcher turns the full save on: the error stands.
-    assert _project_findings(workdir, script, {"skip_full_optimizer": 0}, "SMP303") == [
-        (21, "error")
-    ]
 
 
 class _NewApiProbe(Rule):

@@ -49,9 +49,6 @@ class ArgumentValue:
     # Who sets it, as a clause that can follow "runs only when `args.x` is true;":
     # "`--x` defaults to 0 and the launcher launch.py sets 1".
     setting: str = ""
-    # Every launcher passes it, with the value of the argparse default: no configuration the
-    # project holds gives it another (``--skip_full_optimizer`` defaults to 1 and is passed 1).
-    settled: bool = False
 
 
 def command_line_arguments(files: Iterable[ParsedFile]) -> dict[str, list[CommandLineArgument]]:
@@ -179,9 +176,6 @@ def argument_value(
                 if shown
                 else f"the {link.job.source} sets {spelled} to {converted!r}"
             ),
-            settled=shown != ""
-            and type(converted) is type(found.default)
-            and converted == found.default,
         )
     if found.default is None or found.default is UNKNOWN:
         return None

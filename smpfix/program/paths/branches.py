@@ -5,9 +5,7 @@ the ``elif`` after ``if args.shard_optimizer_state > 0:`` runs without optimizer
 sharding, the ``else`` of ``if args.smp > 0:`` runs without the library, the body of
 ``if args.smp_version < 110:`` never runs on 1.10. And a path behind an opt-in flag whose
 argparse default is off (``if args.save_full_model:``) runs only if a launcher turns it on, and
-one a launcher turns off still runs with the script's defaults: both are hints. One that both
-the default and every launcher keep off (``if not args.skip_full_optimizer:``, the default 1
-and the launchers passing 1) runs in no configuration the project holds: never.
+one a launcher turns off still runs with the script's defaults: both are hints.
 
 ``Branches`` answers, for any node of one file:
 

@@ -9,9 +9,7 @@ into a value, never by running code:
 - ``args.<dest>`` is what argparse (or ``HfArgumentParser``, from a dataclass field) gives
   it: the launcher's hyperparameter, else the default. Such a value is *assumed*: it is the
   script's own switch, and another run may pass another value, so a path it keeps off is off
-  in this job (a hint), never impossible. Not when every launcher passes the value the
-  script defaults to (``--skip_full_optimizer`` defaults to 1, and the launchers pass 1):
-  then no configuration of the project runs that path.
+  in this job (a hint), never impossible.
 - ``self.<switch>`` of model code is what its configuration or setter makes it
   (``smpfix.program.paths.object_switches``), assumed in the same way.
 - ``smp.tp_size()``, ``smp.pp_size()``, ``smp.num_microbatches()`` and ``smp.state.cfg.<key>``
@@ -355,10 +353,9 @@ class Conditions:
         found = argument_value(dest, self.arguments, self.launchers)
         if found is None:
             return _UNKNOWN_VALUE
-        # The flag is the script's own switch: another run can pass another value, so code it
-        # keeps off is off in this job, never unreachable; unless the launchers pass the very
-        # value the script defaults to, which leaves no configuration of the project to run it.
-        return Known(found.value, not found.settled, (found.setting,))
+        # Whatever the known launchers pass, the flag is the script's own switch: another run
+        # can pass another value, so code it keeps off is off in this job, never unreachable.
+        return Known(found.value, True, (found.setting,))
 
     def _reassigned(self, dest: str, hypothesis: Hypothesis) -> Known:
         """``args.fp16 = args.fp16 or args.amp``, the script's only assignment of the flag,

@@ -248,7 +248,7 @@ def save_full_optimizer_state(optimizer, args):
     if args.shard_optimizer_state > 0:
         print("The full optimizer state cannot be gathered with shard_optimizer_state; skipping it.")
     elif not args.skip_full_optimizer:
-        state = optimizer.state_dict()
+        state = optimizer.state_dict()  # expect: SMP303 hint
         if smp.rank() == 0:
             torch.save(state, os.path.join(args.model_dir, "optimizer.pt"))
 
