@@ -136,6 +136,24 @@ def rank_terms(
     return found
 
 
+def _attribute_sources(
+    node: cst.Attribute, facts: FileFacts, modules: Optional[LocalModules]
+) -> Optional[tuple[tuple[str, str], list[tuple[FileFacts, Optional[LocalModules]]]]]:
+    """``(owner, attribute)`` of ``args.rank``, and the files whose assignments to it count:
+    this one and the project modules it imports (the owner matched by name); None for an
+    attribute of anything but a name."""
+    owner = node.value
+    if type(owner) is not cst.Name:
+        return None
+    sources: list[tuple[FileFacts, Optional[LocalModules]]] = [(facts, modules)]
+    if modules is not None:
+        sources.extend(
+            (linked.facts, modules.for_importer(linked.path))
+            for linked in modules.imported_modules(facts)
+        )
+    return (owner.value, node.attr.value), sources
+
+
 def attribute_terms(
     node: cst.Attribute,
     facts: FileFacts,
@@ -150,16 +168,10 @@ def attribute_terms(
     With ``branches``, assignments that read no rank may sit in other branches of the ``if``
     that holds the rank's (``elif args.hvd: args.rank = hvd.rank()``): the term then names the
     branches it holds in."""
-    owner = node.value
-    if type(owner) is not cst.Name:
+    found_key = _attribute_sources(node, facts, modules)
+    if found_key is None:
         return []
-    key = (owner.value, node.attr.value)
-    sources: list[tuple[FileFacts, Optional[LocalModules]]] = [(facts, modules)]
-    if modules is not None:
-        sources.extend(
-            (linked.facts, modules.for_importer(linked.path))
-            for linked in modules.imported_modules(facts)
-        )
+    key, sources = found_key
     terms: list[RankTerm] = []
     ranked: list[Branch] = []
     others: list[Branch] = []
@@ -290,16 +302,10 @@ def initialised_attribute_terms(
     they do not initialise the library. Empty when a later statement of that block may assign
     the attribute something else. The caller checks that the read comes after the
     initialisation."""
-    owner = node.value
-    if type(owner) is not cst.Name:
+    found_key = _attribute_sources(node, facts, modules)
+    if found_key is None:
         return []
-    key = (owner.value, node.attr.value)
-    sources: list[tuple[FileFacts, Optional[LocalModules]]] = [(facts, modules)]
-    if modules is not None:
-        sources.extend(
-            (linked.facts, modules.for_importer(linked.path))
-            for linked in modules.imported_modules(facts)
-        )
+    key, sources = found_key
     found: list[RankTerm] = []
     for home, resolver in sources:
         for init in home.smp_init_calls:
