@@ -77,8 +77,8 @@ def wrap_model():
 """
 
 
-def _helper_codes(root: Path) -> list[tuple[str, int]]:
-    """The CLI's view of the helper module: checked with the scripts that import it."""
+def _helper_codes(root: Path, name: str = "model_setup.py") -> list[tuple[str, int]]:
+    """The CLI's view of the module ``name``: checked with the scripts that import it."""
     result = CliRunner().invoke(
         main,
         ["check", "--no-cache", "--select", "SMP106", "--output-format", "json", str(root)],
@@ -86,7 +86,7 @@ def _helper_codes(root: Path) -> list[tuple[str, int]]:
     return [
         (finding["code"], finding["location"]["row"])
         for finding in json.loads(result.output)
-        if finding["filename"].endswith("model_setup.py")
+        if Path(finding["filename"]).name == name
     ]
 
 
@@ -102,18 +102,6 @@ def test_a_wrapper_module_nobody_initialises_is_still_reported(workdir: Path) ->
     )
     (workdir / "model_setup.py").write_text(WRAPPER, encoding="utf-8")
     assert _helper_codes(workdir) == [("SMP106", 1)]
-
-
-def _package_codes(root: Path, name: str) -> list[tuple[str, int]]:
-    result = CliRunner().invoke(
-        main,
-        ["check", "--no-cache", "--select", "SMP106", "--output-format", "json", str(root)],
-    )
-    return [
-        (finding["code"], finding["location"]["row"])
-        for finding in json.loads(result.output)
-        if Path(finding["filename"]).name == name
-    ]
 
 
 PACKAGE_MAIN = """\
@@ -150,9 +138,9 @@ def test_a_package_module_imports_its_siblings_from_above_the_package(workdir: P
     (package / "__init__.py").write_text("", encoding="utf-8")
     (package / "main.py").write_text(PACKAGE_MAIN, encoding="utf-8")
     (package / "distributed.py").write_text(PACKAGE_DISTRIBUTED, encoding="utf-8")
-    assert _package_codes(workdir, "main.py") == []
+    assert _helper_codes(workdir, "main.py") == []
     (package / "distributed.py").write_text("def init_device():\n    pass\n", encoding="utf-8")
-    assert _package_codes(workdir, "main.py") == [("SMP106", 2)]
+    assert _helper_codes(workdir, "main.py") == [("SMP106", 2)]
 
 
 OPTIMIZER_UTILS = """\
@@ -178,7 +166,7 @@ def test_a_library_module_of_a_package_no_known_script_imports_is_not_judged(
         encoding="utf-8",
     )
     (package / "optimizer_utils.py").write_text(OPTIMIZER_UTILS, encoding="utf-8")
-    assert _package_codes(workdir, "optimizer_utils.py") == []
+    assert _helper_codes(workdir, "optimizer_utils.py") == []
 
 
 def test_a_package_module_a_known_script_imports_is_judged_with_it(workdir: Path) -> None:
@@ -193,7 +181,7 @@ def test_a_package_module_a_known_script_imports_is_judged_with_it(workdir: Path
         "    create_optimizer(None, None)\n",
         encoding="utf-8",
     )
-    assert _package_codes(workdir, "optimizer_utils.py") == [("SMP106", 1)]
+    assert _helper_codes(workdir, "optimizer_utils.py") == [("SMP106", 1)]
 
 
 def test_a_package_module_that_uses_the_library_on_import_is_still_a_script(
@@ -206,4 +194,4 @@ def test_a_package_module_that_uses_the_library_on_import_is_still_a_script(
         "import smdistributed.modelparallel.torch as smp\n\nmodel = smp.DistributedModel(Net())\n",
         encoding="utf-8",
     )
-    assert _package_codes(workdir, "wrap.py") == [("SMP106", 1)]
+    assert _helper_codes(workdir, "wrap.py") == [("SMP106", 1)]
